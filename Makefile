@@ -1,0 +1,35 @@
+# Builds: `make` builds what this machine can build (the CPU trainer and the tokenizer always, the
+# CUDA trainer when nvcc is on the PATH). `make test` runs every test that needs no GPU.
+CC ?= gcc
+CFLAGS ?= -O3 -march=native -mprefer-vector-width=512 -fno-finite-math-only
+CFLAGS += -std=gnu11 -Wall -Wextra -Wno-unused-function -fopenmp
+LDLIBS = -lm
+PYTHON ?= python3
+TORCH_PYTHON ?= /usr/bin/python3
+NVCC := $(shell command -v nvcc 2>/dev/null)
+
+HEADERS = utils.h gpt2.h config.h checkpoint.h dataloader.h tokenizer.h trainer.h
+
+.PHONY: all test bench-cpu clean
+all: train_gpt_cpu tokenize $(if $(NVCC),train_gpt)
+
+train_gpt_cpu: train_gpt.c $(HEADERS)
+	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+
+tokenize: tokenize.c tokenizer.h utils.h
+	$(CC) -O2 -std=gnu11 -Wall -Wextra $< -o $@ $(LDLIBS)
+
+test/test_gpt2: test/test_gpt2.c train_gpt.c $(HEADERS)
+	$(CC) $(CFLAGS) -I. $< -o $@ $(LDLIBS)
+
+test/test_units: test/test_units.c $(HEADERS)
+	$(CC) $(CFLAGS) -I. $< -o $@ $(LDLIBS)
+
+test: train_gpt_cpu tokenize test/test_gpt2 test/test_units
+	PYTHON=$(PYTHON) TORCH_PYTHON=$(TORCH_PYTHON) bash test/run_tests.sh
+
+bench-cpu: train_gpt_cpu
+	bash scripts/bench_cpu.sh
+
+clean:
+	rm -f train_gpt_cpu train_gpt tokenize test/test_gpt2 test/test_units

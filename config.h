@@ -1,0 +1,284 @@
+// config.h: the command-line contract shared by the CPU build (train_gpt.c) and the CUDA build
+// (train_gpt.cu): every flag, its llm.c letter, its default and its checks, plus the learning-rate
+// schedule. Both builds parse with this file so they cannot drift apart.
+#ifndef CONFIG_H
+#define CONFIG_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "utils.h"
+
+typedef struct {
+    // data and files
+    const char *train_data;     // glob of train shards; NULL = the embedded synthetic corpus
+    const char *val_data;       // glob of val shards
+    const char *init;           // checkpoint file or "dN"
+    const char *out_dir;        // checkpoints go here; NULL = none written
+    const char *tokenizer;      // llm.c tokenizer .bin for decoding samples
+    const char *log_path;       // JSON-lines log
+    // batch
+    int micro_batch;            // B
+    int seq_len;                // T
+    long total_batch_tokens;    // -1 = derive from grad_accum
+    int grad_accum;             // -1 = derive from total_batch_tokens
+    // optimisation
+    int steps;
+    float lr, lr_final_frac, wsd_decay_frac;
+    int warmup;
+    const char *lr_schedule;    // cosine | linear | constant | wsd
+    float weight_decay, beta1, beta2, eps, grad_clip;
+    int recompute;              // 0..3
+    uint64_t seed;
+    int shuffle;
+    // evaluation, sampling, checkpoints
+    int val_every, val_batches, sample_every, gen_tokens;
+    int checkpoint_every, keep_checkpoints, resume;
+    int dry_run;
+} TrainConfig;
+
+static void config_defaults(TrainConfig *c) {
+    memset(c, 0, sizeof(*c));
+    c->micro_batch = 8;
+    c->seq_len = 64;
+    c->total_batch_tokens = -1;
+    c->grad_accum = -1;
+    c->steps = 300;
+    c->lr = 3e-3f;
+    c->lr_final_frac = 0.1f;
+    c->wsd_decay_frac = 0.2f;
+    c->warmup = 30;
+    c->lr_schedule = "cosine";
+    c->weight_decay = 0.1f;
+    c->beta1 = 0.9f;
+    c->beta2 = 0.95f;
+    c->eps = 1e-8f;
+    c->grad_clip = 1.0f;
+    c->recompute = 0;
+    c->seed = 1337;
+    c->shuffle = 1;
+    c->val_every = 50;
+    c->val_batches = 10;
+    c->sample_every = 100;
+    c->gen_tokens = 64;
+    c->checkpoint_every = 0;
+    c->keep_checkpoints = 2;
+    c->resume = 0;
+}
+
+typedef enum { OPT_STR, OPT_INT, OPT_LONG, OPT_U64, OPT_FLOAT, OPT_FLAG } OptKind;
+
+typedef struct {
+    const char *shortname;      // llm.c's letter, or NULL
+    const char *longname;
+    OptKind kind;
+    size_t offset;
+    const char *help;
+} OptSpec;
+
+#define OPT(s, l, k, field, h) { s, l, k, offsetof(TrainConfig, field), h }
+static const OptSpec OPTIONS[] = {
+    OPT("-i", "--train-data", OPT_STR, train_data, "glob of train token shards (default: built-in synthetic corpus)"),
+    OPT("-j", "--val-data", OPT_STR, val_data, "glob of validation token shards"),
+    OPT("-e", "--init", OPT_STR, init, "model .bin (llm.c v3 fp32 or v5 bf16) or dN for a fresh GPT-2 of depth N"),
+    OPT("-o", "--out-dir", OPT_STR, out_dir, "directory for checkpoints and training state (default: none)"),
+    OPT(NULL, "--tokenizer", OPT_STR, tokenizer, "llm.c tokenizer .bin used to decode samples"),
+    OPT(NULL, "--log", OPT_STR, log_path, "write a JSON-lines log here (one line per step, and val lines)"),
+    OPT("-b", "--micro-batch", OPT_INT, micro_batch, "sequences per micro-batch B (default 8)"),
+    OPT("-t", "--seq-len", OPT_INT, seq_len, "sequence length T, at most the model's (default 64)"),
+    OPT("-d", "--total-batch-tokens", OPT_LONG, total_batch_tokens, "tokens per optimizer step; sets the accumulation"),
+    OPT(NULL, "--grad-accum", OPT_INT, grad_accum, "micro-batches per optimizer step (default 1)"),
+    OPT("-x", "--steps", OPT_INT, steps, "optimizer steps to train (default 300)"),
+    OPT("-l", "--lr", OPT_FLOAT, lr, "peak learning rate (default 3e-3)"),
+    OPT("-u", "--warmup", OPT_INT, warmup, "linear warmup steps (default 30)"),
+    OPT("-q", "--lr-final-frac", OPT_FLOAT, lr_final_frac, "final lr as a fraction of the peak (default 0.1)"),
+    OPT("-k", "--lr-schedule", OPT_STR, lr_schedule, "cosine | linear | constant | wsd (default cosine)"),
+    OPT(NULL, "--wsd-decay-frac", OPT_FLOAT, wsd_decay_frac, "wsd: fraction of the steps spent decaying (default 0.2)"),
+    OPT("-c", "--weight-decay", OPT_FLOAT, weight_decay, "AdamW decoupled weight decay on matmul and embedding weights (default 0.1)"),
+    OPT(NULL, "--beta1", OPT_FLOAT, beta1, "AdamW beta1 (default 0.9)"),
+    OPT(NULL, "--beta2", OPT_FLOAT, beta2, "AdamW beta2 (default 0.95)"),
+    OPT(NULL, "--eps", OPT_FLOAT, eps, "AdamW epsilon (default 1e-8)"),
+    OPT(NULL, "--grad-clip", OPT_FLOAT, grad_clip, "clip the global gradient norm to this; 0 = off (default 1.0)"),
+    OPT("-r", "--recompute", OPT_INT, recompute, "0 store all; 1 recompute GELU; 2 also LayerNorm; 3 keep only layer inputs"),
+    OPT(NULL, "--seed", OPT_U64, seed, "seed for initialisation, data order and sampling (default 1337)"),
+    OPT(NULL, "--shuffle", OPT_INT, shuffle, "1 shuffle the training order each epoch, 0 read in order (default 1)"),
+    OPT("-v", "--val-every", OPT_INT, val_every, "validation loss every N steps; 0 = off (default 50)"),
+    OPT("-m", "--val-batches", OPT_INT, val_batches, "micro-batches per validation (default 10)"),
+    OPT("-s", "--sample-every", OPT_INT, sample_every, "sample text every N steps; 0 = off (default 100)"),
+    OPT("-g", "--gen-tokens", OPT_INT, gen_tokens, "tokens per sample (default 64)"),
+    OPT("-n", "--checkpoint-every", OPT_INT, checkpoint_every, "checkpoint every N steps and at the end; 0 = off"),
+    OPT(NULL, "--keep-checkpoints", OPT_INT, keep_checkpoints, "keep the last K checkpoints (default 2)"),
+    OPT("-y", "--resume", OPT_INT, resume, "1 = continue from the latest complete checkpoint in --out-dir"),
+    OPT(NULL, "--dry-run", OPT_FLAG, dry_run, "print the configuration and memory plan, then exit"),
+};
+#undef OPT
+#define NUM_OPTIONS ((int)(sizeof(OPTIONS) / sizeof(OPTIONS[0])))
+
+static void print_help(const char *prog) {
+    printf("usage: %s [flags]\n", prog);
+    printf("With no flags it trains a small GPT-2 on a built-in synthetic corpus whose entropy is known,\n");
+    printf("and prints that floor beside the validation loss.\n\nflags (long form --flag VALUE or --flag=VALUE):\n");
+    for (int i = 0; i < NUM_OPTIONS; i++) {
+        const OptSpec *o = &OPTIONS[i];
+        char names[64];
+        snprintf(names, sizeof(names), "%s%s%s", o->shortname ? o->shortname : "", o->shortname ? ", " : "    ", o->longname);
+        printf("  %-26s %s\n", names, o->help);
+    }
+    printf("  %-26s %s\n", "-h, --help", "print this help and exit");
+}
+
+static void parse_value(const OptSpec *o, const char *flagname, const char *v, TrainConfig *c) {
+    char *end = NULL;
+    void *field = (char *)c + o->offset;
+    errno = 0;
+    switch (o->kind) {
+        case OPT_STR: *(const char **)field = v; return;
+        case OPT_INT: {
+            long x = strtol(v, &end, 10);
+            if (*v == '\0' || *end != '\0' || errno || x < -2147483647L || x > 2147483647L) {
+                fprintf(stderr, "error: %s: '%s' is not an integer\n", flagname, v); exit(2);
+            }
+            *(int *)field = (int)x; return;
+        }
+        case OPT_LONG: {
+            long x = strtol(v, &end, 10);
+            if (*v == '\0' || *end != '\0' || errno) { fprintf(stderr, "error: %s: '%s' is not an integer\n", flagname, v); exit(2); }
+            *(long *)field = x; return;
+        }
+        case OPT_U64: {
+            unsigned long long x = strtoull(v, &end, 10);
+            if (*v == '\0' || *v == '-' || *end != '\0' || errno) {
+                fprintf(stderr, "error: %s: '%s' is not a non-negative integer\n", flagname, v); exit(2);
+            }
+            *(uint64_t *)field = x; return;
+        }
+        case OPT_FLOAT: {
+            float x = strtof(v, &end);
+            if (*v == '\0' || *end != '\0' || errno || !isfinite(x)) {
+                fprintf(stderr, "error: %s: '%s' is not a number\n", flagname, v); exit(2);
+            }
+            *(float *)field = x; return;
+        }
+        case OPT_FLAG: {
+            if (strcmp(v, "1") == 0) *(int *)field = 1;
+            else if (strcmp(v, "0") == 0) *(int *)field = 0;
+            else { fprintf(stderr, "error: %s: '%s' should be 0 or 1\n", flagname, v); exit(2); }
+            return;
+        }
+    }
+}
+
+// Parses argv into c (after config_defaults). Exits 2 on anything it does not understand, naming it.
+static void parse_args(TrainConfig *c, int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) { print_help(argv[0]); exit(0); }
+        const char *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
+        size_t namelen = eq ? (size_t)(eq - arg) : strlen(arg);
+        const OptSpec *o = NULL;
+        for (int k = 0; k < NUM_OPTIONS && !o; k++) {
+            const OptSpec *s = &OPTIONS[k];
+            if ((strlen(s->longname) == namelen && strncmp(arg, s->longname, namelen) == 0) ||
+                (s->shortname && !eq && strcmp(arg, s->shortname) == 0)) o = s;
+        }
+        if (!o) { fprintf(stderr, "error: unknown flag '%s' (see --help)\n", arg); exit(2); }
+        const char *v;
+        if (eq) v = eq + 1;
+        else if (o->kind == OPT_FLAG && (i + 1 >= argc || argv[i + 1][0] == '-')) v = "1";
+        else if (i + 1 < argc) v = argv[++i];
+        else { fprintf(stderr, "error: flag %s needs a value\n", arg); exit(2); }
+        char flagname[80];
+        snprintf(flagname, sizeof(flagname), "%s%s%s", o->shortname ? o->shortname : "", o->shortname ? "/" : "", o->longname);
+        parse_value(o, flagname, v, c);
+    }
+}
+
+static void bad_value(const char *flag, const char *what) {
+    fprintf(stderr, "error: %s: %s\n", flag, what);
+    exit(2);
+}
+
+// Checks that do not depend on the model or the world size; batch arithmetic is finished in
+// config_resolve_batch once the number of data-parallel ranks is known.
+static void config_validate(const TrainConfig *c) {
+    if (c->micro_batch < 1) bad_value("-b/--micro-batch", "must be >= 1");
+    if (c->seq_len < 1) bad_value("-t/--seq-len", "must be >= 1");
+    if (c->steps < 0) bad_value("-x/--steps", "must be >= 0");
+    if (c->lr < 0) bad_value("-l/--lr", "must be >= 0");
+    if (c->warmup < 0) bad_value("-u/--warmup", "must be >= 0");
+    if (c->lr_final_frac < 0 || c->lr_final_frac > 1) bad_value("-q/--lr-final-frac", "must be in [0, 1]");
+    if (c->wsd_decay_frac < 0 || c->wsd_decay_frac > 1) bad_value("--wsd-decay-frac", "must be in [0, 1]");
+    const char *k = c->lr_schedule;
+    if (strcmp(k, "cosine") && strcmp(k, "linear") && strcmp(k, "constant") && strcmp(k, "wsd")) {
+        fprintf(stderr, "error: -k/--lr-schedule: '%s' is not one of cosine, linear, constant, wsd\n", k); exit(2);
+    }
+    if (c->weight_decay < 0) bad_value("-c/--weight-decay", "must be >= 0");
+    if (c->beta1 < 0 || c->beta1 >= 1) bad_value("--beta1", "must be in [0, 1)");
+    if (c->beta2 < 0 || c->beta2 >= 1) bad_value("--beta2", "must be in [0, 1)");
+    if (c->eps <= 0) bad_value("--eps", "must be > 0");
+    if (c->grad_clip < 0) bad_value("--grad-clip", "must be >= 0 (0 turns clipping off)");
+    if (c->recompute < 0 || c->recompute > 3) bad_value("-r/--recompute", "must be 0, 1, 2 or 3");
+    if (c->shuffle != 0 && c->shuffle != 1) bad_value("--shuffle", "must be 0 or 1");
+    if (c->val_every < 0) bad_value("-v/--val-every", "must be >= 0 (0 turns it off)");
+    if (c->val_batches < 1) bad_value("-m/--val-batches", "must be >= 1");
+    if (c->sample_every < 0) bad_value("-s/--sample-every", "must be >= 0 (0 turns it off)");
+    if (c->gen_tokens < 1) bad_value("-g/--gen-tokens", "must be >= 1");
+    if (c->checkpoint_every < 0) bad_value("-n/--checkpoint-every", "must be >= 0 (0 turns it off)");
+    if (c->keep_checkpoints < 1) bad_value("--keep-checkpoints", "must be >= 1");
+    if (c->resume != 0 && c->resume != 1) bad_value("-y/--resume", "must be 0 or 1");
+    if ((c->checkpoint_every > 0 || c->resume) && c->out_dir == NULL) {
+        bad_value(c->resume ? "-y/--resume" : "-n/--checkpoint-every", "needs -o/--out-dir");
+    }
+    if (c->val_data && !c->train_data) bad_value("-j/--val-data", "given without -i/--train-data");
+}
+
+// Sets grad_accum from total_batch_tokens (or the other way round) for dp data-parallel ranks.
+static void config_resolve_batch(TrainConfig *c, int dp) {
+    long per_micro = (long)c->micro_batch * c->seq_len * dp;
+    if (c->total_batch_tokens > 0) {
+        if (c->total_batch_tokens % per_micro != 0) {
+            fprintf(stderr, "error: -d/--total-batch-tokens: %ld is not a multiple of micro-batch %d x seq %d x "
+                    "data-parallel %d = %ld\n", c->total_batch_tokens, c->micro_batch, c->seq_len, dp, per_micro);
+            exit(2);
+        }
+        long accum = c->total_batch_tokens / per_micro;
+        if (c->grad_accum > 0 && c->grad_accum != accum) {
+            fprintf(stderr, "error: total batch tokens %ld != micro-batch %d x seq %d x accumulation %d x data-parallel %d "
+                    "(= %ld); drop one of -d and --grad-accum\n", c->total_batch_tokens, c->micro_batch, c->seq_len,
+                    c->grad_accum, dp, per_micro * c->grad_accum);
+            exit(2);
+        }
+        c->grad_accum = (int)accum;
+    } else if (c->total_batch_tokens == 0 || c->total_batch_tokens < -1) {
+        bad_value("-d/--total-batch-tokens", "must be > 0");
+    } else {
+        if (c->grad_accum == -1) c->grad_accum = 1;
+        if (c->grad_accum < 1) bad_value("--grad-accum", "must be >= 1");
+        c->total_batch_tokens = per_micro * c->grad_accum;
+    }
+}
+
+// Learning rate at 0-based step `step` of `total` steps: linear warmup to the peak, then decay to
+// lr * final_frac by the chosen schedule.
+static float lr_at(const TrainConfig *c, int step, int total) {
+    float lr = c->lr, lr_min = c->lr * c->lr_final_frac;
+    if (step < c->warmup) return lr * (float)(step + 1) / (float)c->warmup;
+    const char *k = c->lr_schedule;
+    if (strcmp(k, "constant") == 0) return lr;
+    int decay_start = c->warmup;
+    if (strcmp(k, "wsd") == 0) {
+        decay_start = total - (int)lroundf(c->wsd_decay_frac * (float)total);
+        if (decay_start < c->warmup) decay_start = c->warmup;
+        if (step < decay_start) return lr;
+    }
+    int span = total - decay_start;
+    if (span <= 1) return lr_min;
+    float progress = (float)(step - decay_start) / (float)(span - 1);  // 0 at the first decay step, 1 at the last
+    if (progress > 1.0f) progress = 1.0f;
+    if (strcmp(k, "cosine") == 0) return lr_min + 0.5f * (1.0f + cosf((float)M_PI * progress)) * (lr - lr_min);
+    return lr - progress * (lr - lr_min);  // linear, and the decay phase of wsd
+}
+
+#endif

@@ -1,0 +1,291 @@
+// dataloader.h: token shards in llm.c's format, read as a deterministic stream of micro-batches.
+//
+// A micro-batch is B*T+1 consecutive tokens of one shard (inputs are the first B*T, targets the
+// last B*T). The stream is a pure function of (seed, micro-batch index): epoch e visits every
+// window of every shard once, in an order shuffled from (seed, e). Because of that the loader's
+// whole state is one counter, resuming is exact, and a rank-of-N view is simple: rank r takes
+// global micro-batches r, r+N, r+2N, ..., so N ranks with accumulation A read exactly the tokens one
+// process reads with accumulation N*A.
+#ifndef DATALOADER_H
+#define DATALOADER_H
+
+#include <glob.h>
+#include <math.h>
+#include "utils.h"
+
+#define SHARD_MAGIC 20240520
+#define SHARD_VERSION 1
+#define SHARD_HEADER_BYTES 1024
+
+typedef struct {
+    char *path;        // file, or a name for an in-memory shard
+    uint16_t *mem;     // in-memory tokens (the synthetic corpus), else NULL
+    long ntok;
+    long nwin;         // micro-batch windows in this shard
+} Shard;
+
+typedef struct {
+    Shard *shards;
+    int nshards;
+    int B, T;
+    int rank, world;
+    int shuffle;
+    uint64_t seed;
+    int vocab_size;
+    long windows_per_epoch;
+    uint64_t pos;      // micro-batches this rank has taken: the whole resumable state
+    // caches of the current epoch's shard order and the current shard's window order
+    int *order;
+    int64_t order_epoch;
+    long *perm;
+    int64_t perm_epoch;
+    int perm_shard;
+    FILE *fp;
+    int fp_shard;
+    // the micro-batch just read
+    uint16_t *buf;
+    int *inputs, *targets;
+    int cur_shard;
+    long cur_offset;
+} DataLoader;
+
+// Reads and checks a shard's header and size; returns its token count.
+static long shard_check_file(const char *path) {
+    FILE *fp = fopenCheck(path, "rb");
+    int header[256];
+    fseekCheck(fp, 0, SEEK_END, path);
+    long size = ftell(fp);
+    if (size < SHARD_HEADER_BYTES) fatal("%s: %ld bytes, too short for a token shard header (1024 bytes)", path, size);
+    fseekCheck(fp, 0, SEEK_SET, path);
+    freadCheck(header, sizeof(int), 256, fp, path);
+    fclose(fp);
+    if (header[0] != SHARD_MAGIC) fatal("%s: bad magic %d, expected %d (not an llm.c token shard?)", path, header[0], SHARD_MAGIC);
+    if (header[1] != SHARD_VERSION) fatal("%s: shard version %d, expected %d", path, header[1], SHARD_VERSION);
+    long n = header[2];
+    if (n < 0 || size != SHARD_HEADER_BYTES + 2 * n) {
+        fatal("%s: header says %ld tokens (%ld bytes) but the file has %ld bytes (truncated?)", path, n,
+              SHARD_HEADER_BYTES + 2 * n, size);
+    }
+    return n;
+}
+
+static void dataloader_setup(DataLoader *dl, int B, int T, int rank, int world, int shuffle, uint64_t seed, int vocab_size) {
+    dl->B = B; dl->T = T; dl->rank = rank; dl->world = world;
+    dl->shuffle = shuffle; dl->seed = seed; dl->vocab_size = vocab_size;
+    dl->pos = 0;
+    dl->windows_per_epoch = 0;
+    long bt = (long)B * T;
+    for (int i = 0; i < dl->nshards; i++) {
+        Shard *s = &dl->shards[i];
+        s->nwin = s->ntok > bt ? (s->ntok - 1) / bt : 0;
+        dl->windows_per_epoch += s->nwin;
+    }
+    if (dl->windows_per_epoch == 0) {
+        fatal("%s%s: too few tokens for one micro-batch of B*T+1 = %ld tokens (largest shard has %ld)",
+              dl->shards[0].path, dl->nshards > 1 ? " and the other shards" : "", bt + 1, dl->shards[0].ntok);
+    }
+    dl->order = (int *)mallocCheck(dl->nshards * sizeof(int));
+    dl->order_epoch = -1;
+    dl->perm = NULL;
+    dl->perm_epoch = -1;
+    dl->perm_shard = -1;
+    dl->fp = NULL;
+    dl->fp_shard = -1;
+    dl->buf = (uint16_t *)mallocCheck((bt + 1) * sizeof(uint16_t));
+    dl->inputs = (int *)mallocCheck(bt * sizeof(int));
+    dl->targets = (int *)mallocCheck(bt * sizeof(int));
+}
+
+// Opens every shard matching `pattern` and checks them all before any training starts.
+static void dataloader_init(DataLoader *dl, const char *pattern, const char *flag, int B, int T, int rank, int world,
+                            int shuffle, uint64_t seed, int vocab_size) {
+    memset(dl, 0, sizeof(*dl));
+    glob_t g;
+    int rc = glob(pattern, 0, NULL, &g);
+    if (rc != 0 || g.gl_pathc == 0) {
+        fatal("%s: no file matches '%s'", flag, pattern);
+    }
+    dl->nshards = (int)g.gl_pathc;
+    dl->shards = (Shard *)callocCheck(dl->nshards, sizeof(Shard));
+    for (int i = 0; i < dl->nshards; i++) {
+        dl->shards[i].path = strdup(g.gl_pathv[i]);
+        dl->shards[i].ntok = shard_check_file(g.gl_pathv[i]);
+    }
+    globfree(&g);
+    dataloader_setup(dl, B, T, rank, world, shuffle, seed, vocab_size);
+}
+
+// A loader over tokens already in memory (the synthetic corpus); it takes ownership of `tokens`.
+static void dataloader_init_memory(DataLoader *dl, const char *name, uint16_t *tokens, long ntok, int B, int T,
+                                   int rank, int world, int shuffle, uint64_t seed, int vocab_size) {
+    memset(dl, 0, sizeof(*dl));
+    dl->nshards = 1;
+    dl->shards = (Shard *)callocCheck(1, sizeof(Shard));
+    dl->shards[0].path = strdup(name);
+    dl->shards[0].mem = tokens;
+    dl->shards[0].ntok = ntok;
+    dataloader_setup(dl, B, T, rank, world, shuffle, seed, vocab_size);
+}
+
+// Fisher-Yates with our own RNG, so the order is the same on every machine.
+static void shuffle_longs(long *a, long n, uint64_t seed) {
+    uint64_t rng = mix_seed(seed);
+    for (long i = n - 1; i > 0; i--) {
+        long j = (long)(((uint64_t)random_u32(&rng) << 32 | random_u32(&rng)) % (uint64_t)(i + 1));
+        long t = a[i]; a[i] = a[j]; a[j] = t;
+    }
+}
+
+// Maps a global micro-batch index to (shard, token offset).
+static void dataloader_locate(DataLoader *dl, uint64_t g, int *shard, long *offset) {
+    int64_t epoch = (int64_t)(g / (uint64_t)dl->windows_per_epoch);
+    long idx = (long)(g % (uint64_t)dl->windows_per_epoch);
+    if (dl->order_epoch != epoch) {
+        long *tmp = (long *)mallocCheck(dl->nshards * sizeof(long));
+        for (int i = 0; i < dl->nshards; i++) tmp[i] = i;
+        if (dl->shuffle) shuffle_longs(tmp, dl->nshards, dl->seed ^ mix_seed((uint64_t)epoch * 2 + 1));
+        for (int i = 0; i < dl->nshards; i++) dl->order[i] = (int)tmp[i];
+        free(tmp);
+        dl->order_epoch = epoch;
+    }
+    int s = 0;
+    for (int i = 0; i < dl->nshards; i++) {
+        s = dl->order[i];
+        if (idx < dl->shards[s].nwin) break;
+        idx -= dl->shards[s].nwin;
+    }
+    long w = idx;
+    if (dl->shuffle) {
+        if (dl->perm_epoch != epoch || dl->perm_shard != s) {
+            free(dl->perm);
+            long n = dl->shards[s].nwin;
+            dl->perm = (long *)mallocCheck(n * sizeof(long));
+            for (long i = 0; i < n; i++) dl->perm[i] = i;
+            shuffle_longs(dl->perm, n, dl->seed ^ mix_seed(((uint64_t)epoch << 20) ^ (uint64_t)s ^ 0xdada));
+            dl->perm_epoch = epoch;
+            dl->perm_shard = s;
+        }
+        w = dl->perm[idx];
+    }
+    *shard = s;
+    *offset = w * (long)dl->B * dl->T;
+}
+
+// Reads this rank's next micro-batch into dl->inputs / dl->targets.
+static void dataloader_next(DataLoader *dl) {
+    uint64_t g = dl->pos * (uint64_t)dl->world + (uint64_t)dl->rank;
+    dl->pos++;
+    int s;
+    long off;
+    dataloader_locate(dl, g, &s, &off);
+    Shard *sh = &dl->shards[s];
+    long n = (long)dl->B * dl->T + 1;
+    if (sh->mem) {
+        memcpy(dl->buf, sh->mem + off, n * sizeof(uint16_t));
+    } else {
+        if (dl->fp_shard != s) {
+            if (dl->fp) fclose(dl->fp);
+            dl->fp = fopenCheck(sh->path, "rb");
+            dl->fp_shard = s;
+        }
+        fseekCheck(dl->fp, SHARD_HEADER_BYTES + off * 2, SEEK_SET, sh->path);
+        freadCheck(dl->buf, sizeof(uint16_t), n, dl->fp, sh->path);
+    }
+    for (long i = 0; i < n; i++) {
+        if (dl->buf[i] >= dl->vocab_size) {
+            fatal("%s: token %u at position %ld is outside the model's vocabulary of %d", sh->path, dl->buf[i], off + i,
+                  dl->vocab_size);
+        }
+    }
+    for (long i = 0; i < n - 1; i++) {
+        dl->inputs[i] = dl->buf[i];
+        dl->targets[i] = dl->buf[i + 1];
+    }
+    dl->cur_shard = s;
+    dl->cur_offset = off;
+}
+
+static void dataloader_reset(DataLoader *dl) { dl->pos = 0; }
+
+// Micro-batches this rank sees per epoch (used to bound validation).
+static long dataloader_windows_per_rank(const DataLoader *dl) { return dl->windows_per_epoch / dl->world; }
+
+static void dataloader_free(DataLoader *dl) {
+    for (int i = 0; i < dl->nshards; i++) { free(dl->shards[i].path); free(dl->shards[i].mem); }
+    free(dl->shards);
+    free(dl->order);
+    free(dl->perm);
+    if (dl->fp) fclose(dl->fp);
+    free(dl->buf);
+    free(dl->inputs);
+    free(dl->targets);
+}
+
+// ----------------------------------------------------------------------------
+// The embedded default corpus: a fixed random first-order Markov source over SYNTH_VOCAB tokens.
+// Its entropy rate is known exactly, so a user sees how close the model gets to the best possible
+// loss. Every target has at least its predecessor in context, so the floor for every position is
+// the entropy rate itself.
+
+#define SYNTH_VOCAB 64
+#define SYNTH_SUCCESSORS 4
+// how samples of the synthetic corpus are printed: one symbol per token
+static const char SYNTH_ALPHABET[SYNTH_VOCAB + 1] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .";
+
+typedef struct {
+    int next[SYNTH_VOCAB][SYNTH_SUCCESSORS];
+    double prob[SYNTH_VOCAB][SYNTH_SUCCESSORS];
+    double entropy_rate;   // nats per token
+} MarkovSource;
+
+static void markov_init(MarkovSource *m, uint64_t seed) {
+    uint64_t rng = mix_seed(seed ^ 0x4d61726b6f76ull);
+    for (int i = 0; i < SYNTH_VOCAB; i++) {
+        double total = 0;
+        for (int k = 0; k < SYNTH_SUCCESSORS; k++) {
+            // successor 0 is always i+1 so the chain is irreducible; the others are random
+            m->next[i][k] = k == 0 ? (i + 1) % SYNTH_VOCAB : (int)(random_u32(&rng) % SYNTH_VOCAB);
+            double w = -log(1.0 - random_f32(&rng) * 0.999);  // exponential weights = Dirichlet(1)
+            m->prob[i][k] = w;
+            total += w;
+        }
+        for (int k = 0; k < SYNTH_SUCCESSORS; k++) m->prob[i][k] /= total;
+    }
+    // stationary distribution by power iteration (lazy chain, so it converges even if periodic)
+    double pi[SYNTH_VOCAB], nxt[SYNTH_VOCAB];
+    for (int i = 0; i < SYNTH_VOCAB; i++) pi[i] = 1.0 / SYNTH_VOCAB;
+    for (int it = 0; it < 20000; it++) {
+        for (int i = 0; i < SYNTH_VOCAB; i++) nxt[i] = 0.5 * pi[i];
+        for (int i = 0; i < SYNTH_VOCAB; i++)
+            for (int k = 0; k < SYNTH_SUCCESSORS; k++) nxt[m->next[i][k]] += 0.5 * pi[i] * m->prob[i][k];
+        memcpy(pi, nxt, sizeof(pi));
+    }
+    // entropy rate: successors may repeat, so merge equal next-states before taking the entropy
+    double H = 0;
+    for (int i = 0; i < SYNTH_VOCAB; i++) {
+        double p[SYNTH_VOCAB] = {0};
+        for (int k = 0; k < SYNTH_SUCCESSORS; k++) p[m->next[i][k]] += m->prob[i][k];
+        double h = 0;
+        for (int j = 0; j < SYNTH_VOCAB; j++) if (p[j] > 0) h -= p[j] * log(p[j]);
+        H += pi[i] * h;
+    }
+    m->entropy_rate = H;
+}
+
+// n tokens of the chain, started from a burnt-in state of its own stream.
+static uint16_t *markov_sample(const MarkovSource *m, long n, uint64_t stream_seed) {
+    uint16_t *out = (uint16_t *)mallocCheck(n * sizeof(uint16_t));
+    uint64_t rng = mix_seed(stream_seed);
+    int s = 0;
+    for (long i = -1000; i < n; i++) {
+        float u = random_f32(&rng);
+        int k = 0;
+        double c = m->prob[s][0];
+        while (k < SYNTH_SUCCESSORS - 1 && u >= c) c += m->prob[s][++k];
+        s = m->next[s][k];
+        if (i >= 0) out[i] = (uint16_t)s;
+    }
+    return out;
+}
+
+#endif

@@ -1,0 +1,206 @@
+// gpt2.h: the model's shape and parameter layout, and llm.c's model file (.bin), shared by every
+// build. The 16 parameter tensors live back to back in one buffer in llm.c's order, so a file's
+// payload is exactly that buffer and a flat index means the same parameter everywhere (the ZeRO
+// shards and the optimizer state are cut from the same flat layout).
+#ifndef GPT2_H
+#define GPT2_H
+
+#include <ctype.h>
+#include <math.h>
+#include "utils.h"
+
+#define MODEL_MAGIC 20240326
+#define MODEL_VERSION_FP32 3
+#define MODEL_VERSION_BF16 5
+#define NUM_PARAMETER_TENSORS 16
+
+typedef struct {
+    int max_seq_len;        // maxT
+    int vocab_size;         // V
+    int padded_vocab_size;  // Vp, V rounded up to a multiple of 128
+    int num_layers;         // L
+    int num_heads;          // NH
+    int channels;           // C
+} GPT2Config;
+
+static const char *PARAM_NAMES[NUM_PARAMETER_TENSORS] = {
+    "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
+    "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"};
+
+// Weight decay applies to the matmul weights and the embeddings, not to biases or LayerNorm.
+static const int PARAM_DECAYED[NUM_PARAMETER_TENSORS] = {1, 1, 0, 0, 1, 0, 1, 0, 0, 0, 1, 0, 1, 0, 0, 0};
+
+typedef struct {
+    float *wte, *wpe, *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb;
+    float *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb, *lnfw, *lnfb;
+} ParameterTensors;
+
+static void gpt2_param_sizes(const GPT2Config *c, size_t sizes[NUM_PARAMETER_TENSORS]) {
+    size_t Vp = c->padded_vocab_size, C = c->channels, maxT = c->max_seq_len, L = c->num_layers;
+    sizes[0] = Vp * C;          // wte
+    sizes[1] = maxT * C;        // wpe
+    sizes[2] = L * C;           // ln1w
+    sizes[3] = L * C;           // ln1b
+    sizes[4] = L * 3 * C * C;   // qkvw
+    sizes[5] = L * 3 * C;       // qkvb
+    sizes[6] = L * C * C;       // attprojw
+    sizes[7] = L * C;           // attprojb
+    sizes[8] = L * C;           // ln2w
+    sizes[9] = L * C;           // ln2b
+    sizes[10] = L * 4 * C * C;  // fcw
+    sizes[11] = L * 4 * C;      // fcb
+    sizes[12] = L * C * 4 * C;  // fcprojw
+    sizes[13] = L * C;          // fcprojb
+    sizes[14] = C;              // lnfw
+    sizes[15] = C;              // lnfb
+}
+
+static size_t gpt2_num_params(const GPT2Config *c) {
+    size_t sizes[NUM_PARAMETER_TENSORS], n = 0;
+    gpt2_param_sizes(c, sizes);
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) n += sizes[i];
+    return n;
+}
+
+// Carves the 16 tensors out of one flat buffer.
+static void gpt2_point_params(const GPT2Config *c, float *base, ParameterTensors *p) {
+    size_t sizes[NUM_PARAMETER_TENSORS];
+    gpt2_param_sizes(c, sizes);
+    float **ptrs[] = {&p->wte, &p->wpe, &p->ln1w, &p->ln1b, &p->qkvw, &p->qkvb, &p->attprojw, &p->attprojb,
+                      &p->ln2w, &p->ln2b, &p->fcw, &p->fcb, &p->fcprojw, &p->fcprojb, &p->lnfw, &p->lnfb};
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) { *ptrs[i] = base; base += sizes[i]; }
+}
+
+static void gpt2_check_config(const GPT2Config *c, const char *where) {
+    if (c->max_seq_len < 1 || c->max_seq_len > 65536 || c->vocab_size < 1 || c->padded_vocab_size < c->vocab_size ||
+        c->num_layers < 1 || c->num_heads < 1 || c->channels < 1 || c->channels % c->num_heads != 0) {
+        fatal("%s: implausible model shape (maxT %d, V %d, Vp %d, L %d, NH %d, C %d)", where, c->max_seq_len,
+              c->vocab_size, c->padded_vocab_size, c->num_layers, c->num_heads, c->channels);
+    }
+}
+
+// "dN": the GPT-2 family as llm.c names it; any other depth gets 64*N channels in 64-wide heads.
+// Returns 0 if `desc` is not of that form.
+static int gpt2_config_from_descriptor(const char *desc, int vocab_size, GPT2Config *c) {
+    if (desc[0] != 'd' || desc[1] == '\0') return 0;
+    for (const char *s = desc + 1; *s; s++) if (!isdigit((unsigned char)*s)) return 0;
+    int depth = atoi(desc + 1);
+    if (depth < 1 || depth > 1000) return 0;
+    int C, NH;
+    switch (depth) {
+        case 6: C = 384; NH = 6; break;
+        case 12: C = 768; NH = 12; break;
+        case 24: C = 1024; NH = 16; break;
+        case 36: C = 1280; NH = 20; break;
+        case 48: C = 1600; NH = 25; break;
+        case 60: C = 1920; NH = 30; break;
+        case 72: C = 2880; NH = 30; break;
+        case 84: C = 3456; NH = 36; break;
+        default: C = 64 * depth; NH = depth; break;
+    }
+    c->max_seq_len = 1024;
+    c->vocab_size = vocab_size;
+    c->padded_vocab_size = (vocab_size + 127) / 128 * 128;
+    c->num_layers = depth;
+    c->num_heads = NH;
+    c->channels = C;
+    return 1;
+}
+
+// GPT-2 initialisation as llm.c and nanoGPT do it: N(0, 0.02) weights, zero biases, unit LayerNorm
+// gains, residual projections scaled by 1/sqrt(2L). Normal draws by Box-Muller from our own RNG so
+// the same seed gives the same model on every machine and in every build.
+static void gpt2_init_random(const GPT2Config *c, float *params, uint64_t seed) {
+    size_t sizes[NUM_PARAMETER_TENSORS];
+    gpt2_param_sizes(c, sizes);
+    uint64_t rng = mix_seed(seed ^ 0x6770743221ull);
+    float residual_std = 0.02f / sqrtf(2.0f * c->num_layers);
+    float *p = params;
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+        const char *name = PARAM_NAMES[i];
+        int is_weight = PARAM_DECAYED[i];
+        int is_ln_gain = i == 2 || i == 8 || i == 14;
+        float std = (i == 6 || i == 12) ? residual_std : 0.02f;
+        size_t n = sizes[i];
+        if (i == 0) n = (size_t)c->vocab_size * c->channels;  // padded rows stay zero
+        for (size_t j = 0; j < sizes[i]; j++) {
+            if (j >= n) { p[j] = 0.0f; continue; }
+            if (is_weight) {
+                float u1 = random_f32(&rng), u2 = random_f32(&rng);
+                p[j] = std * sqrtf(-2.0f * logf(1.0f - u1)) * cosf(2.0f * (float)M_PI * u2);
+            } else {
+                p[j] = is_ln_gain ? 1.0f : 0.0f;
+            }
+        }
+        (void)name;
+        p += sizes[i];
+    }
+}
+
+static float bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+// Reads an llm.c model file (version 3 fp32 or 5 bf16) into a freshly malloc'd fp32 buffer.
+static float *gpt2_read_model_file(const char *path, GPT2Config *c) {
+    FILE *fp = fopenCheck(path, "rb");
+    int header[256];
+    if (fread(header, sizeof(int), 256, fp) != 256) fatal("%s: too short for an llm.c model header (1024 bytes)", path);
+    if (header[0] != MODEL_MAGIC) {
+        fatal("%s: bad magic %d, expected %d (not an llm.c model file?)", path, header[0], MODEL_MAGIC);
+    }
+    int version = header[1];
+    if (version != MODEL_VERSION_FP32 && version != MODEL_VERSION_BF16) {
+        fatal("%s: model file version %d, expected 3 (fp32) or 5 (bf16)", path, version);
+    }
+    c->max_seq_len = header[2];
+    c->vocab_size = header[3];
+    c->num_layers = header[4];
+    c->num_heads = header[5];
+    c->channels = header[6];
+    c->padded_vocab_size = header[7];
+    gpt2_check_config(c, path);
+    size_t n = gpt2_num_params(c);
+    size_t elem = version == MODEL_VERSION_FP32 ? 4 : 2;
+    fseekCheck(fp, 0, SEEK_END, path);
+    long size = ftell(fp);
+    if (size != (long)(1024 + n * elem)) {
+        fatal("%s: %ld bytes, but the header's shape needs %zu (%zu parameters of %zu bytes + 1024 header)",
+              path, size, 1024 + n * elem, n, elem);
+    }
+    fseekCheck(fp, 1024, SEEK_SET, path);
+    float *params = (float *)mallocCheck(n * sizeof(float));
+    if (version == MODEL_VERSION_FP32) {
+        freadCheck(params, sizeof(float), n, fp, path);
+    } else {
+        uint16_t *tmp = (uint16_t *)mallocCheck(n * sizeof(uint16_t));
+        freadCheck(tmp, sizeof(uint16_t), n, fp, path);
+        for (size_t i = 0; i < n; i++) params[i] = bf16_to_f32(tmp[i]);
+        free(tmp);
+    }
+    fclose(fp);
+    return params;
+}
+
+// Writes an llm.c version-3 (fp32) model file atomically.
+static void gpt2_write_model_file(const char *path, const GPT2Config *c, const float *params) {
+    int header[256] = {0};
+    header[0] = MODEL_MAGIC;
+    header[1] = MODEL_VERSION_FP32;
+    header[2] = c->max_seq_len;
+    header[3] = c->vocab_size;
+    header[4] = c->num_layers;
+    header[5] = c->num_heads;
+    header[6] = c->channels;
+    header[7] = c->padded_vocab_size;
+    AtomicFile af;
+    atomic_open(&af, path);
+    atomic_write(&af, header, sizeof(int), 256);
+    atomic_write(&af, params, sizeof(float), gpt2_num_params(c));
+    atomic_commit(&af);
+}
+
+#endif

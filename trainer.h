@@ -1,0 +1,321 @@
+// trainer.h: the training loop, shared by the CPU build (train_gpt.c) and the CUDA build
+// (train_gpt.cu). It is included after the build has defined its Model and these functions:
+//   Model *model_create(const GPT2Config *, const float *params, int B, int T, int recompute)
+//   float  model_forward(Model *, const int *inputs, const int *targets, int B, int T, float dloss)
+//   const float *model_logits(Model *, int b, int t)      (host pointer to Vp logits, after a
+//                                                          forward without targets)
+//   void   model_zero_grad(Model *), model_backward(Model *)
+//   double model_grad_sum_squares(Model *)
+//   void   model_update(Model *, lr, beta1, beta2, eps, weight_decay, grad_scale, step_1_based)
+//   void   model_get_params(Model *, float *), model_get_opt_state(Model *, float *m, float *v),
+//          model_set_opt_state(Model *, const float *m, const float *v)
+//   MemoryPlan model_memory_plan(const GPT2Config *, int B, int T, int recompute)
+//   const char *model_device_name(void)
+// and BUILD_NAME. Everything the user sees of a run (flags, files, logs) is decided here once.
+#ifndef TRAINER_H
+#define TRAINER_H
+
+#include <signal.h>
+#include <sys/resource.h>
+#include <time.h>
+#include "config.h"
+#include "checkpoint.h"
+#include "dataloader.h"
+#include "tokenizer.h"
+
+static double wall_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static double peak_rss_mib(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss / 1024.0;  // Linux reports KiB
+}
+
+// SIGTERM / SIGUSR1 ask the run to finish its step, checkpoint and exit 0 (slurm's preemption).
+static volatile sig_atomic_t stop_requested = 0;
+static void on_stop_signal(int sig) { (void)sig; stop_requested = 1; }
+
+// How sampled tokens become text: a tokenizer file, the synthetic corpus's own letters, or ids.
+typedef struct {
+    int kind;  // 0 ids, 1 tokenizer, 2 synthetic letters
+    Tokenizer tok;
+} Decoder;
+
+static void decode_print(Decoder *d, int id) {
+    if (d->kind == 1) {
+        int len;
+        const unsigned char *b = tokenizer_token_bytes(&d->tok, id, &len);
+        fwrite(b, 1, len, stdout);
+    } else if (d->kind == 2) {
+        putchar(SYNTH_ALPHABET[id % SYNTH_VOCAB]);
+    } else {
+        printf("%d ", id);
+    }
+}
+
+// Samples from softmax over the first V logits with a uniform draw u.
+static int sample_token(const float *logits, int V, float u) {
+    float maxv = -INFINITY;
+    for (int i = 0; i < V; i++) if (logits[i] > maxv) maxv = logits[i];
+    double sum = 0.0;
+    for (int i = 0; i < V; i++) sum += exp((double)logits[i] - maxv);
+    double cdf = 0.0, target = u * sum;
+    for (int i = 0; i < V; i++) {
+        cdf += exp((double)logits[i] - maxv);
+        if (target < cdf) return i;
+    }
+    return V - 1;
+}
+
+static float evaluate(Model *model, DataLoader *val, int batches, int B, int T) {
+    dataloader_reset(val);
+    double s = 0.0;
+    for (int i = 0; i < batches; i++) {
+        dataloader_next(val);
+        s += model_forward(model, val->inputs, val->targets, B, T, 0.0f);
+    }
+    return (float)(s / batches);
+}
+
+static void print_memory_plan(const MemoryPlan *mp) {
+    double mib = 1048576.0;
+    printf("memory plan per rank: params %.1f MiB | grads %.1f MiB | AdamW state %.1f MiB | activations %.1f MiB | "
+           "workspace %.1f MiB | total %.1f MiB\n", mp->params / mib, mp->grads / mib, mp->optimizer / mib,
+           mp->activations / mib, mp->workspace / mib,
+           (mp->params + mp->grads + mp->optimizer + mp->activations + mp->workspace) / mib);
+}
+
+static int train_main(int argc, char **argv) {
+    TrainConfig cfg;
+    config_defaults(&cfg);
+    parse_args(&cfg, argc, argv);
+    config_validate(&cfg);
+    int world = 1, rank = 0;
+    config_resolve_batch(&cfg, world);
+    int B = cfg.micro_batch, T = cfg.seq_len, A = cfg.grad_accum;
+    int synthetic = cfg.train_data == NULL;
+
+    // the model: a checkpoint file, a dN descriptor, or (by default) d2 for the synthetic corpus
+    GPT2Config mc;
+    float *params = NULL;
+    const char *init = cfg.init ? cfg.init : "d2";
+    int vocab = synthetic ? SYNTH_VOCAB : 50257;
+    if (gpt2_config_from_descriptor(init, vocab, &mc)) {
+        params = (float *)mallocCheck(gpt2_num_params(&mc) * sizeof(float));
+        gpt2_init_random(&mc, params, cfg.seed);
+    } else {
+        params = gpt2_read_model_file(init, &mc);
+    }
+    if (T > mc.max_seq_len) {
+        fprintf(stderr, "error: -t/--seq-len: %d is longer than the model's maximum sequence length %d\n", T, mc.max_seq_len);
+        exit(2);
+    }
+
+    // data
+    MarkovSource markov;
+    DataLoader train_loader, val_loader;
+    int have_val = 0;
+    if (synthetic) {
+        markov_init(&markov, 0);
+        long ntrain = 1L << 21, nval = 1L << 16;
+        if (ntrain < (long)B * T * 4 + 1) ntrain = (long)B * T * 4 + 1;
+        if (nval < (long)B * T + 1) nval = (long)B * T + 1;
+        dataloader_init_memory(&train_loader, "synthetic-train", markov_sample(&markov, ntrain, 1), ntrain, B, T, rank,
+                               world, cfg.shuffle, cfg.seed, mc.vocab_size);
+        dataloader_init_memory(&val_loader, "synthetic-val", markov_sample(&markov, nval, 2), nval, B, T, rank, world, 0,
+                               0, mc.vocab_size);
+        have_val = 1;
+    } else {
+        dataloader_init(&train_loader, cfg.train_data, "-i/--train-data", B, T, rank, world, cfg.shuffle, cfg.seed,
+                        mc.vocab_size);
+        if (cfg.val_data) {
+            dataloader_init(&val_loader, cfg.val_data, "-j/--val-data", B, T, rank, world, 0, 0, mc.vocab_size);
+            have_val = 1;
+        }
+    }
+    int val_batches = cfg.val_batches;
+    if (have_val && val_batches > dataloader_windows_per_rank(&val_loader)) {
+        val_batches = (int)dataloader_windows_per_rank(&val_loader);
+        printf("note: validation data holds %d micro-batches; -m/--val-batches lowered to that\n", val_batches);
+    }
+
+    Decoder dec = {0};
+    if (cfg.tokenizer) {
+        tokenizer_init_bin(&dec.tok, cfg.tokenizer);
+        dec.kind = 1;
+    } else if (synthetic) {
+        dec.kind = 2;
+    } else {  // ./tokenize shards puts tokenizer.bin beside the shards
+        char guess[4200];
+        snprintf(guess, sizeof(guess), "%s", train_loader.shards[0].path);
+        char *slash = strrchr(guess, '/');
+        if (slash) strcpy(slash + 1, "tokenizer.bin"); else strcpy(guess, "tokenizer.bin");
+        if (file_exists(guess)) { tokenizer_init_bin(&dec.tok, guess); dec.kind = 1; }
+    }
+
+    // resume: the newest complete checkpoint in the out dir
+    int start_step = 0;
+    TrainState resumed = {0};
+    float *resume_m = NULL, *resume_v = NULL;
+    if (cfg.out_dir) make_dir(cfg.out_dir);
+    if (cfg.resume) {
+        int steps[4096];
+        int n = checkpoint_list(cfg.out_dir, steps, 4096);
+        if (n == 0) {
+            printf("resume: no complete checkpoint in %s, starting from scratch\n", cfg.out_dir);
+        } else {
+            char mp[4200], sp[4200];
+            checkpoint_paths(cfg.out_dir, steps[n - 1], mp, sp, sizeof(mp));
+            GPT2Config rc;
+            free(params);
+            params = gpt2_read_model_file(mp, &rc);
+            if (memcmp(&rc, &mc, sizeof(rc)) != 0) fatal("%s: model shape differs from -e/--init's", mp);
+            state_read(sp, &resumed, NULL, NULL);
+            if (resumed.num_params != gpt2_num_params(&mc)) fatal("%s: parameter count differs from the model's", sp);
+            if (resumed.B != B || resumed.T != T || (long)resumed.grad_accum * resumed.world != (long)A * world) {
+                fatal("%s: saved with micro-batch %d, seq %d, %d micro-batches per step; this run has %d, %d, %d "
+                      "(the data order would differ)", sp, resumed.B, resumed.T, resumed.grad_accum * resumed.world, B, T,
+                      A * world);
+            }
+            if (resumed.seed != cfg.seed || resumed.shuffle != cfg.shuffle) {
+                fatal("%s: saved with --seed %llu --shuffle %d; pass the same to resume", sp,
+                      (unsigned long long)resumed.seed, resumed.shuffle);
+            }
+            resume_m = (float *)mallocCheck(resumed.num_params * sizeof(float));
+            resume_v = (float *)mallocCheck(resumed.num_params * sizeof(float));
+            state_read(sp, &resumed, resume_m, resume_v);
+            start_step = resumed.step;
+            printf("resume: step %d from %s\n", start_step, sp);
+        }
+    }
+
+    size_t num_params = gpt2_num_params(&mc);
+    MemoryPlan plan = model_memory_plan(&mc, B, T, cfg.recompute);
+    printf("train_gpt (%s build) on %s\n", BUILD_NAME, model_device_name());
+    printf("model: %s | L %d | C %d | NH %d | V %d (padded %d) | maxT %d | %zu parameters\n", init, mc.num_layers,
+           mc.channels, mc.num_heads, mc.vocab_size, mc.padded_vocab_size, mc.max_seq_len, num_params);
+    printf("batch: micro-batch %d x seq %d x accumulation %d x data-parallel %d = %ld tokens per step | recompute %d\n",
+           B, T, A, world, cfg.total_batch_tokens, cfg.recompute);
+    printf("data: %s (%d shard%s, %ld micro-batches per epoch)%s%s\n", synthetic ? "synthetic Markov corpus" : cfg.train_data,
+           train_loader.nshards, train_loader.nshards == 1 ? "" : "s", train_loader.windows_per_epoch,
+           have_val ? " | val: " : " | no validation data", have_val ? (synthetic ? "synthetic" : cfg.val_data) : "");
+    if (synthetic) printf("synthetic corpus entropy floor: %.4f nats/token (the best possible loss)\n", markov.entropy_rate);
+    print_memory_plan(&plan);
+    if (cfg.dry_run) return 0;
+
+    Model *model = model_create(&mc, params, B, T, cfg.recompute);
+    free(params);
+    if (resume_m) { model_set_opt_state(model, resume_m, resume_v); free(resume_m); free(resume_v); }
+    train_loader.pos = start_step > 0 ? resumed.loader_pos : 0;
+    uint64_t sample_rng = start_step > 0 ? resumed.sample_rng : mix_seed(cfg.seed ^ 0x73616d70ull);
+
+    FILE *logf = NULL;
+    if (cfg.log_path) {
+        logf = fopen(cfg.log_path, start_step > 0 ? "a" : "w");
+        if (!logf) fatal("--log: cannot open %s: %s", cfg.log_path, strerror(errno));
+    }
+    signal(SIGTERM, on_stop_signal);
+    signal(SIGUSR1, on_stop_signal);
+
+    float *host_params = NULL, *host_m = NULL, *host_v = NULL;
+    double total_ms = 0.0;
+    int timed_steps = 0;
+    int *gen = (int *)mallocCheck(T * sizeof(int));
+    for (int step = start_step; step <= cfg.steps; step++) {
+        int last = step == cfg.steps;
+        if (have_val && cfg.val_every > 0 && (step % cfg.val_every == 0 || last)) {
+            float vl = evaluate(model, &val_loader, val_batches, B, T);
+            if (synthetic) printf("step %5d | val loss %.4f | floor %.4f | gap %.4f\n", step, vl, markov.entropy_rate,
+                                  vl - markov.entropy_rate);
+            else printf("step %5d | val loss %.4f\n", step, vl);
+            if (logf) {
+                fprintf(logf, "{\"step\": %d, \"val_loss\": %.9g", step, vl);
+                if (synthetic) fprintf(logf, ", \"floor\": %.9g", markov.entropy_rate);
+                fprintf(logf, "}\n");
+                fflush(logf);
+            }
+        }
+        if (cfg.sample_every > 0 && step > 0 && (step % cfg.sample_every == 0 || last)) {
+            int n = cfg.gen_tokens + 1 < T ? cfg.gen_tokens + 1 : T;
+            gen[0] = dec.kind == 1 ? tokenizer_eot(&dec.tok) : 0;
+            printf("sample: ");
+            for (int t = 1; t < n; t++) {
+                model_forward(model, gen, NULL, 1, t, 0.0f);
+                gen[t] = sample_token(model_logits(model, 0, t - 1), mc.vocab_size, random_f32(&sample_rng));
+                decode_print(&dec, gen[t]);
+            }
+            printf("\n");
+        }
+        if (last) break;
+
+        double t0 = wall_seconds();
+        model_zero_grad(model);
+        double loss = 0.0;
+        float dloss = 1.0f / ((float)B * T * A * world);
+        for (int micro = 0; micro < A; micro++) {
+            dataloader_next(&train_loader);
+            loss += model_forward(model, train_loader.inputs, train_loader.targets, B, T, dloss);
+            model_backward(model);
+        }
+        loss /= A;
+        float norm = (float)sqrt(model_grad_sum_squares(model));
+        float grad_scale = cfg.grad_clip > 0.0f && norm > cfg.grad_clip ? cfg.grad_clip / (norm + 1e-6f) : 1.0f;
+        float lr = lr_at(&cfg, step, cfg.steps);
+        model_update(model, lr, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay, grad_scale, step + 1);
+        double ms = (wall_seconds() - t0) * 1e3;
+        double tps = cfg.total_batch_tokens / (ms / 1e3);
+        if (step > start_step) { total_ms += ms; timed_steps++; }  // the first step warms caches
+        printf("step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s | peak RSS %.0f MiB\n", step + 1,
+               cfg.steps, loss, lr, norm, ms, tps, peak_rss_mib());
+        if (logf) {
+            fprintf(logf, "{\"step\": %d, \"loss\": %.9g, \"lr\": %.9g, \"norm\": %.9g, \"ms\": %.3f, \"tokens_per_s\": %.1f, "
+                    "\"peak_rss_mib\": %.1f}\n", step + 1, loss, lr, norm, ms, tps, peak_rss_mib());
+            fflush(logf);
+        }
+
+        int done = step + 1;
+        int want_ckpt = cfg.out_dir && ((cfg.checkpoint_every > 0 && (done % cfg.checkpoint_every == 0 || done == cfg.steps)) ||
+                                        stop_requested);
+        if (want_ckpt) {
+            if (!host_params) {
+                host_params = (float *)mallocCheck(num_params * sizeof(float));
+                host_m = (float *)mallocCheck(num_params * sizeof(float));
+                host_v = (float *)mallocCheck(num_params * sizeof(float));
+            }
+            char mp[4200], sp[4200];
+            checkpoint_paths(cfg.out_dir, done, mp, sp, sizeof(mp));
+            model_get_params(model, host_params);
+            model_get_opt_state(model, host_m, host_v);
+            gpt2_write_model_file(mp, &mc, host_params);
+            TrainState st = {done, B, T, A, world, cfg.shuffle, cfg.steps, mc.vocab_size, cfg.seed, train_loader.pos,
+                             sample_rng, num_params};
+            state_write(sp, &st, host_m, host_v);
+            checkpoint_prune(cfg.out_dir, cfg.keep_checkpoints);
+            printf("checkpoint: %s\n", sp);
+        }
+        if (stop_requested) {
+            printf("stop signal: checkpointed after step %d, exiting\n", done);
+            if (!cfg.out_dir) printf("warning: no -o/--out-dir, so nothing was saved\n");
+            break;
+        }
+    }
+    if (timed_steps > 0) {
+        double ms = total_ms / timed_steps;
+        printf("average: %.1f ms/step | %.0f tok/s | peak RSS %.0f MiB\n", ms, cfg.total_batch_tokens / (ms / 1e3),
+               peak_rss_mib());
+    }
+    if (logf) fclose(logf);
+    free(gen);
+    free(host_params); free(host_m); free(host_v);
+    model_free(model);
+    dataloader_free(&train_loader);
+    if (have_val) dataloader_free(&val_loader);
+    if (dec.kind == 1) tokenizer_free(&dec.tok);
+    return 0;
+}
+
+#endif

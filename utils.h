@@ -1,0 +1,143 @@
+// utils.h: checked wrappers for the C library calls the trainer makes, so that every failure
+// prints the file, the line and the cause before exiting. Shared by every build and tool.
+#ifndef UTILS_H
+#define UTILS_H
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+// A fatal error with a message for the user; the source location is for us.
+static void fatal_at(const char *file, int line, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "error: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n  (at %s:%d)\n", file, line);
+    va_end(ap);
+    exit(EXIT_FAILURE);
+}
+#define fatal(...) fatal_at(__FILE__, __LINE__, __VA_ARGS__)
+
+static FILE *fopen_check(const char *path, const char *mode, const char *file, int line) {
+    struct stat st;
+    if (mode[0] == 'r' && stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        fatal_at(file, line, "%s: is a directory, expected a file", path);
+    }
+    FILE *fp = fopen(path, mode);
+    if (fp == NULL) fatal_at(file, line, "%s: cannot open (mode %s): %s", path, mode, strerror(errno));
+    return fp;
+}
+#define fopenCheck(path, mode) fopen_check(path, mode, __FILE__, __LINE__)
+
+// fread that insists on every element: a short read means a truncated file.
+static void fread_check(void *ptr, size_t size, size_t n, FILE *fp, const char *path, const char *file, int line) {
+    size_t got = fread(ptr, size, n, fp);
+    if (got != n) {
+        fatal_at(file, line, "%s: truncated or unreadable (wanted %zu items of %zu bytes, got %zu)%s%s",
+                 path, n, size, got, ferror(fp) ? ": " : "", ferror(fp) ? strerror(errno) : "");
+    }
+}
+#define freadCheck(ptr, size, n, fp, path) fread_check(ptr, size, n, fp, path, __FILE__, __LINE__)
+
+static void fwrite_check(const void *ptr, size_t size, size_t n, FILE *fp, const char *path, const char *file, int line) {
+    if (fwrite(ptr, size, n, fp) != n) fatal_at(file, line, "%s: write failed: %s", path, strerror(errno));
+}
+#define fwriteCheck(ptr, size, n, fp, path) fwrite_check(ptr, size, n, fp, path, __FILE__, __LINE__)
+
+static void fseek_check(FILE *fp, long off, int whence, const char *path, const char *file, int line) {
+    if (fseek(fp, off, whence) != 0) fatal_at(file, line, "%s: seek to %ld failed: %s", path, off, strerror(errno));
+}
+#define fseekCheck(fp, off, whence, path) fseek_check(fp, off, whence, path, __FILE__, __LINE__)
+
+static void *malloc_check(size_t size, const char *file, int line) {
+    void *p = malloc(size > 0 ? size : 1);
+    if (p == NULL) fatal_at(file, line, "out of memory allocating %zu bytes (%.2f GiB)", size, size / 1073741824.0);
+    return p;
+}
+#define mallocCheck(size) malloc_check(size, __FILE__, __LINE__)
+
+static void *calloc_check(size_t n, size_t size, const char *file, int line) {
+    void *p = calloc(n > 0 ? n : 1, size);
+    if (p == NULL) fatal_at(file, line, "out of memory allocating %zu x %zu bytes", n, size);
+    return p;
+}
+#define callocCheck(n, size) calloc_check(n, size, __FILE__, __LINE__)
+
+// Files that matter are never written in place: write "path.tmp", flush it to the disk, then rename,
+// so a crash leaves either the old file or the new one, never half of one.
+typedef struct {
+    FILE *fp;
+    char path[4096];
+    char tmp[4112];
+} AtomicFile;
+
+static void atomic_open(AtomicFile *af, const char *path) {
+    if (strlen(path) >= sizeof(af->path)) fatal("%s: path too long", path);
+    strcpy(af->path, path);
+    snprintf(af->tmp, sizeof(af->tmp), "%s.tmp", path);
+    af->fp = fopen(af->tmp, "wb");
+    if (af->fp == NULL) fatal("%s: cannot create: %s", af->tmp, strerror(errno));
+}
+
+static void atomic_write(AtomicFile *af, const void *ptr, size_t size, size_t n) {
+    if (fwrite(ptr, size, n, af->fp) != n) {
+        int e = errno;
+        fclose(af->fp);
+        remove(af->tmp);
+        fatal("%s: write failed: %s", af->tmp, strerror(e));
+    }
+}
+
+static void atomic_commit(AtomicFile *af) {
+    int bad = fflush(af->fp) != 0 || fsync(fileno(af->fp)) != 0;
+    int e = errno;
+    if (fclose(af->fp) != 0) bad = 1;
+    if (bad) { remove(af->tmp); fatal("%s: flush failed: %s", af->tmp, strerror(e)); }
+    if (rename(af->tmp, af->path) != 0) {
+        e = errno;
+        remove(af->tmp);
+        fatal("%s: rename to %s failed: %s", af->tmp, af->path, strerror(e));
+    }
+}
+
+static int file_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static int dir_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static void make_dir(const char *path) {
+    if (dir_exists(path)) return;
+    if (mkdir(path, 0755) != 0 && errno != EEXIST) fatal("%s: cannot create directory: %s", path, strerror(errno));
+    if (!dir_exists(path)) fatal("%s: exists and is not a directory", path);
+}
+
+// xorshift* random numbers: tiny, fast, and identical on every platform, which the exact-resume
+// guarantee needs (the state is one 64-bit word saved in the training state).
+static uint32_t random_u32(uint64_t *state) {
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    return (uint32_t)((*state * 0x2545F4914F6CDD1Dull) >> 32);
+}
+static float random_f32(uint64_t *state) { return (random_u32(state) >> 8) / 16777216.0f; }  // [0, 1)
+
+// SplitMix64 turns (seed, stream id) pairs into well-mixed independent seeds.
+static uint64_t mix_seed(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+#endif
