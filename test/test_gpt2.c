@@ -1,0 +1,171 @@
+// test_gpt2.c: the CPU build against the float64 PyTorch reference written by test/ref_gpt2.py:
+// logits, loss, every parameter gradient and 10 AdamW steps (losses, gradient norms, final
+// parameters), at every recompute level and with the batch split into accumulated micro-batches.
+// usage: test/test_gpt2 DIR   (DIR holds model.bin and ref.bin)
+#define TESTING
+#include "train_gpt.c"
+
+static int passed = 0, failed = 0;
+
+static void check(int ok, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    printf("%s ", ok ? "PASS" : "FAIL");
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+    if (ok) passed++; else failed++;
+}
+
+// max |a - b| / max |b|: relative to the tensor's scale, so tiny entries do not dominate
+static double rel_err(const float *a, const float *b, size_t n) {
+    double maxdiff = 0.0, maxref = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        if (d > maxdiff || d != d) maxdiff = d != d ? INFINITY : d;
+        if (fabs(b[i]) > maxref) maxref = fabs(b[i]);
+    }
+    return maxref > 0 ? maxdiff / maxref : maxdiff;
+}
+
+typedef struct {
+    int B, T, S, V, Vp;
+    size_t P;
+    float lr, beta1, beta2, eps, wd, clip;
+    int *x, *y;
+    float *logits, loss, *grads, *losses, *norms, *final_params;
+} Reference;
+
+static void read_reference(const char *path, Reference *r) {
+    FILE *fp = fopenCheck(path, "rb");
+    int h[256];
+    freadCheck(h, sizeof(int), 256, fp, path);
+    if (h[0] != 20240327 || h[1] != 100) fatal("%s: not a reference file from test/ref_gpt2.py", path);
+    r->B = h[2]; r->T = h[3]; r->S = h[4]; r->V = h[5]; r->Vp = h[6]; r->P = (size_t)h[7];
+    float hf[6];
+    memcpy(hf, &h[16], sizeof(hf));
+    r->lr = hf[0]; r->beta1 = hf[1]; r->beta2 = hf[2]; r->eps = hf[3]; r->wd = hf[4]; r->clip = hf[5];
+    size_t BT = (size_t)r->B * r->T;
+    r->x = mallocCheck(BT * sizeof(int));
+    r->y = mallocCheck(BT * sizeof(int));
+    r->logits = mallocCheck(BT * r->V * sizeof(float));
+    r->grads = mallocCheck(r->P * sizeof(float));
+    r->losses = mallocCheck(r->S * sizeof(float));
+    r->norms = mallocCheck(r->S * sizeof(float));
+    r->final_params = mallocCheck(r->P * sizeof(float));
+    freadCheck(r->x, sizeof(int), BT, fp, path);
+    freadCheck(r->y, sizeof(int), BT, fp, path);
+    freadCheck(r->logits, sizeof(float), BT * r->V, fp, path);
+    freadCheck(&r->loss, sizeof(float), 1, fp, path);
+    freadCheck(r->grads, sizeof(float), r->P, fp, path);
+    freadCheck(r->losses, sizeof(float), r->S, fp, path);
+    freadCheck(r->norms, sizeof(float), r->S, fp, path);
+    freadCheck(r->final_params, sizeof(float), r->P, fp, path);
+    fclose(fp);
+}
+
+// One optimizer step's gradient over the reference batch, split into `accum` micro-batches.
+static float forward_backward(Model *m, const Reference *r, int accum) {
+    int b = r->B / accum;
+    double loss = 0.0;
+    model_zero_grad(m);
+    for (int k = 0; k < accum; k++) {
+        const int *x = r->x + (size_t)k * b * r->T, *y = r->y + (size_t)k * b * r->T;
+        loss += model_forward(m, x, y, b, r->T, 1.0f / ((float)r->B * r->T));
+        model_backward(m);
+    }
+    return (float)(loss / accum);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) { fprintf(stderr, "usage: %s DIR\n", argv[0]); return 2; }
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/model.bin", argv[1]);
+    GPT2Config c;
+    float *params = gpt2_read_model_file(path, &c);
+    snprintf(path, sizeof(path), "%s/ref.bin", argv[1]);
+    Reference r;
+    read_reference(path, &r);
+    if (r.P != gpt2_num_params(&c) || r.V != c.vocab_size) fatal("reference and model disagree on the shape");
+    size_t BT = (size_t)r.B * r.T;
+    size_t sizes[NUM_PARAMETER_TENSORS];
+    gpt2_param_sizes(&c, sizes);
+    printf("model L=%d C=%d NH=%d V=%d Vp=%d, batch %dx%d, %zu parameters\n", c.num_layers, c.channels, c.num_heads,
+           c.vocab_size, c.padded_vocab_size, r.B, r.T, r.P);
+
+    int accums[] = {1, 2, 4};
+    float *level0_grads[3] = {NULL, NULL, NULL};
+    for (int level = 0; level <= 3; level++) {
+        for (int ai = 0; ai < 3; ai++) {
+            int accum = accums[ai];
+            if (r.B % accum != 0) continue;
+            Model *m = model_create(&c, params, r.B / accum, r.T, level);
+            if (accum == 1) {
+                // logits: forward without targets keeps them
+                model_forward(m, r.x, NULL, r.B, r.T, 0.0f);
+                double worst = 0.0;
+                for (size_t i = 0; i < BT; i++) {
+                    double e = rel_err(model_logits(m, (int)(i / r.T), (int)(i % r.T)), r.logits + i * r.V, r.V);
+                    if (e > worst) worst = e;
+                }
+                check(worst < 1e-5, "recompute %d: logits, max relative error %.2e (< 1e-5)", level, worst);
+            }
+            float loss = forward_backward(m, &r, accum);
+            double le = fabs(loss - r.loss) / fabs(r.loss);
+            check(le < 1e-5, "recompute %d accum %d: loss %.7f vs %.7f, relative error %.2e (< 1e-5)", level, accum, loss,
+                  r.loss, le);
+            double worst = 0.0;
+            int worst_k = 0;
+            size_t off = 0;
+            for (int k = 0; k < NUM_PARAMETER_TENSORS; k++) {
+                double e = rel_err(m->grads + off, r.grads + off, sizes[k]);
+                if (e > worst) { worst = e; worst_k = k; }
+                off += sizes[k];
+            }
+            check(worst < 1e-4, "recompute %d accum %d: gradients of all 16 tensors, worst %s at %.2e (< 1e-4)", level,
+                  accum, PARAM_NAMES[worst_k], worst);
+            // recomputation must not change a single bit
+            if (level == 0) {
+                level0_grads[ai] = mallocCheck(r.P * sizeof(float));
+                memcpy(level0_grads[ai], m->grads, r.P * sizeof(float));
+            } else {
+                check(memcmp(level0_grads[ai], m->grads, r.P * sizeof(float)) == 0,
+                      "recompute %d accum %d: gradients bit-identical to recompute 0", level, accum);
+            }
+            // the padded vocabulary rows must get exactly zero gradient
+            int pad_zero = 1;
+            for (size_t i = (size_t)c.vocab_size * c.channels; i < sizes[0]; i++) if (m->grads[i] != 0.0f) pad_zero = 0;
+            if (level == 0 && accum == 1) check(pad_zero, "padded wte rows get zero gradient");
+
+            // S steps of AdamW with clipping on the same batch
+            double loss_err = 0.0, norm_err = 0.0;
+            for (int s = 0; s < r.S; s++) {
+                float l = s == 0 ? loss : forward_backward(m, &r, accum);
+                float norm = (float)sqrt(model_grad_sum_squares(m));
+                float scale = r.clip > 0 && norm > r.clip ? r.clip / (norm + 1e-6f) : 1.0f;
+                model_update(m, r.lr, r.beta1, r.beta2, r.eps, r.wd, scale, s + 1);
+                double e1 = fabs(l - r.losses[s]) / fabs(r.losses[s]), e2 = fabs(norm - r.norms[s]) / r.norms[s];
+                if (e1 > loss_err) loss_err = e1;
+                if (e2 > norm_err) norm_err = e2;
+            }
+            check(loss_err < 1e-5 && norm_err < 1e-4, "recompute %d accum %d: %d AdamW steps, losses %.2e (< 1e-5), grad norms "
+                  "%.2e (< 1e-4), loss %.6f -> %.6f", level, accum, r.S, loss_err, norm_err, r.losses[0], r.losses[r.S - 1]);
+            // Adam divides by sqrt(v), so a gradient entry that is almost zero moves its parameter by up to lr
+            // whatever its size, and fp32 rounding in it shows up as a fraction of lr: bound by 0.2 lr, and
+            // require 99% of the parameters to agree to 1e-5 (1% of lr).
+            double worst_abs = 0.0;
+            size_t close = 0;
+            for (size_t i = 0; i < r.P; i++) {
+                double d = fabs((double)m->params[i] - r.final_params[i]);
+                if (d > worst_abs) worst_abs = d;
+                if (d <= 1e-5) close++;
+            }
+            check(worst_abs < 0.2 * r.lr && close >= 0.99 * r.P, "recompute %d accum %d: parameters after %d steps, max "
+                  "difference %.2e (< 0.2 lr), %.4f%% within 1e-5 (>= 99%%)", level, accum, r.S, worst_abs,
+                  100.0 * close / r.P);
+            model_free(m);
+        }
+    }
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
