@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Tiny Shakespeare, end to end: get the text and GPT-2's tokenizer files, make llm.c token shards,
+# and train a small GPT-2 on them with the CPU build.
+#   scripts/tinyshakespeare.sh [DATA_DIR] [extra train_gpt_cpu flags...]
+# Files are taken from DATA_DIR (default data/) if present there or in ../shared/data; otherwise
+# they are downloaded (needs the network).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DATA=${1:-data}
+shift || true
+mkdir -p "$DATA"
+fetch() {  # fetch NAME URL
+  local name=$1 url=$2
+  [ -f "$DATA/$name" ] && return
+  if [ -f "../shared/data/$name" ]; then cp "../shared/data/$name" "$DATA/$name"; return; fi
+  echo "downloading $url"
+  curl -fsSL "$url" -o "$DATA/$name.part" && mv "$DATA/$name.part" "$DATA/$name"
+}
+fetch tinyshakespeare.txt https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt
+fetch gpt2_encoder.json https://openaipublic.blob.core.windows.net/gpt-2/models/124M/encoder.json
+fetch gpt2_vocab.bpe https://openaipublic.blob.core.windows.net/gpt-2/models/124M/vocab.bpe
+make -s tokenize train_gpt_cpu
+./tokenize shards --encoder "$DATA/gpt2_encoder.json" --merges "$DATA/gpt2_vocab.bpe" \
+  --in "$DATA/tinyshakespeare.txt" --out-dir "$DATA/tinyshakespeare"
+./train_gpt_cpu -i "$DATA/tinyshakespeare/train_*.bin" -j "$DATA/tinyshakespeare/val_*.bin" \
+  -e d4 -b 8 -t 64 -x 200 -l 1e-3 -u 20 -v 50 -m 8 -s 100 -g 48 "$@"

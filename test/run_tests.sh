@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# run_tests.sh: every test that needs no GPU, as `make test` runs it. Each suite prints PASS/FAIL
+# lines and its own count; this adds them up and ends with the line CI reads: "N passed, N failed".
+# Inputs it uses when present: ../shared/data (GPT-2 tokenizer files, Tiny Shakespeare), or set
+# DATA_DIR. PyTorch is the reference for the model; TORCH_PYTHON names the interpreter that has it.
+set -u
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+TORCH_PY=${TORCH_PYTHON:-/usr/bin/python3}
+DATA=${DATA_DIR:-../shared/data}
+W=$(mktemp -d /tmp/run_tests.XXXXXX)
+trap 'rm -rf "$W"' EXIT
+total_pass=0; total_fail=0
+
+# run_suite NAME CMD...: runs a suite, echoes its output, adds its counts (a suite that dies
+# without printing its count is one failure)
+run_suite() {
+  local name=$1; shift
+  echo "=== $name"
+  local t0=$SECONDS
+  "$@" 2>&1 | tee "$W/out"
+  local rc=${PIPESTATUS[0]}
+  local line; line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$W/out" | tail -1)
+  if [ -n "$line" ]; then
+    local p f; p=$(cut -d' ' -f1 <<<"$line"); f=$(cut -d' ' -f3 <<<"$line")
+    total_pass=$((total_pass + p)); total_fail=$((total_fail + f))
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then echo "FAIL $name exited $rc"; total_fail=$((total_fail + 1)); fi
+  else
+    echo "FAIL $name ended without a result (exit $rc)"; total_fail=$((total_fail + 1))
+  fi
+  echo "--- $name took $((SECONDS - t0)) s"
+}
+
+run_suite units ./test/test_units
+
+if "$TORCH_PY" -c "import torch" 2>/dev/null; then
+  "$TORCH_PY" test/ref_gpt2.py --out-dir "$W/ref" > "$W/ref.log" 2>&1 || { cat "$W/ref.log"; }
+  run_suite "model vs PyTorch" ./test/test_gpt2 "$W/ref"
+else
+  echo "FAIL model vs PyTorch: $TORCH_PY cannot import torch (install python3-torch, or set TORCH_PYTHON)"
+  total_fail=$((total_fail + 1))
+fi
+
+if [ -f "$DATA/gpt2_encoder.json" ] && [ -f "$DATA/gpt2_vocab.bpe" ]; then
+  text_args=()
+  [ -f "$DATA/tinyshakespeare.txt" ] && text_args=(--text "$DATA/tinyshakespeare.txt")
+  run_suite "tokenizer vs tiktoken" "$PY" test/test_tokenizer.py --tokenize ./tokenize --encoder "$DATA/gpt2_encoder.json" \
+    --merges "$DATA/gpt2_vocab.bpe" "${text_args[@]}"
+  if [ -f "$DATA/tinyshakespeare.txt" ]; then
+    run_suite "tinyshakespeare script" bash test/test_scripts.sh "$DATA"
+  fi
+else
+  echo "SKIP tokenizer vs tiktoken: no GPT-2 tokenizer files in $DATA (set DATA_DIR)"
+fi
+
+run_suite "trainer CLI" bash test/test_cli.sh
+
+echo "$total_pass passed, $total_fail failed"
+[ "$total_fail" -eq 0 ]

@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# test_cli.sh: the trainer as a user meets it: flags, errors on bad input, checkpoints, exact resume,
+# preemption by signal, and learning on the embedded corpus. Run from the repo root after `make`.
+set -u
+BIN=./train_gpt_cpu
+PY=${PYTHON:-python3}
+W=$(mktemp -d /tmp/test_cli.XXXXXX)
+trap 'rm -rf "$W"' EXIT
+pass=0; fail=0
+ok() { echo "PASS $1"; pass=$((pass+1)); }
+bad() { echo "FAIL $1"; [ -n "${2:-}" ] && echo "$2" | head -5 | sed 's/^/    /'; fail=$((fail+1)); }
+
+# expect_error NAME EXPECTED_TEXT ARGS...: non-zero exit and a message containing EXPECTED_TEXT
+expect_error() {
+  local name=$1 want=$2; shift 2
+  local out rc
+  out=$($BIN "$@" 2>&1); rc=$?
+  if [ $rc -ne 0 ] && grep -qF -- "$want" <<<"$out"; then ok "$name"; else bad "$name (rc $rc, wanted '$want')" "$out"; fi
+}
+
+# the JSON-lines loss of each step, one "step loss" per line
+losses() { $PY -c '
+import json, sys
+for line in open(sys.argv[1]):
+    d = json.loads(line)
+    if "loss" in d: print(d["step"], repr(d["loss"]))
+' "$1"; }
+
+# --- flags -------------------------------------------------------------------------------------
+out=$($BIN --help); rc=$?
+missing=""
+for f in -i/--train-data -j/--val-data -e/--init -o/--out-dir -b/--micro-batch -t/--seq-len -d/--total-batch-tokens \
+         --grad-accum -x/--steps -l/--lr -u/--warmup -q/--lr-final-frac -k/--lr-schedule -c/--weight-decay --beta1 \
+         --beta2 --eps --grad-clip -r/--recompute --seed --shuffle -v/--val-every -m/--val-batches -s/--sample-every \
+         -g/--gen-tokens -n/--checkpoint-every -y/--resume --log --help; do
+  for part in ${f//\// }; do grep -qE -- "(^|[ ,])$part( |,|$)" <<<"$out" || missing="$missing $part"; done
+done
+[ $rc -eq 0 ] && [ -z "$missing" ] && ok "--help exits 0 and lists every flag" || bad "--help lists every flag (missing:$missing)"
+
+expect_error "unknown flag is named" "unknown flag '--bogus'" --bogus 1
+expect_error "non-integer value names flag and value" "-b/--micro-batch: 'abc' is not an integer" -b abc
+expect_error "non-number lr is refused" "-l/--lr: '1e-3x' is not a number" --lr 1e-3x
+expect_error "unknown schedule is refused" "-k/--lr-schedule: 'cosin' is not one of" -k cosin
+expect_error "recompute level out of range" "-r/--recompute: must be 0, 1, 2 or 3" -r 4
+expect_error "missing value is refused" "flag --seed needs a value" --seed
+expect_error "total batch must divide" "-d/--total-batch-tokens: 1000 is not a multiple of micro-batch 4 x seq 64" -b 4 -t 64 -d 1000
+expect_error "conflicting -d and --grad-accum" "total batch tokens 512 != micro-batch 4 x seq 64 x accumulation 3" -b 4 -t 64 -d 512 --grad-accum 3
+expect_error "seq longer than the model" "-t/--seq-len: 2048 is longer than the model's maximum sequence length 1024" -t 2048 -x 1
+expect_error "resume needs an out dir" "-y/--resume: needs -o/--out-dir" -y 1
+
+# --- bad files ---------------------------------------------------------------------------------
+expect_error "missing model file is named" "$W/nope.bin: cannot open" -e "$W/nope.bin"
+mkdir -p "$W/adir"
+expect_error "directory as model file" "$W/adir: is a directory" -e "$W/adir"
+head -c 5000 /dev/urandom > "$W/garbage.bin"
+expect_error "model file with a wrong magic" "$W/garbage.bin: bad magic" -e "$W/garbage.bin"
+$PY - "$W" <<'PYEOF'
+import struct, sys, os
+w = sys.argv[1]
+def shard(path, tokens, magic=20240520, version=1, count=None, cut=0):
+    h = [0]*256; h[0] = magic; h[1] = version; h[2] = len(tokens) if count is None else count
+    data = struct.pack('<256i', *h) + struct.pack('<%dH' % len(tokens), *tokens)
+    open(path, 'wb').write(data[:len(data)-cut] if cut else data)
+import random
+random.seed(0)
+toks = [random.randrange(64) for _ in range(5000)]
+shard(f'{w}/good.bin', toks)
+shard(f'{w}/trunc.bin', toks, cut=100)
+shard(f'{w}/foreign.bin', toks, magic=12345)
+shard(f'{w}/v2.bin', toks, version=2)
+shard(f'{w}/big_token.bin', toks[:100] + [60000] + toks[101:])
+shard(f'{w}/tiny.bin', toks[:10])
+# a model too short for what its header promises
+h = [0]*256; h[0:8] = [20240326, 3, 64, 64, 2, 2, 128, 128]
+open(f'{w}/short_model.bin', 'wb').write(struct.pack('<256i', *h) + b'\0' * 4000)
+PYEOF
+expect_error "truncated shard is named" "$W/trunc.bin: header says 5000 tokens" -i "$W/trunc.bin" -x 1
+expect_error "foreign shard is named" "$W/foreign.bin: bad magic 12345" -i "$W/foreign.bin" -x 1
+expect_error "shard version is checked" "$W/v2.bin: shard version 2" -i "$W/v2.bin" -x 1
+expect_error "no shard matches the glob" "-i/--train-data: no file matches '$W/none_*.bin'" -i "$W/none_*.bin"
+expect_error "token outside the vocabulary" "$W/big_token.bin: token 60000 at position 100" -i "$W/big_token.bin" -e d2 -b 1 -t 4096 -x 1 -t 1024 -v 0 -s 0 -b 4
+expect_error "shard too small for a micro-batch" "$W/tiny.bin: too few tokens for one micro-batch" -i "$W/tiny.bin" -x 1
+expect_error "model shorter than its header says" "$W/short_model.bin: 5024 bytes, but the header's shape needs" -e "$W/short_model.bin"
+mkdir -p "$W/ck_bad"
+$BIN -i "$W/trunc.bin" -o "$W/ck_bad" -n 1 -x 2 >/dev/null 2>&1
+[ -z "$(ls -A "$W/ck_bad")" ] && ok "a failed start writes nothing to the out dir" || bad "a failed start writes nothing" "$(ls "$W/ck_bad")"
+
+# --- dry run -----------------------------------------------------------------------------------
+out=$($BIN --dry-run -o "$W/dry" 2>&1); rc=$?
+if [ $rc -eq 0 ] && grep -q "memory plan per rank" <<<"$out" && ! grep -q "^step" <<<"$out" && [ -z "$(ls -A "$W/dry" 2>/dev/null)" ]; then
+  ok "--dry-run prints the memory plan and trains nothing"; else bad "--dry-run" "$out"; fi
+
+# --- checkpoints and exact resume --------------------------------------------------------------
+common=(-e d2 -b 4 -t 32 --grad-accum 2 -r 2 -x 12 -v 4 -s 0 -n 4 --keep-checkpoints 5)
+$BIN "${common[@]}" -o "$W/full" --log "$W/full.jsonl" >"$W/full.out" 2>&1 || bad "uninterrupted run" "$(tail "$W/full.out")"
+n=$(ls "$W/full"/state_*.bin 2>/dev/null | wc -l)
+[ "$n" -eq 3 ] && [ -f "$W/full/model_00000008.bin" ] && ! ls "$W/full"/*.tmp >/dev/null 2>&1 \
+  && ok "checkpoints every 4 steps: model_ and state_ pairs, no temporaries" || bad "checkpoint files" "$(ls "$W/full")"
+mkdir -p "$W/resumed"
+cp "$W/full/model_00000004.bin" "$W/full/state_00000004.bin" "$W/resumed/"
+$BIN "${common[@]}" -o "$W/resumed" -y 1 --log "$W/resumed.jsonl" >"$W/resumed.out" 2>&1
+if grep -q "resume: step 4" "$W/resumed.out" && [ "$(losses "$W/full.jsonl" | tail -n 8)" = "$(losses "$W/resumed.jsonl")" ]; then
+  ok "resumed at step 4: steps 5-12 have bit-identical losses"; else bad "exact resume" "$(diff <(losses "$W/full.jsonl" | tail -n 8) <(losses "$W/resumed.jsonl"))"; fi
+cmp -s "$W/full/model_00000012.bin" "$W/resumed/model_00000012.bin" && cmp -s "$W/full/state_00000012.bin" "$W/resumed/state_00000012.bin" \
+  && ok "resumed run ends with byte-identical model and optimizer state" || bad "final checkpoint identical after resume"
+$BIN "${common[@]}" -x 20 -o "$W/keep" --keep-checkpoints 2 >/dev/null 2>&1
+[ "$(ls "$W/keep" | tr '\n' ' ')" = "model_00000016.bin model_00000020.bin state_00000016.bin state_00000020.bin " ] \
+  && ok "--keep-checkpoints 2 keeps the newest two" || bad "--keep-checkpoints" "$(ls "$W/keep")"
+expect_error "resume with another batch layout is refused" "saved with micro-batch 4, seq 32, 2 micro-batches per step" "${common[@]}" -b 2 -o "$W/resumed" -y 1
+
+# model files: bf16 (version 5) reads as the same weights as fp32 (version 3) rounded to bf16
+$PY - "$W/full/model_00000012.bin" "$W" <<'PYEOF'
+import struct, sys
+src, w = sys.argv[1], sys.argv[2]
+data = open(src, 'rb').read()
+h = list(struct.unpack('<256i', data[:1024])); n = (len(data) - 1024) // 4
+vals = struct.unpack('<%dI' % n, data[1024:])
+hi = [v >> 16 for v in vals]  # truncate to bf16
+h5 = h[:]; h5[1] = 5
+open(f'{w}/m5.bin', 'wb').write(struct.pack('<256i', *h5) + struct.pack('<%dH' % n, *hi))
+open(f'{w}/m3.bin', 'wb').write(struct.pack('<256i', *h) + struct.pack('<%dI' % n, *[x << 16 for x in hi]))
+PYEOF
+$BIN -e "$W/m5.bin" -b 4 -t 32 -x 2 -v 0 -s 0 --log "$W/m5.jsonl" >/dev/null 2>&1
+$BIN -e "$W/m3.bin" -b 4 -t 32 -x 2 -v 0 -s 0 --log "$W/m3.jsonl" >/dev/null 2>&1
+[ -s "$W/m5.jsonl" ] && [ "$(losses "$W/m5.jsonl")" = "$(losses "$W/m3.jsonl")" ] \
+  && ok "a bf16 (version 5) model file trains exactly like its fp32 (version 3) twin" || bad "bf16 model file"
+
+# --- preemption: SIGTERM finishes the step, checkpoints, exits 0; resuming matches ---------------
+pre=(-e d2 -b 4 -t 32 -x 150 -v 0 -s 0)
+$BIN "${pre[@]}" --log "$W/nostop.jsonl" >/dev/null 2>&1
+$BIN "${pre[@]}" -o "$W/pre" --log "$W/pre.jsonl" >"$W/pre.out" 2>&1 &
+pid=$!
+for i in $(seq 1 100); do [ -s "$W/pre.jsonl" ] && [ "$(wc -l < "$W/pre.jsonl")" -ge 20 ] && break; sleep 0.1; done
+kill -TERM $pid; wait $pid; rc=$?
+stopped=$(ls "$W/pre"/state_*.bin 2>/dev/null | head -1)
+if [ $rc -eq 0 ] && [ -n "$stopped" ] && grep -q "stop signal: checkpointed" "$W/pre.out"; then
+  ok "SIGTERM: the run checkpoints ($(basename "$stopped")) and exits 0"; else bad "SIGTERM checkpoint" "$(tail -3 "$W/pre.out")"; fi
+$BIN "${pre[@]}" -o "$W/pre" -y 1 --log "$W/pre.jsonl" >"$W/pre2.out" 2>&1
+[ "$(losses "$W/nostop.jsonl")" = "$(losses "$W/pre.jsonl" | awk '!seen[$1]++')" ] && [ "$(losses "$W/pre.jsonl" | awk '!seen[$1]++' | wc -l)" -eq 150 ] \
+  && ok "stopped and resumed run has the uninterrupted run's 150 losses, bit for bit" || bad "resume after SIGTERM" "$(diff <(losses "$W/nostop.jsonl") <(losses "$W/pre.jsonl" | awk '!seen[$1]++') | head)"
+
+# --- learning on the embedded default ----------------------------------------------------------
+out=$($BIN 2>&1); rc=$?
+last=$(grep "val loss" <<<"$out" | tail -1)
+gap=$(sed -E 's/.*gap ([0-9.-]+).*/\1/' <<<"$last")
+if [ $rc -eq 0 ] && [ -n "$gap" ] && awk -v g="$gap" 'BEGIN{exit !(g < 0.05)}'; then
+  ok "default run learns the synthetic corpus: $last (gap < 0.05 nats)"; else bad "default run learns (gap < 0.05)" "$last"; fi
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# test_scripts.sh DATA: the Tiny Shakespeare script end to end on real text (a short run): shards
+# are made, the model trains on them, the validation loss falls, and samples decode as text.
+set -u
+cd "$(dirname "$0")/.."
+DATA=$1
+W=$(mktemp -d /tmp/test_scripts.XXXXXX)
+trap 'rm -rf "$W"' EXIT
+pass=0; fail=0
+ok() { echo "PASS $1"; pass=$((pass+1)); }
+bad() { echo "FAIL $1"; [ -n "${2:-}" ] && echo "$2" | tail -5 | sed 's/^/    /'; fail=$((fail+1)); }
+cp "$DATA/tinyshakespeare.txt" "$DATA/gpt2_encoder.json" "$DATA/gpt2_vocab.bpe" "$W/"
+out=$(bash scripts/tinyshakespeare.sh "$W" -e d2 -x 40 -v 20 -s 40 -g 16 --log "$W/log.jsonl" 2>&1); rc=$?
+[ $rc -eq 0 ] && [ -f "$W/tinyshakespeare/train_000000.bin" ] && [ -f "$W/tinyshakespeare/tokenizer.bin" ] \
+  && ok "scripts/tinyshakespeare.sh makes shards and trains" || bad "scripts/tinyshakespeare.sh" "$out"
+v0=$(grep -E "^step +0 \| val loss" <<<"$out" | sed -E 's/.*val loss ([0-9.]+).*/\1/')
+v1=$(grep -E "^step +40 \| val loss" <<<"$out" | sed -E 's/.*val loss ([0-9.]+).*/\1/')
+[ -n "$v0" ] && [ -n "$v1" ] && awk -v a="$v0" -v b="$v1" 'BEGIN{exit !(b < a - 1.0)}' \
+  && ok "val loss falls on real text: $v0 -> $v1" || bad "val loss falls by more than 1 nat" "$v0 -> $v1"
+sample=$(grep "^sample:" <<<"$out" | tail -1)
+# decoded GPT-2 text, not token ids: it has letters, and is not a list of numbers
+grep -qE "[a-zA-Z]{2}" <<<"$sample" && ! grep -qE "^sample: ([0-9]+ )+$" <<<"$sample" \
+  && ok "samples decode through the tokenizer.bin beside the shards: ${sample:0:60}" || bad "sample decodes" "$sample"
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
