@@ -1,7 +1,7 @@
 # Builds: `make` builds what this machine can build (the CPU trainer and the tokenizer always, the
 # CUDA trainer when nvcc is on the PATH). `make test` runs every test that needs no GPU.
 CC ?= gcc
-CFLAGS ?= -O3 -march=native -mprefer-vector-width=512 -fno-finite-math-only
+CFLAGS ?= -O3 -march=native -mprefer-vector-width=512 -fno-math-errno
 CFLAGS += -std=gnu11 -Wall -Wextra -Wno-unused-function -fopenmp
 LDLIBS = -lm
 PYTHON ?= python3
@@ -11,7 +11,7 @@ NVCC := $(shell command -v nvcc 2>/dev/null)
 HEADERS = utils.h gpt2.h config.h checkpoint.h dataloader.h tokenizer.h trainer.h
 
 .PHONY: all test bench-cpu clean
-all: train_gpt_cpu tokenize $(if $(NVCC),train_gpt)
+all: train_gpt_cpu tokenize $(if $(and $(NVCC),$(wildcard train_gpt.cu)),train_gpt)
 
 train_gpt_cpu: train_gpt.c $(HEADERS)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)

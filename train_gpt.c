@@ -30,9 +30,10 @@
 #define GEMM_TN 16
 #endif
 #define GEMM_ROWS_PER_TASK (8 * GEMM_TM)
+#define GEMM_KC 256  // a KC x TN panel (32 KiB) stays in L1 while every row tile sweeps it
 
-static void gemm_tile(int K, const float *const arow[GEMM_TM], long sak, const float *panel, float *C, long ldc,
-                      int rows, int cols, int accumulate) {
+static void gemm_tile(int K, const float *const arow[GEMM_TM], long sak, const float *panel, float *C, long scm,
+                      long scn, int rows, int cols, int accumulate) {
     float acc[GEMM_TM][GEMM_TN];
     for (int r = 0; r < GEMM_TM; r++)
         for (int c = 0; c < GEMM_TN; c++) acc[r][c] = 0.0f;
@@ -45,40 +46,43 @@ static void gemm_tile(int K, const float *const arow[GEMM_TM], long sak, const f
         }
     }
     for (int r = 0; r < rows; r++) {
-        float *crow = C + (long)r * ldc;
-        if (accumulate) for (int c = 0; c < cols; c++) crow[c] += acc[r][c];
-        else for (int c = 0; c < cols; c++) crow[c] = acc[r][c];
+        float *crow = C + (long)r * scm;
+        if (accumulate) for (int c = 0; c < cols; c++) crow[c * scn] += acc[r][c];
+        else for (int c = 0; c < cols; c++) crow[c * scn] = acc[r][c];
     }
 }
 
 static void gemm(int M, int N, int K, const float *A, long sam, long sak, const float *B, long sbk, long sbn,
-                 float *C, long ldc, int accumulate) {
+                 float *C, long scm, long scn, int accumulate) {
     int nblocks = (N + GEMM_TN - 1) / GEMM_TN;
     int mchunks = (M + GEMM_ROWS_PER_TASK - 1) / GEMM_ROWS_PER_TASK;
     long ntasks = (long)nblocks * mchunks;
 #pragma omp parallel
     {
-        float *panel = (float *)mallocCheck((size_t)K * GEMM_TN * sizeof(float));
-        long packed = -1;
+        float *panel = (float *)mallocCheck((size_t)GEMM_KC * GEMM_TN * sizeof(float));
+        long packed = -1;  // with a single K block, consecutive tasks of a thread share the panel
 #pragma omp for schedule(static)
         for (long task = 0; task < ntasks; task++) {
             int nb = (int)(task / mchunks), mc = (int)(task % mchunks);
             int n0 = nb * GEMM_TN, cols = N - n0 < GEMM_TN ? N - n0 : GEMM_TN;
-            if (packed != nb) {  // consecutive tasks of a thread mostly share the panel
-                for (int k = 0; k < K; k++) {
+            int mbegin = mc * GEMM_ROWS_PER_TASK;
+            int mend = mbegin + GEMM_ROWS_PER_TASK < M ? mbegin + GEMM_ROWS_PER_TASK : M;
+            for (int k0 = 0; k0 < K; k0 += GEMM_KC) {
+                int kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC;
+                for (int k = 0; k < kc && !(K <= GEMM_KC && packed == nb); k++) {
                     float *dst = panel + (long)k * GEMM_TN;
-                    const float *src = B + (long)k * sbk + (long)n0 * sbn;
+                    const float *src = B + (long)(k0 + k) * sbk + (long)n0 * sbn;
                     for (int c = 0; c < cols; c++) dst[c] = src[c * sbn];
                     for (int c = cols; c < GEMM_TN; c++) dst[c] = 0.0f;
                 }
                 packed = nb;
-            }
-            int mend = (mc + 1) * GEMM_ROWS_PER_TASK < M ? (mc + 1) * GEMM_ROWS_PER_TASK : M;
-            for (int m0 = mc * GEMM_ROWS_PER_TASK; m0 < mend; m0 += GEMM_TM) {
-                int rows = mend - m0 < GEMM_TM ? mend - m0 : GEMM_TM;
-                const float *arow[GEMM_TM];
-                for (int r = 0; r < GEMM_TM; r++) arow[r] = A + (long)(m0 + (r < rows ? r : 0)) * sam;
-                gemm_tile(K, arow, sak, panel, C + (long)m0 * ldc + n0, ldc, rows, cols, accumulate);
+                for (int m0 = mbegin; m0 < mend; m0 += GEMM_TM) {
+                    int rows = mend - m0 < GEMM_TM ? mend - m0 : GEMM_TM;
+                    const float *arow[GEMM_TM];
+                    for (int r = 0; r < GEMM_TM; r++) arow[r] = A + (long)(m0 + (r < rows ? r : 0)) * sam + (long)k0 * sak;
+                    gemm_tile(kc, arow, sak, panel, C + (long)m0 * scm + (long)n0 * scn, scm, scn, rows, cols,
+                              accumulate || k0 > 0);
+                }
             }
         }
         free(panel);
@@ -165,7 +169,7 @@ static void layernorm_backward(float *dinp, float *dweight, float *dbias, const 
 
 // out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias
 static void matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N, int C, int OC) {
-    gemm(N, OC, C, inp, C, 1, weight, 1, C, out, OC, 0);
+    gemm(N, OC, C, inp, C, 1, weight, 1, C, out, OC, 1, 0);
     if (bias) {
 #pragma omp parallel for
         for (int i = 0; i < N; i++)
@@ -176,8 +180,10 @@ static void matmul_forward(float *out, const float *inp, const float *weight, co
 // dinp = dout @ weight (overwritten: every caller's dinp is scratch); dweight, dbias += their sums.
 static void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                             const float *weight, int N, int C, int OC) {
-    gemm(N, C, OC, dout, OC, 1, weight, C, 1, dinp, C, 0);
-    gemm(OC, C, N, dout, 1, OC, inp, C, 1, dweight, C, 1);
+    gemm(N, C, OC, dout, OC, 1, weight, C, 1, dinp, C, 1, 0);
+    // dweight^T (C, OC) += inp^T (C, N) @ dout (N, OC): walking dout by rows, not columns, keeps the
+    // large operand streaming and the small one (inp) in cache
+    gemm(C, OC, N, inp, 1, C, dout, OC, 1, dweight, 1, C, 1);
     if (dbias) {
 #pragma omp parallel for
         for (int o = 0; o < OC; o++) {

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# bench_cpu.sh: CPU training throughput, as `make bench-cpu` runs it. GPT-2 124M (d12, GPT-2
+# vocabulary) at B=4, T=64, and a small model (d4), on shards of random tokens. Prints the median
+# ms/step and tokens/s over the timed steps (the first step, which warms caches, is left out).
+#   STEPS=20 scripts/bench_cpu.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+STEPS=${STEPS:-20}
+PY=${PYTHON:-python3}
+W=$(mktemp -d /tmp/bench_cpu.XXXXXX)
+trap 'rm -rf "$W"' EXIT
+make -s train_gpt_cpu
+$PY - "$W/rand.bin" <<'PYEOF'
+import random, struct, sys
+random.seed(0); n = 1 << 20
+toks = [random.randrange(50257) for _ in range(n)]
+h = [0] * 256; h[0:3] = [20240520, 1, n]
+open(sys.argv[1], 'wb').write(struct.pack('<256i', *h) + struct.pack('<%dH' % n, *toks))
+PYEOF
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), OMP_NUM_THREADS=${OMP_NUM_THREADS:-unset}"
+for model in d12 d4; do
+  ./train_gpt_cpu -i "$W/rand.bin" -e $model -b 4 -t 64 -x $((STEPS + 1)) -v 0 -s 0 --log "$W/$model.jsonl" > "$W/$model.out"
+  $PY - "$W/$model.jsonl" "$model" <<'PYEOF'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if '"loss"' in l][1:]
+ms = statistics.median(r["ms"] for r in rows)
+print(f"{sys.argv[2]:>4} B=4 T=64: median {ms:.1f} ms/step over {len(rows)} steps, {4 * 64 / (ms / 1e3):.1f} tokens/s, "
+      f"peak RSS {rows[-1]['peak_rss_mib']:.0f} MiB")
+PYEOF
+done
