@@ -7,14 +7,17 @@ LDLIBS = -lm
 PYTHON ?= python3
 TORCH_PYTHON ?= /usr/bin/python3
 NVCC := $(shell command -v nvcc 2>/dev/null)
+# With Open MPI's compiler wrapper the CPU build can run as several ranks under mpirun.
+MPICC := $(shell command -v mpicc 2>/dev/null)
+CPU_CC = $(if $(MPICC),$(MPICC) -DUSE_MPI,$(CC))
 
-HEADERS = utils.h gpt2.h config.h checkpoint.h dataloader.h tokenizer.h trainer.h
+HEADERS = utils.h gpt2.h config.h checkpoint.h dataloader.h tokenizer.h trainer.h comm.h zero.h
 
 .PHONY: all test bench-cpu clean
 all: train_gpt_cpu tokenize $(if $(and $(NVCC),$(wildcard train_gpt.cu)),train_gpt)
 
 train_gpt_cpu: train_gpt.c $(HEADERS)
-	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+	$(CPU_CC) $(CFLAGS) $< -o $@ $(LDLIBS)
 
 tokenize: tokenize.c tokenizer.h utils.h
 	$(CC) -O2 -std=gnu11 -Wall -Wextra $< -o $@ $(LDLIBS)

@@ -363,8 +363,8 @@ typedef struct {
 
 typedef struct {
     GPT2Config config;
-    size_t num_params;
-    float *params, *grads, *m, *v;       // flat, llm.c order
+    size_t num_params, padded_params;    // padded so that ZeRO shards are equal
+    float *params, *grads;               // flat, llm.c order; AdamW's moments belong to zero.h
     ParameterTensors p, g;
     int B, T, recompute;                 // activation buffers are sized for these
     size_t act_floats, gradact_floats;
@@ -394,17 +394,19 @@ static MemoryPlan model_memory_plan(const GPT2Config *c, int B, int T, int recom
     return mp;
 }
 
-static Model *model_create(const GPT2Config *config, const float *params, int B, int T, int recompute) {
+// params holds the model's num_params floats; the buffers are padded with zeros to padded_params.
+static Model *model_create(const GPT2Config *config, const float *params, int B, int T, int recompute,
+                           size_t padded_params) {
     Model *m = (Model *)callocCheck(1, sizeof(Model));
     m->config = *config;
     m->num_params = gpt2_num_params(config);
+    m->padded_params = padded_params > m->num_params ? padded_params : m->num_params;
     m->B = B; m->T = T; m->recompute = recompute;
-    size_t n = m->num_params;
-    // one allocation for the four kinds of parameter-sized state
-    float *state = (float *)mallocCheck(4 * n * sizeof(float));
-    m->params = state; m->grads = state + n; m->m = state + 2 * n; m->v = state + 3 * n;
+    size_t n = m->num_params, np = m->padded_params;
+    // one allocation for both kinds of parameter-sized state
+    float *state = (float *)callocCheck(2 * np, sizeof(float));
+    m->params = state; m->grads = state + np;
     memcpy(m->params, params, n * sizeof(float));
-    memset(m->grads, 0, 3 * n * sizeof(float));
     gpt2_point_params(config, m->params, &m->p);
     gpt2_point_params(config, m->grads, &m->g);
 
@@ -569,7 +571,7 @@ static const float *model_logits(Model *m, int b, int t) {
     return m->act_ptr[ACT_LOGITS] + ((size_t)b * m->cur_T + t) * m->config.padded_vocab_size;
 }
 
-static void model_zero_grad(Model *m) { memset(m->grads, 0, m->num_params * sizeof(float)); }
+static void model_zero_grad(Model *m) { memset(m->grads, 0, m->padded_params * sizeof(float)); }
 
 // Accumulates the last forward's gradients into m->grads.
 static void model_backward(Model *m) {
@@ -604,29 +606,44 @@ static double sum_squares(const float *x, size_t n) {
     return total;
 }
 
-static double model_grad_sum_squares(Model *m) { return sum_squares(m->grads, m->num_params); }
+// The buffers zero.h works on; on the CPU they are host memory.
+static float *model_params(Model *m) { return m->params; }
+static float *model_grads(Model *m) { return m->grads; }
+static double backend_sum_squares(const float *x, size_t n) { return sum_squares(x, n); }
+static float *backend_alloc(size_t n) { return (float *)callocCheck(n, sizeof(float)); }
+static void backend_free(float *p) { free(p); }
+static void backend_to_host(float *host, const float *buf, size_t n) { memcpy(host, buf, n * sizeof(float)); }
+static void backend_from_host(float *buf, const float *host, size_t n) { memcpy(buf, host, n * sizeof(float)); }
 
-// AdamW with decoupled weight decay on the matmul and embedding weights; grads are multiplied by
-// grad_scale first (global-norm clipping). t is the 1-based step.
-static void model_update(Model *m, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
-                         int t) {
-    size_t sizes[NUM_PARAMETER_TENSORS], off = 0;
+typedef struct { float lr, beta1, beta2, eps, weight_decay, grad_scale; int t; } AdamWArgs;
+
+// AdamW on the flat parameter range [lo, hi), with m and v indexed from lo. Weight decay applies
+// where the range overlaps a matmul weight or an embedding; grads are multiplied by grad_scale
+// first (global-norm clipping). t is the 1-based step.
+static void model_adamw_range(Model *m, float *mom, float *vel, size_t lo, size_t hi, const AdamWArgs *a) {
+    size_t sizes[NUM_PARAMETER_TENSORS], start = 0;
     gpt2_param_sizes(&m->config, sizes);
-    float bc1 = 1.0f - powf(beta1, (float)t), bc2 = 1.0f - powf(beta2, (float)t);
+    float bc1 = 1.0f - powf(a->beta1, (float)a->t), bc2 = 1.0f - powf(a->beta2, (float)a->t);
+    float beta1 = a->beta1, beta2 = a->beta2, lr = a->lr, eps = a->eps, scale = a->grad_scale;
     for (int k = 0; k < NUM_PARAMETER_TENSORS; k++) {
-        float wd = PARAM_DECAYED[k] ? weight_decay : 0.0f;
-        float *p = m->params + off, *g = m->grads + off, *mm = m->m + off, *vv = m->v + off;
+        size_t end = start + sizes[k];
+        size_t s0 = lo > start ? lo : start, s1 = hi < end ? hi : end;
+        if (s0 < s1) {
+            float wd = PARAM_DECAYED[k] ? a->weight_decay : 0.0f;
+            float *p = m->params + s0, *g = m->grads + s0, *mm = mom + (s0 - lo), *vv = vel + (s0 - lo);
+            size_t n = s1 - s0;
 #pragma omp parallel for simd
-        for (size_t i = 0; i < sizes[k]; i++) {
-            float grad = g[i] * grad_scale;
-            float mi = beta1 * mm[i] + (1.0f - beta1) * grad;
-            float vi = beta2 * vv[i] + (1.0f - beta2) * grad * grad;
-            mm[i] = mi;
-            vv[i] = vi;
-            float mhat = mi / bc1, vhat = vi / bc2;
-            p[i] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * p[i]);
+            for (size_t i = 0; i < n; i++) {
+                float grad = g[i] * scale;
+                float mi = beta1 * mm[i] + (1.0f - beta1) * grad;
+                float vi = beta2 * vv[i] + (1.0f - beta2) * grad * grad;
+                mm[i] = mi;
+                vv[i] = vi;
+                float mhat = mi / bc1, vhat = vi / bc2;
+                p[i] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * p[i]);
+            }
         }
-        off += sizes[k];
+        start = end;
     }
 }
 
@@ -640,16 +657,6 @@ static const char *model_device_name(void) {
     return name;
 }
 
-// Host views of the state for checkpoints; the CPU build's state already lives on the host.
-static void model_get_params(Model *m, float *dst) { memcpy(dst, m->params, m->num_params * sizeof(float)); }
-static void model_get_opt_state(Model *m, float *mdst, float *vdst) {
-    memcpy(mdst, m->m, m->num_params * sizeof(float));
-    memcpy(vdst, m->v, m->num_params * sizeof(float));
-}
-static void model_set_opt_state(Model *m, const float *msrc, const float *vsrc) {
-    memcpy(m->m, msrc, m->num_params * sizeof(float));
-    memcpy(m->v, vsrc, m->num_params * sizeof(float));
-}
 
 #include "trainer.h"
 

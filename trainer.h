@@ -5,13 +5,10 @@
 //   const float *model_logits(Model *, int b, int t)      (host pointer to Vp logits, after a
 //                                                          forward without targets)
 //   void   model_zero_grad(Model *), model_backward(Model *)
-//   double model_grad_sum_squares(Model *)
-//   void   model_update(Model *, lr, beta1, beta2, eps, weight_decay, grad_scale, step_1_based)
-//   void   model_get_params(Model *, float *), model_get_opt_state(Model *, float *m, float *v),
-//          model_set_opt_state(Model *, const float *m, const float *v)
 //   MemoryPlan model_memory_plan(const GPT2Config *, int B, int T, int recompute)
 //   const char *model_device_name(void)
-// and BUILD_NAME. Everything the user sees of a run (flags, files, logs) is decided here once.
+// the backend that zero.h uses (model_params, model_grads, model_adamw_range, backend_*), and
+// BUILD_NAME. Everything the user sees of a run (flags, files, logs) is decided here once.
 #ifndef TRAINER_H
 #define TRAINER_H
 
@@ -22,6 +19,11 @@
 #include "checkpoint.h"
 #include "dataloader.h"
 #include "tokenizer.h"
+#include "zero.h"
+
+// Only rank 0 talks to the user; every rank still computes.
+static int log_rank = 0;
+#define printf0(...) do { if (log_rank == 0) printf(__VA_ARGS__); } while (0)
 
 static double wall_seconds(void) {
     struct timespec ts;
@@ -83,18 +85,21 @@ static float evaluate(Model *model, DataLoader *val, int batches, int B, int T) 
 
 static void print_memory_plan(const MemoryPlan *mp) {
     double mib = 1048576.0;
-    printf("memory plan per rank: params %.1f MiB | grads %.1f MiB | AdamW state %.1f MiB | activations %.1f MiB | "
+    printf0("memory plan per rank: params %.1f MiB | grads %.1f MiB | AdamW state %.1f MiB | activations %.1f MiB | "
            "workspace %.1f MiB | total %.1f MiB\n", mp->params / mib, mp->grads / mib, mp->optimizer / mib,
            mp->activations / mib, mp->workspace / mib,
            (mp->params + mp->grads + mp->optimizer + mp->activations + mp->workspace) / mib);
 }
 
 static int train_main(int argc, char **argv) {
+    Comm comm;
+    comm_init(&comm, &argc, &argv);
+    int world = comm.world, rank = comm.rank;
+    log_rank = rank;
     TrainConfig cfg;
     config_defaults(&cfg);
     parse_args(&cfg, argc, argv);
     config_validate(&cfg);
-    int world = 1, rank = 0;
     config_resolve_batch(&cfg, world);
     int B = cfg.micro_batch, T = cfg.seq_len, A = cfg.grad_accum;
     int synthetic = cfg.train_data == NULL;
@@ -126,21 +131,22 @@ static int train_main(int argc, char **argv) {
         if (nval < (long)B * T + 1) nval = (long)B * T + 1;
         dataloader_init_memory(&train_loader, "synthetic-train", markov_sample(&markov, ntrain, 1), ntrain, B, T, rank,
                                world, cfg.shuffle, cfg.seed, mc.vocab_size);
-        dataloader_init_memory(&val_loader, "synthetic-val", markov_sample(&markov, nval, 2), nval, B, T, rank, world, 0,
-                               0, mc.vocab_size);
+        dataloader_init_memory(&val_loader, "synthetic-val", markov_sample(&markov, nval, 2), nval, B, T, 0, 1, 0, 0,
+                               mc.vocab_size);
         have_val = 1;
     } else {
         dataloader_init(&train_loader, cfg.train_data, "-i/--train-data", B, T, rank, world, cfg.shuffle, cfg.seed,
                         mc.vocab_size);
         if (cfg.val_data) {
-            dataloader_init(&val_loader, cfg.val_data, "-j/--val-data", B, T, rank, world, 0, 0, mc.vocab_size);
+            // every rank evaluates the same batches, so the validation loss does not depend on the layout
+            dataloader_init(&val_loader, cfg.val_data, "-j/--val-data", B, T, 0, 1, 0, 0, mc.vocab_size);
             have_val = 1;
         }
     }
     int val_batches = cfg.val_batches;
     if (have_val && val_batches > dataloader_windows_per_rank(&val_loader)) {
         val_batches = (int)dataloader_windows_per_rank(&val_loader);
-        printf("note: validation data holds %d micro-batches; -m/--val-batches lowered to that\n", val_batches);
+        printf0("note: validation data holds %d micro-batches; -m/--val-batches lowered to that\n", val_batches);
     }
 
     Decoder dec = {0};
@@ -166,7 +172,7 @@ static int train_main(int argc, char **argv) {
         int steps[4096];
         int n = checkpoint_list(cfg.out_dir, steps, 4096);
         if (n == 0) {
-            printf("resume: no complete checkpoint in %s, starting from scratch\n", cfg.out_dir);
+            printf0("resume: no complete checkpoint in %s, starting from scratch\n", cfg.out_dir);
         } else {
             char mp[4200], sp[4200];
             checkpoint_paths(cfg.out_dir, steps[n - 1], mp, sp, sizeof(mp));
@@ -189,34 +195,47 @@ static int train_main(int argc, char **argv) {
             resume_v = (float *)mallocCheck(resumed.num_params * sizeof(float));
             state_read(sp, &resumed, resume_m, resume_v);
             start_step = resumed.step;
-            printf("resume: step %d from %s\n", start_step, sp);
+            printf0("resume: step %d from %s (saved by %d rank%s)\n", start_step, sp, resumed.world,
+                    resumed.world == 1 ? "" : "s");
         }
     }
 
     size_t num_params = gpt2_num_params(&mc);
     MemoryPlan plan = model_memory_plan(&mc, B, T, cfg.recompute);
-    printf("train_gpt (%s build) on %s\n", BUILD_NAME, model_device_name());
-    printf("model: %s | L %d | C %d | NH %d | V %d (padded %d) | maxT %d | %zu parameters\n", init, mc.num_layers,
+    plan.params = comm_padded_size(num_params, world) * sizeof(float);
+    plan.grads = plan.params;
+    plan.optimizer = zero_optimizer_bytes(cfg.zero_stage, num_params, world);
+    printf0("train_gpt (%s build) on %s | %d rank%s | ZeRO stage %d\n", BUILD_NAME, model_device_name(), world,
+            world == 1 ? "" : "s", cfg.zero_stage);
+    printf0("model: %s | L %d | C %d | NH %d | V %d (padded %d) | maxT %d | %zu parameters\n", init, mc.num_layers,
            mc.channels, mc.num_heads, mc.vocab_size, mc.padded_vocab_size, mc.max_seq_len, num_params);
-    printf("batch: micro-batch %d x seq %d x accumulation %d x data-parallel %d = %ld tokens per step | recompute %d\n",
+    printf0("batch: micro-batch %d x seq %d x accumulation %d x data-parallel %d = %ld tokens per step | recompute %d\n",
            B, T, A, world, cfg.total_batch_tokens, cfg.recompute);
-    printf("data: %s (%d shard%s, %ld micro-batches per epoch)%s%s\n", synthetic ? "synthetic Markov corpus" : cfg.train_data,
+    printf0("data: %s (%d shard%s, %ld micro-batches per epoch)%s%s\n", synthetic ? "synthetic Markov corpus" : cfg.train_data,
            train_loader.nshards, train_loader.nshards == 1 ? "" : "s", train_loader.windows_per_epoch,
            have_val ? " | val: " : " | no validation data", have_val ? (synthetic ? "synthetic" : cfg.val_data) : "");
-    if (synthetic) printf("synthetic corpus entropy floor: %.4f nats/token (the best possible loss)\n", markov.entropy_rate);
+    if (synthetic) printf0("synthetic corpus entropy floor: %.4f nats/token (the best possible loss)\n", markov.entropy_rate);
     print_memory_plan(&plan);
-    if (cfg.dry_run) return 0;
+    if (cfg.dry_run) { comm_finalize(&comm); return 0; }
 
-    Model *model = model_create(&mc, params, B, T, cfg.recompute);
+    Model *model = model_create(&mc, params, B, T, cfg.recompute, comm_padded_size(num_params, world));
     free(params);
-    if (resume_m) { model_set_opt_state(model, resume_m, resume_v); free(resume_m); free(resume_v); }
-    train_loader.pos = start_step > 0 ? resumed.loader_pos : 0;
+    Zero zero;
+    zero_init(&zero, &comm, cfg.zero_stage, num_params);
+    if (resume_m) { zero_set_opt_state(&zero, resume_m, resume_v); free(resume_m); free(resume_v); }
+    // the state file counts micro-batches taken by all ranks together; each rank takes 1/world of them
+    train_loader.pos = start_step > 0 ? resumed.loader_pos / (uint64_t)world : 0;
     uint64_t sample_rng = start_step > 0 ? resumed.sample_rng : mix_seed(cfg.seed ^ 0x73616d70ull);
 
     FILE *logf = NULL;
-    if (cfg.log_path) {
+    if (cfg.log_path && rank == 0) {
         logf = fopen(cfg.log_path, start_step > 0 ? "a" : "w");
         if (!logf) fatal("--log: cannot open %s: %s", cfg.log_path, strerror(errno));
+    }
+    if (logf && start_step == 0) {
+        fprintf(logf, "{\"memory_plan\": {\"world\": %d, \"zero_stage\": %d, \"params_bytes\": %zu, \"grads_bytes\": %zu, "
+                "\"optimizer_bytes\": %zu, \"activations_bytes\": %zu, \"workspace_bytes\": %zu}}\n", world, cfg.zero_stage,
+                plan.params, plan.grads, plan.optimizer, plan.activations, plan.workspace);
     }
     signal(SIGTERM, on_stop_signal);
     signal(SIGUSR1, on_stop_signal);
@@ -229,9 +248,9 @@ static int train_main(int argc, char **argv) {
         int last = step == cfg.steps;
         if (have_val && cfg.val_every > 0 && (step % cfg.val_every == 0 || last)) {
             float vl = evaluate(model, &val_loader, val_batches, B, T);
-            if (synthetic) printf("step %5d | val loss %.4f | floor %.4f | gap %.4f\n", step, vl, markov.entropy_rate,
-                                  vl - markov.entropy_rate);
-            else printf("step %5d | val loss %.4f\n", step, vl);
+            if (synthetic) printf0("step %5d | val loss %.4f | floor %.4f | gap %.4f\n", step, vl, markov.entropy_rate,
+                                   vl - markov.entropy_rate);
+            else printf0("step %5d | val loss %.4f\n", step, vl);
             if (logf) {
                 fprintf(logf, "{\"step\": %d, \"val_loss\": %.9g", step, vl);
                 if (synthetic) fprintf(logf, ", \"floor\": %.9g", markov.entropy_rate);
@@ -239,7 +258,7 @@ static int train_main(int argc, char **argv) {
                 fflush(logf);
             }
         }
-        if (cfg.sample_every > 0 && step > 0 && (step % cfg.sample_every == 0 || last)) {
+        if (cfg.sample_every > 0 && step > 0 && (step % cfg.sample_every == 0 || last) && rank == 0) {
             int n = cfg.gen_tokens + 1 < T ? cfg.gen_tokens + 1 : T;
             gen[0] = dec.kind == 1 ? tokenizer_eot(&dec.tok) : 0;
             printf("sample: ");
@@ -261,15 +280,17 @@ static int train_main(int argc, char **argv) {
             loss += model_forward(model, train_loader.inputs, train_loader.targets, B, T, dloss);
             model_backward(model);
         }
-        loss /= A;
-        float norm = (float)sqrt(model_grad_sum_squares(model));
+        loss = comm_allreduce_sum_f64(&comm, loss) / ((double)A * world);
+        zero_reduce_gradients(&zero, model);
+        float norm = zero_grad_norm(&zero, model);
         float grad_scale = cfg.grad_clip > 0.0f && norm > cfg.grad_clip ? cfg.grad_clip / (norm + 1e-6f) : 1.0f;
         float lr = lr_at(&cfg, step, cfg.steps);
-        model_update(model, lr, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay, grad_scale, step + 1);
+        AdamWArgs adam = {lr, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay, grad_scale, step + 1};
+        zero_update(&zero, model, &adam);
         double ms = (wall_seconds() - t0) * 1e3;
         double tps = cfg.total_batch_tokens / (ms / 1e3);
         if (step > start_step) { total_ms += ms; timed_steps++; }  // the first step warms caches
-        printf("step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s | peak RSS %.0f MiB\n", step + 1,
+        printf0("step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s | peak RSS %.0f MiB\n", step + 1,
                cfg.steps, loss, lr, norm, ms, tps, peak_rss_mib());
         if (logf) {
             fprintf(logf, "{\"step\": %d, \"loss\": %.9g, \"lr\": %.9g, \"norm\": %.9g, \"ms\": %.3f, \"tokens_per_s\": %.1f, "
@@ -278,6 +299,8 @@ static int train_main(int argc, char **argv) {
         }
 
         int done = step + 1;
+        // a signal may reach the ranks at different steps: agree, so all stop after the same one
+        stop_requested = comm_allreduce_max_int(&comm, stop_requested);
         int want_ckpt = cfg.out_dir && ((cfg.checkpoint_every > 0 && (done % cfg.checkpoint_every == 0 || done == cfg.steps)) ||
                                         stop_requested);
         if (want_ckpt) {
@@ -288,33 +311,40 @@ static int train_main(int argc, char **argv) {
             }
             char mp[4200], sp[4200];
             checkpoint_paths(cfg.out_dir, done, mp, sp, sizeof(mp));
-            model_get_params(model, host_params);
-            model_get_opt_state(model, host_m, host_v);
-            gpt2_write_model_file(mp, &mc, host_params);
-            TrainState st = {done, B, T, A, world, cfg.shuffle, cfg.steps, mc.vocab_size, cfg.seed, train_loader.pos,
-                             sample_rng, num_params};
-            state_write(sp, &st, host_m, host_v);
-            checkpoint_prune(cfg.out_dir, cfg.keep_checkpoints);
-            printf("checkpoint: %s\n", sp);
+            // the files hold the whole model and optimizer state in the single-process layout, so any
+            // number of ranks and any ZeRO stage can resume from them
+            backend_to_host(host_params, model_params(model), num_params);
+            zero_get_opt_state(&zero, host_m, host_v);
+            if (rank == 0) {
+                gpt2_write_model_file(mp, &mc, host_params);
+                TrainState st = {done, B, T, A, world, cfg.shuffle, cfg.steps, mc.vocab_size, cfg.seed,
+                                 train_loader.pos * (uint64_t)world, sample_rng, num_params};
+                state_write(sp, &st, host_m, host_v);
+                checkpoint_prune(cfg.out_dir, cfg.keep_checkpoints);
+                printf("checkpoint: %s\n", sp);
+            }
+            comm_barrier(&comm);
         }
         if (stop_requested) {
-            printf("stop signal: checkpointed after step %d, exiting\n", done);
-            if (!cfg.out_dir) printf("warning: no -o/--out-dir, so nothing was saved\n");
+            printf0("stop signal: checkpointed after step %d, exiting\n", done);
+            if (!cfg.out_dir) printf0("warning: no -o/--out-dir, so nothing was saved\n");
             break;
         }
     }
     if (timed_steps > 0) {
         double ms = total_ms / timed_steps;
-        printf("average: %.1f ms/step | %.0f tok/s | peak RSS %.0f MiB\n", ms, cfg.total_batch_tokens / (ms / 1e3),
+        printf0("average: %.1f ms/step | %.0f tok/s | peak RSS %.0f MiB\n", ms, cfg.total_batch_tokens / (ms / 1e3),
                peak_rss_mib());
     }
     if (logf) fclose(logf);
     free(gen);
     free(host_params); free(host_m); free(host_v);
+    zero_free(&zero);
     model_free(model);
     dataloader_free(&train_loader);
     if (have_val) dataloader_free(&val_loader);
     if (dec.kind == 1) tokenizer_free(&dec.tok);
+    comm_finalize(&comm);
     return 0;
 }
 

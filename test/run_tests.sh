@@ -54,6 +54,7 @@ else
 fi
 
 run_suite "trainer CLI" bash test/test_cli.sh
+run_suite "data parallel / ZeRO under mpirun" bash test/test_zero.sh
 
 echo "$total_pass passed, $total_fail failed"
 [ "$total_fail" -eq 0 ]

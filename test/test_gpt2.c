@@ -99,7 +99,10 @@ int main(int argc, char **argv) {
         for (int ai = 0; ai < 3; ai++) {
             int accum = accums[ai];
             if (r.B % accum != 0) continue;
-            Model *m = model_create(&c, params, r.B / accum, r.T, level);
+            Model *m = model_create(&c, params, r.B / accum, r.T, level, r.P);
+            Comm solo = {0, 1, 0, 0};
+            Zero z;
+            zero_init(&z, &solo, 0, r.P);
             if (accum == 1) {
                 // logits: forward without targets keeps them
                 model_forward(m, r.x, NULL, r.B, r.T, 0.0f);
@@ -141,9 +144,10 @@ int main(int argc, char **argv) {
             double loss_err = 0.0, norm_err = 0.0;
             for (int s = 0; s < r.S; s++) {
                 float l = s == 0 ? loss : forward_backward(m, &r, accum);
-                float norm = (float)sqrt(model_grad_sum_squares(m));
+                float norm = zero_grad_norm(&z, m);
                 float scale = r.clip > 0 && norm > r.clip ? r.clip / (norm + 1e-6f) : 1.0f;
-                model_update(m, r.lr, r.beta1, r.beta2, r.eps, r.wd, scale, s + 1);
+                AdamWArgs args = {r.lr, r.beta1, r.beta2, r.eps, r.wd, scale, s + 1};
+                zero_update(&z, m, &args);
                 double e1 = fabs(l - r.losses[s]) / fabs(r.losses[s]), e2 = fabs(norm - r.norms[s]) / r.norms[s];
                 if (e1 > loss_err) loss_err = e1;
                 if (e2 > norm_err) norm_err = e2;
@@ -163,6 +167,7 @@ int main(int argc, char **argv) {
             check(worst_abs < 0.2 * r.lr && close >= 0.99 * r.P, "recompute %d accum %d: parameters after %d steps, max "
                   "difference %.2e (< 0.2 lr), %.4f%% within 1e-5 (>= 99%%)", level, accum, r.S, worst_abs,
                   100.0 * close / r.P);
+            zero_free(&z);
             model_free(m);
         }
     }

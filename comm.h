@@ -1,0 +1,170 @@
+// comm.h: the communication layer. One small interface (all-reduce, reduce-scatter, all-gather,
+// broadcast, point-to-point send/recv, barrier) that zero.h, pipeline.h and the training loop call
+// without knowing how ranks talk or where the buffers live. The CPU build implements it with MPI on
+// host memory; a build without MPI is a world of one, where every collective is the identity.
+//
+// Shards are equal: a buffer of n floats is cut into `world` shards of comm_shard_size(n, world),
+// the last one padded, so every collective moves equal counts (as NCCL requires).
+#ifndef COMM_H
+#define COMM_H
+
+#include "utils.h"
+#ifdef USE_MPI
+#include <mpi.h>
+#endif
+
+typedef struct {
+    int rank, world;
+    int local_rank;    // rank within the node (picks the GPU in the CUDA build)
+    int initialized;   // MPI_Init was called by us
+} Comm;
+
+static size_t comm_shard_size(size_t n, int world) { return (n + world - 1) / world; }
+static size_t comm_padded_size(size_t n, int world) { return comm_shard_size(n, world) * world; }
+
+#ifdef USE_MPI
+#define mpiCheck(call) do { int rc_ = (call); if (rc_ != MPI_SUCCESS) { char s_[MPI_MAX_ERROR_STRING]; int l_; \
+    MPI_Error_string(rc_, s_, &l_); fatal("MPI error in %s: %s", #call, s_); } } while (0)
+// MPI counts are int: move large buffers in pieces
+#define COMM_CHUNK ((size_t)1 << 28)
+#endif
+
+// Joins the job if launched by mpirun / srun (an MPI environment is present), else a world of one.
+static void comm_init(Comm *c, int *argc, char ***argv) {
+    memset(c, 0, sizeof(*c));
+    c->world = 1;
+#ifdef USE_MPI
+    if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK") || getenv("SLURM_PROCID")) {
+        mpiCheck(MPI_Init(argc, argv));
+        c->initialized = 1;
+        mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &c->rank));
+        mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &c->world));
+        MPI_Comm local;
+        mpiCheck(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &local));
+        mpiCheck(MPI_Comm_rank(local, &c->local_rank));
+        MPI_Comm_free(&local);
+    }
+#else
+    (void)argc; (void)argv;
+#endif
+}
+
+static void comm_finalize(Comm *c) {
+#ifdef USE_MPI
+    if (c->initialized) MPI_Finalize();
+#endif
+    c->initialized = 0;
+}
+
+// Sum over ranks, in place.
+static void comm_allreduce_sum(Comm *c, float *buf, size_t n) {
+    (void)buf; (void)n;
+    if (c->world == 1) return;
+#ifdef USE_MPI
+    for (size_t off = 0; off < n; off += COMM_CHUNK) {
+        size_t k = n - off < COMM_CHUNK ? n - off : COMM_CHUNK;
+        mpiCheck(MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)k, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+    }
+#endif
+}
+
+static double comm_allreduce_sum_f64(Comm *c, double x) {
+#ifdef USE_MPI
+    if (c->world > 1) mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+#else
+    (void)c;
+#endif
+    return x;
+}
+
+static int comm_allreduce_max_int(Comm *c, int x) {
+#ifdef USE_MPI
+    if (c->world > 1) mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+#else
+    (void)c;
+#endif
+    return x;
+}
+
+// buf holds world equal shards of `shard` floats; afterwards this rank's shard (at buf + rank*shard)
+// holds the sum over ranks of that shard. The other shards are left as they were.
+static void comm_reduce_scatter_sum(Comm *c, float *buf, size_t shard) {
+    (void)buf; (void)shard;
+    if (c->world == 1) return;
+#ifdef USE_MPI
+    float *mine = buf + (size_t)c->rank * shard;
+    for (size_t off = 0; off < shard; off += COMM_CHUNK) {
+        size_t k = shard - off < COMM_CHUNK ? shard - off : COMM_CHUNK;
+        // each chunk is a reduce-scatter over the chunk-th piece of every shard: gather those pieces
+        // into a contiguous buffer, so the per-rank layout MPI wants is met
+        float *tmp = (float *)mallocCheck(k * c->world * sizeof(float));
+        for (int r = 0; r < c->world; r++) memcpy(tmp + (size_t)r * k, buf + (size_t)r * shard + off, k * sizeof(float));
+        mpiCheck(MPI_Reduce_scatter_block(tmp, mine + off, (int)k, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+        free(tmp);
+    }
+#endif
+}
+
+// buf holds world shards of `shard` floats; afterwards every shard holds what its owner rank had.
+static void comm_allgather(Comm *c, float *buf, size_t shard) {
+    (void)buf; (void)shard;
+    if (c->world == 1) return;
+#ifdef USE_MPI
+    if (shard <= COMM_CHUNK) {
+        mpiCheck(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int)shard, MPI_FLOAT, MPI_COMM_WORLD));
+    } else {
+        for (int r = 0; r < c->world; r++)
+            for (size_t off = 0; off < shard; off += COMM_CHUNK) {
+                size_t k = shard - off < COMM_CHUNK ? shard - off : COMM_CHUNK;
+                mpiCheck(MPI_Bcast(buf + (size_t)r * shard + off, (int)k, MPI_FLOAT, r, MPI_COMM_WORLD));
+            }
+    }
+#endif
+}
+
+static void comm_broadcast(Comm *c, void *buf, size_t bytes, int root) {
+    (void)buf; (void)bytes; (void)root;
+    if (c->world == 1) return;
+#ifdef USE_MPI
+    for (size_t off = 0; off < bytes; off += COMM_CHUNK) {
+        size_t k = bytes - off < COMM_CHUNK ? bytes - off : COMM_CHUNK;
+        mpiCheck(MPI_Bcast((char *)buf + off, (int)k, MPI_BYTE, root, MPI_COMM_WORLD));
+    }
+#endif
+}
+
+static void comm_send(Comm *c, const float *buf, size_t n, int peer, int tag) {
+    (void)c;
+#ifdef USE_MPI
+    for (size_t off = 0; off < n; off += COMM_CHUNK) {
+        size_t k = n - off < COMM_CHUNK ? n - off : COMM_CHUNK;
+        mpiCheck(MPI_Send(buf + off, (int)k, MPI_FLOAT, peer, tag, MPI_COMM_WORLD));
+    }
+#else
+    (void)buf; (void)n; (void)tag;
+    fatal("comm_send to rank %d in a build without MPI", peer);
+#endif
+}
+
+static void comm_recv(Comm *c, float *buf, size_t n, int peer, int tag) {
+    (void)c;
+#ifdef USE_MPI
+    for (size_t off = 0; off < n; off += COMM_CHUNK) {
+        size_t k = n - off < COMM_CHUNK ? n - off : COMM_CHUNK;
+        mpiCheck(MPI_Recv(buf + off, (int)k, MPI_FLOAT, peer, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    }
+#else
+    (void)buf; (void)n; (void)tag;
+    fatal("comm_recv from rank %d in a build without MPI", peer);
+#endif
+}
+
+static void comm_barrier(Comm *c) {
+#ifdef USE_MPI
+    if (c->world > 1) mpiCheck(MPI_Barrier(MPI_COMM_WORLD));
+#else
+    (void)c;
+#endif
+}
+
+#endif
