@@ -8,10 +8,74 @@
 #ifndef COMM_H
 #define COMM_H
 
+#include <pthread.h>
+#include <time.h>
 #include "utils.h"
 #ifdef USE_MPI
 #include <mpi.h>
 #endif
+
+// The watchdog: no silent hangs. Every collective gets a sequence number; a thread watches the time
+// since this rank last entered or left one. If a rank waits inside a collective, or runs outside
+// any collective, for longer than the timeout, it prints where it is (its rank, the collective's
+// number and kind, the step) and exits non-zero, which makes mpirun / srun end every rank. A rank
+// that stalls outside a collective fires first (its clock started when it left the previous
+// collective, before the others entered the next one), so the job's log names the straggler.
+typedef struct {
+    double timeout;                 // seconds; 0 = off
+    int rank;
+    volatile uint64_t seq;          // collectives entered so far
+    volatile int inside;
+    const char *volatile op;
+    volatile size_t count;
+    volatile int step;
+    volatile double since;          // monotonic time of the last enter or leave
+    int running;
+    pthread_t thread;
+} Watchdog;
+static Watchdog comm_watchdog = {0};
+
+static double monotonic_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void *watchdog_main(void *arg) {
+    Watchdog *w = (Watchdog *)arg;
+    for (;;) {
+        struct timespec nap = {0, 200 * 1000 * 1000};
+        nanosleep(&nap, NULL);
+        double waited = monotonic_seconds() - w->since;
+        if (waited <= w->timeout) continue;
+        if (w->inside) {
+            fprintf(stderr, "watchdog: rank %d has waited %.0f s inside collective #%llu (%s of %zu floats) at step %d; "
+                    "another rank never joined it. Aborting the job (--comm-timeout %.0f).\n", w->rank, waited,
+                    (unsigned long long)w->seq, w->op, w->count, w->step, w->timeout);
+        } else {
+            fprintf(stderr, "watchdog: rank %d has not reached collective #%llu for %.0f s at step %d (the last one it "
+                    "finished was #%llu, %s); the other ranks are waiting for it. Aborting the job (--comm-timeout %.0f).\n",
+                    w->rank, (unsigned long long)w->seq + 1, waited, w->step, (unsigned long long)w->seq,
+                    w->op ? w->op : "none", w->timeout);
+        }
+        fflush(stderr);
+        _exit(3);
+    }
+    return NULL;
+}
+
+static void watch_enter(const char *op, size_t count) {
+    comm_watchdog.op = op;
+    comm_watchdog.count = count;
+    comm_watchdog.seq++;
+    comm_watchdog.since = monotonic_seconds();
+    comm_watchdog.inside = 1;
+}
+
+static void watch_leave(void) {
+    comm_watchdog.since = monotonic_seconds();
+    comm_watchdog.inside = 0;
+}
 
 typedef struct {
     int rank, world;
@@ -49,6 +113,20 @@ static void comm_init(Comm *c, int *argc, char ***argv) {
 #endif
 }
 
+// Starts the watchdog (only a job of several ranks can hang on another rank).
+static void comm_watchdog_start(Comm *c, double timeout) {
+    if (timeout <= 0 || c->world == 1 || comm_watchdog.running) return;
+    comm_watchdog.timeout = timeout;
+    comm_watchdog.rank = c->rank;
+    comm_watchdog.since = monotonic_seconds();
+    if (pthread_create(&comm_watchdog.thread, NULL, watchdog_main, &comm_watchdog) != 0) fatal("cannot start the watchdog thread");
+    pthread_detach(comm_watchdog.thread);
+    comm_watchdog.running = 1;
+}
+
+// The training step the rank is in, for the watchdog's message.
+static void comm_watchdog_step(int step) { comm_watchdog.step = step; }
+
 static void comm_finalize(Comm *c) {
 #ifdef USE_MPI
     if (c->initialized) MPI_Finalize();
@@ -61,16 +139,20 @@ static void comm_allreduce_sum(Comm *c, float *buf, size_t n) {
     (void)buf; (void)n;
     if (c->world == 1) return;
 #ifdef USE_MPI
+    watch_enter("all-reduce", n);
     for (size_t off = 0; off < n; off += COMM_CHUNK) {
         size_t k = n - off < COMM_CHUNK ? n - off : COMM_CHUNK;
         mpiCheck(MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)k, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
     }
+    watch_leave();
 #endif
 }
 
 static double comm_allreduce_sum_f64(Comm *c, double x) {
 #ifdef USE_MPI
+    watch_enter("all-reduce", 1);
     if (c->world > 1) mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    watch_leave();
 #else
     (void)c;
 #endif
@@ -79,7 +161,9 @@ static double comm_allreduce_sum_f64(Comm *c, double x) {
 
 static int comm_allreduce_max_int(Comm *c, int x) {
 #ifdef USE_MPI
+    watch_enter("all-reduce", 1);
     if (c->world > 1) mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    watch_leave();
 #else
     (void)c;
 #endif
@@ -92,6 +176,7 @@ static void comm_reduce_scatter_sum(Comm *c, float *buf, size_t shard) {
     (void)buf; (void)shard;
     if (c->world == 1) return;
 #ifdef USE_MPI
+    watch_enter("reduce-scatter", shard * c->world);
     float *mine = buf + (size_t)c->rank * shard;
     for (size_t off = 0; off < shard; off += COMM_CHUNK) {
         size_t k = shard - off < COMM_CHUNK ? shard - off : COMM_CHUNK;
@@ -102,6 +187,7 @@ static void comm_reduce_scatter_sum(Comm *c, float *buf, size_t shard) {
         mpiCheck(MPI_Reduce_scatter_block(tmp, mine + off, (int)k, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
         free(tmp);
     }
+    watch_leave();
 #endif
 }
 
@@ -110,6 +196,7 @@ static void comm_allgather(Comm *c, float *buf, size_t shard) {
     (void)buf; (void)shard;
     if (c->world == 1) return;
 #ifdef USE_MPI
+    watch_enter("all-gather", shard * c->world);
     if (shard <= COMM_CHUNK) {
         mpiCheck(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int)shard, MPI_FLOAT, MPI_COMM_WORLD));
     } else {
@@ -119,6 +206,7 @@ static void comm_allgather(Comm *c, float *buf, size_t shard) {
                 mpiCheck(MPI_Bcast(buf + (size_t)r * shard + off, (int)k, MPI_FLOAT, r, MPI_COMM_WORLD));
             }
     }
+    watch_leave();
 #endif
 }
 
@@ -126,20 +214,24 @@ static void comm_broadcast(Comm *c, void *buf, size_t bytes, int root) {
     (void)buf; (void)bytes; (void)root;
     if (c->world == 1) return;
 #ifdef USE_MPI
+    watch_enter("broadcast", bytes / 4);
     for (size_t off = 0; off < bytes; off += COMM_CHUNK) {
         size_t k = bytes - off < COMM_CHUNK ? bytes - off : COMM_CHUNK;
         mpiCheck(MPI_Bcast((char *)buf + off, (int)k, MPI_BYTE, root, MPI_COMM_WORLD));
     }
+    watch_leave();
 #endif
 }
 
 static void comm_send(Comm *c, const float *buf, size_t n, int peer, int tag) {
     (void)c;
 #ifdef USE_MPI
+    watch_enter("send", n);
     for (size_t off = 0; off < n; off += COMM_CHUNK) {
         size_t k = n - off < COMM_CHUNK ? n - off : COMM_CHUNK;
         mpiCheck(MPI_Send(buf + off, (int)k, MPI_FLOAT, peer, tag, MPI_COMM_WORLD));
     }
+    watch_leave();
 #else
     (void)buf; (void)n; (void)tag;
     fatal("comm_send to rank %d in a build without MPI", peer);
@@ -149,10 +241,12 @@ static void comm_send(Comm *c, const float *buf, size_t n, int peer, int tag) {
 static void comm_recv(Comm *c, float *buf, size_t n, int peer, int tag) {
     (void)c;
 #ifdef USE_MPI
+    watch_enter("recv", n);
     for (size_t off = 0; off < n; off += COMM_CHUNK) {
         size_t k = n - off < COMM_CHUNK ? n - off : COMM_CHUNK;
         mpiCheck(MPI_Recv(buf + off, (int)k, MPI_FLOAT, peer, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
     }
+    watch_leave();
 #else
     (void)buf; (void)n; (void)tag;
     fatal("comm_recv from rank %d in a build without MPI", peer);
@@ -161,7 +255,9 @@ static void comm_recv(Comm *c, float *buf, size_t n, int peer, int tag) {
 
 static void comm_barrier(Comm *c) {
 #ifdef USE_MPI
+    watch_enter("barrier", 0);
     if (c->world > 1) mpiCheck(MPI_Barrier(MPI_COMM_WORLD));
+    watch_leave();
 #else
     (void)c;
 #endif

@@ -38,6 +38,7 @@ typedef struct {
     int checkpoint_every, keep_checkpoints, resume;
     int dry_run;
     int zero_stage;             // 0 or 1
+    float comm_timeout;         // seconds a rank may wait on the others; 0 = no watchdog
 } TrainConfig;
 
 static void config_defaults(TrainConfig *c) {
@@ -67,6 +68,7 @@ static void config_defaults(TrainConfig *c) {
     c->checkpoint_every = 0;
     c->keep_checkpoints = 2;
     c->resume = 0;
+    c->comm_timeout = 900.0f;
 }
 
 typedef enum { OPT_STR, OPT_INT, OPT_LONG, OPT_U64, OPT_FLOAT, OPT_FLAG } OptKind;
@@ -113,6 +115,7 @@ static const OptSpec OPTIONS[] = {
     OPT(NULL, "--keep-checkpoints", OPT_INT, keep_checkpoints, "keep the last K checkpoints (default 2)"),
     OPT("-y", "--resume", OPT_INT, resume, "1 = continue from the latest complete checkpoint in --out-dir"),
     OPT("-z", "--zero-stage", OPT_INT, zero_stage, "0 all-reduce gradients; 1 also shard AdamW state across ranks"),
+    OPT(NULL, "--comm-timeout", OPT_FLOAT, comm_timeout, "abort the job if a rank waits this many seconds on the others; 0 = off (default 900)"),
     OPT(NULL, "--dry-run", OPT_FLAG, dry_run, "print the configuration and memory plan, then exit"),
 };
 #undef OPT
@@ -237,6 +240,7 @@ static void config_validate(const TrainConfig *c) {
         bad_value("-z/--zero-stage", "stages 2 and 3 are not in this build yet; use 0 or 1");
     }
     if (c->zero_stage < 0 || c->zero_stage > 3) bad_value("-z/--zero-stage", "must be 0 or 1");
+    if (c->comm_timeout < 0) bad_value("--comm-timeout", "must be >= 0 (0 turns the watchdog off)");
     if (c->val_data && !c->train_data) bad_value("-j/--val-data", "given without -i/--train-data");
 }
 

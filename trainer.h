@@ -101,6 +101,12 @@ static int train_main(int argc, char **argv) {
     parse_args(&cfg, argc, argv);
     config_validate(&cfg);
     config_resolve_batch(&cfg, world);
+    comm_watchdog_start(&comm, cfg.comm_timeout);
+    // fault injection for the hang tests: TRAIN_GPT_FAULT=stall:RANK:STEP makes that rank stop
+    // before the gradient reduction of that step, as a rank stuck in a kernel or on a dead disk would
+    int stall_rank = -1, stall_step = -1;
+    const char *fault = getenv("TRAIN_GPT_FAULT");
+    if (fault && sscanf(fault, "stall:%d:%d", &stall_rank, &stall_step) != 2) fatal("TRAIN_GPT_FAULT: '%s' is not stall:RANK:STEP", fault);
     int B = cfg.micro_batch, T = cfg.seq_len, A = cfg.grad_accum;
     int synthetic = cfg.train_data == NULL;
 
@@ -205,8 +211,8 @@ static int train_main(int argc, char **argv) {
     plan.params = comm_padded_size(num_params, world) * sizeof(float);
     plan.grads = plan.params;
     plan.optimizer = zero_optimizer_bytes(cfg.zero_stage, num_params, world);
-    printf0("train_gpt (%s build) on %s | %d rank%s | ZeRO stage %d\n", BUILD_NAME, model_device_name(), world,
-            world == 1 ? "" : "s", cfg.zero_stage);
+    printf0("train_gpt (%s build) on %s | world %d = data-parallel %d x pipeline 1 | ZeRO stage %d | offload none | "
+            "precision fp32\n", BUILD_NAME, model_device_name(), world, world, cfg.zero_stage);
     printf0("model: %s | L %d | C %d | NH %d | V %d (padded %d) | maxT %d | %zu parameters\n", init, mc.num_layers,
            mc.channels, mc.num_heads, mc.vocab_size, mc.padded_vocab_size, mc.max_seq_len, num_params);
     printf0("batch: micro-batch %d x seq %d x accumulation %d x data-parallel %d = %ld tokens per step | recompute %d\n",
@@ -272,6 +278,7 @@ static int train_main(int argc, char **argv) {
         if (last) break;
 
         double t0 = wall_seconds();
+        comm_watchdog_step(step + 1);
         model_zero_grad(model);
         double loss = 0.0;
         float dloss = 1.0f / ((float)B * T * A * world);
@@ -279,6 +286,10 @@ static int train_main(int argc, char **argv) {
             dataloader_next(&train_loader);
             loss += model_forward(model, train_loader.inputs, train_loader.targets, B, T, dloss);
             model_backward(model);
+        }
+        if (rank == stall_rank && step + 1 == stall_step) {
+            fprintf(stderr, "fault injection: rank %d stalls at step %d\n", rank, stall_step);
+            for (;;) pause();
         }
         loss = comm_allreduce_sum_f64(&comm, loss) / ((double)A * world);
         zero_reduce_gradients(&zero, model);

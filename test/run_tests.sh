@@ -55,6 +55,7 @@ fi
 
 run_suite "trainer CLI" bash test/test_cli.sh
 run_suite "data parallel / ZeRO under mpirun" bash test/test_zero.sh
+run_suite "hangs, dead ranks, plots" bash test/test_cluster.sh
 
 echo "$total_pass passed, $total_fail failed"
 [ "$total_fail" -eq 0 ]

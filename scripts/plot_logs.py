@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Draw training loss, validation loss and throughput from one or more JSON-lines logs (--log) into
+one PNG, to compare runs.
+
+    python3 scripts/plot_logs.py -o runs.png out/a/log.jsonl out/b/log.jsonl [--labels a,b] [--smooth 20]
+
+A log that was appended to by resumed runs is read as one run: the last line of each step wins.
+"""
+import argparse
+import json
+import math
+import sys
+
+
+def read_log(path):
+    steps, vals, tps, floor = {}, {}, {}, None
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                d = json.loads(line)
+            except json.JSONDecodeError as e:
+                sys.exit(f"error: {path}:{n}: not JSON ({e})")
+            if "loss" in d and "step" in d:
+                steps[d["step"]] = d["loss"]
+                if "tokens_per_s" in d:
+                    tps[d["step"]] = d["tokens_per_s"]
+            elif "val_loss" in d:
+                vals[d["step"]] = d["val_loss"]
+                floor = d.get("floor", floor)
+    if not steps and not vals:
+        sys.exit(f"error: {path}: no step or val_loss lines (is it a train_gpt --log file?)")
+    return steps, vals, tps, floor
+
+
+def smooth(xs, k):
+    if k <= 1:
+        return xs
+    out, acc = [], []
+    for x in xs:
+        acc.append(x)
+        if len(acc) > k:
+            acc.pop(0)
+        out.append(sum(acc) / len(acc))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("logs", nargs="+", help="JSON-lines logs written by train_gpt --log")
+    ap.add_argument("-o", "--out", required=True, help="PNG file to write")
+    ap.add_argument("--labels", help="comma-separated names for the runs (default: the file names)")
+    ap.add_argument("--smooth", type=int, default=1, help="moving average over this many steps for the train loss")
+    args = ap.parse_args()
+    labels = args.labels.split(",") if args.labels else args.logs
+    if len(labels) != len(args.logs):
+        sys.exit(f"error: --labels has {len(labels)} names for {len(args.logs)} logs")
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_loss, ax_tps) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for path, label in zip(args.logs, labels):
+        steps, vals, tps, floor = read_log(path)
+        xs = sorted(steps)
+        line = ax_loss.plot(xs, smooth([steps[s] for s in xs], args.smooth), lw=1, alpha=0.8, label=f"{label} train")[0]
+        if vals:
+            vs = sorted(vals)
+            ax_loss.plot(vs, [vals[s] for s in vs], "o-", ms=3, color=line.get_color(), label=f"{label} val")
+        if floor is not None and math.isfinite(floor):
+            ax_loss.axhline(floor, ls="--", lw=1, color="gray", label="entropy floor")
+        if tps:
+            ts = sorted(tps)
+            ax_tps.plot(ts, [tps[s] for s in ts], lw=1, color=line.get_color(), label=label)
+    ax_loss.set_xlabel("step")
+    ax_loss.set_ylabel("loss (nats/token)")
+    ax_loss.set_title("loss")
+    ax_loss.legend(fontsize=8)
+    ax_loss.grid(alpha=0.3)
+    ax_tps.set_xlabel("step")
+    ax_tps.set_ylabel("tokens/s")
+    ax_tps.set_title("throughput")
+    ax_tps.grid(alpha=0.3)
+    if ax_tps.lines:
+        ax_tps.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(args.out, dpi=100)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# sbatch_gpu.sh: slurm, one task per GPU, NCCL bootstrapped over MPI (PMIx), one node or many.
+#   RECIPE=124M OUT_DIR=out/124M sbatch scripts/sbatch_gpu.sh
+#   RECIPE=1.5B OUT_DIR=out/1.5B sbatch --nodes=4 scripts/sbatch_gpu.sh
+# Preemption: slurm sends SIGUSR1 120 s before the time limit (or on scancel --signal=USR1); every
+# rank finishes its step, the checkpoint is written, the job exits 0. Submitting the same command
+# again resumes from the newest complete checkpoint in OUT_DIR (-y 1 is always passed).
+#SBATCH --job-name=train_gpt
+#SBATCH --nodes=1
+#SBATCH --ntasks-per-node=8
+#SBATCH --gpus-per-node=8
+#SBATCH --cpus-per-task=8
+#SBATCH --time=24:00:00
+#SBATCH --signal=USR1@120
+#SBATCH --open-mode=append
+#SBATCH --output=train_gpt-%j.out
+set -euo pipefail
+cd "${SLURM_SUBMIT_DIR:-.}"
+source scripts/gpt2_recipes.sh
+RECIPE=${RECIPE:-124M}
+OUT_DIR=${OUT_DIR:-out/gpt2_$RECIPE}
+BIN=${TRAIN_BIN:-./train_gpt}
+mkdir -p "$OUT_DIR"
+read -r -a args <<<"$(recipe_args "$RECIPE")"
+export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1}
+srun --mpi=pmix --kill-on-bad-exit=1 "$BIN" "${args[@]}" -o "$OUT_DIR" -y 1 --log "$OUT_DIR/log.jsonl" ${EXTRA_ARGS:-}
