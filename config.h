@@ -249,8 +249,9 @@ static void config_resolve_batch(TrainConfig *c, int dp) {
     long per_micro = (long)c->micro_batch * c->seq_len * dp;
     if (c->total_batch_tokens > 0) {
         if (c->total_batch_tokens % per_micro != 0) {
-            fprintf(stderr, "error: -d/--total-batch-tokens: %ld is not a multiple of micro-batch %d x seq %d x "
-                    "data-parallel %d = %ld\n", c->total_batch_tokens, c->micro_batch, c->seq_len, dp, per_micro);
+            fprintf(stderr, "error: -d/--total-batch-tokens: total batch tokens %ld != micro-batch %d x seq %d x accumulation A "
+                    "x data-parallel %d for any whole A (%ld is not a multiple of %ld)\n", c->total_batch_tokens,
+                    c->micro_batch, c->seq_len, dp, c->total_batch_tokens, per_micro);
             exit(2);
         }
         long accum = c->total_batch_tokens / per_micro;

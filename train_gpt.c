@@ -647,6 +647,9 @@ static void model_adamw_range(Model *m, float *mom, float *vel, size_t lo, size_
     }
 }
 
+// No honest dense peak is known for an arbitrary CPU, so MFU is not reported (the log gives FLOP/s).
+static double model_peak_flops(void) { return 0.0; }
+
 static const char *model_device_name(void) {
     static char name[64];
 #ifdef _OPENMP

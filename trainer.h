@@ -7,6 +7,7 @@
 //   void   model_zero_grad(Model *), model_backward(Model *)
 //   MemoryPlan model_memory_plan(const GPT2Config *, int B, int T, int recompute)
 //   const char *model_device_name(void)
+//   double model_peak_flops(void)                          (dense peak FLOP/s of one device; 0 = unknown)
 // the backend that zero.h uses (model_params, model_grads, model_adamw_range, backend_*), and
 // BUILD_NAME. Everything the user sees of a run (flags, files, logs) is decided here once.
 #ifndef TRAINER_H
@@ -300,12 +301,21 @@ static int train_main(int argc, char **argv) {
         zero_update(&zero, model, &adam);
         double ms = (wall_seconds() - t0) * 1e3;
         double tps = cfg.total_batch_tokens / (ms / 1e3);
+        // model FLOPs per token, as llm.c and PaLM count them: 6N for the matmuls' forward and
+        // backward, plus 6*L*C*T for attention; per device
+        double flops = (6.0 * num_params + 6.0 * mc.num_layers * mc.channels * T) * tps / world;
+        double peak = model_peak_flops();
+        char mfu[48];
+        if (peak > 0) snprintf(mfu, sizeof(mfu), "MFU %.1f%%", 100.0 * flops / peak);
+        else snprintf(mfu, sizeof(mfu), "%.1f GFLOP/s (MFU n/a)", flops / 1e9);
         if (step > start_step) { total_ms += ms; timed_steps++; }  // the first step warms caches
-        printf0("step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s | peak RSS %.0f MiB\n", step + 1,
-               cfg.steps, loss, lr, norm, ms, tps, peak_rss_mib());
+        printf0("step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s | %s | peak RSS %.0f MiB\n",
+                step + 1, cfg.steps, loss, lr, norm, ms, tps, mfu, peak_rss_mib());
         if (logf) {
             fprintf(logf, "{\"step\": %d, \"loss\": %.9g, \"lr\": %.9g, \"norm\": %.9g, \"ms\": %.3f, \"tokens_per_s\": %.1f, "
-                    "\"peak_rss_mib\": %.1f}\n", step + 1, loss, lr, norm, ms, tps, peak_rss_mib());
+                    "\"flops_per_s\": %.4g, \"mfu\": ", step + 1, loss, lr, norm, ms, tps, flops);
+            if (peak > 0) fprintf(logf, "%.5f", flops / peak); else fprintf(logf, "null");
+            fprintf(logf, ", \"peak_rss_mib\": %.1f}\n", peak_rss_mib());
             fflush(logf);
         }
 

@@ -43,7 +43,7 @@ expect_error "non-number lr is refused" "-l/--lr: '1e-3x' is not a number" --lr 
 expect_error "unknown schedule is refused" "-k/--lr-schedule: 'cosin' is not one of" -k cosin
 expect_error "recompute level out of range" "-r/--recompute: must be 0, 1, 2 or 3" -r 4
 expect_error "missing value is refused" "flag --seed needs a value" --seed
-expect_error "total batch must divide" "-d/--total-batch-tokens: 1000 is not a multiple of micro-batch 4 x seq 64" -b 4 -t 64 -d 1000
+expect_error "total batch must divide" "-d/--total-batch-tokens: total batch tokens 1000 != micro-batch 4 x seq 64 x accumulation A x data-parallel 1" -b 4 -t 64 -d 1000
 expect_error "conflicting -d and --grad-accum" "total batch tokens 512 != micro-batch 4 x seq 64 x accumulation 3" -b 4 -t 64 -d 512 --grad-accum 3
 expect_error "seq longer than the model" "-t/--seq-len: 2048 is longer than the model's maximum sequence length 1024" -t 2048 -x 1
 expect_error "resume needs an out dir" "-y/--resume: needs -o/--out-dir" -y 1

@@ -77,7 +77,7 @@ done
 out=$($BIN "${common[@]}" -z 2 2>&1); rc=$?
 [ $rc -ne 0 ] && grep -qF -- "-z/--zero-stage: stages 2 and 3 are not in this build yet" <<<"$out" && ok "ZeRO-2 is refused up front, with the reason" || bad "ZeRO-2 refused" "$out"
 out=$("${MPI[@]}" -np 2 $BIN "${common[@]}" -d 384 2>&1); rc=$?
-[ $rc -ne 0 ] && grep -qF -- "-d/--total-batch-tokens: 384 is not a multiple of micro-batch 4 x seq 32 x data-parallel 2 = 256" <<<"$out" \
+[ $rc -ne 0 ] && grep -qF -- "-d/--total-batch-tokens: total batch tokens 384 != micro-batch 4 x seq 32 x accumulation A x data-parallel 2" <<<"$out" \
   && ok "batch arithmetic is checked against the number of ranks" || bad "batch arithmetic with 2 ranks" "$out"
 
 echo "$pass passed, $fail failed"

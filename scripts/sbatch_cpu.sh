@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# sbatch_cpu.sh: the CPU trainer under Slurm, one node, one MPI rank per task (data parallelism with
+# ZeRO), one OpenMP thread per CPU of the task. Preemptible: on SIGUSR1 (sent by Slurm 120 s before the
+# time limit, see --signal below, or by hand with `scancel --signal=USR1 JOBID`) or SIGTERM every rank
+# finishes its step, rank 0 writes a checkpoint to $OUT_DIR and the job exits 0. Every run passes
+# `-y 1`, so submitting the same script again with the same settings continues from the newest
+# complete checkpoint in $OUT_DIR, bit for bit as if it had never stopped (a first run starts fresh).
+#
+# Submit from the repository root (the job cds to $SLURM_SUBMIT_DIR, where ./train_gpt_cpu must be;
+# build it first with `make train_gpt_cpu`):
+#   sbatch scripts/sbatch_cpu.sh                                   # 2 ranks, ZeRO-1, d2 on the synthetic corpus
+#   OUT_DIR=out/d4 STEPS=2000 sbatch --ntasks=4 --time=02:00:00 scripts/sbatch_cpu.sh
+#   TRAIN_DATA='data/tinyshakespeare/train_*.bin' VAL_DATA='data/tinyshakespeare/val_*.bin' MODEL=d4 \
+#     OUT_DIR=out/shakespeare sbatch scripts/sbatch_cpu.sh
+# Resubmit (after a preemption, a time limit, or `scancel --signal=USR1 JOBID`): the same command with the
+# same environment; the job prints "resume: step N" and appends to $OUT_DIR/log.jsonl. Changing the
+# number of tasks or ZERO_STAGE on resubmission is allowed (checkpoints are layout-free), but only the same
+# rank count and flags give bit-identical losses.
+#
+# sbatch options given on the command line override the #SBATCH lines below (--ntasks, --cpus-per-task,
+# --time, --partition, --output ...). Without a time limit (--time, or the partition's default)
+# --signal=USR1@120 never fires. Settings (environment variables, exported to the job by sbatch):
+#   OUT_DIR            checkpoints and log.jsonl                           [out/sbatch_cpu]
+#   STEPS              optimizer steps of the whole run (-x)               [300]
+#   ZERO_STAGE         0: all-reduce gradients; 1: shard AdamW state (-z)  [1]
+#   MODEL              -e: dN or an llm.c model file                      [d2]
+#   MICRO_BATCH        -b                                                 [8]
+#   SEQ_LEN            -t                                                 [64]
+#   CHECKPOINT_EVERY   -n: periodic checkpoints (and one after the last step) [100]
+#   TRAIN_DATA         -i: train shard glob (empty: the synthetic corpus) []
+#   VAL_DATA           -j: val shard glob                                 []
+#   EXTRA_ARGS         more trainer flags, split on spaces (e.g. "-l 1e-3 --grad-accum 2") []
+#   BIN                the trainer, relative to the submit directory      [./train_gpt_cpu]
+#   REPO_DIR           where to run (relative paths start here)            [$SLURM_SUBMIT_DIR]
+#SBATCH --job-name=gpt2-cpu
+#SBATCH --nodes=1
+#SBATCH --ntasks=2
+#SBATCH --cpus-per-task=1
+#SBATCH --signal=USR1@120
+#SBATCH --open-mode=append
+#SBATCH --output=slurm-%x-%j.out
+set -uo pipefail
+
+REPO_DIR=${REPO_DIR:-${SLURM_SUBMIT_DIR:-$(cd "$(dirname "$0")/.." && pwd)}}
+cd "$REPO_DIR" || { echo "sbatch_cpu.sh: cannot cd to $REPO_DIR" >&2; exit 1; }
+BIN=${BIN:-./train_gpt_cpu}
+OUT_DIR=${OUT_DIR:-out/sbatch_cpu}
+STEPS=${STEPS:-300}
+ZERO_STAGE=${ZERO_STAGE:-1}
+MODEL=${MODEL:-d2}
+MICRO_BATCH=${MICRO_BATCH:-8}
+SEQ_LEN=${SEQ_LEN:-64}
+CHECKPOINT_EVERY=${CHECKPOINT_EVERY:-100}
+TRAIN_DATA=${TRAIN_DATA:-}
+VAL_DATA=${VAL_DATA:-}
+EXTRA_ARGS=${EXTRA_ARGS:-}
+NTASKS=${SLURM_NTASKS:-2}
+CPUS_PER_TASK=${SLURM_CPUS_PER_TASK:-1}
+
+if [ ! -x "$BIN" ]; then
+  echo "sbatch_cpu.sh: no $BIN in $REPO_DIR (run \`make train_gpt_cpu\` there, and submit from there or set REPO_DIR)" >&2
+  exit 1
+fi
+mkdir -p "$OUT_DIR" || exit 1
+
+args=(-e "$MODEL" -b "$MICRO_BATCH" -t "$SEQ_LEN" -x "$STEPS" -z "$ZERO_STAGE" -n "$CHECKPOINT_EVERY")
+[ -n "$TRAIN_DATA" ] && args+=(-i "$TRAIN_DATA")
+[ -n "$VAL_DATA" ] && args+=(-j "$VAL_DATA")
+# shellcheck disable=SC2206  # EXTRA_ARGS is split on purpose
+[ -n "$EXTRA_ARGS" ] && args+=($EXTRA_ARGS)
+args+=(-o "$OUT_DIR" -y 1 --log "$OUT_DIR/log.jsonl")
+
+export OMP_NUM_THREADS=$CPUS_PER_TASK
+# Slurm signals the job steps (the trainer's ranks), not this shell; should the shell get USR1 or TERM
+# anyway (scancel --full), it keeps waiting for the trainer, which checkpoints and exits, instead of dying.
+trap 'echo "sbatch_cpu.sh: got SIGUSR1, waiting for the trainer to checkpoint"' USR1
+trap 'echo "sbatch_cpu.sh: got SIGTERM, waiting for the trainer to checkpoint"' TERM
+
+echo "sbatch_cpu.sh: job ${SLURM_JOB_ID:-?} on $(hostname -s): $NTASKS ranks x $OMP_NUM_THREADS threads, in $REPO_DIR"
+echo "sbatch_cpu.sh: $BIN ${args[*]}"
+srun --mpi=pmix --kill-on-bad-exit=1 --nodes=1 --ntasks="$NTASKS" --cpus-per-task="$CPUS_PER_TASK" \
+  --export=ALL "$BIN" "${args[@]}" &
+srun_pid=$!
+# wait returns early when a trapped signal arrives: keep waiting until srun itself has exited
+while :; do
+  wait "$srun_pid"; rc=$?
+  kill -0 "$srun_pid" 2>/dev/null || break
+done
+
+last=$(grep -o '"step": [0-9]*, "loss"' "$OUT_DIR/log.jsonl" 2>/dev/null | tail -1 | grep -o '[0-9][0-9]*')
+if [ "$rc" -ne 0 ]; then
+  echo "sbatch_cpu.sh: the trainer failed (exit $rc) after step ${last:-0} of $STEPS"
+elif [ "${last:-0}" -lt "$STEPS" ]; then
+  echo "sbatch_cpu.sh: stopped after step ${last:-0} of $STEPS with a checkpoint in $OUT_DIR; resubmit the same job to resume"
+else
+  echo "sbatch_cpu.sh: finished $STEPS steps; checkpoints and log.jsonl in $OUT_DIR"
+fi
+exit "$rc"
