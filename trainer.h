@@ -93,6 +93,7 @@ static void print_memory_plan(const MemoryPlan *mp) {
 }
 
 static int train_main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);  // a step's line reaches a redirected log (slurm's) when it happens
     Comm comm;
     comm_init(&comm, &argc, &argv);
     int world = comm.world, rank = comm.rank;
