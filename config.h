@@ -37,7 +37,7 @@ typedef struct {
     int val_every, val_batches, sample_every, gen_tokens;
     int checkpoint_every, keep_checkpoints, resume;
     int dry_run;
-    int zero_stage;             // 0 or 1
+    int zero_stage;             // 0..3
     float comm_timeout;         // seconds a rank may wait on the others; 0 = no watchdog
 } TrainConfig;
 
@@ -114,7 +114,7 @@ static const OptSpec OPTIONS[] = {
     OPT("-n", "--checkpoint-every", OPT_INT, checkpoint_every, "checkpoint every N steps and at the end; 0 = off"),
     OPT(NULL, "--keep-checkpoints", OPT_INT, keep_checkpoints, "keep the last K checkpoints (default 2)"),
     OPT("-y", "--resume", OPT_INT, resume, "1 = continue from the latest complete checkpoint in --out-dir"),
-    OPT("-z", "--zero-stage", OPT_INT, zero_stage, "0 all-reduce gradients; 1 also shard AdamW state across ranks"),
+    OPT("-z", "--zero-stage", OPT_INT, zero_stage, "ZeRO: 0 replicate; 1 shard AdamW state; 2 also gradients; 3 also parameters"),
     OPT(NULL, "--comm-timeout", OPT_FLOAT, comm_timeout, "abort the job if a rank waits this many seconds on the others; 0 = off (default 900)"),
     OPT(NULL, "--dry-run", OPT_FLAG, dry_run, "print the configuration and memory plan, then exit"),
 };
@@ -236,10 +236,7 @@ static void config_validate(const TrainConfig *c) {
     if ((c->checkpoint_every > 0 || c->resume) && c->out_dir == NULL) {
         bad_value(c->resume ? "-y/--resume" : "-n/--checkpoint-every", "needs -o/--out-dir");
     }
-    if (c->zero_stage == 2 || c->zero_stage == 3) {
-        bad_value("-z/--zero-stage", "stages 2 and 3 are not in this build yet; use 0 or 1");
-    }
-    if (c->zero_stage < 0 || c->zero_stage > 3) bad_value("-z/--zero-stage", "must be 0 or 1");
+    if (c->zero_stage < 0 || c->zero_stage > 3) bad_value("-z/--zero-stage", "must be 0, 1, 2 or 3");
     if (c->comm_timeout < 0) bad_value("--comm-timeout", "must be >= 0 (0 turns the watchdog off)");
     if (c->val_data && !c->train_data) bad_value("-j/--val-data", "given without -i/--train-data");
 }

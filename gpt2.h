@@ -71,6 +71,58 @@ static void gpt2_point_params(const GPT2Config *c, float *base, ParameterTensors
     for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) { *ptrs[i] = base; base += sizes[i]; }
 }
 
+// AdamW's settings for one step (grad_scale is the clipping factor, t the 1-based step).
+typedef struct { float lr, beta1, beta2, eps, weight_decay, grad_scale; int t; } AdamWArgs;
+
+// ----------------------------------------------------------------------------
+// Units: the model as the distributed code sees it. Unit 0 ("outer") packs wte, wpe, lnfw, lnfb;
+// unit 1+l packs layer l's twelve tensors back to back (ln1w, ln1b, qkvw, qkvb, attprojw, attprojb,
+// ln2w, ln2b, fcw, fcb, fcprojw, fcprojb). A layer's weights are then one contiguous block that can
+// be gathered, freed, sent to a pipeline stage or reduce-scattered as one piece. A run maps a
+// piece of a unit to its place in llm.c's flat order (the file layout).
+
+#define NUM_LAYER_PIECES 12
+typedef struct {
+    size_t flat;      // offset in llm.c's flat order
+    size_t len;
+    int unit;
+    size_t unit_off;  // offset inside the unit
+    int decayed;      // AdamW weight decay applies
+} ParamRun;
+
+static int gpt2_num_units(const GPT2Config *c) { return c->num_layers + 1; }
+
+static size_t gpt2_unit_size(const GPT2Config *c, int u) {
+    size_t C = c->channels;
+    if (u == 0) return (size_t)c->padded_vocab_size * C + (size_t)c->max_seq_len * C + 2 * C;
+    return 12 * C * C + 13 * C;  // 3CC + CC + 4CC + 4CC weights; 2C + 3C + C + 2C + 4C + C vectors
+}
+
+// Fills runs (4 + 12L of them, in unit order) and returns their count.
+static int gpt2_param_runs(const GPT2Config *c, ParamRun *runs) {
+    size_t sizes[NUM_PARAMETER_TENSORS], toff[NUM_PARAMETER_TENSORS], off = 0;
+    gpt2_param_sizes(c, sizes);
+    for (int k = 0; k < NUM_PARAMETER_TENSORS; k++) { toff[k] = off; off += sizes[k]; }
+    int n = 0;
+    const int outer[4] = {0, 1, 14, 15};
+    size_t uoff = 0;
+    for (int i = 0; i < 4; i++) {
+        int k = outer[i];
+        runs[n++] = (ParamRun){toff[k], sizes[k], 0, uoff, PARAM_DECAYED[k]};
+        uoff += sizes[k];
+    }
+    int L = c->num_layers;
+    for (int l = 0; l < L; l++) {
+        uoff = 0;
+        for (int k = 2; k < 14; k++) {
+            size_t per = sizes[k] / L;
+            runs[n++] = (ParamRun){toff[k] + (size_t)l * per, per, 1 + l, uoff, PARAM_DECAYED[k]};
+            uoff += per;
+        }
+    }
+    return n;
+}
+
 static void gpt2_check_config(const GPT2Config *c, const char *where) {
     if (c->max_seq_len < 1 || c->max_seq_len > 65536 || c->vocab_size < 1 || c->padded_vocab_size < c->vocab_size ||
         c->num_layers < 1 || c->num_heads < 1 || c->channels < 1 || c->channels % c->num_heads != 0) {

@@ -363,9 +363,10 @@ typedef struct {
 
 typedef struct {
     GPT2Config config;
-    size_t num_params, padded_params;    // padded so that ZeRO shards are equal
-    float *params, *grads;               // flat, llm.c order; AdamW's moments belong to zero.h
-    ParameterTensors p, g;
+    size_t num_params;
+    // Each unit's full parameters and where its gradient accumulates (gpt2.h's unit layout). zero.h
+    // owns the memory and points these: at every moment, to whatever is resident for that unit.
+    float **uparams, **ugrads;
     int B, T, recompute;                 // activation buffers are sized for these
     size_t act_floats, gradact_floats;
     float *act_memory, *act_ptr[NUM_ACTS];
@@ -394,21 +395,14 @@ static MemoryPlan model_memory_plan(const GPT2Config *c, int B, int T, int recom
     return mp;
 }
 
-// params holds the model's num_params floats; the buffers are padded with zeros to padded_params.
-static Model *model_create(const GPT2Config *config, const float *params, int B, int T, int recompute,
-                           size_t padded_params) {
+// Activations and scratch for (B, T) micro-batches; the parameters come from zero.h (model_set_unit).
+static Model *model_create(const GPT2Config *config, int B, int T, int recompute) {
     Model *m = (Model *)callocCheck(1, sizeof(Model));
     m->config = *config;
     m->num_params = gpt2_num_params(config);
-    m->padded_params = padded_params > m->num_params ? padded_params : m->num_params;
     m->B = B; m->T = T; m->recompute = recompute;
-    size_t n = m->num_params, np = m->padded_params;
-    // one allocation for both kinds of parameter-sized state
-    float *state = (float *)callocCheck(2 * np, sizeof(float));
-    m->params = state; m->grads = state + np;
-    memcpy(m->params, params, n * sizeof(float));
-    gpt2_point_params(config, m->params, &m->p);
-    gpt2_point_params(config, m->grads, &m->g);
+    m->uparams = (float **)callocCheck(gpt2_num_units(config), sizeof(float *));
+    m->ugrads = (float **)callocCheck(gpt2_num_units(config), sizeof(float *));
 
     size_t per[NUM_ACTS];
     act_sizes(config, B, T, per);
@@ -439,8 +433,14 @@ static Model *model_create(const GPT2Config *config, const float *params, int B,
     return m;
 }
 
+static void model_set_unit(Model *m, int u, float *params, float *grads) {
+    m->uparams[u] = params;
+    m->ugrads[u] = grads;
+}
+
 static void model_free(Model *m) {
-    free(m->params);
+    free(m->uparams);
+    free(m->ugrads);
     free(m->act_memory);
     free(m->gradact_memory);
     free(m->inputs);
@@ -464,23 +464,45 @@ static const float *layer_input(const Model *m, int l) {
     return l == 0 ? m->act_ptr[ACT_ENCODED] : layer_acts(m, l - 1).residual3;
 }
 
-// Per-layer weights of layer l.
+// The twelve tensors of a layer inside its unit buffer (parameters or gradients alike).
 typedef struct {
-    const float *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
+    float *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
 } LayerWeights;
 
-static LayerWeights layer_weights(const ParameterTensors *p, int C, int l) {
-    LayerWeights w = {p->ln1w + l * C, p->ln1b + l * C, p->qkvw + (size_t)l * 3 * C * C, p->qkvb + l * 3 * C,
-                      p->attprojw + (size_t)l * C * C, p->attprojb + l * C, p->ln2w + l * C, p->ln2b + l * C,
-                      p->fcw + (size_t)l * 4 * C * C, p->fcb + l * 4 * C, p->fcprojw + (size_t)l * 4 * C * C,
-                      p->fcprojb + l * C};
+static LayerWeights layer_view(float *u, int C) {
+    size_t c = C;
+    LayerWeights w;
+    w.ln1w = u; u += c;
+    w.ln1b = u; u += c;
+    w.qkvw = u; u += 3 * c * c;
+    w.qkvb = u; u += 3 * c;
+    w.attprojw = u; u += c * c;
+    w.attprojb = u; u += c;
+    w.ln2w = u; u += c;
+    w.ln2b = u; u += c;
+    w.fcw = u; u += 4 * c * c;
+    w.fcb = u; u += 4 * c;
+    w.fcprojw = u; u += 4 * c * c;
+    w.fcprojb = u;
     return w;
+}
+
+// The outer unit: wte, wpe, lnfw, lnfb.
+typedef struct { float *wte, *wpe, *lnfw, *lnfb; } OuterWeights;
+
+static OuterWeights outer_view(float *u, const GPT2Config *c) {
+    OuterWeights o;
+    o.wte = u;
+    o.wpe = o.wte + (size_t)c->padded_vocab_size * c->channels;
+    o.lnfw = o.wpe + (size_t)c->max_seq_len * c->channels;
+    o.lnfb = o.lnfw + c->channels;
+    return o;
 }
 
 static void layer_forward(Model *m, int l, int B, int T) {
     int C = m->config.channels, NH = m->config.num_heads, BT = B * T;
     ActivationTensors a = layer_acts(m, l);
-    LayerWeights w = layer_weights(&m->p, C, l);
+    LayerWeights w = layer_view(m->uparams[1 + l], C);
     const float *x = layer_input(m, l);
     layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1w, w.ln1b, BT, C);
     matmul_forward(a.qkv, a.ln1, w.qkvw, w.qkvb, BT, C, 3 * C);
@@ -500,7 +522,7 @@ static void layer_recompute(Model *m, int l, int B, int T) {
     int C = m->config.channels, BT = B * T;
     if (m->recompute >= 3) { layer_forward(m, l, B, T); return; }
     ActivationTensors a = layer_acts(m, l);
-    LayerWeights w = layer_weights(&m->p, C, l);
+    LayerWeights w = layer_view(m->uparams[1 + l], C);
     if (m->recompute >= 2) {
         layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, layer_input(m, l), w.ln1w, w.ln1b, BT, C);
         layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, BT, C);
@@ -513,52 +535,59 @@ static void layer_backward(Model *m, int l, int B, int T) {
     int C = m->config.channels, NH = m->config.num_heads, BT = B * T;
     layer_recompute(m, l, B, T);
     ActivationTensors a = layer_acts(m, l);
-    LayerWeights w = layer_weights(&m->p, C, l);
-    ParameterTensors *g = &m->g;
-    float *dqkvw = g->qkvw + (size_t)l * 3 * C * C, *dqkvb = g->qkvb + l * 3 * C;
-    float *dattprojw = g->attprojw + (size_t)l * C * C, *dattprojb = g->attprojb + l * C;
-    float *dfcw = g->fcw + (size_t)l * 4 * C * C, *dfcb = g->fcb + l * 4 * C;
-    float *dfcprojw = g->fcprojw + (size_t)l * 4 * C * C, *dfcprojb = g->fcprojb + l * C;
+    LayerWeights w = layer_view(m->uparams[1 + l], C);
+    LayerWeights g = layer_view(m->ugrads[1 + l], C);
     GradActTensors *ga = &m->ga;
     const float *x = layer_input(m, l);
     // residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
-    matmul_backward(ga->dfch_gelu, dfcprojw, dfcprojb, ga->dresidual, a.fch_gelu, w.fcprojw, BT, 4 * C, C);
+    matmul_backward(ga->dfch_gelu, g.fcprojw, g.fcprojb, ga->dresidual, a.fch_gelu, w.fcprojw, BT, 4 * C, C);
     gelu_backward(ga->dfch, a.fch, ga->dfch_gelu, (long)BT * 4 * C);
-    matmul_backward(ga->dln, dfcw, dfcb, ga->dfch, a.ln2, w.fcw, BT, C, 4 * C);
-    layernorm_backward(ga->dresidual, g->ln2w + l * C, g->ln2b + l * C, ga->dln, a.residual2, w.ln2w, a.ln2_mean,
-                       a.ln2_rstd, BT, C);
+    matmul_backward(ga->dln, g.fcw, g.fcb, ga->dfch, a.ln2, w.fcw, BT, C, 4 * C);
+    layernorm_backward(ga->dresidual, g.ln2w, g.ln2b, ga->dln, a.residual2, w.ln2w, a.ln2_mean, a.ln2_rstd, BT, C);
     // residual2 = x + attproj(attention(qkv(ln1(x))))
-    matmul_backward(ga->datty, dattprojw, dattprojb, ga->dresidual, a.atty, w.attprojw, BT, C, C);
+    matmul_backward(ga->datty, g.attprojw, g.attprojb, ga->dresidual, a.atty, w.attprojw, BT, C, C);
     attention_backward(ga->dqkv, ga->datty, a.qkv, a.att, B, T, C, NH);
-    matmul_backward(ga->dln, dqkvw, dqkvb, ga->dqkv, a.ln1, w.qkvw, BT, C, 3 * C);
-    layernorm_backward(ga->dresidual, g->ln1w + l * C, g->ln1b + l * C, ga->dln, x, w.ln1w, a.ln1_mean, a.ln1_rstd,
-                       BT, C);
+    matmul_backward(ga->dln, g.qkvw, g.qkvb, ga->dqkv, a.ln1, w.qkvw, BT, C, 3 * C);
+    layernorm_backward(ga->dresidual, g.ln1w, g.ln1b, ga->dln, x, w.ln1w, a.ln1_mean, a.ln1_rstd, BT, C);
 }
 
 // ----------------------------------------------------------------------------
 // The model interface that trainer.h drives (the CUDA build implements the same functions).
 
-// Forward over a (B, T) micro-batch, B and T at most what the model was created for. With targets
-// it returns the mean loss and leaves dloss/dlogits, scaled by dloss (the weight of one token in the
-// step's mean), ready for model_backward; without, it leaves the logits for sampling.
-static float model_forward(Model *m, const int *inputs, const int *targets, int B, int T, float dloss) {
+// The model in pieces, for the drivers in zero.h and pipeline.h: embedding, each layer, the head
+// (final LayerNorm, tied classifier, loss), and their backward passes, in that order. A micro-batch
+// is (B, T) with B and T at most what the model was created for.
+
+static void model_embed_forward(Model *m, const int *inputs, int B, int T) {
     const GPT2Config *c = &m->config;
-    int C = c->channels, V = c->vocab_size, Vp = c->padded_vocab_size, BT = B * T;
+    int V = c->vocab_size, BT = B * T;
     if (B > m->B || T > m->T) fatal("micro-batch %dx%d is larger than the model's buffers %dx%d", B, T, m->B, m->T);
     for (int i = 0; i < BT; i++) {
         if (inputs[i] < 0 || inputs[i] >= V) fatal("input token %d at position %d is outside the vocabulary of %d", inputs[i], i, V);
-        if (targets && (targets[i] < 0 || targets[i] >= V)) fatal("target token %d at position %d is outside the vocabulary of %d", targets[i], i, V);
     }
     memcpy(m->inputs, inputs, BT * sizeof(int));
-    if (targets) memcpy(m->targets, targets, BT * sizeof(int));
     m->cur_B = B; m->cur_T = T;
-    encoder_forward(m->act_ptr[ACT_ENCODED], inputs, m->p.wte, m->p.wpe, B, T, C);
-    for (int l = 0; l < c->num_layers; l++) layer_forward(m, l, B, T);
+    OuterWeights o = outer_view(m->uparams[0], c);
+    encoder_forward(m->act_ptr[ACT_ENCODED], inputs, o.wte, o.wpe, B, T, c->channels);
+}
+
+static void model_layer_forward(Model *m, int l) { layer_forward(m, l, m->cur_B, m->cur_T); }
+
+// With targets: returns the mean loss and leaves dloss/dlogits, scaled by dloss (the weight of one
+// token in the step's mean), for model_head_backward. Without: leaves the logits for sampling.
+static float model_head_forward(Model *m, const int *targets, float dloss) {
+    const GPT2Config *c = &m->config;
+    int C = c->channels, V = c->vocab_size, Vp = c->padded_vocab_size, BT = m->cur_B * m->cur_T;
+    OuterWeights o = outer_view(m->uparams[0], c);
     ActivationTensors a = layer_acts(m, c->num_layers - 1);
-    layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, a.residual3, m->p.lnfw, m->p.lnfb, BT, C);
-    matmul_forward(a.logits, a.lnf, m->p.wte, NULL, BT, C, Vp);
+    layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, a.residual3, o.lnfw, o.lnfb, BT, C);
+    matmul_forward(a.logits, a.lnf, o.wte, NULL, BT, C, Vp);
     m->mean_loss = -1.0f;
     if (targets) {
+        for (int i = 0; i < BT; i++) {
+            if (targets[i] < 0 || targets[i] >= V) fatal("target token %d at position %d is outside the vocabulary of %d", targets[i], i, V);
+        }
+        memcpy(m->targets, targets, BT * sizeof(int));
         classifier_forward_backward(a.logits, a.losses, targets, BT, V, Vp, dloss);
         double s = 0.0;  // fixed order, so the loss is reproducible bit for bit
         for (int i = 0; i < BT; i++) s += a.losses[i];
@@ -571,20 +600,23 @@ static const float *model_logits(Model *m, int b, int t) {
     return m->act_ptr[ACT_LOGITS] + ((size_t)b * m->cur_T + t) * m->config.padded_vocab_size;
 }
 
-static void model_zero_grad(Model *m) { memset(m->grads, 0, m->padded_params * sizeof(float)); }
-
-// Accumulates the last forward's gradients into m->grads.
-static void model_backward(Model *m) {
+// Accumulates the head's gradients into the outer unit's and leaves dloss/d(last layer output).
+static void model_head_backward(Model *m) {
     const GPT2Config *c = &m->config;
-    int B = m->cur_B, T = m->cur_T, C = c->channels, Vp = c->padded_vocab_size, BT = B * T, L = c->num_layers;
-    ActivationTensors a = layer_acts(m, L - 1);
+    int C = c->channels, Vp = c->padded_vocab_size, BT = m->cur_B * m->cur_T;
+    OuterWeights o = outer_view(m->uparams[0], c), g = outer_view(m->ugrads[0], c);
+    ActivationTensors a = layer_acts(m, c->num_layers - 1);
     GradActTensors *ga = &m->ga;
-    matmul_backward(ga->dlnf, m->g.wte, NULL, a.logits, a.lnf, m->p.wte, BT, C, Vp);
+    matmul_backward(ga->dlnf, g.wte, NULL, a.logits, a.lnf, o.wte, BT, C, Vp);
     memset(ga->dresidual, 0, (size_t)BT * C * sizeof(float));
-    layernorm_backward(ga->dresidual, m->g.lnfw, m->g.lnfb, ga->dlnf, a.residual3, m->p.lnfw, a.lnf_mean, a.lnf_rstd,
-                       BT, C);
-    for (int l = L - 1; l >= 0; l--) layer_backward(m, l, B, T);
-    encoder_backward(m->g.wte, m->g.wpe, ga->dresidual, m->inputs, B, T, C);
+    layernorm_backward(ga->dresidual, g.lnfw, g.lnfb, ga->dlnf, a.residual3, o.lnfw, a.lnf_mean, a.lnf_rstd, BT, C);
+}
+
+static void model_layer_backward(Model *m, int l) { layer_backward(m, l, m->cur_B, m->cur_T); }
+
+static void model_embed_backward(Model *m) {
+    OuterWeights g = outer_view(m->ugrads[0], &m->config);
+    encoder_backward(g.wte, g.wpe, m->ga.dresidual, m->inputs, m->cur_B, m->cur_T, m->config.channels);
 }
 
 // Sum of squares of a flat float array, in fixed 64K chunks summed in order: the result does not
@@ -606,44 +638,39 @@ static double sum_squares(const float *x, size_t n) {
     return total;
 }
 
-// The buffers zero.h works on; on the CPU they are host memory.
-static float *model_params(Model *m) { return m->params; }
-static float *model_grads(Model *m) { return m->grads; }
+// The backend zero.h works through; on the CPU every buffer is host memory.
 static double backend_sum_squares(const float *x, size_t n) { return sum_squares(x, n); }
-static float *backend_alloc(size_t n) { return (float *)callocCheck(n, sizeof(float)); }
+static size_t backend_allocated = 0;  // bytes handed out, so a run can report them beside its plan
+static float *backend_alloc(size_t n) {
+    backend_allocated += n * sizeof(float);
+    return (float *)callocCheck(n, sizeof(float));
+}
 static void backend_free(float *p) { free(p); }
 static void backend_to_host(float *host, const float *buf, size_t n) { memcpy(host, buf, n * sizeof(float)); }
 static void backend_from_host(float *buf, const float *host, size_t n) { memcpy(buf, host, n * sizeof(float)); }
+static void backend_copy(float *dst, const float *src, size_t n) { memcpy(dst, src, n * sizeof(float)); }
+static void backend_zero(float *buf, size_t n) { memset(buf, 0, n * sizeof(float)); }
+static void backend_add(float *dst, const float *src, size_t n) {
+#pragma omp parallel for simd
+    for (size_t i = 0; i < n; i++) dst[i] += src[i];
+}
 
-typedef struct { float lr, beta1, beta2, eps, weight_decay, grad_scale; int t; } AdamWArgs;
-
-// AdamW on the flat parameter range [lo, hi), with m and v indexed from lo. Weight decay applies
-// where the range overlaps a matmul weight or an embedding; grads are multiplied by grad_scale
-// first (global-norm clipping). t is the 1-based step.
-static void model_adamw_range(Model *m, float *mom, float *vel, size_t lo, size_t hi, const AdamWArgs *a) {
-    size_t sizes[NUM_PARAMETER_TENSORS], start = 0;
-    gpt2_param_sizes(&m->config, sizes);
+// AdamW on n parameters with their gradients and moments; decayed says whether weight decay
+// applies (matmul weights and embeddings). Gradients are multiplied by grad_scale first (global-norm
+// clipping); t is the 1-based step.
+static void backend_adamw(float *p, const float *g, float *mom, float *vel, size_t n, int decayed, const AdamWArgs *a) {
     float bc1 = 1.0f - powf(a->beta1, (float)a->t), bc2 = 1.0f - powf(a->beta2, (float)a->t);
     float beta1 = a->beta1, beta2 = a->beta2, lr = a->lr, eps = a->eps, scale = a->grad_scale;
-    for (int k = 0; k < NUM_PARAMETER_TENSORS; k++) {
-        size_t end = start + sizes[k];
-        size_t s0 = lo > start ? lo : start, s1 = hi < end ? hi : end;
-        if (s0 < s1) {
-            float wd = PARAM_DECAYED[k] ? a->weight_decay : 0.0f;
-            float *p = m->params + s0, *g = m->grads + s0, *mm = mom + (s0 - lo), *vv = vel + (s0 - lo);
-            size_t n = s1 - s0;
+    float wd = decayed ? a->weight_decay : 0.0f;
 #pragma omp parallel for simd
-            for (size_t i = 0; i < n; i++) {
-                float grad = g[i] * scale;
-                float mi = beta1 * mm[i] + (1.0f - beta1) * grad;
-                float vi = beta2 * vv[i] + (1.0f - beta2) * grad * grad;
-                mm[i] = mi;
-                vv[i] = vi;
-                float mhat = mi / bc1, vhat = vi / bc2;
-                p[i] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * p[i]);
-            }
-        }
-        start = end;
+    for (size_t i = 0; i < n; i++) {
+        float grad = g[i] * scale;
+        float mi = beta1 * mom[i] + (1.0f - beta1) * grad;
+        float vi = beta2 * vel[i] + (1.0f - beta2) * grad * grad;
+        mom[i] = mi;
+        vel[i] = vi;
+        float mhat = mi / bc1, vhat = vi / bc2;
+        p[i] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * p[i]);
     }
 }
 

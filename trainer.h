@@ -1,15 +1,12 @@
 // trainer.h: the training loop, shared by the CPU build (train_gpt.c) and the CUDA build
 // (train_gpt.cu). It is included after the build has defined its Model and these functions:
-//   Model *model_create(const GPT2Config *, const float *params, int B, int T, int recompute)
-//   float  model_forward(Model *, const int *inputs, const int *targets, int B, int T, float dloss)
+//   Model *model_create(const GPT2Config *, int B, int T, int recompute), model_free(Model *)
 //   const float *model_logits(Model *, int b, int t)      (host pointer to Vp logits, after a
 //                                                          forward without targets)
-//   void   model_zero_grad(Model *), model_backward(Model *)
 //   MemoryPlan model_memory_plan(const GPT2Config *, int B, int T, int recompute)
-//   const char *model_device_name(void)
+//   const char *model_device_name(void), size_t backend_allocated (bytes the backend has handed out)
 //   double model_peak_flops(void)                          (dense peak FLOP/s of one device; 0 = unknown)
-// the backend that zero.h uses (model_params, model_grads, model_adamw_range, backend_*), and
-// BUILD_NAME. Everything the user sees of a run (flags, files, logs) is decided here once.
+// the model's pieces and the backend that zero.h drives (see there), and BUILD_NAME. Everything the user sees of a run (flags, files, logs) is decided here once.
 #ifndef TRAINER_H
 #define TRAINER_H
 
@@ -74,12 +71,12 @@ static int sample_token(const float *logits, int V, float u) {
     return V - 1;
 }
 
-static float evaluate(Model *model, DataLoader *val, int batches, int B, int T) {
+static float evaluate(Zero *zero, DataLoader *val, int batches, int B, int T) {
     dataloader_reset(val);
     double s = 0.0;
     for (int i = 0; i < batches; i++) {
         dataloader_next(val);
-        s += model_forward(model, val->inputs, val->targets, B, T, 0.0f);
+        s += zero_forward(zero, val->inputs, val->targets, B, T, 0.0f);
     }
     return (float)(s / batches);
 }
@@ -210,9 +207,7 @@ static int train_main(int argc, char **argv) {
 
     size_t num_params = gpt2_num_params(&mc);
     MemoryPlan plan = model_memory_plan(&mc, B, T, cfg.recompute);
-    plan.params = comm_padded_size(num_params, world) * sizeof(float);
-    plan.grads = plan.params;
-    plan.optimizer = zero_optimizer_bytes(cfg.zero_stage, num_params, world);
+    zero_memory_plan(&mc, cfg.zero_stage, world, &plan.params, &plan.grads, &plan.optimizer);
     printf0("train_gpt (%s build) on %s | world %d = data-parallel %d x pipeline 1 | ZeRO stage %d | offload none | "
             "precision fp32\n", BUILD_NAME, model_device_name(), world, world, cfg.zero_stage);
     printf0("model: %s | L %d | C %d | NH %d | V %d (padded %d) | maxT %d | %zu parameters\n", init, mc.num_layers,
@@ -224,17 +219,6 @@ static int train_main(int argc, char **argv) {
            have_val ? " | val: " : " | no validation data", have_val ? (synthetic ? "synthetic" : cfg.val_data) : "");
     if (synthetic) printf0("synthetic corpus entropy floor: %.4f nats/token (the best possible loss)\n", markov.entropy_rate);
     print_memory_plan(&plan);
-    if (cfg.dry_run) { comm_finalize(&comm); return 0; }
-
-    Model *model = model_create(&mc, params, B, T, cfg.recompute, comm_padded_size(num_params, world));
-    free(params);
-    Zero zero;
-    zero_init(&zero, &comm, cfg.zero_stage, num_params);
-    if (resume_m) { zero_set_opt_state(&zero, resume_m, resume_v); free(resume_m); free(resume_v); }
-    // the state file counts micro-batches taken by all ranks together; each rank takes 1/world of them
-    train_loader.pos = start_step > 0 ? resumed.loader_pos / (uint64_t)world : 0;
-    uint64_t sample_rng = start_step > 0 ? resumed.sample_rng : mix_seed(cfg.seed ^ 0x73616d70ull);
-
     FILE *logf = NULL;
     if (cfg.log_path && rank == 0) {
         logf = fopen(cfg.log_path, start_step > 0 ? "a" : "w");
@@ -244,7 +228,26 @@ static int train_main(int argc, char **argv) {
         fprintf(logf, "{\"memory_plan\": {\"world\": %d, \"zero_stage\": %d, \"params_bytes\": %zu, \"grads_bytes\": %zu, "
                 "\"optimizer_bytes\": %zu, \"activations_bytes\": %zu, \"workspace_bytes\": %zu}}\n", world, cfg.zero_stage,
                 plan.params, plan.grads, plan.optimizer, plan.activations, plan.workspace);
+        fflush(logf);
     }
+    if (cfg.dry_run) { if (logf) fclose(logf); comm_finalize(&comm); return 0; }
+
+    Model *model = model_create(&mc, B, T, cfg.recompute);
+    Zero zero;
+    size_t allocated_before = backend_allocated;
+    zero_init(&zero, &comm, cfg.zero_stage, model);
+    size_t model_state = backend_allocated - allocated_before;
+    size_t planned_state = plan.params + plan.grads + plan.optimizer;
+    printf0("model state allocated per rank: %.1f MiB (planned %.1f MiB)\n", model_state / 1048576.0, planned_state / 1048576.0);
+    if (logf) fprintf(logf, "{\"allocated\": {\"model_state_bytes\": %zu, \"planned_model_state_bytes\": %zu}}\n", model_state,
+                      planned_state);
+    zero_load_params(&zero, params);
+    free(params);
+    if (resume_m) { zero_set_opt_state(&zero, resume_m, resume_v); free(resume_m); free(resume_v); }
+    // the state file counts micro-batches taken by all ranks together; each rank takes 1/world of them
+    train_loader.pos = start_step > 0 ? resumed.loader_pos / (uint64_t)world : 0;
+    uint64_t sample_rng = start_step > 0 ? resumed.sample_rng : mix_seed(cfg.seed ^ 0x73616d70ull);
+
     signal(SIGTERM, on_stop_signal);
     signal(SIGUSR1, on_stop_signal);
 
@@ -255,7 +258,7 @@ static int train_main(int argc, char **argv) {
     for (int step = start_step; step <= cfg.steps; step++) {
         int last = step == cfg.steps;
         if (have_val && cfg.val_every > 0 && (step % cfg.val_every == 0 || last)) {
-            float vl = evaluate(model, &val_loader, val_batches, B, T);
+            float vl = evaluate(&zero, &val_loader, val_batches, B, T);
             if (synthetic) printf0("step %5d | val loss %.4f | floor %.4f | gap %.4f\n", step, vl, markov.entropy_rate,
                                    vl - markov.entropy_rate);
             else printf0("step %5d | val loss %.4f\n", step, vl);
@@ -266,40 +269,41 @@ static int train_main(int argc, char **argv) {
                 fflush(logf);
             }
         }
-        if (cfg.sample_every > 0 && step > 0 && (step % cfg.sample_every == 0 || last) && rank == 0) {
+        // every rank samples (at stage 3 the forward needs all of them); the draws agree, rank 0 prints
+        if (cfg.sample_every > 0 && step > 0 && (step % cfg.sample_every == 0 || last)) {
             int n = cfg.gen_tokens + 1 < T ? cfg.gen_tokens + 1 : T;
             gen[0] = dec.kind == 1 ? tokenizer_eot(&dec.tok) : 0;
-            printf("sample: ");
+            printf0("sample: ");
             for (int t = 1; t < n; t++) {
-                model_forward(model, gen, NULL, 1, t, 0.0f);
+                zero_forward(&zero, gen, NULL, 1, t, 0.0f);
                 gen[t] = sample_token(model_logits(model, 0, t - 1), mc.vocab_size, random_f32(&sample_rng));
-                decode_print(&dec, gen[t]);
+                if (rank == 0) decode_print(&dec, gen[t]);
             }
-            printf("\n");
+            printf0("\n");
         }
         if (last) break;
 
         double t0 = wall_seconds();
         comm_watchdog_step(step + 1);
-        model_zero_grad(model);
+        zero_zero_grad(&zero);
         double loss = 0.0;
         float dloss = 1.0f / ((float)B * T * A * world);
         for (int micro = 0; micro < A; micro++) {
             dataloader_next(&train_loader);
-            loss += model_forward(model, train_loader.inputs, train_loader.targets, B, T, dloss);
-            model_backward(model);
+            loss += zero_forward(&zero, train_loader.inputs, train_loader.targets, B, T, dloss);
+            zero_backward(&zero);
         }
         if (rank == stall_rank && step + 1 == stall_step) {
             fprintf(stderr, "fault injection: rank %d stalls at step %d\n", rank, stall_step);
             for (;;) pause();
         }
         loss = comm_allreduce_sum_f64(&comm, loss) / ((double)A * world);
-        zero_reduce_gradients(&zero, model);
-        float norm = zero_grad_norm(&zero, model);
+        zero_reduce_gradients(&zero);
+        float norm = zero_grad_norm(&zero);
         float grad_scale = cfg.grad_clip > 0.0f && norm > cfg.grad_clip ? cfg.grad_clip / (norm + 1e-6f) : 1.0f;
         float lr = lr_at(&cfg, step, cfg.steps);
         AdamWArgs adam = {lr, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay, grad_scale, step + 1};
-        zero_update(&zero, model, &adam);
+        zero_update(&zero, &adam);
         double ms = (wall_seconds() - t0) * 1e3;
         double tps = cfg.total_batch_tokens / (ms / 1e3);
         // model FLOPs per token, as llm.c and PaLM count them: 6N for the matmuls' forward and
@@ -335,7 +339,7 @@ static int train_main(int argc, char **argv) {
             checkpoint_paths(cfg.out_dir, done, mp, sp, sizeof(mp));
             // the files hold the whole model and optimizer state in the single-process layout, so any
             // number of ranks and any ZeRO stage can resume from them
-            backend_to_host(host_params, model_params(model), num_params);
+            zero_get_params(&zero, host_params);
             zero_get_opt_state(&zero, host_m, host_v);
             if (rank == 0) {
                 gpt2_write_model_file(mp, &mc, host_params);

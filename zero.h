@@ -1,16 +1,26 @@
-// zero.h: data parallelism with ZeRO sharding of the optimizer, written once for every build. It
-// never touches memory itself: it moves the model's buffers with comm.h and updates them with the
-// build's backend (model_params, model_grads, model_adamw_range, backend_sum_squares,
-// backend_alloc/free, backend_to_host/from_host), so the same logic runs on host memory with MPI
-// and on GPU memory with NCCL.
+// zero.h: data parallelism with ZeRO sharding, written once for every build. It owns the model's
+// parameter, gradient and optimizer memory, and drives the model's forward and backward unit by
+// unit (gpt2.h's units: the outer unit with the embeddings, then one unit per layer). It never
+// touches memory itself: it moves buffers with comm.h and works on them with the build's backend
+// (backend_alloc/free/copy/zero/add/to_host/from_host, backend_sum_squares, backend_adamw) and the
+// model's pieces (model_set_unit, model_embed_forward, model_layer_forward, model_head_forward,
+// model_head_backward, model_layer_backward, model_embed_backward). So the same logic runs on host
+// memory with MPI and on GPU memory with NCCL.
 //
-//   stage 0: gradients are all-reduced; every rank keeps all of AdamW's moments and updates every
-//            parameter (identically).
-//   stage 1: gradients are reduce-scattered; rank r keeps the moments of its shard only, updates
-//            that shard of the parameters, and the shards are all-gathered after the step.
-// The model's buffers are padded to world * shard floats (comm_padded_size); the padding stays 0.
+// Every unit is cut into `world` equal shards (the last one padded); rank r owns shard r of each.
+//   stage 0: every rank holds all parameters, gradients and AdamW moments; gradients are all-reduced
+//            after the step's micro-batches and every rank updates everything (identically).
+//   stage 1: AdamW's moments are sharded: gradients are reduce-scattered after the micro-batches,
+//            each rank updates its shards, and the parameters are all-gathered.
+//   stage 2: gradients are sharded too: each layer's gradient is reduce-scattered as soon as that
+//            layer's backward is done (the bucket is the layer), so a rank holds its gradient shards,
+//            the outer unit's gradient and one layer's gradient, never the whole.
+//   stage 3: parameters are sharded too: each layer's weights are all-gathered just before its
+//            forward and again before its backward, into one of two buffers, and dropped after. The
+//            outer unit (embeddings, final LayerNorm) stays whole on every rank, since the tied
+//            embedding is used at both ends of the model.
 // Gradients are sums over ranks of per-rank sums already scaled by 1 / (tokens in the whole step),
-// so the result is the exact token mean of the step.
+// so the result is the exact token mean of the step whatever the layout.
 #ifndef ZERO_H
 #define ZERO_H
 
@@ -19,87 +29,296 @@
 typedef struct {
     int stage;
     Comm *comm;
-    size_t n;          // real parameters
-    size_t shard;      // floats per rank's shard
-    size_t lo, hi;     // this rank's parameters [lo, hi), hi clamped to n
-    float *m, *v;      // AdamW moments: all n at stage 0, the shard at stage 1 (backend memory)
-    size_t opt_floats; // floats of optimizer state this rank holds
+    Model *model;
+    GPT2Config config;
+    int nu, L;
+    size_t *usize, *ushard;        // per unit: size, shard size
+    size_t *uoff;                  // per unit: offset in the whole-unit buffers (each unit padded to world*shard)
+    size_t *soff;                  // per unit: offset of this rank's shard in the shard buffers
+    size_t whole_floats, shard_floats;
+    ParamRun *runs;
+    int nruns;
+    // memory (backend)
+    float *params;                 // stages 0-2: every unit whole; stage 3: the outer unit whole
+    float *grads;                  // stages 0-1: every unit whole; stages 2-3: the outer unit whole
+    float *layer_grad;             // stages 2-3: one layer's gradient
+    float *layer_param[2];         // stage 3: gathered layer weights (this layer and the other)
+    float *pshard;                 // stage 3: this rank's shards of the layers' parameters (the master copy;
+                                   // the outer unit's master is its whole copy in params)
+    float *gshard;                 // stages 2-3: this rank's gradient shards, accumulated over micro-batches
+    float *m, *v;                  // AdamW moments: whole at stage 0, this rank's shards at stages 1-3
+    size_t opt_floats;
 } Zero;
 
-static void zero_init(Zero *z, Comm *comm, int stage, size_t n) {
+// How many of unit u's floats rank r owns.
+static size_t zero_owned(const Zero *z, int u, int r) {
+    size_t lo = (size_t)r * z->ushard[u];
+    if (lo >= z->usize[u]) return 0;
+    return z->usize[u] - lo < z->ushard[u] ? z->usize[u] - lo : z->ushard[u];
+}
+
+// Per-rank bytes of parameters, gradients and AdamW state for a stage, without allocating.
+static void zero_memory_plan(const GPT2Config *c, int stage, int world, size_t *params, size_t *grads, size_t *opt) {
+    int nu = gpt2_num_units(c);
+    size_t whole = 0, shard = 0, outer = 0, layer = 0;
+    for (int u = 0; u < nu; u++) {
+        size_t sh = comm_shard_size(gpt2_unit_size(c, u), world);
+        whole += sh * world;
+        shard += sh;
+        if (u == 0) outer = sh * world; else layer = sh * world;
+    }
+    size_t outer_shard = outer / world;
+    *params = (stage <= 2 ? whole : outer + 2 * layer + shard - outer_shard) * sizeof(float);
+    *grads = (stage <= 1 ? whole : outer + layer + shard) * sizeof(float);
+    *opt = 2 * (stage == 0 ? whole : shard) * sizeof(float);
+}
+
+static float *zero_unit_params(Zero *z, int u) { return z->params + z->uoff[u]; }
+
+// Points the model at unit u's resident parameters and gradient buffer.
+static void zero_point_unit(Zero *z, int u, float *params) {
+    float *g = z->stage <= 1 || u == 0 ? z->grads + z->uoff[u] : z->layer_grad;
+    model_set_unit(z->model, u, params, g);
+}
+
+static void zero_init(Zero *z, Comm *comm, int stage, Model *model) {
     memset(z, 0, sizeof(*z));
     z->stage = stage;
     z->comm = comm;
-    z->n = n;
-    z->shard = comm_shard_size(n, comm->world);
-    if (stage == 0) {
-        z->lo = 0;
-        z->hi = n;
-    } else {
-        z->lo = (size_t)comm->rank * z->shard;
-        z->hi = z->lo + z->shard < n ? z->lo + z->shard : n;
-        if (z->lo > n) z->lo = n;
+    z->model = model;
+    z->config = model->config;
+    z->nu = gpt2_num_units(&z->config);
+    z->L = z->config.num_layers;
+    z->usize = (size_t *)callocCheck(z->nu, sizeof(size_t));
+    z->ushard = (size_t *)callocCheck(z->nu, sizeof(size_t));
+    z->uoff = (size_t *)callocCheck(z->nu, sizeof(size_t));
+    z->soff = (size_t *)callocCheck(z->nu, sizeof(size_t));
+    int W = comm->world;
+    for (int u = 0; u < z->nu; u++) {
+        z->usize[u] = gpt2_unit_size(&z->config, u);
+        z->ushard[u] = comm_shard_size(z->usize[u], W);
+        z->uoff[u] = z->whole_floats;
+        z->soff[u] = z->shard_floats;
+        z->whole_floats += z->ushard[u] * W;
+        z->shard_floats += z->ushard[u];
     }
-    z->opt_floats = stage == 0 ? n : z->shard;
+    z->runs = (ParamRun *)mallocCheck((4 + 12 * (size_t)z->L) * sizeof(ParamRun));
+    z->nruns = gpt2_param_runs(&z->config, z->runs);
+    size_t outer = z->ushard[0] * W, layer = z->L > 0 ? z->ushard[1] * W : 0;
+    z->params = backend_alloc(stage <= 2 ? z->whole_floats : outer);
+    z->grads = backend_alloc(stage <= 1 ? z->whole_floats : outer);
+    if (stage >= 2) {
+        z->layer_grad = backend_alloc(layer);
+        z->gshard = backend_alloc(z->shard_floats);
+    }
+    if (stage == 3) {
+        z->layer_param[0] = backend_alloc(layer);
+        z->layer_param[1] = backend_alloc(layer);
+        z->pshard = backend_alloc(z->shard_floats - z->ushard[0]);
+    }
+    z->opt_floats = stage == 0 ? z->whole_floats : z->shard_floats;
     z->m = backend_alloc(z->opt_floats);
     z->v = backend_alloc(z->opt_floats);
+    for (int u = 0; u < z->nu; u++) zero_point_unit(z, u, stage == 3 && u > 0 ? NULL : zero_unit_params(z, u));
 }
 
 static void zero_free(Zero *z) {
-    backend_free(z->m);
-    backend_free(z->v);
+    float *bufs[] = {z->params, z->grads, z->layer_grad, z->layer_param[0], z->layer_param[1], z->pshard, z->gshard, z->m, z->v};
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) if (bufs[i]) backend_free(bufs[i]);
+    free(z->usize); free(z->ushard); free(z->uoff); free(z->soff); free(z->runs);
 }
 
-// Bytes of AdamW state per rank, for the memory plan.
-static size_t zero_optimizer_bytes(int stage, size_t n, int world) {
-    return 2 * (stage == 0 ? n : comm_shard_size(n, world)) * sizeof(float);
+// ----------------------------------------------------------------------------
+// Moving between llm.c's flat order (files) and the unit layout. `whole` is a host buffer of one
+// unit, padded; flat is the whole model in llm.c's order.
+
+static void unit_from_flat(const Zero *z, int u, const float *flat, float *whole) {
+    for (int i = 0; i < z->nruns; i++) {
+        const ParamRun *r = &z->runs[i];
+        if (r->unit == u) memcpy(whole + r->unit_off, flat + r->flat, r->len * sizeof(float));
+    }
 }
 
-// After the step's backward passes: combine the gradients of all ranks.
-static void zero_reduce_gradients(Zero *z, Model *model) {
-    if (z->stage == 0) comm_allreduce_sum(z->comm, model_grads(model), comm_padded_size(z->n, z->comm->world));
-    else comm_reduce_scatter_sum(z->comm, model_grads(model), z->shard);
+static void unit_to_flat(const Zero *z, int u, const float *whole, float *flat) {
+    for (int i = 0; i < z->nruns; i++) {
+        const ParamRun *r = &z->runs[i];
+        if (r->unit == u) memcpy(flat + r->flat, whole + r->unit_off, r->len * sizeof(float));
+    }
+}
+
+// Unit u whole into a backend buffer of ushard*world floats: this rank's shard comes from `mine`
+// (a backend pointer to its ushard floats), the others' by all-gather.
+static void zero_gather_unit(Zero *z, int u, const float *mine, float *whole) {
+    float *dst = whole + (size_t)z->comm->rank * z->ushard[u];
+    if (dst != mine) backend_copy(dst, mine, z->ushard[u]);
+    comm_allgather(z->comm, whole, z->ushard[u]);
+}
+
+// Loads the whole model (llm.c flat order, host) into this rank's share of it.
+static void zero_load_params(Zero *z, const float *flat) {
+    size_t maxw = 0;
+    for (int u = 0; u < z->nu; u++) if (z->ushard[u] * z->comm->world > maxw) maxw = z->ushard[u] * z->comm->world;
+    float *whole = (float *)callocCheck(maxw, sizeof(float));
+    for (int u = 0; u < z->nu; u++) {
+        memset(whole, 0, maxw * sizeof(float));
+        unit_from_flat(z, u, flat, whole);
+        if (z->stage <= 2 || u == 0) backend_from_host(z->params + z->uoff[u], whole, z->ushard[u] * z->comm->world);
+        else backend_from_host(z->pshard + z->soff[u] - z->ushard[0], whole + (size_t)z->comm->rank * z->ushard[u], z->ushard[u]);
+    }
+    free(whole);
+}
+
+// The whole model in llm.c's flat order on the host of every rank (for checkpoints).
+static void zero_get_params(Zero *z, float *flat) {
+    size_t maxw = 0;
+    for (int u = 0; u < z->nu; u++) if (z->ushard[u] * z->comm->world > maxw) maxw = z->ushard[u] * z->comm->world;
+    float *whole = (float *)mallocCheck(maxw * sizeof(float));
+    for (int u = 0; u < z->nu; u++) {
+        const float *src = z->params + (z->stage <= 2 || u == 0 ? z->uoff[u] : 0);
+        if (z->stage == 3 && u > 0) {
+            zero_gather_unit(z, u, z->pshard + z->soff[u] - z->ushard[0], z->layer_param[0]);
+            src = z->layer_param[0];
+        }
+        backend_to_host(whole, src, z->usize[u]);
+        unit_to_flat(z, u, whole, flat);
+    }
+    free(whole);
+}
+
+// AdamW's moments in llm.c's flat order on the host of every rank (for checkpoints).
+static void zero_get_opt_state(Zero *z, float *m_flat, float *v_flat) {
+    size_t maxw = 0;
+    for (int u = 0; u < z->nu; u++) if (z->ushard[u] * z->comm->world > maxw) maxw = z->ushard[u] * z->comm->world;
+    float *whole = backend_alloc(maxw), *host = (float *)mallocCheck(maxw * sizeof(float));
+    float *src[2] = {z->m, z->v}, *dst[2] = {m_flat, v_flat};
+    for (int k = 0; k < 2; k++)
+        for (int u = 0; u < z->nu; u++) {
+            if (z->stage == 0) backend_to_host(host, src[k] + z->uoff[u], z->usize[u]);
+            else {
+                zero_gather_unit(z, u, src[k] + z->soff[u], whole);
+                backend_to_host(host, whole, z->usize[u]);
+            }
+            unit_to_flat(z, u, host, dst[k]);
+        }
+    backend_free(whole);
+    free(host);
+}
+
+// Takes this rank's part of whole moments in flat order (from a checkpoint of any layout).
+static void zero_set_opt_state(Zero *z, const float *m_flat, const float *v_flat) {
+    size_t maxw = 0;
+    for (int u = 0; u < z->nu; u++) if (z->ushard[u] * z->comm->world > maxw) maxw = z->ushard[u] * z->comm->world;
+    float *whole = (float *)callocCheck(maxw, sizeof(float));
+    const float *src[2] = {m_flat, v_flat};
+    float *dst[2] = {z->m, z->v};
+    for (int k = 0; k < 2; k++)
+        for (int u = 0; u < z->nu; u++) {
+            memset(whole, 0, maxw * sizeof(float));
+            unit_from_flat(z, u, src[k], whole);
+            if (z->stage == 0) backend_from_host(dst[k] + z->uoff[u], whole, z->ushard[u] * z->comm->world);
+            else backend_from_host(dst[k] + z->soff[u], whole + (size_t)z->comm->rank * z->ushard[u], z->ushard[u]);
+        }
+    free(whole);
+}
+
+// ----------------------------------------------------------------------------
+// The step.
+
+static void zero_zero_grad(Zero *z) {
+    if (z->stage <= 1) backend_zero(z->grads, z->whole_floats);
+    else {
+        backend_zero(z->grads, z->ushard[0] * z->comm->world);
+        backend_zero(z->gshard, z->shard_floats);
+    }
+}
+
+// Stage 3: layer l's weights, whole, into buffer `slot`, and the model pointed at them.
+static void zero_fetch_layer(Zero *z, int l, int slot) {
+    if (z->stage < 3) return;
+    int u = 1 + l;
+    zero_gather_unit(z, u, z->pshard + z->soff[u] - z->ushard[0], z->layer_param[slot]);
+    zero_point_unit(z, u, z->layer_param[slot]);
+}
+
+static void zero_drop_layer(Zero *z, int l) {
+    if (z->stage == 3) zero_point_unit(z, 1 + l, NULL);
+}
+
+// Stages 2-3: unit u's gradient of this micro-batch (in buf, whole) reduce-scattered, this rank's
+// shard added to its accumulated gradient shard, and buf cleared for the next use.
+static void zero_bucket_done(Zero *z, int u, float *buf) {
+    comm_reduce_scatter_sum(z->comm, buf, z->ushard[u]);
+    backend_add(z->gshard + z->soff[u], buf + (size_t)z->comm->rank * z->ushard[u], z->ushard[u]);
+    backend_zero(buf, z->ushard[u] * z->comm->world);
+}
+
+// One micro-batch forward. With targets it returns the loss and prepares the backward.
+static float zero_forward(Zero *z, const int *inputs, const int *targets, int B, int T, float dloss) {
+    model_embed_forward(z->model, inputs, B, T);
+    for (int l = 0; l < z->L; l++) {
+        zero_fetch_layer(z, l, l & 1);
+        model_layer_forward(z->model, l);
+        zero_drop_layer(z, l);
+    }
+    return model_head_forward(z->model, targets, dloss);
+}
+
+// The backward of the last forward, accumulating into this rank's gradients.
+static void zero_backward(Zero *z) {
+    model_head_backward(z->model);
+    for (int l = z->L - 1; l >= 0; l--) {
+        zero_fetch_layer(z, l, l & 1);
+        model_layer_backward(z->model, l);
+        if (z->stage >= 2) zero_bucket_done(z, 1 + l, z->layer_grad);
+        zero_drop_layer(z, l);
+    }
+    model_embed_backward(z->model);
+    if (z->stage >= 2) zero_bucket_done(z, 0, z->grads);
+}
+
+// After the step's micro-batches: combine the gradients of all ranks (stages 0-1; stages 2-3 did
+// it layer by layer during backward).
+static void zero_reduce_gradients(Zero *z) {
+    if (z->stage == 0) comm_allreduce_sum(z->comm, z->grads, z->whole_floats);
+    else if (z->stage == 1)
+        for (int u = 0; u < z->nu; u++) comm_reduce_scatter_sum(z->comm, z->grads + z->uoff[u], z->ushard[u]);
+}
+
+// This rank's reduced gradient of unit u (its shard, or the whole unit at stage 0).
+static float *zero_grad_slice(Zero *z, int u) {
+    if (z->stage == 0) return z->grads + z->uoff[u];
+    if (z->stage == 1) return z->grads + z->uoff[u] + (size_t)z->comm->rank * z->ushard[u];
+    return z->gshard + z->soff[u];
 }
 
 // Global L2 norm of the combined gradient (identical on every rank).
-static float zero_grad_norm(Zero *z, Model *model) {
-    if (z->stage == 0) return (float)sqrt(backend_sum_squares(model_grads(model), z->n));
-    double local = backend_sum_squares(model_grads(model) + z->lo, z->hi - z->lo);
+static float zero_grad_norm(Zero *z) {
+    double local = 0.0;
+    for (int u = 0; u < z->nu; u++) local += backend_sum_squares(zero_grad_slice(z, u), z->stage == 0 ? z->usize[u] : zero_owned(z, u, z->comm->rank));
+    if (z->stage == 0) return (float)sqrt(local);
     return (float)sqrt(comm_allreduce_sum_f64(z->comm, local));
 }
 
-static void zero_update(Zero *z, Model *model, const AdamWArgs *args) {
-    model_adamw_range(model, z->m, z->v, z->lo, z->hi, args);
-    if (z->stage >= 1) comm_allgather(z->comm, model_params(model), z->shard);
-}
-
-// Whole moments on the host of every rank (for a checkpoint); m_host and v_host hold n floats.
-static void zero_get_opt_state(Zero *z, float *m_host, float *v_host) {
-    if (z->stage == 0) {
-        backend_to_host(m_host, z->m, z->n);
-        backend_to_host(v_host, z->v, z->n);
-        return;
+static void zero_update(Zero *z, const AdamWArgs *args) {
+    int r = z->comm->rank;
+    for (int u = 0; u < z->nu; u++) {
+        size_t lo = z->stage == 0 ? 0 : (size_t)r * z->ushard[u];
+        size_t cnt = z->stage == 0 ? z->usize[u] : zero_owned(z, u, r);
+        float *p;  // this rank's master copy of [lo, lo + cnt) of unit u
+        if (z->stage <= 2 || u == 0) p = z->params + z->uoff[u] + lo;
+        else p = z->pshard + z->soff[u] - z->ushard[0];
+        float *g = zero_grad_slice(z, u);
+        float *m = z->m + (z->stage == 0 ? z->uoff[u] : z->soff[u]), *v = z->v + (z->stage == 0 ? z->uoff[u] : z->soff[u]);
+        // weight decay differs between the unit's tensors: walk the runs that overlap [lo, lo + cnt)
+        for (int i = 0; i < z->nruns; i++) {
+            const ParamRun *run = &z->runs[i];
+            if (run->unit != u) continue;
+            size_t a = run->unit_off > lo ? run->unit_off : lo;
+            size_t b = run->unit_off + run->len < lo + cnt ? run->unit_off + run->len : lo + cnt;
+            if (a < b) backend_adamw(p + (a - lo), g + (a - lo), m + (a - lo), v + (a - lo), b - a, run->decayed, args);
+        }
+        if (z->stage >= 1 && (z->stage <= 2 || u == 0)) comm_allgather(z->comm, z->params + z->uoff[u], z->ushard[u]);
     }
-    size_t np = comm_padded_size(z->n, z->comm->world);
-    float *buf = (float *)callocCheck(np, sizeof(float));
-    float *dst[2] = {m_host, v_host}, *src[2] = {z->m, z->v};
-    for (int k = 0; k < 2; k++) {
-        backend_to_host(buf + (size_t)z->comm->rank * z->shard, src[k], z->shard);
-        comm_allgather(z->comm, buf, z->shard);
-        memcpy(dst[k], buf, z->n * sizeof(float));
-    }
-    free(buf);
-}
-
-// Takes this rank's part of whole moments (from a checkpoint written by any layout).
-static void zero_set_opt_state(Zero *z, const float *m_host, const float *v_host) {
-    size_t count = z->hi - z->lo;
-    float *tmp = (float *)callocCheck(z->opt_floats, sizeof(float));
-    memcpy(tmp, m_host + z->lo, count * sizeof(float));
-    backend_from_host(z->m, tmp, z->opt_floats);
-    memcpy(tmp, v_host + z->lo, count * sizeof(float));
-    backend_from_host(z->v, tmp, z->opt_floats);
-    free(tmp);
 }
 
 #endif

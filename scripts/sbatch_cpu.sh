@@ -71,9 +71,12 @@ args=(-e "$MODEL" -b "$MICRO_BATCH" -t "$SEQ_LEN" -x "$STEPS" -z "$ZERO_STAGE" -
 args+=(-o "$OUT_DIR" -y 1 --log "$OUT_DIR/log.jsonl")
 
 export OMP_NUM_THREADS=$CPUS_PER_TASK
-# Slurm signals the job steps (the trainer's ranks), not this shell; should the shell get USR1 or TERM
-# anyway (scancel --full), it keeps waiting for the trainer, which checkpoints and exits, instead of dying.
-trap 'echo "sbatch_cpu.sh: got SIGUSR1, waiting for the trainer to checkpoint"' USR1
+# `--signal=USR1@120` and `scancel --signal=USR1` signal the job steps (the trainer's ranks), not this
+# shell. Should the shell get USR1 (`--signal=B:USR1@120`, `scancel --batch` or `--full`), it hands it to
+# srun, which passes it to every rank; on TERM (scancel, the time limit) Slurm signals the ranks itself.
+# Either way the shell keeps waiting for the trainer to checkpoint and exit instead of dying first.
+srun_pid=""
+trap 'echo "sbatch_cpu.sh: got SIGUSR1, passing it to the trainer"; [ -n "$srun_pid" ] && kill -USR1 "$srun_pid" 2>/dev/null' USR1
 trap 'echo "sbatch_cpu.sh: got SIGTERM, waiting for the trainer to checkpoint"' TERM
 
 echo "sbatch_cpu.sh: job ${SLURM_JOB_ID:-?} on $(hostname -s): $NTASKS ranks x $OMP_NUM_THREADS threads, in $REPO_DIR"
@@ -84,7 +87,8 @@ srun_pid=$!
 # wait returns early when a trapped signal arrives: keep waiting until srun itself has exited
 while :; do
   wait "$srun_pid"; rc=$?
-  kill -0 "$srun_pid" 2>/dev/null || break
+  [ "$rc" -le 128 ] && break
+  kill -0 "$srun_pid" 2>/dev/null || { wait "$srun_pid"; rc=$?; break; }
 done
 
 last=$(grep -o '"step": [0-9]*, "loss"' "$OUT_DIR/log.jsonl" 2>/dev/null | tail -1 | grep -o '[0-9][0-9]*')

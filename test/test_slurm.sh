@@ -1,0 +1,360 @@
+#!/usr/bin/env bash
+# test_slurm.sh: scripts/sbatch_cpu.sh on a real single-node Slurm cluster that this test brings up and
+# tears down. Run from the repo root, as root, on a Debian 12 machine without systemd (CI):
+#   bash test/test_slurm.sh
+# It installs what is missing (slurm-wlm, munge, libpmix-dev: Slurm's mpi/pmix plugin dlopens the
+# unversioned libpmix.so that only the -dev package has), starts munged, slurmctld and slurmd on a
+# private config, socket, ports and directories under one temp dir, and then checks:
+#   (a) a 2-rank ZeRO-1 job of 20 steps runs to completion: exit 0, 20 finite losses in the JSON log,
+#       both ranks in one MPI world, a complete checkpoint at step 20;
+#   (b) preemption: a job that gets `scancel --signal=USR1` mid-run checkpoints and exits 0; the same
+#       script resubmitted resumes from that checkpoint and finishes; the losses of the two jobs together
+#       equal an uninterrupted job's bit for bit, and so do the final model and optimizer state files;
+#   (c) teardown: jobs cancelled, the three daemons stopped, no process of ours left, temp dir removed.
+# Every wait is bounded. Prints PASS/FAIL lines and ends with "N passed, M failed"; exit 1 on failure.
+# Slurm that cannot be installed or started is a FAIL, not a skip.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+PY=${PYTHON:-python3}
+REF_STEPS=${REF_STEPS:-150}     # length of the reference / preempted run
+T_START=$SECONDS
+pass=0; fail=0
+ok() { echo "PASS $1"; pass=$((pass+1)); }
+bad() { echo "FAIL $1"; [ -n "${2:-}" ] && printf '%s\n' "$2" | tail -15 | sed 's/^/    /'; fail=$((fail+1)); }
+
+W=""; CONF=""; TORN=""
+# ---------------------------------------------------------------------------------------------------
+# teardown: cancel every job, stop slurmd, slurmctld and munged by their pid files, kill anything left
+# that carries our SLURM_CONF (daemons, slurmstepd, srun, ranks: all of them got it in their environment),
+# remove the temp dir. Idempotent; also run from the EXIT trap when the test is interrupted.
+our_pids() {
+  [ -n "$CONF" ] || return 0
+  local f pid
+  for f in /proc/[0-9]*/environ; do
+    pid=${f#/proc/}; pid=${pid%/environ}
+    [ "$pid" = "$$" ] && continue
+    { tr '\0' '\n' < "$f"; } 2>/dev/null | grep -qxF "SLURM_CONF=$CONF" && echo "$pid"
+  done
+}
+alive() {  # alive PID: running (a zombie, which pid 1 may be slow to reap, counts as gone)
+  local st
+  st=$(sed -n 's/^.*) \(.\).*$/\1/p' "/proc/$1/stat" 2>/dev/null)
+  [ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]
+}
+stop_pidfile() {  # stop_pidfile FILE: TERM, up to 10 s, then KILL
+  [ -f "$1" ] || return 0
+  local pid; pid=$(cat "$1" 2>/dev/null)
+  [ -n "$pid" ] && alive "$pid" || return 0
+  kill -TERM "$pid" 2>/dev/null
+  for _ in $(seq 50); do alive "$pid" || return 0; sleep 0.2; done
+  kill -KILL "$pid" 2>/dev/null; sleep 0.2
+}
+teardown() {
+  [ -n "$TORN" ] && return 0
+  TORN=1
+  local t0=$SECONDS
+  [ -n "$W" ] && [ -d "$W" ] || return 0
+  if [ -f "$W/slurmctld.pid" ] && alive "$(cat "$W/slurmctld.pid" 2>/dev/null)"; then
+    local ids; ids=$(sl squeue -h -o %i 2>/dev/null)
+    if [ -n "$ids" ]; then
+      # shellcheck disable=SC2086
+      sl scancel $ids 2>/dev/null
+      for _ in $(seq 60); do [ -z "$(sl squeue -h -o %i 2>/dev/null)" ] && break; sleep 0.25; done
+    fi
+  fi
+  stop_pidfile "$W/slurmd.pid"
+  stop_pidfile "$W/slurmctld.pid"
+  stop_pidfile "$W/munge/munged.pid"
+  local left; left=$(our_pids)
+  # shellcheck disable=SC2086
+  [ -n "$left" ] && { kill -KILL $left 2>/dev/null; sleep 0.5; }
+  TEARDOWN_LEFT=$(our_pids | tr '\n' ' ')
+  rm -rf "$W"
+  TEARDOWN_S=$((SECONDS - t0))
+}
+trap 'teardown' EXIT
+trap 'exit 130' INT TERM
+
+finish() {
+  teardown
+  if [ -n "$W" ]; then
+    if [ -z "${TEARDOWN_LEFT:-}" ] && [ ! -e "$W" ]; then
+      ok "teardown: jobs cancelled, slurmd, slurmctld and munged stopped, no process of ours left, $W removed (${TEARDOWN_S:-?} s)"
+    else
+      bad "teardown" "processes left: ${TEARDOWN_LEFT:-none}; temp dir: $( [ -e "$W" ] && echo "still there" || echo removed)"
+    fi
+  fi
+  echo "test_slurm.sh took $((SECONDS - T_START)) s"
+  echo "$pass passed, $fail failed"
+  [ "$fail" -eq 0 ]
+  exit
+}
+
+# sl CMD...: a Slurm client command on our cluster, never hanging
+sl() { SLURM_CONF=$CONF timeout 20 "$@"; }
+
+# ---------------------------------------------------------------------------------------------------
+# 0. what the test needs: root, the MPI build of the trainer, Slurm + munge + the PMIx plugin's library
+if [ "$(id -u)" -ne 0 ]; then bad "test_slurm.sh must run as root (it installs packages and starts Slurm's daemons)"; finish; fi
+if [ ! -x ./train_gpt_cpu ]; then make -s train_gpt_cpu >/dev/null 2>&1; fi
+if [ ! -x ./train_gpt_cpu ] || ! ldd ./train_gpt_cpu 2>/dev/null | grep -q libmpi; then
+  bad "./train_gpt_cpu built with MPI (make train_gpt_cpu with mpicc on the PATH: apt-get install libopenmpi-dev openmpi-bin)"
+  finish
+fi
+need=()
+for p in slurm-wlm munge libpmix-dev; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  echo "installing ${need[*]}"
+  # no init system here: keep the packages' maintainer scripts from starting munge/slurmd/slurmctld
+  made_policy=""
+  if [ ! -e /usr/sbin/policy-rc.d ]; then printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod 755 /usr/sbin/policy-rc.d; made_policy=1; fi
+  out=$( { DEBIAN_FRONTEND=noninteractive timeout 300 apt-get update -qq &&
+           DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y -qq --no-install-recommends "${need[@]}"; } 2>&1 )
+  rc=$?
+  [ -n "$made_policy" ] && rm -f /usr/sbin/policy-rc.d
+  if [ $rc -ne 0 ]; then bad "install ${need[*]} (apt-get exit $rc)" "$out"; finish; fi
+fi
+missing=""
+for c in munged mungekey munge sbatch srun squeue scontrol scancel sinfo slurmctld slurmd; do
+  command -v "$c" >/dev/null 2>&1 || missing="$missing $c"
+done
+plugin=$(dpkg -L slurm-wlm-basic-plugins 2>/dev/null | grep '/mpi_pmix.so$' | head -1)
+[ -n "$plugin" ] && [ -e "$plugin" ] || missing="$missing mpi_pmix.so"
+if [ -n "$missing" ]; then bad "Slurm installed" "missing:$missing"; finish; fi
+ok "Slurm $(slurmd -V 2>/dev/null | awk '{print $2}'), munge $(munged -V 2>/dev/null | awk '{print $1}' | sed 's/munge-//') and the mpi/pmix plugin are installed"
+
+# ---------------------------------------------------------------------------------------------------
+# 1. the cluster: munged on its own key and socket, slurmctld + slurmd on one node named after this host
+W=$(mktemp -d /tmp/test_slurm.XXXXXX)
+chmod 755 "$W"   # munged wants its socket's directories searchable by everyone
+CONF=$W/slurm.conf
+mkdir -p "$W/munge" "$W/state" "$W/spool" "$W/log" && chmod 755 "$W/munge" && chmod 700 "$W/state"
+H=$(hostname -s 2>/dev/null || uname -n); H=${H%%.*}
+
+if command -v mungekey >/dev/null 2>&1; then mungekey --create --keyfile="$W/munge/munge.key" >/dev/null 2>&1
+else dd if=/dev/urandom of="$W/munge/munge.key" bs=1024 count=1 2>/dev/null; fi
+chmod 600 "$W/munge/munge.key"
+SLURM_CONF=$CONF munged --key-file="$W/munge/munge.key" --socket="$W/munge/munge.socket" --pid-file="$W/munge/munged.pid" \
+  --log-file="$W/munge/munged.log" --seed-file="$W/munge/munged.seed" > "$W/munge/start.out" 2>&1
+for _ in $(seq 50); do [ -S "$W/munge/munge.socket" ] && break; sleep 0.1; done
+if ! timeout 10 munge -S "$W/munge/munge.socket" -n 2>/dev/null | timeout 10 unmunge -S "$W/munge/munge.socket" >/dev/null 2>&1; then
+  bad "munged starts and round-trips a credential" "$(cat "$W/munge/start.out" "$W/munge/munged.log" 2>/dev/null)"; finish
+fi
+
+# the node as slurmd sees it (CPUs, sockets, cores, threads, memory); fall back to nproc and /proc/meminfo
+node=$(slurmd -C 2>/dev/null | head -1 | grep -o 'CPUs=.*')
+if [ -z "$node" ]; then
+  node="CPUs=$(nproc) RealMemory=$(awk '/MemTotal/ {print int($2/1024)}' /proc/meminfo)"
+fi
+ncpu=$(grep -o 'CPUs=[0-9]*' <<<"$node" | cut -d= -f2)
+if [ "${ncpu:-0}" -lt 2 ]; then bad "the machine has ${ncpu:-?} CPU(s); the 2-rank jobs need 2"; finish; fi
+
+# two free ports next to each other, away from Slurm's usual 6817/6818
+port_used() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+port=16817
+while port_used $port || port_used $((port + 1)); do port=$((port + 2)); [ $port -gt 17817 ] && break; done
+
+cat > "$CONF" <<EOF
+# single-node test cluster written by test/test_slurm.sh
+ClusterName=trainci
+SlurmctldHost=$H(127.0.0.1)
+SlurmctldPort=$port
+SlurmdPort=$((port + 1))
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$W/munge/munge.socket
+StateSaveLocation=$W/state
+SlurmdSpoolDir=$W/spool
+SlurmctldPidFile=$W/slurmctld.pid
+SlurmdPidFile=$W/slurmd.pid
+SlurmctldLogFile=$W/log/slurmctld.log
+SlurmdLogFile=$W/log/slurmd.log
+SlurmctldDebug=info
+SlurmdDebug=info
+MailProg=/bin/true
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+MpiDefault=pmix
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SchedulerType=sched/backfill
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+JobCompType=jobcomp/none
+ReturnToService=2
+SlurmdParameters=config_overrides
+KillWait=10
+MinJobAge=600
+NodeName=$H NodeAddr=127.0.0.1 $node State=UNKNOWN
+PartitionName=ci Nodes=$H Default=YES MaxTime=INFINITE State=UP
+EOF
+
+SLURM_CONF=$CONF timeout 30 slurmctld -f "$CONF" > "$W/log/slurmctld.start" 2>&1
+SLURM_CONF=$CONF timeout 30 slurmd -f "$CONF" > "$W/log/slurmd.start" 2>&1
+state=""
+for _ in $(seq 120); do   # 30 s
+  state=$(sl sinfo -h -n "$H" -o %T 2>/dev/null)
+  [ "$state" = idle ] && break
+  sleep 0.25
+done
+if [ "$state" != idle ]; then
+  bad "slurmctld and slurmd start and node $H is idle (state '${state:-none}')" \
+      "$(tail -n 8 "$W/log/slurmctld.start" "$W/log/slurmd.start" "$W/log/slurmctld.log" "$W/log/slurmd.log" 2>/dev/null)"
+  finish
+fi
+ok "munged, slurmctld and slurmd are up (ports $port/$((port + 1))); node $H is idle: $node"
+
+# ---------------------------------------------------------------------------------------------------
+# helpers: submit the CPU script, wait for a job, read its state
+# submit NAME OUT_DIR STEPS [SBATCH_ARGS...]: prints the job id (with --wait: once the job has ended)
+submit() {
+  local name=$1 out=$2 steps=$3; shift 3
+  OUT_DIR=$out STEPS=$steps MODEL=d2 MICRO_BATCH=4 SEQ_LEN=32 ZERO_STAGE=1 CHECKPOINT_EVERY=100 EXTRA_ARGS="" SLURM_CONF=$CONF \
+    timeout 120 sbatch --parsable --time=5 --output="$W/$name-%j.out" "$@" scripts/sbatch_cpu.sh 2>"$W/$name.sbatch.err" | cut -d';' -f1
+  return "${PIPESTATUS[0]}"
+}
+# wait_job ID SECONDS: until the job has ended; sets JOB_STATE and JOB_EXIT (e.g. COMPLETED, 0:0)
+wait_job() {
+  local end=$((SECONDS + $2)) line
+  JOB_STATE=""; JOB_EXIT=""
+  while [ $SECONDS -lt $end ]; do
+    line=$(sl scontrol show job -o "$1" 2>/dev/null)
+    JOB_STATE=$(grep -o 'JobState=[A-Z_]*' <<<"$line" | cut -d= -f2)
+    JOB_EXIT=$(grep -o ' ExitCode=[0-9:]*' <<<"$line" | cut -d= -f2)
+    case "$JOB_STATE" in
+      ""|PENDING|CONFIGURING|RUNNING|COMPLETING|SUSPENDED|REQUEUED|RESIZING|SIGNALING|STAGE_OUT) sleep 0.25 ;;
+      *) return 0 ;;
+    esac
+  done
+  return 1
+}
+steps_in() { grep -c '"loss"' "$1" 2>/dev/null || true; }
+job_info() {  # what to print when a job went wrong
+  echo "state ${JOB_STATE:-?} exit ${JOB_EXIT:-?}"
+  cat "$W/$1"*.sbatch.err "$W/$1"-*.out 2>/dev/null | tail -n 10
+  tail -n 5 "$W/log/slurmd.log" 2>/dev/null
+}
+
+cat > "$W/check.py" <<'PYEOF'
+import json, math, os, struct, sys
+
+def read_log(path):
+    plan, losses = None, []
+    for line in open(path):
+        d = json.loads(line)
+        if "memory_plan" in d: plan = d["memory_plan"]
+        if "loss" in d: losses.append((d["step"], d["loss"]))
+    return plan, losses
+
+def state_header(path):  # checkpoint.h: [2] completed steps, [6] data-parallel ranks
+    h = struct.unpack("<256i", open(path, "rb").read(1024))
+    return h[2], h[6]
+
+cmd = sys.argv[1]
+if cmd == "log":  # log LOG N: N consecutive steps with finite losses, written by a 2-rank ZeRO-1 world
+    plan, losses = read_log(sys.argv[2]); n = int(sys.argv[3])
+    steps = [s for s, _ in losses]
+    if steps != list(range(1, n + 1)): sys.exit(f"steps {steps[:3]}..{steps[-3:]} ({len(steps)} lines), wanted 1..{n}")
+    if not all(math.isfinite(l) for _, l in losses): sys.exit("non-finite loss")
+    if not plan or plan["world"] != 2 or plan["zero_stage"] != 1: sys.exit(f"memory_plan {plan}: wanted world 2, zero_stage 1")
+    print(f"{n} steps, losses finite ({losses[0][1]:.4f} -> {losses[-1][1]:.4f}), memory_plan world 2 zero_stage 1")
+elif cmd == "state":  # state FILE STEP: a state file of that step written by 2 ranks
+    step, world = state_header(sys.argv[2])
+    if (step, world) != (int(sys.argv[3]), 2): sys.exit(f"header: step {step}, world {world}")
+    print(f"state header: step {step}, saved by {world} ranks")
+elif cmd == "union":  # union REF LOG: the first occurrence of each step in LOG equals REF's, bit for bit
+    _, ref = read_log(sys.argv[2]); _, got = read_log(sys.argv[3])
+    first = {}
+    for s, l in got: first.setdefault(s, l)
+    ref = dict(ref)
+    if sorted(first) != sorted(ref): sys.exit(f"steps differ: {len(first)} logged, reference {len(ref)}")
+    diff = [s for s in ref if struct.pack("<d", ref[s]) != struct.pack("<d", first[s])]
+    if diff: sys.exit(f"{len(diff)} losses differ, first at step {diff[0]}: {first[diff[0]]!r} vs {ref[diff[0]]!r}")
+    print(f"all {len(ref)} losses identical")
+PYEOF
+
+# ---------------------------------------------------------------------------------------------------
+# (a) a 2-rank ZeRO-1 job of 20 steps runs to completion
+id=$(submit a "$W/a" 20 --wait); rc=$?
+if [ -z "$id" ]; then
+  bad "(a) sbatch --wait scripts/sbatch_cpu.sh (exit $rc)" "$(cat "$W/a.sbatch.err")"
+else
+  wait_job "$id" 30
+  if [ $rc -eq 0 ] && [ "$JOB_STATE" = COMPLETED ] && [ "$JOB_EXIT" = 0:0 ]; then
+    ok "(a) sbatch --wait: job $id (2 ranks, ZeRO-1, 20 steps) completed, sbatch exit 0, job exit code 0:0"
+  else
+    bad "(a) job $id completes with exit 0 (sbatch --wait exit $rc)" "$(job_info a)"
+  fi
+  # world 2 in the log's memory plan: the two tasks joined one MPI world through srun --mpi=pmix
+  r=$($PY "$W/check.py" log "$W/a/log.jsonl" 20 2>&1) && ok "(a) log: $r" || bad "(a) log" "$r $(job_info a)"
+  if [ -f "$W/a/model_00000020.bin" ] && [ -f "$W/a/state_00000020.bin" ] && r=$($PY "$W/check.py" state "$W/a/state_00000020.bin" 20 2>&1); then
+    ok "(a) complete checkpoint: model_00000020.bin + state_00000020.bin ($r)"
+  else
+    bad "(a) checkpoint model_00000020.bin + state_00000020.bin" "$(ls -l "$W/a" 2>&1) ${r:-}"
+  fi
+fi
+
+# ---------------------------------------------------------------------------------------------------
+# (b) preemption: reference run; the same run stopped by SIGUSR1 after >= 20 steps, then resubmitted
+id=$(submit ref "$W/ref" "$REF_STEPS")
+ref_ok=""
+if [ -n "$id" ] && wait_job "$id" 120 && [ "$JOB_STATE" = COMPLETED ] && [ "$JOB_EXIT" = 0:0 ] && r=$($PY "$W/check.py" log "$W/ref/log.jsonl" "$REF_STEPS" 2>&1); then
+  ok "(b) uninterrupted reference job $id: $r"; ref_ok=1
+else
+  bad "(b) uninterrupted reference job" "${r:-} $(job_info ref)"
+fi
+
+id=$(submit pre "$W/pre" "$REF_STEPS")
+stopped=""
+if [ -z "$id" ]; then
+  bad "(b) sbatch the job to preempt" "$(cat "$W/pre.sbatch.err")"
+else
+  end=$((SECONDS + 60)); n=0
+  while [ $SECONDS -lt $end ]; do
+    n=$(steps_in "$W/pre/log.jsonl"); [ "${n:-0}" -ge 20 ] && break
+    st=$(sl scontrol show job -o "$id" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
+    case "$st" in ""|PENDING|CONFIGURING|RUNNING) ;; *) break ;; esac
+    sleep 0.1
+  done
+  if [ "${n:-0}" -ge 20 ] && sl scancel --signal=USR1 "$id"; then
+    wait_job "$id" 60
+    N=$(grep -o 'stop signal: checkpointed after step [0-9]*' "$W"/pre-"$id".out 2>/dev/null | grep -o '[0-9]*$' | tail -1)
+    if [ "$JOB_STATE" = COMPLETED ] && [ "$JOB_EXIT" = 0:0 ] && [ -n "$N" ] && [ "$N" -lt "$REF_STEPS" ] &&
+       [ -f "$W/pre/model_$(printf %08d "$N").bin" ] && r=$($PY "$W/check.py" state "$W/pre/state_$(printf %08d "$N").bin" "$N" 2>&1); then
+      ok "(b) job $id got SIGUSR1 at step $n: 'stop signal: checkpointed after step $N', state COMPLETED, exit 0:0, checkpoint of step $N ($r)"
+      stopped=1
+    else
+      bad "(b) job $id checkpoints and exits 0 on SIGUSR1 (sent at step $n, stopped after step ${N:-?} of $REF_STEPS)" "${r:-} $(job_info pre)"
+    fi
+  else
+    wait_job "$id" 1
+    bad "(b) job $id reaches step 20 and takes scancel --signal=USR1 (at step ${n:-0})" "$(job_info pre)"
+  fi
+fi
+
+if [ -n "$stopped" ]; then
+  id2=$(submit pre "$W/pre" "$REF_STEPS")
+  if [ -n "$id2" ] && wait_job "$id2" 120 && [ "$JOB_STATE" = COMPLETED ] && [ "$JOB_EXIT" = 0:0 ] &&
+     grep -q "resume: step $N from" "$W"/pre-"$id2".out; then
+    ok "(b) resubmitted job $id2 resumed from step $N and completed, exit code 0:0"
+  else
+    bad "(b) resubmitted job resumes from step $N and completes" "$(job_info pre)"
+  fi
+  if [ -n "$ref_ok" ]; then
+    r=$($PY "$W/check.py" union "$W/ref/log.jsonl" "$W/pre/log.jsonl" 2>&1) \
+      && ok "(b) preempted + resumed vs uninterrupted: $r (steps 1-$N from job $id, $((N + 1))-$REF_STEPS from job $id2)" \
+      || bad "(b) preempted + resumed losses equal the uninterrupted run's" "$r"
+    last=$(printf %08d "$REF_STEPS")
+    if cmp -s "$W/ref/model_$last.bin" "$W/pre/model_$last.bin" && cmp -s "$W/ref/state_$last.bin" "$W/pre/state_$last.bin"; then
+      ok "(b) final model_$last.bin and state_$last.bin are byte-identical to the uninterrupted run's"
+    else
+      bad "(b) final checkpoint byte-identical to the uninterrupted run's" "$(ls -l "$W/ref" "$W/pre" 2>&1)"
+    fi
+  fi
+fi
+
+finish
