@@ -81,6 +81,9 @@ typedef struct {
     int rank, world;
     int local_rank;    // rank within the node (picks the GPU in the CUDA build)
     int initialized;   // MPI_Init was called by us
+#ifdef USE_MPI
+    MPI_Comm mpi;      // the group this Comm talks in (the world, or a split of it)
+#endif
 } Comm;
 
 static size_t comm_shard_size(size_t n, int world) { return (n + world - 1) / world; }
@@ -98,9 +101,11 @@ static void comm_init(Comm *c, int *argc, char ***argv) {
     memset(c, 0, sizeof(*c));
     c->world = 1;
 #ifdef USE_MPI
+    c->mpi = MPI_COMM_NULL;
     if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK") || getenv("SLURM_PROCID")) {
         mpiCheck(MPI_Init(argc, argv));
         c->initialized = 1;
+        c->mpi = MPI_COMM_WORLD;
         mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &c->rank));
         mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &c->world));
         MPI_Comm local;
@@ -127,6 +132,23 @@ static void comm_watchdog_start(Comm *c, double timeout) {
 // The training step the rank is in, for the watchdog's message.
 static void comm_watchdog_step(int step) { comm_watchdog.step = step; }
 
+// The ranks of c with the same color form a group; within it they are ordered by key.
+static void comm_split(Comm *c, int color, int key, Comm *sub) {
+    *sub = *c;
+    sub->initialized = 0;
+    sub->rank = 0;
+    sub->world = 1;
+#ifdef USE_MPI
+    if (c->world > 1) {
+        mpiCheck(MPI_Comm_split(c->mpi, color, key, &sub->mpi));
+        mpiCheck(MPI_Comm_rank(sub->mpi, &sub->rank));
+        mpiCheck(MPI_Comm_size(sub->mpi, &sub->world));
+    }
+#else
+    (void)color; (void)key;
+#endif
+}
+
 static void comm_finalize(Comm *c) {
 #ifdef USE_MPI
     if (c->initialized) MPI_Finalize();
@@ -142,7 +164,7 @@ static void comm_allreduce_sum(Comm *c, float *buf, size_t n) {
     watch_enter("all-reduce", n);
     for (size_t off = 0; off < n; off += COMM_CHUNK) {
         size_t k = n - off < COMM_CHUNK ? n - off : COMM_CHUNK;
-        mpiCheck(MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)k, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+        mpiCheck(MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)k, MPI_FLOAT, MPI_SUM, c->mpi));
     }
     watch_leave();
 #endif
@@ -151,7 +173,7 @@ static void comm_allreduce_sum(Comm *c, float *buf, size_t n) {
 static double comm_allreduce_sum_f64(Comm *c, double x) {
 #ifdef USE_MPI
     watch_enter("all-reduce", 1);
-    if (c->world > 1) mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    if (c->world > 1) mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_SUM, c->mpi));
     watch_leave();
 #else
     (void)c;
@@ -162,7 +184,7 @@ static double comm_allreduce_sum_f64(Comm *c, double x) {
 static int comm_allreduce_max_int(Comm *c, int x) {
 #ifdef USE_MPI
     watch_enter("all-reduce", 1);
-    if (c->world > 1) mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    if (c->world > 1) mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_INT, MPI_MAX, c->mpi));
     watch_leave();
 #else
     (void)c;
@@ -184,7 +206,7 @@ static void comm_reduce_scatter_sum(Comm *c, float *buf, size_t shard) {
         // into a contiguous buffer, so the per-rank layout MPI wants is met
         float *tmp = (float *)mallocCheck(k * c->world * sizeof(float));
         for (int r = 0; r < c->world; r++) memcpy(tmp + (size_t)r * k, buf + (size_t)r * shard + off, k * sizeof(float));
-        mpiCheck(MPI_Reduce_scatter_block(tmp, mine + off, (int)k, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+        mpiCheck(MPI_Reduce_scatter_block(tmp, mine + off, (int)k, MPI_FLOAT, MPI_SUM, c->mpi));
         free(tmp);
     }
     watch_leave();
@@ -198,12 +220,12 @@ static void comm_allgather(Comm *c, float *buf, size_t shard) {
 #ifdef USE_MPI
     watch_enter("all-gather", shard * c->world);
     if (shard <= COMM_CHUNK) {
-        mpiCheck(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int)shard, MPI_FLOAT, MPI_COMM_WORLD));
+        mpiCheck(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int)shard, MPI_FLOAT, c->mpi));
     } else {
         for (int r = 0; r < c->world; r++)
             for (size_t off = 0; off < shard; off += COMM_CHUNK) {
                 size_t k = shard - off < COMM_CHUNK ? shard - off : COMM_CHUNK;
-                mpiCheck(MPI_Bcast(buf + (size_t)r * shard + off, (int)k, MPI_FLOAT, r, MPI_COMM_WORLD));
+                mpiCheck(MPI_Bcast(buf + (size_t)r * shard + off, (int)k, MPI_FLOAT, r, c->mpi));
             }
     }
     watch_leave();
@@ -217,7 +239,7 @@ static void comm_broadcast(Comm *c, void *buf, size_t bytes, int root) {
     watch_enter("broadcast", bytes / 4);
     for (size_t off = 0; off < bytes; off += COMM_CHUNK) {
         size_t k = bytes - off < COMM_CHUNK ? bytes - off : COMM_CHUNK;
-        mpiCheck(MPI_Bcast((char *)buf + off, (int)k, MPI_BYTE, root, MPI_COMM_WORLD));
+        mpiCheck(MPI_Bcast((char *)buf + off, (int)k, MPI_BYTE, root, c->mpi));
     }
     watch_leave();
 #endif
@@ -229,7 +251,7 @@ static void comm_send(Comm *c, const float *buf, size_t n, int peer, int tag) {
     watch_enter("send", n);
     for (size_t off = 0; off < n; off += COMM_CHUNK) {
         size_t k = n - off < COMM_CHUNK ? n - off : COMM_CHUNK;
-        mpiCheck(MPI_Send(buf + off, (int)k, MPI_FLOAT, peer, tag, MPI_COMM_WORLD));
+        mpiCheck(MPI_Send(buf + off, (int)k, MPI_FLOAT, peer, tag, c->mpi));
     }
     watch_leave();
 #else
@@ -244,7 +266,7 @@ static void comm_recv(Comm *c, float *buf, size_t n, int peer, int tag) {
     watch_enter("recv", n);
     for (size_t off = 0; off < n; off += COMM_CHUNK) {
         size_t k = n - off < COMM_CHUNK ? n - off : COMM_CHUNK;
-        mpiCheck(MPI_Recv(buf + off, (int)k, MPI_FLOAT, peer, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        mpiCheck(MPI_Recv(buf + off, (int)k, MPI_FLOAT, peer, tag, c->mpi, MPI_STATUS_IGNORE));
     }
     watch_leave();
 #else
@@ -256,7 +278,7 @@ static void comm_recv(Comm *c, float *buf, size_t n, int peer, int tag) {
 static void comm_barrier(Comm *c) {
 #ifdef USE_MPI
     watch_enter("barrier", 0);
-    if (c->world > 1) mpiCheck(MPI_Barrier(MPI_COMM_WORLD));
+    if (c->world > 1) mpiCheck(MPI_Barrier(c->mpi));
     watch_leave();
 #else
     (void)c;

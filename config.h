@@ -39,6 +39,7 @@ typedef struct {
     int dry_run;
     int zero_stage;             // 0..3
     float comm_timeout;         // seconds a rank may wait on the others; 0 = no watchdog
+    int pp;                     // pipeline stages
 } TrainConfig;
 
 static void config_defaults(TrainConfig *c) {
@@ -69,6 +70,7 @@ static void config_defaults(TrainConfig *c) {
     c->keep_checkpoints = 2;
     c->resume = 0;
     c->comm_timeout = 900.0f;
+    c->pp = 1;
 }
 
 typedef enum { OPT_STR, OPT_INT, OPT_LONG, OPT_U64, OPT_FLOAT, OPT_FLAG } OptKind;
@@ -115,6 +117,7 @@ static const OptSpec OPTIONS[] = {
     OPT(NULL, "--keep-checkpoints", OPT_INT, keep_checkpoints, "keep the last K checkpoints (default 2)"),
     OPT("-y", "--resume", OPT_INT, resume, "1 = continue from the latest complete checkpoint in --out-dir"),
     OPT("-z", "--zero-stage", OPT_INT, zero_stage, "ZeRO: 0 replicate; 1 shard AdamW state; 2 also gradients; 3 also parameters"),
+    OPT(NULL, "--pp", OPT_INT, pp, "pipeline stages (1F1B); the world is pp x data-parallel ranks (default 1)"),
     OPT(NULL, "--comm-timeout", OPT_FLOAT, comm_timeout, "abort the job if a rank waits this many seconds on the others; 0 = off (default 900)"),
     OPT(NULL, "--dry-run", OPT_FLAG, dry_run, "print the configuration and memory plan, then exit"),
 };

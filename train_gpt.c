@@ -351,9 +351,10 @@ static void act_sizes(const GPT2Config *c, int B, int T, size_t per_copy[NUM_ACT
     memcpy(per_copy, s, sizeof(s));
 }
 
-static int act_copies(const GPT2Config *c, int recompute, int i) {
+// Copies of activation i for a model that runs `layers` layers.
+static int act_copies(int layers, int recompute, int i) {
     if (!ACT_PER_LAYER[i]) return 1;
-    return recompute < ACT_DROPPED_AT[i] ? c->num_layers : 1;
+    return recompute < ACT_DROPPED_AT[i] ? layers : 1;
 }
 
 // Scratch for one layer's backward: gradients of activations never need more than one layer.
@@ -368,8 +369,14 @@ typedef struct {
     // owns the memory and points these: at every moment, to whatever is resident for that unit.
     float **uparams, **ugrads;
     int B, T, recompute;                 // activation buffers are sized for these
+    int first, last;                     // the layers [first, last) this model runs (a pipeline stage)
+    // Activation slots: a pipeline stage keeps several micro-batches in flight, one slot each.
+    int nslots, slot;
+    float *slot_memory;                  // nslots * act_floats
+    int *slot_inputs, *slot_targets, *slot_B, *slot_T;
+    size_t act_off[NUM_ACTS];
     size_t act_floats, gradact_floats;
-    float *act_memory, *act_ptr[NUM_ACTS];
+    float *act_ptr[NUM_ACTS];            // the current slot's tensors
     size_t act_stride[NUM_ACTS];         // floats between layers (0 for a single shared copy)
     float *gradact_memory;
     GradActTensors ga;
@@ -385,7 +392,7 @@ static MemoryPlan model_memory_plan(const GPT2Config *c, int B, int T, int recom
     MemoryPlan mp;
     size_t n = gpt2_num_params(c), per[NUM_ACTS], acts = 0;
     act_sizes(c, B, T, per);
-    for (int i = 0; i < NUM_ACTS; i++) acts += per[i] * act_copies(c, recompute, i);
+    for (int i = 0; i < NUM_ACTS; i++) acts += per[i] * act_copies(c->num_layers, recompute, i);
     size_t BT = (size_t)B * T, C = c->channels;
     mp.params = n * sizeof(float);
     mp.grads = n * sizeof(float);
@@ -395,27 +402,38 @@ static MemoryPlan model_memory_plan(const GPT2Config *c, int B, int T, int recom
     return mp;
 }
 
-// Activations and scratch for (B, T) micro-batches; the parameters come from zero.h (model_set_unit).
-static Model *model_create(const GPT2Config *config, int B, int T, int recompute) {
+static void model_use_slot(Model *m, int k) {
+    m->slot = k;
+    float *base = m->slot_memory + (size_t)k * m->act_floats;
+    for (int i = 0; i < NUM_ACTS; i++) m->act_ptr[i] = base + m->act_off[i];
+    size_t BT = (size_t)m->B * m->T;
+    m->inputs = m->slot_inputs + k * BT;
+    m->targets = m->slot_targets + k * BT;
+    m->cur_B = m->slot_B[k];
+    m->cur_T = m->slot_T[k];
+}
+
+// Activations and scratch for (B, T) micro-batches through layers [first, last), with `slots`
+// micro-batches in flight; the parameters come from zero.h (model_set_unit).
+static Model *model_create(const GPT2Config *config, int B, int T, int recompute, int first, int last, int slots) {
     Model *m = (Model *)callocCheck(1, sizeof(Model));
     m->config = *config;
     m->num_params = gpt2_num_params(config);
     m->B = B; m->T = T; m->recompute = recompute;
+    m->first = first; m->last = last; m->nslots = slots;
     m->uparams = (float **)callocCheck(gpt2_num_units(config), sizeof(float *));
     m->ugrads = (float **)callocCheck(gpt2_num_units(config), sizeof(float *));
 
     size_t per[NUM_ACTS];
     act_sizes(config, B, T, per);
     m->act_floats = 0;
-    for (int i = 0; i < NUM_ACTS; i++) m->act_floats += per[i] * act_copies(config, recompute, i);
-    m->act_memory = (float *)mallocCheck(m->act_floats * sizeof(float));
-    float *p = m->act_memory;
     for (int i = 0; i < NUM_ACTS; i++) {
-        int copies = act_copies(config, recompute, i);
-        m->act_ptr[i] = p;
+        int copies = act_copies(last - first, recompute, i);
+        m->act_off[i] = m->act_floats;
         m->act_stride[i] = copies > 1 ? per[i] : 0;
-        p += per[i] * copies;
+        m->act_floats += per[i] * copies;
     }
+    m->slot_memory = (float *)mallocCheck((size_t)slots * m->act_floats * sizeof(float));
     size_t BT = (size_t)B * T, C = config->channels;
     m->gradact_floats = BT * C * 5 + BT * 3 * C + BT * 8 * C;
     m->gradact_memory = (float *)mallocCheck(m->gradact_floats * sizeof(float));
@@ -428,8 +446,11 @@ static Model *model_create(const GPT2Config *config, int B, int T, int recompute
     m->ga.dqkv = q; q += BT * 3 * C;
     m->ga.dfch = q; q += BT * 4 * C;
     m->ga.dfch_gelu = q; q += BT * 4 * C;
-    m->inputs = (int *)mallocCheck(BT * sizeof(int));
-    m->targets = (int *)mallocCheck(BT * sizeof(int));
+    m->slot_inputs = (int *)callocCheck((size_t)slots * BT, sizeof(int));
+    m->slot_targets = (int *)callocCheck((size_t)slots * BT, sizeof(int));
+    m->slot_B = (int *)callocCheck(slots, sizeof(int));
+    m->slot_T = (int *)callocCheck(slots, sizeof(int));
+    model_use_slot(m, 0);
     return m;
 }
 
@@ -441,10 +462,12 @@ static void model_set_unit(Model *m, int u, float *params, float *grads) {
 static void model_free(Model *m) {
     free(m->uparams);
     free(m->ugrads);
-    free(m->act_memory);
+    free(m->slot_memory);
     free(m->gradact_memory);
-    free(m->inputs);
-    free(m->targets);
+    free(m->slot_inputs);
+    free(m->slot_targets);
+    free(m->slot_B);
+    free(m->slot_T);
     free(m);
 }
 
@@ -452,7 +475,7 @@ static void model_free(Model *m) {
 // Strides are in elements of a (B, T) sized buffer; a smaller micro-batch uses the front of each.
 static ActivationTensors layer_acts(const Model *m, int l) {
     float *p[NUM_ACTS];
-    for (int i = 0; i < NUM_ACTS; i++) p[i] = m->act_ptr[i] + (size_t)l * m->act_stride[i];
+    for (int i = 0; i < NUM_ACTS; i++) p[i] = m->act_ptr[i] + (size_t)(l - m->first) * m->act_stride[i];
     ActivationTensors a = {p[ACT_ENCODED], p[ACT_LN1], p[ACT_LN1_MEAN], p[ACT_LN1_RSTD], p[ACT_QKV], p[ACT_ATTY],
                            p[ACT_ATT], p[ACT_ATTPROJ], p[ACT_RESIDUAL2], p[ACT_LN2], p[ACT_LN2_MEAN], p[ACT_LN2_RSTD],
                            p[ACT_FCH], p[ACT_FCH_GELU], p[ACT_FCPROJ], p[ACT_RESIDUAL3], p[ACT_LNF], p[ACT_LNF_MEAN],
@@ -461,7 +484,7 @@ static ActivationTensors layer_acts(const Model *m, int l) {
 }
 
 static const float *layer_input(const Model *m, int l) {
-    return l == 0 ? m->act_ptr[ACT_ENCODED] : layer_acts(m, l - 1).residual3;
+    return l == m->first ? m->act_ptr[ACT_ENCODED] : layer_acts(m, l - 1).residual3;
 }
 
 // The twelve tensors of a layer inside its unit buffer (parameters or gradients alike).
@@ -566,12 +589,24 @@ static void model_embed_forward(Model *m, const int *inputs, int B, int T) {
         if (inputs[i] < 0 || inputs[i] >= V) fatal("input token %d at position %d is outside the vocabulary of %d", inputs[i], i, V);
     }
     memcpy(m->inputs, inputs, BT * sizeof(int));
-    m->cur_B = B; m->cur_T = T;
+    m->cur_B = m->slot_B[m->slot] = B;
+    m->cur_T = m->slot_T[m->slot] = T;
     OuterWeights o = outer_view(m->uparams[0], c);
     encoder_forward(m->act_ptr[ACT_ENCODED], inputs, o.wte, o.wpe, B, T, c->channels);
 }
 
 static void model_layer_forward(Model *m, int l) { layer_forward(m, l, m->cur_B, m->cur_T); }
+
+// A pipeline stage's boundary: the input of its first layer (received from the stage before, in
+// place of the embedding), its last layer's output, and the gradient buffer that holds dloss/d(output)
+// before the stage's backward and dloss/d(input) after it.
+static float *model_stage_input(Model *m, int B, int T) {
+    m->cur_B = m->slot_B[m->slot] = B;
+    m->cur_T = m->slot_T[m->slot] = T;
+    return m->act_ptr[ACT_ENCODED];
+}
+static float *model_stage_output(Model *m) { return layer_acts(m, m->last - 1).residual3; }
+static float *model_stage_grad(Model *m) { return m->ga.dresidual; }
 
 // With targets: returns the mean loss and leaves dloss/dlogits, scaled by dloss (the weight of one
 // token in the step's mean), for model_head_backward. Without: leaves the logits for sampling.

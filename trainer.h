@@ -18,6 +18,7 @@
 #include "dataloader.h"
 #include "tokenizer.h"
 #include "zero.h"
+#include "pipeline.h"
 
 // Only rank 0 talks to the user; every rank still computes.
 static int log_rank = 0;
@@ -71,14 +72,15 @@ static int sample_token(const float *logits, int V, float u) {
     return V - 1;
 }
 
-static float evaluate(Zero *zero, DataLoader *val, int batches, int B, int T) {
+// Validation loss: every rank of every pipeline reads the same batches; the last stage computes it.
+static float evaluate(Pipeline *pp, DataLoader *val, int batches, int B, int T) {
     dataloader_reset(val);
     double s = 0.0;
     for (int i = 0; i < batches; i++) {
         dataloader_next(val);
-        s += zero_forward(zero, val->inputs, val->targets, B, T, 0.0f);
+        s += pp_forward_only(pp, val->inputs, val->targets, B, T);
     }
-    return (float)(s / batches);
+    return (float)(comm_allreduce_sum_f64(pp->pp, s) / batches);
 }
 
 static void print_memory_plan(const MemoryPlan *mp) {
@@ -99,7 +101,19 @@ static int train_main(int argc, char **argv) {
     config_defaults(&cfg);
     parse_args(&cfg, argc, argv);
     config_validate(&cfg);
-    config_resolve_batch(&cfg, world);
+    // the world is pipeline stages x data-parallel ranks; rank = stage * dp + dp index
+    if (cfg.pp < 1 || world % cfg.pp != 0) {
+        fprintf(stderr, "error: --pp: %d stages do not divide the world of %d ranks\n", cfg.pp, world);
+        exit(2);
+    }
+    int pp_stages = cfg.pp, dp = world / pp_stages, stage = rank / dp, dp_rank = rank % dp;
+    if (pp_stages > 1 && cfg.zero_stage >= 2) {
+        fprintf(stderr, "error: -z/--zero-stage %d with --pp %d: stages 2 and 3 reduce gradients and gather weights layer by "
+                "layer within one micro-batch's backward, which 1F1B interleaves across micro-batches; use -z 0 or 1\n",
+                cfg.zero_stage, pp_stages);
+        exit(2);
+    }
+    config_resolve_batch(&cfg, dp);
     comm_watchdog_start(&comm, cfg.comm_timeout);
     // fault injection for the hang tests: TRAIN_GPT_FAULT=stall:RANK:STEP makes that rank stop
     // before the gradient reduction of that step, as a rank stuck in a kernel or on a dead disk would
@@ -120,6 +134,11 @@ static int train_main(int argc, char **argv) {
     } else {
         params = gpt2_read_model_file(init, &mc);
     }
+    if (pp_stages > mc.num_layers) {
+        fprintf(stderr, "error: --pp: %d stages for a model of %d layers; each stage needs at least one layer\n", pp_stages,
+                mc.num_layers);
+        exit(2);
+    }
     if (T > mc.max_seq_len) {
         fprintf(stderr, "error: -t/--seq-len: %d is longer than the model's maximum sequence length %d\n", T, mc.max_seq_len);
         exit(2);
@@ -134,13 +153,13 @@ static int train_main(int argc, char **argv) {
         long ntrain = 1L << 21, nval = 1L << 16;
         if (ntrain < (long)B * T * 4 + 1) ntrain = (long)B * T * 4 + 1;
         if (nval < (long)B * T + 1) nval = (long)B * T + 1;
-        dataloader_init_memory(&train_loader, "synthetic-train", markov_sample(&markov, ntrain, 1), ntrain, B, T, rank,
-                               world, cfg.shuffle, cfg.seed, mc.vocab_size);
+        dataloader_init_memory(&train_loader, "synthetic-train", markov_sample(&markov, ntrain, 1), ntrain, B, T, dp_rank,
+                               dp, cfg.shuffle, cfg.seed, mc.vocab_size);
         dataloader_init_memory(&val_loader, "synthetic-val", markov_sample(&markov, nval, 2), nval, B, T, 0, 1, 0, 0,
                                mc.vocab_size);
         have_val = 1;
     } else {
-        dataloader_init(&train_loader, cfg.train_data, "-i/--train-data", B, T, rank, world, cfg.shuffle, cfg.seed,
+        dataloader_init(&train_loader, cfg.train_data, "-i/--train-data", B, T, dp_rank, dp, cfg.shuffle, cfg.seed,
                         mc.vocab_size);
         if (cfg.val_data) {
             // every rank evaluates the same batches, so the validation loss does not depend on the layout
@@ -187,10 +206,10 @@ static int train_main(int argc, char **argv) {
             if (memcmp(&rc, &mc, sizeof(rc)) != 0) fatal("%s: model shape differs from -e/--init's", mp);
             state_read(sp, &resumed, NULL, NULL);
             if (resumed.num_params != gpt2_num_params(&mc)) fatal("%s: parameter count differs from the model's", sp);
-            if (resumed.B != B || resumed.T != T || (long)resumed.grad_accum * resumed.world != (long)A * world) {
+            if (resumed.B != B || resumed.T != T || (long)resumed.grad_accum * resumed.world != (long)A * dp) {
                 fatal("%s: saved with micro-batch %d, seq %d, %d micro-batches per step; this run has %d, %d, %d "
                       "(the data order would differ)", sp, resumed.B, resumed.T, resumed.grad_accum * resumed.world, B, T,
-                      A * world);
+                      A * dp);
             }
             if (resumed.seed != cfg.seed || resumed.shuffle != cfg.shuffle) {
                 fatal("%s: saved with --seed %llu --shuffle %d; pass the same to resume", sp,
@@ -206,10 +225,32 @@ static int train_main(int argc, char **argv) {
     }
 
     size_t num_params = gpt2_num_params(&mc);
+    // this stage's layers, and the units it holds (the tied outer unit lives on the first and the last)
+    int *first = (int *)mallocCheck((pp_stages + 1) * sizeof(int));
+    double imbalance = pp_split(&mc, T, pp_stages, first);
+    int *present = (int *)callocCheck(gpt2_num_units(&mc), sizeof(int));
+    present[0] = stage == 0 || stage == pp_stages - 1;
+    for (int l = first[stage]; l < first[stage + 1]; l++) present[1 + l] = 1;
+    int slots = pp_max_in_flight(stage, pp_stages, A);
     MemoryPlan plan = model_memory_plan(&mc, B, T, cfg.recompute);
-    zero_memory_plan(&mc, cfg.zero_stage, world, &plan.params, &plan.grads, &plan.optimizer);
-    printf0("train_gpt (%s build) on %s | world %d = data-parallel %d x pipeline 1 | ZeRO stage %d | offload none | "
-            "precision fp32\n", BUILD_NAME, model_device_name(), world, world, cfg.zero_stage);
+    {   // activations: this stage's share of the layers, times the micro-batches it keeps in flight
+        size_t per_layer = (plan.activations - model_memory_plan(&mc, B, T, 3).activations) / (mc.num_layers > 1 ? mc.num_layers - 1 : 1);
+        size_t fixed = plan.activations - per_layer * mc.num_layers;
+        plan.activations = slots * (fixed + per_layer * (first[stage + 1] - first[stage]));
+    }
+    zero_memory_plan(&mc, cfg.zero_stage, dp, present, &plan.params, &plan.grads, &plan.optimizer);
+    printf0("train_gpt (%s build) on %s | world %d = data-parallel %d x pipeline %d | ZeRO stage %d | offload none | "
+            "precision fp32\n", BUILD_NAME, model_device_name(), world, dp, pp_stages, cfg.zero_stage);
+    if (pp_stages > 1) {
+        printf0("pipeline split (1F1B, %d micro-batches; bubble (p-1)/(m+p-1) = %.3f):", A, pp_bubble_formula(pp_stages, A));
+        for (int s = 0; s < pp_stages; s++) printf0(" stage %d: layers %d-%d%s%s |", s, first[s], first[s + 1] - 1,
+                                                    s == 0 ? " + embedding" : "", s == pp_stages - 1 ? " + classifier" : "");
+        printf0(" largest stage / mean = %.2f\n", imbalance);
+        if (imbalance > 1.15) printf0("warning: %d layers do not split evenly over %d stages: the slowest stage does %.0f%% "
+                                      "more work than the mean\n", mc.num_layers, pp_stages, 100.0 * (imbalance - 1.0));
+        if (A < pp_stages) printf0("warning: %d micro-batches for %d stages: most of the pipeline idles; use more accumulation\n",
+                                   A, pp_stages);
+    }
     printf0("model: %s | L %d | C %d | NH %d | V %d (padded %d) | maxT %d | %zu parameters\n", init, mc.num_layers,
            mc.channels, mc.num_heads, mc.vocab_size, mc.padded_vocab_size, mc.max_seq_len, num_params);
     printf0("batch: micro-batch %d x seq %d x accumulation %d x data-parallel %d = %ld tokens per step | recompute %d\n",
@@ -232,10 +273,15 @@ static int train_main(int argc, char **argv) {
     }
     if (cfg.dry_run) { if (logf) fclose(logf); comm_finalize(&comm); return 0; }
 
-    Model *model = model_create(&mc, B, T, cfg.recompute);
+    Comm dp_comm, pp_comm, tied_comm;
+    comm_split(&comm, stage, dp_rank, &dp_comm);
+    comm_split(&comm, dp_rank, stage, &pp_comm);
+    comm_split(&comm, present[0] ? dp_rank : world + rank, stage, &tied_comm);
+    Model *model = model_create(&mc, B, T, cfg.recompute, first[stage], first[stage + 1], slots);
     Zero zero;
     size_t allocated_before = backend_allocated;
-    zero_init(&zero, &comm, cfg.zero_stage, model);
+    zero_init(&zero, &dp_comm, cfg.zero_stage, model, present);
+    Pipeline pipe = {pp_stages, stage, first[stage], first[stage + 1], slots, &pp_comm, &zero, 0.0};
     size_t model_state = backend_allocated - allocated_before;
     size_t planned_state = plan.params + plan.grads + plan.optimizer;
     printf0("model state allocated per rank: %.1f MiB (planned %.1f MiB)\n", model_state / 1048576.0, planned_state / 1048576.0);
@@ -244,8 +290,8 @@ static int train_main(int argc, char **argv) {
     zero_load_params(&zero, params);
     free(params);
     if (resume_m) { zero_set_opt_state(&zero, resume_m, resume_v); free(resume_m); free(resume_v); }
-    // the state file counts micro-batches taken by all ranks together; each rank takes 1/world of them
-    train_loader.pos = start_step > 0 ? resumed.loader_pos / (uint64_t)world : 0;
+    // the state file counts micro-batches taken by all data-parallel ranks together; each takes 1/dp
+    train_loader.pos = start_step > 0 ? resumed.loader_pos / (uint64_t)dp : 0;
     uint64_t sample_rng = start_step > 0 ? resumed.sample_rng : mix_seed(cfg.seed ^ 0x73616d70ull);
 
     signal(SIGTERM, on_stop_signal);
@@ -258,7 +304,7 @@ static int train_main(int argc, char **argv) {
     for (int step = start_step; step <= cfg.steps; step++) {
         int last = step == cfg.steps;
         if (have_val && cfg.val_every > 0 && (step % cfg.val_every == 0 || last)) {
-            float vl = evaluate(&zero, &val_loader, val_batches, B, T);
+            float vl = evaluate(&pipe, &val_loader, val_batches, B, T);
             if (synthetic) printf0("step %5d | val loss %.4f | floor %.4f | gap %.4f\n", step, vl, markov.entropy_rate,
                                    vl - markov.entropy_rate);
             else printf0("step %5d | val loss %.4f\n", step, vl);
@@ -269,14 +315,17 @@ static int train_main(int argc, char **argv) {
                 fflush(logf);
             }
         }
-        // every rank samples (at stage 3 the forward needs all of them); the draws agree, rank 0 prints
+        // every rank samples (the forward needs all stages, and at ZeRO-3 all ranks); the last stage
+        // draws the token and passes it to the others; rank 0 prints
         if (cfg.sample_every > 0 && step > 0 && (step % cfg.sample_every == 0 || last)) {
             int n = cfg.gen_tokens + 1 < T ? cfg.gen_tokens + 1 : T;
             gen[0] = dec.kind == 1 ? tokenizer_eot(&dec.tok) : 0;
             printf0("sample: ");
             for (int t = 1; t < n; t++) {
-                zero_forward(&zero, gen, NULL, 1, t, 0.0f);
-                gen[t] = sample_token(model_logits(model, 0, t - 1), mc.vocab_size, random_f32(&sample_rng));
+                pp_forward_only(&pipe, gen, NULL, 1, t);
+                float u = random_f32(&sample_rng);
+                gen[t] = stage == pp_stages - 1 ? sample_token(model_logits(model, 0, t - 1), mc.vocab_size, u) : 0;
+                comm_broadcast(&pp_comm, &gen[t], sizeof(int), pp_stages - 1);
                 if (rank == 0) decode_print(&dec, gen[t]);
             }
             printf0("\n");
@@ -286,20 +335,20 @@ static int train_main(int argc, char **argv) {
         double t0 = wall_seconds();
         comm_watchdog_step(step + 1);
         zero_zero_grad(&zero);
-        double loss = 0.0;
-        float dloss = 1.0f / ((float)B * T * A * world);
-        for (int micro = 0; micro < A; micro++) {
-            dataloader_next(&train_loader);
-            loss += zero_forward(&zero, train_loader.inputs, train_loader.targets, B, T, dloss);
-            zero_backward(&zero);
-        }
+        float dloss = 1.0f / ((float)B * T * A * dp);
+        double loss = pp_run_step(&pipe, &train_loader, A, B, T, dloss);
+        double busy_ms = (wall_seconds() - t0) * 1e3;
         if (rank == stall_rank && step + 1 == stall_step) {
             fprintf(stderr, "fault injection: rank %d stalls at step %d\n", rank, stall_step);
             for (;;) pause();
         }
-        loss = comm_allreduce_sum_f64(&comm, loss) / ((double)A * world);
+        loss = comm_allreduce_sum_f64(&comm, loss) / ((double)A * dp);  // only last stages contribute
+        // the tied embedding's gradient: the first stage's (lookup) plus the last stage's (classifier)
+        if (pp_stages > 1 && present[0]) comm_allreduce_sum(&tied_comm, zero.grads + zero.uoff[0], zero.ushard[0] * dp);
         zero_reduce_gradients(&zero);
-        float norm = zero_grad_norm(&zero);
+        // each stage sums its own units (the tied unit once), then the pipeline adds the stages up
+        double ss = zero_grad_sum_squares(&zero, pp_stages > 1 && stage == pp_stages - 1 ? 0 : -1);
+        float norm = (float)sqrt(comm_allreduce_sum_f64(&pp_comm, ss));
         float grad_scale = cfg.grad_clip > 0.0f && norm > cfg.grad_clip ? cfg.grad_clip / (norm + 1e-6f) : 1.0f;
         float lr = lr_at(&cfg, step, cfg.steps);
         AdamWArgs adam = {lr, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay, grad_scale, step + 1};
@@ -314,16 +363,34 @@ static int train_main(int argc, char **argv) {
         if (peak > 0) snprintf(mfu, sizeof(mfu), "MFU %.1f%%", 100.0 * flops / peak);
         else snprintf(mfu, sizeof(mfu), "%.1f GFLOP/s (MFU n/a)", flops / 1e9);
         if (step > start_step) { total_ms += ms; timed_steps++; }  // the first step warms caches
-        printf0("step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s | %s | peak RSS %.0f MiB\n",
-                step + 1, cfg.steps, loss, lr, norm, ms, tps, mfu, peak_rss_mib());
+        // the pipeline's measured bubble: the share of each stage's step spent waiting for a neighbour
+        char bubble[512] = "";
+        double *idle = NULL;
+        if (pp_stages > 1) {
+            idle = (double *)callocCheck(pp_stages, sizeof(double));
+            for (int s = 0; s < pp_stages; s++) idle[s] = comm_allreduce_sum_f64(&pp_comm, s == stage ? pipe.wait_s * 1e3 / busy_ms : 0.0);
+            int len = snprintf(bubble, sizeof(bubble), " | bubble");
+            for (int s = 0; s < pp_stages && len < 400; s++) len += snprintf(bubble + len, sizeof(bubble) - len, "%s%.2f", s ? "/" : " ", idle[s]);
+            snprintf(bubble + len, sizeof(bubble) - len, " (1F1B %.2f) | activations in flight %.1f MiB", pp_bubble_formula(pp_stages, A),
+                     plan.activations / 1048576.0);
+        }
+        printf0("step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s | %s | peak RSS %.0f MiB%s\n",
+                step + 1, cfg.steps, loss, lr, norm, ms, tps, mfu, peak_rss_mib(), bubble);
         if (logf) {
             fprintf(logf, "{\"step\": %d, \"loss\": %.9g, \"lr\": %.9g, \"norm\": %.9g, \"ms\": %.3f, \"tokens_per_s\": %.1f, "
                     "\"flops_per_s\": %.4g, \"mfu\": ", step + 1, loss, lr, norm, ms, tps, flops);
             if (peak > 0) fprintf(logf, "%.5f", flops / peak); else fprintf(logf, "null");
-            fprintf(logf, ", \"peak_rss_mib\": %.1f}\n", peak_rss_mib());
+            fprintf(logf, ", \"peak_rss_mib\": %.1f", peak_rss_mib());
+            if (idle) {
+                fprintf(logf, ", \"bubble\": [");
+                for (int s = 0; s < pp_stages; s++) fprintf(logf, "%s%.4f", s ? ", " : "", idle[s]);
+                fprintf(logf, "], \"bubble_1f1b\": %.4f", pp_bubble_formula(pp_stages, A));
+            }
+            fprintf(logf, "}\n");
             fflush(logf);
         }
 
+        free(idle);
         int done = step + 1;
         // a signal may reach the ranks at different steps: agree, so all stop after the same one
         stop_requested = comm_allreduce_max_int(&comm, stop_requested);
@@ -339,12 +406,29 @@ static int train_main(int argc, char **argv) {
             checkpoint_paths(cfg.out_dir, done, mp, sp, sizeof(mp));
             // the files hold the whole model and optimizer state in the single-process layout, so any
             // number of ranks and any ZeRO stage can resume from them
+            // each stage fills in its units (the tied one from the first stage only), the pipeline sums them
+            memset(host_params, 0, num_params * sizeof(float));
+            memset(host_m, 0, num_params * sizeof(float));
+            memset(host_v, 0, num_params * sizeof(float));
             zero_get_params(&zero, host_params);
             zero_get_opt_state(&zero, host_m, host_v);
+            if (pp_stages > 1) {
+                if (stage == pp_stages - 1) {
+                    for (int i = 0; i < zero.nruns; i++) {
+                        if (zero.runs[i].unit != 0) continue;
+                        memset(host_params + zero.runs[i].flat, 0, zero.runs[i].len * sizeof(float));
+                        memset(host_m + zero.runs[i].flat, 0, zero.runs[i].len * sizeof(float));
+                        memset(host_v + zero.runs[i].flat, 0, zero.runs[i].len * sizeof(float));
+                    }
+                }
+                comm_allreduce_sum(&pp_comm, host_params, num_params);
+                comm_allreduce_sum(&pp_comm, host_m, num_params);
+                comm_allreduce_sum(&pp_comm, host_v, num_params);
+            }
             if (rank == 0) {
                 gpt2_write_model_file(mp, &mc, host_params);
-                TrainState st = {done, B, T, A, world, cfg.shuffle, cfg.steps, mc.vocab_size, cfg.seed,
-                                 train_loader.pos * (uint64_t)world, sample_rng, num_params};
+                TrainState st = {done, B, T, A, dp, cfg.shuffle, cfg.steps, mc.vocab_size, cfg.seed,
+                                 train_loader.pos * (uint64_t)dp, sample_rng, num_params};
                 state_write(sp, &st, host_m, host_v);
                 checkpoint_prune(cfg.out_dir, cfg.keep_checkpoints);
                 printf("checkpoint: %s\n", sp);
@@ -367,6 +451,8 @@ static int train_main(int argc, char **argv) {
     free(host_params); free(host_m); free(host_v);
     zero_free(&zero);
     model_free(model);
+    free(first);
+    free(present);
     dataloader_free(&train_loader);
     if (have_val) dataloader_free(&val_loader);
     if (dec.kind == 1) tokenizer_free(&dec.tok);

@@ -57,15 +57,21 @@ static size_t zero_owned(const Zero *z, int u, int r) {
     return z->usize[u] - lo < z->ushard[u] ? z->usize[u] - lo : z->ushard[u];
 }
 
+// A unit this rank holds: all of them, or those that `present` marks (a pipeline stage's).
+static size_t zero_unit_size(const GPT2Config *c, int u, const int *present) {
+    return present && !present[u] ? 0 : gpt2_unit_size(c, u);
+}
+
 // Per-rank bytes of parameters, gradients and AdamW state for a stage, without allocating.
-static void zero_memory_plan(const GPT2Config *c, int stage, int world, size_t *params, size_t *grads, size_t *opt) {
+static void zero_memory_plan(const GPT2Config *c, int stage, int world, const int *present, size_t *params,
+                             size_t *grads, size_t *opt) {
     int nu = gpt2_num_units(c);
     size_t whole = 0, shard = 0, outer = 0, layer = 0;
     for (int u = 0; u < nu; u++) {
-        size_t sh = comm_shard_size(gpt2_unit_size(c, u), world);
+        size_t sh = comm_shard_size(zero_unit_size(c, u, present), world);
         whole += sh * world;
         shard += sh;
-        if (u == 0) outer = sh * world; else layer = sh * world;
+        if (u == 0) outer = sh * world; else if (sh > 0) layer = sh * world;
     }
     size_t outer_shard = outer / world;
     *params = (stage <= 2 ? whole : outer + 2 * layer + shard - outer_shard) * sizeof(float);
@@ -81,7 +87,7 @@ static void zero_point_unit(Zero *z, int u, float *params) {
     model_set_unit(z->model, u, params, g);
 }
 
-static void zero_init(Zero *z, Comm *comm, int stage, Model *model) {
+static void zero_init(Zero *z, Comm *comm, int stage, Model *model, const int *present) {
     memset(z, 0, sizeof(*z));
     z->stage = stage;
     z->comm = comm;
@@ -95,7 +101,7 @@ static void zero_init(Zero *z, Comm *comm, int stage, Model *model) {
     z->soff = (size_t *)callocCheck(z->nu, sizeof(size_t));
     int W = comm->world;
     for (int u = 0; u < z->nu; u++) {
-        z->usize[u] = gpt2_unit_size(&z->config, u);
+        z->usize[u] = zero_unit_size(&z->config, u, present);
         z->ushard[u] = comm_shard_size(z->usize[u], W);
         z->uoff[u] = z->whole_floats;
         z->soff[u] = z->shard_floats;
@@ -104,7 +110,8 @@ static void zero_init(Zero *z, Comm *comm, int stage, Model *model) {
     }
     z->runs = (ParamRun *)mallocCheck((4 + 12 * (size_t)z->L) * sizeof(ParamRun));
     z->nruns = gpt2_param_runs(&z->config, z->runs);
-    size_t outer = z->ushard[0] * W, layer = z->L > 0 ? z->ushard[1] * W : 0;
+    size_t outer = z->ushard[0] * W, layer = 0;
+    for (int u = 1; u < z->nu; u++) if (z->ushard[u] * W > layer) layer = z->ushard[u] * W;
     z->params = backend_alloc(stage <= 2 ? z->whole_floats : outer);
     z->grads = backend_alloc(stage <= 1 ? z->whole_floats : outer);
     if (stage >= 2) {
@@ -119,7 +126,8 @@ static void zero_init(Zero *z, Comm *comm, int stage, Model *model) {
     z->opt_floats = stage == 0 ? z->whole_floats : z->shard_floats;
     z->m = backend_alloc(z->opt_floats);
     z->v = backend_alloc(z->opt_floats);
-    for (int u = 0; u < z->nu; u++) zero_point_unit(z, u, stage == 3 && u > 0 ? NULL : zero_unit_params(z, u));
+    for (int u = 0; u < z->nu; u++)
+        zero_point_unit(z, u, (stage == 3 && u > 0) || z->usize[u] == 0 ? NULL : zero_unit_params(z, u));
 }
 
 static void zero_free(Zero *z) {
@@ -160,6 +168,7 @@ static void zero_load_params(Zero *z, const float *flat) {
     for (int u = 0; u < z->nu; u++) if (z->ushard[u] * z->comm->world > maxw) maxw = z->ushard[u] * z->comm->world;
     float *whole = (float *)callocCheck(maxw, sizeof(float));
     for (int u = 0; u < z->nu; u++) {
+        if (z->usize[u] == 0) continue;
         memset(whole, 0, maxw * sizeof(float));
         unit_from_flat(z, u, flat, whole);
         if (z->stage <= 2 || u == 0) backend_from_host(z->params + z->uoff[u], whole, z->ushard[u] * z->comm->world);
@@ -174,6 +183,7 @@ static void zero_get_params(Zero *z, float *flat) {
     for (int u = 0; u < z->nu; u++) if (z->ushard[u] * z->comm->world > maxw) maxw = z->ushard[u] * z->comm->world;
     float *whole = (float *)mallocCheck(maxw * sizeof(float));
     for (int u = 0; u < z->nu; u++) {
+        if (z->usize[u] == 0) continue;
         const float *src = z->params + (z->stage <= 2 || u == 0 ? z->uoff[u] : 0);
         if (z->stage == 3 && u > 0) {
             zero_gather_unit(z, u, z->pshard + z->soff[u] - z->ushard[0], z->layer_param[0]);
@@ -189,10 +199,11 @@ static void zero_get_params(Zero *z, float *flat) {
 static void zero_get_opt_state(Zero *z, float *m_flat, float *v_flat) {
     size_t maxw = 0;
     for (int u = 0; u < z->nu; u++) if (z->ushard[u] * z->comm->world > maxw) maxw = z->ushard[u] * z->comm->world;
-    float *whole = backend_alloc(maxw), *host = (float *)mallocCheck(maxw * sizeof(float));
+    float *whole = backend_alloc(maxw > 0 ? maxw : 1), *host = (float *)mallocCheck(maxw * sizeof(float));
     float *src[2] = {z->m, z->v}, *dst[2] = {m_flat, v_flat};
     for (int k = 0; k < 2; k++)
         for (int u = 0; u < z->nu; u++) {
+            if (z->usize[u] == 0) continue;
             if (z->stage == 0) backend_to_host(host, src[k] + z->uoff[u], z->usize[u]);
             else {
                 zero_gather_unit(z, u, src[k] + z->soff[u], whole);
@@ -213,6 +224,7 @@ static void zero_set_opt_state(Zero *z, const float *m_flat, const float *v_flat
     float *dst[2] = {z->m, z->v};
     for (int k = 0; k < 2; k++)
         for (int u = 0; u < z->nu; u++) {
+            if (z->usize[u] == 0) continue;
             memset(whole, 0, maxw * sizeof(float));
             unit_from_flat(z, u, src[k], whole);
             if (z->stage == 0) backend_from_host(dst[k] + z->uoff[u], whole, z->ushard[u] * z->comm->world);
@@ -252,26 +264,23 @@ static void zero_bucket_done(Zero *z, int u, float *buf) {
     backend_zero(buf, z->ushard[u] * z->comm->world);
 }
 
-// One micro-batch forward. With targets it returns the loss and prepares the backward.
-static float zero_forward(Zero *z, const int *inputs, const int *targets, int B, int T, float dloss) {
-    model_embed_forward(z->model, inputs, B, T);
-    for (int l = 0; l < z->L; l++) {
-        zero_fetch_layer(z, l, l & 1);
-        model_layer_forward(z->model, l);
-        zero_drop_layer(z, l);
-    }
-    return model_head_forward(z->model, targets, dloss);
+// A layer's forward and backward with what the stage needs around them: at stage 3 its weights are
+// gathered first and dropped after; at stages 2-3 its gradient is reduce-scattered as soon as its
+// backward is done. pipeline.h runs every step through these.
+static void zero_layer_forward(Zero *z, int l) {
+    zero_fetch_layer(z, l, l & 1);
+    model_layer_forward(z->model, l);
+    zero_drop_layer(z, l);
 }
 
-// The backward of the last forward, accumulating into this rank's gradients.
-static void zero_backward(Zero *z) {
-    model_head_backward(z->model);
-    for (int l = z->L - 1; l >= 0; l--) {
-        zero_fetch_layer(z, l, l & 1);
-        model_layer_backward(z->model, l);
-        if (z->stage >= 2) zero_bucket_done(z, 1 + l, z->layer_grad);
-        zero_drop_layer(z, l);
-    }
+static void zero_layer_backward(Zero *z, int l) {
+    zero_fetch_layer(z, l, l & 1);
+    model_layer_backward(z->model, l);
+    if (z->stage >= 2) zero_bucket_done(z, 1 + l, z->layer_grad);
+    zero_drop_layer(z, l);
+}
+
+static void zero_embed_backward(Zero *z) {
     model_embed_backward(z->model);
     if (z->stage >= 2) zero_bucket_done(z, 0, z->grads);
 }
@@ -291,13 +300,19 @@ static float *zero_grad_slice(Zero *z, int u) {
     return z->gshard + z->soff[u];
 }
 
-// Global L2 norm of the combined gradient (identical on every rank).
-static float zero_grad_norm(Zero *z) {
+// Sum of squares of this group's combined gradient (identical on every rank of the group); a unit
+// that another group also holds (the tied outer unit on the last pipeline stage) can be skipped.
+static double zero_grad_sum_squares(Zero *z, int skip_unit) {
     double local = 0.0;
-    for (int u = 0; u < z->nu; u++) local += backend_sum_squares(zero_grad_slice(z, u), z->stage == 0 ? z->usize[u] : zero_owned(z, u, z->comm->rank));
-    if (z->stage == 0) return (float)sqrt(local);
-    return (float)sqrt(comm_allreduce_sum_f64(z->comm, local));
+    for (int u = 0; u < z->nu; u++) {
+        if (u == skip_unit || z->usize[u] == 0) continue;
+        local += backend_sum_squares(zero_grad_slice(z, u), z->stage == 0 ? z->usize[u] : zero_owned(z, u, z->comm->rank));
+    }
+    return z->stage == 0 ? local : comm_allreduce_sum_f64(z->comm, local);
 }
+
+// Global L2 norm of the combined gradient (identical on every rank).
+static float zero_grad_norm(Zero *z) { return (float)sqrt(zero_grad_sum_squares(z, -1)); }
 
 static void zero_update(Zero *z, const AdamWArgs *args) {
     int r = z->comm->rank;

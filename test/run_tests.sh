@@ -56,6 +56,12 @@ fi
 run_suite "trainer CLI" bash test/test_cli.sh
 run_suite "data parallel / ZeRO under mpirun" bash test/test_zero.sh
 run_suite "hangs, dead ranks, plots" bash test/test_cluster.sh
+# a real single-node Slurm: needs root (it installs and starts munge and Slurm, then tears them down)
+if [ "$(id -u)" -eq 0 ] && [ -z "${SKIP_SLURM:-}" ]; then
+  run_suite "slurm sbatch, preemption, resubmission" bash test/test_slurm.sh
+else
+  echo "SKIP slurm: needs root to bring up munge and Slurm (set by CI); SKIP_SLURM=${SKIP_SLURM:-} "
+fi
 
 echo "$total_pass passed, $total_fail failed"
 [ "$total_fail" -eq 0 ]

@@ -65,6 +65,20 @@ static void read_reference(const char *path, Reference *r) {
 }
 
 // One optimizer step's gradient over the reference batch, split into `accum` micro-batches.
+// One micro-batch forward (and, with targets, backward) through every layer, as a one-stage
+// pipeline runs it.
+static float zero_forward(Zero *z, const int *x, const int *y, int B, int T, float dloss) {
+    model_embed_forward(z->model, x, B, T);
+    for (int l = 0; l < z->L; l++) zero_layer_forward(z, l);
+    return model_head_forward(z->model, y, dloss);
+}
+
+static void zero_backward(Zero *z) {
+    model_head_backward(z->model);
+    for (int l = z->L - 1; l >= 0; l--) zero_layer_backward(z, l);
+    zero_embed_backward(z);
+}
+
 static float forward_backward(Zero *z, const Reference *r, int accum) {
     int b = r->B / accum;
     double loss = 0.0;
@@ -108,10 +122,10 @@ int main(int argc, char **argv) {
         for (int ai = 0; ai < 3; ai++) {
             int accum = accums[ai];
             if (r.B % accum != 0) continue;
-            Model *m = model_create(&c, r.B / accum, r.T, level);
+            Model *m = model_create(&c, r.B / accum, r.T, level, 0, c.num_layers, 1);
             Comm solo = {0, 1, 0, 0};
             Zero z;
-            zero_init(&z, &solo, 0, m);
+            zero_init(&z, &solo, 0, m, NULL);
             zero_load_params(&z, params);
             float *grads = mallocCheck(r.P * sizeof(float)), *final = mallocCheck(r.P * sizeof(float));
             if (accum == 1) {

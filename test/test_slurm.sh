@@ -22,7 +22,9 @@ pass=0; fail=0
 ok() { echo "PASS $1"; pass=$((pass+1)); }
 bad() { echo "FAIL $1"; [ -n "${2:-}" ] && printf '%s\n' "$2" | tail -15 | sed 's/^/    /'; fail=$((fail+1)); }
 
-W=""; CONF=""; TORN=""
+W=""; CONF=""; TORN=""; made_policy=""
+# a test run inside a Slurm job or under mpirun must not hand that job's variables to ours
+for v in $(compgen -e | grep -E '^(SLURM_|SBATCH_|SRUN_|SALLOC_|PMIX_|PMI_|OMPI_COMM_WORLD_)'); do unset "$v"; done
 # ---------------------------------------------------------------------------------------------------
 # teardown: cancel every job, stop slurmd, slurmctld and munged by their pid files, kill anything left
 # that carries our SLURM_CONF (daemons, slurmstepd, srun, ranks: all of them got it in their environment),
@@ -53,6 +55,7 @@ teardown() {
   [ -n "$TORN" ] && return 0
   TORN=1
   local t0=$SECONDS
+  [ -n "$made_policy" ] && rm -f /usr/sbin/policy-rc.d
   [ -n "$W" ] && [ -d "$W" ] || return 0
   if [ -f "$W/slurmctld.pid" ] && alive "$(cat "$W/slurmctld.pid" 2>/dev/null)"; then
     local ids; ids=$(sl squeue -h -o %i 2>/dev/null)
@@ -108,16 +111,15 @@ done
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing ${need[*]}"
   # no init system here: keep the packages' maintainer scripts from starting munge/slurmd/slurmctld
-  made_policy=""
   if [ ! -e /usr/sbin/policy-rc.d ]; then printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod 755 /usr/sbin/policy-rc.d; made_policy=1; fi
   out=$( { DEBIAN_FRONTEND=noninteractive timeout 300 apt-get update -qq &&
            DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y -qq --no-install-recommends "${need[@]}"; } 2>&1 )
   rc=$?
-  [ -n "$made_policy" ] && rm -f /usr/sbin/policy-rc.d
+  [ -n "$made_policy" ] && rm -f /usr/sbin/policy-rc.d; made_policy=""
   if [ $rc -ne 0 ]; then bad "install ${need[*]} (apt-get exit $rc)" "$out"; finish; fi
 fi
 missing=""
-for c in munged mungekey munge sbatch srun squeue scontrol scancel sinfo slurmctld slurmd; do
+for c in munged munge unmunge sbatch srun squeue scontrol scancel sinfo slurmctld slurmd; do
   command -v "$c" >/dev/null 2>&1 || missing="$missing $c"
 done
 plugin=$(dpkg -L slurm-wlm-basic-plugins 2>/dev/null | grep '/mpi_pmix.so$' | head -1)

@@ -1,0 +1,213 @@
+// pipeline.h: 1F1B pipeline parallelism (PipeDream-Flush), written once for every build. The
+// model's layers are split among `stages` ranks of a pipeline group; micro-batches flow forward
+// through them and their gradients flow back, with activations and gradients passed between
+// neighbours by point-to-point messages (comm.h). Like zero.h it only calls the model's pieces and
+// comm.h, never touching memory itself.
+//
+// The schedule is a pure function (pp_schedule). Stage s runs min(stages - s - 1, m) warm-up
+// forwards, then alternates one forward and one backward, then drains the remaining backwards, so
+// it never holds more than min(stages - s, m) micro-batches' activations. With one stage it is
+// plain gradient accumulation. Sends are buffered (they never block) and receives block, which the
+// schedule's simulation (test/test_pipeline.c) shows cannot deadlock.
+#ifndef PIPELINE_H
+#define PIPELINE_H
+
+#include "comm.h"
+#include "zero.h"
+
+typedef enum { PP_RECV_ACT, PP_FWD, PP_SEND_ACT, PP_RECV_GRAD, PP_BWD, PP_SEND_GRAD } PPOpKind;
+static const char *const PP_OP_NAMES[] __attribute__((unused)) = {"recv-act", "fwd", "send-act", "recv-grad", "bwd", "send-grad"};
+
+typedef struct {
+    PPOpKind kind;
+    int micro;
+} PPOp;
+
+// The ordered operations of `stage` (0-based) of `stages` for `micro` micro-batches; ops needs room
+// for 6 * micro entries. Returns how many were written.
+static int pp_schedule(int stage, int stages, int micro, PPOp *ops) {
+    int n = 0, last = stages - 1;
+    int warmup = stages - stage - 1 < micro ? stages - stage - 1 : micro;
+    int f = 0, b = 0;
+#define PP_FWD_OPS(i) do { if (stage > 0) ops[n++] = (PPOp){PP_RECV_ACT, i}; ops[n++] = (PPOp){PP_FWD, i}; \
+                           if (stage < last) ops[n++] = (PPOp){PP_SEND_ACT, i}; } while (0)
+#define PP_BWD_OPS(i) do { if (stage < last) ops[n++] = (PPOp){PP_RECV_GRAD, i}; ops[n++] = (PPOp){PP_BWD, i}; \
+                           if (stage > 0) ops[n++] = (PPOp){PP_SEND_GRAD, i}; } while (0)
+    for (; f < warmup; f++) PP_FWD_OPS(f);
+    while (f < micro) {
+        PP_FWD_OPS(f);
+        f++;
+        PP_BWD_OPS(b);
+        b++;
+    }
+    for (; b < micro; b++) PP_BWD_OPS(b);
+#undef PP_FWD_OPS
+#undef PP_BWD_OPS
+    return n;
+}
+
+// Micro-batches whose activations a stage holds at once under its schedule.
+static int pp_max_in_flight(int stage, int stages, int micro) {
+    return stages - stage < micro ? stages - stage : micro;
+}
+
+// The 1F1B bubble: the idle fraction of every stage in an ideal pipeline.
+static double pp_bubble_formula(int stages, int micro) { return (double)(stages - 1) / (micro + stages - 1); }
+
+// Splits L layers into `stages` contiguous ranges [first[s], first[s+1]) minimising the largest
+// stage's cost: a layer costs its matmul and attention FLOPs per token; the last stage also pays for
+// the classifier (the first stage's embedding lookup is free). Returns the imbalance: the largest
+// stage cost over the mean.
+static double pp_split(const GPT2Config *c, int T, int stages, int *first) {
+    int L = c->num_layers;
+    double C = c->channels;
+    double layer = 24.0 * C * C + 4.0 * T * C, head = 2.0 * c->padded_vocab_size * C;
+    // best[s][l]: the smallest possible largest cost when stages s.. take layers l..L-1
+    double *best = (double *)mallocCheck((size_t)(stages + 1) * (L + 1) * sizeof(double));
+    int *cut = (int *)mallocCheck((size_t)(stages + 1) * (L + 1) * sizeof(int));
+#define BEST(s, l) best[(size_t)(s) * (L + 1) + (l)]
+#define CUT(s, l) cut[(size_t)(s) * (L + 1) + (l)]
+    for (int l = 0; l <= L; l++) BEST(stages - 1, l) = l < L ? (L - l) * layer + head : INFINITY;
+    for (int s = stages - 2; s >= 0; s--)
+        for (int l = 0; l <= L; l++) {
+            BEST(s, l) = INFINITY;
+            for (int e = l + 1; e <= L; e++) {  // stage s takes [l, e), at least one layer
+                double here = (e - l) * layer, rest = BEST(s + 1, e);
+                double worst = here > rest ? here : rest;
+                if (worst < BEST(s, l)) { BEST(s, l) = worst; CUT(s, l) = e; }
+            }
+        }
+    int l = 0;
+    for (int s = 0; s < stages; s++) { first[s] = l; if (s < stages - 1) l = CUT(s, l); }
+    first[stages] = L;
+    double worst = BEST(0, 0), total = L * layer + head;
+#undef BEST
+#undef CUT
+    free(best);
+    free(cut);
+    return worst / (total / stages);
+}
+
+// ----------------------------------------------------------------------------
+// Running it. A stage's ranks: `pp` is the pipeline group (rank = stage), `tied` joins the first and
+// the last stage of the same data-parallel index (they both hold the tied embedding).
+
+typedef struct {
+    int stages, stage, first, last, slots;
+    Comm *pp;
+    Zero *z;                  // this stage's data-parallel group and memory
+    double wait_s;            // time spent blocked in receives during the last step
+} Pipeline;
+
+// Buffered sends: the payload is copied, so the stage can move on (a blocking send between two
+// neighbours that both send would deadlock).
+typedef struct {
+    float *buf;
+#ifdef USE_MPI
+    MPI_Request req;
+#endif
+} PPSend;
+static PPSend pp_sends[4096];
+static int pp_nsends = 0;
+
+static void pp_send(Pipeline *p, const float *src, size_t n, int peer, int tag) {
+    if (pp_nsends == (int)(sizeof(pp_sends) / sizeof(pp_sends[0]))) fatal("pipeline: too many sends in flight");
+    PPSend *s = &pp_sends[pp_nsends++];
+    s->buf = (float *)mallocCheck(n * sizeof(float));
+    backend_to_host(s->buf, src, n);
+#ifdef USE_MPI
+    if (n > (size_t)1 << 30) fatal("pipeline: message of %zu floats is too large", n);
+    mpiCheck(MPI_Isend(s->buf, (int)n, MPI_FLOAT, peer, tag, p->pp->mpi, &s->req));
+#else
+    (void)p; (void)peer; (void)tag;
+    fatal("pipeline parallelism needs the MPI build");
+#endif
+}
+
+static void pp_wait_sends(void) {
+    for (int i = 0; i < pp_nsends; i++) {
+#ifdef USE_MPI
+        mpiCheck(MPI_Wait(&pp_sends[i].req, MPI_STATUS_IGNORE));
+#endif
+        free(pp_sends[i].buf);
+    }
+    pp_nsends = 0;
+}
+
+static void pp_recv(Pipeline *p, float *dst, size_t n, int peer, int tag) {
+    double t0 = monotonic_seconds();
+    float *host = (float *)mallocCheck(n * sizeof(float));
+    comm_recv(p->pp, host, n, peer, tag);
+    backend_from_host(dst, host, n);
+    free(host);
+    p->wait_s += monotonic_seconds() - t0;
+}
+
+// Message tags: kind and micro-batch, so a mismatch is caught by MPI rather than read as data.
+static int pp_tag(int kind, int micro) { return micro * 2 + kind; }
+
+// The forward of this stage's layers for the current slot.
+static void pp_stage_forward(Pipeline *p) {
+    for (int l = p->first; l < p->last; l++) zero_layer_forward(p->z, l);
+}
+
+static void pp_stage_backward(Pipeline *p) {
+    for (int l = p->last - 1; l >= p->first; l--) zero_layer_backward(p->z, l);
+}
+
+// One optimizer step's micro-batches through the pipeline, accumulating gradients. Each forward
+// reads the next micro-batch from `loader` on every stage (the first needs its inputs, the last its
+// targets, the others keep their position in step). Returns the sum of the micro-batch losses on
+// the last stage, 0 elsewhere.
+static double pp_run_step(Pipeline *p, DataLoader *loader, int micro, int B, int T, float dloss) {
+    Model *m = p->z->model;
+    size_t n = (size_t)B * T * m->config.channels;
+    PPOp *ops = (PPOp *)mallocCheck((size_t)6 * micro * sizeof(PPOp));
+    int nops = pp_schedule(p->stage, p->stages, micro, ops);
+    int last = p->stages - 1;
+    double loss = 0.0;
+    p->wait_s = 0.0;
+    for (int k = 0; k < nops; k++) {
+        int i = ops[k].micro;
+        model_use_slot(m, i % p->slots);
+        switch (ops[k].kind) {
+            case PP_RECV_ACT: pp_recv(p, model_stage_input(m, B, T), n, p->stage - 1, pp_tag(0, i)); break;
+            case PP_FWD:
+                dataloader_next(loader);
+                if (p->stage == 0) model_embed_forward(m, loader->inputs, B, T);
+                pp_stage_forward(p);
+                if (p->stage == last) loss += model_head_forward(m, loader->targets, dloss);
+                break;
+            case PP_SEND_ACT: pp_send(p, model_stage_output(m), n, p->stage + 1, pp_tag(0, i)); break;
+            case PP_RECV_GRAD: pp_recv(p, model_stage_grad(m), n, p->stage + 1, pp_tag(1, i)); break;
+            case PP_BWD:
+                if (p->stage == last) model_head_backward(m);
+                pp_stage_backward(p);
+                if (p->stage == 0) zero_embed_backward(p->z);
+                break;
+            case PP_SEND_GRAD: pp_send(p, model_stage_grad(m), n, p->stage - 1, pp_tag(1, i)); break;
+        }
+    }
+    pp_wait_sends();
+    free(ops);
+    return loss;
+}
+
+// A forward without backward (validation, sampling): the micro-batch goes through every stage in
+// turn. The last stage returns the loss (with targets); the others return 0.
+static float pp_forward_only(Pipeline *p, const int *inputs, const int *targets, int B, int T) {
+    Model *m = p->z->model;
+    size_t n = (size_t)B * T * m->config.channels;
+    int last = p->stages - 1;
+    model_use_slot(m, 0);
+    if (p->stage == 0) model_embed_forward(m, inputs, B, T);
+    else pp_recv(p, model_stage_input(m, B, T), n, p->stage - 1, pp_tag(0, 0));
+    pp_stage_forward(p);
+    float loss = 0.0f;
+    if (p->stage < last) pp_send(p, model_stage_output(m), n, p->stage + 1, pp_tag(0, 0));
+    else loss = model_head_forward(m, targets, 0.0f);
+    pp_wait_sends();
+    return loss;
+}
+
+#endif
