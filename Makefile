@@ -11,7 +11,7 @@ NVCC := $(shell command -v nvcc 2>/dev/null)
 MPICC := $(shell command -v mpicc 2>/dev/null)
 CPU_CC = $(if $(MPICC),$(MPICC) -DUSE_MPI,$(CC))
 
-HEADERS = utils.h gpt2.h config.h checkpoint.h dataloader.h tokenizer.h trainer.h comm.h zero.h
+HEADERS = utils.h gpt2.h config.h checkpoint.h dataloader.h tokenizer.h trainer.h comm.h zero.h pipeline.h
 
 .PHONY: all test bench-cpu clean
 all: train_gpt_cpu tokenize $(if $(and $(NVCC),$(wildcard train_gpt.cu)),train_gpt)
@@ -28,11 +28,14 @@ test/test_gpt2: test/test_gpt2.c train_gpt.c $(HEADERS)
 test/test_units: test/test_units.c $(HEADERS)
 	$(CC) $(CFLAGS) -I. $< -o $@ $(LDLIBS)
 
-test: train_gpt_cpu tokenize test/test_gpt2 test/test_units
+test/test_pipeline: test/test_pipeline.c pipeline.h gpt2.h comm.h utils.h
+	$(CC) $(CFLAGS) -I. $< -o $@ $(LDLIBS)
+
+test: train_gpt_cpu tokenize test/test_gpt2 test/test_units test/test_pipeline
 	PYTHON=$(PYTHON) TORCH_PYTHON=$(TORCH_PYTHON) bash test/run_tests.sh
 
 bench-cpu: train_gpt_cpu
 	bash scripts/bench_cpu.sh
 
 clean:
-	rm -f train_gpt_cpu train_gpt tokenize test/test_gpt2 test/test_units
+	rm -f train_gpt_cpu train_gpt tokenize test/test_gpt2 test/test_units test/test_pipeline

@@ -13,7 +13,6 @@
 #define PIPELINE_H
 
 #include "comm.h"
-#include "zero.h"
 
 typedef enum { PP_RECV_ACT, PP_FWD, PP_SEND_ACT, PP_RECV_GRAD, PP_BWD, PP_SEND_GRAD } PPOpKind;
 static const char *const PP_OP_NAMES[] __attribute__((unused)) = {"recv-act", "fwd", "send-act", "recv-grad", "bwd", "send-grad"};
@@ -89,8 +88,12 @@ static double pp_split(const GPT2Config *c, int T, int stages, int *first) {
 }
 
 // ----------------------------------------------------------------------------
-// Running it. A stage's ranks: `pp` is the pipeline group (rank = stage), `tied` joins the first and
-// the last stage of the same data-parallel index (they both hold the tied embedding).
+// Running it. (The schedule and the split above are pure; a test of them alone defines
+// PIPELINE_SCHEDULE_ONLY and needs no model.)
+#ifndef PIPELINE_SCHEDULE_ONLY
+#include "zero.h"
+
+// A stage: its layers [first, last), its pipeline group (rank = stage) and its data-parallel Zero.
 
 typedef struct {
     int stages, stage, first, last, slots;
@@ -210,4 +213,5 @@ static float pp_forward_only(Pipeline *p, const int *inputs, const int *targets,
     return loss;
 }
 
+#endif  // PIPELINE_SCHEDULE_ONLY
 #endif

@@ -32,6 +32,7 @@ run_suite() {
 }
 
 run_suite units ./test/test_units
+run_suite "pipeline schedule and split" ./test/test_pipeline
 
 if "$TORCH_PY" -c "import torch" 2>/dev/null; then
   "$TORCH_PY" test/ref_gpt2.py --out-dir "$W/ref" > "$W/ref.log" 2>&1 || { cat "$W/ref.log"; }
@@ -55,6 +56,7 @@ fi
 
 run_suite "trainer CLI" bash test/test_cli.sh
 run_suite "data parallel / ZeRO under mpirun" bash test/test_zero.sh
+run_suite "1F1B pipeline under mpirun" bash test/test_pipeline.sh
 run_suite "hangs, dead ranks, plots" bash test/test_cluster.sh
 # a real single-node Slurm: needs root (it installs and starts munge and Slurm, then tears them down)
 if [ "$(id -u)" -eq 0 ] && [ -z "${SKIP_SLURM:-}" ]; then
