@@ -14,6 +14,7 @@
 #define CHECKPOINT_H
 
 #include <dirent.h>
+#include <fcntl.h>
 #include "utils.h"
 
 #define STATE_MAGIC 20241122
@@ -27,12 +28,11 @@ typedef struct {
 static void put_u64(int *h, int i, uint64_t x) { h[i] = (int)(uint32_t)x; h[i + 1] = (int)(uint32_t)(x >> 32); }
 static uint64_t get_u64(const int *h, int i) { return (uint64_t)(uint32_t)h[i] | ((uint64_t)(uint32_t)h[i + 1] << 32); }
 
+static void state_header(int h[256], const TrainState *s);
+
 static void state_write(const char *path, const TrainState *s, const float *m, const float *v) {
-    int h[256] = {0};
-    h[0] = STATE_MAGIC; h[1] = STATE_VERSION; h[2] = s->step; h[3] = s->B; h[4] = s->T; h[5] = s->grad_accum;
-    h[6] = s->world; h[7] = s->shuffle;
-    put_u64(h, 8, s->seed); put_u64(h, 10, s->loader_pos); put_u64(h, 12, s->sample_rng); put_u64(h, 14, s->num_params);
-    h[16] = s->total_steps; h[17] = s->vocab_size;
+    int h[256];
+    state_header(h, s);
     AtomicFile af;
     atomic_open(&af, path);
     atomic_write(&af, h, sizeof(int), 256);
@@ -62,6 +62,45 @@ static void state_read(const char *path, TrainState *s, float *m, float *v) {
         freadCheck(v, sizeof(float), s->num_params, fp, path);
     }
     fclose(fp);
+}
+
+// A checkpoint written by many ranks at once. Rank 0 creates both files under temporary names with
+// their headers and full sizes; every rank then writes its shards into them at their offsets
+// (zero_write_shards), flushes, and waits for the others; rank 0 renames the model file and then the
+// state file, whose appearance marks the checkpoint complete. A crash at any point leaves either
+// the previous complete checkpoint or this one, never a half-written pair under a final name.
+static void ckpt_create(const char *tmp, const int header[256], size_t payload_bytes) {
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) fatal("%s: cannot create: %s", tmp, strerror(errno));
+    if (pwrite(fd, header, 1024, 0) != 1024 || ftruncate(fd, (off_t)(1024 + payload_bytes)) != 0) {
+        int e = errno;
+        close(fd);
+        remove(tmp);
+        fatal("%s: cannot size to %zu bytes: %s", tmp, 1024 + payload_bytes, strerror(e));
+    }
+    if (fsync(fd) != 0 || close(fd) != 0) fatal("%s: flush failed: %s", tmp, strerror(errno));
+}
+
+static int ckpt_open(const char *tmp) {
+    int fd = open(tmp, O_WRONLY);
+    if (fd < 0) fatal("%s: cannot open for writing: %s", tmp, strerror(errno));
+    return fd;
+}
+
+static void ckpt_close(int fd, const char *tmp) {
+    if (fsync(fd) != 0 || close(fd) != 0) fatal("%s: flush failed: %s", tmp, strerror(errno));
+}
+
+static void ckpt_commit(const char *tmp, const char *path) {
+    if (rename(tmp, path) != 0) fatal("%s: rename to %s failed: %s", tmp, path, strerror(errno));
+}
+
+static void state_header(int h[256], const TrainState *s) {
+    memset(h, 0, 256 * sizeof(int));
+    h[0] = STATE_MAGIC; h[1] = STATE_VERSION; h[2] = s->step; h[3] = s->B; h[4] = s->T; h[5] = s->grad_accum;
+    h[6] = s->world; h[7] = s->shuffle;
+    put_u64(h, 8, s->seed); put_u64(h, 10, s->loader_pos); put_u64(h, 12, s->sample_rng); put_u64(h, 14, s->num_params);
+    h[16] = s->total_steps; h[17] = s->vocab_size;
 }
 
 static void checkpoint_paths(const char *dir, int step, char *model_path, char *state_path, size_t n) {

@@ -237,9 +237,8 @@ static float *gpt2_read_model_file(const char *path, GPT2Config *c) {
     return params;
 }
 
-// Writes an llm.c version-3 (fp32) model file atomically.
-static void gpt2_write_model_file(const char *path, const GPT2Config *c, const float *params) {
-    int header[256] = {0};
+static void gpt2_model_header(const GPT2Config *c, int header[256]) {
+    memset(header, 0, 256 * sizeof(int));
     header[0] = MODEL_MAGIC;
     header[1] = MODEL_VERSION_FP32;
     header[2] = c->max_seq_len;
@@ -248,6 +247,12 @@ static void gpt2_write_model_file(const char *path, const GPT2Config *c, const f
     header[5] = c->num_heads;
     header[6] = c->channels;
     header[7] = c->padded_vocab_size;
+}
+
+// Writes an llm.c version-3 (fp32) model file atomically.
+static void gpt2_write_model_file(const char *path, const GPT2Config *c, const float *params) {
+    int header[256];
+    gpt2_model_header(c, header);
     AtomicFile af;
     atomic_open(&af, path);
     atomic_write(&af, header, sizeof(int), 256);

@@ -297,7 +297,6 @@ static int train_main(int argc, char **argv) {
     signal(SIGTERM, on_stop_signal);
     signal(SIGUSR1, on_stop_signal);
 
-    float *host_params = NULL, *host_m = NULL, *host_v = NULL;
     double total_ms = 0.0;
     int timed_steps = 0;
     int *gen = (int *)mallocCheck(T * sizeof(int));
@@ -397,39 +396,30 @@ static int train_main(int argc, char **argv) {
         int want_ckpt = cfg.out_dir && ((cfg.checkpoint_every > 0 && (done % cfg.checkpoint_every == 0 || done == cfg.steps)) ||
                                         stop_requested);
         if (want_ckpt) {
-            if (!host_params) {
-                host_params = (float *)mallocCheck(num_params * sizeof(float));
-                host_m = (float *)mallocCheck(num_params * sizeof(float));
-                host_v = (float *)mallocCheck(num_params * sizeof(float));
-            }
-            char mp[4200], sp[4200];
+            char mp[4200], sp[4200], mtmp[4300], stmp[4300];
             checkpoint_paths(cfg.out_dir, done, mp, sp, sizeof(mp));
+            snprintf(mtmp, sizeof(mtmp), "%s.tmp", mp);
+            snprintf(stmp, sizeof(stmp), "%s.tmp", sp);
             // the files hold the whole model and optimizer state in the single-process layout, so any
-            // number of ranks and any ZeRO stage can resume from them
-            // each stage fills in its units (the tied one from the first stage only), the pipeline sums them
-            memset(host_params, 0, num_params * sizeof(float));
-            memset(host_m, 0, num_params * sizeof(float));
-            memset(host_v, 0, num_params * sizeof(float));
-            zero_get_params(&zero, host_params);
-            zero_get_opt_state(&zero, host_m, host_v);
-            if (pp_stages > 1) {
-                if (stage == pp_stages - 1) {
-                    for (int i = 0; i < zero.nruns; i++) {
-                        if (zero.runs[i].unit != 0) continue;
-                        memset(host_params + zero.runs[i].flat, 0, zero.runs[i].len * sizeof(float));
-                        memset(host_m + zero.runs[i].flat, 0, zero.runs[i].len * sizeof(float));
-                        memset(host_v + zero.runs[i].flat, 0, zero.runs[i].len * sizeof(float));
-                    }
-                }
-                comm_allreduce_sum(&pp_comm, host_params, num_params);
-                comm_allreduce_sum(&pp_comm, host_m, num_params);
-                comm_allreduce_sum(&pp_comm, host_v, num_params);
-            }
+            // number of ranks, stages and ZeRO stage can resume from them; each rank writes its shards
             if (rank == 0) {
-                gpt2_write_model_file(mp, &mc, host_params);
+                int h[256];
+                gpt2_model_header(&mc, h);
+                ckpt_create(mtmp, h, num_params * sizeof(float));
                 TrainState st = {done, B, T, A, dp, cfg.shuffle, cfg.steps, mc.vocab_size, cfg.seed,
                                  train_loader.pos * (uint64_t)dp, sample_rng, num_params};
-                state_write(sp, &st, host_m, host_v);
+                state_header(h, &st);
+                ckpt_create(stmp, h, 2 * num_params * sizeof(float));
+            }
+            comm_barrier(&comm);
+            int fdm = ckpt_open(mtmp), fds = ckpt_open(stmp);
+            zero_write_shards(&zero, fdm, fds, mtmp, stmp, num_params, pp_stages > 1 && stage == pp_stages - 1 ? 0 : -1);
+            ckpt_close(fdm, mtmp);
+            ckpt_close(fds, stmp);
+            comm_barrier(&comm);
+            if (rank == 0) {
+                ckpt_commit(mtmp, mp);
+                ckpt_commit(stmp, sp);  // last: its presence marks the checkpoint complete
                 checkpoint_prune(cfg.out_dir, cfg.keep_checkpoints);
                 printf("checkpoint: %s\n", sp);
             }
@@ -448,7 +438,6 @@ static int train_main(int argc, char **argv) {
     }
     if (logf) fclose(logf);
     free(gen);
-    free(host_params); free(host_m); free(host_v);
     zero_free(&zero);
     model_free(model);
     free(first);

@@ -195,23 +195,42 @@ static void zero_get_params(Zero *z, float *flat) {
     free(whole);
 }
 
-// AdamW's moments in llm.c's flat order on the host of every rank (for checkpoints).
-static void zero_get_opt_state(Zero *z, float *m_flat, float *v_flat) {
-    size_t maxw = 0;
-    for (int u = 0; u < z->nu; u++) if (z->ushard[u] * z->comm->world > maxw) maxw = z->ushard[u] * z->comm->world;
-    float *whole = backend_alloc(maxw > 0 ? maxw : 1), *host = (float *)mallocCheck(maxw * sizeof(float));
-    float *src[2] = {z->m, z->v}, *dst[2] = {m_flat, v_flat};
-    for (int k = 0; k < 2; k++)
-        for (int u = 0; u < z->nu; u++) {
-            if (z->usize[u] == 0) continue;
-            if (z->stage == 0) backend_to_host(host, src[k] + z->uoff[u], z->usize[u]);
-            else {
-                zero_gather_unit(z, u, src[k] + z->soff[u], whole);
-                backend_to_host(host, whole, z->usize[u]);
+// Writes this rank's share of a checkpoint straight into the two files every rank has open (on a
+// shared filesystem): its shard of each unit it holds, of the parameters into the model file and of
+// AdamW's moments into the state file, each at its place in llm.c's flat order. Together the ranks
+// write every parameter once, and no rank ever holds the whole model. `skip_unit` is a unit another
+// group writes (the tied one on the last pipeline stage).
+static void zero_write_shards(Zero *z, int fd_model, int fd_state, const char *model_path, const char *state_path,
+                              size_t num_params, int skip_unit) {
+    int r = z->comm->rank;
+    size_t maxs = 1;
+    for (int u = 0; u < z->nu; u++) if (z->ushard[u] > maxs) maxs = z->ushard[u];
+    float *host = (float *)mallocCheck(maxs * sizeof(float));
+    for (int u = 0; u < z->nu; u++) {
+        if (u == skip_unit || z->usize[u] == 0) continue;
+        size_t lo = (size_t)r * z->ushard[u], cnt = zero_owned(z, u, r);
+        if (cnt == 0) continue;
+        const float *src[3];
+        src[0] = z->stage <= 2 || u == 0 ? z->params + z->uoff[u] + lo : z->pshard + z->soff[u] - z->ushard[0];
+        src[1] = z->m + (z->stage == 0 ? z->uoff[u] + lo : z->soff[u]);
+        src[2] = z->v + (z->stage == 0 ? z->uoff[u] + lo : z->soff[u]);
+        for (int k = 0; k < 3; k++) {
+            backend_to_host(host, src[k], cnt);
+            int fd = k == 0 ? fd_model : fd_state;
+            const char *path = k == 0 ? model_path : state_path;
+            size_t base = 1024 + (k == 2 ? num_params * sizeof(float) : 0);
+            for (int i = 0; i < z->nruns; i++) {
+                const ParamRun *run = &z->runs[i];
+                if (run->unit != u) continue;
+                size_t a = run->unit_off > lo ? run->unit_off : lo;
+                size_t b = run->unit_off + run->len < lo + cnt ? run->unit_off + run->len : lo + cnt;
+                if (a >= b) continue;
+                size_t bytes = (b - a) * sizeof(float);
+                off_t at = (off_t)(base + (run->flat + (a - run->unit_off)) * sizeof(float));
+                if (pwrite(fd, host + (a - lo), bytes, at) != (ssize_t)bytes) fatal("%s: write failed: %s", path, strerror(errno));
             }
-            unit_to_flat(z, u, host, dst[k]);
         }
-    backend_free(whole);
+    }
     free(host);
 }
 
