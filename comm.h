@@ -86,6 +86,30 @@ typedef struct {
 #endif
 } Comm;
 
+// The CUDA build hands collectives device buffers; MPI here is host-staged (--comm mpi in the issue's
+// terms): a device buffer is copied to the host, reduced or moved, and copied back.
+#ifdef __CUDACC__
+static int comm_is_device(const void *p) {
+    cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) { cudaGetLastError(); return 0; }
+    return a.type == cudaMemoryTypeDevice;
+}
+static void *comm_stage(void *buf, size_t bytes) {
+    if (!comm_is_device(buf)) return buf;
+    void *host = mallocCheck(bytes);
+    if (cudaMemcpy(host, buf, bytes, cudaMemcpyDeviceToHost) != cudaSuccess) fatal("comm: device-to-host staging failed");
+    return host;
+}
+static void comm_unstage(void *buf, void *host, size_t bytes, int copy_back) {
+    if (host == buf) return;
+    if (copy_back && cudaMemcpy(buf, host, bytes, cudaMemcpyHostToDevice) != cudaSuccess) fatal("comm: host-to-device staging failed");
+    free(host);
+}
+#else
+static void *comm_stage(void *buf, size_t bytes) { (void)bytes; return buf; }
+static void comm_unstage(void *buf, void *host, size_t bytes, int copy_back) { (void)buf; (void)host; (void)bytes; (void)copy_back; }
+#endif
+
 static size_t comm_shard_size(size_t n, int world) { return (n + world - 1) / world; }
 static size_t comm_padded_size(size_t n, int world) { return comm_shard_size(n, world) * world; }
 
@@ -162,10 +186,12 @@ static void comm_allreduce_sum(Comm *c, float *buf, size_t n) {
     if (c->world == 1) return;
 #ifdef USE_MPI
     watch_enter("all-reduce", n);
+    float *h = (float *)comm_stage(buf, n * sizeof(float));
     for (size_t off = 0; off < n; off += COMM_CHUNK) {
         size_t k = n - off < COMM_CHUNK ? n - off : COMM_CHUNK;
-        mpiCheck(MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)k, MPI_FLOAT, MPI_SUM, c->mpi));
+        mpiCheck(MPI_Allreduce(MPI_IN_PLACE, h + off, (int)k, MPI_FLOAT, MPI_SUM, c->mpi));
     }
+    comm_unstage(buf, h, n * sizeof(float), 1);
     watch_leave();
 #endif
 }
@@ -199,6 +225,8 @@ static void comm_reduce_scatter_sum(Comm *c, float *buf, size_t shard) {
     if (c->world == 1) return;
 #ifdef USE_MPI
     watch_enter("reduce-scatter", shard * c->world);
+    float *dev = buf;
+    buf = (float *)comm_stage(dev, shard * c->world * sizeof(float));
     float *mine = buf + (size_t)c->rank * shard;
     for (size_t off = 0; off < shard; off += COMM_CHUNK) {
         size_t k = shard - off < COMM_CHUNK ? shard - off : COMM_CHUNK;
@@ -209,6 +237,7 @@ static void comm_reduce_scatter_sum(Comm *c, float *buf, size_t shard) {
         mpiCheck(MPI_Reduce_scatter_block(tmp, mine + off, (int)k, MPI_FLOAT, MPI_SUM, c->mpi));
         free(tmp);
     }
+    comm_unstage(dev, buf, shard * c->world * sizeof(float), 1);
     watch_leave();
 #endif
 }
@@ -219,6 +248,8 @@ static void comm_allgather(Comm *c, float *buf, size_t shard) {
     if (c->world == 1) return;
 #ifdef USE_MPI
     watch_enter("all-gather", shard * c->world);
+    float *dev = buf;
+    buf = (float *)comm_stage(dev, shard * c->world * sizeof(float));
     if (shard <= COMM_CHUNK) {
         mpiCheck(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int)shard, MPI_FLOAT, c->mpi));
     } else {
@@ -228,6 +259,7 @@ static void comm_allgather(Comm *c, float *buf, size_t shard) {
                 mpiCheck(MPI_Bcast(buf + (size_t)r * shard + off, (int)k, MPI_FLOAT, r, c->mpi));
             }
     }
+    comm_unstage(dev, buf, shard * c->world * sizeof(float), 1);
     watch_leave();
 #endif
 }

@@ -169,7 +169,6 @@ static void gpt2_init_random(const GPT2Config *c, float *params, uint64_t seed) 
     float residual_std = 0.02f / sqrtf(2.0f * c->num_layers);
     float *p = params;
     for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
-        const char *name = PARAM_NAMES[i];
         int is_weight = PARAM_DECAYED[i];
         int is_ln_gain = i == 2 || i == 8 || i == 14;
         float std = (i == 6 || i == 12) ? residual_std : 0.02f;
@@ -184,7 +183,6 @@ static void gpt2_init_random(const GPT2Config *c, float *params, uint64_t seed) 
                 p[j] = is_ln_gain ? 1.0f : 0.0f;
             }
         }
-        (void)name;
         p += sizes[i];
     }
 }

@@ -387,6 +387,8 @@ static void backend_adamw(float *p, const float *g, float *mom, float *vel, size
 
 #include "model.h"
 
+static void backend_init(int local_rank) { (void)local_rank; }
+
 // No honest dense peak is known for an arbitrary CPU, so MFU is not reported (the log gives FLOP/s).
 static double model_peak_flops(void) { return 0.0; }
 

@@ -4,6 +4,7 @@
 //   const float *model_logits(Model *, int b, int t)      (host pointer to Vp logits, after a
 //                                                          forward without targets)
 //   MemoryPlan model_memory_plan(const GPT2Config *, int B, int T, int recompute)
+//   void backend_init(int local_rank)                      (picks and prepares the device)
 //   const char *model_device_name(void), size_t backend_allocated (bytes the backend has handed out)
 //   double model_peak_flops(void)                          (dense peak FLOP/s of one device; 0 = unknown)
 // the model's pieces and the backend that zero.h drives (see there), and BUILD_NAME. Everything the user sees of a run (flags, files, logs) is decided here once.
@@ -114,6 +115,7 @@ static int train_main(int argc, char **argv) {
         exit(2);
     }
     config_resolve_batch(&cfg, dp);
+    backend_init(comm.local_rank);  // after the flags, so --help and flag errors need no device
     comm_watchdog_start(&comm, cfg.comm_timeout);
     // fault injection for the hang tests: TRAIN_GPT_FAULT=stall:RANK:STEP makes that rank stop
     // before the gradient reduction of that step, as a rank stuck in a kernel or on a dead disk would

@@ -55,6 +55,11 @@ else
 fi
 
 run_suite "trainer CLI" bash test/test_cli.sh
+if command -v nvcc >/dev/null; then
+  run_suite "CUDA build without a GPU" bash test/test_cuda_build.sh
+else
+  echo "SKIP CUDA build: nvcc is not on the PATH"
+fi
 run_suite "data parallel / ZeRO under mpirun" bash test/test_zero.sh
 run_suite "1F1B pipeline under mpirun" bash test/test_pipeline.sh
 run_suite "hangs, dead ranks, plots" bash test/test_cluster.sh

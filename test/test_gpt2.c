@@ -3,7 +3,11 @@
 // parameters), at every recompute level and with the batch split into accumulated micro-batches.
 // usage: test/test_gpt2 DIR   (DIR holds model.bin and ref.bin)
 #define TESTING
+#ifdef __CUDACC__
+#include "train_gpt.cu"
+#else
 #include "train_gpt.c"
+#endif
 
 static int passed = 0, failed = 0;
 
@@ -46,13 +50,13 @@ static void read_reference(const char *path, Reference *r) {
     memcpy(hf, &h[16], sizeof(hf));
     r->lr = hf[0]; r->beta1 = hf[1]; r->beta2 = hf[2]; r->eps = hf[3]; r->wd = hf[4]; r->clip = hf[5];
     size_t BT = (size_t)r->B * r->T;
-    r->x = mallocCheck(BT * sizeof(int));
-    r->y = mallocCheck(BT * sizeof(int));
-    r->logits = mallocCheck(BT * r->V * sizeof(float));
-    r->grads = mallocCheck(r->P * sizeof(float));
-    r->losses = mallocCheck(r->S * sizeof(float));
-    r->norms = mallocCheck(r->S * sizeof(float));
-    r->final_params = mallocCheck(r->P * sizeof(float));
+    r->x = (int *)mallocCheck(BT * sizeof(int));
+    r->y = (int *)mallocCheck(BT * sizeof(int));
+    r->logits = (float *)mallocCheck(BT * r->V * sizeof(float));
+    r->grads = (float *)mallocCheck(r->P * sizeof(float));
+    r->losses = (float *)mallocCheck(r->S * sizeof(float));
+    r->norms = (float *)mallocCheck(r->S * sizeof(float));
+    r->final_params = (float *)mallocCheck(r->P * sizeof(float));
     freadCheck(r->x, sizeof(int), BT, fp, path);
     freadCheck(r->y, sizeof(int), BT, fp, path);
     freadCheck(r->logits, sizeof(float), BT * r->V, fp, path);
@@ -94,8 +98,8 @@ static float forward_backward(Zero *z, const Reference *r, int accum) {
 
 // The gradient in llm.c's flat order (the reference's layout).
 static void flat_grads(Zero *z, float *flat) {
-    float *whole = mallocCheck(z->whole_floats * sizeof(float));
-    memcpy(whole, z->grads, z->whole_floats * sizeof(float));
+    float *whole = (float *)mallocCheck(z->whole_floats * sizeof(float));
+    backend_to_host(whole, z->grads, z->whole_floats);
     for (int u = 0; u < z->nu; u++) unit_to_flat(z, u, whole + z->uoff[u], flat);
     free(whole);
 }
@@ -127,7 +131,7 @@ int main(int argc, char **argv) {
             Zero z;
             zero_init(&z, &solo, 0, m, NULL);
             zero_load_params(&z, params);
-            float *grads = mallocCheck(r.P * sizeof(float)), *final = mallocCheck(r.P * sizeof(float));
+            float *grads = (float *)mallocCheck(r.P * sizeof(float)), *final = (float *)mallocCheck(r.P * sizeof(float));
             if (accum == 1) {
                 // logits: forward without targets keeps them
                 zero_forward(&z, r.x, NULL, r.B, r.T, 0.0f);
@@ -155,7 +159,7 @@ int main(int argc, char **argv) {
                   accum, PARAM_NAMES[worst_k], worst);
             // recomputation must not change a single bit
             if (level == 0) {
-                level0_grads[ai] = mallocCheck(r.P * sizeof(float));
+                level0_grads[ai] = (float *)mallocCheck(r.P * sizeof(float));
                 memcpy(level0_grads[ai], grads, r.P * sizeof(float));
             } else {
                 check(memcmp(level0_grads[ai], grads, r.P * sizeof(float)) == 0,

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# test_gpu.sh (make test-gpu): the CUDA build on a machine with an NVIDIA GPU, checked against the
+# PyTorch reference and against the CPU build: logits, loss and every gradient at every recompute
+# level and accumulation; 10 training steps beside the CPU build's; exact resume; checkpoints that
+# cross between the builds; several ranks on one GPU through MPI; compute-sanitizer.
+set -u
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+TORCH_PY=${TORCH_PYTHON:-/usr/bin/python3}
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}
+W=$(mktemp -d /tmp/test_gpu.XXXXXX)
+trap 'rm -rf "$W"' EXIT
+pass=0; fail=0
+ok() { echo "PASS $1"; pass=$((pass+1)); }
+bad() { echo "FAIL $1"; [ -n "${2:-}" ] && echo "$2" | tail -8 | sed 's/^/    /'; fail=$((fail+1)); }
+losses() { $PY -c '
+import json, sys
+for d in map(json.loads, open(sys.argv[1])):
+    if "loss" in d: print(d["step"], repr(d["loss"]))' "$1"; }
+close() { $PY - "$@" <<'PYEOF'
+import json, sys
+def L(p): return {d["step"]: d["loss"] for d in map(json.loads, open(p)) if "loss" in d}
+a, b = L(sys.argv[1]), L(sys.argv[2]); tol = float(sys.argv[3])
+steps = sorted(a)
+if not steps or any(s not in b for s in steps): print("missing steps"); sys.exit(1)
+err = max(abs(a[s] - b[s]) / abs(a[s]) for s in steps)
+print(f"{len(steps)} losses within {err:.1e} relative (< {tol:g})")
+sys.exit(0 if err < tol else 1)
+PYEOF
+}
+
+# 1. the model against PyTorch, as the CPU build is checked (test_gpt2.c compiled for the GPU)
+if "$TORCH_PY" test/ref_gpt2.py --out-dir "$W/ref" > "$W/ref.log" 2>&1; then
+  out=$(./test/test_gpt2_gpu "$W/ref" 2>&1); rc=$?
+  echo "$out" | sed 's/^/    /'
+  [ $rc -eq 0 ] && ok "fp32 CUDA model vs PyTorch: $(tail -1 <<<"$out")" || bad "CUDA model vs PyTorch" "$out"
+else bad "PyTorch reference ($TORCH_PY)" "$(cat "$W/ref.log")"; fi
+
+# 2. ten steps beside the CPU build, from the same initialisation and data
+common=(-e d2 -b 4 -t 64 -x 10 -v 5 -s 0 --grad-accum 2)
+./train_gpt_cpu "${common[@]}" --log "$W/cpu.jsonl" > "$W/cpu.out" 2>&1
+./train_gpt "${common[@]}" --log "$W/gpu.jsonl" > "$W/gpu.out" 2>&1 || bad "GPU run" "$(tail "$W/gpu.out")"
+r=$(close "$W/cpu.jsonl" "$W/gpu.jsonl" 1e-4) && ok "10 steps, GPU vs CPU build: $r" || bad "GPU vs CPU 10 steps" "$r"
+
+# 3. exact resume on the GPU
+ck=(-e d2 -b 4 -t 64 -x 12 -v 0 -s 0 -n 4 --keep-checkpoints 5)
+./train_gpt "${ck[@]}" -o "$W/full" --log "$W/full.jsonl" > /dev/null 2>&1
+mkdir -p "$W/res"; cp "$W/full/model_00000004.bin" "$W/full/state_00000004.bin" "$W/res/"
+./train_gpt "${ck[@]}" -o "$W/res" -y 1 --log "$W/res.jsonl" > /dev/null 2>&1
+[ -s "$W/res.jsonl" ] && [ "$(losses "$W/full.jsonl" | tail -n 8)" = "$(losses "$W/res.jsonl")" ] \
+  && cmp -s "$W/full/model_00000012.bin" "$W/res/model_00000012.bin" \
+  && ok "GPU resume at step 4: steps 5-12 bit-identical, final checkpoint byte-identical" || bad "GPU exact resume"
+
+# 4. checkpoints cross between the builds
+mkdir -p "$W/g2c" "$W/c2g"
+cp "$W/full/model_00000004.bin" "$W/full/state_00000004.bin" "$W/g2c/"
+./train_gpt_cpu "${ck[@]}" -o "$W/g2c" -y 1 --log "$W/g2c.jsonl" > /dev/null 2>&1
+r=$(close "$W/res.jsonl" "$W/g2c.jsonl" 1e-4) && ok "a GPU checkpoint resumes in the CPU build: $r" || bad "GPU -> CPU checkpoint" "$r"
+./train_gpt_cpu "${ck[@]}" -x 4 -o "$W/cpu4" > /dev/null 2>&1
+cp "$W/cpu4/model_00000004.bin" "$W/cpu4/state_00000004.bin" "$W/c2g/"
+./train_gpt "${ck[@]}" -o "$W/c2g" -y 1 --log "$W/c2g.jsonl" > /dev/null 2>&1
+r=$(close "$W/res.jsonl" "$W/c2g.jsonl" 1e-4) && ok "a CPU checkpoint resumes in the GPU build: $r" || bad "CPU -> GPU checkpoint" "$r"
+
+# 5. several ranks on the one GPU through MPI (NCCL refuses two ranks on one device)
+if command -v mpirun >/dev/null; then
+  ./train_gpt -e d2 -b 4 -t 64 -x 10 -v 0 -s 0 --grad-accum 4 --log "$W/one.jsonl" > /dev/null 2>&1
+  for z in 0 1 2 3; do
+    mpirun --allow-run-as-root --oversubscribe -np 2 ./train_gpt -e d2 -b 4 -t 64 -x 10 -v 0 -s 0 --grad-accum 2 -z $z \
+      --log "$W/mpi$z.jsonl" > "$W/mpi$z.out" 2>&1
+    r=$(close "$W/one.jsonl" "$W/mpi$z.jsonl" 1e-5) && ok "2 ranks on one GPU via MPI at ZeRO-$z vs 1 process: $r" || bad "MPI ZeRO-$z on GPU" "$r $(tail -3 "$W/mpi$z.out")"
+  done
+  mpirun --allow-run-as-root --oversubscribe -np 2 ./train_gpt -e d2 -b 4 -t 64 -x 10 -v 0 -s 0 --grad-accum 4 --pp 2 \
+    --log "$W/pp.jsonl" > "$W/pp.out" 2>&1
+  r=$(close "$W/one.jsonl" "$W/pp.jsonl" 1e-5) && ok "--pp 2 on one GPU via MPI vs 1 process: $r" || bad "pipeline on GPU" "$r $(tail -3 "$W/pp.out")"
+fi
+
+# 6. compute-sanitizer on a short run
+if command -v compute-sanitizer >/dev/null; then
+  for tool in memcheck racecheck; do
+    out=$(compute-sanitizer --tool $tool --error-exitcode 9 ./train_gpt -e d2 -b 2 -t 32 -x 2 -v 1 -m 1 -s 2 -g 4 -r 3 2>&1); rc=$?
+    [ $rc -eq 0 ] && grep -q "ERROR SUMMARY: 0 errors" <<<"$out" && ok "compute-sanitizer $tool: 0 errors" || bad "compute-sanitizer $tool" "$out"
+  done
+fi
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
