@@ -13,7 +13,7 @@ CPU_CC = $(if $(MPICC),$(MPICC) -DUSE_MPI,$(CC))
 
 HEADERS = utils.h gpt2.h config.h checkpoint.h dataloader.h tokenizer.h trainer.h comm.h zero.h pipeline.h model.h
 
-.PHONY: all test test-gpu bench-cpu clean
+.PHONY: all test test-gpu bench bench-cpu clean
 all: train_gpt_cpu tokenize $(if $(and $(NVCC),$(wildcard train_gpt.cu)),train_gpt)
 
 train_gpt_cpu: train_gpt.c $(HEADERS)
@@ -50,6 +50,9 @@ test/test_gpt2_gpu: test/test_gpt2.c train_gpt.cu $(HEADERS)
 # On a machine with an NVIDIA GPU: the CUDA build against the PyTorch reference and the CPU build.
 test-gpu: train_gpt train_gpt_cpu test/test_gpt2_gpu
 	TORCH_PYTHON=$(TORCH_PYTHON) bash test/test_gpu.sh
+
+bench: train_gpt
+	bash scripts/bench_gpu.sh
 
 bench-cpu: train_gpt_cpu
 	bash scripts/bench_cpu.sh
