@@ -23,7 +23,7 @@ typedef struct {
     int channels;           // C
 } GPT2Config;
 
-static const char *PARAM_NAMES[NUM_PARAMETER_TENSORS] = {
+static const char *const PARAM_NAMES[NUM_PARAMETER_TENSORS] __attribute__((unused)) = {
     "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
     "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"};
 

@@ -55,7 +55,16 @@ static void gemm_tile(int K, const float *const arow[GEMM_TM], long sak, const f
 static void gemm(int M, int N, int K, const float *A, long sam, long sak, const float *B, long sbk, long sbn,
                  float *C, long scm, long scn, int accumulate) {
     int nblocks = (N + GEMM_TN - 1) / GEMM_TN;
-    int mchunks = (M + GEMM_ROWS_PER_TASK - 1) / GEMM_ROWS_PER_TASK;
+    // Split M across tasks only when the column blocks alone cannot keep every thread busy: each
+    // extra row chunk packs the same panels again.
+#ifdef _OPENMP
+    int threads = omp_get_max_threads();
+#else
+    int threads = 1;
+#endif
+    int rows_per_task = nblocks >= 2 * threads ? M : GEMM_ROWS_PER_TASK;
+    if (rows_per_task < 1) rows_per_task = 1;
+    int mchunks = (M + rows_per_task - 1) / rows_per_task;
     long ntasks = (long)nblocks * mchunks;
 #pragma omp parallel
     {
@@ -65,8 +74,8 @@ static void gemm(int M, int N, int K, const float *A, long sam, long sak, const 
         for (long task = 0; task < ntasks; task++) {
             int nb = (int)(task / mchunks), mc = (int)(task % mchunks);
             int n0 = nb * GEMM_TN, cols = N - n0 < GEMM_TN ? N - n0 : GEMM_TN;
-            int mbegin = mc * GEMM_ROWS_PER_TASK;
-            int mend = mbegin + GEMM_ROWS_PER_TASK < M ? mbegin + GEMM_ROWS_PER_TASK : M;
+            int mbegin = mc * rows_per_task;
+            int mend = mbegin + rows_per_task < M ? mbegin + rows_per_task : M;
             for (int k0 = 0; k0 < K; k0 += GEMM_KC) {
                 int kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC;
                 for (int k = 0; k < kc && !(K <= GEMM_KC && packed == nb); k++) {
@@ -308,12 +317,14 @@ static void classifier_forward_backward(float *logits, float *losses, const int 
         float *row = logits + (long)i * Vp;
         float maxv = -INFINITY;
         for (int v = 0; v < V; v++) if (row[v] > maxv) maxv = row[v];
-        float sum = 0.0f;
-        for (int v = 0; v < V; v++) sum += expf(row[v] - maxv);
-        float logsum = logf(sum) + maxv;
         int y = targets[i];
-        losses[i] = logsum - row[y];
-        for (int v = 0; v < V; v++) row[v] = expf(row[v] - logsum) * dloss;
+        float ly = row[y];
+        // one exp per logit: keep exp(x - max) in the row, then scale it into the gradient
+        float sum = 0.0f;
+        for (int v = 0; v < V; v++) { row[v] = expf(row[v] - maxv); sum += row[v]; }
+        losses[i] = logf(sum) + maxv - ly;
+        float scale = dloss / sum;
+        for (int v = 0; v < V; v++) row[v] *= scale;
         row[y] -= dloss;
         for (int v = V; v < Vp; v++) row[v] = 0.0f;
     }
