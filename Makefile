@@ -42,10 +42,10 @@ NVCC_FLAGS += -DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1
 MPI_CFLAGS = $(if $(MPICC),-DUSE_MPI $(shell $(MPICC) --showme:compile))
 MPI_LDFLAGS = $(if $(MPICC),$(shell $(MPICC) --showme:link))
 train_gpt: train_gpt.cu $(HEADERS)
-	$(NVCC) $(NVCC_FLAGS) $(MPI_CFLAGS) $< -o $@ -lcublasLt $(MPI_LDFLAGS) -lgomp
+	$(NVCC) $(NVCC_FLAGS) $(MPI_CFLAGS) $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp
 
 test/test_gpt2_gpu: test/test_gpt2.c train_gpt.cu $(HEADERS)
-	$(NVCC) $(NVCC_FLAGS) $(MPI_CFLAGS) -I. -x cu $< -o $@ -lcublasLt $(MPI_LDFLAGS) -lgomp
+	$(NVCC) $(NVCC_FLAGS) $(MPI_CFLAGS) -I. -x cu $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp
 
 # On a machine with an NVIDIA GPU: the CUDA build against the PyTorch reference and the CPU build.
 test-gpu: train_gpt train_gpt_cpu test/test_gpt2_gpu

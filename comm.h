@@ -14,6 +14,11 @@
 #ifdef USE_MPI
 #include <mpi.h>
 #endif
+// NCCL moves device buffers directly between GPUs; it needs MPI to hand out its unique id.
+#if defined(__CUDACC__) && defined(USE_MPI)
+#define USE_NCCL
+#include <nccl.h>
+#endif
 
 // The watchdog: no silent hangs. Every collective gets a sequence number; a thread watches the time
 // since this rank last entered or left one. If a rank waits inside a collective, or runs outside
@@ -84,7 +89,23 @@ typedef struct {
 #ifdef USE_MPI
     MPI_Comm mpi;      // the group this Comm talks in (the world, or a split of it)
 #endif
+#ifdef USE_NCCL
+    int use_nccl;      // device buffers go through NCCL (else MPI, host-staged)
+    ncclComm_t nccl;
+#endif
 } Comm;
+
+#ifdef USE_NCCL
+static void nccl_check(ncclResult_t r, const char *file, int line) {
+    if (r != ncclSuccess) fatal_at(file, line, "NCCL: %s", ncclGetErrorString(r));
+}
+#define ncclCheck(r) nccl_check((r), __FILE__, __LINE__)
+// NCCL runs on the default stream; waiting for it here keeps the collectives' semantics blocking
+// (and inside the watchdog's window), as MPI's are.
+static void nccl_wait(void) {
+    if (cudaStreamSynchronize(0) != cudaSuccess) fatal("NCCL: a collective failed: %s", cudaGetErrorString(cudaGetLastError()));
+}
+#endif
 
 // The CUDA build hands collectives device buffers; MPI here is host-staged (--comm mpi in the issue's
 // terms): a device buffer is copied to the host, reduced or moved, and copied back.
@@ -167,9 +188,32 @@ static void comm_split(Comm *c, int color, int key, Comm *sub) {
         mpiCheck(MPI_Comm_split(c->mpi, color, key, &sub->mpi));
         mpiCheck(MPI_Comm_rank(sub->mpi, &sub->rank));
         mpiCheck(MPI_Comm_size(sub->mpi, &sub->world));
+#ifdef USE_NCCL
+        sub->use_nccl = 0;
+        if (c->use_nccl) {
+            ncclCheck(ncclCommSplit(c->nccl, color, key, &sub->nccl, NULL));
+            sub->use_nccl = 1;
+        }
+#endif
     }
 #else
     (void)color; (void)key;
+#endif
+}
+
+// Brings up NCCL over the whole group (the CUDA build, after the device is chosen); sub-groups made
+// later by comm_split inherit it.
+static void comm_enable_nccl(Comm *c) {
+#ifdef USE_NCCL
+    if (c->world == 1 || c->use_nccl) return;
+    ncclUniqueId id;
+    if (c->rank == 0) ncclCheck(ncclGetUniqueId(&id));
+    mpiCheck(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, c->mpi));
+    ncclCheck(ncclCommInitRank(&c->nccl, c->world, id, c->rank));
+    c->use_nccl = 1;
+#else
+    (void)c;
+    fatal("--comm nccl: this build has no NCCL (it needs the CUDA build with MPI)");
 #endif
 }
 
@@ -186,6 +230,14 @@ static void comm_allreduce_sum(Comm *c, float *buf, size_t n) {
     if (c->world == 1) return;
 #ifdef USE_MPI
     watch_enter("all-reduce", n);
+#ifdef USE_NCCL
+    if (c->use_nccl && comm_is_device(buf)) {
+        ncclCheck(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, c->nccl, 0));
+        nccl_wait();
+        watch_leave();
+        return;
+    }
+#endif
     float *h = (float *)comm_stage(buf, n * sizeof(float));
     for (size_t off = 0; off < n; off += COMM_CHUNK) {
         size_t k = n - off < COMM_CHUNK ? n - off : COMM_CHUNK;
@@ -225,6 +277,14 @@ static void comm_reduce_scatter_sum(Comm *c, float *buf, size_t shard) {
     if (c->world == 1) return;
 #ifdef USE_MPI
     watch_enter("reduce-scatter", shard * c->world);
+#ifdef USE_NCCL
+    if (c->use_nccl && comm_is_device(buf)) {  // in place: this rank's shard receives the sum
+        ncclCheck(ncclReduceScatter(buf, buf + (size_t)c->rank * shard, shard, ncclFloat, ncclSum, c->nccl, 0));
+        nccl_wait();
+        watch_leave();
+        return;
+    }
+#endif
     float *dev = buf;
     buf = (float *)comm_stage(dev, shard * c->world * sizeof(float));
     float *mine = buf + (size_t)c->rank * shard;
@@ -248,6 +308,14 @@ static void comm_allgather(Comm *c, float *buf, size_t shard) {
     if (c->world == 1) return;
 #ifdef USE_MPI
     watch_enter("all-gather", shard * c->world);
+#ifdef USE_NCCL
+    if (c->use_nccl && comm_is_device(buf)) {  // in place: this rank's shard is already in position
+        ncclCheck(ncclAllGather(buf + (size_t)c->rank * shard, buf, shard, ncclFloat, c->nccl, 0));
+        nccl_wait();
+        watch_leave();
+        return;
+    }
+#endif
     float *dev = buf;
     buf = (float *)comm_stage(dev, shard * c->world * sizeof(float));
     if (shard <= COMM_CHUNK) {

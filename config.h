@@ -40,6 +40,7 @@ typedef struct {
     int zero_stage;             // 0..3
     float comm_timeout;         // seconds a rank may wait on the others; 0 = no watchdog
     int pp;                     // pipeline stages
+    const char *comm;           // "mpi" or "nccl": how device buffers move between ranks
 } TrainConfig;
 
 static void config_defaults(TrainConfig *c) {
@@ -71,6 +72,7 @@ static void config_defaults(TrainConfig *c) {
     c->resume = 0;
     c->comm_timeout = 900.0f;
     c->pp = 1;
+    c->comm = "mpi";
 }
 
 typedef enum { OPT_STR, OPT_INT, OPT_LONG, OPT_U64, OPT_FLOAT, OPT_FLAG } OptKind;
@@ -118,6 +120,7 @@ static const OptSpec OPTIONS[] = {
     OPT("-y", "--resume", OPT_INT, resume, "1 = continue from the latest complete checkpoint in --out-dir"),
     OPT("-z", "--zero-stage", OPT_INT, zero_stage, "ZeRO: 0 replicate; 1 shard AdamW state; 2 also gradients; 3 also parameters"),
     OPT(NULL, "--pp", OPT_INT, pp, "pipeline stages (1F1B); the world is pp x data-parallel ranks (default 1)"),
+    OPT(NULL, "--comm", OPT_STR, comm, "mpi (host-staged; several ranks may share a GPU) or nccl (CUDA build, one GPU per rank)"),
     OPT(NULL, "--comm-timeout", OPT_FLOAT, comm_timeout, "abort the job if a rank waits this many seconds on the others; 0 = off (default 900)"),
     OPT(NULL, "--dry-run", OPT_FLAG, dry_run, "print the configuration and memory plan, then exit"),
 };
@@ -240,6 +243,9 @@ static void config_validate(const TrainConfig *c) {
         bad_value(c->resume ? "-y/--resume" : "-n/--checkpoint-every", "needs -o/--out-dir");
     }
     if (c->zero_stage < 0 || c->zero_stage > 3) bad_value("-z/--zero-stage", "must be 0, 1, 2 or 3");
+    if (strcmp(c->comm, "mpi") != 0 && strcmp(c->comm, "nccl") != 0) {
+        fprintf(stderr, "error: --comm: '%s' is not one of mpi, nccl\n", c->comm); exit(2);
+    }
     if (c->comm_timeout < 0) bad_value("--comm-timeout", "must be >= 0 (0 turns the watchdog off)");
     if (c->val_data && !c->train_data) bad_value("-j/--val-data", "given without -i/--train-data");
 }

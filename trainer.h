@@ -116,6 +116,7 @@ static int train_main(int argc, char **argv) {
     }
     config_resolve_batch(&cfg, dp);
     backend_init(comm.local_rank);  // after the flags, so --help and flag errors need no device
+    if (strcmp(cfg.comm, "nccl") == 0) comm_enable_nccl(&comm);
     comm_watchdog_start(&comm, cfg.comm_timeout);
     // fault injection for the hang tests: TRAIN_GPT_FAULT=stall:RANK:STEP makes that rank stop
     // before the gradient reduction of that step, as a rank stuck in a kernel or on a dead disk would

@@ -74,6 +74,14 @@ if command -v mpirun >/dev/null; then
   r=$(close "$W/one.jsonl" "$W/pp.jsonl" 1e-5) && ok "--pp 2 on one GPU via MPI vs 1 process: $r" || bad "pipeline on GPU" "$r $(tail -3 "$W/pp.out")"
 fi
 
+# 5b. NCCL (one rank here: NCCL refuses two ranks on one GPU)
+./train_gpt -e d2 -b 4 -t 64 -x 10 -v 0 -s 0 --grad-accum 4 --comm nccl --log "$W/nccl.jsonl" > "$W/nccl.out" 2>&1
+[ -s "$W/nccl.jsonl" ] && [ "$(losses "$W/nccl.jsonl")" = "$(losses "$W/one.jsonl")" ] && ok "--comm nccl with one rank: same losses"   || bad "--comm nccl with one rank" "$(tail -3 "$W/nccl.out")"
+if command -v mpirun >/dev/null && [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
+  mpirun --allow-run-as-root -np 2 ./train_gpt -e d2 -b 4 -t 64 -x 10 -v 0 -s 0 --grad-accum 2 -z 1 --comm nccl     --log "$W/nccl2.jsonl" > "$W/nccl2.out" 2>&1
+  r=$(close "$W/one.jsonl" "$W/nccl2.jsonl" 1e-5) && ok "2 GPUs through NCCL at ZeRO-1 vs 1 process: $r" || bad "NCCL on 2 GPUs" "$r"
+fi
+
 # 6. compute-sanitizer on a short run
 if command -v compute-sanitizer >/dev/null; then
   for tool in memcheck racecheck; do
