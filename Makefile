@@ -22,13 +22,13 @@ train_gpt_cpu: train_gpt.c $(HEADERS)
 tokenize: tokenize.c tokenizer.h utils.h
 	$(CC) -O2 -std=gnu11 -Wall -Wextra $< -o $@ $(LDLIBS)
 
-test/test_gpt2: test/test_gpt2.c train_gpt.c $(HEADERS)
+test/test_gpt2: test/test_gpt2.c test/check.h train_gpt.c $(HEADERS)
 	$(CC) $(CFLAGS) -I. $< -o $@ $(LDLIBS)
 
-test/test_units: test/test_units.c $(HEADERS)
+test/test_units: test/test_units.c test/check.h $(HEADERS)
 	$(CC) $(CFLAGS) -I. $< -o $@ $(LDLIBS)
 
-test/test_pipeline: test/test_pipeline.c pipeline.h gpt2.h comm.h utils.h
+test/test_pipeline: test/test_pipeline.c test/check.h pipeline.h gpt2.h comm.h utils.h
 	$(CC) $(CFLAGS) -I. $< -o $@ $(LDLIBS)
 
 test: train_gpt_cpu tokenize test/test_gpt2 test/test_units test/test_pipeline

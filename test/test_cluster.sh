@@ -2,17 +2,7 @@
 # test_cluster.sh: a multi-rank job never hangs silently. A rank that stops outside any collective
 # is named by the watchdog and the job ends non-zero; a rank that is killed takes the job down;
 # the plot script draws a real log into a PNG.
-set -u
-cd "$(dirname "$0")/.."
-BIN=./train_gpt_cpu
-PY=${PYTHON:-python3}
-export OMP_NUM_THREADS=1
-MPI=(mpirun --allow-run-as-root --oversubscribe -x OMP_NUM_THREADS)
-W=$(mktemp -d /tmp/test_cluster.XXXXXX)
-trap 'rm -rf "$W"' EXIT
-pass=0; fail=0
-ok() { echo "PASS $1"; pass=$((pass+1)); }
-bad() { echo "FAIL $1"; [ -n "${2:-}" ] && echo "$2" | tail -8 | sed 's/^/    /'; fail=$((fail+1)); }
+source "$(dirname "$0")/lib.sh"
 run=(-e d2 -b 2 -t 32 -v 0 -s 0)
 
 # one rank stalls before the gradient reduction of step 4: the watchdog names it, every rank stops
@@ -63,5 +53,4 @@ out=$($PY scripts/plot_logs.py -o "$W/x.png" "$W/kill.out" 2>&1); rc=$?
 [ $rc -ne 0 ] && grep -q "kill.out:1: not JSON" <<<"$out" && [ ! -e "$W/x.png" ] && ok "plot_logs.py names a file that is not a log" \
   || bad "plot_logs.py rejects a non-log" "$out"
 
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

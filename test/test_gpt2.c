@@ -9,17 +9,7 @@
 #include "train_gpt.c"
 #endif
 
-static int passed = 0, failed = 0;
-
-static void check(int ok, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s ", ok ? "PASS" : "FAIL");
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    if (ok) passed++; else failed++;
-}
+#include "check.h"
 
 // max |a - b| / max |b|: relative to the tensor's scale, so tiny entries do not dominate
 static double rel_err(const float *a, const float *b, size_t n) {
@@ -204,6 +194,5 @@ int main(int argc, char **argv) {
             free(final);
         }
     }
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    return check_summary();
 }

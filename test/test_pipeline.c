@@ -8,16 +8,7 @@
 #include "gpt2.h"
 #define PIPELINE_SCHEDULE_ONLY
 #include "pipeline.h"
-static int passed = 0, failed = 0;
-static void check(int ok, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s ", ok ? "PASS" : "FAIL");
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    if (ok) passed++; else failed++;
-}
+#include "check.h"
 
 #define MAXS 8
 #define MAXM 24
@@ -179,6 +170,5 @@ int main(void) {
     }
     check(good, "layer split for 8 layers over 1-8 stages: contiguous, non-empty, and as balanced as the best of all splits");
 
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    return check_summary();
 }

@@ -3,17 +3,7 @@
 # micro-batches, and --pp 2 x 2 data-parallel ranks at ZeRO-1, each give the same 10 losses (1e-5
 # relative) and final parameters as one process; recompute levels work per stage; a checkpoint taken
 # with stages resumes with other stages or none; the measured bubble is logged beside the formula.
-set -u
-cd "$(dirname "$0")/.."
-BIN=./train_gpt_cpu
-PY=${PYTHON:-python3}
-export OMP_NUM_THREADS=1
-MPI=(mpirun --allow-run-as-root --oversubscribe -x OMP_NUM_THREADS)
-W=$(mktemp -d /tmp/test_pipeline.XXXXXX)
-trap 'rm -rf "$W"' EXIT
-pass=0; fail=0
-ok() { echo "PASS $1"; pass=$((pass+1)); }
-bad() { echo "FAIL $1"; [ -n "${2:-}" ] && echo "$2" | tail -5 | sed 's/^/    /'; fail=$((fail+1)); }
+source "$(dirname "$0")/lib.sh"
 
 compare() { $PY - "$@" <<'PYEOF'
 import json, sys, array
@@ -87,5 +77,4 @@ out=$("${MPI[@]}" -np 4 $BIN -e d2 --pp 4 2>&1); rc=$?
 out=$("${MPI[@]}" -np 3 $BIN -e d4 --pp 3 --dry-run 2>&1)
 grep -q "warning: 4 layers do not split evenly over 3 stages" <<<"$out" && ok "an uneven split is warned about with its imbalance" || bad "uneven split warning" "$out"
 
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

@@ -6,16 +6,7 @@
 #include "dataloader.h"
 #include "checkpoint.h"
 
-static int passed = 0, failed = 0;
-static void check(int ok, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s ", ok ? "PASS" : "FAIL");
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    if (ok) passed++; else failed++;
-}
+#include "check.h"
 static int near(float a, float b) { return fabsf(a - b) <= 1e-6f * fmaxf(1.0f, fabsf(b)); }
 
 static void test_schedules(void) {
@@ -190,6 +181,5 @@ int main(void) {
     test_dataloader();
     test_markov();
     test_state_file();
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    return check_summary();
 }

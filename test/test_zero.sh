@@ -3,18 +3,8 @@
 # must train like one process that reads the same tokens (N ranks x accumulation A = 1 process x
 # N*A): the same 10 losses to 1e-5 relative and the same final parameters; per-rank memory follows
 # the ZeRO paper's formulas; checkpoints resume across rank counts and stages.
-set -u
-cd "$(dirname "$0")/.."
-BIN=./train_gpt_cpu
-PY=${PYTHON:-python3}
-export OMP_NUM_THREADS=1
-MPI=(mpirun --allow-run-as-root --oversubscribe -x OMP_NUM_THREADS)
-W=$(mktemp -d /tmp/test_zero.XXXXXX)
-trap 'rm -rf "$W"' EXIT
-pass=0; fail=0
-ok() { echo "PASS $1"; pass=$((pass+1)); }
-bad() { echo "FAIL $1"; [ -n "${2:-}" ] && echo "$2" | tail -5 | sed 's/^/    /'; fail=$((fail+1)); }
-if ! command -v mpirun >/dev/null || ! $BIN --help >/dev/null; then bad "mpirun and ./train_gpt_cpu are needed"; echo "$pass passed, $fail failed"; exit 1; fi
+source "$(dirname "$0")/lib.sh"
+if ! command -v mpirun >/dev/null || ! $BIN --help >/dev/null; then bad "mpirun and ./train_gpt_cpu are needed"; finish; exit 1; fi
 
 # compare_losses A.jsonl B.jsonl [first_step]: max relative difference of the per-step losses, or FAIL
 compare_losses() { $PY - "$@" <<'PYEOF'
@@ -109,5 +99,4 @@ out=$("${MPI[@]}" -np 2 $BIN "${common[@]}" -d 384 2>&1); rc=$?
 [ $rc -ne 0 ] && grep -qF -- "-d/--total-batch-tokens: total batch tokens 384 != micro-batch 4 x seq 32 x accumulation A x data-parallel 2" <<<"$out" \
   && ok "batch arithmetic is checked against the number of ranks" || bad "batch arithmetic with 2 ranks" "$out"
 
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish
