@@ -76,17 +76,21 @@ typedef struct {
 // Bytes of each kind of memory, for the memory plan printed at start.
 typedef struct { size_t params, grads, optimizer, activations, workspace; } MemoryPlan;
 
-static MemoryPlan model_memory_plan(const GPT2Config *c, int B, int T, int recompute) {
+// The plan of a model running `layers` layers with `slots` micro-batches in flight (a pipeline
+// stage; the whole model is layers = L, slots = 1). Parameter-sized figures are for one unsharded
+// copy; zero.h replaces them with the stage's own.
+static MemoryPlan model_memory_plan(const GPT2Config *c, int B, int T, int recompute, int layers, int slots) {
     MemoryPlan mp;
     size_t n = gpt2_num_params(c), per[NUM_ACTS], acts = 0;
     act_sizes(c, B, T, per);
-    for (int i = 0; i < NUM_ACTS; i++) acts += per[i] * act_copies(c->num_layers, recompute, i);
+    for (int i = 0; i < NUM_ACTS; i++) acts += per[i] * act_copies(layers, recompute, i);
+    acts *= slots;
     size_t BT = (size_t)B * T, C = c->channels;
     mp.params = n * sizeof(float);
     mp.grads = n * sizeof(float);
     mp.optimizer = 2 * n * sizeof(float);
     mp.activations = acts * sizeof(float);
-    mp.workspace = (BT * C * 5 + BT * 3 * C + BT * 8 * C) * sizeof(float);
+    mp.workspace = (BT * C * 5 + BT * 3 * C + BT * 8 * C) * sizeof(float) + 2 * slots * BT * sizeof(int);
     return mp;
 }
 

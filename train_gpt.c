@@ -333,7 +333,11 @@ static void classifier_forward_backward(float *logits, float *losses, const int 
 // ----------------------------------------------------------------------------
 // Memory: on the CPU every buffer is host memory.
 static size_t backend_allocated = 0;  // model-state bytes handed out, so a run can report them beside its plan
-static void *backend_malloc(size_t bytes) { return callocCheck(bytes, 1); }
+static size_t backend_malloced = 0;   // every byte backend_malloc handed out (activations, workspace)
+static void *backend_malloc(size_t bytes) {
+    backend_malloced += bytes;
+    return callocCheck(bytes, 1);
+}
 static void backend_free(void *p) { free(p); }
 static void backend_tokens_from_host(int *dst, const int *src, size_t n) { memcpy(dst, src, n * sizeof(int)); }
 static double backend_sum_losses(const float *losses, int n) {

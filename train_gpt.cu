@@ -405,7 +405,9 @@ static void classifier_forward_backward(float *logits, float *losses, const int 
 
 static size_t backend_allocated = 0;  // model-state bytes handed out, so a run can report them beside its plan
 
+static size_t backend_malloced = 0;   // every byte backend_malloc handed out (activations, workspace)
 static void *backend_malloc(size_t bytes) {
+    backend_malloced += bytes;
     void *p = NULL;
     cudaError_t err = cudaMalloc(&p, bytes > 0 ? bytes : 1);
     if (err != cudaSuccess) {

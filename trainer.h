@@ -3,9 +3,10 @@
 //   Model *model_create(const GPT2Config *, int B, int T, int recompute), model_free(Model *)
 //   const float *model_logits(Model *, int b, int t)      (host pointer to Vp logits, after a
 //                                                          forward without targets)
-//   MemoryPlan model_memory_plan(const GPT2Config *, int B, int T, int recompute)
+//   MemoryPlan model_memory_plan(const GPT2Config *, int B, int T, int recompute, int layers, int slots)
 //   void backend_init(int local_rank)                      (picks and prepares the device)
-//   const char *model_device_name(void), size_t backend_allocated (bytes the backend has handed out)
+//   const char *model_device_name(void), size_t backend_allocated, backend_malloced (bytes handed out
+//                                                          for model state, and for activations)
 //   double model_peak_flops(void)                          (dense peak FLOP/s of one device; 0 = unknown)
 // the model's pieces and the backend that zero.h drives (see there), and BUILD_NAME. Everything the user sees of a run (flags, files, logs) is decided here once.
 #ifndef TRAINER_H
@@ -235,12 +236,8 @@ static int train_main(int argc, char **argv) {
     present[0] = stage == 0 || stage == pp_stages - 1;
     for (int l = first[stage]; l < first[stage + 1]; l++) present[1 + l] = 1;
     int slots = pp_max_in_flight(stage, pp_stages, A);
-    MemoryPlan plan = model_memory_plan(&mc, B, T, cfg.recompute);
-    {   // activations: this stage's share of the layers, times the micro-batches it keeps in flight
-        size_t per_layer = (plan.activations - model_memory_plan(&mc, B, T, 3).activations) / (mc.num_layers > 1 ? mc.num_layers - 1 : 1);
-        size_t fixed = plan.activations - per_layer * mc.num_layers;
-        plan.activations = slots * (fixed + per_layer * (first[stage + 1] - first[stage]));
-    }
+    // activations: this stage's layers, times the micro-batches it keeps in flight
+    MemoryPlan plan = model_memory_plan(&mc, B, T, cfg.recompute, first[stage + 1] - first[stage], slots);
     zero_memory_plan(&mc, cfg.zero_stage, dp, present, &plan.params, &plan.grads, &plan.optimizer);
     printf0("train_gpt (%s build) on %s | world %d = data-parallel %d x pipeline %d | ZeRO stage %d | offload none | "
             "precision fp32\n", BUILD_NAME, model_device_name(), world, dp, pp_stages, cfg.zero_stage);
@@ -280,16 +277,20 @@ static int train_main(int argc, char **argv) {
     comm_split(&comm, stage, dp_rank, &dp_comm);
     comm_split(&comm, dp_rank, stage, &pp_comm);
     comm_split(&comm, present[0] ? dp_rank : world + rank, stage, &tied_comm);
+    size_t act_before = backend_malloced;
     Model *model = model_create(&mc, B, T, cfg.recompute, first[stage], first[stage + 1], slots);
+    size_t act_bytes = backend_malloced - act_before, planned_act = plan.activations + plan.workspace;
     Zero zero;
     size_t allocated_before = backend_allocated;
     zero_init(&zero, &dp_comm, cfg.zero_stage, model, present);
     Pipeline pipe = {pp_stages, stage, first[stage], first[stage + 1], slots, &pp_comm, &zero, 0.0};
     size_t model_state = backend_allocated - allocated_before;
     size_t planned_state = plan.params + plan.grads + plan.optimizer;
-    printf0("model state allocated per rank: %.1f MiB (planned %.1f MiB)\n", model_state / 1048576.0, planned_state / 1048576.0);
-    if (logf) fprintf(logf, "{\"allocated\": {\"model_state_bytes\": %zu, \"planned_model_state_bytes\": %zu}}\n", model_state,
-                      planned_state);
+    printf0("allocated per rank: model state %.1f MiB (planned %.1f MiB) | activations and workspace %.1f MiB (planned %.1f MiB)\n",
+            model_state / 1048576.0, planned_state / 1048576.0, act_bytes / 1048576.0, planned_act / 1048576.0);
+    if (logf) fprintf(logf, "{\"allocated\": {\"model_state_bytes\": %zu, \"planned_model_state_bytes\": %zu, "
+                      "\"activation_bytes\": %zu, \"planned_activation_bytes\": %zu}}\n", model_state, planned_state,
+                      act_bytes, planned_act);
     zero_load_params(&zero, params);
     free(params);
     if (resume_m) { zero_set_opt_state(&zero, resume_m, resume_v); free(resume_m); free(resume_v); }

@@ -38,6 +38,9 @@ for layout in "2 1 0 8" "4 1 0 8" "2 2 1 4"; do
   if [ $? -ne 0 ]; then bad "$name runs" "$out"; continue; fi
   r=$(compare "$W/ref.jsonl" "$W/pp$pp$dp.jsonl" "$W/ref/model_00000010.bin" "$W/pp$pp$dp/model_00000010.bin") \
     && ok "$name vs one process: $r" || bad "$name vs one process" "$r"
+  alloc=$(grep -o "allocated per rank: .*" <<<"$out")
+  a=$($PY -c 'import json,sys; d=[json.loads(l) for l in open(sys.argv[1])][1]["allocated"]; print(int(d["model_state_bytes"] == d["planned_model_state_bytes"] and d["activation_bytes"] == d["planned_activation_bytes"]))' "$W/pp$pp$dp.jsonl")
+  [ "$a" = 1 ] && ok "$name: stage 0 allocates what its plan says ($alloc)" || bad "$name: allocation vs plan" "$alloc"
 done
 grep -q "pipeline split (1F1B, 8 micro-batches; bubble (p-1)/(m+p-1) = 0.273): stage 0: layers 0-0 + embedding" <<<"$("${MPI[@]}" -np 4 $BIN "${common[@]}" --pp 4 --grad-accum 8 --dry-run 2>&1)" \
   && ok "the split and the 1F1B bubble are printed at start" || bad "split printed"

@@ -44,9 +44,9 @@ for np in 2 3 4; do
     if [ $? -ne 0 ]; then bad "$name runs" "$out"; continue; fi
     r=$(compare_losses "$W/ref.jsonl" "$W/np${np}z$z.jsonl") && ok "$name: $r vs 1 process x 12" || bad "$name: losses vs 1 process" "$r"
     r=$(compare_params "$W/ref/model_00000010.bin" "$W/np${np}z$z/model_00000010.bin") && ok "$name: final $r" || bad "$name: final parameters" "$r"
-    alloc=$($PY -c 'import json,sys; d=[json.loads(l) for l in open(sys.argv[1])][1]["allocated"]; print(d["model_state_bytes"], d["planned_model_state_bytes"])' "$W/np${np}z$z.jsonl")
+    alloc=$($PY -c 'import json,sys; d=[json.loads(l) for l in open(sys.argv[1])][1]["allocated"]; print(d["model_state_bytes"], d["planned_model_state_bytes"], d["activation_bytes"], d["planned_activation_bytes"])' "$W/np${np}z$z.jsonl")
     set -- $alloc
-    [ "$1" = "$2" ] && ok "$name: allocates what the plan says ($1 bytes of model state per rank)" || bad "$name: allocated vs plan" "$alloc"
+    [ "$1" = "$2" ] && [ "$3" = "$4" ] && ok "$name: allocates what the plan says ($1 bytes of model state, $3 of activations per rank)" || bad "$name: allocated vs plan" "$alloc"
   done
 done
 # per-rank model-state memory of a d12 model (GPT-2 124M's layers; the embedded corpus's vocabulary
