@@ -41,6 +41,7 @@ typedef struct {
     float comm_timeout;         // seconds a rank may wait on the others; 0 = no watchdog
     int pp;                     // pipeline stages
     const char *comm;           // "mpi" or "nccl": how device buffers move between ranks
+    float reduce_bucket_mb;     // ZeRO-2/3 gradient bucket size; 0 = one layer per bucket
 } TrainConfig;
 
 static void config_defaults(TrainConfig *c) {
@@ -119,6 +120,7 @@ static const OptSpec OPTIONS[] = {
     OPT(NULL, "--keep-checkpoints", OPT_INT, keep_checkpoints, "keep the last K checkpoints (default 2)"),
     OPT("-y", "--resume", OPT_INT, resume, "1 = continue from the latest complete checkpoint in --out-dir"),
     OPT("-z", "--zero-stage", OPT_INT, zero_stage, "ZeRO: 0 replicate; 1 shard AdamW state; 2 also gradients; 3 also parameters"),
+    OPT(NULL, "--reduce-bucket-mb", OPT_FLOAT, reduce_bucket_mb, "ZeRO-2/3: reduce-scatter gradients in buckets of whole layers up to this size (default 0: one layer)"),
     OPT(NULL, "--pp", OPT_INT, pp, "pipeline stages (1F1B); the world is pp x data-parallel ranks (default 1)"),
     OPT(NULL, "--comm", OPT_STR, comm, "mpi (host-staged; several ranks may share a GPU) or nccl (CUDA build, one GPU per rank)"),
     OPT(NULL, "--comm-timeout", OPT_FLOAT, comm_timeout, "abort the job if a rank waits this many seconds on the others; 0 = off (default 900)"),
@@ -246,6 +248,7 @@ static void config_validate(const TrainConfig *c) {
     if (strcmp(c->comm, "mpi") != 0 && strcmp(c->comm, "nccl") != 0) {
         fprintf(stderr, "error: --comm: '%s' is not one of mpi, nccl\n", c->comm); exit(2);
     }
+    if (c->reduce_bucket_mb < 0) bad_value("--reduce-bucket-mb", "must be >= 0");
     if (c->comm_timeout < 0) bad_value("--comm-timeout", "must be >= 0 (0 turns the watchdog off)");
     if (c->val_data && !c->train_data) bad_value("-j/--val-data", "given without -i/--train-data");
 }

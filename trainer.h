@@ -238,7 +238,8 @@ static int train_main(int argc, char **argv) {
     int slots = pp_max_in_flight(stage, pp_stages, A);
     // activations: this stage's layers, times the micro-batches it keeps in flight
     MemoryPlan plan = model_memory_plan(&mc, B, T, cfg.recompute, first[stage + 1] - first[stage], slots);
-    zero_memory_plan(&mc, cfg.zero_stage, dp, present, &plan.params, &plan.grads, &plan.optimizer);
+    size_t bucket_bytes = (size_t)(cfg.reduce_bucket_mb * 1048576.0);
+    zero_memory_plan(&mc, cfg.zero_stage, dp, present, bucket_bytes, &plan.params, &plan.grads, &plan.optimizer);
     printf0("train_gpt (%s build) on %s | world %d = data-parallel %d x pipeline %d | ZeRO stage %d | offload none | "
             "precision fp32\n", BUILD_NAME, model_device_name(), world, dp, pp_stages, cfg.zero_stage);
     if (pp_stages > 1) {
@@ -282,7 +283,9 @@ static int train_main(int argc, char **argv) {
     size_t act_bytes = backend_malloced - act_before, planned_act = plan.activations + plan.workspace;
     Zero zero;
     size_t allocated_before = backend_allocated;
-    zero_init(&zero, &dp_comm, cfg.zero_stage, model, present);
+    zero_init(&zero, &dp_comm, cfg.zero_stage, model, present, bucket_bytes);
+    if (cfg.zero_stage >= 2) printf0("ZeRO-%d: gradients reduce-scattered in buckets of %d layer%s (--reduce-bucket-mb %g)\n",
+                                     cfg.zero_stage, zero.bucket_layers, zero.bucket_layers == 1 ? "" : "s", cfg.reduce_bucket_mb);
     Pipeline pipe = {pp_stages, stage, first[stage], first[stage + 1], slots, &pp_comm, &zero, 0.0};
     size_t model_state = backend_allocated - allocated_before;
     size_t planned_state = plan.params + plan.grads + plan.optimizer;

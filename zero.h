@@ -41,7 +41,9 @@ typedef struct {
     // memory (backend)
     float *params;                 // stages 0-2: every unit whole; stage 3: the outer unit whole
     float *grads;                  // stages 0-1: every unit whole; stages 2-3: the outer unit whole
-    float *layer_grad;             // stages 2-3: one layer's gradient
+    float *layer_grad;             // stages 2-3: the gradients of one bucket of layers
+    float *bucket_pack;            // stages 2-3 with buckets of several layers: their shards, rank by rank
+    int bucket_layers;             // layers whose gradients are reduce-scattered together
     float *layer_param[2];         // stage 3: gathered layer weights (this layer and the other)
     float *pshard;                 // stage 3: this rank's shards of the layers' parameters (the master copy;
                                    // the outer unit's master is its whole copy in params)
@@ -62,9 +64,19 @@ static size_t zero_unit_size(const GPT2Config *c, int u, const int *present) {
     return present && !present[u] ? 0 : gpt2_unit_size(c, u);
 }
 
+// Layers per gradient bucket at stages 2-3: as many as fit in bucket_bytes, at least one.
+static int zero_bucket_layers(const GPT2Config *c, int world, size_t bucket_bytes) {
+    size_t layer = comm_shard_size(gpt2_unit_size(c, 1), world) * world * sizeof(float);
+    size_t k = bucket_bytes / layer;
+    if (k < 1) k = 1;
+    if (k > (size_t)c->num_layers) k = c->num_layers;
+    return (int)k;
+}
+
 // Per-rank bytes of parameters, gradients and AdamW state for a stage, without allocating.
-static void zero_memory_plan(const GPT2Config *c, int stage, int world, const int *present, size_t *params,
-                             size_t *grads, size_t *opt) {
+static void zero_memory_plan(const GPT2Config *c, int stage, int world, const int *present, size_t bucket_bytes,
+                             size_t *params, size_t *grads, size_t *opt) {
+    int K = zero_bucket_layers(c, world, bucket_bytes);
     int nu = gpt2_num_units(c);
     size_t whole = 0, shard = 0, outer = 0, layer = 0;
     for (int u = 0; u < nu; u++) {
@@ -75,19 +87,23 @@ static void zero_memory_plan(const GPT2Config *c, int stage, int world, const in
     }
     size_t outer_shard = outer / world;
     *params = (stage <= 2 ? whole : outer + 2 * layer + shard - outer_shard) * sizeof(float);
-    *grads = (stage <= 1 ? whole : outer + layer + shard) * sizeof(float);
+    *grads = (stage <= 1 ? whole : outer + (K > 1 ? 2 * K : 1) * layer + shard) * sizeof(float);
     *opt = 2 * (stage == 0 ? whole : shard) * sizeof(float);
 }
 
 static float *zero_unit_params(Zero *z, int u) { return z->params + z->uoff[u]; }
 
+// Where layer l sits in its gradient bucket; buckets are filled in backward order, last layer first.
+static int zero_bucket_slot(const Zero *z, int l) { return (z->L - 1 - l) % z->bucket_layers; }
+
 // Points the model at unit u's resident parameters and gradient buffer.
 static void zero_point_unit(Zero *z, int u, float *params) {
-    float *g = z->stage <= 1 || u == 0 ? z->grads + z->uoff[u] : z->layer_grad;
+    float *g = z->stage <= 1 || u == 0 ? z->grads + z->uoff[u]
+                                       : z->layer_grad + (size_t)zero_bucket_slot(z, u - 1) * z->ushard[u] * z->comm->world;
     model_set_unit(z->model, u, params, g);
 }
 
-static void zero_init(Zero *z, Comm *comm, int stage, Model *model, const int *present) {
+static void zero_init(Zero *z, Comm *comm, int stage, Model *model, const int *present, size_t bucket_bytes) {
     memset(z, 0, sizeof(*z));
     z->stage = stage;
     z->comm = comm;
@@ -95,6 +111,7 @@ static void zero_init(Zero *z, Comm *comm, int stage, Model *model, const int *p
     z->config = model->config;
     z->nu = gpt2_num_units(&z->config);
     z->L = z->config.num_layers;
+    z->bucket_layers = zero_bucket_layers(&z->config, comm->world, bucket_bytes);
     z->usize = (size_t *)callocCheck(z->nu, sizeof(size_t));
     z->ushard = (size_t *)callocCheck(z->nu, sizeof(size_t));
     z->uoff = (size_t *)callocCheck(z->nu, sizeof(size_t));
@@ -115,7 +132,8 @@ static void zero_init(Zero *z, Comm *comm, int stage, Model *model, const int *p
     z->params = backend_alloc(stage <= 2 ? z->whole_floats : outer);
     z->grads = backend_alloc(stage <= 1 ? z->whole_floats : outer);
     if (stage >= 2) {
-        z->layer_grad = backend_alloc(layer);
+        z->layer_grad = backend_alloc((size_t)z->bucket_layers * layer);
+        if (z->bucket_layers > 1) z->bucket_pack = backend_alloc((size_t)z->bucket_layers * layer);
         z->gshard = backend_alloc(z->shard_floats);
     }
     if (stage == 3) {
@@ -131,7 +149,7 @@ static void zero_init(Zero *z, Comm *comm, int stage, Model *model, const int *p
 }
 
 static void zero_free(Zero *z) {
-    float *bufs[] = {z->params, z->grads, z->layer_grad, z->layer_param[0], z->layer_param[1], z->pshard, z->gshard, z->m, z->v};
+    float *bufs[] = {z->params, z->grads, z->layer_grad, z->bucket_pack, z->layer_param[0], z->layer_param[1], z->pshard, z->gshard, z->m, z->v};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) if (bufs[i]) backend_free(bufs[i]);
     free(z->usize); free(z->ushard); free(z->uoff); free(z->soff); free(z->runs);
 }
@@ -292,10 +310,30 @@ static void zero_layer_forward(Zero *z, int l) {
     zero_drop_layer(z, l);
 }
 
+// Stages 2-3 with buckets of n layers (slots 0..n-1 hold layers top+... down to the one just done):
+// their shards are packed rank by rank, so one reduce-scatter hands every rank its shards of all n.
+static void zero_flush_bucket(Zero *z, int lowest_layer, int n) {
+    int W = z->comm->world, r = z->comm->rank;
+    size_t sh = z->ushard[1], whole = sh * W;
+    for (int q = 0; q < W; q++)
+        for (int j = 0; j < n; j++)
+            backend_copy(z->bucket_pack + ((size_t)q * n + j) * sh, z->layer_grad + (size_t)j * whole + (size_t)q * sh, sh);
+    comm_reduce_scatter_sum(z->comm, z->bucket_pack, (size_t)n * sh);
+    for (int j = 0; j < n; j++) {
+        int layer = lowest_layer + (n - 1 - j);  // slot j holds the j-th layer of the bucket in backward order
+        backend_add(z->gshard + z->soff[1 + layer], z->bucket_pack + ((size_t)r * n + j) * sh, sh);
+    }
+    backend_zero(z->layer_grad, (size_t)n * whole);
+}
+
 static void zero_layer_backward(Zero *z, int l) {
     zero_fetch_layer(z, l, l & 1);
     model_layer_backward(z->model, l);
-    if (z->stage >= 2) zero_bucket_done(z, 1 + l, z->layer_grad);
+    if (z->stage >= 2) {
+        int slot = zero_bucket_slot(z, l);
+        if (z->bucket_layers == 1) zero_bucket_done(z, 1 + l, z->layer_grad);
+        else if (slot == z->bucket_layers - 1 || l == 0) zero_flush_bucket(z, l, slot + 1);
+    }
     zero_drop_layer(z, l);
 }
 

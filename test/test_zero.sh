@@ -81,6 +81,16 @@ sys.exit(0 if ok else 1)
 PYEOF
 ) && ok "d12 model state per rank on 4 ranks follows the ZeRO formulas: $r" || bad "memory per rank vs the ZeRO formulas" "$r"
 
+# gradient buckets of several layers (d4: 4 layers of ~3.2 MB; 10 MB -> buckets of 3 and 1, 100 MB -> one of 4)
+$BIN -e d4 -b 2 -t 32 -x 6 -v 0 -s 0 --grad-accum 12 --log "$W/d4ref.jsonl" > /dev/null 2>&1
+for mb in 10 100; do
+  for z in 2 3; do
+    out=$("${MPI[@]}" -np 3 $BIN -e d4 -b 2 -t 32 -x 6 -v 0 -s 0 --grad-accum 4 -z $z --reduce-bucket-mb $mb --log "$W/b$z$mb.jsonl" 2>&1)
+    k=$(grep -o "buckets of [0-9]* layers\?" <<<"$out")
+    r=$(compare_losses "$W/d4ref.jsonl" "$W/b$z$mb.jsonl") && ok "ZeRO-$z, 3 ranks, --reduce-bucket-mb $mb ($k): $r vs 1 process" || bad "ZeRO-$z buckets $mb MB" "$r $out"
+  done
+done
+
 # save with 4 ranks at ZeRO-3, resume with 2 ranks at ZeRO-1, with 1 process, and with 3 ranks at ZeRO-2
 "${MPI[@]}" -np 4 $BIN "${common[@]}" --grad-accum 3 -z 3 -n 5 -o "$W/save4" > "$W/save4.out" 2>&1
 for layout in "2 1" "1 0" "3 2"; do
