@@ -345,6 +345,60 @@ static void comm_broadcast(Comm *c, void *buf, size_t bytes, int root) {
 #endif
 }
 
+// A collective started now and finished by comm_wait, so that compute can run in between (ZeRO-3
+// fetches the next layer's weights while this one computes).
+typedef struct {
+    int active;
+    float *buf, *host;      // the caller's buffer, and its host staging copy (device buffers under MPI)
+    size_t bytes;
+#ifdef USE_MPI
+    MPI_Request req;
+#endif
+    int nccl;
+} CommRequest;
+
+// Starts an in-place all-gather of `world` shards of `shard` floats (see comm_allgather).
+static void comm_allgather_start(Comm *c, float *buf, size_t shard, CommRequest *r) {
+    memset(r, 0, sizeof(*r));
+    if (c->world == 1) return;
+    r->active = 1;
+    r->buf = buf;
+    r->bytes = shard * c->world * sizeof(float);
+#ifdef USE_NCCL
+    if (c->use_nccl && comm_is_device(buf)) {
+        ncclCheck(ncclAllGather(buf + (size_t)c->rank * shard, buf, shard, ncclFloat, c->nccl, 0));
+        r->nccl = 1;
+        return;
+    }
+#endif
+#ifdef USE_MPI
+    if (shard > COMM_CHUNK) {  // too big for one non-blocking call: do it now
+        comm_allgather(c, buf, shard);
+        r->active = 0;
+        return;
+    }
+    r->host = (float *)comm_stage(buf, r->bytes);
+    mpiCheck(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r->host, (int)shard, MPI_FLOAT, c->mpi, &r->req));
+#endif
+}
+
+static void comm_wait(Comm *c, CommRequest *r) {
+    (void)c;
+    if (!r->active) return;
+    watch_enter("all-gather (wait)", r->bytes / sizeof(float));
+#ifdef USE_NCCL
+    if (r->nccl) nccl_wait();
+#endif
+#ifdef USE_MPI
+    if (!r->nccl) {
+        mpiCheck(MPI_Wait(&r->req, MPI_STATUS_IGNORE));
+        comm_unstage(r->buf, r->host, r->bytes, 1);
+    }
+#endif
+    watch_leave();
+    r->active = 0;
+}
+
 static void comm_send(Comm *c, const float *buf, size_t n, int peer, int tag) {
     (void)c;
 #ifdef USE_MPI

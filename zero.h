@@ -44,7 +44,10 @@ typedef struct {
     float *layer_grad;             // stages 2-3: the gradients of one bucket of layers
     float *bucket_pack;            // stages 2-3 with buckets of several layers: their shards, rank by rank
     int bucket_layers;             // layers whose gradients are reduce-scattered together
-    float *layer_param[2];         // stage 3: gathered layer weights (this layer and the other)
+    float *layer_param[2];         // stage 3: gathered layer weights (this layer and the next)
+    int slot_layer[2];             // stage 3: which layer each buffer holds whole (-1: none or stale)
+    CommRequest prefetch;          // stage 3: the gather of the next layer, running while this one computes
+    int prefetch_layer;
     float *pshard;                 // stage 3: this rank's shards of the layers' parameters (the master copy;
                                    // the outer unit's master is its whole copy in params)
     float *gshard;                 // stages 2-3: this rank's gradient shards, accumulated over micro-batches
@@ -139,6 +142,8 @@ static void zero_init(Zero *z, Comm *comm, int stage, Model *model, const int *p
     if (stage == 3) {
         z->layer_param[0] = backend_alloc(layer);
         z->layer_param[1] = backend_alloc(layer);
+        z->slot_layer[0] = z->slot_layer[1] = -1;
+        z->prefetch_layer = -1;
         z->pshard = backend_alloc(z->shard_floats - z->ushard[0]);
     }
     z->opt_floats = stage == 0 ? z->whole_floats : z->shard_floats;
@@ -182,6 +187,7 @@ static void zero_gather_unit(Zero *z, int u, const float *mine, float *whole) {
 
 // Loads the whole model (llm.c flat order, host) into this rank's share of it.
 static void zero_load_params(Zero *z, const float *flat) {
+    if (z->stage == 3) z->slot_layer[0] = z->slot_layer[1] = -1;
     size_t maxw = 0;
     for (int u = 0; u < z->nu; u++) if (z->ushard[u] * z->comm->world > maxw) maxw = z->ushard[u] * z->comm->world;
     float *whole = (float *)callocCheck(maxw, sizeof(float));
@@ -205,6 +211,7 @@ static void zero_get_params(Zero *z, float *flat) {
         const float *src = z->params + (z->stage <= 2 || u == 0 ? z->uoff[u] : 0);
         if (z->stage == 3 && u > 0) {
             zero_gather_unit(z, u, z->pshard + z->soff[u] - z->ushard[0], z->layer_param[0]);
+            z->slot_layer[0] = u - 1;
             src = z->layer_param[0];
         }
         backend_to_host(whole, src, z->usize[u]);
@@ -282,11 +289,31 @@ static void zero_zero_grad(Zero *z) {
 }
 
 // Stage 3: layer l's weights, whole, into buffer `slot`, and the model pointed at them.
-static void zero_fetch_layer(Zero *z, int l, int slot) {
+// Stage 3: layer l's weights whole in buffer l % 2 (gathered now, or already there from a prefetch or
+// an earlier pass since the last update), the model pointed at them, and the gather of layer
+// l + dir started into the other buffer so that it runs while layer l computes.
+static void zero_fetch_layer(Zero *z, int l, int dir) {
     if (z->stage < 3) return;
-    int u = 1 + l;
-    zero_gather_unit(z, u, z->pshard + z->soff[u] - z->ushard[0], z->layer_param[slot]);
+    int slot = l & 1, u = 1 + l;
+    if (z->prefetch_layer == l) {
+        comm_wait(z->comm, &z->prefetch);
+        z->prefetch_layer = -1;
+        z->slot_layer[slot] = l;
+    }
+    if (z->slot_layer[slot] != l) {
+        zero_gather_unit(z, u, z->pshard + z->soff[u] - z->ushard[0], z->layer_param[slot]);
+        z->slot_layer[slot] = l;
+    }
     zero_point_unit(z, u, z->layer_param[slot]);
+    int next = l + dir;
+    if (dir != 0 && next >= 0 && next < z->L && z->slot_layer[next & 1] != next && z->prefetch_layer < 0) {
+        float *buf = z->layer_param[next & 1];
+        backend_copy(buf + (size_t)z->comm->rank * z->ushard[1 + next], z->pshard + z->soff[1 + next] - z->ushard[0],
+                     z->ushard[1 + next]);
+        z->slot_layer[next & 1] = -1;
+        comm_allgather_start(z->comm, buf, z->ushard[1 + next], &z->prefetch);
+        z->prefetch_layer = next;
+    }
 }
 
 static void zero_drop_layer(Zero *z, int l) {
@@ -305,7 +332,7 @@ static void zero_bucket_done(Zero *z, int u, float *buf) {
 // gathered first and dropped after; at stages 2-3 its gradient is reduce-scattered as soon as its
 // backward is done. pipeline.h runs every step through these.
 static void zero_layer_forward(Zero *z, int l) {
-    zero_fetch_layer(z, l, l & 1);
+    zero_fetch_layer(z, l, +1);
     model_layer_forward(z->model, l);
     zero_drop_layer(z, l);
 }
@@ -327,7 +354,7 @@ static void zero_flush_bucket(Zero *z, int lowest_layer, int n) {
 }
 
 static void zero_layer_backward(Zero *z, int l) {
-    zero_fetch_layer(z, l, l & 1);
+    zero_fetch_layer(z, l, -1);
     model_layer_backward(z->model, l);
     if (z->stage >= 2) {
         int slot = zero_bucket_slot(z, l);
@@ -373,6 +400,10 @@ static float zero_grad_norm(Zero *z) { return (float)sqrt(zero_grad_sum_squares(
 
 static void zero_update(Zero *z, const AdamWArgs *args) {
     int r = z->comm->rank;
+    if (z->stage == 3) {  // gathered copies of the old weights are stale from here on
+        if (z->prefetch_layer >= 0) { comm_wait(z->comm, &z->prefetch); z->prefetch_layer = -1; }
+        z->slot_layer[0] = z->slot_layer[1] = -1;
+    }
     for (int u = 0; u < z->nu; u++) {
         size_t lo = z->stage == 0 ? 0 : (size_t)r * z->ushard[u];
         size_t cnt = z->stage == 0 ? z->usize[u] : zero_owned(z, u, r);
