@@ -381,24 +381,16 @@ static void backend_add(float *dst, const float *src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] += src[i];
 }
 
-// AdamW on n parameters with their gradients and moments; decayed says whether weight decay
-// applies (matmul weights and embeddings). Gradients are multiplied by grad_scale first (global-norm
-// clipping); t is the 1-based step.
 static void backend_adamw(float *p, const float *g, float *mom, float *vel, size_t n, int decayed, const AdamWArgs *a) {
-    float bc1 = 1.0f - powf(a->beta1, (float)a->t), bc2 = 1.0f - powf(a->beta2, (float)a->t);
-    float beta1 = a->beta1, beta2 = a->beta2, lr = a->lr, eps = a->eps, scale = a->grad_scale;
-    float wd = decayed ? a->weight_decay : 0.0f;
-#pragma omp parallel for simd
-    for (size_t i = 0; i < n; i++) {
-        float grad = g[i] * scale;
-        float mi = beta1 * mom[i] + (1.0f - beta1) * grad;
-        float vi = beta2 * vel[i] + (1.0f - beta2) * grad * grad;
-        mom[i] = mi;
-        vel[i] = vi;
-        float mhat = mi / bc1, vhat = vi / bc2;
-        p[i] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * p[i]);
-    }
+    adamw_host(p, g, mom, vel, n, decayed, a);
 }
+
+// Host memory for --offload optimizer: the CPU build's memory is host memory already.
+static float *backend_alloc_host(size_t n) {
+    backend_allocated += n * sizeof(float);
+    return (float *)callocCheck(n, sizeof(float));
+}
+static void backend_free_host(float *p) { free(p); }
 
 #include "model.h"
 

@@ -522,6 +522,16 @@ static void backend_adamw(float *p, const float *g, float *mom, float *vel, size
     launchCheck();
 }
 
+// Pinned host memory for --offload optimizer, so transfers run at full speed.
+static float *backend_alloc_host(size_t n) {
+    backend_allocated += n * sizeof(float);
+    float *p = NULL;
+    cudaCheck(cudaMallocHost(&p, (n > 0 ? n : 1) * sizeof(float)));
+    memset(p, 0, n * sizeof(float));
+    return p;
+}
+static void backend_free_host(float *p) { cudaCheck(cudaFreeHost(p)); }
+
 #include "model.h"
 
 // Picks the GPU by node-local rank and sets up cuBLASLt; a machine without a usable GPU or driver

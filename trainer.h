@@ -239,9 +239,10 @@ static int train_main(int argc, char **argv) {
     // activations: this stage's layers, times the micro-batches it keeps in flight
     MemoryPlan plan = model_memory_plan(&mc, B, T, cfg.recompute, first[stage + 1] - first[stage], slots);
     size_t bucket_bytes = (size_t)(cfg.reduce_bucket_mb * 1048576.0);
-    zero_memory_plan(&mc, cfg.zero_stage, dp, present, bucket_bytes, &plan.params, &plan.grads, &plan.optimizer);
-    printf0("train_gpt (%s build) on %s | world %d = data-parallel %d x pipeline %d | ZeRO stage %d | offload none | "
-            "precision fp32\n", BUILD_NAME, model_device_name(), world, dp, pp_stages, cfg.zero_stage);
+    int offload = strcmp(cfg.offload, "optimizer") == 0;
+    zero_memory_plan(&mc, cfg.zero_stage, dp, present, bucket_bytes, offload, &plan.params, &plan.grads, &plan.optimizer);
+    printf0("train_gpt (%s build) on %s | world %d = data-parallel %d x pipeline %d | ZeRO stage %d | offload %s | "
+            "precision fp32\n", BUILD_NAME, model_device_name(), world, dp, pp_stages, cfg.zero_stage, cfg.offload);
     if (pp_stages > 1) {
         printf0("pipeline split (1F1B, %d micro-batches; bubble (p-1)/(m+p-1) = %.3f):", A, pp_bubble_formula(pp_stages, A));
         for (int s = 0; s < pp_stages; s++) printf0(" stage %d: layers %d-%d%s%s |", s, first[s], first[s + 1] - 1,
@@ -283,7 +284,7 @@ static int train_main(int argc, char **argv) {
     size_t act_bytes = backend_malloced - act_before, planned_act = plan.activations + plan.workspace;
     Zero zero;
     size_t allocated_before = backend_allocated;
-    zero_init(&zero, &dp_comm, cfg.zero_stage, model, present, bucket_bytes);
+    zero_init(&zero, &dp_comm, cfg.zero_stage, model, present, bucket_bytes, offload);
     if (cfg.zero_stage >= 2) printf0("ZeRO-%d: gradients reduce-scattered in buckets of %d layer%s (--reduce-bucket-mb %g)\n",
                                      cfg.zero_stage, zero.bucket_layers, zero.bucket_layers == 1 ? "" : "s", cfg.reduce_bucket_mb);
     Pipeline pipe = {pp_stages, stage, first[stage], first[stage + 1], slots, &pp_comm, &zero, 0.0};

@@ -53,6 +53,10 @@ typedef struct {
     float *gshard;                 // stages 2-3: this rank's gradient shards, accumulated over micro-batches
     float *m, *v;                  // AdamW moments: whole at stage 0, this rank's shards at stages 1-3
     size_t opt_floats;
+    // --offload optimizer: m and v live in host memory, beside a host master copy of this rank's
+    // parameters and a host staging copy of its gradients; AdamW runs on the CPU
+    int offload;
+    float *hmaster, *hgrad;
 } Zero;
 
 // How many of unit u's floats rank r owns.
@@ -61,6 +65,7 @@ static size_t zero_owned(const Zero *z, int u, int r) {
     if (lo >= z->usize[u]) return 0;
     return z->usize[u] - lo < z->ushard[u] ? z->usize[u] - lo : z->ushard[u];
 }
+static size_t zero_slice_len(const Zero *z, int u) { return z->stage == 0 ? z->usize[u] : zero_owned(z, u, z->comm->rank); }
 
 // A unit this rank holds: all of them, or those that `present` marks (a pipeline stage's).
 static size_t zero_unit_size(const GPT2Config *c, int u, const int *present) {
@@ -78,7 +83,7 @@ static int zero_bucket_layers(const GPT2Config *c, int world, size_t bucket_byte
 
 // Per-rank bytes of parameters, gradients and AdamW state for a stage, without allocating.
 static void zero_memory_plan(const GPT2Config *c, int stage, int world, const int *present, size_t bucket_bytes,
-                             size_t *params, size_t *grads, size_t *opt) {
+                             int offload, size_t *params, size_t *grads, size_t *opt) {
     int K = zero_bucket_layers(c, world, bucket_bytes);
     int nu = gpt2_num_units(c);
     size_t whole = 0, shard = 0, outer = 0, layer = 0;
@@ -91,7 +96,7 @@ static void zero_memory_plan(const GPT2Config *c, int stage, int world, const in
     size_t outer_shard = outer / world;
     *params = (stage <= 2 ? whole : outer + 2 * layer + shard - outer_shard) * sizeof(float);
     *grads = (stage <= 1 ? whole : outer + (K > 1 ? 2 * K : 1) * layer + shard) * sizeof(float);
-    *opt = 2 * (stage == 0 ? whole : shard) * sizeof(float);
+    *opt = (offload ? 4 : 2) * (stage == 0 ? whole : shard) * sizeof(float);  // offloaded: m, v, master, grads
 }
 
 static float *zero_unit_params(Zero *z, int u) { return z->params + z->uoff[u]; }
@@ -106,7 +111,7 @@ static void zero_point_unit(Zero *z, int u, float *params) {
     model_set_unit(z->model, u, params, g);
 }
 
-static void zero_init(Zero *z, Comm *comm, int stage, Model *model, const int *present, size_t bucket_bytes) {
+static void zero_init(Zero *z, Comm *comm, int stage, Model *model, const int *present, size_t bucket_bytes, int offload) {
     memset(z, 0, sizeof(*z));
     z->stage = stage;
     z->comm = comm;
@@ -147,17 +152,48 @@ static void zero_init(Zero *z, Comm *comm, int stage, Model *model, const int *p
         z->pshard = backend_alloc(z->shard_floats - z->ushard[0]);
     }
     z->opt_floats = stage == 0 ? z->whole_floats : z->shard_floats;
-    z->m = backend_alloc(z->opt_floats);
-    z->v = backend_alloc(z->opt_floats);
+    z->offload = offload;
+    if (offload) {
+        z->m = backend_alloc_host(z->opt_floats);
+        z->v = backend_alloc_host(z->opt_floats);
+        z->hmaster = backend_alloc_host(z->opt_floats);
+        z->hgrad = backend_alloc_host(z->opt_floats);
+    } else {
+        z->m = backend_alloc(z->opt_floats);
+        z->v = backend_alloc(z->opt_floats);
+    }
     for (int u = 0; u < z->nu; u++)
         zero_point_unit(z, u, (stage == 3 && u > 0) || z->usize[u] == 0 ? NULL : zero_unit_params(z, u));
 }
 
 static void zero_free(Zero *z) {
-    float *bufs[] = {z->params, z->grads, z->layer_grad, z->bucket_pack, z->layer_param[0], z->layer_param[1], z->pshard, z->gshard, z->m, z->v};
+    float *bufs[] = {z->params, z->grads, z->layer_grad, z->bucket_pack, z->layer_param[0], z->layer_param[1], z->pshard, z->gshard};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) if (bufs[i]) backend_free(bufs[i]);
+    float *opt[] = {z->m, z->v, z->hmaster, z->hgrad};
+    for (size_t i = 0; i < sizeof(opt) / sizeof(opt[0]); i++) {
+        if (!opt[i]) continue;
+        if (z->offload) backend_free_host(opt[i]); else backend_free(opt[i]);
+    }
     free(z->usize); free(z->ushard); free(z->uoff); free(z->soff); free(z->runs);
 }
+
+// AdamW's moments are device memory, or host memory when offloaded.
+static void zero_opt_to_host(const Zero *z, float *host, const float *src, size_t n) {
+    if (z->offload) memcpy(host, src, n * sizeof(float)); else backend_to_host(host, src, n);
+}
+static void zero_opt_from_host(const Zero *z, float *dst, const float *host, size_t n) {
+    if (z->offload) memcpy(dst, host, n * sizeof(float)); else backend_from_host(dst, host, n);
+}
+
+// This rank's slice of unit u: where it starts in the unit, its length, its master copy (backend
+// memory), and its offset in the optimizer-state layout (whole at stage 0, shards otherwise).
+static size_t zero_slice_lo(const Zero *z, int u) { return z->stage == 0 ? 0 : (size_t)z->comm->rank * z->ushard[u]; }
+static size_t zero_slice_len(const Zero *z, int u);
+static float *zero_slice_params(Zero *z, int u) {
+    if (z->stage <= 2 || u == 0) return z->params + z->uoff[u] + zero_slice_lo(z, u);
+    return z->pshard + z->soff[u] - z->ushard[0];
+}
+static size_t zero_opt_off(const Zero *z, int u) { return z->stage == 0 ? z->uoff[u] : z->soff[u]; }
 
 // ----------------------------------------------------------------------------
 // Moving between llm.c's flat order (files) and the unit layout. `whole` is a host buffer of one
@@ -197,6 +233,7 @@ static void zero_load_params(Zero *z, const float *flat) {
         unit_from_flat(z, u, flat, whole);
         if (z->stage <= 2 || u == 0) backend_from_host(z->params + z->uoff[u], whole, z->ushard[u] * z->comm->world);
         else backend_from_host(z->pshard + z->soff[u] - z->ushard[0], whole + (size_t)z->comm->rank * z->ushard[u], z->ushard[u]);
+        if (z->offload) memcpy(z->hmaster + zero_opt_off(z, u), whole + zero_slice_lo(z, u), zero_slice_len(z, u) * sizeof(float));
     }
     free(whole);
 }
@@ -240,7 +277,7 @@ static void zero_write_shards(Zero *z, int fd_model, int fd_state, const char *m
         src[1] = z->m + (z->stage == 0 ? z->uoff[u] + lo : z->soff[u]);
         src[2] = z->v + (z->stage == 0 ? z->uoff[u] + lo : z->soff[u]);
         for (int k = 0; k < 3; k++) {
-            backend_to_host(host, src[k], cnt);
+            if (k == 0) backend_to_host(host, src[k], cnt); else zero_opt_to_host(z, host, src[k], cnt);
             int fd = k == 0 ? fd_model : fd_state;
             const char *path = k == 0 ? model_path : state_path;
             size_t base = 1024 + (k == 2 ? num_params * sizeof(float) : 0);
@@ -271,8 +308,8 @@ static void zero_set_opt_state(Zero *z, const float *m_flat, const float *v_flat
             if (z->usize[u] == 0) continue;
             memset(whole, 0, maxw * sizeof(float));
             unit_from_flat(z, u, src[k], whole);
-            if (z->stage == 0) backend_from_host(dst[k] + z->uoff[u], whole, z->ushard[u] * z->comm->world);
-            else backend_from_host(dst[k] + z->soff[u], whole + (size_t)z->comm->rank * z->ushard[u], z->ushard[u]);
+            if (z->stage == 0) zero_opt_from_host(z, dst[k] + z->uoff[u], whole, z->ushard[u] * z->comm->world);
+            else zero_opt_from_host(z, dst[k] + z->soff[u], whole + (size_t)z->comm->rank * z->ushard[u], z->ushard[u]);
         }
     free(whole);
 }
@@ -399,27 +436,31 @@ static double zero_grad_sum_squares(Zero *z, int skip_unit) {
 static float zero_grad_norm(Zero *z) { return (float)sqrt(zero_grad_sum_squares(z, -1)); }
 
 static void zero_update(Zero *z, const AdamWArgs *args) {
-    int r = z->comm->rank;
     if (z->stage == 3) {  // gathered copies of the old weights are stale from here on
         if (z->prefetch_layer >= 0) { comm_wait(z->comm, &z->prefetch); z->prefetch_layer = -1; }
         z->slot_layer[0] = z->slot_layer[1] = -1;
     }
     for (int u = 0; u < z->nu; u++) {
-        size_t lo = z->stage == 0 ? 0 : (size_t)r * z->ushard[u];
-        size_t cnt = z->stage == 0 ? z->usize[u] : zero_owned(z, u, r);
-        float *p;  // this rank's master copy of [lo, lo + cnt) of unit u
-        if (z->stage <= 2 || u == 0) p = z->params + z->uoff[u] + lo;
-        else p = z->pshard + z->soff[u] - z->ushard[0];
+        size_t lo = zero_slice_lo(z, u), cnt = zero_slice_len(z, u), off = zero_opt_off(z, u);
+        float *p = zero_slice_params(z, u);  // this rank's master copy of [lo, lo + cnt) of unit u
         float *g = zero_grad_slice(z, u);
-        float *m = z->m + (z->stage == 0 ? z->uoff[u] : z->soff[u]), *v = z->v + (z->stage == 0 ? z->uoff[u] : z->soff[u]);
+        float *m = z->m + off, *v = z->v + off;
+        if (z->offload && cnt > 0) {  // the update runs on the host copies; the device gets the result
+            backend_to_host(z->hgrad + off, g, cnt);
+            p = z->hmaster + off;
+            g = z->hgrad + off;
+        }
         // weight decay differs between the unit's tensors: walk the runs that overlap [lo, lo + cnt)
         for (int i = 0; i < z->nruns; i++) {
             const ParamRun *run = &z->runs[i];
             if (run->unit != u) continue;
             size_t a = run->unit_off > lo ? run->unit_off : lo;
             size_t b = run->unit_off + run->len < lo + cnt ? run->unit_off + run->len : lo + cnt;
-            if (a < b) backend_adamw(p + (a - lo), g + (a - lo), m + (a - lo), v + (a - lo), b - a, run->decayed, args);
+            if (a >= b) continue;
+            if (z->offload) adamw_host(p + (a - lo), g + (a - lo), m + (a - lo), v + (a - lo), b - a, run->decayed, args);
+            else backend_adamw(p + (a - lo), g + (a - lo), m + (a - lo), v + (a - lo), b - a, run->decayed, args);
         }
+        if (z->offload && cnt > 0) backend_from_host(zero_slice_params(z, u), z->hmaster + off, cnt);
         if (z->stage >= 1 && (z->stage <= 2 || u == 0)) comm_allgather(z->comm, z->params + z->uoff[u], z->ushard[u]);
     }
 }
