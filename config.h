@@ -123,7 +123,7 @@ static const OptSpec OPTIONS[] = {
     OPT("-y", "--resume", OPT_INT, resume, "1 = continue from the latest complete checkpoint in --out-dir"),
     OPT("-z", "--zero-stage", OPT_INT, zero_stage, "ZeRO: 0 replicate; 1 shard AdamW state; 2 also gradients; 3 also parameters"),
     OPT(NULL, "--reduce-bucket-mb", OPT_FLOAT, reduce_bucket_mb, "ZeRO-2/3: reduce-scatter gradients in buckets of whole layers up to this size (default 0: one layer)"),
-    OPT(NULL, "--offload", OPT_STR, offload, "none | optimizer: AdamW state and master weights in host memory, updated on the CPU"),
+    OPT(NULL, "--offload", OPT_STR, offload, "none | optimizer (AdamW state and master weights in host memory, updated on the CPU) | params (also the ZeRO-3 parameter shards)"),
     OPT(NULL, "--pp", OPT_INT, pp, "pipeline stages (1F1B); the world is pp x data-parallel ranks (default 1)"),
     OPT(NULL, "--comm", OPT_STR, comm, "mpi (host-staged; several ranks may share a GPU) or nccl (CUDA build, one GPU per rank)"),
     OPT(NULL, "--comm-timeout", OPT_FLOAT, comm_timeout, "abort the job if a rank waits this many seconds on the others; 0 = off (default 900)"),
@@ -251,12 +251,12 @@ static void config_validate(const TrainConfig *c) {
     if (strcmp(c->comm, "mpi") != 0 && strcmp(c->comm, "nccl") != 0) {
         fprintf(stderr, "error: --comm: '%s' is not one of mpi, nccl\n", c->comm); exit(2);
     }
-    if (strcmp(c->offload, "params") == 0) {
-        fprintf(stderr, "error: --offload params: keeping the parameter shards in host memory is not in this build yet; "
-                "use --offload optimizer\n"); exit(2);
+    if (strcmp(c->offload, "none") != 0 && strcmp(c->offload, "optimizer") != 0 && strcmp(c->offload, "params") != 0) {
+        fprintf(stderr, "error: --offload: '%s' is not one of none, optimizer, params\n", c->offload); exit(2);
     }
-    if (strcmp(c->offload, "none") != 0 && strcmp(c->offload, "optimizer") != 0) {
-        fprintf(stderr, "error: --offload: '%s' is not one of none, optimizer\n", c->offload); exit(2);
+    if (strcmp(c->offload, "params") == 0 && c->zero_stage != 3) {
+        fprintf(stderr, "error: --offload params: only ZeRO-3 shards the parameters (got -z %d); use -z 3, or --offload "
+                "optimizer\n", c->zero_stage); exit(2);
     }
     if (c->reduce_bucket_mb < 0) bad_value("--reduce-bucket-mb", "must be >= 0");
     if (c->comm_timeout < 0) bad_value("--comm-timeout", "must be >= 0 (0 turns the watchdog off)");

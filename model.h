@@ -74,13 +74,16 @@ typedef struct {
 } Model;
 
 // Bytes of each kind of memory, for the memory plan printed at start.
-typedef struct { size_t params, grads, optimizer, activations, workspace; } MemoryPlan;
+typedef struct {
+    size_t params, grads, optimizer, activations, workspace;
+    int optimizer_on_host;  // --offload: the optimizer figure is host memory
+} MemoryPlan;
 
 // The plan of a model running `layers` layers with `slots` micro-batches in flight (a pipeline
 // stage; the whole model is layers = L, slots = 1). Parameter-sized figures are for one unsharded
 // copy; zero.h replaces them with the stage's own.
 static MemoryPlan model_memory_plan(const GPT2Config *c, int B, int T, int recompute, int layers, int slots) {
-    MemoryPlan mp;
+    MemoryPlan mp = {0};
     size_t n = gpt2_num_params(c), per[NUM_ACTS], acts = 0;
     act_sizes(c, B, T, per);
     for (int i = 0; i < NUM_ACTS; i++) acts += per[i] * act_copies(layers, recompute, i);

@@ -87,8 +87,9 @@ static float evaluate(Pipeline *pp, DataLoader *val, int batches, int B, int T) 
 
 static void print_memory_plan(const MemoryPlan *mp) {
     double mib = 1048576.0;
-    printf0("memory plan per rank: params %.1f MiB | grads %.1f MiB | AdamW state %.1f MiB | activations %.1f MiB | "
+    printf0("memory plan per rank: params %.1f MiB | grads %.1f MiB | AdamW state %.1f MiB%s | activations %.1f MiB | "
            "workspace %.1f MiB | total %.1f MiB\n", mp->params / mib, mp->grads / mib, mp->optimizer / mib,
+           mp->optimizer_on_host ? " (host: moments, master copy, gradient staging)" : "",
            mp->activations / mib, mp->workspace / mib,
            (mp->params + mp->grads + mp->optimizer + mp->activations + mp->workspace) / mib);
 }
@@ -239,8 +240,9 @@ static int train_main(int argc, char **argv) {
     // activations: this stage's layers, times the micro-batches it keeps in flight
     MemoryPlan plan = model_memory_plan(&mc, B, T, cfg.recompute, first[stage + 1] - first[stage], slots);
     size_t bucket_bytes = (size_t)(cfg.reduce_bucket_mb * 1048576.0);
-    int offload = strcmp(cfg.offload, "optimizer") == 0;
-    zero_memory_plan(&mc, cfg.zero_stage, dp, present, bucket_bytes, offload, &plan.params, &plan.grads, &plan.optimizer);
+    int offload_params = strcmp(cfg.offload, "params") == 0, offload = offload_params || strcmp(cfg.offload, "optimizer") == 0;
+    plan.optimizer_on_host = offload;
+    zero_memory_plan(&mc, cfg.zero_stage, dp, present, bucket_bytes, offload, offload_params, &plan.params, &plan.grads, &plan.optimizer);
     printf0("train_gpt (%s build) on %s | world %d = data-parallel %d x pipeline %d | ZeRO stage %d | offload %s | "
             "precision fp32\n", BUILD_NAME, model_device_name(), world, dp, pp_stages, cfg.zero_stage, cfg.offload);
     if (pp_stages > 1) {
@@ -284,7 +286,7 @@ static int train_main(int argc, char **argv) {
     size_t act_bytes = backend_malloced - act_before, planned_act = plan.activations + plan.workspace;
     Zero zero;
     size_t allocated_before = backend_allocated;
-    zero_init(&zero, &dp_comm, cfg.zero_stage, model, present, bucket_bytes, offload);
+    zero_init(&zero, &dp_comm, cfg.zero_stage, model, present, bucket_bytes, offload, offload_params);
     if (cfg.zero_stage >= 2) printf0("ZeRO-%d: gradients reduce-scattered in buckets of %d layer%s (--reduce-bucket-mb %g)\n",
                                      cfg.zero_stage, zero.bucket_layers, zero.bucket_layers == 1 ? "" : "s", cfg.reduce_bucket_mb);
     Pipeline pipe = {pp_stages, stage, first[stage], first[stage + 1], slots, &pp_comm, &zero, 0.0};

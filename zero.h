@@ -56,6 +56,7 @@ typedef struct {
     // --offload optimizer: m and v live in host memory, beside a host master copy of this rank's
     // parameters and a host staging copy of its gradients; AdamW runs on the CPU
     int offload;
+    int offload_params;            // --offload params (stage 3): the host master copy is the only copy of the layer shards
     float *hmaster, *hgrad;
 } Zero;
 
@@ -83,7 +84,7 @@ static int zero_bucket_layers(const GPT2Config *c, int world, size_t bucket_byte
 
 // Per-rank bytes of parameters, gradients and AdamW state for a stage, without allocating.
 static void zero_memory_plan(const GPT2Config *c, int stage, int world, const int *present, size_t bucket_bytes,
-                             int offload, size_t *params, size_t *grads, size_t *opt) {
+                             int offload, int offload_params, size_t *params, size_t *grads, size_t *opt) {
     int K = zero_bucket_layers(c, world, bucket_bytes);
     int nu = gpt2_num_units(c);
     size_t whole = 0, shard = 0, outer = 0, layer = 0;
@@ -94,7 +95,7 @@ static void zero_memory_plan(const GPT2Config *c, int stage, int world, const in
         if (u == 0) outer = sh * world; else if (sh > 0) layer = sh * world;
     }
     size_t outer_shard = outer / world;
-    *params = (stage <= 2 ? whole : outer + 2 * layer + shard - outer_shard) * sizeof(float);
+    *params = (stage <= 2 ? whole : outer + 2 * layer + (offload_params ? 0 : shard - outer_shard)) * sizeof(float);
     *grads = (stage <= 1 ? whole : outer + (K > 1 ? 2 * K : 1) * layer + shard) * sizeof(float);
     *opt = (offload ? 4 : 2) * (stage == 0 ? whole : shard) * sizeof(float);  // offloaded: m, v, master, grads
 }
@@ -111,7 +112,8 @@ static void zero_point_unit(Zero *z, int u, float *params) {
     model_set_unit(z->model, u, params, g);
 }
 
-static void zero_init(Zero *z, Comm *comm, int stage, Model *model, const int *present, size_t bucket_bytes, int offload) {
+static void zero_init(Zero *z, Comm *comm, int stage, Model *model, const int *present, size_t bucket_bytes, int offload,
+                      int offload_params) {
     memset(z, 0, sizeof(*z));
     z->stage = stage;
     z->comm = comm;
@@ -149,10 +151,12 @@ static void zero_init(Zero *z, Comm *comm, int stage, Model *model, const int *p
         z->layer_param[1] = backend_alloc(layer);
         z->slot_layer[0] = z->slot_layer[1] = -1;
         z->prefetch_layer = -1;
-        z->pshard = backend_alloc(z->shard_floats - z->ushard[0]);
+        if (!offload_params) z->pshard = backend_alloc(z->shard_floats - z->ushard[0]);
     }
     z->opt_floats = stage == 0 ? z->whole_floats : z->shard_floats;
-    z->offload = offload;
+    z->offload = offload || offload_params;
+    z->offload_params = offload_params;
+    offload = z->offload;
     if (offload) {
         z->m = backend_alloc_host(z->opt_floats);
         z->v = backend_alloc_host(z->opt_floats);
@@ -191,6 +195,7 @@ static size_t zero_slice_lo(const Zero *z, int u) { return z->stage == 0 ? 0 : (
 static size_t zero_slice_len(const Zero *z, int u);
 static float *zero_slice_params(Zero *z, int u) {
     if (z->stage <= 2 || u == 0) return z->params + z->uoff[u] + zero_slice_lo(z, u);
+    if (z->offload_params) return z->hmaster + z->soff[u];  // host memory
     return z->pshard + z->soff[u] - z->ushard[0];
 }
 static size_t zero_opt_off(const Zero *z, int u) { return z->stage == 0 ? z->uoff[u] : z->soff[u]; }
@@ -221,6 +226,15 @@ static void zero_gather_unit(Zero *z, int u, const float *mine, float *whole) {
     comm_allgather(z->comm, whole, z->ushard[u]);
 }
 
+// Stage 3: layer unit u whole in buf: this rank's master shard put in place (from device memory, or
+// from the host with --offload params), then the all-gather.
+static void zero_gather_layer(Zero *z, int u, float *buf) {
+    float *dst = buf + (size_t)z->comm->rank * z->ushard[u];
+    if (z->offload_params) backend_from_host(dst, z->hmaster + z->soff[u], z->ushard[u]);
+    else backend_copy(dst, z->pshard + z->soff[u] - z->ushard[0], z->ushard[u]);
+    comm_allgather(z->comm, buf, z->ushard[u]);
+}
+
 // Loads the whole model (llm.c flat order, host) into this rank's share of it.
 static void zero_load_params(Zero *z, const float *flat) {
     if (z->stage == 3) z->slot_layer[0] = z->slot_layer[1] = -1;
@@ -232,7 +246,8 @@ static void zero_load_params(Zero *z, const float *flat) {
         memset(whole, 0, maxw * sizeof(float));
         unit_from_flat(z, u, flat, whole);
         if (z->stage <= 2 || u == 0) backend_from_host(z->params + z->uoff[u], whole, z->ushard[u] * z->comm->world);
-        else backend_from_host(z->pshard + z->soff[u] - z->ushard[0], whole + (size_t)z->comm->rank * z->ushard[u], z->ushard[u]);
+        else if (!z->offload_params)
+            backend_from_host(z->pshard + z->soff[u] - z->ushard[0], whole + (size_t)z->comm->rank * z->ushard[u], z->ushard[u]);
         if (z->offload) memcpy(z->hmaster + zero_opt_off(z, u), whole + zero_slice_lo(z, u), zero_slice_len(z, u) * sizeof(float));
     }
     free(whole);
@@ -247,7 +262,7 @@ static void zero_get_params(Zero *z, float *flat) {
         if (z->usize[u] == 0) continue;
         const float *src = z->params + (z->stage <= 2 || u == 0 ? z->uoff[u] : 0);
         if (z->stage == 3 && u > 0) {
-            zero_gather_unit(z, u, z->pshard + z->soff[u] - z->ushard[0], z->layer_param[0]);
+            zero_gather_layer(z, u, z->layer_param[0]);
             z->slot_layer[0] = u - 1;
             src = z->layer_param[0];
         }
@@ -273,11 +288,13 @@ static void zero_write_shards(Zero *z, int fd_model, int fd_state, const char *m
         size_t lo = (size_t)r * z->ushard[u], cnt = zero_owned(z, u, r);
         if (cnt == 0) continue;
         const float *src[3];
-        src[0] = z->stage <= 2 || u == 0 ? z->params + z->uoff[u] + lo : z->pshard + z->soff[u] - z->ushard[0];
+        int host_params = z->offload_params && u > 0;  // the layer shards live only on the host
+        src[0] = z->stage <= 2 || u == 0 ? z->params + z->uoff[u] + lo
+                 : host_params ? z->hmaster + z->soff[u] : z->pshard + z->soff[u] - z->ushard[0];
         src[1] = z->m + (z->stage == 0 ? z->uoff[u] + lo : z->soff[u]);
         src[2] = z->v + (z->stage == 0 ? z->uoff[u] + lo : z->soff[u]);
         for (int k = 0; k < 3; k++) {
-            if (k == 0) backend_to_host(host, src[k], cnt); else zero_opt_to_host(z, host, src[k], cnt);
+            if (k == 0 && !host_params) backend_to_host(host, src[k], cnt); else zero_opt_to_host(z, host, src[k], cnt);
             int fd = k == 0 ? fd_model : fd_state;
             const char *path = k == 0 ? model_path : state_path;
             size_t base = 1024 + (k == 2 ? num_params * sizeof(float) : 0);
@@ -338,15 +355,16 @@ static void zero_fetch_layer(Zero *z, int l, int dir) {
         z->slot_layer[slot] = l;
     }
     if (z->slot_layer[slot] != l) {
-        zero_gather_unit(z, u, z->pshard + z->soff[u] - z->ushard[0], z->layer_param[slot]);
+        zero_gather_layer(z, u, z->layer_param[slot]);
         z->slot_layer[slot] = l;
     }
     zero_point_unit(z, u, z->layer_param[slot]);
     int next = l + dir;
     if (dir != 0 && next >= 0 && next < z->L && z->slot_layer[next & 1] != next && z->prefetch_layer < 0) {
         float *buf = z->layer_param[next & 1];
-        backend_copy(buf + (size_t)z->comm->rank * z->ushard[1 + next], z->pshard + z->soff[1 + next] - z->ushard[0],
-                     z->ushard[1 + next]);
+        float *own = buf + (size_t)z->comm->rank * z->ushard[1 + next];
+        if (z->offload_params) backend_from_host(own, z->hmaster + z->soff[1 + next], z->ushard[1 + next]);
+        else backend_copy(own, z->pshard + z->soff[1 + next] - z->ushard[0], z->ushard[1 + next]);
         z->slot_layer[next & 1] = -1;
         comm_allgather_start(z->comm, buf, z->ushard[1 + next], &z->prefetch);
         z->prefetch_layer = next;
@@ -460,7 +478,7 @@ static void zero_update(Zero *z, const AdamWArgs *args) {
             if (z->offload) adamw_host(p + (a - lo), g + (a - lo), m + (a - lo), v + (a - lo), b - a, run->decayed, args);
             else backend_adamw(p + (a - lo), g + (a - lo), m + (a - lo), v + (a - lo), b - a, run->decayed, args);
         }
-        if (z->offload && cnt > 0) backend_from_host(zero_slice_params(z, u), z->hmaster + off, cnt);
+        if (z->offload && cnt > 0 && !(z->offload_params && u > 0)) backend_from_host(zero_slice_params(z, u), z->hmaster + off, cnt);
         if (z->stage >= 1 && (z->stage <= 2 || u == 0)) comm_allgather(z->comm, z->params + z->uoff[u], z->ushard[u]);
     }
 }

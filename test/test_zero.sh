@@ -101,6 +101,14 @@ for z in 0 1 2 3; do
   [ -s "$W/off$z.jsonl" ] && [ "$(losses_of "$W/off_no$z.jsonl")" = "$(losses_of "$W/off$z.jsonl")" ] \
     && ok "ZeRO-$z --offload optimizer on 2 ranks: losses bit-identical to no offload" || bad "offload at ZeRO-$z" "$(tail -3 "$W/off$z.out")"
 done
+"${MPI[@]}" -np 2 $BIN -e d2 -b 2 -t 32 -x 6 -v 0 -s 0 --grad-accum 2 -z 3 --offload params -n 3 -o "$W/offp" \
+  --log "$W/offp.jsonl" > "$W/offp.out" 2>&1
+[ -s "$W/offp.jsonl" ] && [ "$(losses_of "$W/off_no3.jsonl")" = "$(losses_of "$W/offp.jsonl")" ] \
+  && cmp -s "$W/off3/state_00000006.bin" "$W/offp/state_00000006.bin" && cmp -s "$W/off3/model_00000006.bin" "$W/offp/model_00000006.bin" \
+  && ok "ZeRO-3 --offload params (layer shards only in host memory): losses bit-identical, checkpoint byte-identical" \
+  || bad "offload params" "$(tail -3 "$W/offp.out")"
+out=$($BIN -e d2 -z 1 --offload params 2>&1); rc=$?
+[ $rc -ne 0 ] && grep -qF -- "--offload params: only ZeRO-3 shards the parameters" <<<"$out" && ok "--offload params without ZeRO-3 is refused" || bad "--offload params -z 1" "$out"
 mkdir -p "$W/off_res"; cp "$W/off3/model_00000003.bin" "$W/off3/state_00000003.bin" "$W/off_res/"
 "${MPI[@]}" -np 2 $BIN -e d2 -b 2 -t 32 -x 6 -v 0 -s 0 --grad-accum 2 -z 3 -o "$W/off_res" -y 1 --log "$W/off_res.jsonl" > /dev/null 2>&1
 [ "$(losses_of "$W/off_no3.jsonl" | tail -n 3)" = "$(losses_of "$W/off_res.jsonl")" ] \
