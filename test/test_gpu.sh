@@ -74,6 +74,15 @@ if command -v mpirun >/dev/null; then
   r=$(close "$W/one.jsonl" "$W/pp.jsonl" 1e-5) && ok "--pp 2 on one GPU via MPI vs 1 process: $r" || bad "pipeline on GPU" "$r $(tail -3 "$W/pp.out")"
 fi
 
+# 5a. optimizer offload on the GPU: host AdamW on pinned memory, same numbers as on the device
+for o in optimizer params; do
+  z=1; [ $o = params ] && z=3
+  mpirun --allow-run-as-root --oversubscribe -np 2 ./train_gpt -e d2 -b 4 -t 64 -x 10 -v 0 -s 0 --grad-accum 2 -z $z \
+    --offload $o --log "$W/off$o.jsonl" > "$W/off$o.out" 2>&1
+  r=$(close "$W/mpi$z.jsonl" "$W/off$o.jsonl" 1e-6) && ok "--offload $o at ZeRO-$z on one GPU vs on-device AdamW: $r" \
+    || bad "--offload $o on GPU" "$r $(tail -3 "$W/off$o.out")"
+done
+
 # 5b. NCCL (one rank here: NCCL refuses two ranks on one GPU)
 ./train_gpt -e d2 -b 4 -t 64 -x 10 -v 0 -s 0 --grad-accum 4 --comm nccl --log "$W/nccl.jsonl" > "$W/nccl.out" 2>&1
 [ -s "$W/nccl.jsonl" ] && [ "$(losses "$W/nccl.jsonl")" = "$(losses "$W/one.jsonl")" ] && ok "--comm nccl with one rank: same losses"   || bad "--comm nccl with one rank" "$(tail -3 "$W/nccl.out")"
