@@ -181,6 +181,14 @@ static void zero_free(Zero *z) {
     free(z->usize); free(z->ushard); free(z->uoff); free(z->soff); free(z->runs);
 }
 
+// The part [a, b) of a unit-u run that falls in [lo, lo + cnt) of the unit; 0 when none does.
+static int run_overlap(const ParamRun *run, int u, size_t lo, size_t cnt, size_t *a, size_t *b) {
+    if (run->unit != u) return 0;
+    *a = run->unit_off > lo ? run->unit_off : lo;
+    *b = run->unit_off + run->len < lo + cnt ? run->unit_off + run->len : lo + cnt;
+    return *a < *b;
+}
+
 // AdamW's moments are device memory, or host memory when offloaded.
 static void zero_opt_to_host(const Zero *z, float *host, const float *src, size_t n) {
     if (z->offload) memcpy(host, src, n * sizeof(float)); else backend_to_host(host, src, n);
@@ -300,10 +308,8 @@ static void zero_write_shards(Zero *z, int fd_model, int fd_state, const char *m
             size_t base = 1024 + (k == 2 ? num_params * sizeof(float) : 0);
             for (int i = 0; i < z->nruns; i++) {
                 const ParamRun *run = &z->runs[i];
-                if (run->unit != u) continue;
-                size_t a = run->unit_off > lo ? run->unit_off : lo;
-                size_t b = run->unit_off + run->len < lo + cnt ? run->unit_off + run->len : lo + cnt;
-                if (a >= b) continue;
+                size_t a, b;
+                if (!run_overlap(run, u, lo, cnt, &a, &b)) continue;
                 size_t bytes = (b - a) * sizeof(float);
                 off_t at = (off_t)(base + (run->flat + (a - run->unit_off)) * sizeof(float));
                 if (pwrite(fd, host + (a - lo), bytes, at) != (ssize_t)bytes) fatal("%s: write failed: %s", path, strerror(errno));
@@ -471,10 +477,8 @@ static void zero_update(Zero *z, const AdamWArgs *args) {
         // weight decay differs between the unit's tensors: walk the runs that overlap [lo, lo + cnt)
         for (int i = 0; i < z->nruns; i++) {
             const ParamRun *run = &z->runs[i];
-            if (run->unit != u) continue;
-            size_t a = run->unit_off > lo ? run->unit_off : lo;
-            size_t b = run->unit_off + run->len < lo + cnt ? run->unit_off + run->len : lo + cnt;
-            if (a >= b) continue;
+            size_t a, b;
+            if (!run_overlap(run, u, lo, cnt, &a, &b)) continue;
             if (z->offload) adamw_host(p + (a - lo), g + (a - lo), m + (a - lo), v + (a - lo), b - a, run->decayed, args);
             else backend_adamw(p + (a - lo), g + (a - lo), m + (a - lo), v + (a - lo), b - a, run->decayed, args);
         }
