@@ -64,6 +64,11 @@ static void *watchdog_main(void *arg) {
                     w->op ? w->op : "none", w->timeout);
         }
         fflush(stderr);
+        // every rank's watchdog fires within a tick of the others; give them time to say where they
+        // are before the first exit makes the launcher kill the rest
+        double grace = w->timeout < 2.0 ? w->timeout : 2.0;
+        struct timespec g = {(time_t)grace, (long)((grace - (time_t)grace) * 1e9)};
+        nanosleep(&g, NULL);
         _exit(3);
     }
     return NULL;
