@@ -8,7 +8,10 @@
 //     [5] grad accumulation A, [6] data-parallel ranks D, [7] shuffle, [8..9] seed (lo, hi 32 bits),
 //     [10..11] train loader position (micro-batches taken by rank 0's view, lo, hi), [12..13] sampler
 //     RNG state (lo, hi), [14..15] parameter count P (lo, hi), [16] total steps of the run,
-//     [17] vocab size V, the rest 0
+//     [17] vocab size V; from version 2: [18] AdamW updates applied (steps less skipped ones),
+//     [19] loss scale (float32 bits), [20] loss-scaler steps seen, [21] its step of the last
+//     overflow (-1 none), [22] hysteresis left, [23] steps skipped for overflow; the rest 0.
+//     Version 1 files (no loss scaler) still load: updates = step, and the scaler starts afresh
 //   float32 m[P], v[P]: AdamW first and second moments in the model file's parameter order
 #ifndef CHECKPOINT_H
 #define CHECKPOINT_H
@@ -18,11 +21,14 @@
 #include "utils.h"
 
 #define STATE_MAGIC 20241122
-#define STATE_VERSION 1
+#define STATE_VERSION 2
 
 typedef struct {
     int step, B, T, grad_accum, world, shuffle, total_steps, vocab_size;
     uint64_t seed, loader_pos, sample_rng, num_params;
+    int updates;                 // AdamW's t: steps applied, not skipped
+    float loss_scale;            // 0 in a version 1 file: no scaler state saved
+    int scaler_iter, scaler_last_overflow, scaler_hysteresis_left, scaler_skipped;
 } TrainState;
 
 static void put_u64(int *h, int i, uint64_t x) { h[i] = (int)(uint32_t)x; h[i + 1] = (int)(uint32_t)(x >> 32); }
@@ -47,10 +53,17 @@ static void state_read(const char *path, TrainState *s, float *m, float *v) {
     int h[256];
     if (fread(h, sizeof(int), 256, fp) != 256) fatal("%s: too short for a training-state header", path);
     if (h[0] != STATE_MAGIC) fatal("%s: bad magic %d, expected %d (not a training-state file?)", path, h[0], STATE_MAGIC);
-    if (h[1] != STATE_VERSION) fatal("%s: training-state version %d, this build reads %d", path, h[1], STATE_VERSION);
+    if (h[1] < 1 || h[1] > STATE_VERSION) fatal("%s: training-state version %d, this build reads 1 to %d", path, h[1], STATE_VERSION);
     s->step = h[2]; s->B = h[3]; s->T = h[4]; s->grad_accum = h[5]; s->world = h[6]; s->shuffle = h[7];
     s->seed = get_u64(h, 8); s->loader_pos = get_u64(h, 10); s->sample_rng = get_u64(h, 12); s->num_params = get_u64(h, 14);
     s->total_steps = h[16]; s->vocab_size = h[17];
+    s->updates = s->step; s->loss_scale = 0.0f;
+    s->scaler_iter = s->scaler_skipped = 0; s->scaler_last_overflow = -1; s->scaler_hysteresis_left = 0;
+    if (h[1] >= 2) {
+        s->updates = h[18];
+        memcpy(&s->loss_scale, &h[19], sizeof(float));
+        s->scaler_iter = h[20]; s->scaler_last_overflow = h[21]; s->scaler_hysteresis_left = h[22]; s->scaler_skipped = h[23];
+    }
     fseekCheck(fp, 0, SEEK_END, path);
     long size = ftell(fp);
     long want = 1024 + 8 * (long)s->num_params;
@@ -101,6 +114,9 @@ static void state_header(int h[256], const TrainState *s) {
     h[6] = s->world; h[7] = s->shuffle;
     put_u64(h, 8, s->seed); put_u64(h, 10, s->loader_pos); put_u64(h, 12, s->sample_rng); put_u64(h, 14, s->num_params);
     h[16] = s->total_steps; h[17] = s->vocab_size;
+    h[18] = s->updates;
+    memcpy(&h[19], &s->loss_scale, sizeof(float));
+    h[20] = s->scaler_iter; h[21] = s->scaler_last_overflow; h[22] = s->scaler_hysteresis_left; h[23] = s->scaler_skipped;
 }
 
 static void checkpoint_paths(const char *dir, int step, char *model_path, char *state_path, size_t n) {

@@ -43,6 +43,14 @@ typedef struct {
     const char *comm;           // "mpi" or "nccl": how device buffers move between ranks
     float reduce_bucket_mb;     // ZeRO-2/3 gradient bucket size; 0 = one layer per bucket
     const char *offload;        // "none" or "optimizer"
+    // precision and loss scaling
+    const char *precision;      // "bf16", "fp16" or "fp32"; NULL = the build's default
+    int tf32;                   // fp32: let matmuls use TF32 tensor cores
+    const char *loss_scale;     // "dynamic", "none" or a fixed scale; NULL = dynamic for fp16, else none
+    int loss_scale_power;       // dynamic: the first scale is 2^power
+    int loss_scale_window;      // dynamic: clean steps before the scale doubles
+    int loss_scale_hysteresis;  // dynamic: overflows tolerated before the scale halves
+    float loss_scale_min;       // dynamic: the floor; an overflow at the floor stops the run
 } TrainConfig;
 
 static void config_defaults(TrainConfig *c) {
@@ -76,6 +84,10 @@ static void config_defaults(TrainConfig *c) {
     c->pp = 1;
     c->comm = "mpi";
     c->offload = "none";
+    c->loss_scale_power = 16;
+    c->loss_scale_window = 1000;
+    c->loss_scale_hysteresis = 2;
+    c->loss_scale_min = 1.0f;
 }
 
 typedef enum { OPT_STR, OPT_INT, OPT_LONG, OPT_U64, OPT_FLOAT, OPT_FLAG } OptKind;
@@ -127,6 +139,13 @@ static const OptSpec OPTIONS[] = {
     OPT(NULL, "--pp", OPT_INT, pp, "pipeline stages (1F1B); the world is pp x data-parallel ranks (default 1)"),
     OPT(NULL, "--comm", OPT_STR, comm, "mpi (host-staged; several ranks may share a GPU) or nccl (CUDA build, one GPU per rank)"),
     OPT(NULL, "--comm-timeout", OPT_FLOAT, comm_timeout, "abort the job if a rank waits this many seconds on the others; 0 = off (default 900)"),
+    OPT(NULL, "--precision", OPT_STR, precision, "bf16 | fp16 | fp32: activations and matmuls (master weights and AdamW stay fp32); default bf16 in ./train_gpt, and fp32, the only one, in ./train_gpt_cpu"),
+    OPT(NULL, "--tf32", OPT_FLAG, tf32, "with --precision fp32: let matmuls use TF32 tensor cores (default 0: exact fp32)"),
+    OPT(NULL, "--loss-scale", OPT_STR, loss_scale, "dynamic | none | a fixed scale (default dynamic with fp16, none otherwise)"),
+    OPT(NULL, "--loss-scale-power", OPT_INT, loss_scale_power, "dynamic scaling starts at 2^K (default 16)"),
+    OPT(NULL, "--loss-scale-window", OPT_INT, loss_scale_window, "dynamic: double the scale after this many steps without overflow (default 1000)"),
+    OPT(NULL, "--loss-scale-hysteresis", OPT_INT, loss_scale_hysteresis, "dynamic: overflows tolerated before the scale halves (default 2)"),
+    OPT(NULL, "--loss-scale-min", OPT_FLOAT, loss_scale_min, "dynamic: the lowest scale; an overflow there stops the run (default 1)"),
     OPT(NULL, "--dry-run", OPT_FLAG, dry_run, "print the configuration and memory plan, then exit"),
 };
 #undef OPT
@@ -261,6 +280,36 @@ static void config_validate(const TrainConfig *c) {
     if (c->reduce_bucket_mb < 0) bad_value("--reduce-bucket-mb", "must be >= 0");
     if (c->comm_timeout < 0) bad_value("--comm-timeout", "must be >= 0 (0 turns the watchdog off)");
     if (c->val_data && !c->train_data) bad_value("-j/--val-data", "given without -i/--train-data");
+    const char *p = c->precision;
+    if (p && strcmp(p, "bf16") != 0 && strcmp(p, "fp16") != 0 && strcmp(p, "fp32") != 0) {
+        fprintf(stderr, "error: --precision: '%s' is not one of bf16, fp16, fp32\n", p); exit(2);
+    }
+    const char *ls = c->loss_scale;
+    char *end = NULL;
+    if (ls && strcmp(ls, "dynamic") != 0 && strcmp(ls, "none") != 0 &&
+        !(strtod(ls, &end) > 0 && *end == '\0' && isfinite(strtod(ls, NULL)))) {
+        fprintf(stderr, "error: --loss-scale: '%s' is not dynamic, none or a positive number\n", ls); exit(2);
+    }
+    if (c->loss_scale_power < 0 || c->loss_scale_power > 60) bad_value("--loss-scale-power", "must be in [0, 60]");
+    if (c->loss_scale_window < 1) bad_value("--loss-scale-window", "must be >= 1");
+    if (c->loss_scale_hysteresis < 1) bad_value("--loss-scale-hysteresis", "must be >= 1");
+    if (!(c->loss_scale_min > 0) || c->loss_scale_min > ldexpf(1.0f, c->loss_scale_power)) {
+        bad_value("--loss-scale-min", "must be > 0 and at most the first scale 2^--loss-scale-power");
+    }
+}
+
+// Fills in what depends on the build: the default precision, and whether the build has it.
+static void config_resolve_precision(TrainConfig *c, const char *build_default, const char *build_has) {
+    if (!c->precision) c->precision = build_default;
+    if (!strstr(build_has, c->precision)) {
+        fprintf(stderr, "error: --precision %s: this build computes in %s only; ./train_gpt (the CUDA build) runs bf16, "
+                "fp16 and fp32\n", c->precision, build_has); exit(2);
+    }
+    if (c->tf32 && strcmp(c->precision, "fp32") != 0) {
+        fprintf(stderr, "error: --tf32 1: TF32 is a mode of --precision fp32 (this run has %s, whose matmuls already "
+                "use tensor cores)\n", c->precision); exit(2);
+    }
+    if (!c->loss_scale) c->loss_scale = strcmp(c->precision, "fp16") == 0 ? "dynamic" : "none";
 }
 
 // Sets grad_accum from total_batch_tokens (or the other way round) for dp data-parallel ranks.
@@ -288,6 +337,55 @@ static void config_resolve_batch(TrainConfig *c, int dp) {
         if (c->grad_accum < 1) bad_value("--grad-accum", "must be >= 1");
         c->total_batch_tokens = per_micro * c->grad_accum;
     }
+}
+
+// Loss scaling, as DeepSpeed's fp16 optimizer does it: the loss (so every gradient) is multiplied
+// by the scale, so small fp16 gradients do not flush to zero; gradients are divided by it again
+// before the update. A step whose gradients overflow (a non-finite norm) is skipped. An overflow
+// spends one unit of hysteresis; with none left the scale halves (and hysteresis is refilled only
+// by a doubling). After `window` steps without overflow since the last one, the scale doubles.
+// Powers of two keep the scaling exact: in fp32, a scaled run gives the unscaled run's numbers.
+typedef struct {
+    int dynamic;           // 0: a fixed scale (1 when loss scaling is off)
+    float scale, min_scale;
+    int window, hysteresis, hysteresis_left;
+    int iter;              // steps seen (applied and skipped)
+    int last_overflow;     // iter of the last overflow, -1 before any
+    int skipped;           // skipped steps so far
+} LossScaler;
+
+static void loss_scaler_init(LossScaler *s, const TrainConfig *c) {
+    memset(s, 0, sizeof(*s));
+    s->last_overflow = -1;
+    s->window = c->loss_scale_window;
+    s->hysteresis = s->hysteresis_left = c->loss_scale_hysteresis;
+    s->min_scale = c->loss_scale_min;
+    if (strcmp(c->loss_scale, "dynamic") == 0) { s->dynamic = 1; s->scale = ldexpf(1.0f, c->loss_scale_power); }
+    else s->scale = strcmp(c->loss_scale, "none") == 0 ? 1.0f : strtof(c->loss_scale, NULL);
+}
+
+// After a step's gradients are known: returns 1 if the step must be skipped. A fixed scale skips
+// overflowed steps too, rather than applying infinities. An overflow at the floor is fatal (returns
+// -1): the run cannot make progress, and going on would hide it.
+static int loss_scaler_update(LossScaler *s, int overflow) {
+    int it = s->iter++;
+    if (overflow) {
+        s->skipped++;
+        if (!s->dynamic) return 1;
+        if (s->hysteresis_left <= 1) {
+            if (s->scale <= s->min_scale) return -1;
+            s->scale = fmaxf(s->scale * 0.5f, s->min_scale);
+        } else {
+            s->hysteresis_left--;
+        }
+        s->last_overflow = it;
+        return 1;
+    }
+    if (s->dynamic && (it - s->last_overflow) % s->window == 0) {
+        s->hysteresis_left = s->hysteresis;
+        s->scale *= 2.0f;
+    }
+    return 0;
 }
 
 // Learning rate at 0-based step `step` of `total` steps: linear warmup to the peak, then decay to

@@ -396,6 +396,12 @@ static void backend_free_host(float *p) { free(p); }
 
 static void backend_init(int local_rank) { (void)local_rank; }
 
+// The reference computes in fp32 only (config_resolve_precision refuses the others).
+#define PRECISION_DEFAULT "fp32"
+#define PRECISIONS_BUILT "fp32"
+static void backend_set_precision(const char *precision, int tf32) { (void)precision; (void)tf32; }
+static size_t backend_peak_device_bytes(void) { return 0; }  // no device: the step line reports RSS
+
 // No honest dense peak is known for an arbitrary CPU, so MFU is not reported (the log gives FLOP/s).
 static double model_peak_flops(void) { return 0.0; }
 

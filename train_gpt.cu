@@ -554,6 +554,19 @@ static void backend_init(int local_rank) {
     backend_ready = 1;
 }
 
+#define PRECISION_DEFAULT "fp32"
+#define PRECISIONS_BUILT "fp32"
+static void backend_set_precision(const char *precision, int tf32) { (void)precision; (void)tf32; }
+
+// The device's high-water mark of memory in use (cudaMalloc'd by us, plus cuBLASLt and the context).
+static size_t backend_peak_device_bytes(void) {
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) return 0;
+    static size_t peak = 0;
+    if (total_b - free_b > peak) peak = total_b - free_b;
+    return peak;
+}
+
 // Dense bf16 peak of the card, for MFU; 0 (MFU not reported) for a card we have no figure for.
 static double model_peak_flops(void) {
     cudaDeviceProp prop;

@@ -38,6 +38,15 @@ static double peak_rss_mib(void) {
     return ru.ru_maxrss / 1024.0;  // Linux reports KiB
 }
 
+// Peak memory for the step line: host RSS, and on a GPU the device's high-water mark too.
+static const char *model_peak_memory(void) {
+    static char buf[96];
+    size_t dev = backend_peak_device_bytes();
+    if (dev) snprintf(buf, sizeof(buf), "GPU %.0f MiB | RSS %.0f MiB", dev / 1048576.0, peak_rss_mib());
+    else snprintf(buf, sizeof(buf), "RSS %.0f MiB", peak_rss_mib());
+    return buf;
+}
+
 // SIGTERM / SIGUSR1 ask the run to finish its step, checkpoint and exit 0 (slurm's preemption).
 static volatile sig_atomic_t stop_requested = 0;
 static void on_stop_signal(int sig) { (void)sig; stop_requested = 1; }
@@ -104,6 +113,7 @@ static int train_main(int argc, char **argv) {
     config_defaults(&cfg);
     parse_args(&cfg, argc, argv);
     config_validate(&cfg);
+    config_resolve_precision(&cfg, PRECISION_DEFAULT, PRECISIONS_BUILT);
     // the world is pipeline stages x data-parallel ranks; rank = stage * dp + dp index
     if (cfg.pp < 1 || world % cfg.pp != 0) {
         fprintf(stderr, "error: --pp: %d stages do not divide the world of %d ranks\n", cfg.pp, world);
@@ -122,9 +132,14 @@ static int train_main(int argc, char **argv) {
     comm_watchdog_start(&comm, cfg.comm_timeout);
     // fault injection for the hang tests: TRAIN_GPT_FAULT=stall:RANK:STEP makes that rank stop
     // before the gradient reduction of that step, as a rank stuck in a kernel or on a dead disk would
+    // TRAIN_GPT_FAULT=overflow:S1,S2,... makes the loss gradient infinite at those steps, as an fp16
+    // overflow would, for the loss-scaling tests
     int stall_rank = -1, stall_step = -1;
+    char overflow_steps[256] = "";
     const char *fault = getenv("TRAIN_GPT_FAULT");
-    if (fault && sscanf(fault, "stall:%d:%d", &stall_rank, &stall_step) != 2) fatal("TRAIN_GPT_FAULT: '%s' is not stall:RANK:STEP", fault);
+    if (fault && strncmp(fault, "overflow:", 9) == 0) snprintf(overflow_steps, sizeof(overflow_steps), ",%s,", fault + 9);
+    else if (fault && sscanf(fault, "stall:%d:%d", &stall_rank, &stall_step) != 2)
+        fatal("TRAIN_GPT_FAULT: '%s' is not stall:RANK:STEP or overflow:STEP[,STEP...]", fault);
     int B = cfg.micro_batch, T = cfg.seq_len, A = cfg.grad_accum;
     int synthetic = cfg.train_data == NULL;
 
@@ -244,7 +259,8 @@ static int train_main(int argc, char **argv) {
     plan.optimizer_on_host = offload;
     zero_memory_plan(&mc, cfg.zero_stage, dp, present, bucket_bytes, offload, offload_params, &plan.params, &plan.grads, &plan.optimizer);
     printf0("train_gpt (%s build) on %s | world %d = data-parallel %d x pipeline %d | ZeRO stage %d | offload %s | "
-            "precision fp32\n", BUILD_NAME, model_device_name(), world, dp, pp_stages, cfg.zero_stage, cfg.offload);
+            "precision %s%s | loss scale %s\n", BUILD_NAME, model_device_name(), world, dp, pp_stages, cfg.zero_stage, cfg.offload,
+            cfg.precision, cfg.tf32 ? " (TF32 matmuls)" : "", cfg.loss_scale);
     if (pp_stages > 1) {
         printf0("pipeline split (1F1B, %d micro-batches; bubble (p-1)/(m+p-1) = %.3f):", A, pp_bubble_formula(pp_stages, A));
         for (int s = 0; s < pp_stages; s++) printf0(" stage %d: layers %d-%d%s%s |", s, first[s], first[s + 1] - 1,
@@ -281,6 +297,7 @@ static int train_main(int argc, char **argv) {
     comm_split(&comm, stage, dp_rank, &dp_comm);
     comm_split(&comm, dp_rank, stage, &pp_comm);
     comm_split(&comm, present[0] ? dp_rank : world + rank, stage, &tied_comm);
+    backend_set_precision(cfg.precision, cfg.tf32);
     size_t act_before = backend_malloced;
     Model *model = model_create(&mc, B, T, cfg.recompute, first[stage], first[stage + 1], slots);
     size_t act_bytes = backend_malloced - act_before, planned_act = plan.activations + plan.workspace;
@@ -303,6 +320,16 @@ static int train_main(int argc, char **argv) {
     // the state file counts micro-batches taken by all data-parallel ranks together; each takes 1/dp
     train_loader.pos = start_step > 0 ? resumed.loader_pos / (uint64_t)dp : 0;
     uint64_t sample_rng = start_step > 0 ? resumed.sample_rng : mix_seed(cfg.seed ^ 0x73616d70ull);
+    LossScaler scaler;
+    loss_scaler_init(&scaler, &cfg);
+    int updates = start_step > 0 ? resumed.updates : 0, bad_in_a_row = 0;
+    if (start_step > 0 && resumed.loss_scale > 0.0f) {  // the scaler goes on where it was; a fixed scale is the flag's
+        if (scaler.dynamic) scaler.scale = resumed.loss_scale;
+        scaler.iter = resumed.scaler_iter;
+        scaler.last_overflow = resumed.scaler_last_overflow;
+        scaler.hysteresis_left = resumed.scaler_hysteresis_left;
+        scaler.skipped = resumed.scaler_skipped;
+    }
 
     signal(SIGTERM, on_stop_signal);
     signal(SIGUSR1, on_stop_signal);
@@ -344,7 +371,11 @@ static int train_main(int argc, char **argv) {
         double t0 = wall_seconds();
         comm_watchdog_step(step + 1);
         zero_zero_grad(&zero);
-        float dloss = 1.0f / ((float)B * T * A * dp);
+        float dloss = 1.0f / ((float)B * T * A * dp), step_scale = scaler.scale;
+        char stepname[16];
+        snprintf(stepname, sizeof(stepname), ",%d,", step + 1);
+        if (strstr(overflow_steps, stepname)) dloss = INFINITY;
+        dloss *= step_scale;  // a power of two: every gradient is scaled exactly
         double loss = pp_run_step(&pipe, &train_loader, A, B, T, dloss);
         double busy_ms = (wall_seconds() - t0) * 1e3;
         if (rank == stall_rank && step + 1 == stall_step) {
@@ -357,11 +388,20 @@ static int train_main(int argc, char **argv) {
         zero_reduce_gradients(&zero);
         // each stage sums its own units (the tied unit once), then the pipeline adds the stages up
         double ss = zero_grad_sum_squares(&zero, pp_stages > 1 && stage == pp_stages - 1 ? 0 : -1);
-        float norm = (float)sqrt(comm_allreduce_sum_f64(&pp_comm, ss));
+        float norm = (float)sqrt(comm_allreduce_sum_f64(&pp_comm, ss)) / step_scale;
+        int skip = loss_scaler_update(&scaler, !isfinite(norm));
+        if (skip < 0) fatal("step %d: the gradients overflow at the minimum loss scale %g (--loss-scale-min); fp16 cannot "
+                            "represent this run's gradients (try --precision bf16)", step + 1, step_scale);
+        bad_in_a_row = skip ? bad_in_a_row + 1 : 0;
+        if (!scaler.dynamic && bad_in_a_row >= 5) fatal("step %d: gradients non-finite for 5 steps in a row: the run has "
+                                                        "diverged (lower -l/--lr, or raise --warmup)", step + 1);
         float grad_scale = cfg.grad_clip > 0.0f && norm > cfg.grad_clip ? cfg.grad_clip / (norm + 1e-6f) : 1.0f;
         float lr = lr_at(&cfg, step, cfg.steps);
-        AdamWArgs adam = {lr, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay, grad_scale, step + 1};
-        zero_update(&zero, &adam);
+        if (!skip) {
+            updates++;
+            AdamWArgs adam = {lr, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay, grad_scale / step_scale, updates};
+            zero_update(&zero, &adam);
+        }
         double ms = (wall_seconds() - t0) * 1e3;
         double tps = cfg.total_batch_tokens / (ms / 1e3);
         // model FLOPs per token, as llm.c and PaLM count them: 6N for the matmuls' forward and
@@ -383,13 +423,21 @@ static int train_main(int argc, char **argv) {
             snprintf(bubble + len, sizeof(bubble) - len, " (1F1B %.2f) | activations in flight %.1f MiB", pp_bubble_formula(pp_stages, A),
                      plan.activations / 1048576.0);
         }
-        printf0("step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s | %s | peak RSS %.0f MiB%s\n",
-                step + 1, cfg.steps, loss, lr, norm, ms, tps, mfu, peak_rss_mib(), bubble);
+        char scaling[160] = "";
+        int scaling_on = scaler.dynamic || step_scale != 1.0f;
+        if (skip && scaling_on) snprintf(scaling, sizeof(scaling), " | OVERFLOW: step skipped, loss scale %g -> %g", step_scale, scaler.scale);
+        else if (skip) snprintf(scaling, sizeof(scaling), " | OVERFLOW: non-finite gradients, step skipped");
+        else if (scaling_on) snprintf(scaling, sizeof(scaling), " | loss scale %g%s", step_scale, scaler.scale != step_scale ? " (doubled)" : "");
+        printf0("step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s | %s | peak %s%s%s\n",
+                step + 1, cfg.steps, loss, lr, norm, ms, tps, mfu, model_peak_memory(), bubble, scaling);
         if (logf) {
-            fprintf(logf, "{\"step\": %d, \"loss\": %.9g, \"lr\": %.9g, \"norm\": %.9g, \"ms\": %.3f, \"tokens_per_s\": %.1f, "
-                    "\"flops_per_s\": %.4g, \"mfu\": ", step + 1, loss, lr, norm, ms, tps, flops);
+            fprintf(logf, "{\"step\": %d, \"loss\": %.9g, \"lr\": %.9g, \"norm\": ", step + 1, loss, lr);
+            if (isfinite(norm)) fprintf(logf, "%.9g", norm); else fprintf(logf, "null");  // JSON has no inf
+            fprintf(logf, ", \"ms\": %.3f, \"tokens_per_s\": %.1f, \"flops_per_s\": %.4g, \"mfu\": ", ms, tps, flops);
             if (peak > 0) fprintf(logf, "%.5f", flops / peak); else fprintf(logf, "null");
-            fprintf(logf, ", \"peak_rss_mib\": %.1f", peak_rss_mib());
+            fprintf(logf, ", \"peak_rss_mib\": %.1f, \"peak_device_mib\": %.1f", peak_rss_mib(), backend_peak_device_bytes() / 1048576.0);
+            if (scaling_on || skip) fprintf(logf, ", \"loss_scale\": %.9g, \"skipped\": %s, \"loss_scale_next\": %.9g",
+                                            step_scale, skip ? "true" : "false", scaler.scale);
             if (idle) {
                 fprintf(logf, ", \"bubble\": [");
                 for (int s = 0; s < pp_stages; s++) fprintf(logf, "%s%.4f", s ? ", " : "", idle[s]);
@@ -417,7 +465,8 @@ static int train_main(int argc, char **argv) {
                 gpt2_model_header(&mc, h);
                 ckpt_create(mtmp, h, num_params * sizeof(float));
                 TrainState st = {done, B, T, A, dp, cfg.shuffle, cfg.steps, mc.vocab_size, cfg.seed,
-                                 train_loader.pos * (uint64_t)dp, sample_rng, num_params};
+                                 train_loader.pos * (uint64_t)dp, sample_rng, num_params, updates, scaler.scale,
+                                 scaler.iter, scaler.last_overflow, scaler.hysteresis_left, scaler.skipped};
                 state_header(h, &st);
                 ckpt_create(stmp, h, 2 * num_params * sizeof(float));
             }
@@ -443,9 +492,10 @@ static int train_main(int argc, char **argv) {
     }
     if (timed_steps > 0) {
         double ms = total_ms / timed_steps;
-        printf0("average: %.1f ms/step | %.0f tok/s | peak RSS %.0f MiB\n", ms, cfg.total_batch_tokens / (ms / 1e3),
-               peak_rss_mib());
+        printf0("average: %.1f ms/step | %.0f tok/s | peak %s\n", ms, cfg.total_batch_tokens / (ms / 1e3), model_peak_memory());
     }
+    if (scaler.skipped > 0) printf0("loss scaling: %d step%s skipped for overflow; final scale %g\n", scaler.skipped,
+                                    scaler.skipped == 1 ? "" : "s", scaler.scale);
     if (logf) fclose(logf);
     free(gen);
     zero_free(&zero);

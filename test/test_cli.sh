@@ -37,6 +37,10 @@ for f in -i/--train-data -j/--val-data -e/--init -o/--out-dir -b/--micro-batch -
 done
 [ $rc -eq 0 ] && [ -z "$missing" ] && ok "--help exits 0 and lists every flag" || bad "--help lists every flag (missing:$missing)"
 
+undocumented=""
+for f in $(grep -oE -- '--[a-z0-9-]+' <<<"$out" | sort -u); do grep -qE -- "(\`|, )$f( |\`)" README.md || undocumented="$undocumented $f"; done
+[ -z "$undocumented" ] && ok "README's flag table documents every flag --help lists" || bad "flags missing from README:$undocumented"
+
 expect_error "unknown flag is named" "unknown flag '--bogus'" --bogus 1
 expect_error "non-integer value names flag and value" "-b/--micro-batch: 'abc' is not an integer" -b abc
 expect_error "non-number lr is refused" "-l/--lr: '1e-3x' is not a number" --lr 1e-3x

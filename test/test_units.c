@@ -165,7 +165,8 @@ static void test_state_file(void) {
     char path[] = "/tmp/test_state_XXXXXX";
     int fd = mkstemp(path);
     close(fd);
-    TrainState s = {12, 4, 64, 3, 2, 1, 100, 50257, 0x123456789abcull, 777, 0xfedcba9876543210ull, 1000};
+    TrainState s = {12, 4, 64, 3, 2, 1, 100, 50257, 0x123456789abcull, 777, 0xfedcba9876543210ull, 1000,
+                    10, 32768.0f, 12, 7, 1, 2};
     float m[1000], v[1000], m2[1000], v2[1000];
     for (int i = 0; i < 1000; i++) { m[i] = i * 0.5f; v[i] = -i * 0.25f; }
     state_write(path, &s, m, v);
@@ -173,7 +174,48 @@ static void test_state_file(void) {
     state_read(path, &r, m2, v2);
     check(memcmp(&s, &r, sizeof(s)) == 0 && memcmp(m, m2, sizeof(m)) == 0 && memcmp(v, v2, sizeof(v)) == 0,
           "training-state file round-trips every field and both moment vectors");
+    // a version 1 file (before loss scaling) still loads: updates = step, no scaler state
+    FILE *fp = fopen(path, "r+b");
+    int one = 1;
+    fseek(fp, 4, SEEK_SET);
+    fwrite(&one, sizeof(int), 1, fp);
+    fclose(fp);
+    state_read(path, &r, NULL, NULL);
+    check(r.step == 12 && r.updates == 12 && r.loss_scale == 0.0f && r.scaler_last_overflow == -1,
+          "a version 1 training-state file loads with updates = step and no loss-scaler state");
     remove(path);
+}
+
+// DeepSpeed's dynamic loss scaling rules, traced by hand: 2^4 start, window 3, hysteresis 2, floor 2.
+static void test_loss_scaler(void) {
+    TrainConfig c;
+    config_defaults(&c);
+    c.loss_scale = "dynamic";
+    c.loss_scale_power = 4; c.loss_scale_window = 3; c.loss_scale_hysteresis = 2; c.loss_scale_min = 2.0f;
+    LossScaler s;
+    loss_scaler_init(&s, &c);
+    const int overflow[14] = {0, 0, 0, 1, 1, 0, 0, 0, 1, 1, 1, 1, 1, 1};
+    // clean steps 0-2 double the scale at the 3rd; the 1st overflow spends hysteresis, the 2nd halves;
+    // three clean steps after the last overflow double (and refill hysteresis); then halving to the
+    // floor, where one more overflow is fatal
+    const int want_ret[14] = {0, 0, 0, 1, 1, 0, 0, 0, 1, 1, 1, 1, 1, -1};
+    const float want_scale[14] = {16, 16, 32, 32, 16, 16, 16, 32, 32, 16, 8, 4, 2, 2};
+    int ok = 1;
+    for (int i = 0; i < 14; i++) {
+        int r = loss_scaler_update(&s, overflow[i]);
+        if (r != want_ret[i] || s.scale != want_scale[i]) {
+            printf("  step %d: returned %d scale %g, expected %d scale %g\n", i, r, s.scale, want_ret[i], want_scale[i]);
+            ok = 0;
+        }
+    }
+    check(ok && s.skipped == 8, "dynamic loss scaling follows DeepSpeed's rules (window, hysteresis, floor) over 14 steps");
+    c.loss_scale = "none";
+    loss_scaler_init(&s, &c);
+    check(s.scale == 1.0f && !s.dynamic && loss_scaler_update(&s, 1) == 1 && s.scale == 1.0f && loss_scaler_update(&s, 0) == 0,
+          "with loss scaling off the scale stays 1 and an overflowed step is still skipped");
+    c.loss_scale = "1024";
+    loss_scaler_init(&s, &c);
+    check(s.scale == 1024.0f && !s.dynamic, "a fixed --loss-scale is taken as given");
 }
 
 int main(void) {
@@ -181,5 +223,6 @@ int main(void) {
     test_dataloader();
     test_markov();
     test_state_file();
+    test_loss_scaler();
     return check_summary();
 }
