@@ -34,7 +34,7 @@ test/test_pipeline: test/test_pipeline.c test/check.h pipeline.h gpt2.h comm.h u
 test: train_gpt_cpu tokenize test/test_gpt2 test/test_units test/test_pipeline
 	PYTHON=$(PYTHON) TORCH_PYTHON=$(TORCH_PYTHON) bash test/run_tests.sh
 
-# The CUDA build: fp32 kernels, cuBLASLt, MPI host-staged collectives when mpicc is there.
+# The CUDA build: bf16/fp16/fp32 kernels, cuBLASLt, MPI host-staged collectives when mpicc is there.
 NVCC_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90a,code=sm_90a
 # -Wno-missing-field-initializers: the shared headers are C, where `= {0}` zeroes a struct.
 NVCC_FLAGS ?= -O3 -std=c++17 $(NVCC_ARCH) -Xcompiler -Wall,-Wextra,-Wno-unused-function,-Wno-missing-field-initializers,-fopenmp
@@ -47,15 +47,19 @@ train_gpt: train_gpt.cu $(HEADERS)
 test/test_gpt2_gpu: test/test_gpt2.c train_gpt.cu $(HEADERS)
 	$(NVCC) $(NVCC_FLAGS) $(MPI_CFLAGS) -I. -x cu $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp
 
-# On a machine with an NVIDIA GPU: the CUDA build against the PyTorch reference and the CPU build.
-test-gpu: train_gpt train_gpt_cpu test/test_gpt2_gpu
+# Every kernel against the CPU build's, in each precision, and their benchmark.
+dev/cuda/kernels: dev/cuda/kernels.cu train_gpt.cu train_gpt.c $(HEADERS)
+	$(NVCC) $(NVCC_FLAGS) $(MPI_CFLAGS) -I. $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp
+
+# On a machine with an NVIDIA GPU: the kernels and the CUDA build against the PyTorch reference and the CPU build.
+test-gpu: train_gpt train_gpt_cpu test/test_gpt2_gpu dev/cuda/kernels
 	TORCH_PYTHON=$(TORCH_PYTHON) bash test/test_gpu.sh
 
-bench: train_gpt
+bench: train_gpt dev/cuda/kernels
 	bash scripts/bench_gpu.sh
 
 bench-cpu: train_gpt_cpu
 	bash scripts/bench_cpu.sh
 
 clean:
-	rm -f train_gpt_cpu train_gpt tokenize test/test_gpt2 test/test_gpt2_gpu test/test_units test/test_pipeline
+	rm -f train_gpt_cpu train_gpt tokenize test/test_gpt2 test/test_gpt2_gpu test/test_units test/test_pipeline dev/cuda/kernels

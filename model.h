@@ -8,6 +8,17 @@
 #ifndef MODEL_H
 #define MODEL_H
 
+// Element types. Activations, their gradients and the weights the kernels read are `floatX`: float
+// in the CPU build; in the CUDA build an opaque element whose type --precision picks at run time
+// (bf16, fp16 or fp32), which only kernels interpret, so this file moves floatX data by bytes
+// (X_BYTES each). LayerNorm statistics, losses, attention's saved softmax state, the parameters'
+// master copy and their gradients are always float.
+#ifndef X_BYTES
+typedef float floatX;
+#define X_BYTES sizeof(float)
+#endif
+static inline floatX *x_at(const floatX *p, size_t n) { return (floatX *)((char *)p + n * X_BYTES); }
+
 // Activations. A tensor is kept for every layer only if the recompute level needs it in backward;
 // otherwise one layer's copy is shared and backward recomputes it. The level-3 model keeps just
 // each layer's output (the next layer's input) and reruns the whole layer.
@@ -24,19 +35,31 @@ static const int ACT_DROPPED_AT[NUM_ACTS] = {
     99, 2, 3, 3, 3, 3, 3, 0, 3, 2, 3, 3, 3, 1, 0, 99, 0, 0, 0, 0, 0};
 static const int ACT_PER_LAYER[NUM_ACTS] = {
     0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0};
+// Tensors kept in float whatever the precision (the rest are floatX).
+static const int ACT_IS_FLOAT[NUM_ACTS] = {
+    0, 0, 1, 1, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 1, 1, 0, 1};
 
 typedef struct {
-    float *encoded, *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *att, *attproj, *residual2;
-    float *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_gelu, *fcproj, *residual3, *lnf, *lnf_mean, *lnf_rstd;
-    float *logits, *losses;
+    floatX *encoded, *ln1;
+    float *ln1_mean, *ln1_rstd;
+    floatX *qkv, *atty;
+    float *att;  // what attention's backward needs of the softmax: the build's ATT_SAVED_FLOATS
+    floatX *attproj, *residual2, *ln2;
+    float *ln2_mean, *ln2_rstd;
+    floatX *fch, *fch_gelu, *fcproj, *residual3, *lnf;
+    float *lnf_mean, *lnf_rstd;
+    floatX *logits;
+    float *losses;
 } ActivationTensors;
 
+// Bytes of one copy of each activation.
 static void act_sizes(const GPT2Config *c, int B, int T, size_t per_copy[NUM_ACTS]) {
     size_t BT = (size_t)B * T, C = c->channels, NH = c->num_heads;
-    size_t s[NUM_ACTS] = {BT * C, BT * C, BT, BT, BT * 3 * C, BT * C, B * NH * (size_t)T * T, BT * C, BT * C,
+    size_t s[NUM_ACTS] = {BT * C, BT * C, BT, BT, BT * 3 * C, BT * C, ATT_SAVED_FLOATS(B, NH, T), BT * C, BT * C,
                           BT * C, BT, BT, BT * 4 * C, BT * 4 * C, BT * C, BT * C, BT * C, BT, BT,
                           BT * c->padded_vocab_size, BT};
-    memcpy(per_copy, s, sizeof(s));
+    // each tensor starts 256-byte aligned, as cuBLASLt's fastest kernels want
+    for (int i = 0; i < NUM_ACTS; i++) per_copy[i] = (s[i] * (ACT_IS_FLOAT[i] ? sizeof(float) : X_BYTES) + 255) / 256 * 256;
 }
 
 // Copies of activation i for a model that runs `layers` layers.
@@ -47,8 +70,9 @@ static int act_copies(int layers, int recompute, int i) {
 
 // Scratch for one layer's backward: gradients of activations never need more than one layer.
 typedef struct {
-    float *dresidual, *dln, *dqkv, *datty, *dfch, *dfch_gelu, *dlnf;
+    floatX *dresidual, *dln, *dqkv, *datty, *dfch, *dfch_gelu, *dlnf;
 } GradActTensors;
+#define GRADACT_ELEMS(BT, C) ((BT) * (C) * 5 + (BT) * 3 * (C) + (BT) * 8 * (C))
 
 typedef struct {
     GPT2Config config;
@@ -56,17 +80,24 @@ typedef struct {
     // Each unit's full parameters and where its gradient accumulates (gpt2.h's unit layout). zero.h
     // owns the memory and points these: at every moment, to whatever is resident for that unit.
     float **uparams, **ugrads;
+    // The weights the kernels read (floatX). Where floatX is float they are uparams themselves;
+    // otherwise a converted copy per unit, remade when the unit's parameters change (wvalid). A
+    // model whose layers stream through one buffer (ZeRO-3) keeps one layer copy, for the layer in use.
+    floatX **wparams;
+    int *wvalid, wcopy, stream_layers, wlayer;
+    floatX *wmemory;
+    uint64_t wversion;                   // counts parameter updates: the stochastic rounding's seed
     int B, T, recompute;                 // activation buffers are sized for these
     int first, last;                     // the layers [first, last) this model runs (a pipeline stage)
     // Activation slots: a pipeline stage keeps several micro-batches in flight, one slot each.
     int nslots, slot;
-    float *slot_memory;                  // nslots * act_floats
+    char *slot_memory;                   // nslots * act_bytes
     int *slot_inputs, *slot_targets, *slot_B, *slot_T;
-    size_t act_off[NUM_ACTS];
-    size_t act_floats, gradact_floats;
-    float *act_ptr[NUM_ACTS];            // the current slot's tensors
-    size_t act_stride[NUM_ACTS];         // floats between layers (0 for a single shared copy)
-    float *gradact_memory;
+    size_t act_off[NUM_ACTS];            // bytes
+    size_t act_bytes, gradact_elems;
+    char *act_ptr[NUM_ACTS];             // the current slot's tensors
+    size_t act_stride[NUM_ACTS];         // bytes between layers (0 for a single shared copy)
+    floatX *gradact_memory;
     GradActTensors ga;
     int *inputs, *targets;               // the last forward's micro-batch
     int cur_B, cur_T;
@@ -76,13 +107,24 @@ typedef struct {
 // Bytes of each kind of memory, for the memory plan printed at start.
 typedef struct {
     size_t params, grads, optimizer, activations, workspace;
+    size_t working;         // the weights' copies in the compute precision (0 where that is fp32)
     int optimizer_on_host;  // --offload: the optimizer figure is host memory
 } MemoryPlan;
+
+// Bytes of the weights' working copies of a model running `layers` layers (whether it holds the
+// outer unit too in `outer`), one layer copy only when the layers stream through (ZeRO-3).
+static size_t model_working_bytes(const GPT2Config *c, int layers, int outer, int stream_layers) {
+    if (!backend_weights_need_copy()) return 0;
+    size_t n = outer ? gpt2_unit_size(c, 0) : 0;
+    n += (size_t)(stream_layers && layers > 0 ? 1 : layers) * gpt2_unit_size(c, 1);
+    return n * X_BYTES;
+}
 
 // The plan of a model running `layers` layers with `slots` micro-batches in flight (a pipeline
 // stage; the whole model is layers = L, slots = 1). Parameter-sized figures are for one unsharded
 // copy; zero.h replaces them with the stage's own.
-static MemoryPlan model_memory_plan(const GPT2Config *c, int B, int T, int recompute, int layers, int slots) {
+static MemoryPlan model_memory_plan(const GPT2Config *c, int B, int T, int recompute, int layers, int slots, int outer,
+                                    int stream_layers) {
     MemoryPlan mp = {0};
     size_t n = gpt2_num_params(c), per[NUM_ACTS], acts = 0;
     act_sizes(c, B, T, per);
@@ -92,14 +134,15 @@ static MemoryPlan model_memory_plan(const GPT2Config *c, int B, int T, int recom
     mp.params = n * sizeof(float);
     mp.grads = n * sizeof(float);
     mp.optimizer = 2 * n * sizeof(float);
-    mp.activations = acts * sizeof(float);
-    mp.workspace = (BT * C * 5 + BT * 3 * C + BT * 8 * C) * sizeof(float) + 2 * slots * BT * sizeof(int);
+    mp.activations = acts;
+    mp.workspace = GRADACT_ELEMS(BT, C) * X_BYTES + 2 * slots * BT * sizeof(int);
+    mp.working = model_working_bytes(c, layers, outer, stream_layers);
     return mp;
 }
 
 static void model_use_slot(Model *m, int k) {
     m->slot = k;
-    float *base = m->slot_memory + (size_t)k * m->act_floats;
+    char *base = m->slot_memory + (size_t)k * m->act_bytes;
     for (int i = 0; i < NUM_ACTS; i++) m->act_ptr[i] = base + m->act_off[i];
     size_t BT = (size_t)m->B * m->T;
     m->inputs = m->slot_inputs + k * BT;
@@ -109,8 +152,10 @@ static void model_use_slot(Model *m, int k) {
 }
 
 // Activations and scratch for (B, T) micro-batches through layers [first, last), with `slots`
-// micro-batches in flight; the parameters come from zero.h (model_set_unit).
-static Model *model_create(const GPT2Config *config, int B, int T, int recompute, int first, int last, int slots) {
+// micro-batches in flight; the parameters come from zero.h (model_set_unit). stream_layers: the
+// layers' parameters are resident one at a time (ZeRO-3), so one working copy serves them all.
+static Model *model_create(const GPT2Config *config, int B, int T, int recompute, int first, int last, int slots,
+                           int stream_layers) {
     Model *m = (Model *)callocCheck(1, sizeof(Model));
     m->config = *config;
     m->num_params = gpt2_num_params(config);
@@ -118,29 +163,44 @@ static Model *model_create(const GPT2Config *config, int B, int T, int recompute
     m->first = first; m->last = last; m->nslots = slots;
     m->uparams = (float **)callocCheck(gpt2_num_units(config), sizeof(float *));
     m->ugrads = (float **)callocCheck(gpt2_num_units(config), sizeof(float *));
+    int nu = gpt2_num_units(config), outer = first == 0 || last == config->num_layers;
+    m->wparams = (floatX **)callocCheck(nu, sizeof(floatX *));
+    m->wvalid = (int *)callocCheck(nu, sizeof(int));
+    m->wcopy = backend_weights_need_copy();
+    m->stream_layers = stream_layers;
+    m->wlayer = -1;
+    if (m->wcopy) {  // one allocation, carved: the outer unit, then a copy per layer (or one shared)
+        m->wmemory = (floatX *)backend_malloc(model_working_bytes(config, last - first, outer, stream_layers));
+        floatX *w = m->wmemory;
+        if (outer) { m->wparams[0] = w; w = x_at(w, gpt2_unit_size(config, 0)); }
+        for (int l = first; l < last; l++) {
+            m->wparams[1 + l] = w;
+            if (!stream_layers) w = x_at(w, gpt2_unit_size(config, 1));
+        }
+    }
 
     size_t per[NUM_ACTS];
     act_sizes(config, B, T, per);
-    m->act_floats = 0;
+    m->act_bytes = 0;
     for (int i = 0; i < NUM_ACTS; i++) {
         int copies = act_copies(last - first, recompute, i);
-        m->act_off[i] = m->act_floats;
+        m->act_off[i] = m->act_bytes;
         m->act_stride[i] = copies > 1 ? per[i] : 0;
-        m->act_floats += per[i] * copies;
+        m->act_bytes += per[i] * copies;
     }
-    m->slot_memory = (float *)backend_malloc((size_t)slots * m->act_floats * sizeof(float));
+    m->slot_memory = (char *)backend_malloc((size_t)slots * m->act_bytes);
     size_t BT = (size_t)B * T, C = config->channels;
-    m->gradact_floats = BT * C * 5 + BT * 3 * C + BT * 8 * C;
-    m->gradact_memory = (float *)backend_malloc(m->gradact_floats * sizeof(float));
-    float *q = m->gradact_memory;
-    m->ga.dresidual = q; q += BT * C;
-    m->ga.dln = q; q += BT * C;
-    m->ga.datty = q; q += BT * C;
-    m->ga.dlnf = q; q += BT * C;
-    q += BT * C;  // spare, keeps the plan's arithmetic simple
-    m->ga.dqkv = q; q += BT * 3 * C;
-    m->ga.dfch = q; q += BT * 4 * C;
-    m->ga.dfch_gelu = q; q += BT * 4 * C;
+    m->gradact_elems = GRADACT_ELEMS(BT, C);
+    m->gradact_memory = (floatX *)backend_malloc(m->gradact_elems * X_BYTES);
+    floatX *q = m->gradact_memory;
+    m->ga.dresidual = q; q = x_at(q, BT * C);
+    m->ga.dln = q; q = x_at(q, BT * C);
+    m->ga.datty = q; q = x_at(q, BT * C);
+    m->ga.dlnf = q; q = x_at(q, BT * C);
+    q = x_at(q, BT * C);  // spare, keeps the plan's arithmetic simple
+    m->ga.dqkv = q; q = x_at(q, BT * 3 * C);
+    m->ga.dfch = q; q = x_at(q, BT * 4 * C);
+    m->ga.dfch_gelu = q;
     m->slot_inputs = (int *)backend_malloc((size_t)slots * BT * sizeof(int));
     m->slot_targets = (int *)backend_malloc((size_t)slots * BT * sizeof(int));
     m->slot_B = (int *)callocCheck(slots, sizeof(int));
@@ -150,13 +210,39 @@ static Model *model_create(const GPT2Config *config, int B, int T, int recompute
 }
 
 static void model_set_unit(Model *m, int u, float *params, float *grads) {
+    if (m->uparams[u] != params) m->wvalid[u] = 0;
     m->uparams[u] = params;
     m->ugrads[u] = grads;
+}
+
+// zero.h calls this whenever it has changed parameters in place (the optimizer, a load).
+static void model_weights_changed(Model *m) {
+    m->wversion++;
+    memset(m->wvalid, 0, gpt2_num_units(&m->config) * sizeof(int));
+    m->wlayer = -1;
+}
+
+// Unit u's weights as the kernels read them, converted from the master copy if they changed.
+static floatX *model_weights(Model *m, int u) {
+    if (!m->wcopy) return (floatX *)m->uparams[u];
+    int shared = m->stream_layers && u > 0;
+    if (shared ? m->wlayer != u || !m->wvalid[u] : !m->wvalid[u]) {
+        // the seed depends on the update count and the unit only, so a unit converted again (ZeRO-3
+        // gathers it for backward too) gets the same bits
+        backend_weights_from_master(m->wparams[u], m->uparams[u], gpt2_unit_size(&m->config, u),
+                                    mix_seed(m->wversion * 1000003u + (uint64_t)u));
+        m->wvalid[u] = 1;
+        if (shared) m->wlayer = u;
+    }
+    return m->wparams[u];
 }
 
 static void model_free(Model *m) {
     free(m->uparams);
     free(m->ugrads);
+    free(m->wparams);
+    free(m->wvalid);
+    if (m->wmemory) backend_free(m->wmemory);
     backend_free(m->slot_memory);
     backend_free(m->gradact_memory);
     backend_free(m->slot_inputs);
@@ -169,59 +255,78 @@ static void model_free(Model *m) {
 // The activation pointers of layer l (shared copies where the recompute level drops a tensor).
 // Strides are in elements of a (B, T) sized buffer; a smaller micro-batch uses the front of each.
 static ActivationTensors layer_acts(const Model *m, int l) {
-    float *p[NUM_ACTS];
+    char *p[NUM_ACTS];
     for (int i = 0; i < NUM_ACTS; i++) p[i] = m->act_ptr[i] + (size_t)(l - m->first) * m->act_stride[i];
-    ActivationTensors a = {p[ACT_ENCODED], p[ACT_LN1], p[ACT_LN1_MEAN], p[ACT_LN1_RSTD], p[ACT_QKV], p[ACT_ATTY],
-                           p[ACT_ATT], p[ACT_ATTPROJ], p[ACT_RESIDUAL2], p[ACT_LN2], p[ACT_LN2_MEAN], p[ACT_LN2_RSTD],
-                           p[ACT_FCH], p[ACT_FCH_GELU], p[ACT_FCPROJ], p[ACT_RESIDUAL3], p[ACT_LNF], p[ACT_LNF_MEAN],
-                           p[ACT_LNF_RSTD], p[ACT_LOGITS], p[ACT_LOSSES]};
+    ActivationTensors a;
+    a.encoded = (floatX *)p[ACT_ENCODED]; a.ln1 = (floatX *)p[ACT_LN1];
+    a.ln1_mean = (float *)p[ACT_LN1_MEAN]; a.ln1_rstd = (float *)p[ACT_LN1_RSTD];
+    a.qkv = (floatX *)p[ACT_QKV]; a.atty = (floatX *)p[ACT_ATTY]; a.att = (float *)p[ACT_ATT];
+    a.attproj = (floatX *)p[ACT_ATTPROJ]; a.residual2 = (floatX *)p[ACT_RESIDUAL2]; a.ln2 = (floatX *)p[ACT_LN2];
+    a.ln2_mean = (float *)p[ACT_LN2_MEAN]; a.ln2_rstd = (float *)p[ACT_LN2_RSTD];
+    a.fch = (floatX *)p[ACT_FCH]; a.fch_gelu = (floatX *)p[ACT_FCH_GELU]; a.fcproj = (floatX *)p[ACT_FCPROJ];
+    a.residual3 = (floatX *)p[ACT_RESIDUAL3]; a.lnf = (floatX *)p[ACT_LNF];
+    a.lnf_mean = (float *)p[ACT_LNF_MEAN]; a.lnf_rstd = (float *)p[ACT_LNF_RSTD];
+    a.logits = (floatX *)p[ACT_LOGITS]; a.losses = (float *)p[ACT_LOSSES];
     return a;
 }
 
-static const float *layer_input(const Model *m, int l) {
-    return l == m->first ? m->act_ptr[ACT_ENCODED] : layer_acts(m, l - 1).residual3;
+static const floatX *layer_input(const Model *m, int l) {
+    return l == m->first ? (const floatX *)m->act_ptr[ACT_ENCODED] : layer_acts(m, l - 1).residual3;
 }
 
-// The twelve tensors of a layer inside its unit buffer (parameters or gradients alike).
+// Where the twelve tensors of a layer start inside its unit, in elements.
+enum { LN1W, LN1B, QKVW, QKVB, ATTPROJW, ATTPROJB, LN2W, LN2B, FCW, FCB, FCPROJW, FCPROJB };
+static void layer_offsets(size_t c, size_t off[12]) {
+    size_t sizes[12] = {c, c, 3 * c * c, 3 * c, c * c, c, c, c, 4 * c * c, 4 * c, 4 * c * c, c}, o = 0;
+    for (int i = 0; i < 12; i++) { off[i] = o; o += sizes[i]; }
+}
+
+// A layer's weights as the kernels read them (floatX), and its gradients (float).
+typedef struct {
+    floatX *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
+} LayerWeights;
 typedef struct {
     float *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
-} LayerWeights;
+} LayerGrads;
 
-static LayerWeights layer_view(float *u, int C) {
-    size_t c = C;
-    LayerWeights w;
-    w.ln1w = u; u += c;
-    w.ln1b = u; u += c;
-    w.qkvw = u; u += 3 * c * c;
-    w.qkvb = u; u += 3 * c;
-    w.attprojw = u; u += c * c;
-    w.attprojb = u; u += c;
-    w.ln2w = u; u += c;
-    w.ln2b = u; u += c;
-    w.fcw = u; u += 4 * c * c;
-    w.fcb = u; u += 4 * c;
-    w.fcprojw = u; u += 4 * c * c;
-    w.fcprojb = u;
+static LayerWeights layer_weights(floatX *u, int C) {
+    size_t o[12];
+    layer_offsets(C, o);
+    LayerWeights w = {x_at(u, o[LN1W]), x_at(u, o[LN1B]), x_at(u, o[QKVW]), x_at(u, o[QKVB]), x_at(u, o[ATTPROJW]),
+                      x_at(u, o[ATTPROJB]), x_at(u, o[LN2W]), x_at(u, o[LN2B]), x_at(u, o[FCW]), x_at(u, o[FCB]),
+                      x_at(u, o[FCPROJW]), x_at(u, o[FCPROJB])};
     return w;
 }
 
-// The outer unit: wte, wpe, lnfw, lnfb.
-typedef struct { float *wte, *wpe, *lnfw, *lnfb; } OuterWeights;
+static LayerGrads layer_grads(float *u, int C) {
+    size_t o[12];
+    layer_offsets(C, o);
+    LayerGrads g = {u + o[LN1W], u + o[LN1B], u + o[QKVW], u + o[QKVB], u + o[ATTPROJW], u + o[ATTPROJB], u + o[LN2W],
+                    u + o[LN2B], u + o[FCW], u + o[FCB], u + o[FCPROJW], u + o[FCPROJB]};
+    return g;
+}
 
-static OuterWeights outer_view(float *u, const GPT2Config *c) {
-    OuterWeights o;
-    o.wte = u;
-    o.wpe = o.wte + (size_t)c->padded_vocab_size * c->channels;
-    o.lnfw = o.wpe + (size_t)c->max_seq_len * c->channels;
-    o.lnfb = o.lnfw + c->channels;
+// The outer unit: wte, wpe, lnfw, lnfb.
+typedef struct { floatX *wte, *wpe, *lnfw, *lnfb; } OuterWeights;
+typedef struct { float *wte, *wpe, *lnfw, *lnfb; } OuterGrads;
+
+static OuterWeights outer_weights(floatX *u, const GPT2Config *c) {
+    size_t wte = (size_t)c->padded_vocab_size * c->channels, wpe = (size_t)c->max_seq_len * c->channels;
+    OuterWeights o = {u, x_at(u, wte), x_at(u, wte + wpe), x_at(u, wte + wpe + c->channels)};
+    return o;
+}
+
+static OuterGrads outer_grads(float *u, const GPT2Config *c) {
+    size_t wte = (size_t)c->padded_vocab_size * c->channels, wpe = (size_t)c->max_seq_len * c->channels;
+    OuterGrads o = {u, u + wte, u + wte + wpe, u + wte + wpe + c->channels};
     return o;
 }
 
 static void layer_forward(Model *m, int l, int B, int T) {
     int C = m->config.channels, NH = m->config.num_heads, BT = B * T;
     ActivationTensors a = layer_acts(m, l);
-    LayerWeights w = layer_view(m->uparams[1 + l], C);
-    const float *x = layer_input(m, l);
+    LayerWeights w = layer_weights(model_weights(m, 1 + l), C);
+    const floatX *x = layer_input(m, l);
     layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1w, w.ln1b, BT, C);
     matmul_forward(a.qkv, a.ln1, w.qkvw, w.qkvb, BT, C, 3 * C);
     attention_forward(a.atty, a.att, a.qkv, B, T, C, NH);
@@ -240,7 +345,7 @@ static void layer_recompute(Model *m, int l, int B, int T) {
     int C = m->config.channels, BT = B * T;
     if (m->recompute >= 3) { layer_forward(m, l, B, T); return; }
     ActivationTensors a = layer_acts(m, l);
-    LayerWeights w = layer_view(m->uparams[1 + l], C);
+    LayerWeights w = layer_weights(model_weights(m, 1 + l), C);
     if (m->recompute >= 2) {
         layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, layer_input(m, l), w.ln1w, w.ln1b, BT, C);
         layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, BT, C);
@@ -253,10 +358,10 @@ static void layer_backward(Model *m, int l, int B, int T) {
     int C = m->config.channels, NH = m->config.num_heads, BT = B * T;
     layer_recompute(m, l, B, T);
     ActivationTensors a = layer_acts(m, l);
-    LayerWeights w = layer_view(m->uparams[1 + l], C);
-    LayerWeights g = layer_view(m->ugrads[1 + l], C);
+    LayerWeights w = layer_weights(model_weights(m, 1 + l), C);
+    LayerGrads g = layer_grads(m->ugrads[1 + l], C);
     GradActTensors *ga = &m->ga;
-    const float *x = layer_input(m, l);
+    const floatX *x = layer_input(m, l);
     // residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
     matmul_backward(ga->dfch_gelu, g.fcprojw, g.fcprojb, ga->dresidual, a.fch_gelu, w.fcprojw, BT, 4 * C, C);
     gelu_backward(ga->dfch, a.fch, ga->dfch_gelu, (long)BT * 4 * C);
@@ -264,7 +369,7 @@ static void layer_backward(Model *m, int l, int B, int T) {
     layernorm_backward(ga->dresidual, g.ln2w, g.ln2b, ga->dln, a.residual2, w.ln2w, a.ln2_mean, a.ln2_rstd, BT, C);
     // residual2 = x + attproj(attention(qkv(ln1(x))))
     matmul_backward(ga->datty, g.attprojw, g.attprojb, ga->dresidual, a.atty, w.attprojw, BT, C, C);
-    attention_backward(ga->dqkv, ga->datty, a.qkv, a.att, B, T, C, NH);
+    attention_backward(ga->dqkv, ga->datty, a.qkv, a.atty, a.att, B, T, C, NH);
     matmul_backward(ga->dln, g.qkvw, g.qkvb, ga->dqkv, a.ln1, w.qkvw, BT, C, 3 * C);
     layernorm_backward(ga->dresidual, g.ln1w, g.ln1b, ga->dln, x, w.ln1w, a.ln1_mean, a.ln1_rstd, BT, C);
 }
@@ -286,8 +391,8 @@ static void model_embed_forward(Model *m, const int *inputs, int B, int T) {
     backend_tokens_from_host(m->inputs, inputs, BT);
     m->cur_B = m->slot_B[m->slot] = B;
     m->cur_T = m->slot_T[m->slot] = T;
-    OuterWeights o = outer_view(m->uparams[0], c);
-    encoder_forward(m->act_ptr[ACT_ENCODED], m->inputs, o.wte, o.wpe, B, T, c->channels);
+    OuterWeights o = outer_weights(model_weights(m, 0), c);
+    encoder_forward((floatX *)m->act_ptr[ACT_ENCODED], m->inputs, o.wte, o.wpe, B, T, c->channels);
 }
 
 static void model_layer_forward(Model *m, int l) { layer_forward(m, l, m->cur_B, m->cur_T); }
@@ -295,20 +400,24 @@ static void model_layer_forward(Model *m, int l) { layer_forward(m, l, m->cur_B,
 // A pipeline stage's boundary: the input of its first layer (received from the stage before, in
 // place of the embedding), its last layer's output, and the gradient buffer that holds dloss/d(output)
 // before the stage's backward and dloss/d(input) after it.
+// They are floatX; the pipeline moves them as model_stage_words 4-byte words.
 static float *model_stage_input(Model *m, int B, int T) {
     m->cur_B = m->slot_B[m->slot] = B;
     m->cur_T = m->slot_T[m->slot] = T;
-    return m->act_ptr[ACT_ENCODED];
+    return (float *)m->act_ptr[ACT_ENCODED];
 }
-static float *model_stage_output(Model *m) { return layer_acts(m, m->last - 1).residual3; }
-static float *model_stage_grad(Model *m) { return m->ga.dresidual; }
+static float *model_stage_output(Model *m) { return (float *)layer_acts(m, m->last - 1).residual3; }
+static float *model_stage_grad(Model *m) { return (float *)m->ga.dresidual; }
+static size_t model_stage_words(const Model *m, int B, int T) {
+    return ((size_t)B * T * m->config.channels * X_BYTES + 3) / 4;
+}
 
 // With targets: returns the mean loss and leaves dloss/dlogits, scaled by dloss (the weight of one
 // token in the step's mean), for model_head_backward. Without: leaves the logits for sampling.
 static float model_head_forward(Model *m, const int *targets, float dloss) {
     const GPT2Config *c = &m->config;
     int C = c->channels, V = c->vocab_size, Vp = c->padded_vocab_size, BT = m->cur_B * m->cur_T;
-    OuterWeights o = outer_view(m->uparams[0], c);
+    OuterWeights o = outer_weights(model_weights(m, 0), c);
     ActivationTensors a = layer_acts(m, c->num_layers - 1);
     layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, a.residual3, o.lnfw, o.lnfb, BT, C);
     matmul_forward(a.logits, a.lnf, o.wte, NULL, BT, C, Vp);
@@ -325,7 +434,7 @@ static float model_head_forward(Model *m, const int *targets, float dloss) {
 }
 
 static const float *model_logits(Model *m, int b, int t) {
-    return backend_logits_row(m->act_ptr[ACT_LOGITS] + ((size_t)b * m->cur_T + t) * m->config.padded_vocab_size,
+    return backend_logits_row(x_at((const floatX *)m->act_ptr[ACT_LOGITS], ((size_t)b * m->cur_T + t) * m->config.padded_vocab_size),
                               m->config.padded_vocab_size);
 }
 
@@ -333,18 +442,19 @@ static const float *model_logits(Model *m, int b, int t) {
 static void model_head_backward(Model *m) {
     const GPT2Config *c = &m->config;
     int C = c->channels, Vp = c->padded_vocab_size, BT = m->cur_B * m->cur_T;
-    OuterWeights o = outer_view(m->uparams[0], c), g = outer_view(m->ugrads[0], c);
+    OuterWeights o = outer_weights(model_weights(m, 0), c);
+    OuterGrads g = outer_grads(m->ugrads[0], c);
     ActivationTensors a = layer_acts(m, c->num_layers - 1);
     GradActTensors *ga = &m->ga;
     matmul_backward(ga->dlnf, g.wte, NULL, a.logits, a.lnf, o.wte, BT, C, Vp);
-    backend_zero(ga->dresidual, (size_t)BT * C);
+    backend_clear(ga->dresidual, (size_t)BT * C * X_BYTES);
     layernorm_backward(ga->dresidual, g.lnfw, g.lnfb, ga->dlnf, a.residual3, o.lnfw, a.lnf_mean, a.lnf_rstd, BT, C);
 }
 
 static void model_layer_backward(Model *m, int l) { layer_backward(m, l, m->cur_B, m->cur_T); }
 
 static void model_embed_backward(Model *m) {
-    OuterWeights g = outer_view(m->ugrads[0], &m->config);
+    OuterGrads g = outer_grads(m->ugrads[0], &m->config);
     encoder_backward(g.wte, g.wpe, m->ga.dresidual, m->inputs, m->cur_B, m->cur_T, m->config.channels);
 }
 

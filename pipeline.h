@@ -164,7 +164,7 @@ static void pp_stage_backward(Pipeline *p) {
 // the last stage, 0 elsewhere.
 static double pp_run_step(Pipeline *p, DataLoader *loader, int micro, int B, int T, float dloss) {
     Model *m = p->z->model;
-    size_t n = (size_t)B * T * m->config.channels;
+    size_t n = model_stage_words(m, B, T);
     PPOp *ops = (PPOp *)mallocCheck((size_t)6 * micro * sizeof(PPOp));
     int nops = pp_schedule(p->stage, p->stages, micro, ops);
     int last = p->stages - 1;
@@ -200,7 +200,7 @@ static double pp_run_step(Pipeline *p, DataLoader *loader, int micro, int B, int
 // turn. The last stage returns the loss (with targets); the others return 0.
 static float pp_forward_only(Pipeline *p, const int *inputs, const int *targets, int B, int T) {
     Model *m = p->z->model;
-    size_t n = (size_t)B * T * m->config.channels;
+    size_t n = model_stage_words(m, B, T);
     int last = p->stages - 1;
     model_use_slot(m, 0);
     if (p->stage == 0) model_embed_forward(m, inputs, B, T);

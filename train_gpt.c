@@ -238,9 +238,11 @@ static void attention_forward(float *out, float *att, const float *qkv, int B, i
 }
 
 // dqkv is overwritten. datt is a (T) scratch row per thread; one (b, h) pair owns its slice of dqkv,
-// so threads split over (b, h) and never collide.
-static void attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att, int B, int T, int C,
-                               int NH) {
+// so threads split over (b, h) and never collide. `out` (the forward's output) is for builds that
+// recompute the softmax from it; the stored att makes it unneeded here.
+static void attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out, const float *att,
+                               int B, int T, int C, int NH) {
+    (void)out;
     int C3 = 3 * C, hs = C / NH;
     float scale = 1.0f / sqrtf((float)hs);
 #pragma omp parallel
@@ -339,6 +341,7 @@ static void *backend_malloc(size_t bytes) {
     return callocCheck(bytes, 1);
 }
 static void backend_free(void *p) { free(p); }
+static void backend_clear(void *p, size_t bytes) { memset(p, 0, bytes); }
 static void backend_tokens_from_host(int *dst, const int *src, size_t n) { memcpy(dst, src, n * sizeof(int)); }
 static double backend_sum_losses(const float *losses, int n) {
     double s = 0.0;  // fixed order, so the loss is reproducible bit for bit
@@ -391,6 +394,15 @@ static float *backend_alloc_host(size_t n) {
     return (float *)callocCheck(n, sizeof(float));
 }
 static void backend_free_host(float *p) { free(p); }
+
+// The model keeps each row's full softmax (B, NH, T, T) for attention's backward.
+#define ATT_SAVED_FLOATS(B, NH, T) ((size_t)(B) * (NH) * (T) * (T))
+// The kernels read the fp32 parameters themselves: no working copy.
+static int backend_weights_need_copy(void) { return 0; }
+static void backend_weights_from_master(float *dst, const float *src, size_t n, uint64_t seed) {
+    (void)seed;
+    memcpy(dst, src, n * sizeof(float));
+}
 
 #include "model.h"
 

@@ -1,9 +1,11 @@
 // trainer.h: the training loop, shared by the CPU build (train_gpt.c) and the CUDA build
 // (train_gpt.cu). It is included after the build has defined its Model and these functions:
-//   Model *model_create(const GPT2Config *, int B, int T, int recompute), model_free(Model *)
+//   Model *model_create(const GPT2Config *, int B, int T, int recompute, int first, int last, int slots,
+//                       int stream_layers), model_free(Model *)
 //   const float *model_logits(Model *, int b, int t)      (host pointer to Vp logits, after a
 //                                                          forward without targets)
-//   MemoryPlan model_memory_plan(const GPT2Config *, int B, int T, int recompute, int layers, int slots)
+//   MemoryPlan model_memory_plan(const GPT2Config *, int B, int T, int recompute, int layers, int slots, int outer,
+//                                int stream_layers)
 //   void backend_init(int local_rank)                      (picks and prepares the device)
 //   const char *model_device_name(void), size_t backend_allocated, backend_malloced (bytes handed out
 //                                                          for model state, and for activations)
@@ -96,11 +98,11 @@ static float evaluate(Pipeline *pp, DataLoader *val, int batches, int B, int T) 
 
 static void print_memory_plan(const MemoryPlan *mp) {
     double mib = 1048576.0;
-    printf0("memory plan per rank: params %.1f MiB | grads %.1f MiB | AdamW state %.1f MiB%s | activations %.1f MiB | "
-           "workspace %.1f MiB | total %.1f MiB\n", mp->params / mib, mp->grads / mib, mp->optimizer / mib,
-           mp->optimizer_on_host ? " (host: moments, master copy, gradient staging)" : "",
-           mp->activations / mib, mp->workspace / mib,
-           (mp->params + mp->grads + mp->optimizer + mp->activations + mp->workspace) / mib);
+    printf0("memory plan per rank: params %.1f MiB | grads %.1f MiB | AdamW state %.1f MiB%s | ", mp->params / mib,
+            mp->grads / mib, mp->optimizer / mib, mp->optimizer_on_host ? " (host: moments, master copy, gradient staging)" : "");
+    if (mp->working) printf0("working weights %.1f MiB | ", mp->working / mib);
+    printf0("activations %.1f MiB | workspace %.1f MiB | total %.1f MiB\n", mp->activations / mib, mp->workspace / mib,
+            (mp->params + mp->grads + mp->optimizer + mp->working + mp->activations + mp->workspace) / mib);
 }
 
 static int train_main(int argc, char **argv) {
@@ -128,6 +130,7 @@ static int train_main(int argc, char **argv) {
     }
     config_resolve_batch(&cfg, dp);
     backend_init(comm.local_rank);  // after the flags, so --help and flag errors need no device
+    backend_set_precision(cfg.precision, cfg.tf32);
     if (strcmp(cfg.comm, "nccl") == 0) comm_enable_nccl(&comm);
     comm_watchdog_start(&comm, cfg.comm_timeout);
     // fault injection for the hang tests: TRAIN_GPT_FAULT=stall:RANK:STEP makes that rank stop
@@ -253,7 +256,8 @@ static int train_main(int argc, char **argv) {
     for (int l = first[stage]; l < first[stage + 1]; l++) present[1 + l] = 1;
     int slots = pp_max_in_flight(stage, pp_stages, A);
     // activations: this stage's layers, times the micro-batches it keeps in flight
-    MemoryPlan plan = model_memory_plan(&mc, B, T, cfg.recompute, first[stage + 1] - first[stage], slots);
+    MemoryPlan plan = model_memory_plan(&mc, B, T, cfg.recompute, first[stage + 1] - first[stage], slots, present[0],
+                                        cfg.zero_stage == 3);
     size_t bucket_bytes = (size_t)(cfg.reduce_bucket_mb * 1048576.0);
     int offload_params = strcmp(cfg.offload, "params") == 0, offload = offload_params || strcmp(cfg.offload, "optimizer") == 0;
     plan.optimizer_on_host = offload;
@@ -287,8 +291,8 @@ static int train_main(int argc, char **argv) {
     }
     if (logf && start_step == 0) {
         fprintf(logf, "{\"memory_plan\": {\"world\": %d, \"zero_stage\": %d, \"params_bytes\": %zu, \"grads_bytes\": %zu, "
-                "\"optimizer_bytes\": %zu, \"activations_bytes\": %zu, \"workspace_bytes\": %zu}}\n", world, cfg.zero_stage,
-                plan.params, plan.grads, plan.optimizer, plan.activations, plan.workspace);
+                "\"optimizer_bytes\": %zu, \"working_weights_bytes\": %zu, \"activations_bytes\": %zu, \"workspace_bytes\": %zu}}\n",
+                world, cfg.zero_stage, plan.params, plan.grads, plan.optimizer, plan.working, plan.activations, plan.workspace);
         fflush(logf);
     }
     if (cfg.dry_run) { if (logf) fclose(logf); comm_finalize(&comm); return 0; }
@@ -297,10 +301,9 @@ static int train_main(int argc, char **argv) {
     comm_split(&comm, stage, dp_rank, &dp_comm);
     comm_split(&comm, dp_rank, stage, &pp_comm);
     comm_split(&comm, present[0] ? dp_rank : world + rank, stage, &tied_comm);
-    backend_set_precision(cfg.precision, cfg.tf32);
     size_t act_before = backend_malloced;
-    Model *model = model_create(&mc, B, T, cfg.recompute, first[stage], first[stage + 1], slots);
-    size_t act_bytes = backend_malloced - act_before, planned_act = plan.activations + plan.workspace;
+    Model *model = model_create(&mc, B, T, cfg.recompute, first[stage], first[stage + 1], slots, cfg.zero_stage == 3);
+    size_t act_bytes = backend_malloced - act_before, planned_act = plan.activations + plan.workspace + plan.working;
     Zero zero;
     size_t allocated_before = backend_allocated;
     zero_init(&zero, &dp_comm, cfg.zero_stage, model, present, bucket_bytes, offload, offload_params);

@@ -259,6 +259,7 @@ static void zero_load_params(Zero *z, const float *flat) {
         if (z->offload) memcpy(z->hmaster + zero_opt_off(z, u), whole + zero_slice_lo(z, u), zero_slice_len(z, u) * sizeof(float));
     }
     free(whole);
+    model_weights_changed(z->model);
 }
 
 // The whole model in llm.c's flat order on the host of every rank (for checkpoints).
@@ -485,6 +486,7 @@ static void zero_update(Zero *z, const AdamWArgs *args) {
         if (z->offload && cnt > 0 && !(z->offload_params && u > 0)) backend_from_host(zero_slice_params(z, u), z->hmaster + off, cnt);
         if (z->stage >= 1 && (z->stage <= 2 || u == 0)) comm_allgather(z->comm, z->params + z->uoff[u], z->ushard[u]);
     }
+    model_weights_changed(z->model);
 }
 
 #endif

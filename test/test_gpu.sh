@@ -29,6 +29,11 @@ sys.exit(0 if err < tol else 1)
 PYEOF
 }
 
+# 0. every kernel against the CPU build's, in fp32, bf16 and fp16 (dev/cuda/kernels.cu)
+out=$(./dev/cuda/kernels check 2>&1); rc=$?
+echo "$out" | sed 's/^/    /'
+[ $rc -eq 0 ] && ok "kernels vs the CPU build's: $(tail -1 <<<"$out")" || bad "kernels vs the CPU build's" "$(grep FAIL <<<"$out")"
+
 # 1. the model against PyTorch, as the CPU build is checked (test_gpt2.c compiled for the GPU)
 if "$TORCH_PY" test/ref_gpt2.py --out-dir "$W/ref" > "$W/ref.log" 2>&1; then
   out=$(./test/test_gpt2_gpu "$W/ref" 2>&1); rc=$?
@@ -38,12 +43,32 @@ else bad "PyTorch reference ($TORCH_PY)" "$(cat "$W/ref.log")"; fi
 
 # 2. ten steps beside the CPU build, from the same initialisation and data
 common=(-e d2 -b 4 -t 64 -x 10 -v 5 -s 0 --grad-accum 2)
+fp32=(--precision fp32)
 ./train_gpt_cpu "${common[@]}" --log "$W/cpu.jsonl" > "$W/cpu.out" 2>&1
-./train_gpt "${common[@]}" --log "$W/gpu.jsonl" > "$W/gpu.out" 2>&1 || bad "GPU run" "$(tail "$W/gpu.out")"
+./train_gpt "${fp32[@]}" "${common[@]}" --log "$W/gpu.jsonl" > "$W/gpu.out" 2>&1 || bad "GPU run" "$(tail "$W/gpu.out")"
 r=$(close "$W/cpu.jsonl" "$W/gpu.jsonl" 1e-4) && ok "10 steps, GPU vs CPU build: $r" || bad "GPU vs CPU 10 steps" "$r"
 
+# 2a. bf16 and fp16 beside the CPU build's fp32. Activations in bf16 carry 8 mantissa bits (2^-9 ~ 2e-3
+# per rounding), and some dozens of roundings feed each loss; over 10 steps of training the losses
+# of a d2 model stay within ~1% of fp32's. fp16 keeps 11 bits, so it must be closer (0.3%).
+./train_gpt_cpu "${common[@]}" -v 0 --log "$W/cpu10.jsonl" > /dev/null 2>&1
+for p in bf16:1e-2 fp16:3e-3; do
+  ./train_gpt --precision ${p%%:*} "${common[@]}" -v 0 --log "$W/${p%%:*}.jsonl" > "$W/${p%%:*}.out" 2>&1 || bad "${p%%:*} run" "$(tail -3 "$W/${p%%:*}.out")"
+  r=$(close "$W/cpu10.jsonl" "$W/${p%%:*}.jsonl" ${p##*:}) && ok "10 steps in ${p%%:*} vs the CPU build's fp32: $r" || bad "${p%%:*} vs fp32" "$r"
+done
+grep -q '"loss_scale": 65536' "$W/fp16.jsonl" && ok "fp16 runs with dynamic loss scaling from 2^16 (logged)" || bad "fp16 loss scale in the log"
+# bf16 is deterministic and resumes bit for bit (stochastic rounding is seeded by the update count)
+bk=(-e d2 -b 4 -t 64 -x 8 -v 0 -s 0 -n 4 --keep-checkpoints 5)
+./train_gpt "${bk[@]}" -o "$W/bf" --log "$W/bf.jsonl" > /dev/null 2>&1
+./train_gpt "${bk[@]}" -o "$W/bf2" --log "$W/bf2.jsonl" > /dev/null 2>&1
+mkdir -p "$W/bfr"; cp "$W/bf/model_00000004.bin" "$W/bf/state_00000004.bin" "$W/bfr/"
+./train_gpt "${bk[@]}" -o "$W/bfr" -y 1 --log "$W/bfr.jsonl" > /dev/null 2>&1
+[ -s "$W/bf.jsonl" ] && [ "$(losses "$W/bf.jsonl")" = "$(losses "$W/bf2.jsonl")" ] && [ "$(losses "$W/bf.jsonl" | tail -n 4)" = "$(losses "$W/bfr.jsonl")" ] \
+  && cmp -s "$W/bf/model_00000008.bin" "$W/bfr/model_00000008.bin" \
+  && ok "bf16: two runs bit-identical; resume at step 4 bit-identical to the end" || bad "bf16 determinism and resume"
+
 # 3. exact resume on the GPU
-ck=(-e d2 -b 4 -t 64 -x 12 -v 0 -s 0 -n 4 --keep-checkpoints 5)
+ck=(--precision fp32 -e d2 -b 4 -t 64 -x 12 -v 0 -s 0 -n 4 --keep-checkpoints 5)
 ./train_gpt "${ck[@]}" -o "$W/full" --log "$W/full.jsonl" > /dev/null 2>&1
 mkdir -p "$W/res"; cp "$W/full/model_00000004.bin" "$W/full/state_00000004.bin" "$W/res/"
 ./train_gpt "${ck[@]}" -o "$W/res" -y 1 --log "$W/res.jsonl" > /dev/null 2>&1
@@ -63,13 +88,13 @@ r=$(close "$W/res.jsonl" "$W/c2g.jsonl" 1e-4) && ok "a CPU checkpoint resumes in
 
 # 5. several ranks on the one GPU through MPI (NCCL refuses two ranks on one device)
 if command -v mpirun >/dev/null; then
-  ./train_gpt -e d2 -b 4 -t 64 -x 10 -v 0 -s 0 --grad-accum 4 --log "$W/one.jsonl" > /dev/null 2>&1
+  ./train_gpt --precision fp32 -e d2 -b 4 -t 64 -x 10 -v 0 -s 0 --grad-accum 4 --log "$W/one.jsonl" > /dev/null 2>&1
   for z in 0 1 2 3; do
-    mpirun --allow-run-as-root --oversubscribe -np 2 ./train_gpt -e d2 -b 4 -t 64 -x 10 -v 0 -s 0 --grad-accum 2 -z $z \
+    mpirun --allow-run-as-root --oversubscribe -np 2 ./train_gpt --precision fp32 -e d2 -b 4 -t 64 -x 10 -v 0 -s 0 --grad-accum 2 -z $z \
       --log "$W/mpi$z.jsonl" > "$W/mpi$z.out" 2>&1
     r=$(close "$W/one.jsonl" "$W/mpi$z.jsonl" 1e-5) && ok "2 ranks on one GPU via MPI at ZeRO-$z vs 1 process: $r" || bad "MPI ZeRO-$z on GPU" "$r $(tail -3 "$W/mpi$z.out")"
   done
-  mpirun --allow-run-as-root --oversubscribe -np 2 ./train_gpt -e d2 -b 4 -t 64 -x 10 -v 0 -s 0 --grad-accum 4 --pp 2 \
+  mpirun --allow-run-as-root --oversubscribe -np 2 ./train_gpt --precision fp32 -e d2 -b 4 -t 64 -x 10 -v 0 -s 0 --grad-accum 4 --pp 2 \
     --log "$W/pp.jsonl" > "$W/pp.out" 2>&1
   r=$(close "$W/one.jsonl" "$W/pp.jsonl" 1e-5) && ok "--pp 2 on one GPU via MPI vs 1 process: $r" || bad "pipeline on GPU" "$r $(tail -3 "$W/pp.out")"
 fi
@@ -77,17 +102,17 @@ fi
 # 5a. optimizer offload on the GPU: host AdamW on pinned memory, same numbers as on the device
 for o in optimizer params; do
   z=1; [ $o = params ] && z=3
-  mpirun --allow-run-as-root --oversubscribe -np 2 ./train_gpt -e d2 -b 4 -t 64 -x 10 -v 0 -s 0 --grad-accum 2 -z $z \
+  mpirun --allow-run-as-root --oversubscribe -np 2 ./train_gpt --precision fp32 -e d2 -b 4 -t 64 -x 10 -v 0 -s 0 --grad-accum 2 -z $z \
     --offload $o --log "$W/off$o.jsonl" > "$W/off$o.out" 2>&1
   r=$(close "$W/mpi$z.jsonl" "$W/off$o.jsonl" 1e-6) && ok "--offload $o at ZeRO-$z on one GPU vs on-device AdamW: $r" \
     || bad "--offload $o on GPU" "$r $(tail -3 "$W/off$o.out")"
 done
 
 # 5b. NCCL (one rank here: NCCL refuses two ranks on one GPU)
-./train_gpt -e d2 -b 4 -t 64 -x 10 -v 0 -s 0 --grad-accum 4 --comm nccl --log "$W/nccl.jsonl" > "$W/nccl.out" 2>&1
+./train_gpt --precision fp32 -e d2 -b 4 -t 64 -x 10 -v 0 -s 0 --grad-accum 4 --comm nccl --log "$W/nccl.jsonl" > "$W/nccl.out" 2>&1
 [ -s "$W/nccl.jsonl" ] && [ "$(losses "$W/nccl.jsonl")" = "$(losses "$W/one.jsonl")" ] && ok "--comm nccl with one rank: same losses"   || bad "--comm nccl with one rank" "$(tail -3 "$W/nccl.out")"
 if command -v mpirun >/dev/null && [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
-  mpirun --allow-run-as-root -np 2 ./train_gpt -e d2 -b 4 -t 64 -x 10 -v 0 -s 0 --grad-accum 2 -z 1 --comm nccl     --log "$W/nccl2.jsonl" > "$W/nccl2.out" 2>&1
+  mpirun --allow-run-as-root -np 2 ./train_gpt --precision fp32 -e d2 -b 4 -t 64 -x 10 -v 0 -s 0 --grad-accum 2 -z 1 --comm nccl     --log "$W/nccl2.jsonl" > "$W/nccl2.out" 2>&1
   r=$(close "$W/one.jsonl" "$W/nccl2.jsonl" 1e-5) && ok "2 GPUs through NCCL at ZeRO-1 vs 1 process: $r" || bad "NCCL on 2 GPUs" "$r"
 fi
 

@@ -1,0 +1,322 @@
+// dev/cuda/kernels.cu: every kernel of ./train_gpt against the CPU build's kernel (train_gpt.c, the
+// reference), in each precision, and a benchmark of each at GPT-2 124M's shapes. Built and run by
+// `make test-gpu` (check) and `make bench` (bench):
+//   make dev/cuda/kernels && ./dev/cuda/kernels check     # PASS/FAIL per kernel and precision
+//   ./dev/cuda/kernels bench                               # ms and GB/s or TFLOP/s per kernel, bf16
+// Inputs are random; in bf16 and fp16 they are rounded to that precision first, so both sides see
+// the same numbers and the difference is the GPU's rounding of outputs and intermediates.
+#define TESTING
+#include "train_gpt.cu"
+#include <omp.h>
+#undef BUILD_NAME
+#undef PRECISION_DEFAULT
+#undef PRECISIONS_BUILT
+#undef ATT_SAVED_FLOATS
+#undef NORM_CHUNK
+#undef GELU_SCALING_FACTOR
+namespace cpu {
+#include "train_gpt.c"
+}
+
+static uint64_t rng_state = 42;
+static float frand(void) { return random_f32(&rng_state) * 2.0f - 1.0f; }
+static int fails = 0, passes = 0;
+
+// Host float <-> device floatX of the current precision.
+static float round_x(float x) {
+    if (x_prec == PREC_BF16) return __bfloat162float(__float2bfloat16(x));
+    if (x_prec == PREC_FP16) return __half2float(__float2half(x));
+    return x;
+}
+static floatX *to_dev_x(const float *h, size_t n) {
+    void *d;
+    cudaCheck(cudaMalloc(&d, n * x_bytes + 16));
+    if (x_prec == PREC_FP32) { cudaCheck(cudaMemcpy(d, h, n * 4, cudaMemcpyHostToDevice)); return (floatX *)d; }
+    uint16_t *tmp = (uint16_t *)mallocCheck(n * 2);
+    for (size_t i = 0; i < n; i++) {
+        if (x_prec == PREC_BF16) { bf16 b = __float2bfloat16(h[i]); memcpy(&tmp[i], &b, 2); }
+        else { __half b = __float2half(h[i]); memcpy(&tmp[i], &b, 2); }
+    }
+    cudaCheck(cudaMemcpy(d, tmp, n * 2, cudaMemcpyHostToDevice));
+    free(tmp);
+    return (floatX *)d;
+}
+static void from_dev_x(float *h, const floatX *d, size_t n) {
+    if (x_prec == PREC_FP32) { cudaCheck(cudaMemcpy(h, d, n * 4, cudaMemcpyDeviceToHost)); return; }
+    uint16_t *tmp = (uint16_t *)mallocCheck(n * 2);
+    cudaCheck(cudaMemcpy(tmp, d, n * 2, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n; i++) {
+        if (x_prec == PREC_BF16) { bf16 b; memcpy(&b, &tmp[i], 2); h[i] = __bfloat162float(b); }
+        else { __half b; memcpy(&b, &tmp[i], 2); h[i] = __half2float(b); }
+    }
+    free(tmp);
+}
+static float *to_dev_f(const float *h, size_t n) {
+    float *d;
+    cudaCheck(cudaMalloc(&d, n * 4 + 16));
+    cudaCheck(cudaMemcpy(d, h, n * 4, cudaMemcpyHostToDevice));
+    return d;
+}
+static void from_dev_f(float *h, const float *d, size_t n) { cudaCheck(cudaMemcpy(h, d, n * 4, cudaMemcpyDeviceToHost)); }
+static float *rand_host(size_t n, float scale) {
+    float *h = (float *)mallocCheck(n * 4);
+    for (size_t i = 0; i < n; i++) h[i] = round_x(frand() * scale);
+    return h;
+}
+static float *copy_host(const float *h, size_t n) { float *c = (float *)mallocCheck(n * 4); memcpy(c, h, n * 4); return c; }
+
+// max |a - b| / max |b|: errors relative to the tensor's scale, as test_gpt2.c measures them
+static double rel_err(const float *a, const float *b, size_t n) {
+    double worst = 0.0, scale = 1e-30;
+    for (size_t i = 0; i < n; i++) { worst = fmax(worst, fabs((double)a[i] - b[i])); scale = fmax(scale, fabs((double)b[i])); }
+    return worst / scale;
+}
+static const char *prec_name(void) { return x_prec == PREC_BF16 ? "bf16" : x_prec == PREC_FP16 ? "fp16" : "fp32"; }
+// Tolerances: fp32 differs only in summation order (~1e-6; 1e-4 leaves room for long sums); bf16 keeps
+// 8 mantissa bits (one rounding 2^-9 ~ 2e-3 relative, a few chained roundings and cancellation in
+// LayerNorm's backward give ~1e-2); fp16 keeps 11 bits (~2.5e-4 a rounding, so 3e-3).
+static double tol(void) { return x_prec == PREC_BF16 ? 3e-2 : x_prec == PREC_FP16 ? 4e-3 : 1e-4; }
+static void expect(const char *what, double err, double limit) {
+    int ok = err <= limit && err == err;
+    printf("%s %-5s %-44s max error %.2e (limit %.0e)\n", ok ? "PASS" : "FAIL", prec_name(), what, err, limit);
+    ok ? passes++ : fails++;
+}
+
+static void check_all(int B, int T, int C, int NH, int V, int Vp) {
+    size_t BT = (size_t)B * T, n;
+    float *h1, *h2, *h3, *r1, *r2, *r3, *g1, *g2, *g3;
+    floatX *x1, *x2, *x3;
+    int *tok = (int *)mallocCheck(BT * sizeof(int)), *dtok;
+    for (size_t i = 0; i < BT; i++) tok[i] = (int)(random_u32(&rng_state) % V);
+    cudaCheck(cudaMalloc(&dtok, BT * sizeof(int)));
+    cudaCheck(cudaMemcpy(dtok, tok, BT * sizeof(int), cudaMemcpyHostToDevice));
+
+    // encoder forward and backward
+    float *wte = rand_host((size_t)Vp * C, 1.0f), *wpe = rand_host((size_t)T * C, 1.0f);
+    floatX *dwte_x = to_dev_x(wte, (size_t)Vp * C), *dwpe_x = to_dev_x(wpe, (size_t)T * C);
+    n = BT * C;
+    r1 = (float *)mallocCheck(n * 4); g1 = (float *)mallocCheck(n * 4);
+    x1 = to_dev_x(r1, n);
+    encoder_forward(x1, dtok, dwte_x, dwpe_x, B, T, C);
+    from_dev_x(g1, x1, n);
+    cpu::encoder_forward(r1, tok, wte, wpe, B, T, C);
+    expect("encoder_forward", rel_err(g1, r1, n), tol());
+    float *dout = rand_host(n, 1.0f), *gw = (float *)callocCheck((size_t)Vp * C, 4), *gp = (float *)callocCheck((size_t)T * C, 4);
+    floatX *ddout = to_dev_x(dout, n);
+    float *dgw = to_dev_f(gw, (size_t)Vp * C), *dgp = to_dev_f(gp, (size_t)T * C);
+    encoder_backward(dgw, dgp, ddout, dtok, B, T, C);
+    cpu::encoder_backward(gw, gp, dout, tok, B, T, C);
+    float *back = (float *)mallocCheck((size_t)Vp * C * 4);
+    from_dev_f(back, dgw, (size_t)Vp * C);
+    expect("encoder_backward dwte", rel_err(back, gw, (size_t)Vp * C), 1e-5);  // fp32 sums of the same inputs, same order
+    from_dev_f(back, dgp, (size_t)T * C);
+    expect("encoder_backward dwpe", rel_err(back, gp, (size_t)T * C), 1e-5);
+
+    // layernorm forward and backward
+    h1 = rand_host(n, 2.0f); h2 = rand_host(C, 1.0f); h3 = rand_host(C, 1.0f);
+    x1 = to_dev_x(h1, n); x2 = to_dev_x(h2, C); x3 = to_dev_x(h3, C);
+    floatX *xo = to_dev_x(h1, n);
+    float *mean, *rstd, *hm = (float *)mallocCheck(BT * 4), *hr = (float *)mallocCheck(BT * 4);
+    cudaCheck(cudaMalloc(&mean, BT * 4)); cudaCheck(cudaMalloc(&rstd, BT * 4));
+    layernorm_forward(xo, mean, rstd, x1, x2, x3, (int)BT, C);
+    r1 = (float *)mallocCheck(n * 4); g1 = (float *)mallocCheck(n * 4);
+    cpu::layernorm_forward(r1, hm, hr, h1, h2, h3, (int)BT, C);
+    from_dev_x(g1, xo, n);
+    expect("layernorm_forward", rel_err(g1, r1, n), tol());
+    float *dw = (float *)callocCheck(C, 4), *db = (float *)callocCheck(C, 4), *di = rand_host(n, 1.0f);
+    float *ddw = to_dev_f(dw, C), *ddb = to_dev_f(db, C);
+    floatX *ddi = to_dev_x(di, n);
+    layernorm_backward(ddi, ddw, ddb, ddout, x1, x2, mean, rstd, (int)BT, C);
+    cpu::layernorm_backward(di, dw, db, dout, h1, h2, hm, hr, (int)BT, C);
+    from_dev_x(g1, ddi, n);
+    expect("layernorm_backward dinp (accumulated)", rel_err(g1, di, n), tol());
+    float *hb = (float *)mallocCheck(C * 4);
+    from_dev_f(hb, ddw, C);
+    expect("layernorm_backward dweight", rel_err(hb, dw, C), tol());
+    from_dev_f(hb, ddb, C);
+    expect("layernorm_backward dbias", rel_err(hb, db, C), tol());
+
+    // matmul forward and backward, with bias (the qkv shape)
+    int OC = 3 * C;
+    float *w = rand_host((size_t)OC * C, 0.1f), *bias = rand_host(OC, 0.1f);
+    floatX *dw_x = to_dev_x(w, (size_t)OC * C), *db_x = to_dev_x(bias, OC), *dout3;
+    float *o = (float *)mallocCheck(BT * OC * 4), *go = (float *)mallocCheck(BT * OC * 4);
+    floatX *dox = to_dev_x(o, BT * OC);
+    matmul_forward(dox, x1, dw_x, db_x, (int)BT, C, OC);
+    cpu::matmul_forward(o, h1, w, bias, (int)BT, C, OC);
+    from_dev_x(go, dox, BT * OC);
+    expect("matmul_forward (+ bias epilogue)", rel_err(go, o, BT * OC), tol());
+    float *dO = rand_host(BT * OC, 0.1f), *dinp = (float *)mallocCheck(n * 4), *dW = (float *)callocCheck((size_t)OC * C, 4),
+          *dB = (float *)callocCheck(OC, 4);
+    dout3 = to_dev_x(dO, BT * OC);
+    floatX *ddinp = to_dev_x(dinp, n);
+    float *ddW = to_dev_f(dW, (size_t)OC * C), *ddB = to_dev_f(dB, OC);
+    matmul_backward(ddinp, ddW, ddB, dout3, x1, dw_x, (int)BT, C, OC);
+    cpu::matmul_backward(dinp, dW, dB, dO, h1, w, (int)BT, C, OC);
+    from_dev_x(g1, ddinp, n);
+    expect("matmul_backward dinp", rel_err(g1, dinp, n), tol());
+    float *hW = (float *)mallocCheck((size_t)OC * C * 4);
+    from_dev_f(hW, ddW, (size_t)OC * C);
+    expect("matmul_backward dweight (fp32 out)", rel_err(hW, dW, (size_t)OC * C), tol());
+    float *hB = (float *)mallocCheck(OC * 4);
+    from_dev_f(hB, ddB, OC);
+    expect("matmul_backward dbias", rel_err(hB, dB, OC), tol());
+
+    // attention forward and backward (qkv from the matmul's shape)
+    float *qkv = rand_host(BT * OC, 1.0f), *att = (float *)mallocCheck((size_t)B * NH * T * T * 4);
+    floatX *dqkv_in = to_dev_x(qkv, BT * OC), *datty = to_dev_x(h1, n);
+    float *lse;
+    cudaCheck(cudaMalloc(&lse, (size_t)B * NH * T * 4));
+    attention_forward(datty, lse, dqkv_in, B, T, C, NH);
+    cpu::attention_forward(r1, att, qkv, B, T, C, NH);
+    from_dev_x(g1, datty, n);
+    expect("attention_forward (flash)", rel_err(g1, r1, n), tol());
+    float *dq = (float *)mallocCheck(BT * OC * 4), *gq = (float *)mallocCheck(BT * OC * 4);
+    floatX *ddq = to_dev_x(dq, BT * OC);
+    attention_backward(ddq, ddout, dqkv_in, datty, lse, B, T, C, NH);
+    cpu::attention_backward(dq, dout, qkv, r1, att, B, T, C, NH);
+    from_dev_x(gq, ddq, BT * OC);
+    expect("attention_backward dqkv (flash)", rel_err(gq, dq, BT * OC), tol());
+
+    // gelu, residual
+    size_t n4 = BT * 4 * C;
+    h1 = rand_host(n4, 3.0f); r1 = (float *)mallocCheck(n4 * 4); g1 = (float *)mallocCheck(n4 * 4);
+    x1 = to_dev_x(h1, n4); x2 = to_dev_x(h1, n4);
+    gelu_forward(x2, x1, n4);
+    cpu::gelu_forward(r1, h1, n4);
+    from_dev_x(g1, x2, n4);
+    expect("gelu_forward", rel_err(g1, r1, n4), tol());
+    h2 = rand_host(n4, 1.0f); x3 = to_dev_x(h2, n4);
+    gelu_backward(x2, x1, x3, n4);
+    cpu::gelu_backward(r1, h1, h2, n4);
+    from_dev_x(g1, x2, n4);
+    expect("gelu_backward", rel_err(g1, r1, n4), tol());
+    residual_forward(x2, x1, x3, n4);
+    cpu::residual_forward(r1, h1, h2, n4);
+    from_dev_x(g1, x2, n4);
+    expect("residual_forward", rel_err(g1, r1, n4), tol());
+
+    // classifier: losses and dlogits in place
+    size_t nl = BT * Vp;
+    h1 = rand_host(nl, 4.0f); x1 = to_dev_x(h1, nl);
+    float *losses, *hl = (float *)mallocCheck(BT * 4), *gl = (float *)mallocCheck(BT * 4);
+    cudaCheck(cudaMalloc(&losses, BT * 4));
+    classifier_forward_backward(x1, losses, dtok, (int)BT, V, Vp, 1.0f / BT);
+    cpu::classifier_forward_backward(h1, hl, tok, (int)BT, V, Vp, 1.0f / BT);
+    from_dev_f(gl, losses, BT);
+    expect("classifier losses", rel_err(gl, hl, BT), x_prec == PREC_FP32 ? 1e-5 : 1e-3);
+    g1 = (float *)mallocCheck(nl * 4);
+    from_dev_x(g1, x1, nl);
+    expect("classifier dlogits (in place)", rel_err(g1, h1, nl), tol());
+    cudaCheck(cudaDeviceSynchronize());
+}
+
+// bf16 stochastic rounding keeps the mean: 4096 draws of a value between two bf16 neighbours
+static void check_stochastic_rounding(void) {
+    x_prec = PREC_BF16; x_bytes = 2;
+    const size_t n = 4096;
+    float *h = (float *)mallocCheck(n * 4), *back = (float *)mallocCheck(n * 4);
+    float v = 1.0f + 0.3f * 0.0078125f;  // 30% of the way from 1 to the next bf16 (1 + 2^-7)
+    for (size_t i = 0; i < n; i++) h[i] = v;
+    float *d = to_dev_f(h, n);
+    floatX *x;
+    cudaCheck(cudaMalloc(&x, n * 2));
+    double mean = 0.0;
+    int distinct_ok = 1;
+    for (int seed = 0; seed < 16; seed++) {
+        backend_weights_from_master(x, d, n, mix_seed(seed));
+        from_dev_x(back, x, n);
+        for (size_t i = 0; i < n; i++) {
+            mean += back[i];
+            if (back[i] != 1.0f && back[i] != 1.0078125f) distinct_ok = 0;
+        }
+    }
+    mean /= 16.0 * n;
+    double err = fabs(mean - v) / (v - 1.0);
+    printf("%s bf16  stochastic rounding: only the two neighbours, mean %.7f vs %.7f (%.1f%% of the gap)\n",
+           distinct_ok && err < 0.02 ? "PASS" : "FAIL", mean, v, 100 * err);
+    distinct_ok && err < 0.02 ? passes++ : fails++;
+    x_prec = PREC_FP32; x_bytes = 4;
+}
+
+// ms per call of fn, after 3 warm-up calls, over 20
+template <typename F>
+static float time_ms(F fn) {
+    for (int i = 0; i < 3; i++) fn();
+    cudaEvent_t a, b;
+    cudaCheck(cudaEventCreate(&a)); cudaCheck(cudaEventCreate(&b));
+    cudaCheck(cudaEventRecord(a));
+    for (int i = 0; i < 20; i++) fn();
+    cudaCheck(cudaEventRecord(b));
+    cudaCheck(cudaEventSynchronize(b));
+    float ms;
+    cudaCheck(cudaEventElapsedTime(&ms, a, b));
+    return ms / 20;
+}
+
+static void bench(int B, int T, int C, int NH, int Vp) {
+    size_t BT = (size_t)B * T;
+    printf("kernel benchmark, %s, B=%d T=%d C=%d NH=%d Vp=%d (GPT-2 124M's shapes)\n", prec_name(), B, T, C, NH, Vp);
+    size_t big = BT * Vp;
+    float *h = rand_host(BT * 4 * C, 1.0f);
+    floatX *a = to_dev_x(h, BT * 4 * C), *b2 = to_dev_x(h, BT * 4 * C), *c2 = to_dev_x(h, BT * 4 * C);
+    floatX *w = to_dev_x(h, (size_t)4 * C * C), *bias = to_dev_x(h, 4 * C);
+    float *wf = to_dev_f(h, (size_t)4 * C * C), *bf = to_dev_f(h, 4 * C), *mean, *rstd, *lse, *losses;
+    cudaCheck(cudaMalloc(&mean, BT * 4)); cudaCheck(cudaMalloc(&rstd, BT * 4));
+    cudaCheck(cudaMalloc(&lse, (size_t)B * NH * T * 4)); cudaCheck(cudaMalloc(&losses, BT * 4));
+    floatX *logits;
+    cudaCheck(cudaMalloc(&logits, big * x_bytes));
+    cudaCheck(cudaMemset(logits, 0, big * x_bytes));
+    int *tok;
+    cudaCheck(cudaMalloc(&tok, BT * 4));
+    cudaCheck(cudaMemset(tok, 0, BT * 4));
+    double xb = (double)x_bytes, fl;
+    float ms;
+#define GBS(bytes) ((bytes) / (ms * 1e6))
+    ms = time_ms([&] { layernorm_forward(a, mean, rstd, b2, w, bias, (int)BT, C); });
+    printf("  %-34s %8.3f ms  %7.0f GB/s\n", "layernorm_forward", ms, GBS(2 * BT * C * xb));
+    ms = time_ms([&] { layernorm_backward(a, bf, bf, b2, c2, w, mean, rstd, (int)BT, C); });
+    printf("  %-34s %8.3f ms  %7.0f GB/s\n", "layernorm_backward", ms, GBS(4 * BT * C * xb));
+    fl = 2.0 * BT * C * 4 * C;
+    ms = time_ms([&] { matmul_forward(a, b2, w, bias, (int)BT, C, 4 * C); });
+    printf("  %-34s %8.3f ms  %7.1f TFLOP/s\n", "matmul_forward fc (C -> 4C)", ms, fl / (ms * 1e9));
+    ms = time_ms([&] { matmul_backward(c2, wf, bf, a, b2, w, (int)BT, C, 4 * C); });
+    printf("  %-34s %8.3f ms  %7.1f TFLOP/s\n", "matmul_backward fc", ms, 2 * fl / (ms * 1e9));
+    fl = 4.0 * B * NH * (double)T * T * (C / NH) / 2;
+    ms = time_ms([&] { attention_forward(a, lse, b2, B, T, C, NH); });
+    printf("  %-34s %8.3f ms  %7.1f TFLOP/s\n", "attention_forward (flash)", ms, fl / (ms * 1e9));
+    ms = time_ms([&] { attention_backward(c2, a, b2, a, lse, B, T, C, NH); });
+    printf("  %-34s %8.3f ms  %7.1f TFLOP/s\n", "attention_backward (flash)", ms, 2.5 * fl / (ms * 1e9));
+    ms = time_ms([&] { gelu_forward(a, b2, (long)BT * 4 * C); });
+    printf("  %-34s %8.3f ms  %7.0f GB/s\n", "gelu_forward", ms, GBS(2 * BT * 4 * C * xb));
+    ms = time_ms([&] { gelu_backward(a, b2, c2, (long)BT * 4 * C); });
+    printf("  %-34s %8.3f ms  %7.0f GB/s\n", "gelu_backward", ms, GBS(3 * BT * 4 * C * xb));
+    ms = time_ms([&] { residual_forward(a, b2, c2, (long)BT * C); });
+    printf("  %-34s %8.3f ms  %7.0f GB/s\n", "residual_forward", ms, GBS(3 * BT * C * xb));
+    ms = time_ms([&] { classifier_forward_backward(logits, losses, tok, (int)BT, Vp - 47, Vp, 1.0f); });
+    printf("  %-34s %8.3f ms  %7.0f GB/s\n", "classifier_forward_backward", ms, GBS(3 * big * xb));
+    fl = 2.0 * BT * C * Vp;
+    ms = time_ms([&] { matmul_forward(logits, b2, a, NULL, (int)BT, C, Vp); });
+    printf("  %-34s %8.3f ms  %7.1f TFLOP/s\n", "matmul_forward lm head (C -> Vp)", ms, fl / (ms * 1e9));
+    cudaCheck(cudaDeviceSynchronize());
+}
+
+int main(int argc, char **argv) {
+    const char *mode = argc > 1 ? argv[1] : "check";
+    backend_init(0);
+    if (strcmp(mode, "bench") == 0) {
+        x_prec = PREC_BF16; x_bytes = 2;
+        bench(8, 1024, 768, 12, 50304);
+        return 0;
+    }
+    const int precs[3] = {PREC_FP32, PREC_BF16, PREC_FP16};
+    for (int i = 0; i < 3; i++) {
+        x_prec = precs[i]; x_bytes = x_prec == PREC_FP32 ? 4 : 2;
+        check_all(2, 64, 64, 4, 101, 128);     // the test model's shapes (hs 16)
+        check_all(2, 100, 128, 4, 500, 512);   // ragged T, hs 32
+        check_all(1, 256, 768, 12, 1000, 1024); // GPT-2's head size 64
+    }
+    check_stochastic_rounding();
+    printf("%d passed, %d failed\n", passes, fails);
+    return fails ? 1 : 0;
+}
