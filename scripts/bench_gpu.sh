@@ -6,7 +6,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 STEPS=${STEPS:-20}
-make -s train_gpt
+make -s train_gpt dev/cuda/kernels
 W=$(mktemp -d /tmp/bench_gpu.XXXXXX)
 trap 'rm -rf "$W"' EXIT
 python3 - "$W/rand.bin" <<'PYEOF'
@@ -35,4 +35,6 @@ PYEOF
     fi
   done
   python3 dev/bench_pytorch.py --depth 12 --batch 16 --seq 1024 --steps $((STEPS + 10)) 2>&1 | grep -v "^{"
+  # where the time goes: each kernel alone at the same shapes (B=8)
+  ./dev/cuda/kernels bench
 } | tee "$out"

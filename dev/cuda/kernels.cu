@@ -63,7 +63,6 @@ static float *rand_host(size_t n, float scale) {
     for (size_t i = 0; i < n; i++) h[i] = round_x(frand() * scale);
     return h;
 }
-static float *copy_host(const float *h, size_t n) { float *c = (float *)mallocCheck(n * 4); memcpy(c, h, n * 4); return c; }
 
 // max |a - b| / max |b|: errors relative to the tensor's scale, as test_gpt2.c measures them
 static double rel_err(const float *a, const float *b, size_t n) {
@@ -84,7 +83,7 @@ static void expect(const char *what, double err, double limit) {
 
 static void check_all(int B, int T, int C, int NH, int V, int Vp) {
     size_t BT = (size_t)B * T, n;
-    float *h1, *h2, *h3, *r1, *r2, *r3, *g1, *g2, *g3;
+    float *h1, *h2, *h3, *r1, *g1;
     floatX *x1, *x2, *x3;
     int *tok = (int *)mallocCheck(BT * sizeof(int)), *dtok;
     for (size_t i = 0; i < BT; i++) tok[i] = (int)(random_u32(&rng_state) % V);
