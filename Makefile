@@ -51,6 +51,10 @@ test/test_gpt2_gpu: test/test_gpt2.c train_gpt.cu $(HEADERS)
 dev/cuda/kernels: dev/cuda/kernels.cu train_gpt.cu train_gpt.c $(HEADERS)
 	$(NVCC) $(NVCC_FLAGS) $(MPI_CFLAGS) -I. $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp
 
+# The attention kernels alone against a float64 reference, and their benchmark.
+dev/cuda/attention: dev/cuda/attention.cu dev/cuda/attention_ref.h train_gpt.cu $(HEADERS)
+	$(NVCC) $(NVCC_FLAGS) $(MPI_CFLAGS) -I. $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp
+
 # On a machine with an NVIDIA GPU: the kernels and the CUDA build against the PyTorch reference and the CPU build.
 test-gpu: train_gpt train_gpt_cpu test/test_gpt2_gpu dev/cuda/kernels
 	TORCH_PYTHON=$(TORCH_PYTHON) bash test/test_gpu.sh
@@ -62,4 +66,4 @@ bench-cpu: train_gpt_cpu
 	bash scripts/bench_cpu.sh
 
 clean:
-	rm -f train_gpt_cpu train_gpt tokenize test/test_gpt2 test/test_gpt2_gpu test/test_units test/test_pipeline dev/cuda/kernels
+	rm -f train_gpt_cpu train_gpt tokenize test/test_gpt2 test/test_gpt2_gpu test/test_units test/test_pipeline dev/cuda/kernels dev/cuda/attention
