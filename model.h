@@ -86,7 +86,7 @@ typedef struct {
     floatX **wparams;
     int *wvalid, wcopy, stream_layers, wlayer;
     floatX *wmemory;
-    uint64_t wversion;                   // counts parameter updates: the stochastic rounding's seed
+    uint64_t wversion;                   // AdamW updates the weights have had: the stochastic rounding's seed
     int B, T, recompute;                 // activation buffers are sized for these
     int first, last;                     // the layers [first, last) this model runs (a pipeline stage)
     // Activation slots: a pipeline stage keeps several micro-batches in flight, one slot each.
@@ -215,9 +215,11 @@ static void model_set_unit(Model *m, int u, float *params, float *grads) {
     m->ugrads[u] = grads;
 }
 
-// zero.h calls this whenever it has changed parameters in place (the optimizer, a load).
-static void model_weights_changed(Model *m) {
-    m->wversion++;
+// zero.h calls this whenever it has changed parameters in place (the optimizer, a load). `version`
+// is the number of AdamW updates the parameters have had, which a checkpoint saves, so a resumed run
+// rounds its working weights with the same seeds as the run that was never interrupted.
+static void model_weights_changed(Model *m, uint64_t version) {
+    m->wversion = version;
     memset(m->wvalid, 0, gpt2_num_units(&m->config) * sizeof(int));
     m->wlayer = -1;
 }

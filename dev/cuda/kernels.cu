@@ -71,13 +71,14 @@ static double rel_err(const float *a, const float *b, size_t n) {
     return worst / scale;
 }
 static const char *prec_name(void) { return x_prec == PREC_BF16 ? "bf16" : x_prec == PREC_FP16 ? "fp16" : "fp32"; }
-// Tolerances: fp32 differs only in summation order (~1e-6; 1e-4 leaves room for long sums); bf16 keeps
-// 8 mantissa bits (one rounding 2^-9 ~ 2e-3 relative, a few chained roundings and cancellation in
-// LayerNorm's backward give ~1e-2); fp16 keeps 11 bits (~2.5e-4 a rounding, so 3e-3).
-static double tol(void) { return x_prec == PREC_BF16 ? 3e-2 : x_prec == PREC_FP16 ? 4e-3 : 1e-4; }
+// Tolerances, about three times the worst error an H100 showed over all kernels and shapes
+// (2026-11-22: fp32 5.9e-7, bf16 3.5e-3, fp16 4.3e-4). bf16 keeps 8 mantissa bits (2^-9 ~ 2e-3 a
+// rounding), fp16 11 bits (~2.5e-4), and a kernel's output carries a few chained roundings; a looser
+// bound lets real bugs through (at 3e-2, bf16 passed with a barrier missing from attention's dQ).
+static double tol(void) { return x_prec == PREC_BF16 ? 1e-2 : x_prec == PREC_FP16 ? 1.5e-3 : 1e-5; }
 static void expect(const char *what, double err, double limit) {
     int ok = err <= limit && err == err;
-    printf("%s %-5s %-44s max error %.2e (limit %.0e)\n", ok ? "PASS" : "FAIL", prec_name(), what, err, limit);
+    printf("%s %-5s %-44s max error %.2e (limit %.1e)\n", ok ? "PASS" : "FAIL", prec_name(), what, err, limit);
     ok ? passes++ : fails++;
 }
 
@@ -295,7 +296,10 @@ static void bench(int B, int T, int C, int NH, int Vp) {
     ms = time_ms([&] { classifier_forward_backward(logits, losses, tok, (int)BT, Vp - 47, Vp, 1.0f); });
     printf("  %-34s %8.3f ms  %7.0f GB/s\n", "classifier_forward_backward", ms, GBS(3 * big * xb));
     fl = 2.0 * BT * C * Vp;
-    ms = time_ms([&] { matmul_forward(logits, b2, a, NULL, (int)BT, C, Vp); });
+    floatX *wte;  // (Vp, C): larger than the 4C x C weight above
+    cudaCheck(cudaMalloc(&wte, (size_t)Vp * C * x_bytes));
+    cudaCheck(cudaMemset(wte, 0, (size_t)Vp * C * x_bytes));
+    ms = time_ms([&] { matmul_forward(logits, b2, wte, NULL, (int)BT, C, Vp); });
     printf("  %-34s %8.3f ms  %7.1f TFLOP/s\n", "matmul_forward lm head (C -> Vp)", ms, fl / (ms * 1e9));
     cudaCheck(cudaDeviceSynchronize());
 }
@@ -314,6 +318,8 @@ int main(int argc, char **argv) {
         check_all(2, 64, 64, 4, 101, 128);     // the test model's shapes (hs 16)
         check_all(2, 100, 128, 4, 500, 512);   // ragged T, hs 32
         check_all(1, 256, 768, 12, 1000, 1024); // GPT-2's head size 64
+        check_all(2, 72, 256, 2, 300, 320);     // hs 128, T ragged across two tiles
+        check_all(1, 130, 192, 4, 200, 256);    // hs 48 (runs padded to 64), C not a multiple of 64, B*T odd-sized
     }
     check_stochastic_rounding();
     printf("%d passed, %d failed\n", passes, fails);
