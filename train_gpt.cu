@@ -66,6 +66,14 @@ template <> __device__ __forceinline__ float from_f<float>(float x) { return x; 
 template <> __device__ __forceinline__ bf16 from_f<bf16>(float x) { return __float2bfloat16_rn(x); }
 template <> __device__ __forceinline__ __half from_f<__half>(float x) { return __float2half_rn(x); }
 
+// V consecutive values as one aligned load or store: 16 bytes (V = 16 / sizeof(T)) where the row length
+// and the base pointer allow it, else V = 1. Each kernel below that uses it keeps one summation order per
+// output for every V, so the vector width changes speed, not results.
+template <typename T, int V>
+struct alignas(sizeof(T) * V) XVec { T v[V]; };
+template <typename T> constexpr int vec16() { return (int)(16 / sizeof(T)); }
+static inline int aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
 static cublasLtHandle_t cublaslt_handle;
 static void *cublaslt_workspace = NULL;
 static const size_t CUBLASLT_WORKSPACE_BYTES = 32u << 20;
@@ -105,13 +113,38 @@ static void encoder_forward(floatX *out, const int *inp, const floatX *wte, cons
 
 // dwte: one block per distinct token, its threads over channels, adding that token's positions in
 // increasing order (the CPU build's order). The positions come grouped by token from the host.
+// Positions grouped by token without leaving the device: links_kernel gives each position the next
+// position holding the same token (or -1) and marks the first one; the wte kernel then has one block per
+// first position walk its chain. Each token's rows are added in position order, as the CPU build adds them.
+__global__ void encoder_links_kernel(int *next, int *first, const int *tokens, int BT) {
+    __shared__ int tile[256];
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    const int mine = i < BT ? tokens[i] : -1;
+    int nx = -1, is_first = 1;
+    for (int base = 0; base < BT; base += 256) {
+        __syncthreads();  // the previous tile is read by every thread
+        if (base + (int)threadIdx.x < BT) tile[threadIdx.x] = tokens[base + threadIdx.x];
+        __syncthreads();
+        const int n = BT - base < 256 ? BT - base : 256;
+        for (int k = 0; k < n; k++) {
+            if (tile[k] != mine) continue;
+            const int j = base + k;
+            if (j < i) is_first = 0;
+            else if (j > i && nx < 0) nx = j;
+        }
+    }
+    if (i < BT) { next[i] = nx; first[i] = is_first; }
+}
+
 template <typename T>
-__global__ void encoder_backward_wte_kernel(float *dwte, const T *dout, const int *tokens, const int *starts,
-                                            const int *positions, int C) {
-    int k = blockIdx.x, tok = tokens[k];
+__global__ void encoder_backward_wte_kernel(float *dwte, const T *dout, const int *tokens, const int *next,
+                                            const int *first, int C) {
+    const int i = blockIdx.x;
+    if (!first[i]) return;
+    const int tok = tokens[i];
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         float s = dwte[(long)tok * C + c];
-        for (int j = starts[k]; j < starts[k + 1]; j++) s += to_f(dout[(long)positions[j] * C + c]);
+        for (int j = i; j >= 0; j = next[j]) s += to_f(dout[(long)j * C + c]);
         dwte[(long)tok * C + c] = s;
     }
 }
@@ -126,42 +159,17 @@ __global__ void encoder_backward_wpe_kernel(float *dwpe, const T *dout, int B, i
     dwpe[idx] += s;
 }
 
-static int compare_u64(const void *a, const void *b) {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 static void encoder_backward(float *dwte, float *dwpe, const floatX *dout, const int *inp, int B, int T, int C) {
-    // group positions by token on the host (a counting sort keeps each token's positions in order)
-    int BT = B * T;
-    static int *host = NULL, *dev = NULL, cap = 0;
+    const int BT = B * T;
+    static int *links = NULL, cap = 0;  // next and first, BT each; grows once, at the first step
     if (BT > cap) {
-        free(host);
-        if (dev) cudaCheck(cudaFree(dev));
-        host = (int *)mallocCheck((size_t)5 * BT * sizeof(int) + 2 * sizeof(int));
-        cudaCheck(cudaMalloc(&dev, ((size_t)4 * BT + 2) * sizeof(int)));
+        if (links) cudaCheck(cudaFree(links));
+        cudaCheck(cudaMalloc(&links, (size_t)2 * BT * sizeof(int)));
         cap = BT;
     }
-    int *tok = host, *tokens = host + BT, *starts = host + 2 * BT, *positions = host + 3 * BT + 1, *order = host + 4 * BT + 1;
-    cudaCheck(cudaMemcpy(tok, inp, BT * sizeof(int), cudaMemcpyDeviceToHost));
-    // sort (token, position) pairs: each token's positions end up together and in increasing order
-    static uint64_t *keys = NULL;
-    static int keys_cap = 0;
-    if (BT > keys_cap) { free(keys); keys = (uint64_t *)mallocCheck((size_t)BT * sizeof(uint64_t)); keys_cap = BT; }
-    for (int i = 0; i < BT; i++) keys[i] = ((uint64_t)(uint32_t)tok[i] << 32) | (uint32_t)i;
-    qsort(keys, BT, sizeof(uint64_t), compare_u64);
-    for (int i = 0; i < BT; i++) order[i] = (int)(uint32_t)keys[i];
-    int ntok = 0;
-    for (int j = 0; j < BT; j++) {
-        if (j == 0 || tok[order[j]] != tok[order[j - 1]]) { tokens[ntok] = tok[order[j]]; starts[ntok++] = j; }
-        positions[j] = order[j];
-    }
-    starts[ntok] = BT;
-    int *d_tokens = dev, *d_starts = dev + BT, *d_positions = dev + 2 * BT + 1;
-    cudaCheck(cudaMemcpy(d_tokens, tokens, ntok * sizeof(int), cudaMemcpyHostToDevice));
-    cudaCheck(cudaMemcpy(d_starts, starts, (ntok + 1) * sizeof(int), cudaMemcpyHostToDevice));
-    cudaCheck(cudaMemcpy(d_positions, positions, BT * sizeof(int), cudaMemcpyHostToDevice));
-    WITH_X(encoder_backward_wte_kernel<<<ntok, 256>>>(dwte, (const xt *)dout, d_tokens, d_starts, d_positions, C));
+    encoder_links_kernel<<<ceil_div(BT, 256), 256>>>(links, links + BT, inp, BT);
+    launchCheck();
+    WITH_X(encoder_backward_wte_kernel<<<BT, 256>>>(dwte, (const xt *)dout, inp, links, links + BT, C));
     launchCheck();
     WITH_X(encoder_backward_wpe_kernel<<<ceil_div((long)T * C, 256), 256>>>(dwpe, (const xt *)dout, B, T, C));
     launchCheck();
@@ -202,24 +210,37 @@ static void layernorm_forward(floatX *out, float *mean, float *rstd, const float
     launchCheck();
 }
 
-template <typename T>
+// One warp per row; lane l takes vectors l, l + 32, ... of the row.
+template <typename T, int V>
 __global__ void layernorm_backward_dinp_kernel(T *dinp, const T *dout, const T *inp, const T *weight, const float *mean,
                                                const float *rstd, int N, int C) {
     int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (row >= N) return;
-    const T *d = dout + (long)row * C, *x = inp + (long)row * C;
+    typedef XVec<T, V> Vec;
+    const Vec *d = reinterpret_cast<const Vec *>(dout + (long)row * C), *x = reinterpret_cast<const Vec *>(inp + (long)row * C);
+    const Vec *w = reinterpret_cast<const Vec *>(weight);
+    Vec *di = reinterpret_cast<Vec *>(dinp + (long)row * C);
     float m = mean[row], s = rstd[row], a = 0.0f, b = 0.0f;
-    for (int c = lane; c < C; c += 32) {
-        float norm = (to_f(x[c]) - m) * s, dnorm = to_f(weight[c]) * to_f(d[c]);
-        a += dnorm;
-        b += dnorm * norm;
+    for (int i = lane; i < C / V; i += 32) {
+        const Vec dv = d[i], xv = x[i], wv = w[i];
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            float norm = (to_f(xv.v[k]) - m) * s, dnorm = to_f(wv.v[k]) * to_f(dv.v[k]);
+            a += dnorm;
+            b += dnorm * norm;
+        }
     }
     a = warp_sum(a) / C;
     b = warp_sum(b) / C;
-    T *di = dinp + (long)row * C;
-    for (int c = lane; c < C; c += 32) {
-        float norm = (to_f(x[c]) - m) * s, dnorm = to_f(weight[c]) * to_f(d[c]);
-        di[c] = from_f<T>(to_f(di[c]) + (dnorm - a - norm * b) * s);
+    for (int i = lane; i < C / V; i += 32) {
+        const Vec dv = d[i], xv = x[i], wv = w[i];
+        Vec o = di[i];
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            float norm = (to_f(xv.v[k]) - m) * s, dnorm = to_f(wv.v[k]) * to_f(dv.v[k]);
+            o.v[k] = from_f<T>(to_f(o.v[k]) + (dnorm - a - norm * b) * s);
+        }
+        di[i] = o;
     }
 }
 
@@ -228,28 +249,40 @@ __global__ void layernorm_backward_dinp_kernel(T *dinp, const T *dout, const T *
 // shares in order); a second kernel adds the chunks up in order. For LayerNorm the two sums are
 // dweight (dout * normalised input) and dbias (dout); for a bias, only the latter.
 #define COL_CHUNKS 64
-template <typename T>
+template <typename T, int V>
 __global__ void column_partials_kernel(float *partial_w, float *partial_b, const T *dout, const T *inp, const float *mean,
                                        const float *rstd, int N, int C) {
-    __shared__ float sw[8][33], sb[8][33];
-    int c = blockIdx.x * 32 + threadIdx.x, chunk = blockIdx.y;
+    __shared__ float sw[8][32 * V + 1], sb[8][32 * V + 1];
+    typedef XVec<T, V> Vec;
+    int c = (blockIdx.x * 32 + threadIdx.x) * V, chunk = blockIdx.y;  // this thread's columns c .. c + V - 1
     long lo = (long)N * chunk / COL_CHUNKS, hi = (long)N * (chunk + 1) / COL_CHUNKS;
-    float w = 0.0f, b = 0.0f;
+    float w[V], b[V];
+#pragma unroll
+    for (int k = 0; k < V; k++) w[k] = b[k] = 0.0f;
     if (c < C) {
         for (long i = lo + threadIdx.y; i < hi; i += 8) {
-            float d = to_f(dout[i * C + c]);
-            b += d;
-            if (inp) w += (to_f(inp[i * C + c]) - mean[i]) * rstd[i] * d;
+            const Vec d = *reinterpret_cast<const Vec *>(dout + i * C + c);
+#pragma unroll
+            for (int k = 0; k < V; k++) b[k] += to_f(d.v[k]);
+            if (inp) {
+                const Vec x = *reinterpret_cast<const Vec *>(inp + i * C + c);
+                const float m = mean[i], r = rstd[i];
+#pragma unroll
+                for (int k = 0; k < V; k++) w[k] += (to_f(x.v[k]) - m) * r * to_f(d.v[k]);
+            }
         }
     }
-    sw[threadIdx.y][threadIdx.x] = w;
-    sb[threadIdx.y][threadIdx.x] = b;
+#pragma unroll
+    for (int k = 0; k < V; k++) { sw[threadIdx.y][threadIdx.x * V + k] = w[k]; sb[threadIdx.y][threadIdx.x * V + k] = b[k]; }
     __syncthreads();
-    if (threadIdx.y == 0 && c < C) {
+    // the 8 row shares of each of the block's 32 V columns, in order; each thread finishes V of them
+    for (int j = threadIdx.y * 32 + threadIdx.x; j < 32 * V; j += 256) {
+        const int cc = blockIdx.x * 32 * V + j;
+        if (cc >= C) continue;
         float tw = 0.0f, tb = 0.0f;
-        for (int k = 0; k < 8; k++) { tw += sw[k][threadIdx.x]; tb += sb[k][threadIdx.x]; }
-        if (partial_w) partial_w[(long)chunk * C + c] = tw;
-        partial_b[(long)chunk * C + c] = tb;
+        for (int k = 0; k < 8; k++) { tw += sw[k][j]; tb += sb[k][j]; }
+        if (partial_w) partial_w[(long)chunk * C + cc] = tw;
+        partial_b[(long)chunk * C + cc] = tb;
     }
 }
 
@@ -264,8 +297,18 @@ __global__ void column_reduce_kernel(float *dst, const float *partial, int C) {
 static void column_sums(float *dweight, float *dbias, const floatX *dout, const floatX *inp, const float *mean,
                         const float *rstd, int N, int C) {
     float *pw = scratch_get((size_t)2 * COL_CHUNKS * C), *pb = pw + (size_t)COL_CHUNKS * C;
-    dim3 grid(ceil_div(C, 32), COL_CHUNKS), block(32, 8);
-    WITH_X(column_partials_kernel<<<grid, block>>>(dweight ? pw : NULL, pb, (const xt *)dout, (const xt *)inp, mean, rstd, N, C));
+    dim3 block(32, 8);
+    WITH_X({
+        if (C % vec16<xt>() == 0 && aligned16(dout) && (!inp || aligned16(inp))) {
+            dim3 grid(ceil_div(C, 32 * vec16<xt>()), COL_CHUNKS);
+            column_partials_kernel<xt, vec16<xt>()><<<grid, block>>>(dweight ? pw : NULL, pb, (const xt *)dout,
+                                                                     (const xt *)inp, mean, rstd, N, C);
+        } else {
+            dim3 grid(ceil_div(C, 32), COL_CHUNKS);
+            column_partials_kernel<xt, 1><<<grid, block>>>(dweight ? pw : NULL, pb, (const xt *)dout, (const xt *)inp, mean,
+                                                           rstd, N, C);
+        }
+    });
     launchCheck();
     if (dweight) { column_reduce_kernel<<<ceil_div(C, 256), 256>>>(dweight, pw, C); launchCheck(); }
     column_reduce_kernel<<<ceil_div(C, 256), 256>>>(dbias, pb, C);
@@ -274,8 +317,14 @@ static void column_sums(float *dweight, float *dbias, const floatX *dout, const 
 
 static void layernorm_backward(floatX *dinp, float *dweight, float *dbias, const floatX *dout, const floatX *inp,
                                const floatX *weight, const float *mean, const float *rstd, int N, int C) {
-    WITH_X(layernorm_backward_dinp_kernel<<<ceil_div(N, 8), 256>>>((xt *)dinp, (const xt *)dout, (const xt *)inp,
-                                                                   (const xt *)weight, mean, rstd, N, C));
+    WITH_X({
+        if (C % vec16<xt>() == 0 && aligned16(dinp) && aligned16(dout) && aligned16(inp) && aligned16(weight))
+            layernorm_backward_dinp_kernel<xt, vec16<xt>()><<<ceil_div(N, 8), 256>>>((xt *)dinp, (const xt *)dout,
+                (const xt *)inp, (const xt *)weight, mean, rstd, N, C);
+        else
+            layernorm_backward_dinp_kernel<xt, 1><<<ceil_div(N, 8), 256>>>((xt *)dinp, (const xt *)dout, (const xt *)inp,
+                                                                            (const xt *)weight, mean, rstd, N, C);
+    });
     launchCheck();
     column_sums(dweight, dbias, dout, inp, mean, rstd, N, C);
 }
@@ -295,46 +344,83 @@ static cudaDataType_t x_cuda_type(void) {
 
 // D (m x n, column-major) = op(A) op(B) + beta D [+ bias per row of D]. A and B are floatX; D is
 // floatX, or float when d_float (weight gradients, accumulated with beta = 1). fp32 accumulation.
-static void cublaslt_matmul(void *d, int d_float, const floatX *a, const floatX *b, const floatX *bias, int m, int n,
-                            int k, int lda, int ldb, int ldd, int trans_a, int trans_b, float beta) {
-    cublasComputeType_t compute = x_prec == PREC_FP32 && use_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-    cudaDataType_t xt = x_cuda_type(), dt = d_float ? CUDA_R_32F : xt;
+// A matmul's plan: descriptor, layouts and the heuristic's algorithm, made once per distinct call and
+// kept (about a dozen runtime calls and a heuristic query otherwise, every matmul of every micro-batch).
+// Everything that decides them is in the key; the bias pointer is the only per-call attribute.
+typedef struct {
+    int m, n, k, lda, ldb, ldd, trans_a, trans_b, d_float, bias, prec, tf32;
+    uint32_t align[3];
+} MatmulKey;
+typedef struct {
+    MatmulKey key;
     cublasLtMatmulDesc_t desc;
-    cublasCheck(cublasLtMatmulDescCreate(&desc, compute, CUDA_R_32F));
-    cublasOperation_t ta = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-    if (bias) {  // fused into the epilogue: no separate pass over the output
-        cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
-        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-    }
     cublasLtMatrixLayout_t la, lb, ld;
-    cublasCheck(cublasLtMatrixLayoutCreate(&la, xt, trans_a ? k : m, trans_a ? m : k, lda));
-    cublasCheck(cublasLtMatrixLayoutCreate(&lb, xt, trans_b ? n : k, trans_b ? k : n, ldb));
-    cublasCheck(cublasLtMatrixLayoutCreate(&ld, dt, m, n, ldd));
+    cublasLtMatmulAlgo_t algo;
+} MatmulPlan;
+static MatmulPlan *matmul_plans = NULL;
+static int matmul_nplans = 0, matmul_cap = 0;
+
+static MatmulPlan *matmul_plan(const MatmulKey *key) {
+    for (int i = 0; i < matmul_nplans; i++)
+        if (memcmp(&matmul_plans[i].key, key, sizeof(*key)) == 0) return &matmul_plans[i];
+    if (matmul_nplans == matmul_cap) {
+        matmul_cap = matmul_cap ? 2 * matmul_cap : 64;
+        matmul_plans = (MatmulPlan *)realloc(matmul_plans, matmul_cap * sizeof(MatmulPlan));
+        if (!matmul_plans) fatal("out of host memory for cuBLASLt plans");
+    }
+    MatmulPlan *p = &matmul_plans[matmul_nplans];
+    p->key = *key;
+    cublasComputeType_t compute = key->prec == PREC_FP32 && key->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    cudaDataType_t xt = x_cuda_type(), dt = key->d_float ? CUDA_R_32F : xt;
+    cublasCheck(cublasLtMatmulDescCreate(&p->desc, compute, CUDA_R_32F));
+    cublasOperation_t ta = key->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = key->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+    cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    if (key->bias) {  // fused into the epilogue: no separate pass over the output
+        cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+        cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    }
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->la, xt, key->trans_a ? key->k : key->m, key->trans_a ? key->m : key->k, key->lda));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->lb, xt, key->trans_b ? key->n : key->k, key->trans_b ? key->k : key->n, key->ldb));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->ld, dt, key->m, key->n, key->ldd));
     cublasLtMatmulPreference_t pref;
     cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                      &CUBLASLT_WORKSPACE_BYTES, sizeof(CUBLASLT_WORKSPACE_BYTES)));
-    uint32_t al[4] = {ptr_alignment(a), ptr_alignment(b), ptr_alignment(d), ptr_alignment(d)};
+    uint32_t al[4] = {key->align[0], key->align[1], key->align[2], key->align[2]};
     cublasLtMatmulPreferenceAttributes_t which[4] = {
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
     for (int i = 0; i < 4; i++) cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, which[i], &al[i], sizeof(al[i])));
     cublasLtMatmulHeuristicResult_t heur;
     int found = 0;
-    cublasCheck(cublasLtMatmulAlgoGetHeuristic(cublaslt_handle, desc, la, lb, ld, ld, pref, 1, &heur, &found));
-    if (found == 0) fatal("cuBLASLt has no algorithm for a %dx%dx%d matmul (transa %d, transb %d, precision %d)", m, n, k,
-                          trans_a, trans_b, x_prec);
-    float alpha = 1.0f;
-    cublasCheck(cublasLtMatmul(cublaslt_handle, desc, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &heur.algo,
-                               cublaslt_workspace, CUBLASLT_WORKSPACE_BYTES, 0));
+    // NOT_SUPPORTED is the heuristic's way of saying "no algorithm": report the shape, not a status code
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(cublaslt_handle, p->desc, p->la, p->lb, p->ld, p->ld, pref, 1, &heur,
+                                                       &found);
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0))
+        fatal("cuBLASLt has no algorithm for a %dx%dx%d matmul (transa %d, transb %d, precision %d, alignments %u %u %u)",
+              key->m, key->n, key->k, key->trans_a, key->trans_b, key->prec, al[0], al[1], al[2]);
+    cublasCheck(st);
     cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
-    cublasCheck(cublasLtMatrixLayoutDestroy(la));
-    cublasCheck(cublasLtMatrixLayoutDestroy(lb));
-    cublasCheck(cublasLtMatrixLayoutDestroy(ld));
-    cublasCheck(cublasLtMatmulDescDestroy(desc));
+    p->algo = heur.algo;
+    matmul_nplans++;
+    return p;
+}
+
+// D (m x n, column-major, leading dimension ldd) = op(A) op(B) (+ bias along D's rows) + beta D.
+static void cublaslt_matmul(void *d, int d_float, const floatX *a, const floatX *b, const floatX *bias, int m, int n,
+                            int k, int lda, int ldb, int ldd, int trans_a, int trans_b, float beta) {
+    MatmulKey key;
+    memset(&key, 0, sizeof(key));  // the key is compared bytewise, padding included
+    key.m = m; key.n = n; key.k = k; key.lda = lda; key.ldb = ldb; key.ldd = ldd;
+    key.trans_a = trans_a; key.trans_b = trans_b; key.d_float = d_float; key.bias = bias != NULL;
+    key.prec = x_prec; key.tf32 = use_tf32;
+    key.align[0] = ptr_alignment(a); key.align[1] = ptr_alignment(b); key.align[2] = ptr_alignment(d);
+    MatmulPlan *p = matmul_plan(&key);
+    if (bias) cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    float alpha = 1.0f;
+    cublasCheck(cublasLtMatmul(cublaslt_handle, p->desc, &alpha, a, p->la, b, p->lb, &beta, d, p->ld, d, p->ld, &p->algo,
+                               cublaslt_workspace, CUBLASLT_WORKSPACE_BYTES, 0));
 }
 
 // Row-major out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias. Column-major, that is
@@ -1418,30 +1504,52 @@ __device__ float block_reduce(float x, int is_max) {
     return is_max ? warp_max(x) : warp_sum(x);
 }
 
-template <typename T>
-__global__ void classifier_kernel(T *logits, float *losses, const int *targets, int V, int Vp, float dloss) {
+// Pass 1 reads the row once with an online softmax: each thread keeps a running max m and a sum s of
+// exp(x - m), rescaled when m grows; the block then combines the (m, s) pairs. Pass 2 writes the gradient.
+template <typename T, int V>
+__global__ void classifier_kernel(T *logits, float *losses, const int *targets, int Vocab, int Vp, float dloss) {
+    typedef XVec<T, V> Vec;
     T *row = logits + (long)blockIdx.x * Vp;
-    float maxv = -INFINITY;
-    for (int v = threadIdx.x; v < V; v += blockDim.x) maxv = fmaxf(maxv, to_f(row[v]));
-    maxv = block_reduce(maxv, 1);
-    float sum = 0.0f;
-    for (int v = threadIdx.x; v < V; v += blockDim.x) sum += expf(to_f(row[v]) - maxv);
-    sum = block_reduce(sum, 0);
-    float logsum = logf(sum) + maxv;
-    int y = targets[blockIdx.x];
-    float ly = to_f(row[y]);
+    Vec *rowv = reinterpret_cast<Vec *>(row);
+    float m = -INFINITY, s = 0.0f;
+    for (int i = threadIdx.x; i * V < Vocab; i += blockDim.x) {
+        const Vec x = rowv[i];
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            if (i * V + k >= Vocab) break;
+            const float v = to_f(x.v[k]);
+            if (v > m) { s *= expf(m - v); m = v; }
+            s += expf(v - m);
+        }
+    }
+    const float maxv = block_reduce(m, 1);
+    const float sum = block_reduce(m == -INFINITY ? 0.0f : s * expf(m - maxv), 0);
+    const float logsum = logf(sum) + maxv;
+    const int y = targets[blockIdx.x];
+    const float ly = to_f(row[y]);
     __syncthreads();  // every thread has read row[y] before it is overwritten
     if (threadIdx.x == 0) losses[blockIdx.x] = logsum - ly;
-    for (int v = threadIdx.x; v < Vp; v += blockDim.x) {
-        float g = v < V ? expf(to_f(row[v]) - logsum) * dloss : 0.0f;
-        if (v == y) g -= dloss;
-        row[v] = from_f<T>(g);
+    for (int i = threadIdx.x; i < Vp / V; i += blockDim.x) {
+        Vec x = rowv[i];
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            const int v = i * V + k;
+            float g = v < Vocab ? expf(to_f(x.v[k]) - logsum) * dloss : 0.0f;
+            if (v == y) g -= dloss;
+            x.v[k] = from_f<T>(g);
+        }
+        rowv[i] = x;
     }
 }
 
 static void classifier_forward_backward(floatX *logits, float *losses, const int *targets, int N, int V, int Vp,
                                         float dloss) {
-    WITH_X(classifier_kernel<<<N, 512>>>((xt *)logits, losses, targets, V, Vp, dloss));
+    WITH_X({
+        if (Vp % vec16<xt>() == 0 && aligned16(logits))
+            classifier_kernel<xt, vec16<xt>()><<<N, 512>>>((xt *)logits, losses, targets, V, Vp, dloss);
+        else
+            classifier_kernel<xt, 1><<<N, 512>>>((xt *)logits, losses, targets, V, Vp, dloss);
+    });
     launchCheck();
 }
 
@@ -1553,15 +1661,19 @@ __global__ void sum_squares_kernel(double *partial, const float *x, size_t n) {
 static double backend_sum_squares(const float *x, size_t n) {
     if (n == 0) return 0.0;
     size_t nchunks = (n + NORM_CHUNK - 1) / NORM_CHUNK;
-    double *partial_d, *partial = (double *)mallocCheck(nchunks * sizeof(double));
-    cudaCheck(cudaMalloc(&partial_d, nchunks * sizeof(double)));
+    static double *partial_d = NULL, *partial = NULL;  // grown, never freed per call: cudaFree synchronises
+    static size_t cap = 0;
+    if (nchunks > cap) {
+        if (partial_d) { cudaCheck(cudaFree(partial_d)); cudaCheck(cudaFreeHost(partial)); }
+        cudaCheck(cudaMalloc(&partial_d, nchunks * sizeof(double)));
+        cudaCheck(cudaMallocHost(&partial, nchunks * sizeof(double)));
+        cap = nchunks;
+    }
     sum_squares_kernel<<<(unsigned)nchunks, 256>>>(partial_d, x, n);
     launchCheck();
     cudaCheck(cudaMemcpy(partial, partial_d, nchunks * sizeof(double), cudaMemcpyDeviceToHost));
-    cudaCheck(cudaFree(partial_d));
     double total = 0.0;
     for (size_t i = 0; i < nchunks; i++) total += partial[i];
-    free(partial);
     return total;
 }
 

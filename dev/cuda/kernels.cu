@@ -46,8 +46,8 @@ static void from_dev_x(float *h, const floatX *d, size_t n) {
     uint16_t *tmp = (uint16_t *)mallocCheck(n * 2);
     cudaCheck(cudaMemcpy(tmp, d, n * 2, cudaMemcpyDeviceToHost));
     for (size_t i = 0; i < n; i++) {
-        if (x_prec == PREC_BF16) { bf16 b; memcpy(&b, &tmp[i], 2); h[i] = __bfloat162float(b); }
-        else { __half b; memcpy(&b, &tmp[i], 2); h[i] = __half2float(b); }
+        if (x_prec == PREC_BF16) { bf16 b; memcpy((void *)&b, &tmp[i], 2); h[i] = __bfloat162float(b); }
+        else { __half b; memcpy((void *)&b, &tmp[i], 2); h[i] = __half2float(b); }
     }
     free(tmp);
 }
