@@ -994,6 +994,25 @@ __device__ __forceinline__ void mma_16x8x16(float d[4], const uint32_t a[4], con
 #endif
 }
 
+// Four 8x8 16-bit matrices from shared memory (PTX ldmatrix.sync.aligned.m8n8.x4.shared.b16): lanes
+// 8j .. 8j+7 give the addresses of matrix j's 8 rows (16 bytes each, 16-byte aligned); lane 4g + t
+// receives r[j] = matrix j's row g, columns 2t and 2t+1: one instruction for four B operand registers.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const void *row) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned a = (unsigned)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+#else
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const unsigned long long p = __shfl_sync(0xffffffffu, (unsigned long long)row, 8 * j + g);
+        r[j] = reinterpret_cast<const uint32_t *>(p)[t];
+    }
+#endif
+}
+
 // Shared tiles of the 16-bit kernels, in elements: row-major [64][LDR] (rows of q, k, v or dout) and
 // transposed [HS][LDT]. Both strides are 16 bytes past a multiple of 128, so the 8 rows g = 0..7 that a
 // fragment load touches start 4 banks apart and the 4 lanes t of a row fill them: no bank conflicts.
@@ -1007,23 +1026,43 @@ struct AttnTc {
     static_assert(HS % 16 == 0 && (LDR * sizeof(floatT)) % 16 == 0 && ROW % 8 == 0 && TR % 8 == 0, "16-byte rows");
 };
 
-// Rows [row0, row0 + 64) of one head: into a row-major tile rm and/or a transposed tile tr (either may be
-// null). Rows >= T and columns >= hs are zero, so a head size padded up to HS adds nothing to any product.
+// Rows [row0, row0 + 64) of one head, in two halves so that the global loads of the next tile can be in
+// flight while the current one is computed on: attn_tc_fetch loads a thread's share into registers,
+// attn_tc_stash writes it to a row-major tile rm and/or a transposed tile tr (either may be null). Rows
+// >= T and columns >= hs are zero, so a head size padded up to HS adds nothing to any product. Lanes
+// take consecutive rows of one 8-column chunk: the transposed 16-bit stores of a warp then fall in 16
+// consecutive words, and the row-major 16-byte stores of 8 lanes in 32 different banks.
+template <int HS> struct AttnTcShare { static constexpr int N = ATT_BQ * (HS / 8) / ATT_THREADS; };
 template <typename floatT, int HS>
-__device__ void attn_tc_load(floatT *rm, floatT *tr, const floatT *__restrict__ src, long ld_src, int row0, int T, int hs) {
-    using L = AttnTc<floatT, HS>;
-    constexpr int CHUNKS = HS / 8;  // 16-byte vectors of 8 values
-    for (int idx = threadIdx.x; idx < ATT_BQ * CHUNKS; idx += ATT_THREADS) {
-        const int r = idx / CHUNKS, c = (idx % CHUNKS) * 8;
-        uint4 v = make_uint4(0u, 0u, 0u, 0u);
-        if (row0 + r < T && c < hs) v = *reinterpret_cast<const uint4 *>(src + (long)(row0 + r) * ld_src + c);
-        if (rm) *reinterpret_cast<uint4 *>(rm + r * L::LDR + c) = v;
-        if (tr) {
-            const floatT *e = reinterpret_cast<const floatT *>(&v);
+__device__ __forceinline__ void attn_tc_fetch(uint4 v[AttnTcShare<HS>::N], const floatT *__restrict__ src, long ld_src,
+                                              int row0, int T, int hs) {
 #pragma unroll
-            for (int i = 0; i < 8; i++) tr[(c + i) * L::LDT + r] = e[i];
+    for (int i = 0; i < AttnTcShare<HS>::N; i++) {
+        const int idx = threadIdx.x + i * ATT_THREADS, r = idx % ATT_BQ, c = (idx / ATT_BQ) * 8;
+        v[i] = make_uint4(0u, 0u, 0u, 0u);
+        if (row0 + r < T && c < hs) v[i] = *reinterpret_cast<const uint4 *>(src + (long)(row0 + r) * ld_src + c);
+    }
+}
+template <typename floatT, int HS>
+__device__ __forceinline__ void attn_tc_stash(floatT *rm, floatT *tr, const uint4 v[AttnTcShare<HS>::N]) {
+    using L = AttnTc<floatT, HS>;
+#pragma unroll
+    for (int i = 0; i < AttnTcShare<HS>::N; i++) {
+        const int idx = threadIdx.x + i * ATT_THREADS, r = idx % ATT_BQ, c = (idx / ATT_BQ) * 8;
+        if (rm) *reinterpret_cast<uint4 *>(rm + r * L::LDR + c) = v[i];
+        if (tr) {
+            const floatT *e = reinterpret_cast<const floatT *>(&v[i]);
+#pragma unroll
+            for (int k = 0; k < 8; k++) tr[(c + k) * L::LDT + r] = e[k];
         }
     }
+}
+template <typename floatT, int HS>
+__device__ __forceinline__ void attn_tc_load(floatT *rm, floatT *tr, const floatT *__restrict__ src, long ld_src, int row0,
+                                             int T, int hs) {
+    uint4 v[AttnTcShare<HS>::N];
+    attn_tc_fetch<floatT, HS>(v, src, ld_src, row0, T, hs);
+    attn_tc_stash<floatT, HS>(rm, tr, v);
 }
 
 // A warp's 16 rows of a row-major tile as m16n8k16 A operands, HS / 16 of them.
@@ -1041,22 +1080,31 @@ __device__ __forceinline__ void attn_tc_rows(uint32_t a[][4], const floatT *tile
     }
 }
 
-// acc[n] (16 rows x 8 columns 8n..8n+7) += A . B^T for the 64 rows of a row-major tile Bm (B[k][n] =
-// Bm[n][k]): the warp's scores against 64 keys, or dP against 64 rows of V. Only n < n_end are computed.
+// B operands for the 8-row tiles n and n + 1 of a row-major shared matrix M (its rows are B's columns,
+// its columns B's k), k-chunk kc: b[0], b[1] for tile n, b[2], b[3] for tile n + 1.
+template <int LD, typename floatT>
+__device__ __forceinline__ void attn_tc_b2(uint32_t b[4], const floatT *M, int n, int kc) {
+    const int lane = threadIdx.x & 31, j = lane >> 3, r = lane & 7;
+    ldmatrix_x4(b, M + ((n + (j >> 1)) * 8 + r) * LD + kc * 16 + (j & 1) * 8);
+}
+
+// acc[n] (16 rows x 8 columns 8n..8n+7) = A . B^T for the 64 rows of a row-major tile Bm (B[k][n] =
+// Bm[n][k]): the warp's scores against 64 keys, or dP against 64 rows of V. Only n < n_end (even) are
+// computed; the rest are zero.
 template <typename floatT, int HS>
 __device__ __forceinline__ void attn_tc_scores(float acc[8][4], const uint32_t a[][4], const floatT *Bm, int n_end) {
     using L = AttnTc<floatT, HS>;
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
-    for (int n = 0; n < 8; n++) {
-        acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
-        if (n < n_end) {
+    for (int n = 0; n < 8; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
 #pragma unroll
-            for (int kc = 0; kc < HS / 16; kc++) {
-                const floatT *p = Bm + (n * 8 + g) * L::LDR + kc * 16 + 2 * t;
-                const uint32_t b[2] = {attn_ld32(p), attn_ld32(p + 8)};
-                mma_16x8x16<floatT>(acc[n], a[kc], b);
-            }
+    for (int n = 0; n < 8; n += 2) {
+        if (n >= n_end) break;
+#pragma unroll
+        for (int kc = 0; kc < HS / 16; kc++) {
+            uint32_t b[4];
+            attn_tc_b2<L::LDR>(b, Bm, n, kc);
+            mma_16x8x16<floatT>(acc[n], a[kc], b);
+            mma_16x8x16<floatT>(acc[n + 1], a[kc], b + 2);
         }
     }
 }
@@ -1066,7 +1114,6 @@ __device__ __forceinline__ void attn_tc_scores(float acc[8][4], const uint32_t a
 template <typename floatT, int HS>
 __device__ __forceinline__ void attn_tc_pv(float out[][4], const float p[8][4], const floatT *Vt, int kc0, int kc1) {
     using L = AttnTc<floatT, HS>;
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int kc = 0; kc < 4; kc++) {
         if (kc < kc0 || kc >= kc1) continue;
@@ -1074,10 +1121,11 @@ __device__ __forceinline__ void attn_tc_pv(float out[][4], const float p[8][4], 
                                attn_pack<floatT>(p[2 * kc + 1][0], p[2 * kc + 1][1]),
                                attn_pack<floatT>(p[2 * kc + 1][2], p[2 * kc + 1][3])};
 #pragma unroll
-        for (int n = 0; n < HS / 8; n++) {
-            const floatT *q = Vt + (n * 8 + g) * L::LDT + kc * 16 + 2 * t;
-            const uint32_t b[2] = {attn_ld32(q), attn_ld32(q + 8)};
+        for (int n = 0; n < HS / 8; n += 2) {
+            uint32_t b[4];
+            attn_tc_b2<L::LDT>(b, Vt, n, kc);
             mma_16x8x16<floatT>(out[n], a, b);
+            mma_16x8x16<floatT>(out[n + 1], a, b + 2);
         }
     }
 }
@@ -1104,7 +1152,8 @@ __device__ __forceinline__ void attn_tc_write(floatT *dst, long ld, const float 
 // Forward. Block (x, b*NH + h) owns query rows [64 qb, 64 qb + 64), qb = nqb - 1 - x (longest rows first);
 // warp w owns 16 of them. Per key tile: S = Q K^T in registers, masked and scaled into the log2 domain,
 // online softmax (running max m and this lane's partial row sums l), O = O * 2^(m_old - m_new) + P V.
-// At the end out = O / l and lse = (m + log2 l) ln 2, the natural-log logsumexp the fp32 path keeps.
+// At the end out = O / l and lse = (m scale log2 e + log2 l) ln 2, the natural-log logsumexp the fp32
+// path keeps.
 template <typename floatT, int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
 attn_tc_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floatT *__restrict__ qkv, int T, int C, int NH,
@@ -1127,6 +1176,8 @@ attn_tc_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floa
     float o[HS / 8][4];
 #pragma unroll
     for (int n = 0; n < HS / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    // m is the running max of the raw scores (scale > 0 keeps the order), so each probability is one
+    // FFMA and one exp2: 2^(s scale log2 e - m scale log2 e).
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 
     for (int kb = 0; kb <= qb; kb++) {
@@ -1135,35 +1186,40 @@ attn_tc_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floa
         attn_tc_load<floatT, HS>(Ks, nullptr, k_g, C3, k0, T, hs);
         attn_tc_load<floatT, HS>(nullptr, Vt, v_g, C3, k0, T, hs);
         __syncthreads();
-        // On the diagonal tile warp w's rows see keys <= 16 w + 15: 8-key tiles 0 .. 2w + 1.
+        // On the diagonal tile warp w's rows see keys <= 16 w + 15: 8-key tiles 0 .. 2w + 1, and the causal
+        // mask applies; every other tile is wholly visible (keys < q0 <= the rows, and < T).
         const int n_end = kb == qb ? 2 * (warp + 1) : 8;
         float s[8][4];
         attn_tc_scores<floatT, HS>(s, qa, Ks, n_end);
+        if (kb == qb) {
+#pragma unroll
+            for (int n = 0; n < 8; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    if (n >= n_end || k0 + n * 8 + 2 * t + (e & 1) > row[e >> 1]) s[n][e] = -INFINITY;
+        }
         float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-        for (int n = 0; n < 8; n++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int key = k0 + n * 8 + 2 * t + (e & 1);
-                const float v = (n < n_end && key <= row[e >> 1]) ? s[n][e] * sl2 : -INFINITY;
-                s[n][e] = v;
-                mx[e >> 1] = fmaxf(mx[e >> 1], v);
-            }
-        float alpha[2];
+        for (int n = 0; n < 8; n++) {
+            mx[0] = fmaxf(mx[0], fmaxf(s[n][0], s[n][1]));
+            mx[1] = fmaxf(mx[1], fmaxf(s[n][2], s[n][3]));
+        }
+        float alpha[2], ms[2];
 #pragma unroll
         for (int r = 0; r < 2; r++) {  // the row's 4 lanes agree on its max; key 0 keeps it finite
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
             const float m_new = fmaxf(m[r], mx[r]);
-            alpha[r] = exp2f(m[r] - m_new);  // 0 on the first tile, where m = -inf
+            alpha[r] = exp2f((m[r] - m_new) * sl2);  // 0 on the first tile, where m = -inf
             m[r] = m_new;
+            ms[r] = m_new * sl2;
             l[r] *= alpha[r];
         }
 #pragma unroll
         for (int n = 0; n < 8; n++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                const float p = exp2f(s[n][e] - m[e >> 1]);  // masked: 2^-inf = 0
+                const float p = exp2f(fmaf(s[n][e], sl2, -ms[e >> 1]));  // masked: 2^-inf = 0
                 s[n][e] = p;
                 l[e >> 1] += p;
             }
@@ -1179,7 +1235,7 @@ attn_tc_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floa
         l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
         l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
         inv[r] = 1.0f / l[r];
-        if (t == 0 && row[r] < T) lse[(long)bh * T + row[r]] = (m[r] + log2f(l[r])) * 0.6931471805599453f;
+        if (t == 0 && row[r] < T) lse[(long)bh * T + row[r]] = (m[r] * sl2 + log2f(l[r])) * 0.6931471805599453f;
     }
     attn_tc_write<floatT, HS>(out + (long)b * T * C + h * hs, C, o, row, inv, T, hs);
 }
@@ -1218,26 +1274,35 @@ attn_tc_bwd_dkdv_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ do
 #pragma unroll
         for (int e = 0; e < 4; e++) dk[n][e] = dv[n][e] = 0.0f;
 
+    uint4 qd[2][AttnTcShare<HS>::N];  // the next Q and dout tiles, loaded while this one is computed on
+    attn_tc_fetch<floatT, HS>(qd[0], q_g, C3, kb * ATT_BQ, T, hs);
+    attn_tc_fetch<floatT, HS>(qd[1], do_g, C, kb * ATT_BQ, T, hs);
     for (int qb = kb; qb < nqb; qb++) {
         const int q0 = qb * ATT_BQ;
         __syncthreads();  // every warp is done with the previous tiles (and has its K, V rows)
-        attn_tc_load<floatT, HS>(Qs, Qt, q_g, C3, q0, T, hs);
-        attn_tc_load<floatT, HS>(dOs, dOt, do_g, C, q0, T, hs);
+        attn_tc_stash<floatT, HS>(Qs, Qt, qd[0]);
+        attn_tc_stash<floatT, HS>(dOs, dOt, qd[1]);
         for (int i = threadIdx.x; i < ATT_BQ; i += ATT_THREADS) {
             const int q = q0 + i;
             lse_s[i] = q < T ? lse[(long)bh * T + q] * 1.4426950408889634f : 0.0f;
             D_s[i] = q < T ? Dsc[(long)bh * T + q] : 0.0f;
         }
         __syncthreads();
+        if (qb + 1 < nqb) {
+            attn_tc_fetch<floatT, HS>(qd[0], q_g, C3, q0 + ATT_BQ, T, hs);
+            attn_tc_fetch<floatT, HS>(qd[1], do_g, C, q0 + ATT_BQ, T, hs);
+        }
         float s[8][4], dp[8][4];
         attn_tc_scores<floatT, HS>(s, ka, Qs, 8);
         attn_tc_scores<floatT, HS>(dp, va, dOs, 8);
+        const bool masked = qb == kb || q0 + ATT_BQ > T;  // the causal diagonal, or query rows past T
 #pragma unroll
         for (int n = 0; n < 8; n++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int i = n * 8 + 2 * t + (e & 1), q = q0 + i;
-                const float p = (q >= key[e >> 1] && q < T) ? exp2f(s[n][e] * sl2 - lse_s[i]) : 0.0f;
+                float p = exp2f(fmaf(s[n][e], sl2, -lse_s[i]));
+                if (masked && (q < key[e >> 1] || q >= T)) p = 0.0f;
                 s[n][e] = p;
                 dp[n][e] = p * (dp[n][e] - D_s[i]);
             }
@@ -1287,12 +1352,19 @@ attn_tc_bwd_dq_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout
 #pragma unroll
     for (int n = 0; n < HS / 8; n++) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
 
+    uint4 kv[2][AttnTcShare<HS>::N];  // the next K and V tiles, loaded while this one is computed on
+    attn_tc_fetch<floatT, HS>(kv[0], k_g, C3, 0, T, hs);
+    attn_tc_fetch<floatT, HS>(kv[1], v_g, C3, 0, T, hs);
     for (int kb = 0; kb <= qb; kb++) {
         const int k0 = kb * ATT_BK;
         __syncthreads();  // every warp is done with the previous tiles (and has its Q, dout rows)
-        attn_tc_load<floatT, HS>(Ks, Kt, k_g, C3, k0, T, hs);
-        attn_tc_load<floatT, HS>(Vs, nullptr, v_g, C3, k0, T, hs);
+        attn_tc_stash<floatT, HS>(Ks, Kt, kv[0]);
+        attn_tc_stash<floatT, HS>(Vs, nullptr, kv[1]);
         __syncthreads();
+        if (kb < qb) {
+            attn_tc_fetch<floatT, HS>(kv[0], k_g, C3, k0 + ATT_BK, T, hs);
+            attn_tc_fetch<floatT, HS>(kv[1], v_g, C3, k0 + ATT_BK, T, hs);
+        }
         const int n_end = kb == qb ? 2 * (warp + 1) : 8;
         float s[8][4], dp[8][4];
         attn_tc_scores<floatT, HS>(s, qa, Ks, n_end);
@@ -1301,8 +1373,8 @@ attn_tc_bwd_dq_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout
         for (int n = 0; n < 8; n++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                const int k = k0 + n * 8 + 2 * t + (e & 1);
-                const float p = (n < n_end && k <= row[e >> 1]) ? exp2f(s[n][e] * sl2 - lse2[e >> 1]) : 0.0f;
+                float p = exp2f(fmaf(s[n][e], sl2, -lse2[e >> 1]));
+                if (kb == qb && (n >= n_end || k0 + n * 8 + 2 * t + (e & 1) > row[e >> 1])) p = 0.0f;  // causal diagonal
                 s[n][e] = p * (dp[n][e] - Dr[e >> 1]);
             }
         attn_tc_pv<floatT, HS>(dq, s, Kt, 0, n_end / 2);
