@@ -485,7 +485,7 @@ struct AttnSmem {
 static inline __host__ __device__ float attn_to_float(float x) { return x; }
 static inline __host__ __device__ float attn_to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 static inline __host__ __device__ float attn_to_float(__half x) { return __half2float(x); }
-template <typename T> static inline __host__ __device__ T attn_from_float(float x);
+template <typename T> inline __host__ __device__ T attn_from_float(float x);
 template <> inline __host__ __device__ float attn_from_float<float>(float x) { return x; }
 template <> inline __host__ __device__ __nv_bfloat16 attn_from_float<__nv_bfloat16>(float x) { return __float2bfloat16(x); }
 template <> inline __host__ __device__ __half attn_from_float<__half>(float x) { return __float2half(x); }
@@ -942,8 +942,26 @@ template <> __device__ __forceinline__ float attn_hi<__half>(uint32_t w) {
 }
 __device__ __forceinline__ unsigned short attn_bits(bf16 x) { return __bfloat16_as_ushort(x); }
 __device__ __forceinline__ unsigned short attn_bits(__half x) { return __half_as_ushort(x); }
-template <typename floatT> __device__ __forceinline__ uint32_t attn_pack(float lo, float hi) {
-    return (uint32_t)attn_bits(attn_from_float<floatT>(lo)) | ((uint32_t)attn_bits(attn_from_float<floatT>(hi)) << 16);
+// Two values rounded to nearest into one register (one conversion instruction for the pair).
+template <typename floatT> __device__ __forceinline__ uint32_t attn_pack(float lo, float hi);
+template <> __device__ __forceinline__ uint32_t attn_pack<bf16>(float lo, float hi) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return (uint32_t)attn_bits(v.x) | ((uint32_t)attn_bits(v.y) << 16);
+}
+template <> __device__ __forceinline__ uint32_t attn_pack<__half>(float lo, float hi) {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    return (uint32_t)attn_bits(v.x) | ((uint32_t)attn_bits(v.y) << 16);
+}
+// 2^x as the hardware's approximation (one MUFU op; relative error about 2^-22, and 2^-inf = 0), where
+// exp2f adds range handling around it.
+__device__ __forceinline__ float attn_exp2(float x) {
+#if defined(__CUDA_ARCH__)
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+#else
+    return exp2f(x);
+#endif
 }
 template <typename floatT> __device__ __forceinline__ uint32_t attn_ld32(const floatT *p) {
     return *reinterpret_cast<const uint32_t *>(p);
@@ -1210,7 +1228,7 @@ attn_tc_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floa
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
             const float m_new = fmaxf(m[r], mx[r]);
-            alpha[r] = exp2f((m[r] - m_new) * sl2);  // 0 on the first tile, where m = -inf
+            alpha[r] = attn_exp2((m[r] - m_new) * sl2);  // 0 on the first tile, where m = -inf
             m[r] = m_new;
             ms[r] = m_new * sl2;
             l[r] *= alpha[r];
@@ -1219,7 +1237,7 @@ attn_tc_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floa
         for (int n = 0; n < 8; n++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                const float p = exp2f(fmaf(s[n][e], sl2, -ms[e >> 1]));  // masked: 2^-inf = 0
+                const float p = attn_exp2(fmaf(s[n][e], sl2, -ms[e >> 1]));  // masked: 2^-inf = 0
                 s[n][e] = p;
                 l[e >> 1] += p;
             }
@@ -1301,7 +1319,7 @@ attn_tc_bwd_dkdv_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ do
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int i = n * 8 + 2 * t + (e & 1), q = q0 + i;
-                float p = exp2f(fmaf(s[n][e], sl2, -lse_s[i]));
+                float p = attn_exp2(fmaf(s[n][e], sl2, -lse_s[i]));
                 if (masked && (q < key[e >> 1] || q >= T)) p = 0.0f;
                 s[n][e] = p;
                 dp[n][e] = p * (dp[n][e] - D_s[i]);
@@ -1373,7 +1391,7 @@ attn_tc_bwd_dq_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout
         for (int n = 0; n < 8; n++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                float p = exp2f(fmaf(s[n][e], sl2, -lse2[e >> 1]));
+                float p = attn_exp2(fmaf(s[n][e], sl2, -lse2[e >> 1]));
                 if (kb == qb && (n >= n_end || k0 + n * 8 + 2 * t + (e & 1) > row[e >> 1])) p = 0.0f;  // causal diagonal
                 s[n][e] = p * (dp[n][e] - Dr[e >> 1]);
             }
