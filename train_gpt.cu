@@ -1114,6 +1114,18 @@ __device__ __forceinline__ void attn_tc_scores(float acc[8][4], const uint32_t a
     using L = AttnTc<floatT, HS>;
 #pragma unroll
     for (int n = 0; n < 8; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+    if (n_end == 8) {  // k outermost: eight independent accumulators between dependent products
+#pragma unroll
+        for (int kc = 0; kc < HS / 16; kc++)
+#pragma unroll
+            for (int n = 0; n < 8; n += 2) {
+                uint32_t b[4];
+                attn_tc_b2<L::LDR>(b, Bm, n, kc);
+                mma_16x8x16<floatT>(acc[n], a[kc], b);
+                mma_16x8x16<floatT>(acc[n + 1], a[kc], b + 2);
+            }
+        return;
+    }
 #pragma unroll
     for (int n = 0; n < 8; n += 2) {
         if (n >= n_end) break;
