@@ -45,7 +45,7 @@ train_gpt: train_gpt.cu $(HEADERS)
 	$(NVCC) $(NVCC_FLAGS) $(MPI_CFLAGS) $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp
 
 test/test_gpt2_gpu: test/test_gpt2.c train_gpt.cu $(HEADERS)
-	$(NVCC) $(NVCC_FLAGS) $(MPI_CFLAGS) -I. -x cu $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp
+	$(NVCC) $(NVCC_FLAGS) $(MPI_CFLAGS) -DTRAIN_GPT_CUDA -I. -x cu $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp
 
 # Every kernel against the CPU build's, in each precision, and their benchmark.
 dev/cuda/kernels: dev/cuda/kernels.cu train_gpt.cu train_gpt.c $(HEADERS)

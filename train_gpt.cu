@@ -9,6 +9,15 @@
 // and every kernel accumulates in fp32. In fp32 the matmuls use fp32 compute (TF32 with --tf32)
 // and the run is comparable with the CPU build to fp32 rounding. Every reduction has a fixed order
 // (no atomics), so runs are deterministic and resume bit for bit.
+//
+// Two compilers build this file: nvcc for the GPU, and g++ with dev/cuda/emu/ (make train_gpt_emu), which runs
+// the same device code on the CPU. So the code below launches every kernel through LAUNCH and declares dynamic
+// shared memory through DYNAMIC_SHARED: under nvcc they are `<<<>>>` and `extern __shared__`; the emulator
+// brings its own (it runs the kernel on the CPU and names it in every error). The shared headers and the tests
+// ask TRAIN_GPT_CUDA, not __CUDACC__, whether they are in the CUDA build.
+#ifndef TRAIN_GPT_CUDA
+#define TRAIN_GPT_CUDA 1
+#endif
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -36,6 +45,15 @@ static void cublas_check(cublasStatus_t status, const char *file, int line) {
 
 // Launch errors surface at the next synchronising call; checking right after each launch names the kernel.
 #define launchCheck() cudaCheck(cudaGetLastError())
+
+// LAUNCH(grid, block, smem, stream, kernel)(args...) is kernel<<<grid, block, smem, stream>>>(args...).
+#ifndef LAUNCH
+#define LAUNCH(grid, block, smem, stream, ...) __VA_ARGS__<<<grid, block, smem, stream>>>
+#endif
+// DYNAMIC_SHARED(type, name): the block's dynamic shared memory (the launch's smem bytes) as `type name[]`.
+#ifndef DYNAMIC_SHARED
+#define DYNAMIC_SHARED(type, name) extern __shared__ __align__(128) type name[]
+#endif
 
 // ----------------------------------------------------------------------------
 // Precision. model.h sees floatX as an incomplete type, so only the launchers below can read it.
@@ -99,7 +117,8 @@ __global__ void encoder_forward_kernel(T *out, const int *inp, const T *wte, con
 
 static void encoder_forward(floatX *out, const int *inp, const floatX *wte, const floatX *wpe, int B, int T, int C) {
     long n = (long)B * T * C;
-    WITH_X(encoder_forward_kernel<<<ceil_div(n, 256), 256>>>((xt *)out, inp, (const xt *)wte, (const xt *)wpe, B, T, C));
+    WITH_X(LAUNCH(ceil_div(n, 256), 256, 0, 0, encoder_forward_kernel<xt>)((xt *)out, inp, (const xt *)wte,
+                                                                          (const xt *)wpe, B, T, C));
     launchCheck();
 }
 
@@ -161,9 +180,11 @@ static void encoder_backward(float *dwte, float *dwpe, const floatX *dout, const
     cudaCheck(cudaMemcpy(d_tokens, tokens, ntok * sizeof(int), cudaMemcpyHostToDevice));
     cudaCheck(cudaMemcpy(d_starts, starts, (ntok + 1) * sizeof(int), cudaMemcpyHostToDevice));
     cudaCheck(cudaMemcpy(d_positions, positions, BT * sizeof(int), cudaMemcpyHostToDevice));
-    WITH_X(encoder_backward_wte_kernel<<<ntok, 256>>>(dwte, (const xt *)dout, d_tokens, d_starts, d_positions, C));
+    WITH_X(LAUNCH(ntok, 256, 0, 0, encoder_backward_wte_kernel<xt>)(dwte, (const xt *)dout, d_tokens, d_starts,
+                                                                    d_positions, C));
     launchCheck();
-    WITH_X(encoder_backward_wpe_kernel<<<ceil_div((long)T * C, 256), 256>>>(dwpe, (const xt *)dout, B, T, C));
+    WITH_X(LAUNCH(ceil_div((long)T * C, 256), 256, 0, 0, encoder_backward_wpe_kernel<xt>)(dwpe, (const xt *)dout,
+                                                                                          B, T, C));
     launchCheck();
 }
 
@@ -197,8 +218,8 @@ __global__ void layernorm_forward_kernel(T *out, float *mean, float *rstd, const
 
 static void layernorm_forward(floatX *out, float *mean, float *rstd, const floatX *inp, const floatX *weight,
                               const floatX *bias, int N, int C) {
-    WITH_X(layernorm_forward_kernel<<<ceil_div(N, 8), 256>>>((xt *)out, mean, rstd, (const xt *)inp, (const xt *)weight,
-                                                             (const xt *)bias, N, C));
+    WITH_X(LAUNCH(ceil_div(N, 8), 256, 0, 0, layernorm_forward_kernel<xt>)((xt *)out, mean, rstd, (const xt *)inp,
+                                                                          (const xt *)weight, (const xt *)bias, N, C));
     launchCheck();
 }
 
@@ -265,17 +286,19 @@ static void column_sums(float *dweight, float *dbias, const floatX *dout, const 
                         const float *rstd, int N, int C) {
     float *pw = scratch_get((size_t)2 * COL_CHUNKS * C), *pb = pw + (size_t)COL_CHUNKS * C;
     dim3 grid(ceil_div(C, 32), COL_CHUNKS), block(32, 8);
-    WITH_X(column_partials_kernel<<<grid, block>>>(dweight ? pw : NULL, pb, (const xt *)dout, (const xt *)inp, mean, rstd, N, C));
+    WITH_X(LAUNCH(grid, block, 0, 0, column_partials_kernel<xt>)(dweight ? pw : NULL, pb, (const xt *)dout,
+                                                                 (const xt *)inp, mean, rstd, N, C));
     launchCheck();
-    if (dweight) { column_reduce_kernel<<<ceil_div(C, 256), 256>>>(dweight, pw, C); launchCheck(); }
-    column_reduce_kernel<<<ceil_div(C, 256), 256>>>(dbias, pb, C);
+    if (dweight) { LAUNCH(ceil_div(C, 256), 256, 0, 0, column_reduce_kernel)(dweight, pw, C); launchCheck(); }
+    LAUNCH(ceil_div(C, 256), 256, 0, 0, column_reduce_kernel)(dbias, pb, C);
     launchCheck();
 }
 
 static void layernorm_backward(floatX *dinp, float *dweight, float *dbias, const floatX *dout, const floatX *inp,
                                const floatX *weight, const float *mean, const float *rstd, int N, int C) {
-    WITH_X(layernorm_backward_dinp_kernel<<<ceil_div(N, 8), 256>>>((xt *)dinp, (const xt *)dout, (const xt *)inp,
-                                                                   (const xt *)weight, mean, rstd, N, C));
+    WITH_X(LAUNCH(ceil_div(N, 8), 256, 0, 0, layernorm_backward_dinp_kernel<xt>)((xt *)dinp, (const xt *)dout,
+                                                                                (const xt *)inp, (const xt *)weight,
+                                                                                mean, rstd, N, C));
     launchCheck();
     column_sums(dweight, dbias, dout, inp, mean, rstd, N, C);
 }
@@ -582,7 +605,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 attn_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floatT *__restrict__ qkv, int T, int C, int NH,
                 float scale) {
     using L = AttnSmem<floatT, HS>;
-    extern __shared__ __align__(128) unsigned char attn_smem[];
+    DYNAMIC_SHARED(unsigned char, attn_smem);
     floatT *Qs = reinterpret_cast<floatT *>(attn_smem + L::FWD_Q);
     floatT *Ks = reinterpret_cast<floatT *>(attn_smem + L::FWD_K);
     floatT *Vs = reinterpret_cast<floatT *>(attn_smem + L::FWD_V);
@@ -688,7 +711,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 attn_bwd_dkdv_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout, const floatT *__restrict__ qkv,
                      const float *__restrict__ lse, const float *__restrict__ Dsc, int T, int C, int NH, float scale) {
     using L = AttnSmem<floatT, HS>;
-    extern __shared__ __align__(128) unsigned char attn_smem[];
+    DYNAMIC_SHARED(unsigned char, attn_smem);
     floatT *Qs = reinterpret_cast<floatT *>(attn_smem + L::BWD_Q);
     floatT *dOs = reinterpret_cast<floatT *>(attn_smem + L::BWD_DO);
     floatT *Ks = reinterpret_cast<floatT *>(attn_smem + L::BWD_K);
@@ -767,7 +790,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 attn_bwd_dq_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout, const floatT *__restrict__ qkv,
                    const float *__restrict__ lse, const float *__restrict__ Dsc, int T, int C, int NH, float scale) {
     using L = AttnSmem<floatT, HS>;
-    extern __shared__ __align__(128) unsigned char attn_smem[];
+    DYNAMIC_SHARED(unsigned char, attn_smem);
     floatT *Qs = reinterpret_cast<floatT *>(attn_smem + L::BWD_Q);
     floatT *dOs = reinterpret_cast<floatT *>(attn_smem + L::BWD_DO);
     floatT *Ks = reinterpret_cast<floatT *>(attn_smem + L::BWD_K);
@@ -908,7 +931,7 @@ static void flash_attention_forward(floatT *out, float *lse, const floatT *qkv, 
         constexpr int HS = decltype(hs_tag)::value;
         const size_t smem = AttnSmem<floatT, HS>::FWD_BYTES;
         attn_allow_smem(attn_fwd_kernel<floatT, HS>, smem, "attention_forward", attn_type_name<floatT>(), B, T, C, NH);
-        attn_fwd_kernel<floatT, HS><<<grid, ATT_THREADS, smem, stream>>>(out, lse, qkv, T, C, NH, scale);
+        LAUNCH(grid, ATT_THREADS, smem, stream, attn_fwd_kernel<floatT, HS>)(out, lse, qkv, T, C, NH, scale);
         cudaCheck(cudaGetLastError());
     });
 }
@@ -925,7 +948,7 @@ static void flash_attention_backward(floatT *dqkv, float *scratch, const floatT 
     }
     const float scale = 1.0f / sqrtf((float)(C / NH));
     const long rows = (long)B * NH * T;
-    attn_bwd_rowdot_kernel<floatT><<<(unsigned)((rows + 7) / 8), 256, 0, stream>>>(scratch, dout, out, B, T, C, NH);
+    LAUNCH((unsigned)((rows + 7) / 8), 256, 0, stream, attn_bwd_rowdot_kernel<floatT>)(scratch, dout, out, B, T, C, NH);
     cudaCheck(cudaGetLastError());
     const dim3 grid((T + ATT_BQ - 1) / ATT_BQ, B * NH);
     attn_dispatch_hs(hsp, [&](auto hs_tag) {
@@ -933,10 +956,12 @@ static void flash_attention_backward(floatT *dqkv, float *scratch, const floatT 
         const size_t smem = AttnSmem<floatT, HS>::BWD_BYTES;
         const char *ty = attn_type_name<floatT>();
         attn_allow_smem(attn_bwd_dkdv_kernel<floatT, HS>, smem, "attention_backward", ty, B, T, C, NH);
-        attn_bwd_dkdv_kernel<floatT, HS><<<grid, ATT_THREADS, smem, stream>>>(dqkv, dout, qkv, lse, scratch, T, C, NH, scale);
+        LAUNCH(grid, ATT_THREADS, smem, stream, attn_bwd_dkdv_kernel<floatT, HS>)(dqkv, dout, qkv, lse, scratch, T, C,
+                                                                                  NH, scale);
         cudaCheck(cudaGetLastError());
         attn_allow_smem(attn_bwd_dq_kernel<floatT, HS>, smem, "attention_backward", ty, B, T, C, NH);
-        attn_bwd_dq_kernel<floatT, HS><<<grid, ATT_THREADS, smem, stream>>>(dqkv, dout, qkv, lse, scratch, T, C, NH, scale);
+        LAUNCH(grid, ATT_THREADS, smem, stream, attn_bwd_dq_kernel<floatT, HS>)(dqkv, dout, qkv, lse, scratch, T, C,
+                                                                                NH, scale);
         cudaCheck(cudaGetLastError());
     });
 }
@@ -965,7 +990,7 @@ __global__ void gelu_forward_kernel(T *out, const T *inp, long N) {
 }
 
 static void gelu_forward(floatX *out, const floatX *inp, long N) {
-    WITH_X(gelu_forward_kernel<<<ceil_div(N, 256), 256>>>((xt *)out, (const xt *)inp, N));
+    WITH_X(LAUNCH(ceil_div(N, 256), 256, 0, 0, gelu_forward_kernel<xt>)((xt *)out, (const xt *)inp, N));
     launchCheck();
 }
 
@@ -981,7 +1006,8 @@ __global__ void gelu_backward_kernel(T *dinp, const T *inp, const T *dout, long 
 }
 
 static void gelu_backward(floatX *dinp, const floatX *inp, const floatX *dout, long N) {
-    WITH_X(gelu_backward_kernel<<<ceil_div(N, 256), 256>>>((xt *)dinp, (const xt *)inp, (const xt *)dout, N));
+    WITH_X(LAUNCH(ceil_div(N, 256), 256, 0, 0, gelu_backward_kernel<xt>)((xt *)dinp, (const xt *)inp,
+                                                                        (const xt *)dout, N));
     launchCheck();
 }
 
@@ -992,7 +1018,8 @@ __global__ void residual_forward_kernel(T *out, const T *a, const T *b, long N) 
 }
 
 static void residual_forward(floatX *out, const floatX *a, const floatX *b, long N) {
-    WITH_X(residual_forward_kernel<<<ceil_div(N, 256), 256>>>((xt *)out, (const xt *)a, (const xt *)b, N));
+    WITH_X(LAUNCH(ceil_div(N, 256), 256, 0, 0, residual_forward_kernel<xt>)((xt *)out, (const xt *)a,
+                                                                           (const xt *)b, N));
     launchCheck();
 }
 
@@ -1032,7 +1059,7 @@ __global__ void classifier_kernel(T *logits, float *losses, const int *targets, 
 
 static void classifier_forward_backward(floatX *logits, float *losses, const int *targets, int N, int V, int Vp,
                                         float dloss) {
-    WITH_X(classifier_kernel<<<N, 512>>>((xt *)logits, losses, targets, V, Vp, dloss));
+    WITH_X(LAUNCH(N, 512, 0, 0, classifier_kernel<xt>)((xt *)logits, losses, targets, V, Vp, dloss));
     launchCheck();
 }
 
@@ -1064,8 +1091,8 @@ static int backend_weights_need_copy(void) { return x_prec != PREC_FP32; }
 
 static void backend_weights_from_master(floatX *dst, const float *src, size_t n, uint64_t seed) {
     if (n == 0) return;
-    if (x_prec == PREC_BF16) weights_bf16_kernel<<<ceil_div((long)n, 256), 256>>>((bf16 *)dst, src, n, seed);
-    else if (x_prec == PREC_FP16) weights_fp16_kernel<<<ceil_div((long)n, 256), 256>>>((__half *)dst, src, n);
+    if (x_prec == PREC_BF16) LAUNCH(ceil_div((long)n, 256), 256, 0, 0, weights_bf16_kernel)((bf16 *)dst, src, n, seed);
+    else if (x_prec == PREC_FP16) LAUNCH(ceil_div((long)n, 256), 256, 0, 0, weights_fp16_kernel)((__half *)dst, src, n);
     else cudaCheck(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice));
     launchCheck();
 }
@@ -1118,7 +1145,7 @@ static const float *backend_logits_row(const floatX *row, int Vp) {
     static int cap = 0;
     if (Vp > cap) { free(host); host = (float *)mallocCheck(Vp * sizeof(float)); cap = Vp; }
     float *f = scratch_get(Vp);
-    WITH_X(to_float_kernel<<<ceil_div(Vp, 256), 256>>>(f, (const xt *)row, Vp));
+    WITH_X(LAUNCH(ceil_div(Vp, 256), 256, 0, 0, to_float_kernel<xt>)(f, (const xt *)row, Vp));
     launchCheck();
     cudaCheck(cudaMemcpy(host, f, Vp * sizeof(float), cudaMemcpyDeviceToHost));
     return host;
@@ -1146,7 +1173,7 @@ static double backend_sum_squares(const float *x, size_t n) {
     size_t nchunks = (n + NORM_CHUNK - 1) / NORM_CHUNK;
     double *partial_d, *partial = (double *)mallocCheck(nchunks * sizeof(double));
     cudaCheck(cudaMalloc(&partial_d, nchunks * sizeof(double)));
-    sum_squares_kernel<<<(unsigned)nchunks, 256>>>(partial_d, x, n);
+    LAUNCH((unsigned)nchunks, 256, 0, 0, sum_squares_kernel)(partial_d, x, n);
     launchCheck();
     cudaCheck(cudaMemcpy(partial, partial_d, nchunks * sizeof(double), cudaMemcpyDeviceToHost));
     cudaCheck(cudaFree(partial_d));
@@ -1177,7 +1204,7 @@ __global__ void add_kernel(float *dst, const float *src, size_t n) {
 
 static void backend_add(float *dst, const float *src, size_t n) {
     if (n == 0) return;
-    add_kernel<<<ceil_div((long)n, 256), 256>>>(dst, src, n);
+    LAUNCH(ceil_div((long)n, 256), 256, 0, 0, add_kernel)(dst, src, n);
     launchCheck();
 }
 
@@ -1197,7 +1224,7 @@ __global__ void adamw_kernel(float *p, const float *g, float *mom, float *vel, s
 static void backend_adamw(float *p, const float *g, float *mom, float *vel, size_t n, int decayed, const AdamWArgs *a) {
     if (n == 0) return;
     float bc1 = 1.0f - powf(a->beta1, (float)a->t), bc2 = 1.0f - powf(a->beta2, (float)a->t);
-    adamw_kernel<<<ceil_div((long)n, 256), 256>>>(p, g, mom, vel, n, a->lr, a->beta1, a->beta2, bc1, bc2, a->eps,
+    LAUNCH(ceil_div((long)n, 256), 256, 0, 0, adamw_kernel)(p, g, mom, vel, n, a->lr, a->beta1, a->beta2, bc1, bc2, a->eps,
                                                   decayed ? a->weight_decay : 0.0f, a->grad_scale);
     launchCheck();
 }
