@@ -66,7 +66,7 @@ CUDA_HOME ?= /usr/local/cuda
 EMU_CXX ?= g++
 EMU_OPT ?= -O2 -march=native -mno-red-zone
 EMU_FLAGS = $(EMU_OPT) -std=c++17 -fopenmp -Wall -Wextra -Wno-unused-function -Wno-missing-field-initializers \
-  -Wno-unknown-pragmas -DTRAIN_GPT_CUDA -DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1 -isystem $(CUDA_HOME)/include $(MPI_CFLAGS)
+  -Wno-unknown-pragmas -Wno-class-memaccess -DTRAIN_GPT_CUDA -DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1 -isystem $(CUDA_HOME)/include $(MPI_CFLAGS)
 EMU_DEV = -I. -x c++ -include dev/cuda/emu/emu.h
 EMU_RT_H = dev/cuda/emu/emu.h dev/cuda/emu/emu_internal.h
 EMU_OBJS = build/emu/emu.o build/emu/cublaslt.o build/emu/nccl.o

@@ -6,6 +6,7 @@
 #include "emu_internal.h"
 
 #include <elf.h>
+#include <algorithm>
 #include <map>
 #include <stdarg.h>
 #include <stdio.h>
@@ -65,7 +66,11 @@ static Thread *g_cur = NULL;             // the thread whose fiber runs, NULL on
 static void *g_sched_sp = NULL;
 static unsigned char *g_dyn_smem = NULL;  // the block's dynamic shared memory (the device maximum, reused)
 static const size_t SMEM_DEFAULT = 48 * 1024, SMEM_OPTIN = 232448;  // an H100's limits per block
-static std::map<const void *, int> g_max_dyn_smem;                 // cudaFuncAttributeMaxDynamicSharedMemorySize
+// cudaFuncAttributeMaxDynamicSharedMemorySize per kernel (built on first use: CUDA may be called from constructors)
+static std::map<const void *, int> &max_dyn_smem(void) {
+    static std::map<const void *, int> m;
+    return m;
+}
 static int g_in_kernel = 0;
 
 // Names the kernel, block and thread when there is one.
@@ -190,7 +195,7 @@ static void make_order(std::vector<int> &v, int n) {
 extern "C" void emu_switch(void **from, void *to);
 #if defined(__x86_64__)
 asm(R"(
-    .text
+    .pushsection .text
     .globl emu_switch
     .type emu_switch, @function
 emu_switch:
@@ -216,14 +221,14 @@ emu_switch:
     popq %rbp
     ret
     .size emu_switch, .-emu_switch
-    .section .note.GNU-stack,"",@progbits
+    .popsection
 )");
 #else
 #error "dev/cuda/emu: the fiber switch is written for x86-64"
 #endif
 
-static void switch_to_thread(Thread *t);
-static void switch_to_scheduler(void);
+static void yield(void);
+static void thread_exits(Thread *t);
 
 // A fiber runs threads until the process ends: after a thread returns from the kernel, its fiber waits for the
 // next thread it is given (of this block or a later one).
@@ -233,8 +238,8 @@ __attribute__((noreturn)) static void fiber_main(void) {
 #endif
     for (;;) {
         g_launch->entry(g_launch->args);
-        g_cur->state = T_DONE;
-        switch_to_scheduler();
+        thread_exits(g_cur);
+        yield();
     }
 }
 
@@ -263,29 +268,64 @@ static Thread *new_thread(void) {
     return t;
 }
 
-static void switch_to_thread(Thread *t) {
-    g_cur = t;
-    emu_regs.tid = t->tid;
+// The scheduling of a block: a pass runs every runnable thread, in the chosen order, up to its next barrier;
+// threads that a completed warp collective releases run in the next pass. Fibers switch straight to the next
+// thread of the pass; the scheduler's own stack is used between passes.
+static std::vector<int> g_pass, g_next;
+static size_t g_pass_at = 0;
+
+static void switch_stacks(void **save, void *to, Thread *target) {
 #ifdef EMU_ASAN
     void *fake = NULL;
-    __sanitizer_start_switch_fiber(&fake, t->stack_lo, (size_t)(t->stack_hi - t->stack_lo));
-#endif
-    emu_switch(&g_sched_sp, t->sp);
-#ifdef EMU_ASAN
+    if (target) __sanitizer_start_switch_fiber(&fake, target->stack_lo, (size_t)(target->stack_hi - target->stack_lo));
+    else __sanitizer_start_switch_fiber(&fake, NULL, 0);  // the scheduler runs on the main stack
+    emu_switch(save, to);
     __sanitizer_finish_switch_fiber(fake, NULL, NULL);
+#else
+    (void)target;
+    emu_switch(save, to);
 #endif
+}
+
+static Thread *next_in_pass(void) {
+    while (g_pass_at < g_pass.size()) {
+        Thread *t = g_threads[g_pass[g_pass_at++]];
+        if (t->state == T_RUN) return t;
+    }
+    return NULL;
+}
+
+// The running thread stops (it waits, or has exited): the next thread of the pass runs, or the scheduler.
+static void yield(void) {
+    Thread *t = g_cur, *n = next_in_pass();
+    g_cur = n;
+    if (n) {
+        emu_regs.tid = n->tid;
+        if (n != t) switch_stacks(&t->sp, n->sp, n);
+    } else {
+        switch_stacks(&t->sp, g_sched_sp, NULL);
+    }
+}
+
+// From the scheduler: runs the pass until every thread in it has stopped.
+static void run_pass(void) {
+    g_pass_at = 0;
+    Thread *n = next_in_pass();
+    if (!n) return;
+    g_cur = n;
+    emu_regs.tid = n->tid;
+    switch_stacks(&g_sched_sp, n->sp, n);
     g_cur = NULL;
 }
 
-static void switch_to_scheduler(void) {
-    Thread *t = g_cur;
-#ifdef EMU_ASAN
-    __sanitizer_start_switch_fiber(&t->fake_stack, NULL, 0);  // the scheduler's stack is the main one
-#endif
-    emu_switch(&t->sp, g_sched_sp);
-#ifdef EMU_ASAN
-    __sanitizer_finish_switch_fiber(t->fake_stack, NULL, NULL);
-#endif
+// Orders a pass's threads as TRAIN_GPT_EMU_ORDER says.
+static void order_pass(std::vector<int> &v) {
+    if (g_order == ORDER_FORWARD) {
+        if (!std::is_sorted(v.begin(), v.end())) std::sort(v.begin(), v.end());
+    } else if (g_order == ORDER_REVERSE) {
+        std::sort(v.begin(), v.end(), [](int a, int b) { return a > b; });
+    }
+    else for (int i = (int)v.size() - 1; i > 0; i--) std::swap(v[i], v[(int)(next_random() % (uint64_t)(i + 1))]);
 }
 
 // ----------------------------------------------------------------------------------------------------------------
@@ -331,7 +371,11 @@ static void race_warp_sync(int warp, unsigned mask) {
 // ----------------------------------------------------------------------------------------------------------------
 // Device memory. Every allocation is filled with 0xff bytes (NaN in fp32, bf16 and fp16).
 
-static std::map<uintptr_t, EmuAlloc> g_allocs;
+static std::map<uintptr_t, EmuAlloc> &allocs(void) {  // built on first use: CUDA may be called from constructors
+    static std::map<uintptr_t, EmuAlloc> m;
+    return m;
+}
+#define g_allocs allocs()
 static size_t g_device_bytes = 0, g_device_peak = 0;
 static const size_t DEVICE_BYTES = 80ull << 30;  // what cudaMemGetInfo reports: an H100's 80 GiB
 
@@ -388,10 +432,18 @@ static void device_release(void *p, size_t bytes) {
 // ----------------------------------------------------------------------------------------------------------------
 // Launching a kernel: blocks one after another, each block's threads on fibers.
 
-static std::vector<int> g_order_buf;
+// Warp collectives in progress: per warp, the groups of lanes that have arrived at one (a group completes when
+// every lane of its mask has arrived), and the lanes that have exited.
+struct Group {
+    int kind, mode, width, size, line;
+    unsigned mask, arrived;
+    const char *file;
+};
+static std::vector<Group> g_groups[32];
+static unsigned g_exited[32];
 
 static void describe_waits(char *buf, size_t n) {
-    // e.g. "threads 0-31 wait at __syncwarp (train_gpt.cu:640), threads 32-127 wait at __syncthreads (...)"
+    // e.g. "threads 0-31 wait at __syncwarp (mask 0xffffffff) at train_gpt.cu:640; threads 32-127 wait at ..."
     size_t len = 0;
     buf[0] = 0;
     int nt = g_launch->nthreads;
@@ -425,19 +477,20 @@ static void run_block(void) {
         t->file = NULL;
         t->line = 0;
     }
+    for (int w = 0; w < L->nwarps; w++) {
+        g_groups[w].clear();
+        g_exited[w] = 0;
+    }
     if (L->smem) memset(g_dyn_smem, 0xff, L->smem);  // unwritten shared memory reads as NaN
     if (g_race) race_new_block();
+    g_next.resize(n);
+    for (int i = 0; i < n; i++) g_next[i] = i;
     for (;;) {
-        // run every runnable thread up to its next barrier, in the chosen order, until none can run
-        for (int progress = 1; progress;) {
-            progress = 0;
-            make_order(g_order_buf, n);
-            for (int k = 0; k < n; k++) {
-                Thread *t = g_threads[g_order_buf[k]];
-                if (t->state != T_RUN) continue;
-                switch_to_thread(t);
-                progress = 1;
-            }
+        while (!g_next.empty()) {
+            g_pass.swap(g_next);
+            g_next.clear();
+            order_pass(g_pass);
+            run_pass();
         }
         int done = 0, bar = 0;
         for (int i = 0; i < n; i++) {
@@ -457,15 +510,17 @@ static void run_block(void) {
             // every thread waits at the same __syncthreads: release them (with the count of true predicates)
             int count = 0;
             for (int i = 0; i < n; i++) {
-                if (g_threads[i]->line != first->line || strcmp(g_threads[i]->file, first->file) != 0) {
+                Thread *t = g_threads[i];
+                if (t->line != first->line || (t->file != first->file && strcmp(t->file, first->file) != 0)) {
                     describe_waits(desc, sizeof(desc));
                     emu_fatal("the threads of the block wait at different __syncthreads: %s", desc);
                 }
-                count += g_threads[i]->pred != 0;
+                count += t->pred != 0;
             }
             for (int i = 0; i < n; i++) {
                 g_threads[i]->state = T_RUN;
                 g_threads[i]->pred = count;
+                g_next.push_back(i);
             }
             if (g_race) race_barrier();
             continue;
@@ -521,8 +576,8 @@ void emu_launch(const EmuKernel *k, dim3 grid, dim3 block, size_t smem, cudaStre
         return;
     }
     if (smem > SMEM_DEFAULT) {
-        auto it = g_max_dyn_smem.find(k->func);
-        int allowed = it == g_max_dyn_smem.end() ? (int)SMEM_DEFAULT : it->second;
+        auto it = max_dyn_smem().find(k->func);
+        int allowed = it == max_dyn_smem().end() ? (int)SMEM_DEFAULT : it->second;
         if (smem > (size_t)allowed) {
             fprintf(stderr, "cuda-emu: kernel %s: launch refused: %zu bytes of dynamic shared memory, over the %d the "
                     "kernel may use (above 48 KiB needs cudaFuncSetAttribute(cudaFuncAttributeMaxDynamicSharedMemorySize))\n",
@@ -582,7 +637,7 @@ static int block_barrier(int pred, const char *file, int line) {
     t->file = file;
     t->line = line;
     t->pred = pred;
-    switch_to_scheduler();
+    yield();
     return t->pred;  // the count of threads whose predicate was true
 }
 
@@ -601,44 +656,63 @@ static unsigned warp_lanes(int w) {
 
 static void perform(Thread *t, unsigned mask);
 
-// Warp collectives: the thread records what it waits at; the last lane of the mask to arrive performs the
-// operation for all of them and makes them runnable.
+// Warp collectives: the thread joins the group of its warp that waits at the collective (or starts one); the
+// last lane of the mask to arrive performs the operation for all of them and makes them runnable.
 static void warp_collective(Thread *t, int kind, unsigned mask, const char *file, int line) {
-    unsigned exist = warp_lanes(t->warp);
-    if (!(mask & (1u << t->lane)))
+    unsigned exist = warp_lanes(t->warp), me = 1u << t->lane;
+    if (!(mask & me))
         emu_fatal("%s at %s:%d with mask 0x%08x, which does not name the calling lane %d", coll_name[kind], file, line,
                   mask, t->lane);
     if (mask & ~exist)
         emu_fatal("%s at %s:%d with mask 0x%08x names lanes that do not exist (this warp has lanes 0x%08x)",
                   coll_name[kind], file, line, mask, exist);
+    if (mask & g_exited[t->warp])
+        emu_fatal("%s at %s:%d with mask 0x%08x names lane %d, which has exited", coll_name[kind], file, line, mask,
+                  __builtin_ctz(mask & g_exited[t->warp]));
     t->kind = kind;
     t->mask = mask;
     t->file = file;
     t->line = line;
     t->state = T_WARP;
-    Thread **lanes = &g_threads[32 * t->warp];
-    int arrived = 1;
-    for (int l = 0; l < 32; l++) {
-        if (!(mask & (1u << l)) || l == t->lane) continue;
-        Thread *u = lanes[l];
-        if (u->state == T_DONE)
-            emu_fatal("%s at %s:%d with mask 0x%08x names lane %d, which has exited", coll_name[kind], file, line, mask, l);
-        if (u->state != T_WARP) { arrived = 0; continue; }
-        if (!(u->mask & (1u << t->lane))) { arrived = 0; continue; }  // its collective does not involve us
-        int same = u->kind == kind && u->mask == mask;
-        if (same && kind == C_SHFL) same = u->mode == t->mode && u->width == t->width && u->size == t->size;
-        if (same && kind == C_VOTE) same = u->mode == t->mode;
-        if (same && kind == C_WMMA) same = u->line == line && strcmp(u->file, file) == 0;
+    std::vector<Group> &groups = g_groups[t->warp];
+    size_t gi = 0;
+    for (; gi < groups.size(); gi++) if (groups[gi].mask & me) break;
+    if (gi == groups.size()) {
+        groups.push_back(Group{kind, t->mode, t->width, t->size, line, mask, 0, file});
+    } else {
+        Group &g = groups[gi];
+        int same = g.kind == kind && g.mask == mask;
+        if (same && kind == C_SHFL) same = g.mode == t->mode && g.width == t->width && g.size == t->size;
+        if (same && kind == C_VOTE) same = g.mode == t->mode;
+        if (same && kind == C_WMMA) same = g.line == line && (g.file == file || strcmp(g.file, file) == 0);
         if (!same)
             emu_fatal("lanes of warp %d are at different collectives: lane %d at %s (mask 0x%08x) at %s:%d, lane %d at %s "
-                      "(mask 0x%08x) at %s:%d", t->warp, t->lane, coll_name[kind], mask, file, line, l,
-                      coll_name[u->kind], u->mask, u->file, u->line);
+                      "(mask 0x%08x) at %s:%d", t->warp, t->lane, coll_name[kind], mask, file, line,
+                      __builtin_ctz(g.arrived), coll_name[g.kind], g.mask, g.file, g.line);
     }
-    if (arrived) {
+    Group &g = groups[gi];
+    g.arrived |= me;
+    if (g.arrived == mask) {
         perform(t, mask);
-        for (int l = 0; l < 32; l++) if (mask & (1u << l)) lanes[l]->state = T_RUN;
+        Thread **lanes = &g_threads[32 * t->warp];
+        for (int l = 0; l < 32; l++)
+            if (mask & (1u << l)) {
+                lanes[l]->state = T_RUN;
+                g_next.push_back(32 * t->warp + l);
+            }
+        groups.erase(groups.begin() + gi);
     }
-    switch_to_scheduler();
+    yield();
+}
+
+// A thread returns from the kernel: no lane may still wait for it.
+static void thread_exits(Thread *t) {
+    t->state = T_DONE;
+    g_exited[t->warp] |= 1u << t->lane;
+    for (const Group &g : g_groups[t->warp])
+        if (g.mask & (1u << t->lane))
+            emu_fatal("lane %d has exited while lanes 0x%08x of its warp wait for it at %s (mask 0x%08x) at %s:%d", t->lane,
+                      g.arrived, coll_name[g.kind], g.mask, g.file, g.line);
 }
 
 void __syncwarp(unsigned mask, const char *file, int line) {
@@ -1158,7 +1232,7 @@ cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int d) {
 cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute attr, int value) {
     if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
         if (value < 0 || (size_t)value > SMEM_OPTIN) return set_error(cudaErrorInvalidValue);
-        g_max_dyn_smem[func] = value;
+        max_dyn_smem()[func] = value;
         return cudaSuccess;
     }
     if (attr == cudaFuncAttributePreferredSharedMemoryCarveout) return cudaSuccess;
