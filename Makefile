@@ -13,7 +13,7 @@ CPU_CC = $(if $(MPICC),$(MPICC) -DUSE_MPI,$(CC))
 
 HEADERS = utils.h gpt2.h config.h checkpoint.h dataloader.h tokenizer.h trainer.h comm.h zero.h pipeline.h model.h
 
-.PHONY: all test test-gpu bench bench-cpu clean
+.PHONY: all test test-gpu test-cuda-emu bench bench-cpu clean
 all: train_gpt_cpu tokenize $(if $(and $(NVCC),$(wildcard train_gpt.cu)),train_gpt)
 
 train_gpt_cpu: train_gpt.c $(HEADERS)
@@ -45,7 +45,7 @@ train_gpt: train_gpt.cu $(HEADERS)
 	$(NVCC) $(NVCC_FLAGS) $(MPI_CFLAGS) $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp
 
 test/test_gpt2_gpu: test/test_gpt2.c train_gpt.cu $(HEADERS)
-	$(NVCC) $(NVCC_FLAGS) $(MPI_CFLAGS) -I. -x cu $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp
+	$(NVCC) $(NVCC_FLAGS) $(MPI_CFLAGS) -DTRAIN_GPT_CUDA -I. -x cu $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp
 
 # Every kernel against the CPU build's, in each precision, and their benchmark.
 dev/cuda/kernels: dev/cuda/kernels.cu train_gpt.cu train_gpt.c $(HEADERS)
@@ -59,6 +59,47 @@ dev/cuda/attention: dev/cuda/attention.cu dev/cuda/attention_ref.h train_gpt.cu 
 test-gpu: train_gpt train_gpt_cpu test/test_gpt2_gpu dev/cuda/kernels
 	TORCH_PYTHON=$(TORCH_PYTHON) bash test/test_gpu.sh
 
+# The CUDA build on the CPU (dev/cuda/emu, see the README): train_gpt.cu's device code, unmodified, compiled by
+# g++ and run on an emulated GPU. Needs the CUDA toolkit's headers (not a GPU, not nvcc). _race: every memory
+# access of the device code goes to the emulator's race detector; _asan: AddressSanitizer.
+CUDA_HOME ?= /usr/local/cuda
+EMU_CXX ?= g++
+EMU_OPT ?= -O2 -march=native -mno-red-zone
+EMU_FLAGS = $(EMU_OPT) -std=c++17 -fopenmp -Wall -Wextra -Wno-unused-function -Wno-missing-field-initializers \
+  -Wno-unknown-pragmas -Wno-class-memaccess -DTRAIN_GPT_CUDA -DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1 -isystem $(CUDA_HOME)/include $(MPI_CFLAGS)
+EMU_DEV = -I. -x c++ -include dev/cuda/emu/emu.h
+EMU_RT_H = dev/cuda/emu/emu.h dev/cuda/emu/emu_internal.h
+EMU_OBJS = build/emu/emu.o build/emu/cublaslt.o build/emu/nccl.o
+EMU_ASAN = -fsanitize=address -fno-omit-frame-pointer -g
+EMU_RACE = -fsanitize=thread -g -O1
+EMU_LINK = $(MPI_LDFLAGS) -lgomp
+build/emu/%.o: dev/cuda/emu/%.cpp $(EMU_RT_H)
+	@mkdir -p $(@D)
+	$(EMU_CXX) $(EMU_FLAGS) -c $< -o $@
+build/emu/asan/%.o: dev/cuda/emu/%.cpp $(EMU_RT_H)
+	@mkdir -p $(@D)
+	$(EMU_CXX) $(EMU_FLAGS) $(EMU_ASAN) -c $< -o $@
+
+train_gpt_emu: train_gpt.cu $(HEADERS) $(EMU_OBJS)
+	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
+test/test_gpt2_emu: test/test_gpt2.c test/check.h train_gpt.cu $(HEADERS) $(EMU_OBJS)
+	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
+dev/cuda/kernels_emu: dev/cuda/kernels.cu train_gpt.cu train_gpt.c $(HEADERS) $(EMU_OBJS)
+	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
+dev/cuda/attention_emu: dev/cuda/attention.cu dev/cuda/attention_ref.h train_gpt.cu $(HEADERS) $(EMU_OBJS)
+	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
+# instrumented for the race detector only (no ThreadSanitizer runtime: the hooks are the emulator's)
+dev/cuda/kernels_emu_race: dev/cuda/kernels.cu train_gpt.cu train_gpt.c $(HEADERS) $(EMU_OBJS)
+	$(EMU_CXX) $(EMU_FLAGS) $(EMU_RACE) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
+dev/cuda/kernels_emu_asan: dev/cuda/kernels.cu train_gpt.cu train_gpt.c $(HEADERS) $(EMU_OBJS:build/emu/%=build/emu/asan/%)
+	$(EMU_CXX) $(EMU_FLAGS) $(EMU_ASAN) $(EMU_DEV) $< -x none $(EMU_OBJS:build/emu/%=build/emu/asan/%) -o $@ $(EMU_LINK) -fsanitize=address
+EMU_BINS = train_gpt_emu test/test_gpt2_emu dev/cuda/kernels_emu dev/cuda/attention_emu dev/cuda/kernels_emu_race \
+  dev/cuda/kernels_emu_asan
+
+# The CUDA build's test matrix on the emulator: ends with its own "N passed, N failed".
+test-cuda-emu: train_gpt_cpu $(EMU_BINS)
+	TORCH_PYTHON=$(TORCH_PYTHON) bash test/test_cuda_emu.sh
+
 bench: train_gpt dev/cuda/kernels
 	bash scripts/bench_gpu.sh
 
@@ -66,4 +107,5 @@ bench-cpu: train_gpt_cpu
 	bash scripts/bench_cpu.sh
 
 clean:
-	rm -f train_gpt_cpu train_gpt tokenize test/test_gpt2 test/test_gpt2_gpu test/test_units test/test_pipeline dev/cuda/kernels dev/cuda/attention
+	rm -f train_gpt_cpu train_gpt tokenize test/test_gpt2 test/test_gpt2_gpu test/test_units test/test_pipeline dev/cuda/kernels dev/cuda/attention $(EMU_BINS)
+	rm -rf build/emu

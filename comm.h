@@ -15,7 +15,7 @@
 #include <mpi.h>
 #endif
 // NCCL moves device buffers directly between GPUs; it needs MPI to hand out its unique id.
-#if defined(__CUDACC__) && defined(USE_MPI)
+#if defined(TRAIN_GPT_CUDA) && defined(USE_MPI)
 #define USE_NCCL
 #include <nccl.h>
 #endif
@@ -114,7 +114,7 @@ static void nccl_wait(void) {
 
 // The CUDA build hands collectives device buffers; MPI here is host-staged (--comm mpi in the issue's
 // terms): a device buffer is copied to the host, reduced or moved, and copied back.
-#ifdef __CUDACC__
+#ifdef TRAIN_GPT_CUDA
 static int comm_is_device(const void *p) {
     cudaPointerAttributes a;
     if (cudaPointerGetAttributes(&a, p) != cudaSuccess) { cudaGetLastError(); return 0; }

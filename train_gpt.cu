@@ -9,6 +9,15 @@
 // and every kernel accumulates in fp32. In fp32 the matmuls use fp32 compute (TF32 with --tf32)
 // and the run is comparable with the CPU build to fp32 rounding. Every reduction has a fixed order
 // (no atomics), so runs are deterministic and resume bit for bit.
+//
+// Two compilers build this file: nvcc for the GPU, and g++ with dev/cuda/emu/ (make train_gpt_emu), which runs
+// the same device code on the CPU. So the code below launches every kernel through LAUNCH and declares dynamic
+// shared memory through DYNAMIC_SHARED: under nvcc they are `<<<>>>` and `extern __shared__`; the emulator
+// brings its own (it runs the kernel on the CPU and names it in every error). The shared headers and the tests
+// ask TRAIN_GPT_CUDA, not __CUDACC__, whether they are in the CUDA build.
+#ifndef TRAIN_GPT_CUDA
+#define TRAIN_GPT_CUDA 1
+#endif
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -36,6 +45,15 @@ static void cublas_check(cublasStatus_t status, const char *file, int line) {
 
 // Launch errors surface at the next synchronising call; checking right after each launch names the kernel.
 #define launchCheck() cudaCheck(cudaGetLastError())
+
+// LAUNCH(grid, block, smem, stream, kernel)(args...) is kernel<<<grid, block, smem, stream>>>(args...).
+#ifndef LAUNCH
+#define LAUNCH(grid, block, smem, stream, ...) __VA_ARGS__<<<grid, block, smem, stream>>>
+#endif
+// DYNAMIC_SHARED(type, name): the block's dynamic shared memory (the launch's smem bytes) as `type name[]`.
+#ifndef DYNAMIC_SHARED
+#define DYNAMIC_SHARED(type, name) extern __shared__ __align__(128) type name[]
+#endif
 
 // ----------------------------------------------------------------------------
 // Precision. model.h sees floatX as an incomplete type, so only the launchers below can read it.
@@ -107,7 +125,8 @@ __global__ void encoder_forward_kernel(T *out, const int *inp, const T *wte, con
 
 static void encoder_forward(floatX *out, const int *inp, const floatX *wte, const floatX *wpe, int B, int T, int C) {
     long n = (long)B * T * C;
-    WITH_X(encoder_forward_kernel<<<ceil_div(n, 256), 256>>>((xt *)out, inp, (const xt *)wte, (const xt *)wpe, B, T, C));
+    WITH_X(LAUNCH(ceil_div(n, 256), 256, 0, 0, encoder_forward_kernel<xt>)((xt *)out, inp, (const xt *)wte,
+                                                                          (const xt *)wpe, B, T, C));
     launchCheck();
 }
 
@@ -167,11 +186,12 @@ static void encoder_backward(float *dwte, float *dwpe, const floatX *dout, const
         cudaCheck(cudaMalloc(&links, (size_t)2 * BT * sizeof(int)));
         cap = BT;
     }
-    encoder_links_kernel<<<ceil_div(BT, 256), 256>>>(links, links + BT, inp, BT);
+    LAUNCH(ceil_div(BT, 256), 256, 0, 0, encoder_links_kernel)(links, links + BT, inp, BT);
     launchCheck();
-    WITH_X(encoder_backward_wte_kernel<<<BT, 256>>>(dwte, (const xt *)dout, inp, links, links + BT, C));
+    WITH_X(LAUNCH(BT, 256, 0, 0, encoder_backward_wte_kernel<xt>)(dwte, (const xt *)dout, inp, links, links + BT, C));
     launchCheck();
-    WITH_X(encoder_backward_wpe_kernel<<<ceil_div((long)T * C, 256), 256>>>(dwpe, (const xt *)dout, B, T, C));
+    WITH_X(LAUNCH(ceil_div((long)T * C, 256), 256, 0, 0, encoder_backward_wpe_kernel<xt>)(dwpe, (const xt *)dout,
+                                                                                          B, T, C));
     launchCheck();
 }
 
@@ -205,8 +225,8 @@ __global__ void layernorm_forward_kernel(T *out, float *mean, float *rstd, const
 
 static void layernorm_forward(floatX *out, float *mean, float *rstd, const floatX *inp, const floatX *weight,
                               const floatX *bias, int N, int C) {
-    WITH_X(layernorm_forward_kernel<<<ceil_div(N, 8), 256>>>((xt *)out, mean, rstd, (const xt *)inp, (const xt *)weight,
-                                                             (const xt *)bias, N, C));
+    WITH_X(LAUNCH(ceil_div(N, 8), 256, 0, 0, layernorm_forward_kernel<xt>)((xt *)out, mean, rstd, (const xt *)inp,
+                                                                          (const xt *)weight, (const xt *)bias, N, C));
     launchCheck();
 }
 
@@ -301,17 +321,17 @@ static void column_sums(float *dweight, float *dbias, const floatX *dout, const 
     WITH_X({
         if (C % vec16<xt>() == 0 && aligned16(dout) && (!inp || aligned16(inp))) {
             dim3 grid(ceil_div(C, 32 * vec16<xt>()), COL_CHUNKS);
-            column_partials_kernel<xt, vec16<xt>()><<<grid, block>>>(dweight ? pw : NULL, pb, (const xt *)dout,
+            LAUNCH(grid, block, 0, 0, column_partials_kernel<xt, vec16<xt>()>)(dweight ? pw : NULL, pb, (const xt *)dout,
                                                                      (const xt *)inp, mean, rstd, N, C);
         } else {
             dim3 grid(ceil_div(C, 32), COL_CHUNKS);
-            column_partials_kernel<xt, 1><<<grid, block>>>(dweight ? pw : NULL, pb, (const xt *)dout, (const xt *)inp, mean,
+            LAUNCH(grid, block, 0, 0, column_partials_kernel<xt, 1>)(dweight ? pw : NULL, pb, (const xt *)dout, (const xt *)inp, mean,
                                                            rstd, N, C);
         }
     });
     launchCheck();
-    if (dweight) { column_reduce_kernel<<<ceil_div(C, 256), 256>>>(dweight, pw, C); launchCheck(); }
-    column_reduce_kernel<<<ceil_div(C, 256), 256>>>(dbias, pb, C);
+    if (dweight) { LAUNCH(ceil_div(C, 256), 256, 0, 0, column_reduce_kernel)(dweight, pw, C); launchCheck(); }
+    LAUNCH(ceil_div(C, 256), 256, 0, 0, column_reduce_kernel)(dbias, pb, C);
     launchCheck();
 }
 
@@ -319,10 +339,10 @@ static void layernorm_backward(floatX *dinp, float *dweight, float *dbias, const
                                const floatX *weight, const float *mean, const float *rstd, int N, int C) {
     WITH_X({
         if (C % vec16<xt>() == 0 && aligned16(dinp) && aligned16(dout) && aligned16(inp) && aligned16(weight))
-            layernorm_backward_dinp_kernel<xt, vec16<xt>()><<<ceil_div(N, 8), 256>>>((xt *)dinp, (const xt *)dout,
+            LAUNCH(ceil_div(N, 8), 256, 0, 0, layernorm_backward_dinp_kernel<xt, vec16<xt>()>)((xt *)dinp, (const xt *)dout,
                 (const xt *)inp, (const xt *)weight, mean, rstd, N, C);
         else
-            layernorm_backward_dinp_kernel<xt, 1><<<ceil_div(N, 8), 256>>>((xt *)dinp, (const xt *)dout, (const xt *)inp,
+            LAUNCH(ceil_div(N, 8), 256, 0, 0, layernorm_backward_dinp_kernel<xt, 1>)((xt *)dinp, (const xt *)dout, (const xt *)inp,
                                                                             (const xt *)weight, mean, rstd, N, C);
     });
     launchCheck();
@@ -668,7 +688,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 attn_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floatT *__restrict__ qkv, int T, int C, int NH,
                 float scale) {
     using L = AttnSmem<floatT, HS>;
-    extern __shared__ __align__(128) unsigned char attn_smem[];
+    DYNAMIC_SHARED(unsigned char, attn_smem);
     floatT *Qs = reinterpret_cast<floatT *>(attn_smem + L::FWD_Q);
     floatT *Ks = reinterpret_cast<floatT *>(attn_smem + L::FWD_K);
     floatT *Vs = reinterpret_cast<floatT *>(attn_smem + L::FWD_V);
@@ -774,7 +794,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 attn_bwd_dkdv_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout, const floatT *__restrict__ qkv,
                      const float *__restrict__ lse, const float *__restrict__ Dsc, int T, int C, int NH, float scale) {
     using L = AttnSmem<floatT, HS>;
-    extern __shared__ __align__(128) unsigned char attn_smem[];
+    DYNAMIC_SHARED(unsigned char, attn_smem);
     floatT *Qs = reinterpret_cast<floatT *>(attn_smem + L::BWD_Q);
     floatT *dOs = reinterpret_cast<floatT *>(attn_smem + L::BWD_DO);
     floatT *Ks = reinterpret_cast<floatT *>(attn_smem + L::BWD_K);
@@ -853,7 +873,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 attn_bwd_dq_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout, const floatT *__restrict__ qkv,
                    const float *__restrict__ lse, const float *__restrict__ Dsc, int T, int C, int NH, float scale) {
     using L = AttnSmem<floatT, HS>;
-    extern __shared__ __align__(128) unsigned char attn_smem[];
+    DYNAMIC_SHARED(unsigned char, attn_smem);
     floatT *Qs = reinterpret_cast<floatT *>(attn_smem + L::BWD_Q);
     floatT *dOs = reinterpret_cast<floatT *>(attn_smem + L::BWD_DO);
     floatT *Ks = reinterpret_cast<floatT *>(attn_smem + L::BWD_K);
@@ -1189,7 +1209,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 attn_tc_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floatT *__restrict__ qkv, int T, int C, int NH,
                    float scale) {
     using L = AttnTc<floatT, HS>;
-    extern __shared__ __align__(128) unsigned char attn_smem[];
+    DYNAMIC_SHARED(unsigned char, attn_smem);
     floatT *Ks = reinterpret_cast<floatT *>(attn_smem), *Qs = Ks, *Vt = Ks + L::ROW;  // Q passes through K's tile
     const int nqb = (T + ATT_BQ - 1) / ATT_BQ, qb = nqb - 1 - (int)blockIdx.x;
     const int bh = blockIdx.y, b = bh / NH, h = bh % NH, hs = C / NH;
@@ -1279,7 +1299,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 attn_tc_bwd_dkdv_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout, const floatT *__restrict__ qkv,
                         const float *__restrict__ lse, const float *__restrict__ Dsc, int T, int C, int NH, float scale) {
     using L = AttnTc<floatT, HS>;
-    extern __shared__ __align__(128) unsigned char attn_smem[];
+    DYNAMIC_SHARED(unsigned char, attn_smem);
     floatT *Qs = reinterpret_cast<floatT *>(attn_smem), *dOs = Qs + L::ROW, *Qt = dOs + L::ROW, *dOt = Qt + L::TR;
     float *lse_s = reinterpret_cast<float *>(dOt + L::TR), *D_s = lse_s + ATT_BQ;
     const int nqb = (T + ATT_BQ - 1) / ATT_BQ, kb = (int)blockIdx.x;
@@ -1355,7 +1375,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 attn_tc_bwd_dq_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout, const floatT *__restrict__ qkv,
                       const float *__restrict__ lse, const float *__restrict__ Dsc, int T, int C, int NH, float scale) {
     using L = AttnTc<floatT, HS>;
-    extern __shared__ __align__(128) unsigned char attn_smem[];
+    DYNAMIC_SHARED(unsigned char, attn_smem);
     floatT *Ks = reinterpret_cast<floatT *>(attn_smem), *Vs = Ks + L::ROW, *Kt = Vs + L::ROW;
     const int nqb = (T + ATT_BQ - 1) / ATT_BQ, qb = nqb - 1 - (int)blockIdx.x;
     const int bh = blockIdx.y, b = bh / NH, h = bh % NH, hs = C / NH;
@@ -1489,11 +1509,11 @@ static void flash_attention_forward(floatT *out, float *lse, const floatT *qkv, 
         if constexpr (sizeof(floatT) == 2) {
             const size_t smem = AttnTc<floatT, HS>::FWD_BYTES;
             attn_allow_smem(attn_tc_fwd_kernel<floatT, HS>, smem, "attention_forward", attn_type_name<floatT>(), B, T, C, NH);
-            attn_tc_fwd_kernel<floatT, HS><<<grid, ATT_THREADS, smem, stream>>>(out, lse, qkv, T, C, NH, scale);
+            LAUNCH(grid, ATT_THREADS, smem, stream, attn_tc_fwd_kernel<floatT, HS>)(out, lse, qkv, T, C, NH, scale);
         } else {
             const size_t smem = AttnSmem<floatT, HS>::FWD_BYTES;
             attn_allow_smem(attn_fwd_kernel<floatT, HS>, smem, "attention_forward", attn_type_name<floatT>(), B, T, C, NH);
-            attn_fwd_kernel<floatT, HS><<<grid, ATT_THREADS, smem, stream>>>(out, lse, qkv, T, C, NH, scale);
+            LAUNCH(grid, ATT_THREADS, smem, stream, attn_fwd_kernel<floatT, HS>)(out, lse, qkv, T, C, NH, scale);
         }
         cudaCheck(cudaGetLastError());
     });
@@ -1511,7 +1531,7 @@ static void flash_attention_backward(floatT *dqkv, float *scratch, const floatT 
     }
     const float scale = 1.0f / sqrtf((float)(C / NH));
     const long rows = (long)B * NH * T;
-    attn_bwd_rowdot_kernel<floatT><<<(unsigned)((rows + 7) / 8), 256, 0, stream>>>(scratch, dout, out, B, T, C, NH);
+    LAUNCH((unsigned)((rows + 7) / 8), 256, 0, stream, attn_bwd_rowdot_kernel<floatT>)(scratch, dout, out, B, T, C, NH);
     cudaCheck(cudaGetLastError());
     const dim3 grid((T + ATT_BQ - 1) / ATT_BQ, B * NH);
     attn_dispatch_hs(hsp, [&](auto hs_tag) {
@@ -1520,19 +1540,19 @@ static void flash_attention_backward(floatT *dqkv, float *scratch, const floatT 
         if constexpr (sizeof(floatT) == 2) {
             using L = AttnTc<floatT, HS>;
             attn_allow_smem(attn_tc_bwd_dkdv_kernel<floatT, HS>, L::DKDV_BYTES, "attention_backward", ty, B, T, C, NH);
-            attn_tc_bwd_dkdv_kernel<floatT, HS><<<grid, ATT_THREADS, L::DKDV_BYTES, stream>>>(dqkv, dout, qkv, lse, scratch, T,
+            LAUNCH(grid, ATT_THREADS, L::DKDV_BYTES, stream, attn_tc_bwd_dkdv_kernel<floatT, HS>)(dqkv, dout, qkv, lse, scratch, T,
                                                                                              C, NH, scale);
             cudaCheck(cudaGetLastError());
             attn_allow_smem(attn_tc_bwd_dq_kernel<floatT, HS>, L::DQ_BYTES, "attention_backward", ty, B, T, C, NH);
-            attn_tc_bwd_dq_kernel<floatT, HS><<<grid, ATT_THREADS, L::DQ_BYTES, stream>>>(dqkv, dout, qkv, lse, scratch, T, C,
+            LAUNCH(grid, ATT_THREADS, L::DQ_BYTES, stream, attn_tc_bwd_dq_kernel<floatT, HS>)(dqkv, dout, qkv, lse, scratch, T, C,
                                                                                          NH, scale);
         } else {
             const size_t smem = AttnSmem<floatT, HS>::BWD_BYTES;
             attn_allow_smem(attn_bwd_dkdv_kernel<floatT, HS>, smem, "attention_backward", ty, B, T, C, NH);
-            attn_bwd_dkdv_kernel<floatT, HS><<<grid, ATT_THREADS, smem, stream>>>(dqkv, dout, qkv, lse, scratch, T, C, NH, scale);
+            LAUNCH(grid, ATT_THREADS, smem, stream, attn_bwd_dkdv_kernel<floatT, HS>)(dqkv, dout, qkv, lse, scratch, T, C, NH, scale);
             cudaCheck(cudaGetLastError());
             attn_allow_smem(attn_bwd_dq_kernel<floatT, HS>, smem, "attention_backward", ty, B, T, C, NH);
-            attn_bwd_dq_kernel<floatT, HS><<<grid, ATT_THREADS, smem, stream>>>(dqkv, dout, qkv, lse, scratch, T, C, NH, scale);
+            LAUNCH(grid, ATT_THREADS, smem, stream, attn_bwd_dq_kernel<floatT, HS>)(dqkv, dout, qkv, lse, scratch, T, C, NH, scale);
         }
         cudaCheck(cudaGetLastError());
     });
@@ -1572,9 +1592,9 @@ static void gelu_forward(floatX *out, const floatX *inp, long N) {
     WITH_X({
         constexpr int V = vec16<xt>();
         if (N % V == 0 && aligned16(out) && aligned16(inp))
-            gelu_forward_kernel<xt, V><<<ceil_div(N / V, 256), 256>>>((xt *)out, (const xt *)inp, N);
+            LAUNCH(ceil_div(N / V, 256), 256, 0, 0, gelu_forward_kernel<xt, V>)((xt *)out, (const xt *)inp, N);
         else
-            gelu_forward_kernel<xt, 1><<<ceil_div(N, 256), 256>>>((xt *)out, (const xt *)inp, N);
+            LAUNCH(ceil_div(N, 256), 256, 0, 0, gelu_forward_kernel<xt, 1>)((xt *)out, (const xt *)inp, N);
     });
     launchCheck();
 }
@@ -1600,9 +1620,9 @@ static void gelu_backward(floatX *dinp, const floatX *inp, const floatX *dout, l
     WITH_X({
         constexpr int V = vec16<xt>();
         if (N % V == 0 && aligned16(dinp) && aligned16(inp) && aligned16(dout))
-            gelu_backward_kernel<xt, V><<<ceil_div(N / V, 256), 256>>>((xt *)dinp, (const xt *)inp, (const xt *)dout, N);
+            LAUNCH(ceil_div(N / V, 256), 256, 0, 0, gelu_backward_kernel<xt, V>)((xt *)dinp, (const xt *)inp, (const xt *)dout, N);
         else
-            gelu_backward_kernel<xt, 1><<<ceil_div(N, 256), 256>>>((xt *)dinp, (const xt *)inp, (const xt *)dout, N);
+            LAUNCH(ceil_div(N, 256), 256, 0, 0, gelu_backward_kernel<xt, 1>)((xt *)dinp, (const xt *)inp, (const xt *)dout, N);
     });
     launchCheck();
 }
@@ -1614,7 +1634,8 @@ __global__ void residual_forward_kernel(T *out, const T *a, const T *b, long N) 
 }
 
 static void residual_forward(floatX *out, const floatX *a, const floatX *b, long N) {
-    WITH_X(residual_forward_kernel<<<ceil_div(N, 256), 256>>>((xt *)out, (const xt *)a, (const xt *)b, N));
+    WITH_X(LAUNCH(ceil_div(N, 256), 256, 0, 0, residual_forward_kernel<xt>)((xt *)out, (const xt *)a,
+                                                                           (const xt *)b, N));
     launchCheck();
 }
 
@@ -1673,9 +1694,9 @@ static void classifier_forward_backward(floatX *logits, float *losses, const int
                                         float dloss) {
     WITH_X({
         if (Vp % vec16<xt>() == 0 && aligned16(logits))
-            classifier_kernel<xt, vec16<xt>()><<<N, 512>>>((xt *)logits, losses, targets, V, Vp, dloss);
+            LAUNCH(N, 512, 0, 0, classifier_kernel<xt, vec16<xt>()>)((xt *)logits, losses, targets, V, Vp, dloss);
         else
-            classifier_kernel<xt, 1><<<N, 512>>>((xt *)logits, losses, targets, V, Vp, dloss);
+            LAUNCH(N, 512, 0, 0, classifier_kernel<xt, 1>)((xt *)logits, losses, targets, V, Vp, dloss);
     });
     launchCheck();
 }
@@ -1708,8 +1729,8 @@ static int backend_weights_need_copy(void) { return x_prec != PREC_FP32; }
 
 static void backend_weights_from_master(floatX *dst, const float *src, size_t n, uint64_t seed) {
     if (n == 0) return;
-    if (x_prec == PREC_BF16) weights_bf16_kernel<<<ceil_div((long)n, 256), 256>>>((bf16 *)dst, src, n, seed);
-    else if (x_prec == PREC_FP16) weights_fp16_kernel<<<ceil_div((long)n, 256), 256>>>((__half *)dst, src, n);
+    if (x_prec == PREC_BF16) LAUNCH(ceil_div((long)n, 256), 256, 0, 0, weights_bf16_kernel)((bf16 *)dst, src, n, seed);
+    else if (x_prec == PREC_FP16) LAUNCH(ceil_div((long)n, 256), 256, 0, 0, weights_fp16_kernel)((__half *)dst, src, n);
     else cudaCheck(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice));
     launchCheck();
 }
@@ -1762,7 +1783,7 @@ static const float *backend_logits_row(const floatX *row, int Vp) {
     static int cap = 0;
     if (Vp > cap) { free(host); host = (float *)mallocCheck(Vp * sizeof(float)); cap = Vp; }
     float *f = scratch_get(Vp);
-    WITH_X(to_float_kernel<<<ceil_div(Vp, 256), 256>>>(f, (const xt *)row, Vp));
+    WITH_X(LAUNCH(ceil_div(Vp, 256), 256, 0, 0, to_float_kernel<xt>)(f, (const xt *)row, Vp));
     launchCheck();
     cudaCheck(cudaMemcpy(host, f, Vp * sizeof(float), cudaMemcpyDeviceToHost));
     return host;
@@ -1796,7 +1817,7 @@ static double backend_sum_squares(const float *x, size_t n) {
         cudaCheck(cudaMallocHost(&partial, nchunks * sizeof(double)));
         cap = nchunks;
     }
-    sum_squares_kernel<<<(unsigned)nchunks, 256>>>(partial_d, x, n);
+    LAUNCH((unsigned)nchunks, 256, 0, 0, sum_squares_kernel)(partial_d, x, n);
     launchCheck();
     cudaCheck(cudaMemcpy(partial, partial_d, nchunks * sizeof(double), cudaMemcpyDeviceToHost));
     double total = 0.0;
@@ -1825,7 +1846,7 @@ __global__ void add_kernel(float *dst, const float *src, size_t n) {
 
 static void backend_add(float *dst, const float *src, size_t n) {
     if (n == 0) return;
-    add_kernel<<<ceil_div((long)n, 256), 256>>>(dst, src, n);
+    LAUNCH(ceil_div((long)n, 256), 256, 0, 0, add_kernel)(dst, src, n);
     launchCheck();
 }
 
@@ -1845,7 +1866,7 @@ __global__ void adamw_kernel(float *p, const float *g, float *mom, float *vel, s
 static void backend_adamw(float *p, const float *g, float *mom, float *vel, size_t n, int decayed, const AdamWArgs *a) {
     if (n == 0) return;
     float bc1 = 1.0f - powf(a->beta1, (float)a->t), bc2 = 1.0f - powf(a->beta2, (float)a->t);
-    adamw_kernel<<<ceil_div((long)n, 256), 256>>>(p, g, mom, vel, n, a->lr, a->beta1, a->beta2, bc1, bc2, a->eps,
+    LAUNCH(ceil_div((long)n, 256), 256, 0, 0, adamw_kernel)(p, g, mom, vel, n, a->lr, a->beta1, a->beta2, bc1, bc2, a->eps,
                                                   decayed ? a->weight_decay : 0.0f, a->grad_scale);
     launchCheck();
 }

@@ -3,7 +3,7 @@
 // parameters), at every recompute level and with the batch split into accumulated micro-batches.
 // usage: test/test_gpt2 DIR   (DIR holds model.bin and ref.bin)
 #define TESTING
-#ifdef __CUDACC__
+#ifdef TRAIN_GPT_CUDA  // the CUDA build's test (make test/test_gpt2_gpu, or the emulator's)
 #include "train_gpt.cu"
 #else
 #include "train_gpt.c"

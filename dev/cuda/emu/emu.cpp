@@ -1,0 +1,1476 @@
+// dev/cuda/emu/emu.cpp: the emulated GPU's runtime: kernels on fibers, barriers and warp collectives with the
+// checks a GPU would fail on, wmma, device memory, streams and events (synchronous), the CUDA runtime calls the
+// trainer makes, the per-step counters, and the race detector's shadow memory (see emu.h for the model).
+// Compiled without instrumentation: only the device code's own accesses reach the race detector.
+#include "emu.h"
+#include "emu_internal.h"
+
+#include <elf.h>
+#include <algorithm>
+#include <map>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+#include <vector>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#define EMU_ASAN 1
+#endif
+
+EmuRegs emu_regs;
+EmuCounts emu_counts;
+
+// ----------------------------------------------------------------------------------------------------------------
+// The launch in progress, and the threads of the block that runs.
+
+enum { T_RUN, T_BAR, T_WARP, T_DONE };
+enum { C_SYNCWARP, C_SHFL, C_VOTE, C_WMMA };
+static const char *coll_name[] = {"__syncwarp", "__shfl_sync", "a warp vote", "a wmma operation"};
+
+struct Thread {
+    void *sp;                 // the fiber's saved stack pointer
+    char *stack_lo, *stack_hi;
+    uint3 tid;
+    int linear, lane, warp, state;
+    // what the thread waits at
+    const char *file;         // the source line of the barrier or collective it waits at
+    int line;
+    int kind;                 // C_*
+    unsigned mask;
+    int mode, arg, width, size;   // shuffles and votes
+    unsigned char val[16], res[16];
+    const EmuWmma *wmma;
+    int pred;                 // __syncthreads_count/and/or, votes
+#ifdef EMU_ASAN
+    void *fake_stack;
+#endif
+};
+
+struct Launch {
+    const EmuKernel *k;
+    dim3 grid, block;
+    size_t smem;
+    void (*entry)(void *);
+    void *args;
+    uint3 bid;
+    int nthreads, nwarps;
+};
+static Launch *g_launch = NULL;
+static std::vector<Thread *> g_threads;  // fiber i runs thread i of the block
+static Thread *g_cur = NULL;             // the thread whose fiber runs, NULL on the scheduler's stack
+static void *g_sched_sp = NULL;
+static unsigned char *g_dyn_smem = NULL;  // the block's dynamic shared memory (the device maximum, reused)
+static const size_t SMEM_DEFAULT = 48 * 1024, SMEM_OPTIN = 232448;  // an H100's limits per block
+// cudaFuncAttributeMaxDynamicSharedMemorySize per kernel (built on first use: CUDA may be called from constructors)
+static std::map<const void *, int> &max_dyn_smem(void) {
+    static std::map<const void *, int> m;
+    return m;
+}
+static int g_in_kernel = 0;
+
+// Names the kernel, block and thread when there is one.
+void emu_fatal(const char *fmt, ...) {
+    fflush(stdout);
+    fprintf(stderr, "cuda-emu: ");
+    if (g_launch) {
+        fprintf(stderr, "kernel %s, block (%u,%u,%u)", g_launch->k->name, g_launch->bid.x, g_launch->bid.y,
+                g_launch->bid.z);
+        if (g_cur) fprintf(stderr, ", thread (%u,%u,%u) [warp %d lane %d]", g_cur->tid.x, g_cur->tid.y, g_cur->tid.z,
+                           g_cur->warp, g_cur->lane);
+        fprintf(stderr, ": ");
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n");
+    fflush(stderr);
+    exit(1);
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// Source locations for messages: code addresses through addr2line (the race build has -g).
+
+extern "C" char __executable_start[];
+static int exe_is_pie(void) {
+    static int pie = -1;
+    if (pie < 0) {
+        Elf64_Ehdr h;
+        FILE *f = fopen("/proc/self/exe", "rb");
+        pie = f && fread(&h, sizeof(h), 1, f) == 1 && h.e_type == ET_DYN;
+        if (f) fclose(f);
+    }
+    return pie;
+}
+// Sites with the top bit set are source lines (of wmma operations), interned here.
+static std::vector<std::pair<const char *, int>> g_src_sites;
+static uint32_t src_site(const char *file, int line) {
+    for (size_t i = g_src_sites.size(); i-- > 0;)
+        if (g_src_sites[i].second == line && g_src_sites[i].first == file) return 0x80000000u | (uint32_t)i;
+    g_src_sites.push_back(std::make_pair(file, line));
+    return 0x80000000u | (uint32_t)(g_src_sites.size() - 1);
+}
+static uint32_t site_of(const void *pc) { return (uint32_t)((uintptr_t)pc - (uintptr_t)__executable_start); }
+// "function at file:line" for a code address (a return address: the call is just before it)
+static const char *where(uint32_t site, char *buf, size_t n) {
+    if (site & 0x80000000u) {
+        snprintf(buf, n, "%s:%d", g_src_sites[site & 0x7fffffffu].first, g_src_sites[site & 0x7fffffffu].second);
+        return buf;
+    }
+    uintptr_t a = (uintptr_t)site - 1 + (exe_is_pie() ? 0 : (uintptr_t)__executable_start);
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "addr2line -C -f -s -e /proc/%d/exe 0x%lx 2>/dev/null", (int)getpid(), (unsigned long)a);
+    snprintf(buf, n, "code offset 0x%x", site);
+    FILE *p = popen(cmd, "r");
+    if (!p) return buf;
+    char fn[512] = "", loc[512] = "";
+    if (fgets(fn, sizeof(fn), p) && fgets(loc, sizeof(loc), p) && loc[0] != '?') {
+        fn[strcspn(fn, "\n")] = 0;
+        loc[strcspn(loc, "\n")] = 0;
+        snprintf(buf, n, "%s (%s)", loc, fn);
+    }
+    pclose(p);
+    return buf;
+}
+
+
+// ----------------------------------------------------------------------------------------------------------------
+// Configuration (environment, read once).
+
+enum { ORDER_FORWARD, ORDER_REVERSE, ORDER_RANDOM };
+static int g_order = ORDER_FORWARD;
+static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+static size_t g_stack_bytes = 64 * 1024;
+static int g_counts_on = 0;
+static int g_race = 0;  // set by __tsan_init: the device code is instrumented
+
+static void configure(void) {
+    static int done = 0;
+    if (done) return;
+    done = 1;
+    const char *o = getenv("TRAIN_GPT_EMU_ORDER");
+    if (o && *o) {
+        if (strcmp(o, "forward") == 0) g_order = ORDER_FORWARD;
+        else if (strcmp(o, "reverse") == 0) g_order = ORDER_REVERSE;
+        else if (strncmp(o, "random", 6) == 0) {
+            g_order = ORDER_RANDOM;
+            if (o[6] == ':') g_rng ^= strtoull(o + 7, NULL, 10) * 0xbf58476d1ce4e5b9ull;
+        } else {
+            fprintf(stderr, "cuda-emu: TRAIN_GPT_EMU_ORDER=%s: expected forward, reverse or random[:SEED]\n", o);
+            exit(2);
+        }
+    }
+#if defined(EMU_ASAN)
+    g_stack_bytes = 512 * 1024;  // instrumented frames are larger
+#endif
+    if (g_race) g_stack_bytes = 256 * 1024;
+    const char *c = getenv("TRAIN_GPT_EMU_COUNTS");
+    g_counts_on = c && strcmp(c, "1") == 0;
+}
+
+static uint64_t next_random(void) {
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return g_rng;
+}
+
+// The order in which n threads (or blocks) are visited.
+static void make_order(std::vector<int> &v, int n) {
+    v.resize(n);
+    for (int i = 0; i < n; i++) v[i] = g_order == ORDER_REVERSE ? n - 1 - i : i;
+    if (g_order == ORDER_RANDOM)
+        for (int i = n - 1; i > 0; i--) std::swap(v[i], v[(int)(next_random() % (uint64_t)(i + 1))]);
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// Fibers. emu_switch saves the callee-saved registers, MXCSR and the x87 control word on the current stack, stores
+// the stack pointer in *from, and resumes the context whose stack pointer is `to`.
+
+extern "C" void emu_switch(void **from, void *to);
+#if defined(__x86_64__)
+asm(R"(
+    .pushsection .text
+    .globl emu_switch
+    .type emu_switch, @function
+emu_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    subq $8, %rsp
+    stmxcsr (%rsp)
+    fnstcw 4(%rsp)
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    ldmxcsr (%rsp)
+    fldcw 4(%rsp)
+    addq $8, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size emu_switch, .-emu_switch
+    .popsection
+)");
+#else
+#error "dev/cuda/emu: the fiber switch is written for x86-64"
+#endif
+
+static void yield(void);
+static void thread_exits(Thread *t);
+
+// A fiber runs threads until the process ends: after a thread returns from the kernel, its fiber waits for the
+// next thread it is given (of this block or a later one).
+__attribute__((noreturn)) static void fiber_main(void) {
+#ifdef EMU_ASAN
+    __sanitizer_finish_switch_fiber(NULL, NULL, NULL);
+#endif
+    for (;;) {
+        g_launch->entry(g_launch->args);
+        thread_exits(g_cur);
+        yield();
+    }
+}
+
+static Thread *new_thread(void) {
+    Thread *t = (Thread *)calloc(1, sizeof(Thread));
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    // one guard page below the stack: an overflow faults instead of writing into the neighbour's stack
+    char *m = (char *)mmap(NULL, g_stack_bytes + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                           -1, 0);
+    if (m == MAP_FAILED) emu_fatal("cannot map a %zu-byte fiber stack", g_stack_bytes);
+    mprotect(m, page, PROT_NONE);
+    t->stack_lo = m + page;
+    t->stack_hi = m + page + g_stack_bytes;
+    // The first switch into the fiber "returns" into fiber_main with the stack aligned as after a call
+    // (rsp + 8 a multiple of 16), so the compiler's aligned spills of vector registers land aligned.
+    uint64_t *top = (uint64_t *)((uintptr_t)t->stack_hi & ~(uintptr_t)63);
+    uint64_t *sp = top - 9;
+    uint32_t csr[2];
+    asm volatile("stmxcsr %0" : "=m"(csr[0]));
+    asm volatile("fnstcw %0" : "=m"(csr[1]));
+    memcpy(&sp[0], csr, 8);
+    for (int i = 1; i <= 6; i++) sp[i] = 0;  // r15 r14 r13 r12 rbx rbp
+    sp[7] = (uint64_t)(uintptr_t)&fiber_main;
+    sp[8] = 0;  // fiber_main's return address: it never returns
+    t->sp = sp;
+    return t;
+}
+
+// The scheduling of a block: a pass runs every runnable thread, in the chosen order, up to its next barrier;
+// threads that a completed warp collective releases run in the next pass. Fibers switch straight to the next
+// thread of the pass; the scheduler's own stack is used between passes.
+static std::vector<int> g_pass, g_next;
+static size_t g_pass_at = 0;
+
+static void switch_stacks(void **save, void *to, Thread *target) {
+#ifdef EMU_ASAN
+    void *fake = NULL;
+    if (target) __sanitizer_start_switch_fiber(&fake, target->stack_lo, (size_t)(target->stack_hi - target->stack_lo));
+    else __sanitizer_start_switch_fiber(&fake, NULL, 0);  // the scheduler runs on the main stack
+    emu_switch(save, to);
+    __sanitizer_finish_switch_fiber(fake, NULL, NULL);
+#else
+    (void)target;
+    emu_switch(save, to);
+#endif
+}
+
+static Thread *next_in_pass(void) {
+    while (g_pass_at < g_pass.size()) {
+        Thread *t = g_threads[g_pass[g_pass_at++]];
+        if (t->state == T_RUN) return t;
+    }
+    return NULL;
+}
+
+// The running thread stops (it waits, or has exited): the next thread of the pass runs, or the scheduler.
+static void yield(void) {
+    Thread *t = g_cur, *n = next_in_pass();
+    g_cur = n;
+    if (n) {
+        emu_regs.tid = n->tid;
+        if (n != t) switch_stacks(&t->sp, n->sp, n);
+    } else {
+        switch_stacks(&t->sp, g_sched_sp, NULL);
+    }
+}
+
+// From the scheduler: runs the pass until every thread in it has stopped.
+static void run_pass(void) {
+    g_pass_at = 0;
+    Thread *n = next_in_pass();
+    if (!n) return;
+    g_cur = n;
+    emu_regs.tid = n->tid;
+    switch_stacks(&g_sched_sp, n->sp, n);
+    g_cur = NULL;
+}
+
+// Orders a pass's threads as TRAIN_GPT_EMU_ORDER says.
+static void order_pass(std::vector<int> &v) {
+    if (g_order == ORDER_FORWARD) {
+        if (!std::is_sorted(v.begin(), v.end())) std::sort(v.begin(), v.end());
+    } else if (g_order == ORDER_REVERSE) {
+        std::sort(v.begin(), v.end(), [](int a, int b) { return a > b; });
+    }
+    else for (int i = (int)v.size() - 1; i > 0; i--) std::swap(v[i], v[(int)(next_random() % (uint64_t)(i + 1))]);
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// The race detector's state (used only when the device code is instrumented: g_race). Every shared-memory and
+// device-memory access of a kernel is recorded per 2-byte granule: the last write and the last two reads, each as
+// (barrier interval, warp-sync generation, code site, actor). An actor is a thread, or a warp performing a wmma
+// operation. Two accesses to one granule, at least one a write, by different actors, conflict unless
+//   - a __syncthreads of the block lies between them (an older barrier interval), or
+//   - both are of one warp and a __syncwarp naming both happened between them (a newer warp-sync generation);
+//     a shuffle or a wmma operation orders no memory (CUDA promises memory ordering for __syncwarp only), or
+//   - (device memory) they are in different launches; accesses of different blocks of one launch always conflict.
+
+struct Rec {
+    uint32_t epoch, gen, site;  // epoch 0: no access recorded
+    uint16_t actor, flags;
+};
+struct Shadow {
+    Rec w, r1, r2;
+};
+static const uint16_t ACTOR_WARP = 1024;  // actor 1024 + w: warp w's wmma operation
+static uint32_t g_epoch = 1, g_gen = 1, g_block_base = 1, g_launch_base = 1;
+static std::vector<std::vector<std::pair<uint32_t, unsigned>>> g_warp_log;  // per warp: (generation, mask) since
+                                                                             // the last __syncthreads
+static Shadow *g_smem_shadow = NULL, *g_static_shadow = NULL, *g_arena_shadow = NULL;
+static uintptr_t g_static_lo = 0, g_static_hi = 0;  // the executable's data and bss: static __shared__ variables
+static char *g_arena = NULL;                         // device memory, when racing (shadowed)
+static size_t g_arena_size = 0, g_arena_used = 0;
+
+static void race_new_block(void) {
+    g_block_base = ++g_epoch;
+    for (auto &l : g_warp_log) l.clear();
+}
+static void race_barrier(void) {
+    ++g_epoch;
+    for (auto &l : g_warp_log) l.clear();
+}
+static void race_warp_sync(int warp, unsigned mask) {
+    if (!g_race) return;
+    if ((int)g_warp_log.size() <= warp) g_warp_log.resize(warp + 1);
+    g_warp_log[warp].push_back(std::make_pair(++g_gen, mask));
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// Device memory. Every allocation is filled with 0xff bytes (NaN in fp32, bf16 and fp16).
+
+static std::map<uintptr_t, EmuAlloc> &allocs(void) {  // built on first use: CUDA may be called from constructors
+    static std::map<uintptr_t, EmuAlloc> m;
+    return m;
+}
+#define g_allocs allocs()
+static size_t g_device_bytes = 0, g_device_peak = 0;
+static const size_t DEVICE_BYTES = 80ull << 30;  // what cudaMemGetInfo reports: an H100's 80 GiB
+
+const EmuAlloc *emu_find(const void *p) {
+    uintptr_t a = (uintptr_t)p;
+    auto it = g_allocs.upper_bound(a);
+    if (it == g_allocs.begin()) return NULL;
+    --it;
+    if (a <= it->second.base + it->second.size) return &it->second;
+    return NULL;
+}
+
+int emu_device_range(const void *p, size_t n) {
+    const EmuAlloc *al = emu_find(p);
+    return al && al->kind == EMU_MEM_DEVICE && (uintptr_t)p + n <= al->base + al->size;
+}
+
+void emu_require_device(const char *who, const char *what, const void *p, size_t n) {
+    if (emu_device_range(p, n)) return;
+    const EmuAlloc *al = emu_find(p);
+    if (!al) emu_fatal("%s: %s [%p, +%zu bytes) is not device memory (no cudaMalloc holds it)", who, what, p, n);
+    if (al->kind != EMU_MEM_DEVICE)
+        emu_fatal("%s: %s %p is pinned host memory, not device memory", who, what, p);
+    emu_fatal("%s: %s [%p, +%zu bytes) runs %zu bytes past the end of its allocation (%p, %zu bytes)", who, what, p, n,
+              (size_t)((uintptr_t)p + n - (al->base + al->size)), (void *)al->base, al->size);
+}
+
+static void *device_alloc(size_t bytes) {
+    void *p = NULL;
+    if (g_race) {
+        // bump allocation in the shadowed arena; 256 unallocated bytes between allocations catch overruns
+        size_t at = (g_arena_used + 255) & ~(size_t)255;
+        if (at + bytes + 256 > g_arena_size) return NULL;
+        p = g_arena + at;
+        g_arena_used = at + bytes + 256;
+        Shadow *s = g_arena_shadow + at / 2;
+        for (size_t i = 0; i < (bytes + 1) / 2; i++) { memset(&s[i], 0, sizeof(Shadow)); s[i].w.flags = 1; }
+    } else if (posix_memalign(&p, 256, bytes > 0 ? bytes : 1) != 0) {
+        return NULL;
+    }
+    return p;
+}
+
+static void device_release(void *p, size_t bytes) {
+    if (g_race) {
+        Shadow *s = g_arena_shadow + ((char *)p - g_arena) / 2;
+        memset(s, 0, (bytes + 1) / 2 * sizeof(Shadow));  // unallocated again: a later access is caught
+        madvise(p, bytes, MADV_DONTNEED);
+    } else {
+        free(p);
+    }
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// Launching a kernel: blocks one after another, each block's threads on fibers.
+
+// Warp collectives in progress: per warp, the groups of lanes that have arrived at one (a group completes when
+// every lane of its mask has arrived), and the lanes that have exited.
+struct Group {
+    int kind, mode, width, size, line;
+    unsigned mask, arrived;
+    const char *file;
+};
+static std::vector<Group> g_groups[32];
+static unsigned g_exited[32];
+
+static void describe_waits(char *buf, size_t n) {
+    // e.g. "threads 0-31 wait at __syncwarp (mask 0xffffffff) at train_gpt.cu:640; threads 32-127 wait at ..."
+    size_t len = 0;
+    buf[0] = 0;
+    int nt = g_launch->nthreads;
+    for (int i = 0; i < nt && len < n - 200;) {
+        Thread *t = g_threads[i];
+        int j = i + 1;
+        while (j < nt && g_threads[j]->state == t->state && g_threads[j]->line == t->line &&
+               g_threads[j]->file == t->file && g_threads[j]->kind == t->kind && g_threads[j]->mask == t->mask)
+            j++;
+        char w[600];
+        if (t->state == T_DONE) snprintf(w, sizeof(w), "have exited");
+        else if (t->state == T_BAR) snprintf(w, sizeof(w), "wait at __syncthreads at %s:%d", t->file, t->line);
+        else if (t->state == T_WARP) snprintf(w, sizeof(w), "wait at %s (mask 0x%08x) at %s:%d", coll_name[t->kind], t->mask, t->file, t->line);
+        else snprintf(w, sizeof(w), "run");
+        len += snprintf(buf + len, n - len, "%s threads %d-%d %s", i ? ";" : "", i, j - 1, w);
+        i = j;
+    }
+}
+
+static void run_block(void) {
+    Launch *L = g_launch;
+    int n = L->nthreads;
+    while ((int)g_threads.size() < n) g_threads.push_back(new_thread());
+    for (int i = 0; i < n; i++) {
+        Thread *t = g_threads[i];
+        t->linear = i;
+        t->tid = make_uint3(i % L->block.x, (i / L->block.x) % L->block.y, i / (L->block.x * L->block.y));
+        t->lane = i % 32;
+        t->warp = i / 32;
+        t->state = T_RUN;
+        t->file = NULL;
+        t->line = 0;
+    }
+    for (int w = 0; w < L->nwarps; w++) {
+        g_groups[w].clear();
+        g_exited[w] = 0;
+    }
+    if (L->smem) memset(g_dyn_smem, 0xff, L->smem);  // unwritten shared memory reads as NaN
+    if (g_race) race_new_block();
+    g_next.resize(n);
+    for (int i = 0; i < n; i++) g_next[i] = i;
+    for (;;) {
+        while (!g_next.empty()) {
+            g_pass.swap(g_next);
+            g_next.clear();
+            order_pass(g_pass);
+            run_pass();
+        }
+        int done = 0, bar = 0;
+        for (int i = 0; i < n; i++) {
+            done += g_threads[i]->state == T_DONE;
+            bar += g_threads[i]->state == T_BAR;
+        }
+        if (done == n) return;
+        char desc[4096];
+        if (bar + done == n) {
+            Thread *first = NULL;
+            for (int i = 0; i < n && !first; i++) if (g_threads[i]->state == T_BAR) first = g_threads[i];
+            if (done > 0) {
+                describe_waits(desc, sizeof(desc));
+                emu_fatal("__syncthreads is not reached by every thread of the block (a GPU would hang or misbehave): %s",
+                          desc);
+            }
+            // every thread waits at the same __syncthreads: release them (with the count of true predicates)
+            int count = 0;
+            for (int i = 0; i < n; i++) {
+                Thread *t = g_threads[i];
+                if (t->line != first->line || (t->file != first->file && strcmp(t->file, first->file) != 0)) {
+                    describe_waits(desc, sizeof(desc));
+                    emu_fatal("the threads of the block wait at different __syncthreads: %s", desc);
+                }
+                count += t->pred != 0;
+            }
+            for (int i = 0; i < n; i++) {
+                g_threads[i]->state = T_RUN;
+                g_threads[i]->pred = count;
+                g_next.push_back(i);
+            }
+            if (g_race) race_barrier();
+            continue;
+        }
+        describe_waits(desc, sizeof(desc));
+        emu_fatal("deadlock: no thread can go on: %s", desc);
+    }
+}
+
+const char *emu_kernel_name(const char *pretty) {
+    const char *p = strstr(pretty, "K = ");
+    if (!p) return pretty;
+    p += 4;
+    size_t n = strlen(p);
+    if (n && p[n - 1] == ']') n--;
+    char *s = (char *)malloc(n + 1);
+    memcpy(s, p, n);
+    s[n] = 0;
+    return s;
+}
+
+void emu_copy(void *dst, const void *src, size_t n) { memcpy(dst, src, n); }
+
+static cudaError_t g_last_error = cudaSuccess;
+static cudaError_t set_error(cudaError_t e) {
+    if (e != cudaSuccess) g_last_error = e;
+    return e;
+}
+
+void emu_check_stream(const char *who, cudaStream_t s);
+
+void emu_launch(const EmuKernel *k, dim3 grid, dim3 block, size_t smem, cudaStream_t stream, void (*entry)(void *),
+                void *args, size_t args_bytes, const void *const *pointers, int npointers) {
+    (void)args_bytes;
+    configure();
+    emu_counts.launches++;
+    // what the launch itself would be refused for: cudaGetLastError returns it, as on a GPU; we also say why
+    unsigned long long threads = (unsigned long long)block.x * block.y * block.z;
+    const char *bad = NULL;
+    char why[256];
+    if (threads == 0 || grid.x == 0 || grid.y == 0 || grid.z == 0) bad = "an empty grid or block";
+    else if (threads > 1024 || block.x > 1024 || block.y > 1024 || block.z > 64) {
+        snprintf(why, sizeof(why), "a block of %ux%ux%u threads (at most 1024 threads, 1024 x 1024 x 64)", block.x,
+                 block.y, block.z);
+        bad = why;
+    } else if (grid.x > 2147483647u || grid.y > 65535 || grid.z > 65535) {
+        snprintf(why, sizeof(why), "a grid of %ux%ux%u blocks (y and z at most 65535)", grid.x, grid.y, grid.z);
+        bad = why;
+    }
+    if (bad) {
+        fprintf(stderr, "cuda-emu: kernel %s: launch refused: %s\n", k->name, bad);
+        set_error(cudaErrorInvalidConfiguration);
+        return;
+    }
+    if (smem > SMEM_DEFAULT) {
+        auto it = max_dyn_smem().find(k->func);
+        int allowed = it == max_dyn_smem().end() ? (int)SMEM_DEFAULT : it->second;
+        if (smem > (size_t)allowed) {
+            fprintf(stderr, "cuda-emu: kernel %s: launch refused: %zu bytes of dynamic shared memory, over the %d the "
+                    "kernel may use (above 48 KiB needs cudaFuncSetAttribute(cudaFuncAttributeMaxDynamicSharedMemorySize))\n",
+                    k->name, smem, allowed);
+            set_error(cudaErrorInvalidValue);
+            return;
+        }
+    }
+    emu_check_stream(k->name, stream);
+    for (int i = 0; i < npointers; i++) {
+        if (!pointers[i]) continue;
+        const EmuAlloc *al = emu_find(pointers[i]);
+        if (!al) emu_fatal("kernel %s: pointer argument %p is neither device memory nor pinned host memory (a host "
+                           "pointer? the GPU would fault on it)", k->name, pointers[i]);
+    }
+    if (!g_dyn_smem) {
+        void *p = NULL;
+        if (posix_memalign(&p, 1024, SMEM_OPTIN) != 0) emu_fatal("out of memory");
+        g_dyn_smem = (unsigned char *)p;
+    }
+    Launch L = {k, grid, block, smem, entry, args, make_uint3(0, 0, 0), (int)threads, (int)((threads + 31) / 32)};
+    if (g_launch) emu_fatal("kernel %s launched from inside kernel %s", k->name, g_launch->k->name);
+    g_launch = &L;
+    emu_regs.gdim = grid;
+    emu_regs.bdim = block;
+    emu_regs.dynamic_smem = smem ? g_dyn_smem : NULL;
+    if (g_race) {
+        g_launch_base = g_epoch + 1;
+        if ((int)g_warp_log.size() < L.nwarps) g_warp_log.resize(L.nwarps);
+    }
+    // blocks run one at a time, in the chosen order too
+    unsigned long long nblocks = (unsigned long long)grid.x * grid.y * grid.z;
+    std::vector<int> border;
+    if (g_order != ORDER_FORWARD && nblocks < (1ull << 31)) make_order(border, (int)nblocks);
+    g_in_kernel = 1;
+    for (unsigned long long b = 0; b < nblocks; b++) {
+        unsigned long long i = border.empty() ? b : (unsigned long long)border[b];
+        L.bid = make_uint3((unsigned)(i % grid.x), (unsigned)((i / grid.x) % grid.y), (unsigned)(i / ((unsigned long long)grid.x * grid.y)));
+        emu_regs.bid = L.bid;
+        run_block();
+    }
+    g_in_kernel = 0;
+    g_launch = NULL;
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// Barriers.
+
+static Thread *current(const char *what) {
+    if (!g_cur) emu_fatal("%s called outside a kernel", what);
+    return g_cur;
+}
+
+static int block_barrier(int pred, const char *file, int line) {
+    Thread *t = current("__syncthreads");
+    t->state = T_BAR;
+    t->file = file;
+    t->line = line;
+    t->pred = pred;
+    yield();
+    return t->pred;  // the count of threads whose predicate was true
+}
+
+void __syncthreads(const char *file, int line) { block_barrier(0, file, line); }
+int __syncthreads_count(int pred, const char *file, int line) { return block_barrier(pred != 0, file, line); }
+int __syncthreads_and(int pred, const char *file, int line) {
+    return block_barrier(pred != 0, file, line) == g_launch->nthreads;
+}
+int __syncthreads_or(int pred, const char *file, int line) { return block_barrier(pred != 0, file, line) > 0; }
+
+// The lanes of warp w that exist in this block.
+static unsigned warp_lanes(int w) {
+    int n = g_launch->nthreads - 32 * w;
+    return n >= 32 ? 0xffffffffu : (1u << n) - 1;
+}
+
+static void perform(Thread *t, unsigned mask);
+
+// Warp collectives: the thread joins the group of its warp that waits at the collective (or starts one); the
+// last lane of the mask to arrive performs the operation for all of them and makes them runnable.
+static void warp_collective(Thread *t, int kind, unsigned mask, const char *file, int line) {
+    unsigned exist = warp_lanes(t->warp), me = 1u << t->lane;
+    if (!(mask & me))
+        emu_fatal("%s at %s:%d with mask 0x%08x, which does not name the calling lane %d", coll_name[kind], file, line,
+                  mask, t->lane);
+    if (mask & ~exist)
+        emu_fatal("%s at %s:%d with mask 0x%08x names lanes that do not exist (this warp has lanes 0x%08x)",
+                  coll_name[kind], file, line, mask, exist);
+    if (mask & g_exited[t->warp])
+        emu_fatal("%s at %s:%d with mask 0x%08x names lane %d, which has exited", coll_name[kind], file, line, mask,
+                  __builtin_ctz(mask & g_exited[t->warp]));
+    t->kind = kind;
+    t->mask = mask;
+    t->file = file;
+    t->line = line;
+    t->state = T_WARP;
+    std::vector<Group> &groups = g_groups[t->warp];
+    size_t gi = 0;
+    for (; gi < groups.size(); gi++) if (groups[gi].mask & me) break;
+    if (gi == groups.size()) {
+        groups.push_back(Group{kind, t->mode, t->width, t->size, line, mask, 0, file});
+    } else {
+        Group &g = groups[gi];
+        int same = g.kind == kind && g.mask == mask;
+        if (same && kind == C_SHFL) same = g.mode == t->mode && g.width == t->width && g.size == t->size;
+        if (same && kind == C_VOTE) same = g.mode == t->mode;
+        if (same && kind == C_WMMA) same = g.line == line && (g.file == file || strcmp(g.file, file) == 0);
+        if (!same)
+            emu_fatal("lanes of warp %d are at different collectives: lane %d at %s (mask 0x%08x) at %s:%d, lane %d at %s "
+                      "(mask 0x%08x) at %s:%d", t->warp, t->lane, coll_name[kind], mask, file, line,
+                      __builtin_ctz(g.arrived), coll_name[g.kind], g.mask, g.file, g.line);
+    }
+    Group &g = groups[gi];
+    g.arrived |= me;
+    if (g.arrived == mask) {
+        perform(t, mask);
+        Thread **lanes = &g_threads[32 * t->warp];
+        for (int l = 0; l < 32; l++)
+            if (mask & (1u << l)) {
+                lanes[l]->state = T_RUN;
+                g_next.push_back(32 * t->warp + l);
+            }
+        groups.erase(groups.begin() + gi);
+    }
+    yield();
+}
+
+// A thread returns from the kernel: no lane may still wait for it.
+static void thread_exits(Thread *t) {
+    t->state = T_DONE;
+    g_exited[t->warp] |= 1u << t->lane;
+    for (const Group &g : g_groups[t->warp])
+        if (g.mask & (1u << t->lane))
+            emu_fatal("lane %d has exited while lanes 0x%08x of its warp wait for it at %s (mask 0x%08x) at %s:%d", t->lane,
+                      g.arrived, coll_name[g.kind], g.mask, g.file, g.line);
+}
+
+void __syncwarp(unsigned mask, const char *file, int line) {
+    Thread *t = current("__syncwarp");
+    warp_collective(t, C_SYNCWARP, mask, file, line);
+}
+
+void emu_shfl(int mode, unsigned mask, const void *val, void *out, int size, int arg, int width, const char *file,
+              int line) {
+    Thread *t = current("__shfl_sync");
+    if (width < 1 || width > 32 || (width & (width - 1)))
+        emu_fatal("__shfl_sync width %d is not a power of two in 1..32", width);
+    memcpy(t->val, val, size);
+    t->mode = mode;
+    t->arg = arg;
+    t->width = width;
+    t->size = size;
+    warp_collective(t, C_SHFL, mask, file, line);
+    memcpy(out, t->res, size);
+}
+
+enum { VOTE_BALLOT, VOTE_ALL, VOTE_ANY };
+static unsigned vote(int mode, unsigned mask, int pred, const char *file, int line) {
+    Thread *t = current("a warp vote");
+    t->mode = mode;
+    t->pred = pred != 0;
+    warp_collective(t, C_VOTE, mask, file, line);
+    return t->pred;
+}
+unsigned __ballot_sync(unsigned mask, int pred, const char *file, int line) {
+    return vote(VOTE_BALLOT, mask, pred, file, line);
+}
+int __all_sync(unsigned mask, int pred, const char *file, int line) { return vote(VOTE_ALL, mask, pred, file, line); }
+int __any_sync(unsigned mask, int pred, const char *file, int line) { return vote(VOTE_ANY, mask, pred, file, line); }
+unsigned __activemask(void) {
+    Thread *t = current("__activemask");
+    unsigned m = 0;
+    for (int l = 0; l < 32; l++) {
+        int i = 32 * t->warp + l;
+        if (i < g_launch->nthreads && g_threads[i]->state != T_DONE) m |= 1u << l;
+    }
+    return m;
+}
+void __trap(void) { emu_fatal("__trap()"); }
+void __threadfence(void) {}
+void __threadfence_block(void) {}
+
+// Every lane of the warp takes part (the .aligned wmma instructions: all threads of the warp execute the same one).
+void emu_wmma(const EmuWmma *w, const char *file, int line) {
+    Thread *t = current("a wmma operation");
+    t->wmma = w;
+    warp_collective(t, C_WMMA, warp_lanes(t->warp), file, line);
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// Race detection on an access by `actor` (the race build only).
+
+static inline int warp_of(uint16_t actor) { return actor >= ACTOR_WARP ? actor - ACTOR_WARP : actor / 32; }
+static inline unsigned lanes_of(uint16_t actor) {
+    return actor >= ACTOR_WARP ? warp_lanes(actor - ACTOR_WARP) : 1u << (actor % 32);
+}
+
+// Does a barrier order the recorded access a before this access by b? space: 0 shared memory, 1 device memory.
+static int ordered(const Rec &a, uint16_t b, int space) {
+    if (a.epoch < g_launch_base) return 1;  // nothing recorded, or an earlier launch
+    if (a.epoch < g_block_base) return space == 0;  // shared memory: another block's; device memory: a race
+    if (a.epoch < g_epoch) return 1;  // a __syncthreads in between
+    if (a.actor == b) return 1;        // program order (a warp's wmma operations are in program order too)
+    if (warp_of(a.actor) != warp_of(b)) return 0;
+    unsigned la = lanes_of(a.actor), lb = lanes_of(b);
+    const auto &log = g_warp_log[warp_of(b)];
+    for (size_t i = log.size(); i-- > 0;) {
+        if (log[i].first <= a.gen) break;
+        if ((log[i].second & la) == la && (log[i].second & lb) == lb) return 1;
+    }
+    return 0;
+}
+
+static void actor_desc(uint16_t actor, int same_block, char *buf, size_t n) {
+    if (!same_block) snprintf(buf, n, "a thread of another block of this launch");
+    else if (actor >= ACTOR_WARP) snprintf(buf, n, "warp %d's wmma operation", actor - ACTOR_WARP);
+    else {
+        const uint3 &d = g_launch->block;
+        snprintf(buf, n, "thread (%u,%u,%u) [warp %d lane %d]", actor % d.x, (actor / d.x) % d.y, actor / (d.x * d.y),
+                 actor / 32, actor % 32);
+    }
+}
+
+__attribute__((noreturn)) static void report_race(const Rec &a, int a_write, uint16_t b, int b_write, uint32_t site,
+                                                  int space, const char *region, size_t offset) {
+    char ad[128], bd[128], w1[512], w2[512];
+    actor_desc(a.actor, !(space == 1 && a.epoch < g_block_base), ad, sizeof(ad));
+    actor_desc(b, 1, bd, sizeof(bd));
+    emu_fatal("data race on %s (byte %zu): %s %s it at %s, and %s %s it at %s with no %s between",
+              region, offset, ad, a_write ? "wrote" : "read", where(a.site, w1, sizeof(w1)), bd, b_write ? "writes" : "reads",
+              where(site, w2, sizeof(w2)),
+              space == 1 && a.epoch < g_block_base ? "kernel boundary (blocks of one launch run concurrently)"
+              : warp_of(a.actor) == warp_of(b) ? "__syncwarp naming both (or __syncthreads)" : "__syncthreads");
+}
+
+static void race_check(Shadow *s, int write, uint16_t actor, uint32_t site, int space, const char *region, size_t off) {
+    if (!ordered(s->w, actor, space)) report_race(s->w, 1, actor, write, site, space, region, off);
+    if (write) {
+        if (!ordered(s->r1, actor, space)) report_race(s->r1, 0, actor, 1, site, space, region, off);
+        if (!ordered(s->r2, actor, space)) report_race(s->r2, 0, actor, 1, site, space, region, off);
+        uint16_t flags = s->w.flags;
+        s->w = Rec{g_epoch, g_gen, site, actor, flags};
+        s->r1.epoch = s->r2.epoch = 0;
+        return;
+    }
+    uint32_t fresh = space == 0 ? g_block_base : g_launch_base;
+    if (s->r1.epoch == g_epoch && s->r1.actor == actor) {
+        s->r1.gen = g_gen;
+        s->r1.site = site;
+        return;
+    }
+    if (s->r1.epoch >= fresh && (s->r2.epoch < fresh || warp_of(s->r1.actor) != warp_of(actor))) s->r2 = s->r1;
+    s->r1 = Rec{g_epoch, g_gen, site, actor, 0};
+}
+
+// One access of n bytes at addr by actor (a thread, or a warp's wmma operation).
+static void race_access(uintptr_t addr, size_t n, int write, uint16_t actor, uint32_t site) {
+    if (n == 0) return;
+    uintptr_t dyn = (uintptr_t)g_dyn_smem;
+    if (addr - dyn < SMEM_OPTIN) {
+        size_t off = addr - dyn;
+        if (off + n > g_launch->smem) {
+            char w[512];
+            emu_fatal("%s of %zu bytes at byte %zu of dynamic shared memory, beyond the launch's %zu bytes (at %s)",
+                      write ? "write" : "read", n, off, g_launch->smem, where(site, w, sizeof(w)));
+        }
+        for (size_t g = off / 2; g <= (off + n - 1) / 2; g++)
+            race_check(&g_smem_shadow[g], write, actor, site, 0, "dynamic shared memory", off);
+    } else if (addr - (uintptr_t)g_arena < g_arena_size) {
+        size_t off = addr - (uintptr_t)g_arena;
+        for (size_t g = off / 2; g <= (off + n - 1) / 2; g++) {
+            Shadow *s = &g_arena_shadow[g];
+            if (!(s->w.flags & 1)) {
+                char w[512];
+                emu_fatal("%s of %zu bytes at %p: not allocated device memory (out of bounds, or freed) (at %s)",
+                          write ? "write" : "read", n, (void *)addr, where(site, w, sizeof(w)));
+            }
+            race_check(s, write, actor, site, 1, "device memory", off);
+        }
+    } else if (addr - g_static_lo < g_static_hi - g_static_lo) {
+        if (addr - (uintptr_t)&emu_regs < sizeof(emu_regs)) return;
+        size_t off = addr - g_static_lo;
+        for (size_t g = off / 2; g <= (off + n - 1) / 2; g++)
+            race_check(&g_static_shadow[g], write, actor, site, 0, "a static __shared__ variable", off);
+    }
+}
+
+// The compiler's ThreadSanitizer instrumentation calls these for every load and store of the device code (the
+// build with -fsanitize=thread). We are the runtime: outside kernels, and for the fibers' stacks, they return.
+extern "C" char __data_start[], _end[];
+extern "C" {
+void __tsan_init(void) {
+    if (g_race) return;
+    g_race = 1;
+    g_static_lo = (uintptr_t)__data_start;
+    g_static_hi = (uintptr_t)_end;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    auto map = [&](size_t bytes) {
+        void *p = mmap(NULL, (bytes + page - 1) / page * page, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED) { fprintf(stderr, "cuda-emu: cannot map %zu bytes of shadow memory\n", bytes); exit(1); }
+        return p;
+    };
+    g_smem_shadow = (Shadow *)map(SMEM_OPTIN / 2 * sizeof(Shadow));
+    g_static_shadow = (Shadow *)map((g_static_hi - g_static_lo) / 2 * sizeof(Shadow) + sizeof(Shadow));
+    const char *gb = getenv("TRAIN_GPT_EMU_ARENA_GB");
+    g_arena_size = (size_t)(gb ? atof(gb) : 2.0) * (1ull << 30);
+    g_arena = (char *)map(g_arena_size);
+    g_arena_shadow = (Shadow *)map(g_arena_size / 2 * sizeof(Shadow));
+}
+#define EMU_HOOK(N)                                                                                          \
+    void __tsan_read##N(void *a) {                                                                           \
+        if (g_in_kernel && g_cur) race_access((uintptr_t)a, N, 0, g_cur->linear, site_of(__builtin_return_address(0))); \
+    }                                                                                                        \
+    void __tsan_write##N(void *a) {                                                                          \
+        if (g_in_kernel && g_cur) race_access((uintptr_t)a, N, 1, g_cur->linear, site_of(__builtin_return_address(0))); \
+    }                                                                                                        \
+    void __tsan_unaligned_read##N(void *a) {                                                                 \
+        if (g_in_kernel && g_cur) race_access((uintptr_t)a, N, 0, g_cur->linear, site_of(__builtin_return_address(0))); \
+    }                                                                                                        \
+    void __tsan_unaligned_write##N(void *a) {                                                                \
+        if (g_in_kernel && g_cur) race_access((uintptr_t)a, N, 1, g_cur->linear, site_of(__builtin_return_address(0))); \
+    }
+EMU_HOOK(1)
+EMU_HOOK(2)
+EMU_HOOK(4)
+EMU_HOOK(8)
+EMU_HOOK(16)
+#undef EMU_HOOK
+void __tsan_read_range(void *a, unsigned long n) {
+    if (g_in_kernel && g_cur) race_access((uintptr_t)a, n, 0, g_cur->linear, site_of(__builtin_return_address(0)));
+}
+void __tsan_write_range(void *a, unsigned long n) {
+    if (g_in_kernel && g_cur) race_access((uintptr_t)a, n, 1, g_cur->linear, site_of(__builtin_return_address(0)));
+}
+void __tsan_func_entry(void *) {}
+void __tsan_func_exit(void) {}
+void __tsan_vptr_update(void **, void *) {}
+void __tsan_vptr_read(void **) {}
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// Performing a warp collective (on the last lane to arrive, for all lanes of the mask).
+
+static float load_elem(const void *p, int type, size_t i) {
+    if (type == EMU_T_F32) return ((const float *)p)[i];
+    if (type == EMU_T_F16) return __half2float(((const __half *)p)[i]);
+    return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+}
+static void store_elem(void *p, int type, size_t i, float v) {
+    if (type == EMU_T_F32) ((float *)p)[i] = v;
+    else if (type == EMU_T_F16) ((__half *)p)[i] = __float2half_rn(v);
+    else ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v);
+}
+static int elem_bytes(int type) { return type == EMU_T_F32 ? 4 : 2; }
+static const char *type_name(int type) {
+    return type == EMU_T_F32 ? "float" : type == EMU_T_F16 ? "__half" : "__nv_bfloat16";
+}
+
+// A whole tile as floats from the 32 lanes' shares (lane l holds elements [l E, (l + 1) E) of the row-major tile).
+static void gather(Thread **lanes, const void *const *shares, int type, int count, float *tile) {
+    int per = count / 32;
+    for (int l = 0; l < 32; l++)
+        for (int i = 0; i < per; i++) tile[l * per + i] = load_elem(shares[l], type, i);
+    (void)lanes;
+}
+
+static void perform_wmma(Thread **lanes) {
+    const EmuWmma *w0 = lanes[0]->wmma;
+    const char *opn = w0->op == 0 ? "load_matrix_sync" : w0->op == 1 ? "store_matrix_sync" : "mma_sync";
+    const char *file = lanes[0]->file;
+    int line = lanes[0]->line;
+    for (int l = 1; l < 32; l++) {
+        const EmuWmma *w = lanes[l]->wmma;
+        if (w->op != w0->op || w->use != w0->use || w->type != w0->type || w->rows != w0->rows || w->cols != w0->cols ||
+            w->ptr != w0->ptr || w->ldm != w0->ldm || w->layout != w0->layout || w->a_type != w0->a_type ||
+            w->b_type != w0->b_type || w->c_type != w0->c_type || w->a_layout != w0->a_layout ||
+            w->b_layout != w0->b_layout)
+            emu_fatal("wmma::%s at %s:%d: lane %d passes ptr %p ldm %u layout %d, lane 0 ptr %p ldm %u layout %d (or other "
+                      "fragment types): every lane of the warp must pass the same values", opn, file, line, l, w->ptr,
+                      w->ldm, w->layout, w0->ptr, w0->ldm, w0->layout);
+    }
+    int rows = w0->rows, cols = w0->cols, count = rows * cols;
+    float tile[32 * 32], ta[32 * 32], tb[32 * 32];
+    const void *shares[32];
+    uint16_t actor = ACTOR_WARP + lanes[0]->warp;
+    uint32_t site = g_race ? src_site(file, line) : 0;
+    if (w0->op == 0 || w0->op == 1) {
+        int eb = elem_bytes(w0->type);
+        // CUDA C++ Programming Guide, Warp Matrix Functions: "mptr must be a 256-bit aligned pointer";
+        // "ldm ... must be a multiple of 8 for __half element type or multiple of 4 for float element type
+        // (i.e., multiple of 16 bytes in both cases)"
+        if ((uintptr_t)w0->ptr % 32 != 0)
+            emu_fatal("wmma::%s at %s:%d: pointer %p is not 256-bit (32-byte) aligned", opn, file, line, w0->ptr);
+        if ((w0->ldm * eb) % 16 != 0)
+            emu_fatal("wmma::%s at %s:%d: ldm %u (%s elements) is not a multiple of 16 bytes", opn, file, line, w0->ldm,
+                      type_name(w0->type));
+        int row_major = w0->layout == nvcuda::wmma::mem_row_major;
+        size_t minor = row_major ? cols : rows;
+        if (w0->ldm < minor)
+            emu_fatal("wmma::%s at %s:%d: ldm %u is smaller than the tile's %zu %s", opn, file, line, w0->ldm, minor,
+                      row_major ? "columns" : "rows");
+        for (int r = 0; r < rows; r++)
+            for (int c = 0; c < cols; c++) {
+                size_t idx = row_major ? (size_t)r * w0->ldm + c : (size_t)c * w0->ldm + r;
+                uintptr_t addr = (uintptr_t)w0->ptr + idx * eb;
+                if (g_race) race_access(addr, eb, w0->op == 1, actor, site);
+                if (w0->op == 0) tile[r * cols + c] = load_elem(w0->ptr, w0->type, idx);
+            }
+        if (w0->op == 0) {
+            for (int l = 0; l < 32; l++)
+                for (int i = 0; i < count / 32; i++) store_elem(lanes[l]->wmma->frag, w0->type, i, tile[l * (count / 32) + i]);
+        } else {
+            for (int l = 0; l < 32; l++) shares[l] = lanes[l]->wmma->frag;
+            gather(lanes, shares, w0->type, count, tile);
+            for (int r = 0; r < rows; r++)
+                for (int c = 0; c < cols; c++) {
+                    size_t idx = row_major ? (size_t)r * w0->ldm + c : (size_t)c * w0->ldm + r;
+                    store_elem((void *)w0->ptr, w0->type, idx, tile[r * cols + c]);
+                }
+        }
+        return;
+    }
+    // mma: D = A B + C with fp32 accumulation; 16-bit products are exact in fp32
+    int M = w0->M, N = w0->N, K = w0->K;
+    for (int l = 0; l < 32; l++) shares[l] = lanes[l]->wmma->a;
+    gather(lanes, shares, w0->a_type, M * K, ta);
+    for (int l = 0; l < 32; l++) shares[l] = lanes[l]->wmma->b;
+    gather(lanes, shares, w0->b_type, K * N, tb);
+    for (int l = 0; l < 32; l++) shares[l] = lanes[l]->wmma->c;
+    gather(lanes, shares, w0->c_type, M * N, tile);
+    float d[32 * 32];
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            float acc = tile[i * N + j];
+            for (int k = 0; k < K; k++) acc = fmaf(ta[i * K + k], tb[k * N + j], acc);
+            d[i * N + j] = acc;
+        }
+    for (int l = 0; l < 32; l++)
+        for (int i = 0; i < M * N / 32; i++) store_elem(lanes[l]->wmma->frag, w0->type, i, d[l * (M * N / 32) + i]);
+}
+
+static void perform(Thread *t, unsigned mask) {
+    Thread **lanes = &g_threads[32 * t->warp];
+    switch (t->kind) {
+    case C_SYNCWARP:
+        race_warp_sync(t->warp, mask);
+        break;
+    case C_SHFL:
+        for (int l = 0; l < 32; l++) {
+            if (!(mask & (1u << l))) continue;
+            Thread *u = lanes[l];
+            int w = u->width, base = l & ~(w - 1), src = l;
+            switch (u->mode) {
+            case EMU_SHFL_IDX: src = base + (u->arg & (w - 1)); break;
+            case EMU_SHFL_UP: src = (l - base) >= u->arg ? l - u->arg : l; break;
+            case EMU_SHFL_DOWN: src = (l - base) + u->arg < w ? l + u->arg : l; break;
+            case EMU_SHFL_XOR: src = (l ^ u->arg) < base + w && (l ^ u->arg) >= base ? l ^ u->arg : l; break;
+            }
+            if (!(mask & (1u << src)))
+                emu_fatal("__shfl_sync at %s:%d: lane %d reads lane %d, which the mask 0x%08x does not name (undefined on "
+                          "a GPU)", u->file, u->line, l, src, mask);
+            memcpy(u->res, lanes[src]->val, u->size);
+        }
+        break;
+    case C_VOTE: {
+        unsigned ballot = 0;
+        for (int l = 0; l < 32; l++) if ((mask & (1u << l)) && lanes[l]->pred) ballot |= 1u << l;
+        for (int l = 0; l < 32; l++) {
+            if (!(mask & (1u << l))) continue;
+            int m = lanes[l]->mode;
+            lanes[l]->pred = m == VOTE_BALLOT ? (int)ballot : m == VOTE_ALL ? ballot == mask : ballot != 0;
+        }
+        break;
+    }
+    case C_WMMA:
+        perform_wmma(lanes);
+        break;
+    }
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// Atomics (fibers do not preempt: a read-modify-write here is atomic).
+
+float atomicAdd(float *p, float v) { float o = *p; *p = o + v; return o; }
+double atomicAdd(double *p, double v) { double o = *p; *p = o + v; return o; }
+int atomicAdd(int *p, int v) { int o = *p; *p = o + v; return o; }
+unsigned atomicAdd(unsigned *p, unsigned v) { unsigned o = *p; *p = o + v; return o; }
+unsigned long long atomicAdd(unsigned long long *p, unsigned long long v) { unsigned long long o = *p; *p = o + v; return o; }
+int atomicMax(int *p, int v) { int o = *p; if (v > o) *p = v; return o; }
+int atomicMin(int *p, int v) { int o = *p; if (v < o) *p = v; return o; }
+int atomicExch(int *p, int v) { int o = *p; *p = v; return o; }
+int atomicCAS(int *p, int c, int v) { int o = *p; if (o == c) *p = v; return o; }
+unsigned atomicCAS(unsigned *p, unsigned c, unsigned v) { unsigned o = *p; if (o == c) *p = v; return o; }
+unsigned long long atomicCAS(unsigned long long *p, unsigned long long c, unsigned long long v) {
+    unsigned long long o = *p;
+    if (o == c) *p = v;
+    return o;
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// Per-step counters.
+
+static EmuCounts g_step_start;
+void emu_step_begin(int step) {
+    (void)step;
+    g_step_start = emu_counts;
+}
+void emu_step_end(int step) {
+    configure();
+    if (!g_counts_on) return;
+    EmuCounts d = emu_counts, s = g_step_start;
+    fprintf(stderr, "emu counts step %d: malloc %llu free %llu sync %llu heuristic %llu desc %llu launches %llu pageable "
+            "%llu h2d_bytes %llu d2h_bytes %llu\n", step, d.malloc - s.malloc, d.free - s.free, d.sync - s.sync,
+            d.heuristic - s.heuristic, d.desc - s.desc, d.launches - s.launches, d.pageable - s.pageable,
+            d.h2d_bytes - s.h2d_bytes, d.d2h_bytes - s.d2h_bytes);
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// The CUDA runtime API, as far as the trainer and the checks use it. Everything is synchronous: a launch or a
+// copy has finished when the call returns, so streams and events only keep their bookkeeping.
+
+struct CUstream_st {
+    int magic;
+};
+struct CUevent_st {
+    int magic, recorded;
+    double t;
+};
+static const int STREAM_MAGIC = 0x5354524d, EVENT_MAGIC = 0x4556454e;
+
+void emu_check_stream(const char *who, cudaStream_t s) {
+    if (s == NULL || s == cudaStreamLegacy || s == cudaStreamPerThread) return;
+    if (s->magic != STREAM_MAGIC) emu_fatal("%s: stream %p is not a live stream (destroyed, or never created)", who, (void *)s);
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+extern "C" {
+
+cudaError_t cudaGetLastError(void) {
+    cudaError_t e = g_last_error;
+    g_last_error = cudaSuccess;
+    return e;
+}
+cudaError_t cudaPeekAtLastError(void) { return g_last_error; }
+
+const char *cudaGetErrorName(cudaError_t e) {
+    switch (e) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidDevicePointer: return "cudaErrorInvalidDevicePointer";
+    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+    case cudaErrorNotReady: return "cudaErrorNotReady";
+    default: return "cudaError";
+    }
+}
+const char *cudaGetErrorString(cudaError_t e) {
+    switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInvalidDevicePointer: return "invalid device pointer";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorNotReady: return "device not ready";
+    default: return "unknown error (cuda-emu)";
+    }
+}
+
+cudaError_t cudaGetDeviceCount(int *n) {
+    configure();
+    *n = 1;
+    return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : set_error(cudaErrorInvalidDevice); }
+cudaError_t cudaGetDevice(int *d) {
+    *d = 0;
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceReset(void) { return cudaSuccess; }
+cudaError_t cudaSetDeviceFlags(unsigned) { return cudaSuccess; }
+cudaError_t cudaDriverGetVersion(int *v) { *v = CUDART_VERSION; return cudaSuccess; }
+cudaError_t cudaRuntimeGetVersion(int *v) { *v = CUDART_VERSION; return cudaSuccess; }
+
+// An sm_90 device with an H100's limits; the name says what it is, so nothing mistakes it for the real card.
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d) {
+    if (d != 0) return set_error(cudaErrorInvalidDevice);
+    memset(p, 0, sizeof(*p));
+    snprintf(p->name, sizeof(p->name), "cuda-emu (the CUDA build on the CPU, sm_90 limits)");
+    p->totalGlobalMem = DEVICE_BYTES;
+    p->sharedMemPerBlock = SMEM_DEFAULT;
+    p->sharedMemPerBlockOptin = SMEM_OPTIN;
+    p->sharedMemPerMultiprocessor = 233472;
+    p->regsPerBlock = 65536;
+    p->regsPerMultiprocessor = 65536;
+    p->warpSize = 32;
+    p->maxThreadsPerBlock = 1024;
+    p->maxThreadsDim[0] = 1024; p->maxThreadsDim[1] = 1024; p->maxThreadsDim[2] = 64;
+    p->maxGridSize[0] = 2147483647; p->maxGridSize[1] = 65535; p->maxGridSize[2] = 65535;
+    p->totalConstMem = 65536;
+    p->major = 9;
+    p->minor = 0;
+    p->multiProcessorCount = 132;
+    p->maxThreadsPerMultiProcessor = 2048;
+    p->maxBlocksPerMultiProcessor = 32;
+    p->l2CacheSize = 50 << 20;
+    p->memoryBusWidth = 5120;
+    p->unifiedAddressing = 1;
+    p->managedMemory = 1;
+    p->concurrentKernels = 1;
+    p->canMapHostMemory = 1;
+    p->asyncEngineCount = 2;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int d) {
+    if (d != 0) return set_error(cudaErrorInvalidDevice);
+    switch (a) {
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *v = (int)SMEM_OPTIN; break;
+    case cudaDevAttrMaxSharedMemoryPerBlock: *v = (int)SMEM_DEFAULT; break;
+    case cudaDevAttrMaxSharedMemoryPerMultiprocessor: *v = 233472; break;
+    case cudaDevAttrMaxThreadsPerBlock: *v = 1024; break;
+    case cudaDevAttrWarpSize: *v = 32; break;
+    case cudaDevAttrMultiProcessorCount: *v = 132; break;
+    case cudaDevAttrComputeCapabilityMajor: *v = 9; break;
+    case cudaDevAttrComputeCapabilityMinor: *v = 0; break;
+    case cudaDevAttrMaxBlockDimX: *v = 1024; break;
+    case cudaDevAttrMaxBlockDimY: *v = 1024; break;
+    case cudaDevAttrMaxBlockDimZ: *v = 64; break;
+    case cudaDevAttrMaxGridDimX: *v = 2147483647; break;
+    case cudaDevAttrMaxGridDimY: *v = 65535; break;
+    case cudaDevAttrMaxGridDimZ: *v = 65535; break;
+    case cudaDevAttrL2CacheSize: *v = 50 << 20; break;
+    case cudaDevAttrMaxThreadsPerMultiProcessor: *v = 2048; break;
+    case cudaDevAttrUnifiedAddressing: *v = 1; break;
+    default:
+        fprintf(stderr, "cuda-emu: cudaDeviceGetAttribute(%d): not emulated\n", (int)a);
+        return set_error(cudaErrorInvalidValue);
+    }
+    return cudaSuccess;
+}
+
+cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute attr, int value) {
+    if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
+        if (value < 0 || (size_t)value > SMEM_OPTIN) return set_error(cudaErrorInvalidValue);
+        max_dyn_smem()[func] = value;
+        return cudaSuccess;
+    }
+    if (attr == cudaFuncAttributePreferredSharedMemoryCarveout) return cudaSuccess;
+    return set_error(cudaErrorInvalidValue);
+}
+
+cudaError_t cudaDeviceSynchronize(void) {
+    emu_counts.sync++;
+    return cudaSuccess;
+}
+
+cudaError_t cudaMalloc(void **p, size_t bytes) {
+    configure();
+    emu_counts.malloc++;
+    *p = NULL;
+    if (g_device_bytes + bytes > DEVICE_BYTES) return set_error(cudaErrorMemoryAllocation);
+    void *m = device_alloc(bytes);
+    if (!m) return set_error(cudaErrorMemoryAllocation);
+    memset(m, 0xff, bytes);  // NaN in every float type: unwritten memory shows up in the results
+    g_allocs[(uintptr_t)m] = EmuAlloc{(uintptr_t)m, bytes, EMU_MEM_DEVICE};
+    g_device_bytes += bytes;
+    if (g_device_bytes > g_device_peak) g_device_peak = g_device_bytes;
+    *p = m;
+    return cudaSuccess;
+}
+
+cudaError_t cudaFree(void *p) {
+    emu_counts.free++;
+    emu_counts.sync++;  // cudaFree waits for the device
+    if (!p) return cudaSuccess;
+    auto it = g_allocs.find((uintptr_t)p);
+    if (it == g_allocs.end() || it->second.kind != EMU_MEM_DEVICE) {
+        fprintf(stderr, "cuda-emu: cudaFree(%p): not a pointer cudaMalloc returned\n", p);
+        return set_error(cudaErrorInvalidValue);
+    }
+    g_device_bytes -= it->second.size;
+    device_release(p, it->second.size);
+    g_allocs.erase(it);
+    return cudaSuccess;
+}
+
+cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned flags) {
+    (void)flags;
+    emu_counts.malloc++;
+    *p = NULL;
+    void *m = NULL;
+    if (posix_memalign(&m, 4096, bytes > 0 ? bytes : 1) != 0) return set_error(cudaErrorMemoryAllocation);
+    g_allocs[(uintptr_t)m] = EmuAlloc{(uintptr_t)m, bytes, EMU_MEM_PINNED};
+    *p = m;
+    return cudaSuccess;
+}
+cudaError_t cudaMallocHost(void **p, size_t bytes) { return cudaHostAlloc(p, bytes, 0); }
+cudaError_t cudaFreeHost(void *p) {
+    emu_counts.free++;
+    if (!p) return cudaSuccess;
+    auto it = g_allocs.find((uintptr_t)p);
+    if (it == g_allocs.end() || it->second.kind != EMU_MEM_PINNED) {
+        fprintf(stderr, "cuda-emu: cudaFreeHost(%p): not a pointer cudaMallocHost returned\n", p);
+        return set_error(cudaErrorInvalidValue);
+    }
+    g_allocs.erase(it);
+    free(p);
+    return cudaSuccess;
+}
+cudaError_t cudaHostRegister(void *p, size_t bytes, unsigned flags) {
+    (void)flags;
+    g_allocs[(uintptr_t)p] = EmuAlloc{(uintptr_t)p, bytes, EMU_MEM_REGISTERED};
+    return cudaSuccess;
+}
+cudaError_t cudaHostUnregister(void *p) {
+    auto it = g_allocs.find((uintptr_t)p);
+    if (it == g_allocs.end() || it->second.kind != EMU_MEM_REGISTERED) return set_error(cudaErrorInvalidValue);
+    g_allocs.erase(it);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b) {
+    *total_b = DEVICE_BYTES;
+    *free_b = DEVICE_BYTES - g_device_bytes;
+    return cudaSuccess;
+}
+
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *a, const void *p) {
+    memset(a, 0, sizeof(*a));
+    const EmuAlloc *al = emu_find(p);
+    if (!al || (uintptr_t)p == al->base + al->size) {
+        a->type = cudaMemoryTypeUnregistered;  // CUDA 11+: plain host memory is not an error
+        a->device = -2;
+        a->hostPointer = (void *)p;
+        return cudaSuccess;
+    }
+    a->device = 0;
+    if (al->kind == EMU_MEM_DEVICE) {
+        a->type = cudaMemoryTypeDevice;
+        a->devicePointer = (void *)p;
+    } else {
+        a->type = cudaMemoryTypeHost;
+        a->devicePointer = (void *)p;
+        a->hostPointer = (void *)p;
+    }
+    return cudaSuccess;
+}
+
+// Copies: the device side must lie inside one allocation (a GPU would fault, or corrupt a neighbour).
+static cudaError_t copy(void *dst, const void *src, size_t n, cudaMemcpyKind kind, int async) {
+    if (n == 0) return cudaSuccess;
+    const EmuAlloc *ad = emu_find(dst), *as = emu_find(src);
+    int dst_dev = ad && ad->kind == EMU_MEM_DEVICE && (uintptr_t)dst < ad->base + ad->size;
+    int src_dev = as && as->kind == EMU_MEM_DEVICE && (uintptr_t)src < as->base + as->size;
+    if (kind == cudaMemcpyDefault) {
+        kind = dst_dev ? (src_dev ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+                       : (src_dev ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+    }
+    const char *who = async ? "cudaMemcpyAsync" : "cudaMemcpy";
+    if (kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice) emu_require_device(who, "the destination", dst, n);
+    if (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice) emu_require_device(who, "the source", src, n);
+    if (kind == cudaMemcpyHostToDevice && src_dev)
+        emu_fatal("%s(cudaMemcpyHostToDevice): the source %p is device memory", who, src);
+    if (kind == cudaMemcpyDeviceToHost && dst_dev)
+        emu_fatal("%s(cudaMemcpyDeviceToHost): the destination %p is device memory", who, dst);
+    memmove(dst, src, n);
+    if (kind == cudaMemcpyHostToDevice) {
+        emu_counts.h2d_bytes += n;
+        if (!as) emu_counts.pageable++;
+    }
+    if (kind == cudaMemcpyDeviceToHost) {
+        emu_counts.d2h_bytes += n;
+        if (!ad) emu_counts.pageable++;
+    }
+    // a host copy waits for the device, unless it is an async copy to or from pinned memory
+    if ((kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToHost) &&
+        (!async || (kind == cudaMemcpyHostToDevice ? !as : !ad)))
+        emu_counts.sync++;
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind) { return copy(dst, src, n, kind, 0); }
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind kind, cudaStream_t s) {
+    emu_check_stream("cudaMemcpyAsync", s);
+    return copy(dst, src, n, kind, 1);
+}
+cudaError_t cudaMemset(void *p, int v, size_t n) {
+    if (n == 0) return cudaSuccess;
+    emu_require_device("cudaMemset", "the range", p, n);
+    memset(p, v, n);
+    return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) {
+    emu_check_stream("cudaMemsetAsync", s);
+    return cudaMemset(p, v, n);
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t *s) {
+    *s = new CUstream_st{STREAM_MAGIC};
+    return cudaSuccess;
+}
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
+    (void)flags;
+    return cudaStreamCreate(s);
+}
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s, unsigned flags, int priority) {
+    (void)flags;
+    (void)priority;
+    return cudaStreamCreate(s);
+}
+cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest) {
+    *least = 0;
+    *greatest = -5;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    emu_check_stream("cudaStreamDestroy", s);
+    if (s == NULL || s == cudaStreamLegacy || s == cudaStreamPerThread) return set_error(cudaErrorInvalidResourceHandle);
+    s->magic = 0;  // kept, so that a later use is caught
+    return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+    emu_check_stream("cudaStreamSynchronize", s);
+    emu_counts.sync++;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamQuery(cudaStream_t s) {
+    emu_check_stream("cudaStreamQuery", s);
+    return cudaSuccess;
+}
+
+static void check_event(const char *who, cudaEvent_t e) {
+    if (!e || e->magic != EVENT_MAGIC) emu_fatal("%s: event %p is not a live event", who, (void *)e);
+}
+cudaError_t cudaEventCreate(cudaEvent_t *e) {
+    *e = new CUevent_st{EVENT_MAGIC, 0, 0.0};
+    return cudaSuccess;
+}
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) {
+    (void)flags;
+    return cudaEventCreate(e);
+}
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+    check_event("cudaEventDestroy", e);
+    e->magic = 0;
+    return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+    check_event("cudaEventRecord", e);
+    emu_check_stream("cudaEventRecord", s);
+    e->recorded = 1;
+    e->t = now_ms();
+    return cudaSuccess;
+}
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t s, unsigned flags) {
+    (void)flags;
+    return cudaEventRecord(e, s);
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+    check_event("cudaEventSynchronize", e);
+    emu_counts.sync++;
+    return cudaSuccess;
+}
+cudaError_t cudaEventQuery(cudaEvent_t e) {
+    check_event("cudaEventQuery", e);
+    return cudaSuccess;
+}
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
+    check_event("cudaEventElapsedTime", a);
+    check_event("cudaEventElapsedTime", b);
+    if (!a->recorded || !b->recorded) return set_error(cudaErrorInvalidResourceHandle);
+    *ms = (float)(b->t - a->t);
+    return cudaSuccess;
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
+    (void)flags;
+    emu_check_stream("cudaStreamWaitEvent", s);
+    check_event("cudaStreamWaitEvent", e);
+    return cudaSuccess;
+}
+cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *data) {
+    emu_check_stream("cudaLaunchHostFunc", s);
+    fn(data);
+    return cudaSuccess;
+}
+
+}  // extern "C"
