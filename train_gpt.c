@@ -370,7 +370,9 @@ static double sum_squares(const float *x, size_t n) {
 }
 
 // The rest of the backend zero.h works through.
-static double backend_sum_squares(const float *x, size_t n) { return sum_squares(x, n); }
+static void backend_sum_squares_many(const float **xs, const size_t *ns, int count, double *out) {
+    for (int i = 0; i < count; i++) out[i] = sum_squares(xs[i], ns[i]);
+}
 static float *backend_alloc(size_t n) {
     backend_allocated += n * sizeof(float);
     return (float *)callocCheck(n, sizeof(float));

@@ -1806,23 +1806,36 @@ __global__ void sum_squares_kernel(double *partial, const float *x, size_t n) {
     if (threadIdx.x == 0) partial[blockIdx.x] = shared[0];
 }
 
-static double backend_sum_squares(const float *x, size_t n) {
-    if (n == 0) return 0.0;
-    size_t nchunks = (n + NORM_CHUNK - 1) / NORM_CHUNK;
+// Each buffer's sum of squares: all the kernels write their chunk partials into one device buffer, read
+// back once (one synchronisation for the whole gradient), and each buffer's partials are added in order.
+static void backend_sum_squares_many(const float **xs, const size_t *ns, int count, double *out) {
+    size_t total = 0;
+    for (int i = 0; i < count; i++) total += (ns[i] + NORM_CHUNK - 1) / NORM_CHUNK;
     static double *partial_d = NULL, *partial = NULL;  // grown, never freed per call: cudaFree synchronises
     static size_t cap = 0;
-    if (nchunks > cap) {
+    if (total > cap) {
         if (partial_d) { cudaCheck(cudaFree(partial_d)); cudaCheck(cudaFreeHost(partial)); }
-        cudaCheck(cudaMalloc(&partial_d, nchunks * sizeof(double)));
-        cudaCheck(cudaMallocHost(&partial, nchunks * sizeof(double)));
-        cap = nchunks;
+        cudaCheck(cudaMalloc(&partial_d, total * sizeof(double)));
+        cudaCheck(cudaMallocHost(&partial, total * sizeof(double)));
+        cap = total;
     }
-    LAUNCH((unsigned)nchunks, 256, 0, 0, sum_squares_kernel)(partial_d, x, n);
-    launchCheck();
-    cudaCheck(cudaMemcpy(partial, partial_d, nchunks * sizeof(double), cudaMemcpyDeviceToHost));
-    double total = 0.0;
-    for (size_t i = 0; i < nchunks; i++) total += partial[i];
-    return total;
+    size_t off = 0;
+    for (int i = 0; i < count; i++) {
+        const size_t nchunks = (ns[i] + NORM_CHUNK - 1) / NORM_CHUNK;
+        if (nchunks == 0) continue;
+        LAUNCH((unsigned)nchunks, 256, 0, 0, sum_squares_kernel)(partial_d + off, xs[i], ns[i]);
+        launchCheck();
+        off += nchunks;
+    }
+    if (off > 0) cudaCheck(cudaMemcpy(partial, partial_d, off * sizeof(double), cudaMemcpyDeviceToHost));
+    off = 0;
+    for (int i = 0; i < count; i++) {
+        const size_t nchunks = (ns[i] + NORM_CHUNK - 1) / NORM_CHUNK;
+        double s = 0.0;
+        for (size_t c = 0; c < nchunks; c++) s += partial[off + c];
+        out[i] = s;
+        off += nchunks;
+    }
 }
 
 static float *backend_alloc(size_t n) {

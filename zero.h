@@ -2,7 +2,7 @@
 // parameter, gradient and optimizer memory, and drives the model's forward and backward unit by
 // unit (gpt2.h's units: the outer unit with the embeddings, then one unit per layer). It never
 // touches memory itself: it moves buffers with comm.h and works on them with the build's backend
-// (backend_alloc/free/copy/zero/add/to_host/from_host, backend_sum_squares, backend_adamw) and the
+// (backend_alloc/free/copy/zero/add/to_host/from_host, backend_sum_squares_many, backend_adamw) and the
 // model's pieces (model_set_unit, model_embed_forward, model_layer_forward, model_head_forward,
 // model_head_backward, model_layer_backward, model_embed_backward). So the same logic runs on host
 // memory with MPI and on GPU memory with NCCL.
@@ -450,11 +450,20 @@ static float *zero_grad_slice(Zero *z, int u) {
 // Sum of squares of this group's combined gradient (identical on every rank of the group); a unit
 // that another group also holds (the tied outer unit on the last pipeline stage) can be skipped.
 static double zero_grad_sum_squares(Zero *z, int skip_unit) {
-    double local = 0.0;
+    // every unit's sum in one backend call: on a GPU, one read-back instead of one per unit
+    const float **xs = (const float **)mallocCheck(z->nu * sizeof(float *));
+    size_t *ns = (size_t *)mallocCheck(z->nu * sizeof(size_t));
+    double *sums = (double *)mallocCheck(z->nu * sizeof(double));
+    int k = 0;
     for (int u = 0; u < z->nu; u++) {
         if (u == skip_unit || z->usize[u] == 0) continue;
-        local += backend_sum_squares(zero_grad_slice(z, u), z->stage == 0 ? z->usize[u] : zero_owned(z, u, z->comm->rank));
+        xs[k] = zero_grad_slice(z, u);
+        ns[k++] = z->stage == 0 ? z->usize[u] : zero_owned(z, u, z->comm->rank);
     }
+    backend_sum_squares_many(xs, ns, k, sums);
+    double local = 0.0;
+    for (int i = 0; i < k; i++) local += sums[i];
+    free(xs); free(ns); free(sums);
     return z->stage == 0 ? local : comm_allreduce_sum_f64(z->comm, local);
 }
 
