@@ -165,6 +165,22 @@ static void comm_init(Comm *c, int *argc, char ***argv) {
     }
 #else
     (void)argc; (void)argv;
+    // A build without MPI started by a launcher as one of several ranks would run that many
+    // independent copies, each training alone and writing the same files: stop, and say why.
+    const char *size_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_STEP_NUM_TASKS"};
+    const char *rank_vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"};
+    for (int i = 0; i < 4; i++) {
+        const char *s = getenv(size_vars[i]);
+        if (!s || atoi(s) <= 1) continue;
+        const char *r = getenv(rank_vars[i]);
+        if (!r || atoi(r) == 0) {
+            fprintf(stderr, "error: this binary was built without MPI, but a launcher started it as one of %s ranks (%s=%s): "
+                    "each copy would train alone and write the same files. Rebuild it with MPI (apt-get install "
+                    "libopenmpi-dev openmpi-bin, then make: the Makefile rebuilds when mpicc appears), or run it without "
+                    "mpirun/srun\n", s, size_vars[i], s);
+        }
+        exit(2);
+    }
 #endif
 }
 
