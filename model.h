@@ -384,9 +384,9 @@ static void layer_backward(Model *m, int l, int B, int T) {
 static void model_embed_forward(Model *m, const int *inputs, int B, int T) {
     const GPT2Config *c = &m->config;
     int V = c->vocab_size, BT = B * T;
-    if (B > m->B || T > m->T) fatal("micro-batch %dx%d is larger than the model's buffers %dx%d", B, T, m->B, m->T);
+    if (B > m->B || T > m->T) internal_fault("micro-batch %dx%d is larger than the model's buffers %dx%d", B, T, m->B, m->T);
     for (int i = 0; i < BT; i++) {
-        if (inputs[i] < 0 || inputs[i] >= V) fatal("input token %d at position %d is outside the vocabulary of %d", inputs[i], i, V);
+        if (inputs[i] < 0 || inputs[i] >= V) internal_fault("input token %d at position %d is outside the vocabulary of %d", inputs[i], i, V);
     }
     backend_tokens_from_host(m->inputs, inputs, BT);
     m->cur_B = m->slot_B[m->slot] = B;
@@ -424,7 +424,7 @@ static float model_head_forward(Model *m, const int *targets, float dloss) {
     m->mean_loss = -1.0f;
     if (targets) {
         for (int i = 0; i < BT; i++) {
-            if (targets[i] < 0 || targets[i] >= V) fatal("target token %d at position %d is outside the vocabulary of %d", targets[i], i, V);
+            if (targets[i] < 0 || targets[i] >= V) internal_fault("target token %d at position %d is outside the vocabulary of %d", targets[i], i, V);
         }
         backend_tokens_from_host(m->targets, targets, BT);
         classifier_forward_backward(a.logits, a.losses, m->targets, BT, V, Vp, dloss);

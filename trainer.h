@@ -210,7 +210,7 @@ static void run_setup(Run *r, int argc, char **argv) {
         r->params = (float *)mallocCheck(gpt2_num_params(&r->mc) * sizeof(float));
         gpt2_init_random(&r->mc, r->params, cfg->seed);
     } else {
-        r->params = gpt2_read_model_file(r->init, &r->mc);
+        r->params = gpt2_read_model_file_for("-e/--init", r->init, &r->mc);
     }
     if (r->pp_stages > r->mc.num_layers) {
         fprintf(stderr, "error: --pp: %d stages for a model of %d layers; each stage needs at least one layer\n", r->pp_stages,
@@ -253,6 +253,7 @@ static void run_setup(Run *r, int argc, char **argv) {
     // how samples become text
     Decoder *dec = &r->dec;
     if (cfg->tokenizer) {
+        fclose(fopen_user("--tokenizer", cfg->tokenizer, "rb"));  // a missing file is named with its flag
         tokenizer_init_bin(&dec->tok, cfg->tokenizer);
         dec->kind = 1;
     } else if (r->synthetic) {
@@ -350,7 +351,7 @@ static void run_plan(Run *r) {
     r->logf = NULL;
     if (cfg->log_path && r->rank == 0) {
         r->logf = fopen(cfg->log_path, r->start_step > 0 ? "a" : "w");
-        if (!r->logf) fatal("--log: cannot open %s: %s", cfg->log_path, strerror(errno));
+        if (!r->logf) fatal("--log: %s: cannot open for writing: %s", cfg->log_path, strerror(errno));
     }
     if (r->logf && r->start_step == 0) {
         fprintf(r->logf, "{\"memory_plan\": {\"world\": %d, \"zero_stage\": %d, \"params_bytes\": %zu, \"grads_bytes\": %zu, "
