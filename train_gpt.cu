@@ -23,6 +23,8 @@
 #include "gpt2.h"
 
 #define BUILD_NAME "cuda"
+// for --help: the attention kernels are compiled for these (padded) head sizes only
+#define BUILD_EXTRA_INFO "attention head sizes 16, 32, 64, 128 (GPT-2: 64)"
 
 static void cuda_check(cudaError_t err, const char *file, int line) {
     if (err != cudaSuccess) fatal_at(file, line, "CUDA: %s", cudaGetErrorString(err));

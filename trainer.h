@@ -167,6 +167,15 @@ static void run_setup(Run *r, int argc, char **argv) {
     comm_init(&r->comm, &argc, &argv);
     r->world = r->comm.world; r->rank = r->comm.rank;
     log_rank = r->rank;
+    build_info.name = BUILD_NAME;  // what --help says about this binary
+    build_info.precisions = PRECISIONS_BUILT;
+    build_info.precision_default = PRECISION_DEFAULT;
+#ifdef USE_MPI
+    build_info.mpi = 1;
+#endif
+#ifdef BUILD_EXTRA_INFO
+    build_info.extra = BUILD_EXTRA_INFO;
+#endif
     TrainConfig *cfg = &r->cfg;
     config_defaults(cfg);
     parse_args(cfg, argc, argv);
