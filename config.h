@@ -26,6 +26,7 @@ typedef struct {
     int grad_accum;             // -1 = derive from total_batch_tokens
     // optimisation
     int steps;
+    int lr_steps;               // steps the schedule spans; 0 = -x (or, on resume, the saved run's)
     float lr, lr_final_frac, wsd_decay_frac;
     int warmup;
     const char *lr_schedule;    // cosine | linear | constant | wsd
@@ -116,6 +117,7 @@ static const OptSpec OPTIONS[] = {
     OPTD("-d", "--total-batch-tokens", OPT_LONG, total_batch_tokens, "tokens per optimizer step; sets the accumulation", "B x T x accumulation x ranks"),
     OPTD(NULL, "--grad-accum", OPT_INT, grad_accum, "micro-batches per optimizer step", "1, or what -d implies"),
     OPT("-x", "--steps", OPT_INT, steps, "optimizer steps to train"),
+    OPTD(NULL, "--lr-steps", OPT_INT, lr_steps, "steps the learning-rate schedule spans; a resumed run keeps the saved run's unless this is given", "-x, or on resume the saved run's"),
     OPT("-l", "--lr", OPT_FLOAT, lr, "peak learning rate"),
     OPT("-u", "--warmup", OPT_INT, warmup, "linear warmup steps"),
     OPT("-q", "--lr-final-frac", OPT_FLOAT, lr_final_frac, "final lr as a fraction of the peak"),
@@ -280,6 +282,7 @@ static void config_validate(const TrainConfig *c) {
     if (c->steps < 0) bad_value("-x/--steps", "must be >= 0");
     if (c->lr < 0) bad_value("-l/--lr", "must be >= 0");
     if (c->warmup < 0) bad_value("-u/--warmup", "must be >= 0");
+    if (c->lr_steps < 0) bad_value("--lr-steps", "must be >= 1 (or 0: as long as -x/--steps)");
     if (c->lr_final_frac < 0 || c->lr_final_frac > 1) bad_value("-q/--lr-final-frac", "must be in [0, 1]");
     if (c->wsd_decay_frac < 0 || c->wsd_decay_frac > 1) bad_value("--wsd-decay-frac", "must be in [0, 1]");
     const char *k = c->lr_schedule;

@@ -132,6 +132,7 @@ typedef struct {
     Decoder dec;
     // resume
     int start_step;
+    int lr_span;                             // steps the learning-rate schedule spans (saved in checkpoints)
     TrainState resumed;
     float *resume_m, *resume_v;
     // the plan: this stage's layers and units, and the memory they need
@@ -281,6 +282,7 @@ static void run_setup(Run *r, int argc, char **argv) {
 static void run_resume(Run *r) {
     TrainConfig *cfg = &r->cfg;
     r->start_step = 0;
+    r->lr_span = cfg->lr_steps > 0 ? cfg->lr_steps : cfg->steps;
     if (cfg->out_dir) make_dir(cfg->out_dir);
     if (!cfg->resume) return;
     int steps[4096];
@@ -310,6 +312,22 @@ static void run_resume(Run *r) {
     state_read(sp, s, r->resume_m, r->resume_v);
     r->start_step = s->step;
     printf0("resume: step %d from %s (saved by %d rank%s)\n", r->start_step, sp, s->world, s->world == 1 ? "" : "s");
+    // The learning-rate schedule is part of the run: a resumed run keeps the one it was saved with
+    // (a different -x only moves where it stops), unless --lr-steps says otherwise, and either way
+    // the user is told.
+    int saved = s->total_steps;
+    if (cfg->lr_steps > 0 && cfg->lr_steps != saved) {
+        printf0("resume: --lr-steps %d: the learning-rate schedule now spans %d steps instead of the saved run's %d; at step "
+                "%d the learning rate moves from %.3e to %.3e\n", cfg->lr_steps, cfg->lr_steps, saved, r->start_step + 1,
+                lr_at(cfg, r->start_step, saved), lr_at(cfg, r->start_step, cfg->lr_steps));
+    } else if (cfg->lr_steps == 0) {
+        r->lr_span = saved;
+        if (cfg->steps != saved) {
+            printf0("resume: -x/--steps %d differs from the saved run's %d: the learning-rate schedule stays the saved run's "
+                    "(%s over %d steps); pass --lr-steps %d to stretch it over the new length\n", cfg->steps, saved,
+                    cfg->lr_schedule, saved, cfg->steps);
+        }
+    }
 }
 
 // The plan: how the layers split over pipeline stages, the memory each rank needs, the run's header
@@ -494,7 +512,7 @@ static StepResult run_step(Run *r, int step) {
     if (!scaler->dynamic && r->bad_in_a_row >= 5) fatal("step %d: gradients non-finite for 5 steps in a row: the run has "
                                                         "diverged (lower -l/--lr, or raise --warmup)", step + 1);
     float grad_scale = cfg->grad_clip > 0.0f && norm > cfg->grad_clip ? cfg->grad_clip / (norm + 1e-6f) : 1.0f;
-    float lr = lr_at(cfg, step, cfg->steps);
+    float lr = lr_at(cfg, step, r->lr_span);
     if (!skip) {
         r->updates++;
         AdamWArgs adam = {lr, cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay, grad_scale / step_scale, r->updates};
@@ -573,7 +591,7 @@ static void run_checkpoint(Run *r, int done) {
         gpt2_model_header(&r->mc, h);
         ckpt_create(mtmp, h, r->num_params * sizeof(float));
         const LossScaler *sc = &r->scaler;
-        TrainState st = {done, r->B, r->T, r->A, r->dp, cfg->shuffle, cfg->steps, r->mc.vocab_size, cfg->seed,
+        TrainState st = {done, r->B, r->T, r->A, r->dp, cfg->shuffle, r->lr_span, r->mc.vocab_size, cfg->seed,
                          r->train_loader.pos * (uint64_t)r->dp, r->sample_rng, r->num_params, r->updates, sc->scale,
                          sc->iter, sc->last_overflow, sc->hysteresis_left, sc->skipped};
         state_header(h, &st);
@@ -619,6 +637,12 @@ static int train_main(int argc, char **argv) {
     Run *r = &run;
     run_setup(r, argc, argv);
     run_resume(r);
+    if (r->cfg.resume && r->start_step >= r->cfg.steps) {
+        printf0("resume: the checkpoint is at step %d and -x/--steps is %d: this run is complete, nothing to train (raise "
+                "-x/--steps to continue it)\n", r->start_step, r->cfg.steps);
+        comm_finalize(&r->comm);
+        return 0;
+    }
     run_plan(r);
     if (r->cfg.dry_run) { if (r->logf) fclose(r->logf); comm_finalize(&r->comm); return 0; }
     run_build(r);

@@ -116,6 +116,24 @@ $BIN "${common[@]}" -x 20 -o "$W/keep" --keep-checkpoints 2 >/dev/null 2>&1
   && ok "--keep-checkpoints 2 keeps the newest two" || bad "--keep-checkpoints" "$(ls "$W/keep")"
 expect_error "resume with another batch layout is refused" "saved with micro-batch 4, seq 32, 2 micro-batches per step" "${common[@]}" -b 2 -o "$W/resumed" -y 1
 
+# resuming a finished run says so and does nothing; a longer -x keeps the saved schedule unless --lr-steps says otherwise
+out=$($BIN "${common[@]}" -o "$W/full" -y 1 --log "$W/again.jsonl" 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -q "this run is complete, nothing to train" <<<"$out" && ! grep -q "val loss" <<<"$out" && [ ! -e "$W/again.jsonl" ] \
+  && ok "resuming a finished run says it is complete and trains, validates and writes nothing" || bad "resume a finished run" "$out"
+mkdir -p "$W/longer" "$W/stretched"
+cp "$W/full/model_00000012.bin" "$W/full/state_00000012.bin" "$W/longer/"
+cp "$W/full/model_00000012.bin" "$W/full/state_00000012.bin" "$W/stretched/"
+# cosine over 12 steps (warmup 2) from 3e-3 to 3e-3 x 0.1: past its end the rate stays 3e-4
+out=$($BIN "${common[@]}" -u 2 -x 16 -o "$W/longer" -y 1 --log "$W/longer.jsonl" 2>&1)
+lrs=$($PY -c 'import json,sys; print(" ".join("%.6g" % d["lr"] for d in map(json.loads, open(sys.argv[1])) if "loss" in d))' "$W/longer.jsonl")
+grep -q "learning-rate schedule stays the saved run's (cosine over 12 steps); pass --lr-steps 16" <<<"$out" && [ "$lrs" = "0.0003 0.0003 0.0003 0.0003" ] \
+  && ok "-x raised on resume: the saved 12-step schedule is kept and said so (lr $lrs)" || bad "-x raised on resume keeps the schedule" "$out $lrs"
+$BIN "${common[@]}" -x 16 -v 0 -o "$W/whole16" -n 16 --log "$W/whole16.jsonl" >/dev/null 2>&1
+out=$($BIN "${common[@]}" -x 16 -o "$W/stretched" -y 1 --lr-steps 16 --log "$W/stretched.jsonl" 2>&1)
+lr_of() { $PY -c 'import json,sys; print(" ".join("%.6g" % d["lr"] for d in map(json.loads, open(sys.argv[1])) if "loss" in d and d["step"] > 12))' "$1"; }
+grep -q "now spans 16 steps instead of the saved run's 12" <<<"$out" && [ -n "$(lr_of "$W/stretched.jsonl")" ] && [ "$(lr_of "$W/stretched.jsonl")" = "$(lr_of "$W/whole16.jsonl")" ] \
+  && ok "--lr-steps 16 on resume: steps 13-16 get a 16-step run's learning rates, and the change is announced" || bad "--lr-steps on resume" "$out"
+
 # model files: bf16 (version 5) reads as the same weights as fp32 (version 3) rounded to bf16
 $PY - "$W/full/model_00000012.bin" "$W" <<'PYEOF'
 import struct, sys
