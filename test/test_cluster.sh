@@ -49,6 +49,9 @@ PYEOF
 set -- $dims
 if [ $# -eq 3 ] && [ "$1" -ge 600 ] && [ "$2" -ge 300 ] && [ "$3" -ge 10000 ]; then
   ok "plot_logs.py draws two real logs into a ${1}x${2} PNG of $3 bytes"; else bad "plot_logs.py makes a PNG" "$out $dims"; fi
+out=$($PY scripts/plot_logs.py "$W/a.jsonl" 2>&1); rc=$?
+[ $rc -eq 0 ] && [ -s "$W/a.png" ] && grep -q "wrote $W/a.png" <<<"$out" && ok "plot_logs.py without -o writes the PNG beside the log" \
+  || bad "plot_logs.py default output" "$out"
 out=$($PY scripts/plot_logs.py -o "$W/x.png" "$W/kill.out" 2>&1); rc=$?
 [ $rc -ne 0 ] && grep -q "kill.out:1: not JSON" <<<"$out" && [ ! -e "$W/x.png" ] && ok "plot_logs.py names a file that is not a log" \
   || bad "plot_logs.py rejects a non-log" "$out"
