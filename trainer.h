@@ -632,7 +632,25 @@ static void run_finish(Run *r) {
     comm_finalize(&r->comm);
 }
 
+// OpenMP threads waiting for work spin before they sleep (libgomp: 300,000 iterations). Beside one
+// other busy process on 2 cores, that made the default 2-thread run 4-15x slower than it is alone:
+// a spinning thread burns the core its descheduled partner needs (dev/bench_busy.sh measures it;
+// figures in the README). 1,000 spins keep the idle speed within a few percent and fall back to the
+// fair share when a core is taken. libgomp reads the setting once, as it loads, before main, so the
+// CPU build sets it and re-executes itself once; a user's own OMP_WAIT_POLICY or GOMP_SPINCOUNT wins.
+// (Not in the CUDA build, whose OpenMP use is small, and where tools such as compute-sanitizer run it.)
+static void openmp_wait_politely(char **argv) {
+#if defined(_OPENMP) && defined(__linux__) && !defined(__CUDACC__)
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
+    setenv("GOMP_SPINCOUNT", "1000", 1);
+    execv("/proc/self/exe", argv);  // returns only if it failed: then run with the library's defaults
+#else
+    (void)argv;
+#endif
+}
+
 static int train_main(int argc, char **argv) {
+    openmp_wait_politely(argv);
     static Run run;  // static: zeroed, and too large to want on the stack
     Run *r = &run;
     run_setup(r, argc, argv);

@@ -165,6 +165,19 @@ $BIN "${pre[@]}" -o "$W/pre" -y 1 --log "$W/pre.jsonl" >"$W/pre2.out" 2>&1
 [ "$(losses "$W/nostop.jsonl")" = "$(losses "$W/pre.jsonl" | awk '!seen[$1]++')" ] && [ "$(losses "$W/pre.jsonl" | awk '!seen[$1]++' | wc -l)" -eq 150 ] \
   && ok "stopped and resumed run has the uninterrupted run's 150 losses, bit for bit" || bad "resume after SIGTERM" "$(diff <(losses "$W/nostop.jsonl") <(losses "$W/pre.jsonl" | awk '!seen[$1]++') | head)"
 
+# --- a shared machine: OpenMP threads spin briefly, then sleep (unless the user chose otherwise) --
+spin_of() {  # spin_of ENV...: GOMP_SPINCOUNT and OMP_WAIT_POLICY as the running trainer sees them
+  env "$@" $BIN -x 100000 -v 0 -s 0 >/dev/null 2>&1 &
+  local pid=$! seen=""
+  for i in $(seq 1 50); do seen=$(tr '\0' '\n' < /proc/$pid/environ 2>/dev/null | grep -E "^(GOMP_SPINCOUNT|OMP_WAIT_POLICY)=" | sort | tr '\n' ' '); [ -n "$seen" ] && break; sleep 0.1; done
+  kill $pid; wait $pid 2>/dev/null
+  echo "$seen"
+}
+[ "$(spin_of)" = "GOMP_SPINCOUNT=1000 " ] && [ "$(spin_of OMP_WAIT_POLICY=active)" = "OMP_WAIT_POLICY=active " ] \
+  && [ "$(spin_of GOMP_SPINCOUNT=5)" = "GOMP_SPINCOUNT=5 " ] \
+  && ok "OpenMP waits spin 1,000 times, then sleep; a user's own OMP_WAIT_POLICY or GOMP_SPINCOUNT is kept" \
+  || bad "OpenMP wait policy" "$(spin_of) | $(spin_of OMP_WAIT_POLICY=active) | $(spin_of GOMP_SPINCOUNT=5)"
+
 # --- learning on the embedded default ----------------------------------------------------------
 out=$($BIN 2>&1); rc=$?
 last=$(grep "val loss" <<<"$out" | tail -1)
