@@ -37,10 +37,13 @@ test/test_gpt2: test/test_gpt2.c test/check.h train_gpt.c $(HEADERS) .build-cpu
 test/test_units: test/test_units.c test/check.h $(HEADERS) .build-cpu
 	$(CC) $(CFLAGS) -I. $< -o $@ $(LDLIBS)
 
+test/test_generate: test/test_generate.c test/check.h train_gpt.c $(HEADERS) .build-cpu
+	$(CC) $(CFLAGS) -I. $< -o $@ $(LDLIBS)
+
 test/test_pipeline: test/test_pipeline.c test/check.h pipeline.h gpt2.h comm.h utils.h .build-cpu
 	$(CC) $(CFLAGS) -I. $< -o $@ $(LDLIBS)
 
-test: train_gpt_cpu tokenize test/test_gpt2 test/test_units test/test_pipeline
+test: train_gpt_cpu tokenize test/test_gpt2 test/test_units test/test_pipeline test/test_generate
 	PYTHON=$(PYTHON) TORCH_PYTHON=$(TORCH_PYTHON) bash test/run_tests.sh
 
 # The CUDA build: bf16/fp16/fp32 kernels, cuBLASLt, MPI host-staged collectives when mpicc is there.
@@ -62,6 +65,10 @@ train_gpt: train_gpt.cu $(HEADERS) .build-cuda
 test/test_gpt2_gpu: test/test_gpt2.c train_gpt.cu $(HEADERS) .build-cuda
 	$(NVCC_OR_FAIL) $(NVCC_FLAGS) $(MPI_CFLAGS) -I. -x cu $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp
 
+# Generation with the key/value cache against the full-prefix forward, on the GPU.
+test/test_generate_gpu: test/test_generate.c test/check.h train_gpt.cu $(HEADERS) .build-cuda
+	$(NVCC_OR_FAIL) $(NVCC_FLAGS) $(MPI_CFLAGS) -I. -x cu $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp
+
 # Every kernel against the CPU build's, in each precision, and their benchmark.
 dev/cuda/kernels: dev/cuda/kernels.cu train_gpt.cu train_gpt.c $(HEADERS) .build-cuda
 	$(NVCC_OR_FAIL) $(NVCC_FLAGS) $(MPI_CFLAGS) -I. $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp
@@ -81,4 +88,4 @@ bench-cpu: train_gpt_cpu
 	bash scripts/bench_cpu.sh
 
 clean:
-	rm -f .build-cpu .build-cuda train_gpt_cpu train_gpt tokenize test/test_gpt2 test/test_gpt2_gpu test/test_units test/test_pipeline dev/cuda/kernels dev/cuda/attention
+	rm -f .build-cpu .build-cuda train_gpt_cpu train_gpt tokenize test/test_gpt2 test/test_gpt2_gpu test/test_units test/test_pipeline test/test_generate test/test_generate_gpu dev/cuda/kernels dev/cuda/attention

@@ -176,9 +176,39 @@ static void layernorm_backward(float *dinp, float *dweight, float *dbias, const 
     }
 }
 
+// One row (generation with the key/value cache): out[o] = inp . weight[o] with gemm's arithmetic per
+// element (a multiply-add chain over k, block by block of GEMM_KC, the blocks summed in order), so a
+// token's logits are those of a longer forward bit for bit; without gemm's packed panels and 12-row
+// tiles, which for one row are all overhead. Eight output rows at a time keep eight chains in flight.
+#define GEMV_ROWS 8
+#ifdef __FMA__
+#define GEMV_MADD(a, b, acc) fmaf(a, b, acc)  // what the compiler makes of gemm_tile's acc += a * b
+#else
+#define GEMV_MADD(a, b, acc) ((acc) + (a) * (b))
+#endif
+static void gemv(float *out, const float *inp, const float *weight, int C, int OC) {
+#pragma omp parallel for schedule(static)
+    for (int o0 = 0; o0 < OC; o0 += GEMV_ROWS) {
+        int n = OC - o0 < GEMV_ROWS ? OC - o0 : GEMV_ROWS;
+        const float *w = weight + (long)o0 * C;
+        float total[GEMV_ROWS];
+        for (int k0 = 0; k0 < C; k0 += GEMM_KC) {
+            int kend = C - k0 < GEMM_KC ? C : k0 + GEMM_KC;
+            float acc[GEMV_ROWS] = {0};
+            for (int k = k0; k < kend; k++) {
+                float a = inp[k];
+                for (int j = 0; j < GEMV_ROWS; j++) acc[j] = GEMV_MADD(a, w[(long)(j < n ? j : 0) * C + k], acc[j]);
+            }
+            for (int j = 0; j < GEMV_ROWS; j++) total[j] = k0 == 0 ? acc[j] : total[j] + acc[j];
+        }
+        for (int j = 0; j < n; j++) out[o0 + j] = total[j];
+    }
+}
+
 // out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias
 static void matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N, int C, int OC) {
-    gemm(N, OC, C, inp, C, 1, weight, 1, C, out, OC, 1, 0);
+    if (N == 1) gemv(out, inp, weight, C, OC);
+    else gemm(N, OC, C, inp, C, 1, weight, 1, C, out, OC, 1, 0);
     if (bias) {
 #pragma omp parallel for
         for (int i = 0; i < N; i++)
@@ -280,6 +310,42 @@ static void attention_backward(float *dqkv, const float *dout, const float *qkv,
                 }
             }
         free(datt);
+    }
+}
+
+// Attention of one new token (row t of qkv, (t + 1, 3C)) over the keys and values of rows 0..t, for
+// generation with a key/value cache: attention_forward's arithmetic for row t, step for step, so
+// the result is bit-identical to that row of the full forward.
+static void attention_decode(float *out, const float *qkv, int t, int C, int NH) {
+    int C3 = 3 * C, hs = C / NH;
+    float scale = 1.0f / sqrtf((float)hs);
+#pragma omp parallel
+    {
+        float *a = (float *)mallocCheck((size_t)(t + 1) * sizeof(float));
+#pragma omp for
+        for (int h = 0; h < NH; h++) {
+            const float *q = qkv + (long)t * C3 + h * hs;
+            float maxv = -INFINITY;
+            for (int t2 = 0; t2 <= t; t2++) {
+                const float *k = qkv + (long)t2 * C3 + h * hs + C;
+                float dot = 0.0f;
+                for (int i = 0; i < hs; i++) dot += q[i] * k[i];
+                dot *= scale;
+                a[t2] = dot;
+                if (dot > maxv) maxv = dot;
+            }
+            float sum = 0.0f;
+            for (int t2 = 0; t2 <= t; t2++) { a[t2] = expf(a[t2] - maxv); sum += a[t2]; }
+            float inv = 1.0f / sum;
+            for (int t2 = 0; t2 <= t; t2++) a[t2] *= inv;
+            float *o = out + h * hs;
+            for (int i = 0; i < hs; i++) o[i] = 0.0f;
+            for (int t2 = 0; t2 <= t; t2++) {
+                const float *v = qkv + (long)t2 * C3 + h * hs + 2 * C;
+                for (int i = 0; i < hs; i++) o[i] += a[t2] * v[i];
+            }
+        }
+        free(a);
     }
 }
 

@@ -461,18 +461,23 @@ static void run_evaluate(Run *r, int step) {
 
 // Sampling: every rank takes part (the forward needs all stages, and at ZeRO-3 all ranks); the last
 // stage draws the token and passes it to the others; rank 0 prints.
+// Each new token runs the model on itself alone, against the key/value cache of the ones before it
+// (model_decode_*), so n tokens cost n one-token forwards rather than forwards of 1, 2, ..., n tokens.
 static void run_sample(Run *r) {
     int n = r->cfg.gen_tokens + 1 < r->T ? r->cfg.gen_tokens + 1 : r->T;
     int *gen = r->gen, last_stage = r->stage == r->pp_stages - 1;
     gen[0] = r->dec.kind == 1 ? tokenizer_eot(&r->dec.tok) : 0;
     printf0("sample: ");
+    model_decode_begin(r->model, n);
     for (int t = 1; t < n; t++) {
-        pp_forward_only(&r->pipe, gen, NULL, 1, t);
+        model_decode_at(r->model, t - 1);
+        pp_forward_only(&r->pipe, &gen[t - 1], NULL, 1, 1);
         float u = random_f32(&r->sample_rng);
-        gen[t] = last_stage ? sample_token(model_logits(r->model, 0, t - 1), r->mc.vocab_size, u) : 0;
+        gen[t] = last_stage ? sample_token(model_logits(r->model, 0, 0), r->mc.vocab_size, u) : 0;
         comm_broadcast(&r->pp_comm, &gen[t], sizeof(int), r->pp_stages - 1);
         if (r->rank == 0) decode_print(&r->dec, gen[t]);
     }
+    model_decode_end(r->model);
     printf0("\n");
 }
 

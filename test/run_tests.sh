@@ -33,6 +33,7 @@ run_suite() {
 
 run_suite units ./test/test_units
 run_suite "pipeline schedule and split" ./test/test_pipeline
+run_suite "generation with the key/value cache" ./test/test_generate
 
 if "$TORCH_PY" -c "import torch" 2>/dev/null; then
   "$TORCH_PY" test/ref_gpt2.py --out-dir "$W/ref" > "$W/ref.log" 2>&1 || { cat "$W/ref.log"; }
