@@ -126,7 +126,7 @@ typedef struct {
     size_t num_params;
     float *params;                           // the initial weights, until they are handed to zero.h
     // data
-    MarkovSource markov;
+    SynthSource synth;
     DataLoader train_loader, val_loader;
     int have_val, val_batches;
     Decoder dec;
@@ -236,13 +236,13 @@ static void run_setup(Run *r, int argc, char **argv) {
     // data
     r->have_val = 0;
     if (r->synthetic) {
-        markov_init(&r->markov, 0);
+        synth_init(&r->synth, 0, T);
         long ntrain = 1L << 21, nval = 1L << 16;
         if (ntrain < (long)B * T * 4 + 1) ntrain = (long)B * T * 4 + 1;
         if (nval < (long)B * T + 1) nval = (long)B * T + 1;
-        dataloader_init_memory(&r->train_loader, "synthetic-train", markov_sample(&r->markov, ntrain, 1), ntrain, B, T,
+        dataloader_init_memory(&r->train_loader, "synthetic-train", synth_sample(&r->synth, ntrain, 1), ntrain, B, T,
                                r->dp_rank, r->dp, cfg->shuffle, cfg->seed, r->mc.vocab_size);
-        dataloader_init_memory(&r->val_loader, "synthetic-val", markov_sample(&r->markov, nval, 2), nval, B, T, 0, 1, 0, 0,
+        dataloader_init_memory(&r->val_loader, "synthetic-val", synth_sample(&r->synth, nval, 2), nval, B, T, 0, 1, 0, 0,
                                r->mc.vocab_size);
         r->have_val = 1;
     } else {
@@ -370,10 +370,13 @@ static void run_plan(Run *r) {
            mc->channels, mc->num_heads, mc->vocab_size, mc->padded_vocab_size, mc->max_seq_len, r->num_params);
     printf0("batch: micro-batch %d x seq %d x accumulation %d x data-parallel %d = %ld tokens per step | recompute %d\n",
            r->B, r->T, A, r->world, cfg->total_batch_tokens, cfg->recompute);
-    printf0("data: %s (%d shard%s, %ld micro-batches per epoch)%s%s\n", r->synthetic ? "synthetic Markov corpus" : cfg->train_data,
+    printf0("data: %s (%d shard%s, %ld micro-batches per epoch)%s%s\n", r->synthetic ? "synthetic corpus" : cfg->train_data,
            r->train_loader.nshards, r->train_loader.nshards == 1 ? "" : "s", r->train_loader.windows_per_epoch,
            r->have_val ? " | val: " : " | no validation data", r->have_val ? (r->synthetic ? "synthetic" : cfg->val_data) : "");
-    if (r->synthetic) printf0("synthetic corpus entropy floor: %.4f nats/token (the best possible loss)\n", r->markov.entropy_rate);
+    if (r->synthetic) printf0("synthetic corpus: a Markov chain over %d symbols; after a '.', the document's first token "
+                              "again (%.1f%% of targets; only attention reaches back for it) | entropy floor %.4f nats/token, the "
+                              "best possible loss; without attention %.4f at best\n", SYNTH_SYMBOLS, 100.0 * r->synth.copied,
+                              r->synth.floor, r->synth.no_attention);
     print_memory_plan(plan);
     r->logf = NULL;
     if (cfg->log_path && r->rank == 0) {
@@ -448,7 +451,7 @@ static void run_build(Run *r) {
 // Evaluation: the validation loss (with the floor on the synthetic corpus), on the console and in the log.
 static void run_evaluate(Run *r, int step) {
     float vl = evaluate(&r->pipe, &r->val_loader, r->val_batches, r->B, r->T);
-    double floor = r->markov.entropy_rate;
+    double floor = r->synth.floor;
     if (r->synthetic) printf0("step %5d | val loss %.4f | floor %.4f | gap %.4f\n", step, vl, floor, vl - floor);
     else printf0("step %5d | val loss %.4f\n", step, vl);
     if (r->logf) {
