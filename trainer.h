@@ -456,7 +456,7 @@ static void run_evaluate(Run *r, int step) {
     else printf0("step %5d | val loss %.4f\n", step, vl);
     if (r->logf) {
         fprintf(r->logf, "{\"step\": %d, \"val_loss\": %.9g", step, vl);
-        if (r->synthetic) fprintf(r->logf, ", \"floor\": %.9g", floor);
+        if (r->synthetic) fprintf(r->logf, ", \"floor\": %.9g, \"no_attention\": %.9g", floor, r->synth.no_attention);
         fprintf(r->logf, "}\n");
         fflush(r->logf);
     }

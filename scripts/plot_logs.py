@@ -16,7 +16,7 @@ import sys
 
 
 def read_log(path):
-    steps, vals, tps, floor = {}, {}, {}, None
+    steps, vals, tps, floor, no_att = {}, {}, {}, None, None
     try:
         f = open(path)
     except OSError as e:
@@ -37,9 +37,10 @@ def read_log(path):
             elif "val_loss" in d:
                 vals[d["step"]] = d["val_loss"]
                 floor = d.get("floor", floor)
+                no_att = d.get("no_attention", no_att)
     if not steps and not vals:
         sys.exit(f"error: {path}: no step or val_loss lines (is it a train_gpt --log file?)")
-    return steps, vals, tps, floor
+    return steps, vals, tps, floor, no_att
 
 
 def smooth(xs, k):
@@ -77,7 +78,7 @@ def main():
     import matplotlib.pyplot as plt
 
     fig, (ax_loss, ax_tps) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for (steps, vals, tps, floor), label in zip(runs, labels):
+    for (steps, vals, tps, floor, no_att), label in zip(runs, labels):
         xs = sorted(steps)
         line = ax_loss.plot(xs, smooth([steps[s] for s in xs], args.smooth), lw=1, alpha=0.8, label=f"{label} train")[0]
         if vals:
@@ -85,6 +86,8 @@ def main():
             ax_loss.plot(vs, [vals[s] for s in vs], "o-", ms=3, color=line.get_color(), label=f"{label} val")
         if floor is not None and math.isfinite(floor):
             ax_loss.axhline(floor, ls="--", lw=1, color="gray", label="entropy floor")
+        if no_att is not None and math.isfinite(no_att):
+            ax_loss.axhline(no_att, ls=":", lw=1, color="gray", label="best without attention")
         if tps:
             ts = sorted(tps)
             ax_tps.plot(ts, [tps[s] for s in ts], lw=1, color=line.get_color(), label=label)
