@@ -62,6 +62,7 @@ else
 fi
 
 run_suite "trainer CLI" bash test/test_cli.sh
+run_suite "README vs the code" bash test/test_readme.sh
 run_suite "precision and loss scaling" bash test/test_precision.sh
 if command -v nvcc >/dev/null; then
   run_suite "CUDA build without a GPU" bash test/test_cuda_build.sh
