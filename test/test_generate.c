@@ -97,6 +97,7 @@ static void run_case(int L, int C, int NH, int recompute, int n) {
 }
 
 int main(int argc, char **argv) {
+    openmp_wait_politely(argv);  // as the trainer does: many small parallel regions, on a shared machine
 #ifdef __CUDACC__
     const char *prec = argc > 1 ? argv[1] : "fp32";
     backend_init(0);
