@@ -190,14 +190,15 @@ static void gemv(float *out, const float *inp, const float *weight, int C, int O
 #pragma omp parallel for schedule(static)
     for (int o0 = 0; o0 < OC; o0 += GEMV_ROWS) {
         int n = OC - o0 < GEMV_ROWS ? OC - o0 : GEMV_ROWS;
-        const float *w = weight + (long)o0 * C;
+        const float *w[GEMV_ROWS];  // the rows (the last block repeats its first row where OC runs out)
+        for (int j = 0; j < GEMV_ROWS; j++) w[j] = weight + (long)(o0 + (j < n ? j : 0)) * C;
         float total[GEMV_ROWS];
         for (int k0 = 0; k0 < C; k0 += GEMM_KC) {
             int kend = C - k0 < GEMM_KC ? C : k0 + GEMM_KC;
             float acc[GEMV_ROWS] = {0};
             for (int k = k0; k < kend; k++) {
                 float a = inp[k];
-                for (int j = 0; j < GEMV_ROWS; j++) acc[j] = GEMV_MADD(a, w[(long)(j < n ? j : 0) * C + k], acc[j]);
+                for (int j = 0; j < GEMV_ROWS; j++) acc[j] = GEMV_MADD(a, w[j][k], acc[j]);
             }
             for (int j = 0; j < GEMV_ROWS; j++) total[j] = k0 == 0 ? acc[j] : total[j] + acc[j];
         }
