@@ -67,7 +67,7 @@ run_suite "precision and loss scaling" bash test/test_precision.sh
 if command -v nvcc >/dev/null; then
   run_suite "CUDA build without a GPU" bash test/test_cuda_build.sh
 else
-  skip "CUDA build: nvcc is not on the PATH (the CUDA toolkit; on Debian, apt-get install nvidia-cuda-toolkit)"
+  skip "CUDA build: nvcc is not on the PATH (install NVIDIA's CUDA toolkit, 12 or newer, and put its bin/ on the PATH)"
 fi
 run_suite "data parallel / ZeRO under mpirun" bash test/test_zero.sh
 run_suite "1F1B pipeline under mpirun" bash test/test_pipeline.sh
