@@ -335,6 +335,12 @@ static void run_resume(Run *r) {
 static void run_plan(Run *r) {
     TrainConfig *cfg = &r->cfg;
     const GPT2Config *mc = &r->mc;
+    // the log first: a path that cannot be written is an error before anything is printed
+    r->logf = NULL;
+    if (cfg->log_path && r->rank == 0) {
+        r->logf = fopen(cfg->log_path, r->start_step > 0 ? "a" : "w");
+        if (!r->logf) fatal("--log: %s: cannot open for writing: %s", cfg->log_path, strerror(errno));
+    }
     int pp_stages = r->pp_stages, stage = r->stage, A = r->A;
     // this stage's layers, and the units it holds (the tied outer unit lives on the first and the last)
     r->first = (int *)mallocCheck((pp_stages + 1) * sizeof(int));
@@ -378,11 +384,6 @@ static void run_plan(Run *r) {
                               "best possible loss; without attention %.4f at best\n", SYNTH_SYMBOLS, 100.0 * r->synth.copied,
                               r->synth.floor, r->synth.no_attention);
     print_memory_plan(plan);
-    r->logf = NULL;
-    if (cfg->log_path && r->rank == 0) {
-        r->logf = fopen(cfg->log_path, r->start_step > 0 ? "a" : "w");
-        if (!r->logf) fatal("--log: %s: cannot open for writing: %s", cfg->log_path, strerror(errno));
-    }
     if (r->logf && r->start_step == 0) {
         fprintf(r->logf, "{\"memory_plan\": {\"world\": %d, \"zero_stage\": %d, \"params_bytes\": %zu, \"grads_bytes\": %zu, "
                 "\"optimizer_bytes\": %zu, \"working_weights_bytes\": %zu, \"activations_bytes\": %zu, \"workspace_bytes\": %zu}}\n",
