@@ -487,7 +487,8 @@ static double model_peak_flops(void) { return 0.0; }
 static const char *model_device_name(void) {
     static char name[64];
 #ifdef _OPENMP
-    snprintf(name, sizeof(name), "CPU, %d OpenMP threads", omp_get_max_threads());
+    int threads = omp_get_max_threads();
+    snprintf(name, sizeof(name), "CPU, %d OpenMP thread%s", threads, threads == 1 ? "" : "s");
 #else
     snprintf(name, sizeof(name), "CPU, 1 thread");
 #endif
