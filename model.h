@@ -3,7 +3,8 @@
 // their backward passes) that zero.h and pipeline.h drive. It is included by a build after that
 // build has defined its kernels (encoder, layernorm, matmul, attention, gelu, residual, classifier
 // forward and backward, with these signatures, on its own memory) and its memory backend
-// (backend_malloc/free/zero, backend_tokens_from_host, backend_sum_losses, backend_logits_row), so
+// (backend_malloc/free/zero, backend_tokens_from_host, backend_sum_losses, backend_logits_row,
+// backend_decode_begin/end around generation, when the weights hold still), so
 // the order of operations, and with it every number, is defined once.
 #ifndef MODEL_H
 #define MODEL_H
@@ -343,6 +344,7 @@ static void model_decode_begin(Model *m, int max_tokens) {
     m->kv_cache = (floatX *)backend_malloc((size_t)(m->last - m->first) * max_tokens * 3 * m->config.channels * X_BYTES);
     m->decoding = 1;
     m->kv_pos = 0;
+    backend_decode_begin();  // the weights stay as they are until model_decode_end
 }
 
 // The next forward (B = T = 1) is the token at `pos`; the cache holds positions 0..pos-1.
@@ -352,6 +354,7 @@ static void model_decode_at(Model *m, int pos) {
 }
 
 static void model_decode_end(Model *m) {
+    backend_decode_end();
     backend_free(m->kv_cache);
     m->kv_cache = NULL;
     m->decoding = 0;

@@ -206,9 +206,55 @@ static void gemv(float *out, const float *inp, const float *weight, int C, int O
     }
 }
 
+// While a sample is generated (backend_decode_begin/end, called by model.h) the weights do not
+// change. The largest one-row product, the tied classifier's (Vp x C, Vp >= 8C), then reads a
+// transpose of the weight made at its first use in the sample: its columns are contiguous, so
+// every token streams them with full-width vector multiply-adds, one output per lane and in gemm's
+// order (bit for bit the same logits), instead of gathering eight rows at a time.
+#define GEMVT_COLS 64
+static int decode_active = 0;
+static const float *gemvt_src = NULL;  // the weight whose transpose gemvt holds
+static float *gemvt = NULL;            // (C, OC rounded up to GEMVT_COLS), zero-padded
+static void backend_decode_begin(void) { decode_active = 1; }
+static void backend_decode_end(void) {
+    decode_active = 0;
+    free(gemvt);
+    gemvt = NULL;
+    gemvt_src = NULL;
+}
+
+static void gemv_transposed(float *out, const float *inp, const float *weight, int C, int OC) {
+    long OCp = (OC + GEMVT_COLS - 1) / GEMVT_COLS * GEMVT_COLS;
+    if (gemvt_src != weight) {
+        free(gemvt);
+        gemvt = (float *)callocCheck((size_t)C * OCp, sizeof(float));
+#pragma omp parallel for schedule(static)
+        for (int o = 0; o < OC; o++)
+            for (int k = 0; k < C; k++) gemvt[(long)k * OCp + o] = weight[(long)o * C + k];
+        gemvt_src = weight;
+    }
+#pragma omp parallel for schedule(static)
+    for (long o0 = 0; o0 < OCp; o0 += GEMVT_COLS) {
+        float total[GEMVT_COLS];
+        for (int k0 = 0; k0 < C; k0 += GEMM_KC) {
+            int kend = C - k0 < GEMM_KC ? C : k0 + GEMM_KC;
+            float acc[GEMVT_COLS] = {0};
+            for (int k = k0; k < kend; k++) {
+                float a = inp[k];
+                const float *col = gemvt + (long)k * OCp + o0;
+#pragma omp simd
+                for (int j = 0; j < GEMVT_COLS; j++) acc[j] += a * col[j];
+            }
+            for (int j = 0; j < GEMVT_COLS; j++) total[j] = k0 == 0 ? acc[j] : total[j] + acc[j];
+        }
+        for (int j = 0; j < GEMVT_COLS && o0 + j < OC; j++) out[o0 + j] = total[j];
+    }
+}
+
 // out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias
 static void matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N, int C, int OC) {
-    if (N == 1) gemv(out, inp, weight, C, OC);
+    if (N == 1 && decode_active && OC >= 8 * C) gemv_transposed(out, inp, weight, C, OC);
+    else if (N == 1) gemv(out, inp, weight, C, OC);
     else gemm(N, OC, C, inp, C, 1, weight, 1, C, out, OC, 1, 0);
     if (bias) {
 #pragma omp parallel for

@@ -1015,6 +1015,9 @@ static void attention_decode(floatX *out, const floatX *qkv, int t, int C, int N
     WITH_X(attention_decode_kernel<<<NH, ATT_DECODE_THREADS, smem>>>((xt *)out, (const xt *)qkv, t, C, NH));
     launchCheck();
 }
+// Generation brackets (model.h): the CUDA build needs nothing held while the weights stay still.
+static void backend_decode_begin(void) {}
+static void backend_decode_end(void) {}
 // ---- end attention against the key/value cache ----
 
 #define GELU_SCALING_FACTOR 0.7978845608028654f  // sqrt(2 / pi)

@@ -110,5 +110,6 @@ int main(int argc, char **argv) {
     run_case(2, 128, 2, 0, 64);   // d2's shape: head size 64
     run_case(3, 96, 4, 3, 40);    // head size 24, and recompute 3 (only layer outputs kept)
     run_case(1, 64, 1, 2, 64);    // one head of 64, the full context
+    run_case(2, 16, 2, 1, 48);    // a vocabulary of 8C or more: the classifier's transposed one-row product
     return check_summary();
 }
