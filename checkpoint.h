@@ -7,7 +7,7 @@
 //   int32 header[256]: [0] magic 20241122, [1] version 1, [2] step S, [3] micro-batch B, [4] seq T,
 //     [5] grad accumulation A, [6] data-parallel ranks D, [7] shuffle, [8..9] seed (lo, hi 32 bits),
 //     [10..11] train loader position (micro-batches taken by rank 0's view, lo, hi), [12..13] sampler
-//     RNG state (lo, hi), [14..15] parameter count P (lo, hi), [16] total steps of the run,
+//     RNG state (lo, hi), [14..15] parameter count P (lo, hi), [16] steps the learning-rate schedule spans (-x, or --lr-steps),
 //     [17] vocab size V; from version 2: [18] AdamW updates applied (steps less skipped ones),
 //     [19] loss scale (float32 bits), [20] loss-scaler steps seen, [21] its step of the last
 //     overflow (-1 none), [22] hysteresis left, [23] steps skipped for overflow; the rest 0.

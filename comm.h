@@ -108,7 +108,7 @@ static void nccl_check(ncclResult_t r, const char *file, int line) {
 // NCCL runs on the default stream; waiting for it here keeps the collectives' semantics blocking
 // (and inside the watchdog's window), as MPI's are.
 static void nccl_wait(void) {
-    if (cudaStreamSynchronize(0) != cudaSuccess) fatal("NCCL: a collective failed: %s", cudaGetErrorString(cudaGetLastError()));
+    if (cudaStreamSynchronize(0) != cudaSuccess) internal_fault("NCCL: a collective failed: %s", cudaGetErrorString(cudaGetLastError()));
 }
 #endif
 
@@ -123,12 +123,12 @@ static int comm_is_device(const void *p) {
 static void *comm_stage(void *buf, size_t bytes) {
     if (!comm_is_device(buf)) return buf;
     void *host = mallocCheck(bytes);
-    if (cudaMemcpy(host, buf, bytes, cudaMemcpyDeviceToHost) != cudaSuccess) fatal("comm: device-to-host staging failed");
+    if (cudaMemcpy(host, buf, bytes, cudaMemcpyDeviceToHost) != cudaSuccess) internal_fault("comm: device-to-host staging failed");
     return host;
 }
 static void comm_unstage(void *buf, void *host, size_t bytes, int copy_back) {
     if (host == buf) return;
-    if (copy_back && cudaMemcpy(buf, host, bytes, cudaMemcpyHostToDevice) != cudaSuccess) fatal("comm: host-to-device staging failed");
+    if (copy_back && cudaMemcpy(buf, host, bytes, cudaMemcpyHostToDevice) != cudaSuccess) internal_fault("comm: host-to-device staging failed");
     free(host);
 }
 #else
@@ -141,7 +141,7 @@ static size_t comm_padded_size(size_t n, int world) { return comm_shard_size(n, 
 
 #ifdef USE_MPI
 #define mpiCheck(call) do { int rc_ = (call); if (rc_ != MPI_SUCCESS) { char s_[MPI_MAX_ERROR_STRING]; int l_; \
-    MPI_Error_string(rc_, s_, &l_); fatal("MPI error in %s: %s", #call, s_); } } while (0)
+    MPI_Error_string(rc_, s_, &l_); internal_fault("MPI error in %s: %s", #call, s_); } } while (0)
 // MPI counts are int: move large buffers in pieces
 #define COMM_CHUNK ((size_t)1 << 28)
 #endif
@@ -165,6 +165,22 @@ static void comm_init(Comm *c, int *argc, char ***argv) {
     }
 #else
     (void)argc; (void)argv;
+    // A build without MPI started by a launcher as one of several ranks would run that many
+    // independent copies, each training alone and writing the same files: stop, and say why.
+    const char *size_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_STEP_NUM_TASKS"};
+    const char *rank_vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"};
+    for (int i = 0; i < 4; i++) {
+        const char *s = getenv(size_vars[i]);
+        if (!s || atoi(s) <= 1) continue;
+        const char *r = getenv(rank_vars[i]);
+        if (!r || atoi(r) == 0) {
+            fprintf(stderr, "error: this binary was built without MPI, but a launcher started it as one of %s ranks (%s=%s): "
+                    "each copy would train alone and write the same files. Rebuild it with MPI (apt-get install "
+                    "libopenmpi-dev openmpi-bin, then make: the Makefile rebuilds when mpicc appears), or run it without "
+                    "mpirun/srun\n", s, size_vars[i], s);
+        }
+        exit(2);
+    }
 #endif
 }
 
@@ -174,7 +190,7 @@ static void comm_watchdog_start(Comm *c, double timeout) {
     comm_watchdog.timeout = timeout;
     comm_watchdog.rank = c->rank;
     comm_watchdog.since = monotonic_seconds();
-    if (pthread_create(&comm_watchdog.thread, NULL, watchdog_main, &comm_watchdog) != 0) fatal("cannot start the watchdog thread");
+    if (pthread_create(&comm_watchdog.thread, NULL, watchdog_main, &comm_watchdog) != 0) internal_fault("cannot start the watchdog thread");
     pthread_detach(comm_watchdog.thread);
     comm_watchdog.running = 1;
 }
@@ -415,7 +431,7 @@ static void comm_send(Comm *c, const float *buf, size_t n, int peer, int tag) {
     watch_leave();
 #else
     (void)buf; (void)n; (void)tag;
-    fatal("comm_send to rank %d in a build without MPI", peer);
+    internal_fault("comm_send to rank %d in a build without MPI", peer);
 #endif
 }
 
@@ -430,7 +446,7 @@ static void comm_recv(Comm *c, float *buf, size_t n, int peer, int tag) {
     watch_leave();
 #else
     (void)buf; (void)n; (void)tag;
-    fatal("comm_recv from rank %d in a build without MPI", peer);
+    internal_fault("comm_recv from rank %d in a build without MPI", peer);
 #endif
 }
 

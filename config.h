@@ -26,6 +26,7 @@ typedef struct {
     int grad_accum;             // -1 = derive from total_batch_tokens
     // optimisation
     int steps;
+    int lr_steps;               // steps the schedule spans; 0 = -x (or, on resume, the saved run's)
     float lr, lr_final_frac, wsd_decay_frac;
     int warmup;
     const char *lr_schedule;    // cosine | linear | constant | wsd
@@ -55,6 +56,7 @@ typedef struct {
 
 static void config_defaults(TrainConfig *c) {
     memset(c, 0, sizeof(*c));
+    c->init = "d2";
     c->micro_batch = 8;
     c->seq_len = 64;
     c->total_batch_tokens = -1;
@@ -98,70 +100,107 @@ typedef struct {
     OptKind kind;
     size_t offset;
     const char *help;
+    const char *dflt;           // how --help shows the default; NULL: the value config_defaults sets
 } OptSpec;
 
-#define OPT(s, l, k, field, h) { s, l, k, offsetof(TrainConfig, field), h }
+#define OPT(s, l, k, field, h) { s, l, k, offsetof(TrainConfig, field), h, NULL }
+#define OPTD(s, l, k, field, h, d) { s, l, k, offsetof(TrainConfig, field), h, d }
 static const OptSpec OPTIONS[] = {
-    OPT("-i", "--train-data", OPT_STR, train_data, "glob of train token shards (default: built-in synthetic corpus)"),
-    OPT("-j", "--val-data", OPT_STR, val_data, "glob of validation token shards"),
+    OPTD("-i", "--train-data", OPT_STR, train_data, "glob of train token shards", "built-in synthetic corpus"),
+    OPTD("-j", "--val-data", OPT_STR, val_data, "glob of validation token shards (the synthetic corpus has its own)", "none"),
     OPT("-e", "--init", OPT_STR, init, "model .bin (llm.c v3 fp32 or v5 bf16) or dN for a fresh GPT-2 of depth N"),
-    OPT("-o", "--out-dir", OPT_STR, out_dir, "directory for checkpoints and training state (default: none)"),
-    OPT(NULL, "--tokenizer", OPT_STR, tokenizer, "llm.c tokenizer .bin used to decode samples"),
-    OPT(NULL, "--log", OPT_STR, log_path, "write a JSON-lines log here (one line per step, and val lines)"),
-    OPT("-b", "--micro-batch", OPT_INT, micro_batch, "sequences per micro-batch B (default 8)"),
-    OPT("-t", "--seq-len", OPT_INT, seq_len, "sequence length T, at most the model's (default 64)"),
-    OPT("-d", "--total-batch-tokens", OPT_LONG, total_batch_tokens, "tokens per optimizer step; sets the accumulation"),
-    OPT(NULL, "--grad-accum", OPT_INT, grad_accum, "micro-batches per optimizer step (default 1)"),
-    OPT("-x", "--steps", OPT_INT, steps, "optimizer steps to train (default 300)"),
-    OPT("-l", "--lr", OPT_FLOAT, lr, "peak learning rate (default 3e-3)"),
-    OPT("-u", "--warmup", OPT_INT, warmup, "linear warmup steps (default 30)"),
-    OPT("-q", "--lr-final-frac", OPT_FLOAT, lr_final_frac, "final lr as a fraction of the peak (default 0.1)"),
-    OPT("-k", "--lr-schedule", OPT_STR, lr_schedule, "cosine | linear | constant | wsd (default cosine)"),
-    OPT(NULL, "--wsd-decay-frac", OPT_FLOAT, wsd_decay_frac, "wsd: fraction of the steps spent decaying (default 0.2)"),
-    OPT("-c", "--weight-decay", OPT_FLOAT, weight_decay, "AdamW decoupled weight decay on matmul and embedding weights (default 0.1)"),
-    OPT(NULL, "--beta1", OPT_FLOAT, beta1, "AdamW beta1 (default 0.9)"),
-    OPT(NULL, "--beta2", OPT_FLOAT, beta2, "AdamW beta2 (default 0.95)"),
-    OPT(NULL, "--eps", OPT_FLOAT, eps, "AdamW epsilon (default 1e-8)"),
-    OPT(NULL, "--grad-clip", OPT_FLOAT, grad_clip, "clip the global gradient norm to this; 0 = off (default 1.0)"),
+    OPTD("-o", "--out-dir", OPT_STR, out_dir, "directory for checkpoints and training state (none: nothing is saved)", "none"),
+    OPTD(NULL, "--tokenizer", OPT_STR, tokenizer, "llm.c tokenizer .bin used to decode samples", "tokenizer.bin beside the train shards"),
+    OPTD(NULL, "--log", OPT_STR, log_path, "write a JSON-lines log here (one line per step, and val lines)", "none"),
+    OPT("-b", "--micro-batch", OPT_INT, micro_batch, "sequences per micro-batch B"),
+    OPT("-t", "--seq-len", OPT_INT, seq_len, "sequence length T, at most the model's"),
+    OPTD("-d", "--total-batch-tokens", OPT_LONG, total_batch_tokens, "tokens per optimizer step; sets the accumulation", "B x T x accumulation x ranks"),
+    OPTD(NULL, "--grad-accum", OPT_INT, grad_accum, "micro-batches per optimizer step", "1, or what -d implies"),
+    OPT("-x", "--steps", OPT_INT, steps, "optimizer steps to train"),
+    OPTD(NULL, "--lr-steps", OPT_INT, lr_steps, "steps the learning-rate schedule spans; a resumed run keeps the saved run's unless this is given", "-x, or on resume the saved run's"),
+    OPT("-l", "--lr", OPT_FLOAT, lr, "peak learning rate"),
+    OPT("-u", "--warmup", OPT_INT, warmup, "linear warmup steps"),
+    OPT("-q", "--lr-final-frac", OPT_FLOAT, lr_final_frac, "final lr as a fraction of the peak"),
+    OPT("-k", "--lr-schedule", OPT_STR, lr_schedule, "cosine | linear | constant | wsd"),
+    OPT(NULL, "--wsd-decay-frac", OPT_FLOAT, wsd_decay_frac, "wsd: fraction of the steps spent decaying"),
+    OPT("-c", "--weight-decay", OPT_FLOAT, weight_decay, "AdamW decoupled weight decay on matmul and embedding weights"),
+    OPT(NULL, "--beta1", OPT_FLOAT, beta1, "AdamW beta1"),
+    OPT(NULL, "--beta2", OPT_FLOAT, beta2, "AdamW beta2"),
+    OPT(NULL, "--eps", OPT_FLOAT, eps, "AdamW epsilon"),
+    OPT(NULL, "--grad-clip", OPT_FLOAT, grad_clip, "clip the global gradient norm to this; 0 = off"),
     OPT("-r", "--recompute", OPT_INT, recompute, "0 store all; 1 recompute GELU; 2 also LayerNorm; 3 keep only layer inputs"),
-    OPT(NULL, "--seed", OPT_U64, seed, "seed for initialisation, data order and sampling (default 1337)"),
-    OPT(NULL, "--shuffle", OPT_INT, shuffle, "1 shuffle the training order each epoch, 0 read in order (default 1)"),
-    OPT("-v", "--val-every", OPT_INT, val_every, "validation loss every N steps; 0 = off (default 50)"),
-    OPT("-m", "--val-batches", OPT_INT, val_batches, "micro-batches per validation (default 10)"),
-    OPT("-s", "--sample-every", OPT_INT, sample_every, "sample text every N steps; 0 = off (default 100)"),
-    OPT("-g", "--gen-tokens", OPT_INT, gen_tokens, "tokens per sample (default 64)"),
+    OPT(NULL, "--seed", OPT_U64, seed, "seed for initialisation, data order and sampling"),
+    OPT(NULL, "--shuffle", OPT_INT, shuffle, "1 shuffle the training order each epoch, 0 read in order"),
+    OPT("-v", "--val-every", OPT_INT, val_every, "validation loss every N steps; 0 = off"),
+    OPT("-m", "--val-batches", OPT_INT, val_batches, "micro-batches per validation"),
+    OPT("-s", "--sample-every", OPT_INT, sample_every, "sample text every N steps; 0 = off"),
+    OPT("-g", "--gen-tokens", OPT_INT, gen_tokens, "tokens per sample"),
     OPT("-n", "--checkpoint-every", OPT_INT, checkpoint_every, "checkpoint every N steps and at the end; 0 = off"),
-    OPT(NULL, "--keep-checkpoints", OPT_INT, keep_checkpoints, "keep the last K checkpoints (default 2)"),
+    OPT(NULL, "--keep-checkpoints", OPT_INT, keep_checkpoints, "keep the last K checkpoints"),
     OPT("-y", "--resume", OPT_INT, resume, "1 = continue from the latest complete checkpoint in --out-dir"),
     OPT("-z", "--zero-stage", OPT_INT, zero_stage, "ZeRO: 0 replicate; 1 shard AdamW state; 2 also gradients; 3 also parameters"),
-    OPT(NULL, "--reduce-bucket-mb", OPT_FLOAT, reduce_bucket_mb, "ZeRO-2/3: reduce-scatter gradients in buckets of whole layers up to this size (default 0: one layer)"),
+    OPT(NULL, "--reduce-bucket-mb", OPT_FLOAT, reduce_bucket_mb, "ZeRO-2/3: reduce-scatter gradients in buckets of whole layers up to this size"),
     OPT(NULL, "--offload", OPT_STR, offload, "none | optimizer (AdamW state and master weights in host memory, updated on the CPU) | params (also the ZeRO-3 parameter shards)"),
-    OPT(NULL, "--pp", OPT_INT, pp, "pipeline stages (1F1B); the world is pp x data-parallel ranks (default 1)"),
+    OPT(NULL, "--pp", OPT_INT, pp, "pipeline stages (1F1B); the world is pp x data-parallel ranks"),
     OPT(NULL, "--comm", OPT_STR, comm, "mpi (host-staged; several ranks may share a GPU) or nccl (CUDA build, one GPU per rank)"),
-    OPT(NULL, "--comm-timeout", OPT_FLOAT, comm_timeout, "abort the job if a rank waits this many seconds on the others; 0 = off (default 900)"),
-    OPT(NULL, "--precision", OPT_STR, precision, "bf16 | fp16 | fp32: activations and matmuls (master weights and AdamW stay fp32); default bf16 in ./train_gpt, and fp32, the only one, in ./train_gpt_cpu"),
-    OPT(NULL, "--tf32", OPT_FLAG, tf32, "with --precision fp32: let matmuls use TF32 tensor cores (default 0: exact fp32)"),
-    OPT(NULL, "--loss-scale", OPT_STR, loss_scale, "dynamic | none | a fixed scale (default dynamic with fp16, none otherwise)"),
-    OPT(NULL, "--loss-scale-power", OPT_INT, loss_scale_power, "dynamic scaling starts at 2^K (default 16)"),
-    OPT(NULL, "--loss-scale-window", OPT_INT, loss_scale_window, "dynamic: double the scale after this many steps without overflow (default 1000)"),
-    OPT(NULL, "--loss-scale-hysteresis", OPT_INT, loss_scale_hysteresis, "dynamic: overflows tolerated before the scale halves (default 2)"),
-    OPT(NULL, "--loss-scale-min", OPT_FLOAT, loss_scale_min, "dynamic: the lowest scale; an overflow there stops the run (default 1)"),
+    OPT(NULL, "--comm-timeout", OPT_FLOAT, comm_timeout, "abort the job if a rank waits this many seconds on the others; 0 = off"),
+    OPT(NULL, "--precision", OPT_STR, precision, "bf16 | fp16 | fp32: activations and matmuls (master weights and AdamW stay fp32)"),
+    OPT(NULL, "--tf32", OPT_FLAG, tf32, "with --precision fp32: let matmuls use TF32 tensor cores"),
+    OPTD(NULL, "--loss-scale", OPT_STR, loss_scale, "dynamic | none | a fixed scale", "dynamic with fp16, else none"),
+    OPT(NULL, "--loss-scale-power", OPT_INT, loss_scale_power, "dynamic scaling starts at 2^K"),
+    OPT(NULL, "--loss-scale-window", OPT_INT, loss_scale_window, "dynamic: double the scale after this many steps without overflow"),
+    OPT(NULL, "--loss-scale-hysteresis", OPT_INT, loss_scale_hysteresis, "dynamic: overflows tolerated before the scale halves"),
+    OPT(NULL, "--loss-scale-min", OPT_FLOAT, loss_scale_min, "dynamic: the lowest scale; an overflow there stops the run"),
     OPT(NULL, "--dry-run", OPT_FLAG, dry_run, "print the configuration and memory plan, then exit"),
 };
 #undef OPT
+#undef OPTD
 #define NUM_OPTIONS ((int)(sizeof(OPTIONS) / sizeof(OPTIONS[0])))
 
+// What --help says about the binary itself, filled in by the build (trainer.h) before parse_args.
+typedef struct {
+    const char *name;               // "cpu" or "cuda"
+    const char *precisions;         // what --precision accepts
+    const char *precision_default;
+    int mpi;                        // built with MPI: runs as several ranks under mpirun / srun
+    const char *extra;              // anything else the build wants said (the CUDA build's head sizes), or NULL
+} BuildInfo;
+static BuildInfo build_info = {"unknown", "fp32", "fp32", 0, NULL};
+
+// A flag's default as --help shows it: the value config_defaults sets, or the spec's text.
+static void format_default(const OptSpec *o, const TrainConfig *d, char *buf, size_t n) {
+    const void *field = (const char *)d + o->offset;
+    if (o->offset == offsetof(TrainConfig, precision)) { snprintf(buf, n, "%s in this build", build_info.precision_default); return; }
+    if (o->dflt) { snprintf(buf, n, "%s", o->dflt); return; }
+    switch (o->kind) {
+        case OPT_STR: snprintf(buf, n, "%s", *(const char *const *)field ? *(const char *const *)field : "none"); break;
+        case OPT_INT: case OPT_FLAG: snprintf(buf, n, "%d", *(const int *)field); break;
+        case OPT_LONG: snprintf(buf, n, "%ld", *(const long *)field); break;
+        case OPT_U64: snprintf(buf, n, "%llu", (unsigned long long)*(const uint64_t *)field); break;
+        case OPT_FLOAT: snprintf(buf, n, "%g", *(const float *)field); break;
+    }
+}
+
+static void config_defaults(TrainConfig *c);
 static void print_help(const char *prog) {
+    TrainConfig d;
+    config_defaults(&d);
     printf("usage: %s [flags]\n", prog);
     printf("With no flags it trains a small GPT-2 on a built-in synthetic corpus whose entropy is known,\n");
     printf("and prints that floor beside the validation loss.\n\nflags (long form --flag VALUE or --flag=VALUE):\n");
     for (int i = 0; i < NUM_OPTIONS; i++) {
         const OptSpec *o = &OPTIONS[i];
-        char names[64];
+        char names[64], dflt[96];
         snprintf(names, sizeof(names), "%s%s%s", o->shortname ? o->shortname : "", o->shortname ? ", " : "    ", o->longname);
-        printf("  %-26s %s\n", names, o->help);
+        format_default(o, &d, dflt, sizeof(dflt));
+        if (o->kind == OPT_FLAG && o->offset == offsetof(TrainConfig, dry_run)) printf("  %-28s %s\n", names, o->help);
+        else printf("  %-28s %s (default: %s)\n", names, o->help, dflt);
     }
-    printf("  %-26s %s\n", "-h, --help", "print this help and exit");
+    printf("  %-28s %s\n", "-h, --help", "print this help and exit");
+    printf("\nthis binary: %s build | precisions %s (default %s) | MPI: %s%s%s\n", build_info.name, build_info.precisions,
+           build_info.precision_default, build_info.mpi ? "yes, runs as several ranks under mpirun or srun"
+                                                        : "no, one process only (make rebuilds it with MPI once mpicc is on the PATH)",
+           build_info.extra ? " | " : "", build_info.extra ? build_info.extra : "");
 }
 
 static void parse_value(const OptSpec *o, const char *flagname, const char *v, TrainConfig *c) {
@@ -243,6 +282,7 @@ static void config_validate(const TrainConfig *c) {
     if (c->steps < 0) bad_value("-x/--steps", "must be >= 0");
     if (c->lr < 0) bad_value("-l/--lr", "must be >= 0");
     if (c->warmup < 0) bad_value("-u/--warmup", "must be >= 0");
+    if (c->lr_steps < 0) bad_value("--lr-steps", "must be >= 1 (or 0: as long as -x/--steps)");
     if (c->lr_final_frac < 0 || c->lr_final_frac > 1) bad_value("-q/--lr-final-frac", "must be in [0, 1]");
     if (c->wsd_decay_frac < 0 || c->wsd_decay_frac > 1) bad_value("--wsd-decay-frac", "must be in [0, 1]");
     const char *k = c->lr_schedule;

@@ -222,29 +222,51 @@ static void dataloader_free(DataLoader *dl) {
 }
 
 // ----------------------------------------------------------------------------
-// The embedded default corpus: a fixed random first-order Markov source over SYNTH_VOCAB tokens.
-// Its entropy rate is known exactly, so a user sees how close the model gets to the best possible
-// loss. Every target has at least its predecessor in context, so the floor for every position is
-// the entropy rate itself.
+// The embedded default corpus: text that needs the whole model, with an exactly known floor.
+//
+// Documents of exactly T tokens (the run's sequence length), back to back. Every micro-batch row
+// starts at a multiple of T in the corpus, so a row sees one document from its start, and its last
+// target is the next document's first token. Tokens follow a fixed random first-order Markov chain
+// over SYNTH_SYMBOLS symbols (it runs on across documents), except that at every position from 1
+// to T-2 that does not follow a marker, with probability SYNTH_COPY_RATE the token is the marker
+// '.', and the token after a marker repeats the document's first token. That token can be up to
+// T-1 positions back: only attention can fetch it. The floor is exact:
+// - a copied token costs 0 to a model that attends, and to one that does not, the entropy of the
+//   chain's stationary law pi (the first token is a chain step, so distributed as pi);
+// - a fresh token where a marker may come costs H_b(r) + (1 - r) h(prev) (marker or not, then the
+//   chain from the previous token), elsewhere h(prev); every non-marker token is distributed as pi
+//   (copies copy such a token, and the choices never look at token values), so E[h(prev)] is the
+//   chain's entropy rate H;
+// - and the chance that position p follows a marker is a two-state recursion over p.
+// So the floor, and the best loss of a model that does not attend (the floor plus the copied share
+// times H(pi)), tell the user how far the model is from the best possible, and whether it attends.
 
 #define SYNTH_VOCAB 64
+#define SYNTH_SYMBOLS 63             // the chain's symbols; the last id is the marker
+#define SYNTH_MARKER 63
 #define SYNTH_SUCCESSORS 4
-// how samples of the synthetic corpus are printed: one symbol per token
+#define SYNTH_COPY_RATE 0.1
+// how samples of the synthetic corpus are printed: one symbol per token, the marker as '.'
 static const char SYNTH_ALPHABET[SYNTH_VOCAB + 1] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .";
 
 typedef struct {
-    int next[SYNTH_VOCAB][SYNTH_SUCCESSORS];
-    double prob[SYNTH_VOCAB][SYNTH_SUCCESSORS];
-    double entropy_rate;   // nats per token
-} MarkovSource;
+    int next[SYNTH_SYMBOLS][SYNTH_SUCCESSORS];
+    double prob[SYNTH_SYMBOLS][SYNTH_SUCCESSORS];
+    double entropy_rate;   // H: the chain's, nats per token
+    double pi_entropy;     // H(pi): of its stationary law, what a copied token costs a model that does not attend
+    int T;                 // document length
+    double floor;          // the best possible mean loss over a row's T targets, nats per token
+    double copied;         // the share of targets that are copies
+    double no_attention;   // the best mean loss of a model that does not attend: floor + copied * H(pi)
+} SynthSource;
 
-static void markov_init(MarkovSource *m, uint64_t seed) {
+static void synth_init(SynthSource *m, uint64_t seed, int T) {
     uint64_t rng = mix_seed(seed ^ 0x4d61726b6f76ull);
-    for (int i = 0; i < SYNTH_VOCAB; i++) {
+    for (int i = 0; i < SYNTH_SYMBOLS; i++) {
         double total = 0;
         for (int k = 0; k < SYNTH_SUCCESSORS; k++) {
             // successor 0 is always i+1 so the chain is irreducible; the others are random
-            m->next[i][k] = k == 0 ? (i + 1) % SYNTH_VOCAB : (int)(random_u32(&rng) % SYNTH_VOCAB);
+            m->next[i][k] = k == 0 ? (i + 1) % SYNTH_SYMBOLS : (int)(random_u32(&rng) % SYNTH_SYMBOLS);
             double w = -log(1.0 - random_f32(&rng) * 0.999);  // exponential weights = Dirichlet(1)
             m->prob[i][k] = w;
             total += w;
@@ -252,32 +274,60 @@ static void markov_init(MarkovSource *m, uint64_t seed) {
         for (int k = 0; k < SYNTH_SUCCESSORS; k++) m->prob[i][k] /= total;
     }
     // stationary distribution by power iteration (lazy chain, so it converges even if periodic)
-    double pi[SYNTH_VOCAB], nxt[SYNTH_VOCAB];
-    for (int i = 0; i < SYNTH_VOCAB; i++) pi[i] = 1.0 / SYNTH_VOCAB;
+    double pi[SYNTH_SYMBOLS], nxt[SYNTH_SYMBOLS];
+    for (int i = 0; i < SYNTH_SYMBOLS; i++) pi[i] = 1.0 / SYNTH_SYMBOLS;
     for (int it = 0; it < 20000; it++) {
-        for (int i = 0; i < SYNTH_VOCAB; i++) nxt[i] = 0.5 * pi[i];
-        for (int i = 0; i < SYNTH_VOCAB; i++)
+        for (int i = 0; i < SYNTH_SYMBOLS; i++) nxt[i] = 0.5 * pi[i];
+        for (int i = 0; i < SYNTH_SYMBOLS; i++)
             for (int k = 0; k < SYNTH_SUCCESSORS; k++) nxt[m->next[i][k]] += 0.5 * pi[i] * m->prob[i][k];
         memcpy(pi, nxt, sizeof(pi));
     }
     // entropy rate: successors may repeat, so merge equal next-states before taking the entropy
-    double H = 0;
-    for (int i = 0; i < SYNTH_VOCAB; i++) {
-        double p[SYNTH_VOCAB] = {0};
+    double H = 0, Hpi = 0;
+    for (int i = 0; i < SYNTH_SYMBOLS; i++) {
+        double p[SYNTH_SYMBOLS] = {0};
         for (int k = 0; k < SYNTH_SUCCESSORS; k++) p[m->next[i][k]] += m->prob[i][k];
         double h = 0;
-        for (int j = 0; j < SYNTH_VOCAB; j++) if (p[j] > 0) h -= p[j] * log(p[j]);
+        for (int j = 0; j < SYNTH_SYMBOLS; j++) if (p[j] > 0) h -= p[j] * log(p[j]);
         H += pi[i] * h;
+        if (pi[i] > 0) Hpi -= pi[i] * log(pi[i]);
     }
     m->entropy_rate = H;
+    m->pi_entropy = Hpi;
+    m->T = T;
+    // targets 1..T-1 of a row, then the next document's first token (a chain step: H);
+    // after = P(the token before position p is a marker)
+    double r = SYNTH_COPY_RATE, hb = -(r * log(r) + (1 - r) * log(1 - r));
+    double cost = H, copies = 0.0, after = 0.0;
+    for (int p = 1; p < T; p++) {
+        copies += after;
+        double fresh = 1.0 - after;
+        if (p <= T - 2) { cost += fresh * (hb + (1 - r) * H); after = fresh * r; }
+        else { cost += fresh * H; after = 0.0; }
+    }
+    m->floor = cost / T;
+    m->copied = copies / T;
+    m->no_attention = m->floor + m->copied * Hpi;
 }
 
-// n tokens of the chain, started from a burnt-in state of its own stream.
-static uint16_t *markov_sample(const MarkovSource *m, long n, uint64_t stream_seed) {
+// n tokens: documents of T (the last one cut short), from a burnt-in state of the chain's own stream.
+static uint16_t *synth_sample(const SynthSource *m, long n, uint64_t stream_seed) {
     uint16_t *out = (uint16_t *)mallocCheck(n * sizeof(uint16_t));
     uint64_t rng = mix_seed(stream_seed);
-    int s = 0;
-    for (long i = -1000; i < n; i++) {
+    int s = 0, T = m->T;
+    long first = 0;  // where the current document starts
+    for (long i = -1000; i < n; i++) {  // 1000 steps of burn-in first
+        int p = i < 0 ? 0 : (int)(i % T);
+        if (i >= 0 && p == 0) first = i;
+        if (i > 0 && p > 0 && out[i - 1] == SYNTH_MARKER) {  // the document's first token again
+            out[i] = out[first];
+            s = out[i];
+            continue;
+        }
+        if (i >= 0 && p >= 1 && p <= T - 2 && random_f32(&rng) < (float)SYNTH_COPY_RATE) {
+            out[i] = SYNTH_MARKER;
+            continue;
+        }
         float u = random_f32(&rng);
         int k = 0;
         double c = m->prob[s][0];

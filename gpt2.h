@@ -213,17 +213,25 @@ static float bf16_to_f32(uint16_t h) {
     return f;
 }
 
-// Reads an llm.c model file (version 3 fp32 or 5 bf16) into a freshly malloc'd fp32 buffer.
-static float *gpt2_read_model_file(const char *path, GPT2Config *c) {
-    FILE *fp = fopenCheck(path, "rb");
+// Reads an llm.c model file (version 3 fp32 or 5 bf16) into a freshly malloc'd fp32 buffer. `what`
+// names where the path came from (a flag, "-e/--init"), so an error says which input is wrong.
+static float *gpt2_read_model_file_for(const char *what, const char *path, GPT2Config *c) {
+    char name[4200];
+    snprintf(name, sizeof(name), "%s%s%s", what ? what : "", what ? ": " : "", path);
+    struct stat st;
+    if (what && stat(path, &st) != 0) {
+        fatal("%s: cannot open: %s (expected an llm.c model file, or dN for a fresh GPT-2 of depth N such as d2, d6, "
+              "d12)", name, strerror(errno));
+    }
+    FILE *fp = fopen_user(what, path, "rb");
     int header[256];
-    if (fread(header, sizeof(int), 256, fp) != 256) fatal("%s: too short for an llm.c model header (1024 bytes)", path);
+    if (fread(header, sizeof(int), 256, fp) != 256) fatal("%s: too short for an llm.c model header (1024 bytes)", name);
     if (header[0] != MODEL_MAGIC) {
-        fatal("%s: bad magic %d, expected %d (not an llm.c model file?)", path, header[0], MODEL_MAGIC);
+        fatal("%s: bad magic %d, expected %d (not an llm.c model file?)", name, header[0], MODEL_MAGIC);
     }
     int version = header[1];
     if (version != MODEL_VERSION_FP32 && version != MODEL_VERSION_BF16) {
-        fatal("%s: model file version %d, expected 3 (fp32) or 5 (bf16)", path, version);
+        fatal("%s: model file version %d, expected 3 (fp32) or 5 (bf16)", name, version);
     }
     c->max_seq_len = header[2];
     c->vocab_size = header[3];
@@ -231,14 +239,14 @@ static float *gpt2_read_model_file(const char *path, GPT2Config *c) {
     c->num_heads = header[5];
     c->channels = header[6];
     c->padded_vocab_size = header[7];
-    gpt2_check_config(c, path);
+    gpt2_check_config(c, name);
     size_t n = gpt2_num_params(c);
     size_t elem = version == MODEL_VERSION_FP32 ? 4 : 2;
     fseekCheck(fp, 0, SEEK_END, path);
     long size = ftell(fp);
     if (size != (long)(1024 + n * elem)) {
         fatal("%s: %ld bytes, but the header's shape needs %zu (%zu parameters of %zu bytes + 1024 header)",
-              path, size, 1024 + n * elem, n, elem);
+              name, size, 1024 + n * elem, n, elem);
     }
     fseekCheck(fp, 1024, SEEK_SET, path);
     float *params = (float *)mallocCheck(n * sizeof(float));
@@ -253,6 +261,7 @@ static float *gpt2_read_model_file(const char *path, GPT2Config *c) {
     fclose(fp);
     return params;
 }
+static float *gpt2_read_model_file(const char *path, GPT2Config *c) { return gpt2_read_model_file_for(NULL, path, c); }
 
 static void gpt2_model_header(const GPT2Config *c, int header[256]) {
     memset(header, 0, 256 * sizeof(int));

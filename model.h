@@ -3,7 +3,8 @@
 // their backward passes) that zero.h and pipeline.h drive. It is included by a build after that
 // build has defined its kernels (encoder, layernorm, matmul, attention, gelu, residual, classifier
 // forward and backward, with these signatures, on its own memory) and its memory backend
-// (backend_malloc/free/zero, backend_tokens_from_host, backend_sum_losses, backend_logits_row), so
+// (backend_malloc/free/zero, backend_tokens_from_host, backend_sum_losses, backend_logits_row,
+// backend_decode_begin/end around generation, when the weights hold still), so
 // the order of operations, and with it every number, is defined once.
 #ifndef MODEL_H
 #define MODEL_H
@@ -102,6 +103,10 @@ typedef struct {
     int *inputs, *targets;               // the last forward's micro-batch
     int cur_B, cur_T;
     float mean_loss;
+    // Generation (model_decode_*): while `decoding`, a forward is one token at position kv_pos, and
+    // each layer's q, k, v rows of the tokens before it are in kv_cache ((last - first) x kv_len x 3C).
+    int decoding, kv_len, kv_pos;
+    floatX *kv_cache;
 } Model;
 
 // Bytes of each kind of memory, for the memory plan printed at start.
@@ -324,7 +329,63 @@ static OuterGrads outer_grads(float *u, const GPT2Config *c) {
     return o;
 }
 
+// ----------------------------------------------------------------------------
+// Generation with a key/value cache. Sampling feeds the model one token at a time; recomputing the
+// whole prefix for every new token costs a forward of 1, 2, ..., n tokens. Instead each layer keeps
+// the q, k, v rows (its qkv matmul's output) of the tokens so far, and a new token runs the model on
+// itself alone: the embedding at its position, each layer's matmuls on one row, attention of its
+// query over the cached keys and values (the build's attention_decode), the head on one row. The
+// kernels are the full forward's, row for row, so the logits are the full-prefix forward's (bit for
+// bit in the CPU build: test/test_generate.c). Decoding goes through the same pieces
+// (model_embed_forward, model_layer_forward, model_head_forward), so pipeline stages and ZeRO-3's
+// gathers need no change.
+
+// Room for max_tokens positions in every layer this model runs.
+static void model_decode_begin(Model *m, int max_tokens) {
+    m->kv_len = max_tokens;
+    m->kv_cache = (floatX *)backend_malloc((size_t)(m->last - m->first) * max_tokens * 3 * m->config.channels * X_BYTES);
+    m->decoding = 1;
+    m->kv_pos = 0;
+    backend_decode_begin();  // the weights stay as they are until model_decode_end
+}
+
+// The next forward (B = T = 1) is the token at `pos`; the cache holds positions 0..pos-1.
+static void model_decode_at(Model *m, int pos) {
+    if (!m->decoding || pos < 0 || pos >= m->kv_len) internal_fault("decode position %d outside the cache of %d", pos, m->kv_len);
+    m->kv_pos = pos;
+}
+
+static void model_decode_end(Model *m) {
+    backend_decode_end();
+    backend_free(m->kv_cache);
+    m->kv_cache = NULL;
+    m->decoding = 0;
+    m->kv_len = m->kv_pos = 0;
+}
+
+// One layer for the token at kv_pos: layer_forward's kernels on one row, its q, k, v appended to
+// the cache, and attention over the cache.
+static void layer_decode(Model *m, int l) {
+    int C = m->config.channels, NH = m->config.num_heads;
+    ActivationTensors a = layer_acts(m, l);
+    LayerWeights w = layer_weights(model_weights(m, 1 + l), C);
+    const floatX *x = layer_input(m, l);
+    floatX *cache = x_at(m->kv_cache, (size_t)(l - m->first) * m->kv_len * 3 * C);
+    floatX *qkv = x_at(cache, (size_t)m->kv_pos * 3 * C);
+    layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1w, w.ln1b, 1, C);
+    matmul_forward(qkv, a.ln1, w.qkvw, w.qkvb, 1, C, 3 * C);
+    attention_decode(a.atty, cache, m->kv_pos, C, NH);
+    matmul_forward(a.attproj, a.atty, w.attprojw, w.attprojb, 1, C, C);
+    residual_forward(a.residual2, x, a.attproj, C);
+    layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, 1, C);
+    matmul_forward(a.fch, a.ln2, w.fcw, w.fcb, 1, C, 4 * C);
+    gelu_forward(a.fch_gelu, a.fch, 4 * C);
+    matmul_forward(a.fcproj, a.fch_gelu, w.fcprojw, w.fcprojb, 1, 4 * C, C);
+    residual_forward(a.residual3, a.residual2, a.fcproj, C);
+}
+
 static void layer_forward(Model *m, int l, int B, int T) {
+    if (m->decoding) { layer_decode(m, l); return; }
     int C = m->config.channels, NH = m->config.num_heads, BT = B * T;
     ActivationTensors a = layer_acts(m, l);
     LayerWeights w = layer_weights(model_weights(m, 1 + l), C);
@@ -386,15 +447,20 @@ static void layer_backward(Model *m, int l, int B, int T) {
 static void model_embed_forward(Model *m, const int *inputs, int B, int T) {
     const GPT2Config *c = &m->config;
     int V = c->vocab_size, BT = B * T;
-    if (B > m->B || T > m->T) fatal("micro-batch %dx%d is larger than the model's buffers %dx%d", B, T, m->B, m->T);
+    if (B > m->B || T > m->T) internal_fault("micro-batch %dx%d is larger than the model's buffers %dx%d", B, T, m->B, m->T);
     for (int i = 0; i < BT; i++) {
-        if (inputs[i] < 0 || inputs[i] >= V) fatal("input token %d at position %d is outside the vocabulary of %d", inputs[i], i, V);
+        if (inputs[i] < 0 || inputs[i] >= V) internal_fault("input token %d at position %d is outside the vocabulary of %d", inputs[i], i, V);
     }
     backend_tokens_from_host(m->inputs, inputs, BT);
     m->cur_B = m->slot_B[m->slot] = B;
     m->cur_T = m->slot_T[m->slot] = T;
     OuterWeights o = outer_weights(model_weights(m, 0), c);
-    encoder_forward((floatX *)m->act_ptr[ACT_ENCODED], m->inputs, o.wte, o.wpe, B, T, c->channels);
+    const floatX *wpe = o.wpe;
+    if (m->decoding) {  // one token, at its position: the position table from that row on
+        if (B != 1 || T != 1) internal_fault("decoding takes one token at a time, not %dx%d", B, T);
+        wpe = x_at(o.wpe, (size_t)m->kv_pos * c->channels);
+    }
+    encoder_forward((floatX *)m->act_ptr[ACT_ENCODED], m->inputs, o.wte, wpe, B, T, c->channels);
 }
 
 static void model_layer_forward(Model *m, int l) { layer_forward(m, l, m->cur_B, m->cur_T); }
@@ -426,7 +492,7 @@ static float model_head_forward(Model *m, const int *targets, float dloss) {
     m->mean_loss = -1.0f;
     if (targets) {
         for (int i = 0; i < BT; i++) {
-            if (targets[i] < 0 || targets[i] >= V) fatal("target token %d at position %d is outside the vocabulary of %d", targets[i], i, V);
+            if (targets[i] < 0 || targets[i] >= V) internal_fault("target token %d at position %d is outside the vocabulary of %d", targets[i], i, V);
         }
         backend_tokens_from_host(m->targets, targets, BT);
         classifier_forward_backward(a.logits, a.losses, m->targets, BT, V, Vp, dloss);

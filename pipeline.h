@@ -114,16 +114,16 @@ static PPSend pp_sends[4096];
 static int pp_nsends = 0;
 
 static void pp_send(Pipeline *p, const float *src, size_t n, int peer, int tag) {
-    if (pp_nsends == (int)(sizeof(pp_sends) / sizeof(pp_sends[0]))) fatal("pipeline: too many sends in flight");
+    if (pp_nsends == (int)(sizeof(pp_sends) / sizeof(pp_sends[0]))) internal_fault("pipeline: too many sends in flight");
     PPSend *s = &pp_sends[pp_nsends++];
     s->buf = (float *)mallocCheck(n * sizeof(float));
     backend_to_host(s->buf, src, n);
 #ifdef USE_MPI
-    if (n > (size_t)1 << 30) fatal("pipeline: message of %zu floats is too large", n);
+    if (n > (size_t)1 << 30) internal_fault("pipeline: message of %zu floats is too large", n);
     mpiCheck(MPI_Isend(s->buf, (int)n, MPI_FLOAT, peer, tag, p->pp->mpi, &s->req));
 #else
     (void)p; (void)peer; (void)tag;
-    fatal("pipeline parallelism needs the MPI build");
+    internal_fault("pipeline parallelism needs the MPI build");
 #endif
 }
 

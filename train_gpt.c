@@ -176,9 +176,86 @@ static void layernorm_backward(float *dinp, float *dweight, float *dbias, const 
     }
 }
 
+// One row (generation with the key/value cache): out[o] = inp . weight[o] with gemm's arithmetic per
+// element (a multiply-add chain over k, block by block of GEMM_KC, the blocks summed in order), so a
+// token's logits are those of a longer forward bit for bit; without gemm's packed panels and 12-row
+// tiles, which for one row are all overhead. Eight output rows at a time keep eight chains in flight.
+#define GEMV_ROWS 8
+#ifdef __FMA__
+#define GEMV_MADD(a, b, acc) fmaf(a, b, acc)  // what the compiler makes of gemm_tile's acc += a * b
+#else
+#define GEMV_MADD(a, b, acc) ((acc) + (a) * (b))
+#endif
+static void gemv(float *out, const float *inp, const float *weight, int C, int OC) {
+#pragma omp parallel for schedule(static)
+    for (int o0 = 0; o0 < OC; o0 += GEMV_ROWS) {
+        int n = OC - o0 < GEMV_ROWS ? OC - o0 : GEMV_ROWS;
+        const float *w[GEMV_ROWS];  // the rows (the last block repeats its first row where OC runs out)
+        for (int j = 0; j < GEMV_ROWS; j++) w[j] = weight + (long)(o0 + (j < n ? j : 0)) * C;
+        float total[GEMV_ROWS];
+        for (int k0 = 0; k0 < C; k0 += GEMM_KC) {
+            int kend = C - k0 < GEMM_KC ? C : k0 + GEMM_KC;
+            float acc[GEMV_ROWS] = {0};
+            for (int k = k0; k < kend; k++) {
+                float a = inp[k];
+                for (int j = 0; j < GEMV_ROWS; j++) acc[j] = GEMV_MADD(a, w[j][k], acc[j]);
+            }
+            for (int j = 0; j < GEMV_ROWS; j++) total[j] = k0 == 0 ? acc[j] : total[j] + acc[j];
+        }
+        for (int j = 0; j < n; j++) out[o0 + j] = total[j];
+    }
+}
+
+// While a sample is generated (backend_decode_begin/end, called by model.h) the weights do not
+// change. The largest one-row product, the tied classifier's (Vp x C, Vp >= 8C), then reads a
+// transpose of the weight made at its first use in the sample: its columns are contiguous, so
+// every token streams them with full-width vector multiply-adds, one output per lane and in gemm's
+// order (bit for bit the same logits), instead of gathering eight rows at a time.
+#define GEMVT_COLS 64
+static int decode_active = 0;
+static const float *gemvt_src = NULL;  // the weight whose transpose gemvt holds
+static float *gemvt = NULL;            // (C, OC rounded up to GEMVT_COLS), zero-padded
+static void backend_decode_begin(void) { decode_active = 1; }
+static void backend_decode_end(void) {
+    decode_active = 0;
+    free(gemvt);
+    gemvt = NULL;
+    gemvt_src = NULL;
+}
+
+static void gemv_transposed(float *out, const float *inp, const float *weight, int C, int OC) {
+    long OCp = (OC + GEMVT_COLS - 1) / GEMVT_COLS * GEMVT_COLS;
+    if (gemvt_src != weight) {
+        free(gemvt);
+        gemvt = (float *)callocCheck((size_t)C * OCp, sizeof(float));
+#pragma omp parallel for schedule(static)
+        for (int o = 0; o < OC; o++)
+            for (int k = 0; k < C; k++) gemvt[(long)k * OCp + o] = weight[(long)o * C + k];
+        gemvt_src = weight;
+    }
+#pragma omp parallel for schedule(static)
+    for (long o0 = 0; o0 < OCp; o0 += GEMVT_COLS) {
+        float total[GEMVT_COLS];
+        for (int k0 = 0; k0 < C; k0 += GEMM_KC) {
+            int kend = C - k0 < GEMM_KC ? C : k0 + GEMM_KC;
+            float acc[GEMVT_COLS] = {0};
+            for (int k = k0; k < kend; k++) {
+                float a = inp[k];
+                const float *col = gemvt + (long)k * OCp + o0;
+#pragma omp simd
+                for (int j = 0; j < GEMVT_COLS; j++) acc[j] += a * col[j];
+            }
+            for (int j = 0; j < GEMVT_COLS; j++) total[j] = k0 == 0 ? acc[j] : total[j] + acc[j];
+        }
+        for (int j = 0; j < GEMVT_COLS && o0 + j < OC; j++) out[o0 + j] = total[j];
+    }
+}
+
 // out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias
 static void matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N, int C, int OC) {
-    gemm(N, OC, C, inp, C, 1, weight, 1, C, out, OC, 1, 0);
+    if (N == 1 && decode_active && OC >= 8 * C) gemv_transposed(out, inp, weight, C, OC);
+    else if (N == 1) gemv(out, inp, weight, C, OC);
+    else gemm(N, OC, C, inp, C, 1, weight, 1, C, out, OC, 1, 0);
     if (bias) {
 #pragma omp parallel for
         for (int i = 0; i < N; i++)
@@ -280,6 +357,42 @@ static void attention_backward(float *dqkv, const float *dout, const float *qkv,
                 }
             }
         free(datt);
+    }
+}
+
+// Attention of one new token (row t of qkv, (t + 1, 3C)) over the keys and values of rows 0..t, for
+// generation with a key/value cache: attention_forward's arithmetic for row t, step for step, so
+// the result is bit-identical to that row of the full forward.
+static void attention_decode(float *out, const float *qkv, int t, int C, int NH) {
+    int C3 = 3 * C, hs = C / NH;
+    float scale = 1.0f / sqrtf((float)hs);
+#pragma omp parallel
+    {
+        float *a = (float *)mallocCheck((size_t)(t + 1) * sizeof(float));
+#pragma omp for
+        for (int h = 0; h < NH; h++) {
+            const float *q = qkv + (long)t * C3 + h * hs;
+            float maxv = -INFINITY;
+            for (int t2 = 0; t2 <= t; t2++) {
+                const float *k = qkv + (long)t2 * C3 + h * hs + C;
+                float dot = 0.0f;
+                for (int i = 0; i < hs; i++) dot += q[i] * k[i];
+                dot *= scale;
+                a[t2] = dot;
+                if (dot > maxv) maxv = dot;
+            }
+            float sum = 0.0f;
+            for (int t2 = 0; t2 <= t; t2++) { a[t2] = expf(a[t2] - maxv); sum += a[t2]; }
+            float inv = 1.0f / sum;
+            for (int t2 = 0; t2 <= t; t2++) a[t2] *= inv;
+            float *o = out + h * hs;
+            for (int i = 0; i < hs; i++) o[i] = 0.0f;
+            for (int t2 = 0; t2 <= t; t2++) {
+                const float *v = qkv + (long)t2 * C3 + h * hs + 2 * C;
+                for (int i = 0; i < hs; i++) o[i] += a[t2] * v[i];
+            }
+        }
+        free(a);
     }
 }
 
@@ -422,7 +535,8 @@ static double model_peak_flops(void) { return 0.0; }
 static const char *model_device_name(void) {
     static char name[64];
 #ifdef _OPENMP
-    snprintf(name, sizeof(name), "CPU, %d OpenMP threads", omp_get_max_threads());
+    int threads = omp_get_max_threads();
+    snprintf(name, sizeof(name), "CPU, %d OpenMP thread%s", threads, threads == 1 ? "" : "s");
 #else
     snprintf(name, sizeof(name), "CPU, 1 thread");
 #endif

@@ -105,410 +105,595 @@ static void print_memory_plan(const MemoryPlan *mp) {
             (mp->params + mp->grads + mp->optimizer + mp->working + mp->activations + mp->workspace) / mib);
 }
 
-static int train_main(int argc, char **argv) {
-    setvbuf(stdout, NULL, _IOLBF, 0);  // a step's line reaches a redirected log (slurm's) when it happens
-    Comm comm;
-    comm_init(&comm, &argc, &argv);
-    int world = comm.world, rank = comm.rank;
-    log_rank = rank;
+// ----------------------------------------------------------------------------
+// A run, told in phases. Everything a run holds lives in one struct; train_main below reads as the
+// story: set up, resume, plan, build, then for each step evaluate, sample, step, log, checkpoint.
+// Every rank runs every phase; only rank 0 prints and writes the log.
+
+typedef struct {
     TrainConfig cfg;
-    config_defaults(&cfg);
-    parse_args(&cfg, argc, argv);
-    config_validate(&cfg);
-    config_resolve_precision(&cfg, PRECISION_DEFAULT, PRECISIONS_BUILT);
+    Comm comm, dp_comm, pp_comm, tied_comm;  // the world; this stage's data-parallel group; the pipeline; the tied embedding's pair
+    int world, rank;
+    int pp_stages, dp, stage, dp_rank;       // the world is pp_stages x dp; rank = stage * dp + dp_rank
+    int B, T, A;
+    int synthetic;                           // training on the embedded corpus
+    // fault injection (TRAIN_GPT_FAULT), for the hang and loss-scaling tests
+    int stall_rank, stall_step;
+    char overflow_steps[256];
+    // the model
+    const char *init;
+    GPT2Config mc;
+    size_t num_params;
+    float *params;                           // the initial weights, until they are handed to zero.h
+    // data
+    SynthSource synth;
+    DataLoader train_loader, val_loader;
+    int have_val, val_batches;
+    Decoder dec;
+    // resume
+    int start_step;
+    int lr_span;                             // steps the learning-rate schedule spans (saved in checkpoints)
+    TrainState resumed;
+    float *resume_m, *resume_v;
+    // the plan: this stage's layers and units, and the memory they need
+    int *first, *present, slots;
+    double imbalance;
+    MemoryPlan plan;
+    size_t bucket_bytes;
+    int offload, offload_params;
+    FILE *logf;
+    // what runs
+    Model *model;
+    Zero zero;
+    Pipeline pipe;
+    LossScaler scaler;
+    uint64_t sample_rng;
+    int updates, bad_in_a_row;
+    int *gen;
+    double total_ms;
+    int timed_steps;
+} Run;
+
+// What one optimizer step produced, for the step's line and the log.
+typedef struct {
+    double loss, ms, tps, flops, peak;
+    float lr, norm, step_scale;
+    int skip;
+    double *idle;                            // per-stage idle fraction (pipelines only), else NULL
+} StepResult;
+
+// Set-up: the world, the flags, the model's shape and initial weights, the data and the decoder.
+static void run_setup(Run *r, int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);  // a step's line reaches a redirected log (slurm's) when it happens
+    comm_init(&r->comm, &argc, &argv);
+    r->world = r->comm.world; r->rank = r->comm.rank;
+    log_rank = r->rank;
+    build_info.name = BUILD_NAME;  // what --help says about this binary
+    build_info.precisions = PRECISIONS_BUILT;
+    build_info.precision_default = PRECISION_DEFAULT;
+#ifdef USE_MPI
+    build_info.mpi = 1;
+#endif
+#ifdef BUILD_EXTRA_INFO
+    build_info.extra = BUILD_EXTRA_INFO;
+#endif
+    TrainConfig *cfg = &r->cfg;
+    config_defaults(cfg);
+    parse_args(cfg, argc, argv);
+    config_validate(cfg);
+    config_resolve_precision(cfg, PRECISION_DEFAULT, PRECISIONS_BUILT);
     // the world is pipeline stages x data-parallel ranks; rank = stage * dp + dp index
-    if (cfg.pp < 1 || world % cfg.pp != 0) {
-        fprintf(stderr, "error: --pp: %d stages do not divide the world of %d ranks\n", cfg.pp, world);
+    if (cfg->pp < 1 || r->world % cfg->pp != 0) {
+        fprintf(stderr, "error: --pp: %d stages do not divide the world of %d ranks\n", cfg->pp, r->world);
         exit(2);
     }
-    int pp_stages = cfg.pp, dp = world / pp_stages, stage = rank / dp, dp_rank = rank % dp;
-    if (pp_stages > 1 && cfg.zero_stage >= 2) {
+    r->pp_stages = cfg->pp; r->dp = r->world / r->pp_stages; r->stage = r->rank / r->dp; r->dp_rank = r->rank % r->dp;
+    if (r->pp_stages > 1 && cfg->zero_stage >= 2) {
         fprintf(stderr, "error: -z/--zero-stage %d with --pp %d: stages 2 and 3 reduce gradients and gather weights layer by "
                 "layer within one micro-batch's backward, which 1F1B interleaves across micro-batches; use -z 0 or 1\n",
-                cfg.zero_stage, pp_stages);
+                cfg->zero_stage, r->pp_stages);
         exit(2);
     }
-    config_resolve_batch(&cfg, dp);
-    backend_init(comm.local_rank);  // after the flags, so --help and flag errors need no device
-    backend_set_precision(cfg.precision, cfg.tf32);
-    if (strcmp(cfg.comm, "nccl") == 0) comm_enable_nccl(&comm);
-    comm_watchdog_start(&comm, cfg.comm_timeout);
+    config_resolve_batch(cfg, r->dp);
+    backend_init(r->comm.local_rank);  // after the flags, so --help and flag errors need no device
+    backend_set_precision(cfg->precision, cfg->tf32);
+    if (strcmp(cfg->comm, "nccl") == 0) comm_enable_nccl(&r->comm);
+    comm_watchdog_start(&r->comm, cfg->comm_timeout);
     // fault injection for the hang tests: TRAIN_GPT_FAULT=stall:RANK:STEP makes that rank stop
     // before the gradient reduction of that step, as a rank stuck in a kernel or on a dead disk would
     // TRAIN_GPT_FAULT=overflow:S1,S2,... makes the loss gradient infinite at those steps, as an fp16
     // overflow would, for the loss-scaling tests
-    int stall_rank = -1, stall_step = -1;
-    char overflow_steps[256] = "";
+    r->stall_rank = -1; r->stall_step = -1;
+    r->overflow_steps[0] = '\0';
     const char *fault = getenv("TRAIN_GPT_FAULT");
-    if (fault && strncmp(fault, "overflow:", 9) == 0) snprintf(overflow_steps, sizeof(overflow_steps), ",%s,", fault + 9);
-    else if (fault && sscanf(fault, "stall:%d:%d", &stall_rank, &stall_step) != 2)
+    if (fault && strncmp(fault, "overflow:", 9) == 0) snprintf(r->overflow_steps, sizeof(r->overflow_steps), ",%s,", fault + 9);
+    else if (fault && sscanf(fault, "stall:%d:%d", &r->stall_rank, &r->stall_step) != 2)
         fatal("TRAIN_GPT_FAULT: '%s' is not stall:RANK:STEP or overflow:STEP[,STEP...]", fault);
-    int B = cfg.micro_batch, T = cfg.seq_len, A = cfg.grad_accum;
-    int synthetic = cfg.train_data == NULL;
+    r->B = cfg->micro_batch; r->T = cfg->seq_len; r->A = cfg->grad_accum;
+    r->synthetic = cfg->train_data == NULL;
+    int B = r->B, T = r->T;
 
     // the model: a checkpoint file, a dN descriptor, or (by default) d2 for the synthetic corpus
-    GPT2Config mc;
-    float *params = NULL;
-    const char *init = cfg.init ? cfg.init : "d2";
-    int vocab = synthetic ? SYNTH_VOCAB : 50257;
-    if (gpt2_config_from_descriptor(init, vocab, &mc)) {
-        params = (float *)mallocCheck(gpt2_num_params(&mc) * sizeof(float));
-        gpt2_init_random(&mc, params, cfg.seed);
+    r->init = cfg->init ? cfg->init : "d2";
+    int vocab = r->synthetic ? SYNTH_VOCAB : 50257;
+    if (gpt2_config_from_descriptor(r->init, vocab, &r->mc)) {
+        r->params = (float *)mallocCheck(gpt2_num_params(&r->mc) * sizeof(float));
+        gpt2_init_random(&r->mc, r->params, cfg->seed);
     } else {
-        params = gpt2_read_model_file(init, &mc);
+        r->params = gpt2_read_model_file_for("-e/--init", r->init, &r->mc);
     }
-    if (pp_stages > mc.num_layers) {
-        fprintf(stderr, "error: --pp: %d stages for a model of %d layers; each stage needs at least one layer\n", pp_stages,
-                mc.num_layers);
+    if (r->pp_stages > r->mc.num_layers) {
+        fprintf(stderr, "error: --pp: %d stages for a model of %d layers; each stage needs at least one layer\n", r->pp_stages,
+                r->mc.num_layers);
         exit(2);
     }
-    if (T > mc.max_seq_len) {
-        fprintf(stderr, "error: -t/--seq-len: %d is longer than the model's maximum sequence length %d\n", T, mc.max_seq_len);
+    if (T > r->mc.max_seq_len) {
+        fprintf(stderr, "error: -t/--seq-len: %d is longer than the model's maximum sequence length %d\n", T, r->mc.max_seq_len);
         exit(2);
     }
+    r->num_params = gpt2_num_params(&r->mc);
 
     // data
-    MarkovSource markov;
-    DataLoader train_loader, val_loader;
-    int have_val = 0;
-    if (synthetic) {
-        markov_init(&markov, 0);
+    r->have_val = 0;
+    if (r->synthetic) {
+        synth_init(&r->synth, 0, T);
         long ntrain = 1L << 21, nval = 1L << 16;
         if (ntrain < (long)B * T * 4 + 1) ntrain = (long)B * T * 4 + 1;
         if (nval < (long)B * T + 1) nval = (long)B * T + 1;
-        dataloader_init_memory(&train_loader, "synthetic-train", markov_sample(&markov, ntrain, 1), ntrain, B, T, dp_rank,
-                               dp, cfg.shuffle, cfg.seed, mc.vocab_size);
-        dataloader_init_memory(&val_loader, "synthetic-val", markov_sample(&markov, nval, 2), nval, B, T, 0, 1, 0, 0,
-                               mc.vocab_size);
-        have_val = 1;
+        dataloader_init_memory(&r->train_loader, "synthetic-train", synth_sample(&r->synth, ntrain, 1), ntrain, B, T,
+                               r->dp_rank, r->dp, cfg->shuffle, cfg->seed, r->mc.vocab_size);
+        dataloader_init_memory(&r->val_loader, "synthetic-val", synth_sample(&r->synth, nval, 2), nval, B, T, 0, 1, 0, 0,
+                               r->mc.vocab_size);
+        r->have_val = 1;
     } else {
-        dataloader_init(&train_loader, cfg.train_data, "-i/--train-data", B, T, dp_rank, dp, cfg.shuffle, cfg.seed,
-                        mc.vocab_size);
-        if (cfg.val_data) {
+        dataloader_init(&r->train_loader, cfg->train_data, "-i/--train-data", B, T, r->dp_rank, r->dp, cfg->shuffle,
+                        cfg->seed, r->mc.vocab_size);
+        if (cfg->val_data) {
             // every rank evaluates the same batches, so the validation loss does not depend on the layout
-            dataloader_init(&val_loader, cfg.val_data, "-j/--val-data", B, T, 0, 1, 0, 0, mc.vocab_size);
-            have_val = 1;
+            dataloader_init(&r->val_loader, cfg->val_data, "-j/--val-data", B, T, 0, 1, 0, 0, r->mc.vocab_size);
+            r->have_val = 1;
         }
     }
-    int val_batches = cfg.val_batches;
-    if (have_val && val_batches > dataloader_windows_per_rank(&val_loader)) {
-        val_batches = (int)dataloader_windows_per_rank(&val_loader);
-        printf0("note: validation data holds %d micro-batches; -m/--val-batches lowered to that\n", val_batches);
+    r->val_batches = cfg->val_batches;
+    if (r->have_val && r->val_batches > dataloader_windows_per_rank(&r->val_loader)) {
+        r->val_batches = (int)dataloader_windows_per_rank(&r->val_loader);
+        printf0("note: validation data holds %d micro-batches; -m/--val-batches lowered to that\n", r->val_batches);
     }
 
-    Decoder dec = {0};
-    if (cfg.tokenizer) {
-        tokenizer_init_bin(&dec.tok, cfg.tokenizer);
-        dec.kind = 1;
-    } else if (synthetic) {
-        dec.kind = 2;
+    // how samples become text
+    Decoder *dec = &r->dec;
+    if (cfg->tokenizer) {
+        fclose(fopen_user("--tokenizer", cfg->tokenizer, "rb"));  // a missing file is named with its flag
+        tokenizer_init_bin(&dec->tok, cfg->tokenizer);
+        dec->kind = 1;
+    } else if (r->synthetic) {
+        dec->kind = 2;
     } else {  // ./tokenize shards puts tokenizer.bin beside the shards
         char guess[4200];
-        snprintf(guess, sizeof(guess), "%s", train_loader.shards[0].path);
+        snprintf(guess, sizeof(guess), "%s", r->train_loader.shards[0].path);
         char *slash = strrchr(guess, '/');
         if (slash) strcpy(slash + 1, "tokenizer.bin"); else strcpy(guess, "tokenizer.bin");
-        if (file_exists(guess)) { tokenizer_init_bin(&dec.tok, guess); dec.kind = 1; }
+        if (file_exists(guess)) { tokenizer_init_bin(&dec->tok, guess); dec->kind = 1; }
     }
+}
 
-    // resume: the newest complete checkpoint in the out dir
-    int start_step = 0;
-    TrainState resumed = {0};
-    float *resume_m = NULL, *resume_v = NULL;
-    if (cfg.out_dir) make_dir(cfg.out_dir);
-    if (cfg.resume) {
-        int steps[4096];
-        int n = checkpoint_list(cfg.out_dir, steps, 4096);
-        if (n == 0) {
-            printf0("resume: no complete checkpoint in %s, starting from scratch\n", cfg.out_dir);
-        } else {
-            char mp[4200], sp[4200];
-            checkpoint_paths(cfg.out_dir, steps[n - 1], mp, sp, sizeof(mp));
-            GPT2Config rc;
-            free(params);
-            params = gpt2_read_model_file(mp, &rc);
-            if (memcmp(&rc, &mc, sizeof(rc)) != 0) fatal("%s: model shape differs from -e/--init's", mp);
-            state_read(sp, &resumed, NULL, NULL);
-            if (resumed.num_params != gpt2_num_params(&mc)) fatal("%s: parameter count differs from the model's", sp);
-            if (resumed.B != B || resumed.T != T || (long)resumed.grad_accum * resumed.world != (long)A * dp) {
-                fatal("%s: saved with micro-batch %d, seq %d, %d micro-batches per step; this run has %d, %d, %d "
-                      "(the data order would differ)", sp, resumed.B, resumed.T, resumed.grad_accum * resumed.world, B, T,
-                      A * dp);
-            }
-            if (resumed.seed != cfg.seed || resumed.shuffle != cfg.shuffle) {
-                fatal("%s: saved with --seed %llu --shuffle %d; pass the same to resume", sp,
-                      (unsigned long long)resumed.seed, resumed.shuffle);
-            }
-            resume_m = (float *)mallocCheck(resumed.num_params * sizeof(float));
-            resume_v = (float *)mallocCheck(resumed.num_params * sizeof(float));
-            state_read(sp, &resumed, resume_m, resume_v);
-            start_step = resumed.step;
-            printf0("resume: step %d from %s (saved by %d rank%s)\n", start_step, sp, resumed.world,
-                    resumed.world == 1 ? "" : "s");
+// Resume: the newest complete checkpoint in the out dir replaces the initial weights, and its state
+// (step, data position, sampler, AdamW moments, loss scaler) is kept for run_build.
+static void run_resume(Run *r) {
+    TrainConfig *cfg = &r->cfg;
+    r->start_step = 0;
+    r->lr_span = cfg->lr_steps > 0 ? cfg->lr_steps : cfg->steps;
+    if (cfg->out_dir) make_dir(cfg->out_dir);
+    if (!cfg->resume) return;
+    int steps[4096];
+    int n = checkpoint_list(cfg->out_dir, steps, 4096);
+    if (n == 0) {
+        printf0("resume: no complete checkpoint in %s, starting from scratch\n", cfg->out_dir);
+        return;
+    }
+    char mp[4200], sp[4200];
+    checkpoint_paths(cfg->out_dir, steps[n - 1], mp, sp, sizeof(mp));
+    GPT2Config rc;
+    free(r->params);
+    r->params = gpt2_read_model_file(mp, &rc);
+    if (memcmp(&rc, &r->mc, sizeof(rc)) != 0) fatal("%s: model shape differs from -e/--init's", mp);
+    TrainState *s = &r->resumed;
+    state_read(sp, s, NULL, NULL);
+    if (s->num_params != r->num_params) fatal("%s: parameter count differs from the model's", sp);
+    if (s->B != r->B || s->T != r->T || (long)s->grad_accum * s->world != (long)r->A * r->dp) {
+        fatal("%s: saved with micro-batch %d, seq %d, %d micro-batches per step; this run has %d, %d, %d "
+              "(the data order would differ)", sp, s->B, s->T, s->grad_accum * s->world, r->B, r->T, r->A * r->dp);
+    }
+    if (s->seed != cfg->seed || s->shuffle != cfg->shuffle) {
+        fatal("%s: saved with --seed %llu --shuffle %d; pass the same to resume", sp, (unsigned long long)s->seed, s->shuffle);
+    }
+    r->resume_m = (float *)mallocCheck(s->num_params * sizeof(float));
+    r->resume_v = (float *)mallocCheck(s->num_params * sizeof(float));
+    state_read(sp, s, r->resume_m, r->resume_v);
+    r->start_step = s->step;
+    printf0("resume: step %d from %s (saved by %d rank%s)\n", r->start_step, sp, s->world, s->world == 1 ? "" : "s");
+    // The learning-rate schedule is part of the run: a resumed run keeps the one it was saved with
+    // (a different -x only moves where it stops), unless --lr-steps says otherwise, and either way
+    // the user is told.
+    int saved = s->total_steps;
+    if (cfg->lr_steps > 0 && cfg->lr_steps != saved) {
+        printf0("resume: --lr-steps %d: the learning-rate schedule now spans %d steps instead of the saved run's %d; at step "
+                "%d the learning rate moves from %.3e to %.3e\n", cfg->lr_steps, cfg->lr_steps, saved, r->start_step + 1,
+                lr_at(cfg, r->start_step, saved), lr_at(cfg, r->start_step, cfg->lr_steps));
+    } else if (cfg->lr_steps == 0) {
+        r->lr_span = saved;
+        if (cfg->steps != saved) {
+            printf0("resume: -x/--steps %d differs from the saved run's %d: the learning-rate schedule stays the saved run's "
+                    "(%s over %d steps); pass --lr-steps %d to stretch it over the new length\n", cfg->steps, saved,
+                    cfg->lr_schedule, saved, cfg->steps);
         }
     }
+}
 
-    size_t num_params = gpt2_num_params(&mc);
+// The plan: how the layers split over pipeline stages, the memory each rank needs, the run's header
+// lines, and the log's first line.
+static void run_plan(Run *r) {
+    TrainConfig *cfg = &r->cfg;
+    const GPT2Config *mc = &r->mc;
+    // the log first: a path that cannot be written is an error before anything is printed
+    r->logf = NULL;
+    if (cfg->log_path && r->rank == 0) {
+        r->logf = fopen(cfg->log_path, r->start_step > 0 ? "a" : "w");
+        if (!r->logf) fatal("--log: %s: cannot open for writing: %s", cfg->log_path, strerror(errno));
+    }
+    int pp_stages = r->pp_stages, stage = r->stage, A = r->A;
     // this stage's layers, and the units it holds (the tied outer unit lives on the first and the last)
-    int *first = (int *)mallocCheck((pp_stages + 1) * sizeof(int));
-    double imbalance = pp_split(&mc, T, pp_stages, first);
-    int *present = (int *)callocCheck(gpt2_num_units(&mc), sizeof(int));
-    present[0] = stage == 0 || stage == pp_stages - 1;
-    for (int l = first[stage]; l < first[stage + 1]; l++) present[1 + l] = 1;
-    int slots = pp_max_in_flight(stage, pp_stages, A);
+    r->first = (int *)mallocCheck((pp_stages + 1) * sizeof(int));
+    r->imbalance = pp_split(mc, r->T, pp_stages, r->first);
+    r->present = (int *)callocCheck(gpt2_num_units(mc), sizeof(int));
+    r->present[0] = stage == 0 || stage == pp_stages - 1;
+    for (int l = r->first[stage]; l < r->first[stage + 1]; l++) r->present[1 + l] = 1;
+    r->slots = pp_max_in_flight(stage, pp_stages, A);
     // activations: this stage's layers, times the micro-batches it keeps in flight
-    MemoryPlan plan = model_memory_plan(&mc, B, T, cfg.recompute, first[stage + 1] - first[stage], slots, present[0],
-                                        cfg.zero_stage == 3);
-    size_t bucket_bytes = (size_t)(cfg.reduce_bucket_mb * 1048576.0);
-    int offload_params = strcmp(cfg.offload, "params") == 0, offload = offload_params || strcmp(cfg.offload, "optimizer") == 0;
-    plan.optimizer_on_host = offload;
-    zero_memory_plan(&mc, cfg.zero_stage, dp, present, bucket_bytes, offload, offload_params, &plan.params, &plan.grads, &plan.optimizer);
+    r->plan = model_memory_plan(mc, r->B, r->T, cfg->recompute, r->first[stage + 1] - r->first[stage], r->slots,
+                                r->present[0], cfg->zero_stage == 3);
+    r->bucket_bytes = (size_t)(cfg->reduce_bucket_mb * 1048576.0);
+    r->offload_params = strcmp(cfg->offload, "params") == 0;
+    r->offload = r->offload_params || strcmp(cfg->offload, "optimizer") == 0;
+    MemoryPlan *plan = &r->plan;
+    plan->optimizer_on_host = r->offload;
+    zero_memory_plan(mc, cfg->zero_stage, r->dp, r->present, r->bucket_bytes, r->offload, r->offload_params, &plan->params,
+                     &plan->grads, &plan->optimizer);
     printf0("train_gpt (%s build) on %s | world %d = data-parallel %d x pipeline %d | ZeRO stage %d | offload %s | "
-            "precision %s%s | loss scale %s\n", BUILD_NAME, model_device_name(), world, dp, pp_stages, cfg.zero_stage, cfg.offload,
-            cfg.precision, cfg.tf32 ? " (TF32 matmuls)" : "", cfg.loss_scale);
+            "precision %s%s | loss scale %s\n", BUILD_NAME, model_device_name(), r->world, r->dp, pp_stages, cfg->zero_stage,
+            cfg->offload, cfg->precision, cfg->tf32 ? " (TF32 matmuls)" : "", cfg->loss_scale);
     if (pp_stages > 1) {
         printf0("pipeline split (1F1B, %d micro-batches; bubble (p-1)/(m+p-1) = %.3f):", A, pp_bubble_formula(pp_stages, A));
-        for (int s = 0; s < pp_stages; s++) printf0(" stage %d: layers %d-%d%s%s |", s, first[s], first[s + 1] - 1,
+        for (int s = 0; s < pp_stages; s++) printf0(" stage %d: layers %d-%d%s%s |", s, r->first[s], r->first[s + 1] - 1,
                                                     s == 0 ? " + embedding" : "", s == pp_stages - 1 ? " + classifier" : "");
-        printf0(" largest stage / mean = %.2f\n", imbalance);
-        if (imbalance > 1.15) printf0("warning: %d layers do not split evenly over %d stages: the slowest stage does %.0f%% "
-                                      "more work than the mean\n", mc.num_layers, pp_stages, 100.0 * (imbalance - 1.0));
+        printf0(" largest stage / mean = %.2f\n", r->imbalance);
+        if (r->imbalance > 1.15) printf0("warning: %d layers do not split evenly over %d stages: the slowest stage does %.0f%% "
+                                         "more work than the mean\n", mc->num_layers, pp_stages, 100.0 * (r->imbalance - 1.0));
         if (A < pp_stages) printf0("warning: %d micro-batches for %d stages: most of the pipeline idles; use more accumulation\n",
                                    A, pp_stages);
     }
-    printf0("model: %s | L %d | C %d | NH %d | V %d (padded %d) | maxT %d | %zu parameters\n", init, mc.num_layers,
-           mc.channels, mc.num_heads, mc.vocab_size, mc.padded_vocab_size, mc.max_seq_len, num_params);
+    printf0("model: %s | L %d | C %d | NH %d | V %d (padded %d) | maxT %d | %zu parameters\n", r->init, mc->num_layers,
+           mc->channels, mc->num_heads, mc->vocab_size, mc->padded_vocab_size, mc->max_seq_len, r->num_params);
     printf0("batch: micro-batch %d x seq %d x accumulation %d x data-parallel %d = %ld tokens per step | recompute %d\n",
-           B, T, A, world, cfg.total_batch_tokens, cfg.recompute);
-    printf0("data: %s (%d shard%s, %ld micro-batches per epoch)%s%s\n", synthetic ? "synthetic Markov corpus" : cfg.train_data,
-           train_loader.nshards, train_loader.nshards == 1 ? "" : "s", train_loader.windows_per_epoch,
-           have_val ? " | val: " : " | no validation data", have_val ? (synthetic ? "synthetic" : cfg.val_data) : "");
-    if (synthetic) printf0("synthetic corpus entropy floor: %.4f nats/token (the best possible loss)\n", markov.entropy_rate);
-    print_memory_plan(&plan);
-    FILE *logf = NULL;
-    if (cfg.log_path && rank == 0) {
-        logf = fopen(cfg.log_path, start_step > 0 ? "a" : "w");
-        if (!logf) fatal("--log: cannot open %s: %s", cfg.log_path, strerror(errno));
-    }
-    if (logf && start_step == 0) {
-        fprintf(logf, "{\"memory_plan\": {\"world\": %d, \"zero_stage\": %d, \"params_bytes\": %zu, \"grads_bytes\": %zu, "
+           r->B, r->T, A, r->world, cfg->total_batch_tokens, cfg->recompute);
+    printf0("data: %s (%d shard%s, %ld micro-batches per epoch)%s%s\n", r->synthetic ? "synthetic corpus" : cfg->train_data,
+           r->train_loader.nshards, r->train_loader.nshards == 1 ? "" : "s", r->train_loader.windows_per_epoch,
+           r->have_val ? " | val: " : " | no validation data", r->have_val ? (r->synthetic ? "synthetic" : cfg->val_data) : "");
+    if (r->synthetic) printf0("synthetic corpus: a Markov chain over %d symbols; after a '.', the document's first token "
+                              "again (%.1f%% of targets; only attention reaches back for it) | entropy floor %.4f nats/token, the "
+                              "best possible loss; without attention %.4f at best\n", SYNTH_SYMBOLS, 100.0 * r->synth.copied,
+                              r->synth.floor, r->synth.no_attention);
+    print_memory_plan(plan);
+    if (r->logf && r->start_step == 0) {
+        fprintf(r->logf, "{\"memory_plan\": {\"world\": %d, \"zero_stage\": %d, \"params_bytes\": %zu, \"grads_bytes\": %zu, "
                 "\"optimizer_bytes\": %zu, \"working_weights_bytes\": %zu, \"activations_bytes\": %zu, \"workspace_bytes\": %zu}}\n",
-                world, cfg.zero_stage, plan.params, plan.grads, plan.optimizer, plan.working, plan.activations, plan.workspace);
-        fflush(logf);
+                r->world, cfg->zero_stage, plan->params, plan->grads, plan->optimizer, plan->working, plan->activations,
+                plan->workspace);
+        fflush(r->logf);
     }
-    if (cfg.dry_run) { if (logf) fclose(logf); comm_finalize(&comm); return 0; }
+}
 
-    Comm dp_comm, pp_comm, tied_comm;
-    comm_split(&comm, stage, dp_rank, &dp_comm);
-    comm_split(&comm, dp_rank, stage, &pp_comm);
-    comm_split(&comm, present[0] ? dp_rank : world + rank, stage, &tied_comm);
+// Build: the groups, the model's memory, zero.h's shards with the weights and (on resume) AdamW's
+// moments in them, and the loop's own state: data position, sampler, loss scaler.
+static void run_build(Run *r) {
+    TrainConfig *cfg = &r->cfg;
+    int stage = r->stage, dp = r->dp, start_step = r->start_step;
+    comm_split(&r->comm, stage, r->dp_rank, &r->dp_comm);
+    comm_split(&r->comm, r->dp_rank, stage, &r->pp_comm);
+    comm_split(&r->comm, r->present[0] ? r->dp_rank : r->world + r->rank, stage, &r->tied_comm);
     size_t act_before = backend_malloced;
-    Model *model = model_create(&mc, B, T, cfg.recompute, first[stage], first[stage + 1], slots, cfg.zero_stage == 3);
-    size_t act_bytes = backend_malloced - act_before, planned_act = plan.activations + plan.workspace + plan.working;
-    Zero zero;
+    r->model = model_create(&r->mc, r->B, r->T, cfg->recompute, r->first[stage], r->first[stage + 1], r->slots,
+                            cfg->zero_stage == 3);
+    const MemoryPlan *plan = &r->plan;
+    size_t act_bytes = backend_malloced - act_before, planned_act = plan->activations + plan->workspace + plan->working;
     size_t allocated_before = backend_allocated;
-    zero_init(&zero, &dp_comm, cfg.zero_stage, model, present, bucket_bytes, offload, offload_params);
-    if (cfg.zero_stage >= 2) printf0("ZeRO-%d: gradients reduce-scattered in buckets of %d layer%s (--reduce-bucket-mb %g)\n",
-                                     cfg.zero_stage, zero.bucket_layers, zero.bucket_layers == 1 ? "" : "s", cfg.reduce_bucket_mb);
-    Pipeline pipe = {pp_stages, stage, first[stage], first[stage + 1], slots, &pp_comm, &zero, 0.0};
+    zero_init(&r->zero, &r->dp_comm, cfg->zero_stage, r->model, r->present, r->bucket_bytes, r->offload, r->offload_params);
+    if (cfg->zero_stage >= 2) printf0("ZeRO-%d: gradients reduce-scattered in buckets of %d layer%s (--reduce-bucket-mb %g)\n",
+                                      cfg->zero_stage, r->zero.bucket_layers, r->zero.bucket_layers == 1 ? "" : "s",
+                                      cfg->reduce_bucket_mb);
+    r->pipe = (Pipeline){r->pp_stages, stage, r->first[stage], r->first[stage + 1], r->slots, &r->pp_comm, &r->zero, 0.0};
     size_t model_state = backend_allocated - allocated_before;
-    size_t planned_state = plan.params + plan.grads + plan.optimizer;
+    size_t planned_state = plan->params + plan->grads + plan->optimizer;
     printf0("allocated per rank: model state %.1f MiB (planned %.1f MiB) | activations and workspace %.1f MiB (planned %.1f MiB)\n",
             model_state / 1048576.0, planned_state / 1048576.0, act_bytes / 1048576.0, planned_act / 1048576.0);
-    if (logf) fprintf(logf, "{\"allocated\": {\"model_state_bytes\": %zu, \"planned_model_state_bytes\": %zu, "
-                      "\"activation_bytes\": %zu, \"planned_activation_bytes\": %zu}}\n", model_state, planned_state,
-                      act_bytes, planned_act);
-    zero_load_params(&zero, params, start_step > 0 ? resumed.updates : 0);
-    free(params);
-    if (resume_m) { zero_set_opt_state(&zero, resume_m, resume_v); free(resume_m); free(resume_v); }
-    // the state file counts micro-batches taken by all data-parallel ranks together; each takes 1/dp
-    train_loader.pos = start_step > 0 ? resumed.loader_pos / (uint64_t)dp : 0;
-    uint64_t sample_rng = start_step > 0 ? resumed.sample_rng : mix_seed(cfg.seed ^ 0x73616d70ull);
-    LossScaler scaler;
-    loss_scaler_init(&scaler, &cfg);
-    int updates = start_step > 0 ? resumed.updates : 0, bad_in_a_row = 0;
-    if (start_step > 0 && resumed.loss_scale > 0.0f) {  // the scaler goes on where it was; a fixed scale is the flag's
-        if (scaler.dynamic) scaler.scale = resumed.loss_scale;
-        scaler.iter = resumed.scaler_iter;
-        scaler.last_overflow = resumed.scaler_last_overflow;
-        scaler.hysteresis_left = resumed.scaler_hysteresis_left;
-        scaler.skipped = resumed.scaler_skipped;
+    if (r->logf) fprintf(r->logf, "{\"allocated\": {\"model_state_bytes\": %zu, \"planned_model_state_bytes\": %zu, "
+                         "\"activation_bytes\": %zu, \"planned_activation_bytes\": %zu}}\n", model_state, planned_state,
+                         act_bytes, planned_act);
+    zero_load_params(&r->zero, r->params, start_step > 0 ? r->resumed.updates : 0);
+    free(r->params);
+    r->params = NULL;
+    if (r->resume_m) {
+        zero_set_opt_state(&r->zero, r->resume_m, r->resume_v);
+        free(r->resume_m); free(r->resume_v);
+        r->resume_m = r->resume_v = NULL;
     }
-
+    const TrainState *s = &r->resumed;
+    // the state file counts micro-batches taken by all data-parallel ranks together; each takes 1/dp
+    r->train_loader.pos = start_step > 0 ? s->loader_pos / (uint64_t)dp : 0;
+    r->sample_rng = start_step > 0 ? s->sample_rng : mix_seed(cfg->seed ^ 0x73616d70ull);
+    LossScaler *scaler = &r->scaler;
+    loss_scaler_init(scaler, cfg);
+    r->updates = start_step > 0 ? s->updates : 0;
+    r->bad_in_a_row = 0;
+    if (start_step > 0 && s->loss_scale > 0.0f) {  // the scaler goes on where it was; a fixed scale is the flag's
+        if (scaler->dynamic) scaler->scale = s->loss_scale;
+        scaler->iter = s->scaler_iter;
+        scaler->last_overflow = s->scaler_last_overflow;
+        scaler->hysteresis_left = s->scaler_hysteresis_left;
+        scaler->skipped = s->scaler_skipped;
+    }
     signal(SIGTERM, on_stop_signal);
     signal(SIGUSR1, on_stop_signal);
+    r->total_ms = 0.0;
+    r->timed_steps = 0;
+    r->gen = (int *)mallocCheck(r->T * sizeof(int));
+}
 
-    double total_ms = 0.0;
-    int timed_steps = 0;
-    int *gen = (int *)mallocCheck(T * sizeof(int));
-    for (int step = start_step; step <= cfg.steps; step++) {
-        int last = step == cfg.steps;
-        if (have_val && cfg.val_every > 0 && (step % cfg.val_every == 0 || last)) {
-            float vl = evaluate(&pipe, &val_loader, val_batches, B, T);
-            if (synthetic) printf0("step %5d | val loss %.4f | floor %.4f | gap %.4f\n", step, vl, markov.entropy_rate,
-                                   vl - markov.entropy_rate);
-            else printf0("step %5d | val loss %.4f\n", step, vl);
-            if (logf) {
-                fprintf(logf, "{\"step\": %d, \"val_loss\": %.9g", step, vl);
-                if (synthetic) fprintf(logf, ", \"floor\": %.9g", markov.entropy_rate);
-                fprintf(logf, "}\n");
-                fflush(logf);
-            }
-        }
-        // every rank samples (the forward needs all stages, and at ZeRO-3 all ranks); the last stage
-        // draws the token and passes it to the others; rank 0 prints
-        if (cfg.sample_every > 0 && step > 0 && (step % cfg.sample_every == 0 || last)) {
-            int n = cfg.gen_tokens + 1 < T ? cfg.gen_tokens + 1 : T;
-            gen[0] = dec.kind == 1 ? tokenizer_eot(&dec.tok) : 0;
-            printf0("sample: ");
-            for (int t = 1; t < n; t++) {
-                pp_forward_only(&pipe, gen, NULL, 1, t);
-                float u = random_f32(&sample_rng);
-                gen[t] = stage == pp_stages - 1 ? sample_token(model_logits(model, 0, t - 1), mc.vocab_size, u) : 0;
-                comm_broadcast(&pp_comm, &gen[t], sizeof(int), pp_stages - 1);
-                if (rank == 0) decode_print(&dec, gen[t]);
-            }
-            printf0("\n");
-        }
-        if (last) break;
+// Evaluation: the validation loss (with the floor on the synthetic corpus), on the console and in the log.
+static void run_evaluate(Run *r, int step) {
+    float vl = evaluate(&r->pipe, &r->val_loader, r->val_batches, r->B, r->T);
+    double floor = r->synth.floor;
+    if (r->synthetic) printf0("step %5d | val loss %.4f | floor %.4f | gap %.4f\n", step, vl, floor, vl - floor);
+    else printf0("step %5d | val loss %.4f\n", step, vl);
+    if (r->logf) {
+        fprintf(r->logf, "{\"step\": %d, \"val_loss\": %.9g", step, vl);
+        if (r->synthetic) fprintf(r->logf, ", \"floor\": %.9g, \"no_attention\": %.9g", floor, r->synth.no_attention);
+        fprintf(r->logf, "}\n");
+        fflush(r->logf);
+    }
+}
 
-        double t0 = wall_seconds();
-        comm_watchdog_step(step + 1);
-        zero_zero_grad(&zero);
-        float dloss = 1.0f / ((float)B * T * A * dp), step_scale = scaler.scale;
-        char stepname[16];
-        snprintf(stepname, sizeof(stepname), ",%d,", step + 1);
-        if (strstr(overflow_steps, stepname)) dloss = INFINITY;
-        dloss *= step_scale;  // a power of two: every gradient is scaled exactly
-        double loss = pp_run_step(&pipe, &train_loader, A, B, T, dloss);
-        double busy_ms = (wall_seconds() - t0) * 1e3;
-        if (rank == stall_rank && step + 1 == stall_step) {
-            fprintf(stderr, "fault injection: rank %d stalls at step %d\n", rank, stall_step);
-            for (;;) pause();
-        }
-        loss = comm_allreduce_sum_f64(&comm, loss) / ((double)A * dp);  // only last stages contribute
-        // the tied embedding's gradient: the first stage's (lookup) plus the last stage's (classifier)
-        if (pp_stages > 1 && present[0]) comm_allreduce_sum(&tied_comm, zero.grads + zero.uoff[0], zero.ushard[0] * dp);
-        zero_reduce_gradients(&zero);
-        // each stage sums its own units (the tied unit once), then the pipeline adds the stages up
-        double ss = zero_grad_sum_squares(&zero, pp_stages > 1 && stage == pp_stages - 1 ? 0 : -1);
-        float norm = (float)sqrt(comm_allreduce_sum_f64(&pp_comm, ss)) / step_scale;
-        int skip = loss_scaler_update(&scaler, !isfinite(norm));
-        if (skip < 0) fatal("step %d: the gradients overflow at the minimum loss scale %g (--loss-scale-min); fp16 cannot "
-                            "represent this run's gradients (try --precision bf16)", step + 1, step_scale);
-        bad_in_a_row = skip ? bad_in_a_row + 1 : 0;
-        if (!scaler.dynamic && bad_in_a_row >= 5) fatal("step %d: gradients non-finite for 5 steps in a row: the run has "
+// Sampling: every rank takes part (the forward needs all stages, and at ZeRO-3 all ranks); the last
+// stage draws the token and passes it to the others; rank 0 prints.
+// Each new token runs the model on itself alone, against the key/value cache of the ones before it
+// (model_decode_*), so n tokens cost n one-token forwards rather than forwards of 1, 2, ..., n tokens.
+static void run_sample(Run *r) {
+    int n = r->cfg.gen_tokens + 1 < r->T ? r->cfg.gen_tokens + 1 : r->T;
+    int *gen = r->gen, last_stage = r->stage == r->pp_stages - 1;
+    gen[0] = r->dec.kind == 1 ? tokenizer_eot(&r->dec.tok) : 0;
+    printf0("sample: ");
+    model_decode_begin(r->model, n);
+    for (int t = 1; t < n; t++) {
+        model_decode_at(r->model, t - 1);
+        pp_forward_only(&r->pipe, &gen[t - 1], NULL, 1, 1);
+        float u = random_f32(&r->sample_rng);
+        gen[t] = last_stage ? sample_token(model_logits(r->model, 0, 0), r->mc.vocab_size, u) : 0;
+        comm_broadcast(&r->pp_comm, &gen[t], sizeof(int), r->pp_stages - 1);
+        if (r->rank == 0) decode_print(&r->dec, gen[t]);
+    }
+    model_decode_end(r->model);
+    printf0("\n");
+}
+
+// One optimizer step: the micro-batches through the pipeline, the gradients reduced, the norm, the
+// loss scaler's verdict, and (unless skipped) AdamW. Returns what the step's line reports.
+static StepResult run_step(Run *r, int step) {
+    TrainConfig *cfg = &r->cfg;
+    int B = r->B, T = r->T, A = r->A, dp = r->dp, pp_stages = r->pp_stages, stage = r->stage;
+    Zero *zero = &r->zero;
+    LossScaler *scaler = &r->scaler;
+    StepResult s = {0};
+    double t0 = wall_seconds();
+    comm_watchdog_step(step + 1);
+    zero_zero_grad(zero);
+    float dloss = 1.0f / ((float)B * T * A * dp), step_scale = scaler->scale;
+    char stepname[16];
+    snprintf(stepname, sizeof(stepname), ",%d,", step + 1);
+    if (strstr(r->overflow_steps, stepname)) dloss = INFINITY;
+    dloss *= step_scale;  // a power of two: every gradient is scaled exactly
+    double loss = pp_run_step(&r->pipe, &r->train_loader, A, B, T, dloss);
+    double busy_ms = (wall_seconds() - t0) * 1e3;
+    if (r->rank == r->stall_rank && step + 1 == r->stall_step) {
+        fprintf(stderr, "fault injection: rank %d stalls at step %d\n", r->rank, r->stall_step);
+        for (;;) pause();
+    }
+    loss = comm_allreduce_sum_f64(&r->comm, loss) / ((double)A * dp);  // only last stages contribute
+    // the tied embedding's gradient: the first stage's (lookup) plus the last stage's (classifier)
+    if (pp_stages > 1 && r->present[0]) comm_allreduce_sum(&r->tied_comm, zero->grads + zero->uoff[0], zero->ushard[0] * dp);
+    zero_reduce_gradients(zero);
+    // each stage sums its own units (the tied unit once), then the pipeline adds the stages up
+    double ss = zero_grad_sum_squares(zero, pp_stages > 1 && stage == pp_stages - 1 ? 0 : -1);
+    float norm = (float)sqrt(comm_allreduce_sum_f64(&r->pp_comm, ss)) / step_scale;
+    int skip = loss_scaler_update(scaler, !isfinite(norm));
+    if (skip < 0) fatal("step %d: the gradients overflow at the minimum loss scale %g (--loss-scale-min); fp16 cannot "
+                        "represent this run's gradients (try --precision bf16)", step + 1, step_scale);
+    r->bad_in_a_row = skip ? r->bad_in_a_row + 1 : 0;
+    if (!scaler->dynamic && r->bad_in_a_row >= 5) fatal("step %d: gradients non-finite for 5 steps in a row: the run has "
                                                         "diverged (lower -l/--lr, or raise --warmup)", step + 1);
-        float grad_scale = cfg.grad_clip > 0.0f && norm > cfg.grad_clip ? cfg.grad_clip / (norm + 1e-6f) : 1.0f;
-        float lr = lr_at(&cfg, step, cfg.steps);
-        if (!skip) {
-            updates++;
-            AdamWArgs adam = {lr, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay, grad_scale / step_scale, updates};
-            zero_update(&zero, &adam);
-        }
-        double ms = (wall_seconds() - t0) * 1e3;
-        double tps = cfg.total_batch_tokens / (ms / 1e3);
-        // model FLOPs per token, as llm.c and PaLM count them: 6N for the matmuls' forward and
-        // backward, plus 6*L*C*T for attention; per device
-        double flops = (6.0 * num_params + 6.0 * mc.num_layers * mc.channels * T) * tps / world;
-        double peak = model_peak_flops();
-        char mfu[48];
-        if (peak > 0) snprintf(mfu, sizeof(mfu), "MFU %.1f%%", 100.0 * flops / peak);
-        else snprintf(mfu, sizeof(mfu), "%.1f GFLOP/s (MFU n/a)", flops / 1e9);
-        if (step > start_step) { total_ms += ms; timed_steps++; }  // the first step warms caches
-        // the pipeline's measured bubble: the share of each stage's step spent waiting for a neighbour
-        char bubble[512] = "";
-        double *idle = NULL;
-        if (pp_stages > 1) {
-            idle = (double *)callocCheck(pp_stages, sizeof(double));
-            for (int s = 0; s < pp_stages; s++) idle[s] = comm_allreduce_sum_f64(&pp_comm, s == stage ? pipe.wait_s * 1e3 / busy_ms : 0.0);
-            int len = snprintf(bubble, sizeof(bubble), " | bubble");
-            for (int s = 0; s < pp_stages && len < 400; s++) len += snprintf(bubble + len, sizeof(bubble) - len, "%s%.2f", s ? "/" : " ", idle[s]);
-            snprintf(bubble + len, sizeof(bubble) - len, " (1F1B %.2f) | activations in flight %.1f MiB", pp_bubble_formula(pp_stages, A),
-                     plan.activations / 1048576.0);
-        }
-        char scaling[160] = "";
-        int scaling_on = scaler.dynamic || step_scale != 1.0f;
-        if (skip && scaling_on) snprintf(scaling, sizeof(scaling), " | OVERFLOW: step skipped, loss scale %g -> %g", step_scale, scaler.scale);
-        else if (skip) snprintf(scaling, sizeof(scaling), " | OVERFLOW: non-finite gradients, step skipped");
-        else if (scaling_on) snprintf(scaling, sizeof(scaling), " | loss scale %g%s", step_scale, scaler.scale != step_scale ? " (doubled)" : "");
-        printf0("step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s | %s | peak %s%s%s\n",
-                step + 1, cfg.steps, loss, lr, norm, ms, tps, mfu, model_peak_memory(), bubble, scaling);
-        if (logf) {
-            fprintf(logf, "{\"step\": %d, \"loss\": %.9g, \"lr\": %.9g, \"norm\": ", step + 1, loss, lr);
-            if (isfinite(norm)) fprintf(logf, "%.9g", norm); else fprintf(logf, "null");  // JSON has no inf
-            fprintf(logf, ", \"ms\": %.3f, \"tokens_per_s\": %.1f, \"flops_per_s\": %.4g, \"mfu\": ", ms, tps, flops);
-            if (peak > 0) fprintf(logf, "%.5f", flops / peak); else fprintf(logf, "null");
-            fprintf(logf, ", \"peak_rss_mib\": %.1f, \"peak_device_mib\": %.1f", peak_rss_mib(), backend_peak_device_bytes() / 1048576.0);
-            if (scaling_on || skip) fprintf(logf, ", \"loss_scale\": %.9g, \"skipped\": %s, \"loss_scale_next\": %.9g",
-                                            step_scale, skip ? "true" : "false", scaler.scale);
-            if (idle) {
-                fprintf(logf, ", \"bubble\": [");
-                for (int s = 0; s < pp_stages; s++) fprintf(logf, "%s%.4f", s ? ", " : "", idle[s]);
-                fprintf(logf, "], \"bubble_1f1b\": %.4f", pp_bubble_formula(pp_stages, A));
-            }
-            fprintf(logf, "}\n");
-            fflush(logf);
-        }
+    float grad_scale = cfg->grad_clip > 0.0f && norm > cfg->grad_clip ? cfg->grad_clip / (norm + 1e-6f) : 1.0f;
+    float lr = lr_at(cfg, step, r->lr_span);
+    if (!skip) {
+        r->updates++;
+        AdamWArgs adam = {lr, cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay, grad_scale / step_scale, r->updates};
+        zero_update(zero, &adam);
+    }
+    double ms = (wall_seconds() - t0) * 1e3;
+    double tps = cfg->total_batch_tokens / (ms / 1e3);
+    // model FLOPs per token, as llm.c and PaLM count them: 6N for the matmuls' forward and
+    // backward, plus 6*L*C*T for attention; per device
+    s.flops = (6.0 * r->num_params + 6.0 * r->mc.num_layers * r->mc.channels * T) * tps / r->world;
+    s.peak = model_peak_flops();
+    if (step > r->start_step) { r->total_ms += ms; r->timed_steps++; }  // the first step warms caches
+    // the pipeline's measured bubble: the share of each stage's step spent waiting for a neighbour
+    if (pp_stages > 1) {
+        s.idle = (double *)callocCheck(pp_stages, sizeof(double));
+        for (int k = 0; k < pp_stages; k++)
+            s.idle[k] = comm_allreduce_sum_f64(&r->pp_comm, k == stage ? r->pipe.wait_s * 1e3 / busy_ms : 0.0);
+    }
+    s.loss = loss; s.ms = ms; s.tps = tps; s.lr = lr; s.norm = norm; s.step_scale = step_scale; s.skip = skip;
+    return s;
+}
 
-        free(idle);
+// Logging: the step's line on the console and its JSON line in the log.
+static void run_log_step(Run *r, int step, const StepResult *s) {
+    const TrainConfig *cfg = &r->cfg;
+    const LossScaler *scaler = &r->scaler;
+    int pp_stages = r->pp_stages, A = r->A;
+    char mfu[48];
+    if (s->peak > 0) snprintf(mfu, sizeof(mfu), "MFU %.1f%%", 100.0 * s->flops / s->peak);
+    else snprintf(mfu, sizeof(mfu), "%.1f GFLOP/s (MFU n/a)", s->flops / 1e9);
+    char bubble[512] = "";
+    if (s->idle) {
+        int len = snprintf(bubble, sizeof(bubble), " | bubble");
+        for (int k = 0; k < pp_stages && len < 400; k++) len += snprintf(bubble + len, sizeof(bubble) - len, "%s%.2f", k ? "/" : " ", s->idle[k]);
+        snprintf(bubble + len, sizeof(bubble) - len, " (1F1B %.2f) | activations in flight %.1f MiB", pp_bubble_formula(pp_stages, A),
+                 r->plan.activations / 1048576.0);
+    }
+    char scaling[160] = "";
+    float step_scale = s->step_scale;
+    int scaling_on = scaler->dynamic || step_scale != 1.0f;
+    if (s->skip && scaling_on) snprintf(scaling, sizeof(scaling), " | OVERFLOW: step skipped, loss scale %g -> %g", step_scale, scaler->scale);
+    else if (s->skip) snprintf(scaling, sizeof(scaling), " | OVERFLOW: non-finite gradients, step skipped");
+    else if (scaling_on) snprintf(scaling, sizeof(scaling), " | loss scale %g%s", step_scale, scaler->scale != step_scale ? " (doubled)" : "");
+    printf0("step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s | %s | peak %s%s%s\n",
+            step + 1, cfg->steps, s->loss, s->lr, s->norm, s->ms, s->tps, mfu, model_peak_memory(), bubble, scaling);
+    FILE *logf = r->logf;
+    if (!logf) return;
+    fprintf(logf, "{\"step\": %d, \"loss\": %.9g, \"lr\": %.9g, \"norm\": ", step + 1, s->loss, s->lr);
+    if (isfinite(s->norm)) fprintf(logf, "%.9g", s->norm); else fprintf(logf, "null");  // JSON has no inf
+    fprintf(logf, ", \"ms\": %.3f, \"tokens_per_s\": %.1f, \"flops_per_s\": %.4g, \"mfu\": ", s->ms, s->tps, s->flops);
+    if (s->peak > 0) fprintf(logf, "%.5f", s->flops / s->peak); else fprintf(logf, "null");
+    fprintf(logf, ", \"peak_rss_mib\": %.1f, \"peak_device_mib\": %.1f", peak_rss_mib(), backend_peak_device_bytes() / 1048576.0);
+    if (scaling_on || s->skip) fprintf(logf, ", \"loss_scale\": %.9g, \"skipped\": %s, \"loss_scale_next\": %.9g",
+                                       step_scale, s->skip ? "true" : "false", scaler->scale);
+    if (s->idle) {
+        fprintf(logf, ", \"bubble\": [");
+        for (int k = 0; k < pp_stages; k++) fprintf(logf, "%s%.4f", k ? ", " : "", s->idle[k]);
+        fprintf(logf, "], \"bubble_1f1b\": %.4f", pp_bubble_formula(pp_stages, A));
+    }
+    fprintf(logf, "}\n");
+    fflush(logf);
+}
+
+// Checkpoint after `done` steps. The files hold the whole model and optimizer state in the
+// single-process layout, so any number of ranks, stages and ZeRO stage can resume from them: rank 0
+// creates both at full size, each rank writes its own shards into them, and rank 0 renames the
+// model file, then the state file, whose presence marks the checkpoint complete.
+static void run_checkpoint(Run *r, int done) {
+    const TrainConfig *cfg = &r->cfg;
+    char mp[4200], sp[4200], mtmp[4300], stmp[4300];
+    checkpoint_paths(cfg->out_dir, done, mp, sp, sizeof(mp));
+    snprintf(mtmp, sizeof(mtmp), "%s.tmp", mp);
+    snprintf(stmp, sizeof(stmp), "%s.tmp", sp);
+    if (r->rank == 0) {
+        int h[256];
+        gpt2_model_header(&r->mc, h);
+        ckpt_create(mtmp, h, r->num_params * sizeof(float));
+        const LossScaler *sc = &r->scaler;
+        TrainState st = {done, r->B, r->T, r->A, r->dp, cfg->shuffle, r->lr_span, r->mc.vocab_size, cfg->seed,
+                         r->train_loader.pos * (uint64_t)r->dp, r->sample_rng, r->num_params, r->updates, sc->scale,
+                         sc->iter, sc->last_overflow, sc->hysteresis_left, sc->skipped};
+        state_header(h, &st);
+        ckpt_create(stmp, h, 2 * r->num_params * sizeof(float));
+    }
+    comm_barrier(&r->comm);
+    int fdm = ckpt_open(mtmp), fds = ckpt_open(stmp);
+    zero_write_shards(&r->zero, fdm, fds, mtmp, stmp, r->num_params, r->pp_stages > 1 && r->stage == r->pp_stages - 1 ? 0 : -1);
+    ckpt_close(fdm, mtmp);
+    ckpt_close(fds, stmp);
+    comm_barrier(&r->comm);
+    if (r->rank == 0) {
+        ckpt_commit(mtmp, mp);
+        ckpt_commit(stmp, sp);  // last: its presence marks the checkpoint complete
+        checkpoint_prune(cfg->out_dir, cfg->keep_checkpoints);
+        printf("checkpoint: %s\n", sp);
+    }
+    comm_barrier(&r->comm);
+}
+
+// The end: the run's averages, and everything freed.
+static void run_finish(Run *r) {
+    if (r->timed_steps > 0) {
+        double ms = r->total_ms / r->timed_steps;
+        printf0("average: %.1f ms/step | %.0f tok/s | peak %s\n", ms, r->cfg.total_batch_tokens / (ms / 1e3), model_peak_memory());
+    }
+    if (r->scaler.skipped > 0) printf0("loss scaling: %d step%s skipped for overflow; final scale %g\n", r->scaler.skipped,
+                                       r->scaler.skipped == 1 ? "" : "s", r->scaler.scale);
+    if (r->logf) fclose(r->logf);
+    free(r->gen);
+    zero_free(&r->zero);
+    model_free(r->model);
+    free(r->first);
+    free(r->present);
+    dataloader_free(&r->train_loader);
+    if (r->have_val) dataloader_free(&r->val_loader);
+    if (r->dec.kind == 1) tokenizer_free(&r->dec.tok);
+    comm_finalize(&r->comm);
+}
+
+// OpenMP threads waiting for work spin before they sleep (libgomp: 300,000 iterations). Beside one
+// other busy process on 2 cores, that made the default 2-thread run 4-15x slower than it is alone:
+// a spinning thread burns the core its descheduled partner needs (dev/bench_busy.sh measures it;
+// figures in the README). 1,000 spins keep the idle speed within a few percent and fall back to the
+// fair share when a core is taken. libgomp reads the setting once, as it loads, before main, so the
+// CPU build sets it and re-executes itself once; a user's own OMP_WAIT_POLICY or GOMP_SPINCOUNT wins.
+// (Not in the CUDA build, whose OpenMP use is small, and where tools such as compute-sanitizer run it.)
+static void openmp_wait_politely(char **argv) {
+#if defined(_OPENMP) && defined(__linux__) && !defined(__CUDACC__)
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
+    setenv("GOMP_SPINCOUNT", "1000", 1);
+    execv("/proc/self/exe", argv);  // returns only if it failed: then run with the library's defaults
+#else
+    (void)argv;
+#endif
+}
+
+static int train_main(int argc, char **argv) {
+    openmp_wait_politely(argv);
+    static Run run;  // static: zeroed, and too large to want on the stack
+    Run *r = &run;
+    run_setup(r, argc, argv);
+    run_resume(r);
+    if (r->cfg.resume && r->start_step >= r->cfg.steps) {
+        printf0("resume: the checkpoint is at step %d and -x/--steps is %d: this run is complete, nothing to train (raise "
+                "-x/--steps to continue it)\n", r->start_step, r->cfg.steps);
+        comm_finalize(&r->comm);
+        return 0;
+    }
+    run_plan(r);
+    if (r->cfg.dry_run) { if (r->logf) fclose(r->logf); comm_finalize(&r->comm); return 0; }
+    run_build(r);
+    const TrainConfig *cfg = &r->cfg;
+    for (int step = r->start_step; step <= cfg->steps; step++) {
+        int last = step == cfg->steps;
+        if (r->have_val && cfg->val_every > 0 && (step % cfg->val_every == 0 || last)) run_evaluate(r, step);
+        if (cfg->sample_every > 0 && step > 0 && (step % cfg->sample_every == 0 || last)) run_sample(r);
+        if (last) break;
+        StepResult s = run_step(r, step);
+        run_log_step(r, step, &s);
+        free(s.idle);
         int done = step + 1;
         // a signal may reach the ranks at different steps: agree, so all stop after the same one
-        stop_requested = comm_allreduce_max_int(&comm, stop_requested);
-        int want_ckpt = cfg.out_dir && ((cfg.checkpoint_every > 0 && (done % cfg.checkpoint_every == 0 || done == cfg.steps)) ||
-                                        stop_requested);
-        if (want_ckpt) {
-            char mp[4200], sp[4200], mtmp[4300], stmp[4300];
-            checkpoint_paths(cfg.out_dir, done, mp, sp, sizeof(mp));
-            snprintf(mtmp, sizeof(mtmp), "%s.tmp", mp);
-            snprintf(stmp, sizeof(stmp), "%s.tmp", sp);
-            // the files hold the whole model and optimizer state in the single-process layout, so any
-            // number of ranks, stages and ZeRO stage can resume from them; each rank writes its shards
-            if (rank == 0) {
-                int h[256];
-                gpt2_model_header(&mc, h);
-                ckpt_create(mtmp, h, num_params * sizeof(float));
-                TrainState st = {done, B, T, A, dp, cfg.shuffle, cfg.steps, mc.vocab_size, cfg.seed,
-                                 train_loader.pos * (uint64_t)dp, sample_rng, num_params, updates, scaler.scale,
-                                 scaler.iter, scaler.last_overflow, scaler.hysteresis_left, scaler.skipped};
-                state_header(h, &st);
-                ckpt_create(stmp, h, 2 * num_params * sizeof(float));
-            }
-            comm_barrier(&comm);
-            int fdm = ckpt_open(mtmp), fds = ckpt_open(stmp);
-            zero_write_shards(&zero, fdm, fds, mtmp, stmp, num_params, pp_stages > 1 && stage == pp_stages - 1 ? 0 : -1);
-            ckpt_close(fdm, mtmp);
-            ckpt_close(fds, stmp);
-            comm_barrier(&comm);
-            if (rank == 0) {
-                ckpt_commit(mtmp, mp);
-                ckpt_commit(stmp, sp);  // last: its presence marks the checkpoint complete
-                checkpoint_prune(cfg.out_dir, cfg.keep_checkpoints);
-                printf("checkpoint: %s\n", sp);
-            }
-            comm_barrier(&comm);
-        }
+        stop_requested = comm_allreduce_max_int(&r->comm, stop_requested);
+        if (cfg->out_dir && ((cfg->checkpoint_every > 0 && (done % cfg->checkpoint_every == 0 || done == cfg->steps)) ||
+                             stop_requested)) run_checkpoint(r, done);
         if (stop_requested) {
             printf0("stop signal: checkpointed after step %d, exiting\n", done);
-            if (!cfg.out_dir) printf0("warning: no -o/--out-dir, so nothing was saved\n");
+            if (!cfg->out_dir) printf0("warning: no -o/--out-dir, so nothing was saved\n");
             break;
         }
     }
-    if (timed_steps > 0) {
-        double ms = total_ms / timed_steps;
-        printf0("average: %.1f ms/step | %.0f tok/s | peak %s\n", ms, cfg.total_batch_tokens / (ms / 1e3), model_peak_memory());
-    }
-    if (scaler.skipped > 0) printf0("loss scaling: %d step%s skipped for overflow; final scale %g\n", scaler.skipped,
-                                    scaler.skipped == 1 ? "" : "s", scaler.scale);
-    if (logf) fclose(logf);
-    free(gen);
-    zero_free(&zero);
-    model_free(model);
-    free(first);
-    free(present);
-    dataloader_free(&train_loader);
-    if (have_val) dataloader_free(&val_loader);
-    if (dec.kind == 1) tokenizer_free(&dec.tok);
-    comm_finalize(&comm);
+    run_finish(r);
     return 0;
 }
 

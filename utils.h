@@ -1,5 +1,10 @@
 // utils.h: checked wrappers for the C library calls the trainer makes, so that every failure
-// prints the file, the line and the cause before exiting. Shared by every build and tool.
+// says what failed and why before exiting. Shared by every build and tool.
+//
+// Two kinds of error. fatal(): the user's input or environment is wrong (a missing or truncated
+// file, a bad value, a full disk); the message names the file, flag or value and what was expected,
+// in the user's words, without a source location, which would only suggest a bug. internal_fault():
+// the program broke its own invariant (or a library it drives did); the source location is for us.
 #ifndef UTILS_H
 #define UTILS_H
 
@@ -12,62 +17,72 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-// A fatal error with a message for the user; the source location is for us.
+static void fatal(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+static void fatal(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "error: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    exit(EXIT_FAILURE);
+}
+
+// An internal fault: the same, plus where in the source it was detected.
+static void fatal_at(const char *file, int line, const char *fmt, ...) __attribute__((noreturn, format(printf, 3, 4)));
 static void fatal_at(const char *file, int line, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "error: ");
     vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n  (at %s:%d)\n", file, line);
+    fprintf(stderr, "\n  (internal fault at %s:%d)\n", file, line);
     va_end(ap);
     exit(EXIT_FAILURE);
 }
-#define fatal(...) fatal_at(__FILE__, __LINE__, __VA_ARGS__)
+#define internal_fault(...) fatal_at(__FILE__, __LINE__, __VA_ARGS__)
 
-static FILE *fopen_check(const char *path, const char *mode, const char *file, int line) {
+// Opens a file the user named; `what` says which (a flag such as "-e/--init", or NULL), so the
+// error tells the user which of their inputs is wrong.
+static FILE *fopen_user(const char *what, const char *path, const char *mode) {
     struct stat st;
-    if (mode[0] == 'r' && stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        fatal_at(file, line, "%s: is a directory, expected a file", path);
-    }
+    const char *sep = what ? ": " : "";
+    if (what == NULL) what = "";
+    if (mode[0] == 'r' && stat(path, &st) == 0 && S_ISDIR(st.st_mode)) fatal("%s%s%s: is a directory, expected a file", what, sep, path);
     FILE *fp = fopen(path, mode);
-    if (fp == NULL) fatal_at(file, line, "%s: cannot open (mode %s): %s", path, mode, strerror(errno));
+    if (fp == NULL) fatal("%s%s%s: cannot open%s: %s", what, sep, path, mode[0] == 'r' ? "" : " for writing", strerror(errno));
     return fp;
 }
-#define fopenCheck(path, mode) fopen_check(path, mode, __FILE__, __LINE__)
+#define fopenCheck(path, mode) fopen_user(NULL, path, mode)
 
 // fread that insists on every element: a short read means a truncated file.
-static void fread_check(void *ptr, size_t size, size_t n, FILE *fp, const char *path, const char *file, int line) {
+static void freadCheck(void *ptr, size_t size, size_t n, FILE *fp, const char *path) {
     size_t got = fread(ptr, size, n, fp);
     if (got != n) {
-        fatal_at(file, line, "%s: truncated or unreadable (wanted %zu items of %zu bytes, got %zu)%s%s",
-                 path, n, size, got, ferror(fp) ? ": " : "", ferror(fp) ? strerror(errno) : "");
+        fatal("%s: truncated or unreadable (wanted %zu items of %zu bytes, got %zu)%s%s",
+              path, n, size, got, ferror(fp) ? ": " : "", ferror(fp) ? strerror(errno) : "");
     }
 }
-#define freadCheck(ptr, size, n, fp, path) fread_check(ptr, size, n, fp, path, __FILE__, __LINE__)
 
-static void fwrite_check(const void *ptr, size_t size, size_t n, FILE *fp, const char *path, const char *file, int line) {
-    if (fwrite(ptr, size, n, fp) != n) fatal_at(file, line, "%s: write failed: %s", path, strerror(errno));
+static void fwriteCheck(const void *ptr, size_t size, size_t n, FILE *fp, const char *path) {
+    if (fwrite(ptr, size, n, fp) != n) fatal("%s: write failed: %s", path, strerror(errno));
 }
-#define fwriteCheck(ptr, size, n, fp, path) fwrite_check(ptr, size, n, fp, path, __FILE__, __LINE__)
 
-static void fseek_check(FILE *fp, long off, int whence, const char *path, const char *file, int line) {
-    if (fseek(fp, off, whence) != 0) fatal_at(file, line, "%s: seek to %ld failed: %s", path, off, strerror(errno));
+static void fseekCheck(FILE *fp, long off, int whence, const char *path) {
+    if (fseek(fp, off, whence) != 0) fatal("%s: seek to %ld failed: %s", path, off, strerror(errno));
 }
-#define fseekCheck(fp, off, whence, path) fseek_check(fp, off, whence, path, __FILE__, __LINE__)
 
-static void *malloc_check(size_t size, const char *file, int line) {
+// Running out of memory is the machine's limit, not a bug: said plainly, with the size.
+static void *mallocCheck(size_t size) {
     void *p = malloc(size > 0 ? size : 1);
-    if (p == NULL) fatal_at(file, line, "out of memory allocating %zu bytes (%.2f GiB)", size, size / 1073741824.0);
+    if (p == NULL) fatal("out of memory allocating %zu bytes (%.2f GiB)", size, size / 1073741824.0);
     return p;
 }
-#define mallocCheck(size) malloc_check(size, __FILE__, __LINE__)
 
-static void *calloc_check(size_t n, size_t size, const char *file, int line) {
+static void *callocCheck(size_t n, size_t size) {
     void *p = calloc(n > 0 ? n : 1, size);
-    if (p == NULL) fatal_at(file, line, "out of memory allocating %zu x %zu bytes", n, size);
+    if (p == NULL) fatal("out of memory allocating %zu x %zu bytes (%.2f GiB)", n, size, (double)n * size / 1073741824.0);
     return p;
 }
-#define callocCheck(n, size) calloc_check(n, size, __FILE__, __LINE__)
 
 // Files that matter are never written in place: write "path.tmp", flush it to the disk, then rename,
 // so a crash leaves either the old file or the new one, never half of one.

@@ -2,7 +2,10 @@
 """Draw training loss, validation loss and throughput from one or more JSON-lines logs (--log) into
 one PNG, to compare runs.
 
-    python3 scripts/plot_logs.py -o runs.png out/a/log.jsonl out/b/log.jsonl [--labels a,b] [--smooth 20]
+    python3 scripts/plot_logs.py out/a/log.jsonl out/b/log.jsonl [-o runs.png] [--labels a,b] [--smooth 20]
+
+Without -o the PNG goes beside the first log, named after it (out/a/log.jsonl -> out/a/log.png).
+Needs matplotlib (pip install matplotlib, or Debian's python3-matplotlib).
 
 A log that was appended to by resumed runs is read as one run: the last line of each step wins.
 """
@@ -13,8 +16,12 @@ import sys
 
 
 def read_log(path):
-    steps, vals, tps, floor = {}, {}, {}, None
-    with open(path) as f:
+    steps, vals, tps, floor, no_att = {}, {}, {}, None, None
+    try:
+        f = open(path)
+    except OSError as e:
+        sys.exit(f"error: {path}: cannot open: {e.strerror}")
+    with f:
         for n, line in enumerate(f, 1):
             line = line.strip()
             if not line:
@@ -30,9 +37,10 @@ def read_log(path):
             elif "val_loss" in d:
                 vals[d["step"]] = d["val_loss"]
                 floor = d.get("floor", floor)
+                no_att = d.get("no_attention", no_att)
     if not steps and not vals:
         sys.exit(f"error: {path}: no step or val_loss lines (is it a train_gpt --log file?)")
-    return steps, vals, tps, floor
+    return steps, vals, tps, floor, no_att
 
 
 def smooth(xs, k):
@@ -50,7 +58,7 @@ def smooth(xs, k):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("logs", nargs="+", help="JSON-lines logs written by train_gpt --log")
-    ap.add_argument("-o", "--out", required=True, help="PNG file to write")
+    ap.add_argument("-o", "--out", help="PNG file to write (default: the first log's name with .png)")
     ap.add_argument("--labels", help="comma-separated names for the runs (default: the file names)")
     ap.add_argument("--smooth", type=int, default=1, help="moving average over this many steps for the train loss")
     args = ap.parse_args()
@@ -58,13 +66,19 @@ def main():
     if len(labels) != len(args.logs):
         sys.exit(f"error: --labels has {len(labels)} names for {len(args.logs)} logs")
 
-    import matplotlib
+    if args.out is None:
+        base = args.logs[0][:-len(".jsonl")] if args.logs[0].endswith(".jsonl") else args.logs[0]
+        args.out = base + ".png"
+    runs = [read_log(path) for path in args.logs]  # bad logs are named before anything is drawn
+    try:
+        import matplotlib
+    except ImportError:
+        sys.exit("error: plot_logs.py needs matplotlib: pip install matplotlib (or apt-get install python3-matplotlib)")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, (ax_loss, ax_tps) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for path, label in zip(args.logs, labels):
-        steps, vals, tps, floor = read_log(path)
+    for (steps, vals, tps, floor, no_att), label in zip(runs, labels):
         xs = sorted(steps)
         line = ax_loss.plot(xs, smooth([steps[s] for s in xs], args.smooth), lw=1, alpha=0.8, label=f"{label} train")[0]
         if vals:
@@ -72,6 +86,8 @@ def main():
             ax_loss.plot(vs, [vals[s] for s in vs], "o-", ms=3, color=line.get_color(), label=f"{label} val")
         if floor is not None and math.isfinite(floor):
             ax_loss.axhline(floor, ls="--", lw=1, color="gray", label="entropy floor")
+        if no_att is not None and math.isfinite(no_att):
+            ax_loss.axhline(no_att, ls=":", lw=1, color="gray", label="best without attention")
         if tps:
             ts = sorted(tps)
             ax_tps.plot(ts, [tps[s] for s in ts], lw=1, color=line.get_color(), label=label)

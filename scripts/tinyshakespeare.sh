@@ -3,11 +3,12 @@
 # and train a small GPT-2 on them with the CPU build.
 #   scripts/tinyshakespeare.sh [DATA_DIR] [extra train_gpt_cpu flags...]
 # Files are taken from DATA_DIR (default data/) if present there or in ../shared/data; otherwise
-# they are downloaded (needs the network).
+# they are downloaded (needs the network). The first argument is the data directory only if it
+# does not start with '-', so flags alone pass straight through (scripts/tinyshakespeare.sh -x 10).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DATA=${1:-data}
-shift || true
+DATA=data
+if [ $# -gt 0 ] && [ "${1:0:1}" != "-" ]; then DATA=$1; shift; fi
 mkdir -p "$DATA"
 fetch() {  # fetch NAME URL
   local name=$1 url=$2

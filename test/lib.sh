@@ -1,6 +1,7 @@
 # lib.sh: the start every multi-rank shell test shares (sourced): the repo root, the CPU build, one
 # OpenMP thread per rank, mpirun as it must be called here, a scratch directory removed on exit, and
-# PASS/FAIL counting that ends with the "N passed, N failed" line run_tests.sh adds up.
+# PASS/FAIL/SKIP counting that ends with the "N passed, N failed, N skipped" line run_tests.sh adds
+# up. A test that lacks an optional dependency is a SKIP that names it and how to install it.
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BIN=./train_gpt_cpu
@@ -9,7 +10,25 @@ export OMP_NUM_THREADS=1
 MPI=(mpirun --allow-run-as-root --oversubscribe -x OMP_NUM_THREADS)
 W=$(mktemp -d "/tmp/$(basename "$0" .sh).XXXXXX")
 trap 'rm -rf "$W"' EXIT
-pass=0; fail=0
+pass=0; fail=0; skipped=0
 ok() { echo "PASS $1"; pass=$((pass+1)); }
 bad() { echo "FAIL $1"; [ -n "${2:-}" ] && echo "$2" | tail -8 | sed 's/^/    /'; fail=$((fail+1)); }
-finish() { echo "$pass passed, $fail failed"; [ "$fail" -eq 0 ]; }
+skip() { echo "SKIP $1"; skipped=$((skipped+1)); }
+finish() { echo "$pass passed, $fail failed, $skipped skipped"; [ "$fail" -eq 0 ]; }
+# have_mpi WHAT: whether WHAT can run under mpirun; if not, a SKIP that says what to install
+have_mpi() {
+  if ! command -v mpirun >/dev/null; then
+    skip "$1: mpirun is not on the PATH (apt-get install libopenmpi-dev openmpi-bin; make then rebuilds ./train_gpt_cpu with MPI)"
+    return 1
+  fi
+  if ! $BIN --help 2>/dev/null | grep -q "MPI: yes"; then
+    skip "$1: ./train_gpt_cpu was built without MPI (apt-get install libopenmpi-dev for mpicc; make then rebuilds it)"
+    return 1
+  fi
+}
+# have_matplotlib WHAT: the same for the plots
+have_matplotlib() {
+  $PY -c "import matplotlib" 2>/dev/null && return 0
+  skip "$1: $PY has no matplotlib (pip install matplotlib, or apt-get install python3-matplotlib)"
+  return 1
+}

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# run_tests.sh: every test that needs no GPU, as `make test` runs it. Each suite prints PASS/FAIL
-# lines and its own count; this adds them up and ends with the line CI reads: "N passed, N failed".
+# run_tests.sh: every test that needs no GPU, as `make test` runs it. Each suite prints PASS/FAIL/SKIP
+# lines and its own count; this adds them up and ends with the line CI reads: "N passed, N failed,
+# N skipped". A test whose optional dependency is missing (PyTorch, tiktoken, Open MPI, matplotlib,
+# nvcc, the data files, root for Slurm) is a SKIP that names it and how to install it; `make test`
+# passes with skips, and .ci/run, which installs everything, fails on any.
 # Inputs it uses when present: ../shared/data (GPT-2 tokenizer files, Tiny Shakespeare), or set
 # DATA_DIR. PyTorch is the reference for the model; TORCH_PYTHON names the interpreter that has it.
 set -u
@@ -10,7 +13,8 @@ TORCH_PY=${TORCH_PYTHON:-/usr/bin/python3}
 DATA=${DATA_DIR:-../shared/data}
 W=$(mktemp -d /tmp/run_tests.XXXXXX)
 trap 'rm -rf "$W"' EXIT
-total_pass=0; total_fail=0
+total_pass=0; total_fail=0; total_skip=0
+skip() { echo "SKIP $1"; total_skip=$((total_skip + 1)); }
 
 # run_suite NAME CMD...: runs a suite, echoes its output, adds its counts (a suite that dies
 # without printing its count is one failure)
@@ -20,10 +24,10 @@ run_suite() {
   local t0=$SECONDS
   "$@" 2>&1 | tee "$W/out"
   local rc=${PIPESTATUS[0]}
-  local line; line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$W/out" | tail -1)
+  local line; line=$(grep -E '^[0-9]+ passed, [0-9]+ failed(, [0-9]+ skipped)?$' "$W/out" | tail -1)
   if [ -n "$line" ]; then
-    local p f; p=$(cut -d' ' -f1 <<<"$line"); f=$(cut -d' ' -f3 <<<"$line")
-    total_pass=$((total_pass + p)); total_fail=$((total_fail + f))
+    local p f s; p=$(cut -d' ' -f1 <<<"$line"); f=$(cut -d' ' -f3 <<<"$line"); s=$(cut -s -d' ' -f5 <<<"$line")
+    total_pass=$((total_pass + p)); total_fail=$((total_fail + f)); total_skip=$((total_skip + ${s:-0}))
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then echo "FAIL $name exited $rc"; total_fail=$((total_fail + 1)); fi
   else
     echo "FAIL $name ended without a result (exit $rc)"; total_fail=$((total_fail + 1))
@@ -31,15 +35,16 @@ run_suite() {
   echo "--- $name took $((SECONDS - t0)) s"
 }
 
+run_suite "builds that follow the machine" bash test/test_build.sh
 run_suite units ./test/test_units
 run_suite "pipeline schedule and split" ./test/test_pipeline
+run_suite "generation with the key/value cache" ./test/test_generate
 
 if "$TORCH_PY" -c "import torch" 2>/dev/null; then
   "$TORCH_PY" test/ref_gpt2.py --out-dir "$W/ref" > "$W/ref.log" 2>&1 || { cat "$W/ref.log"; }
   run_suite "model vs PyTorch" ./test/test_gpt2 "$W/ref"
 else
-  echo "FAIL model vs PyTorch: $TORCH_PY cannot import torch (install python3-torch, or set TORCH_PYTHON)"
-  total_fail=$((total_fail + 1))
+  skip "model vs PyTorch: $TORCH_PY cannot import torch (apt-get install python3-torch, or set TORCH_PYTHON to a Python that has it)"
 fi
 
 if [ -f "$DATA/gpt2_encoder.json" ] && [ -f "$DATA/gpt2_vocab.bpe" ]; then
@@ -49,17 +54,20 @@ if [ -f "$DATA/gpt2_encoder.json" ] && [ -f "$DATA/gpt2_vocab.bpe" ]; then
     --merges "$DATA/gpt2_vocab.bpe" "${text_args[@]}"
   if [ -f "$DATA/tinyshakespeare.txt" ]; then
     run_suite "tinyshakespeare script" bash test/test_scripts.sh "$DATA"
+  else
+    skip "tinyshakespeare script: no $DATA/tinyshakespeare.txt (set DATA_DIR to a directory with it)"
   fi
 else
-  echo "SKIP tokenizer vs tiktoken: no GPT-2 tokenizer files in $DATA (set DATA_DIR)"
+  skip "tokenizer vs tiktoken and the tinyshakespeare script: no GPT-2 tokenizer files (gpt2_encoder.json, gpt2_vocab.bpe) in $DATA (set DATA_DIR)"
 fi
 
 run_suite "trainer CLI" bash test/test_cli.sh
+run_suite "README vs the code" bash test/test_readme.sh
 run_suite "precision and loss scaling" bash test/test_precision.sh
 if command -v nvcc >/dev/null; then
   run_suite "CUDA build without a GPU" bash test/test_cuda_build.sh
 else
-  echo "SKIP CUDA build: nvcc is not on the PATH"
+  skip "CUDA build: nvcc is not on the PATH (install NVIDIA's CUDA toolkit, 12 or newer, and put its bin/ on the PATH)"
 fi
 run_suite "data parallel / ZeRO under mpirun" bash test/test_zero.sh
 run_suite "1F1B pipeline under mpirun" bash test/test_pipeline.sh
@@ -67,9 +75,11 @@ run_suite "hangs, dead ranks, plots" bash test/test_cluster.sh
 # a real single-node Slurm: needs root (it installs and starts munge and Slurm, then tears them down)
 if [ "$(id -u)" -eq 0 ] && [ -z "${SKIP_SLURM:-}" ]; then
   run_suite "slurm sbatch, preemption, resubmission" bash test/test_slurm.sh
+elif [ -n "${SKIP_SLURM:-}" ]; then
+  skip "slurm: SKIP_SLURM is set"
 else
-  echo "SKIP slurm: needs root to bring up munge and Slurm (set by CI); SKIP_SLURM=${SKIP_SLURM:-} "
+  skip "slurm: needs root, to install and start munge and Slurm (CI runs as root)"
 fi
 
-echo "$total_pass passed, $total_fail failed"
+echo "$total_pass passed, $total_fail failed, $total_skip skipped"
 [ "$total_fail" -eq 0 ]

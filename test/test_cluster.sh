@@ -1,56 +1,65 @@
 #!/usr/bin/env bash
 # test_cluster.sh: a multi-rank job never hangs silently. A rank that stops outside any collective
 # is named by the watchdog and the job ends non-zero; a rank that is killed takes the job down;
-# the plot script draws a real log into a PNG.
+# the plot script draws a real log into a PNG. (Without mpirun or matplotlib, those parts SKIP.)
 source "$(dirname "$0")/lib.sh"
 run=(-e d2 -b 2 -t 32 -v 0 -s 0)
 
-# one rank stalls before the gradient reduction of step 4: the watchdog names it, every rank stops
-t0=$SECONDS
-out=$(TRAIN_GPT_FAULT=stall:2:4 timeout 60 "${MPI[@]}" -x TRAIN_GPT_FAULT -np 4 $BIN "${run[@]}" -x 100 --comm-timeout 3 2>&1); rc=$?
-took=$((SECONDS - t0))
-if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $took -lt 30 ] && grep -q "watchdog: rank 2 has not reached collective" <<<"$out" \
-   && grep -q "watchdog: rank [013] has waited .* inside collective" <<<"$out"; then
-  ok "a stalled rank: the watchdog names rank 2 and where the others wait, the job exits $rc after ${took} s"
-else bad "watchdog names the stalled rank (rc $rc, ${took} s)" "$out"; fi
-
-# a rank killed mid-run takes the job down, and mpirun names it
-"${MPI[@]}" -np 4 $BIN "${run[@]}" -x 100000 --log "$W/kill.jsonl" > "$W/kill.out" 2>&1 &
-job=$!
-for i in $(seq 1 200); do [ -s "$W/kill.jsonl" ] && [ "$(wc -l < "$W/kill.jsonl")" -ge 3 ] && break; sleep 0.1; done
-victim=""
-for p in $(pgrep -f "train_gpt_cpu ${run[*]}"); do
-  if tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=2"; then victim=$p; fi
-done
-t0=$SECONDS
-if [ -n "$victim" ]; then kill -9 "$victim"; fi
-for i in $(seq 1 300); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
-if kill -0 $job 2>/dev/null; then kill -9 $job; bad "killed rank ends the job" "still running after 30 s"; else
-  wait $job; rc=$?
+if have_mpi "hangs and dead ranks"; then
+  # one rank stalls before the gradient reduction of step 4: the watchdog names it, every rank stops
+  t0=$SECONDS
+  out=$(TRAIN_GPT_FAULT=stall:2:4 timeout 60 "${MPI[@]}" -x TRAIN_GPT_FAULT -np 4 $BIN "${run[@]}" -x 100 --comm-timeout 3 2>&1); rc=$?
   took=$((SECONDS - t0))
-  if [ -n "$victim" ] && [ $rc -ne 0 ] && grep -qE "rank 2 .*(signal 9|Killed)" "$W/kill.out"; then
-    ok "rank 2 killed with SIGKILL: the job ends in ${took} s, exit $rc, and the log names rank 2"
-  else bad "killed rank ends the job and is named (victim '$victim', rc $rc)" "$(cat "$W/kill.out")"; fi
+  if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $took -lt 30 ] && grep -q "watchdog: rank 2 has not reached collective" <<<"$out" \
+     && grep -q "watchdog: rank [013] has waited .* inside collective" <<<"$out"; then
+    ok "a stalled rank: the watchdog names rank 2 and where the others wait, the job exits $rc after ${took} s"
+  else bad "watchdog names the stalled rank (rc $rc, ${took} s)" "$out"; fi
+
+  # a rank killed mid-run takes the job down, and mpirun names it
+  "${MPI[@]}" -np 4 $BIN "${run[@]}" -x 100000 --log "$W/kill.jsonl" > "$W/kill.out" 2>&1 &
+  job=$!
+  for i in $(seq 1 200); do [ -s "$W/kill.jsonl" ] && [ "$(wc -l < "$W/kill.jsonl")" -ge 3 ] && break; sleep 0.1; done
+  victim=""
+  for p in $(pgrep -f "train_gpt_cpu ${run[*]}"); do
+    if tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=2"; then victim=$p; fi
+  done
+  t0=$SECONDS
+  if [ -n "$victim" ]; then kill -9 "$victim"; fi
+  for i in $(seq 1 300); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
+  if kill -0 $job 2>/dev/null; then kill -9 $job; bad "killed rank ends the job" "still running after 30 s"; else
+    wait $job; rc=$?
+    took=$((SECONDS - t0))
+    if [ -n "$victim" ] && [ $rc -ne 0 ] && grep -qE "rank 2 .*(signal 9|Killed)" "$W/kill.out"; then
+      ok "rank 2 killed with SIGKILL: the job ends in ${took} s, exit $rc, and the log names rank 2"
+    else bad "killed rank ends the job and is named (victim '$victim', rc $rc)" "$(cat "$W/kill.out")"; fi
+  fi
+  pkill -9 -f "train_gpt_cpu ${run[*]}" 2>/dev/null
 fi
-pkill -9 -f "train_gpt_cpu ${run[*]}" 2>/dev/null
 
 # the plot script turns real logs into a PNG of sensible size
 $BIN "${run[@]}" -x 30 -v 10 --log "$W/a.jsonl" > /dev/null 2>&1
 $BIN "${run[@]}" -x 30 -v 10 -l 1e-3 --log "$W/b.jsonl" > /dev/null 2>&1
-out=$($PY scripts/plot_logs.py -o "$W/plot.png" "$W/a.jsonl" "$W/b.jsonl" --labels "lr 3e-3,lr 1e-3" 2>&1)
-dims=$($PY - "$W/plot.png" <<'PYEOF'
+if have_matplotlib "plot_logs.py draws logs"; then
+  out=$($PY scripts/plot_logs.py -o "$W/plot.png" "$W/a.jsonl" "$W/b.jsonl" --labels "lr 3e-3,lr 1e-3" 2>&1)
+  dims=$($PY - "$W/plot.png" <<'PYEOF'
 import struct, sys
 d = open(sys.argv[1], 'rb').read()
 assert d[:8] == b'\x89PNG\r\n\x1a\n' and d[12:16] == b'IHDR', "not a PNG"
 w, h = struct.unpack('>II', d[16:24])
 print(w, h, len(d))
 PYEOF
-)
-set -- $dims
-if [ $# -eq 3 ] && [ "$1" -ge 600 ] && [ "$2" -ge 300 ] && [ "$3" -ge 10000 ]; then
-  ok "plot_logs.py draws two real logs into a ${1}x${2} PNG of $3 bytes"; else bad "plot_logs.py makes a PNG" "$out $dims"; fi
-out=$($PY scripts/plot_logs.py -o "$W/x.png" "$W/kill.out" 2>&1); rc=$?
-[ $rc -ne 0 ] && grep -q "kill.out:1: not JSON" <<<"$out" && [ ! -e "$W/x.png" ] && ok "plot_logs.py names a file that is not a log" \
+  )
+  set -- $dims
+  if [ $# -eq 3 ] && [ "$1" -ge 600 ] && [ "$2" -ge 300 ] && [ "$3" -ge 10000 ]; then
+    ok "plot_logs.py draws two real logs into a ${1}x${2} PNG of $3 bytes"; else bad "plot_logs.py makes a PNG" "$out $dims"; fi
+  out=$($PY scripts/plot_logs.py "$W/a.jsonl" 2>&1); rc=$?
+  [ $rc -eq 0 ] && [ -s "$W/a.png" ] && grep -q "wrote $W/a.png" <<<"$out" && ok "plot_logs.py without -o writes the PNG beside the log" \
+    || bad "plot_logs.py default output" "$out"
+fi
+# a file that is not a log is named before matplotlib is needed
+echo "not a log" > "$W/notalog.jsonl"
+out=$($PY scripts/plot_logs.py -o "$W/x.png" "$W/notalog.jsonl" 2>&1); rc=$?
+[ $rc -ne 0 ] && grep -q "notalog.jsonl:1: not JSON" <<<"$out" && [ ! -e "$W/x.png" ] && ok "plot_logs.py names a file that is not a log" \
   || bad "plot_logs.py rejects a non-log" "$out"
 
 finish

@@ -41,6 +41,12 @@ if "$TORCH_PY" test/ref_gpt2.py --out-dir "$W/ref" > "$W/ref.log" 2>&1; then
   [ $rc -eq 0 ] && ok "fp32 CUDA model vs PyTorch: $(tail -1 <<<"$out")" || bad "CUDA model vs PyTorch" "$out"
 else bad "PyTorch reference ($TORCH_PY)" "$(cat "$W/ref.log")"; fi
 
+# 1a. generation with the key/value cache against the full-prefix forward, in each precision
+for p in fp32 bf16 fp16; do
+  out=$(./test/test_generate_gpu $p 2>&1); rc=$?
+  [ $rc -eq 0 ] && ok "generation with the KV cache ($p) vs the full-prefix forward: $(tail -1 <<<"$out")" || bad "generation ($p)" "$out"
+done
+
 # 2. ten steps beside the CPU build, from the same initialisation and data
 common=(-e d2 -b 4 -t 64 -x 10 -v 5 -s 0 --grad-accum 2)
 fp32=(--precision fp32)

@@ -4,6 +4,7 @@
 # relative) and final parameters as one process; recompute levels work per stage; a checkpoint taken
 # with stages resumes with other stages or none; the measured bubble is logged beside the formula.
 source "$(dirname "$0")/lib.sh"
+have_mpi "1F1B pipelines" || { finish; exit; }
 
 compare() { $PY - "$@" <<'PYEOF'
 import json, sys, array

@@ -56,7 +56,7 @@ TRAIN_GPT_FAULT=overflow:3,4,8 $BIN "${common[@]}" "${ls[@]}" -o "$W/ofr" -y 1 -
   || bad "resume with loss-scaler state" "$(paste <(field "$W/of.jsonl" loss_scale | tail -3) <(field "$W/ofr.jsonl" loss_scale))"
 
 # ZeRO-2 on 2 ranks sees the same overflows through the reduced norm: same skips, same losses
-if command -v mpirun >/dev/null; then
+if have_mpi "loss scaling on 2 ranks at ZeRO-2"; then
   TRAIN_GPT_FAULT=overflow:3,4,8 "${MPI[@]}" -np 2 $BIN "${common[@]}" "${ls[@]}" -b 2 -z 2 -o "$W/of2" --log "$W/of2.jsonl" > "$W/of2.out" 2>&1 \
     || bad "2-rank ZeRO-2 run with overflows" "$(tail "$W/of2.out")"
   TRAIN_GPT_FAULT=overflow:3,4,8 $BIN "${common[@]}" "${ls[@]}" -b 2 --grad-accum 2 --log "$W/of1.jsonl" -n 0 > "$W/of1.out" 2>&1

@@ -21,5 +21,13 @@ sample=$(grep "^sample:" <<<"$out" | tail -1)
 # decoded GPT-2 text, not token ids: it has letters, and is not a list of numbers
 grep -qE "[a-zA-Z]{2}" <<<"$sample" && ! grep -qE "^sample: ([0-9]+ )+$" <<<"$sample" \
   && ok "samples decode through the tokenizer.bin beside the shards: ${sample:0:60}" || bad "sample decodes" "$sample"
+# flags alone pass through to the trainer (the data directory defaults to data/ of the checkout):
+# run in a copy of the checkout, so the test leaves no data/ behind
+mkdir -p "$W/repo" "$W/shared"
+cp -rp scripts Makefile ./*.h ./*.c .build-cpu train_gpt_cpu tokenize "$W/repo/" 2>/dev/null
+ln -s "$(realpath "$DATA")" "$W/shared/data"
+out=$(bash "$W/repo/scripts/tinyshakespeare.sh" -e d2 -x 3 -v 0 -s 0 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -q "step     3/3" <<<"$out" && [ -f "$W/repo/data/tinyshakespeare/train_000000.bin" ] \
+  && ok "scripts/tinyshakespeare.sh -e d2 -x 3 ...: flags without a data directory reach the trainer" || bad "flags pass through" "$out"
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

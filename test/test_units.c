@@ -143,21 +143,43 @@ static void test_dataloader(void) {
     rmdir(dir);
 }
 
-static void test_markov(void) {
-    MarkovSource m;
-    markov_init(&m, 0);
-    long n = 2000000;
-    uint16_t *x = markov_sample(&m, n, 7);
-    // empirical cross-entropy of the stream under the true chain converges to the entropy rate
-    double nll = 0.0;
-    for (long i = 1; i < n; i++) {
-        double p = 0.0;
-        for (int k = 0; k < SYNTH_SUCCESSORS; k++) if (m.next[x[i - 1]][k] == x[i]) p += m.prob[x[i - 1]][k];
-        nll -= log(p);
+// The synthetic corpus's floor, computed by synth_init's recursion, against the mean loss of an
+// oracle that predicts 2M sampled tokens from the rules alone (it knows the chain and the copy
+// rule, reads each document from its start, and checks every copy as it goes).
+static void test_synthetic(void) {
+    int T = 64;
+    SynthSource m;
+    synth_init(&m, 0, T);
+    long n = 2000000 / T * T + 1;
+    uint16_t *x = synth_sample(&m, n, 7);
+    double nll = 0.0, r = SYNTH_COPY_RATE;
+    long targets = 0, copies = 0, bad_copies = 0, markers = 0;
+    for (long d = 0; d + T < n; d += T) {
+        for (int p = 1; p <= T; p++) {  // targets 1..T-1 of the document, then the next one's first token
+            int prev = x[d + p - 1], tok = x[d + p];
+            double q;
+            if (p < T && prev == SYNTH_MARKER) {  // a copy of the document's first token
+                copies++;
+                if (tok != x[d]) bad_copies++;
+                q = 1.0;
+            } else {
+                double chain = 0.0;
+                for (int k = 0; k < SYNTH_SUCCESSORS; k++) if (m.next[prev][k] == tok) chain += m.prob[prev][k];
+                int may_mark = p <= T - 2;
+                q = tok == SYNTH_MARKER ? (may_mark ? r : 0.0) : (may_mark ? 1.0 - r : 1.0) * chain;
+                markers += tok == SYNTH_MARKER;
+            }
+            nll -= log(q);
+            targets++;
+        }
     }
-    nll /= (n - 1);
-    check(fabs(nll - m.entropy_rate) < 0.01, "synthetic corpus: empirical %.4f nats/token matches the computed floor %.4f",
-          nll, m.entropy_rate);
+    nll /= targets;
+    check(bad_copies == 0 && copies > 0, "synthetic corpus: all %ld tokens after a marker repeat their document's first token",
+          copies);
+    check(fabs(nll - m.floor) < 0.005, "synthetic corpus: an oracle's mean loss on 2M sampled tokens %.4f matches the "
+          "computed floor %.4f", nll, m.floor);
+    check(fabs((double)copies / targets - m.copied) < 0.002 && fabs((double)markers / targets - m.copied) < 0.002,
+          "synthetic corpus: copies are %.4f of the targets, as computed (%.4f)", (double)copies / targets, m.copied);
     free(x);
 }
 
@@ -221,7 +243,7 @@ static void test_loss_scaler(void) {
 int main(void) {
     test_schedules();
     test_dataloader();
-    test_markov();
+    test_synthetic();
     test_state_file();
     test_loss_scaler();
     return check_summary();

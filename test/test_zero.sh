@@ -4,7 +4,7 @@
 # N*A): the same 10 losses to 1e-5 relative and the same final parameters; per-rank memory follows
 # the ZeRO paper's formulas; checkpoints resume across rank counts and stages.
 source "$(dirname "$0")/lib.sh"
-if ! command -v mpirun >/dev/null || ! $BIN --help >/dev/null; then bad "mpirun and ./train_gpt_cpu are needed"; finish; exit 1; fi
+have_mpi "data parallelism and ZeRO" || { finish; exit; }
 
 # compare_losses A.jsonl B.jsonl [first_step]: max relative difference of the per-step losses, or FAIL
 compare_losses() { $PY - "$@" <<'PYEOF'
@@ -46,7 +46,7 @@ for np in 2 3 4; do
     r=$(compare_params "$W/ref/model_00000010.bin" "$W/np${np}z$z/model_00000010.bin") && ok "$name: final $r" || bad "$name: final parameters" "$r"
     alloc=$($PY -c 'import json,sys; d=[json.loads(l) for l in open(sys.argv[1])][1]["allocated"]; print(d["model_state_bytes"], d["planned_model_state_bytes"], d["activation_bytes"], d["planned_activation_bytes"])' "$W/np${np}z$z.jsonl")
     set -- $alloc
-    [ "$1" = "$2" ] && [ "$3" = "$4" ] && ok "$name: allocates what the plan says ($1 bytes of model state, $3 of activations per rank)" || bad "$name: allocated vs plan" "$alloc"
+    [ $# -eq 4 ] && [ "$1" = "$2" ] && [ "$3" = "$4" ] && ok "$name: allocates what the plan says ($1 bytes of model state, $3 of activations per rank)" || bad "$name: allocated vs plan" "$alloc"
   done
 done
 # per-rank model-state memory of a d12 model (GPT-2 124M's layers; the embedded corpus's vocabulary

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# test_build.sh: the build follows the machine. In a copy of the sources: a second make is a no-op;
+# a change of configuration (flags, or mpicc appearing or going: MPICC= stands for a machine
+# without it) rebuilds; --help tells whether the binary has MPI; and a binary without MPI started
+# by mpirun as 2 ranks stops with an error instead of running two independent copies.
+source "$(dirname "$0")/lib.sh"
+mkdir -p "$W/src"
+cp -p Makefile ./*.c ./*.h "$W/src/"
+build() { make --no-print-directory -C "$W/src" "$@" train_gpt_cpu 2>&1; }
+uptodate() { make --no-print-directory -C "$W/src" -q "$@" train_gpt_cpu; }
+mpi_of() { "$W/src/train_gpt_cpu" --help | sed -nE 's/.*MPI: (yes|no).*/\1/p'; }
+
+build MPICC= >/dev/null
+uptodate MPICC=; up=$?
+[ -x "$W/src/train_gpt_cpu" ] && [ $up -eq 0 ] && [ "$(mpi_of)" = no ] \
+  && ok "built without mpicc: --help says 'MPI: no', and a second make has nothing to do" || bad "first build (up to date: $up, MPI: $(mpi_of))"
+uptodate MPICC= CFLAGS="-O1 -fopenmp"; changed=$?
+uptodate MPICC=; again=$?
+build MPICC= >/dev/null
+[ $changed -ne 0 ] && [ $again -ne 0 ] && ok "other CFLAGS rebuild, and so does going back to the old ones" \
+  || bad "a flag change rebuilds (after -O1: $changed, back: $again)"
+if have_mpi "a binary without MPI under mpirun"; then
+  out=$("${MPI[@]}" -np 2 "$W/src/train_gpt_cpu" -x 2 -s 0 -o "$W/out" 2>&1); rc=$?
+  [ $rc -ne 0 ] && grep -q "this binary was built without MPI, but a launcher started it as one of 2 ranks" <<<"$out" \
+    && [ -z "$(ls -A "$W/out" 2>/dev/null)" ] && ! grep -q "^step" <<<"$out" \
+    && ok "a binary without MPI started by mpirun -np 2 stops with an error, training and writing nothing" \
+    || bad "non-MPI binary under mpirun" "$out"
+  out=$(build)
+  [ "$(mpi_of)" = yes ] && grep -q -- "-DUSE_MPI" <<<"$out" \
+    && ok "with mpicc on the PATH the same make rebuilds it with MPI ('MPI: yes'), without make clean" \
+    || bad "rebuild with MPI" "$out"
+fi
+finish

@@ -1,0 +1,115 @@
+// test_generate.c: generation with the key/value cache against the full-prefix forward (whose
+// logits test_gpt2.c checks against PyTorch). For each position the cached one-token forward must
+// give the very logits of a forward over the whole prefix, bit for bit in the CPU build, at every
+// recompute level and head size, and sampling through either path must give the same tokens.
+// Compiled by nvcc (make test/test_generate_gpu) it checks the CUDA build the same way, where the
+// full forward's flash attention and the decode kernel sum in different orders: there the logits
+// must agree to a tolerance per precision (usage: test/test_generate_gpu [fp32|bf16|fp16]).
+#define TESTING
+#ifdef TRAIN_GPT_CUDA
+#include "train_gpt.cu"
+#else
+#include "train_gpt.c"
+#endif
+
+#include "check.h"
+
+// A model with sharp attention: random GPT-2 initialisation with the matmul weights scaled up, so
+// the softmax is far from uniform and a wrong key or position would show.
+static float *sharp_params(const GPT2Config *c, uint64_t seed) {
+    float *p = (float *)mallocCheck(gpt2_num_params(c) * sizeof(float));
+    gpt2_init_random(c, p, seed);
+    size_t sizes[NUM_PARAMETER_TENSORS], off = 0;
+    gpt2_param_sizes(c, sizes);
+    for (int k = 0; k < NUM_PARAMETER_TENSORS; k++) {
+        if (PARAM_DECAYED[k]) for (size_t i = 0; i < sizes[k]; i++) p[off + i] *= 8.0f;
+        off += sizes[k];
+    }
+    return p;
+}
+
+static double tolerance = 0.0;  // max |difference| of logits allowed; 0: bit for bit
+
+static void run_case(int L, int C, int NH, int recompute, int n) {
+    GPT2Config c = {64, 101, 128, L, NH, C};
+    float *params = sharp_params(&c, 7 + L + NH);
+    Model *m = model_create(&c, 1, n, recompute, 0, L, 1, 0);
+    Comm solo = {0, 1, 0, 0};
+    Zero z;
+    zero_init(&z, &solo, 0, m, NULL, 0, 0, 0);
+    zero_load_params(&z, params, 0);
+    Pipeline p = {1, 0, 0, L, 1, &solo, &z, 0.0};
+    int V = c.vocab_size;
+    int *tokens = (int *)mallocCheck(n * sizeof(int));
+    uint64_t rng = 42;
+    for (int t = 0; t < n; t++) tokens[t] = (int)(random_u32(&rng) % V);
+    // full prefix: logits of position t-1 from a forward over tokens[0..t-1]
+    float *full = (float *)mallocCheck((size_t)n * V * sizeof(float));
+    for (int t = 1; t <= n; t++) {
+        pp_forward_only(&p, tokens, NULL, 1, t);
+        memcpy(full + (size_t)(t - 1) * V, model_logits(m, 0, t - 1), V * sizeof(float));
+    }
+    // cached: one token at a time
+    model_decode_begin(m, n);
+    int same = 1, first_bad = -1;
+    double worst = 0.0;
+    for (int t = 0; t < n; t++) {
+        model_decode_at(m, t);
+        pp_forward_only(&p, &tokens[t], NULL, 1, 1);
+        const float *row = model_logits(m, 0, 0);
+        double d = 0.0;
+        for (int v = 0; v < V; v++) d = fmax(d, fabs((double)row[v] - full[(size_t)t * V + v]));
+        if (d > worst) worst = d;
+        if (tolerance == 0.0 ? memcmp(row, full + (size_t)t * V, V * sizeof(float)) != 0 : !(d <= tolerance)) {
+            if (first_bad < 0) first_bad = t;
+            same = 0;
+        }
+    }
+    model_decode_end(m);
+    check(same, "L=%d C=%d NH=%d recompute %d: cached logits equal the full-prefix forward's at all %d positions, %s "
+          "(first beyond it at %d; max difference %.3g)", L, C, NH, recompute, n, tolerance == 0.0 ? "bit for bit" : "within tolerance",
+          first_bad, worst);
+    // sampling: the same draws through both paths give the same tokens
+    int *a = (int *)mallocCheck(n * sizeof(int)), *b = (int *)mallocCheck(n * sizeof(int));
+    a[0] = b[0] = 0;
+    uint64_t ra = 99, rb = 99;
+    for (int t = 1; t < n; t++) {
+        pp_forward_only(&p, a, NULL, 1, t);
+        a[t] = sample_token(model_logits(m, 0, t - 1), V, random_f32(&ra));
+    }
+    model_decode_begin(m, n);
+    for (int t = 1; t < n; t++) {
+        model_decode_at(m, t - 1);
+        pp_forward_only(&p, &b[t - 1], NULL, 1, 1);
+        b[t] = sample_token(model_logits(m, 0, 0), V, random_f32(&rb));
+    }
+    model_decode_end(m);
+    int distinct = 0;
+    for (int t = 1; t < n; t++) distinct += a[t] != a[t - 1];
+    int agree = 0;
+    while (agree < n && a[agree] == b[agree]) agree++;
+    // within a tolerance a draw that falls between two nearly equal probabilities may differ
+    check((tolerance == 0.0 ? agree == n : agree >= n / 2) && distinct > n / 4, "L=%d NH=%d recompute %d: %d sampled tokens are the same "
+          "through the cache and the full prefix (the first %d agree; %d changes of token)", L, NH, recompute, n - 1, agree - 1, distinct);
+    free(a); free(b); free(tokens); free(full); free(params);
+    zero_free(&z);
+    model_free(m);
+}
+
+int main(int argc, char **argv) {
+    openmp_wait_politely(argv);  // as the trainer does: many small parallel regions, on a shared machine
+#ifdef TRAIN_GPT_CUDA
+    const char *prec = argc > 1 ? argv[1] : "fp32";
+    backend_init(0);
+    backend_set_precision(prec, 0);
+    tolerance = strcmp(prec, "fp32") == 0 ? 1e-4 : 0.1;  // logits of O(10): fp32 sums, or bf16/fp16 activations
+    printf("CUDA build, %s: logits within %g of the full forward's\n", prec, tolerance);
+#else
+    (void)argc; (void)argv;
+#endif
+    run_case(2, 128, 2, 0, 64);   // d2's shape: head size 64
+    run_case(3, 96, 4, 3, 40);    // head size 24, and recompute 3 (only layer outputs kept)
+    run_case(1, 64, 1, 2, 64);    // one head of 64, the full context
+    run_case(2, 16, 2, 1, 48);    // a vocabulary of 8C or more: the classifier's transposed one-row product
+    return check_summary();
+}
