@@ -93,8 +93,13 @@ dev/cuda/kernels_emu_race: dev/cuda/kernels.cu train_gpt.cu train_gpt.c $(HEADER
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_RACE) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
 dev/cuda/kernels_emu_asan: dev/cuda/kernels.cu train_gpt.cu train_gpt.c $(HEADERS) $(EMU_OBJS:build/emu/%=build/emu/asan/%)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_ASAN) $(EMU_DEV) $< -x none $(EMU_OBJS:build/emu/%=build/emu/asan/%) -o $@ $(EMU_LINK) -fsanitize=address
+# the emulator's own checks, plain and with the race detector
+dev/cuda/emu/selftest: dev/cuda/emu/selftest.cu $(EMU_OBJS)
+	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
+dev/cuda/emu/selftest_race: dev/cuda/emu/selftest.cu $(EMU_OBJS)
+	$(EMU_CXX) $(EMU_FLAGS) $(EMU_RACE) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
 EMU_BINS = train_gpt_emu test/test_gpt2_emu dev/cuda/kernels_emu dev/cuda/attention_emu dev/cuda/kernels_emu_race \
-  dev/cuda/kernels_emu_asan
+  dev/cuda/kernels_emu_asan dev/cuda/emu/selftest dev/cuda/emu/selftest_race
 
 # The CUDA build's test matrix on the emulator: ends with its own "N passed, N failed".
 test-cuda-emu: train_gpt_cpu $(EMU_BINS)

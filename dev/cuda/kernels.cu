@@ -314,6 +314,8 @@ int main(int argc, char **argv) {
         check_all(2, 64, 64, 4, 101, 128);     // the test model's shapes (hs 16)
         check_all(2, 100, 128, 4, 500, 512);   // ragged T, hs 32
         check_all(1, 256, 768, 12, 1000, 1024); // GPT-2's head size 64
+        check_all(1, 70, 256, 2, 300, 384);     // head size 128, two query tiles, the second ragged
+        check_all(3, 37, 48, 3, 77, 128);       // C not a multiple of 64, B*T = 111 rows (no block size divides it)
     }
     check_stochastic_rounding();
     printf("%d passed, %d failed\n", passes, fails);

@@ -131,7 +131,7 @@ static const char *where(uint32_t site, char *buf, size_t n) {
     char fn[512] = "", loc[512] = "";
     if (fgets(fn, sizeof(fn), p) && fgets(loc, sizeof(loc), p) && loc[0] != '?') {
         fn[strcspn(fn, "\n")] = 0;
-        loc[strcspn(loc, "\n")] = 0;
+        loc[strcspn(loc, " \n")] = 0;  // without " (discriminator N)"
         snprintf(buf, n, "%s (%s)", loc, fn);
     }
     pclose(p);
@@ -1030,12 +1030,14 @@ static void perform(Thread *t, unsigned mask) {
         for (int l = 0; l < 32; l++) {
             if (!(mask & (1u << l))) continue;
             Thread *u = lanes[l];
-            int w = u->width, base = l & ~(w - 1), src = l;
+            // PTX shfl.sync: the source lane j, valid within [base, base + width) (bfly: any j <= the segment's
+            // last lane, so a lane may read an earlier segment); an invalid j reads the lane's own value
+            int w = u->width, base = l & ~(w - 1), b = u->arg & 31, src = l;
             switch (u->mode) {
-            case EMU_SHFL_IDX: src = base + (u->arg & (w - 1)); break;
-            case EMU_SHFL_UP: src = (l - base) >= u->arg ? l - u->arg : l; break;
-            case EMU_SHFL_DOWN: src = (l - base) + u->arg < w ? l + u->arg : l; break;
-            case EMU_SHFL_XOR: src = (l ^ u->arg) < base + w && (l ^ u->arg) >= base ? l ^ u->arg : l; break;
+            case EMU_SHFL_IDX: src = base + (b & (w - 1)); break;
+            case EMU_SHFL_UP: src = l - b >= base ? l - b : l; break;
+            case EMU_SHFL_DOWN: src = l + b <= base + w - 1 ? l + b : l; break;
+            case EMU_SHFL_XOR: src = (l ^ b) <= base + w - 1 ? l ^ b : l; break;
             }
             if (!(mask & (1u << src)))
                 emu_fatal("__shfl_sync at %s:%d: lane %d reads lane %d, which the mask 0x%08x does not name (undefined on "
