@@ -13,6 +13,13 @@ CPU_CC = $(if $(MPICC),$(MPICC) -DUSE_MPI,$(CC))
 
 HEADERS = utils.h gpt2.h config.h checkpoint.h dataloader.h tokenizer.h trainer.h comm.h zero.h pipeline.h model.h
 
+# The CUDA build on the CPU emulator (dev/cuda/emu): built and tested by `make test` when the CUDA toolkit's
+# headers are here (no GPU or nvcc needed).
+CUDA_HOME ?= /usr/local/cuda
+EMU_OK := $(wildcard $(CUDA_HOME)/include/cuda_bf16.h)
+EMU_BINS = train_gpt_emu test/test_gpt2_emu dev/cuda/kernels_emu dev/cuda/attention_emu dev/cuda/kernels_emu_race \
+  dev/cuda/kernels_emu_asan dev/cuda/emu/selftest dev/cuda/emu/selftest_race
+
 .PHONY: all test test-gpu test-cuda-emu bench bench-cpu clean
 all: train_gpt_cpu tokenize $(if $(and $(NVCC),$(wildcard train_gpt.cu)),train_gpt)
 
@@ -31,7 +38,7 @@ test/test_units: test/test_units.c test/check.h $(HEADERS)
 test/test_pipeline: test/test_pipeline.c test/check.h pipeline.h gpt2.h comm.h utils.h
 	$(CC) $(CFLAGS) -I. $< -o $@ $(LDLIBS)
 
-test: train_gpt_cpu tokenize test/test_gpt2 test/test_units test/test_pipeline
+test: train_gpt_cpu tokenize test/test_gpt2 test/test_units test/test_pipeline $(if $(EMU_OK),$(EMU_BINS))
 	PYTHON=$(PYTHON) TORCH_PYTHON=$(TORCH_PYTHON) bash test/run_tests.sh
 
 # The CUDA build: bf16/fp16/fp32 kernels, cuBLASLt, MPI host-staged collectives when mpicc is there.
@@ -62,7 +69,6 @@ test-gpu: train_gpt train_gpt_cpu test/test_gpt2_gpu dev/cuda/kernels
 # The CUDA build on the CPU (dev/cuda/emu, see the README): train_gpt.cu's device code, unmodified, compiled by
 # g++ and run on an emulated GPU. Needs the CUDA toolkit's headers (not a GPU, not nvcc). _race: every memory
 # access of the device code goes to the emulator's race detector; _asan: AddressSanitizer.
-CUDA_HOME ?= /usr/local/cuda
 EMU_CXX ?= g++
 EMU_OPT ?= -O2 -march=native -mno-red-zone
 EMU_FLAGS = $(EMU_OPT) -std=c++17 -fopenmp -Wall -Wextra -Wno-unused-function -Wno-missing-field-initializers \
@@ -98,8 +104,6 @@ dev/cuda/emu/selftest: dev/cuda/emu/selftest.cu $(EMU_OBJS)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
 dev/cuda/emu/selftest_race: dev/cuda/emu/selftest.cu $(EMU_OBJS)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_RACE) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
-EMU_BINS = train_gpt_emu test/test_gpt2_emu dev/cuda/kernels_emu dev/cuda/attention_emu dev/cuda/kernels_emu_race \
-  dev/cuda/kernels_emu_asan dev/cuda/emu/selftest dev/cuda/emu/selftest_race
 
 # The CUDA build's test matrix on the emulator: ends with its own "N passed, N failed".
 test-cuda-emu: train_gpt_cpu $(EMU_BINS)
