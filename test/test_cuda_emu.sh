@@ -88,6 +88,11 @@ trainer() {
     r=$(close "$W/cpu.jsonl" "$W/${p%%:*}.jsonl" ${p##*:}) && ok "${p%%:*}, 10 steps vs the CPU build's fp32: $r" || bad "${p%%:*} vs fp32" "$r"
   done
   grep -q '"loss_scale": 65536' "$W/fp16.jsonl" && ok "fp16 runs with dynamic loss scaling from 2^16 (logged)" || bad "fp16 loss scale in the log"
+  # --tf32 1: the matmuls round their inputs to 10 mantissa bits (2^-11 relative), so the losses must move off
+  # fp32's, but only by about that much
+  $EMU --precision fp32 --tf32 1 "${common[@]}" --log "$W/tf32.jsonl" > "$W/tf32.out" 2>&1
+  r=$(close "$W/cpu.jsonl" "$W/tf32.jsonl" 1e-3) && [ "$(losses "$W/tf32.jsonl")" != "$(losses "$W/fp32.jsonl")" ] \
+    && ok "fp32 --tf32 1: losses differ from fp32's, $r vs the CPU build" || bad "--tf32 1" "$r $(tail -2 "$W/tf32.out")"
   # every recompute level gives the same bits
   for rc in 1 2 3; do
     $EMU --precision bf16 "${common[@]}" -r $rc --log "$W/r$rc.jsonl" > "$W/r$rc.out" 2>&1
