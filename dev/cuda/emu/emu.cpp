@@ -46,9 +46,6 @@ struct Thread {
     unsigned char val[16], res[16];
     const EmuWmma *wmma;
     int pred;                 // __syncthreads_count/and/or, votes
-#ifdef EMU_ASAN
-    void *fake_stack;
-#endif
 };
 
 struct Launch {
@@ -938,11 +935,10 @@ static const char *type_name(int type) {
 }
 
 // A whole tile as floats from the 32 lanes' shares (lane l holds elements [l E, (l + 1) E) of the row-major tile).
-static void gather(Thread **lanes, const void *const *shares, int type, int count, float *tile) {
+static void gather(const void *const *shares, int type, int count, float *tile) {
     int per = count / 32;
     for (int l = 0; l < 32; l++)
         for (int i = 0; i < per; i++) tile[l * per + i] = load_elem(shares[l], type, i);
-    (void)lanes;
 }
 
 static void perform_wmma(Thread **lanes) {
@@ -992,7 +988,7 @@ static void perform_wmma(Thread **lanes) {
                 for (int i = 0; i < count / 32; i++) store_elem(lanes[l]->wmma->frag, w0->type, i, tile[l * (count / 32) + i]);
         } else {
             for (int l = 0; l < 32; l++) shares[l] = lanes[l]->wmma->frag;
-            gather(lanes, shares, w0->type, count, tile);
+            gather(shares, w0->type, count, tile);
             for (int r = 0; r < rows; r++)
                 for (int c = 0; c < cols; c++) {
                     size_t idx = row_major ? (size_t)r * w0->ldm + c : (size_t)c * w0->ldm + r;
@@ -1004,11 +1000,11 @@ static void perform_wmma(Thread **lanes) {
     // mma: D = A B + C with fp32 accumulation; 16-bit products are exact in fp32
     int M = w0->M, N = w0->N, K = w0->K;
     for (int l = 0; l < 32; l++) shares[l] = lanes[l]->wmma->a;
-    gather(lanes, shares, w0->a_type, M * K, ta);
+    gather(shares, w0->a_type, M * K, ta);
     for (int l = 0; l < 32; l++) shares[l] = lanes[l]->wmma->b;
-    gather(lanes, shares, w0->b_type, K * N, tb);
+    gather(shares, w0->b_type, K * N, tb);
     for (int l = 0; l < 32; l++) shares[l] = lanes[l]->wmma->c;
-    gather(lanes, shares, w0->c_type, M * N, tile);
+    gather(shares, w0->c_type, M * N, tile);
     float d[32 * 32];
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
@@ -1273,6 +1269,35 @@ cudaError_t cudaFree(void *p) {
     g_device_bytes -= it->second.size;
     device_release(p, it->second.size);
     g_allocs.erase(it);
+    return cudaSuccess;
+}
+
+// Stream-ordered allocation: ordered trivially, everything being synchronous.
+cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t s) {
+    emu_check_stream("cudaMallocAsync", s);
+    return cudaMalloc(p, bytes);
+}
+cudaError_t cudaFreeAsync(void *p, cudaStream_t s) {
+    emu_check_stream("cudaFreeAsync", s);
+    return cudaFree(p);
+}
+
+// What a kernel may use: the device's limits (the emulator has no registers to count).
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *a, const void *func) {
+    memset(a, 0, sizeof(*a));
+    auto it = max_dyn_smem().find(func);
+    a->maxDynamicSharedSizeBytes = it == max_dyn_smem().end() ? (int)SMEM_DEFAULT : it->second;
+    a->maxThreadsPerBlock = 1024;
+    a->numRegs = 32;
+    a->ptxVersion = a->binaryVersion = 90;
+    return cudaSuccess;
+}
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *n, const void *func, int block, size_t smem) {
+    (void)func;
+    if (block <= 0 || block > 1024) return set_error(cudaErrorInvalidValue);
+    int by_threads = 2048 / block, by_smem = smem ? (int)(233472 / smem) : 32;
+    *n = by_threads < by_smem ? by_threads : by_smem;
+    if (*n > 32) *n = 32;
     return cudaSuccess;
 }
 

@@ -159,6 +159,13 @@ static inline float max(float a, float b) { return fmaxf(a, b); }
 template <typename... P> static inline cudaError_t cudaFuncSetAttribute(void (*f)(P...), cudaFuncAttribute a, int v) {
     return cudaFuncSetAttribute((const void *)f, a, v);
 }
+template <typename... P> static inline cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *a, void (*f)(P...)) {
+    return cudaFuncGetAttributes(a, (const void *)f);
+}
+template <typename... P>
+static inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *n, void (*f)(P...), int block, size_t smem) {
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(n, (const void *)f, block, smem);
+}
 
 // ---- launches ----
 
