@@ -70,6 +70,8 @@ test-gpu: train_gpt train_gpt_cpu test/test_gpt2_gpu dev/cuda/kernels
 # g++ and run on an emulated GPU. Needs the CUDA toolkit's headers (not a GPU, not nvcc). _race: every memory
 # access of the device code goes to the emulator's race detector; _asan: AddressSanitizer.
 EMU_CXX ?= g++
+# -mno-red-zone: g++ 12 -march=native put an aligned vector store at a misaligned red-zone address in a device
+# function (attn_warp_mm_nt<float,64>) running on a fiber's stack
 EMU_OPT ?= -O2 -march=native -mno-red-zone
 EMU_FLAGS = $(EMU_OPT) -std=c++17 -fopenmp -Wall -Wextra -Wno-unused-function -Wno-missing-field-initializers \
   -Wno-unknown-pragmas -Wno-class-memaccess -DTRAIN_GPT_CUDA -DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1 -isystem $(CUDA_HOME)/include $(MPI_CFLAGS)

@@ -8,6 +8,7 @@
 #include <elf.h>
 #include <algorithm>
 #include <map>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,6 +167,8 @@ static void configure(void) {
     g_stack_bytes = 512 * 1024;  // instrumented frames are larger
 #endif
     if (g_race) g_stack_bytes = 256 * 1024;
+    const char *kb = getenv("TRAIN_GPT_EMU_STACK_KB");
+    if (kb && atol(kb) > 0) g_stack_bytes = (size_t)atol(kb) * 1024;
     const char *c = getenv("TRAIN_GPT_EMU_COUNTS");
     g_counts_on = c && strcmp(c, "1") == 0;
 }
@@ -240,7 +243,36 @@ __attribute__((noreturn)) static void fiber_main(void) {
     }
 }
 
+// A fault in a fiber's guard page is a stack overflow: say so (ASan builds report it themselves).
+static void on_segv(int sig, siginfo_t *info, void *ctx) {
+    (void)ctx;
+    uintptr_t a = (uintptr_t)info->si_addr;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    for (Thread *t : g_threads)
+        if (a >= (uintptr_t)t->stack_lo - page && a < (uintptr_t)t->stack_lo) {
+            static const char msg[] = "cuda-emu: a thread overflowed its fiber's stack (TRAIN_GPT_EMU_STACK_KB raises it)\n";
+            if (write(2, msg, sizeof(msg) - 1) < 0) {}
+            _exit(1);
+        }
+    signal(sig, SIG_DFL);  // any other fault: the default action, on return
+}
+
+static void catch_stack_overflow(void) {
+#ifndef EMU_ASAN
+    static char alt[64 * 1024];
+    stack_t ss = {};
+    ss.ss_sp = alt;
+    ss.ss_size = sizeof(alt);
+    sigaltstack(&ss, NULL);
+    struct sigaction sa = {};
+    sa.sa_sigaction = on_segv;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigaction(SIGSEGV, &sa, NULL);
+#endif
+}
+
 static Thread *new_thread(void) {
+    if (g_threads.empty()) catch_stack_overflow();
     Thread *t = (Thread *)calloc(1, sizeof(Thread));
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     // one guard page below the stack: an overflow faults instead of writing into the neighbour's stack
