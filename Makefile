@@ -17,7 +17,7 @@ HEADERS = utils.h gpt2.h config.h checkpoint.h dataloader.h tokenizer.h trainer.
 # headers are here (no GPU or nvcc needed).
 CUDA_HOME ?= /usr/local/cuda
 EMU_OK := $(wildcard $(CUDA_HOME)/include/cuda_bf16.h)
-EMU_BINS = train_gpt_emu test/test_gpt2_emu dev/cuda/kernels_emu dev/cuda/attention_emu dev/cuda/kernels_emu_race \
+EMU_BINS = train_gpt_emu train_gpt_emu_race test/test_gpt2_emu dev/cuda/kernels_emu dev/cuda/attention_emu dev/cuda/kernels_emu_race \
   dev/cuda/kernels_emu_asan dev/cuda/emu/selftest dev/cuda/emu/selftest_race
 
 .PHONY: all test test-gpu test-cuda-emu bench bench-cpu clean
@@ -97,6 +97,8 @@ dev/cuda/kernels_emu: dev/cuda/kernels.cu train_gpt.cu train_gpt.c $(HEADERS) $(
 dev/cuda/attention_emu: dev/cuda/attention.cu dev/cuda/attention_ref.h train_gpt.cu $(HEADERS) $(EMU_OBJS)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
 # instrumented for the race detector only (no ThreadSanitizer runtime: the hooks are the emulator's)
+train_gpt_emu_race: train_gpt.cu $(HEADERS) $(EMU_OBJS)
+	$(EMU_CXX) $(EMU_FLAGS) $(EMU_RACE) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
 dev/cuda/kernels_emu_race: dev/cuda/kernels.cu train_gpt.cu train_gpt.c $(HEADERS) $(EMU_OBJS)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_RACE) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
 dev/cuda/kernels_emu_asan: dev/cuda/kernels.cu train_gpt.cu train_gpt.c $(HEADERS) $(EMU_OBJS:build/emu/%=build/emu/asan/%)

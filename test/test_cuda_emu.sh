@@ -151,6 +151,10 @@ trainer() {
     "${MPI[@]}" -np 2 $EMU "${one[@]}" --grad-accum 2 -z $z --comm nccl --log "$W/nccl.jsonl" > "$W/nccl.out" 2>&1
     r=$(close "$W/one.jsonl" "$W/nccl.jsonl" 1e-5) && ok "--comm nccl, 2 ranks at ZeRO-$z vs 1 process: $r" || bad "--comm nccl at ZeRO-$z" "$r $(tail -3 "$W/nccl.out")"
   done
+  # the trainer itself under the race detector: odd shapes, recompute 3, accumulation, validation and sampling
+  ./train_gpt_emu_race --precision bf16 -e d2 -b 3 -t 37 -x 2 -r 3 --grad-accum 2 -v 1 -m 1 -s 1 -g 4 > "$W/race.out" 2>&1 \
+    && grep -q "^step     2/2" "$W/race.out" && ok "2 bf16 steps (T = 37, recompute 3, validation, sampling) under the race detector" \
+    || bad "the trainer under the race detector" "$(grep -m3 -E 'cuda-emu|error' "$W/race.out")"
   # per-step counters (issue 14): one line per step, every field
   TRAIN_GPT_EMU_COUNTS=1 $EMU "${one[@]}" -x 2 > "$W/counts.out" 2>&1
   local n; n=$(grep -cE '^emu counts step [0-9]+: malloc [0-9]+ free [0-9]+ sync [0-9]+ heuristic [0-9]+ desc [0-9]+ launches [1-9][0-9]* pageable [0-9]+ h2d_bytes [0-9]+ d2h_bytes [0-9]+$' "$W/counts.out")
@@ -158,7 +162,7 @@ trainer() {
     || bad "per-step counters" "$(tail -3 "$W/counts.out")"
 }
 
-if [ ! -x $EMU ] || [ ! -x ./dev/cuda/kernels_emu ] || [ ! -x ./train_gpt_cpu ]; then
+if [ ! -x $EMU ] || [ ! -x ./train_gpt_emu_race ] || [ ! -x ./dev/cuda/kernels_emu ] || [ ! -x ./train_gpt_cpu ]; then
   bad "the emulated binaries are missing: run make test-cuda-emu"; finish; exit
 fi
 t0=$SECONDS
