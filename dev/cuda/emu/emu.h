@@ -44,8 +44,9 @@ static const dim3 &gridDim = emu_regs.gdim;
 static const int warpSize = 32;
 
 // Static __shared__ variables are function statics: one copy, used by one block at a time (blocks run one after
-// another). The launch's dynamic shared memory comes through DYNAMIC_SHARED (train_gpt.cu); `extern __shared__`
-// written directly becomes `extern static`, which does not compile: use DYNAMIC_SHARED.
+// another); a block finds what the previous one left, as undefined as on a GPU (the race build finds them among the
+// executable's data and checks every access). The launch's dynamic shared memory comes through DYNAMIC_SHARED
+// (train_gpt.cu); `extern __shared__` written directly becomes `extern static`, which does not compile.
 #undef __shared__
 #define __shared__ static
 #define DYNAMIC_SHARED(type, name) type *const name = reinterpret_cast<type *>(emu_regs.dynamic_smem)
