@@ -136,6 +136,7 @@ trainer() {
   # several ranks: ZeRO 0-3, the pipeline, offload, NCCL, against one process with the same tokens per step
   local one=(--precision fp32 -e d2 -b 2 -t 80 -x 6 -v 0 -s 0)
   $EMU "${one[@]}" --grad-accum 4 --log "$W/one.jsonl" > "$W/one.out" 2>&1
+  if ! command -v mpirun > /dev/null; then bad "mpirun is not on the PATH: no multi-rank checks (install openmpi-bin)"; fi
   for z in 0 1 2 3; do
     "${MPI[@]}" -np 2 $EMU "${one[@]}" --grad-accum 2 -z $z --log "$W/z$z.jsonl" > "$W/z$z.out" 2>&1
     r=$(close "$W/one.jsonl" "$W/z$z.jsonl" 1e-5) && ok "2 ranks at ZeRO-$z vs 1 process: $r" || bad "2 ranks at ZeRO-$z" "$r $(tail -3 "$W/z$z.out")"
