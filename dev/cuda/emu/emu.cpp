@@ -1109,7 +1109,16 @@ unsigned long long atomicCAS(unsigned long long *p, unsigned long long c, unsign
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// Per-step counters.
+// Per-step counters (TRAIN_GPT_EMU_COUNTS=1), between trainer.h's STEP_BEGIN and STEP_END, on stderr:
+//   malloc, free   cudaMalloc(Async) and cudaMallocHost/cudaHostAlloc; cudaFree(Async) and cudaFreeHost
+//   sync           calls that make the host wait for the device: cudaDeviceSynchronize, cudaStreamSynchronize,
+//                  cudaEventSynchronize, cudaFree, cudaMemcpy between host and device, and cudaMemcpyAsync whose
+//                  host side is pageable
+//   heuristic      cublasLtMatmulAlgoGetHeuristic calls
+//   desc           cuBLASLt descriptors created (matmul, matrix layout, preference)
+//   launches       kernel launches
+//   pageable       host-device copies whose host side is not pinned (cudaMallocHost / cudaHostRegister)
+//   h2d_bytes, d2h_bytes   bytes copied each way
 
 static EmuCounts g_step_start;
 void emu_step_begin(int step) {
