@@ -1320,7 +1320,9 @@ cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t s) {
 }
 cudaError_t cudaFreeAsync(void *p, cudaStream_t s) {
     emu_check_stream("cudaFreeAsync", s);
-    return cudaFree(p);
+    cudaError_t e = cudaFree(p);
+    emu_counts.sync--;  // unlike cudaFree, the host does not wait
+    return e;
 }
 
 // What a kernel may use: the device's limits (the emulator has no registers to count).
