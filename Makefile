@@ -22,6 +22,13 @@ ifneq ($(file <.build-cpu),$(CPU_CONFIG))
 $(file >.build-cpu,$(CPU_CONFIG))
 endif
 
+# The CUDA build on the CPU emulator (dev/cuda/emu): built and tested by `make test` when the CUDA toolkit's
+# headers are here (no GPU or nvcc needed).
+CUDA_HOME ?= /usr/local/cuda
+EMU_OK := $(wildcard $(CUDA_HOME)/include/cuda_bf16.h)
+EMU_BINS = train_gpt_emu train_gpt_emu_race test/test_gpt2_emu dev/cuda/kernels_emu dev/cuda/attention_emu dev/cuda/kernels_emu_race \
+  dev/cuda/kernels_emu_asan dev/cuda/emu/selftest dev/cuda/emu/selftest_race
+
 .PHONY: all test test-gpu test-cuda-emu bench bench-cpu clean
 all: train_gpt_cpu tokenize $(if $(and $(NVCC),$(wildcard train_gpt.cu)),train_gpt)
 
@@ -43,7 +50,7 @@ test/test_generate: test/test_generate.c test/check.h train_gpt.c $(HEADERS) .bu
 test/test_pipeline: test/test_pipeline.c test/check.h pipeline.h gpt2.h comm.h utils.h .build-cpu
 	$(CC) $(CFLAGS) -I. $< -o $@ $(LDLIBS)
 
-test: train_gpt_cpu tokenize test/test_gpt2 test/test_units test/test_pipeline test/test_generate
+test: train_gpt_cpu tokenize test/test_gpt2 test/test_units test/test_pipeline test/test_generate $(if $(EMU_OK),$(EMU_BINS))
 	PYTHON=$(PYTHON) TORCH_PYTHON=$(TORCH_PYTHON) bash test/run_tests.sh
 
 # The CUDA build: bf16/fp16/fp32 kernels, cuBLASLt, MPI host-staged collectives when mpicc is there.
@@ -84,8 +91,9 @@ test-gpu: train_gpt train_gpt_cpu test/test_gpt2_gpu test/test_generate_gpu dev/
 # The CUDA build on the CPU (dev/cuda/emu, see the README): train_gpt.cu's device code, unmodified, compiled by
 # g++ and run on an emulated GPU. Needs the CUDA toolkit's headers (not a GPU, not nvcc). _race: every memory
 # access of the device code goes to the emulator's race detector; _asan: AddressSanitizer.
-CUDA_HOME ?= /usr/local/cuda
 EMU_CXX ?= g++
+# -mno-red-zone: g++ 12 -march=native put an aligned vector store at a misaligned red-zone address in a device
+# function (attn_warp_mm_nt<float,64>) running on a fiber's stack
 EMU_OPT ?= -O2 -march=native -mno-red-zone
 # -fno-strict-aliasing: CUDA code reads memory through other types (16-byte vectors, two 16-bit values as
 # one 32-bit word), which nvcc's device compiler allows; g++ at -O2 would reorder or drop such accesses.
@@ -113,12 +121,17 @@ dev/cuda/kernels_emu: dev/cuda/kernels.cu train_gpt.cu train_gpt.c $(HEADERS) $(
 dev/cuda/attention_emu: dev/cuda/attention.cu dev/cuda/attention_ref.h train_gpt.cu $(HEADERS) $(EMU_OBJS)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
 # instrumented for the race detector only (no ThreadSanitizer runtime: the hooks are the emulator's)
+train_gpt_emu_race: train_gpt.cu $(HEADERS) $(EMU_OBJS)
+	$(EMU_CXX) $(EMU_FLAGS) $(EMU_RACE) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
 dev/cuda/kernels_emu_race: dev/cuda/kernels.cu train_gpt.cu train_gpt.c $(HEADERS) $(EMU_OBJS)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_RACE) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
 dev/cuda/kernels_emu_asan: dev/cuda/kernels.cu train_gpt.cu train_gpt.c $(HEADERS) $(EMU_OBJS:build/emu/%=build/emu/asan/%)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_ASAN) $(EMU_DEV) $< -x none $(EMU_OBJS:build/emu/%=build/emu/asan/%) -o $@ $(EMU_LINK) -fsanitize=address
-EMU_BINS = train_gpt_emu test/test_gpt2_emu dev/cuda/kernels_emu dev/cuda/attention_emu dev/cuda/kernels_emu_race \
-  dev/cuda/kernels_emu_asan
+# the emulator's own checks, plain and with the race detector
+dev/cuda/emu/selftest: dev/cuda/emu/selftest.cu $(EMU_OBJS)
+	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
+dev/cuda/emu/selftest_race: dev/cuda/emu/selftest.cu $(EMU_OBJS)
+	$(EMU_CXX) $(EMU_FLAGS) $(EMU_RACE) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
 
 # The CUDA build's test matrix on the emulator: ends with its own "N passed, N failed".
 test-cuda-emu: train_gpt_cpu $(EMU_BINS)

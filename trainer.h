@@ -24,6 +24,12 @@
 #include "zero.h"
 #include "pipeline.h"
 
+// dev/cuda/emu counts each training step's device calls (TRAIN_GPT_EMU_COUNTS=1); elsewhere these are nothing.
+#ifndef STEP_BEGIN
+#define STEP_BEGIN(step)
+#define STEP_END(step)
+#endif
+
 // Only rank 0 talks to the user; every rank still computes.
 static int log_rank = 0;
 #define printf0(...) do { if (log_rank == 0) printf(__VA_ARGS__); } while (0)
@@ -494,6 +500,7 @@ static StepResult run_step(Run *r, int step) {
     LossScaler *scaler = &r->scaler;
     StepResult s = {0};
     double t0 = wall_seconds();
+    STEP_BEGIN(step + 1);
     comm_watchdog_step(step + 1);
     zero_zero_grad(zero);
     float dloss = 1.0f / ((float)B * T * A * dp), step_scale = scaler->scale;
@@ -527,6 +534,7 @@ static StepResult run_step(Run *r, int step) {
         AdamWArgs adam = {lr, cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay, grad_scale / step_scale, r->updates};
         zero_update(zero, &adam);
     }
+    STEP_END(step + 1);
     double ms = (wall_seconds() - t0) * 1e3;
     double tps = cfg->total_batch_tokens / (ms / 1e3);
     // model FLOPs per token, as llm.c and PaLM count them: 6N for the matmuls' forward and

@@ -8,6 +8,7 @@
 #include <elf.h>
 #include <algorithm>
 #include <map>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,9 +47,6 @@ struct Thread {
     unsigned char val[16], res[16];
     const EmuWmma *wmma;
     int pred;                 // __syncthreads_count/and/or, votes
-#ifdef EMU_ASAN
-    void *fake_stack;
-#endif
 };
 
 struct Launch {
@@ -131,7 +129,7 @@ static const char *where(uint32_t site, char *buf, size_t n) {
     char fn[512] = "", loc[512] = "";
     if (fgets(fn, sizeof(fn), p) && fgets(loc, sizeof(loc), p) && loc[0] != '?') {
         fn[strcspn(fn, "\n")] = 0;
-        loc[strcspn(loc, "\n")] = 0;
+        loc[strcspn(loc, " \n")] = 0;  // without " (discriminator N)"
         snprintf(buf, n, "%s (%s)", loc, fn);
     }
     pclose(p);
@@ -169,6 +167,8 @@ static void configure(void) {
     g_stack_bytes = 512 * 1024;  // instrumented frames are larger
 #endif
     if (g_race) g_stack_bytes = 256 * 1024;
+    const char *kb = getenv("TRAIN_GPT_EMU_STACK_KB");
+    if (kb && atol(kb) > 0) g_stack_bytes = (size_t)atol(kb) * 1024;
     const char *c = getenv("TRAIN_GPT_EMU_COUNTS");
     g_counts_on = c && strcmp(c, "1") == 0;
 }
@@ -243,7 +243,36 @@ __attribute__((noreturn)) static void fiber_main(void) {
     }
 }
 
+// A fault in a fiber's guard page is a stack overflow: say so (ASan builds report it themselves).
+static void on_segv(int sig, siginfo_t *info, void *ctx) {
+    (void)ctx;
+    uintptr_t a = (uintptr_t)info->si_addr;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    for (Thread *t : g_threads)
+        if (a >= (uintptr_t)t->stack_lo - page && a < (uintptr_t)t->stack_lo) {
+            static const char msg[] = "cuda-emu: a thread overflowed its fiber's stack (TRAIN_GPT_EMU_STACK_KB raises it)\n";
+            if (write(2, msg, sizeof(msg) - 1) < 0) {}
+            _exit(1);
+        }
+    signal(sig, SIG_DFL);  // any other fault: the default action, on return
+}
+
+static void catch_stack_overflow(void) {
+#ifndef EMU_ASAN
+    static char alt[64 * 1024];
+    stack_t ss = {};
+    ss.ss_sp = alt;
+    ss.ss_size = sizeof(alt);
+    sigaltstack(&ss, NULL);
+    struct sigaction sa = {};
+    sa.sa_sigaction = on_segv;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigaction(SIGSEGV, &sa, NULL);
+#endif
+}
+
 static Thread *new_thread(void) {
+    if (g_threads.empty()) catch_stack_overflow();
     Thread *t = (Thread *)calloc(1, sizeof(Thread));
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     // one guard page below the stack: an overflow faults instead of writing into the neighbour's stack
@@ -938,11 +967,10 @@ static const char *type_name(int type) {
 }
 
 // A whole tile as floats from the 32 lanes' shares (lane l holds elements [l E, (l + 1) E) of the row-major tile).
-static void gather(Thread **lanes, const void *const *shares, int type, int count, float *tile) {
+static void gather(const void *const *shares, int type, int count, float *tile) {
     int per = count / 32;
     for (int l = 0; l < 32; l++)
         for (int i = 0; i < per; i++) tile[l * per + i] = load_elem(shares[l], type, i);
-    (void)lanes;
 }
 
 static void perform_wmma(Thread **lanes) {
@@ -992,7 +1020,7 @@ static void perform_wmma(Thread **lanes) {
                 for (int i = 0; i < count / 32; i++) store_elem(lanes[l]->wmma->frag, w0->type, i, tile[l * (count / 32) + i]);
         } else {
             for (int l = 0; l < 32; l++) shares[l] = lanes[l]->wmma->frag;
-            gather(lanes, shares, w0->type, count, tile);
+            gather(shares, w0->type, count, tile);
             for (int r = 0; r < rows; r++)
                 for (int c = 0; c < cols; c++) {
                     size_t idx = row_major ? (size_t)r * w0->ldm + c : (size_t)c * w0->ldm + r;
@@ -1004,11 +1032,11 @@ static void perform_wmma(Thread **lanes) {
     // mma: D = A B + C with fp32 accumulation; 16-bit products are exact in fp32
     int M = w0->M, N = w0->N, K = w0->K;
     for (int l = 0; l < 32; l++) shares[l] = lanes[l]->wmma->a;
-    gather(lanes, shares, w0->a_type, M * K, ta);
+    gather(shares, w0->a_type, M * K, ta);
     for (int l = 0; l < 32; l++) shares[l] = lanes[l]->wmma->b;
-    gather(lanes, shares, w0->b_type, K * N, tb);
+    gather(shares, w0->b_type, K * N, tb);
     for (int l = 0; l < 32; l++) shares[l] = lanes[l]->wmma->c;
-    gather(lanes, shares, w0->c_type, M * N, tile);
+    gather(shares, w0->c_type, M * N, tile);
     float d[32 * 32];
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
@@ -1030,12 +1058,14 @@ static void perform(Thread *t, unsigned mask) {
         for (int l = 0; l < 32; l++) {
             if (!(mask & (1u << l))) continue;
             Thread *u = lanes[l];
-            int w = u->width, base = l & ~(w - 1), src = l;
+            // PTX shfl.sync: the source lane j, valid within [base, base + width) (bfly: any j <= the segment's
+            // last lane, so a lane may read an earlier segment); an invalid j reads the lane's own value
+            int w = u->width, base = l & ~(w - 1), b = u->arg & 31, src = l;
             switch (u->mode) {
-            case EMU_SHFL_IDX: src = base + (u->arg & (w - 1)); break;
-            case EMU_SHFL_UP: src = (l - base) >= u->arg ? l - u->arg : l; break;
-            case EMU_SHFL_DOWN: src = (l - base) + u->arg < w ? l + u->arg : l; break;
-            case EMU_SHFL_XOR: src = (l ^ u->arg) < base + w && (l ^ u->arg) >= base ? l ^ u->arg : l; break;
+            case EMU_SHFL_IDX: src = base + (b & (w - 1)); break;
+            case EMU_SHFL_UP: src = l - b >= base ? l - b : l; break;
+            case EMU_SHFL_DOWN: src = l + b <= base + w - 1 ? l + b : l; break;
+            case EMU_SHFL_XOR: src = (l ^ b) <= base + w - 1 ? l ^ b : l; break;
             }
             if (!(mask & (1u << src)))
                 emu_fatal("__shfl_sync at %s:%d: lane %d reads lane %d, which the mask 0x%08x does not name (undefined on "
@@ -1079,7 +1109,16 @@ unsigned long long atomicCAS(unsigned long long *p, unsigned long long c, unsign
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// Per-step counters.
+// Per-step counters (TRAIN_GPT_EMU_COUNTS=1), between trainer.h's STEP_BEGIN and STEP_END, on stderr:
+//   malloc, free   cudaMalloc(Async) and cudaMallocHost/cudaHostAlloc; cudaFree(Async) and cudaFreeHost
+//   sync           calls that make the host wait for the device: cudaDeviceSynchronize, cudaStreamSynchronize,
+//                  cudaEventSynchronize, cudaFree, cudaMemcpy between host and device, and cudaMemcpyAsync whose
+//                  host side is pageable
+//   heuristic      cublasLtMatmulAlgoGetHeuristic calls
+//   desc           cuBLASLt descriptors created (matmul, matrix layout, preference)
+//   launches       kernel launches
+//   pageable       host-device copies whose host side is not pinned (cudaMallocHost / cudaHostRegister)
+//   h2d_bytes, d2h_bytes   bytes copied each way
 
 static EmuCounts g_step_start;
 void emu_step_begin(int step) {
@@ -1271,6 +1310,37 @@ cudaError_t cudaFree(void *p) {
     g_device_bytes -= it->second.size;
     device_release(p, it->second.size);
     g_allocs.erase(it);
+    return cudaSuccess;
+}
+
+// Stream-ordered allocation: ordered trivially, everything being synchronous.
+cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t s) {
+    emu_check_stream("cudaMallocAsync", s);
+    return cudaMalloc(p, bytes);
+}
+cudaError_t cudaFreeAsync(void *p, cudaStream_t s) {
+    emu_check_stream("cudaFreeAsync", s);
+    cudaError_t e = cudaFree(p);
+    emu_counts.sync--;  // unlike cudaFree, the host does not wait
+    return e;
+}
+
+// What a kernel may use: the device's limits (the emulator has no registers to count).
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *a, const void *func) {
+    memset(a, 0, sizeof(*a));
+    auto it = max_dyn_smem().find(func);
+    a->maxDynamicSharedSizeBytes = it == max_dyn_smem().end() ? (int)SMEM_DEFAULT : it->second;
+    a->maxThreadsPerBlock = 1024;
+    a->numRegs = 32;
+    a->ptxVersion = a->binaryVersion = 90;
+    return cudaSuccess;
+}
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *n, const void *func, int block, size_t smem) {
+    (void)func;
+    if (block <= 0 || block > 1024) return set_error(cudaErrorInvalidValue);
+    int by_threads = 2048 / block, by_smem = smem ? (int)(233472 / smem) : 32;
+    *n = by_threads < by_smem ? by_threads : by_smem;
+    if (*n > 32) *n = 32;
     return cudaSuccess;
 }
 

@@ -44,8 +44,9 @@ static const dim3 &gridDim = emu_regs.gdim;
 static const int warpSize = 32;
 
 // Static __shared__ variables are function statics: one copy, used by one block at a time (blocks run one after
-// another). The launch's dynamic shared memory comes through DYNAMIC_SHARED (train_gpt.cu); `extern __shared__`
-// written directly becomes `extern static`, which does not compile: use DYNAMIC_SHARED.
+// another); a block finds what the previous one left, as undefined as on a GPU (the race build finds them among the
+// executable's data and checks every access). The launch's dynamic shared memory comes through DYNAMIC_SHARED
+// (train_gpt.cu); `extern __shared__` written directly becomes `extern static`, which does not compile.
 #undef __shared__
 #define __shared__ static
 #define DYNAMIC_SHARED(type, name) type *const name = reinterpret_cast<type *>(emu_regs.dynamic_smem)
@@ -158,6 +159,13 @@ static inline float max(float a, float b) { return fmaxf(a, b); }
 // cuda_runtime.h has the kernel-pointer forms of these only for nvcc
 template <typename... P> static inline cudaError_t cudaFuncSetAttribute(void (*f)(P...), cudaFuncAttribute a, int v) {
     return cudaFuncSetAttribute((const void *)f, a, v);
+}
+template <typename... P> static inline cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *a, void (*f)(P...)) {
+    return cudaFuncGetAttributes(a, (const void *)f);
+}
+template <typename... P>
+static inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *n, void (*f)(P...), int block, size_t smem) {
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(n, (const void *)f, block, smem);
 }
 
 // ---- launches ----

@@ -1,0 +1,414 @@
+// dev/cuda/emu/selftest.cu: the emulator's own checks, against hand-computed results: warp shuffles and votes,
+// barriers with predicates, wmma against a float64 product, the NaN fill, launch limits, pointer attributes, and
+// cuBLASLt (every transpose, the bias epilogue, the type combinations it must refuse). `selftest ok` runs them and
+// ends with "N passed, N failed". `selftest MODE` runs one broken program that a GPU would hang on, fault on or
+// get wrong; the emulator must stop it with a message naming the problem (test/test_cuda_emu.sh checks which).
+// Built only for the emulator (make dev/cuda/emu/selftest): g++ -include dev/cuda/emu/emu.h, like train_gpt.cu.
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <mma.h>
+#include <cublasLt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CHECK(call)                                                                                 \
+    do {                                                                                            \
+        cudaError_t e_ = (call);                                                                    \
+        if (e_ != cudaSuccess) { fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(e_)); exit(2); } \
+    } while (0)
+
+static int passes = 0, fails = 0;
+static void expect(int ok, const char *what) {
+    printf("%s %s\n", ok ? "PASS" : "FAIL", what);
+    ok ? passes++ : fails++;
+}
+
+// ---- warp collectives ----
+
+__global__ void shuffles(int *out) {
+    int lane = threadIdx.x;
+    out[0 * 32 + lane] = __shfl_xor_sync(0xffffffffu, lane * 10, 5);
+    out[1 * 32 + lane] = __shfl_sync(0xffffffffu, lane * 10, 7);
+    out[2 * 32 + lane] = __shfl_up_sync(0xffffffffu, lane * 10, 3);
+    out[3 * 32 + lane] = __shfl_down_sync(0xffffffffu, lane * 10, 3);
+    out[4 * 32 + lane] = __shfl_xor_sync(0xffffffffu, lane * 10, 9, 8);  // within groups of 8
+    out[5 * 32 + lane] = __shfl_down_sync(0xffffffffu, lane * 10, 2, 16);
+    out[6 * 32 + lane] = (int)__ballot_sync(0xffffffffu, lane % 3 == 0);
+    out[7 * 32 + lane] = __any_sync(0xffffffffu, lane == 17) + 2 * __all_sync(0xffffffffu, lane < 40);
+    float f = __shfl_xor_sync(0xffffffffu, (float)lane + 0.5f, 1);
+    out[8 * 32 + lane] = (int)(f * 2.0f);
+    if (lane < 16) out[9 * 32 + lane] = __shfl_xor_sync(0x0000ffffu, lane, 1);  // a half-warp mask
+    else out[9 * 32 + lane] = -1;
+}
+
+static void check_shuffles(void) {
+    int *d, h[10 * 32];
+    CHECK(cudaMalloc(&d, sizeof(h)));
+    LAUNCH(1, 32, 0, 0, shuffles)(d);
+    CHECK(cudaMemcpy(h, d, sizeof(h), cudaMemcpyDeviceToHost));
+    int ok[10] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    unsigned ballot = 0;
+    for (int l = 0; l < 32; l += 3) ballot |= 1u << l;
+    for (int l = 0; l < 32; l++) {
+        ok[0] &= h[l] == (l ^ 5) * 10;
+        ok[1] &= h[32 + l] == 70;
+        ok[2] &= h[64 + l] == (l >= 3 ? l - 3 : l) * 10;
+        ok[3] &= h[96 + l] == (l + 3 < 32 ? l + 3 : l) * 10;
+        ok[4] &= h[128 + l] == ((l ^ 9) <= (l | 7) ? l ^ 9 : l) * 10;  // an earlier group may be read, a later not
+        ok[5] &= h[160 + l] == ((l % 16) + 2 < 16 ? l + 2 : l) * 10;
+        ok[6] &= (unsigned)h[192 + l] == ballot;
+        ok[7] &= h[224 + l] == 3;
+        ok[8] &= h[256 + l] == 2 * (l ^ 1) + 1;
+        ok[9] &= h[288 + l] == (l < 16 ? l ^ 1 : -1);
+    }
+    const char *names[10] = {"__shfl_xor_sync", "__shfl_sync", "__shfl_up_sync", "__shfl_down_sync",
+                             "__shfl_xor_sync width 8", "__shfl_down_sync width 16", "__ballot_sync",
+                             "__any_sync, __all_sync", "__shfl_xor_sync of a float", "__shfl_xor_sync on half a warp"};
+    char buf[128];
+    for (int i = 0; i < 10; i++) {
+        snprintf(buf, sizeof(buf), "%s gives each lane the value of the lane it names", names[i]);
+        expect(ok[i], buf);
+    }
+    CHECK(cudaFree(d));
+}
+
+// Each thread writes its index, the block meets at a barrier, then reads its neighbour's: right only if the
+// barrier held every thread back until all had written. 96 threads: three warps, one of them partial-free.
+__global__ void barrier_count(int *out) {
+    __shared__ int s[96];
+    int t = threadIdx.x;
+    s[t] = t;
+    int n = __syncthreads_count(t % 4 == 0);
+    out[t] = s[(t + 1) % 96] + 1000 * n;
+}
+
+static void check_barriers(void) {
+    int *d, h[96];
+    CHECK(cudaMalloc(&d, sizeof(h)));
+    LAUNCH(1, 96, 0, 0, barrier_count)(d);
+    CHECK(cudaMemcpy(h, d, sizeof(h), cudaMemcpyDeviceToHost));
+    int ok = 1;
+    for (int t = 0; t < 96; t++) ok &= h[t] == (t + 1) % 96 + 1000 * 24;
+    expect(ok, "__syncthreads_count: every thread sees the others' writes and the count of true predicates");
+    CHECK(cudaFree(d));
+}
+
+// ---- wmma: D = A B + C for one 16x16x16 tile, against float64 ----
+
+template <typename T>
+__global__ void wmma_tile(float *d, const T *a, const T *b, const float *c) {
+    using namespace nvcuda;
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> fb;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> fc;
+    wmma::load_matrix_sync(fa, a, 24);  // row-major A, rows 24 elements apart
+    wmma::load_matrix_sync(fb, b, 32);  // column-major B, columns 32 elements apart
+    wmma::load_matrix_sync(fc, c, 16, wmma::mem_row_major);
+    wmma::mma_sync(fc, fa, fb, fc);
+    wmma::store_matrix_sync(d, fc, 20, wmma::mem_col_major);  // D column-major, columns 20 apart
+}
+
+template <typename T> static T to_t(float x);
+template <> __nv_bfloat16 to_t<__nv_bfloat16>(float x) { return __float2bfloat16(x); }
+template <> __half to_t<__half>(float x) { return __float2half(x); }
+
+template <typename T>
+static void check_wmma(const char *name) {
+    T ha[16 * 24], hb[16 * 32];
+    float hc[256], hd[16 * 20], fa[16][16], fb[16][16];
+    for (int i = 0; i < 16; i++)
+        for (int k = 0; k < 24; k++) ha[i * 24 + k] = to_t<T>(k < 16 ? (float)((i * 7 + k * 3) % 11 - 5) / 4 : 99.0f);
+    for (int j = 0; j < 16; j++)
+        for (int k = 0; k < 32; k++) hb[j * 32 + k] = to_t<T>(k < 16 ? (float)((j * 5 + k) % 13 - 6) / 8 : 99.0f);
+    for (int i = 0; i < 256; i++) hc[i] = (float)(i % 17) / 16;
+    for (int i = 0; i < 16; i++)
+        for (int k = 0; k < 16; k++) {
+            fa[i][k] = (float)ha[i * 24 + k];
+            fb[k][i] = (float)hb[i * 32 + k];
+        }
+    T *da, *db;
+    float *dc, *dd;
+    CHECK(cudaMalloc(&da, sizeof(ha)));
+    CHECK(cudaMalloc(&db, sizeof(hb)));
+    CHECK(cudaMalloc(&dc, sizeof(hc)));
+    CHECK(cudaMalloc(&dd, sizeof(hd)));
+    CHECK(cudaMemcpy(da, ha, sizeof(ha), cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(db, hb, sizeof(hb), cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(dc, hc, sizeof(hc), cudaMemcpyHostToDevice));
+    LAUNCH(1, 32, 0, 0, wmma_tile<T>)(dd, da, db, dc);
+    CHECK(cudaMemcpy(hd, dd, sizeof(hd), cudaMemcpyDeviceToHost));
+    double worst = 0.0;
+    int nan_pad = 1;
+    for (int i = 0; i < 16; i++)
+        for (int j = 0; j < 16; j++) {
+            double ref = hc[i * 16 + j];
+            for (int k = 0; k < 16; k++) ref += (double)fa[i][k] * fb[k][j];
+            worst = fmax(worst, fabs(hd[j * 20 + i] - ref));
+        }
+    for (int j = 0; j < 16; j++)
+        for (int i = 16; i < 20; i++) nan_pad &= isnan(hd[j * 20 + i]);  // the gaps between columns: never written
+    char buf[160];
+    snprintf(buf, sizeof(buf), "wmma %s: load (row- and column-major, padded ldm), mma, store column-major: max error %.1e "
+             "vs float64, padding untouched", name, worst);
+    expect(worst < 1e-5 && nan_pad, buf);
+    cudaFree(da); cudaFree(db); cudaFree(dc); cudaFree(dd);
+}
+
+// ---- memory ----
+
+__global__ void read_smem(float *out) {
+    DYNAMIC_SHARED(float, s);
+    out[threadIdx.x] = s[threadIdx.x];
+}
+
+static void check_memory(void) {
+    float *d, h[64];
+    CHECK(cudaMalloc(&d, sizeof(h)));
+    CHECK(cudaMemcpy(h, d, sizeof(h), cudaMemcpyDeviceToHost));
+    int nan = 1;
+    for (int i = 0; i < 64; i++) nan &= isnan(h[i]);
+    expect(nan, "cudaMalloc memory reads as NaN until written");
+    LAUNCH(1, 64, 64 * sizeof(float), 0, read_smem)(d);
+    CHECK(cudaMemcpy(h, d, sizeof(h), cudaMemcpyDeviceToHost));
+    nan = 1;
+    for (int i = 0; i < 64; i++) nan &= isnan(h[i]);
+    expect(nan, "dynamic shared memory reads as NaN until written");
+    float *pinned, host[4];
+    CHECK(cudaMallocHost(&pinned, 16));
+    cudaPointerAttributes a1, a2, a3;
+    CHECK(cudaPointerGetAttributes(&a1, d + 3));
+    CHECK(cudaPointerGetAttributes(&a2, pinned));
+    CHECK(cudaPointerGetAttributes(&a3, host));
+    expect(a1.type == cudaMemoryTypeDevice && a2.type == cudaMemoryTypeHost && a3.type == cudaMemoryTypeUnregistered,
+           "cudaPointerGetAttributes: device, pinned host and plain host memory");
+    CHECK(cudaFreeHost(pinned));
+    // launches over the device's limits are refused, as on a GPU, and cudaGetLastError says so
+    LAUNCH(1, 1025, 0, 0, read_smem)(d);
+    expect(cudaGetLastError() == cudaErrorInvalidConfiguration, "a block of 1025 threads is refused");
+    LAUNCH(1, 64, 64 * 1024, 0, read_smem)(d);
+    expect(cudaGetLastError() != cudaSuccess, "64 KiB of dynamic shared memory without cudaFuncSetAttribute is refused");
+    CHECK(cudaFuncSetAttribute(read_smem, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 * 1024));
+    LAUNCH(1, 64, 64 * 1024, 0, read_smem)(d);
+    expect(cudaGetLastError() == cudaSuccess, "64 KiB of dynamic shared memory after cudaFuncSetAttribute");
+    CHECK(cudaFree(d));
+}
+
+// ---- cuBLASLt, against a plain loop over the documented definition ----
+
+static cublasLtHandle_t lt;
+
+// D (m x n) = op(A) op(B) + beta C + bias, all column-major; returns the status of the call.
+static cublasStatus_t lt_matmul(cudaDataType_t ab, cudaDataType_t dt, cublasComputeType_t compute, int ta, int tb,
+                                int m, int n, int k, const void *A, int lda, const void *B, int ldb, void *D, int ldd,
+                                const void *bias, int bias_type, float beta) {
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatmulDescCreate(&desc, compute, CUDA_R_32F);
+    cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa));
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb));
+    if (bias) {
+        cublasLtEpilogue_t e = CUBLASLT_EPILOGUE_BIAS;
+        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof(e));
+        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
+        if (bias_type >= 0) cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(int));
+    }
+    cublasLtMatrixLayout_t la, lb, ld;
+    cublasLtMatrixLayoutCreate(&la, ab, ta ? k : m, ta ? m : k, lda);
+    cublasLtMatrixLayoutCreate(&lb, ab, tb ? n : k, tb ? k : n, ldb);
+    cublasLtMatrixLayoutCreate(&ld, dt, m, n, ldd);
+    cublasLtMatmulPreference_t pref;
+    cublasLtMatmulPreferenceCreate(&pref);
+    cublasLtMatmulHeuristicResult_t heur;
+    int found = 0;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, ld, ld, pref, 1, &heur, &found);
+    if (st == CUBLAS_STATUS_SUCCESS && found == 1) {
+        float alpha = 1.0f;
+        st = cublasLtMatmul(lt, desc, &alpha, A, la, B, lb, &beta, D, ld, D, ld, &heur.algo, NULL, 0, 0);
+    } else if (st == CUBLAS_STATUS_SUCCESS) {
+        st = CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatrixLayoutDestroy(la); cublasLtMatrixLayoutDestroy(lb); cublasLtMatrixLayoutDestroy(ld);
+    cublasLtMatmulDescDestroy(desc);
+    return st;
+}
+
+static void check_cublaslt(void) {
+    const int m = 5, n = 3, k = 7;  // odd sizes: no layout is square, every mix-up shows
+    float A[64], B[64], D0[64], bias[8], out[64];
+    for (int i = 0; i < 64; i++) { A[i] = (float)((i * 5) % 9 - 4) / 4; B[i] = (float)((i * 3) % 7 - 3) / 2; D0[i] = (float)(i % 5); }
+    for (int i = 0; i < 8; i++) bias[i] = (float)i / 8;
+    float *dA, *dB, *dD, *dbias;
+    CHECK(cudaMalloc(&dA, sizeof(A))); CHECK(cudaMalloc(&dB, sizeof(B)));
+    CHECK(cudaMalloc(&dD, sizeof(out))); CHECK(cudaMalloc(&dbias, sizeof(bias)));
+    CHECK(cudaMemcpy(dA, A, sizeof(A), cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(dB, B, sizeof(B), cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(dbias, bias, sizeof(bias), cudaMemcpyHostToDevice));
+    cublasLtHandle_t none = NULL;
+    cublasLtMatmulPreference_t p;
+    cublasLtMatmulPreferenceCreate(&p);
+    cublasLtMatmulHeuristicResult_t r;
+    int found;
+    expect(cublasLtMatmulAlgoGetHeuristic(none, NULL, NULL, NULL, NULL, NULL, p, 1, &r, &found) == CUBLAS_STATUS_NOT_INITIALIZED,
+           "cuBLASLt: a handle cublasLtCreate did not make is CUBLAS_STATUS_NOT_INITIALIZED");
+    cublasLtMatmulPreferenceDestroy(p);
+    if (cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS) { expect(0, "cublasLtCreate"); return; }
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++)
+            for (int withbias = 0; withbias < 2; withbias++) {
+                int lda = (ta ? k : m) + 1, ldb = (tb ? n : k) + 2, ldd = m + 1;  // padded leading dimensions
+                float beta = withbias ? 0.0f : 0.5f;
+                CHECK(cudaMemcpy(dD, D0, sizeof(D0), cudaMemcpyHostToDevice));
+                cublasStatus_t st = lt_matmul(CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F, ta, tb, m, n, k, dA, lda, dB, ldb,
+                                              dD, ldd, withbias ? dbias : NULL, -1, beta);
+                CHECK(cudaMemcpy(out, dD, sizeof(out), cudaMemcpyDeviceToHost));
+                double worst = 0.0;
+                int untouched = 1;
+                for (int j = 0; j < n; j++) {
+                    for (int i = 0; i < m; i++) {
+                        double s = beta * D0[i + j * ldd] + (withbias ? bias[i] : 0.0);
+                        for (int l = 0; l < k; l++)
+                            s += (double)(ta ? A[l + i * lda] : A[i + l * lda]) * (tb ? B[j + l * ldb] : B[l + j * ldb]);
+                        worst = fmax(worst, fabs(out[i + j * ldd] - s));
+                    }
+                    untouched &= out[m + j * ldd] == D0[m + j * ldd];  // the padding row of D
+                }
+                char buf[160];
+                snprintf(buf, sizeof(buf), "cuBLASLt fp32 transa %d transb %d %s: error %.1e vs the definition, padding untouched",
+                         ta, tb, withbias ? "bias epilogue (beta 0)" : "beta 0.5", worst);
+                expect(st == CUBLAS_STATUS_SUCCESS && worst < 1e-5 && untouched, buf);
+            }
+    // bf16 in, fp32 out (the weight gradients); fp16 in, fp16 out with bias; TF32 rounds its inputs
+    __nv_bfloat16 Ab[64], Bb[64];
+    __half Ah[64], Bh[64], Dh[64], biash[8];
+    for (int i = 0; i < 64; i++) { Ab[i] = __float2bfloat16(A[i]); Bb[i] = __float2bfloat16(B[i]); Ah[i] = __float2half(A[i]); Bh[i] = __float2half(B[i]); }
+    for (int i = 0; i < 8; i++) biash[i] = __float2half(bias[i]);
+    void *d16a, *d16b, *d16d, *d16bias;
+    CHECK(cudaMalloc(&d16a, 128)); CHECK(cudaMalloc(&d16b, 128)); CHECK(cudaMalloc(&d16d, 128)); CHECK(cudaMalloc(&d16bias, 16));
+    CHECK(cudaMemcpy(d16a, Ab, 128, cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(d16b, Bb, 128, cudaMemcpyHostToDevice));
+    cublasStatus_t st = lt_matmul(CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_32F, 0, 1, m, n, k, d16a, m, d16b, n, dD, m, NULL, -1, 0.0f);
+    CHECK(cudaMemcpy(out, dD, sizeof(out), cudaMemcpyDeviceToHost));
+    double worst = 0.0;
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            double s = 0.0;
+            for (int l = 0; l < k; l++) s += (double)__bfloat162float(Ab[i + l * m]) * __bfloat162float(Bb[j + l * n]);
+            worst = fmax(worst, fabs(out[i + j * m] - s));
+        }
+    expect(st == CUBLAS_STATUS_SUCCESS && worst < 1e-6, "cuBLASLt bf16 A, B with an fp32 D (exact products, fp32 sums)");
+    CHECK(cudaMemcpy(d16a, Ah, 128, cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(d16b, Bh, 128, cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(d16bias, biash, 16, cudaMemcpyHostToDevice));
+    st = lt_matmul(CUDA_R_16F, CUDA_R_16F, CUBLAS_COMPUTE_32F, 1, 0, m, n, k, d16a, k, d16b, k, d16d, m, d16bias, -1, 0.0f);
+    CHECK(cudaMemcpy(Dh, d16d, 2 * m * n, cudaMemcpyDeviceToHost));
+    worst = 0.0;
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            double s = __half2float(biash[i]);
+            for (int l = 0; l < k; l++) s += (double)__half2float(Ah[l + i * k]) * __half2float(Bh[l + j * k]);
+            worst = fmax(worst, fabs(__half2float(Dh[i + j * m]) - s) / fmax(1.0, fabs(s)));
+        }
+    expect(st == CUBLAS_STATUS_SUCCESS && worst < 1e-3, "cuBLASLt fp16 with a bias of D's type (broadcast along D's rows)");
+    // TF32: 1 + 2^-12 keeps only 10 mantissa bits, so (1 + 2^-12)^2 computes as 1
+    float one[1] = {1.0f + 1.0f / 4096}, res[1];
+    float *d1, *d2;
+    CHECK(cudaMalloc(&d1, 4)); CHECK(cudaMalloc(&d2, 4));
+    CHECK(cudaMemcpy(d1, one, 4, cudaMemcpyHostToDevice));
+    lt_matmul(CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32, 0, 0, 1, 1, 1, d1, 1, d1, 1, d2, 1, NULL, -1, 0.0f);
+    CHECK(cudaMemcpy(res, d2, 4, cudaMemcpyDeviceToHost));
+    float tf = res[0];
+    lt_matmul(CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F, 0, 0, 1, 1, 1, d1, 1, d1, 1, d2, 1, NULL, -1, 0.0f);
+    CHECK(cudaMemcpy(res, d2, 4, cudaMemcpyDeviceToHost));
+    expect(tf == 1.0f && res[0] > 1.0f, "cuBLASLt CUBLAS_COMPUTE_32F_FAST_TF32 rounds inputs to TF32, CUBLAS_COMPUTE_32F does not");
+    // what the library refuses
+    expect(lt_matmul(CUDA_R_16F, CUDA_R_16BF, CUBLAS_COMPUTE_32F, 0, 0, m, n, k, d16a, m, d16b, k, d16d, m, NULL, -1, 0.0f) ==
+           CUBLAS_STATUS_NOT_SUPPORTED, "cuBLASLt refuses fp16 A, B with a bf16 D");
+    expect(lt_matmul(CUDA_R_16F, CUDA_R_16F, CUBLAS_COMPUTE_32F_FAST_TF32, 0, 0, m, n, k, d16a, m, d16b, k, d16d, m, NULL, -1, 0.0f) ==
+           CUBLAS_STATUS_NOT_SUPPORTED, "cuBLASLt refuses TF32 compute on fp16 inputs");
+    expect(lt_matmul(CUDA_R_16F, CUDA_R_16F, CUBLAS_COMPUTE_32F, 0, 0, m, n, k, d16a, m, d16b, k, d16d, m, d16bias, CUDA_R_32F, 0.0f) ==
+           CUBLAS_STATUS_NOT_SUPPORTED, "cuBLASLt refuses an fp32 bias with an fp16 D (the bias has D's type)");
+    expect(lt_matmul(CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F, 0, 0, m, n, k, dA, m - 1, dB, k, dD, m, NULL, -1, 0.0f) ==
+           CUBLAS_STATUS_INVALID_VALUE, "cuBLASLt refuses a leading dimension smaller than the rows");
+    cublasLtDestroy(lt);
+}
+
+// ---- broken programs: each must stop with the emulator's message ----
+
+__global__ void exited_lane(int *out) {
+    if (threadIdx.x == 5) return;
+    out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, (int)threadIdx.x, 1);
+}
+__global__ void different_collectives(int *out) {
+    if (threadIdx.x < 16) __syncwarp();
+    else out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1, 1);
+}
+__global__ void barrier_skipped(int *out) {
+    if (threadIdx.x >= 32) return;
+    __syncthreads();
+    out[threadIdx.x] = 1;
+}
+__global__ void deadlock(int *out) {
+    if (threadIdx.x == 0) __syncthreads();
+    else __syncwarp();
+    out[threadIdx.x] = 1;
+}
+__global__ void shfl_unnamed(int *out) {
+    if (threadIdx.x < 16) out[threadIdx.x] = __shfl_sync(0x0000ffffu, 1, 20);
+}
+__global__ void wmma_load(const __half *p, unsigned ldm, int vary) {
+    nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, __half, nvcuda::wmma::row_major> f;
+    nvcuda::wmma::load_matrix_sync(f, p + (vary ? threadIdx.x % 2 * 16 : 0), ldm);
+}
+__global__ void race(int *out) {
+    __shared__ int s[64];
+    s[threadIdx.x] = threadIdx.x;
+    out[threadIdx.x] = s[63 - threadIdx.x];  // no __syncthreads between the write and the read
+}
+__global__ void write_one(float *p) { p[threadIdx.x] = 1.0f; }
+
+static int broken(const char *mode) {
+    int *d;
+    __half *h;
+    CHECK(cudaMalloc(&d, 64 * sizeof(int)));
+    CHECK(cudaMalloc(&h, 64 * 64 * sizeof(__half)));
+    if (!strcmp(mode, "exited-lane")) LAUNCH(1, 32, 0, 0, exited_lane)(d);
+    else if (!strcmp(mode, "different-collectives")) LAUNCH(1, 32, 0, 0, different_collectives)(d);
+    else if (!strcmp(mode, "barrier-skipped")) LAUNCH(1, 64, 0, 0, barrier_skipped)(d);
+    else if (!strcmp(mode, "deadlock")) LAUNCH(1, 32, 0, 0, deadlock)(d);
+    else if (!strcmp(mode, "shfl-unnamed")) LAUNCH(1, 32, 0, 0, shfl_unnamed)(d);
+    else if (!strcmp(mode, "wmma-misaligned")) LAUNCH(1, 32, 0, 0, wmma_load)(h + 8, 16, 0);
+    else if (!strcmp(mode, "wmma-ldm")) LAUNCH(1, 32, 0, 0, wmma_load)(h, 20, 0);
+    else if (!strcmp(mode, "wmma-lanes-differ")) LAUNCH(1, 32, 0, 0, wmma_load)(h, 64, 1);
+    else if (!strcmp(mode, "race")) LAUNCH(1, 64, 0, 0, race)(d);
+    else if (!strcmp(mode, "out-of-bounds")) LAUNCH(1, 65, 0, 0, write_one)((float *)d);
+    else if (!strcmp(mode, "host-pointer")) {
+        static float host[64];
+        LAUNCH(1, 64, 0, 0, write_one)(host);
+    } else if (!strcmp(mode, "copy-past-end")) {
+        int x[65];
+        cudaMemcpy(d, x, sizeof(x), cudaMemcpyHostToDevice);
+    } else {
+        fprintf(stderr, "unknown mode %s\n", mode);
+        return 2;
+    }
+    cudaDeviceSynchronize();
+    printf("%s: not caught\n", mode);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    const char *mode = argc > 1 ? argv[1] : "ok";
+    if (strcmp(mode, "ok") != 0) return broken(mode);
+    check_shuffles();
+    check_barriers();
+    check_wmma<__half>("fp16");
+    check_wmma<__nv_bfloat16>("bf16");
+    check_memory();
+    check_cublaslt();
+    printf("%d passed, %d failed\n", passes, fails);
+    return fails ? 1 : 0;
+}

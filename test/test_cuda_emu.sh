@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# test_cuda_emu.sh (make test-cuda-emu): the CUDA build's test matrix on the CPU. train_gpt.cu's device code runs
+# on the emulated GPU of dev/cuda/emu (see the README), checked against independent references: the CPU build
+# (train_gpt.c) and PyTorch. Two groups run side by side (one per core):
+#   kernels: the emulator's own checks and the broken programs it must stop; every kernel against the CPU
+#            build's in three precisions (dev/cuda/kernels.cu) in three thread orders, with the race detector and
+#            with AddressSanitizer; the attention kernels against float64; the model against PyTorch;
+#   trainer: ./train_gpt_emu beside ./train_gpt_cpu: fp32, bf16, fp16, recompute levels, thread orders, exact
+#            resume, checkpoints across the builds, 2 ranks at ZeRO 0-3, --pp 2, offload, --comm nccl, counters.
+# `make test-gpu` is the same list for a real GPU.
+source "$(dirname "$0")/lib.sh"
+EMU=./train_gpt_emu
+TORCH_PY=${TORCH_PYTHON:-/usr/bin/python3}
+losses() { $PY -c '
+import json, sys
+for d in map(json.loads, open(sys.argv[1])):
+    if "loss" in d: print(d["step"], repr(d["loss"]))' "$1"; }
+close() { $PY - "$@" <<'PYEOF'
+import json, sys
+def L(p): return {d["step"]: d["loss"] for d in map(json.loads, open(p)) if "loss" in d}
+a, b = L(sys.argv[1]), L(sys.argv[2]); tol = float(sys.argv[3])
+steps = sorted(a)
+if not steps or any(s not in b for s in steps): print("missing steps"); sys.exit(1)
+err = max(abs(a[s] - b[s]) / abs(a[s]) for s in steps)
+print(f"{len(steps)} losses within {err:.1e} relative (< {tol:g})")
+sys.exit(0 if err < tol else 1)
+PYEOF
+}
+# a check program's summary: its "N passed, N failed" line, or its count of PASS/FAIL lines
+summary() { grep -E '^[0-9]+ passed, [0-9]+ failed$' <<<"$1" | tail -1 || true; }
+counts() { echo "$(grep -c '^PASS' <<<"$1") passed, $(grep -c '^FAIL' <<<"$1") failed"; }
+
+kernels() {
+  local out rc
+  # the emulator itself: its checks, then programs a GPU would hang on, fault on or get wrong
+  out=$(./dev/cuda/emu/selftest ok 2>&1); rc=$?
+  [ $rc -eq 0 ] && ok "emulator self-checks (shuffles, votes, barriers, wmma, NaN fill, limits, cuBLASLt): $(summary "$out")" \
+    || bad "emulator self-checks" "$(grep -E 'FAIL|cuda-emu' <<<"$out")"
+  local cases=("exited-lane:has exited while lanes" "different-collectives:are at different collectives"
+    "barrier-skipped:is not reached by every thread" "deadlock:deadlock: no thread can go on"
+    "shfl-unnamed:which the mask 0x0000ffff does not name" "wmma-misaligned:is not 256-bit (32-byte) aligned"
+    "wmma-ldm:is not a multiple of 16 bytes" "wmma-lanes-differ:every lane of the warp must pass the same"
+    "host-pointer:neither device memory nor pinned" "copy-past-end:past the end of its allocation"
+    "race@race:data race on a static __shared__ variable" "out-of-bounds@race:not allocated device memory")
+  for c in "${cases[@]}"; do
+    local mode=${c%%:*} want=${c#*:} bin=./dev/cuda/emu/selftest
+    [ "${mode#*@}" != "$mode" ] && bin=./dev/cuda/emu/selftest_race && mode=${mode%@*}
+    out=$($bin "$mode" 2>&1); rc=$?
+    [ $rc -ne 0 ] && grep -qF -- "$want" <<<"$out" && ok "the emulator stops $mode: $(grep -m1 -o 'cuda-emu: .*' <<<"$out" | cut -c1-150)" \
+      || bad "the emulator must stop $mode (exit $rc)" "$out"
+  done
+  # every kernel against the CPU build's, fp32/bf16/fp16, five shapes; in three thread orders (a result that
+  # changes with the order is a race)
+  for order in forward reverse random:11; do
+    out=$(TRAIN_GPT_EMU_ORDER=$order ./dev/cuda/kernels_emu check 2>&1); rc=$?
+    [ $rc -eq 0 ] && ok "kernels vs the CPU build's, threads in $order order: $(summary "$out")" \
+      || bad "kernels vs the CPU build's ($order order)" "$(grep -E 'FAIL|cuda-emu|error' <<<"$out")"
+  done
+  [ -n "${VERBOSE:-}" ] && echo "$out" | sed 's/^/    /'
+  out=$(./dev/cuda/kernels_emu_race check 2>&1); rc=$?
+  [ $rc -eq 0 ] && ok "kernels under the race detector (shared and device memory, every access): $(summary "$out")" \
+    || bad "kernels under the race detector" "$(grep -E 'FAIL|cuda-emu|error' <<<"$out")"
+  out=$(ASAN_OPTIONS=detect_leaks=0 ./dev/cuda/kernels_emu_asan check 2>&1); rc=$?
+  [ $rc -eq 0 ] && ok "kernels under AddressSanitizer: $(summary "$out")" \
+    || bad "kernels under AddressSanitizer" "$(grep -E 'FAIL|ERROR|cuda-emu|error' <<<"$out" | head -5)"
+  # the attention kernels against float64 at every head size, T up to 256
+  out=$(./dev/cuda/attention_emu check small 2>&1); rc=$?
+  [ $rc -eq 0 ] && ok "attention vs float64 (T <= 256, head sizes 16-128): $(counts "$out")" \
+    || bad "attention vs float64: $(counts "$out"), exit $rc" "$(grep -vE '^PASS|^device' <<<"$out")"
+  # the model against PyTorch at every recompute level and accumulation (test_gpt2.c on the emulated GPU)
+  if "$TORCH_PY" test/ref_gpt2.py --out-dir "$W/ref" > "$W/ref.log" 2>&1; then
+    out=$(./test/test_gpt2_emu "$W/ref" 2>&1); rc=$?
+    [ $rc -eq 0 ] && ok "CUDA model vs PyTorch (test_gpt2.c): $(summary "$out")" || bad "CUDA model vs PyTorch: $(summary "$out")" "$out"
+  else bad "PyTorch reference ($TORCH_PY)" "$(cat "$W/ref.log")"; fi
+}
+
+trainer() {
+  local r
+  # ten steps beside the CPU build, from the same initialisation and data: two micro-batches a step, T = 80
+  # (two attention tiles, the second ragged)
+  local common=(-e d2 -b 2 -t 80 -x 10 -v 0 -s 0 --grad-accum 2)
+  ./train_gpt_cpu "${common[@]}" --log "$W/cpu.jsonl" > "$W/cpu.out" 2>&1
+  $EMU --precision fp32 "${common[@]}" --log "$W/fp32.jsonl" > "$W/fp32.out" 2>&1 || bad "fp32 run" "$(tail -3 "$W/fp32.out")"
+  r=$(close "$W/cpu.jsonl" "$W/fp32.jsonl" 1e-5) && ok "fp32, 10 steps beside the CPU build: $r" || bad "fp32 vs the CPU build" "$r"
+  # bf16 keeps 8 mantissa bits, fp16 11: the bounds of test_gpu.sh
+  for p in bf16:1e-2 fp16:3e-3; do
+    $EMU --precision ${p%%:*} "${common[@]}" --log "$W/${p%%:*}.jsonl" > "$W/${p%%:*}.out" 2>&1 || bad "${p%%:*} run" "$(tail -3 "$W/${p%%:*}.out")"
+    r=$(close "$W/cpu.jsonl" "$W/${p%%:*}.jsonl" ${p##*:}) && ok "${p%%:*}, 10 steps vs the CPU build's fp32: $r" || bad "${p%%:*} vs fp32" "$r"
+  done
+  grep -q '"loss_scale": 65536' "$W/fp16.jsonl" && ok "fp16 runs with dynamic loss scaling from 2^16 (logged)" || bad "fp16 loss scale in the log"
+  # --tf32 1: the matmuls round their inputs to 10 mantissa bits (2^-11 relative), so the losses must move off
+  # fp32's, but only by about that much
+  $EMU --precision fp32 --tf32 1 "${common[@]}" --log "$W/tf32.jsonl" > "$W/tf32.out" 2>&1
+  r=$(close "$W/cpu.jsonl" "$W/tf32.jsonl" 1e-3) && [ "$(losses "$W/tf32.jsonl")" != "$(losses "$W/fp32.jsonl")" ] \
+    && ok "fp32 --tf32 1: losses differ from fp32's, $r vs the CPU build" || bad "--tf32 1" "$r $(tail -2 "$W/tf32.out")"
+  # every recompute level gives the same bits
+  for rc in 1 2 3; do
+    $EMU --precision bf16 "${common[@]}" -r $rc --log "$W/r$rc.jsonl" > "$W/r$rc.out" 2>&1
+    [ -s "$W/r$rc.jsonl" ] && [ "$(losses "$W/r$rc.jsonl")" = "$(losses "$W/bf16.jsonl")" ] \
+      && ok "bf16 recompute $rc: losses bit-identical to recompute 0" || bad "bf16 recompute $rc" "$(tail -3 "$W/r$rc.out")"
+  done
+  # the order the emulator runs threads and blocks in must not change a bit
+  for order in reverse random:7; do
+    TRAIN_GPT_EMU_ORDER=$order $EMU --precision bf16 "${common[@]}" -x 4 --log "$W/o.jsonl" > "$W/o.out" 2>&1
+    [ -s "$W/o.jsonl" ] && [ "$(losses "$W/o.jsonl")" = "$(losses "$W/bf16.jsonl" | head -n 4)" ] \
+      && ok "bf16 with threads and blocks in $order order: 4 losses bit-identical" || bad "bf16 in $order order" "$(tail -3 "$W/o.out")"
+  done
+  # bf16 and fp16 are deterministic and resume bit for bit
+  for p in bf16 fp16; do
+    local bk=(--precision $p -e d2 -b 2 -t 80 -x 6 -v 0 -s 0 -n 3 --keep-checkpoints 5)
+    $EMU "${bk[@]}" -o "$W/$p-a" --log "$W/$p-a.jsonl" > /dev/null 2>&1
+    $EMU "${bk[@]}" -o "$W/$p-b" --log "$W/$p-b.jsonl" > /dev/null 2>&1
+    mkdir -p "$W/$p-r"; cp "$W/$p-a/model_00000003.bin" "$W/$p-a/state_00000003.bin" "$W/$p-r/"
+    $EMU "${bk[@]}" -o "$W/$p-r" -y 1 --log "$W/$p-r.jsonl" > /dev/null 2>&1
+    [ -s "$W/$p-a.jsonl" ] && [ "$(losses "$W/$p-a.jsonl")" = "$(losses "$W/$p-b.jsonl")" ] \
+      && [ "$(losses "$W/$p-a.jsonl" | tail -n 3)" = "$(losses "$W/$p-r.jsonl")" ] && cmp -s "$W/$p-a/model_00000006.bin" "$W/$p-r/model_00000006.bin" \
+      && ok "$p: two runs bit-identical; resumed at step 3, bit-identical to the end" \
+      || bad "$p determinism and exact resume" "$(diff <(losses "$W/$p-a.jsonl" | tail -n 3) <(losses "$W/$p-r.jsonl"))"
+  done
+  # fp32: exact resume, and checkpoints that cross between the builds
+  local ck=(--precision fp32 -e d2 -b 2 -t 80 -x 8 -v 0 -s 0 -n 4 --keep-checkpoints 5)
+  $EMU "${ck[@]}" -o "$W/full" --log "$W/full.jsonl" > /dev/null 2>&1
+  mkdir -p "$W/res" "$W/g2c" "$W/c2g"
+  cp "$W/full/model_00000004.bin" "$W/full/state_00000004.bin" "$W/res/"
+  cp "$W/full/model_00000004.bin" "$W/full/state_00000004.bin" "$W/g2c/"
+  $EMU "${ck[@]}" -o "$W/res" -y 1 --log "$W/res.jsonl" > /dev/null 2>&1
+  [ -s "$W/res.jsonl" ] && [ "$(losses "$W/full.jsonl" | tail -n 4)" = "$(losses "$W/res.jsonl")" ] \
+    && cmp -s "$W/full/model_00000008.bin" "$W/res/model_00000008.bin" \
+    && ok "fp32 resume at step 4: steps 5-8 bit-identical, final checkpoint byte-identical" || bad "fp32 exact resume"
+  ./train_gpt_cpu "${ck[@]}" -o "$W/g2c" -y 1 --log "$W/g2c.jsonl" > /dev/null 2>&1
+  r=$(close "$W/res.jsonl" "$W/g2c.jsonl" 1e-5) && ok "a CUDA checkpoint resumes in the CPU build: $r" || bad "CUDA -> CPU checkpoint" "$r"
+  ./train_gpt_cpu "${ck[@]}" -x 4 -o "$W/cpu4" > /dev/null 2>&1
+  cp "$W/cpu4/model_00000004.bin" "$W/cpu4/state_00000004.bin" "$W/c2g/"
+  $EMU "${ck[@]}" -o "$W/c2g" -y 1 --log "$W/c2g.jsonl" > /dev/null 2>&1
+  r=$(close "$W/res.jsonl" "$W/c2g.jsonl" 1e-5) && ok "a CPU checkpoint resumes in the CUDA build: $r" || bad "CPU -> CUDA checkpoint" "$r"
+  # several ranks: ZeRO 0-3, the pipeline, offload, NCCL, against one process with the same tokens per step
+  local one=(--precision fp32 -e d2 -b 2 -t 80 -x 6 -v 0 -s 0)
+  $EMU "${one[@]}" --grad-accum 4 --log "$W/one.jsonl" > "$W/one.out" 2>&1
+  if ! command -v mpirun > /dev/null; then bad "mpirun is not on the PATH: no multi-rank checks (install openmpi-bin)"; fi
+  for z in 0 1 2 3; do
+    "${MPI[@]}" -np 2 $EMU "${one[@]}" --grad-accum 2 -z $z --log "$W/z$z.jsonl" > "$W/z$z.out" 2>&1
+    r=$(close "$W/one.jsonl" "$W/z$z.jsonl" 1e-5) && ok "2 ranks at ZeRO-$z vs 1 process: $r" || bad "2 ranks at ZeRO-$z" "$r $(tail -3 "$W/z$z.out")"
+  done
+  "${MPI[@]}" -np 2 $EMU "${one[@]}" --grad-accum 4 --pp 2 --log "$W/pp.jsonl" > "$W/pp.out" 2>&1
+  r=$(close "$W/one.jsonl" "$W/pp.jsonl" 1e-5) && ok "--pp 2 vs 1 process: $r" || bad "--pp 2" "$r $(tail -3 "$W/pp.out")"
+  for o in optimizer:1 params:3; do
+    "${MPI[@]}" -np 2 $EMU "${one[@]}" --grad-accum 2 -z ${o#*:} --offload ${o%:*} --log "$W/off.jsonl" > "$W/off.out" 2>&1
+    r=$(close "$W/z${o#*:}.jsonl" "$W/off.jsonl" 1e-6) && ok "--offload ${o%:*} at ZeRO-${o#*:} vs on-device AdamW: $r" \
+      || bad "--offload ${o%:*}" "$r $(tail -3 "$W/off.out")"
+  done
+  for z in 1 3; do
+    "${MPI[@]}" -np 2 $EMU "${one[@]}" --grad-accum 2 -z $z --comm nccl --log "$W/nccl.jsonl" > "$W/nccl.out" 2>&1
+    r=$(close "$W/one.jsonl" "$W/nccl.jsonl" 1e-5) && ok "--comm nccl, 2 ranks at ZeRO-$z vs 1 process: $r" || bad "--comm nccl at ZeRO-$z" "$r $(tail -3 "$W/nccl.out")"
+  done
+  # the trainer itself under the race detector: odd shapes, recompute 3, accumulation, validation and sampling
+  ./train_gpt_emu_race --precision bf16 -e d2 -b 3 -t 37 -x 2 -r 3 --grad-accum 2 -v 1 -m 1 -s 1 -g 4 > "$W/race.out" 2>&1 \
+    && grep -q "^step     2/2" "$W/race.out" && ok "2 bf16 steps (T = 37, recompute 3, validation, sampling) under the race detector" \
+    || bad "the trainer under the race detector" "$(grep -m3 -E 'cuda-emu|error' "$W/race.out")"
+  # per-step counters (issue 14): one line per step, every field
+  TRAIN_GPT_EMU_COUNTS=1 $EMU "${one[@]}" -x 2 > "$W/counts.out" 2>&1
+  local n; n=$(grep -cE '^emu counts step [0-9]+: malloc [0-9]+ free [0-9]+ sync [0-9]+ heuristic [0-9]+ desc [0-9]+ launches [1-9][0-9]* pageable [0-9]+ h2d_bytes [0-9]+ d2h_bytes [0-9]+$' "$W/counts.out")
+  [ "$n" -eq 2 ] && ok "TRAIN_GPT_EMU_COUNTS=1: one counter line per step ($(grep -m1 '^emu counts step 2' "$W/counts.out" | cut -d: -f2-))" \
+    || bad "per-step counters" "$(tail -3 "$W/counts.out")"
+}
+
+if [ ! -x $EMU ] || [ ! -x ./train_gpt_emu_race ] || [ ! -x ./dev/cuda/kernels_emu ] || [ ! -x ./train_gpt_cpu ]; then
+  bad "the emulated binaries are missing: run make test-cuda-emu"; finish; exit
+fi
+t0=$SECONDS
+kernels > "$W/kernels.log" 2>&1 &
+trainer > "$W/trainer.log" 2>&1
+wait
+for g in kernels trainer; do echo "--- $g"; cat "$W/$g.log"; done
+pass=$(cat "$W"/kernels.log "$W"/trainer.log | grep -c '^PASS'); fail=$(cat "$W"/kernels.log "$W"/trainer.log | grep -c '^FAIL')
+echo "(the matrix took $((SECONDS - t0)) s)"
+finish
