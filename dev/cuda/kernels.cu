@@ -250,8 +250,14 @@ static void check_backend(void) {
     float *g = rand_host(n, 1.0f), *p = rand_host(n, 1.0f), *m = rand_host(n, 0.1f), *v = rand_host(n, 0.01f);
     for (size_t i = 0; i < n; i++) v[i] = fabsf(v[i]);
     float *dg = to_dev_f(g, n), *dp = to_dev_f(p, n), *dm = to_dev_f(m, n), *dv = to_dev_f(v, n);
-    double gs = backend_sum_squares(dg, n), cs = cpu::backend_sum_squares(g, n);
-    expect("backend_sum_squares (gradient norm)", fabs(gs - cs) / cs, 1e-10);
+    // three buffers in one call (whole chunks and ragged ones), each against the CPU build's sum
+    const float *xs[3] = {dg, dg + 1000, dg + 65536}, *hx[3] = {g, g + 1000, g + 65536};
+    const size_t ns[3] = {n, 70000, 65536};
+    double gs[3], cs[3], worst = 0.0;
+    backend_sum_squares_many(xs, ns, 3, gs);
+    cpu::backend_sum_squares_many(hx, ns, 3, cs);
+    for (int i = 0; i < 3; i++) worst = fmax(worst, fabs(gs[i] - cs[i]) / cs[i]);
+    expect("backend_sum_squares_many (gradient norm)", worst, 1e-10);
     AdamWArgs args = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, 3};
     backend_adamw(dp, dg, dm, dv, n, 1, &args);
     cpu::backend_adamw(p, g, m, v, n, 1, &args);
