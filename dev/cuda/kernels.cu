@@ -253,11 +253,11 @@ static void check_backend(void) {
     // three buffers in one call (whole chunks and ragged ones), each against the CPU build's sum
     const float *xs[3] = {dg, dg + 1000, dg + 65536}, *hx[3] = {g, g + 1000, g + 65536};
     const size_t ns[3] = {n, 70000, 65536};
-    double gs[3], cs[3], worst = 0.0;
+    double gs[3], cs[3], worst_ss = 0.0;
     backend_sum_squares_many(xs, ns, 3, gs);
     cpu::backend_sum_squares_many(hx, ns, 3, cs);
-    for (int i = 0; i < 3; i++) worst = fmax(worst, fabs(gs[i] - cs[i]) / cs[i]);
-    expect("backend_sum_squares_many (gradient norm)", worst, 1e-10);
+    for (int i = 0; i < 3; i++) worst_ss = fmax(worst_ss, fabs(gs[i] - cs[i]) / cs[i]);
+    expect("backend_sum_squares_many (gradient norm)", worst_ss, 1e-10);
     AdamWArgs args = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, 3};
     backend_adamw(dp, dg, dm, dv, n, 1, &args);
     cpu::backend_adamw(p, g, m, v, n, 1, &args);
