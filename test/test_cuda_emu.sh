@@ -161,6 +161,15 @@ trainer() {
   local n; n=$(grep -cE '^emu counts step [0-9]+: malloc [0-9]+ free [0-9]+ sync [0-9]+ heuristic [0-9]+ desc [0-9]+ launches [1-9][0-9]* pageable [0-9]+ h2d_bytes [0-9]+ d2h_bytes [0-9]+$' "$W/counts.out")
   [ "$n" -eq 2 ] && ok "TRAIN_GPT_EMU_COUNTS=1: one counter line per step ($(grep -m1 '^emu counts step 2' "$W/counts.out" | cut -d: -f2-))" \
     || bad "per-step counters" "$(tail -3 "$W/counts.out")"
+  # what a step asks of the runtime once the first has set up (issue 14): no allocation or free, no cuBLASLt
+  # descriptor or heuristic query (plans are cached), and per micro-batch at most the token uploads and the
+  # loss read-back plus one gradient-norm read-back per step (was 20 synchronisations at 2 micro-batches)
+  TRAIN_GPT_EMU_COUNTS=1 $EMU --precision bf16 -e d2 -b 4 -t 64 -x 3 -v 0 -s 0 --grad-accum 2 > "$W/counts2.out" 2>&1
+  local c; c=$(grep '^emu counts step 3:' "$W/counts2.out")
+  read -r mal fre syn heu des <<<"$(sed -E 's/.*malloc ([0-9]+) free ([0-9]+) sync ([0-9]+) heuristic ([0-9]+) desc ([0-9]+).*/\1 \2 \3 \4 \5/' <<<"$c")"
+  [ -n "$c" ] && [ "$mal" = 0 ] && [ "$fre" = 0 ] && [ "$heu" = 0 ] && [ "$des" = 0 ] && [ "$syn" -le 7 ] \
+    && ok "step 3 at 2 micro-batches: no malloc, free, cuBLASLt descriptor or heuristic; $syn synchronisations (<= 7)" \
+    || bad "runtime calls after the first step" "$c"
 }
 
 if [ ! -x $EMU ] || [ ! -x ./train_gpt_emu_race ] || [ ! -x ./dev/cuda/kernels_emu ] || [ ! -x ./train_gpt_cpu ]; then
