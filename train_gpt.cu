@@ -858,7 +858,7 @@ attn_bwd_dkdv_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout,
         dv.add(Pw, L::LDP, dOs, L::LDH, nb0, ATT_BQ / 16);
         dk.add(dSw, L::LDP, Qs, L::LDH, nb0, ATT_BQ / 16);
     }
-    __syncwarp();
+    // no barrier: these kernels run fp32 only, whose write() goes from registers to global memory
     const int key0 = k0 + warp * 16, nrows = T - key0 < 16 ? T - key0 : 16;
     if (nrows > 0) {
         floatT *dk_g = dqkv + ((long)b * T + key0) * C3 + C + h * hs;
@@ -933,7 +933,6 @@ attn_bwd_dq_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout, c
         __syncwarp();
         dq.add(dSw, L::LDP, Ks, L::LDH, 0, nblk);
     }
-    __syncwarp();
     const int row0 = q0 + warp * 16, nrows = T - row0 < 16 ? T - row0 : 16;
     if (nrows > 0) dq.write(dqkv + ((long)b * T + row0) * C3 + h * hs, C3, nrows, hs, scale, Sw, L::LDS);
 }
