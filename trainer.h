@@ -123,8 +123,10 @@ typedef struct {
     int pp_stages, dp, stage, dp_rank;       // the world is pp_stages x dp; rank = stage * dp + dp_rank
     int B, T, A;
     int synthetic;                           // training on the embedded corpus
-    // fault injection (TRAIN_GPT_FAULT), for the hang and loss-scaling tests
+    // fault injection (TRAIN_GPT_FAULT), for the hang, preemption, dead-rank and loss-scaling tests
     int stall_rank, stall_step;
+    int signal_num, signal_step, signal_rank;  // raise signal_num on ourselves at signal_step (rank -1: every rank)
+    int die_rank, die_step;                    // SIGKILL ourselves at die_step
     char overflow_steps[256];
     // the model
     const char *init;
@@ -168,6 +170,47 @@ typedef struct {
     double *idle;                            // per-stage idle fraction (pipelines only), else NULL
 } StepResult;
 
+// Fault injection, so that tests of what happens when things go wrong are deterministic instead of
+// racing a process from outside (polling a log, then kill or pkill, which can hit the wrong process):
+//   stall:RANK:STEP       that rank stops before the gradient reduction of that step, as a rank stuck in
+//                         a kernel or on a dead disk would (the watchdog's test)
+//   die:RANK:STEP         that rank kills itself with SIGKILL at the start of that step (a node lost)
+//   signal:SIG:STEP[:RANK] TERM or USR1 raised on itself at the start of that step, by every rank or one
+//                         (preemption, as slurm's scancel --signal delivers it)
+//   overflow:S1,S2,...    the loss gradient is infinite at those steps, as an fp16 overflow would make it
+static void run_parse_fault(Run *r, const char *fault) {
+    r->stall_rank = r->stall_step = -1;
+    r->die_rank = r->die_step = -1;
+    r->signal_num = 0; r->signal_step = r->signal_rank = -1;
+    r->overflow_steps[0] = '\0';
+    if (!fault || !*fault) return;
+    char sig[8] = "";
+    int n = 0;
+    if (strncmp(fault, "overflow:", 9) == 0) snprintf(r->overflow_steps, sizeof(r->overflow_steps), ",%s,", fault + 9);
+    else if (sscanf(fault, "stall:%d:%d%n", &r->stall_rank, &r->stall_step, &n) == 2 && !fault[n]) {}
+    else if (sscanf(fault, "die:%d:%d%n", &r->die_rank, &r->die_step, &n) == 2 && !fault[n]) {}
+    else if ((sscanf(fault, "signal:%7[A-Z0-9]:%d%n", sig, &r->signal_step, &n) == 2 && !fault[n]) ||
+             (sscanf(fault, "signal:%7[A-Z0-9]:%d:%d%n", sig, &r->signal_step, &r->signal_rank, &n) == 3 && !fault[n])) {
+        r->signal_num = strcmp(sig, "TERM") == 0 ? SIGTERM : strcmp(sig, "USR1") == 0 ? SIGUSR1 : 0;
+        if (!r->signal_num) fatal("TRAIN_GPT_FAULT: signal '%s' is not TERM or USR1", sig);
+    } else {
+        fatal("TRAIN_GPT_FAULT: '%s' is not stall:RANK:STEP, die:RANK:STEP, signal:TERM|USR1:STEP[:RANK] or "
+              "overflow:STEP[,STEP...]", fault);
+    }
+}
+
+// The faults that strike at the start of a step (1-based).
+static void run_inject_fault(const Run *r, int step) {
+    if (r->rank == r->die_rank && step == r->die_step) {
+        fprintf(stderr, "fault injection: rank %d kills itself at step %d\n", r->rank, step);
+        raise(SIGKILL);
+    }
+    if (r->signal_num && step == r->signal_step && (r->signal_rank < 0 || r->signal_rank == r->rank)) {
+        fprintf(stderr, "fault injection: rank %d raises SIG%s at step %d\n", r->rank, r->signal_num == SIGTERM ? "TERM" : "USR1", step);
+        raise(r->signal_num);
+    }
+}
+
 // Set-up: the world, the flags, the model's shape and initial weights, the data and the decoder.
 static void run_setup(Run *r, int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);  // a step's line reaches a redirected log (slurm's) when it happens
@@ -205,16 +248,7 @@ static void run_setup(Run *r, int argc, char **argv) {
     backend_set_precision(cfg->precision, cfg->tf32);
     if (strcmp(cfg->comm, "nccl") == 0) comm_enable_nccl(&r->comm);
     comm_watchdog_start(&r->comm, cfg->comm_timeout);
-    // fault injection for the hang tests: TRAIN_GPT_FAULT=stall:RANK:STEP makes that rank stop
-    // before the gradient reduction of that step, as a rank stuck in a kernel or on a dead disk would
-    // TRAIN_GPT_FAULT=overflow:S1,S2,... makes the loss gradient infinite at those steps, as an fp16
-    // overflow would, for the loss-scaling tests
-    r->stall_rank = -1; r->stall_step = -1;
-    r->overflow_steps[0] = '\0';
-    const char *fault = getenv("TRAIN_GPT_FAULT");
-    if (fault && strncmp(fault, "overflow:", 9) == 0) snprintf(r->overflow_steps, sizeof(r->overflow_steps), ",%s,", fault + 9);
-    else if (fault && sscanf(fault, "stall:%d:%d", &r->stall_rank, &r->stall_step) != 2)
-        fatal("TRAIN_GPT_FAULT: '%s' is not stall:RANK:STEP or overflow:STEP[,STEP...]", fault);
+    run_parse_fault(r, getenv("TRAIN_GPT_FAULT"));
     r->B = cfg->micro_batch; r->T = cfg->seq_len; r->A = cfg->grad_accum;
     r->synthetic = cfg->train_data == NULL;
     int B = r->B, T = r->T;
@@ -502,6 +536,7 @@ static StepResult run_step(Run *r, int step) {
     double t0 = wall_seconds();
     STEP_BEGIN(step + 1);
     comm_watchdog_step(step + 1);
+    run_inject_fault(r, step + 1);
     zero_zero_grad(zero);
     float dloss = 1.0f / ((float)B * T * A * dp), step_scale = scaler->scale;
     char stepname[16];

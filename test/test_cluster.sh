@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test_cluster.sh: a multi-rank job never hangs silently. A rank that stops outside any collective
-# is named by the watchdog and the job ends non-zero; a rank that is killed takes the job down;
+# is named by the watchdog and the job ends non-zero; a rank that is killed (by the fault hook,
+# TRAIN_GPT_FAULT=die:RANK:STEP) takes the job down;
 # the plot script draws a real log into a PNG. (Without mpirun or matplotlib, those parts SKIP.)
 source "$(dirname "$0")/lib.sh"
 run=(-e d2 -b 2 -t 32 -v 0 -s 0)
@@ -15,25 +16,15 @@ if have_mpi "hangs and dead ranks"; then
     ok "a stalled rank: the watchdog names rank 2 and where the others wait, the job exits $rc after ${took} s"
   else bad "watchdog names the stalled rank (rc $rc, ${took} s)" "$out"; fi
 
-  # a rank killed mid-run takes the job down, and mpirun names it
-  "${MPI[@]}" -np 4 $BIN "${run[@]}" -x 100000 --log "$W/kill.jsonl" > "$W/kill.out" 2>&1 &
-  job=$!
-  for i in $(seq 1 200); do [ -s "$W/kill.jsonl" ] && [ "$(wc -l < "$W/kill.jsonl")" -ge 3 ] && break; sleep 0.1; done
-  victim=""
-  for p in $(pgrep -f "train_gpt_cpu ${run[*]}"); do
-    if tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=2"; then victim=$p; fi
-  done
+  # a rank killed mid-run takes the job down, and mpirun names it: the fault hook makes rank 2 SIGKILL itself
+  # at the start of step 3 (no polling of the log, no pkill that could hit another job's processes)
   t0=$SECONDS
-  if [ -n "$victim" ]; then kill -9 "$victim"; fi
-  for i in $(seq 1 300); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
-  if kill -0 $job 2>/dev/null; then kill -9 $job; bad "killed rank ends the job" "still running after 30 s"; else
-    wait $job; rc=$?
-    took=$((SECONDS - t0))
-    if [ -n "$victim" ] && [ $rc -ne 0 ] && grep -qE "rank 2 .*(signal 9|Killed)" "$W/kill.out"; then
-      ok "rank 2 killed with SIGKILL: the job ends in ${took} s, exit $rc, and the log names rank 2"
-    else bad "killed rank ends the job and is named (victim '$victim', rc $rc)" "$(cat "$W/kill.out")"; fi
-  fi
-  pkill -9 -f "train_gpt_cpu ${run[*]}" 2>/dev/null
+  TRAIN_GPT_FAULT=die:2:3 timeout 60 "${MPI[@]}" -x TRAIN_GPT_FAULT -np 4 $BIN "${run[@]}" -x 100000 --log "$W/kill.jsonl" > "$W/kill.out" 2>&1; rc=$?
+  took=$((SECONDS - t0))
+  if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "fault injection: rank 2 kills itself at step 3" "$W/kill.out" \
+     && grep -qE "rank 2 .*(signal 9|Killed)" "$W/kill.out" && [ "$(grep -c '"loss"' "$W/kill.jsonl")" -eq 2 ]; then
+    ok "rank 2 killed with SIGKILL at step 3: the job ends in ${took} s, exit $rc, mpirun names rank 2, the log stops after step 2"
+  else bad "killed rank ends the job and is named (rc $rc, ${took} s)" "$(cat "$W/kill.out")"; fi
 fi
 
 # the plot script turns real logs into a PNG of sensible size

@@ -1,0 +1,272 @@
+#!/usr/bin/python3
+"""Independent float64 PyTorch reference for whole training runs of ./train_gpt_cpu and ./train_gpt_emu.
+
+test_gpt2 checks the model's forward and backward; this checks the trainer's own step, which nothing
+else re-derives: the data order, gradient accumulation over micro-batches, the pre-clip gradient norm,
+clipping, the learning-rate schedule (warmup, then cosine or linear decay to a final fraction), and
+AdamW with bias correction and decoupled weight decay on the matmul weights and embeddings only. It
+shares with the trainer nothing but the input files, and reads the trainer's results only through its
+normal outputs: the JSON log and the checkpoint files.
+
+    ref_train.py make --out-dir DIR [shape and recipe options]
+        writes DIR/model.bin (llm.c v3 fp32), DIR/train.bin (llm.c token shard), DIR/args (the trainer's
+        flags for this recipe, one per line) and DIR/ref.npz (per-step loss, norm, lr; the final
+        parameters and AdamW first moments, per tensor)
+    ref_train.py compare --out-dir DIR --log LOG --ckpt-dir CK [--tol-loss ..] [--tol-param ..]
+        reads the trainer's LOG and its checkpoint at the last step in CK, prints one PASS/FAIL line per
+        check (per-step loss, norm and lr; every parameter tensor and every first-moment tensor within its
+        own bound) and exits 1 on a failure.
+
+The recipe, as the README states it: with --shuffle 0 and one shard, micro-batch g of the run (step s,
+accumulation index a, g = s*A + a) is the B*T+1 tokens starting at g*B*T (wrapping at the shard's end).
+The step's loss is the mean over all B*T*A tokens; the logged norm is the L2 norm of that mean's gradient
+before clipping; if it exceeds the clip, the gradient is scaled by clip/(norm + 1e-6). lr at step s (from
+0): warmup lr*(s+1)/W for s < W, then cosine from lr to lr*q over s = W .. S-1.
+"""
+import argparse
+import math
+import os
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ref_gpt2 import DT, MODEL_MAGIC, MODEL_VERSION, PARAM_NAMES, DECAY, param_shapes, forward  # noqa: E402
+
+SHARD_MAGIC, SHARD_VERSION = 20240520, 1
+
+
+def init_params(gen, V, Vp, maxT, L, C):
+    """Like ref_gpt2's, but biases and LayerNorm offsets large (std 0.3) and LayerNorm gains near 1, so
+    that decaying a tensor that must not be decayed moves it visibly. Rounded to fp32 values."""
+    shapes = param_shapes(V, Vp, maxT, L, C)
+    p = {}
+    for name in PARAM_NAMES:
+        shp = shapes[name]
+        if name in ("wte", "wpe"):
+            t = 0.05 * torch.randn(shp, generator=gen, dtype=DT)
+        elif name in ("qkvw", "attprojw", "fcw", "fcprojw"):
+            t = torch.randn(shp, generator=gen, dtype=DT) / math.sqrt(shp[-1])
+        elif name in ("ln1w", "ln2w", "lnfw"):
+            t = 1.0 + 0.2 * torch.randn(shp, generator=gen, dtype=DT)
+        else:
+            t = 0.3 * torch.randn(shp, generator=gen, dtype=DT)
+        p[name] = t
+    p["wte"][V:] = 0.0  # llm.c's padded rows are zero and stay zero
+    return [p[n].float().double() for n in PARAM_NAMES]
+
+
+def make_tokens(gen, V, n):
+    """A token stream with structure to learn (a noisy walk over the vocabulary), not uniform noise."""
+    steps = torch.multinomial(torch.tensor([0.45, 0.25, 0.15, 0.1, 0.05], dtype=DT), n, replacement=True, generator=gen)
+    jumps = torch.rand(n, generator=gen, dtype=DT) < 0.05
+    rnd = torch.randint(0, V, (n,), generator=gen)
+    tok = torch.empty(n, dtype=torch.long)
+    cur = 0
+    for i in range(n):
+        cur = int(rnd[i]) if jumps[i] else (cur + int(steps[i]) + 1) % V
+        tok[i] = cur
+    return tok
+
+
+def lr_at(step, lr, warmup, steps, final_frac, schedule):
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    lo = lr * final_frac
+    span = steps - warmup
+    if span <= 1:
+        return lo
+    prog = min(1.0, (step - warmup) / (span - 1))
+    if schedule == "cosine":
+        return lo + 0.5 * (1.0 + math.cos(math.pi * prog)) * (lr - lo)
+    return lr - prog * (lr - lo)
+
+
+def cmd_make(a):
+    L, C, NH, V, Vp, maxT, B, T, A, S = a.layers, a.channels, a.heads, a.vocab, a.padded_vocab, a.max_seq, a.batch, a.seq, a.accum, a.steps
+    assert C % NH == 0 and T <= maxT and V <= Vp
+    torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
+    gen = torch.Generator().manual_seed(a.seed)
+    params0 = init_params(gen, V, Vp, maxT, L, C)
+    nwin = S * A + 3  # a few windows more than the run reads, so the end of the shard is never reached
+    ntok = nwin * B * T + 1
+    tokens = make_tokens(gen, V, ntok)
+
+    params = [p.clone().requires_grad_(True) for p in params0]
+    ms = [torch.zeros_like(p) for p in params]
+    vs = [torch.zeros_like(p) for p in params]
+    b1, b2, eps, wd, clip = 0.9, 0.95, a.eps, a.weight_decay, a.grad_clip
+    losses, norms, lrs = [], [], []
+    for s in range(S):
+        grads = [torch.zeros_like(p) for p in params]
+        total = 0.0
+        for acc in range(A):
+            g = s * A + acc
+            off = (g % ((ntok - 1) // (B * T))) * B * T
+            win = tokens[off:off + B * T + 1]
+            x, y = win[:-1].view(B, T), win[1:].view(B, T)
+            _, loss = forward(params, x, y, V, NH)
+            for acc_g, gr in zip(grads, torch.autograd.grad(loss / A, params)):
+                acc_g += gr
+            total += loss.item() / A
+        norm = math.sqrt(sum(float((gr * gr).sum()) for gr in grads))
+        scale = clip / (norm + 1e-6) if clip > 0 and norm > clip else 1.0
+        lr = lr_at(s, a.lr, a.warmup, S, a.lr_final_frac, a.schedule)
+        t = s + 1
+        with torch.no_grad():
+            for name, p, gr, m, v in zip(PARAM_NAMES, params, grads, ms, vs):
+                gr = gr * scale
+                m.mul_(b1).add_((1 - b1) * gr)
+                v.mul_(b2).add_((1 - b2) * gr * gr)
+                mhat, vhat = m / (1 - b1 ** t), v / (1 - b2 ** t)
+                p.sub_(lr * (mhat / (torch.sqrt(vhat) + eps) + (wd if name in DECAY else 0.0) * p))
+        losses.append(total); norms.append(norm); lrs.append(lr)
+    clipped = sum(n > clip for n in norms) if clip > 0 else 0
+    # the recipe must exercise both sides of the clip, or a clipping bug could hide
+    assert clip == 0 or 0 < clipped < S, f"--grad-clip {clip}: {clipped} of {S} steps clip (norms {norms})"
+
+    os.makedirs(a.out_dir, exist_ok=True)
+    hdr = np.zeros(256, dtype="<i4")
+    hdr[:8] = [MODEL_MAGIC, MODEL_VERSION, maxT, V, L, NH, C, Vp]
+    with open(os.path.join(a.out_dir, "model.bin"), "wb") as f:
+        f.write(hdr.tobytes())
+        for p in params0:
+            f.write(p.numpy().astype("<f4").tobytes())
+    sh = np.zeros(256, dtype="<i4")
+    sh[:3] = [SHARD_MAGIC, SHARD_VERSION, ntok]
+    with open(os.path.join(a.out_dir, "train.bin"), "wb") as f:
+        f.write(sh.tobytes())
+        f.write(tokens.numpy().astype("<u2").tobytes())
+    np.savez(os.path.join(a.out_dir, "ref.npz"), losses=np.array(losses), norms=np.array(norms), lrs=np.array(lrs),
+             V=V, Vp=Vp, **{"p0_" + n: p.numpy() for n, p in zip(PARAM_NAMES, params0)},
+             **{"p_" + n: p.detach().numpy() for n, p in zip(PARAM_NAMES, params)},
+             **{"m_" + n: m.numpy() for n, m in zip(PARAM_NAMES, ms)})
+    flags = ["-e", os.path.join(a.out_dir, "model.bin"), "-i", os.path.join(a.out_dir, "train.bin"), "--shuffle", "0",
+             "-b", B, "-t", T, "--grad-accum", A, "-x", S, "-u", a.warmup, "-k", a.schedule, "-l", a.lr,
+             "-q", a.lr_final_frac, "--grad-clip", clip, "-c", wd, "--beta1", b1, "--beta2", b2, "--eps", eps,
+             "-v", 0, "-s", 0]
+    with open(os.path.join(a.out_dir, "args"), "w") as f:
+        f.write("\n".join(str(x) for x in flags) + "\n")
+    print(f"reference: C={C} NH={NH} (head size {C // NH}) L={L} B={B} T={T} A={A} steps={S}: losses "
+          f"{losses[0]:.5f} .. {losses[-1]:.5f}, norms {norms[0]:.4f} .. {norms[-1]:.4f}, {clipped} of {S} steps clip at {clip}")
+
+
+def read_log(path):
+    import json
+    steps = {}
+    with open(path) as f:
+        for line in f:
+            d = json.loads(line)
+            if "step" in d and "loss" in d and "norm" in d:
+                steps[d["step"]] = d
+    return [steps[k] for k in sorted(steps)]
+
+
+def split(flat, ref, prefix):
+    out, off = {}, 0
+    for n in PARAM_NAMES:
+        k = ref[prefix + n].size
+        out[n] = flat[off:off + k].astype(np.float64).reshape(ref[prefix + n].shape)
+        off += k
+    assert off == flat.size, (off, flat.size)
+    return out
+
+
+def cmd_compare(a):
+    ref = np.load(os.path.join(a.out_dir, "ref.npz"))
+    S = len(ref["losses"])
+    fails = 0
+
+    def check(ok, what):
+        nonlocal fails
+        print(("PASS " if ok else "FAIL ") + a.label + what)
+        fails += 0 if ok else 1
+
+    log = read_log(a.log)
+    check(len(log) == S, f"the log has {len(log)} steps, the reference {S}")
+    if len(log) != S:
+        return 1
+    worst = {}
+    for key, ref_key, tol in (("loss", "losses", a.tol_loss), ("norm", "norms", a.tol_norm), ("lr", "lrs", 1e-6)):
+        got = np.array([d[key] if d[key] is not None else np.inf for d in log], dtype=np.float64)
+        rel = np.abs(got - ref[ref_key]) / np.abs(ref[ref_key])
+        worst[key] = (float(rel.max()), int(rel.argmax()) + 1)
+        check(bool(np.all(rel <= tol)), f"{key} at every step within {tol:g} relative (worst {rel.max():.2e} at step "
+              f"{rel.argmax() + 1}: {got[rel.argmax()]:.7g} vs {ref[ref_key][rel.argmax()]:.7g})")
+    with open(os.path.join(a.ckpt_dir, f"model_{S:08d}.bin"), "rb") as f:
+        hdr = np.frombuffer(f.read(1024), dtype="<i4")
+        params = np.frombuffer(f.read(), dtype="<f4")
+    with open(os.path.join(a.ckpt_dir, f"state_{S:08d}.bin"), "rb") as f:
+        f.read(1024)
+        mv = np.frombuffer(f.read(), dtype="<f4")
+    P = params.size
+    check(hdr[0] == MODEL_MAGIC and mv.size == 2 * P, f"checkpoint at step {S}: model and state files hold {P} parameters")
+    p, m = split(params, ref, "p_"), split(mv[:P], ref, "m_")
+    # Each tensor's error is measured against how far training moved it (the parameters) or against
+    # its own size (the moments), so a tensor that is wrong cannot hide behind others that are right.
+    bad_p, bad_m, worst_p, worst_m = [], [], (0, ""), (0, "")
+    for n in PARAM_NAMES:
+        rp, r0, rm, gp, gm = ref["p_" + n], ref["p0_" + n], ref["m_" + n], p[n], m[n]
+        if n == "qkvb":
+            # The key bias adds the same amount to every score of a query, which the softmax ignores: its
+            # gradient is zero in exact arithmetic, so what AdamW does with it is normalised rounding noise.
+            # Compare the query and value thirds only.
+            keep = np.ones(rp.shape[-1], dtype=bool)
+            C = rp.shape[-1] // 3
+            keep[C:2 * C] = False
+            rp, r0, rm, gp, gm = rp[..., keep], r0[..., keep], rm[..., keep], gp[..., keep], gm[..., keep]
+        ep = np.linalg.norm(gp - rp) / np.linalg.norm(rp - r0)
+        em = np.linalg.norm(gm - rm) / np.linalg.norm(rm)
+        if a.verbose: print(f"    {n:9s} params {ep:.2e} of their movement, first moments {em:.2e}")
+        if ep > a.tol_param: bad_p.append(f"{n} {ep:.2e}")
+        if em > a.tol_moment: bad_m.append(f"{n} {em:.2e}")
+        worst_p, worst_m = max(worst_p, (ep, n)), max(worst_m, (em, n))
+    V = int(ref["V"])
+    check(not bad_p, f"all 16 parameter tensors within {a.tol_param:g} of their movement (worst {worst_p[1]} "
+          f"{worst_p[0]:.2e})" + ("; off: " + ", ".join(bad_p) if bad_p else ""))
+    check(not bad_m, f"all 16 AdamW first-moment tensors within {a.tol_moment:g} relative (worst {worst_m[1]} "
+          f"{worst_m[0]:.2e})" + ("; off: " + ", ".join(bad_m) if bad_m else ""))
+    check(bool(np.all(p["wte"][V:] == 0)), "the padded vocabulary rows of wte stay exactly zero")
+    return 1 if fails else 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("cmd", choices=["make", "compare"])
+    ap.add_argument("--out-dir", required=True)
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--channels", type=int, default=128)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--vocab", type=int, default=101)
+    ap.add_argument("--padded-vocab", type=int, default=128)
+    ap.add_argument("--max-seq", type=int, default=64)
+    ap.add_argument("--batch", type=int, default=3)
+    ap.add_argument("--seq", type=int, default=33)
+    ap.add_argument("--accum", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--lr-final-frac", type=float, default=0.1)
+    ap.add_argument("--schedule", default="cosine", choices=["cosine", "linear"])
+    ap.add_argument("--weight-decay", type=float, default=0.5)
+    ap.add_argument("--grad-clip", type=float, default=1.0)
+    ap.add_argument("--eps", type=float, default=1e-6)
+    ap.add_argument("--seed", type=int, default=2024)
+    ap.add_argument("--log")
+    ap.add_argument("--ckpt-dir")
+    ap.add_argument("--label", default="")
+    ap.add_argument("--tol-loss", type=float, default=1e-5)
+    ap.add_argument("--tol-norm", type=float, default=1e-4)
+    ap.add_argument("--tol-param", type=float, default=1e-3)
+    ap.add_argument("--tol-moment", type=float, default=1e-4)
+    ap.add_argument("--verbose", action="store_true", help="print every tensor's errors")
+    a = ap.parse_args()
+    if a.cmd == "make":
+        cmd_make(a)
+        return 0
+    return cmd_compare(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
