@@ -106,9 +106,31 @@ static int simulate(int S, int M, double *idle, double *makespan) {
     return 1;
 }
 
+// 1F1B's order, stated as its two invariants rather than as a loop: stage s of S runs w = S - s - 1
+// warm-up forwards, so (a) when backward k starts, exactly min(M, k + w + 1) forwards have run (its own
+// micro-batch's and the one that follows it in the steady state), and (b) when forward j > w starts,
+// exactly j - w backwards have run (each steady-state forward follows a backward). A schedule that runs
+// a backward before the forward it alternates with, or fills the pipeline with more or fewer forwards,
+// breaks one of them. Returns NULL or what is wrong.
+static const char *check_1f1b_order(int s, int S, int M, const PPOp *ops, int n) {
+    int w = S - s - 1 < M ? S - s - 1 : M, f = 0, b = 0;
+    for (int k = 0; k < n; k++) {
+        if (ops[k].kind == PP_BWD) {
+            int want = b + w + 1 < M ? b + w + 1 : M;
+            if (f != want) return "a backward starts with the wrong number of forwards done (1F1B: min(M, k + stages - stage))";
+            b++;
+        } else if (ops[k].kind == PP_FWD) {
+            if (f > w && b != f - w) return "a steady-state forward does not follow exactly one backward per forward";
+            if (f <= w && b != 0) return "a backward runs during the warm-up forwards";
+            f++;
+        }
+    }
+    return f == M && b == M ? NULL : "not every micro-batch runs forward and backward";
+}
+
 int main(void) {
-    int cases = 0, bad_stage = 0, bad_sim = 0, bad_bubble = 0;
-    char first_error[256] = "";
+    int cases = 0, bad_stage = 0, bad_sim = 0, bad_bubble = 0, bad_order = 0;
+    char first_error[256] = "", order_error[256] = "";
     for (int S = 1; S <= MAXS; S++)
         for (int M = 1; M <= MAXM; M++) {
             cases++;
@@ -120,6 +142,11 @@ int main(void) {
                     if (!bad_stage) snprintf(first_error, sizeof(first_error), "stages %d micro %d stage %d: %s", S, M, s, err);
                     bad_stage++;
                 }
+                err = check_1f1b_order(s, S, M, ops, n);
+                if (err) {
+                    if (!bad_order) snprintf(order_error, sizeof(order_error), "stages %d micro %d stage %d: %s", S, M, s, err);
+                    bad_order++;
+                }
             }
             double idle[MAXS], makespan;
             if (!simulate(S, M, idle, &makespan)) { bad_sim++; continue; }
@@ -130,6 +157,8 @@ int main(void) {
     check(bad_stage == 0, "%d (stages, micro-batches) cases: each stage runs every micro-batch forward then backward once, "
           "in order, receives right before and sends right after, at most stages - stage in flight%s%s", cases,
           bad_stage ? ": " : "", first_error);
+    check(bad_order == 0, "%d cases: every stage's forwards and backwards follow 1F1B's order (warm-up forwards, then one "
+          "forward then one backward, then the drain)%s%s", cases, bad_order ? ": " : "", order_error);
     check(bad_sim == 0, "simulating all stages together: every send meets its receive, no deadlock (%d of %d failed)", bad_sim, cases);
     check(bad_bubble == 0, "simulated idle time equals the 1F1B bubble (p-1)/(m+p-1) on every stage (%d of %d differ)", bad_bubble, cases);
     {

@@ -54,7 +54,9 @@ if have_mpi "training runs vs PyTorch on several ranks"; then
   against h32 "cpu, 3 ranks at ZeRO-2" TOL_FP32 "${MPI[@]}" -np 3 $BIN -- --grad-accum 1 -z 2
   against h64 "cpu, 2 pipeline stages" TOL_FP32 "${MPI[@]}" -np 2 $BIN -- --pp 2
 fi
-if [ -x ./train_gpt_emu ]; then
+if [ "${REF_EMU:-1}" = 0 ]; then
+  skip "the CUDA build vs PyTorch: REF_EMU=0 (the CPU build only)"
+elif [ -x ./train_gpt_emu ]; then
   against h32 "cuda emu fp32, head size 32" TOL_FP32 ./train_gpt_emu -- --precision fp32
   against h64 "cuda emu fp32, head size 64" TOL_FP32 ./train_gpt_emu -- --precision fp32
   against h32 "cuda emu bf16" TOL_BF16 ./train_gpt_emu -- --precision bf16

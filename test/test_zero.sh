@@ -6,18 +6,21 @@
 source "$(dirname "$0")/lib.sh"
 have_mpi "data parallelism and ZeRO" || { finish; exit; }
 
-# compare_losses A.jsonl B.jsonl [first_step]: max relative difference of the per-step losses, or FAIL
+# compare_losses A.jsonl B.jsonl [first_step]: max relative differences of the per-step losses and gradient
+# norms, or FAIL. The norm is what shows a gradient that is scaled wrongly (summed over ranks instead of
+# averaged, say): AdamW is nearly blind to a constant factor, so the losses alone barely move.
 compare_losses() { $PY - "$@" <<'PYEOF'
 import json, sys
 def load(p):
-    return {d["step"]: d["loss"] for d in map(json.loads, open(p)) if "loss" in d}
+    return {d["step"]: (d["loss"], d["norm"]) for d in map(json.loads, open(p)) if "loss" in d}
 a, b = load(sys.argv[1]), load(sys.argv[2])
 first = int(sys.argv[3]) if len(sys.argv) > 3 else 1
 steps = [s for s in a if s >= first]
 if not steps or any(s not in b for s in steps): print("missing steps"); sys.exit(1)
-err = max(abs(a[s] - b[s]) / abs(a[s]) for s in steps)
-print(f"{len(steps)} losses, max relative difference {err:.2e}")
-sys.exit(0 if err < 1e-5 else 1)
+err = max(abs(a[s][0] - b[s][0]) / abs(a[s][0]) for s in steps)
+nerr = max(abs(a[s][1] - b[s][1]) / abs(a[s][1]) for s in steps)
+print(f"{len(steps)} losses and norms, max relative differences {err:.2e} and {nerr:.2e}")
+sys.exit(0 if err < 1e-5 and nerr < 1e-5 else 1)
 PYEOF
 }
 # compare_params A.bin B.bin: parameters of two llm.c model files
@@ -93,26 +96,26 @@ done
 
 # --offload optimizer: AdamW on host copies of the state gives bit-identical training, at every stage,
 # and its checkpoints resume without offload
-losses_of() { grep -o '"loss": [0-9.e-]*' "$1"; }
+losses_of() { grep -o '"loss": [0-9.e-]*, "lr": [0-9.e-]*, "norm": [0-9.e-]*' "$1"; }  # step by step, with lr and norm
 for z in 0 1 2 3; do
   "${MPI[@]}" -np 2 $BIN -e d2 -b 2 -t 32 -x 6 -v 0 -s 0 --grad-accum 2 -z $z --log "$W/off_no$z.jsonl" > /dev/null 2>&1
   "${MPI[@]}" -np 2 $BIN -e d2 -b 2 -t 32 -x 6 -v 0 -s 0 --grad-accum 2 -z $z --offload optimizer -n 3 -o "$W/off$z" \
     --log "$W/off$z.jsonl" > "$W/off$z.out" 2>&1
   [ -s "$W/off$z.jsonl" ] && [ "$(losses_of "$W/off_no$z.jsonl")" = "$(losses_of "$W/off$z.jsonl")" ] \
-    && ok "ZeRO-$z --offload optimizer on 2 ranks: losses bit-identical to no offload" || bad "offload at ZeRO-$z" "$(tail -3 "$W/off$z.out")"
+    && ok "ZeRO-$z --offload optimizer on 2 ranks: losses, lr and norms bit-identical to no offload" || bad "offload at ZeRO-$z" "$(tail -3 "$W/off$z.out")"
 done
 "${MPI[@]}" -np 2 $BIN -e d2 -b 2 -t 32 -x 6 -v 0 -s 0 --grad-accum 2 -z 3 --offload params -n 3 -o "$W/offp" \
   --log "$W/offp.jsonl" > "$W/offp.out" 2>&1
 [ -s "$W/offp.jsonl" ] && [ "$(losses_of "$W/off_no3.jsonl")" = "$(losses_of "$W/offp.jsonl")" ] \
   && cmp -s "$W/off3/state_00000006.bin" "$W/offp/state_00000006.bin" && cmp -s "$W/off3/model_00000006.bin" "$W/offp/model_00000006.bin" \
-  && ok "ZeRO-3 --offload params (layer shards only in host memory): losses bit-identical, checkpoint byte-identical" \
+  && ok "ZeRO-3 --offload params (layer shards only in host memory): losses and norms bit-identical, checkpoint byte-identical" \
   || bad "offload params" "$(tail -3 "$W/offp.out")"
 out=$($BIN -e d2 -z 1 --offload params 2>&1); rc=$?
 [ $rc -ne 0 ] && grep -qF -- "--offload params: only ZeRO-3 shards the parameters" <<<"$out" && ok "--offload params without ZeRO-3 is refused" || bad "--offload params -z 1" "$out"
 mkdir -p "$W/off_res"; cp "$W/off3/model_00000003.bin" "$W/off3/state_00000003.bin" "$W/off_res/"
 "${MPI[@]}" -np 2 $BIN -e d2 -b 2 -t 32 -x 6 -v 0 -s 0 --grad-accum 2 -z 3 -o "$W/off_res" -y 1 --log "$W/off_res.jsonl" > /dev/null 2>&1
 [ "$(losses_of "$W/off_no3.jsonl" | tail -n 3)" = "$(losses_of "$W/off_res.jsonl")" ] \
-  && ok "a checkpoint written with offload at ZeRO-3 resumes without offload: steps 4-6 bit-identical" \
+  && ok "a checkpoint written with offload at ZeRO-3 resumes without offload: steps 4-6 (losses, norms) bit-identical" \
   || bad "offload checkpoint resumes without offload" "$(diff <(losses_of "$W/off_no3.jsonl" | tail -n 3) <(losses_of "$W/off_res.jsonl"))"
 
 # save with 4 ranks at ZeRO-3, resume with 2 ranks at ZeRO-1, with 1 process, and with 3 ranks at ZeRO-2
