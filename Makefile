@@ -29,7 +29,7 @@ EMU_OK := $(wildcard $(CUDA_HOME)/include/cuda_bf16.h)
 EMU_BINS = train_gpt_emu train_gpt_emu_race test/test_gpt2_emu dev/cuda/kernels_emu dev/cuda/attention_emu dev/cuda/kernels_emu_race \
   dev/cuda/kernels_emu_asan dev/cuda/emu/selftest dev/cuda/emu/selftest_race
 
-.PHONY: all test test-gpu test-cuda-emu bench bench-cpu clean
+.PHONY: all test test-gpu test-cuda-emu bench bench-cpu mutants clean
 all: train_gpt_cpu tokenize $(if $(and $(NVCC),$(wildcard train_gpt.cu)),train_gpt)
 
 train_gpt_cpu: train_gpt.c $(HEADERS) .build-cpu
@@ -136,6 +136,12 @@ dev/cuda/emu/selftest_race: dev/cuda/emu/selftest.cu $(EMU_OBJS)
 # The CUDA build's test matrix on the emulator: ends with its own "N passed, N failed".
 test-cuda-emu: train_gpt_cpu $(EMU_BINS)
 	TORCH_PYTHON=$(TORCH_PYTHON) bash test/test_cuda_emu.sh
+
+# Mutation testing: each bug of dev/mutants/catalogue.txt planted alone in a scratch copy, rebuilt, and run
+# against the suites that must catch it; one line per mutant, then "N caught, N missed" (kept in
+# dev/mutants/latest.txt). MUTANTS=id1,id2 runs only those.
+mutants: train_gpt_cpu tokenize test/test_gpt2 test/test_units test/test_pipeline test/test_generate $(if $(EMU_OK),train_gpt_emu dev/cuda/kernels_emu)
+	PYTHON=$(PYTHON) TORCH_PYTHON=$(TORCH_PYTHON) $(PYTHON) dev/mutants/run.py $(if $(MUTANTS),--only $(MUTANTS) --out /dev/null,--out dev/mutants/latest.txt)
 
 bench: train_gpt dev/cuda/kernels
 	bash scripts/bench_gpu.sh

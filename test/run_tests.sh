@@ -3,7 +3,8 @@
 # lines and its own count; this adds them up and ends with the line CI reads: "N passed, N failed,
 # N skipped". A test whose optional dependency is missing (PyTorch, tiktoken, Open MPI, matplotlib,
 # nvcc, the data files, root for Slurm) is a SKIP that names it and how to install it; `make test`
-# passes with skips, and .ci/run, which installs everything, fails on any.
+# passes with skips, and .ci/run, which installs everything, fails on any. test/checks.txt lists how many
+# checks each suite runs; a suite that runs another number fails (a part that silently stopped running).
 # Inputs it uses when present: ../shared/data (GPT-2 tokenizer files, Tiny Shakespeare), or set
 # DATA_DIR. PyTorch is the reference for the model; TORCH_PYTHON names the interpreter that has it.
 set -u
@@ -29,6 +30,16 @@ run_suite() {
     local p f s; p=$(cut -d' ' -f1 <<<"$line"); f=$(cut -d' ' -f3 <<<"$line"); s=$(cut -s -d' ' -f5 <<<"$line")
     total_pass=$((total_pass + p)); total_fail=$((total_fail + f)); total_skip=$((total_skip + ${s:-0}))
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then echo "FAIL $name exited $rc"; total_fail=$((total_fail + 1)); fi
+    # the suite must run exactly the checks the manifest lists: fewer means a part silently did not run,
+    # more means the manifest (and so the count CI reports) is stale. A suite with skips names them itself.
+    local want; want=$(awk -F'\t' -v n="$name" '$2 == n { print $1 }' test/checks.txt)
+    if [ -z "$want" ]; then
+      echo "FAIL $name: not in test/checks.txt (add its number of checks)"; total_fail=$((total_fail + 1))
+    elif [ "${s:-0}" -eq 0 ] && [ $((p + f)) -ne "$want" ]; then
+      echo "FAIL $name ran $((p + f)) checks, test/checks.txt expects $want"; total_fail=$((total_fail + 1))
+    elif [ "${s:-0}" -gt 0 ] && [ $((p + f)) -ne "$want" ]; then
+      echo "NOTE $name ran $((p + f)) of its $want checks; the rest are the skips above"
+    fi
   else
     echo "FAIL $name ended without a result (exit $rc)"; total_fail=$((total_fail + 1))
   fi

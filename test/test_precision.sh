@@ -51,8 +51,9 @@ mkdir -p "$W/ofr"; cp "$W/of/model_00000005.bin" "$W/of/state_00000005.bin" "$W/
 TRAIN_GPT_FAULT=overflow:3,4,8 $BIN "${common[@]}" "${ls[@]}" -o "$W/ofr" -y 1 --log "$W/ofr.jsonl" > "$W/ofr.out" 2>&1 \
   || bad "resumed run" "$(cat "$W/ofr.out")"
 [ "$(field "$W/of.jsonl" loss | tail -3)" = "$(field "$W/ofr.jsonl" loss)" ] && [ "$(field "$W/of.jsonl" loss_scale | tail -3)" = "$(field "$W/ofr.jsonl" loss_scale)" ] \
+  && [ "$(field "$W/of.jsonl" norm | tail -3)" = "$(field "$W/ofr.jsonl" norm)" ] \
   && cmp -s "$W/of/model_00000008.bin" "$W/ofr/model_00000008.bin" \
-  && ok "resume at step 5 continues the loss scaler exactly: steps 6-8, scales and the final model bit-identical" \
+  && ok "resume at step 5 continues the loss scaler exactly: steps 6-8 (losses, norms), scales and the final model bit-identical" \
   || bad "resume with loss-scaler state" "$(paste <(field "$W/of.jsonl" loss_scale | tail -3) <(field "$W/ofr.jsonl" loss_scale))"
 
 # ZeRO-2 on 2 ranks sees the same overflows through the reduced norm: same skips, same losses
@@ -62,10 +63,12 @@ if have_mpi "loss scaling on 2 ranks at ZeRO-2"; then
   TRAIN_GPT_FAULT=overflow:3,4,8 $BIN "${common[@]}" "${ls[@]}" -b 2 --grad-accum 2 --log "$W/of1.jsonl" -n 0 > "$W/of1.out" 2>&1
   r=$($PY - "$W/of1.jsonl" "$W/of2.jsonl" <<'PYEOF'
 import json, sys
-L = lambda p: [(d["step"], d["loss"], d["skipped"], d["loss_scale"]) for d in map(json.loads, open(p)) if "loss" in d]
+L = lambda p: [(d["step"], d["loss"], d["norm"], d["skipped"], d["loss_scale"]) for d in map(json.loads, open(p)) if "loss" in d]
 a, b = L(sys.argv[1]), L(sys.argv[2])
-ok = len(a) == 8 and [x[2:] for x in a] == [x[2:] for x in b] and all(abs(x[1] - y[1]) <= 1e-5 * abs(x[1]) for x, y in zip(a, b))
-print(f"{len(a)} steps; skips and scales {'equal' if ok else 'differ'}; max loss difference {max(abs(x[1]-y[1]) for x, y in zip(a, b)):.1e}")
+# a skipped step's norm is null (non-finite); the others must agree like the losses
+same_norms = all((x[2] is None) == (y[2] is None) and (x[2] is None or abs(x[2] - y[2]) <= 1e-5 * abs(x[2])) for x, y in zip(a, b))
+ok = len(a) == 8 and [x[3:] for x in a] == [x[3:] for x in b] and all(abs(x[1] - y[1]) <= 1e-5 * abs(x[1]) for x, y in zip(a, b)) and same_norms
+print(f"{len(a)} steps; skips and scales {'equal' if ok else 'differ'}; max loss difference {max(abs(x[1]-y[1]) for x, y in zip(a, b)):.1e}; norms {'agree' if same_norms else 'differ'}")
 sys.exit(0 if ok else 1)
 PYEOF
   ) && ok "2 ranks at ZeRO-2 skip the same steps with the same scales as one process: $r" || bad "ZeRO-2 overflow agreement" "$r"
