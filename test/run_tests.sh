@@ -84,7 +84,7 @@ fi
 if [ -f "${CUDA_HOME:-/usr/local/cuda}/include/cuda_bf16.h" ]; then
   run_suite "CUDA build on the CPU emulator (dev/cuda/emu)" bash test/test_cuda_emu.sh
 else
-  echo "SKIP CUDA build on the CPU emulator: no CUDA toolkit headers in ${CUDA_HOME:-/usr/local/cuda}/include"
+  skip "CUDA build on the CPU emulator: no CUDA toolkit headers in ${CUDA_HOME:-/usr/local/cuda}/include"
 fi
 run_suite "data parallel / ZeRO under mpirun" bash test/test_zero.sh
 run_suite "1F1B pipeline under mpirun" bash test/test_pipeline.sh
