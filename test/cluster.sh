@@ -6,7 +6,7 @@
 # Sourced by a test: `source test/cluster.sh`, then `cluster_up N` (0: up; 1: failed, reason in SLURM_ERR;
 # 2: this machine cannot make namespaces, reason in CLUSTER_SKIP), `login CMD...` (a command on the login
 # host, environment passed), `on_node NAME CMD...`, `sl CMD...` (a Slurm client command, bounded),
-# `node_kill NAME`, and `cluster_down` (idempotent; also the EXIT trap's job).
+# `node_kill NAME`, `node_revive NAME`, and `cluster_down` (idempotent; also the EXIT trap's job).
 #
 # How: each node is a network + UTS + mount namespace held open by a `sleep` (its hostname is the node's,
 # /etc/hosts is a bind-mounted file naming every node, and CLUSTER_DIR/local is a directory of its own, the
@@ -84,6 +84,16 @@ node_kill() {
   in_ns "$h" ip link set eth0 down 2>/dev/null
   # shellcheck disable=SC2046
   kill -KILL $(pids_in_netns "$h" | grep -vx "$h") 2>/dev/null
+}
+
+# node_revive NAME: a replacement for a node lost with node_kill, under the same name: empty spool and TmpFS
+# (the killed step's PMIx socket is still in the old spool, and the requeued job's step has the same id, so
+# its slurmstepd could not bind it), the link up, and a new slurmd, which registers with slurmctld
+node_revive() {
+  local h=${CLUSTER_PID[$1]}
+  rm -rf "${CLUSTER_DIR:?}/spool/$1" "$CLUSTER_DIR/tmp/$1" && mkdir -p "$CLUSTER_DIR/spool/$1" "$CLUSTER_DIR/tmp/$1" &&
+    in_ns "$h" ip link set eth0 up &&
+    on_node "$1" timeout 30 slurmd -f "$CLUSTER_CONF" -N "$1" >> "$CLUSTER_DIR/log/slurmd.$1.start" 2>&1
 }
 
 cluster_up() {

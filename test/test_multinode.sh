@@ -15,7 +15,12 @@
 #       the same 2 ranks bit for bit, and so does the final model file;
 #   (d) an out dir only one node sees (a node-local directory): the run stops with the message naming the
 #       rank and node that cannot see rank 0's files, and writes no checkpoint;
-#   (e) teardown: no process of the cluster left, its directory removed.
+#   (e) teardown: no process of the cluster left, its directory removed;
+#   (f) a node lost mid-run (its link cut, then its slurmd and every process on it killed): within the
+#       watchdog's time (--comm-timeout 5) rank 0 on node1 says it waits in a collective and exits, Slurm
+#       reports the node failure of node2 (the banner put rank 1 there) and requeues the job (--requeue);
+#       once node2 is back (a replacement under the same name) the requeued job resumes from the last
+#       checkpoint and ends with all 300 losses, norms and final files of an uninterrupted run.
 # Skips, with the reason, where the machine cannot make namespaces (not root, no CAP_NET_ADMIN, no bridge).
 source "$(dirname "$0")/lib.sh"
 source test/cluster.sh
@@ -43,7 +48,7 @@ steps_in() { grep -c '"loss"' "$1" 2>/dev/null || true; }
 # submit NAME OUT_DIR STEPS ZERO_STAGE EXTRA_ARGS [SBATCH_ARGS...]: prints the job id
 submit() {
   local name=$1 out=$2 steps=$3 z=$4 extra=$5; shift 5
-  login OUT_DIR="$out" STEPS="$steps" MODEL=d2 MICRO_BATCH=4 SEQ_LEN=32 ZERO_STAGE="$z" CHECKPOINT_EVERY=100 \
+  login OUT_DIR="$out" STEPS="$steps" MODEL=d2 MICRO_BATCH=4 SEQ_LEN=32 ZERO_STAGE="$z" CHECKPOINT_EVERY="${CKPT:-100}" \
     EXTRA_ARGS="-v 0 -s 0 $extra" timeout 60 sbatch --parsable --time=5 --output="$W/$name-%j.out" "$@" scripts/sbatch_cpu.sh \
     2>"$W/$name.sbatch.err" | cut -d';' -f1
 }
@@ -150,6 +155,43 @@ if [ -n "$stopped" ]; then
       || bad "(c) final checkpoint vs the uninterrupted run's" "$(ls -l "$W/pre" "$W/mpi300" 2>&1)"
   else bad "(c) resubmitted job resumes from step $N and completes" "$(job_info pre)"; fi
 fi
+
+# (f) a node lost mid-run; the requeued job resumes on the replaced node
+id=$(CKPT=25 submit lost "$W/lost" 300 1 "--comm-timeout 5" --nodes=2 --ntasks-per-node=1 --requeue)
+end=$((SECONDS + 60)); n=0
+while [ -n "$id" ] && [ $SECONDS -lt $end ]; do
+  n=$(steps_in "$W/lost/log.jsonl"); [ "${n:-0}" -ge 30 ] && break   # past the checkpoint of step 25
+  sleep 0.1
+done
+if [ "${n:-0}" -ge 30 ]; then
+  t0=$SECONDS
+  node_kill node2
+  end=$((SECONDS + 60)); st=""; exited=""
+  while [ $SECONDS -lt $end ]; do
+    [ -z "$exited" ] && grep -q "srun: error: node1: task 0: Exited with exit code 3" "$W"/lost-"$id".out 2>/dev/null && exited=$((SECONDS - t0))
+    st=$(sl scontrol show job -o "$id" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
+    [ -n "$exited" ] && case "$st" in RUNNING|COMPLETING|"") ;; *) break ;; esac
+    sleep 0.25
+  done
+  out=$(cat "$W"/lost-"$id".out)
+  restarts=$(sl scontrol show job -o "$id" 2>/dev/null | grep -o 'Restarts=[0-9]*' | cut -d= -f2)
+  if [ -n "$exited" ] && [ "$exited" -le 12 ] && grep -q "watchdog: rank 0 has waited 5 s inside collective .* on node1" <<<"$out" &&
+     grep -q "srun: error: Node failure on node2" <<<"$out" && grep -q "node2: rank 1 (stage 0, dp 1)" <<<"$out" && [ "${restarts:-0}" -ge 1 ]; then
+    ok "(f) node2 lost at step $n: rank 0's watchdog ends the step $exited s later ('$(grep -o 'watchdog: rank 0 has waited 5 s inside collective #[0-9]*' <<<"$out") ... on node1'), Slurm says 'Node failure on node2' (rank 1's node in the banner), job $id $st, restarts $restarts"
+    node_revive node2
+    # a requeued job waits for its begin time; start it as soon as the replacement node is up
+    for _ in $(seq 80); do [ "$(sl sinfo -h -n node2 -o %T 2>/dev/null)" = idle ] && break; sleep 0.25; done
+    # and a moment more: started while node2 still finishes the killed run, the job's record counted one
+    # node (srun: "SLURM_JOB_NUM_NODES environment variable conflicts with allocated node count (2 != 1)")
+    sleep 3
+    sl scontrol update JobId="$id" StartTime=now > /dev/null 2>&1
+    if wait_job "$id" 120 && [ "$JOB_STATE" = COMPLETED ] && grep -q "resume: step 25 from" "$W"/lost-"$id".out; then
+      r=$($PY "$W/check.py" exact "$W/mpi300.jsonl" "$W/lost/log.jsonl" 2>&1) && cmp -s "$W/mpi300/model_00000300.bin" "$W/lost/model_00000300.bin" \
+        && ok "(f) the requeued job $id resumed from step 25 on node1 + node2 and completed: $r vs an uninterrupted run, final model byte-identical" \
+        || bad "(f) the requeued job's losses and final model vs an uninterrupted run" "$r"
+    else bad "(f) the requeued job resumes from step 25 and completes" "$(job_info lost)"; fi
+  else bad "(f) node2 lost: the job ends within the watchdog's time, naming node and rank, and is requeued (ended after ${exited:-?} s, restarts ${restarts:-?})" "$(job_info lost)"; fi
+else bad "(f) the job to lose a node reaches step 30" "$(job_info lost)"; fi
 
 # (d) an out dir each node has its own copy of: the run stops before writing anything, naming who cannot see it
 id=$(submit local "$CLUSTER_DIR/local/out" 20 1 "" --nodes=2 --ntasks-per-node=1)
