@@ -55,7 +55,7 @@ test: train_gpt_cpu tokenize test/test_gpt2 test/test_units test/test_pipeline t
 
 # The two-node Slurm tests alone (test/test_multinode.sh; root, on test/cluster.sh's simulated nodes): ends
 # with its own "N passed, N failed, N skipped"; `make test` runs them too.
-test-multinode: train_gpt_cpu
+test-multinode: train_gpt_cpu $(if $(EMU_OK),train_gpt_emu)
 	bash test/test_multinode.sh
 
 # The CUDA build: bf16/fp16/fp32 kernels, cuBLASLt, MPI host-staged collectives when mpicc is there.

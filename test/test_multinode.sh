@@ -15,6 +15,10 @@
 #       the same 2 ranks bit for bit, and so does the final model file;
 #   (d) an out dir only one node sees (a node-local directory): the run stops with the message naming the
 #       rank and node that cannot see rank 0's files, and writes no checkpoint;
+#   (g) scripts/sbatch_gpu.sh with the emulated CUDA build (./train_gpt_emu, built by make test when the CUDA
+#       toolkit's headers are there) as the binary, one rank on each node, ZeRO-1, --comm nccl (the emulator's
+#       NCCL carried over MPI): losses and norms bit-identical to the same 2 ranks under mpirun on one machine,
+#       and within 1e-5 of one emulated process;
 #   (e) teardown: no process of the cluster left, its directory removed;
 #   (f) a node lost mid-run (its link cut, then its slurmd and every process on it killed): within the
 #       watchdog's time (--comm-timeout 5) rank 0 on node1 says it waits in a collective and exits, Slurm
@@ -90,11 +94,22 @@ ref one20 20 1 --grad-accum 2
 declare -A JOB=()
 for z in 1 2 3; do JOB[z$z]=$(submit "z$z" "$W/z$z" 20 "$z" "" --nodes=2 --ntasks-per-node=1); done
 JOB[pp]=$(submit pp "$W/pp" 20 1 "--pp 2 --grad-accum 2" --nodes=2 --ntasks-per-node=1)
+EMU_FLAGS="--precision fp32 -e d2 -b 2 -t 80 -x 6 -v 0 -s 0 -z 1"
+if [ -x ./train_gpt_emu ]; then
+  JOB[gpu]=$(login OUT_DIR="$W/gpu" RECIPE=none TRAIN_BIN=./train_gpt_emu EXTRA_ARGS="$EMU_FLAGS --comm nccl" timeout 60 sbatch --parsable \
+    --time=5 --nodes=2 --ntasks-per-node=1 --gpus-per-node=0 --cpus-per-task=1 --output="$W/gpu-%j.out" scripts/sbatch_gpu.sh 2> "$W/gpu.sbatch.err")
+fi
 JOB[place]=$(submit place "$W/place" 20 1 "--pp 2 --dry-run" --nodes=2 --ntasks=4)
 # the references for the same layouts, and for (c), while the jobs run
 for z in 1 2 3; do ref "mpi_z$z" 20 2 -z "$z"; done
 ref mpi_pp 20 2 -z 1 --pp 2 --grad-accum 2
 ref mpi300 300 2 -z 1
+if [ -x ./train_gpt_emu ]; then
+  # shellcheck disable=SC2086
+  "${MPI[@]}" --bind-to none -np 2 ./train_gpt_emu $EMU_FLAGS --comm nccl --log "$W/mpi_gpu.jsonl" > "$W/mpi_gpu.out" 2>&1 || bad "mpirun reference of the emulated build" "$(tail -n 5 "$W/mpi_gpu.out")"
+  # shellcheck disable=SC2086
+  ./train_gpt_emu $EMU_FLAGS --grad-accum 2 --log "$W/one_gpu.jsonl" > "$W/one_gpu.out" 2>&1 || bad "one-process reference of the emulated build" "$(tail -n 5 "$W/one_gpu.out")"
+fi
 for k in z1 z2 z3 pp place; do
   id=${JOB[$k]}
   case $k in z*) name="ZeRO-${k#z}, one rank on each node" ;; pp) name="--pp 2, one stage on each node" ;; place) name="--pp 2 x 2 ranks on 2 nodes (--dry-run)" ;; esac
@@ -121,6 +136,22 @@ for k in z1 z2 z3 pp place; do
   r=$($PY "$W/check.py" close "$W/one20.jsonl" "$W/$k/log.jsonl" 2>&1) && ok "(a) job $id, $name: vs one process x 2 micro-batches: $r" \
     || bad "(a) $name vs one process" "$r"
 done
+
+# (g) sbatch_gpu.sh with the emulated CUDA build
+if [ -z "${JOB[gpu]:-}" ] && [ ! -x ./train_gpt_emu ]; then
+  skip "(g) sbatch_gpu.sh on 2 nodes: no ./train_gpt_emu (make train_gpt_emu; it needs the CUDA toolkit's headers in ${CUDA_HOME:-/usr/local/cuda}/include)"
+elif id=${JOB[gpu]:-}; [ -z "$id" ] || ! wait_job "$id" 120 || [ "$JOB_STATE" != COMPLETED ] || [ "$JOB_EXIT" != 0:0 ]; then
+  bad "(g) sbatch_gpu.sh with ./train_gpt_emu on 2 nodes completes" "$(job_info gpu)"
+else
+  out=$(cat "$W/gpu-$id.out")
+  grep -qxF "placement: 2 ranks on 2 nodes | node1: rank 0 (stage 0, dp 0) | node2: rank 1 (stage 0, dp 1)" <<<"$out" \
+    && ok "(g) job $id: sbatch_gpu.sh, ./train_gpt_emu --comm nccl, one rank on each node: $(grep -o '^train_gpt ([a-z ]*build) on [^|(]*' <<<"$out" | head -1 | sed "s/ *$//")" \
+    || bad "(g) sbatch_gpu.sh placement" "$(grep -E 'placement|train_gpt' <<<"$out")"
+  r=$($PY "$W/check.py" exact "$W/mpi_gpu.jsonl" "$W/gpu/log.jsonl" 2>&1) && ok "(g) job $id vs the same 2 emulated ranks under mpirun on one machine: $r" \
+    || bad "(g) sbatch_gpu.sh vs mpirun on one machine" "$r"
+  r=$($PY "$W/check.py" close "$W/one_gpu.jsonl" "$W/gpu/log.jsonl" 2>&1) && ok "(g) job $id vs one emulated process x 2 micro-batches: $r" \
+    || bad "(g) sbatch_gpu.sh vs one process" "$r"
+fi
 
 # (c) preemption of a 2-node job, resubmission, bit-exact continuation
 id=$(submit pre "$W/pre" 300 1 "" --nodes=2 --ntasks-per-node=1)
