@@ -29,7 +29,7 @@ EMU_OK := $(wildcard $(CUDA_HOME)/include/cuda_bf16.h)
 EMU_BINS = train_gpt_emu train_gpt_emu_race test/test_gpt2_emu dev/cuda/kernels_emu dev/cuda/attention_emu dev/cuda/kernels_emu_race \
   dev/cuda/kernels_emu_asan dev/cuda/emu/selftest dev/cuda/emu/selftest_race
 
-.PHONY: all test test-gpu test-cuda-emu bench bench-cpu mutants clean
+.PHONY: all test test-gpu test-cuda-emu test-multinode bench bench-cpu mutants clean
 all: train_gpt_cpu tokenize $(if $(and $(NVCC),$(wildcard train_gpt.cu)),train_gpt)
 
 train_gpt_cpu: train_gpt.c $(HEADERS) .build-cpu
@@ -52,6 +52,11 @@ test/test_pipeline: test/test_pipeline.c test/check.h pipeline.h gpt2.h comm.h u
 
 test: train_gpt_cpu tokenize test/test_gpt2 test/test_units test/test_pipeline test/test_generate $(if $(EMU_OK),$(EMU_BINS))
 	PYTHON=$(PYTHON) TORCH_PYTHON=$(TORCH_PYTHON) bash test/run_tests.sh
+
+# The two-node Slurm tests alone (test/test_multinode.sh; root, on test/cluster.sh's simulated nodes): ends
+# with its own "N passed, N failed, N skipped"; `make test` runs them too.
+test-multinode: train_gpt_cpu $(if $(EMU_OK),train_gpt_emu)
+	bash test/test_multinode.sh
 
 # The CUDA build: bf16/fp16/fp32 kernels, cuBLASLt, MPI host-staged collectives when mpicc is there.
 NVCC_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90a,code=sm_90a

@@ -36,6 +36,7 @@ typedef struct {
     volatile int step;
     volatile double since;          // monotonic time of the last enter or leave
     int running;
+    char host[64];                  // this rank's node, for the messages
     pthread_t thread;
 } Watchdog;
 static Watchdog comm_watchdog = {0};
@@ -54,13 +55,13 @@ static void *watchdog_main(void *arg) {
         double waited = monotonic_seconds() - w->since;
         if (waited <= w->timeout) continue;
         if (w->inside) {
-            fprintf(stderr, "watchdog: rank %d has waited %.0f s inside collective #%llu (%s of %zu floats) at step %d; "
+            fprintf(stderr, "watchdog: rank %d has waited %.0f s inside collective #%llu (%s of %zu floats) at step %d on %s; "
                     "another rank never joined it. Aborting the job (--comm-timeout %.0f).\n", w->rank, waited,
-                    (unsigned long long)w->seq, w->op, w->count, w->step, w->timeout);
+                    (unsigned long long)w->seq, w->op, w->count, w->step, w->host, w->timeout);
         } else {
-            fprintf(stderr, "watchdog: rank %d has not reached collective #%llu for %.0f s at step %d (the last one it "
+            fprintf(stderr, "watchdog: rank %d has not reached collective #%llu for %.0f s at step %d on %s (the last one it "
                     "finished was #%llu, %s); the other ranks are waiting for it. Aborting the job (--comm-timeout %.0f).\n",
-                    w->rank, (unsigned long long)w->seq + 1, waited, w->step, (unsigned long long)w->seq,
+                    w->rank, (unsigned long long)w->seq + 1, waited, w->step, w->host, (unsigned long long)w->seq,
                     w->op ? w->op : "none", w->timeout);
         }
         fflush(stderr);
@@ -189,6 +190,7 @@ static void comm_watchdog_start(Comm *c, double timeout) {
     if (timeout <= 0 || c->world == 1 || comm_watchdog.running) return;
     comm_watchdog.timeout = timeout;
     comm_watchdog.rank = c->rank;
+    if (gethostname(comm_watchdog.host, sizeof(comm_watchdog.host) - 1) != 0) strcpy(comm_watchdog.host, "?");
     comm_watchdog.since = monotonic_seconds();
     if (pthread_create(&comm_watchdog.thread, NULL, watchdog_main, &comm_watchdog) != 0) internal_fault("cannot start the watchdog thread");
     pthread_detach(comm_watchdog.thread);
@@ -349,6 +351,16 @@ static void comm_allgather(Comm *c, float *buf, size_t shard) {
             }
     }
     comm_unstage(dev, buf, shard * c->world * sizeof(float), 1);
+    watch_leave();
+#endif
+}
+
+// Every rank's `bytes` bytes at `mine`, in rank order, into `all` (world * bytes); small host buffers only.
+static void comm_allgather_bytes(Comm *c, const void *mine, void *all, size_t bytes) {
+    if (c->world == 1) { memcpy(all, mine, bytes); return; }
+#ifdef USE_MPI
+    watch_enter("all-gather", bytes / 4);
+    mpiCheck(MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, c->mpi));
     watch_leave();
 #endif
 }

@@ -111,6 +111,8 @@ static void print_memory_plan(const MemoryPlan *mp) {
             (mp->params + mp->grads + mp->optimizer + mp->working + mp->activations + mp->workspace) / mib);
 }
 
+#define RUN_HOST 64
+
 // ----------------------------------------------------------------------------
 // A run, told in phases. Everything a run holds lives in one struct; train_main below reads as the
 // story: set up, resume, plan, build, then for each step evaluate, sample, step, log, checkpoint.
@@ -121,6 +123,7 @@ typedef struct {
     Comm comm, dp_comm, pp_comm, tied_comm;  // the world; this stage's data-parallel group; the pipeline; the tied embedding's pair
     int world, rank;
     int pp_stages, dp, stage, dp_rank;       // the world is pp_stages x dp; rank = stage * dp + dp_rank
+    char *hosts;                             // each rank's node (host name), RUN_HOST bytes per rank
     int B, T, A;
     int synthetic;                           // training on the embedded corpus
     // fault injection (TRAIN_GPT_FAULT), for the hang, preemption, dead-rank and loss-scaling tests
@@ -244,6 +247,11 @@ static void run_setup(Run *r, int argc, char **argv) {
         exit(2);
     }
     config_resolve_batch(cfg, r->dp);
+    // which node each rank runs on, for the placement line and the out dir's check
+    char me[RUN_HOST] = {0};
+    if (gethostname(me, RUN_HOST - 1) != 0) strcpy(me, "?");
+    r->hosts = (char *)callocCheck(r->world, RUN_HOST);
+    comm_allgather_bytes(&r->comm, me, r->hosts, RUN_HOST);
     backend_init(r->comm.local_rank);  // after the flags, so --help and flag errors need no device
     backend_set_precision(cfg->precision, cfg->tf32);
     if (strcmp(cfg->comm, "nccl") == 0) comm_enable_nccl(&r->comm);
@@ -317,6 +325,79 @@ static void run_setup(Run *r, int argc, char **argv) {
     }
 }
 
+// Every rank must see the same out dir: all of them write their shards into the checkpoint files rank 0
+// creates, and each one picks the checkpoint to resume from by listing the directory. Rank 0 writes a file
+// there and every rank looks for it (for up to 2 s, for a network file system's caches); a rank that cannot
+// see it (a node-local disk, a directory not mounted on its node) stops the run before anything is written.
+static void run_check_out_dir(Run *r) {
+    if (r->world == 1) return;
+    const char *dir = r->cfg.out_dir;
+    long token[2] = {0, 0};
+    if (r->rank == 0) { token[0] = (long)getpid(); token[1] = (long)(wall_seconds() * 1e6); }
+    comm_broadcast(&r->comm, token, sizeof(token), 0);
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/.visible-to-all-ranks.%ld.%ld", dir, token[0], token[1]);
+    if (r->rank == 0) {
+        FILE *f = fopen(path, "w");
+        if (!f) fatal("-o/--out-dir: %s: cannot write there: %s", dir, strerror(errno));
+        fclose(f);
+    }
+    comm_barrier(&r->comm);
+    int missing = !file_exists(path);
+    for (int i = 0; missing && i < 20; i++) {
+        struct timespec nap = {0, 100 * 1000 * 1000};
+        nanosleep(&nap, NULL);
+        missing = !file_exists(path);
+    }
+    if (missing) fprintf(stderr, "error: -o/--out-dir %s: rank %d on %s cannot see the file rank 0 on %s wrote there; every rank "
+                         "must see the same out dir (a directory on a file system that every node mounts), so nothing is "
+                         "written and the run stops\n", dir, r->rank, r->hosts + (size_t)r->rank * RUN_HOST, r->hosts);
+    int any = comm_allreduce_max_int(&r->comm, missing);
+    if (r->rank == 0) remove(path);
+    if (any) {
+        comm_finalize(&r->comm);
+        exit(2);
+    }
+}
+
+// The placement line: which node each rank runs on, with its stage and data-parallel index, and how the
+// groups fall on the nodes (a data-parallel group inside one node keeps the gradient reduction off the
+// network; a pipeline boundary between nodes moves one micro-batch's activations per send).
+static void print_placement(const Run *r) {
+    if (r->world == 1 || r->rank != 0) return;
+    int nodes = 0;
+    int *node_of = (int *)callocCheck(r->world, sizeof(int));
+    for (int i = 0; i < r->world; i++) {
+        int j = 0;
+        while (j < i && strcmp(r->hosts + (size_t)j * RUN_HOST, r->hosts + (size_t)i * RUN_HOST) != 0) j++;
+        node_of[i] = j == i ? nodes++ : node_of[j];
+    }
+    printf("placement: %d rank%s on %d node%s |", r->world, r->world == 1 ? "" : "s", nodes, nodes == 1 ? "" : "s");
+    for (int n = 0; n < nodes; n++) {
+        int first = 1;
+        for (int i = 0; i < r->world; i++) {
+            if (node_of[i] != n) continue;
+            if (first) printf(" %s:", r->hosts + (size_t)i * RUN_HOST);
+            printf("%s rank %d (stage %d, dp %d)", first ? "" : ",", i, i / r->dp, i % r->dp);
+            first = 0;
+        }
+        fputs(n + 1 < nodes ? " |" : "\n", stdout);
+    }
+    // rank = stage * dp + dp index, so stage s's data-parallel group is ranks s*dp .. s*dp+dp-1
+    int dp_across = 0, hops = 0, hops_across = 0;
+    for (int s = 0; s < r->pp_stages; s++) {
+        for (int d = 1; d < r->dp; d++)
+            if (node_of[s * r->dp + d] != node_of[s * r->dp]) { dp_across++; break; }
+        for (int d = 0; d < r->dp && s + 1 < r->pp_stages; d++) {
+            hops++;
+            hops_across += node_of[s * r->dp + d] != node_of[(s + 1) * r->dp + d];
+        }
+    }
+    if (nodes > 1) printf("placement: data-parallel groups spanning nodes: %d of %d | pipeline hops between nodes: %d of %d\n",
+                          dp_across, r->pp_stages, hops_across, hops);
+    free(node_of);
+}
+
 // Resume: the newest complete checkpoint in the out dir replaces the initial weights, and its state
 // (step, data position, sampler, AdamW moments, loss scaler) is kept for run_build.
 static void run_resume(Run *r) {
@@ -324,6 +405,7 @@ static void run_resume(Run *r) {
     r->start_step = 0;
     r->lr_span = cfg->lr_steps > 0 ? cfg->lr_steps : cfg->steps;
     if (cfg->out_dir) make_dir(cfg->out_dir);
+    if (cfg->out_dir) run_check_out_dir(r);
     if (!cfg->resume) return;
     int steps[4096];
     int n = checkpoint_list(cfg->out_dir, steps, 4096);
@@ -402,6 +484,7 @@ static void run_plan(Run *r) {
     printf0("train_gpt (%s build) on %s | world %d = data-parallel %d x pipeline %d | ZeRO stage %d | offload %s | "
             "precision %s%s | loss scale %s\n", BUILD_NAME, model_device_name(), r->world, r->dp, pp_stages, cfg->zero_stage,
             cfg->offload, cfg->precision, cfg->tf32 ? " (TF32 matmuls)" : "", cfg->loss_scale);
+    print_placement(r);
     if (pp_stages > 1) {
         printf0("pipeline split (1F1B, %d micro-batches; bubble (p-1)/(m+p-1) = %.3f):", A, pp_bubble_formula(pp_stages, A));
         for (int s = 0; s < pp_stages; s++) printf0(" stage %d: layers %d-%d%s%s |", s, r->first[s], r->first[s + 1] - 1,
@@ -678,6 +761,7 @@ static void run_finish(Run *r) {
     model_free(r->model);
     free(r->first);
     free(r->present);
+    free(r->hosts);
     dataloader_free(&r->train_loader);
     if (r->have_val) dataloader_free(&r->val_loader);
     if (r->dec.kind == 1) tokenizer_free(&r->dec.tok);

@@ -1,21 +1,29 @@
 #!/usr/bin/env bash
-# sbatch_cpu.sh: the CPU trainer under Slurm, one node, one MPI rank per task (data parallelism with
-# ZeRO), one OpenMP thread per CPU of the task. Preemptible: on SIGUSR1 (sent by Slurm 120 s before the
-# time limit, see --signal below, or by hand with `scancel --signal=USR1 JOBID`) or SIGTERM every rank
-# finishes its step, rank 0 writes a checkpoint to $OUT_DIR and the job exits 0. Every run passes
-# `-y 1`, so submitting the same script again with the same settings continues from the newest
-# complete checkpoint in $OUT_DIR, bit for bit as if it had never stopped (a first run starts fresh).
+# sbatch_cpu.sh: the CPU trainer under Slurm, one node or several, one MPI rank per task (data parallelism
+# with ZeRO, or pipeline stages with EXTRA_ARGS="--pp N"), one OpenMP thread per CPU of the task.
+# Preemptible: on SIGUSR1 (sent by Slurm 120 s before the time limit, see --signal below, or by hand with
+# `scancel --signal=USR1 JOBID`) or SIGTERM every rank finishes its step, rank 0 writes a checkpoint to
+# $OUT_DIR and the job exits 0. Every run passes `-y 1`, so submitting the same script again with the same
+# settings continues from the newest complete checkpoint in $OUT_DIR, bit for bit as if it had never
+# stopped (a first run starts fresh).
 #
 # Submit from the repository root (the job cds to $SLURM_SUBMIT_DIR, where ./train_gpt_cpu must be;
 # build it first with `make train_gpt_cpu`):
 #   sbatch scripts/sbatch_cpu.sh                                   # 2 ranks, ZeRO-1, d2 on the synthetic corpus
 #   OUT_DIR=out/d4 STEPS=2000 sbatch --ntasks=4 --time=02:00:00 scripts/sbatch_cpu.sh
+#   sbatch --nodes=2 --ntasks-per-node=1 scripts/sbatch_cpu.sh      # one rank on each of 2 nodes
+#   EXTRA_ARGS="--pp 2" sbatch --nodes=2 --ntasks=4 scripts/sbatch_cpu.sh   # a stage per node, 2 ranks each
+#   (on several nodes give the total --ntasks: this script's own --ntasks=2 caps --ntasks-per-node)
 #   TRAIN_DATA='data/tinyshakespeare/train_*.bin' VAL_DATA='data/tinyshakespeare/val_*.bin' MODEL=d4 \
 #     OUT_DIR=out/shakespeare sbatch scripts/sbatch_cpu.sh
 # Resubmit (after a preemption, a time limit, or `scancel --signal=USR1 JOBID`): the same command with the
 # same environment; the job prints "resume: step N" and appends to $OUT_DIR/log.jsonl. Changing the
 # number of tasks or ZERO_STAGE on resubmission is allowed (checkpoints are layout-free), but only the same
 # rank count and flags give bit-identical losses.
+# Several nodes: Slurm places ranks in blocks (ranks 0..k-1 on the first node), and the trainer makes
+# rank = stage * data-parallel + index, so each pipeline stage's data-parallel group shares a node when the
+# tasks per node are a multiple of the data-parallel size. OUT_DIR must be a directory every node sees (a
+# shared file system): the trainer checks that at start and stops if a rank cannot see rank 0's files.
 #
 # sbatch options given on the command line override the #SBATCH lines below (--ntasks, --cpus-per-task,
 # --time, --partition, --output ...). Without a time limit (--time, or the partition's default)
@@ -79,9 +87,10 @@ srun_pid=""
 trap 'echo "sbatch_cpu.sh: got SIGUSR1, passing it to the trainer"; [ -n "$srun_pid" ] && kill -USR1 "$srun_pid" 2>/dev/null' USR1
 trap 'echo "sbatch_cpu.sh: got SIGTERM, waiting for the trainer to checkpoint"' TERM
 
-echo "sbatch_cpu.sh: job ${SLURM_JOB_ID:-?} on $(hostname -s): $NTASKS ranks x $OMP_NUM_THREADS threads, in $REPO_DIR"
+echo "sbatch_cpu.sh: job ${SLURM_JOB_ID:-?} on $(hostname -s): $NTASKS ranks x $OMP_NUM_THREADS threads on" \
+  "${SLURM_JOB_NUM_NODES:-1} node(s) ${SLURM_JOB_NODELIST:-}, in $REPO_DIR"
 echo "sbatch_cpu.sh: $BIN ${args[*]}"
-srun --mpi=pmix --kill-on-bad-exit=1 --nodes=1 --ntasks="$NTASKS" --cpus-per-task="$CPUS_PER_TASK" \
+srun --mpi=pmix --kill-on-bad-exit=1 --ntasks="$NTASKS" --cpus-per-task="$CPUS_PER_TASK" \
   --export=ALL "$BIN" "${args[@]}" &
 srun_pid=$!
 # wait returns early when a trapped signal arrives: keep waiting until srun itself has exited

@@ -2,6 +2,10 @@
 # sbatch_gpu.sh: slurm, one task per GPU, NCCL bootstrapped over MPI (PMIx), one node or many.
 #   RECIPE=124M OUT_DIR=out/124M sbatch scripts/sbatch_gpu.sh
 #   RECIPE=1.5B OUT_DIR=out/1.5B sbatch --nodes=4 scripts/sbatch_gpu.sh
+# RECIPE=none: no recipe, the flags come from EXTRA_ARGS alone; TRAIN_BIN picks the binary. The two-node test
+# runs it that way with the emulated CUDA build on nodes without GPUs:
+#   RECIPE=none TRAIN_BIN=./train_gpt_emu EXTRA_ARGS="--precision fp32 -e d2 -b 2 -t 80 -x 6 --comm nccl" \
+#     sbatch --nodes=2 --ntasks-per-node=1 --gpus-per-node=0 --cpus-per-task=1 scripts/sbatch_gpu.sh
 # Preemption: slurm sends SIGUSR1 120 s before the time limit (or on scancel --signal=USR1); every
 # rank finishes its step, the checkpoint is written, the job exits 0. Submitting the same command
 # again resumes from the newest complete checkpoint in OUT_DIR (-y 1 is always passed).
@@ -21,6 +25,7 @@ RECIPE=${RECIPE:-124M}
 OUT_DIR=${OUT_DIR:-out/gpt2_$RECIPE}
 BIN=${TRAIN_BIN:-./train_gpt}
 mkdir -p "$OUT_DIR"
-read -r -a args <<<"$(recipe_args "$RECIPE")"
+args=()
+if [ "$RECIPE" != none ]; then read -r -a args <<<"$(recipe_args "$RECIPE")"; fi
 export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1}
 srun --mpi=pmix --kill-on-bad-exit=1 "$BIN" "${args[@]}" -o "$OUT_DIR" -y 1 --log "$OUT_DIR/log.jsonl" ${EXTRA_ARGS:-}

@@ -97,6 +97,13 @@ elif [ -n "${SKIP_SLURM:-}" ]; then
 else
   skip "slurm: needs root, to install and start munge and Slurm (CI runs as root)"
 fi
+# two simulated nodes in network namespaces (test/cluster.sh); it skips by itself, with the reason, where
+# namespaces cannot be made (not root, no CAP_NET_ADMIN, no bridge or veth in the kernel)
+if [ -z "${SKIP_SLURM:-}" ]; then
+  run_suite "two-node Slurm: placement, ZeRO and pipelines across nodes, preemption" bash test/test_multinode.sh
+else
+  skip "two-node slurm: SKIP_SLURM is set"
+fi
 
 echo "$total_pass passed, $total_fail failed, $total_skip skipped"
 [ "$total_fail" -eq 0 ]

@@ -22,40 +22,18 @@ pass=0; fail=0
 ok() { echo "PASS $1"; pass=$((pass+1)); }
 bad() { echo "FAIL $1"; [ -n "${2:-}" ] && printf '%s\n' "$2" | tail -15 | sed 's/^/    /'; fail=$((fail+1)); }
 
-W=""; CONF=""; TORN=""; made_policy=""
-# a test run inside a Slurm job or under mpirun must not hand that job's variables to ours
-for v in $(compgen -e | grep -E '^(SLURM_|SBATCH_|SRUN_|SALLOC_|PMIX_|PMI_|OMPI_COMM_WORLD_)'); do unset "$v"; done
+source test/slurm_lib.sh
+W=""; CONF=""; TORN=""
+slurm_clean_env
 # ---------------------------------------------------------------------------------------------------
 # teardown: cancel every job, stop slurmd, slurmctld and munged by their pid files, kill anything left
 # that carries our SLURM_CONF (daemons, slurmstepd, srun, ranks: all of them got it in their environment),
 # remove the temp dir. Idempotent; also run from the EXIT trap when the test is interrupted.
-our_pids() {
-  [ -n "$CONF" ] || return 0
-  local f pid
-  for f in /proc/[0-9]*/environ; do
-    pid=${f#/proc/}; pid=${pid%/environ}
-    [ "$pid" = "$$" ] && continue
-    { tr '\0' '\n' < "$f"; } 2>/dev/null | grep -qxF "SLURM_CONF=$CONF" && echo "$pid"
-  done
-}
-alive() {  # alive PID: running (a zombie, which pid 1 may be slow to reap, counts as gone)
-  local st
-  st=$(sed -n 's/^.*) \(.\).*$/\1/p' "/proc/$1/stat" 2>/dev/null)
-  [ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]
-}
-stop_pidfile() {  # stop_pidfile FILE: TERM, up to 10 s, then KILL
-  [ -f "$1" ] || return 0
-  local pid; pid=$(cat "$1" 2>/dev/null)
-  [ -n "$pid" ] && alive "$pid" || return 0
-  kill -TERM "$pid" 2>/dev/null
-  for _ in $(seq 50); do alive "$pid" || return 0; sleep 0.2; done
-  kill -KILL "$pid" 2>/dev/null; sleep 0.2
-}
+our_pids() { [ -n "$CONF" ] && pids_with_env "SLURM_CONF=$CONF"; }
 teardown() {
   [ -n "$TORN" ] && return 0
   TORN=1
   local t0=$SECONDS
-  [ -n "$made_policy" ] && rm -f /usr/sbin/policy-rc.d
   [ -n "$W" ] && [ -d "$W" ] || return 0
   if [ -f "$W/slurmctld.pid" ] && alive "$(cat "$W/slurmctld.pid" 2>/dev/null)"; then
     local ids; ids=$(sl squeue -h -o %i 2>/dev/null)
@@ -105,52 +83,18 @@ if [ ! -x ./train_gpt_cpu ] || ! ldd ./train_gpt_cpu 2>/dev/null | grep -q libmp
   echo "0 passed, 0 failed, 1 skipped"
   exit 0
 fi
-need=()
-for p in slurm-wlm munge libpmix-dev; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
-done
-if [ ${#need[@]} -gt 0 ]; then
-  echo "installing ${need[*]}"
-  # no init system here: keep the packages' maintainer scripts from starting munge/slurmd/slurmctld
-  if [ ! -e /usr/sbin/policy-rc.d ]; then printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod 755 /usr/sbin/policy-rc.d; made_policy=1; fi
-  out=$( { DEBIAN_FRONTEND=noninteractive timeout 300 apt-get update -qq &&
-           DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y -qq --no-install-recommends "${need[@]}"; } 2>&1 )
-  rc=$?
-  [ -n "$made_policy" ] && rm -f /usr/sbin/policy-rc.d; made_policy=""
-  if [ $rc -ne 0 ]; then bad "install ${need[*]} (apt-get exit $rc)" "$out"; finish; fi
-fi
-missing=""
-for c in munged munge unmunge sbatch srun squeue scontrol scancel sinfo slurmctld slurmd; do
-  command -v "$c" >/dev/null 2>&1 || missing="$missing $c"
-done
-plugin=$(dpkg -L slurm-wlm-basic-plugins 2>/dev/null | grep '/mpi_pmix.so$' | head -1)
-[ -n "$plugin" ] && [ -e "$plugin" ] || missing="$missing mpi_pmix.so"
-if [ -n "$missing" ]; then bad "Slurm installed" "missing:$missing"; finish; fi
-ok "Slurm $(slurmd -V 2>/dev/null | awk '{print $2}'), munge $(munged -V 2>/dev/null | awk '{print $1}' | sed 's/munge-//') and the mpi/pmix plugin are installed"
+if ! slurm_install; then bad "Slurm installed" "$SLURM_ERR"; finish; fi
+ok "$(slurm_versions) are installed"
 
 # ---------------------------------------------------------------------------------------------------
 # 1. the cluster: munged on its own key and socket, slurmctld + slurmd on one node named after this host
 W=$(mktemp -d /tmp/test_slurm.XXXXXX)
 chmod 755 "$W"   # munged wants its socket's directories searchable by everyone
 CONF=$W/slurm.conf
-mkdir -p "$W/munge" "$W/state" "$W/spool" "$W/log" && chmod 755 "$W/munge" && chmod 700 "$W/state"
+mkdir -p "$W/state" "$W/spool" "$W/log" && chmod 700 "$W/state"
 H=$(hostname -s 2>/dev/null || uname -n); H=${H%%.*}
-
-if command -v mungekey >/dev/null 2>&1; then mungekey --create --keyfile="$W/munge/munge.key" >/dev/null 2>&1
-else dd if=/dev/urandom of="$W/munge/munge.key" bs=1024 count=1 2>/dev/null; fi
-chmod 600 "$W/munge/munge.key"
-SLURM_CONF=$CONF munged --key-file="$W/munge/munge.key" --socket="$W/munge/munge.socket" --pid-file="$W/munge/munged.pid" \
-  --log-file="$W/munge/munged.log" --seed-file="$W/munge/munged.seed" > "$W/munge/start.out" 2>&1
-for _ in $(seq 50); do [ -S "$W/munge/munge.socket" ] && break; sleep 0.1; done
-if ! timeout 10 munge -S "$W/munge/munge.socket" -n 2>/dev/null | timeout 10 unmunge -S "$W/munge/munge.socket" >/dev/null 2>&1; then
-  bad "munged starts and round-trips a credential" "$(cat "$W/munge/start.out" "$W/munge/munged.log" 2>/dev/null)"; finish
-fi
-
-# the node as slurmd sees it (CPUs, sockets, cores, threads, memory); fall back to nproc and /proc/meminfo
-node=$(slurmd -C 2>/dev/null | head -1 | grep -o 'CPUs=.*')
-if [ -z "$node" ]; then
-  node="CPUs=$(nproc) RealMemory=$(awk '/MemTotal/ {print int($2/1024)}' /proc/meminfo)"
-fi
+if ! munge_start "$W/munge" env SLURM_CONF="$CONF"; then bad "munged starts and round-trips a credential" "$SLURM_ERR"; finish; fi
+node=$(slurm_node_line)
 ncpu=$(grep -o 'CPUs=[0-9]*' <<<"$node" | cut -d= -f2)
 if [ "${ncpu:-0}" -lt 2 ]; then bad "the machine has ${ncpu:-?} CPU(s); the 2-rank jobs need 2"; finish; fi
 
@@ -165,33 +109,12 @@ ClusterName=trainci
 SlurmctldHost=$H(127.0.0.1)
 SlurmctldPort=$port
 SlurmdPort=$((port + 1))
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=socket=$W/munge/munge.socket
-StateSaveLocation=$W/state
 SlurmdSpoolDir=$W/spool
 SlurmctldPidFile=$W/slurmctld.pid
 SlurmdPidFile=$W/slurmd.pid
 SlurmctldLogFile=$W/log/slurmctld.log
 SlurmdLogFile=$W/log/slurmd.log
-SlurmctldDebug=info
-SlurmdDebug=info
-MailProg=/bin/true
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-MpiDefault=pmix
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-SchedulerType=sched/backfill
-AccountingStorageType=accounting_storage/none
-JobAcctGatherType=jobacct_gather/none
-JobCompType=jobcomp/none
-ReturnToService=2
-SlurmdParameters=config_overrides
-KillWait=10
-MinJobAge=600
+$(slurm_conf_common "$W/munge/munge.socket" "$W/state")
 NodeName=$H NodeAddr=127.0.0.1 $node State=UNKNOWN
 PartitionName=ci Nodes=$H Default=YES MaxTime=INFINITE State=UP
 EOF
@@ -219,21 +142,6 @@ submit() {
   OUT_DIR=$out STEPS=$steps MODEL=d2 MICRO_BATCH=4 SEQ_LEN=32 ZERO_STAGE=1 CHECKPOINT_EVERY=100 EXTRA_ARGS="" SLURM_CONF=$CONF \
     timeout 120 sbatch --parsable --time=5 --output="$W/$name-%j.out" "$@" scripts/sbatch_cpu.sh 2>"$W/$name.sbatch.err" | cut -d';' -f1
   return "${PIPESTATUS[0]}"
-}
-# wait_job ID SECONDS: until the job has ended; sets JOB_STATE and JOB_EXIT (e.g. COMPLETED, 0:0)
-wait_job() {
-  local end=$((SECONDS + $2)) line
-  JOB_STATE=""; JOB_EXIT=""
-  while [ $SECONDS -lt $end ]; do
-    line=$(sl scontrol show job -o "$1" 2>/dev/null)
-    JOB_STATE=$(grep -o 'JobState=[A-Z_]*' <<<"$line" | cut -d= -f2)
-    JOB_EXIT=$(grep -o ' ExitCode=[0-9:]*' <<<"$line" | cut -d= -f2)
-    case "$JOB_STATE" in
-      ""|PENDING|CONFIGURING|RUNNING|COMPLETING|SUSPENDED|REQUEUED|RESIZING|SIGNALING|STAGE_OUT) sleep 0.25 ;;
-      *) return 0 ;;
-    esac
-  done
-  return 1
 }
 steps_in() { grep -c '"loss"' "$1" 2>/dev/null || true; }
 job_info() {  # what to print when a job went wrong
