@@ -158,7 +158,7 @@ def read_log(path):
     for line in open(path):
         d = json.loads(line)
         if "memory_plan" in d: plan = d["memory_plan"]
-        if "loss" in d: losses.append((d["step"], d["loss"]))
+        if "loss" in d: losses.append((d["step"], d["loss"], d["norm"]))
     return plan, losses
 
 def state_header(path):  # checkpoint.h: [2] completed steps, [6] data-parallel ranks
@@ -168,9 +168,9 @@ def state_header(path):  # checkpoint.h: [2] completed steps, [6] data-parallel 
 cmd = sys.argv[1]
 if cmd == "log":  # log LOG N: N consecutive steps with finite losses, written by a 2-rank ZeRO-1 world
     plan, losses = read_log(sys.argv[2]); n = int(sys.argv[3])
-    steps = [s for s, _ in losses]
+    steps = [x[0] for x in losses]
     if steps != list(range(1, n + 1)): sys.exit(f"steps {steps[:3]}..{steps[-3:]} ({len(steps)} lines), wanted 1..{n}")
-    if not all(math.isfinite(l) for _, l in losses): sys.exit("non-finite loss")
+    if not all(math.isfinite(x[1]) for x in losses): sys.exit("non-finite loss")
     if not plan or plan["world"] != 2 or plan["zero_stage"] != 1: sys.exit(f"memory_plan {plan}: wanted world 2, zero_stage 1")
     print(f"{n} steps, losses finite ({losses[0][1]:.4f} -> {losses[-1][1]:.4f}), memory_plan world 2 zero_stage 1")
 elif cmd == "state":  # state FILE STEP: a state file of that step written by 2 ranks
@@ -180,12 +180,12 @@ elif cmd == "state":  # state FILE STEP: a state file of that step written by 2 
 elif cmd == "union":  # union REF LOG: the first occurrence of each step in LOG equals REF's, bit for bit
     _, ref = read_log(sys.argv[2]); _, got = read_log(sys.argv[3])
     first = {}
-    for s, l in got: first.setdefault(s, l)
-    ref = dict(ref)
+    for s, l, n in got: first.setdefault(s, (l, n))
+    ref = {s: (l, n) for s, l, n in ref}
     if sorted(first) != sorted(ref): sys.exit(f"steps differ: {len(first)} logged, reference {len(ref)}")
-    diff = [s for s in ref if struct.pack("<d", ref[s]) != struct.pack("<d", first[s])]
-    if diff: sys.exit(f"{len(diff)} losses differ, first at step {diff[0]}: {first[diff[0]]!r} vs {ref[diff[0]]!r}")
-    print(f"all {len(ref)} losses identical")
+    diff = [s for s in ref if struct.pack("<dd", *ref[s]) != struct.pack("<dd", *first[s])]
+    if diff: sys.exit(f"{len(diff)} losses or norms differ, first at step {diff[0]}: {first[diff[0]]!r} vs {ref[diff[0]]!r}")
+    print(f"all {len(ref)} losses and gradient norms identical")
 PYEOF
 
 # ---------------------------------------------------------------------------------------------------
