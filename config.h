@@ -38,6 +38,7 @@ typedef struct {
     int val_every, val_batches, sample_every, gen_tokens;
     int checkpoint_every, keep_checkpoints, resume;
     int dry_run;
+    int timing;                 // print the step's time breakdown on the console
     int zero_stage;             // 0..3
     float comm_timeout;         // seconds a rank may wait on the others; 0 = no watchdog
     int pp;                     // pipeline stages
@@ -151,6 +152,7 @@ static const OptSpec OPTIONS[] = {
     OPT(NULL, "--loss-scale-window", OPT_INT, loss_scale_window, "dynamic: double the scale after this many steps without overflow"),
     OPT(NULL, "--loss-scale-hysteresis", OPT_INT, loss_scale_hysteresis, "dynamic: overflows tolerated before the scale halves"),
     OPT(NULL, "--loss-scale-min", OPT_FLOAT, loss_scale_min, "dynamic: the lowest scale; an overflow there stops the run"),
+    OPT(NULL, "--timing", OPT_FLAG, timing, "print each step's time breakdown (data, forward, backward, comm, optimizer, other) under its line"),
     OPT(NULL, "--dry-run", OPT_FLAG, dry_run, "print the configuration and memory plan, then exit"),
 };
 #undef OPT

@@ -125,6 +125,7 @@ typedef struct {
     int synthetic;                           // training on the embedded corpus
     // fault injection (TRAIN_GPT_FAULT), for the hang and loss-scaling tests
     int stall_rank, stall_step;
+    double stall_s;                          // stall:RANK:STEP:SECONDS stalls that long, then goes on (0: for ever)
     char overflow_steps[256];
     // the model
     const char *init;
@@ -158,6 +159,8 @@ typedef struct {
     int *gen;
     double total_ms;
     int timed_steps;
+    double eta_t0;                           // for the time left: when the run's first step ended, and which step that was
+    int eta_step0;
 } Run;
 
 // What one optimizer step produced, for the step's line and the log.
@@ -166,6 +169,8 @@ typedef struct {
     float lr, norm, step_scale;
     int skip;
     double *idle;                            // per-stage idle fraction (pipelines only), else NULL
+    double eta_s;                            // the run's time left at its pace so far
+    double time_ms[NUM_PHASES];              // where the step's time went (timing.h): data, forward, ...
 } StepResult;
 
 // Set-up: the world, the flags, the model's shape and initial weights, the data and the decoder.
@@ -213,8 +218,8 @@ static void run_setup(Run *r, int argc, char **argv) {
     r->overflow_steps[0] = '\0';
     const char *fault = getenv("TRAIN_GPT_FAULT");
     if (fault && strncmp(fault, "overflow:", 9) == 0) snprintf(r->overflow_steps, sizeof(r->overflow_steps), ",%s,", fault + 9);
-    else if (fault && sscanf(fault, "stall:%d:%d", &r->stall_rank, &r->stall_step) != 2)
-        fatal("TRAIN_GPT_FAULT: '%s' is not stall:RANK:STEP or overflow:STEP[,STEP...]", fault);
+    else if (fault && sscanf(fault, "stall:%d:%d:%lf", &r->stall_rank, &r->stall_step, &r->stall_s) < 2)
+        fatal("TRAIN_GPT_FAULT: '%s' is not stall:RANK:STEP[:SECONDS] or overflow:STEP[,STEP...]", fault);
     r->B = cfg->micro_batch; r->T = cfg->seq_len; r->A = cfg->grad_accum;
     r->synthetic = cfg->train_data == NULL;
     int B = r->B, T = r->T;
@@ -500,6 +505,7 @@ static StepResult run_step(Run *r, int step) {
     LossScaler *scaler = &r->scaler;
     StepResult s = {0};
     double t0 = wall_seconds();
+    timing_step_begin();  // from here every moment of the step is charged to a phase (timing.h)
     STEP_BEGIN(step + 1);
     comm_watchdog_step(step + 1);
     zero_zero_grad(zero);
@@ -509,15 +515,18 @@ static StepResult run_step(Run *r, int step) {
     if (strstr(r->overflow_steps, stepname)) dloss = INFINITY;
     dloss *= step_scale;  // a power of two: every gradient is scaled exactly
     double loss = pp_run_step(&r->pipe, &r->train_loader, A, B, T, dloss);
+    timing_phase(PH_OTHER);
     double busy_ms = (wall_seconds() - t0) * 1e3;
     if (r->rank == r->stall_rank && step + 1 == r->stall_step) {
-        fprintf(stderr, "fault injection: rank %d stalls at step %d\n", r->rank, r->stall_step);
-        for (;;) pause();
+        fprintf(stderr, "fault injection: rank %d stalls at step %d%s\n", r->rank, r->stall_step, r->stall_s > 0 ? " for a while" : "");
+        if (r->stall_s > 0) { struct timespec ts = {(time_t)r->stall_s, (long)((r->stall_s - (time_t)r->stall_s) * 1e9)}; nanosleep(&ts, NULL); }
+        else for (;;) pause();
     }
     loss = comm_allreduce_sum_f64(&r->comm, loss) / ((double)A * dp);  // only last stages contribute
     // the tied embedding's gradient: the first stage's (lookup) plus the last stage's (classifier)
     if (pp_stages > 1 && r->present[0]) comm_allreduce_sum(&r->tied_comm, zero->grads + zero->uoff[0], zero->ushard[0] * dp);
     zero_reduce_gradients(zero);
+    timing_phase(PH_OPTIMIZER);  // the norm, clipping and the update, as DeepSpeed's "step" counts them
     // each stage sums its own units (the tied unit once), then the pipeline adds the stages up
     double ss = zero_grad_sum_squares(zero, pp_stages > 1 && stage == pp_stages - 1 ? 0 : -1);
     float norm = (float)sqrt(comm_allreduce_sum_f64(&r->pp_comm, ss)) / step_scale;
@@ -534,7 +543,10 @@ static StepResult run_step(Run *r, int step) {
         AdamWArgs adam = {lr, cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay, grad_scale / step_scale, r->updates};
         zero_update(zero, &adam);
     }
+    timing_phase(PH_OTHER);
+    timing_step_end();  // the CUDA build waits here for the step's last kernel (one synchronisation)
     STEP_END(step + 1);
+    memcpy(s.time_ms, timing.step_ms, sizeof(s.time_ms));
     double ms = (wall_seconds() - t0) * 1e3;
     double tps = cfg->total_batch_tokens / (ms / 1e3);
     // model FLOPs per token, as llm.c and PaLM count them: 6N for the matmuls' forward and
@@ -550,6 +562,26 @@ static StepResult run_step(Run *r, int step) {
     }
     s.loss = loss; s.ms = ms; s.tps = tps; s.lr = lr; s.norm = norm; s.step_scale = step_scale; s.skip = skip;
     return s;
+}
+
+// A duration the way the step line shows it: 45s, 12m05s, 3h07m, 2d05h.
+static const char *format_duration(double sec, char *buf, size_t n) {
+    long t = (long)(sec + 0.5);
+    if (sec < 10) snprintf(buf, n, "%.1fs", sec);
+    else if (t < 60) snprintf(buf, n, "%lds", t);
+    else if (t < 3600) snprintf(buf, n, "%ldm%02lds", t / 60, t % 60);
+    else if (t < 86400) snprintf(buf, n, "%ldh%02ldm", t / 3600, t % 3600 / 60);
+    else snprintf(buf, n, "%ldd%02ldh", t / 86400, t % 86400 / 3600);
+    return buf;
+}
+
+// The time left: the steps to go at the pace of the steps since the first (which warms caches), wall
+// clock, so validation, samples and checkpoints count in it; the first step's own time before that.
+static double run_eta(Run *r, int step, double step_ms) {
+    double now = wall_seconds();
+    int left = r->cfg.steps - step - 1;
+    if (r->eta_t0 == 0.0 || step + 1 <= r->eta_step0) { r->eta_t0 = now; r->eta_step0 = step + 1; return left * step_ms / 1e3; }
+    return left * (now - r->eta_t0) / (step + 1 - r->eta_step0);
 }
 
 // Logging: the step's line on the console and its JSON line in the log.
@@ -573,8 +605,15 @@ static void run_log_step(Run *r, int step, const StepResult *s) {
     if (s->skip && scaling_on) snprintf(scaling, sizeof(scaling), " | OVERFLOW: step skipped, loss scale %g -> %g", step_scale, scaler->scale);
     else if (s->skip) snprintf(scaling, sizeof(scaling), " | OVERFLOW: non-finite gradients, step skipped");
     else if (scaling_on) snprintf(scaling, sizeof(scaling), " | loss scale %g%s", step_scale, scaler->scale != step_scale ? " (doubled)" : "");
-    printf0("step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s | %s | peak %s%s%s\n",
-            step + 1, cfg->steps, s->loss, s->lr, s->norm, s->ms, s->tps, mfu, model_peak_memory(), bubble, scaling);
+    char eta[32];
+    format_duration(s->eta_s, eta, sizeof(eta));
+    printf0("step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s | %s | peak %s | ETA %s%s%s\n",
+            step + 1, cfg->steps, s->loss, s->lr, s->norm, s->ms, s->tps, mfu, model_peak_memory(), eta, bubble, scaling);
+    if (cfg->timing) {  // --timing: the breakdown below the step's line
+        printf0("  time ms:");
+        for (int k = 0; k < NUM_PHASES; k++) printf0(" %s %.1f%s", PHASE_NAMES[k], s->time_ms[k], k < NUM_PHASES - 1 ? " |" : "");
+        printf0(" (sum %.1f of %.1f)\n", timing_sum(s->time_ms), s->ms);
+    }
     FILE *logf = r->logf;
     if (!logf) return;
     fprintf(logf, "{\"step\": %d, \"loss\": %.9g, \"lr\": %.9g, \"norm\": ", step + 1, s->loss, s->lr);
@@ -584,6 +623,9 @@ static void run_log_step(Run *r, int step, const StepResult *s) {
     fprintf(logf, ", \"peak_rss_mib\": %.1f, \"peak_device_mib\": %.1f", peak_rss_mib(), backend_peak_device_bytes() / 1048576.0);
     if (scaling_on || s->skip) fprintf(logf, ", \"loss_scale\": %.9g, \"skipped\": %s, \"loss_scale_next\": %.9g",
                                        step_scale, s->skip ? "true" : "false", scaler->scale);
+    fprintf(logf, ", \"eta_s\": %.1f, \"time_ms\": {", s->eta_s);
+    for (int k = 0; k < NUM_PHASES; k++) fprintf(logf, "%s\"%s\": %.3f", k ? ", " : "", PHASE_NAMES[k], s->time_ms[k]);
+    fprintf(logf, "}");
     if (s->idle) {
         fprintf(logf, ", \"bubble\": [");
         for (int k = 0; k < pp_stages; k++) fprintf(logf, "%s%.4f", k ? ", " : "", s->idle[k]);
@@ -688,6 +730,7 @@ static int train_main(int argc, char **argv) {
         if (cfg->sample_every > 0 && step > 0 && (step % cfg->sample_every == 0 || last)) run_sample(r);
         if (last) break;
         StepResult s = run_step(r, step);
+        s.eta_s = run_eta(r, step, s.ms);
         run_log_step(r, step, &s);
         free(s.idle);
         int done = step + 1;

@@ -190,5 +190,17 @@ if [ $rc -eq 0 ] && [ -n "$gap" ] && [ -n "$noatt" ] && awk -v g="$gap" -v v="$v
   ok "default run learns the synthetic corpus, attention included: $last (gap < 0.05; without attention at best $noatt)"
 else bad "default run learns (gap < 0.05, val loss 0.2 below the no-attention bound $noatt)" "$last"; fi
 
+# --- where the time goes ------------------------------------------------------------------------
+# every step's JSON line cuts the step into data, forward, backward, comm, optimizer and other, adding up
+# to its ms; --timing prints the same under each step line; the time left is on the line and in the log
+out=$($BIN -x 6 -v 3 -s 0 --timing --log "$W/timing.jsonl" 2>&1); rc=$?
+r=$($PY test/breakdown.py "$W/timing.jsonl") && ok "time breakdown in every log line, parts add up to ms: $r" || bad "time breakdown" "$r"
+n=$(grep -cE '^  time ms: data [0-9.]+ \| forward [0-9.]+ \| backward [0-9.]+ \| comm [0-9.]+ \| optimizer [0-9.]+ \| other [0-9.]+ \(sum' <<<"$out")
+[ $rc -eq 0 ] && [ "$n" = 6 ] && ok "--timing prints the breakdown under each of the 6 step lines" || bad "--timing console lines ($n)" "$out"
+eta=$($PY -c 'import json,sys; e=[d["eta_s"] for d in map(json.loads, open(sys.argv[1])) if "loss" in d]; print(int(len(e) == 6 and e[-1] == 0 and all(x > 0 for x in e[:-1])), e)' "$W/timing.jsonl")
+[ "${eta%% *}" = 1 ] && [ "$(grep -c '| ETA [0-9.]*[smhd]' <<<"$out")" = 6 ] && ok "time left on every step line and in the log (eta_s ${eta#* })" \
+  || bad "ETA on the line and in the log" "$eta"
+[ "$(grep -c '^  time ms' <<<"$($BIN -x 2 -v 0 -s 0 2>&1)")" = 0 ] && ok "without --timing no breakdown lines" || bad "breakdown printed without --timing"
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

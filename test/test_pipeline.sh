@@ -55,6 +55,13 @@ sys.exit(0 if ok else 1)
 PYEOF
 ) && ok "every step logs the measured bubble per stage beside the formula; $r" || bad "bubble logged" "$r"
 
+# where the time goes in a pipeline: the parts add up, and waiting for a neighbour (the bubble) is comm
+for l in "2 1" "4 1" "2 2"; do
+  set -- $l
+  r=$($PY test/breakdown.py "$W/pp$1$2.jsonl" 0.01) && ok "--pp $1 x $2 rank(s): time breakdown adds up, pipeline waits show as comm: $r" \
+    || bad "--pp $1 x $2: time breakdown" "$r"
+done
+
 # recompute works per stage: level 3 on a 2-stage pipeline gives bit-identical losses
 "${MPI[@]}" -np 2 $BIN "${common[@]}" --pp 2 --grad-accum 8 -r 3 --log "$W/r3.jsonl" > /dev/null 2>&1
 "${MPI[@]}" -np 2 $BIN "${common[@]}" --pp 2 --grad-accum 8 -r 0 --log "$W/r0.jsonl" > /dev/null 2>&1
