@@ -39,6 +39,7 @@ typedef struct {
     int checkpoint_every, keep_checkpoints, resume;
     int dry_run;
     int timing;                 // print the step's time breakdown on the console
+    int profile;                // time and count FLOPs per model module; a table at the end
     int zero_stage;             // 0..3
     float comm_timeout;         // seconds a rank may wait on the others; 0 = no watchdog
     int pp;                     // pipeline stages
@@ -153,6 +154,7 @@ static const OptSpec OPTIONS[] = {
     OPT(NULL, "--loss-scale-hysteresis", OPT_INT, loss_scale_hysteresis, "dynamic: overflows tolerated before the scale halves"),
     OPT(NULL, "--loss-scale-min", OPT_FLOAT, loss_scale_min, "dynamic: the lowest scale; an overflow there stops the run"),
     OPT(NULL, "--timing", OPT_FLAG, timing, "print each step's time breakdown (data, forward, backward, comm, optimizer, other) under its line"),
+    OPT(NULL, "--profile", OPT_FLAG, profile, "time each module (embedding, LayerNorm, matmuls, attention, head, optimizer, collectives) over the run; a table of calls, ms, share, GFLOP, GFLOP/s and fraction of peak at the end, and one JSON line in the log"),
     OPT(NULL, "--dry-run", OPT_FLAG, dry_run, "print the configuration and memory plan, then exit"),
 };
 #undef OPT

@@ -126,8 +126,16 @@ static void timing_switch(int phase, int module) {
     t->module = module;
 }
 
-// The phase from here on (trainer.h, pipeline.h).
-static void timing_phase(int phase) { timing_switch(phase, MOD_NONE); }
+// The phase from here on (trainer.h, pipeline.h). For the profile's calls column, entering the data
+// phase is one micro-batch read and entering the optimizer phase one update.
+static void timing_phase(int phase) {
+    Timing *t = &timing;
+    if (t->on && t->profile && phase != t->phase) {
+        if (phase == PH_DATA) t->row_calls[ROW_DATA]++;
+        if (phase == PH_OPTIMIZER) t->row_calls[ROW_OPTIMIZER]++;
+    }
+    timing_switch(phase, MOD_NONE);
+}
 
 // Enter a phase nested in the current one (a collective inside a layer's forward), and return.
 static void timing_push(int phase) {

@@ -504,6 +504,8 @@ static StepResult run_step(Run *r, int step) {
     Zero *zero = &r->zero;
     LossScaler *scaler = &r->scaler;
     StepResult s = {0};
+    // --profile leaves out the run's first step (it warms caches), unless it is the only one
+    timing.profile = cfg->profile && (step > r->start_step || cfg->steps - r->start_step == 1);
     double t0 = wall_seconds();
     timing_step_begin();  // from here every moment of the step is charged to a phase (timing.h)
     STEP_BEGIN(step + 1);
@@ -548,6 +550,7 @@ static StepResult run_step(Run *r, int step) {
     STEP_END(step + 1);
     memcpy(s.time_ms, timing.step_ms, sizeof(s.time_ms));
     double ms = (wall_seconds() - t0) * 1e3;
+    if (timing.profile) { timing.profiled_ms += ms; timing.profiled_steps++; }
     double tps = cfg->total_batch_tokens / (ms / 1e3);
     // model FLOPs per token, as llm.c and PaLM count them: 6N for the matmuls' forward and
     // backward, plus 6*L*C*T for attention; per device
@@ -671,8 +674,75 @@ static void run_checkpoint(Run *r, int done) {
     comm_barrier(&r->comm);
 }
 
+// --profile: rank 0's modules over the profiled steps, on the console and as one JSON line. The
+// counted FLOPs are checked against the model's formula, 6 per parameter per token plus attention:
+// they differ by the parameters no matmul multiplies (the position embedding, a lookup; biases and
+// LayerNorm weights), which the table names, so the comparison is exact rather than approximate.
+static void run_profile_report(Run *r) {
+    Timing *t = &timing;
+    if (r->rank != 0 || t->profiled_steps == 0) return;
+    const char *source = "";
+    double peak = profile_peak_flops(&source);
+    const GPT2Config *mc = &r->mc;
+    double L = mc->num_layers, C = mc->channels, Vp = mc->padded_vocab_size;
+    double tokens = (double)r->B * r->T * r->A;  // this rank's tokens per step
+    double formula = (6.0 * r->num_params + 6.0 * L * C * r->T) * tokens;
+    double matmul_params = 12.0 * L * C * C + Vp * C, other_params = r->num_params - matmul_params;
+    double counted = 0.0, total_ms = 0.0;
+    for (int k = 1; k < NUM_ROWS; k++) { counted += t->row_flops[k]; total_ms += t->row_ms[k]; }
+    counted /= t->profiled_steps;
+    int n = t->profiled_steps;
+    printf("profile: rank 0, %d step%s%s\n", n, n == 1 ? "" : "s",
+           n < r->cfg.steps - r->start_step ? " (the run's first is left out: it warms caches)" : "");
+    if (peak > 0) printf("  peak %.1f GFLOP/s: %s\n", peak / 1e9, source);
+    else printf("  peak unknown for this device: the 'of peak' column is empty\n");
+    printf("  %-14s %9s %11s %7s %10s %9s %8s\n", "module", "calls", "ms", "share", "GFLOP", "GFLOP/s", "of peak");
+    for (int k = 1; k <= NUM_ROWS; k++) {
+        int tot = k == NUM_ROWS;
+        double ms = tot ? total_ms : t->row_ms[k], fl = tot ? counted * n : t->row_flops[k];
+        char calls[24], gf[24], rate[24], frac[24];
+        if (tot || k == ROW_OTHER) snprintf(calls, sizeof(calls), "-"); else snprintf(calls, sizeof(calls), "%ld", t->row_calls[k]);
+        if (fl > 0) {
+            snprintf(gf, sizeof(gf), "%.3f", fl / 1e9);
+            snprintf(rate, sizeof(rate), "%.1f", ms > 0 ? fl / (ms / 1e3) / 1e9 : 0.0);
+            if (peak > 0 && ms > 0) snprintf(frac, sizeof(frac), "%.1f%%", 100.0 * fl / (ms / 1e3) / peak);
+            else snprintf(frac, sizeof(frac), "-");
+        } else { snprintf(gf, sizeof(gf), "-"); snprintf(rate, sizeof(rate), "-"); snprintf(frac, sizeof(frac), "-"); }
+        printf("  %-14s %9s %11.1f %6.1f%% %10s %9s %8s\n", tot ? "total" : ROW_NAMES[k], calls, ms,
+               100.0 * ms / t->profiled_ms, gf, rate, frac);
+    }
+    printf("  the modules' time is %.2f%% of the profiled steps' %.1f ms\n", 100.0 * total_ms / t->profiled_ms, t->profiled_ms);
+    if (r->pp_stages == 1) {
+        // what the matmuls and causal attention must come to: 6 per matmul weight per token, and
+        // attention's 6C(T+1) per token per layer
+        double exact = 6.0 * matmul_params * tokens + 6.0 * L * C * (r->T + 1.0) * tokens;
+        printf("  FLOPs per step: counted %.4f GFLOP (6 x %.0f matmul weights x %.0f tokens + causal attention = %.4f%s) | "
+               "formula 6N + 6LCT: %.4f GFLOP | counted / formula %.4f: %.0f of N's %zu parameters are in no matmul "
+               "(the position embedding %.0f, a lookup; biases and LayerNorm weights %.0f)\n", counted / 1e9, matmul_params,
+               tokens, exact / 1e9, r->cfg.recompute == 3 ? "; recompute 3 reruns the layers' forward, counted too" : "",
+               formula / 1e9, counted / formula, other_params, r->num_params, (double)mc->max_seq_len * C,
+               other_params - (double)mc->max_seq_len * C);
+    }
+    if (r->logf) {
+        fprintf(r->logf, "{\"profile\": {\"steps\": %d, \"step_ms\": %.3f, \"peak_flops\": ", n, t->profiled_ms);
+        if (peak > 0) fprintf(r->logf, "%.6g", peak); else fprintf(r->logf, "null");
+        fprintf(r->logf, ", \"peak_source\": \"%s\", \"counted_flops_per_step\": %.17g, \"formula_flops_per_step\": %.17g, "
+                "\"modules\": [", source, counted, r->pp_stages == 1 ? formula : 0.0);
+        for (int k = 1; k < NUM_ROWS; k++) {
+            double ms = t->row_ms[k], fl = t->row_flops[k];
+            fprintf(r->logf, "%s{\"module\": \"%s\", \"calls\": %ld, \"ms\": %.3f, \"share\": %.5f, \"flops\": %.17g, "
+                    "\"flops_per_s\": %.6g, \"peak_fraction\": ", k > 1 ? ", " : "", ROW_NAMES[k], t->row_calls[k], ms,
+                    ms / t->profiled_ms, fl, ms > 0 ? fl / (ms / 1e3) : 0.0);
+            if (peak > 0 && fl > 0 && ms > 0) fprintf(r->logf, "%.5f}", fl / (ms / 1e3) / peak); else fprintf(r->logf, "null}");
+        }
+        fprintf(r->logf, "]}}\n");
+        fflush(r->logf);
+    }
+}
+
 // The end: the run's averages, and everything freed.
 static void run_finish(Run *r) {
+    if (r->cfg.profile) run_profile_report(r);
     if (r->timed_steps > 0) {
         double ms = r->total_ms / r->timed_steps;
         printf0("average: %.1f ms/step | %.0f tok/s | peak %s\n", ms, r->cfg.total_batch_tokens / (ms / 1e3), model_peak_memory());

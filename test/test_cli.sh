@@ -202,5 +202,16 @@ eta=$($PY -c 'import json,sys; e=[d["eta_s"] for d in map(json.loads, open(sys.a
   || bad "ETA on the line and in the log" "$eta"
 [ "$(grep -c '^  time ms' <<<"$($BIN -x 2 -v 0 -s 0 2>&1)")" = 0 ] && ok "without --timing no breakdown lines" || bad "breakdown printed without --timing"
 
+# --profile: a table of the modules at the end and one JSON line; on d12 (the synthetic corpus's vocabulary: the
+# position embedding is under 1% of N) the counted FLOPs are the matmuls' and attention's exactly and within 2% of
+# 6N + 6LCT; the CPU's FMA peak is measured, so the matmuls get a fraction of it
+out=$($BIN -e d12 -b 1 -t 64 -x 2 -v 0 -s 0 --profile --log "$W/prof.jsonl" 2>&1); rc=$?
+r=$($PY test/profile_check.py "$W/prof.jsonl" 12 768 128 64 64) && [ $rc -eq 0 ] && grep -q "^  mlp up " <<<"$out" \
+  && grep -q "peak [0-9.]* GFLOP/s: this CPU's FMA peak, measured" <<<"$out" && ok "--profile on d12: $r" || bad "--profile on d12" "$r $out"
+out=$($BIN -x 3 -v 0 -s 0 -r 2 --grad-accum 2 --profile 2>&1)
+grep -qE "^  total +- +[0-9.]+ +100.0%" <<<"$out" && grep -q "counted / formula 0.76" <<<"$out" \
+  && ok "--profile on d2 with recompute 2 and accumulation: the table, and 6N's position embedding (24% of N) named" \
+  || bad "--profile on d2" "$(grep -A20 '^profile' <<<"$out")"
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -146,6 +146,10 @@ trainer() {
   # the time breakdown from CUDA events (the emulator records them as it reaches them, so only the plumbing is
   # checked): the parts add up to each step's ms, and with 2 ranks the collectives and pipeline waits are comm
   r=$($PY test/breakdown.py "$W/one.jsonl") && ok "time breakdown from events, 1 process: $r" || bad "time breakdown, 1 process" "$r"
+  # --profile with events: every module's row, the FLOPs the matmuls and attention do, no peak for an unknown device
+  $EMU "${one[@]}" -x 2 --profile --log "$W/prof.jsonl" > "$W/prof.out" 2>&1
+  r=$($PY test/profile_check.py "$W/prof.jsonl" 2 128 128 80 160 --no-peak --any-ratio) && ok "--profile from events: $r" \
+    || bad "--profile from events" "$r $(tail -3 "$W/prof.out")"
   for l in z1 z3 pp; do
     r=$($PY test/breakdown.py "$W/$l.jsonl" 0.001) && ok "time breakdown from events, 2 ranks ($l): comm nonzero, $r" || bad "time breakdown ($l)" "$r"
   done
