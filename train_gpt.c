@@ -528,6 +528,11 @@ static void backend_init(int local_rank) { (void)local_rank; }
 #define PRECISIONS_BUILT "fp32"
 static void backend_set_precision(const char *precision, int tf32) { (void)precision; (void)tf32; }
 static size_t backend_peak_device_bytes(void) { return 0; }  // no device: the step line reports RSS
+// The memory the autotuner plans against: the machine's (the CPU build's device memory is host memory).
+static size_t backend_device_capacity(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && size > 0 ? (size_t)pages * (size_t)size : 0;
+}
 
 // No honest dense peak is known for an arbitrary CPU, so MFU is not reported (the log gives FLOP/s).
 static double model_peak_flops(void) { return 0.0; }

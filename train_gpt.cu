@@ -2000,6 +2000,13 @@ static size_t backend_peak_device_bytes(void) {
     return peak;
 }
 
+// The memory the autotuner plans against: the whole card's.
+static size_t backend_device_capacity(void) {
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) return 0;
+    return total_b;
+}
+
 // Dense bf16 peak of the card, for MFU; 0 (MFU not reported) for a card we have no figure for.
 static double model_peak_flops(void) {
     cudaDeviceProp prop;

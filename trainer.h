@@ -778,11 +778,14 @@ static void openmp_wait_politely(char **argv) {
 #endif
 }
 
+#include "autotune.h"
+
 static int train_main(int argc, char **argv) {
     openmp_wait_politely(argv);
     static Run run;  // static: zeroed, and too large to want on the stack
     Run *r = &run;
     run_setup(r, argc, argv);
+    if (r->cfg.autotune) { int rc = autotune_main(r, argc, argv); comm_finalize(&r->comm); return rc; }
     run_resume(r);
     if (r->cfg.resume && r->start_step >= r->cfg.steps) {
         printf0("resume: the checkpoint is at step %d and -x/--steps is %d: this run is complete, nothing to train (raise "
@@ -791,7 +794,14 @@ static int train_main(int argc, char **argv) {
         return 0;
     }
     run_plan(r);
-    if (r->cfg.dry_run) { if (r->logf) fclose(r->logf); comm_finalize(&r->comm); return 0; }
+    if (r->cfg.dry_run) {
+        if (r->cfg.tokens_per_s > 0)  // the length of the training the user has in mind, at a speed they measured
+            printf0("target: %.3g tokens at %.0f tokens/s on %d device%s: %.1f days\n", (double)r->cfg.target_tokens,
+                    r->cfg.tokens_per_s, r->world, r->world == 1 ? "" : "s", r->cfg.target_tokens / r->cfg.tokens_per_s / 86400.0);
+        if (r->logf) fclose(r->logf);
+        comm_finalize(&r->comm);
+        return 0;
+    }
     run_build(r);
     const TrainConfig *cfg = &r->cfg;
     for (int step = r->start_step; step <= cfg->steps; step++) {

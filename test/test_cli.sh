@@ -213,5 +213,41 @@ grep -qE "^  total +- +[0-9.]+ +100.0%" <<<"$out" && grep -q "counted / formula 
   && ok "--profile on d2 with recompute 2 and accumulation: the table, and 6N's position embedding (24% of N) named" \
   || bad "--profile on d2" "$(grep -A20 '^profile' <<<"$out")"
 
+# --autotune: micro-batch x recompute x offload, those over --mem-limit dropped by the plan, the rest timed and
+# sorted by tokens/s with days for --target-tokens; every timed configuration with the run's micro-batch size
+# trains the same weights (checked on its losses), and the best line's flags, pasted, train them bit for bit
+out=$($BIN -b 2 -t 16 -d 32 -x 50 --log "$W/tune.jsonl" --autotune --mem-limit 0.0095 2>&1); rc=$?
+best=$(sed -n 's/^best: //p' <<<"$out")
+r=$($PY - <<'PYEOF' "$out"
+import re, sys
+out = sys.argv[1]
+rows = [l.split() for l in out.splitlines() if re.match(r"^  -b \d+ --grad-accum \d+ -r \d -z \d --offload \w+ +[0-9]+ +[0-9.]+ ", l)]
+unfit = [l for l in out.splitlines() if "does not fit:" in l and l.rstrip().endswith("> 9.7 MiB")]
+tps = [float(r[10]) for r in rows]
+bad = []
+if "24 configurations" not in out or "8 fit the memory plan" not in out: bad.append("counts")
+if len(rows) != 8 or len(unfit) != 16: bad.append(f"{len(rows)} timed rows, {len(unfit)} unfit")
+if tps != sorted(tps, reverse=True): bad.append("not sorted by tok/s")
+for r in rows:
+    days = float(r[14]) if len(r) > 14 else -1
+    if abs(days - 1e11 / float(r[10]) / 86400) > 0.06 * days: bad.append(f"days {r}")
+    if r[1] == "2" and "same" not in " ".join(r[15:]): bad.append(f"same weights {r}")
+    if r[1] == "2" and "bit-identical" not in " ".join(r) and "own" not in " ".join(r): bad.append(f"not compared {r}")
+print("; ".join(bad) if bad else f"{len(rows)} timed, sorted by tok/s ({tps[0]:.0f} .. {tps[-1]:.0f}), 16 over --mem-limit dropped, days for 1e11 tokens")
+sys.exit(1 if bad else 0)
+PYEOF
+)
+[ $rc -eq 0 ] && [ -n "$best" ] && [ ! -e "$W/tune.jsonl" ] && ok "--autotune: $r; best: $best" || bad "--autotune table" "$r $out"
+$BIN -b 2 -t 16 -d 32 -x 3 -v 0 -s 0 --log "$W/own.jsonl" > /dev/null 2>&1
+$BIN -t 16 -d 32 -x 3 -v 0 -s 0 $best --log "$W/best.jsonl" > /dev/null 2>&1
+[ -s "$W/best.jsonl" ] && [ "$(losses "$W/best.jsonl")" = "$(losses "$W/own.jsonl")" ] && grep -q "trains the same weights as this run's own, bit for bit" <<<"$out" \
+  && ok "the best line's flags, pasted into a run, train the run's own weights bit for bit (and the tuner says so)" || bad "best flags vs own" "$best"
+out=$($BIN -b 2 -t 16 -d 32 --autotune --mem-limit 0.001 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "0 fit the memory plan" <<<"$out" && grep -q "^best: none" <<<"$out" && ok "--autotune with nothing that fits: says so, exit 1" || bad "--autotune nothing fits" "$out"
+out=$($BIN -e d12 --dry-run --tokens-per-s 77 --target-tokens 1000000000 2>&1)
+grep -q "target: 1e+09 tokens at 77 tokens/s on 1 device: 150.3 days" <<<"$out" && ok "--dry-run with a measured speed gives the days for --target-tokens" || bad "--dry-run days" "$(tail -2 <<<"$out")"
+expect_error "negative --mem-limit is refused" "--mem-limit: must be > 0 GiB" --mem-limit -1
+expect_error "zero --target-tokens is refused" "--target-tokens: must be >= 1" --target-tokens 0
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

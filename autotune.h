@@ -1,0 +1,261 @@
+// autotune.h: --autotune, the fastest configuration that fits. Given the run's model, data, sequence
+// length and tokens per step, it enumerates micro-batch size x recompute level x offload (x ZeRO stage
+// where it changes anything), drops what the exact memory plan (model_memory_plan, zero_memory_plan:
+// what the run would allocate, byte for byte, which the tests check) says cannot fit the device or the
+// host (--mem-limit pretends a smaller one), times a few steps of each survivor, and prints them sorted
+// by tokens/s with their memory and the days to train --target-tokens at that speed.
+//
+// Each survivor is timed as a child process of this binary with exactly the flags the table prints,
+// so a measured row is what pasting its flags gives, and a configuration that cannot start (or runs
+// out of memory the plan did not see) shows as failed instead of taking the tuner down with it.
+//
+// What stays the same: the tokens per step, the learning-rate schedule, the seed and the data. Recompute
+// levels, ZeRO stages and offload change no number (bit-identical losses; the tuner checks it on the
+// timed steps against the run's own configuration). The micro-batch size is different: the data loader
+// cuts the stream into windows of B x T tokens, so another B reads the data in another order, and its
+// weights differ as another seed's would. `best:` therefore keeps the run's micro-batch size (the same
+// weights, only faster), and the fastest configuration overall is printed above it.
+#ifndef AUTOTUNE_H
+#define AUTOTUNE_H
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef struct {
+    int B, A, recompute, zero, ok, same_b;
+    const char *offload;
+    double device_bytes, host_bytes;
+    double ms, tps;          // mean of the timed steps; tps 0 = not timed
+    double max_loss_diff;    // against the run's own configuration's losses (same B only); -1 = not compared
+    char flags[160], why[4400];
+    double losses[16];
+    int nlosses, own;        // own: the run's own configuration
+} TuneCandidate;
+
+#define TUNE_TIMED_STEPS 4   // after one warm-up step; their median is the candidate's step time
+
+// Flags of the user's command line that the tuner sets itself or that make no sense in a timing run.
+static int tune_dropped(const OptSpec *o) {
+    static const char *const drop[] = {"--autotune", "--mem-limit", "--target-tokens", "--tokens-per-s", "--log", "--out-dir",
+                                       "--checkpoint-every", "--resume", "--profile", "--timing", "--dry-run", "--steps",
+                                       "--val-every", "--sample-every", "--micro-batch", "--grad-accum", "--recompute",
+                                       "--zero-stage", "--offload", "--total-batch-tokens"};
+    for (size_t i = 0; i < sizeof(drop) / sizeof(drop[0]); i++) if (strcmp(o->longname, drop[i]) == 0) return 1;
+    return 0;
+}
+
+// Runs one candidate: this binary with the user's flags (less the dropped ones) and the candidate's;
+// fills ms, tps and the losses from its log.
+static void tune_time(TuneCandidate *c, int argc, char **argv, long total, const char *dir, int idx) {
+    char logp[4200], outp[4200];
+    snprintf(logp, sizeof(logp), "%s/candidate%d.jsonl", dir, idx);
+    snprintf(outp, sizeof(outp), "%s/candidate%d.out", dir, idx);
+    char *args[256];
+    int n = 0;
+    args[n++] = (char *)"/proc/self/exe";
+    for (int i = 1; i < argc && n < 200; i++) {
+        const char *arg = argv[i];
+        const char *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
+        size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
+        const OptSpec *o = NULL;
+        for (int k = 0; k < NUM_OPTIONS && !o; k++) {
+            const OptSpec *s = &OPTIONS[k];
+            if ((strlen(s->longname) == len && strncmp(arg, s->longname, len) == 0) || (s->shortname && !eq && strcmp(arg, s->shortname) == 0)) o = s;
+        }
+        int takes_value = o && !eq && o->kind != OPT_FLAG;
+        if (o && o->kind == OPT_FLAG && !eq && i + 1 < argc && (strcmp(argv[i + 1], "0") == 0 || strcmp(argv[i + 1], "1") == 0)) takes_value = 1;
+        if (o && tune_dropped(o)) { if (takes_value) i++; continue; }
+        args[n++] = argv[i];
+        if (takes_value && i + 1 < argc) args[n++] = argv[++i];
+    }
+    char b[16], a[16], r[16], z[16], d[32], x[16];
+    snprintf(b, sizeof(b), "%d", c->B); snprintf(a, sizeof(a), "%d", c->A); snprintf(r, sizeof(r), "%d", c->recompute);
+    snprintf(z, sizeof(z), "%d", c->zero); snprintf(d, sizeof(d), "%ld", total); snprintf(x, sizeof(x), "%d", TUNE_TIMED_STEPS + 1);
+    const char *extra[] = {"-b", b, "--grad-accum", a, "-d", d, "-r", r, "-z", z, "--offload", c->offload, "-x", x,
+                           "-v", "0", "-s", "0", "--log", logp};
+    for (size_t i = 0; i < sizeof(extra) / sizeof(extra[0]); i++) args[n++] = (char *)extra[i];
+    args[n] = NULL;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0) fatal("--autotune: fork failed: %s", strerror(errno));
+    if (pid == 0) {
+        FILE *f = freopen(outp, "w", stdout);
+        if (f) dup2(fileno(stdout), 2);
+        execv("/proc/self/exe", args);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    FILE *lf = fopen(logp, "r");
+    double times[16];
+    int timed = 0;
+    c->nlosses = 0;
+    char line[4096];
+    while (lf && fgets(line, sizeof(line), lf)) {
+        int step;
+        double loss, ms;
+        const char *pm = strstr(line, "\"ms\": ");
+        if (sscanf(line, "{\"step\": %d, \"loss\": %lf", &step, &loss) == 2 && pm && sscanf(pm + 6, "%lf", &ms) == 1) {
+            if (c->nlosses < 16) c->losses[c->nlosses++] = loss;
+            if (step > 1 && timed < 16) times[timed++] = ms;
+        }
+    }
+    if (lf) fclose(lf);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || timed == 0) {
+        snprintf(c->why, sizeof(c->why), "failed (exit %d; see its output: %s)", WIFEXITED(status) ? WEXITSTATUS(status) : -1, outp);
+        c->tps = 0.0;
+        return;
+    }
+    for (int i = 1; i < timed; i++)  // the median: a burst from another process moves one step, not the figure
+        for (int j = i; j > 0 && times[j] < times[j - 1]; j--) { double t = times[j]; times[j] = times[j - 1]; times[j - 1] = t; }
+    c->ms = timed % 2 ? times[timed / 2] : 0.5 * (times[timed / 2 - 1] + times[timed / 2]);
+    c->tps = total / (c->ms / 1e3);
+}
+
+static int tune_cmp(const void *a, const void *b) {
+    const TuneCandidate *x = (const TuneCandidate *)a, *y = (const TuneCandidate *)b;
+    if ((x->tps > 0) != (y->tps > 0)) return x->tps > 0 ? -1 : 1;
+    if (x->ok != y->ok) return x->ok ? -1 : 1;
+    return x->tps > y->tps ? -1 : x->tps < y->tps ? 1 : 0;
+}
+
+// Bytes as the table shows them: MiB below a GiB, so small models do not all read "0.01 GiB".
+static const char *tune_bytes(double b, char *buf, size_t n) {
+    if (b < 1073741824.0) snprintf(buf, n, "%.1f MiB", b / 1048576.0);
+    else snprintf(buf, n, "%.2f GiB", b / 1073741824.0);
+    return buf;
+}
+
+static size_t physical_memory_bytes(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && size > 0 ? (size_t)pages * (size_t)size : 0;
+}
+
+// --autotune: after run_setup (the model, the data, the world and the batch are known). The tuner runs
+// as one process and times one-process configurations. Returns the exit status: 1 when nothing could be
+// timed with the run's micro-batch size (nothing fits, or every such configuration failed).
+static int autotune_main(Run *r, int argc, char **argv) {
+    const TrainConfig *cfg = &r->cfg;
+    const GPT2Config *mc = &r->mc;
+    if (r->world > 1) fatal("--autotune: run it as one process (not under mpirun): it times each configuration in a "
+                            "process of its own, one rank each");
+    int T = r->T, L = mc->num_layers;
+    long total = cfg->total_batch_tokens;
+    int cpu = strcmp(BUILD_NAME, "cpu") == 0;  // device memory is host memory
+    double dev_cap = (double)backend_device_capacity(), host_cap = (double)physical_memory_bytes();
+    double limit = cfg->mem_limit > 0 ? cfg->mem_limit * 1073741824.0 : dev_cap;
+    double host_limit = cfg->mem_limit > 0 && cpu ? limit : host_cap;
+    int *present = (int *)mallocCheck(gpt2_num_units(mc) * sizeof(int));
+    for (int u = 0; u < gpt2_num_units(mc); u++) present[u] = 1;
+    // micro-batch sizes that divide the step: powers of two and the run's own
+    int bs[32], nb = 0;
+    for (long b = 1; b * T <= total && nb < 30; b *= 2) if (total % (b * T) == 0) bs[nb++] = (int)b;
+    int have_own = 0;
+    for (int i = 0; i < nb; i++) have_own |= bs[i] == r->B;
+    if (!have_own) bs[nb++] = r->B;
+    // offload: none; the AdamW state on the host; and with ZeRO-3 the layers' parameters too (with one
+    // rank ZeRO stages shard nothing, so stage 3 is enumerated only where offload params needs it)
+    const char *offs[3] = {"none", "optimizer", "params"};
+    TuneCandidate *cs = (TuneCandidate *)callocCheck((size_t)nb * 4 * 3, sizeof(TuneCandidate));
+    int nc = 0;
+    for (int bi = 0; bi < nb; bi++)
+        for (int rc = 0; rc <= 3; rc++)
+            for (int oi = 0; oi < 3; oi++) {
+                TuneCandidate *c = &cs[nc++];
+                c->B = bs[bi]; c->A = (int)(total / ((long)c->B * T)); c->recompute = rc; c->offload = offs[oi];
+                c->zero = oi == 2 ? 3 : 0; c->same_b = c->B == r->B; c->max_loss_diff = -1.0;
+                MemoryPlan mp = model_memory_plan(mc, c->B, T, rc, L, 1, 1, c->zero == 3);
+                zero_memory_plan(mc, c->zero, 1, present, 0, oi > 0, oi == 2, &mp.params, &mp.grads, &mp.optimizer);
+                double on_dev = (double)mp.params + mp.grads + mp.working + mp.activations + mp.workspace + (oi > 0 ? 0 : mp.optimizer);
+                double on_host = oi > 0 ? (double)mp.optimizer : 0.0;
+                if (cpu) { on_dev += on_host; on_host = 0.0; }
+                c->device_bytes = on_dev; c->host_bytes = on_host;
+                c->ok = on_dev <= limit && on_host <= host_limit;
+                char need[32], have[32];
+                if (!c->ok) snprintf(c->why, sizeof(c->why), "does not fit: %s %s > %s", tune_bytes(on_dev > limit ? on_dev : on_host, need, sizeof(need)),
+                                     on_dev > limit ? (cpu ? "of memory" : "on the device") : "on the host",
+                                     tune_bytes(on_dev > limit ? limit : host_limit, have, sizeof(have)));
+                snprintf(c->flags, sizeof(c->flags), "-b %d --grad-accum %d -r %d -z %d --offload %s", c->B, c->A, rc, c->zero, c->offload);
+            }
+    free(present);
+    int fit = 0;
+    for (int i = 0; i < nc; i++) fit += cs[i].ok;
+    char lim[32];
+    printf("autotune: %s | T %d | %ld tokens per step | world 1 | memory limit %s%s\n", r->init, T, total, tune_bytes(limit, lim, sizeof(lim)),
+           cfg->mem_limit > 0 ? " (--mem-limit)" : cpu ? " (physical memory)" : " (the device's)");
+    printf("autotune: %d configurations (micro-batch", nc);
+    for (int i = 0; i < nb; i++) printf("%s%d", i ? ", " : " ", bs[i]);
+    printf(" x recompute 0-3 x offload none, optimizer, params at ZeRO-3); %d fit the memory plan; timing each for %d steps "
+           "after a warm-up step\n", fit, TUNE_TIMED_STEPS);
+    char dir[] = "/tmp/train_gpt_autotune.XXXXXX";
+    if (!mkdtemp(dir)) fatal("--autotune: cannot make a scratch directory: %s", strerror(errno));
+    TuneCandidate *own = NULL;
+    for (int i = 0; i < nc; i++) {
+        TuneCandidate *c = &cs[i];
+        if (!c->ok) continue;
+        tune_time(c, argc, argv, total, dir, i);
+        if (c->tps > 0) printf("  %-48s %9.0f tok/s\n", c->flags, c->tps);
+        else printf("  %-48s %s\n", c->flags, c->why);
+        fflush(stdout);
+        if (c->same_b && c->recompute == cfg->recompute && c->zero == 0 && strcmp(c->offload, "none") == 0) { own = c; c->own = 1; }
+    }
+    // the same weights: every timed candidate with the run's micro-batch size against the run's own losses
+    for (int i = 0; i < nc; i++) {
+        TuneCandidate *c = &cs[i];
+        if (!own || c->tps <= 0 || !c->same_b || c->nlosses != own->nlosses) continue;
+        c->max_loss_diff = 0.0;
+        for (int k = 0; k < c->nlosses; k++) {
+            double dd = fabs(c->losses[k] - own->losses[k]) / fabs(own->losses[k]);
+            if (dd > c->max_loss_diff) c->max_loss_diff = dd;
+        }
+    }
+    qsort(cs, nc, sizeof(TuneCandidate), tune_cmp);
+    own = NULL;
+    for (int i = 0; i < nc; i++) if (cs[i].own) own = &cs[i];
+    double target = (double)cfg->target_tokens;
+    printf("\n  %-48s %9s %10s %22s %12s  %s\n", "flags", "tok/s", "ms/step", "memory/rank (plan)", "days/target", "weights");
+    int shown_best = -1, shown_fast = -1;
+    for (int i = 0; i < nc; i++) {
+        TuneCandidate *c = &cs[i];
+        char mem[96], days[32], same[96];
+        char m1[32], m2[32];
+        if (c->host_bytes > 0) snprintf(mem, sizeof(mem), "%s + host %s", tune_bytes(c->device_bytes, m1, sizeof(m1)), tune_bytes(c->host_bytes, m2, sizeof(m2)));
+        else snprintf(mem, sizeof(mem), "%s", tune_bytes(c->device_bytes, m1, sizeof(m1)));
+        if (c->tps > 0) snprintf(days, sizeof(days), "%.1f", target / c->tps / 86400.0); else snprintf(days, sizeof(days), "-");
+        if (!c->same_b) snprintf(same, sizeof(same), "other data order (B %d)", c->B);
+        else if (c->own) snprintf(same, sizeof(same), "same: this run's own configuration");
+        else if (c->max_loss_diff == 0.0) snprintf(same, sizeof(same), "same (losses bit-identical)");
+        else if (c->max_loss_diff > 0.0) snprintf(same, sizeof(same), "same config, losses differ by %.1e", c->max_loss_diff);
+        else snprintf(same, sizeof(same), "same (not compared)");
+        if (c->tps > 0) printf("  %-48s %9.0f %10.1f %22s %12s  %s\n", c->flags, c->tps, c->ms, mem, days, same);
+        else printf("  %-48s %9s %10s %22s %12s  %s\n", c->flags, "-", "-", mem, "-", c->why);
+        if (c->tps > 0 && shown_fast < 0) shown_fast = i;
+        if (c->tps > 0 && c->same_b && c->max_loss_diff == 0.0 && shown_best < 0) shown_best = i;
+    }
+    printf("days/target: days to train --target-tokens %.3g tokens at that speed on 1 device\n", target);
+    if (own && own->tps > 0) printf("this run's own configuration (%s): %.0f tok/s%s\n", own->flags, own->tps,
+                                    shown_best >= 0 ? "" : "");
+    if (shown_fast >= 0 && shown_fast != shown_best)
+        printf("fastest overall: %s (%.0f tok/s), but its micro-batch size reads the data in another order, so it trains "
+               "other weights\n", cs[shown_fast].flags, cs[shown_fast].tps);
+    if (shown_best >= 0) {
+        printf("every configuration marked 'same' trains the same weights as this run's own, bit for bit: recompute, ZeRO "
+               "stage and offload change only speed and memory\n");
+        printf("best: %s\n", cs[shown_best].flags);
+    } else {
+        printf("best: none (no configuration with this run's micro-batch size could be timed)\n");
+    }
+    for (int i = 0; i < nc; i++) {  // the children's logs and outputs (a failed one's output is kept)
+        char p[4200];
+        snprintf(p, sizeof(p), "%s/candidate%d.jsonl", dir, i); unlink(p);
+        snprintf(p, sizeof(p), "%s/candidate%d.out", dir, i);
+        int failed = 0;
+        for (int k = 0; k < nc; k++) failed |= cs[k].ok && cs[k].tps <= 0 && strstr(cs[k].why, p) != NULL;
+        if (!failed) unlink(p);
+    }
+    rmdir(dir);
+    free(cs);
+    return shown_best >= 0 ? 0 : 1;
+}
+
+#endif
