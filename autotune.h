@@ -26,17 +26,24 @@ typedef struct {
     int B, A, recompute, zero, pp, ok, same_b;
     const char *offload;
     double device_bytes, host_bytes;
-    double ms, tps;          // mean of the timed steps; tps 0 = not timed
+    double ms, tps;          // mean over its runs of each run's median step; tps 0 = not timed
+    double sum_ms;
+    int runs;
     double max_loss_diff;    // against the run's own configuration's losses (same B only); -1 = not compared
     char flags[160], why[4400];
     double losses[16];
     int nlosses, own;        // own: the run's own configuration
 } TuneCandidate;
 
-// After one warm-up step; the fastest of them is the candidate's step time: on a shared machine other
-// processes only ever add time, so the minimum is the figure least moved by them.
+// A run times this many steps after one warm-up step; its figure is their median. On a shared machine a
+// single run of each candidate, one after another, compares them at different moments of the other
+// jobs' load, so the contenders (the fastest few that train the run's own weights, and the run's own
+// configuration) are run again, TUNE_ROUNDS times, interleaved, and each is judged by the mean over its
+// runs; another configuration replaces the run's own only when it is faster by more than TUNE_MARGIN.
 #define TUNE_TIMED_STEPS 3
-#define TUNE_RETIME 3        // the fastest this many, and the run's own, are timed again; each keeps its best
+#define TUNE_RETIME 3
+#define TUNE_ROUNDS 2
+#define TUNE_MARGIN 0.03
 
 // Flags of the user's command line that the tuner sets itself or that make no sense in a timing run.
 static int tune_dropped(const OptSpec *o) {
@@ -131,15 +138,16 @@ static void tune_time(TuneCandidate *c, int argc, char **argv, long total, const
     }
     if (lf) fclose(lf);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || timed == 0) {
-        if (c->tps > 0) return;  // a second look that failed keeps the first
+        if (c->runs > 0) return;  // a later run that failed keeps the earlier figure
         snprintf(c->why, sizeof(c->why), "failed (exit %d; see its output: %s)", WIFEXITED(status) ? WEXITSTATUS(status) : -1, outp);
         c->tps = 0.0;
         return;
     }
-    double best = times[0];
-    for (int i = 1; i < timed; i++) if (times[i] < best) best = times[i];
-    if (c->tps > 0 && c->ms < best) return;  // timed before, and faster then
-    c->ms = best;
+    for (int i = 1; i < timed; i++)
+        for (int j = i; j > 0 && times[j] < times[j - 1]; j--) { double t = times[j]; times[j] = times[j - 1]; times[j - 1] = t; }
+    c->sum_ms += timed % 2 ? times[timed / 2] : 0.5 * (times[timed / 2 - 1] + times[timed / 2]);
+    c->runs++;
+    c->ms = c->sum_ms / c->runs;
     c->tps = total / (c->ms / 1e3);
 }
 
@@ -265,34 +273,34 @@ static int autotune_main(Run *r, int argc, char **argv) {
         if (c->same_b && c->recompute == cfg->recompute && c->zero == cfg->zero_stage && c->pp == 1 &&
             strcmp(c->offload, cfg->offload) == 0) { own = c; c->own = 1; }
     }
-    // a second look at the contenders: the fastest few and the run's own are timed again (their losses
-    // are the same run's, so the comparison below is unaffected), and each keeps its faster figure
-    {
-        int order[TUNE_RETIME], k = 0;
-        for (int n = 0; n < TUNE_RETIME; n++) {
-            int bi = -1;
-            for (int i = 0; i < nc; i++) {
-                int taken = 0;
-                for (int j = 0; j < k; j++) taken |= order[j] == i;
-                if (!taken && cs[i].tps > 0 && (bi < 0 || cs[i].tps > cs[bi].tps)) bi = i;
-            }
-            if (bi >= 0) order[k++] = bi;
-        }
-        printf("timing again: the %d fastest%s\n", k, own && own->tps > 0 ? " and this run's own configuration" : "");
+    // the contenders, run again in interleaved rounds: the fastest few with the run's micro-batch size
+    // (the ones that can be `best`) and the run's own configuration (their losses are kept from the first
+    // run: the same flags give the same numbers)
+    int order[TUNE_RETIME + 1], k = 0;
+    for (int n = 0; n < TUNE_RETIME; n++) {
+        int bi = -1;
         for (int i = 0; i < nc; i++) {
-            int again = cs[i].own && cs[i].tps > 0;
-            for (int j = 0; j < k; j++) again |= order[j] == i;
-            if (!again) continue;
+            int taken = 0;
+            for (int j = 0; j < k; j++) taken |= order[j] == i;
+            if (!taken && cs[i].tps > 0 && cs[i].same_b && !cs[i].own && (bi < 0 || cs[i].tps > cs[bi].tps)) bi = i;
+        }
+        if (bi >= 0) order[k++] = bi;
+    }
+    if (own && own->tps > 0) order[k++] = (int)(own - cs);
+    printf("timing again, %d rounds interleaved: the %d fastest with this run's micro-batch size%s\n", TUNE_ROUNDS,
+           own && own->tps > 0 ? k - 1 : k, own && own->tps > 0 ? " and this run's own configuration" : "");
+    for (int round = 0; round < TUNE_ROUNDS; round++)
+        for (int j = 0; j < k; j++) {
+            TuneCandidate *c = &cs[order[round % 2 ? k - 1 - j : j]];  // every other round in reverse order
             double losses[16];
-            int nl = cs[i].nlosses;
-            memcpy(losses, cs[i].losses, sizeof(losses));
-            tune_time(&cs[i], argc, argv, total, dir, i, W);
-            cs[i].nlosses = nl;
-            memcpy(cs[i].losses, losses, sizeof(losses));
-            printf("  %-56s %9.0f tok/s\n", cs[i].flags, cs[i].tps);
+            int nl = c->nlosses;
+            memcpy(losses, c->losses, sizeof(losses));
+            tune_time(c, argc, argv, total, dir, (int)(c - cs), W);
+            c->nlosses = nl;
+            memcpy(c->losses, losses, sizeof(losses));
+            printf("  %-56s %9.0f tok/s (mean of %d runs)\n", c->flags, c->tps, c->runs);
             fflush(stdout);
         }
-    }
     // the same weights: every timed candidate with the run's micro-batch size against the losses of the
     // run's own configuration (or, when that did not fit, the first such candidate timed)
     TuneCandidate *ref = own && own->tps > 0 ? own : NULL;
@@ -313,7 +321,7 @@ static int autotune_main(Run *r, int argc, char **argv) {
     own = NULL;
     for (int i = 0; i < nc; i++) if (cs[i].own) own = &cs[i];
     double target = (double)cfg->target_tokens;
-    printf("\n  %-56s %9s %10s %22s %12s  %s\n", "flags", "tok/s", "ms/step", "memory/rank (plan)", "days/target", "weights");
+    printf("\n  %-56s %9s %10s %5s %22s %12s  %s\n", "flags", "tok/s", "ms/step", "runs", "memory/rank (plan)", "days/target", "weights");
     int shown_best = -1, shown_fast = -1;
     for (int i = 0; i < nc; i++) {
         TuneCandidate *c = &cs[i];
@@ -329,10 +337,19 @@ static int autotune_main(Run *r, int argc, char **argv) {
             snprintf(same, sizeof(same), "same up to the order of sums (losses within %.0e)", c->max_loss_diff);
         else if (c->max_loss_diff > 0.0) snprintf(same, sizeof(same), "DIFFERENT: losses differ by %.1e", c->max_loss_diff);
         else snprintf(same, sizeof(same), "not compared");
-        if (c->tps > 0) printf("  %-56s %9.0f %10.1f %22s %12s  %s\n", c->flags, c->tps, c->ms, mem, days, same);
-        else printf("  %-56s %9s %10s %22s %12s  %s\n", c->flags, "-", "-", mem, "-", c->why);
+        if (c->tps > 0) printf("  %-56s %9.0f %10.1f %5d %22s %12s  %s\n", c->flags, c->tps, c->ms, c->runs, mem, days, same);
+        else printf("  %-56s %9s %10s %5s %22s %12s  %s\n", c->flags, "-", "-", "-", mem, "-", c->why);
         if (c->tps > 0 && shown_fast < 0) shown_fast = i;
-        if (c->tps > 0 && c->same_b && c->max_loss_diff >= 0.0 && c->max_loss_diff <= same_tol && shown_best < 0) shown_best = i;
+        if (c->tps > 0 && c->same_b && c->max_loss_diff >= 0.0 && c->max_loss_diff <= same_tol && shown_best < 0 &&
+            (c->runs > 1 || k == 0)) shown_best = i;
+    }
+    // the run's own configuration stays unless the best is faster by more than the margin: a smaller
+    // difference is within what the other jobs on the machine move the figures by
+    int own_i = own ? (int)(own - cs) : -1;
+    if (shown_best >= 0 && own_i >= 0 && own->runs > 1 && shown_best != own_i && cs[shown_best].tps < own->tps * (1.0 + TUNE_MARGIN)) {
+        printf("the fastest configuration with the same weights (%s, %.0f tok/s) is within %.0f%% of this run's own: keeping "
+               "the run's own\n", cs[shown_best].flags, cs[shown_best].tps, 100.0 * TUNE_MARGIN);
+        shown_best = own_i;
     }
     printf("days/target: days to train --target-tokens %.3g tokens at that speed on %d device%s\n", target, W, W == 1 ? "" : "s");
     if (own && own->tps > 0) printf("this run's own configuration (%s): %.0f tok/s%s\n", own->flags, own->tps,

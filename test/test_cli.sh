@@ -229,9 +229,9 @@ if "24 configurations" not in out or "8 fit the memory plan" not in out: bad.app
 if len(rows) != 8 or len(unfit) != 16: bad.append(f"{len(rows)} timed rows, {len(unfit)} unfit")
 if tps != sorted(tps, reverse=True): bad.append("not sorted by tok/s")
 for r in rows:
-    days = float(r[14]) if len(r) > 14 else -1
+    days = float(r[15]) if len(r) > 15 else -1
     if abs(days - 1e11 / float(r[10]) / 86400) > 0.06 * days: bad.append(f"days {r}")
-    if r[1] == "2" and "same" not in " ".join(r[15:]): bad.append(f"same weights {r}")
+    if r[1] == "2" and "same" not in " ".join(r[16:]): bad.append(f"same weights {r}")
     if r[1] == "2" and "bit-identical" not in " ".join(r) and "own" not in " ".join(r): bad.append(f"not compared {r}")
 print("; ".join(bad) if bad else f"{len(rows)} timed, sorted by tok/s ({tps[0]:.0f} .. {tps[-1]:.0f}), 16 over --mem-limit dropped, days for 1e11 tokens")
 sys.exit(1 if bad else 0)
