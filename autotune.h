@@ -259,7 +259,7 @@ static int autotune_main(Run *r, int argc, char **argv) {
     printf("autotune: %d configurations (micro-batch", nc);
     for (int i = 0; i < nb; i++) printf("%s%d", i ? ", " : " ", bs[i]);
     printf(" x recompute 0-3 x offload none, optimizer, params at ZeRO-3%s); %d fit the memory plan; timing each for %d steps "
-           "after a warm-up step (the fastest step counts)\n", W > 1 ? " x ZeRO stage x pipeline stages" : "", fit, TUNE_TIMED_STEPS);
+           "after a warm-up step (their median counts)\n", W > 1 ? " x ZeRO stage x pipeline stages" : "", fit, TUNE_TIMED_STEPS);
     char dir[] = "/tmp/train_gpt_autotune.XXXXXX";
     if (!mkdtemp(dir)) fatal("--autotune: cannot make a scratch directory: %s", strerror(errno));
     TuneCandidate *own = NULL;
