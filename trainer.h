@@ -712,6 +712,8 @@ static void run_profile_report(Run *r) {
                100.0 * ms / t->profiled_ms, gf, rate, frac);
     }
     printf("  the modules' time is %.2f%% of the profiled steps' %.1f ms\n", 100.0 * total_ms / t->profiled_ms, t->profiled_ms);
+    if (r->pp_stages > 1) printf("  FLOPs per step: rank 0 runs pipeline stage 0 only, so the comparison with the whole model's "
+                                 "6N + 6LCT is left out (run --pp 1 for it)\n");
     if (r->pp_stages == 1) {
         // what the matmuls and causal attention must come to: 6 per matmul weight per token, and
         // attention's 6C(T+1) per token per layer
@@ -726,8 +728,9 @@ static void run_profile_report(Run *r) {
     if (r->logf) {
         fprintf(r->logf, "{\"profile\": {\"steps\": %d, \"step_ms\": %.3f, \"peak_flops\": ", n, t->profiled_ms);
         if (peak > 0) fprintf(r->logf, "%.6g", peak); else fprintf(r->logf, "null");
-        fprintf(r->logf, ", \"peak_source\": \"%s\", \"counted_flops_per_step\": %.17g, \"formula_flops_per_step\": %.17g, "
-                "\"modules\": [", source, counted, r->pp_stages == 1 ? formula : 0.0);
+        fprintf(r->logf, ", \"peak_source\": \"%s\", \"counted_flops_per_step\": %.17g, \"formula_flops_per_step\": ", source, counted);
+        if (r->pp_stages == 1) fprintf(r->logf, "%.17g", formula); else fprintf(r->logf, "null");  // stage 0 is not the model
+        fprintf(r->logf, ", \"modules\": [");
         for (int k = 1; k < NUM_ROWS; k++) {
             double ms = t->row_ms[k], fl = t->row_flops[k];
             fprintf(r->logf, "%s{\"module\": \"%s\", \"calls\": %ld, \"ms\": %.3f, \"share\": %.5f, \"flops\": %.17g, "
