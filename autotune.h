@@ -321,7 +321,7 @@ static int autotune_main(Run *r, int argc, char **argv) {
     own = NULL;
     for (int i = 0; i < nc; i++) if (cs[i].own) own = &cs[i];
     double target = (double)cfg->target_tokens;
-    printf("\n  %-56s %9s %10s %5s %22s %12s  %s\n", "flags", "tok/s", "ms/step", "runs", "memory/rank (plan)", "days/target", "weights");
+    printf("\n  %-56s %9s %10s %5s %26s %12s  %s\n", "flags", "tok/s", "ms/step", "runs", "memory/rank (plan)", "days/target", "weights");
     int shown_best = -1, shown_fast = -1;
     for (int i = 0; i < nc; i++) {
         TuneCandidate *c = &cs[i];
@@ -337,8 +337,8 @@ static int autotune_main(Run *r, int argc, char **argv) {
             snprintf(same, sizeof(same), "same up to the order of sums (losses within %.0e)", c->max_loss_diff);
         else if (c->max_loss_diff > 0.0) snprintf(same, sizeof(same), "DIFFERENT: losses differ by %.1e", c->max_loss_diff);
         else snprintf(same, sizeof(same), "not compared");
-        if (c->tps > 0) printf("  %-56s %9.0f %10.1f %5d %22s %12s  %s\n", c->flags, c->tps, c->ms, c->runs, mem, days, same);
-        else printf("  %-56s %9s %10s %5s %22s %12s  %s\n", c->flags, "-", "-", "-", mem, "-", c->why);
+        if (c->tps > 0) printf("  %-56s %9.0f %10.1f %5d %26s %12s  %s\n", c->flags, c->tps, c->ms, c->runs, mem, days, same);
+        else printf("  %-56s %9s %10s %5s %26s %12s  %s\n", c->flags, "-", "-", "-", mem, "-", c->why);
         if (c->tps > 0 && shown_fast < 0) shown_fast = i;
         if (c->tps > 0 && c->same_b && c->max_loss_diff >= 0.0 && c->max_loss_diff <= same_tol && shown_best < 0 &&
             (c->runs > 1 || k == 0)) shown_best = i;
