@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <time.h>
 #include "utils.h"
+#include "timing.h"
 #ifdef USE_MPI
 #include <mpi.h>
 #endif
@@ -81,11 +82,13 @@ static void watch_enter(const char *op, size_t count) {
     comm_watchdog.seq++;
     comm_watchdog.since = monotonic_seconds();
     comm_watchdog.inside = 1;
+    timing_push(PH_COMM);  // waiting in a collective is comm time, whatever phase called it
 }
 
 static void watch_leave(void) {
     comm_watchdog.since = monotonic_seconds();
     comm_watchdog.inside = 0;
+    timing_pop();
 }
 
 typedef struct {

@@ -38,6 +38,13 @@ typedef struct {
     int val_every, val_batches, sample_every, gen_tokens;
     int checkpoint_every, keep_checkpoints, resume;
     int dry_run;
+    int timing;                 // print the step's time breakdown on the console
+    int profile;                // time and count FLOPs per model module; a table at the end
+    int autotune;               // time the configurations that fit, print them, and the best
+    int autotune_world;         // the ranks of the run to tune for (children through mpirun when > 1)
+    float mem_limit;            // GiB of memory the autotuner may plan for; 0 = the device's (or the machine's)
+    long target_tokens;         // the training length the autotuner and --dry-run give days for
+    float tokens_per_s;         // a measured speed, for --dry-run's days; 0 = none
     int zero_stage;             // 0..3
     float comm_timeout;         // seconds a rank may wait on the others; 0 = no watchdog
     int pp;                     // pipeline stages
@@ -90,6 +97,8 @@ static void config_defaults(TrainConfig *c) {
     c->loss_scale_window = 1000;
     c->loss_scale_hysteresis = 2;
     c->loss_scale_min = 1.0f;
+    c->target_tokens = 100000000000L;
+    c->autotune_world = 1;
 }
 
 typedef enum { OPT_STR, OPT_INT, OPT_LONG, OPT_U64, OPT_FLOAT, OPT_FLAG } OptKind;
@@ -151,6 +160,13 @@ static const OptSpec OPTIONS[] = {
     OPT(NULL, "--loss-scale-window", OPT_INT, loss_scale_window, "dynamic: double the scale after this many steps without overflow"),
     OPT(NULL, "--loss-scale-hysteresis", OPT_INT, loss_scale_hysteresis, "dynamic: overflows tolerated before the scale halves"),
     OPT(NULL, "--loss-scale-min", OPT_FLOAT, loss_scale_min, "dynamic: the lowest scale; an overflow there stops the run"),
+    OPT(NULL, "--timing", OPT_FLAG, timing, "print each step's time breakdown (data, forward, backward, comm, optimizer, other) under its line"),
+    OPT(NULL, "--profile", OPT_FLAG, profile, "time each module (embedding, LayerNorm, matmuls, attention, head, optimizer, collectives) over the run; a table of calls, ms, share, GFLOP, GFLOP/s and fraction of peak at the end, and one JSON line in the log"),
+    OPT(NULL, "--autotune", OPT_FLAG, autotune, "time every micro-batch size x recompute level x offload that fits the memory plan for this model, data and batch; print them by tokens/s and a 'best:' line of flags"),
+    OPT(NULL, "--autotune-world", OPT_INT, autotune_world, "--autotune for a run of this many ranks: also enumerates ZeRO stages and pipeline stages, timing each through mpirun"),
+    OPTD(NULL, "--mem-limit", OPT_FLOAT, mem_limit, "GiB per rank the autotuner may plan for (pretend a smaller device)", "the device's memory; on CPUs the machine's"),
+    OPT(NULL, "--target-tokens", OPT_LONG, target_tokens, "the training length (tokens) that --autotune and --dry-run give days for"),
+    OPTD(NULL, "--tokens-per-s", OPT_FLOAT, tokens_per_s, "a measured speed (the step line's tok/s): --dry-run then says how many days --target-tokens take", "none"),
     OPT(NULL, "--dry-run", OPT_FLAG, dry_run, "print the configuration and memory plan, then exit"),
 };
 #undef OPT
@@ -318,6 +334,10 @@ static void config_validate(const TrainConfig *c) {
                 "optimizer\n", c->zero_stage); exit(2);
     }
     if (c->reduce_bucket_mb < 0) bad_value("--reduce-bucket-mb", "must be >= 0");
+    if (c->autotune_world < 1) bad_value("--autotune-world", "must be >= 1");
+    if (c->mem_limit < 0) bad_value("--mem-limit", "must be > 0 GiB (or 0: the device's memory)");
+    if (c->target_tokens < 1) bad_value("--target-tokens", "must be >= 1");
+    if (c->tokens_per_s < 0) bad_value("--tokens-per-s", "must be > 0");
     if (c->comm_timeout < 0) bad_value("--comm-timeout", "must be >= 0 (0 turns the watchdog off)");
     if (c->val_data && !c->train_data) bad_value("-j/--val-data", "given without -i/--train-data");
     const char *p = c->precision;

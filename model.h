@@ -8,6 +8,17 @@
 // the order of operations, and with it every number, is defined once.
 #ifndef MODEL_H
 #define MODEL_H
+#include "timing.h"
+
+// --profile: each kernel call below is preceded by the module it belongs to and the FLOPs it does
+// (timing.h charges its time there). FLOPs are counted for the matmuls (2 per multiply-add; backward
+// twice forward: the input's and the weight's gradients) and causal attention (the scores and their
+// use in the values, over the (T+1)/2 keys a query sees on average; backward twice forward), which is
+// the model's arithmetic as 6N + attention counts it; the elementwise kernels are memory-bound and
+// counted as 0. A recompute level's repeated kernels are counted again: that work is done.
+#define PROF(module, flops) timing_module((module), (flops))
+#define MATMUL_FLOPS(BT, IC, OC) (2.0 * (double)(BT) * (double)(IC) * (double)(OC))
+#define ATTENTION_FLOPS(B, T, C) (2.0 * (double)(B) * (double)(T) * ((double)(T) + 1.0) * (double)(C))
 
 // Element types. Activations, their gradients and the weights the kernels read are `floatX`: float
 // in the CPU build; in the CUDA build an opaque element whose type --precision picks at run time
@@ -390,16 +401,27 @@ static void layer_forward(Model *m, int l, int B, int T) {
     ActivationTensors a = layer_acts(m, l);
     LayerWeights w = layer_weights(model_weights(m, 1 + l), C);
     const floatX *x = layer_input(m, l);
+    PROF(MOD_LAYERNORM, 0);
     layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1w, w.ln1b, BT, C);
+    PROF(MOD_QKV, MATMUL_FLOPS(BT, C, 3 * C));
     matmul_forward(a.qkv, a.ln1, w.qkvw, w.qkvb, BT, C, 3 * C);
+    PROF(MOD_ATTENTION, ATTENTION_FLOPS(B, T, C));
     attention_forward(a.atty, a.att, a.qkv, B, T, C, NH);
+    PROF(MOD_ATTPROJ, MATMUL_FLOPS(BT, C, C));
     matmul_forward(a.attproj, a.atty, w.attprojw, w.attprojb, BT, C, C);
+    PROF(MOD_RESIDUAL, 0);
     residual_forward(a.residual2, x, a.attproj, (long)BT * C);
+    PROF(MOD_LAYERNORM, 0);
     layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, BT, C);
+    PROF(MOD_MLP_UP, MATMUL_FLOPS(BT, C, 4 * C));
     matmul_forward(a.fch, a.ln2, w.fcw, w.fcb, BT, C, 4 * C);
+    PROF(MOD_GELU, 0);
     gelu_forward(a.fch_gelu, a.fch, (long)BT * 4 * C);
+    PROF(MOD_MLP_DOWN, MATMUL_FLOPS(BT, 4 * C, C));
     matmul_forward(a.fcproj, a.fch_gelu, w.fcprojw, w.fcprojb, BT, 4 * C, C);
+    PROF(MOD_RESIDUAL, 0);
     residual_forward(a.residual3, a.residual2, a.fcproj, (long)BT * C);
+    PROF(MOD_NONE, 0);
 }
 
 // Rebuilds what the recompute level dropped, from what it kept. Deterministic kernels make the
@@ -410,10 +432,16 @@ static void layer_recompute(Model *m, int l, int B, int T) {
     ActivationTensors a = layer_acts(m, l);
     LayerWeights w = layer_weights(model_weights(m, 1 + l), C);
     if (m->recompute >= 2) {
+        PROF(MOD_LAYERNORM, 0);
         layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, layer_input(m, l), w.ln1w, w.ln1b, BT, C);
+        PROF(MOD_LAYERNORM, 0);
         layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, BT, C);
     }
-    if (m->recompute >= 1) gelu_forward(a.fch_gelu, a.fch, (long)BT * 4 * C);
+    if (m->recompute >= 1) {
+        PROF(MOD_GELU, 0);
+        gelu_forward(a.fch_gelu, a.fch, (long)BT * 4 * C);
+    }
+    PROF(MOD_NONE, 0);
 }
 
 // dresidual holds dloss/d(layer output) on entry and dloss/d(layer input) on return.
@@ -426,15 +454,24 @@ static void layer_backward(Model *m, int l, int B, int T) {
     GradActTensors *ga = &m->ga;
     const floatX *x = layer_input(m, l);
     // residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
+    PROF(MOD_MLP_DOWN, 2.0 * MATMUL_FLOPS(BT, 4 * C, C));
     matmul_backward(ga->dfch_gelu, g.fcprojw, g.fcprojb, ga->dresidual, a.fch_gelu, w.fcprojw, BT, 4 * C, C);
+    PROF(MOD_GELU, 0);
     gelu_backward(ga->dfch, a.fch, ga->dfch_gelu, (long)BT * 4 * C);
+    PROF(MOD_MLP_UP, 2.0 * MATMUL_FLOPS(BT, C, 4 * C));
     matmul_backward(ga->dln, g.fcw, g.fcb, ga->dfch, a.ln2, w.fcw, BT, C, 4 * C);
+    PROF(MOD_LAYERNORM, 0);
     layernorm_backward(ga->dresidual, g.ln2w, g.ln2b, ga->dln, a.residual2, w.ln2w, a.ln2_mean, a.ln2_rstd, BT, C);
     // residual2 = x + attproj(attention(qkv(ln1(x))))
+    PROF(MOD_ATTPROJ, 2.0 * MATMUL_FLOPS(BT, C, C));
     matmul_backward(ga->datty, g.attprojw, g.attprojb, ga->dresidual, a.atty, w.attprojw, BT, C, C);
+    PROF(MOD_ATTENTION, 2.0 * ATTENTION_FLOPS(B, T, C));
     attention_backward(ga->dqkv, ga->datty, a.qkv, a.atty, a.att, B, T, C, NH);
+    PROF(MOD_QKV, 2.0 * MATMUL_FLOPS(BT, C, 3 * C));
     matmul_backward(ga->dln, g.qkvw, g.qkvb, ga->dqkv, a.ln1, w.qkvw, BT, C, 3 * C);
+    PROF(MOD_LAYERNORM, 0);
     layernorm_backward(ga->dresidual, g.ln1w, g.ln1b, ga->dln, x, w.ln1w, a.ln1_mean, a.ln1_rstd, BT, C);
+    PROF(MOD_NONE, 0);
 }
 
 // ----------------------------------------------------------------------------
@@ -460,7 +497,9 @@ static void model_embed_forward(Model *m, const int *inputs, int B, int T) {
         if (B != 1 || T != 1) internal_fault("decoding takes one token at a time, not %dx%d", B, T);
         wpe = x_at(o.wpe, (size_t)m->kv_pos * c->channels);
     }
+    PROF(MOD_EMBED, 0);
     encoder_forward((floatX *)m->act_ptr[ACT_ENCODED], m->inputs, o.wte, wpe, B, T, c->channels);
+    PROF(MOD_NONE, 0);
 }
 
 static void model_layer_forward(Model *m, int l) { layer_forward(m, l, m->cur_B, m->cur_T); }
@@ -487,7 +526,9 @@ static float model_head_forward(Model *m, const int *targets, float dloss) {
     int C = c->channels, V = c->vocab_size, Vp = c->padded_vocab_size, BT = m->cur_B * m->cur_T;
     OuterWeights o = outer_weights(model_weights(m, 0), c);
     ActivationTensors a = layer_acts(m, c->num_layers - 1);
+    PROF(MOD_LAYERNORM, 0);
     layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, a.residual3, o.lnfw, o.lnfb, BT, C);
+    PROF(MOD_HEAD, MATMUL_FLOPS(BT, C, Vp));
     matmul_forward(a.logits, a.lnf, o.wte, NULL, BT, C, Vp);
     m->mean_loss = -1.0f;
     if (targets) {
@@ -498,6 +539,7 @@ static float model_head_forward(Model *m, const int *targets, float dloss) {
         classifier_forward_backward(a.logits, a.losses, m->targets, BT, V, Vp, dloss);
         m->mean_loss = (float)(backend_sum_losses(a.losses, BT) / BT);
     }
+    PROF(MOD_NONE, 0);
     return m->mean_loss;
 }
 
@@ -514,16 +556,21 @@ static void model_head_backward(Model *m) {
     OuterGrads g = outer_grads(m->ugrads[0], c);
     ActivationTensors a = layer_acts(m, c->num_layers - 1);
     GradActTensors *ga = &m->ga;
+    PROF(MOD_HEAD, 2.0 * MATMUL_FLOPS(BT, C, Vp));
     matmul_backward(ga->dlnf, g.wte, NULL, a.logits, a.lnf, o.wte, BT, C, Vp);
     backend_clear(ga->dresidual, (size_t)BT * C * X_BYTES);
+    PROF(MOD_LAYERNORM, 0);
     layernorm_backward(ga->dresidual, g.lnfw, g.lnfb, ga->dlnf, a.residual3, o.lnfw, a.lnf_mean, a.lnf_rstd, BT, C);
+    PROF(MOD_NONE, 0);
 }
 
 static void model_layer_backward(Model *m, int l) { layer_backward(m, l, m->cur_B, m->cur_T); }
 
 static void model_embed_backward(Model *m) {
     OuterGrads g = outer_grads(m->ugrads[0], &m->config);
+    PROF(MOD_EMBED, 0);
     encoder_backward(g.wte, g.wpe, m->ga.dresidual, m->inputs, m->cur_B, m->cur_T, m->config.channels);
+    PROF(MOD_NONE, 0);
 }
 
 #endif

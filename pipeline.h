@@ -114,6 +114,7 @@ static PPSend pp_sends[4096];
 static int pp_nsends = 0;
 
 static void pp_send(Pipeline *p, const float *src, size_t n, int peer, int tag) {
+    timing_push(PH_COMM);  // the copy out and the hand-off to MPI are the message's cost
     if (pp_nsends == (int)(sizeof(pp_sends) / sizeof(pp_sends[0]))) internal_fault("pipeline: too many sends in flight");
     PPSend *s = &pp_sends[pp_nsends++];
     s->buf = (float *)mallocCheck(n * sizeof(float));
@@ -125,9 +126,11 @@ static void pp_send(Pipeline *p, const float *src, size_t n, int peer, int tag) 
     (void)p; (void)peer; (void)tag;
     internal_fault("pipeline parallelism needs the MPI build");
 #endif
+    timing_pop();
 }
 
 static void pp_wait_sends(void) {
+    timing_push(PH_COMM);
     for (int i = 0; i < pp_nsends; i++) {
 #ifdef USE_MPI
         mpiCheck(MPI_Wait(&pp_sends[i].req, MPI_STATUS_IGNORE));
@@ -135,15 +138,18 @@ static void pp_wait_sends(void) {
         free(pp_sends[i].buf);
     }
     pp_nsends = 0;
+    timing_pop();
 }
 
 static void pp_recv(Pipeline *p, float *dst, size_t n, int peer, int tag) {
+    timing_push(PH_COMM);  // a receive's wait is the pipeline's idle time: comm in the step's breakdown
     double t0 = monotonic_seconds();
     float *host = (float *)mallocCheck(n * sizeof(float));
     comm_recv(p->pp, host, n, peer, tag);
     backend_from_host(dst, host, n);
     free(host);
     p->wait_s += monotonic_seconds() - t0;
+    timing_pop();
 }
 
 // Message tags: kind and micro-batch, so a mismatch is caught by MPI rather than read as data.
@@ -176,7 +182,9 @@ static double pp_run_step(Pipeline *p, DataLoader *loader, int micro, int B, int
         switch (ops[k].kind) {
             case PP_RECV_ACT: pp_recv(p, model_stage_input(m, B, T), n, p->stage - 1, pp_tag(0, i)); break;
             case PP_FWD:
+                timing_phase(PH_DATA);
                 dataloader_next(loader);
+                timing_phase(PH_FORWARD);
                 if (p->stage == 0) model_embed_forward(m, loader->inputs, B, T);
                 pp_stage_forward(p);
                 if (p->stage == last) loss += model_head_forward(m, loader->targets, dloss);
@@ -184,6 +192,7 @@ static double pp_run_step(Pipeline *p, DataLoader *loader, int micro, int B, int
             case PP_SEND_ACT: pp_send(p, model_stage_output(m), n, p->stage + 1, pp_tag(0, i)); break;
             case PP_RECV_GRAD: pp_recv(p, model_stage_grad(m), n, p->stage + 1, pp_tag(1, i)); break;
             case PP_BWD:
+                timing_phase(PH_BACKWARD);
                 if (p->stage == last) model_head_backward(m);
                 pp_stage_backward(p);
                 if (p->stage == 0) zero_embed_backward(p->z);

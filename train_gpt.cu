@@ -2000,6 +2000,13 @@ static size_t backend_peak_device_bytes(void) {
     return peak;
 }
 
+// The memory the autotuner plans against: the whole card's.
+static size_t backend_device_capacity(void) {
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) return 0;
+    return total_b;
+}
+
 // Dense bf16 peak of the card, for MFU; 0 (MFU not reported) for a card we have no figure for.
 static double model_peak_flops(void) {
     cudaDeviceProp prop;
@@ -2009,6 +2016,12 @@ static double model_peak_flops(void) {
     if (strstr(prop.name, "H100") || strstr(prop.name, "H200")) return 989e12;
     if (strstr(prop.name, "A100")) return 312e12;
     return 0.0;
+}
+
+// --profile's roofline: the card's dense bf16 peak where it is known (0: the column stays empty).
+static double profile_peak_flops(const char **source) {
+    *source = "the card's dense bf16 peak (datasheet)";
+    return model_peak_flops();
 }
 
 static const char *model_device_name(void) {

@@ -130,6 +130,7 @@ typedef struct {
     int stall_rank, stall_step;
     int signal_num, signal_step, signal_rank;  // raise signal_num on ourselves at signal_step (rank -1: every rank)
     int die_rank, die_step;                    // SIGKILL ourselves at die_step
+    double stall_s;                          // stall:RANK:STEP:SECONDS stalls that long, then goes on (0: for ever)
     char overflow_steps[256];
     // the model
     const char *init;
@@ -163,6 +164,8 @@ typedef struct {
     int *gen;
     double total_ms;
     int timed_steps;
+    double eta_t0;                           // for the time left: when the run's first step ended, and which step that was
+    int eta_step0;
 } Run;
 
 // What one optimizer step produced, for the step's line and the log.
@@ -171,18 +174,21 @@ typedef struct {
     float lr, norm, step_scale;
     int skip;
     double *idle;                            // per-stage idle fraction (pipelines only), else NULL
+    double eta_s;                            // the run's time left at its pace so far
+    double time_ms[NUM_PHASES];              // where the step's time went (timing.h): data, forward, ...
 } StepResult;
 
 // Fault injection, so that tests of what happens when things go wrong are deterministic instead of
 // racing a process from outside (polling a log, then kill or pkill, which can hit the wrong process):
-//   stall:RANK:STEP       that rank stops before the gradient reduction of that step, as a rank stuck in
-//                         a kernel or on a dead disk would (the watchdog's test)
+//   stall:RANK:STEP[:SECONDS] that rank stops before the gradient reduction of that step, as a rank stuck
+//                         in a kernel or on a dead disk would (the watchdog's test); with SECONDS it goes on
+//                         after that long (a straggler, which the time breakdown shows as the others' comm)
 //   die:RANK:STEP         that rank kills itself with SIGKILL at the start of that step (a node lost)
 //   signal:SIG:STEP[:RANK] TERM or USR1 raised on itself at the start of that step, by every rank or one
 //                         (preemption, as slurm's scancel --signal delivers it)
 //   overflow:S1,S2,...    the loss gradient is infinite at those steps, as an fp16 overflow would make it
 static void run_parse_fault(Run *r, const char *fault) {
-    r->stall_rank = r->stall_step = -1;
+    r->stall_rank = r->stall_step = -1; r->stall_s = 0.0;
     r->die_rank = r->die_step = -1;
     r->signal_num = 0; r->signal_step = r->signal_rank = -1;
     r->overflow_steps[0] = '\0';
@@ -191,13 +197,14 @@ static void run_parse_fault(Run *r, const char *fault) {
     int n = 0;
     if (strncmp(fault, "overflow:", 9) == 0) snprintf(r->overflow_steps, sizeof(r->overflow_steps), ",%s,", fault + 9);
     else if (sscanf(fault, "stall:%d:%d%n", &r->stall_rank, &r->stall_step, &n) == 2 && !fault[n]) {}
+    else if (sscanf(fault, "stall:%d:%d:%lf%n", &r->stall_rank, &r->stall_step, &r->stall_s, &n) == 3 && !fault[n]) {}
     else if (sscanf(fault, "die:%d:%d%n", &r->die_rank, &r->die_step, &n) == 2 && !fault[n]) {}
     else if ((sscanf(fault, "signal:%7[A-Z0-9]:%d%n", sig, &r->signal_step, &n) == 2 && !fault[n]) ||
              (sscanf(fault, "signal:%7[A-Z0-9]:%d:%d%n", sig, &r->signal_step, &r->signal_rank, &n) == 3 && !fault[n])) {
         r->signal_num = strcmp(sig, "TERM") == 0 ? SIGTERM : strcmp(sig, "USR1") == 0 ? SIGUSR1 : 0;
         if (!r->signal_num) fatal("TRAIN_GPT_FAULT: signal '%s' is not TERM or USR1", sig);
     } else {
-        fatal("TRAIN_GPT_FAULT: '%s' is not stall:RANK:STEP, die:RANK:STEP, signal:TERM|USR1:STEP[:RANK] or "
+        fatal("TRAIN_GPT_FAULT: '%s' is not stall:RANK:STEP[:SECONDS], die:RANK:STEP, signal:TERM|USR1:STEP[:RANK] or "
               "overflow:STEP[,STEP...]", fault);
     }
 }
@@ -616,7 +623,10 @@ static StepResult run_step(Run *r, int step) {
     Zero *zero = &r->zero;
     LossScaler *scaler = &r->scaler;
     StepResult s = {0};
+    // --profile leaves out the run's first step (it warms caches), unless it is the only one
+    timing.profile = cfg->profile && (step > r->start_step || cfg->steps - r->start_step == 1);
     double t0 = wall_seconds();
+    timing_step_begin();  // from here every moment of the step is charged to a phase (timing.h)
     STEP_BEGIN(step + 1);
     comm_watchdog_step(step + 1);
     run_inject_fault(r, step + 1);
@@ -627,15 +637,18 @@ static StepResult run_step(Run *r, int step) {
     if (strstr(r->overflow_steps, stepname)) dloss = INFINITY;
     dloss *= step_scale;  // a power of two: every gradient is scaled exactly
     double loss = pp_run_step(&r->pipe, &r->train_loader, A, B, T, dloss);
+    timing_phase(PH_OTHER);
     double busy_ms = (wall_seconds() - t0) * 1e3;
     if (r->rank == r->stall_rank && step + 1 == r->stall_step) {
-        fprintf(stderr, "fault injection: rank %d stalls at step %d\n", r->rank, r->stall_step);
-        for (;;) pause();
+        fprintf(stderr, "fault injection: rank %d stalls at step %d%s\n", r->rank, r->stall_step, r->stall_s > 0 ? " for a while" : "");
+        if (r->stall_s > 0) { struct timespec ts = {(time_t)r->stall_s, (long)((r->stall_s - (time_t)r->stall_s) * 1e9)}; nanosleep(&ts, NULL); }
+        else for (;;) pause();
     }
     loss = comm_allreduce_sum_f64(&r->comm, loss) / ((double)A * dp);  // only last stages contribute
     // the tied embedding's gradient: the first stage's (lookup) plus the last stage's (classifier)
     if (pp_stages > 1 && r->present[0]) comm_allreduce_sum(&r->tied_comm, zero->grads + zero->uoff[0], zero->ushard[0] * dp);
     zero_reduce_gradients(zero);
+    timing_phase(PH_OPTIMIZER);  // the norm, clipping and the update, as DeepSpeed's "step" counts them
     // each stage sums its own units (the tied unit once), then the pipeline adds the stages up
     double ss = zero_grad_sum_squares(zero, pp_stages > 1 && stage == pp_stages - 1 ? 0 : -1);
     float norm = (float)sqrt(comm_allreduce_sum_f64(&r->pp_comm, ss)) / step_scale;
@@ -652,8 +665,12 @@ static StepResult run_step(Run *r, int step) {
         AdamWArgs adam = {lr, cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay, grad_scale / step_scale, r->updates};
         zero_update(zero, &adam);
     }
+    timing_phase(PH_OTHER);
+    timing_step_end();  // the CUDA build waits here for the step's last kernel (one synchronisation)
     STEP_END(step + 1);
+    memcpy(s.time_ms, timing.step_ms, sizeof(s.time_ms));
     double ms = (wall_seconds() - t0) * 1e3;
+    if (timing.profile) { timing.profiled_ms += ms; timing.profiled_steps++; }
     double tps = cfg->total_batch_tokens / (ms / 1e3);
     // model FLOPs per token, as llm.c and PaLM count them: 6N for the matmuls' forward and
     // backward, plus 6*L*C*T for attention; per device
@@ -668,6 +685,26 @@ static StepResult run_step(Run *r, int step) {
     }
     s.loss = loss; s.ms = ms; s.tps = tps; s.lr = lr; s.norm = norm; s.step_scale = step_scale; s.skip = skip;
     return s;
+}
+
+// A duration the way the step line shows it: 45s, 12m05s, 3h07m, 2d05h.
+static const char *format_duration(double sec, char *buf, size_t n) {
+    long t = (long)(sec + 0.5);
+    if (sec < 10) snprintf(buf, n, "%.1fs", sec);
+    else if (t < 60) snprintf(buf, n, "%lds", t);
+    else if (t < 3600) snprintf(buf, n, "%ldm%02lds", t / 60, t % 60);
+    else if (t < 86400) snprintf(buf, n, "%ldh%02ldm", t / 3600, t % 3600 / 60);
+    else snprintf(buf, n, "%ldd%02ldh", t / 86400, t % 86400 / 3600);
+    return buf;
+}
+
+// The time left: the steps to go at the pace of the steps since the first (which warms caches), wall
+// clock, so validation, samples and checkpoints count in it; the first step's own time before that.
+static double run_eta(Run *r, int step, double step_ms) {
+    double now = wall_seconds();
+    int left = r->cfg.steps - step - 1;
+    if (r->eta_t0 == 0.0 || step + 1 <= r->eta_step0) { r->eta_t0 = now; r->eta_step0 = step + 1; return left * step_ms / 1e3; }
+    return left * (now - r->eta_t0) / (step + 1 - r->eta_step0);
 }
 
 // Logging: the step's line on the console and its JSON line in the log.
@@ -691,8 +728,15 @@ static void run_log_step(Run *r, int step, const StepResult *s) {
     if (s->skip && scaling_on) snprintf(scaling, sizeof(scaling), " | OVERFLOW: step skipped, loss scale %g -> %g", step_scale, scaler->scale);
     else if (s->skip) snprintf(scaling, sizeof(scaling), " | OVERFLOW: non-finite gradients, step skipped");
     else if (scaling_on) snprintf(scaling, sizeof(scaling), " | loss scale %g%s", step_scale, scaler->scale != step_scale ? " (doubled)" : "");
-    printf0("step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s | %s | peak %s%s%s\n",
-            step + 1, cfg->steps, s->loss, s->lr, s->norm, s->ms, s->tps, mfu, model_peak_memory(), bubble, scaling);
+    char eta[32];
+    format_duration(s->eta_s, eta, sizeof(eta));
+    printf0("step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s | %s | peak %s | ETA %s%s%s\n",
+            step + 1, cfg->steps, s->loss, s->lr, s->norm, s->ms, s->tps, mfu, model_peak_memory(), eta, bubble, scaling);
+    if (cfg->timing) {  // --timing: the breakdown below the step's line
+        printf0("  time ms:");
+        for (int k = 0; k < NUM_PHASES; k++) printf0(" %s %.1f%s", PHASE_NAMES[k], s->time_ms[k], k < NUM_PHASES - 1 ? " |" : "");
+        printf0(" (sum %.1f of %.1f)\n", timing_sum(s->time_ms), s->ms);
+    }
     FILE *logf = r->logf;
     if (!logf) return;
     fprintf(logf, "{\"step\": %d, \"loss\": %.9g, \"lr\": %.9g, \"norm\": ", step + 1, s->loss, s->lr);
@@ -702,6 +746,9 @@ static void run_log_step(Run *r, int step, const StepResult *s) {
     fprintf(logf, ", \"peak_rss_mib\": %.1f, \"peak_device_mib\": %.1f", peak_rss_mib(), backend_peak_device_bytes() / 1048576.0);
     if (scaling_on || s->skip) fprintf(logf, ", \"loss_scale\": %.9g, \"skipped\": %s, \"loss_scale_next\": %.9g",
                                        step_scale, s->skip ? "true" : "false", scaler->scale);
+    fprintf(logf, ", \"eta_s\": %.1f, \"time_ms\": {", s->eta_s);
+    for (int k = 0; k < NUM_PHASES; k++) fprintf(logf, "%s\"%s\": %.3f", k ? ", " : "", PHASE_NAMES[k], s->time_ms[k]);
+    fprintf(logf, "}");
     if (s->idle) {
         fprintf(logf, ", \"bubble\": [");
         for (int k = 0; k < pp_stages; k++) fprintf(logf, "%s%.4f", k ? ", " : "", s->idle[k]);
@@ -747,8 +794,78 @@ static void run_checkpoint(Run *r, int done) {
     comm_barrier(&r->comm);
 }
 
+// --profile: rank 0's modules over the profiled steps, on the console and as one JSON line. The
+// counted FLOPs are checked against the model's formula, 6 per parameter per token plus attention:
+// they differ by the parameters no matmul multiplies (the position embedding, a lookup; biases and
+// LayerNorm weights), which the table names, so the comparison is exact rather than approximate.
+static void run_profile_report(Run *r) {
+    Timing *t = &timing;
+    if (r->rank != 0 || t->profiled_steps == 0) return;
+    const char *source = "";
+    double peak = profile_peak_flops(&source);
+    const GPT2Config *mc = &r->mc;
+    double L = mc->num_layers, C = mc->channels, Vp = mc->padded_vocab_size;
+    double tokens = (double)r->B * r->T * r->A;  // this rank's tokens per step
+    double formula = (6.0 * r->num_params + 6.0 * L * C * r->T) * tokens;
+    double matmul_params = 12.0 * L * C * C + Vp * C, other_params = r->num_params - matmul_params;
+    double counted = 0.0, total_ms = 0.0;
+    for (int k = 1; k < NUM_ROWS; k++) { counted += t->row_flops[k]; total_ms += t->row_ms[k]; }
+    counted /= t->profiled_steps;
+    int n = t->profiled_steps;
+    printf("profile: rank 0, %d step%s%s\n", n, n == 1 ? "" : "s",
+           n < r->cfg.steps - r->start_step ? " (the run's first is left out: it warms caches)" : "");
+    if (peak > 0) printf("  peak %.1f GFLOP/s: %s\n", peak / 1e9, source);
+    else printf("  peak unknown for this device: the 'of peak' column is empty\n");
+    printf("  %-14s %9s %11s %7s %10s %9s %8s\n", "module", "calls", "ms", "share", "GFLOP", "GFLOP/s", "of peak");
+    for (int k = 1; k <= NUM_ROWS; k++) {
+        int tot = k == NUM_ROWS;
+        double ms = tot ? total_ms : t->row_ms[k], fl = tot ? counted * n : t->row_flops[k];
+        char calls[24], gf[24], rate[24], frac[24];
+        if (tot || k == ROW_OTHER) snprintf(calls, sizeof(calls), "-"); else snprintf(calls, sizeof(calls), "%ld", t->row_calls[k]);
+        if (fl > 0) {
+            snprintf(gf, sizeof(gf), "%.3f", fl / 1e9);
+            snprintf(rate, sizeof(rate), "%.1f", ms > 0 ? fl / (ms / 1e3) / 1e9 : 0.0);
+            if (peak > 0 && ms > 0) snprintf(frac, sizeof(frac), "%.1f%%", 100.0 * fl / (ms / 1e3) / peak);
+            else snprintf(frac, sizeof(frac), "-");
+        } else { snprintf(gf, sizeof(gf), "-"); snprintf(rate, sizeof(rate), "-"); snprintf(frac, sizeof(frac), "-"); }
+        printf("  %-14s %9s %11.1f %6.1f%% %10s %9s %8s\n", tot ? "total" : ROW_NAMES[k], calls, ms,
+               100.0 * ms / t->profiled_ms, gf, rate, frac);
+    }
+    printf("  the modules' time is %.2f%% of the profiled steps' %.1f ms\n", 100.0 * total_ms / t->profiled_ms, t->profiled_ms);
+    if (r->pp_stages > 1) printf("  FLOPs per step: rank 0 runs pipeline stage 0 only, so the comparison with the whole model's "
+                                 "6N + 6LCT is left out (run --pp 1 for it)\n");
+    if (r->pp_stages == 1) {
+        // what the matmuls and causal attention must come to: 6 per matmul weight per token, and
+        // attention's 6C(T+1) per token per layer
+        double exact = 6.0 * matmul_params * tokens + 6.0 * L * C * (r->T + 1.0) * tokens;
+        printf("  FLOPs per step: counted %.4f GFLOP (6 x %.0f matmul weights x %.0f tokens + causal attention = %.4f%s) | "
+               "formula 6N + 6LCT: %.4f GFLOP | counted / formula %.4f: %.0f of N's %zu parameters are in no matmul "
+               "(the position embedding %.0f, a lookup; biases and LayerNorm weights %.0f)\n", counted / 1e9, matmul_params,
+               tokens, exact / 1e9, r->cfg.recompute == 3 ? "; recompute 3 reruns the layers' forward, counted too" : "",
+               formula / 1e9, counted / formula, other_params, r->num_params, (double)mc->max_seq_len * C,
+               other_params - (double)mc->max_seq_len * C);
+    }
+    if (r->logf) {
+        fprintf(r->logf, "{\"profile\": {\"steps\": %d, \"step_ms\": %.3f, \"peak_flops\": ", n, t->profiled_ms);
+        if (peak > 0) fprintf(r->logf, "%.6g", peak); else fprintf(r->logf, "null");
+        fprintf(r->logf, ", \"peak_source\": \"%s\", \"counted_flops_per_step\": %.17g, \"formula_flops_per_step\": ", source, counted);
+        if (r->pp_stages == 1) fprintf(r->logf, "%.17g", formula); else fprintf(r->logf, "null");  // stage 0 is not the model
+        fprintf(r->logf, ", \"modules\": [");
+        for (int k = 1; k < NUM_ROWS; k++) {
+            double ms = t->row_ms[k], fl = t->row_flops[k];
+            fprintf(r->logf, "%s{\"module\": \"%s\", \"calls\": %ld, \"ms\": %.3f, \"share\": %.5f, \"flops\": %.17g, "
+                    "\"flops_per_s\": %.6g, \"peak_fraction\": ", k > 1 ? ", " : "", ROW_NAMES[k], t->row_calls[k], ms,
+                    ms / t->profiled_ms, fl, ms > 0 ? fl / (ms / 1e3) : 0.0);
+            if (peak > 0 && fl > 0 && ms > 0) fprintf(r->logf, "%.5f}", fl / (ms / 1e3) / peak); else fprintf(r->logf, "null}");
+        }
+        fprintf(r->logf, "]}}\n");
+        fflush(r->logf);
+    }
+}
+
 // The end: the run's averages, and everything freed.
 static void run_finish(Run *r) {
+    if (r->cfg.profile) run_profile_report(r);
     if (r->timed_steps > 0) {
         double ms = r->total_ms / r->timed_steps;
         printf0("average: %.1f ms/step | %.0f tok/s | peak %s\n", ms, r->cfg.total_batch_tokens / (ms / 1e3), model_peak_memory());
@@ -785,11 +902,14 @@ static void openmp_wait_politely(char **argv) {
 #endif
 }
 
+#include "autotune.h"
+
 static int train_main(int argc, char **argv) {
     openmp_wait_politely(argv);
     static Run run;  // static: zeroed, and too large to want on the stack
     Run *r = &run;
     run_setup(r, argc, argv);
+    if (r->cfg.autotune) { int rc = autotune_main(r, argc, argv); comm_finalize(&r->comm); return rc; }
     run_resume(r);
     if (r->cfg.resume && r->start_step >= r->cfg.steps) {
         printf0("resume: the checkpoint is at step %d and -x/--steps is %d: this run is complete, nothing to train (raise "
@@ -798,7 +918,14 @@ static int train_main(int argc, char **argv) {
         return 0;
     }
     run_plan(r);
-    if (r->cfg.dry_run) { if (r->logf) fclose(r->logf); comm_finalize(&r->comm); return 0; }
+    if (r->cfg.dry_run) {
+        if (r->cfg.tokens_per_s > 0)  // the length of the training the user has in mind, at a speed they measured
+            printf0("target: %.3g tokens at %.0f tokens/s on %d device%s: %.1f days\n", (double)r->cfg.target_tokens,
+                    r->cfg.tokens_per_s, r->world, r->world == 1 ? "" : "s", r->cfg.target_tokens / r->cfg.tokens_per_s / 86400.0);
+        if (r->logf) fclose(r->logf);
+        comm_finalize(&r->comm);
+        return 0;
+    }
     run_build(r);
     const TrainConfig *cfg = &r->cfg;
     for (int step = r->start_step; step <= cfg->steps; step++) {
@@ -807,6 +934,7 @@ static int train_main(int argc, char **argv) {
         if (cfg->sample_every > 0 && step > 0 && (step % cfg->sample_every == 0 || last)) run_sample(r);
         if (last) break;
         StepResult s = run_step(r, step);
+        s.eta_s = run_eta(r, step, s.ms);
         run_log_step(r, step, &s);
         free(s.idle);
         int done = step + 1;

@@ -202,5 +202,74 @@ if [ $rc -eq 0 ] && [ -n "$gap" ] && [ -n "$noatt" ] && awk -v g="$gap" -v v="$v
   ok "default run learns the synthetic corpus, attention included: $last (gap < 0.05; without attention at best $noatt)"
 else bad "default run learns (gap < 0.05, val loss 0.2 below the no-attention bound $noatt)" "$last"; fi
 
+# --- where the time goes ------------------------------------------------------------------------
+# every step's JSON line cuts the step into data, forward, backward, comm, optimizer and other, adding up
+# to its ms; --timing prints the same under each step line; the time left is on the line and in the log
+out=$($BIN -x 6 -v 3 -s 0 --timing --log "$W/timing.jsonl" 2>&1); rc=$?
+r=$($PY test/breakdown.py "$W/timing.jsonl") && ok "time breakdown in every log line, parts add up to ms: $r" || bad "time breakdown" "$r"
+n=$(grep -cE '^  time ms: data [0-9.]+ \| forward [0-9.]+ \| backward [0-9.]+ \| comm [0-9.]+ \| optimizer [0-9.]+ \| other [0-9.]+ \(sum' <<<"$out")
+[ $rc -eq 0 ] && [ "$n" = 6 ] && ok "--timing prints the breakdown under each of the 6 step lines" || bad "--timing console lines ($n)" "$out"
+eta=$($PY -c 'import json,sys; e=[d["eta_s"] for d in map(json.loads, open(sys.argv[1])) if "loss" in d]; print(int(len(e) == 6 and e[-1] == 0 and all(x > 0 for x in e[:-1])), e)' "$W/timing.jsonl")
+[ "${eta%% *}" = 1 ] && [ "$(grep -c '| ETA [0-9.]*[smhd]' <<<"$out")" = 6 ] && ok "time left on every step line and in the log (eta_s ${eta#* })" \
+  || bad "ETA on the line and in the log" "$eta"
+[ "$(grep -c '^  time ms' <<<"$($BIN -x 2 -v 0 -s 0 2>&1)")" = 0 ] && ok "without --timing no breakdown lines" || bad "breakdown printed without --timing"
+
+# --profile: a table of the modules at the end and one JSON line; on d12 (the synthetic corpus's vocabulary: the
+# position embedding is under 1% of N) the counted FLOPs are the matmuls' and attention's exactly and within 2% of
+# 6N + 6LCT; the CPU's FMA peak is measured, so the matmuls get a fraction of it
+out=$($BIN -e d12 -b 1 -t 64 -x 2 -v 0 -s 0 --profile --log "$W/prof.jsonl" 2>&1); rc=$?
+r=$($PY test/profile_check.py "$W/prof.jsonl" 12 768 128 64 64) && [ $rc -eq 0 ] && grep -q "^  mlp up " <<<"$out" \
+  && grep -q "peak [0-9.]* GFLOP/s: this CPU's FMA peak, measured" <<<"$out" && ok "--profile on d12: $r" || bad "--profile on d12" "$r $out"
+out=$($BIN -x 3 -v 0 -s 0 -r 2 --grad-accum 2 --profile 2>&1)
+grep -qE "^  total +- +[0-9.]+ +100.0%" <<<"$out" && grep -q "counted / formula 0.76" <<<"$out" \
+  && ok "--profile on d2 with recompute 2 and accumulation: the table, and 6N's position embedding (24% of N) named" \
+  || bad "--profile on d2" "$(grep -A20 '^profile' <<<"$out")"
+
+# --autotune: micro-batch x recompute x offload, those over --mem-limit dropped by the plan, the rest timed and
+# sorted by tokens/s with days for --target-tokens; every timed configuration with the run's micro-batch size
+# trains the same weights (checked on its losses), and the best line's flags, pasted, train them bit for bit
+out=$($BIN -b 2 -t 16 -d 32 -x 50 --log "$W/tune.jsonl" --autotune --mem-limit 0.0095 2>&1); rc=$?
+best=$(sed -n 's/^best: //p' <<<"$out")
+r=$($PY - <<'PYEOF' "$out"
+import re, sys
+out = sys.argv[1]
+rows = [l.split() for l in out.splitlines() if re.match(r"^  -b \d+ --grad-accum \d+ -r \d -z \d --offload \w+ +[0-9]+ +[0-9.]+ ", l)]
+unfit = [l for l in out.splitlines() if "does not fit:" in l and l.rstrip().endswith("> 9.7 MiB")]
+tps = [float(r[10]) for r in rows]
+bad = []
+if "24 configurations" not in out or "8 fit the memory plan" not in out: bad.append("counts")
+if len(rows) != 8 or len(unfit) != 16: bad.append(f"{len(rows)} timed rows, {len(unfit)} unfit")
+if tps != sorted(tps, reverse=True): bad.append("not sorted by tok/s")
+for r in rows:
+    days = float(r[15]) if len(r) > 15 else -1
+    if abs(days - 1e11 / float(r[10]) / 86400) > 0.06 * days: bad.append(f"days {r}")
+    if r[1] == "2" and "same" not in " ".join(r[16:]): bad.append(f"same weights {r}")
+    if r[1] == "2" and "bit-identical" not in " ".join(r) and "own" not in " ".join(r): bad.append(f"not compared {r}")
+print("; ".join(bad) if bad else f"{len(rows)} timed, sorted by tok/s ({tps[0]:.0f} .. {tps[-1]:.0f}), 16 over --mem-limit dropped, days for 1e11 tokens")
+sys.exit(1 if bad else 0)
+PYEOF
+)
+[ $rc -eq 0 ] && [ -n "$best" ] && [ ! -e "$W/tune.jsonl" ] && ok "--autotune: $r; best: $best" || bad "--autotune table" "$r $out"
+$BIN -b 2 -t 16 -d 32 -x 3 -v 0 -s 0 --log "$W/own.jsonl" > /dev/null 2>&1
+$BIN -t 16 -d 32 -x 3 -v 0 -s 0 $best --log "$W/best.jsonl" > /dev/null 2>&1
+[ -s "$W/best.jsonl" ] && [ "$(losses "$W/best.jsonl")" = "$(losses "$W/own.jsonl")" ] && grep -q "trains the same weights as this run's own, bit for bit" <<<"$out" \
+  && ok "the best line's flags, pasted into a run, train the run's own weights bit for bit (and the tuner says so)" || bad "best flags vs own" "$best"
+out=$($BIN -b 2 -t 16 -d 32 --autotune --mem-limit 0.001 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "0 fit the memory plan" <<<"$out" && grep -q "^best: none" <<<"$out" && ok "--autotune with nothing that fits: says so, exit 1" || bad "--autotune nothing fits" "$out"
+# --autotune-world 2: ZeRO stages and pipeline stages too, each timed through mpirun; configurations with the
+# run's micro-batch size train the same weights up to the order of sums across ranks
+if command -v mpirun > /dev/null && $BIN --help | grep -q "MPI: yes"; then
+  out=$($BIN -b 2 -t 16 -d 64 --autotune --autotune-world 2 --mem-limit 0.0069 2>&1); rc=$?
+  best=$(sed -n 's/^best: //p' <<<"$out")
+  n=$(grep -cE "^  -b [0-9]+ --grad-accum [0-9]+ -r [0-9] -z [0-9] --offload [a-z]+ --pp [12] +[0-9]+ +[0-9.]+ " <<<"$out")
+  [ $rc -eq 0 ] && grep -q "x ZeRO stage x pipeline stages" <<<"$out" && grep -q -- "--pp 2 .*same up to the order of sums" <<<"$out" \
+    && grep -q -- "^best: -b 2 .*--pp [12]$" <<<"$out" && [ "$n" -ge 4 ] \
+    && ok "--autotune-world 2: $n layouts timed through mpirun (ZeRO and pipeline stages), best: $best" || bad "--autotune-world 2" "$out"
+else bad "--autotune-world 2 needs mpirun and an MPI build (apt-get install libopenmpi-dev openmpi-bin)"; fi
+out=$($BIN -e d12 --dry-run --tokens-per-s 77 --target-tokens 1000000000 2>&1)
+grep -q "target: 1e+09 tokens at 77 tokens/s on 1 device: 150.3 days" <<<"$out" && ok "--dry-run with a measured speed gives the days for --target-tokens" || bad "--dry-run days" "$(tail -2 <<<"$out")"
+expect_error "negative --mem-limit is refused" "--mem-limit: must be > 0 GiB" --mem-limit -1
+expect_error "zero --target-tokens is refused" "--target-tokens: must be >= 1" --target-tokens 0
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -57,6 +57,27 @@ sys.exit(0 if ok else 1)
 PYEOF
 ) && ok "every step logs the measured bubble per stage beside the formula; $r" || bad "bubble logged" "$r"
 
+# where the time goes in a pipeline: the parts add up, and waiting for a neighbour (the bubble) is comm
+for l in "2 1" "4 1" "2 2"; do
+  set -- $l
+  r=$($PY test/breakdown.py "$W/pp$1$2.jsonl" 0.01) && ok "--pp $1 x $2 rank(s): time breakdown adds up, pipeline waits show as comm: $r" \
+    || bad "--pp $1 x $2: time breakdown" "$r"
+done
+
+# --profile on a pipeline: rank 0's table (stage 0) adds up, its waits are the collectives row, and the whole
+# model's formula is left out (null) rather than compared with one stage's FLOPs
+"${MPI[@]}" -np 2 $BIN "${common[@]}" -x 3 -v 0 --pp 2 --grad-accum 4 --profile --log "$W/ppprof.jsonl" > "$W/ppprof.out" 2>&1
+r=$($PY - "$W/ppprof.jsonl" <<'PYEOF'
+import json, sys
+p = [d["profile"] for d in map(json.loads, open(sys.argv[1])) if "profile" in d][0]
+m = {x["module"]: x for x in p["modules"]}
+share = sum(x["share"] for x in p["modules"])
+ok = abs(share - 1) < 0.05 and m["collectives"]["calls"] > 0 and m["collectives"]["ms"] > 0 and p["formula_flops_per_step"] is None
+print(f"shares add up to {share:.4f}, collectives {m['collectives']['calls']} calls {m['collectives']['ms']:.1f} ms, formula {p['formula_flops_per_step']}")
+sys.exit(0 if ok else 1)
+PYEOF
+) && ok "--profile with --pp 2: $r" || bad "--profile with --pp 2" "$r $(tail -3 "$W/ppprof.out")"
+
 # a checkpoint taken with 2 stages x 2 ranks resumes on 4 stages, and on one process
 "${MPI[@]}" -np 4 $BIN "${common[@]}" --pp 2 -z 1 --grad-accum 4 -n 5 -o "$W/save" > /dev/null 2>&1
 for layout in "4 8" "1 8"; do

@@ -76,7 +76,7 @@ for f in scripts/*; do grep -q "$(basename "$f")" $README || missing="$missing u
   || bad "README names that drifted:$missing"
 
 # 4. the default run's example is a real run: every line shown is printed, in order, timings aside
-mask() { sed -E 's/[0-9]+ OpenMP threads?/N OpenMP threads/; s/[0-9.]+ ms(\/step)?/T ms\1/g; s/[0-9]+ tok\/s/T tok\/s/g; s/[0-9.]+ GFLOP\/s/F GFLOP\/s/g; s/RSS [0-9]+ MiB/RSS M MiB/g'; }
+mask() { sed -E 's/[0-9]+ OpenMP threads?/N OpenMP threads/; s/[0-9.]+ ms(\/step)?/T ms\1/g; s/[0-9]+ tok\/s/T tok\/s/g; s/[0-9.]+ GFLOP\/s/F GFLOP\/s/g; s/RSS [0-9]+ MiB/RSS M MiB/g; s/ETA [0-9.dhms]+/ETA E/'; }
 example=$(awk '/<!-- README example: the default run/{f=1; next} f && /^```$/{n++; if (n==2) exit; next} f && n==1' $README | mask)
 actual=$($BIN 2>&1 | mask)
 r=$($PY - <<'PYEOF' "$example" "$actual"

@@ -52,6 +52,16 @@ for np in 2 3 4; do
     [ $# -eq 4 ] && [ "$1" = "$2" ] && [ "$3" = "$4" ] && ok "$name: allocates what the plan says ($1 bytes of model state, $3 of activations per rank)" || bad "$name: allocated vs plan" "$alloc"
   done
 done
+# where the time goes under mpirun: every step's parts add up to its ms, and the collectives show as comm
+for z in 0 1 2 3; do
+  r=$($PY test/breakdown.py "$W/np2z$z.jsonl" 0.001) && ok "np 2, ZeRO-$z: time breakdown adds up, comm nonzero every step: $r" \
+    || bad "np 2, ZeRO-$z: time breakdown" "$r"
+done
+# a straggler shows as comm on the others: rank 1 sleeps 0.6 s before step 3's gradient reduction
+# (TRAIN_GPT_FAULT=stall:RANK:STEP:SECONDS), and rank 0, which writes the log, waits for it in a collective
+TRAIN_GPT_FAULT=stall:1:3:0.6 "${MPI[@]}" -x TRAIN_GPT_FAULT -np 2 $BIN "${common[@]}" -x 4 --grad-accum 6 -z 1 --log "$W/stall.jsonl" > "$W/stall.out" 2>&1
+r=$($PY test/breakdown.py "$W/stall.jsonl" 500@3) && grep -q "rank 1 stalls at step 3" "$W/stall.out" \
+  && ok "a rank stalled 0.6 s shows as comm on rank 0: $r" || bad "stall shows as comm" "$r $(tail -3 "$W/stall.out")"
 # per-rank model-state memory of a d12 model (GPT-2 124M's layers; the embedded corpus's vocabulary
 # of 64, padded to 128) on 4 ranks, from the plan (--dry-run), against the ZeRO
 # paper's formulas for fp32 training (params 4, grads 4, AdamW 8 bytes per parameter; N ranks):

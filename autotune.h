@@ -1,0 +1,383 @@
+// autotune.h: --autotune, the fastest configuration that fits. Given the run's model, data, sequence
+// length and tokens per step, it enumerates micro-batch size x recompute level x offload (x ZeRO stage
+// where it changes anything), drops what the exact memory plan (model_memory_plan, zero_memory_plan:
+// what the run would allocate, byte for byte, which the tests check) says cannot fit the device or the
+// host (--mem-limit pretends a smaller one), times a few steps of each survivor, and prints them sorted
+// by tokens/s with their memory and the days to train --target-tokens at that speed.
+//
+// Each survivor is timed as a child process of this binary with exactly the flags the table prints,
+// so a measured row is what pasting its flags gives, and a configuration that cannot start (or runs
+// out of memory the plan did not see) shows as failed instead of taking the tuner down with it.
+//
+// What stays the same: the tokens per step, the learning-rate schedule, the seed and the data. Recompute
+// levels, ZeRO stages and offload change no number (bit-identical losses; the tuner checks it on the
+// timed steps against the run's own configuration). The micro-batch size is different: the data loader
+// cuts the stream into windows of B x T tokens, so another B reads the data in another order, and its
+// weights differ as another seed's would. `best:` therefore keeps the run's micro-batch size (the same
+// weights, only faster), and the fastest configuration overall is printed above it.
+#ifndef AUTOTUNE_H
+#define AUTOTUNE_H
+
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef struct {
+    int B, A, recompute, zero, pp, ok, same_b;
+    const char *offload;
+    double device_bytes, host_bytes;
+    double ms, tps;          // mean over its runs of each run's median step; tps 0 = not timed
+    double sum_ms;
+    int runs;
+    double max_loss_diff;    // against the run's own configuration's losses (same B only); -1 = not compared
+    char flags[160], why[4400];
+    double losses[16];
+    int nlosses, own;        // own: the run's own configuration
+} TuneCandidate;
+
+// A run times this many steps after one warm-up step; its figure is their median. On a shared machine a
+// single run of each candidate, one after another, compares them at different moments of the other
+// jobs' load, so the contenders (the fastest few that train the run's own weights, and the run's own
+// configuration) are run again, TUNE_ROUNDS times, interleaved, and each is judged by the mean over its
+// runs; another configuration replaces the run's own only when it is faster by more than TUNE_MARGIN.
+#define TUNE_TIMED_STEPS 3
+#define TUNE_RETIME 3
+#define TUNE_ROUNDS 2
+#define TUNE_MARGIN 0.03
+
+// Flags of the user's command line that the tuner sets itself or that make no sense in a timing run.
+static int tune_dropped(const OptSpec *o) {
+    static const char *const drop[] = {"--autotune", "--mem-limit", "--target-tokens", "--tokens-per-s", "--log", "--out-dir",
+                                       "--checkpoint-every", "--resume", "--profile", "--timing", "--dry-run", "--steps",
+                                       "--val-every", "--sample-every", "--micro-batch", "--grad-accum", "--recompute",
+                                       "--zero-stage", "--offload", "--total-batch-tokens", "--pp", "--autotune-world"};
+    for (size_t i = 0; i < sizeof(drop) / sizeof(drop[0]); i++) if (strcmp(o->longname, drop[i]) == 0) return 1;
+    return 0;
+}
+
+// Runs one candidate: this binary with the user's flags (less the dropped ones) and the candidate's;
+// fills ms, tps and the losses from its log.
+static void tune_time(TuneCandidate *c, int argc, char **argv, long total, const char *dir, int idx, int world) {
+    char logp[4200], outp[4200];
+    snprintf(logp, sizeof(logp), "%s/candidate%d.jsonl", dir, idx);
+    snprintf(outp, sizeof(outp), "%s/candidate%d.out", dir, idx);
+    char *args[256];
+    int n = 0;
+    // several ranks: through mpirun, which needs this binary's real path (its /proc/self/exe is mpirun's)
+    static char self[4096];
+    ssize_t len_self = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    self[len_self > 0 ? len_self : 0] = '\0';
+    char np[16];
+    snprintf(np, sizeof(np), "%d", world);
+    if (world > 1) {
+        args[n++] = (char *)"mpirun";
+        if (geteuid() == 0) args[n++] = (char *)"--allow-run-as-root";
+        args[n++] = (char *)"--oversubscribe";
+        args[n++] = (char *)"-x";
+        args[n++] = (char *)"OMP_NUM_THREADS";
+        args[n++] = (char *)"-np";
+        args[n++] = np;
+        args[n++] = self;
+    } else {
+        args[n++] = (char *)"/proc/self/exe";
+    }
+    for (int i = 1; i < argc && n < 200; i++) {
+        const char *arg = argv[i];
+        const char *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
+        size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
+        const OptSpec *o = NULL;
+        for (int k = 0; k < NUM_OPTIONS && !o; k++) {
+            const OptSpec *s = &OPTIONS[k];
+            if ((strlen(s->longname) == len && strncmp(arg, s->longname, len) == 0) || (s->shortname && !eq && strcmp(arg, s->shortname) == 0)) o = s;
+        }
+        int takes_value = o && !eq && o->kind != OPT_FLAG;
+        if (o && o->kind == OPT_FLAG && !eq && i + 1 < argc && (strcmp(argv[i + 1], "0") == 0 || strcmp(argv[i + 1], "1") == 0)) takes_value = 1;
+        if (o && tune_dropped(o)) { if (takes_value) i++; continue; }
+        args[n++] = argv[i];
+        if (takes_value && i + 1 < argc) args[n++] = argv[++i];
+    }
+    char b[16], a[16], r[16], z[16], d[32], x[16], pp[16];
+    snprintf(pp, sizeof(pp), "%d", c->pp);
+    snprintf(b, sizeof(b), "%d", c->B); snprintf(a, sizeof(a), "%d", c->A); snprintf(r, sizeof(r), "%d", c->recompute);
+    snprintf(z, sizeof(z), "%d", c->zero); snprintf(d, sizeof(d), "%ld", total); snprintf(x, sizeof(x), "%d", TUNE_TIMED_STEPS + 1);
+    const char *extra[] = {"-b", b, "--grad-accum", a, "-d", d, "-r", r, "-z", z, "--offload", c->offload, "--pp", pp,
+                           "-x", x, "-v", "0", "-s", "0", "--log", logp};
+    for (size_t i = 0; i < sizeof(extra) / sizeof(extra[0]); i++) args[n++] = (char *)extra[i];
+    args[n] = NULL;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0) fatal("--autotune: fork failed: %s", strerror(errno));
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM);  // a tuner that is stopped takes its candidate with it
+        FILE *f = freopen(outp, "w", stdout);
+        if (f) dup2(fileno(stdout), 2);
+        // each rank gets its share of the cores, unless the user has said how many threads
+        char threads[32];
+        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        snprintf(threads, sizeof(threads), "%ld", ncpu / world > 0 ? ncpu / world : 1);
+        if (world > 1) setenv("OMP_NUM_THREADS", threads, 0);
+        if (world > 1) execvp("mpirun", args);
+        else execv("/proc/self/exe", args);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    FILE *lf = fopen(logp, "r");
+    double times[16];
+    int timed = 0;
+    c->nlosses = 0;
+    char line[4096];
+    while (lf && fgets(line, sizeof(line), lf)) {
+        int step;
+        double loss, ms;
+        const char *pm = strstr(line, "\"ms\": ");
+        if (sscanf(line, "{\"step\": %d, \"loss\": %lf", &step, &loss) == 2 && pm && sscanf(pm + 6, "%lf", &ms) == 1) {
+            if (c->nlosses < 16) c->losses[c->nlosses++] = loss;
+            if (step > 1 && timed < 16) times[timed++] = ms;
+        }
+    }
+    if (lf) fclose(lf);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || timed == 0) {
+        if (c->runs > 0) return;  // a later run that failed keeps the earlier figure
+        snprintf(c->why, sizeof(c->why), "failed (exit %d; see its output: %s)", WIFEXITED(status) ? WEXITSTATUS(status) : -1, outp);
+        c->tps = 0.0;
+        return;
+    }
+    for (int i = 1; i < timed; i++)
+        for (int j = i; j > 0 && times[j] < times[j - 1]; j--) { double t = times[j]; times[j] = times[j - 1]; times[j - 1] = t; }
+    c->sum_ms += timed % 2 ? times[timed / 2] : 0.5 * (times[timed / 2 - 1] + times[timed / 2]);
+    c->runs++;
+    c->ms = c->sum_ms / c->runs;
+    c->tps = total / (c->ms / 1e3);
+}
+
+static int tune_cmp(const void *a, const void *b) {
+    const TuneCandidate *x = (const TuneCandidate *)a, *y = (const TuneCandidate *)b;
+    if ((x->tps > 0) != (y->tps > 0)) return x->tps > 0 ? -1 : 1;
+    if (x->ok != y->ok) return x->ok ? -1 : 1;
+    return x->tps > y->tps ? -1 : x->tps < y->tps ? 1 : 0;
+}
+
+// Bytes as the table shows them: MiB below a GiB, so small models do not all read "0.01 GiB".
+static const char *tune_bytes(double b, char *buf, size_t n) {
+    if (b < 1073741824.0) snprintf(buf, n, "%.1f MiB", b / 1048576.0);
+    else snprintf(buf, n, "%.2f GiB", b / 1073741824.0);
+    return buf;
+}
+
+static size_t physical_memory_bytes(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && size > 0 ? (size_t)pages * (size_t)size : 0;
+}
+
+// --autotune: after run_setup (the model, the data, the world and the batch are known). The tuner runs
+// as one process and times one-process configurations. Returns the exit status: 1 when nothing could be
+// timed with the run's micro-batch size (nothing fits, or every such configuration failed).
+static int autotune_main(Run *r, int argc, char **argv) {
+    const TrainConfig *cfg = &r->cfg;
+    const GPT2Config *mc = &r->mc;
+    if (r->world > 1) fatal("--autotune: run it as one process (not under mpirun), with --autotune-world N for a run of N "
+                            "ranks: it starts each configuration in processes of its own (through mpirun for N > 1)");
+    int T = r->T, L = mc->num_layers, W = cfg->autotune_world;
+    long total = cfg->total_batch_tokens;
+    // the tokens per step the run of W ranks would have: -d, or B x T x accumulation x W
+    int gave_d = 0;
+    for (int i = 1; i < argc; i++) gave_d |= !strcmp(argv[i], "-d") || !strncmp(argv[i], "--total-batch-tokens", 20);
+    if (!gave_d) total *= W;
+    if (W > 1 && system("command -v mpirun > /dev/null 2>&1") != 0) fatal("--autotune-world %d: mpirun is not on the PATH", W);
+    if (W > 1 && !build_info.mpi) fatal("--autotune-world %d: this binary was built without MPI", W);
+    int cpu = strcmp(BUILD_NAME, "cpu") == 0;  // device memory is host memory
+    double dev_cap = (double)backend_device_capacity(), host_cap = (double)physical_memory_bytes();
+    double limit = cfg->mem_limit > 0 ? cfg->mem_limit * 1073741824.0 : dev_cap;
+    double host_limit = cfg->mem_limit > 0 && cpu ? limit : host_cap;
+    int nu = gpt2_num_units(mc);
+    int *present = (int *)mallocCheck(nu * sizeof(int));
+    int *first = (int *)mallocCheck((W + 1) * sizeof(int));
+    // micro-batch sizes that divide the step: powers of two and the run's own (per data-parallel rank,
+    // checked per layout below)
+    int bs[32], nb = 0;
+    for (long b = 1; b * T <= total && nb < 30; b *= 2) if (total % (b * T) == 0) bs[nb++] = (int)b;
+    int have_own = 0;
+    for (int i = 0; i < nb; i++) have_own |= bs[i] == r->B;
+    if (!have_own) bs[nb++] = r->B;
+    // layouts: pipeline stages that divide the world (at most one per layer); ZeRO stages where there is
+    // more than one data-parallel rank to shard over (2-3 not with a pipeline); offload none, the AdamW
+    // state on the host, and with ZeRO-3 the layers' parameters too (with one data-parallel rank stage 3
+    // is enumerated only where offload params needs it)
+    const char *offs[3] = {"none", "optimizer", "params"};
+    TuneCandidate *cs = (TuneCandidate *)callocCheck((size_t)nb * 4 * 3 * 4 * (W + 1), sizeof(TuneCandidate));
+    int nc = 0;
+    for (int pp = 1; pp <= W && pp <= L; pp++) {
+        if (W % pp) continue;
+        int dp = W / pp;
+        pp_split(mc, T, pp, first);
+        for (int bi = 0; bi < nb; bi++) {
+            if (total % ((long)bs[bi] * T * dp)) continue;
+            for (int z = 0; z <= 3; z++) {
+                if ((dp == 1 && z > 0 && z < 3) || (pp > 1 && z >= 2)) continue;
+                for (int rc = 0; rc <= 3; rc++)
+                    for (int oi = 0; oi < 3; oi++) {
+                        if (oi == 2 && z != 3) continue;               // only ZeRO-3 shards (and offloads) parameters
+                        if (dp == 1 && z == 3 && oi != 2) continue;    // one rank: stage 3 only for offload params
+                        TuneCandidate *c = &cs[nc++];
+                        c->B = bs[bi]; c->A = (int)(total / ((long)c->B * T * dp)); c->recompute = rc; c->offload = offs[oi];
+                        c->zero = z; c->pp = pp; c->same_b = c->B == r->B; c->max_loss_diff = -1.0;
+                        // per rank: the largest of the stages' plans (each stage holds its layers, and the
+                        // first and last the tied embedding; micro-batches in flight per 1F1B)
+                        double on_dev = 0.0, on_host = 0.0;
+                        for (int st = 0; st < pp; st++) {
+                            for (int u = 0; u < nu; u++) present[u] = u == 0 ? (st == 0 || st == pp - 1) : (u - 1 >= first[st] && u - 1 < first[st + 1]);
+                            MemoryPlan mp = model_memory_plan(mc, c->B, T, rc, first[st + 1] - first[st], pp_max_in_flight(st, pp, c->A),
+                                                              present[0], z == 3);
+                            zero_memory_plan(mc, z, dp, present, 0, oi > 0, oi == 2, &mp.params, &mp.grads, &mp.optimizer);
+                            double d = (double)mp.params + mp.grads + mp.working + mp.activations + mp.workspace + (oi > 0 ? 0 : mp.optimizer);
+                            double h = oi > 0 ? (double)mp.optimizer : 0.0;
+                            if (cpu) { d += h; h = 0.0; }
+                            if (d > on_dev) on_dev = d;
+                            if (h > on_host) on_host = h;
+                        }
+                        c->device_bytes = on_dev; c->host_bytes = on_host;
+                c->ok = on_dev <= limit && on_host <= host_limit;
+                char need[32], have[32];
+                if (!c->ok) snprintf(c->why, sizeof(c->why), "does not fit: %s %s > %s", tune_bytes(on_dev > limit ? on_dev : on_host, need, sizeof(need)),
+                                     on_dev > limit ? (cpu ? "of memory" : "on the device") : "on the host",
+                                     tune_bytes(on_dev > limit ? limit : host_limit, have, sizeof(have)));
+                        if (W > 1) snprintf(c->flags, sizeof(c->flags), "-b %d --grad-accum %d -r %d -z %d --offload %s --pp %d", c->B, c->A,
+                                            rc, z, c->offload, pp);
+                        else snprintf(c->flags, sizeof(c->flags), "-b %d --grad-accum %d -r %d -z %d --offload %s", c->B, c->A, rc, z, c->offload);
+                    }
+            }
+        }
+    }
+    free(present);
+    free(first);
+    int fit = 0;
+    for (int i = 0; i < nc; i++) fit += cs[i].ok;
+    char lim[32];
+    printf("autotune: %s | T %d | %ld tokens per step | world %d | memory limit per rank %s%s\n", r->init, T, total, W, tune_bytes(limit, lim, sizeof(lim)),
+           cfg->mem_limit > 0 ? " (--mem-limit)" : cpu ? " (physical memory)" : " (the device's)");
+    printf("autotune: %d configurations (micro-batch", nc);
+    for (int i = 0; i < nb; i++) printf("%s%d", i ? ", " : " ", bs[i]);
+    printf(" x recompute 0-3 x offload none, optimizer, params at ZeRO-3%s); %d fit the memory plan; timing each for %d steps "
+           "after a warm-up step (their median counts)\n", W > 1 ? " x ZeRO stage x pipeline stages" : "", fit, TUNE_TIMED_STEPS);
+    char dir[] = "/tmp/train_gpt_autotune.XXXXXX";
+    if (!mkdtemp(dir)) fatal("--autotune: cannot make a scratch directory: %s", strerror(errno));
+    TuneCandidate *own = NULL;
+    for (int i = 0; i < nc; i++) {
+        TuneCandidate *c = &cs[i];
+        if (!c->ok) continue;
+        tune_time(c, argc, argv, total, dir, i, W);
+        if (c->tps > 0) printf("  %-56s %9.0f tok/s\n", c->flags, c->tps);
+        else printf("  %-56s %s\n", c->flags, c->why);
+        fflush(stdout);
+        if (c->same_b && c->recompute == cfg->recompute && c->zero == cfg->zero_stage && c->pp == 1 &&
+            strcmp(c->offload, cfg->offload) == 0) { own = c; c->own = 1; }
+    }
+    // the contenders, run again in interleaved rounds: the fastest few with the run's micro-batch size
+    // (the ones that can be `best`) and the run's own configuration (their losses are kept from the first
+    // run: the same flags give the same numbers)
+    int order[TUNE_RETIME + 1], k = 0;
+    for (int n = 0; n < TUNE_RETIME; n++) {
+        int bi = -1;
+        for (int i = 0; i < nc; i++) {
+            int taken = 0;
+            for (int j = 0; j < k; j++) taken |= order[j] == i;
+            if (!taken && cs[i].tps > 0 && cs[i].same_b && !cs[i].own && (bi < 0 || cs[i].tps > cs[bi].tps)) bi = i;
+        }
+        if (bi >= 0) order[k++] = bi;
+    }
+    if (own && own->tps > 0) order[k++] = (int)(own - cs);
+    printf("timing again, %d rounds interleaved: the %d fastest with this run's micro-batch size%s\n", TUNE_ROUNDS,
+           own && own->tps > 0 ? k - 1 : k, own && own->tps > 0 ? " and this run's own configuration" : "");
+    for (int round = 0; round < TUNE_ROUNDS; round++)
+        for (int j = 0; j < k; j++) {
+            TuneCandidate *c = &cs[order[round % 2 ? k - 1 - j : j]];  // every other round in reverse order
+            double losses[16];
+            int nl = c->nlosses;
+            memcpy(losses, c->losses, sizeof(losses));
+            tune_time(c, argc, argv, total, dir, (int)(c - cs), W);
+            c->nlosses = nl;
+            memcpy(c->losses, losses, sizeof(losses));
+            printf("  %-56s %9.0f tok/s (mean of %d runs)\n", c->flags, c->tps, c->runs);
+            fflush(stdout);
+        }
+    // the same weights: every timed candidate with the run's micro-batch size against the losses of the
+    // run's own configuration (or, when that did not fit, the first such candidate timed)
+    TuneCandidate *ref = own && own->tps > 0 ? own : NULL;
+    for (int i = 0; i < nc && !ref; i++) if (cs[i].tps > 0 && cs[i].same_b) ref = &cs[i];
+    for (int i = 0; i < nc; i++) {
+        TuneCandidate *c = &cs[i];
+        if (!ref || c->tps <= 0 || !c->same_b || c->nlosses != ref->nlosses) continue;
+        c->max_loss_diff = 0.0;
+        for (int k = 0; k < c->nlosses; k++) {
+            double dd = fabs(c->losses[k] - ref->losses[k]) / fabs(ref->losses[k]);
+            if (dd > c->max_loss_diff) c->max_loss_diff = dd;
+        }
+    }
+    // one process: the same bits; several ranks: the same sums in another order (the ZeRO and pipeline
+    // tests see ~1e-8)
+    double same_tol = W > 1 ? 1e-5 : 0.0;
+    qsort(cs, nc, sizeof(TuneCandidate), tune_cmp);
+    own = NULL;
+    for (int i = 0; i < nc; i++) if (cs[i].own) own = &cs[i];
+    double target = (double)cfg->target_tokens;
+    printf("\n  %-56s %9s %10s %5s %26s %12s  %s\n", "flags", "tok/s", "ms/step", "runs", "memory/rank (plan)", "days/target", "weights");
+    int shown_best = -1, shown_fast = -1;
+    for (int i = 0; i < nc; i++) {
+        TuneCandidate *c = &cs[i];
+        char mem[96], days[32], same[96];
+        char m1[32], m2[32];
+        if (c->host_bytes > 0) snprintf(mem, sizeof(mem), "%s + host %s", tune_bytes(c->device_bytes, m1, sizeof(m1)), tune_bytes(c->host_bytes, m2, sizeof(m2)));
+        else snprintf(mem, sizeof(mem), "%s", tune_bytes(c->device_bytes, m1, sizeof(m1)));
+        if (c->tps > 0) snprintf(days, sizeof(days), "%.1f", target / c->tps / 86400.0); else snprintf(days, sizeof(days), "-");
+        if (!c->same_b) snprintf(same, sizeof(same), "other data order (B %d)", c->B);
+        else if (c->own) snprintf(same, sizeof(same), "same: this run's own configuration");
+        else if (c->max_loss_diff == 0.0) snprintf(same, sizeof(same), "same (losses bit-identical)");
+        else if (c->max_loss_diff >= 0.0 && c->max_loss_diff <= same_tol)
+            snprintf(same, sizeof(same), "same up to the order of sums (losses within %.0e)", c->max_loss_diff);
+        else if (c->max_loss_diff > 0.0) snprintf(same, sizeof(same), "DIFFERENT: losses differ by %.1e", c->max_loss_diff);
+        else snprintf(same, sizeof(same), "not compared");
+        if (c->tps > 0) printf("  %-56s %9.0f %10.1f %5d %26s %12s  %s\n", c->flags, c->tps, c->ms, c->runs, mem, days, same);
+        else printf("  %-56s %9s %10s %5s %26s %12s  %s\n", c->flags, "-", "-", "-", mem, "-", c->why);
+        if (c->tps > 0 && shown_fast < 0) shown_fast = i;
+        if (c->tps > 0 && c->same_b && c->max_loss_diff >= 0.0 && c->max_loss_diff <= same_tol && shown_best < 0 &&
+            (c->runs > 1 || k == 0)) shown_best = i;
+    }
+    // the run's own configuration stays unless the best is faster by more than the margin: a smaller
+    // difference is within what the other jobs on the machine move the figures by
+    int own_i = own ? (int)(own - cs) : -1;
+    if (shown_best >= 0 && own_i >= 0 && own->runs > 1 && shown_best != own_i && cs[shown_best].tps < own->tps * (1.0 + TUNE_MARGIN)) {
+        printf("the fastest configuration with the same weights (%s, %.0f tok/s) is within %.0f%% of this run's own: keeping "
+               "the run's own\n", cs[shown_best].flags, cs[shown_best].tps, 100.0 * TUNE_MARGIN);
+        shown_best = own_i;
+    }
+    printf("days/target: days to train --target-tokens %.3g tokens at that speed on %d device%s\n", target, W, W == 1 ? "" : "s");
+    if (own && own->tps > 0) printf("this run's own configuration (%s): %.0f tok/s%s\n", own->flags, own->tps,
+                                    shown_best >= 0 ? "" : "");
+    if (shown_fast >= 0 && shown_fast != shown_best)
+        printf("fastest overall: %s (%.0f tok/s), but its micro-batch size reads the data in another order, so it trains "
+               "other weights\n", cs[shown_fast].flags, cs[shown_fast].tps);
+    if (shown_best >= 0) {
+        if (W == 1) printf("every configuration marked 'same' trains the same weights as this run's own, bit for bit: recompute, "
+                           "ZeRO stage and offload change only speed and memory\n");
+        else printf("every configuration marked 'same' trains the same weights as this run's own, up to the order of "
+                    "floating-point sums across ranks: the layout changes only speed and memory\n");
+        if (W > 1) printf("the flags below are for a run of %d ranks (mpirun -np %d ...)\n", W, W);
+        printf("best: %s\n", cs[shown_best].flags);
+    } else {
+        printf("best: none (no configuration with this run's micro-batch size could be timed)\n");
+    }
+    for (int i = 0; i < nc; i++) {  // the children's logs and outputs (a failed one's output is kept)
+        char p[4200];
+        snprintf(p, sizeof(p), "%s/candidate%d.jsonl", dir, i); unlink(p);
+        snprintf(p, sizeof(p), "%s/candidate%d.out", dir, i);
+        int failed = 0;
+        for (int k = 0; k < nc; k++) failed |= cs[k].ok && cs[k].tps <= 0 && strstr(cs[k].why, p) != NULL;
+        if (!failed) unlink(p);
+    }
+    rmdir(dir);
+    free(cs);
+    return shown_best >= 0 ? 0 : 1;
+}
+
+#endif

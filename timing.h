@@ -1,0 +1,212 @@
+// timing.h: where a training step's wall-clock time goes. The step is cut into consecutive
+// intervals, each charged to the phase the rank was in (data, forward, backward, comm, optimizer,
+// other) and, with --profile, to the model module that ran (embedding, LayerNorm, QKV matmul, ...).
+// Nothing is sampled and nothing overlaps: every switch of phase or module ends one interval and
+// starts the next, so the parts add up to the step by construction, and the only error left is the
+// time between the step's first and last mark and the host's own clock around it.
+//
+// The CPU build reads the monotonic clock at each switch. The CUDA build's kernels are asynchronous,
+// so a host clock would charge a kernel's time to whatever the host was doing when it waited; there
+// each switch records a CUDA event on the stream the work runs on, and the step's end synchronises
+// once and reads the intervals between consecutive events. Time the stream spends idle while the
+// host works (loading data, waiting in MPI with host-staged buffers) falls between two events too,
+// and is charged to the phase the host was in, which is where the step lost it.
+//
+// comm.h charges every collective and point-to-point message to `comm` (waiting included: a
+// straggler, a slow link or a pipeline bubble shows there); pipeline.h and trainer.h set the
+// phases; model.h names the module of each kernel it calls (only with --profile).
+#ifndef TIMING_H
+#define TIMING_H
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "utils.h"
+
+typedef enum { PH_DATA, PH_FORWARD, PH_BACKWARD, PH_COMM, PH_OPTIMIZER, PH_OTHER, NUM_PHASES } Phase;
+static const char *const PHASE_NAMES[NUM_PHASES] __attribute__((unused)) = {"data", "forward", "backward", "comm",
+                                                                           "optimizer", "other"};
+
+// Rows of the --profile table: the model's modules (what model.h marks around its kernels), then
+// what runs outside them, by phase.
+typedef enum {
+    MOD_NONE, MOD_EMBED, MOD_LAYERNORM, MOD_QKV, MOD_ATTENTION, MOD_ATTPROJ, MOD_RESIDUAL, MOD_MLP_UP, MOD_GELU,
+    MOD_MLP_DOWN, MOD_HEAD, ROW_OPTIMIZER, ROW_COMM, ROW_DATA, ROW_OTHER, NUM_ROWS
+} ProfileRow;
+static const char *const ROW_NAMES[NUM_ROWS] __attribute__((unused)) = {
+    "-", "embedding", "layernorm", "qkv matmul", "attention", "projection", "residual", "mlp up", "gelu",
+    "mlp down", "head and loss", "optimizer", "collectives", "data", "other"};
+
+#define TIMING_STACK 16
+#define TIMING_MAX_MARKS 65536  // intervals in one step (events in the CUDA build); more are merged
+
+typedef struct {
+    int on;                       // inside a step: switches are recorded
+    int profile;                  // --profile: model.h's module marks count
+    int phase, module;            // what the current interval is charged to
+    int stack[TIMING_STACK], depth;  // phases to return to (nested comm inside forward, ...)
+    double step_ms[NUM_PHASES];   // the last step's parts
+    // --profile, summed over the run's steps
+    double row_ms[NUM_ROWS], row_flops[NUM_ROWS];
+    long row_calls[NUM_ROWS];
+    double profiled_ms;           // the steps' summed wall time, for the share column
+    int profiled_steps;
+#ifdef TRAIN_GPT_CUDA
+    cudaEvent_t *events;
+    unsigned char *tags;          // per event: the phase * NUM_ROWS + row of the interval it ends
+    int nevents, nmarks;
+#else
+    double last;                  // when the current interval began
+#endif
+} Timing;
+static Timing timing;
+
+static double timing_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// The profile row an interval belongs to: its module, or by phase what ran outside the model.
+static int timing_row(int phase, int module) {
+    if (module != MOD_NONE) return module;
+    switch (phase) {
+        case PH_COMM: return ROW_COMM;
+        case PH_OPTIMIZER: return ROW_OPTIMIZER;
+        case PH_DATA: return ROW_DATA;
+        default: return ROW_OTHER;
+    }
+}
+
+static void timing_charge(int phase, int module, double ms) {
+    timing.step_ms[phase] += ms;
+    if (timing.profile) timing.row_ms[timing_row(phase, module)] += ms;
+}
+
+#ifdef TRAIN_GPT_CUDA
+static void timing_cuda_check(cudaError_t e, const char *what) {
+    if (e != cudaSuccess) internal_fault("timing: %s: %s", what, cudaGetErrorString(e));
+}
+// Ends the current interval with an event on the default stream (every kernel, copy and NCCL call
+// of the build runs there).
+static void timing_record(void) {
+    Timing *t = &timing;
+    if (t->nmarks == TIMING_MAX_MARKS) {  // merge: the newest event moves forward, its tag is kept
+        t->nmarks--;
+    }
+    if (t->nmarks == t->nevents) {
+        int n = t->nevents ? 2 * t->nevents : 256;
+        t->events = (cudaEvent_t *)realloc(t->events, n * sizeof(cudaEvent_t));
+        t->tags = (unsigned char *)realloc(t->tags, n);
+        if (!t->events || !t->tags) fatal("out of memory for %d timing events", n);
+        for (int i = t->nevents; i < n; i++) timing_cuda_check(cudaEventCreate(&t->events[i]), "cudaEventCreate");
+        t->nevents = n;
+    }
+    t->tags[t->nmarks] = (unsigned char)(t->phase * NUM_ROWS + t->module);
+    timing_cuda_check(cudaEventRecord(t->events[t->nmarks], 0), "cudaEventRecord");
+    t->nmarks++;
+}
+#endif
+
+// The current interval ends here; the next is charged to (phase, module).
+static void timing_switch(int phase, int module) {
+    Timing *t = &timing;
+    if (phase == t->phase && module == t->module) return;
+    if (t->on) {
+#ifdef TRAIN_GPT_CUDA
+        timing_record();
+#else
+        double now = timing_now();
+        timing_charge(t->phase, t->module, (now - t->last) * 1e3);
+        t->last = now;
+#endif
+    }
+    t->phase = phase;
+    t->module = module;
+}
+
+// The phase from here on (trainer.h, pipeline.h). For the profile's calls column, entering the data
+// phase is one micro-batch read and entering the optimizer phase one update.
+static void timing_phase(int phase) {
+    Timing *t = &timing;
+    if (t->on && t->profile && phase != t->phase) {
+        if (phase == PH_DATA) t->row_calls[ROW_DATA]++;
+        if (phase == PH_OPTIMIZER) t->row_calls[ROW_OPTIMIZER]++;
+    }
+    timing_switch(phase, MOD_NONE);
+}
+
+// Enter a phase nested in the current one (a collective inside a layer's forward), and return.
+static void timing_push(int phase) {
+    Timing *t = &timing;
+    if (t->depth < TIMING_STACK) t->stack[t->depth] = t->phase;
+    t->depth++;
+    if (phase == PH_COMM && t->on && t->profile && t->phase != PH_COMM) t->row_calls[ROW_COMM]++;
+    timing_switch(phase, MOD_NONE);
+}
+static void timing_pop(void) {
+    Timing *t = &timing;
+    if (t->depth == 0) return;
+    t->depth--;
+    timing_switch(t->depth < TIMING_STACK ? t->stack[t->depth] : PH_OTHER, MOD_NONE);
+}
+
+// model.h, before each kernel: the module it belongs to and the FLOPs it does (0 for the
+// memory-bound elementwise kernels, which the model's FLOP count leaves out too). MOD_NONE after
+// the last kernel of a piece.
+static void timing_module(int module, double flops) {
+    Timing *t = &timing;
+    if (!t->profile) return;
+    if (module != MOD_NONE && t->on) {
+        t->row_calls[module]++;
+        t->row_flops[module] += flops;
+    }
+    timing_switch(t->phase, module);
+}
+
+static void timing_step_begin(void) {
+    Timing *t = &timing;
+    memset(t->step_ms, 0, sizeof(t->step_ms));
+    t->phase = PH_OTHER;
+    t->module = MOD_NONE;
+    t->depth = 0;
+    t->on = 1;
+#ifdef TRAIN_GPT_CUDA
+    t->nmarks = 0;
+    timing_record();  // the step's start
+#else
+    t->last = timing_now();
+#endif
+}
+
+// Ends the step: fills timing.step_ms (the CUDA build waits here for the step's last kernel, so the
+// step's wall time includes it). `step_wall_ms` is the step's host wall time, for the profile's share.
+static void timing_step_end(void) {
+    Timing *t = &timing;
+#ifdef TRAIN_GPT_CUDA
+    timing_record();
+    timing_cuda_check(cudaEventSynchronize(t->events[t->nmarks - 1]), "cudaEventSynchronize");
+    for (int i = 1; i < t->nmarks; i++) {
+        float ms = 0.0f;
+        timing_cuda_check(cudaEventElapsedTime(&ms, t->events[i - 1], t->events[i]), "cudaEventElapsedTime");
+        int tag = t->tags[i];
+        timing_charge(tag / NUM_ROWS, tag % NUM_ROWS, ms);
+    }
+#else
+    double now = timing_now();
+    timing_charge(t->phase, t->module, (now - t->last) * 1e3);
+#endif
+    t->on = 0;
+    t->phase = PH_OTHER;
+    t->module = MOD_NONE;
+    t->depth = 0;
+}
+
+static double timing_sum(const double *ms) {
+    double s = 0.0;
+    for (int p = 0; p < NUM_PHASES; p++) s += ms[p];
+    return s;
+}
+
+#endif
