@@ -746,7 +746,7 @@ static void run_log_step(Run *r, int step, const StepResult *s) {
     fprintf(logf, ", \"peak_rss_mib\": %.1f, \"peak_device_mib\": %.1f", peak_rss_mib(), backend_peak_device_bytes() / 1048576.0);
     if (scaling_on || s->skip) fprintf(logf, ", \"loss_scale\": %.9g, \"skipped\": %s, \"loss_scale_next\": %.9g",
                                        step_scale, s->skip ? "true" : "false", scaler->scale);
-    fprintf(logf, ", \"eta_s\": %.1f, \"time_ms\": {", s->eta_s);
+    fprintf(logf, ", \"eta_s\": %.3f, \"time_ms\": {", s->eta_s);
     for (int k = 0; k < NUM_PHASES; k++) fprintf(logf, "%s\"%s\": %.3f", k ? ", " : "", PHASE_NAMES[k], s->time_ms[k]);
     fprintf(logf, "}");
     if (s->idle) {

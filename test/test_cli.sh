@@ -209,7 +209,7 @@ out=$($BIN -x 6 -v 3 -s 0 --timing --log "$W/timing.jsonl" 2>&1); rc=$?
 r=$($PY test/breakdown.py "$W/timing.jsonl") && ok "time breakdown in every log line, parts add up to ms: $r" || bad "time breakdown" "$r"
 n=$(grep -cE '^  time ms: data [0-9.]+ \| forward [0-9.]+ \| backward [0-9.]+ \| comm [0-9.]+ \| optimizer [0-9.]+ \| other [0-9.]+ \(sum' <<<"$out")
 [ $rc -eq 0 ] && [ "$n" = 6 ] && ok "--timing prints the breakdown under each of the 6 step lines" || bad "--timing console lines ($n)" "$out"
-eta=$($PY -c 'import json,sys; e=[d["eta_s"] for d in map(json.loads, open(sys.argv[1])) if "loss" in d]; print(int(len(e) == 6 and e[-1] == 0 and all(x > 0 for x in e[:-1])), e)' "$W/timing.jsonl")
+eta=$($PY -c 'import json,sys; e=[d["eta_s"] for d in map(json.loads, open(sys.argv[1])) if "loss" in d]; print(int(len(e) == 6 and e[-1] == 0 and all(x > 0 for x in e[:-1]) and e[0] >= e[-2]), e)' "$W/timing.jsonl")
 [ "${eta%% *}" = 1 ] && [ "$(grep -c '| ETA [0-9.]*[smhd]' <<<"$out")" = 6 ] && ok "time left on every step line and in the log (eta_s ${eta#* })" \
   || bad "ETA on the line and in the log" "$eta"
 [ "$(grep -c '^  time ms' <<<"$($BIN -x 2 -v 0 -s 0 2>&1)")" = 0 ] && ok "without --timing no breakdown lines" || bad "breakdown printed without --timing"
