@@ -45,7 +45,7 @@ for np in 2 3 4; do
     name="np $np, ZeRO-$z, accumulation $((12 / np))"
     out=$("${MPI[@]}" -np $np $BIN "${common[@]}" --grad-accum $((12 / np)) -z $z -n 10 -o "$W/np${np}z$z" --log "$W/np${np}z$z.jsonl" 2>&1)
     if [ $? -ne 0 ]; then bad "$name runs" "$out"; continue; fi
-    r=$(compare_losses "$W/ref.jsonl" "$W/np${np}z$z.jsonl") && ok "$name: $r vs 1 process x 12" || bad "$name: losses vs 1 process" "$r"
+    r=$(compare_losses "$W/ref.jsonl" "$W/np${np}z$z.jsonl") && ok "$name: $r vs 1 process x 12" || bad "$name: losses and gradient norms vs 1 process" "$r"
     r=$(compare_params "$W/ref/model_00000010.bin" "$W/np${np}z$z/model_00000010.bin") && ok "$name: final $r" || bad "$name: final parameters" "$r"
     alloc=$($PY -c 'import json,sys; d=[json.loads(l) for l in open(sys.argv[1])][1]["allocated"]; print(d["model_state_bytes"], d["planned_model_state_bytes"], d["activation_bytes"], d["planned_activation_bytes"])' "$W/np${np}z$z.jsonl")
     set -- $alloc
