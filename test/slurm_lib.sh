@@ -139,3 +139,18 @@ wait_job() {
   done
   return 1
 }
+
+# steps_in LOG: how many step lines a run's JSON log holds so far
+steps_in() { grep -c '"loss"' "$1" 2>/dev/null || true; }
+# wait_steps ID LOG N: waits (at most 60 s) until job ID's LOG holds N steps or the job has left the pending and
+# running states; prints the steps it saw. The caller's sl runs Slurm's commands on its cluster.
+wait_steps() {
+  local id=$1 log=$2 want=$3 end=$((SECONDS + 60)) n=0 st
+  while [ -n "$id" ] && [ $SECONDS -lt $end ]; do
+    n=$(steps_in "$log"); [ "${n:-0}" -ge "$want" ] && break
+    st=$(sl scontrol show job -o "$id" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
+    case "$st" in ""|PENDING|CONFIGURING|RUNNING) ;; *) break ;; esac
+    sleep 0.1
+  done
+  echo "${n:-0}"
+}

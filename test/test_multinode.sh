@@ -48,7 +48,6 @@ if [ $rc -eq 2 ]; then skip "two-node Slurm cluster: $CLUSTER_SKIP"; done_; fi
 if [ $rc -ne 0 ]; then bad "two-node cluster comes up" "$SLURM_ERR"; done_; fi
 ok "cluster up in $CLUSTER_UP_S s: ${CLUSTER_NODES[*]} idle, $(slurm_versions), slurmctld on ctl ($CLUSTER_NET.1)"
 
-steps_in() { grep -c '"loss"' "$1" 2>/dev/null || true; }
 # submit NAME OUT_DIR STEPS ZERO_STAGE EXTRA_ARGS [SBATCH_ARGS...]: prints the job id
 submit() {
   local name=$1 out=$2 steps=$3 z=$4 extra=$5; shift 5
@@ -156,13 +155,7 @@ fi
 # (c) preemption of a 2-node job, resubmission, bit-exact continuation
 id=$(submit pre "$W/pre" 300 1 "" --nodes=2 --ntasks-per-node=1)
 stopped=""
-end=$((SECONDS + 60)); n=0
-while [ -n "$id" ] && [ $SECONDS -lt $end ]; do
-  n=$(steps_in "$W/pre/log.jsonl"); [ "${n:-0}" -ge 10 ] && break
-  st=$(sl scontrol show job -o "$id" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
-  case "$st" in ""|PENDING|CONFIGURING|RUNNING) ;; *) break ;; esac
-  sleep 0.1
-done
+n=$(wait_steps "$id" "$W/pre/log.jsonl" 10)
 if [ "${n:-0}" -ge 10 ] && sl scancel --signal=USR1 "$id"; then
   wait_job "$id" 60
   N=$(grep -o 'stop signal: checkpointed after step [0-9]*' "$W/pre-$id.out" 2>/dev/null | grep -o '[0-9]*$' | tail -1)

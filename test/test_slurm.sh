@@ -143,7 +143,6 @@ submit() {
     timeout 120 sbatch --parsable --time=5 --output="$W/$name-%j.out" "$@" scripts/sbatch_cpu.sh 2>"$W/$name.sbatch.err" | cut -d';' -f1
   return "${PIPESTATUS[0]}"
 }
-steps_in() { grep -c '"loss"' "$1" 2>/dev/null || true; }
 job_info() {  # what to print when a job went wrong
   echo "state ${JOB_STATE:-?} exit ${JOB_EXIT:-?}"
   cat "$W/$1"*.sbatch.err "$W/$1"-*.out 2>/dev/null | tail -n 10
@@ -224,13 +223,7 @@ stopped=""
 if [ -z "$id" ]; then
   bad "(b) sbatch the job to preempt" "$(cat "$W/pre.sbatch.err")"
 else
-  end=$((SECONDS + 60)); n=0
-  while [ $SECONDS -lt $end ]; do
-    n=$(steps_in "$W/pre/log.jsonl"); [ "${n:-0}" -ge 20 ] && break
-    st=$(sl scontrol show job -o "$id" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
-    case "$st" in ""|PENDING|CONFIGURING|RUNNING) ;; *) break ;; esac
-    sleep 0.1
-  done
+  n=$(wait_steps "$id" "$W/pre/log.jsonl" 20)
   if [ "${n:-0}" -ge 20 ] && sl scancel --signal=USR1 "$id"; then
     wait_job "$id" 60
     N=$(grep -o 'stop signal: checkpointed after step [0-9]*' "$W"/pre-"$id".out 2>/dev/null | grep -o '[0-9]*$' | tail -1)
