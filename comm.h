@@ -109,11 +109,10 @@ static void nccl_check(ncclResult_t r, const char *file, int line) {
     if (r != ncclSuccess) fatal_at(file, line, "NCCL: %s", ncclGetErrorString(r));
 }
 #define ncclCheck(r) nccl_check((r), __FILE__, __LINE__)
-// NCCL runs on the default stream; waiting for it here keeps the collectives' semantics blocking
-// (and inside the watchdog's window), as MPI's are.
-static void nccl_wait(void) {
-    if (cudaStreamSynchronize(0) != cudaSuccess) internal_fault("NCCL: a collective failed: %s", cudaGetErrorString(cudaGetLastError()));
-}
+// NCCL's collectives run on the default stream, where every kernel that reads or writes their buffers
+// runs too: stream order alone makes them safe, so the host never waits for one (a host-side reader
+// copies the buffer back, which waits). A collective that another rank never joins shows as the step's
+// synchronisation not returning, which the watchdog's "not reached" timer catches.
 #endif
 
 // The CUDA build hands collectives device buffers; MPI here is host-staged (--comm mpi in the issue's
@@ -259,7 +258,6 @@ static void comm_allreduce_sum(Comm *c, float *buf, size_t n) {
 #ifdef USE_NCCL
     if (c->use_nccl && comm_is_device(buf)) {
         ncclCheck(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, c->nccl, 0));
-        nccl_wait();
         watch_leave();
         return;
     }
@@ -306,7 +304,6 @@ static void comm_reduce_scatter_sum(Comm *c, float *buf, size_t shard) {
 #ifdef USE_NCCL
     if (c->use_nccl && comm_is_device(buf)) {  // in place: this rank's shard receives the sum
         ncclCheck(ncclReduceScatter(buf, buf + (size_t)c->rank * shard, shard, ncclFloat, ncclSum, c->nccl, 0));
-        nccl_wait();
         watch_leave();
         return;
     }
@@ -337,7 +334,6 @@ static void comm_allgather(Comm *c, float *buf, size_t shard) {
 #ifdef USE_NCCL
     if (c->use_nccl && comm_is_device(buf)) {  // in place: this rank's shard is already in position
         ncclCheck(ncclAllGather(buf + (size_t)c->rank * shard, buf, shard, ncclFloat, c->nccl, 0));
-        nccl_wait();
         watch_leave();
         return;
     }
@@ -422,11 +418,8 @@ static void comm_wait(Comm *c, CommRequest *r) {
     (void)c;
     if (!r->active) return;
     watch_enter("all-gather (wait)", r->bytes / sizeof(float));
-#ifdef USE_NCCL
-    if (r->nccl) nccl_wait();
-#endif
 #ifdef USE_MPI
-    if (!r->nccl) {
+    if (!r->nccl) {  // NCCL's gather is ordered before every later kernel on the stream: nothing to wait for
         mpiCheck(MPI_Wait(&r->req, MPI_STATUS_IGNORE));
         comm_unstage(r->buf, r->host, r->bytes, 1);
     }

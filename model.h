@@ -3,7 +3,8 @@
 // their backward passes) that zero.h and pipeline.h drive. It is included by a build after that
 // build has defined its kernels (encoder, layernorm, matmul, attention, gelu, residual, classifier
 // forward and backward, with these signatures, on its own memory) and its memory backend
-// (backend_malloc/free/zero, backend_tokens_from_host, backend_sum_losses, backend_logits_row,
+// (backend_malloc/free/zero, backend_tokens_from_host, backend_losses_to_host/backend_losses_wait,
+// backend_pinned_alloc/free, backend_logits_row,
 // backend_decode_begin/end around generation, when the weights hold still), so
 // the order of operations, and with it every number, is defined once.
 #ifndef MODEL_H
@@ -113,7 +114,11 @@ typedef struct {
     GradActTensors ga;
     int *inputs, *targets;               // the last forward's micro-batch
     int cur_B, cur_T;
-    float mean_loss;
+    // The heads' losses since the last model_take_loss, in host memory: each micro-batch's B*T of them
+    // copied as its head finishes (asynchronously on a GPU) and summed once the step has synchronised.
+    float *loss_host;
+    size_t loss_used, loss_cap;
+    int *loss_count, loss_items, loss_items_cap;
     // Generation (model_decode_*): while `decoding`, a forward is one token at position kv_pos, and
     // each layer's q, k, v rows of the tokens before it are in kv_cache ((last - first) x kv_len x 3C).
     int decoding, kv_len, kv_pos;
@@ -267,6 +272,8 @@ static void model_free(Model *m) {
     backend_free(m->slot_targets);
     free(m->slot_B);
     free(m->slot_T);
+    if (m->loss_host) backend_pinned_free(m->loss_host);
+    free(m->loss_count);
     free(m);
 }
 
@@ -519,9 +526,49 @@ static size_t model_stage_words(const Model *m, int B, int T) {
     return ((size_t)B * T * m->config.channels * X_BYTES + 3) / 4;
 }
 
-// With targets: returns the mean loss and leaves dloss/dlogits, scaled by dloss (the weight of one
-// token in the step's mean), for model_head_backward. Without: leaves the logits for sampling.
-static float model_head_forward(Model *m, const int *targets, float dloss) {
+// The micro-batch's B*T losses queued for model_take_loss. The host buffer grows in a run's first step;
+// a copy still in flight into the old one is waited for first.
+static void model_queue_losses(Model *m, const float *losses, int n) {
+    if (m->loss_used + n > m->loss_cap) {
+        backend_losses_wait();
+        size_t cap = 2 * (m->loss_used + n);
+        float *grown = (float *)backend_pinned_alloc(cap * sizeof(float));
+        if (m->loss_used) memcpy(grown, m->loss_host, m->loss_used * sizeof(float));
+        if (m->loss_host) backend_pinned_free(m->loss_host);
+        m->loss_host = grown;
+        m->loss_cap = cap;
+    }
+    if (m->loss_items == m->loss_items_cap) {
+        m->loss_items_cap = m->loss_items_cap ? 2 * m->loss_items_cap : 16;
+        m->loss_count = (int *)reallocCheck(m->loss_count, m->loss_items_cap * sizeof(int));
+    }
+    backend_losses_to_host(m->loss_host + m->loss_used, losses, n);
+    m->loss_count[m->loss_items++] = n;
+    m->loss_used += n;
+}
+
+// The sum of the queued micro-batches' mean losses (0 with none queued), and the queue emptied. Each
+// mean is a double sum in position order rounded to float, so the loss is reproducible bit for bit.
+static double model_take_loss(Model *m) {
+    if (m->loss_items == 0) return 0.0;
+    backend_losses_wait();
+    double total = 0.0;
+    const float *l = m->loss_host;
+    for (int k = 0; k < m->loss_items; k++) {
+        double s = 0.0;
+        for (int i = 0; i < m->loss_count[k]; i++) s += l[i];
+        total += (float)(s / m->loss_count[k]);
+        l += m->loss_count[k];
+    }
+    m->loss_items = 0;
+    m->loss_used = 0;
+    return total;
+}
+
+// With targets: queues the micro-batch's losses (model_take_loss adds them up) and leaves dloss/dlogits,
+// scaled by dloss (the weight of one token in the step's mean), for model_head_backward. Without: leaves
+// the logits for sampling.
+static void model_head_forward(Model *m, const int *targets, float dloss) {
     const GPT2Config *c = &m->config;
     int C = c->channels, V = c->vocab_size, Vp = c->padded_vocab_size, BT = m->cur_B * m->cur_T;
     OuterWeights o = outer_weights(model_weights(m, 0), c);
@@ -530,17 +577,15 @@ static float model_head_forward(Model *m, const int *targets, float dloss) {
     layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, a.residual3, o.lnfw, o.lnfb, BT, C);
     PROF(MOD_HEAD, MATMUL_FLOPS(BT, C, Vp));
     matmul_forward(a.logits, a.lnf, o.wte, NULL, BT, C, Vp);
-    m->mean_loss = -1.0f;
     if (targets) {
         for (int i = 0; i < BT; i++) {
             if (targets[i] < 0 || targets[i] >= V) internal_fault("target token %d at position %d is outside the vocabulary of %d", targets[i], i, V);
         }
         backend_tokens_from_host(m->targets, targets, BT);
         classifier_forward_backward(a.logits, a.losses, m->targets, BT, V, Vp, dloss);
-        m->mean_loss = (float)(backend_sum_losses(a.losses, BT) / BT);
+        model_queue_losses(m, a.losses, BT);
     }
     PROF(MOD_NONE, 0);
-    return m->mean_loss;
 }
 
 static const float *model_logits(Model *m, int b, int t) {

@@ -166,15 +166,14 @@ static void pp_stage_backward(Pipeline *p) {
 
 // One optimizer step's micro-batches through the pipeline, accumulating gradients. Each forward
 // reads the next micro-batch from `loader` on every stage (the first needs its inputs, the last its
-// targets, the others keep their position in step). Returns the sum of the micro-batch losses on
-// the last stage, 0 elsewhere.
-static double pp_run_step(Pipeline *p, DataLoader *loader, int micro, int B, int T, float dloss) {
+// targets, the others keep their position in step). The last stage's heads queue their losses for
+// model_take_loss, which the trainer calls after the step's synchronisation.
+static void pp_run_step(Pipeline *p, DataLoader *loader, int micro, int B, int T, float dloss) {
     Model *m = p->z->model;
     size_t n = model_stage_words(m, B, T);
     PPOp *ops = (PPOp *)mallocCheck((size_t)6 * micro * sizeof(PPOp));
     int nops = pp_schedule(p->stage, p->stages, micro, ops);
     int last = p->stages - 1;
-    double loss = 0.0;
     p->wait_s = 0.0;
     for (int k = 0; k < nops; k++) {
         int i = ops[k].micro;
@@ -187,7 +186,7 @@ static double pp_run_step(Pipeline *p, DataLoader *loader, int micro, int B, int
                 timing_phase(PH_FORWARD);
                 if (p->stage == 0) model_embed_forward(m, loader->inputs, B, T);
                 pp_stage_forward(p);
-                if (p->stage == last) loss += model_head_forward(m, loader->targets, dloss);
+                if (p->stage == last) model_head_forward(m, loader->targets, dloss);
                 break;
             case PP_SEND_ACT: pp_send(p, model_stage_output(m), n, p->stage + 1, pp_tag(0, i)); break;
             case PP_RECV_GRAD: pp_recv(p, model_stage_grad(m), n, p->stage + 1, pp_tag(1, i)); break;
@@ -202,7 +201,6 @@ static double pp_run_step(Pipeline *p, DataLoader *loader, int micro, int B, int
     }
     pp_wait_sends();
     free(ops);
-    return loss;
 }
 
 // A forward without backward (validation, sampling): the micro-batch goes through every stage in
@@ -217,7 +215,10 @@ static float pp_forward_only(Pipeline *p, const int *inputs, const int *targets,
     pp_stage_forward(p);
     float loss = 0.0f;
     if (p->stage < last) pp_send(p, model_stage_output(m), n, p->stage + 1, pp_tag(0, 0));
-    else loss = model_head_forward(m, targets, 0.0f);
+    else {
+        model_head_forward(m, targets, 0.0f);
+        loss = (float)model_take_loss(m);
+    }
     pp_wait_sends();
     return loss;
 }

@@ -456,11 +456,11 @@ static void *backend_malloc(size_t bytes) {
 static void backend_free(void *p) { free(p); }
 static void backend_clear(void *p, size_t bytes) { memset(p, 0, bytes); }
 static void backend_tokens_from_host(int *dst, const int *src, size_t n) { memcpy(dst, src, n * sizeof(int)); }
-static double backend_sum_losses(const float *losses, int n) {
-    double s = 0.0;  // fixed order, so the loss is reproducible bit for bit
-    for (int i = 0; i < n; i++) s += losses[i];
-    return s;
-}
+// The heads' losses, queued by model.h and read after the step: on the CPU, copied at once.
+static void backend_losses_to_host(float *host, const float *losses, int n) { memcpy(host, losses, n * sizeof(float)); }
+static void backend_losses_wait(void) {}
+static void *backend_pinned_alloc(size_t bytes) { return mallocCheck(bytes); }
+static void backend_pinned_free(void *p) { free(p); }
 static const float *backend_logits_row(const float *row, int Vp) { (void)Vp; return row; }
 
 // Sum of squares of a flat float array, in fixed 64K chunks summed in order: the result does not
@@ -482,9 +482,18 @@ static double sum_squares(const float *x, size_t n) {
     return total;
 }
 
-// The rest of the backend zero.h works through.
+// The rest of the backend zero.h works through. The gradient norm's sums are started and collected
+// in two calls, so that the CUDA build can read them back with the step's one synchronisation.
+static double *ss_sums = NULL;
+static int ss_cap = 0;
+static void backend_sum_squares_start(const float **xs, const size_t *ns, int count) {
+    if (count > ss_cap) { free(ss_sums); ss_sums = (double *)mallocCheck(count * sizeof(double)); ss_cap = count; }
+    for (int i = 0; i < count; i++) ss_sums[i] = sum_squares(xs[i], ns[i]);
+}
+static void backend_sum_squares_finish(double *out, int count) { memcpy(out, ss_sums, count * sizeof(double)); }
 static void backend_sum_squares_many(const float **xs, const size_t *ns, int count, double *out) {
-    for (int i = 0; i < count; i++) out[i] = sum_squares(xs[i], ns[i]);
+    backend_sum_squares_start(xs, ns, count);
+    backend_sum_squares_finish(out, count);
 }
 static float *backend_alloc(size_t n) {
     backend_allocated += n * sizeof(float);

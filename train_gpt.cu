@@ -1823,17 +1823,57 @@ static void backend_free(void *p) { cudaCheck(cudaFree(p)); }
 static void backend_clear(void *p, size_t bytes) { cudaCheck(cudaMemset(p, 0, bytes)); }
 static void backend_zero(float *buf, size_t n) { cudaCheck(cudaMemset(buf, 0, n * sizeof(float))); }
 
-static void backend_tokens_from_host(int *dst, const int *src, size_t n) {
-    cudaCheck(cudaMemcpy(dst, src, n * sizeof(int), cudaMemcpyHostToDevice));
+static void *backend_pinned_alloc(size_t bytes) {
+    void *p = NULL;
+    cudaCheck(cudaMallocHost(&p, bytes > 0 ? bytes : 1));
+    return p;
+}
+static void backend_pinned_free(void *p) { cudaCheck(cudaFreeHost(p)); }
+
+// Has the stream passed event e? cudaEventQuery answers without waiting; the wait comes only if not.
+static void event_wait(cudaEvent_t e) {
+    cudaError_t q = cudaEventQuery(e);
+    if (q == cudaErrorNotReady) cudaCheck(cudaEventSynchronize(e));
+    else cudaCheck(q);
 }
 
-static double backend_sum_losses(const float *losses, int n) {
-    float *host = (float *)mallocCheck(n * sizeof(float));
-    cudaCheck(cudaMemcpy(host, losses, n * sizeof(float), cudaMemcpyDeviceToHost));
-    double s = 0.0;  // the CPU build's order
-    for (int i = 0; i < n; i++) s += host[i];
-    free(host);
-    return s;
+// Token uploads go through a ring of pinned slots, so that each copy is asynchronous (a copy from pageable
+// memory makes the host wait for the device) and the caller may refill its buffer at once. A slot is
+// written again only after its last copy has passed, which at 2 uploads per micro-batch is long since.
+#define TOKEN_SLOTS 16
+static int *token_slot[TOKEN_SLOTS];
+static cudaEvent_t token_copied[TOKEN_SLOTS];
+static size_t token_cap = 0;
+static int token_next = 0;
+static void backend_tokens_from_host(int *dst, const int *src, size_t n) {
+    if (n > token_cap) {  // the first upload, or a longer one: every slot's old copy must be done first
+        cudaCheck(cudaDeviceSynchronize());
+        for (int k = 0; k < TOKEN_SLOTS; k++) {
+            if (token_cap) backend_pinned_free(token_slot[k]);
+            else cudaCheck(cudaEventCreateWithFlags(&token_copied[k], cudaEventDisableTiming));
+            token_slot[k] = (int *)backend_pinned_alloc(n * sizeof(int));
+            cudaCheck(cudaEventRecord(token_copied[k], 0));
+        }
+        token_cap = n;
+    }
+    int k = token_next;
+    token_next = (k + 1) % TOKEN_SLOTS;
+    event_wait(token_copied[k]);
+    memcpy(token_slot[k], src, n * sizeof(int));
+    cudaCheck(cudaMemcpyAsync(dst, token_slot[k], n * sizeof(int), cudaMemcpyHostToDevice, 0));
+    cudaCheck(cudaEventRecord(token_copied[k], 0));
+}
+
+// The heads' losses (model.h's queue) go to pinned host memory asynchronously; model_take_loss reads
+// them after backend_losses_wait, which by then (after the step's synchronisation) waits for nothing.
+static cudaEvent_t losses_copied = NULL;
+static void backend_losses_to_host(float *host, const float *losses, int n) {
+    if (!losses_copied) cudaCheck(cudaEventCreateWithFlags(&losses_copied, cudaEventDisableTiming));
+    cudaCheck(cudaMemcpyAsync(host, losses, n * sizeof(float), cudaMemcpyDeviceToHost, 0));
+    cudaCheck(cudaEventRecord(losses_copied, 0));
+}
+static void backend_losses_wait(void) {
+    if (losses_copied) event_wait(losses_copied);
 }
 
 template <typename T>
@@ -1870,36 +1910,51 @@ __global__ void sum_squares_kernel(double *partial, const float *x, size_t n) {
     if (threadIdx.x == 0) partial[blockIdx.x] = shared[0];
 }
 
-// Each buffer's sum of squares: all the kernels write their chunk partials into one device buffer, read
-// back once (one synchronisation for the whole gradient), and each buffer's partials are added in order.
-static void backend_sum_squares_many(const float **xs, const size_t *ns, int count, double *out) {
+// Each buffer's sum of squares: all the kernels write their chunk partials into one device buffer, which
+// is copied to pinned memory asynchronously (_start); _finish adds each buffer's partials up in order
+// once the copy has passed, which after the step's synchronisation needs no wait.
+static double *ss_partial_d = NULL, *ss_partial = NULL;  // grown, never freed per call: cudaFree synchronises
+static size_t ss_cap = 0;
+static size_t *ss_chunks = NULL;  // per buffer: its chunks
+static int ss_chunks_cap = 0;
+static cudaEvent_t ss_copied = NULL;
+static void backend_sum_squares_start(const float **xs, const size_t *ns, int count) {
     size_t total = 0;
     for (int i = 0; i < count; i++) total += (ns[i] + NORM_CHUNK - 1) / NORM_CHUNK;
-    static double *partial_d = NULL, *partial = NULL;  // grown, never freed per call: cudaFree synchronises
-    static size_t cap = 0;
-    if (total > cap) {
-        if (partial_d) { cudaCheck(cudaFree(partial_d)); cudaCheck(cudaFreeHost(partial)); }
-        cudaCheck(cudaMalloc(&partial_d, total * sizeof(double)));
-        cudaCheck(cudaMallocHost(&partial, total * sizeof(double)));
-        cap = total;
+    if (total > ss_cap) {
+        if (ss_partial_d) { cudaCheck(cudaFree(ss_partial_d)); backend_pinned_free(ss_partial); }
+        cudaCheck(cudaMalloc(&ss_partial_d, total * sizeof(double)));
+        ss_partial = (double *)backend_pinned_alloc(total * sizeof(double));
+        ss_cap = total;
     }
+    if (!ss_copied) cudaCheck(cudaEventCreateWithFlags(&ss_copied, cudaEventDisableTiming));
+    if (count > ss_chunks_cap) { ss_chunks = (size_t *)reallocCheck(ss_chunks, count * sizeof(size_t)); ss_chunks_cap = count; }
+    size_t *chunks = ss_chunks;
     size_t off = 0;
     for (int i = 0; i < count; i++) {
-        const size_t nchunks = (ns[i] + NORM_CHUNK - 1) / NORM_CHUNK;
-        if (nchunks == 0) continue;
-        LAUNCH((unsigned)nchunks, 256, 0, 0, sum_squares_kernel)(partial_d + off, xs[i], ns[i]);
+        chunks[i] = (ns[i] + NORM_CHUNK - 1) / NORM_CHUNK;
+        if (chunks[i] == 0) continue;
+        LAUNCH((unsigned)chunks[i], 256, 0, 0, sum_squares_kernel)(ss_partial_d + off, xs[i], ns[i]);
         launchCheck();
-        off += nchunks;
+        off += chunks[i];
     }
-    if (off > 0) cudaCheck(cudaMemcpy(partial, partial_d, off * sizeof(double), cudaMemcpyDeviceToHost));
-    off = 0;
+    if (off > 0) cudaCheck(cudaMemcpyAsync(ss_partial, ss_partial_d, off * sizeof(double), cudaMemcpyDeviceToHost, 0));
+    cudaCheck(cudaEventRecord(ss_copied, 0));
+}
+static void backend_sum_squares_finish(double *out, int count) {
+    event_wait(ss_copied);
+    const size_t *chunks = ss_chunks;
+    size_t off = 0;
     for (int i = 0; i < count; i++) {
-        const size_t nchunks = (ns[i] + NORM_CHUNK - 1) / NORM_CHUNK;
         double s = 0.0;
-        for (size_t c = 0; c < nchunks; c++) s += partial[off + c];
+        for (size_t c = 0; c < chunks[i]; c++) s += ss_partial[off + c];
         out[i] = s;
-        off += nchunks;
+        off += chunks[i];
     }
+}
+static void backend_sum_squares_many(const float **xs, const size_t *ns, int count, double *out) {
+    backend_sum_squares_start(xs, ns, count);
+    backend_sum_squares_finish(out, count);
 }
 
 static float *backend_alloc(size_t n) {

@@ -161,6 +161,11 @@ typedef struct {
     LossScaler scaler;
     uint64_t sample_rng;
     int updates, bad_in_a_row;
+    // A step's AdamW update is decided after the step's one synchronisation and run at the start of the
+    // next step (or before anything else reads the parameters: run_settle), so that the device never waits
+    // for the host in between.
+    AdamWArgs pending;
+    int has_pending;
     int *gen;
     double total_ms;
     int timed_steps;
@@ -579,8 +584,17 @@ static void run_build(Run *r) {
     r->gen = (int *)mallocCheck(r->T * sizeof(int));
 }
 
+// The last step's AdamW update, if it has not run yet: the next step starts with it, and evaluation,
+// sampling, checkpoints and the run's end call this first.
+static void run_settle(Run *r) {
+    if (!r->has_pending) return;
+    r->has_pending = 0;
+    zero_update(&r->zero, &r->pending);
+}
+
 // Evaluation: the validation loss (with the floor on the synthetic corpus), on the console and in the log.
 static void run_evaluate(Run *r, int step) {
+    run_settle(r);
     float vl = evaluate(&r->pipe, &r->val_loader, r->val_batches, r->B, r->T);
     double floor = r->synth.floor;
     if (r->synthetic) printf0("step %5d | val loss %.4f | floor %.4f | gap %.4f\n", step, vl, floor, vl - floor);
@@ -598,6 +612,7 @@ static void run_evaluate(Run *r, int step) {
 // Each new token runs the model on itself alone, against the key/value cache of the ones before it
 // (model_decode_*), so n tokens cost n one-token forwards rather than forwards of 1, 2, ..., n tokens.
 static void run_sample(Run *r) {
+    run_settle(r);
     int n = r->cfg.gen_tokens + 1 < r->T ? r->cfg.gen_tokens + 1 : r->T;
     int *gen = r->gen, last_stage = r->stage == r->pp_stages - 1;
     gen[0] = r->dec.kind == 1 ? tokenizer_eot(&r->dec.tok) : 0;
@@ -615,8 +630,10 @@ static void run_sample(Run *r) {
     printf0("\n");
 }
 
-// One optimizer step: the micro-batches through the pipeline, the gradients reduced, the norm, the
-// loss scaler's verdict, and (unless skipped) AdamW. Returns what the step's line reports.
+// One optimizer step: the last step's update, the micro-batches through the pipeline, the gradients
+// reduced, the norm, the loss scaler's verdict, and the update decided. Returns what the step's line
+// reports. Between the first and the last kernel the host never waits for the device: the losses and
+// the norm's partial sums come back together at the end, with the time breakdown (one synchronisation).
 static StepResult run_step(Run *r, int step) {
     TrainConfig *cfg = &r->cfg;
     int B = r->B, T = r->T, A = r->A, dp = r->dp, pp_stages = r->pp_stages, stage = r->stage;
@@ -630,13 +647,18 @@ static StepResult run_step(Run *r, int step) {
     STEP_BEGIN(step + 1);
     comm_watchdog_step(step + 1);
     run_inject_fault(r, step + 1);
+    if (r->has_pending) {
+        timing_phase(PH_OPTIMIZER);  // the last step's AdamW, as DeepSpeed's "step" counts it
+        run_settle(r);
+        timing_phase(PH_OTHER);
+    }
     zero_zero_grad(zero);
     float dloss = 1.0f / ((float)B * T * A * dp), step_scale = scaler->scale;
     char stepname[16];
     snprintf(stepname, sizeof(stepname), ",%d,", step + 1);
     if (strstr(r->overflow_steps, stepname)) dloss = INFINITY;
     dloss *= step_scale;  // a power of two: every gradient is scaled exactly
-    double loss = pp_run_step(&r->pipe, &r->train_loader, A, B, T, dloss);
+    pp_run_step(&r->pipe, &r->train_loader, A, B, T, dloss);
     timing_phase(PH_OTHER);
     double busy_ms = (wall_seconds() - t0) * 1e3;
     if (r->rank == r->stall_rank && step + 1 == r->stall_step) {
@@ -644,13 +666,16 @@ static StepResult run_step(Run *r, int step) {
         if (r->stall_s > 0) { struct timespec ts = {(time_t)r->stall_s, (long)((r->stall_s - (time_t)r->stall_s) * 1e9)}; nanosleep(&ts, NULL); }
         else for (;;) pause();
     }
-    loss = comm_allreduce_sum_f64(&r->comm, loss) / ((double)A * dp);  // only last stages contribute
     // the tied embedding's gradient: the first stage's (lookup) plus the last stage's (classifier)
     if (pp_stages > 1 && r->present[0]) comm_allreduce_sum(&r->tied_comm, zero->grads + zero->uoff[0], zero->ushard[0] * dp);
     zero_reduce_gradients(zero);
     timing_phase(PH_OPTIMIZER);  // the norm, clipping and the update, as DeepSpeed's "step" counts them
     // each stage sums its own units (the tied unit once), then the pipeline adds the stages up
-    double ss = zero_grad_sum_squares(zero, pp_stages > 1 && stage == pp_stages - 1 ? 0 : -1);
+    zero_grad_sum_squares_start(zero, pp_stages > 1 && stage == pp_stages - 1 ? 0 : -1);
+    timing_phase(PH_OTHER);
+    timing_step_end();  // the CUDA build's one synchronisation: everything the step queued has run
+    double loss = comm_allreduce_sum_f64(&r->comm, model_take_loss(r->model)) / ((double)A * dp);  // only last stages contribute
+    double ss = zero_grad_sum_squares_finish(zero);
     float norm = (float)sqrt(comm_allreduce_sum_f64(&r->pp_comm, ss)) / step_scale;
     int skip = loss_scaler_update(scaler, !isfinite(norm));
     if (skip < 0) fatal("step %d: the gradients overflow at the minimum loss scale %g (--loss-scale-min); fp16 cannot "
@@ -663,10 +688,9 @@ static StepResult run_step(Run *r, int step) {
     if (!skip) {
         r->updates++;
         AdamWArgs adam = {lr, cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay, grad_scale / step_scale, r->updates};
-        zero_update(zero, &adam);
+        r->pending = adam;
+        r->has_pending = 1;
     }
-    timing_phase(PH_OTHER);
-    timing_step_end();  // the CUDA build waits here for the step's last kernel (one synchronisation)
     STEP_END(step + 1);
     memcpy(s.time_ms, timing.step_ms, sizeof(s.time_ms));
     double ms = (wall_seconds() - t0) * 1e3;
@@ -763,6 +787,7 @@ static void run_log_step(Run *r, int step, const StepResult *s) {
 // creates both at full size, each rank writes its own shards into them, and rank 0 renames the
 // model file, then the state file, whose presence marks the checkpoint complete.
 static void run_checkpoint(Run *r, int done) {
+    run_settle(r);
     const TrainConfig *cfg = &r->cfg;
     char mp[4200], sp[4200], mtmp[4300], stmp[4300];
     checkpoint_paths(cfg->out_dir, done, mp, sp, sizeof(mp));
@@ -865,6 +890,7 @@ static void run_profile_report(Run *r) {
 
 // The end: the run's averages, and everything freed.
 static void run_finish(Run *r) {
+    run_settle(r);
     if (r->cfg.profile) run_profile_report(r);
     if (r->timed_steps > 0) {
         double ms = r->total_ms / r->timed_steps;

@@ -84,6 +84,12 @@ static void *callocCheck(size_t n, size_t size) {
     return p;
 }
 
+static void *reallocCheck(void *old, size_t size) {
+    void *p = realloc(old, size > 0 ? size : 1);
+    if (p == NULL) fatal("out of memory growing a buffer to %zu bytes (%.2f GiB)", size, size / 1073741824.0);
+    return p;
+}
+
 // Files that matter are never written in place: write "path.tmp", flush it to the disk, then rename,
 // so a crash leaves either the old file or the new one, never half of one.
 typedef struct {

@@ -2,7 +2,7 @@
 // parameter, gradient and optimizer memory, and drives the model's forward and backward unit by
 // unit (gpt2.h's units: the outer unit with the embeddings, then one unit per layer). It never
 // touches memory itself: it moves buffers with comm.h and works on them with the build's backend
-// (backend_alloc/free/copy/zero/add/to_host/from_host, backend_sum_squares_many, backend_adamw) and the
+// (backend_alloc/free/copy/zero/add/to_host/from_host, backend_sum_squares_start/finish, backend_adamw) and the
 // model's pieces (model_set_unit, model_embed_forward, model_layer_forward, model_head_forward,
 // model_head_backward, model_layer_backward, model_embed_backward). So the same logic runs on host
 // memory with MPI and on GPU memory with NCCL.
@@ -58,6 +58,11 @@ typedef struct {
     int offload;
     int offload_params;            // --offload params (stage 3): the host master copy is the only copy of the layer shards
     float *hmaster, *hgrad;
+    // the gradient norm's per-unit slices and sums, between zero_grad_sum_squares_start and _finish
+    const float **ss_x;
+    size_t *ss_n;
+    double *ss_sum;
+    int ss_count;
 } Zero;
 
 // How many of unit u's floats rank r owns.
@@ -135,6 +140,9 @@ static void zero_init(Zero *z, Comm *comm, int stage, Model *model, const int *p
         z->whole_floats += z->ushard[u] * W;
         z->shard_floats += z->ushard[u];
     }
+    z->ss_x = (const float **)callocCheck(z->nu, sizeof(float *));
+    z->ss_n = (size_t *)callocCheck(z->nu, sizeof(size_t));
+    z->ss_sum = (double *)callocCheck(z->nu, sizeof(double));
     z->runs = (ParamRun *)mallocCheck((4 + 12 * (size_t)z->L) * sizeof(ParamRun));
     z->nruns = gpt2_param_runs(&z->config, z->runs);
     size_t outer = z->ushard[0] * W, layer = 0;
@@ -179,6 +187,7 @@ static void zero_free(Zero *z) {
         if (z->offload) backend_free_host(opt[i]); else backend_free(opt[i]);
     }
     free(z->usize); free(z->ushard); free(z->uoff); free(z->soff); free(z->runs);
+    free(z->ss_x); free(z->ss_n); free(z->ss_sum);
 }
 
 // The part [a, b) of a unit-u run that falls in [lo, lo + cnt) of the unit; 0 when none does.
@@ -447,28 +456,32 @@ static float *zero_grad_slice(Zero *z, int u) {
     return z->gshard + z->soff[u];
 }
 
-// Sum of squares of this group's combined gradient (identical on every rank of the group); a unit
-// that another group also holds (the tied outer unit on the last pipeline stage) can be skipped.
-static double zero_grad_sum_squares(Zero *z, int skip_unit) {
-    // every unit's sum in one backend call: on a GPU, one read-back instead of one per unit
-    const float **xs = (const float **)mallocCheck(z->nu * sizeof(float *));
-    size_t *ns = (size_t *)mallocCheck(z->nu * sizeof(size_t));
-    double *sums = (double *)mallocCheck(z->nu * sizeof(double));
+// Sum of squares of this group's combined gradient (identical on every rank of the group), in two
+// calls: _start hands every unit's slice to the backend in one call (on a GPU, kernels whose partial
+// sums come back with the step's one synchronisation), _finish adds them up after it. A unit that
+// another group also holds (the tied outer unit on the last pipeline stage) can be skipped.
+static void zero_grad_sum_squares_start(Zero *z, int skip_unit) {
     int k = 0;
     for (int u = 0; u < z->nu; u++) {
         if (u == skip_unit || z->usize[u] == 0) continue;
-        xs[k] = zero_grad_slice(z, u);
-        ns[k++] = z->stage == 0 ? z->usize[u] : zero_owned(z, u, z->comm->rank);
+        z->ss_x[k] = zero_grad_slice(z, u);
+        z->ss_n[k++] = z->stage == 0 ? z->usize[u] : zero_owned(z, u, z->comm->rank);
     }
-    backend_sum_squares_many(xs, ns, k, sums);
+    z->ss_count = k;
+    backend_sum_squares_start(z->ss_x, z->ss_n, k);
+}
+static double zero_grad_sum_squares_finish(Zero *z) {
+    backend_sum_squares_finish(z->ss_sum, z->ss_count);
     double local = 0.0;
-    for (int i = 0; i < k; i++) local += sums[i];
-    free(xs); free(ns); free(sums);
+    for (int i = 0; i < z->ss_count; i++) local += z->ss_sum[i];
     return z->stage == 0 ? local : comm_allreduce_sum_f64(z->comm, local);
 }
 
 // Global L2 norm of the combined gradient (identical on every rank).
-static float zero_grad_norm(Zero *z) { return (float)sqrt(zero_grad_sum_squares(z, -1)); }
+static float zero_grad_norm(Zero *z) {
+    zero_grad_sum_squares_start(z, -1);
+    return (float)sqrt(zero_grad_sum_squares_finish(z));
+}
 
 static void zero_update(Zero *z, const AdamWArgs *args) {
     if (z->stage == 3) {  // gathered copies of the old weights are stale from here on
