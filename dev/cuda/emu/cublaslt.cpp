@@ -385,6 +385,12 @@ extern "C" cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_
             emu_require_device("cublasLtMatmul", "the bias", (const char *)p.d->bias + (size_t)b * p.d->bias_batch_stride *
                                type_bytes(bias_type), (size_t)p.m * type_bytes(bias_type));
     }
+    // the product runs when the device gets to it, from copies of the descriptors as they are now
+    const Desc dq = *p.d;
+    const Layout la = *p.a, lb = *p.b, lc = *p.c, ld = *p.dl;
+    const Problem pq = {p.m, p.n, p.k, p.batch, &dq, &la, &lb, &lc, &ld};
+    emu_enqueue([=]() {
+    const Problem p = {pq.m, pq.n, pq.k, pq.batch, &dq, &la, &lb, &lc, &ld};
     const int m = p.m, n = p.n, k = p.k;
     const int tf32 = p.d->compute == CUBLAS_COMPUTE_32F_FAST_TF32;
     std::vector<float> ap((size_t)m * k), bp((size_t)n * k);
@@ -426,5 +432,6 @@ extern "C" cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_
             }
         }
     }
+    });
     return CUBLAS_STATUS_SUCCESS;
 }

@@ -1,13 +1,15 @@
 // dev/cuda/emu/emu.cpp: the emulated GPU's runtime: kernels on fibers, barriers and warp collectives with the
-// checks a GPU would fail on, wmma, device memory, streams and events (synchronous), the CUDA runtime calls the
-// trainer makes, the per-step counters, and the race detector's shadow memory (see emu.h for the model).
+// checks a GPU would fail on, wmma, device memory, the device's work queue (it runs behind the host, as a GPU
+// does), streams and events, the CUDA runtime calls the trainer makes, the per-step counters, and the race detector's shadow memory (see emu.h for the model).
 // Compiled without instrumentation: only the device code's own accesses reach the race detector.
 #include "emu.h"
 #include "emu_internal.h"
 
 #include <elf.h>
 #include <algorithm>
+#include <deque>
 #include <map>
+#include <memory>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -145,6 +147,7 @@ static int g_order = ORDER_FORWARD;
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
 static size_t g_stack_bytes = 64 * 1024;
 static int g_counts_on = 0;
+static int g_async = 1;  // TRAIN_GPT_EMU_ASYNC=0: every piece of device work runs when it is issued
 static int g_race = 0;  // set by __tsan_init: the device code is instrumented
 
 static void configure(void) {
@@ -171,6 +174,42 @@ static void configure(void) {
     if (kb && atol(kb) > 0) g_stack_bytes = (size_t)atol(kb) * 1024;
     const char *c = getenv("TRAIN_GPT_EMU_COUNTS");
     g_counts_on = c && strcmp(c, "1") == 0;
+    const char *a = getenv("TRAIN_GPT_EMU_ASYNC");
+    if (a && *a) {
+        if (strcmp(a, "0") != 0 && strcmp(a, "1") != 0) {
+            fprintf(stderr, "cuda-emu: TRAIN_GPT_EMU_ASYNC=%s: expected 1 (the device runs behind the host, the default) or 0\n", a);
+            exit(2);
+        }
+        g_async = a[0] == '1';
+    }
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// The device's work queue. A GPU runs kernels, asynchronous copies, memsets, matmuls and collectives after the call
+// that issued them has returned; so does the emulator: they are queued in issue order and run only when the host
+// waits (cudaDeviceSynchronize, cudaStreamSynchronize, cudaEventSynchronize, a copy that waits, cudaFree, and any
+// blocking MPI call, see nccl.cpp). Host code that reads a result it has not waited for, or reuses a buffer that a
+// queued copy still reads, then sees what a GPU would let it see: the old contents. One queue for all streams:
+// the order within a stream is kept, and the trainer issues all its work on one.
+
+static std::deque<std::function<void()>> g_queue;
+static int g_flushing = 0;
+
+void emu_enqueue(std::function<void()> op) {
+    configure();
+    if (!g_async) { op(); return; }
+    g_queue.push_back(std::move(op));
+}
+
+void emu_device_flush(void) {
+    if (g_flushing) return;  // a queued collective's own MPI calls
+    g_flushing = 1;
+    while (!g_queue.empty()) {
+        std::function<void()> op = std::move(g_queue.front());
+        g_queue.pop_front();
+        op();
+    }
+    g_flushing = 0;
 }
 
 static uint64_t next_random(void) {
@@ -580,10 +619,10 @@ static cudaError_t set_error(cudaError_t e) {
 }
 
 void emu_check_stream(const char *who, cudaStream_t s);
+static void run_kernel(const EmuKernel *k, dim3 grid, dim3 block, size_t smem, void (*entry)(void *), void *args, int threads);
 
 void emu_launch(const EmuKernel *k, dim3 grid, dim3 block, size_t smem, cudaStream_t stream, void (*entry)(void *),
                 void *args, size_t args_bytes, const void *const *pointers, int npointers) {
-    (void)args_bytes;
     configure();
     emu_counts.launches++;
     // what the launch itself would be refused for: cudaGetLastError returns it, as on a GPU; we also say why
@@ -622,13 +661,19 @@ void emu_launch(const EmuKernel *k, dim3 grid, dim3 block, size_t smem, cudaStre
         if (!al) emu_fatal("kernel %s: pointer argument %p is neither device memory nor pinned host memory (a host "
                            "pointer? the GPU would fault on it)", k->name, pointers[i]);
     }
+    if (g_launch) emu_fatal("kernel %s launched from inside kernel %s", k->name, g_launch->k->name);
+    // the arguments as they are now (the caller's copy is on its stack); the kernel runs when the device gets to it
+    std::shared_ptr<std::vector<char>> saved = std::make_shared<std::vector<char>>((const char *)args, (const char *)args + args_bytes);
+    emu_enqueue([=]() { run_kernel(k, grid, block, smem, entry, saved->data(), (int)threads); });
+}
+
+static void run_kernel(const EmuKernel *k, dim3 grid, dim3 block, size_t smem, void (*entry)(void *), void *args, int threads) {
     if (!g_dyn_smem) {
         void *p = NULL;
         if (posix_memalign(&p, 1024, SMEM_OPTIN) != 0) emu_fatal("out of memory");
         g_dyn_smem = (unsigned char *)p;
     }
-    Launch L = {k, grid, block, smem, entry, args, make_uint3(0, 0, 0), (int)threads, (int)((threads + 31) / 32)};
-    if (g_launch) emu_fatal("kernel %s launched from inside kernel %s", k->name, g_launch->k->name);
+    Launch L = {k, grid, block, smem, entry, args, make_uint3(0, 0, 0), threads, (threads + 31) / 32};
     g_launch = &L;
     emu_regs.gdim = grid;
     emu_regs.bdim = block;
@@ -1136,14 +1181,16 @@ void emu_step_end(int step) {
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// The CUDA runtime API, as far as the trainer and the checks use it. Everything is synchronous: a launch or a
-// copy has finished when the call returns, so streams and events only keep their bookkeeping.
+// The CUDA runtime API, as far as the trainer and the checks use it. Device work goes through the queue above;
+// the calls that make the host wait run the queue first. Streams share the one queue; events pass when the queue
+// reaches their record.
 
 struct CUstream_st {
     int magic;
 };
 struct CUevent_st {
     int magic, recorded;
+    int queued;  // records issued that the device has not reached yet
     double t;
 };
 static const int STREAM_MAGIC = 0x5354524d, EVENT_MAGIC = 0x4556454e;
@@ -1280,6 +1327,7 @@ cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute attr, int v
 
 cudaError_t cudaDeviceSynchronize(void) {
     emu_counts.sync++;
+    emu_device_flush();
     return cudaSuccess;
 }
 
@@ -1301,6 +1349,7 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
 cudaError_t cudaFree(void *p) {
     emu_counts.free++;
     emu_counts.sync++;  // cudaFree waits for the device
+    emu_device_flush();
     if (!p) return cudaSuccess;
     auto it = g_allocs.find((uintptr_t)p);
     if (it == g_allocs.end() || it->second.kind != EMU_MEM_DEVICE) {
@@ -1357,6 +1406,7 @@ cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned flags) {
 cudaError_t cudaMallocHost(void **p, size_t bytes) { return cudaHostAlloc(p, bytes, 0); }
 cudaError_t cudaFreeHost(void *p) {
     emu_counts.free++;
+    emu_device_flush();  // a queued copy may still use it
     if (!p) return cudaSuccess;
     auto it = g_allocs.find((uintptr_t)p);
     if (it == g_allocs.end() || it->second.kind != EMU_MEM_PINNED) {
@@ -1423,7 +1473,17 @@ static cudaError_t copy(void *dst, const void *src, size_t n, cudaMemcpyKind kin
         emu_fatal("%s(cudaMemcpyHostToDevice): the source %p is device memory", who, src);
     if (kind == cudaMemcpyDeviceToHost && dst_dev)
         emu_fatal("%s(cudaMemcpyDeviceToHost): the destination %p is device memory", who, dst);
-    memmove(dst, src, n);
+    // a host copy waits for the device, unless it is an async copy to or from pinned memory
+    int waits = (kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToHost) &&
+                (!async || (kind == cudaMemcpyHostToDevice ? !as : !ad));
+    if (waits) {
+        emu_device_flush();
+        memmove(dst, src, n);
+    } else if (kind == cudaMemcpyHostToHost) {
+        memmove(dst, src, n);
+    } else {
+        emu_enqueue([=]() { memmove(dst, src, n); });  // reads the source when the device gets there
+    }
     if (kind == cudaMemcpyHostToDevice) {
         emu_counts.h2d_bytes += n;
         if (!as) emu_counts.pageable++;
@@ -1432,10 +1492,7 @@ static cudaError_t copy(void *dst, const void *src, size_t n, cudaMemcpyKind kin
         emu_counts.d2h_bytes += n;
         if (!ad) emu_counts.pageable++;
     }
-    // a host copy waits for the device, unless it is an async copy to or from pinned memory
-    if ((kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToHost) &&
-        (!async || (kind == cudaMemcpyHostToDevice ? !as : !ad)))
-        emu_counts.sync++;
+    if (waits) emu_counts.sync++;
     return cudaSuccess;
 }
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind) { return copy(dst, src, n, kind, 0); }
@@ -1446,7 +1503,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind
 cudaError_t cudaMemset(void *p, int v, size_t n) {
     if (n == 0) return cudaSuccess;
     emu_require_device("cudaMemset", "the range", p, n);
-    memset(p, v, n);
+    emu_enqueue([=]() { memset(p, v, n); });
     return cudaSuccess;
 }
 cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) {
@@ -1481,18 +1538,21 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
     emu_check_stream("cudaStreamSynchronize", s);
     emu_counts.sync++;
+    emu_device_flush();
     return cudaSuccess;
 }
 cudaError_t cudaStreamQuery(cudaStream_t s) {
     emu_check_stream("cudaStreamQuery", s);
-    return cudaSuccess;
+    if (g_queue.empty()) return cudaSuccess;
+    emu_device_flush();  // the device gets there by the next query, as a polling host would find
+    return cudaErrorNotReady;
 }
 
 static void check_event(const char *who, cudaEvent_t e) {
     if (!e || e->magic != EVENT_MAGIC) emu_fatal("%s: event %p is not a live event", who, (void *)e);
 }
 cudaError_t cudaEventCreate(cudaEvent_t *e) {
-    *e = new CUevent_st{EVENT_MAGIC, 0, 0.0};
+    *e = new CUevent_st{EVENT_MAGIC, 0, 0, 0.0};
     return cudaSuccess;
 }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) {
@@ -1507,8 +1567,12 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     check_event("cudaEventRecord", e);
     emu_check_stream("cudaEventRecord", s);
-    e->recorded = 1;
-    e->t = now_ms();
+    e->queued++;
+    emu_enqueue([=]() {
+        e->queued--;
+        e->recorded = 1;
+        e->t = now_ms();
+    });
     return cudaSuccess;
 }
 cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t s, unsigned flags) {
@@ -1518,15 +1582,19 @@ cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t s, unsigned fla
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     check_event("cudaEventSynchronize", e);
     emu_counts.sync++;
+    if (e->queued) emu_device_flush();
     return cudaSuccess;
 }
 cudaError_t cudaEventQuery(cudaEvent_t e) {
     check_event("cudaEventQuery", e);
-    return cudaSuccess;
+    if (!e->queued) return cudaSuccess;
+    emu_device_flush();  // not yet; by the next query it has passed
+    return cudaErrorNotReady;
 }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
     check_event("cudaEventElapsedTime", a);
     check_event("cudaEventElapsedTime", b);
+    if (a->queued || b->queued) return cudaErrorNotReady;  // not an error that sticks, as on a GPU
     if (!a->recorded || !b->recorded) return set_error(cudaErrorInvalidResourceHandle);
     *ms = (float)(b->t - a->t);
     return cudaSuccess;
@@ -1539,7 +1607,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
 }
 cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *data) {
     emu_check_stream("cudaLaunchHostFunc", s);
-    fn(data);
+    emu_enqueue([=]() { fn(data); });
     return cudaSuccess;
 }
 

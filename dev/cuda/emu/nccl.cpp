@@ -3,7 +3,10 @@
 // not). Semantics from nccl.h: in-place all-reduce when sendbuff == recvbuff; in-place reduce-scatter when
 // recvbuff == sendbuff + rank * recvcount; in-place all-gather when sendbuff == recvbuff + rank * sendcount;
 // ncclCommSplit groups ranks by color (NCCL_SPLIT_NOCOLOR: none) ordered by key. Buffers must be device memory.
-// Every call completes before it returns (the trainer waits on the stream after each anyway).
+// A collective is checked when it is issued and runs when the device's queue gets to it (emu.cpp), as NCCL's kernels
+// run on the stream; an MPI failure then stops the run. Every blocking MPI call the program makes runs the queue
+// first (the MPI_* wrappers at the end, through MPI's profiling interface), so that a rank never waits in MPI for a
+// peer while holding back a collective that peer waits in: on a GPU, NCCL goes on without the host.
 #include "emu.h"
 #include "emu_internal.h"
 #ifdef USE_MPI
@@ -99,6 +102,11 @@ static void device_buffer(const char *who, const char *what, const void *p, size
 #define MPI_OK(call)                                                                         \
     do {                                                                                     \
         if ((call) != MPI_SUCCESS) return fail(ncclSystemError, "%s failed", #call);         \
+    } while (0)
+// inside a queued collective: there is no caller left to return an error to
+#define MPI_RUN(call)                                                                        \
+    do {                                                                                     \
+        if ((call) != MPI_SUCCESS) emu_fatal("NCCL (emulated over MPI): %s failed", #call);  \
     } while (0)
 
 static const size_t CHUNK = (size_t)1 << 28;  // MPI counts are int
@@ -208,12 +216,15 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataT
     if (!mpi_op(op, t, &mo)) return fail(ncclInvalidArgument, "ncclAllReduce: reduction %d on type %d is not emulated", (int)op, (int)t);
     device_buffer("ncclAllReduce", "sendbuff", send, count * eb);
     device_buffer("ncclAllReduce", "recvbuff", recv, count * eb);
-    for (size_t off = 0; off < count; off += CHUNK) {
-        int k = (int)(count - off < CHUNK ? count - off : CHUNK);
-        char *rb = (char *)recv + off * eb;
-        if (send == recv) MPI_OK(MPI_Allreduce(MPI_IN_PLACE, rb, k, m, mo, c->mpi));
-        else MPI_OK(MPI_Allreduce((const char *)send + off * eb, rb, k, m, mo, c->mpi));
-    }
+    MPI_Comm mc = c->mpi;
+    emu_enqueue([=]() {
+        for (size_t off = 0; off < count; off += CHUNK) {
+            int k = (int)(count - off < CHUNK ? count - off : CHUNK);
+            char *rb = (char *)recv + off * eb;
+            if (send == recv) MPI_RUN(MPI_Allreduce(MPI_IN_PLACE, rb, k, m, mo, mc));
+            else MPI_RUN(MPI_Allreduce((const char *)send + off * eb, rb, k, m, mo, mc));
+        }
+    });
     return ncclSuccess;
 }
 
@@ -227,16 +238,20 @@ ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t recvcount, n
     if (!mpi_op(op, t, &mo)) return fail(ncclInvalidArgument, "ncclReduceScatter: reduction %d on type %d is not emulated", (int)op, (int)t);
     device_buffer("ncclReduceScatter", "sendbuff", send, recvcount * c->nranks * eb);
     device_buffer("ncclReduceScatter", "recvbuff", recv, recvcount * eb);
-    // MPI's in-place form keeps the result at the start of the buffer, NCCL's at rank * recvcount: go through a copy
-    std::vector<char> tmp(recvcount * eb), piece;
-    for (size_t off = 0; off < recvcount; off += CHUNK) {
-        size_t k = recvcount - off < CHUNK ? recvcount - off : CHUNK;
-        piece.resize(k * c->nranks * eb);
-        for (int q = 0; q < c->nranks; q++)
-            memcpy(&piece[q * k * eb], (const char *)send + ((size_t)q * recvcount + off) * eb, k * eb);
-        MPI_OK(MPI_Reduce_scatter_block(piece.data(), &tmp[off * eb], (int)k, m, mo, c->mpi));
-    }
-    memcpy(recv, tmp.data(), tmp.size());
+    MPI_Comm mc = c->mpi;
+    int nranks = c->nranks;
+    emu_enqueue([=]() {
+        // MPI's in-place form keeps the result at the start of the buffer, NCCL's at rank * recvcount: go through a copy
+        std::vector<char> tmp(recvcount * eb), piece;
+        for (size_t off = 0; off < recvcount; off += CHUNK) {
+            size_t k = recvcount - off < CHUNK ? recvcount - off : CHUNK;
+            piece.resize(k * nranks * eb);
+            for (int q = 0; q < nranks; q++)
+                memcpy(&piece[q * k * eb], (const char *)send + ((size_t)q * recvcount + off) * eb, k * eb);
+            MPI_RUN(MPI_Reduce_scatter_block(piece.data(), &tmp[off * eb], (int)k, m, mo, mc));
+        }
+        memcpy(recv, tmp.data(), tmp.size());
+    });
     return ncclSuccess;
 }
 
@@ -249,10 +264,12 @@ ncclResult_t ncclAllGather(const void *send, void *recv, size_t sendcount, ncclD
     device_buffer("ncclAllGather", "sendbuff", send, sendcount * eb);
     device_buffer("ncclAllGather", "recvbuff", recv, sendcount * c->nranks * eb);
     if (sendcount > CHUNK) return fail(ncclInvalidArgument, "ncclAllGather: counts over 2^28 are not emulated");
-    if (send == (const char *)recv + (size_t)c->rank * sendcount * eb)
-        MPI_OK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, (int)sendcount, m, c->mpi));
-    else
-        MPI_OK(MPI_Allgather(send, (int)sendcount, m, recv, (int)sendcount, m, c->mpi));
+    MPI_Comm mc = c->mpi;
+    int in_place = send == (const char *)recv + (size_t)c->rank * sendcount * eb;
+    emu_enqueue([=]() {
+        if (in_place) MPI_RUN(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, (int)sendcount, m, mc));
+        else MPI_RUN(MPI_Allgather(send, (int)sendcount, m, recv, (int)sendcount, m, mc));
+    });
     return ncclSuccess;
 }
 
@@ -263,14 +280,16 @@ ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataT
     ncclResult_t r = prepare("ncclBroadcast", c, t, s, &m, &eb);
     if (r != ncclSuccess) return r;
     device_buffer("ncclBroadcast", "recvbuff", recv, count * eb);
-    if (c->rank == root && send != recv) {
-        device_buffer("ncclBroadcast", "sendbuff", send, count * eb);
-        memcpy(recv, send, count * eb);
-    }
-    for (size_t off = 0; off < count; off += CHUNK) {
-        int k = (int)(count - off < CHUNK ? count - off : CHUNK);
-        MPI_OK(MPI_Bcast((char *)recv + off * eb, k, m, root, c->mpi));
-    }
+    int copy = c->rank == root && send != recv;
+    if (copy) device_buffer("ncclBroadcast", "sendbuff", send, count * eb);
+    MPI_Comm mc = c->mpi;
+    emu_enqueue([=]() {
+        if (copy) memcpy(recv, send, count * eb);
+        for (size_t off = 0; off < count; off += CHUNK) {
+            int k = (int)(count - off < CHUNK ? count - off : CHUNK);
+            MPI_RUN(MPI_Bcast((char *)recv + off * eb, k, m, root, mc));
+        }
+    });
     return ncclSuccess;
 }
 
@@ -287,6 +306,7 @@ static ncclResult_t p2p(int is_send, void *buf, size_t count, ncclDataType_t t, 
     if (r != ncclSuccess) return r;
     device_buffer(who, "the buffer", buf, count * eb);
     if (count > CHUNK) return fail(ncclInvalidArgument, "%s: counts over 2^28 are not emulated", who);
+    emu_device_flush();  // point to point runs at once (the trainer sends through MPI): after the work before it
     MPI_Request q;
     if (is_send) MPI_OK(MPI_Isend(buf, (int)count, m, peer, 7171, c->mpi, &q));
     else MPI_OK(MPI_Irecv(buf, (int)count, m, peer, 7171, c->mpi, &q));
@@ -311,6 +331,49 @@ ncclResult_t ncclGroupEnd(void) {
         g_requests.clear();
     }
     return ncclSuccess;
+}
+
+// Blocking MPI calls run the device's queue first (see the top of the file). MPI's profiling interface names every
+// function twice, MPI_ and PMPI_: these definitions take the MPI_ names in this program and pass on to PMPI_.
+int MPI_Allreduce(const void *s, void *r, int n, MPI_Datatype t, MPI_Op o, MPI_Comm c) {
+    emu_device_flush();
+    return PMPI_Allreduce(s, r, n, t, o, c);
+}
+int MPI_Reduce_scatter_block(const void *s, void *r, int n, MPI_Datatype t, MPI_Op o, MPI_Comm c) {
+    emu_device_flush();
+    return PMPI_Reduce_scatter_block(s, r, n, t, o, c);
+}
+int MPI_Allgather(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, MPI_Comm c) {
+    emu_device_flush();
+    return PMPI_Allgather(s, sn, st, r, rn, rt, c);
+}
+int MPI_Bcast(void *b, int n, MPI_Datatype t, int root, MPI_Comm c) {
+    emu_device_flush();
+    return PMPI_Bcast(b, n, t, root, c);
+}
+int MPI_Barrier(MPI_Comm c) {
+    emu_device_flush();
+    return PMPI_Barrier(c);
+}
+int MPI_Send(const void *b, int n, MPI_Datatype t, int dest, int tag, MPI_Comm c) {
+    emu_device_flush();
+    return PMPI_Send(b, n, t, dest, tag, c);
+}
+int MPI_Recv(void *b, int n, MPI_Datatype t, int src, int tag, MPI_Comm c, MPI_Status *st) {
+    emu_device_flush();
+    return PMPI_Recv(b, n, t, src, tag, c, st);
+}
+int MPI_Wait(MPI_Request *q, MPI_Status *st) {
+    emu_device_flush();
+    return PMPI_Wait(q, st);
+}
+int MPI_Waitall(int n, MPI_Request *q, MPI_Status *st) {
+    emu_device_flush();
+    return PMPI_Waitall(n, q, st);
+}
+int MPI_Finalize(void) {
+    emu_device_flush();
+    return PMPI_Finalize();
 }
 
 }  // extern "C"
