@@ -109,10 +109,29 @@ static void nccl_check(ncclResult_t r, const char *file, int line) {
     if (r != ncclSuccess) fatal_at(file, line, "NCCL: %s", ncclGetErrorString(r));
 }
 #define ncclCheck(r) nccl_check((r), __FILE__, __LINE__)
-// NCCL's collectives run on the default stream, where every kernel that reads or writes their buffers
-// runs too: stream order alone makes them safe, so the host never waits for one (a host-side reader
-// copies the buffer back, which waits). A collective that another rank never joins shows as the step's
-// synchronisation not returning, which the watchdog's "not reached" timer catches.
+// NCCL's collectives run on a stream of their own, all of them, in the order the host issues them:
+// the same order on every rank, which NCCL needs (two of its kernels on two streams may each wait for
+// the other's peers). Events order each one after the compute-stream work that fills its buffer
+// (nccl_enter) and the compute-stream work that reads it after the collective (nccl_leave, or
+// comm_wait for a started one, so that ZeRO-3's gather of the next layer runs while this one computes).
+// The host never waits for a collective (a host-side reader copies the buffer back, which waits); one
+// that another rank never joins shows as the step's synchronisation not returning, which the
+// watchdog's "not reached" timer catches.
+static cudaStream_t nccl_stream = NULL;
+static cudaEvent_t nccl_ready = NULL, nccl_done = NULL;
+static void nccl_cuda_check(cudaError_t e, const char *what) {
+    if (e != cudaSuccess) internal_fault("NCCL stream: %s: %s", what, cudaGetErrorString(e));
+}
+static void nccl_enter(void) {
+    nccl_cuda_check(cudaEventRecord(nccl_ready, 0), "cudaEventRecord");
+    nccl_cuda_check(cudaStreamWaitEvent(nccl_stream, nccl_ready, 0), "cudaStreamWaitEvent");
+}
+// Everything issued on the NCCL stream so far is done before the compute stream's next work: one event
+// serves every collective, the stream being in order.
+static void nccl_leave(void) {
+    nccl_cuda_check(cudaEventRecord(nccl_done, nccl_stream), "cudaEventRecord");
+    nccl_cuda_check(cudaStreamWaitEvent(0, nccl_done, 0), "cudaStreamWaitEvent");
+}
 #endif
 
 // The CUDA build hands collectives device buffers; MPI here is host-staged (--comm mpi in the issue's
@@ -236,6 +255,11 @@ static void comm_enable_nccl(Comm *c) {
     mpiCheck(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, c->mpi));
     ncclCheck(ncclCommInitRank(&c->nccl, c->world, id, c->rank));
     c->use_nccl = 1;
+    if (!nccl_stream) {  // not ordered against the default stream: only the events above order them
+        nccl_cuda_check(cudaStreamCreateWithFlags(&nccl_stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+        nccl_cuda_check(cudaEventCreateWithFlags(&nccl_ready, cudaEventDisableTiming), "cudaEventCreate");
+        nccl_cuda_check(cudaEventCreateWithFlags(&nccl_done, cudaEventDisableTiming), "cudaEventCreate");
+    }
 #else
     (void)c;
     fatal("--comm nccl: this build has no NCCL (it needs the CUDA build with MPI)");
@@ -257,7 +281,9 @@ static void comm_allreduce_sum(Comm *c, float *buf, size_t n) {
     watch_enter("all-reduce", n);
 #ifdef USE_NCCL
     if (c->use_nccl && comm_is_device(buf)) {
-        ncclCheck(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, c->nccl, 0));
+        nccl_enter();
+        ncclCheck(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, c->nccl, nccl_stream));
+        nccl_leave();
         watch_leave();
         return;
     }
@@ -303,7 +329,9 @@ static void comm_reduce_scatter_sum(Comm *c, float *buf, size_t shard) {
     watch_enter("reduce-scatter", shard * c->world);
 #ifdef USE_NCCL
     if (c->use_nccl && comm_is_device(buf)) {  // in place: this rank's shard receives the sum
-        ncclCheck(ncclReduceScatter(buf, buf + (size_t)c->rank * shard, shard, ncclFloat, ncclSum, c->nccl, 0));
+        nccl_enter();
+        ncclCheck(ncclReduceScatter(buf, buf + (size_t)c->rank * shard, shard, ncclFloat, ncclSum, c->nccl, nccl_stream));
+        nccl_leave();
         watch_leave();
         return;
     }
@@ -333,7 +361,9 @@ static void comm_allgather(Comm *c, float *buf, size_t shard) {
     watch_enter("all-gather", shard * c->world);
 #ifdef USE_NCCL
     if (c->use_nccl && comm_is_device(buf)) {  // in place: this rank's shard is already in position
-        ncclCheck(ncclAllGather(buf + (size_t)c->rank * shard, buf, shard, ncclFloat, c->nccl, 0));
+        nccl_enter();
+        ncclCheck(ncclAllGather(buf + (size_t)c->rank * shard, buf, shard, ncclFloat, c->nccl, nccl_stream));
+        nccl_leave();
         watch_leave();
         return;
     }
@@ -397,8 +427,9 @@ static void comm_allgather_start(Comm *c, float *buf, size_t shard, CommRequest 
     r->buf = buf;
     r->bytes = shard * c->world * sizeof(float);
 #ifdef USE_NCCL
-    if (c->use_nccl && comm_is_device(buf)) {
-        ncclCheck(ncclAllGather(buf + (size_t)c->rank * shard, buf, shard, ncclFloat, c->nccl, 0));
+    if (c->use_nccl && comm_is_device(buf)) {  // on the NCCL stream, beside the compute; comm_wait joins them
+        nccl_enter();
+        ncclCheck(ncclAllGather(buf + (size_t)c->rank * shard, buf, shard, ncclFloat, c->nccl, nccl_stream));
         r->nccl = 1;
         return;
     }
@@ -418,8 +449,11 @@ static void comm_wait(Comm *c, CommRequest *r) {
     (void)c;
     if (!r->active) return;
     watch_enter("all-gather (wait)", r->bytes / sizeof(float));
+#ifdef USE_NCCL
+    if (r->nccl) nccl_leave();  // the compute stream's next work waits for the gather; the host does not
+#endif
 #ifdef USE_MPI
-    if (!r->nccl) {  // NCCL's gather is ordered before every later kernel on the stream: nothing to wait for
+    if (!r->nccl) {
         mpiCheck(MPI_Wait(&r->req, MPI_STATUS_IGNORE));
         comm_unstage(r->buf, r->host, r->bytes, 1);
     }

@@ -168,9 +168,15 @@ trainer() {
     r=$(close "$W/z${o#*:}.jsonl" "$W/off.jsonl" 1e-6) && ok "--offload ${o%:*} at ZeRO-${o#*:} vs on-device AdamW: $r" \
       || bad "--offload ${o%:*}" "$r $(tail -3 "$W/off.out")"
   done
-  for z in 1 3; do
-    "${MPI[@]}" -np 2 $EMU "${one[@]}" --grad-accum 2 -z $z --comm nccl --log "$W/nccl.jsonl" > "$W/nccl.out" 2>&1
-    r=$(close "$W/one.jsonl" "$W/nccl.jsonl" 1e-5) && ok "--comm nccl, 2 ranks at ZeRO-$z vs 1 process: $r" || bad "--comm nccl at ZeRO-$z" "$r $(tail -3 "$W/nccl.out")"
+  # NCCL runs on its own stream, ordered by events (comm.h); the emulated streams run in two orders, the default
+  # one first (a compute kernel that does not wait for its collective reads stale data) and the NCCL stream first
+  # (a collective that does not wait for the compute before it reads stale data): ZeRO-3's prefetched gathers
+  # must come out right both ways
+  for zs in 1:default-first 3:default-first 3:side-first; do
+    local z=${zs%%:*} pol=${zs#*:}
+    "${MPI[@]}" -np 2 -x TRAIN_GPT_EMU_STREAMS=$pol $EMU "${one[@]}" --grad-accum 2 -z $z --comm nccl --log "$W/nccl.jsonl" > "$W/nccl.out" 2>&1
+    r=$(close "$W/one.jsonl" "$W/nccl.jsonl" 1e-5) && ok "--comm nccl (own stream, $pol), 2 ranks at ZeRO-$z vs 1 process: $r" \
+      || bad "--comm nccl at ZeRO-$z, $pol" "$r $(tail -3 "$W/nccl.out")"
   done
   # the trainer itself under the race detector: odd shapes, recompute 3, accumulation, validation and sampling
   ./train_gpt_emu_race --precision bf16 -e d2 -b 3 -t 37 -x 2 -r 3 --grad-accum 2 -v 1 -m 1 -s 1 -g 4 > "$W/race.out" 2>&1 \

@@ -148,6 +148,7 @@ static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
 static size_t g_stack_bytes = 64 * 1024;
 static int g_counts_on = 0;
 static int g_async = 1;  // TRAIN_GPT_EMU_ASYNC=0: every piece of device work runs when it is issued
+static int g_side_first = 0;  // TRAIN_GPT_EMU_STREAMS=side-first: other streams run before the default one
 static int g_race = 0;  // set by __tsan_init: the device code is instrumented
 
 static void configure(void) {
@@ -174,6 +175,14 @@ static void configure(void) {
     if (kb && atol(kb) > 0) g_stack_bytes = (size_t)atol(kb) * 1024;
     const char *c = getenv("TRAIN_GPT_EMU_COUNTS");
     g_counts_on = c && strcmp(c, "1") == 0;
+    const char *st = getenv("TRAIN_GPT_EMU_STREAMS");
+    if (st && *st) {
+        if (strcmp(st, "default-first") != 0 && strcmp(st, "side-first") != 0) {
+            fprintf(stderr, "cuda-emu: TRAIN_GPT_EMU_STREAMS=%s: expected default-first or side-first\n", st);
+            exit(2);
+        }
+        g_side_first = strcmp(st, "side-first") == 0;
+    }
     const char *a = getenv("TRAIN_GPT_EMU_ASYNC");
     if (a && *a) {
         if (strcmp(a, "0") != 0 && strcmp(a, "1") != 0) {
@@ -185,29 +194,84 @@ static void configure(void) {
 }
 
 // ----------------------------------------------------------------------------------------------------------------
-// The device's work queue. A GPU runs kernels, asynchronous copies, memsets, matmuls and collectives after the call
-// that issued them has returned; so does the emulator: they are queued in issue order and run only when the host
-// waits (cudaDeviceSynchronize, cudaStreamSynchronize, cudaEventSynchronize, a copy that waits, cudaFree, and any
-// blocking MPI call, see nccl.cpp). Host code that reads a result it has not waited for, or reuses a buffer that a
-// queued copy still reads, then sees what a GPU would let it see: the old contents. One queue for all streams:
-// the order within a stream is kept, and the trainer issues all its work on one.
+// The device's work queues. A GPU runs kernels, asynchronous copies, memsets, matmuls and collectives after the call
+// that issued them has returned; so does the emulator: each stream queues them in issue order, and they run only when
+// the host waits (cudaDeviceSynchronize, cudaStreamSynchronize, cudaEventSynchronize, a copy that waits, cudaFree, an
+// event or stream query that finds work pending, and any blocking MPI call, see nccl.cpp). Host code that reads a
+// result it has not waited for, or reuses a buffer that a queued copy still reads, then sees what a GPU would let it
+// see: the old contents. Between streams only cudaStreamWaitEvent orders work (and the legacy default stream's
+// implicit waits on blocking streams), and when the host waits, the streams run in an order that a missing wait
+// shows in: the default stream as far as it can first (TRAIN_GPT_EMU_STREAMS=default-first, the default), or every
+// other stream first (side-first). A consumer that does not wait for its producer on another stream then reads
+// stale data under the first, and a producer that does not wait for an earlier consumer overwrites its input
+// under the second.
 
-static std::deque<std::function<void()>> g_queue;
+struct EmuOp {
+    std::function<void()> run;     // empty: a wait
+    std::shared_ptr<int> done;     // set once it has run
+    std::shared_ptr<int> after;    // a wait: the op it waits for
+};
+static const int STREAM_MAGIC = 0x5354524d, EVENT_MAGIC = 0x4556454e;
+struct CUstream_st {
+    int magic;
+    int blocking;                  // created without cudaStreamNonBlocking: ordered against the legacy default stream
+    std::deque<EmuOp> ops;
+    std::shared_ptr<int> tail;     // the last op issued to it
+};
+static CUstream_st g_legacy_stream = {STREAM_MAGIC, 0, {}, nullptr};
+static std::vector<CUstream_st *> g_streams;  // every stream created (the legacy one is not in it)
 static int g_flushing = 0;
 
-void emu_enqueue(std::function<void()> op) {
+static CUstream_st *stream_of(cudaStream_t s) {
+    return s == NULL || s == cudaStreamLegacy || s == cudaStreamPerThread ? &g_legacy_stream : s;
+}
+static int pending(const std::shared_ptr<int> &op) { return op && !*op; }
+static void push(CUstream_st *q, std::function<void()> run, std::shared_ptr<int> after) {
+    q->ops.push_back(EmuOp{std::move(run), std::make_shared<int>(0), std::move(after)});
+    q->tail = q->ops.back().done;
+}
+
+// Queues work on stream s; returns what marks it done (empty when it ran at once).
+std::shared_ptr<int> emu_enqueue(cudaStream_t s, std::function<void()> op) {
     configure();
-    if (!g_async) { op(); return; }
-    g_queue.push_back(std::move(op));
+    if (!g_async) { op(); return nullptr; }
+    CUstream_st *q = stream_of(s);
+    // the legacy default stream and the blocking streams wait for each other's earlier work
+    if (q == &g_legacy_stream) {
+        for (CUstream_st *o : g_streams) if (o->blocking && pending(o->tail)) push(q, nullptr, o->tail);
+    } else if (q->blocking && pending(g_legacy_stream.tail)) {
+        push(q, nullptr, g_legacy_stream.tail);
+    }
+    push(q, std::move(op), nullptr);
+    return q->tail;
+}
+
+static void stream_wait(cudaStream_t s, const std::shared_ptr<int> &op) {
+    if (g_async && pending(op)) push(stream_of(s), nullptr, op);
 }
 
 void emu_device_flush(void) {
     if (g_flushing) return;  // a queued collective's own MPI calls
     g_flushing = 1;
-    while (!g_queue.empty()) {
-        std::function<void()> op = std::move(g_queue.front());
-        g_queue.pop_front();
-        op();
+    for (;;) {
+        CUstream_st *pick = NULL;
+        int left = 0;
+        size_t n = g_streams.size();
+        for (size_t i = 0; i <= n && !pick; i++) {
+            // default-first: the legacy stream, then the others in creation order; side-first: the legacy one last
+            CUstream_st *q = g_side_first ? (i < n ? g_streams[i] : &g_legacy_stream) : (i == 0 ? &g_legacy_stream : g_streams[i - 1]);
+            if (q->ops.empty()) continue;
+            left = 1;
+            if (!pending(q->ops.front().after)) pick = q;
+        }
+        if (!pick) {
+            if (left) emu_fatal("the device's streams wait for each other in a circle: no queued work can run");
+            break;
+        }
+        EmuOp op = std::move(pick->ops.front());
+        pick->ops.pop_front();
+        if (op.run) op.run();
+        *op.done = 1;
     }
     g_flushing = 0;
 }
@@ -664,7 +728,7 @@ void emu_launch(const EmuKernel *k, dim3 grid, dim3 block, size_t smem, cudaStre
     if (g_launch) emu_fatal("kernel %s launched from inside kernel %s", k->name, g_launch->k->name);
     // the arguments as they are now (the caller's copy is on its stack); the kernel runs when the device gets to it
     std::shared_ptr<std::vector<char>> saved = std::make_shared<std::vector<char>>((const char *)args, (const char *)args + args_bytes);
-    emu_enqueue([=]() { run_kernel(k, grid, block, smem, entry, saved->data(), (int)threads); });
+    emu_enqueue(stream, [=]() { run_kernel(k, grid, block, smem, entry, saved->data(), (int)threads); });
 }
 
 static void run_kernel(const EmuKernel *k, dim3 grid, dim3 block, size_t smem, void (*entry)(void *), void *args, int threads) {
@@ -1185,15 +1249,11 @@ void emu_step_end(int step) {
 // the calls that make the host wait run the queue first. Streams share the one queue; events pass when the queue
 // reaches their record.
 
-struct CUstream_st {
-    int magic;
-};
 struct CUevent_st {
     int magic, recorded;
-    int queued;  // records issued that the device has not reached yet
+    std::shared_ptr<int> last;  // the record the device has to reach for the event to pass
     double t;
 };
-static const int STREAM_MAGIC = 0x5354524d, EVENT_MAGIC = 0x4556454e;
 
 void emu_check_stream(const char *who, cudaStream_t s) {
     if (s == NULL || s == cudaStreamLegacy || s == cudaStreamPerThread) return;
@@ -1457,7 +1517,7 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *a, const void *p) {
 }
 
 // Copies: the device side must lie inside one allocation (a GPU would fault, or corrupt a neighbour).
-static cudaError_t copy(void *dst, const void *src, size_t n, cudaMemcpyKind kind, int async) {
+static cudaError_t copy(void *dst, const void *src, size_t n, cudaMemcpyKind kind, int async, cudaStream_t stream) {
     if (n == 0) return cudaSuccess;
     const EmuAlloc *ad = emu_find(dst), *as = emu_find(src);
     int dst_dev = ad && ad->kind == EMU_MEM_DEVICE && (uintptr_t)dst < ad->base + ad->size;
@@ -1482,7 +1542,7 @@ static cudaError_t copy(void *dst, const void *src, size_t n, cudaMemcpyKind kin
     } else if (kind == cudaMemcpyHostToHost) {
         memmove(dst, src, n);
     } else {
-        emu_enqueue([=]() { memmove(dst, src, n); });  // reads the source when the device gets there
+        emu_enqueue(stream, [=]() { memmove(dst, src, n); });  // reads the source when the device gets there
     }
     if (kind == cudaMemcpyHostToDevice) {
         emu_counts.h2d_bytes += n;
@@ -1495,34 +1555,32 @@ static cudaError_t copy(void *dst, const void *src, size_t n, cudaMemcpyKind kin
     if (waits) emu_counts.sync++;
     return cudaSuccess;
 }
-cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind) { return copy(dst, src, n, kind, 0); }
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind) { return copy(dst, src, n, kind, 0, 0); }
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind kind, cudaStream_t s) {
     emu_check_stream("cudaMemcpyAsync", s);
-    return copy(dst, src, n, kind, 1);
+    return copy(dst, src, n, kind, 1, s);
 }
-cudaError_t cudaMemset(void *p, int v, size_t n) {
+static cudaError_t fill(void *p, int v, size_t n, cudaStream_t s, const char *who) {
     if (n == 0) return cudaSuccess;
-    emu_require_device("cudaMemset", "the range", p, n);
-    emu_enqueue([=]() { memset(p, v, n); });
+    emu_require_device(who, "the range", p, n);
+    emu_enqueue(s, [=]() { memset(p, v, n); });
     return cudaSuccess;
 }
+cudaError_t cudaMemset(void *p, int v, size_t n) { return fill(p, v, n, 0, "cudaMemset"); }
 cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) {
     emu_check_stream("cudaMemsetAsync", s);
-    return cudaMemset(p, v, n);
+    return fill(p, v, n, s, "cudaMemsetAsync");
 }
 
-cudaError_t cudaStreamCreate(cudaStream_t *s) {
-    *s = new CUstream_st{STREAM_MAGIC};
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
+    *s = new CUstream_st{STREAM_MAGIC, (flags & cudaStreamNonBlocking) == 0, {}, nullptr};
+    g_streams.push_back(*s);
     return cudaSuccess;
 }
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
-    (void)flags;
-    return cudaStreamCreate(s);
-}
+cudaError_t cudaStreamCreate(cudaStream_t *s) { return cudaStreamCreateWithFlags(s, cudaStreamDefault); }
 cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s, unsigned flags, int priority) {
-    (void)flags;
     (void)priority;
-    return cudaStreamCreate(s);
+    return cudaStreamCreateWithFlags(s, flags);
 }
 cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest) {
     *least = 0;
@@ -1543,7 +1601,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
 }
 cudaError_t cudaStreamQuery(cudaStream_t s) {
     emu_check_stream("cudaStreamQuery", s);
-    if (g_queue.empty()) return cudaSuccess;
+    if (!pending(stream_of(s)->tail)) return cudaSuccess;
     emu_device_flush();  // the device gets there by the next query, as a polling host would find
     return cudaErrorNotReady;
 }
@@ -1552,7 +1610,7 @@ static void check_event(const char *who, cudaEvent_t e) {
     if (!e || e->magic != EVENT_MAGIC) emu_fatal("%s: event %p is not a live event", who, (void *)e);
 }
 cudaError_t cudaEventCreate(cudaEvent_t *e) {
-    *e = new CUevent_st{EVENT_MAGIC, 0, 0, 0.0};
+    *e = new CUevent_st{EVENT_MAGIC, 0, nullptr, 0.0};
     return cudaSuccess;
 }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) {
@@ -1567,9 +1625,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     check_event("cudaEventRecord", e);
     emu_check_stream("cudaEventRecord", s);
-    e->queued++;
-    emu_enqueue([=]() {
-        e->queued--;
+    e->last = emu_enqueue(s, [=]() {
         e->recorded = 1;
         e->t = now_ms();
     });
@@ -1582,19 +1638,19 @@ cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t s, unsigned fla
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     check_event("cudaEventSynchronize", e);
     emu_counts.sync++;
-    if (e->queued) emu_device_flush();
+    if (pending(e->last)) emu_device_flush();
     return cudaSuccess;
 }
 cudaError_t cudaEventQuery(cudaEvent_t e) {
     check_event("cudaEventQuery", e);
-    if (!e->queued) return cudaSuccess;
+    if (!pending(e->last)) return cudaSuccess;
     emu_device_flush();  // not yet; by the next query it has passed
     return cudaErrorNotReady;
 }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
     check_event("cudaEventElapsedTime", a);
     check_event("cudaEventElapsedTime", b);
-    if (a->queued || b->queued) return cudaErrorNotReady;  // not an error that sticks, as on a GPU
+    if (pending(a->last) || pending(b->last)) return cudaErrorNotReady;  // not an error that sticks, as on a GPU
     if (!a->recorded || !b->recorded) return set_error(cudaErrorInvalidResourceHandle);
     *ms = (float)(b->t - a->t);
     return cudaSuccess;
@@ -1603,11 +1659,12 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
     (void)flags;
     emu_check_stream("cudaStreamWaitEvent", s);
     check_event("cudaStreamWaitEvent", e);
+    stream_wait(s, e->last);  // the record as it is now: a later one does not move the wait
     return cudaSuccess;
 }
 cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *data) {
     emu_check_stream("cudaLaunchHostFunc", s);
-    emu_enqueue([=]() { fn(data); });
+    emu_enqueue(s, [=]() { fn(data); });
     return cudaSuccess;
 }
 

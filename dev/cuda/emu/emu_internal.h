@@ -34,10 +34,11 @@ extern EmuCounts emu_counts;
 // The stream argument of a library call: NULL, a special handle, or a live stream.
 void emu_check_stream(const char *who, cudaStream_t s);
 
-// The device runs behind the host (emu.cpp): work it is given is queued in issue order and runs when the host
-// waits for it. emu_enqueue queues one piece (or runs it at once with TRAIN_GPT_EMU_ASYNC=0); emu_device_flush
-// runs everything queued, as a synchronising call does.
+// The device runs behind the host (emu.cpp): work is queued on its stream in issue order and runs when the host
+// waits for it. emu_enqueue queues one piece (or runs it at once with TRAIN_GPT_EMU_ASYNC=0) and returns what
+// marks it done; emu_device_flush runs everything queued, as a synchronising call does.
 #include <functional>
-void emu_enqueue(std::function<void()> op);
+#include <memory>
+std::shared_ptr<int> emu_enqueue(cudaStream_t s, std::function<void()> op);
 void emu_device_flush(void);
 #endif
