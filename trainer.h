@@ -674,9 +674,12 @@ static StepResult run_step(Run *r, int step) {
     zero_grad_sum_squares_start(zero, pp_stages > 1 && stage == pp_stages - 1 ? 0 : -1);
     timing_phase(PH_OTHER);
     timing_step_end();  // the CUDA build's one synchronisation: everything the step queued has run
+    // the host's collectives on what came back are comm, by the host's clock (a straggler's wait shows here)
+    double tail0 = timing_now();
     double loss = comm_allreduce_sum_f64(&r->comm, model_take_loss(r->model)) / ((double)A * dp);  // only last stages contribute
     double ss = zero_grad_sum_squares_finish(zero);
     float norm = (float)sqrt(comm_allreduce_sum_f64(&r->pp_comm, ss)) / step_scale;
+    timing_charge(PH_COMM, MOD_NONE, (timing_now() - tail0) * 1e3);
     int skip = loss_scaler_update(scaler, !isfinite(norm));
     if (skip < 0) fatal("step %d: the gradients overflow at the minimum loss scale %g (--loss-scale-min); fp16 cannot "
                         "represent this run's gradients (try --precision bf16)", step + 1, step_scale);
