@@ -117,18 +117,29 @@ static inline int ceil_div(long a, long b) { return (int)((a + b - 1) / b); }
 // ----------------------------------------------------------------------------
 // Kernels. Shapes as in train_gpt.c: B batch, T time, C channels, OC output channels, NH heads.
 
-template <typename T>
+// V consecutive channels a thread (16 bytes where C and the pointers allow).
+template <typename T, int V>
 __global__ void encoder_forward_kernel(T *out, const int *inp, const T *wte, const T *wpe, int B, int Tn, int C) {
-    long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    long idx = ((long)blockIdx.x * blockDim.x + threadIdx.x) * V;
     if (idx >= (long)B * Tn * C) return;
     int c = idx % C, bt = idx / C, t = bt % Tn;
-    out[idx] = from_f<T>(to_f(wte[(long)inp[bt] * C + c]) + to_f(wpe[(long)t * C + c]));
+    const XVec<T, V> w = *reinterpret_cast<const XVec<T, V> *>(wte + (long)inp[bt] * C + c);
+    const XVec<T, V> p = *reinterpret_cast<const XVec<T, V> *>(wpe + (long)t * C + c);
+    XVec<T, V> o;
+#pragma unroll
+    for (int k = 0; k < V; k++) o.v[k] = from_f<T>(to_f(w.v[k]) + to_f(p.v[k]));
+    *reinterpret_cast<XVec<T, V> *>(out + idx) = o;
 }
 
 static void encoder_forward(floatX *out, const int *inp, const floatX *wte, const floatX *wpe, int B, int T, int C) {
     long n = (long)B * T * C;
-    WITH_X(LAUNCH(ceil_div(n, 256), 256, 0, 0, encoder_forward_kernel<xt>)((xt *)out, inp, (const xt *)wte,
-                                                                          (const xt *)wpe, B, T, C));
+    WITH_X({
+        constexpr int V = vec16<xt>();
+        if (C % V == 0 && aligned16(out) && aligned16(wte) && aligned16(wpe))
+            LAUNCH(ceil_div(n / V, 256), 256, 0, 0, encoder_forward_kernel<xt, V>)((xt *)out, inp, (const xt *)wte, (const xt *)wpe, B, T, C);
+        else
+            LAUNCH(ceil_div(n, 256), 256, 0, 0, encoder_forward_kernel<xt, 1>)((xt *)out, inp, (const xt *)wte, (const xt *)wpe, B, T, C);
+    });
     launchCheck();
 }
 
@@ -1691,15 +1702,25 @@ static void gelu_backward(floatX *dinp, const floatX *inp, const floatX *dout, l
     launchCheck();
 }
 
-template <typename T>
+template <typename T, int V>
 __global__ void residual_forward_kernel(T *out, const T *a, const T *b, long N) {
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < N) out[i] = from_f<T>(to_f(a[i]) + to_f(b[i]));
+    long i = ((long)blockIdx.x * blockDim.x + threadIdx.x) * V;
+    if (i >= N) return;
+    const XVec<T, V> x = *reinterpret_cast<const XVec<T, V> *>(a + i), y = *reinterpret_cast<const XVec<T, V> *>(b + i);
+    XVec<T, V> o;
+#pragma unroll
+    for (int k = 0; k < V; k++) o.v[k] = from_f<T>(to_f(x.v[k]) + to_f(y.v[k]));
+    *reinterpret_cast<XVec<T, V> *>(out + i) = o;
 }
 
 static void residual_forward(floatX *out, const floatX *a, const floatX *b, long N) {
-    WITH_X(LAUNCH(ceil_div(N, 256), 256, 0, 0, residual_forward_kernel<xt>)((xt *)out, (const xt *)a,
-                                                                           (const xt *)b, N));
+    WITH_X({
+        constexpr int V = vec16<xt>();
+        if (N % V == 0 && aligned16(out) && aligned16(a) && aligned16(b))
+            LAUNCH(ceil_div(N / V, 256), 256, 0, 0, residual_forward_kernel<xt, V>)((xt *)out, (const xt *)a, (const xt *)b, N);
+        else
+            LAUNCH(ceil_div(N, 256), 256, 0, 0, residual_forward_kernel<xt, 1>)((xt *)out, (const xt *)a, (const xt *)b, N);
+    });
     launchCheck();
 }
 
@@ -1773,28 +1794,55 @@ __device__ __forceinline__ uint32_t hash_u32(uint64_t x) {
     return (uint32_t)x;
 }
 
-__global__ void weights_bf16_kernel(bf16 *dst, const float *src, size_t n, uint64_t seed) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    float x = src[i];
+__device__ __forceinline__ bf16 weight_bf16(float x, size_t i, uint64_t seed) {
     uint32_t bits = __float_as_uint(x);
     if (isfinite(x)) bits += hash_u32(seed ^ (i * 0x9e3779b97f4a7c15ull)) & 0xffffu;  // carries into the kept bits
     uint16_t top = (uint16_t)(bits >> 16);
     if (!isfinite(__uint_as_float(bits & 0xffff0000u)) && isfinite(x)) top = (uint16_t)(__float_as_uint(x) >> 16);
-    dst[i] = __ushort_as_bfloat16(top);
+    return __ushort_as_bfloat16(top);
 }
 
+// 4 values a thread where the pointers allow (one 16-byte load, one 8-byte store); the last thread takes
+// what is left of n one by one. The value at i depends on i alone, so the width changes no bit.
+template <int V>
+__global__ void weights_bf16_kernel(bf16 *dst, const float *src, size_t n, uint64_t seed) {
+    size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * V;
+    if (i >= n) return;
+    if (V > 1 && i + V <= n) {
+        const XVec<float, V> x = *reinterpret_cast<const XVec<float, V> *>(src + i);
+        XVec<bf16, V> o;
+#pragma unroll
+        for (int k = 0; k < V; k++) o.v[k] = weight_bf16(x.v[k], i + k, seed);
+        *reinterpret_cast<XVec<bf16, V> *>(dst + i) = o;
+    } else {
+        for (size_t k = i; k < n && k < i + V; k++) dst[k] = weight_bf16(src[k], k, seed);
+    }
+}
+
+template <int V>
 __global__ void weights_fp16_kernel(__half *dst, const float *src, size_t n) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) dst[i] = __float2half_rn(src[i]);
+    size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * V;
+    if (i >= n) return;
+    if (V > 1 && i + V <= n) {
+        const XVec<float, V> x = *reinterpret_cast<const XVec<float, V> *>(src + i);
+        XVec<__half, V> o;
+#pragma unroll
+        for (int k = 0; k < V; k++) o.v[k] = __float2half_rn(x.v[k]);
+        *reinterpret_cast<XVec<__half, V> *>(dst + i) = o;
+    } else {
+        for (size_t k = i; k < n && k < i + V; k++) dst[k] = __float2half_rn(src[k]);
+    }
 }
 
 static int backend_weights_need_copy(void) { return x_prec != PREC_FP32; }
 
 static void backend_weights_from_master(floatX *dst, const float *src, size_t n, uint64_t seed) {
     if (n == 0) return;
-    if (x_prec == PREC_BF16) LAUNCH(ceil_div((long)n, 256), 256, 0, 0, weights_bf16_kernel)((bf16 *)dst, src, n, seed);
-    else if (x_prec == PREC_FP16) LAUNCH(ceil_div((long)n, 256), 256, 0, 0, weights_fp16_kernel)((__half *)dst, src, n);
+    int v4 = aligned16(src) && ((uintptr_t)dst & 7) == 0;
+    if (x_prec == PREC_BF16 && v4) LAUNCH(ceil_div((long)(n + 3) / 4, 256), 256, 0, 0, weights_bf16_kernel<4>)((bf16 *)dst, src, n, seed);
+    else if (x_prec == PREC_BF16) LAUNCH(ceil_div((long)n, 256), 256, 0, 0, weights_bf16_kernel<1>)((bf16 *)dst, src, n, seed);
+    else if (x_prec == PREC_FP16 && v4) LAUNCH(ceil_div((long)(n + 3) / 4, 256), 256, 0, 0, weights_fp16_kernel<4>)((__half *)dst, src, n);
+    else if (x_prec == PREC_FP16) LAUNCH(ceil_div((long)n, 256), 256, 0, 0, weights_fp16_kernel<1>)((__half *)dst, src, n);
     else cudaCheck(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice));
     launchCheck();
 }
@@ -1971,35 +2019,70 @@ static void backend_copy(float *dst, const float *src, size_t n) {
     cudaCheck(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice));
 }
 
+// The fp32 kernels below take 4 values a thread where the pointers are 16-byte aligned (one load or
+// store each), the last thread what is left of n one by one; each value is computed alone, as before.
+template <int V>
 __global__ void add_kernel(float *dst, const float *src, size_t n) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) dst[i] += src[i];
+    size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * V;
+    if (i >= n) return;
+    if (V > 1 && i + V <= n) {
+        XVec<float, V> d = *reinterpret_cast<XVec<float, V> *>(dst + i);
+        const XVec<float, V> s = *reinterpret_cast<const XVec<float, V> *>(src + i);
+#pragma unroll
+        for (int k = 0; k < V; k++) d.v[k] += s.v[k];
+        *reinterpret_cast<XVec<float, V> *>(dst + i) = d;
+    } else {
+        for (size_t k = i; k < n && k < i + V; k++) dst[k] += src[k];
+    }
 }
 
 static void backend_add(float *dst, const float *src, size_t n) {
     if (n == 0) return;
-    LAUNCH(ceil_div((long)n, 256), 256, 0, 0, add_kernel)(dst, src, n);
+    if (aligned16(dst) && aligned16(src)) LAUNCH(ceil_div((long)(n + 3) / 4, 256), 256, 0, 0, add_kernel<4>)(dst, src, n);
+    else LAUNCH(ceil_div((long)n, 256), 256, 0, 0, add_kernel<1>)(dst, src, n);
     launchCheck();
 }
 
+__device__ __forceinline__ void adamw_one(float &p, float g, float &mom, float &vel, float lr, float beta1, float beta2,
+                                          float bc1, float bc2, float eps, float wd, float scale) {
+    float grad = g * scale;
+    float mi = beta1 * mom + (1.0f - beta1) * grad;
+    float vi = beta2 * vel + (1.0f - beta2) * grad * grad;
+    mom = mi;
+    vel = vi;
+    float mhat = mi / bc1, vhat = vi / bc2;
+    p -= lr * (mhat / (sqrtf(vhat) + eps) + wd * p);
+}
+
+template <int V>
 __global__ void adamw_kernel(float *p, const float *g, float *mom, float *vel, size_t n, float lr, float beta1,
                              float beta2, float bc1, float bc2, float eps, float wd, float scale) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * V;
     if (i >= n) return;
-    float grad = g[i] * scale;
-    float mi = beta1 * mom[i] + (1.0f - beta1) * grad;
-    float vi = beta2 * vel[i] + (1.0f - beta2) * grad * grad;
-    mom[i] = mi;
-    vel[i] = vi;
-    float mhat = mi / bc1, vhat = vi / bc2;
-    p[i] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * p[i]);
+    if (V > 1 && i + V <= n) {
+        typedef XVec<float, V> F;
+        F pv = *reinterpret_cast<F *>(p + i), mv = *reinterpret_cast<F *>(mom + i), vv = *reinterpret_cast<F *>(vel + i);
+        const F gv = *reinterpret_cast<const F *>(g + i);
+#pragma unroll
+        for (int k = 0; k < V; k++) adamw_one(pv.v[k], gv.v[k], mv.v[k], vv.v[k], lr, beta1, beta2, bc1, bc2, eps, wd, scale);
+        *reinterpret_cast<F *>(p + i) = pv;
+        *reinterpret_cast<F *>(mom + i) = mv;
+        *reinterpret_cast<F *>(vel + i) = vv;
+    } else {
+        for (size_t k = i; k < n && k < i + V; k++) adamw_one(p[k], g[k], mom[k], vel[k], lr, beta1, beta2, bc1, bc2, eps, wd, scale);
+    }
 }
 
 static void backend_adamw(float *p, const float *g, float *mom, float *vel, size_t n, int decayed, const AdamWArgs *a) {
     if (n == 0) return;
     float bc1 = 1.0f - powf(a->beta1, (float)a->t), bc2 = 1.0f - powf(a->beta2, (float)a->t);
-    LAUNCH(ceil_div((long)n, 256), 256, 0, 0, adamw_kernel)(p, g, mom, vel, n, a->lr, a->beta1, a->beta2, bc1, bc2, a->eps,
-                                                  decayed ? a->weight_decay : 0.0f, a->grad_scale);
+    float wd = decayed ? a->weight_decay : 0.0f;
+    if (aligned16(p) && aligned16(g) && aligned16(mom) && aligned16(vel))
+        LAUNCH(ceil_div((long)(n + 3) / 4, 256), 256, 0, 0, adamw_kernel<4>)(p, g, mom, vel, n, a->lr, a->beta1, a->beta2, bc1, bc2,
+                                                                            a->eps, wd, a->grad_scale);
+    else
+        LAUNCH(ceil_div((long)n, 256), 256, 0, 0, adamw_kernel<1>)(p, g, mom, vel, n, a->lr, a->beta1, a->beta2, bc1, bc2, a->eps,
+                                                                  wd, a->grad_scale);
     launchCheck();
 }
 
