@@ -172,7 +172,7 @@ static const OptSpec OPTIONS[] = {
     OPT(NULL, "--profile", OPT_FLAG, profile, "time each module (embedding, LayerNorm, matmuls, attention, head, optimizer, collectives) over the run; a table of calls, ms, share, GFLOP, GFLOP/s and fraction of peak at the end, and one JSON line in the log"),
     OPT(NULL, "--autotune", OPT_FLAG, autotune, "time every micro-batch size x recompute level x offload that fits the memory plan for this model, data and batch; print them by tokens/s and a 'best:' line of flags"),
     OPT(NULL, "--autotune-world", OPT_INT, autotune_world, "--autotune for a run of this many ranks: also enumerates ZeRO stages and pipeline stages, timing each through mpirun"),
-    OPTD(NULL, "--mem-limit", OPT_FLOAT, mem_limit, "GiB per rank the autotuner may plan for (pretend a smaller device)", "the device's memory; on CPUs the machine's"),
+    OPTD(NULL, "--mem-limit", OPT_FLOAT, mem_limit, "GiB per rank the autotuner and the memory plan's check may plan for (pretend a smaller device; in the CPU build, less RAM)", "the device's memory; on CPUs the machine's"),
     OPT(NULL, "--target-tokens", OPT_LONG, target_tokens, "the training length (tokens) that --autotune and --dry-run give days for"),
     OPTD(NULL, "--tokens-per-s", OPT_FLOAT, tokens_per_s, "a measured speed (the step line's tok/s): --dry-run then says how many days --target-tokens take", "none"),
     OPT(NULL, "--dry-run", OPT_FLAG, dry_run, "print the configuration and memory plan, then exit"),

@@ -117,6 +117,7 @@ static void swap_open(Swap *s, const char *dir, int rank, const size_t *floats, 
     s->buf_floats = (size_t)arrays * maxcap;
     if (note && note_len) note[0] = '\0';
     struct stat st;
+    if (!dir) internal_fault("swap_open without a directory");
     if (stat(dir, &st) != 0) fatal("--nvme-path %s: cannot use it for the swap file: %s", dir, strerror(errno));
     if (!S_ISDIR(st.st_mode)) fatal("--nvme-path %s: not a directory (the swap file goes inside it)", dir);
     uint64_t nonce = ((uint64_t)getpid() << 32) ^ (uint64_t)(swap_now() * 1e9) ^ ((uint64_t)rank << 48);
