@@ -351,7 +351,7 @@ static void config_validate(const TrainConfig *c) {
     } else if (c->nvme_path) {
         bad_value("--nvme-path", "is only used with --offload-device nvme");
     }
-    if (!(c->nvme_buffer_mb > 0)) bad_value("--nvme-buffer-mb", "must be > 0");
+    if (!(c->nvme_buffer_mb > 0) || c->nvme_buffer_mb > 1024) bad_value("--nvme-buffer-mb", "must be in (0, 1024]: one buffer is one transfer");
     if (c->reduce_bucket_mb < 0) bad_value("--reduce-bucket-mb", "must be >= 0");
     if (c->autotune_world < 1) bad_value("--autotune-world", "must be >= 1");
     if (c->mem_limit < 0) bad_value("--mem-limit", "must be > 0 GiB (or 0: the device's memory)");

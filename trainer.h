@@ -537,10 +537,10 @@ static int run_plan_room(Run *r, MachineRoom *m, char *advice, size_t advice_len
     else snprintf(dev, sizeof(dev), "%.2f GiB device state (host memory in this build) | ", n->device / gib);
     char disk[160] = "no disk";
     if (r->nvme) snprintf(disk, sizeof(disk), "%.2f GiB disk under %s (free %.2f per rank)", n->disk / gib, cfg->nvme_path, m->disk / gib);
-    printf0("memory per rank: %shost RAM %.2f GiB (available %.2f per rank%s, %d rank%s on this node) | %s\n", dev, n->host / gib,
-            m->ram / gib, cfg->mem_limit > 0 && m->device_is_host ? ": --mem-limit" : ": MemAvailable", m->local_ranks,
-            m->local_ranks == 1 ? "" : "s", disk);
     int fits = plan_fits(n, m);
+    printf0("memory per rank: %shost RAM %.2f GiB (available %.2f per rank%s, %d rank%s on this node) | %s: %s\n", dev, n->host / gib,
+            m->ram / gib, cfg->mem_limit > 0 && m->device_is_host ? ": --mem-limit" : ": MemAvailable", m->local_ranks,
+            m->local_ranks == 1 ? "" : "s", disk, fits ? "fits" : "does not fit");
     advice[0] = '\0';
     if (fits) return 1;
     // the candidates: offload none, optimizer, params (ZeRO-3) to host memory, then to nvme; each at the run's
