@@ -143,6 +143,16 @@ static size_t mem_available_bytes(void) {
     return (size_t)kb * 1024;
 }
 
+// This process's resident memory: the initial weights it read or drew before the plan, which are handed to
+// zero.h and freed, so for the plan they are as good as available.
+static size_t self_rss_bytes(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long long size = 0, resident = 0;
+    if (f && fscanf(f, "%llu %llu", &size, &resident) != 2) resident = 0;
+    if (f) fclose(f);
+    return (size_t)resident * (size_t)sysconf(_SC_PAGESIZE);
+}
+
 static int plan_fits(const PlanNeed *n, const MachineRoom *m) {
     double ram = m->device_is_host ? (double)n->device + n->host : (double)n->host;
     if (ram > m->ram || (!m->device_is_host && m->device > 0 && n->device > m->device)) return 0;
@@ -524,11 +534,11 @@ static int run_plan_room(Run *r, MachineRoom *m, char *advice, size_t advice_len
 #ifdef TRAIN_GPT_CUDA
     m->device_is_host = 0;
     m->device = cfg->mem_limit > 0 ? cfg->mem_limit * gib : (double)backend_device_capacity();
-    m->ram = (double)mem_available_bytes() / m->local_ranks;
+    m->ram = (double)mem_available_bytes() / m->local_ranks + (double)self_rss_bytes();
 #else
     m->device_is_host = 1;
     m->device = 0;
-    m->ram = cfg->mem_limit > 0 ? cfg->mem_limit * gib : (double)mem_available_bytes() / m->local_ranks;
+    m->ram = cfg->mem_limit > 0 ? cfg->mem_limit * gib : (double)mem_available_bytes() / m->local_ranks + (double)self_rss_bytes();
 #endif
     m->disk = cfg->nvme_path ? (double)swap_free_bytes(cfg->nvme_path) / m->local_ranks : 0.0;
     const PlanNeed *n = &r->need;
@@ -539,7 +549,7 @@ static int run_plan_room(Run *r, MachineRoom *m, char *advice, size_t advice_len
     if (r->nvme) snprintf(disk, sizeof(disk), "%.2f GiB disk under %s (free %.2f per rank)", n->disk / gib, cfg->nvme_path, m->disk / gib);
     int fits = plan_fits(n, m);
     printf0("memory per rank: %shost RAM %.2f GiB (available %.2f per rank%s, %d rank%s on this node) | %s: %s\n", dev, n->host / gib,
-            m->ram / gib, cfg->mem_limit > 0 && m->device_is_host ? ": --mem-limit" : ": MemAvailable", m->local_ranks,
+            m->ram / gib, cfg->mem_limit > 0 && m->device_is_host ? ": --mem-limit" : ": MemAvailable + this process's own", m->local_ranks,
             m->local_ranks == 1 ? "" : "s", disk, fits ? "fits" : "does not fit");
     advice[0] = '\0';
     if (fits) return 1;

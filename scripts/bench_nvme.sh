@@ -45,8 +45,8 @@ opt = med(lambda s: s["time_ms"]["optimizer"])
 print(f"{sys.argv[2]} B={sys.argv[3]} T={sys.argv[4]} --offload optimizer --offload-device nvme, median of {len(timed)} step(s):")
 print(f"  step {ms / 1e3:.2f} s = waiting on the disk {wait / 1e3:.2f} s + compute {(ms - wait) / 1e3:.2f} s "
       f"(of which the optimizer phase {opt / 1e3:.2f} s, its disk wait included)")
-print(f"  disk per step: read {rd / 2**30:.2f} GiB, written {wr / 2**30:.2f} GiB; {(rd + wr) / 2**30 / (ms / 1e3):.2f} GiB/s over the step, "
-      f"{(rd + wr) / 2**30 / max(opt / 1e3, 1e-9):.2f} GiB/s over the optimizer phase")
+print(f"  disk per step: read {rd / 2**30:.2f} GiB, written {wr / 2**30:.2f} GiB; {(rd + wr) / 1e9 / (ms / 1e3):.2f} GB/s over the step, "
+      f"{(rd + wr) / 1e9 / max(opt / 1e3, 1e-9):.2f} GB/s over the optimizer phase (GB: 10^9 bytes, as dd counts)")
 print(f"  plan per rank: device state {plan['device_bytes'] / 2**30:.2f} GiB | host RAM {plan['host_bytes'] / 2**30:.2f} GiB | "
       f"disk {plan['disk_bytes'] / 2**30:.2f} GiB | fits: {plan['fits']}")
 print(f"  peak RSS {steps[-1]['peak_rss_mib'] / 1024:.2f} GiB (getrusage)")
