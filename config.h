@@ -154,7 +154,7 @@ static const OptSpec OPTIONS[] = {
     OPT("-y", "--resume", OPT_INT, resume, "1 = continue from the latest complete checkpoint in --out-dir"),
     OPT("-z", "--zero-stage", OPT_INT, zero_stage, "ZeRO: 0 replicate; 1 shard AdamW state; 2 also gradients; 3 also parameters"),
     OPT(NULL, "--reduce-bucket-mb", OPT_FLOAT, reduce_bucket_mb, "ZeRO-2/3: reduce-scatter gradients in buckets of whole layers up to this size"),
-    OPT(NULL, "--offload", OPT_STR, offload, "none | optimizer (AdamW state and master weights in host memory, updated on the CPU) | params (also the ZeRO-3 parameter shards)"),
+    OPT(NULL, "--offload", OPT_STR, offload, "none | optimizer (AdamW state and master weights in host memory, or on disk with --offload-device nvme, updated on the CPU) | params (also the ZeRO-3 parameter shards)"),
     OPT(NULL, "--offload-device", OPT_STR, offload_device, "cpu | nvme: where --offload keeps what it offloads: host memory, or a swap file under --nvme-path streamed through a ring of aligned buffers with asynchronous direct I/O (ZeRO-Infinity)"),
     OPTD(NULL, "--nvme-path", OPT_STR, nvme_path, "--offload-device nvme: directory for the swap file (one per rank, made per run, removed at exit)", "none"),
     OPT(NULL, "--nvme-buffer-mb", OPT_FLOAT, nvme_buffer_mb, "--offload-device nvme: size of each of the ring's 4 host buffers (one piece of master weights, m and v)"),
