@@ -125,7 +125,7 @@ static void swap_open(Swap *s, const char *dir, int rank, const size_t *floats, 
     snprintf(s->path, sizeof(s->path), "%s/train_gpt.swap.%d.%d.%08x", dir, (int)getpid(), rank, (unsigned)nonce);
     s->direct = 1;
     s->fd = open(s->path, O_RDWR | O_CREAT | O_EXCL | O_DIRECT, 0600);
-    if (s->fd < 0 && errno == EINVAL) {  // the file system has no direct I/O (tmpfs before Linux 6.6, some FUSE)
+    if (s->fd < 0 && errno == EINVAL) {  // the file system has no direct I/O (tmpfs on older kernels, some FUSE file systems)
         s->direct = 0;
         s->fd = open(s->path, O_RDWR | O_CREAT | O_EXCL, 0600);
         if (note && note_len) snprintf(note, note_len, "%s does not allow O_DIRECT: buffered I/O through the page cache", dir);
