@@ -62,6 +62,10 @@ typedef struct {
     int inject_eio;
 } Swap;
 
+// TRAIN_GPT_FAULT=nvme-nodirect: swap_open takes O_DIRECT as refused, as on a file system without it
+// (this kernel's tmpfs has it, so the fallback is otherwise out of a test's reach).
+static int swap_fault_no_direct = 0;
+
 static double swap_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -124,7 +128,8 @@ static void swap_open(Swap *s, const char *dir, int rank, const size_t *floats, 
     nonce ^= nonce >> 29; nonce *= 0xbf58476d1ce4e5b9ull; nonce ^= nonce >> 32;
     snprintf(s->path, sizeof(s->path), "%s/train_gpt.swap.%d.%d.%08x", dir, (int)getpid(), rank, (unsigned)nonce);
     s->direct = 1;
-    s->fd = open(s->path, O_RDWR | O_CREAT | O_EXCL | O_DIRECT, 0600);
+    s->fd = swap_fault_no_direct ? -1 : open(s->path, O_RDWR | O_CREAT | O_EXCL | O_DIRECT, 0600);
+    if (swap_fault_no_direct) errno = EINVAL;
     if (s->fd < 0 && errno == EINVAL) {  // the file system has no direct I/O (tmpfs on older kernels, some FUSE file systems)
         s->direct = 0;
         s->fd = open(s->path, O_RDWR | O_CREAT | O_EXCL, 0600);

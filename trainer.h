@@ -241,6 +241,7 @@ typedef struct {
 //   overflow:S1,S2,...    the loss gradient is infinite at those steps, as an fp16 overflow would make it
 //   nvme-short:STEP       (--offload-device nvme) the swap file loses its second half at that step: a short read
 //   nvme-eio:STEP         (--offload-device nvme) the swap file's next read at that step fails with EIO
+//   nvme-nodirect         (--offload-device nvme) the swap file is opened as if the file system refused O_DIRECT
 static void run_parse_fault(Run *r, const char *fault) {
     r->stall_rank = r->stall_step = -1; r->stall_s = 0.0;
     r->die_rank = r->die_step = -1;
@@ -256,13 +257,14 @@ static void run_parse_fault(Run *r, const char *fault) {
     else if (sscanf(fault, "die:%d:%d%n", &r->die_rank, &r->die_step, &n) == 2 && !fault[n]) {}
     else if (sscanf(fault, "nvme-short:%d%n", &r->nvme_fault_step, &n) == 1 && !fault[n]) r->nvme_fault = 1;
     else if (sscanf(fault, "nvme-eio:%d%n", &r->nvme_fault_step, &n) == 1 && !fault[n]) r->nvme_fault = 2;
+    else if (strcmp(fault, "nvme-nodirect") == 0) swap_fault_no_direct = 1;
     else if ((sscanf(fault, "signal:%7[A-Z0-9]:%d%n", sig, &r->signal_step, &n) == 2 && !fault[n]) ||
              (sscanf(fault, "signal:%7[A-Z0-9]:%d:%d%n", sig, &r->signal_step, &r->signal_rank, &n) == 3 && !fault[n])) {
         r->signal_num = strcmp(sig, "TERM") == 0 ? SIGTERM : strcmp(sig, "USR1") == 0 ? SIGUSR1 : 0;
         if (!r->signal_num) fatal("TRAIN_GPT_FAULT: signal '%s' is not TERM or USR1", sig);
     } else {
         fatal("TRAIN_GPT_FAULT: '%s' is not stall:RANK:STEP[:SECONDS], die:RANK:STEP, signal:TERM|USR1:STEP[:RANK] or "
-              "overflow:STEP[,STEP...], nvme-short:STEP or nvme-eio:STEP", fault);
+              "overflow:STEP[,STEP...], nvme-short:STEP, nvme-eio:STEP or nvme-nodirect", fault);
     }
 }
 

@@ -94,6 +94,14 @@ same_run "$W/c1" "$W/one" && same_run "$W/c2" "$W/no1" \
   && ok "mid-run the swap file is open but unlinked (nothing in the directory to leak); after the runs the directory is empty" \
   || bad "swap file scratch" "open and deleted: $open_swap, listed mid-run: $listed, after: $(ls -A "$W/disk")"
 
+# a file system without O_DIRECT (TRAIN_GPT_FAULT=nvme-nodirect stands for one: this kernel's tmpfs has it):
+# buffered I/O, said in a note, the same numbers
+TRAIN_GPT_FAULT=nvme-nodirect $BIN -e d2 -b 2 -t 32 -x 6 -v 0 -s 0 --grad-accum 4 -n 3 --offload optimizer "${NV[@]}" -o "$W/nd" \
+  --log "$W/nd.jsonl" > "$W/nd.out" 2>&1
+same_run "$W/nd" "$W/one" && grep -qF "note: $W/disk does not allow O_DIRECT: buffered I/O through the page cache" "$W/nd.out" \
+  && grep -q "| buffered, io_uring |" "$W/nd.out" && ok "without O_DIRECT: a note, buffered I/O, bit-identical to no offload" \
+  || bad "fallback without O_DIRECT" "$(tail -3 "$W/nd.out")"
+
 # faults: each stops the run naming the path, the operation and the cause
 one=($BIN -e d2 -b 2 -t 32 -x 6 -v 0 -s 0 --grad-accum 4 --offload optimizer --offload-device nvme)
 out=$("${one[@]}" --nvme-path "$W/missing" 2>&1); rc=$?
