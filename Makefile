@@ -4,6 +4,12 @@ CC ?= gcc
 CFLAGS ?= -O3 -march=native -mprefer-vector-width=512 -fno-math-errno
 CFLAGS += -std=gnu11 -Wall -Wextra -Wno-unused-function -fopenmp
 LDLIBS = -lm
+# liburing (Debian: liburing-dev) gives --offload-device nvme asynchronous I/O; without it the swap file is
+# read and written with plain pread/pwrite, one transfer at a time (the run's banner says which).
+URING := $(shell printf '\043include <liburing.h>\nint main(void){struct io_uring r; return io_uring_queue_init(1, &r, 0);}\n' | $(CC) -x c - -luring -o /dev/null 2>/dev/null && echo yes)
+# _GNU_SOURCE: <fcntl.h> names O_DIRECT only with it (swap.h); g++ and nvcc define it themselves
+URING_FLAGS = -D_GNU_SOURCE $(if $(URING),-DHAVE_LIBURING)
+URING_LIBS = $(if $(URING),-luring)
 PYTHON ?= python3
 TORCH_PYTHON ?= /usr/bin/python3
 NVCC := $(shell command -v nvcc 2>/dev/null)
@@ -11,13 +17,13 @@ NVCC := $(shell command -v nvcc 2>/dev/null)
 MPICC := $(shell command -v mpicc 2>/dev/null)
 CPU_CC = $(if $(MPICC),$(MPICC) -DUSE_MPI,$(CC))
 
-HEADERS = utils.h gpt2.h config.h checkpoint.h dataloader.h tokenizer.h trainer.h comm.h zero.h pipeline.h model.h timing.h autotune.h
+HEADERS = utils.h gpt2.h config.h checkpoint.h dataloader.h tokenizer.h trainer.h comm.h zero.h swap.h pipeline.h model.h timing.h autotune.h
 
 # The build configuration is part of what a binary is made from: installing Open MPI after a first
 # build, or another CC, CFLAGS or nvcc, must rebuild. Each configuration is written to a stamp file
 # only when it differs from what the file holds, and the binaries depend on the stamp, so make
 # compares it like a source. .build-cpu: the CPU build, the tests and tokenize; .build-cuda: nvcc's.
-CPU_CONFIG := cc $(CPU_CC) | $(CC) $(shell $(CC) -dumpfullversion 2>/dev/null) | cflags $(CFLAGS) | ldlibs $(LDLIBS)
+CPU_CONFIG := cc $(CPU_CC) | $(CC) $(shell $(CC) -dumpfullversion 2>/dev/null) | cflags $(CFLAGS) | ldlibs $(LDLIBS) | liburing $(or $(URING),no)
 ifneq ($(file <.build-cpu),$(CPU_CONFIG))
 $(file >.build-cpu,$(CPU_CONFIG))
 endif
@@ -33,22 +39,22 @@ EMU_BINS = train_gpt_emu train_gpt_emu_race test/test_gpt2_emu dev/cuda/kernels_
 all: train_gpt_cpu tokenize $(if $(and $(NVCC),$(wildcard train_gpt.cu)),train_gpt)
 
 train_gpt_cpu: train_gpt.c $(HEADERS) .build-cpu
-	$(CPU_CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+	$(CPU_CC) $(CFLAGS) $(URING_FLAGS) $< -o $@ $(LDLIBS) $(URING_LIBS)
 
 tokenize: tokenize.c tokenizer.h utils.h .build-cpu
 	$(CC) -O2 -std=gnu11 -Wall -Wextra $< -o $@ $(LDLIBS)
 
 test/test_gpt2: test/test_gpt2.c test/check.h train_gpt.c $(HEADERS) .build-cpu
-	$(CC) $(CFLAGS) -I. $< -o $@ $(LDLIBS)
+	$(CC) $(CFLAGS) $(URING_FLAGS) -I. $< -o $@ $(LDLIBS) $(URING_LIBS)
 
 test/test_units: test/test_units.c test/check.h $(HEADERS) .build-cpu
-	$(CC) $(CFLAGS) -I. $< -o $@ $(LDLIBS)
+	$(CC) $(CFLAGS) $(URING_FLAGS) -I. $< -o $@ $(LDLIBS) $(URING_LIBS)
 
 test/test_generate: test/test_generate.c test/check.h train_gpt.c $(HEADERS) .build-cpu
-	$(CC) $(CFLAGS) -I. $< -o $@ $(LDLIBS)
+	$(CC) $(CFLAGS) $(URING_FLAGS) -I. $< -o $@ $(LDLIBS) $(URING_LIBS)
 
 test/test_pipeline: test/test_pipeline.c test/check.h pipeline.h gpt2.h comm.h utils.h .build-cpu
-	$(CC) $(CFLAGS) -I. $< -o $@ $(LDLIBS)
+	$(CC) $(CFLAGS) $(URING_FLAGS) -I. $< -o $@ $(LDLIBS) $(URING_LIBS)
 
 test: train_gpt_cpu tokenize test/test_gpt2 test/test_units test/test_pipeline test/test_generate $(if $(EMU_OK),$(EMU_BINS))
 	PYTHON=$(PYTHON) TORCH_PYTHON=$(TORCH_PYTHON) bash test/run_tests.sh
@@ -62,32 +68,32 @@ test-multinode: train_gpt_cpu $(if $(EMU_OK),train_gpt_emu)
 NVCC_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90a,code=sm_90a
 # -Wno-missing-field-initializers: the shared headers are C, where `= {0}` zeroes a struct.
 NVCC_FLAGS ?= -O3 -std=c++17 $(NVCC_ARCH) -Xcompiler -Wall,-Wextra,-Wno-unused-function,-Wno-missing-field-initializers,-fopenmp
-NVCC_FLAGS += -DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1
+NVCC_FLAGS += -DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1 $(URING_FLAGS)
 MPI_CFLAGS = $(if $(MPICC),-DUSE_MPI $(shell $(MPICC) --showme:compile))
 MPI_LDFLAGS = $(if $(MPICC),$(shell $(MPICC) --showme:link))
-CUDA_CONFIG := nvcc $(or $(NVCC),none) | flags $(NVCC_FLAGS) | mpi $(MPI_CFLAGS) $(MPI_LDFLAGS)
+CUDA_CONFIG := nvcc $(or $(NVCC),none) | flags $(NVCC_FLAGS) | mpi $(MPI_CFLAGS) $(MPI_LDFLAGS) | liburing $(or $(URING),no)
 ifneq ($(file <.build-cuda),$(CUDA_CONFIG))
 $(file >.build-cuda,$(CUDA_CONFIG))
 endif
 # Without nvcc the CUDA targets say what is missing rather than running an empty command.
 NVCC_OR_FAIL = $(or $(NVCC),$(error nvcc is not on the PATH: the CUDA build needs the CUDA toolkit (make train_gpt_cpu builds the CPU trainer)))
 train_gpt: train_gpt.cu $(HEADERS) .build-cuda
-	$(NVCC_OR_FAIL) $(NVCC_FLAGS) $(MPI_CFLAGS) $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp
+	$(NVCC_OR_FAIL) $(NVCC_FLAGS) $(MPI_CFLAGS) $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp $(URING_LIBS)
 
 test/test_gpt2_gpu: test/test_gpt2.c train_gpt.cu $(HEADERS) .build-cuda
-	$(NVCC_OR_FAIL) $(NVCC_FLAGS) $(MPI_CFLAGS) -DTRAIN_GPT_CUDA -I. -x cu $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp
+	$(NVCC_OR_FAIL) $(NVCC_FLAGS) $(MPI_CFLAGS) -DTRAIN_GPT_CUDA -I. -x cu $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp $(URING_LIBS)
 
 # Generation with the key/value cache against the full-prefix forward, on the GPU.
 test/test_generate_gpu: test/test_generate.c test/check.h train_gpt.cu $(HEADERS) .build-cuda
-	$(NVCC_OR_FAIL) $(NVCC_FLAGS) $(MPI_CFLAGS) -DTRAIN_GPT_CUDA -I. -x cu $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp
+	$(NVCC_OR_FAIL) $(NVCC_FLAGS) $(MPI_CFLAGS) -DTRAIN_GPT_CUDA -I. -x cu $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp $(URING_LIBS)
 
 # Every kernel against the CPU build's, in each precision, and their benchmark.
 dev/cuda/kernels: dev/cuda/kernels.cu train_gpt.cu train_gpt.c $(HEADERS) .build-cuda
-	$(NVCC_OR_FAIL) $(NVCC_FLAGS) $(MPI_CFLAGS) -I. $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp
+	$(NVCC_OR_FAIL) $(NVCC_FLAGS) $(MPI_CFLAGS) -I. $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp $(URING_LIBS)
 
 # The attention kernels alone against a float64 reference, and their benchmark.
 dev/cuda/attention: dev/cuda/attention.cu dev/cuda/attention_ref.h train_gpt.cu $(HEADERS) .build-cuda
-	$(NVCC_OR_FAIL) $(NVCC_FLAGS) $(MPI_CFLAGS) -I. $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp
+	$(NVCC_OR_FAIL) $(NVCC_FLAGS) $(MPI_CFLAGS) -I. $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp $(URING_LIBS)
 
 # On a machine with an NVIDIA GPU: the kernels and the CUDA build against the PyTorch reference and the CPU build.
 test-gpu: train_gpt train_gpt_cpu test/test_gpt2_gpu test/test_generate_gpu dev/cuda/kernels
@@ -103,13 +109,13 @@ EMU_OPT ?= -O2 -march=native -mno-red-zone
 # -fno-strict-aliasing: CUDA code reads memory through other types (16-byte vectors, two 16-bit values as
 # one 32-bit word), which nvcc's device compiler allows; g++ at -O2 would reorder or drop such accesses.
 EMU_FLAGS = $(EMU_OPT) -fno-strict-aliasing -std=c++17 -fopenmp -Wall -Wextra -Wno-unused-function -Wno-missing-field-initializers \
-  -Wno-unknown-pragmas -Wno-class-memaccess -DTRAIN_GPT_CUDA -DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1 -isystem $(CUDA_HOME)/include $(MPI_CFLAGS)
+  -Wno-unknown-pragmas -Wno-class-memaccess -DTRAIN_GPT_CUDA -DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1 -isystem $(CUDA_HOME)/include $(MPI_CFLAGS) $(URING_FLAGS)
 EMU_DEV = -I. -x c++ -include dev/cuda/emu/emu.h
 EMU_RT_H = dev/cuda/emu/emu.h dev/cuda/emu/emu_internal.h
 EMU_OBJS = build/emu/emu.o build/emu/cublaslt.o build/emu/nccl.o
 EMU_ASAN = -fsanitize=address -fno-omit-frame-pointer -g
 EMU_RACE = -fsanitize=thread -g -O1
-EMU_LINK = $(MPI_LDFLAGS) -lgomp
+EMU_LINK = $(MPI_LDFLAGS) -lgomp $(URING_LIBS)
 build/emu/%.o: dev/cuda/emu/%.cpp $(EMU_RT_H)
 	@mkdir -p $(@D)
 	$(EMU_CXX) $(EMU_FLAGS) -c $< -o $@

@@ -229,7 +229,7 @@ static int autotune_main(Run *r, int argc, char **argv) {
                             for (int u = 0; u < nu; u++) present[u] = u == 0 ? (st == 0 || st == pp - 1) : (u - 1 >= first[st] && u - 1 < first[st + 1]);
                             MemoryPlan mp = model_memory_plan(mc, c->B, T, rc, first[st + 1] - first[st], pp_max_in_flight(st, pp, c->A),
                                                               present[0], z == 3);
-                            zero_memory_plan(mc, z, dp, present, 0, oi > 0, oi == 2, &mp.params, &mp.grads, &mp.optimizer);
+                            zero_memory_plan(mc, z, dp, present, 0, oi > 0, oi == 2, 0, &mp.params, &mp.grads, &mp.optimizer);
                             double d = (double)mp.params + mp.grads + mp.working + mp.activations + mp.workspace + (oi > 0 ? 0 : mp.optimizer);
                             double h = oi > 0 ? (double)mp.optimizer : 0.0;
                             if (cpu) { d += h; h = 0.0; }

@@ -50,7 +50,10 @@ typedef struct {
     int pp;                     // pipeline stages
     const char *comm;           // "mpi" or "nccl": how device buffers move between ranks
     float reduce_bucket_mb;     // ZeRO-2/3 gradient bucket size; 0 = one layer per bucket
-    const char *offload;        // "none" or "optimizer"
+    const char *offload;        // "none", "optimizer" or "params"
+    const char *offload_device; // "cpu" (host memory) or "nvme" (a swap file under nvme_path)
+    const char *nvme_path;      // --offload-device nvme: the directory of the swap files
+    float nvme_buffer_mb;       // --offload-device nvme: size of each of the ring's buffers
     // precision and loss scaling
     const char *precision;      // "bf16", "fp16" or "fp32"; NULL = the build's default
     int tf32;                   // fp32: let matmuls use TF32 tensor cores
@@ -93,6 +96,8 @@ static void config_defaults(TrainConfig *c) {
     c->pp = 1;
     c->comm = "mpi";
     c->offload = "none";
+    c->offload_device = "cpu";
+    c->nvme_buffer_mb = 64.0f;
     c->loss_scale_power = 16;
     c->loss_scale_window = 1000;
     c->loss_scale_hysteresis = 2;
@@ -149,7 +154,10 @@ static const OptSpec OPTIONS[] = {
     OPT("-y", "--resume", OPT_INT, resume, "1 = continue from the latest complete checkpoint in --out-dir"),
     OPT("-z", "--zero-stage", OPT_INT, zero_stage, "ZeRO: 0 replicate; 1 shard AdamW state; 2 also gradients; 3 also parameters"),
     OPT(NULL, "--reduce-bucket-mb", OPT_FLOAT, reduce_bucket_mb, "ZeRO-2/3: reduce-scatter gradients in buckets of whole layers up to this size"),
-    OPT(NULL, "--offload", OPT_STR, offload, "none | optimizer (AdamW state and master weights in host memory, updated on the CPU) | params (also the ZeRO-3 parameter shards)"),
+    OPT(NULL, "--offload", OPT_STR, offload, "none | optimizer (AdamW state and master weights in host memory, or on disk with --offload-device nvme, updated on the CPU) | params (also the ZeRO-3 parameter shards)"),
+    OPT(NULL, "--offload-device", OPT_STR, offload_device, "cpu | nvme: where --offload keeps what it offloads: host memory, or a swap file under --nvme-path streamed through a ring of aligned buffers with asynchronous direct I/O (ZeRO-Infinity)"),
+    OPTD(NULL, "--nvme-path", OPT_STR, nvme_path, "--offload-device nvme: directory for the swap file (one per rank, made per run, removed at exit)", "none"),
+    OPT(NULL, "--nvme-buffer-mb", OPT_FLOAT, nvme_buffer_mb, "--offload-device nvme: size of each of the ring's 4 host buffers (one piece of master weights, m and v)"),
     OPT(NULL, "--pp", OPT_INT, pp, "pipeline stages (1F1B); the world is pp x data-parallel ranks"),
     OPT(NULL, "--comm", OPT_STR, comm, "mpi (host-staged; several ranks may share a GPU) or nccl (CUDA build, one GPU per rank)"),
     OPT(NULL, "--comm-timeout", OPT_FLOAT, comm_timeout, "abort the job if a rank waits this many seconds on the others; 0 = off"),
@@ -164,7 +172,7 @@ static const OptSpec OPTIONS[] = {
     OPT(NULL, "--profile", OPT_FLAG, profile, "time each module (embedding, LayerNorm, matmuls, attention, head, optimizer, collectives) over the run; a table of calls, ms, share, GFLOP, GFLOP/s and fraction of peak at the end, and one JSON line in the log"),
     OPT(NULL, "--autotune", OPT_FLAG, autotune, "time every micro-batch size x recompute level x offload that fits the memory plan for this model, data and batch; print them by tokens/s and a 'best:' line of flags"),
     OPT(NULL, "--autotune-world", OPT_INT, autotune_world, "--autotune for a run of this many ranks: also enumerates ZeRO stages and pipeline stages, timing each through mpirun"),
-    OPTD(NULL, "--mem-limit", OPT_FLOAT, mem_limit, "GiB per rank the autotuner may plan for (pretend a smaller device)", "the device's memory; on CPUs the machine's"),
+    OPTD(NULL, "--mem-limit", OPT_FLOAT, mem_limit, "GiB per rank the autotuner and the memory plan's check may plan for (pretend a smaller device; in the CPU build, less RAM)", "the device's memory; on CPUs the machine's"),
     OPT(NULL, "--target-tokens", OPT_LONG, target_tokens, "the training length (tokens) that --autotune and --dry-run give days for"),
     OPTD(NULL, "--tokens-per-s", OPT_FLOAT, tokens_per_s, "a measured speed (the step line's tok/s): --dry-run then says how many days --target-tokens take", "none"),
     OPT(NULL, "--dry-run", OPT_FLAG, dry_run, "print the configuration and memory plan, then exit"),
@@ -333,6 +341,17 @@ static void config_validate(const TrainConfig *c) {
         fprintf(stderr, "error: --offload params: only ZeRO-3 shards the parameters (got -z %d); use -z 3, or --offload "
                 "optimizer\n", c->zero_stage); exit(2);
     }
+    if (strcmp(c->offload_device, "cpu") != 0 && strcmp(c->offload_device, "nvme") != 0) {
+        fprintf(stderr, "error: --offload-device: '%s' is not one of cpu, nvme\n", c->offload_device); exit(2);
+    }
+    if (strcmp(c->offload_device, "nvme") == 0) {
+        if (strcmp(c->offload, "none") == 0)
+            bad_value("--offload-device nvme", "needs --offload optimizer or --offload params (what to put on the disk)");
+        if (!c->nvme_path) bad_value("--offload-device nvme", "needs --nvme-path DIR (a directory on a fast local disk)");
+    } else if (c->nvme_path) {
+        bad_value("--nvme-path", "is only used with --offload-device nvme");
+    }
+    if (!(c->nvme_buffer_mb > 0) || c->nvme_buffer_mb > 1024) bad_value("--nvme-buffer-mb", "must be in (0, 1024]: one buffer is one transfer");
     if (c->reduce_bucket_mb < 0) bad_value("--reduce-bucket-mb", "must be >= 0");
     if (c->autotune_world < 1) bad_value("--autotune-world", "must be >= 1");
     if (c->mem_limit < 0) bad_value("--mem-limit", "must be > 0 GiB (or 0: the device's memory)");

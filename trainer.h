@@ -111,6 +111,54 @@ static void print_memory_plan(const MemoryPlan *mp) {
             (mp->params + mp->grads + mp->optimizer + mp->working + mp->activations + mp->workspace) / mib);
 }
 
+// What a configuration needs per rank, from the exact plan: device memory (host memory in the CPU
+// build), host RAM for the offloaded state (with nvme: the swap ring and gradient staging), disk for
+// the swap file.
+typedef struct { size_t device, host, disk; } PlanNeed;
+
+static PlanNeed plan_need(const GPT2Config *mc, int B, int T, int recompute, int layers, int slots, const int *present, int dp,
+                          size_t bucket_bytes, int z, int offload, int offload_params, int nvme, size_t nvme_buffer, MemoryPlan *out) {
+    MemoryPlan mp = model_memory_plan(mc, B, T, recompute, layers, slots, present[0], z == 3);
+    zero_memory_plan(mc, z, dp, present, bucket_bytes, offload, offload_params, nvme, &mp.params, &mp.grads, &mp.optimizer);
+    mp.optimizer_on_host = offload && !nvme;
+    PlanNeed n = {0, 0, 0};
+    n.device = mp.params + mp.grads + mp.working + mp.activations + mp.workspace + (offload ? 0 : mp.optimizer);
+    if (offload && !nvme) n.host = mp.optimizer;
+    if (nvme) zero_swap_plan(mc, z, dp, present, nvme_buffer, &n.host, &n.disk);
+    if (out) *out = mp;
+    return n;
+}
+
+// What the machine has for each rank: its RAM (MemAvailable) and the disk under --nvme-path shared by the
+// ranks on this node; the device's memory (the CUDA build; in the CPU build the device is the host).
+typedef struct { double ram, disk, device; int device_is_host, local_ranks; } MachineRoom;
+
+static size_t mem_available_bytes(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    unsigned long long kb = 0;
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    if (f) fclose(f);
+    return (size_t)kb * 1024;
+}
+
+// This process's resident memory: the initial weights it read or drew before the plan, which are handed to
+// zero.h and freed, so for the plan they are as good as available.
+static size_t self_rss_bytes(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long long size = 0, resident = 0;
+    if (f && fscanf(f, "%llu %llu", &size, &resident) != 2) resident = 0;
+    if (f) fclose(f);
+    return (size_t)resident * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+static int plan_fits(const PlanNeed *n, const MachineRoom *m) {
+    double ram = m->device_is_host ? (double)n->device + n->host : (double)n->host;
+    if (ram > m->ram || (!m->device_is_host && m->device > 0 && n->device > m->device)) return 0;
+    return !(n->disk > 0 && m->disk > 0 && n->disk > m->disk);
+}
+
 #define RUN_HOST 64
 
 // ----------------------------------------------------------------------------
@@ -130,6 +178,7 @@ typedef struct {
     int stall_rank, stall_step;
     int signal_num, signal_step, signal_rank;  // raise signal_num on ourselves at signal_step (rank -1: every rank)
     int die_rank, die_step;                    // SIGKILL ourselves at die_step
+    int nvme_fault, nvme_fault_step;           // 1: the swap file is truncated, 2: its next read fails with EIO
     double stall_s;                          // stall:RANK:STEP:SECONDS stalls that long, then goes on (0: for ever)
     char overflow_steps[256];
     // the model
@@ -153,6 +202,8 @@ typedef struct {
     MemoryPlan plan;
     size_t bucket_bytes;
     int offload, offload_params;
+    int nvme;                                // --offload-device nvme
+    PlanNeed need;                           // the plan per rank: device, host RAM and disk bytes
     FILE *logf;
     // what runs
     Model *model;
@@ -181,6 +232,7 @@ typedef struct {
     double *idle;                            // per-stage idle fraction (pipelines only), else NULL
     double eta_s;                            // the run's time left at its pace so far
     double time_ms[NUM_PHASES];              // where the step's time went (timing.h): data, forward, ...
+    double disk_read, disk_written, disk_wait_ms;  // --offload-device nvme: the step's swap traffic, and time blocked on it
 } StepResult;
 
 // Fault injection, so that tests of what happens when things go wrong are deterministic instead of
@@ -192,11 +244,15 @@ typedef struct {
 //   signal:SIG:STEP[:RANK] TERM or USR1 raised on itself at the start of that step, by every rank or one
 //                         (preemption, as slurm's scancel --signal delivers it)
 //   overflow:S1,S2,...    the loss gradient is infinite at those steps, as an fp16 overflow would make it
+//   nvme-short:STEP       (--offload-device nvme) the swap file loses its second half at that step: a short read
+//   nvme-eio:STEP         (--offload-device nvme) the swap file's next read at that step fails with EIO
+//   nvme-nodirect         (--offload-device nvme) the swap file is opened as if the file system refused O_DIRECT
 static void run_parse_fault(Run *r, const char *fault) {
     r->stall_rank = r->stall_step = -1; r->stall_s = 0.0;
     r->die_rank = r->die_step = -1;
     r->signal_num = 0; r->signal_step = r->signal_rank = -1;
     r->overflow_steps[0] = '\0';
+    r->nvme_fault = 0; r->nvme_fault_step = -1;
     if (!fault || !*fault) return;
     char sig[8] = "";
     int n = 0;
@@ -204,21 +260,28 @@ static void run_parse_fault(Run *r, const char *fault) {
     else if (sscanf(fault, "stall:%d:%d%n", &r->stall_rank, &r->stall_step, &n) == 2 && !fault[n]) {}
     else if (sscanf(fault, "stall:%d:%d:%lf%n", &r->stall_rank, &r->stall_step, &r->stall_s, &n) == 3 && !fault[n]) {}
     else if (sscanf(fault, "die:%d:%d%n", &r->die_rank, &r->die_step, &n) == 2 && !fault[n]) {}
+    else if (sscanf(fault, "nvme-short:%d%n", &r->nvme_fault_step, &n) == 1 && !fault[n]) r->nvme_fault = 1;
+    else if (sscanf(fault, "nvme-eio:%d%n", &r->nvme_fault_step, &n) == 1 && !fault[n]) r->nvme_fault = 2;
+    else if (strcmp(fault, "nvme-nodirect") == 0) swap_fault_no_direct = 1;
     else if ((sscanf(fault, "signal:%7[A-Z0-9]:%d%n", sig, &r->signal_step, &n) == 2 && !fault[n]) ||
              (sscanf(fault, "signal:%7[A-Z0-9]:%d:%d%n", sig, &r->signal_step, &r->signal_rank, &n) == 3 && !fault[n])) {
         r->signal_num = strcmp(sig, "TERM") == 0 ? SIGTERM : strcmp(sig, "USR1") == 0 ? SIGUSR1 : 0;
         if (!r->signal_num) fatal("TRAIN_GPT_FAULT: signal '%s' is not TERM or USR1", sig);
     } else {
         fatal("TRAIN_GPT_FAULT: '%s' is not stall:RANK:STEP[:SECONDS], die:RANK:STEP, signal:TERM|USR1:STEP[:RANK] or "
-              "overflow:STEP[,STEP...]", fault);
+              "overflow:STEP[,STEP...], nvme-short:STEP, nvme-eio:STEP or nvme-nodirect", fault);
     }
 }
 
 // The faults that strike at the start of a step (1-based).
-static void run_inject_fault(const Run *r, int step) {
+static void run_inject_fault(Run *r, int step) {
     if (r->rank == r->die_rank && step == r->die_step) {
         fprintf(stderr, "fault injection: rank %d kills itself at step %d\n", r->rank, step);
         raise(SIGKILL);
+    }
+    if (r->nvme_fault && step == r->nvme_fault_step && r->zero.nvme) {
+        if (r->nvme_fault == 1) swap_fault_truncate(&r->zero.swap);
+        else r->zero.swap.inject_eio = 1;
     }
     if (r->signal_num && step == r->signal_step && (r->signal_rank < 0 || r->signal_rank == r->rank)) {
         fprintf(stderr, "fault injection: rank %d raises SIG%s at step %d\n", r->rank, r->signal_num == SIGTERM ? "TERM" : "USR1", step);
@@ -464,6 +527,65 @@ static void run_resume(Run *r) {
     }
 }
 
+static size_t run_nvme_buffer(const Run *r) { return (size_t)(r->cfg.nvme_buffer_mb * 1048576.0); }
+
+// The plan against the machine: device, host RAM and disk per rank beside what there is, and when it
+// does not fit, the first configuration that would (by the same exact plan), in the order DeepSpeed
+// advises trying them: ZeRO stages, then offload to host memory, then to NVMe. Returns whether the
+// run's own fits; `advice` receives the flags that would make it fit ("" when it fits or nothing does).
+static int run_plan_room(Run *r, MachineRoom *m, char *advice, size_t advice_len) {
+    const TrainConfig *cfg = &r->cfg;
+    const double gib = 1073741824.0;
+    m->local_ranks = 0;
+    for (int i = 0; i < r->world; i++) m->local_ranks += strcmp(r->hosts + (size_t)i * RUN_HOST, r->hosts + (size_t)r->rank * RUN_HOST) == 0;
+#ifdef TRAIN_GPT_CUDA
+    m->device_is_host = 0;
+    m->device = cfg->mem_limit > 0 ? cfg->mem_limit * gib : (double)backend_device_capacity();
+    m->ram = (double)mem_available_bytes() / m->local_ranks + (double)self_rss_bytes();
+#else
+    m->device_is_host = 1;
+    m->device = 0;
+    m->ram = cfg->mem_limit > 0 ? cfg->mem_limit * gib : (double)mem_available_bytes() / m->local_ranks + (double)self_rss_bytes();
+#endif
+    m->disk = cfg->nvme_path ? (double)swap_free_bytes(cfg->nvme_path) / m->local_ranks : 0.0;
+    const PlanNeed *n = &r->need;
+    char dev[64] = "";
+    if (!m->device_is_host) snprintf(dev, sizeof(dev), "%.2f GiB on the device (of %.2f) | ", n->device / gib, m->device / gib);
+    else snprintf(dev, sizeof(dev), "%.2f GiB device state (host memory in this build) | ", n->device / gib);
+    char disk[160] = "no disk";
+    if (r->nvme) snprintf(disk, sizeof(disk), "%.2f GiB disk under %s (free %.2f per rank)", n->disk / gib, cfg->nvme_path, m->disk / gib);
+    int fits = plan_fits(n, m);
+    printf0("memory per rank: %shost RAM %.2f GiB (available %.2f per rank%s, %d rank%s on this node) | %s: %s\n", dev, n->host / gib,
+            m->ram / gib, cfg->mem_limit > 0 && m->device_is_host ? ": --mem-limit" : ": MemAvailable + this process's own", m->local_ranks,
+            m->local_ranks == 1 ? "" : "s", disk, fits ? "fits" : "does not fit");
+    advice[0] = '\0';
+    if (fits) return 1;
+    // the candidates: offload none, optimizer, params (ZeRO-3) to host memory, then to nvme; each at the run's
+    // ZeRO stage and the higher ones its layout allows (2-3 need --pp 1; with one rank, only stage 3 with params)
+    const char *offs[3] = {"none", "optimizer", "params"};
+    int found = 0;
+    for (int tier = 0; tier < 5 && !found; tier++) {
+        int oi = tier == 0 ? 0 : tier <= 2 ? tier : tier - 2, nvme = tier >= 3;
+        for (int z = cfg->zero_stage; z <= 3 && !found; z++) {
+            if ((r->pp_stages > 1 && z >= 2) || (oi == 2 && z != 3) || (r->dp == 1 && z != cfg->zero_stage && !(z == 3 && oi == 2))) continue;
+            if (z == cfg->zero_stage && oi == (r->offload_params ? 2 : r->offload) && nvme == r->nvme) continue;  // the run's own
+            PlanNeed c = plan_need(&r->mc, r->B, r->T, cfg->recompute, r->first[r->stage + 1] - r->first[r->stage], r->slots, r->present,
+                                   r->dp, r->bucket_bytes, z, oi > 0, oi == 2, nvme, run_nvme_buffer(r), NULL);
+            MachineRoom mm = *m;
+            if (nvme && !cfg->nvme_path) mm.disk = 0;  // no directory named: its free space is not known, so not checked
+            if (!plan_fits(&c, &mm)) continue;
+            found = 1;
+            int len = snprintf(advice, advice_len, "-z %d --offload %s", z, offs[oi]);
+            if (nvme) snprintf(advice + len, advice_len - len, " --offload-device nvme --nvme-path %s", cfg->nvme_path ? cfg->nvme_path : "DIR");
+            printf0("memory: this configuration does not fit; it would with %s: %.2f GiB device state | host RAM %.2f GiB | disk %.2f GiB%s\n",
+                    advice, c.device / gib, c.host / gib, c.disk / gib, nvme && !cfg->nvme_path ? " (DIR: a directory on a local disk with that much free)" : "");
+        }
+    }
+    if (!found) printf0("memory: this configuration does not fit, and no ZeRO stage or offload makes it fit this layout; use more ranks, "
+                        "--pp, a smaller -b/--micro-batch or -r 3\n");
+    return 0;
+}
+
 // The plan: how the layers split over pipeline stages, the memory each rank needs, the run's header
 // lines, and the log's first line.
 static void run_plan(Run *r) {
@@ -484,18 +606,18 @@ static void run_plan(Run *r) {
     for (int l = r->first[stage]; l < r->first[stage + 1]; l++) r->present[1 + l] = 1;
     r->slots = pp_max_in_flight(stage, pp_stages, A);
     // activations: this stage's layers, times the micro-batches it keeps in flight
-    r->plan = model_memory_plan(mc, r->B, r->T, cfg->recompute, r->first[stage + 1] - r->first[stage], r->slots,
-                                r->present[0], cfg->zero_stage == 3);
     r->bucket_bytes = (size_t)(cfg->reduce_bucket_mb * 1048576.0);
     r->offload_params = strcmp(cfg->offload, "params") == 0;
     r->offload = r->offload_params || strcmp(cfg->offload, "optimizer") == 0;
+    r->nvme = strcmp(cfg->offload_device, "nvme") == 0;
     MemoryPlan *plan = &r->plan;
-    plan->optimizer_on_host = r->offload;
-    zero_memory_plan(mc, cfg->zero_stage, r->dp, r->present, r->bucket_bytes, r->offload, r->offload_params, &plan->params,
-                     &plan->grads, &plan->optimizer);
-    printf0("train_gpt (%s build) on %s | world %d = data-parallel %d x pipeline %d | ZeRO stage %d | offload %s | "
+    r->need = plan_need(mc, r->B, r->T, cfg->recompute, r->first[stage + 1] - r->first[stage], r->slots, r->present, r->dp,
+                        r->bucket_bytes, cfg->zero_stage, r->offload, r->offload_params, r->nvme, run_nvme_buffer(r), plan);
+    char where[64] = "";
+    if (r->nvme) snprintf(where, sizeof(where), " to nvme");
+    printf0("train_gpt (%s build) on %s | world %d = data-parallel %d x pipeline %d | ZeRO stage %d | offload %s%s | "
             "precision %s%s | loss scale %s\n", BUILD_NAME, model_device_name(), r->world, r->dp, pp_stages, cfg->zero_stage,
-            cfg->offload, cfg->precision, cfg->tf32 ? " (TF32 matmuls)" : "", cfg->loss_scale);
+            cfg->offload, where, cfg->precision, cfg->tf32 ? " (TF32 matmuls)" : "", cfg->loss_scale);
     print_placement(r);
     if (pp_stages > 1) {
         printf0("pipeline split (1F1B, %d micro-batches; bubble (p-1)/(m+p-1) = %.3f):", A, pp_bubble_formula(pp_stages, A));
@@ -519,11 +641,18 @@ static void run_plan(Run *r) {
                               "best possible loss; without attention %.4f at best\n", SYNTH_SYMBOLS, 100.0 * r->synth.copied,
                               r->synth.floor, r->synth.no_attention);
     print_memory_plan(plan);
+    MachineRoom room;
+    char advice[512];
+    int fits = run_plan_room(r, &room, advice, sizeof(advice));
     if (r->logf && r->start_step == 0) {
         fprintf(r->logf, "{\"memory_plan\": {\"world\": %d, \"zero_stage\": %d, \"params_bytes\": %zu, \"grads_bytes\": %zu, "
-                "\"optimizer_bytes\": %zu, \"working_weights_bytes\": %zu, \"activations_bytes\": %zu, \"workspace_bytes\": %zu}}\n",
+                "\"optimizer_bytes\": %zu, \"working_weights_bytes\": %zu, \"activations_bytes\": %zu, \"workspace_bytes\": %zu, "
+                "\"device_bytes\": %zu, \"host_bytes\": %zu, \"disk_bytes\": %zu, \"ram_per_rank_bytes\": %.0f, "
+                "\"disk_free_per_rank_bytes\": %.0f, \"device_capacity_bytes\": %.0f, \"fits\": %s, \"advice\": ",
                 r->world, cfg->zero_stage, plan->params, plan->grads, plan->optimizer, plan->working, plan->activations,
-                plan->workspace);
+                plan->workspace, r->need.device, r->need.host, r->need.disk, room.ram, room.disk, room.device,
+                fits ? "true" : "false");
+        if (advice[0]) fprintf(r->logf, "\"%s\"}}\n", advice); else fprintf(r->logf, "null}}\n");
         fflush(r->logf);
     }
 }
@@ -542,18 +671,28 @@ static void run_build(Run *r) {
     const MemoryPlan *plan = &r->plan;
     size_t act_bytes = backend_malloced - act_before, planned_act = plan->activations + plan->workspace + plan->working;
     size_t allocated_before = backend_allocated;
-    zero_init(&r->zero, &r->dp_comm, cfg->zero_stage, r->model, r->present, r->bucket_bytes, r->offload, r->offload_params);
+    char note[512];
+    zero_init(&r->zero, &r->dp_comm, cfg->zero_stage, r->model, r->present, r->bucket_bytes, r->offload, r->offload_params,
+              r->nvme ? cfg->nvme_path : NULL, run_nvme_buffer(r), note, sizeof(note));
+    if (r->nvme) {
+        const Swap *sw = &r->zero.swap;
+        printf0("offload to nvme: rank 0's swap file %s, %.2f GiB in %d records (unlinked at once: removed when the process ends, "
+                "however it ends) | %s%s | ring of %d x %.2f MiB\n", sw->path, sw->file_bytes / 1073741824.0, sw->nrec,
+                sw->direct ? "O_DIRECT" : "buffered", r->zero.nvme ? ", " SWAP_IO_NAME : "", SWAP_RING, sw->buf_floats * 4 / 1048576.0);
+        if (note[0]) printf0("note: %s\n", note);
+    }
     if (cfg->zero_stage >= 2) printf0("ZeRO-%d: gradients reduce-scattered in buckets of %d layer%s (--reduce-bucket-mb %g)\n",
                                       cfg->zero_stage, r->zero.bucket_layers, r->zero.bucket_layers == 1 ? "" : "s",
                                       cfg->reduce_bucket_mb);
     r->pipe = (Pipeline){r->pp_stages, stage, r->first[stage], r->first[stage + 1], r->slots, &r->pp_comm, &r->zero, 0.0};
     size_t model_state = backend_allocated - allocated_before;
-    size_t planned_state = plan->params + plan->grads + plan->optimizer;
+    size_t planned_state = plan->params + plan->grads + plan->optimizer;  // with nvme, AdamW's state is in the swap file
     printf0("allocated per rank: model state %.1f MiB (planned %.1f MiB) | activations and workspace %.1f MiB (planned %.1f MiB)\n",
             model_state / 1048576.0, planned_state / 1048576.0, act_bytes / 1048576.0, planned_act / 1048576.0);
     if (r->logf) fprintf(r->logf, "{\"allocated\": {\"model_state_bytes\": %zu, \"planned_model_state_bytes\": %zu, "
-                         "\"activation_bytes\": %zu, \"planned_activation_bytes\": %zu}}\n", model_state, planned_state,
-                         act_bytes, planned_act);
+                         "\"activation_bytes\": %zu, \"planned_activation_bytes\": %zu, \"swap_file_bytes\": %zu, "
+                         "\"planned_disk_bytes\": %zu}}\n", model_state, planned_state, act_bytes, planned_act,
+                         r->nvme ? r->zero.swap.file_bytes : 0, r->need.disk);
     zero_load_params(&r->zero, r->params, start_step > 0 ? r->resumed.updates : 0);
     free(r->params);
     r->params = NULL;
@@ -642,6 +781,9 @@ static StepResult run_step(Run *r, int step) {
     StepResult s = {0};
     // --profile leaves out the run's first step (it warms caches), unless it is the only one
     timing.profile = cfg->profile && (step > r->start_step || cfg->steps - r->start_step == 1);
+    const Swap *sw = &zero->swap;
+    uint64_t rd0 = sw->bytes_read, wr0 = sw->bytes_written;
+    double wait0 = sw->wait_s;
     double t0 = wall_seconds();
     timing_step_begin();  // from here every moment of the step is charged to a phase (timing.h)
     STEP_BEGIN(step + 1);
@@ -710,6 +852,8 @@ static StepResult run_step(Run *r, int step) {
         for (int k = 0; k < pp_stages; k++)
             s.idle[k] = comm_allreduce_sum_f64(&r->pp_comm, k == stage ? r->pipe.wait_s * 1e3 / busy_ms : 0.0);
     }
+    s.disk_read = (double)(sw->bytes_read - rd0); s.disk_written = (double)(sw->bytes_written - wr0);
+    s.disk_wait_ms = (sw->wait_s - wait0) * 1e3;
     s.loss = loss; s.ms = ms; s.tps = tps; s.lr = lr; s.norm = norm; s.step_scale = step_scale; s.skip = skip;
     return s;
 }
@@ -757,8 +901,11 @@ static void run_log_step(Run *r, int step, const StepResult *s) {
     else if (scaling_on) snprintf(scaling, sizeof(scaling), " | loss scale %g%s", step_scale, scaler->scale != step_scale ? " (doubled)" : "");
     char eta[32];
     format_duration(s->eta_s, eta, sizeof(eta));
-    printf0("step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s | %s | peak %s | ETA %s%s%s\n",
-            step + 1, cfg->steps, s->loss, s->lr, s->norm, s->ms, s->tps, mfu, model_peak_memory(), eta, bubble, scaling);
+    char disk[128] = "";
+    if (r->nvme) snprintf(disk, sizeof(disk), " | disk read %.1f MiB write %.1f MiB wait %.1f ms", s->disk_read / 1048576.0,
+                          s->disk_written / 1048576.0, s->disk_wait_ms);
+    printf0("step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s | %s | peak %s | ETA %s%s%s%s\n",
+            step + 1, cfg->steps, s->loss, s->lr, s->norm, s->ms, s->tps, mfu, model_peak_memory(), eta, disk, bubble, scaling);
     if (cfg->timing) {  // --timing: the breakdown below the step's line
         printf0("  time ms:");
         for (int k = 0; k < NUM_PHASES; k++) printf0(" %s %.1f%s", PHASE_NAMES[k], s->time_ms[k], k < NUM_PHASES - 1 ? " |" : "");
@@ -776,6 +923,9 @@ static void run_log_step(Run *r, int step, const StepResult *s) {
     fprintf(logf, ", \"eta_s\": %.3f, \"time_ms\": {", s->eta_s);
     for (int k = 0; k < NUM_PHASES; k++) fprintf(logf, "%s\"%s\": %.3f", k ? ", " : "", PHASE_NAMES[k], s->time_ms[k]);
     fprintf(logf, "}");
+    // rank 0's swap traffic this step; the wait is part of the phases above (the optimizer's, mostly)
+    if (r->nvme) fprintf(logf, ", \"nvme\": {\"read_bytes\": %.0f, \"write_bytes\": %.0f, \"wait_ms\": %.3f}", s->disk_read,
+                         s->disk_written, s->disk_wait_ms);
     if (s->idle) {
         fprintf(logf, ", \"bubble\": [");
         for (int k = 0; k < pp_stages; k++) fprintf(logf, "%s%.4f", k ? ", " : "", s->idle[k]);

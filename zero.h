@@ -21,10 +21,19 @@
 //            embedding is used at both ends of the model.
 // Gradients are sums over ranks of per-rank sums already scaled by 1 / (tokens in the whole step),
 // so the result is the exact token mean of the step whatever the layout.
+//
+// --offload optimizer|params keeps AdamW's moments and the master copy of this rank's parameters off
+// the device, in a host tier: host memory, or with --offload-device nvme records of a swap file
+// (swap.h). Each unit's slice of that state is cut into pieces of at most a ring buffer's size; the
+// update streams the pieces through swap.h's ring, so the next piece is read and the previous
+// written back while one is updated. Only zero_state_get/put and zero_update know which tier it is.
 #ifndef ZERO_H
 #define ZERO_H
 
 #include "comm.h"
+#include "swap.h"
+
+enum { ZS_MASTER, ZS_M, ZS_V, ZS_ARRAYS };  // the arrays of a swap record
 
 typedef struct {
     int stage;
@@ -63,6 +72,11 @@ typedef struct {
     size_t *ss_n;
     double *ss_sum;
     int ss_count;
+    // --offload-device nvme: m, v and hmaster are records of a swap file (NULL here); hgrad stages one piece
+    int nvme;
+    Swap swap;
+    int *piece_first;              // per unit (and one past the last): its first record
+    size_t *piece_lo, *piece_n;    // per record: where it starts in its unit's slice, and its floats
 } Zero;
 
 // How many of unit u's floats rank r owns.
@@ -87,9 +101,50 @@ static int zero_bucket_layers(const GPT2Config *c, int world, size_t bucket_byte
     return (int)k;
 }
 
-// Per-rank bytes of parameters, gradients and AdamW state for a stage, without allocating.
+// Floats per array of a swap record: three arrays (master, m, v) fill one ring buffer of buffer_bytes.
+static size_t zero_piece_floats(size_t buffer_bytes) {
+    size_t n = buffer_bytes / (ZS_ARRAYS * sizeof(float)) / 1024 * 1024;
+    return n < 1024 ? 1024 : n;
+}
+
+// The swap records: unit u's slice of the optimizer state (span[u] floats) cut into pieces of at most
+// `chunk`. Fills floats[] (per record) and first[] (per unit, nu + 1 entries) where not NULL; returns
+// the number of records.
+static int zero_swap_pieces(const size_t *span, int nu, size_t chunk, size_t *floats, int *first, size_t *lo) {
+    int n = 0;
+    for (int u = 0; u < nu; u++) {
+        if (first) first[u] = n;
+        for (size_t a = 0; a < span[u]; a += chunk, n++) {
+            if (floats) floats[n] = span[u] - a < chunk ? span[u] - a : chunk;
+            if (lo) lo[n] = a;
+        }
+    }
+    if (first) first[nu] = n;
+    return n;
+}
+
+// Per-rank bytes of the swap file and of the host memory it streams through (ring and gradient
+// staging), for --offload-device nvme, without opening anything.
+static void zero_swap_plan(const GPT2Config *c, int stage, int world, const int *present, size_t buffer_bytes,
+                           size_t *host, size_t *disk) {
+    int nu = gpt2_num_units(c);
+    size_t *span = (size_t *)mallocCheck(nu * sizeof(size_t)), chunk = zero_piece_floats(buffer_bytes);
+    for (int u = 0; u < nu; u++) {
+        size_t sh = comm_shard_size(zero_unit_size(c, u, present), world);
+        span[u] = stage == 0 ? sh * world : sh;
+    }
+    int n = zero_swap_pieces(span, nu, chunk, NULL, NULL, NULL);
+    size_t *floats = (size_t *)mallocCheck((n + 1) * sizeof(size_t));
+    zero_swap_pieces(span, nu, chunk, floats, NULL, NULL);
+    *disk = swap_file_bytes(floats, n, ZS_ARRAYS);
+    *host = n ? swap_ring_bytes(floats, n, ZS_ARRAYS) + swap_cap(chunk) * sizeof(float) : 0;
+    free(floats); free(span);
+}
+
+// Per-rank bytes of parameters, gradients and AdamW state for a stage, without allocating. With
+// nvme the optimizer's state is on disk (zero_swap_plan), so none of it is counted here.
 static void zero_memory_plan(const GPT2Config *c, int stage, int world, const int *present, size_t bucket_bytes,
-                             int offload, int offload_params, size_t *params, size_t *grads, size_t *opt) {
+                             int offload, int offload_params, int nvme, size_t *params, size_t *grads, size_t *opt) {
     int K = zero_bucket_layers(c, world, bucket_bytes);
     int nu = gpt2_num_units(c);
     size_t whole = 0, shard = 0, outer = 0, layer = 0;
@@ -102,7 +157,7 @@ static void zero_memory_plan(const GPT2Config *c, int stage, int world, const in
     size_t outer_shard = outer / world;
     *params = (stage <= 2 ? whole : outer + 2 * layer + (offload_params ? 0 : shard - outer_shard)) * sizeof(float);
     *grads = (stage <= 1 ? whole : outer + (K > 1 ? 2 * K : 1) * layer + shard) * sizeof(float);
-    *opt = (offload ? 4 : 2) * (stage == 0 ? whole : shard) * sizeof(float);  // offloaded: m, v, master, grads
+    *opt = nvme ? 0 : (offload ? 4 : 2) * (stage == 0 ? whole : shard) * sizeof(float);  // offloaded: m, v, master, grads
 }
 
 static float *zero_unit_params(Zero *z, int u) { return z->params + z->uoff[u]; }
@@ -117,8 +172,10 @@ static void zero_point_unit(Zero *z, int u, float *params) {
     model_set_unit(z->model, u, params, g);
 }
 
+// nvme_path: with --offload-device nvme, the directory of the swap file (NULL: host memory), whose
+// ring buffers are nvme_buffer_bytes each; `note` receives what swap_open says the user should know.
 static void zero_init(Zero *z, Comm *comm, int stage, Model *model, const int *present, size_t bucket_bytes, int offload,
-                      int offload_params) {
+                      int offload_params, const char *nvme_path, size_t nvme_buffer_bytes, char *note, size_t note_len) {
     memset(z, 0, sizeof(*z));
     z->stage = stage;
     z->comm = comm;
@@ -165,7 +222,19 @@ static void zero_init(Zero *z, Comm *comm, int stage, Model *model, const int *p
     z->offload = offload || offload_params;
     z->offload_params = offload_params;
     offload = z->offload;
-    if (offload) {
+    if (offload && nvme_path) {
+        z->nvme = 1;
+        size_t *span = (size_t *)mallocCheck(z->nu * sizeof(size_t)), chunk = zero_piece_floats(nvme_buffer_bytes);
+        for (int u = 0; u < z->nu; u++) span[u] = stage == 0 ? z->ushard[u] * W : z->ushard[u];
+        int n = zero_swap_pieces(span, z->nu, chunk, NULL, NULL, NULL);
+        z->piece_first = (int *)mallocCheck((z->nu + 1) * sizeof(int));
+        z->piece_lo = (size_t *)mallocCheck((n + 1) * sizeof(size_t));
+        z->piece_n = (size_t *)mallocCheck((n + 1) * sizeof(size_t));
+        zero_swap_pieces(span, z->nu, chunk, z->piece_n, z->piece_first, z->piece_lo);
+        swap_open(&z->swap, nvme_path, comm->rank, z->piece_n, n, ZS_ARRAYS, note, note_len);
+        z->hgrad = (float *)swap_alloc_aligned(swap_cap(chunk) * sizeof(float));
+        free(span);
+    } else if (offload) {
         z->m = backend_alloc_host(z->opt_floats);
         z->v = backend_alloc_host(z->opt_floats);
         z->hmaster = backend_alloc_host(z->opt_floats);
@@ -184,8 +253,9 @@ static void zero_free(Zero *z) {
     float *opt[] = {z->m, z->v, z->hmaster, z->hgrad};
     for (size_t i = 0; i < sizeof(opt) / sizeof(opt[0]); i++) {
         if (!opt[i]) continue;
-        if (z->offload) backend_free_host(opt[i]); else backend_free(opt[i]);
+        if (z->nvme) free(opt[i]); else if (z->offload) backend_free_host(opt[i]); else backend_free(opt[i]);
     }
+    if (z->nvme) { swap_close(&z->swap); free(z->piece_first); free(z->piece_lo); free(z->piece_n); }
     free(z->usize); free(z->ushard); free(z->uoff); free(z->soff); free(z->runs);
     free(z->ss_x); free(z->ss_n); free(z->ss_sum);
 }
@@ -198,13 +268,6 @@ static int run_overlap(const ParamRun *run, int u, size_t lo, size_t cnt, size_t
     return *a < *b;
 }
 
-// AdamW's moments are device memory, or host memory when offloaded.
-static void zero_opt_to_host(const Zero *z, float *host, const float *src, size_t n) {
-    if (z->offload) memcpy(host, src, n * sizeof(float)); else backend_to_host(host, src, n);
-}
-static void zero_opt_from_host(const Zero *z, float *dst, const float *host, size_t n) {
-    if (z->offload) memcpy(dst, host, n * sizeof(float)); else backend_from_host(dst, host, n);
-}
 
 // This rank's slice of unit u: where it starts in the unit, its length, its master copy (backend
 // memory), and its offset in the optimizer-state layout (whole at stage 0, shards otherwise).
@@ -216,6 +279,49 @@ static float *zero_slice_params(Zero *z, int u) {
     return z->pshard + z->soff[u] - z->ushard[0];
 }
 static size_t zero_opt_off(const Zero *z, int u) { return z->stage == 0 ? z->uoff[u] : z->soff[u]; }
+
+// The optimizer's state where it lives: array a (ZS_MASTER with offload only, ZS_M, ZS_V) of unit u's
+// slice, floats [lo, lo + n), to a host buffer. Device memory, host memory or the swap file.
+static void zero_state_get(Zero *z, int a, int u, size_t lo, size_t n, float *dst) {
+    if (!z->nvme) {
+        const float *base = a == ZS_MASTER ? z->hmaster : a == ZS_M ? z->m : z->v;
+        if (z->offload) memcpy(dst, base + zero_opt_off(z, u) + lo, n * sizeof(float));
+        else backend_to_host(dst, base + zero_opt_off(z, u) + lo, n);
+        return;
+    }
+    for (int p = z->piece_first[u]; p < z->piece_first[u + 1]; p++) {
+        size_t a0 = lo > z->piece_lo[p] ? lo : z->piece_lo[p], end = z->piece_lo[p] + z->piece_n[p];
+        if (lo + n < end) end = lo + n;
+        if (a0 >= end) continue;
+        const float *rec = swap_read(&z->swap, p, a, 1);
+        memcpy(dst + (a0 - lo), rec + (a0 - z->piece_lo[p]), (end - a0) * sizeof(float));
+    }
+}
+
+// The other way: the first n floats of unit u's slice of array a from a host buffer (the rest of the
+// slice, its padding, is zero).
+static void zero_state_put(Zero *z, int a, int u, const float *src, size_t n) {
+    if (!z->nvme) {
+        float *base = a == ZS_MASTER ? z->hmaster : a == ZS_M ? z->m : z->v;
+        if (z->offload) memcpy(base + zero_opt_off(z, u), src, n * sizeof(float));
+        else backend_from_host(base + zero_opt_off(z, u), src, n);
+        return;
+    }
+    for (int p = z->piece_first[u]; p < z->piece_first[u + 1]; p++) {
+        float *rec = swap_bounce(&z->swap);
+        size_t plo = z->piece_lo[p], k = n > plo ? (n - plo < z->piece_n[p] ? n - plo : z->piece_n[p]) : 0;
+        memset(rec, 0, swap_cap(z->piece_n[p]) * sizeof(float));
+        memcpy(rec, src + plo, k * sizeof(float));
+        swap_write(&z->swap, p, a, 1);
+    }
+}
+
+// --offload params: this rank's master shard of layer unit u (ushard[u] floats) into device memory.
+static void zero_master_to_device(Zero *z, int u, float *dst) {
+    if (!z->nvme) { backend_from_host(dst, z->hmaster + z->soff[u], z->ushard[u]); return; }
+    for (int p = z->piece_first[u]; p < z->piece_first[u + 1]; p++)
+        backend_from_host(dst + z->piece_lo[p], swap_read(&z->swap, p, ZS_MASTER, 1), z->piece_n[p]);
+}
 
 // ----------------------------------------------------------------------------
 // Moving between llm.c's flat order (files) and the unit layout. `whole` is a host buffer of one
@@ -247,7 +353,7 @@ static void zero_gather_unit(Zero *z, int u, const float *mine, float *whole) {
 // from the host with --offload params), then the all-gather.
 static void zero_gather_layer(Zero *z, int u, float *buf) {
     float *dst = buf + (size_t)z->comm->rank * z->ushard[u];
-    if (z->offload_params) backend_from_host(dst, z->hmaster + z->soff[u], z->ushard[u]);
+    if (z->offload_params) zero_master_to_device(z, u, dst);
     else backend_copy(dst, z->pshard + z->soff[u] - z->ushard[0], z->ushard[u]);
     comm_allgather(z->comm, buf, z->ushard[u]);
 }
@@ -266,7 +372,7 @@ static void zero_load_params(Zero *z, const float *flat, int updates) {
         if (z->stage <= 2 || u == 0) backend_from_host(z->params + z->uoff[u], whole, z->ushard[u] * z->comm->world);
         else if (!z->offload_params)
             backend_from_host(z->pshard + z->soff[u] - z->ushard[0], whole + (size_t)z->comm->rank * z->ushard[u], z->ushard[u]);
-        if (z->offload) memcpy(z->hmaster + zero_opt_off(z, u), whole + zero_slice_lo(z, u), zero_slice_len(z, u) * sizeof(float));
+        if (z->offload) zero_state_put(z, ZS_MASTER, u, whole + zero_slice_lo(z, u), zero_slice_len(z, u));
     }
     free(whole);
     model_weights_changed(z->model, (uint64_t)updates);
@@ -306,14 +412,12 @@ static void zero_write_shards(Zero *z, int fd_model, int fd_state, const char *m
         if (u == skip_unit || z->usize[u] == 0) continue;
         size_t lo = (size_t)r * z->ushard[u], cnt = zero_owned(z, u, r);
         if (cnt == 0) continue;
-        const float *src[3];
-        int host_params = z->offload_params && u > 0;  // the layer shards live only on the host
-        src[0] = z->stage <= 2 || u == 0 ? z->params + z->uoff[u] + lo
-                 : host_params ? z->hmaster + z->soff[u] : z->pshard + z->soff[u] - z->ushard[0];
-        src[1] = z->m + (z->stage == 0 ? z->uoff[u] + lo : z->soff[u]);
-        src[2] = z->v + (z->stage == 0 ? z->uoff[u] + lo : z->soff[u]);
+        int host_params = z->offload_params && u > 0;  // the layer shards live only in the host tier
+        const float *params = z->stage <= 2 || u == 0 ? z->params + z->uoff[u] + lo : z->pshard + z->soff[u] - z->ushard[0];
+        size_t slo = z->stage == 0 ? lo : 0;  // where [lo, lo + cnt) starts in this rank's slice
         for (int k = 0; k < 3; k++) {
-            if (k == 0 && !host_params) backend_to_host(host, src[k], cnt); else zero_opt_to_host(z, host, src[k], cnt);
+            if (k == 0 && !host_params) backend_to_host(host, params, cnt);
+            else zero_state_get(z, k == 0 ? ZS_MASTER : k == 1 ? ZS_M : ZS_V, u, slo, cnt, host);
             int fd = k == 0 ? fd_model : fd_state;
             const char *path = k == 0 ? model_path : state_path;
             size_t base = 1024 + (k == 2 ? num_params * sizeof(float) : 0);
@@ -336,14 +440,13 @@ static void zero_set_opt_state(Zero *z, const float *m_flat, const float *v_flat
     for (int u = 0; u < z->nu; u++) if (z->ushard[u] * z->comm->world > maxw) maxw = z->ushard[u] * z->comm->world;
     float *whole = (float *)callocCheck(maxw, sizeof(float));
     const float *src[2] = {m_flat, v_flat};
-    float *dst[2] = {z->m, z->v};
     for (int k = 0; k < 2; k++)
         for (int u = 0; u < z->nu; u++) {
             if (z->usize[u] == 0) continue;
             memset(whole, 0, maxw * sizeof(float));
             unit_from_flat(z, u, src[k], whole);
-            if (z->stage == 0) zero_opt_from_host(z, dst[k] + z->uoff[u], whole, z->ushard[u] * z->comm->world);
-            else zero_opt_from_host(z, dst[k] + z->soff[u], whole + (size_t)z->comm->rank * z->ushard[u], z->ushard[u]);
+            if (z->stage == 0) zero_state_put(z, k ? ZS_V : ZS_M, u, whole, z->ushard[u] * z->comm->world);
+            else zero_state_put(z, k ? ZS_V : ZS_M, u, whole + (size_t)z->comm->rank * z->ushard[u], z->ushard[u]);
         }
     free(whole);
 }
@@ -380,7 +483,7 @@ static void zero_fetch_layer(Zero *z, int l, int dir) {
     if (dir != 0 && next >= 0 && next < z->L && z->slot_layer[next & 1] != next && z->prefetch_layer < 0) {
         float *buf = z->layer_param[next & 1];
         float *own = buf + (size_t)z->comm->rank * z->ushard[1 + next];
-        if (z->offload_params) backend_from_host(own, z->hmaster + z->soff[1 + next], z->ushard[1 + next]);
+        if (z->offload_params) zero_master_to_device(z, 1 + next, own);
         else backend_copy(own, z->pshard + z->soff[1 + next] - z->ushard[0], z->ushard[1 + next]);
         z->slot_layer[next & 1] = -1;
         comm_allgather_start(z->comm, buf, z->ushard[1 + next], &z->prefetch);
@@ -483,32 +586,65 @@ static float zero_grad_norm(Zero *z) {
     return (float)sqrt(zero_grad_sum_squares_finish(z));
 }
 
+// --offload-device nvme: unit u's update, piece by piece as the swap stream hands them in (master,
+// m, v read; the next pieces already being read and the previous written back meanwhile).
+static void zero_update_pieces(Zero *z, int u, const AdamWArgs *args) {
+    size_t lo = zero_slice_lo(z, u), cnt = zero_slice_len(z, u);
+    float *g = zero_grad_slice(z, u);
+    for (int p = z->piece_first[u]; p < z->piece_first[u + 1]; p++) {
+        int r;
+        float *rec = swap_stream_next(&z->swap, &r);
+        size_t plo = z->piece_lo[p], n = cnt > plo ? (cnt - plo < z->piece_n[p] ? cnt - plo : z->piece_n[p]) : 0;
+        if (r != p) internal_fault("swap stream out of step: record %d for piece %d", r, p);
+        float *master = swap_array(&z->swap, rec, p, ZS_MASTER), *m = swap_array(&z->swap, rec, p, ZS_M);
+        float *v = swap_array(&z->swap, rec, p, ZS_V);
+        if (n > 0) {
+            backend_to_host(z->hgrad, g + plo, n);
+            for (int i = 0; i < z->nruns; i++) {  // [lo + plo, lo + plo + n) of the unit
+                const ParamRun *run = &z->runs[i];
+                size_t a, b, base = lo + plo;
+                if (!run_overlap(run, u, base, n, &a, &b)) continue;
+                adamw_host(master + (a - base), z->hgrad + (a - base), m + (a - base), v + (a - base), b - a, run->decayed, args);
+            }
+            if (!(z->offload_params && u > 0)) backend_from_host(zero_slice_params(z, u) + plo, master, n);
+        }
+        swap_stream_done(&z->swap);
+    }
+}
+
+// Unit u's update with the state in device or host memory.
+static void zero_update_unit(Zero *z, int u, const AdamWArgs *args) {
+    size_t lo = zero_slice_lo(z, u), cnt = zero_slice_len(z, u), off = zero_opt_off(z, u);
+    float *p = zero_slice_params(z, u);  // this rank's master copy of [lo, lo + cnt) of unit u
+    float *g = zero_grad_slice(z, u);
+    float *m = z->m + off, *v = z->v + off;
+    if (z->offload && cnt > 0) {  // the update runs on the host copies; the device gets the result
+        backend_to_host(z->hgrad + off, g, cnt);
+        p = z->hmaster + off;
+        g = z->hgrad + off;
+    }
+    // weight decay differs between the unit's tensors: walk the runs that overlap [lo, lo + cnt)
+    for (int i = 0; i < z->nruns; i++) {
+        const ParamRun *run = &z->runs[i];
+        size_t a, b;
+        if (!run_overlap(run, u, lo, cnt, &a, &b)) continue;
+        if (z->offload) adamw_host(p + (a - lo), g + (a - lo), m + (a - lo), v + (a - lo), b - a, run->decayed, args);
+        else backend_adamw(p + (a - lo), g + (a - lo), m + (a - lo), v + (a - lo), b - a, run->decayed, args);
+    }
+    if (z->offload && cnt > 0 && !(z->offload_params && u > 0)) backend_from_host(zero_slice_params(z, u), z->hmaster + off, cnt);
+}
+
 static void zero_update(Zero *z, const AdamWArgs *args) {
     if (z->stage == 3) {  // gathered copies of the old weights are stale from here on
         if (z->prefetch_layer >= 0) { comm_wait(z->comm, &z->prefetch); z->prefetch_layer = -1; }
         z->slot_layer[0] = z->slot_layer[1] = -1;
     }
+    if (z->nvme) swap_stream_begin(&z->swap, 0, z->swap.nrec);
     for (int u = 0; u < z->nu; u++) {
-        size_t lo = zero_slice_lo(z, u), cnt = zero_slice_len(z, u), off = zero_opt_off(z, u);
-        float *p = zero_slice_params(z, u);  // this rank's master copy of [lo, lo + cnt) of unit u
-        float *g = zero_grad_slice(z, u);
-        float *m = z->m + off, *v = z->v + off;
-        if (z->offload && cnt > 0) {  // the update runs on the host copies; the device gets the result
-            backend_to_host(z->hgrad + off, g, cnt);
-            p = z->hmaster + off;
-            g = z->hgrad + off;
-        }
-        // weight decay differs between the unit's tensors: walk the runs that overlap [lo, lo + cnt)
-        for (int i = 0; i < z->nruns; i++) {
-            const ParamRun *run = &z->runs[i];
-            size_t a, b;
-            if (!run_overlap(run, u, lo, cnt, &a, &b)) continue;
-            if (z->offload) adamw_host(p + (a - lo), g + (a - lo), m + (a - lo), v + (a - lo), b - a, run->decayed, args);
-            else backend_adamw(p + (a - lo), g + (a - lo), m + (a - lo), v + (a - lo), b - a, run->decayed, args);
-        }
-        if (z->offload && cnt > 0 && !(z->offload_params && u > 0)) backend_from_host(zero_slice_params(z, u), z->hmaster + off, cnt);
+        if (z->nvme) zero_update_pieces(z, u, args); else zero_update_unit(z, u, args);
         if (z->stage >= 1 && (z->stage <= 2 || u == 0)) comm_allgather(z->comm, z->params + z->uoff[u], z->ushard[u]);
     }
+    if (z->nvme) swap_stream_end(&z->swap);
     model_weights_changed(z->model, (uint64_t)args->t);
 }
 

@@ -28,3 +28,5 @@ print(f"{sys.argv[2]:>4} B=4 T=64: median {ms:.1f} ms/step over {len(rows)} step
       f"peak RSS {rows[-1]['peak_rss_mib']:.0f} MiB")
 PYEOF
 done
+# ZeRO-Infinity on d12: AdamW's state in a swap file, against the disk's own bandwidth (scripts/bench_nvme.sh)
+bash scripts/bench_nvme.sh d12 4 64 4

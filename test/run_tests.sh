@@ -87,6 +87,7 @@ else
   skip "CUDA build on the CPU emulator: no CUDA toolkit headers in ${CUDA_HOME:-/usr/local/cuda}/include"
 fi
 run_suite "data parallel / ZeRO under mpirun" bash test/test_zero.sh
+run_suite "ZeRO-Infinity: offload to NVMe" bash test/test_nvme.sh
 run_suite "1F1B pipeline under mpirun" bash test/test_pipeline.sh
 run_suite "hangs, dead ranks, plots" bash test/test_cluster.sh
 # a real single-node Slurm: needs root (it installs and starts munge and Slurm, then tears them down)

@@ -30,4 +30,16 @@ if have_mpi "a binary without MPI under mpirun"; then
     && ok "with mpicc on the PATH the same make rebuilds it with MPI ('MPI: yes'), without make clean" \
     || bad "rebuild with MPI" "$out"
 fi
+# a machine without liburing-dev (URING= stands for it): the build still works, --offload-device nvme reads and
+# writes its swap file with pread/pwrite, says so, and trains the same numbers
+build URING= >/dev/null
+mkdir -p "$W/disk"
+d2=(-e d2 -b 2 -t 32 -x 3 -v 0 -s 0)
+out=$(OMP_NUM_THREADS=1 "$W/src/train_gpt_cpu" "${d2[@]}" --offload optimizer --offload-device nvme --nvme-path "$W/disk" --log "$W/nv.jsonl" 2>&1)
+OMP_NUM_THREADS=1 "$W/src/train_gpt_cpu" "${d2[@]}" --log "$W/no.jsonl" > /dev/null 2>&1
+losses() { grep -o '"loss": [0-9.e-]*, "lr": [0-9.e-]*, "norm": [0-9.e-]*' "$1"; }
+grep -qF "pread/pwrite (this build has no liburing: apt-get install liburing-dev, then make)" <<<"$out" && [ -s "$W/nv.jsonl" ] \
+  && [ "$(losses "$W/nv.jsonl")" = "$(losses "$W/no.jsonl")" ] \
+  && ok "built without liburing: --offload-device nvme uses pread/pwrite, says so and names the package, and trains bit-identically" \
+  || bad "build without liburing" "$out"
 finish

@@ -168,6 +168,17 @@ trainer() {
     r=$(close "$W/z${o#*:}.jsonl" "$W/off.jsonl" 1e-6) && ok "--offload ${o%:*} at ZeRO-${o#*:} vs on-device AdamW: $r" \
       || bad "--offload ${o%:*}" "$r $(tail -3 "$W/off.out")"
   done
+  # --offload-device nvme, through the same zero.h: AdamW's state in a swap file on disk instead of pinned host
+  # memory, the same host AdamW, so bit-identical to --offload-device cpu (losses, norms and the checkpoint)
+  mkdir -p "$W/disk"
+  "${MPI[@]}" -np 2 $EMU "${one[@]}" --grad-accum 2 -z 1 --offload optimizer -n 6 -o "$W/offcpu" --log "$W/offcpu.jsonl" > /dev/null 2>&1
+  "${MPI[@]}" -np 2 $EMU "${one[@]}" --grad-accum 2 -z 1 --offload optimizer --offload-device nvme --nvme-path "$W/disk" \
+    --nvme-buffer-mb 0.05 -n 6 -o "$W/offnv" --log "$W/offnv.jsonl" > "$W/offnv.out" 2>&1
+  [ -s "$W/offnv.jsonl" ] && [ "$(losses "$W/offcpu.jsonl")" = "$(losses "$W/offnv.jsonl")" ] \
+    && cmp -s "$W/offcpu/state_00000006.bin" "$W/offnv/state_00000006.bin" && cmp -s "$W/offcpu/model_00000006.bin" "$W/offnv/model_00000006.bin" \
+    && grep -q "disk read" "$W/offnv.out" && [ -z "$(ls -A "$W/disk")" ] \
+    && ok "--offload optimizer --offload-device nvme at ZeRO-1 on 2 ranks: losses, norms and checkpoint bit-identical to --offload-device cpu" \
+    || bad "--offload-device nvme (emulated)" "$(tail -3 "$W/offnv.out")"
   # NCCL runs on its own stream, ordered by events (comm.h); the emulated streams run in two orders, the default
   # one first (a compute kernel that does not wait for its collective reads stale data) and the NCCL stream first
   # (a collective that does not wait for the compute before it reads stale data): ZeRO-3's prefetched gathers

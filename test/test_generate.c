@@ -36,7 +36,7 @@ static void run_case(int L, int C, int NH, int recompute, int n) {
     Model *m = model_create(&c, 1, n, recompute, 0, L, 1, 0);
     Comm solo = {0, 1, 0, 0};
     Zero z;
-    zero_init(&z, &solo, 0, m, NULL, 0, 0, 0);
+    zero_init(&z, &solo, 0, m, NULL, 0, 0, 0, NULL, 0, NULL, 0);
     zero_load_params(&z, params, 0);
     Pipeline p = {1, 0, 0, L, 1, &solo, &z, 0.0};
     int V = c.vocab_size;

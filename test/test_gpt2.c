@@ -121,7 +121,7 @@ int main(int argc, char **argv) {
             Model *m = model_create(&c, r.B / accum, r.T, level, 0, c.num_layers, 1, 0);
             Comm solo = {0, 1, 0, 0};
             Zero z;
-            zero_init(&z, &solo, 0, m, NULL, 0, 0, 0);
+            zero_init(&z, &solo, 0, m, NULL, 0, 0, 0, NULL, 0, NULL, 0);
             zero_load_params(&z, params, 0);
             float *grads = (float *)mallocCheck(r.P * sizeof(float)), *final = (float *)mallocCheck(r.P * sizeof(float));
             if (accum == 1) {
