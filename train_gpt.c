@@ -501,6 +501,12 @@ static float *backend_alloc(size_t n) {
 }
 static void backend_to_host(float *host, const float *buf, size_t n) { memcpy(host, buf, n * sizeof(float)); }
 static void backend_from_host(float *buf, const float *host, size_t n) { memcpy(buf, host, n * sizeof(float)); }
+// The offloaded update's copies (zero.h): asynchronous on a GPU; here they are done when called.
+static void backend_offload_begin(void) {}
+static void backend_offload_to_host(float *host, const float *buf, size_t n, int ticket) { (void)ticket; memcpy(host, buf, n * sizeof(float)); }
+static void backend_offload_wait(int ticket) { (void)ticket; }
+static void backend_offload_from_host(float *buf, const float *host, size_t n) { memcpy(buf, host, n * sizeof(float)); }
+static void backend_offload_end(void) {}
 static void backend_copy(float *dst, const float *src, size_t n) { memcpy(dst, src, n * sizeof(float)); }
 static void backend_zero(float *buf, size_t n) { memset(buf, 0, n * sizeof(float)); }
 static void backend_add(float *dst, const float *src, size_t n) {

@@ -2015,6 +2015,42 @@ static void backend_to_host(float *host, const float *buf, size_t n) {
 static void backend_from_host(float *buf, const float *host, size_t n) {
     cudaCheck(cudaMemcpy(buf, host, n * sizeof(float), cudaMemcpyHostToDevice));
 }
+// The offloaded update's copies run on a stream of their own, so that the host's AdamW of one unit overlaps the
+// copies of the others: every unit's gradient goes to pinned host memory at once (the host waits for unit u's
+// alone, `ticket` u, before updating it), and each updated slice goes back while the host updates the next.
+// Events order them after the compute stream's work so far (begin) and the compute stream's next work after
+// every copy back (end).
+static cudaStream_t offload_stream = NULL;
+static cudaEvent_t offload_ready = NULL, offload_back = NULL, *offload_done = NULL;
+static int offload_tickets = 0;
+static void backend_offload_begin(void) {
+    if (!offload_stream) {
+        cudaCheck(cudaStreamCreateWithFlags(&offload_stream, cudaStreamNonBlocking));
+        cudaCheck(cudaEventCreateWithFlags(&offload_ready, cudaEventDisableTiming));
+        cudaCheck(cudaEventCreateWithFlags(&offload_back, cudaEventDisableTiming));
+    }
+    cudaCheck(cudaEventRecord(offload_ready, 0));
+    cudaCheck(cudaStreamWaitEvent(offload_stream, offload_ready, 0));
+}
+static void backend_offload_to_host(float *host, const float *buf, size_t n, int ticket) {
+    if (ticket >= offload_tickets) {  // the first update: one event per unit, kept
+        int grown = ticket + 1;
+        offload_done = (cudaEvent_t *)reallocCheck(offload_done, grown * sizeof(cudaEvent_t));
+        for (int i = offload_tickets; i < grown; i++) cudaCheck(cudaEventCreateWithFlags(&offload_done[i], cudaEventDisableTiming));
+        offload_tickets = grown;
+    }
+    cudaCheck(cudaMemcpyAsync(host, buf, n * sizeof(float), cudaMemcpyDeviceToHost, offload_stream));
+    cudaCheck(cudaEventRecord(offload_done[ticket], offload_stream));
+}
+static void backend_offload_wait(int ticket) { event_wait(offload_done[ticket]); }
+static void backend_offload_from_host(float *buf, const float *host, size_t n) {
+    cudaCheck(cudaMemcpyAsync(buf, host, n * sizeof(float), cudaMemcpyHostToDevice, offload_stream));
+}
+static void backend_offload_end(void) {
+    cudaCheck(cudaEventRecord(offload_back, offload_stream));
+    cudaCheck(cudaStreamWaitEvent(0, offload_back, 0));
+}
+
 static void backend_copy(float *dst, const float *src, size_t n) {
     cudaCheck(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice));
 }

@@ -619,7 +619,7 @@ static void zero_update_unit(Zero *z, int u, const AdamWArgs *args) {
     float *g = zero_grad_slice(z, u);
     float *m = z->m + off, *v = z->v + off;
     if (z->offload && cnt > 0) {  // the update runs on the host copies; the device gets the result
-        backend_to_host(z->hgrad + off, g, cnt);
+        backend_offload_wait(u);  // the gradient's copy, started by zero_update
         p = z->hmaster + off;
         g = z->hgrad + off;
     }
@@ -631,7 +631,7 @@ static void zero_update_unit(Zero *z, int u, const AdamWArgs *args) {
         if (z->offload) adamw_host(p + (a - lo), g + (a - lo), m + (a - lo), v + (a - lo), b - a, run->decayed, args);
         else backend_adamw(p + (a - lo), g + (a - lo), m + (a - lo), v + (a - lo), b - a, run->decayed, args);
     }
-    if (z->offload && cnt > 0 && !(z->offload_params && u > 0)) backend_from_host(zero_slice_params(z, u), z->hmaster + off, cnt);
+    if (z->offload && cnt > 0 && !(z->offload_params && u > 0)) backend_offload_from_host(zero_slice_params(z, u), z->hmaster + off, cnt);
 }
 
 static void zero_update(Zero *z, const AdamWArgs *args) {
@@ -640,10 +640,22 @@ static void zero_update(Zero *z, const AdamWArgs *args) {
         z->slot_layer[0] = z->slot_layer[1] = -1;
     }
     if (z->nvme) swap_stream_begin(&z->swap, 0, z->swap.nrec);
+    int host_tier = z->offload && !z->nvme;
+    if (host_tier) {  // every unit's gradient on its way to the host at once; each unit waits for its own
+        backend_offload_begin();
+        for (int u = 0; u < z->nu; u++) {
+            size_t cnt = zero_slice_len(z, u);
+            if (cnt > 0) backend_offload_to_host(z->hgrad + zero_opt_off(z, u), zero_grad_slice(z, u), cnt, u);
+        }
+    }
     for (int u = 0; u < z->nu; u++) {
         if (z->nvme) zero_update_pieces(z, u, args); else zero_update_unit(z, u, args);
-        if (z->stage >= 1 && (z->stage <= 2 || u == 0)) comm_allgather(z->comm, z->params + z->uoff[u], z->ushard[u]);
+        if (z->stage >= 1 && (z->stage <= 2 || u == 0)) {
+            if (host_tier) backend_offload_end();  // the all-gather reads what was just copied back
+            comm_allgather(z->comm, z->params + z->uoff[u], z->ushard[u]);
+        }
     }
+    if (host_tier) backend_offload_end();
     if (z->nvme) swap_stream_end(&z->swap);
     model_weights_changed(z->model, (uint64_t)args->t);
 }
