@@ -491,10 +491,6 @@ static void backend_sum_squares_start(const float **xs, const size_t *ns, int co
     for (int i = 0; i < count; i++) ss_sums[i] = sum_squares(xs[i], ns[i]);
 }
 static void backend_sum_squares_finish(double *out, int count) { memcpy(out, ss_sums, count * sizeof(double)); }
-static void backend_sum_squares_many(const float **xs, const size_t *ns, int count, double *out) {
-    backend_sum_squares_start(xs, ns, count);
-    backend_sum_squares_finish(out, count);
-}
 static float *backend_alloc(size_t n) {
     backend_allocated += n * sizeof(float);
     return (float *)callocCheck(n, sizeof(float));

@@ -2000,10 +2000,6 @@ static void backend_sum_squares_finish(double *out, int count) {
         off += chunks[i];
     }
 }
-static void backend_sum_squares_many(const float **xs, const size_t *ns, int count, double *out) {
-    backend_sum_squares_start(xs, ns, count);
-    backend_sum_squares_finish(out, count);
-}
 
 static float *backend_alloc(size_t n) {
     backend_allocated += n * sizeof(float);

@@ -254,10 +254,12 @@ static void check_backend(void) {
     const float *xs[3] = {dg, dg + 1000, dg + 65536}, *hx[3] = {g, g + 1000, g + 65536};
     const size_t ns[3] = {n, 70000, 65536};
     double gs[3], cs[3], worst_ss = 0.0;
-    backend_sum_squares_many(xs, ns, 3, gs);
-    cpu::backend_sum_squares_many(hx, ns, 3, cs);
+    backend_sum_squares_start(xs, ns, 3);
+    backend_sum_squares_finish(gs, 3);
+    cpu::backend_sum_squares_start(hx, ns, 3);
+    cpu::backend_sum_squares_finish(cs, 3);
     for (int i = 0; i < 3; i++) worst_ss = fmax(worst_ss, fabs(gs[i] - cs[i]) / cs[i]);
-    expect("backend_sum_squares_many (gradient norm)", worst_ss, 1e-10);
+    expect("backend_sum_squares_start/finish (gradient norm)", worst_ss, 1e-10);
     AdamWArgs args = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, 3};
     backend_adamw(dp, dg, dm, dv, n, 1, &args);
     cpu::backend_adamw(p, g, m, v, n, 1, &args);
