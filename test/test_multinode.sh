@@ -57,7 +57,7 @@ submit() {
 }
 job_info() {  # what to print when a job went wrong
   echo "state ${JOB_STATE:-?} exit ${JOB_EXIT:-?}"
-  cat "$W/$1".sbatch.err "$W/$1"-*.out 2>/dev/null | tail -n 12
+  cat "$W/$1".sbatch.err "$W/$1"-*.out 2>/dev/null | tail -n 40  # a crash's backtrace included
 }
 cat > "$W/check.py" <<'PYEOF'
 import json, sys
