@@ -1,14 +1,10 @@
 // model.h: GPT-2 as both builds run it: the activation layout and its recompute levels, activation
 // slots for pipelined micro-batches, and the model's pieces (embedding, each layer, the head, and
-// their backward passes) that zero.h and pipeline.h drive. It is included by a build after that
-// build has defined its kernels (encoder, layernorm, matmul, attention, gelu, residual, classifier
-// forward and backward, with these signatures, on its own memory) and its memory backend
-// (backend_malloc/free/zero, backend_tokens_from_host, backend_losses_to_host/backend_losses_wait,
-// backend_pinned_alloc/free, backend_logits_row,
-// backend_decode_begin/end around generation, when the weights hold still), so
-// the order of operations, and with it every number, is defined once.
+// their backward passes) that zero.h and pipeline.h drive. It calls only the kernels and memory that
+// backend.h declares, so the order of operations, and with it every number, is defined once.
 #ifndef MODEL_H
 #define MODEL_H
+#include "backend.h"
 #include "timing.h"
 
 // --profile: each kernel call below is preceded by the module it belongs to and the FLOPs it does
@@ -26,10 +22,6 @@
 // (bf16, fp16 or fp32), which only kernels interpret, so this file moves floatX data by bytes
 // (X_BYTES each). LayerNorm statistics, losses, attention's saved softmax state, the parameters'
 // master copy and their gradients are always float.
-#ifndef X_BYTES
-typedef float floatX;
-#define X_BYTES sizeof(float)
-#endif
 static inline floatX *x_at(const floatX *p, size_t n) { return (floatX *)((char *)p + n * X_BYTES); }
 
 // Activations. A tensor is kept for every layer only if the recompute level needs it in backward;

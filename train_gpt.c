@@ -13,7 +13,14 @@
 #include "utils.h"
 #include "gpt2.h"
 
+// The facts backend.h asks of a build, then the contract this file implements.
 #define BUILD_NAME "cpu"
+// The reference computes in fp32 only (config_resolve_precision refuses the others).
+#define PRECISION_DEFAULT "fp32"
+#define PRECISIONS_BUILT "fp32"
+// The model keeps each row's full softmax (B, NH, T, T) for attention's backward.
+#define ATT_SAVED_FLOATS(B, NH, T) ((size_t)(B) * (NH) * (T) * (T))
+#include "backend.h"
 
 // ----------------------------------------------------------------------------
 // Matrix multiply: C[M,N] (+)= A[M,K] * B[K,N], with A and B read through strides so that the
@@ -521,8 +528,6 @@ static float *backend_alloc_host(size_t n) {
 }
 static void backend_free_host(float *p) { free(p); }
 
-// The model keeps each row's full softmax (B, NH, T, T) for attention's backward.
-#define ATT_SAVED_FLOATS(B, NH, T) ((size_t)(B) * (NH) * (T) * (T))
 // The kernels read the fp32 parameters themselves: no working copy.
 static int backend_weights_need_copy(void) { return 0; }
 static void backend_weights_from_master(float *dst, const float *src, size_t n, uint64_t seed) {
@@ -534,9 +539,6 @@ static void backend_weights_from_master(float *dst, const float *src, size_t n, 
 
 static void backend_init(int local_rank) { (void)local_rank; }
 
-// The reference computes in fp32 only (config_resolve_precision refuses the others).
-#define PRECISION_DEFAULT "fp32"
-#define PRECISIONS_BUILT "fp32"
 static void backend_set_precision(const char *precision, int tf32) { (void)precision; (void)tf32; }
 static size_t backend_peak_device_bytes(void) { return 0; }  // no device: the step line reports RSS
 // The memory the autotuner plans against: the machine's (the CPU build's device memory is host memory).

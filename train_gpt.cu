@@ -2130,6 +2130,8 @@ static void backend_free_host(float *p) { cudaCheck(cudaFreeHost(p)); }
 
 // Attention keeps only each row's logsumexp (B, NH, T) for backward, which recomputes the softmax.
 #define ATT_SAVED_FLOATS(B, NH, T) ((size_t)(B) * (NH) * (T))
+#define PRECISION_DEFAULT "bf16"
+#define PRECISIONS_BUILT "bf16, fp16, fp32"
 
 #include "model.h"
 
@@ -2153,8 +2155,6 @@ static void backend_init(int local_rank) {
     backend_ready = 1;
 }
 
-#define PRECISION_DEFAULT "bf16"
-#define PRECISIONS_BUILT "bf16, fp16, fp32"
 static void backend_set_precision(const char *precision, int tf32) {
     x_prec = strcmp(precision, "bf16") == 0 ? PREC_BF16 : strcmp(precision, "fp16") == 0 ? PREC_FP16 : PREC_FP32;
     x_bytes = x_prec == PREC_FP32 ? 4 : 2;

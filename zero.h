@@ -30,6 +30,7 @@
 #ifndef ZERO_H
 #define ZERO_H
 
+#include "backend.h"
 #include "comm.h"
 #include "swap.h"
 

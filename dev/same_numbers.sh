@@ -17,11 +17,14 @@ strip_log() { python3 -c '
 import json, sys
 for line in open(sys.argv[1]):
     d = json.loads(line)
-    for k in ("ms", "tokens_per_s", "flops_per_s", "peak_rss_mib", "peak_device_mib", "bubble"):
-        d.pop(k, None)
-    print(json.dumps(d, sort_keys=True))
+    def strip(x):  # what a rerun may change: timings, and what the machine has free
+        if isinstance(x, dict):
+            return {k: strip(v) for k, v in x.items() if k not in ("ms", "tokens_per_s", "flops_per_s", "peak_rss_mib",
+                    "peak_device_mib", "bubble", "eta_s", "time_ms", "ram_per_rank_bytes", "disk_free_per_rank_bytes")}
+        return x
+    print(json.dumps(strip(d), sort_keys=True))
 ' "$1"; }
-strip_out() { sed -E 's/[0-9.]+ ms(\/step)?|[0-9]+ tok\/s|[0-9.]+ GFLOP\/s|RSS [0-9]+ MiB|bubble [0-9.\/]+|\/tmp\/same_numbers[^ ]*\/(old|new)//g' "$1"; }
+strip_out() { sed -E 's/[0-9.]+ ms(\/step)?|[0-9]+ tok\/s|[0-9.]+ GFLOP\/s|RSS [0-9]+ MiB|bubble [0-9.\/]+|ETA [0-9.]+[smh]|available [0-9.]+ per rank|\/tmp\/same_numbers[^ ]*\/(old|new)//g' "$1"; }
 # same NAME LAUNCH... -- FLAGS...: run both binaries with FLAGS (plus -o and --log), compare
 same() {
   local name=$1; shift

@@ -1,0 +1,107 @@
+// backend.h: the contract between the shared code (model.h, zero.h, pipeline.h, trainer.h and the headers
+// they use) and a build. Everything the shared code asks of a build is declared here and nowhere else;
+// train_gpt.c implements it on host memory with OpenMP, train_gpt.cu (with cuda/) on a GPU. A third
+// backend is a file that defines the facts below, includes this header, and implements every function.
+//
+// Memory comes in four kinds, named by what it holds, because each build places them differently:
+//   state    the model's parameters, gradients and AdamW moments: device memory, counted for the memory plan
+//   scratch  activations, their gradients, workspaces: device memory, counted apart
+//   host     a host tier of optimizer state (--offload): page-locked in the CUDA build so copies overlap
+//   staging  small page-locked buffers the host reads or fills while the device runs (tokens, losses)
+// Every device function is ordered on the build's compute stream: a call returns when the work is issued,
+// not done, unless its comment says it waits.
+#ifndef BACKEND_H
+#define BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "gpt2.h"
+
+// ---- facts a build defines before it includes any shared header ----
+//   BUILD_NAME                "cpu" or "cuda": what --help and the run's banner say
+//   PRECISION_DEFAULT         the --precision a run gets when it names none, and PRECISIONS_BUILT the list
+//   ATT_SAVED_FLOATS(B,NH,T)  floats attention's forward saves for its backward (the full softmax on the CPU,
+//                             one log-sum-exp per row on the GPU)
+//   floatX, X_BYTES           the element of activations and working weights; a build whose element is
+//                             chosen at run time declares floatX as an incomplete type and X_BYTES as a
+//                             variable, so shared code moves floatX by bytes and only kernels read it
+#if !defined(BUILD_NAME) || !defined(PRECISION_DEFAULT) || !defined(PRECISIONS_BUILT) || !defined(ATT_SAVED_FLOATS)
+#error "backend.h: define BUILD_NAME, PRECISION_DEFAULT, PRECISIONS_BUILT and ATT_SAVED_FLOATS before the shared headers"
+#endif
+#ifndef X_BYTES
+typedef float floatX;
+#define X_BYTES sizeof(float)
+#endif
+
+// ---- the device ----
+static void backend_init(int local_rank);                        // picks this rank's device and prepares it
+static void backend_set_precision(const char *precision, int tf32);
+static const char *model_device_name(void);
+static double model_peak_flops(void);                            // dense peak FLOP/s of one device, 0 = unknown
+static double profile_peak_flops(const char **source);           // the same for --profile, measured if need be
+static size_t backend_peak_device_bytes(void);                   // high-water mark of device memory, 0 = none
+static size_t backend_device_capacity(void);                     // what the autotuner plans against
+
+// ---- kernels: the model's layers, forward and backward; shapes as in train_gpt.c ----
+// Weights and activations are floatX; LayerNorm statistics, losses, attention's saved state and every
+// parameter gradient are float. A backward accumulates (+=) into parameter gradients and overwrites dinp.
+static void encoder_forward(floatX *out, const int *inp, const floatX *wte, const floatX *wpe, int B, int T, int C);
+static void encoder_backward(float *dwte, float *dwpe, const floatX *dout, const int *inp, int B, int T, int C);
+static void layernorm_forward(floatX *out, float *mean, float *rstd, const floatX *inp, const floatX *weight,
+                              const floatX *bias, int N, int C);
+static void layernorm_backward(floatX *dinp, float *dweight, float *dbias, const floatX *dout, const floatX *inp,
+                               const floatX *weight, const float *mean, const float *rstd, int N, int C);
+static void matmul_forward(floatX *out, const floatX *inp, const floatX *weight, const floatX *bias, int N, int C, int OC);
+static void matmul_backward(floatX *dinp, float *dweight, float *dbias, const floatX *dout, const floatX *inp,
+                            const floatX *weight, int N, int C, int OC);
+static void attention_forward(floatX *out, float *att, const floatX *qkv, int B, int T, int C, int NH);
+static void attention_backward(floatX *dqkv, const floatX *dout, const floatX *qkv, const floatX *out, const float *att,
+                               int B, int T, int C, int NH);
+static void attention_decode(floatX *out, const floatX *qkv, int t, int C, int NH);  // one new token vs the cache
+static void gelu_forward(floatX *out, const floatX *inp, long N);
+static void gelu_backward(floatX *dinp, const floatX *inp, const floatX *dout, long N);
+static void residual_forward(floatX *out, const floatX *a, const floatX *b, long N);
+static void classifier_forward_backward(floatX *logits, float *losses, const int *targets, int N, int V, int Vp,
+                                        float dloss);  // targets NULL: logits only; dloss 0: no gradient
+static void backend_decode_begin(void);  // generation starts: the weights hold still until backend_decode_end
+static void backend_decode_end(void);
+
+// ---- memory ----
+static float *backend_alloc(size_t n);            // state: n floats, zeroed, counted in backend_allocated
+static void *backend_malloc(size_t bytes);        // scratch: counted in backend_malloced
+static void backend_free(void *p);                // either of the two above
+static float *backend_alloc_host(size_t n);       // host tier: n floats, zeroed
+static void backend_free_host(float *p);
+static void *backend_pinned_alloc(size_t bytes);  // staging
+static void backend_pinned_free(void *p);
+static void backend_clear(void *p, size_t bytes); // zero scratch (bytes)
+static void backend_zero(float *buf, size_t n);   // zero state (floats)
+
+// ---- transfers between host and device ----
+static void backend_to_host(float *host, const float *buf, size_t n);    // waits
+static void backend_from_host(float *buf, const float *host, size_t n);  // the host buffer may be reused at return
+static void backend_tokens_from_host(int *dst, const int *src, size_t n);  // src may be reused at return
+static void backend_losses_to_host(float *host, const float *losses, int n);  // host: staging; read after _wait
+static void backend_losses_wait(void);
+static const float *backend_logits_row(const floatX *row, int Vp);  // a row of logits as host floats (waits)
+
+// ---- offload: the update's copies on a stream of their own (a ticket per unit) ----
+static void backend_offload_begin(void);  // after the gradients are complete
+static void backend_offload_to_host(float *host, const float *buf, size_t n, int ticket);
+static void backend_offload_wait(int ticket);  // the host waits until ticket's copy has landed
+static void backend_offload_from_host(float *buf, const float *host, size_t n);
+static void backend_offload_end(void);  // the compute stream waits for the copies back
+
+// ---- element-wise and reductions on state ----
+static void backend_copy(float *dst, const float *src, size_t n);
+static void backend_add(float *dst, const float *src, size_t n);
+// Sums of squares of `count` buffers in a fixed order: _start issues them, _finish waits and returns doubles.
+static void backend_sum_squares_start(const float **xs, const size_t *ns, int count);
+static void backend_sum_squares_finish(double *out, int count);
+
+// ---- the optimizer ----
+static void backend_adamw(float *p, const float *g, float *mom, float *vel, size_t n, int decayed, const AdamWArgs *a);
+static int backend_weights_need_copy(void);  // 1: kernels read a floatX working copy of the float master
+static void backend_weights_from_master(floatX *dst, const float *src, size_t n, uint64_t seed);  // stochastic rounding
+
+#endif
