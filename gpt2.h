@@ -30,11 +30,6 @@ static const char *const PARAM_NAMES[NUM_PARAMETER_TENSORS] __attribute__((unuse
 // Weight decay applies to the matmul weights and the embeddings, not to biases or LayerNorm.
 static const int PARAM_DECAYED[NUM_PARAMETER_TENSORS] = {1, 1, 0, 0, 1, 0, 1, 0, 0, 0, 1, 0, 1, 0, 0, 0};
 
-typedef struct {
-    float *wte, *wpe, *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb;
-    float *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb, *lnfw, *lnfb;
-} ParameterTensors;
-
 static void gpt2_param_sizes(const GPT2Config *c, size_t sizes[NUM_PARAMETER_TENSORS]) {
     size_t Vp = c->padded_vocab_size, C = c->channels, maxT = c->max_seq_len, L = c->num_layers;
     sizes[0] = Vp * C;          // wte
@@ -60,15 +55,6 @@ static size_t gpt2_num_params(const GPT2Config *c) {
     gpt2_param_sizes(c, sizes);
     for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) n += sizes[i];
     return n;
-}
-
-// Carves the 16 tensors out of one flat buffer.
-static void gpt2_point_params(const GPT2Config *c, float *base, ParameterTensors *p) {
-    size_t sizes[NUM_PARAMETER_TENSORS];
-    gpt2_param_sizes(c, sizes);
-    float **ptrs[] = {&p->wte, &p->wpe, &p->ln1w, &p->ln1b, &p->qkvw, &p->qkvb, &p->attprojw, &p->attprojb,
-                      &p->ln2w, &p->ln2b, &p->fcw, &p->fcb, &p->fcprojw, &p->fcprojb, &p->lnfw, &p->lnfb};
-    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) { *ptrs[i] = base; base += sizes[i]; }
 }
 
 // AdamW's settings for one step (grad_scale is the clipping factor, t the 1-based step).
@@ -273,17 +259,6 @@ static void gpt2_model_header(const GPT2Config *c, int header[256]) {
     header[5] = c->num_heads;
     header[6] = c->channels;
     header[7] = c->padded_vocab_size;
-}
-
-// Writes an llm.c version-3 (fp32) model file atomically.
-static void gpt2_write_model_file(const char *path, const GPT2Config *c, const float *params) {
-    int header[256];
-    gpt2_model_header(c, header);
-    AtomicFile af;
-    atomic_open(&af, path);
-    atomic_write(&af, header, sizeof(int), 256);
-    atomic_write(&af, params, sizeof(float), gpt2_num_params(c));
-    atomic_commit(&af);
 }
 
 #endif
