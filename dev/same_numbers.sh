@@ -24,7 +24,7 @@ for line in open(sys.argv[1]):
         return x
     print(json.dumps(strip(d), sort_keys=True))
 ' "$1"; }
-strip_out() { sed -E 's/[0-9.]+ ms(\/step)?|[0-9]+ tok\/s|[0-9.]+ GFLOP\/s|RSS [0-9]+ MiB|bubble [0-9.\/]+|ETA [0-9.]+[smh]|available [0-9.]+ per rank|\/tmp\/same_numbers[^ ]*\/(old|new)//g' "$1"; }
+strip_out() { sed -E 's/[0-9.]+ ms(\/step)?|[0-9]+ tok\/s|[0-9.]+ GFLOP\/s|RSS [0-9]+ MiB|bubble [0-9.\/]+|ETA [0-9hms.]+|available [0-9.]+ per rank|\/tmp\/same_numbers[^ ]*\/(old|new)//g' "$1"; }
 # same NAME LAUNCH... -- FLAGS...: run both binaries with FLAGS (plus -o and --log), compare
 same() {
   local name=$1; shift
