@@ -4,65 +4,46 @@
 #ifndef CUDA_ATTENTION_FP32_CUH
 #define CUDA_ATTENTION_FP32_CUH
 
-#include <mma.h>
 #include "attention_common.cuh"
 
 // Shared memory layout, per kernel, in bytes from the start of the dynamic shared memory. HS is the head
-// size padded to a multiple of 16 (equal to hs on the tensor-core path; fp32 pads with zero columns).
-//   floatT tiles [64][LDH] (q, k, v, dout rows); float tiles [64][LDS] (scores S, dP);
-//   floatT tiles [64][LDP] (P, dS as tensor-core operands; in fp32 mode P/dS overwrite S/dP in place);
-//   forward's float output accumulator [64][LDO].
-// Tensor-core path: wmma needs 32-byte aligned fragment pointers and ldm a multiple of 16 bytes; the +8/+4
-// element padding keeps that and staggers rows across banks. fp32 path: odd strides, so that 32 lanes
-// reading 32 different rows of a tile at the same column hit 32 different banks.
+// size padded to a multiple of 16 (the pad columns are zero).
+//   floatT tiles [64][LDH] (q, k, v, dout rows); float tiles [64][LDS] (scores S, dP, overwritten in place
+//   by P, dS); the forward's float output accumulator [64][LDO].
+// Odd strides, so that 32 lanes reading 32 different rows of a tile at the same column hit 32 different banks.
+// These kernels run fp32 only (16-bit runs cuda/attention_mma.cuh): floatT is float.
 template <typename floatT, int HS>
 struct AttnSmem {
-    static constexpr bool TC = sizeof(floatT) == 2;
-    static constexpr int LDH = TC ? HS + 8 : HS + 1;
-    static constexpr int LDS = TC ? ATT_BK + 4 : ATT_BK + 1;
-    static constexpr int LDP = TC ? ATT_BK + 8 : LDS;
-    static constexpr int LDO = TC ? HS + 4 : HS + 1;
+    static constexpr int LDH = HS + 1;
+    static constexpr int LDS = ATT_BK + 1;
+    static constexpr int LDP = LDS;
+    static constexpr int LDO = HS + 1;
     static constexpr size_t round128(size_t x) { return (x + 127) / 128 * 128; }
     static constexpr size_t H_TILE = round128(sizeof(floatT) * ATT_BQ * LDH);
     static constexpr size_t S_TILE = round128(sizeof(float) * ATT_BQ * LDS);
-    static constexpr size_t P_TILE = TC ? round128(sizeof(floatT) * ATT_BQ * LDP) : 0;
     static constexpr size_t O_TILE = round128(sizeof(float) * ATT_BQ * LDO);
     static constexpr size_t VEC = round128(sizeof(float) * ATT_BQ);
-    // forward: Q K V | S | P | O
+    // forward: Q K V | S (P) | O
     static constexpr size_t FWD_Q = 0, FWD_K = H_TILE, FWD_V = 2 * H_TILE, FWD_S = 3 * H_TILE;
-    static constexpr size_t FWD_P = FWD_S + S_TILE, FWD_O = FWD_P + P_TILE, FWD_BYTES = FWD_O + O_TILE;
-    // backward (dK/dV and dQ kernels; dQ leaves the P tile unused): Q dO K V | S dP | P dS | lse D
+    static constexpr size_t FWD_O = FWD_S + S_TILE, FWD_BYTES = FWD_O + O_TILE;
+    // backward (dK/dV and dQ kernels): Q dO K V | S (P) dP (dS) | lse D
     static constexpr size_t BWD_Q = 0, BWD_DO = H_TILE, BWD_K = 2 * H_TILE, BWD_V = 3 * H_TILE;
-    static constexpr size_t BWD_S = 4 * H_TILE, BWD_DP = BWD_S + S_TILE, BWD_P = BWD_DP + S_TILE;
-    static constexpr size_t BWD_DS = BWD_P + P_TILE, BWD_LSE = BWD_DS + P_TILE, BWD_D = BWD_LSE + VEC;
+    static constexpr size_t BWD_S = 4 * H_TILE, BWD_DP = BWD_S + S_TILE;
+    static constexpr size_t BWD_LSE = BWD_DP + S_TILE, BWD_D = BWD_LSE + VEC;
     static constexpr size_t BWD_BYTES = BWD_D + VEC;
+    static_assert(sizeof(floatT) == sizeof(float), "the fp32 kernels; 16-bit runs attn_tc_*");
     static_assert(HS % 16 == 0 && HS >= 16 && HS <= ATT_MAX_HS, "padded head size");
-    static_assert(!TC || (LDH % 8 == 0 && LDP % 8 == 0 && LDS % 4 == 0 && LDO % 4 == 0), "wmma ldm");
-    static_assert(!TC || ((16 * LDH * sizeof(floatT)) % 32 == 0 && (16 * LDP * sizeof(floatT)) % 32 == 0 &&
-                          (16 * LDS * 4) % 32 == 0 && (16 * LDO * 4) % 32 == 0), "wmma 32-byte fragment alignment");
 };
 
 // Rows [row0, row0 + 64) of one head's hs columns into a shared tile [64][LD]. src points at row 0 of the
-// head's columns, rows ld_src apart. Rows >= T, and on the fp32 path the pad columns hs..HS, are zero.
-// 16-bit path: 16-byte vector loads (hs is a multiple of 16, so C is a multiple of 16 and every row start
-// is 16-byte aligned given a 16-byte aligned base pointer; the launchers check the base).
+// head's columns, rows ld_src apart. Rows >= T and the pad columns hs..HS are zero.
 template <typename floatT, int HS, int LD>
 __device__ void attn_load_tile(floatT *dst, const floatT *__restrict__ src, long ld_src, int row0, int T, int hs) {
-    if constexpr (sizeof(floatT) == 2) {
-        constexpr int CHUNKS = HS / 8;  // 8 elements = 16 bytes
-        for (int idx = threadIdx.x; idx < ATT_BQ * CHUNKS; idx += ATT_THREADS) {
-            const int r = idx / CHUNKS, c = (idx % CHUNKS) * 8;
-            uint4 v = make_uint4(0u, 0u, 0u, 0u);
-            if (row0 + r < T) v = *reinterpret_cast<const uint4 *>(src + (long)(row0 + r) * ld_src + c);
-            *reinterpret_cast<uint4 *>(dst + r * LD + c) = v;
-        }
-    } else {
-        for (int idx = threadIdx.x; idx < ATT_BQ * HS; idx += ATT_THREADS) {
-            const int r = idx / HS, c = idx % HS;
-            float v = 0.0f;
-            if (row0 + r < T && c < hs) v = src[(long)(row0 + r) * ld_src + c];
-            dst[r * LD + c] = v;
-        }
+    for (int idx = threadIdx.x; idx < ATT_BQ * HS; idx += ATT_THREADS) {
+        const int r = idx / HS, c = idx % HS;
+        float v = 0.0f;
+        if (row0 + r < T && c < hs) v = src[(long)(row0 + r) * ld_src + c];
+        dst[r * LD + c] = v;
     }
 }
 
@@ -71,96 +52,26 @@ __device__ void attn_load_tile(floatT *dst, const floatT *__restrict__ src, long
 template <typename floatT, int HS>
 __device__ void attn_warp_mm_nt(float *Cm, int ldc, const floatT *A, int lda, const floatT *Bm, int ldb, int nb0,
                                 int nb1) {
-    if constexpr (sizeof(floatT) == 2) {
-        using namespace nvcuda;
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, floatT, wmma::row_major> a[HS / 16];
+    const int lane = threadIdx.x & 31;
+    for (int j = nb0 * 16 + lane; j < nb1 * 16; j += 32) {  // lane owns columns j, all 16 rows
+        float acc[16];
 #pragma unroll
-        for (int k = 0; k < HS / 16; k++) wmma::load_matrix_sync(a[k], A + k * 16, lda);
-        for (int n = nb0; n < nb1; n++) {
-            wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-            wmma::fill_fragment(acc, 0.0f);
+        for (int r = 0; r < 16; r++) acc[r] = 0.0f;
+        for (int d = 0; d < HS; d++) {
+            const float bv = Bm[j * ldb + d];
 #pragma unroll
-            for (int k = 0; k < HS / 16; k++) {
-                // B^T as a col-major K x N operand: element (d, j) at Bm[(16n + j) * ldb + 16k + d]
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, floatT, wmma::col_major> bf;
-                wmma::load_matrix_sync(bf, Bm + n * 16 * ldb + k * 16, ldb);
-                wmma::mma_sync(acc, a[k], bf, acc);
-            }
-            wmma::store_matrix_sync(Cm + n * 16, acc, ldc, wmma::mem_row_major);
+            for (int r = 0; r < 16; r++) acc[r] = fmaf(A[r * lda + d], bv, acc[r]);
         }
-    } else {
-        const int lane = threadIdx.x & 31;
-        for (int j = nb0 * 16 + lane; j < nb1 * 16; j += 32) {  // lane owns columns j, all 16 rows
-            float acc[16];
 #pragma unroll
-            for (int r = 0; r < 16; r++) acc[r] = 0.0f;
-            for (int d = 0; d < HS; d++) {
-                const float bv = Bm[j * ldb + d];
-#pragma unroll
-                for (int r = 0; r < 16; r++) acc[r] = fmaf(A[r * lda + d], bv, acc[r]);
-            }
-#pragma unroll
-            for (int r = 0; r < 16; r++) Cm[r * ldc + j] = acc[r];
-        }
+        for (int r = 0; r < 16; r++) Cm[r * ldc + j] = acc[r];
     }
 }
 
-// A warp's 16 x HS fp32 accumulator: wmma fragments on the tensor-core path, per-lane registers (lane owns
-// columns lane, lane + 32, ...) on the fp32 path. add(): acc += A[16][16*kb0 .. 16*kb1) . Bm[16*kb0 ..
-// 16*kb1)[HS] with A a [16][lda] tile and Bm a row-major [row][HS] tile, both in shared memory.
-template <typename floatT, int HS, bool TC = (sizeof(floatT) == 2)>
-struct AttnWarpAcc;
-
+// A warp's 16 x HS fp32 accumulator in per-lane registers (lane owns columns lane, lane + 32, ...).
+// add(): acc += A[16][16*kb0 .. 16*kb1) . Bm[16*kb0 .. 16*kb1)[HS] with A a [16][lda] tile and Bm a
+// row-major [row][HS] tile, both in shared memory.
 template <typename floatT, int HS>
-struct AttnWarpAcc<floatT, HS, true> {
-    nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> f[HS / 16];
-    __device__ void zero() {
-#pragma unroll
-        for (int n = 0; n < HS / 16; n++) nvcuda::wmma::fill_fragment(f[n], 0.0f);
-    }
-    __device__ void load(const float *src, int ld) {
-#pragma unroll
-        for (int n = 0; n < HS / 16; n++) nvcuda::wmma::load_matrix_sync(f[n], src + n * 16, ld, nvcuda::wmma::mem_row_major);
-    }
-    __device__ void store(float *dst, int ld) {
-#pragma unroll
-        for (int n = 0; n < HS / 16; n++) nvcuda::wmma::store_matrix_sync(dst + n * 16, f[n], ld, nvcuda::wmma::mem_row_major);
-    }
-    __device__ void add(const floatT *A, int lda, const floatT *Bm, int ldb, int kb0, int kb1) {
-        using namespace nvcuda;
-        for (int k = kb0; k < kb1; k++) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, floatT, wmma::row_major> a;
-            wmma::load_matrix_sync(a, A + k * 16, lda);
-#pragma unroll
-            for (int n = 0; n < HS / 16; n++) {
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, floatT, wmma::row_major> bf;
-                wmma::load_matrix_sync(bf, Bm + k * 16 * ldb + n * 16, ldb);
-                wmma::mma_sync(f[n], a, bf, f[n]);
-            }
-        }
-    }
-    // dst[r][c] = mul * acc[r][c] for r < nrows (dst rows ld_dst apart, global memory). Goes through stage,
-    // a [16][ld_stage >= 64] float tile in shared memory owned by this warp, 64 columns at a time.
-    __device__ void write(floatT *dst, long ld_dst, int nrows, int hs, float mul, float *stage, int ld_stage) {
-        const int lane = threadIdx.x & 31;
-        (void)hs;  // == HS on this path
-#pragma unroll
-        for (int n0 = 0; n0 < HS / 16; n0 += 4) {
-            const int nn = (HS / 16 - n0) < 4 ? (HS / 16 - n0) : 4;
-#pragma unroll
-            for (int n = 0; n < nn; n++)
-                nvcuda::wmma::store_matrix_sync(stage + n * 16, f[n0 + n], ld_stage, nvcuda::wmma::mem_row_major);
-            __syncwarp();
-            for (int r = 0; r < nrows; r++)
-                for (int c = lane; c < nn * 16; c += 32)
-                    dst[r * ld_dst + n0 * 16 + c] = attn_from_float<floatT>(mul * stage[r * ld_stage + c]);
-            __syncwarp();
-        }
-    }
-};
-
-template <typename floatT, int HS>
-struct AttnWarpAcc<floatT, HS, false> {
+struct AttnWarpAcc {
     static constexpr int NQ = (HS + 31) / 32;
     float v[16][NQ];
     __device__ void zero() {
@@ -198,10 +109,9 @@ struct AttnWarpAcc<floatT, HS, false> {
             }
         }
     }
-    __device__ void write(floatT *dst, long ld_dst, int nrows, int hs, float mul, float *stage, int ld_stage) {
+    // dst[r][c] = mul * acc[r][c] for r < nrows, c < hs (dst rows ld_dst apart, global memory).
+    __device__ void write(floatT *dst, long ld_dst, int nrows, int hs, float mul) {
         const int lane = threadIdx.x & 31;
-        (void)stage;
-        (void)ld_stage;
 #pragma unroll
         for (int r = 0; r < 16; r++)
 #pragma unroll
@@ -225,7 +135,7 @@ attn_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floatT 
     floatT *Ks = reinterpret_cast<floatT *>(attn_smem + L::FWD_K);
     floatT *Vs = reinterpret_cast<floatT *>(attn_smem + L::FWD_V);
     float *Ss = reinterpret_cast<float *>(attn_smem + L::FWD_S);
-    floatT *Ps = L::TC ? reinterpret_cast<floatT *>(attn_smem + L::FWD_P) : reinterpret_cast<floatT *>(Ss);
+    floatT *Ps = reinterpret_cast<floatT *>(Ss);  // P overwrites S in place
     float *Os = reinterpret_cast<float *>(attn_smem + L::FWD_O);
 
     const int nqb = (T + ATT_BQ - 1) / ATT_BQ;
@@ -277,7 +187,7 @@ attn_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floatT 
             float p = 0.0f;
             if (t2 <= t && t2 < T) p = expf(Sw[r * L::LDS + j] * scale - m_new);
             psum += p;
-            Pw[r * L::LDP + j] = attn_from_float<floatT>(p);  // fp32: overwrites S[r][j] just read, same lane
+            Pw[r * L::LDP + j] = attn_from_float<floatT>(p);  // overwrites S[r][j] just read, same lane
         }
         psum += __shfl_xor_sync(0xffffffffu, psum, 1);  // a + b in one lane, b + a in the other: same bits
         l_run = l_run * alpha + psum;
@@ -317,8 +227,8 @@ attn_bwd_dkdv_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout,
     floatT *Vs = reinterpret_cast<floatT *>(attn_smem + L::BWD_V);
     float *Ss = reinterpret_cast<float *>(attn_smem + L::BWD_S);
     float *dPs = reinterpret_cast<float *>(attn_smem + L::BWD_DP);
-    floatT *Ps = L::TC ? reinterpret_cast<floatT *>(attn_smem + L::BWD_P) : reinterpret_cast<floatT *>(Ss);
-    floatT *dSs = L::TC ? reinterpret_cast<floatT *>(attn_smem + L::BWD_DS) : reinterpret_cast<floatT *>(dPs);
+    floatT *Ps = reinterpret_cast<floatT *>(Ss);  // P and dS overwrite S and dP in place
+    floatT *dSs = reinterpret_cast<floatT *>(dPs);
     float *lse_s = reinterpret_cast<float *>(attn_smem + L::BWD_LSE);
     float *D_s = reinterpret_cast<float *>(attn_smem + L::BWD_D);
 
@@ -364,7 +274,7 @@ attn_bwd_dkdv_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout,
                 p = expf(Sw[jr * L::LDS + i] * scale - lse_s[i]);
                 ds = p * (dPw[jr * L::LDS + i] - D_s[i]);
             }
-            // fp32: P, dS overwrite the S, dP elements this lane just read
+            // P, dS overwrite the S, dP elements this lane just read
             Pw[jr * L::LDP + i] = attn_from_float<floatT>(p);
             dSw[jr * L::LDP + i] = attn_from_float<floatT>(ds);
         }
@@ -372,12 +282,12 @@ attn_bwd_dkdv_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout,
         dv.add(Pw, L::LDP, dOs, L::LDH, nb0, ATT_BQ / 16);
         dk.add(dSw, L::LDP, Qs, L::LDH, nb0, ATT_BQ / 16);
     }
-    // no barrier: these kernels run fp32 only, whose write() goes from registers to global memory
+    // no barrier: write() goes from registers to global memory
     const int key0 = k0 + warp * 16, nrows = T - key0 < 16 ? T - key0 : 16;
     if (nrows > 0) {
         floatT *dk_g = dqkv + ((long)b * T + key0) * C3 + C + h * hs;
-        dk.write(dk_g, C3, nrows, hs, scale, Sw, L::LDS);
-        dv.write(dk_g + C, C3, nrows, hs, 1.0f, Sw, L::LDS);
+        dk.write(dk_g, C3, nrows, hs, scale);
+        dv.write(dk_g + C, C3, nrows, hs, 1.0f);
     }
 }
 
@@ -396,7 +306,7 @@ attn_bwd_dq_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout, c
     floatT *Vs = reinterpret_cast<floatT *>(attn_smem + L::BWD_V);
     float *Ss = reinterpret_cast<float *>(attn_smem + L::BWD_S);
     float *dPs = reinterpret_cast<float *>(attn_smem + L::BWD_DP);
-    floatT *dSs = L::TC ? reinterpret_cast<floatT *>(attn_smem + L::BWD_DS) : reinterpret_cast<floatT *>(dPs);
+    floatT *dSs = reinterpret_cast<floatT *>(dPs);  // dS overwrites dP in place
     float *lse_s = reinterpret_cast<float *>(attn_smem + L::BWD_LSE);
     float *D_s = reinterpret_cast<float *>(attn_smem + L::BWD_D);
 
@@ -442,13 +352,13 @@ attn_bwd_dq_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout, c
                 const float p = expf(Sw[ir * L::LDS + j] * scale - lse_w[ir]);
                 ds = p * (dPw[ir * L::LDS + j] - D_w[ir]);
             }
-            dSw[ir * L::LDP + j] = attn_from_float<floatT>(ds);  // fp32: overwrites the dP element just read
+            dSw[ir * L::LDP + j] = attn_from_float<floatT>(ds);  // overwrites the dP element just read
         }
         __syncwarp();
         dq.add(dSw, L::LDP, Ks, L::LDH, 0, nblk);
     }
     const int row0 = q0 + warp * 16, nrows = T - row0 < 16 ? T - row0 : 16;
-    if (nrows > 0) dq.write(dqkv + ((long)b * T + row0) * C3 + h * hs, C3, nrows, hs, scale, Sw, L::LDS);
+    if (nrows > 0) dq.write(dqkv + ((long)b * T + row0) * C3 + h * hs, C3, nrows, hs, scale);
 }
 
 #endif  // CUDA_ATTENTION_FP32_CUH
