@@ -234,8 +234,10 @@ __global__ void add_kernel(float *dst, const float *src, size_t n) {
 
 static void backend_add(float *dst, const float *src, size_t n) {
     if (n == 0) return;
-    if (aligned16(dst) && aligned16(src)) LAUNCH(ceil_div((long)(n + 3) / 4, 256), 256, 0, 0, add_kernel<4>)(dst, src, n);
-    else LAUNCH(ceil_div((long)n, 256), 256, 0, 0, add_kernel<1>)(dst, src, n);
+    with_vec_width<float>(aligned16(dst, src), [&](auto width) {
+        constexpr int V = decltype(width)::value;
+        LAUNCH(ceil_div((long)(n + V - 1) / V, 256), 256, 0, 0, add_kernel<V>)(dst, src, n);
+    });
     launchCheck();
 }
 
@@ -243,12 +245,11 @@ static void backend_adamw(float *p, const float *g, float *mom, float *vel, size
     if (n == 0) return;
     float bc1 = 1.0f - powf(a->beta1, (float)a->t), bc2 = 1.0f - powf(a->beta2, (float)a->t);
     float wd = decayed ? a->weight_decay : 0.0f;
-    if (aligned16(p) && aligned16(g) && aligned16(mom) && aligned16(vel))
-        LAUNCH(ceil_div((long)(n + 3) / 4, 256), 256, 0, 0, adamw_kernel<4>)(p, g, mom, vel, n, a->lr, a->beta1, a->beta2, bc1, bc2,
-                                                                            a->eps, wd, a->grad_scale);
-    else
-        LAUNCH(ceil_div((long)n, 256), 256, 0, 0, adamw_kernel<1>)(p, g, mom, vel, n, a->lr, a->beta1, a->beta2, bc1, bc2, a->eps,
-                                                                  wd, a->grad_scale);
+    with_vec_width<float>(aligned16(p, g, mom, vel), [&](auto width) {
+        constexpr int V = decltype(width)::value;
+        LAUNCH(ceil_div((long)(n + V - 1) / V, 256), 256, 0, 0, adamw_kernel<V>)(p, g, mom, vel, n, a->lr, a->beta1, a->beta2, bc1,
+                                                                                bc2, a->eps, wd, a->grad_scale);
+    });
     launchCheck();
 }
 
@@ -266,12 +267,13 @@ static int backend_weights_need_copy(void) { return x_prec != PREC_FP32; }
 
 static void backend_weights_from_master(floatX *dst, const float *src, size_t n, uint64_t seed) {
     if (n == 0) return;
-    int v4 = aligned16(src) && ((uintptr_t)dst & 7) == 0;
-    if (x_prec == PREC_BF16 && v4) LAUNCH(ceil_div((long)(n + 3) / 4, 256), 256, 0, 0, weights_bf16_kernel<4>)((bf16 *)dst, src, n, seed);
-    else if (x_prec == PREC_BF16) LAUNCH(ceil_div((long)n, 256), 256, 0, 0, weights_bf16_kernel<1>)((bf16 *)dst, src, n, seed);
-    else if (x_prec == PREC_FP16 && v4) LAUNCH(ceil_div((long)(n + 3) / 4, 256), 256, 0, 0, weights_fp16_kernel<4>)((__half *)dst, src, n);
-    else if (x_prec == PREC_FP16) LAUNCH(ceil_div((long)n, 256), 256, 0, 0, weights_fp16_kernel<1>)((__half *)dst, src, n);
-    else cudaCheck(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice));
+    if (x_prec == PREC_FP32) cudaCheck(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice));
+    // 4 floats read (16 bytes), 4 16-bit values written (8 bytes)
+    else with_vec_width<float>(aligned16(src) && ((uintptr_t)dst & 7) == 0, [&](auto width) {
+        constexpr int V = decltype(width)::value;
+        if (x_prec == PREC_BF16) LAUNCH(ceil_div((long)(n + V - 1) / V, 256), 256, 0, 0, weights_bf16_kernel<V>)((bf16 *)dst, src, n, seed);
+        else LAUNCH(ceil_div((long)(n + V - 1) / V, 256), 256, 0, 0, weights_fp16_kernel<V>)((__half *)dst, src, n);
+    });
     launchCheck();
 }
 

@@ -58,12 +58,9 @@ __global__ void classifier_kernel(T *logits, float *losses, const int *targets, 
 
 static void classifier_forward_backward(floatX *logits, float *losses, const int *targets, int N, int V, int Vp,
                                         float dloss) {
-    WITH_X({
-        if (Vp % vec16<xt>() == 0 && aligned16(logits))
-            LAUNCH(N, 512, 0, 0, classifier_kernel<xt, vec16<xt>()>)((xt *)logits, losses, targets, V, Vp, dloss);
-        else
-            LAUNCH(N, 512, 0, 0, classifier_kernel<xt, 1>)((xt *)logits, losses, targets, V, Vp, dloss);
-    });
+    WITH_X(with_vec_width<xt>(Vp % vec16<xt>() == 0 && aligned16(logits), [&](auto width) {
+        LAUNCH(N, 512, 0, 0, classifier_kernel<xt, decltype(width)::value>)((xt *)logits, losses, targets, V, Vp, dloss);
+    }));
     launchCheck();
 }
 

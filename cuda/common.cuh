@@ -76,12 +76,21 @@ template <> __device__ __forceinline__ bf16 from_f<bf16>(float x) { return __flo
 template <> __device__ __forceinline__ __half from_f<__half>(float x) { return __float2half_rn(x); }
 
 // V consecutive values as one aligned load or store: 16 bytes (V = 16 / sizeof(T)) where the row length
-// and the base pointer allow it, else V = 1. Each kernel below that uses it keeps one summation order per
+// and the base pointer allow it, else V = 1. Each kernel that uses it keeps one summation order per
 // output for every V, so the vector width changes speed, not results.
 template <typename T, int V>
 struct alignas(sizeof(T) * V) XVec { T v[V]; };
 template <typename T> constexpr int vec16() { return (int)(16 / sizeof(T)); }
-static inline int aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+template <typename... P> static inline int aligned16(const P *...p) { return ((((uintptr_t)p & 15) == 0) && ...); }
+
+// Every vectorised launcher picks its width here: f(std::integral_constant<int, vec16<T>()>) when `fits` (the
+// length a multiple of the width where the kernel needs that, the pointers aligned), else
+// f(std::integral_constant<int, 1>), one value a thread. f launches the kernel for its width V.
+template <typename T, typename F>
+static inline void with_vec_width(bool fits, F &&f) {
+    if (fits) f(std::integral_constant<int, vec16<T>()>{});
+    else f(std::integral_constant<int, 1>{});
+}
 
 // Scratch that kernels grow on demand: per-chunk column partials, attention's row terms, a row of
 // logits in float.

@@ -22,21 +22,17 @@ __global__ void encoder_forward_kernel(T *out, const int *inp, const T *wte, con
 
 static void encoder_forward(floatX *out, const int *inp, const floatX *wte, const floatX *wpe, int B, int T, int C) {
     long n = (long)B * T * C;
-    WITH_X({
-        constexpr int V = vec16<xt>();
-        if (C % V == 0 && aligned16(out) && aligned16(wte) && aligned16(wpe))
-            LAUNCH(ceil_div(n / V, 256), 256, 0, 0, encoder_forward_kernel<xt, V>)((xt *)out, inp, (const xt *)wte, (const xt *)wpe, B, T, C);
-        else
-            LAUNCH(ceil_div(n, 256), 256, 0, 0, encoder_forward_kernel<xt, 1>)((xt *)out, inp, (const xt *)wte, (const xt *)wpe, B, T, C);
-    });
+    WITH_X(with_vec_width<xt>(C % vec16<xt>() == 0 && aligned16(out, wte, wpe), [&](auto width) {
+        constexpr int V = decltype(width)::value;
+        LAUNCH(ceil_div(n / V, 256), 256, 0, 0, encoder_forward_kernel<xt, V>)((xt *)out, inp, (const xt *)wte, (const xt *)wpe, B, T, C);
+    }));
     launchCheck();
 }
 
 // dwte: one block per distinct token, its threads over channels, adding that token's positions in
-// increasing order (the CPU build's order). The positions come grouped by token from the host.
-// Positions grouped by token without leaving the device: links_kernel gives each position the next
-// position holding the same token (or -1) and marks the first one; the wte kernel then has one block per
-// first position walk its chain. Each token's rows are added in position order, as the CPU build adds them.
+// increasing order (the CPU build's order). The positions are grouped by token on the device: links_kernel
+// gives each position the next position holding the same token (or -1) and marks the first one; the wte
+// kernel then has one block per first position walk its chain.
 __global__ void encoder_links_kernel(int *next, int *first, const int *tokens, int BT) {
     __shared__ int tile[256];
     const int i = blockIdx.x * blockDim.x + threadIdx.x;

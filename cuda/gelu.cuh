@@ -22,13 +22,10 @@ __global__ void gelu_forward_kernel(T *out, const T *inp, long N) {
 }
 
 static void gelu_forward(floatX *out, const floatX *inp, long N) {
-    WITH_X({
-        constexpr int V = vec16<xt>();
-        if (N % V == 0 && aligned16(out) && aligned16(inp))
-            LAUNCH(ceil_div(N / V, 256), 256, 0, 0, gelu_forward_kernel<xt, V>)((xt *)out, (const xt *)inp, N);
-        else
-            LAUNCH(ceil_div(N, 256), 256, 0, 0, gelu_forward_kernel<xt, 1>)((xt *)out, (const xt *)inp, N);
-    });
+    WITH_X(with_vec_width<xt>(N % vec16<xt>() == 0 && aligned16(out, inp), [&](auto width) {
+        constexpr int V = decltype(width)::value;
+        LAUNCH(ceil_div(N / V, 256), 256, 0, 0, gelu_forward_kernel<xt, V>)((xt *)out, (const xt *)inp, N);
+    }));
     launchCheck();
 }
 
@@ -50,13 +47,10 @@ __global__ void gelu_backward_kernel(T *dinp, const T *inp, const T *dout, long 
 }
 
 static void gelu_backward(floatX *dinp, const floatX *inp, const floatX *dout, long N) {
-    WITH_X({
-        constexpr int V = vec16<xt>();
-        if (N % V == 0 && aligned16(dinp) && aligned16(inp) && aligned16(dout))
-            LAUNCH(ceil_div(N / V, 256), 256, 0, 0, gelu_backward_kernel<xt, V>)((xt *)dinp, (const xt *)inp, (const xt *)dout, N);
-        else
-            LAUNCH(ceil_div(N, 256), 256, 0, 0, gelu_backward_kernel<xt, 1>)((xt *)dinp, (const xt *)inp, (const xt *)dout, N);
-    });
+    WITH_X(with_vec_width<xt>(N % vec16<xt>() == 0 && aligned16(dinp, inp, dout), [&](auto width) {
+        constexpr int V = decltype(width)::value;
+        LAUNCH(ceil_div(N / V, 256), 256, 0, 0, gelu_backward_kernel<xt, V>)((xt *)dinp, (const xt *)inp, (const xt *)dout, N);
+    }));
     launchCheck();
 }
 
@@ -72,13 +66,10 @@ __global__ void residual_forward_kernel(T *out, const T *a, const T *b, long N) 
 }
 
 static void residual_forward(floatX *out, const floatX *a, const floatX *b, long N) {
-    WITH_X({
-        constexpr int V = vec16<xt>();
-        if (N % V == 0 && aligned16(out) && aligned16(a) && aligned16(b))
-            LAUNCH(ceil_div(N / V, 256), 256, 0, 0, residual_forward_kernel<xt, V>)((xt *)out, (const xt *)a, (const xt *)b, N);
-        else
-            LAUNCH(ceil_div(N, 256), 256, 0, 0, residual_forward_kernel<xt, 1>)((xt *)out, (const xt *)a, (const xt *)b, N);
-    });
+    WITH_X(with_vec_width<xt>(N % vec16<xt>() == 0 && aligned16(out, a, b), [&](auto width) {
+        constexpr int V = decltype(width)::value;
+        LAUNCH(ceil_div(N / V, 256), 256, 0, 0, residual_forward_kernel<xt, V>)((xt *)out, (const xt *)a, (const xt *)b, N);
+    }));
     launchCheck();
 }
 

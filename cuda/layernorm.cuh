@@ -119,17 +119,12 @@ static void column_sums(float *dweight, float *dbias, const floatX *dout, const 
                         const float *rstd, int N, int C) {
     float *pw = scratch_get((size_t)2 * COL_CHUNKS * C), *pb = pw + (size_t)COL_CHUNKS * C;
     dim3 block(32, 8);
-    WITH_X({
-        if (C % vec16<xt>() == 0 && aligned16(dout) && (!inp || aligned16(inp))) {
-            dim3 grid(ceil_div(C, 32 * vec16<xt>()), COL_CHUNKS);
-            LAUNCH(grid, block, 0, 0, column_partials_kernel<xt, vec16<xt>()>)(dweight ? pw : NULL, pb, (const xt *)dout,
-                                                                     (const xt *)inp, mean, rstd, N, C);
-        } else {
-            dim3 grid(ceil_div(C, 32), COL_CHUNKS);
-            LAUNCH(grid, block, 0, 0, column_partials_kernel<xt, 1>)(dweight ? pw : NULL, pb, (const xt *)dout, (const xt *)inp, mean,
-                                                           rstd, N, C);
-        }
-    });
+    WITH_X(with_vec_width<xt>(C % vec16<xt>() == 0 && aligned16(dout) && (!inp || aligned16(inp)), [&](auto width) {
+        constexpr int V = decltype(width)::value;
+        dim3 grid(ceil_div(C, 32 * V), COL_CHUNKS);
+        LAUNCH(grid, block, 0, 0, column_partials_kernel<xt, V>)(dweight ? pw : NULL, pb, (const xt *)dout, (const xt *)inp, mean,
+                                                       rstd, N, C);
+    }));
     launchCheck();
     if (dweight) { LAUNCH(ceil_div(C, 256), 256, 0, 0, column_reduce_kernel)(dweight, pw, C); launchCheck(); }
     LAUNCH(ceil_div(C, 256), 256, 0, 0, column_reduce_kernel)(dbias, pb, C);
@@ -138,14 +133,11 @@ static void column_sums(float *dweight, float *dbias, const floatX *dout, const 
 
 static void layernorm_backward(floatX *dinp, float *dweight, float *dbias, const floatX *dout, const floatX *inp,
                                const floatX *weight, const float *mean, const float *rstd, int N, int C) {
-    WITH_X({
-        if (C % vec16<xt>() == 0 && aligned16(dinp) && aligned16(dout) && aligned16(inp) && aligned16(weight))
-            LAUNCH(ceil_div(N, 8), 256, 0, 0, layernorm_backward_dinp_kernel<xt, vec16<xt>()>)((xt *)dinp, (const xt *)dout,
-                (const xt *)inp, (const xt *)weight, mean, rstd, N, C);
-        else
-            LAUNCH(ceil_div(N, 8), 256, 0, 0, layernorm_backward_dinp_kernel<xt, 1>)((xt *)dinp, (const xt *)dout, (const xt *)inp,
-                                                                            (const xt *)weight, mean, rstd, N, C);
-    });
+    WITH_X(with_vec_width<xt>(C % vec16<xt>() == 0 && aligned16(dinp, dout, inp, weight), [&](auto width) {
+        constexpr int V = decltype(width)::value;
+        LAUNCH(ceil_div(N, 8), 256, 0, 0, layernorm_backward_dinp_kernel<xt, V>)((xt *)dinp, (const xt *)dout, (const xt *)inp,
+                                                                        (const xt *)weight, mean, rstd, N, C);
+    }));
     launchCheck();
     column_sums(dweight, dbias, dout, inp, mean, rstd, N, C);
 }
