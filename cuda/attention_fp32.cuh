@@ -138,14 +138,10 @@ attn_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floatT 
     floatT *Ps = reinterpret_cast<floatT *>(Ss);  // P overwrites S in place
     float *Os = reinterpret_cast<float *>(attn_smem + L::FWD_O);
 
-    const int nqb = (T + ATT_BQ - 1) / ATT_BQ;
-    const int qb = nqb - 1 - (int)blockIdx.x;
-    const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
-    const int hs = C / NH;
-    const long C3 = 3L * C;
-    const floatT *q_g = qkv + (long)b * T * C3 + h * hs;  // row t of the head's q at q_g + t * C3
-    const floatT *k_g = q_g + C, *v_g = q_g + 2 * C;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const AttnBlock<floatT> blk(qkv, nullptr, T, C, NH, true);
+    const int qb = blk.tile, bh = blk.bh, hs = blk.hs, warp = blk.warp, lane = blk.lane;
+    const long C3 = blk.C3;
+    const floatT *q_g = blk.q, *k_g = blk.k, *v_g = blk.v;  // row t of the head's q at q_g + t * C3
     const int q0 = qb * ATT_BQ;
 
     attn_load_tile<floatT, HS, L::LDH>(Qs, q_g, C3, q0, T, hs);
@@ -201,7 +197,7 @@ attn_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floatT 
     __syncwarp();
     if (half == 0 && t < T) lse[(long)bh * T + t] = m_run + logf(l_run);
     const float inv_l = 1.0f / l_run;
-    floatT *o_g = out + (long)b * T * C + h * hs;
+    floatT *o_g = out + blk.row_at;
     for (int rr = 0; rr < 16; rr++) {
         const float inv = __shfl_sync(0xffffffffu, inv_l, 2 * rr);
         const int tt = q0 + warp * 16 + rr;
@@ -232,15 +228,10 @@ attn_bwd_dkdv_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout,
     float *lse_s = reinterpret_cast<float *>(attn_smem + L::BWD_LSE);
     float *D_s = reinterpret_cast<float *>(attn_smem + L::BWD_D);
 
-    const int nqb = (T + ATT_BQ - 1) / ATT_BQ;
-    const int kb = blockIdx.x, k0 = kb * ATT_BK;  // the longest loops (small kb) start first
-    const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
-    const int hs = C / NH;
-    const long C3 = 3L * C;
-    const floatT *q_g = qkv + (long)b * T * C3 + h * hs;
-    const floatT *k_g = q_g + C, *v_g = q_g + 2 * C;
-    const floatT *do_g = dout + (long)b * T * C + h * hs;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const AttnBlock<floatT> blk(qkv, dout, T, C, NH, false);
+    const int nqb = blk.nqb, kb = blk.tile, k0 = kb * ATT_BK, bh = blk.bh, hs = blk.hs, warp = blk.warp, lane = blk.lane;
+    const long C3 = blk.C3;
+    const floatT *q_g = blk.q, *k_g = blk.k, *v_g = blk.v, *do_g = blk.dout;
 
     attn_load_tile<floatT, HS, L::LDH>(Ks, k_g, C3, k0, T, hs);
     attn_load_tile<floatT, HS, L::LDH>(Vs, v_g, C3, k0, T, hs);
@@ -285,7 +276,7 @@ attn_bwd_dkdv_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout,
     // no barrier: write() goes from registers to global memory
     const int key0 = k0 + warp * 16, nrows = T - key0 < 16 ? T - key0 : 16;
     if (nrows > 0) {
-        floatT *dk_g = dqkv + ((long)b * T + key0) * C3 + C + h * hs;
+        floatT *dk_g = dqkv + blk.qkv_at + (long)key0 * C3 + C;
         dk.write(dk_g, C3, nrows, hs, scale);
         dv.write(dk_g + C, C3, nrows, hs, 1.0f);
     }
@@ -310,15 +301,10 @@ attn_bwd_dq_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout, c
     float *lse_s = reinterpret_cast<float *>(attn_smem + L::BWD_LSE);
     float *D_s = reinterpret_cast<float *>(attn_smem + L::BWD_D);
 
-    const int nqb = (T + ATT_BQ - 1) / ATT_BQ;
-    const int qb = nqb - 1 - (int)blockIdx.x, q0 = qb * ATT_BQ;
-    const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
-    const int hs = C / NH;
-    const long C3 = 3L * C;
-    const floatT *q_g = qkv + (long)b * T * C3 + h * hs;
-    const floatT *k_g = q_g + C, *v_g = q_g + 2 * C;
-    const floatT *do_g = dout + (long)b * T * C + h * hs;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const AttnBlock<floatT> blk(qkv, dout, T, C, NH, true);
+    const int qb = blk.tile, q0 = qb * ATT_BQ, bh = blk.bh, hs = blk.hs, warp = blk.warp, lane = blk.lane;
+    const long C3 = blk.C3;
+    const floatT *q_g = blk.q, *k_g = blk.k, *v_g = blk.v, *do_g = blk.dout;
 
     attn_load_tile<floatT, HS, L::LDH>(Qs, q_g, C3, q0, T, hs);
     attn_load_tile<floatT, HS, L::LDH>(dOs, do_g, C, q0, T, hs);
@@ -358,7 +344,7 @@ attn_bwd_dq_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout, c
         dq.add(dSw, L::LDP, Ks, L::LDH, 0, nblk);
     }
     const int row0 = q0 + warp * 16, nrows = T - row0 < 16 ? T - row0 : 16;
-    if (nrows > 0) dq.write(dqkv + ((long)b * T + row0) * C3 + h * hs, C3, nrows, hs, scale);
+    if (nrows > 0) dq.write(dqkv + blk.qkv_at + (long)row0 * C3, C3, nrows, hs, scale);
 }
 
 #endif  // CUDA_ATTENTION_FP32_CUH

@@ -278,11 +278,10 @@ attn_tc_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floa
     using L = AttnTc<floatT, HS>;
     DYNAMIC_SHARED(unsigned char, attn_smem);
     floatT *Ks = reinterpret_cast<floatT *>(attn_smem), *Qs = Ks, *Vt = Ks + L::ROW;  // Q passes through K's tile
-    const int nqb = (T + ATT_BQ - 1) / ATT_BQ, qb = nqb - 1 - (int)blockIdx.x;
-    const int bh = blockIdx.y, b = bh / NH, h = bh % NH, hs = C / NH;
-    const long C3 = 3L * C;
-    const floatT *q_g = qkv + (long)b * T * C3 + h * hs, *k_g = q_g + C, *v_g = q_g + 2 * C;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+    const AttnBlock<floatT> blk(qkv, nullptr, T, C, NH, true);
+    const int qb = blk.tile, bh = blk.bh, hs = blk.hs, warp = blk.warp, lane = blk.lane, g = lane >> 2, t = lane & 3;
+    const long C3 = blk.C3;
+    const floatT *q_g = blk.q, *k_g = blk.k, *v_g = blk.v;
     const int q0 = qb * ATT_BQ, row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
     const float sl2 = scale * 1.4426950408889634f;
 
@@ -354,7 +353,7 @@ attn_tc_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floa
         inv[r] = 1.0f / l[r];
         if (t == 0 && row[r] < T) lse[(long)bh * T + row[r]] = (m[r] * sl2 + log2f(l[r])) * 0.6931471805599453f;
     }
-    attn_tc_write<floatT, HS>(out + (long)b * T * C + h * hs, C, o, row, inv, T, hs);
+    attn_tc_write<floatT, HS>(out + blk.row_at, C, o, row, inv, T, hs);
 }
 
 // Backward, dK and dV. Block (kb, b*NH + h) owns key rows [64 kb, 64 kb + 64) (kb = x: the longest first);
@@ -369,12 +368,10 @@ attn_tc_bwd_dkdv_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ do
     DYNAMIC_SHARED(unsigned char, attn_smem);
     floatT *Qs = reinterpret_cast<floatT *>(attn_smem), *dOs = Qs + L::ROW, *Qt = dOs + L::ROW, *dOt = Qt + L::TR;
     float *lse_s = reinterpret_cast<float *>(dOt + L::TR), *D_s = lse_s + ATT_BQ;
-    const int nqb = (T + ATT_BQ - 1) / ATT_BQ, kb = (int)blockIdx.x;
-    const int bh = blockIdx.y, b = bh / NH, h = bh % NH, hs = C / NH;
-    const long C3 = 3L * C;
-    const floatT *q_g = qkv + (long)b * T * C3 + h * hs, *k_g = q_g + C, *v_g = q_g + 2 * C;
-    const floatT *do_g = dout + (long)b * T * C + h * hs;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = lane & 3;
+    const AttnBlock<floatT> blk(qkv, dout, T, C, NH, false);
+    const int nqb = blk.nqb, kb = blk.tile, bh = blk.bh, hs = blk.hs, warp = blk.warp, lane = blk.lane, t = lane & 3;
+    const long C3 = blk.C3;
+    const floatT *q_g = blk.q, *k_g = blk.k, *v_g = blk.v, *do_g = blk.dout;
     const int k0 = kb * ATT_BK, key[2] = {k0 + warp * 16 + (lane >> 2), k0 + warp * 16 + (lane >> 2) + 8};
     const float sl2 = scale * 1.4426950408889634f;
 
@@ -428,7 +425,7 @@ attn_tc_bwd_dkdv_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ do
         attn_tc_pv<floatT, HS>(dv, s, dOt, kc0, 4);
         attn_tc_pv<floatT, HS>(dk, dp, Qt, kc0, 4);
     }
-    floatT *dqkv_b = dqkv + (long)b * T * C3 + h * hs;
+    floatT *dqkv_b = dqkv + blk.qkv_at;
     const float one[2] = {1.0f, 1.0f}, sc[2] = {scale, scale};
     attn_tc_write<floatT, HS>(dqkv_b + C, C3, dk, key, sc, T, hs);
     attn_tc_write<floatT, HS>(dqkv_b + 2 * C, C3, dv, key, one, T, hs);
@@ -444,12 +441,10 @@ attn_tc_bwd_dq_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout
     using L = AttnTc<floatT, HS>;
     DYNAMIC_SHARED(unsigned char, attn_smem);
     floatT *Ks = reinterpret_cast<floatT *>(attn_smem), *Vs = Ks + L::ROW, *Kt = Vs + L::ROW;
-    const int nqb = (T + ATT_BQ - 1) / ATT_BQ, qb = nqb - 1 - (int)blockIdx.x;
-    const int bh = blockIdx.y, b = bh / NH, h = bh % NH, hs = C / NH;
-    const long C3 = 3L * C;
-    const floatT *q_g = qkv + (long)b * T * C3 + h * hs, *k_g = q_g + C, *v_g = q_g + 2 * C;
-    const floatT *do_g = dout + (long)b * T * C + h * hs;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = lane & 3;
+    const AttnBlock<floatT> blk(qkv, dout, T, C, NH, true);
+    const int qb = blk.tile, bh = blk.bh, hs = blk.hs, warp = blk.warp, lane = blk.lane, t = lane & 3;
+    const long C3 = blk.C3;
+    const floatT *q_g = blk.q, *k_g = blk.k, *v_g = blk.v, *do_g = blk.dout;
     const int q0 = qb * ATT_BQ, row[2] = {q0 + warp * 16 + (lane >> 2), q0 + warp * 16 + (lane >> 2) + 8};
     const float sl2 = scale * 1.4426950408889634f;
 
@@ -497,7 +492,7 @@ attn_tc_bwd_dq_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout
         attn_tc_pv<floatT, HS>(dq, s, Kt, 0, n_end / 2);
     }
     const float sc[2] = {scale, scale};
-    attn_tc_write<floatT, HS>(dqkv + (long)b * T * C3 + h * hs, C3, dq, row, sc, T, hs);
+    attn_tc_write<floatT, HS>(dqkv + blk.qkv_at, C3, dq, row, sc, T, hs);
 }
 // ---- end 16-bit attention ----
 
