@@ -4,7 +4,7 @@
 // training loop (trainer.h) are shared, so the two builds run the same operations in the same order.
 // The kernels live in cuda/, one header per layer family (as llm.c's llmc/); cuda/common.cuh says how
 // precision is chosen and how the emulator (dev/cuda/emu) builds the same device code with g++.
-#include "cuda/common.cuh"      // defines: cudaCheck, LAUNCH, floatX and WITH_X, XVec, scratch_get, warp_sum
+#include "cuda/common.cuh"      // defines: cudaCheck, LAUNCH, floatX and WITH_X, XVec and with_vec_width, scratch_get
 #include "cuda/encoder.cuh"     // defines: encoder_forward, encoder_backward
 #include "cuda/layernorm.cuh"   // defines: layernorm_forward, layernorm_backward, column_sums
 #include "cuda/matmul.cuh"      // defines: matmul_forward, matmul_backward (cuBLASLt plan cache)
@@ -19,8 +19,8 @@
 // for --help: the attention kernels are compiled for these (padded) head sizes only
 #define BUILD_EXTRA_INFO "attention head sizes 16, 32, 64, 128 (GPT-2: 64)"
 
-#include "model.h"
-#include "trainer.h"
+#include "model.h"    // defines: Model, the layer pieces both builds run on the functions above
+#include "trainer.h"  // defines: train_main, the training loop both builds share
 
 #ifndef TESTING
 int main(int argc, char **argv) { return train_main(argc, argv); }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_cuda_emu.sh (make test-cuda-emu): the CUDA build's test matrix on the CPU. train_gpt.cu's device code runs
+# test_cuda_emu.sh (make test-cuda-emu): the CUDA build's test matrix on the CPU. The device code of cuda/ runs
 # on the emulated GPU of dev/cuda/emu (see the README), checked against independent references: the CPU build
 # (train_gpt.c) and PyTorch. Two groups run side by side (one per core):
 #   kernels: the emulator's own checks and the broken programs it must stop; every kernel against the CPU
