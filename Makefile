@@ -18,6 +18,10 @@ MPICC := $(shell command -v mpicc 2>/dev/null)
 CPU_CC = $(if $(MPICC),$(MPICC) -DUSE_MPI,$(CC))
 
 HEADERS = backend.h utils.h gpt2.h config.h checkpoint.h dataloader.h tokenizer.h trainer.h comm.h zero.h swap.h pipeline.h model.h timing.h autotune.h
+# The CUDA build's kernels and device backend, one header per layer family (train_gpt.cu includes them).
+CUDA_HEADERS = cuda/common.cuh cuda/encoder.cuh cuda/layernorm.cuh cuda/matmul.cuh cuda/attention_common.cuh \
+  cuda/attention_fp32.cuh cuda/attention_mma.cuh cuda/attention.cuh cuda/decode.cuh cuda/gelu.cuh cuda/classifier.cuh \
+  cuda/adamw.cuh cuda/backend.cuh
 
 # The build configuration is part of what a binary is made from: installing Open MPI after a first
 # build, or another CC, CFLAGS or nvcc, must rebuild. Each configuration is written to a stamp file
@@ -77,29 +81,29 @@ $(file >.build-cuda,$(CUDA_CONFIG))
 endif
 # Without nvcc the CUDA targets say what is missing rather than running an empty command.
 NVCC_OR_FAIL = $(or $(NVCC),$(error nvcc is not on the PATH: the CUDA build needs the CUDA toolkit (make train_gpt_cpu builds the CPU trainer)))
-train_gpt: train_gpt.cu $(HEADERS) .build-cuda
+train_gpt: train_gpt.cu $(CUDA_HEADERS) $(HEADERS) .build-cuda
 	$(NVCC_OR_FAIL) $(NVCC_FLAGS) $(MPI_CFLAGS) $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp $(URING_LIBS)
 
-test/test_gpt2_gpu: test/test_gpt2.c train_gpt.cu $(HEADERS) .build-cuda
+test/test_gpt2_gpu: test/test_gpt2.c train_gpt.cu $(CUDA_HEADERS) $(HEADERS) .build-cuda
 	$(NVCC_OR_FAIL) $(NVCC_FLAGS) $(MPI_CFLAGS) -DTRAIN_GPT_CUDA -I. -x cu $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp $(URING_LIBS)
 
 # Generation with the key/value cache against the full-prefix forward, on the GPU.
-test/test_generate_gpu: test/test_generate.c test/check.h train_gpt.cu $(HEADERS) .build-cuda
+test/test_generate_gpu: test/test_generate.c test/check.h train_gpt.cu $(CUDA_HEADERS) $(HEADERS) .build-cuda
 	$(NVCC_OR_FAIL) $(NVCC_FLAGS) $(MPI_CFLAGS) -DTRAIN_GPT_CUDA -I. -x cu $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp $(URING_LIBS)
 
 # Every kernel against the CPU build's, in each precision, and their benchmark.
-dev/cuda/kernels: dev/cuda/kernels.cu train_gpt.cu train_gpt.c $(HEADERS) .build-cuda
+dev/cuda/kernels: dev/cuda/kernels.cu train_gpt.c $(CUDA_HEADERS) $(HEADERS) .build-cuda
 	$(NVCC_OR_FAIL) $(NVCC_FLAGS) $(MPI_CFLAGS) -I. $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp $(URING_LIBS)
 
 # The attention kernels alone against a float64 reference, and their benchmark.
-dev/cuda/attention: dev/cuda/attention.cu dev/cuda/attention_ref.h train_gpt.cu $(HEADERS) .build-cuda
+dev/cuda/attention: dev/cuda/attention.cu dev/cuda/attention_ref.h $(CUDA_HEADERS) $(HEADERS) .build-cuda
 	$(NVCC_OR_FAIL) $(NVCC_FLAGS) $(MPI_CFLAGS) -I. $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp $(URING_LIBS)
 
 # On a machine with an NVIDIA GPU: the kernels and the CUDA build against the PyTorch reference and the CPU build.
 test-gpu: train_gpt train_gpt_cpu test/test_gpt2_gpu test/test_generate_gpu dev/cuda/kernels
 	TORCH_PYTHON=$(TORCH_PYTHON) bash test/test_gpu.sh
 
-# The CUDA build on the CPU (dev/cuda/emu, see the README): train_gpt.cu's device code, unmodified, compiled by
+# The CUDA build on the CPU (dev/cuda/emu, see the README): the device code of cuda/, unmodified, compiled by
 # g++ and run on an emulated GPU. Needs the CUDA toolkit's headers (not a GPU, not nvcc). _race: every memory
 # access of the device code goes to the emulator's race detector; _asan: AddressSanitizer.
 EMU_CXX ?= g++
@@ -123,20 +127,20 @@ build/emu/asan/%.o: dev/cuda/emu/%.cpp $(EMU_RT_H)
 	@mkdir -p $(@D)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_ASAN) -c $< -o $@
 
-train_gpt_emu: train_gpt.cu $(HEADERS) $(EMU_OBJS)
+train_gpt_emu: train_gpt.cu $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
-test/test_gpt2_emu: test/test_gpt2.c test/check.h train_gpt.cu $(HEADERS) $(EMU_OBJS)
+test/test_gpt2_emu: test/test_gpt2.c test/check.h train_gpt.cu $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
-dev/cuda/kernels_emu: dev/cuda/kernels.cu train_gpt.cu train_gpt.c $(HEADERS) $(EMU_OBJS)
+dev/cuda/kernels_emu: dev/cuda/kernels.cu train_gpt.c $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
-dev/cuda/attention_emu: dev/cuda/attention.cu dev/cuda/attention_ref.h train_gpt.cu $(HEADERS) $(EMU_OBJS)
+dev/cuda/attention_emu: dev/cuda/attention.cu dev/cuda/attention_ref.h $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
 # instrumented for the race detector only (no ThreadSanitizer runtime: the hooks are the emulator's)
-train_gpt_emu_race: train_gpt.cu $(HEADERS) $(EMU_OBJS)
+train_gpt_emu_race: train_gpt.cu $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_RACE) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
-dev/cuda/kernels_emu_race: dev/cuda/kernels.cu train_gpt.cu train_gpt.c $(HEADERS) $(EMU_OBJS)
+dev/cuda/kernels_emu_race: dev/cuda/kernels.cu train_gpt.c $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_RACE) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
-dev/cuda/kernels_emu_asan: dev/cuda/kernels.cu train_gpt.cu train_gpt.c $(HEADERS) $(EMU_OBJS:build/emu/%=build/emu/asan/%)
+dev/cuda/kernels_emu_asan: dev/cuda/kernels.cu train_gpt.c $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS:build/emu/%=build/emu/asan/%)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_ASAN) $(EMU_DEV) $< -x none $(EMU_OBJS:build/emu/%=build/emu/asan/%) -o $@ $(EMU_LINK) -fsanitize=address
 # the emulator's own checks, plain and with the race detector
 dev/cuda/emu/selftest: dev/cuda/emu/selftest.cu $(EMU_OBJS)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_cuda_emu.sh (make test-cuda-emu): the CUDA build's test matrix on the CPU. train_gpt.cu's device code runs
+# test_cuda_emu.sh (make test-cuda-emu): the CUDA build's test matrix on the CPU. The device code of cuda/ runs
 # on the emulated GPU of dev/cuda/emu (see the README), checked against independent references: the CPU build
 # (train_gpt.c) and PyTorch. Two groups run side by side (one per core):
 #   kernels: the emulator's own checks and the broken programs it must stop; every kernel against the CPU
@@ -37,12 +37,11 @@ kernels() {
   local out rc
   # the emulator itself: its checks, then programs a GPU would hang on, fault on or get wrong
   out=$(./dev/cuda/emu/selftest ok 2>&1); rc=$?
-  [ $rc -eq 0 ] && ok "emulator self-checks (shuffles, votes, barriers, wmma, NaN fill, limits, cuBLASLt): $(summary "$out")" \
+  [ $rc -eq 0 ] && ok "emulator self-checks (shuffles, votes, barriers, NaN fill, limits, cuBLASLt): $(summary "$out")" \
     || bad "emulator self-checks" "$(grep -E 'FAIL|cuda-emu' <<<"$out")"
   local cases=("exited-lane:has exited while lanes" "different-collectives:are at different collectives"
     "barrier-skipped:is not reached by every thread" "deadlock:deadlock: no thread can go on"
-    "shfl-unnamed:which the mask 0x0000ffff does not name" "wmma-misaligned:is not 256-bit (32-byte) aligned"
-    "wmma-ldm:is not a multiple of 16 bytes" "wmma-lanes-differ:every lane of the warp must pass the same"
+    "shfl-unnamed:which the mask 0x0000ffff does not name"
     "host-pointer:neither device memory nor pinned" "copy-past-end:past the end of its allocation"
     "race@race:data race on a static __shared__ variable" "out-of-bounds@race:not allocated device memory")
   for c in "${cases[@]}"; do

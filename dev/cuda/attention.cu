@@ -14,7 +14,7 @@
 // logsumexp of each query row's scaled scores, which lets the backward recompute P = exp(scale*S - lse)
 // without ever storing the T x T matrix.
 //
-// Design (the kernels live in train_gpt.cu; this file checks and times them):
+// Design (the kernels live in cuda/attention*.cuh; this file checks and times them):
 //  * Tiles: 64 query rows per block, 4 warps, each warp owning 16 of them; key tiles of 64. Forward and
 //    dQ blocks walk key tiles 0..diagonal; dK/dV blocks walk query tiles diagonal..end (FlashAttention-2's
 //    split: no atomics, every output element written by exactly one thread, fixed summation order, so
@@ -34,7 +34,6 @@
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <mma.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -44,12 +43,9 @@
 #include <vector>
 #include "attention_ref.h"
 
-// ============================================================================================================
-// The kernels are the trainer's own (train_gpt.cu's flash_attention_forward/backward): this file only
+// The kernels are the trainer's own (cuda/attention.cuh's flash_attention_forward/backward): this file only
 // checks and times them.
-#define TESTING
-#include "../../train_gpt.cu"
-// ============================================================================================================
+#include "../../cuda/attention.cuh"
 
 // ---- dev check and benchmark ----
 

@@ -5,16 +5,27 @@
 //   ./dev/cuda/kernels bench                               # ms and GB/s or TFLOP/s per kernel, bf16
 // Inputs are random; in bf16 and fp16 they are rounded to that precision first, so both sides see
 // the same numbers and the difference is the GPU's rounding of outputs and intermediates.
-#define TESTING
-#include "train_gpt.cu"
+#include "cuda/common.cuh"
+#include "cuda/encoder.cuh"
+#include "cuda/layernorm.cuh"
+#include "cuda/matmul.cuh"
+#include "cuda/attention.cuh"
+#include "cuda/gelu.cuh"
+#include "cuda/classifier.cuh"
+#include "cuda/backend.cuh"
 #include <omp.h>
-#undef BUILD_NAME
+#include "timing.h"  // train_gpt.c's profile_peak_flops reads its clock
 #undef PRECISION_DEFAULT
 #undef PRECISIONS_BUILT
 #undef ATT_SAVED_FLOATS
 #undef NORM_CHUNK
 #undef GELU_SCALING_FACTOR
+// The CPU build's kernels and backend, the reference, in a namespace of their own; its copy of the shared
+// model and trainer is not needed (their guards are set), nor its main (TESTING).
 namespace cpu {
+#define MODEL_H
+#define TRAINER_H
+#define TESTING
 #include "train_gpt.c"
 }
 

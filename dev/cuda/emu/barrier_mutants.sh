@@ -1,26 +1,27 @@
 #!/usr/bin/env bash
 # dev/cuda/emu/barrier_mutants.sh: does the emulated test matrix notice a missing barrier? Deletes each
-# __syncthreads() and __syncwarp() of train_gpt.cu in turn and runs, on the mutant, what make test-cuda-emu runs
-# of the kernels: the race-detector build of the kernel checks, then the plain build in forward and in reverse
+# __syncthreads() and __syncwarp() of the CUDA build's kernels (cuda/*.cuh) in turn and runs, on the mutant, what
+# make test-cuda-emu runs of the kernels: the race-detector build of the kernel checks, then the plain build in forward and in reverse
 # thread order. Prints one line per barrier saying which of them caught it, and a summary; exits non-zero if any
 # deletion went unnoticed. Takes a few minutes per barrier on 2 cores (nice'd); not part of CI.
 #   bash dev/cuda/emu/barrier_mutants.sh            # every barrier
-#   bash dev/cuda/emu/barrier_mutants.sh 640 651    # only the barriers on these lines of train_gpt.cu
+#   bash dev/cuda/emu/barrier_mutants.sh cuda/attention_fp32.cuh:160 cuda/layernorm.cuh:95   # only these (file:line)
 set -u
 cd "$(dirname "$0")/../../.."
 W=$(mktemp -d /tmp/barrier_mutants.XXXXXX)
 trap 'rm -rf "$W"' EXIT
 make -s build/emu/emu.o build/emu/cublaslt.o build/emu/nccl.o || exit 1
 lines=("$@")
-[ ${#lines[@]} -eq 0 ] && mapfile -t lines < <(grep -n -E '__syncthreads\(\);|__syncwarp\(\);' train_gpt.cu | cut -d: -f1)
+[ ${#lines[@]} -eq 0 ] && mapfile -t lines < <(grep -n -E '__syncthreads\(\);|__syncwarp\(\);' cuda/*.cuh | cut -d: -f1,2)
 caught=0; missed=0
-for L in "${lines[@]}"; do
+for FL in "${lines[@]}"; do
+  F=${FL%%:*} L=${FL#*:}
   rm -rf "$W/m" && mkdir -p "$W/m/build" "$W/m/dev"
-  cp -r ./*.h ./*.c ./*.cu Makefile test "$W/m/" && cp -r dev/cuda "$W/m/dev/" && cp -r build/emu "$W/m/build/"
-  what=$(sed -n "${L}p" train_gpt.cu | sed -E 's/^ +//')
-  sed -i -E "${L}s/__syncthreads\(\);|__syncwarp\(\);/\/* barrier deleted *\//" "$W/m/train_gpt.cu"
+  cp -r ./*.h ./*.c ./*.cu Makefile test cuda "$W/m/" && cp -r dev/cuda "$W/m/dev/" && cp -r build/emu "$W/m/build/"
+  what=$(sed -n "${L}p" "$F" | sed -E 's/^ +//')
+  sed -i -E "${L}s/__syncthreads\(\);|__syncwarp\(\);/\/* barrier deleted *\//" "$W/m/$F"
   if ! (cd "$W/m" && nice make -s dev/cuda/kernels_emu dev/cuda/kernels_emu_race > build.log 2>&1); then
-    echo "line $L: the mutant does not build"; tail -5 "$W/m/build.log"; missed=$((missed + 1)); continue
+    echo "$F:$L: the mutant does not build"; tail -5 "$W/m/build.log"; missed=$((missed + 1)); continue
   fi
   by=()
   out=$(cd "$W/m" && nice ./dev/cuda/kernels_emu_race check 2>&1)
@@ -30,9 +31,9 @@ for L in "${lines[@]}"; do
     [ $? -ne 0 ] && by+=("kernel checks in $order order: $(grep -m1 -E 'cuda-emu|FAIL' <<<"$out" | cut -c1-120)")
   done
   if [ ${#by[@]} -gt 0 ]; then
-    caught=$((caught + 1)); echo "CAUGHT line $L ($what)"
+    caught=$((caught + 1)); echo "CAUGHT $F:$L ($what)"
   else
-    missed=$((missed + 1)); echo "MISSED line $L ($what)"
+    missed=$((missed + 1)); echo "MISSED $F:$L ($what)"
   fi
   for b in "${by[@]}"; do echo "    $b"; done
 done

@@ -1,5 +1,5 @@
 // dev/cuda/emu/emu.cpp: the emulated GPU's runtime: kernels on fibers, barriers and warp collectives with the
-// checks a GPU would fail on, wmma, device memory, the device's work queue (it runs behind the host, as a GPU
+// checks a GPU would fail on, device memory, the device's work queue (it runs behind the host, as a GPU
 // does), streams and events, the CUDA runtime calls the trainer makes, the per-step counters, and the race detector's shadow memory (see emu.h for the model).
 // Compiled without instrumentation: only the device code's own accesses reach the race detector.
 #include "emu.h"
@@ -32,8 +32,8 @@ EmuCounts emu_counts;
 // The launch in progress, and the threads of the block that runs.
 
 enum { T_RUN, T_BAR, T_WARP, T_DONE };
-enum { C_SYNCWARP, C_SHFL, C_VOTE, C_WMMA };
-static const char *coll_name[] = {"__syncwarp", "__shfl_sync", "a warp vote", "a wmma operation"};
+enum { C_SYNCWARP, C_SHFL, C_VOTE };
+static const char *coll_name[] = {"__syncwarp", "__shfl_sync", "a warp vote"};
 
 struct Thread {
     void *sp;                 // the fiber's saved stack pointer
@@ -47,7 +47,6 @@ struct Thread {
     unsigned mask;
     int mode, arg, width, size;   // shuffles and votes
     unsigned char val[16], res[16];
-    const EmuWmma *wmma;
     int pred;                 // __syncthreads_count/and/or, votes
 };
 
@@ -107,21 +106,9 @@ static int exe_is_pie(void) {
     }
     return pie;
 }
-// Sites with the top bit set are source lines (of wmma operations), interned here.
-static std::vector<std::pair<const char *, int>> g_src_sites;
-static uint32_t src_site(const char *file, int line) {
-    for (size_t i = g_src_sites.size(); i-- > 0;)
-        if (g_src_sites[i].second == line && g_src_sites[i].first == file) return 0x80000000u | (uint32_t)i;
-    g_src_sites.push_back(std::make_pair(file, line));
-    return 0x80000000u | (uint32_t)(g_src_sites.size() - 1);
-}
 static uint32_t site_of(const void *pc) { return (uint32_t)((uintptr_t)pc - (uintptr_t)__executable_start); }
 // "function at file:line" for a code address (a return address: the call is just before it)
 static const char *where(uint32_t site, char *buf, size_t n) {
-    if (site & 0x80000000u) {
-        snprintf(buf, n, "%s:%d", g_src_sites[site & 0x7fffffffu].first, g_src_sites[site & 0x7fffffffu].second);
-        return buf;
-    }
     uintptr_t a = (uintptr_t)site - 1 + (exe_is_pie() ? 0 : (uintptr_t)__executable_start);
     char cmd[256];
     snprintf(cmd, sizeof(cmd), "addr2line -C -f -s -e /proc/%d/exe 0x%lx 2>/dev/null", (int)getpid(), (unsigned long)a);
@@ -463,11 +450,10 @@ static void order_pass(std::vector<int> &v) {
 // ----------------------------------------------------------------------------------------------------------------
 // The race detector's state (used only when the device code is instrumented: g_race). Every shared-memory and
 // device-memory access of a kernel is recorded per 2-byte granule: the last write and the last two reads, each as
-// (barrier interval, warp-sync generation, code site, actor). An actor is a thread, or a warp performing a wmma
-// operation. Two accesses to one granule, at least one a write, by different actors, conflict unless
+// (barrier interval, warp-sync generation, code site, actor), the actor being a thread. Two accesses to one granule, at least one a write, by different actors, conflict unless
 //   - a __syncthreads of the block lies between them (an older barrier interval), or
 //   - both are of one warp and a __syncwarp naming both happened between them (a newer warp-sync generation);
-//     a shuffle or a wmma operation orders no memory (CUDA promises memory ordering for __syncwarp only), or
+//     a shuffle orders no memory (CUDA promises memory ordering for __syncwarp only), or
 //   - (device memory) they are in different launches; accesses of different blocks of one launch always conflict.
 
 struct Rec {
@@ -477,7 +463,6 @@ struct Rec {
 struct Shadow {
     Rec w, r1, r2;
 };
-static const uint16_t ACTOR_WARP = 1024;  // actor 1024 + w: warp w's wmma operation
 static uint32_t g_epoch = 1, g_gen = 1, g_block_base = 1, g_launch_base = 1;
 static std::vector<std::vector<std::pair<uint32_t, unsigned>>> g_warp_log;  // per warp: (generation, mask) since
                                                                              // the last __syncthreads
@@ -822,7 +807,6 @@ static void warp_collective(Thread *t, int kind, unsigned mask, const char *file
         int same = g.kind == kind && g.mask == mask;
         if (same && kind == C_SHFL) same = g.mode == t->mode && g.width == t->width && g.size == t->size;
         if (same && kind == C_VOTE) same = g.mode == t->mode;
-        if (same && kind == C_WMMA) same = g.line == line && (g.file == file || strcmp(g.file, file) == 0);
         if (!same)
             emu_fatal("lanes of warp %d are at different collectives: lane %d at %s (mask 0x%08x) at %s:%d, lane %d at %s "
                       "(mask 0x%08x) at %s:%d", t->warp, t->lane, coll_name[kind], mask, file, line,
@@ -898,27 +882,18 @@ void __trap(void) { emu_fatal("__trap()"); }
 void __threadfence(void) {}
 void __threadfence_block(void) {}
 
-// Every lane of the warp takes part (the .aligned wmma instructions: all threads of the warp execute the same one).
-void emu_wmma(const EmuWmma *w, const char *file, int line) {
-    Thread *t = current("a wmma operation");
-    t->wmma = w;
-    warp_collective(t, C_WMMA, warp_lanes(t->warp), file, line);
-}
-
 // ----------------------------------------------------------------------------------------------------------------
 // Race detection on an access by `actor` (the race build only).
 
-static inline int warp_of(uint16_t actor) { return actor >= ACTOR_WARP ? actor - ACTOR_WARP : actor / 32; }
-static inline unsigned lanes_of(uint16_t actor) {
-    return actor >= ACTOR_WARP ? warp_lanes(actor - ACTOR_WARP) : 1u << (actor % 32);
-}
+static inline int warp_of(uint16_t actor) { return actor / 32; }
+static inline unsigned lanes_of(uint16_t actor) { return 1u << (actor % 32); }
 
 // Does a barrier order the recorded access a before this access by b? space: 0 shared memory, 1 device memory.
 static int ordered(const Rec &a, uint16_t b, int space) {
     if (a.epoch < g_launch_base) return 1;  // nothing recorded, or an earlier launch
     if (a.epoch < g_block_base) return space == 0;  // shared memory: another block's; device memory: a race
     if (a.epoch < g_epoch) return 1;  // a __syncthreads in between
-    if (a.actor == b) return 1;        // program order (a warp's wmma operations are in program order too)
+    if (a.actor == b) return 1;        // program order
     if (warp_of(a.actor) != warp_of(b)) return 0;
     unsigned la = lanes_of(a.actor), lb = lanes_of(b);
     const auto &log = g_warp_log[warp_of(b)];
@@ -931,7 +906,6 @@ static int ordered(const Rec &a, uint16_t b, int space) {
 
 static void actor_desc(uint16_t actor, int same_block, char *buf, size_t n) {
     if (!same_block) snprintf(buf, n, "a thread of another block of this launch");
-    else if (actor >= ACTOR_WARP) snprintf(buf, n, "warp %d's wmma operation", actor - ACTOR_WARP);
     else {
         const uint3 &d = g_launch->block;
         snprintf(buf, n, "thread (%u,%u,%u) [warp %d lane %d]", actor % d.x, (actor / d.x) % d.y, actor / (d.x * d.y),
@@ -971,7 +945,7 @@ static void race_check(Shadow *s, int write, uint16_t actor, uint32_t site, int 
     s->r1 = Rec{g_epoch, g_gen, site, actor, 0};
 }
 
-// One access of n bytes at addr by actor (a thread, or a warp's wmma operation).
+// One access of n bytes at addr by actor (a thread).
 static void race_access(uintptr_t addr, size_t n, int write, uint16_t actor, uint32_t site) {
     if (n == 0) return;
     uintptr_t dyn = (uintptr_t)g_dyn_smem;
@@ -1060,103 +1034,6 @@ void __tsan_vptr_read(void **) {}
 // ----------------------------------------------------------------------------------------------------------------
 // Performing a warp collective (on the last lane to arrive, for all lanes of the mask).
 
-static float load_elem(const void *p, int type, size_t i) {
-    if (type == EMU_T_F32) return ((const float *)p)[i];
-    if (type == EMU_T_F16) return __half2float(((const __half *)p)[i]);
-    return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
-}
-static void store_elem(void *p, int type, size_t i, float v) {
-    if (type == EMU_T_F32) ((float *)p)[i] = v;
-    else if (type == EMU_T_F16) ((__half *)p)[i] = __float2half_rn(v);
-    else ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v);
-}
-static int elem_bytes(int type) { return type == EMU_T_F32 ? 4 : 2; }
-static const char *type_name(int type) {
-    return type == EMU_T_F32 ? "float" : type == EMU_T_F16 ? "__half" : "__nv_bfloat16";
-}
-
-// A whole tile as floats from the 32 lanes' shares (lane l holds elements [l E, (l + 1) E) of the row-major tile).
-static void gather(const void *const *shares, int type, int count, float *tile) {
-    int per = count / 32;
-    for (int l = 0; l < 32; l++)
-        for (int i = 0; i < per; i++) tile[l * per + i] = load_elem(shares[l], type, i);
-}
-
-static void perform_wmma(Thread **lanes) {
-    const EmuWmma *w0 = lanes[0]->wmma;
-    const char *opn = w0->op == 0 ? "load_matrix_sync" : w0->op == 1 ? "store_matrix_sync" : "mma_sync";
-    const char *file = lanes[0]->file;
-    int line = lanes[0]->line;
-    for (int l = 1; l < 32; l++) {
-        const EmuWmma *w = lanes[l]->wmma;
-        if (w->op != w0->op || w->use != w0->use || w->type != w0->type || w->rows != w0->rows || w->cols != w0->cols ||
-            w->ptr != w0->ptr || w->ldm != w0->ldm || w->layout != w0->layout || w->a_type != w0->a_type ||
-            w->b_type != w0->b_type || w->c_type != w0->c_type || w->a_layout != w0->a_layout ||
-            w->b_layout != w0->b_layout)
-            emu_fatal("wmma::%s at %s:%d: lane %d passes ptr %p ldm %u layout %d, lane 0 ptr %p ldm %u layout %d (or other "
-                      "fragment types): every lane of the warp must pass the same values", opn, file, line, l, w->ptr,
-                      w->ldm, w->layout, w0->ptr, w0->ldm, w0->layout);
-    }
-    int rows = w0->rows, cols = w0->cols, count = rows * cols;
-    float tile[32 * 32], ta[32 * 32], tb[32 * 32];
-    const void *shares[32];
-    uint16_t actor = ACTOR_WARP + lanes[0]->warp;
-    uint32_t site = g_race ? src_site(file, line) : 0;
-    if (w0->op == 0 || w0->op == 1) {
-        int eb = elem_bytes(w0->type);
-        // CUDA C++ Programming Guide, Warp Matrix Functions: "mptr must be a 256-bit aligned pointer";
-        // "ldm ... must be a multiple of 8 for __half element type or multiple of 4 for float element type
-        // (i.e., multiple of 16 bytes in both cases)"
-        if ((uintptr_t)w0->ptr % 32 != 0)
-            emu_fatal("wmma::%s at %s:%d: pointer %p is not 256-bit (32-byte) aligned", opn, file, line, w0->ptr);
-        if ((w0->ldm * eb) % 16 != 0)
-            emu_fatal("wmma::%s at %s:%d: ldm %u (%s elements) is not a multiple of 16 bytes", opn, file, line, w0->ldm,
-                      type_name(w0->type));
-        int row_major = w0->layout == nvcuda::wmma::mem_row_major;
-        size_t minor = row_major ? cols : rows;
-        if (w0->ldm < minor)
-            emu_fatal("wmma::%s at %s:%d: ldm %u is smaller than the tile's %zu %s", opn, file, line, w0->ldm, minor,
-                      row_major ? "columns" : "rows");
-        for (int r = 0; r < rows; r++)
-            for (int c = 0; c < cols; c++) {
-                size_t idx = row_major ? (size_t)r * w0->ldm + c : (size_t)c * w0->ldm + r;
-                uintptr_t addr = (uintptr_t)w0->ptr + idx * eb;
-                if (g_race) race_access(addr, eb, w0->op == 1, actor, site);
-                if (w0->op == 0) tile[r * cols + c] = load_elem(w0->ptr, w0->type, idx);
-            }
-        if (w0->op == 0) {
-            for (int l = 0; l < 32; l++)
-                for (int i = 0; i < count / 32; i++) store_elem(lanes[l]->wmma->frag, w0->type, i, tile[l * (count / 32) + i]);
-        } else {
-            for (int l = 0; l < 32; l++) shares[l] = lanes[l]->wmma->frag;
-            gather(shares, w0->type, count, tile);
-            for (int r = 0; r < rows; r++)
-                for (int c = 0; c < cols; c++) {
-                    size_t idx = row_major ? (size_t)r * w0->ldm + c : (size_t)c * w0->ldm + r;
-                    store_elem((void *)w0->ptr, w0->type, idx, tile[r * cols + c]);
-                }
-        }
-        return;
-    }
-    // mma: D = A B + C with fp32 accumulation; 16-bit products are exact in fp32
-    int M = w0->M, N = w0->N, K = w0->K;
-    for (int l = 0; l < 32; l++) shares[l] = lanes[l]->wmma->a;
-    gather(shares, w0->a_type, M * K, ta);
-    for (int l = 0; l < 32; l++) shares[l] = lanes[l]->wmma->b;
-    gather(shares, w0->b_type, K * N, tb);
-    for (int l = 0; l < 32; l++) shares[l] = lanes[l]->wmma->c;
-    gather(shares, w0->c_type, M * N, tile);
-    float d[32 * 32];
-    for (int i = 0; i < M; i++)
-        for (int j = 0; j < N; j++) {
-            float acc = tile[i * N + j];
-            for (int k = 0; k < K; k++) acc = fmaf(ta[i * K + k], tb[k * N + j], acc);
-            d[i * N + j] = acc;
-        }
-    for (int l = 0; l < 32; l++)
-        for (int i = 0; i < M * N / 32; i++) store_elem(lanes[l]->wmma->frag, w0->type, i, d[l * (M * N / 32) + i]);
-}
-
 static void perform(Thread *t, unsigned mask) {
     Thread **lanes = &g_threads[32 * t->warp];
     switch (t->kind) {
@@ -1192,9 +1069,6 @@ static void perform(Thread *t, unsigned mask) {
         }
         break;
     }
-    case C_WMMA:
-        perform_wmma(lanes);
-        break;
     }
 }
 

@@ -1,7 +1,7 @@
 // dev/cuda/emu/emu.h: CUDA on the CPU. g++ compiles train_gpt.cu (and the dev checks, and test_gpt2.c) with
 // `-include dev/cuda/emu/emu.h`; the device code is unmodified and runs on an emulated GPU, function for function:
-//   - each thread of a block is a fiber (its own stack), so __syncthreads, __syncwarp, the shuffles and the wmma
-//     operations really block: a barrier releases when every thread it names has arrived, and a thread that can
+//   - each thread of a block is a fiber (its own stack), so __syncthreads, __syncwarp, the shuffles and the votes
+//     really block: a barrier releases when every thread it names has arrived, and a thread that can
 //     never arrive (it exited, or waits at another collective) is an error that names the kernel, not a hang;
 //   - blocks run one after another; inside a block the threads run in the order TRAIN_GPT_EMU_ORDER picks
 //     (forward, reverse, random[:SEED]) up to their next barrier, so a result that depends on the order is a race;
@@ -223,114 +223,5 @@ void emu_step_begin(int step);
 void emu_step_end(int step);
 #define STEP_BEGIN(step) emu_step_begin(step)
 #define STEP_END(step) emu_step_end(step)
-
-// ---- nvcuda::wmma, as warp-collective operations ----
-// A fragment holds its 1/32 share of the tile in each lane (lane l: elements 32 l .. of the row-major tile, in
-// the emulator's own order, as the real layout is unspecified too). load, store and mma are collective: every
-// lane publishes its arguments and fragment, and the last to arrive performs the operation for the warp after
-// checking that all lanes passed the same pointer, ldm and layout, and the alignment rules (CUDA C++ Programming
-// Guide, "Warp Matrix Functions": mptr 256-bit aligned; ldm a multiple of 16 bytes). fill_fragment is per lane.
-// What one lane publishes for a wmma operation (emu.cpp performs it for the warp).
-enum { EMU_T_F32, EMU_T_F16, EMU_T_BF16 };
-struct EmuWmma {
-    int op;                      // 0 load, 1 store, 2 mma
-    int use, type, rows, cols;   // of frag (load, store) or d (mma)
-    int layout;                  // memory layout of ptr
-    const void *ptr;
-    unsigned ldm;
-    void *frag;                  // this lane's share of the fragment (d for mma)
-    const void *a, *b, *c;       // mma: this lane's shares of a, b, c
-    int a_type, b_type, c_type, a_layout, b_layout, M, N, K;
-};
-void emu_wmma(const EmuWmma *w, const char *file, int line);
-
-namespace nvcuda {
-namespace wmma {
-struct matrix_a {};
-struct matrix_b {};
-struct accumulator {};
-struct row_major {};
-struct col_major {};
-enum layout_t { mem_row_major, mem_col_major };
-
-template <typename T> struct emu_type;
-template <> struct emu_type<float> { static const int code = EMU_T_F32; };
-template <> struct emu_type<__half> { static const int code = EMU_T_F16; };
-template <> struct emu_type<__nv_bfloat16> { static const int code = EMU_T_BF16; };
-template <typename L> struct emu_layout { static const int value = -1; };
-template <> struct emu_layout<row_major> { static const int value = mem_row_major; };
-template <> struct emu_layout<col_major> { static const int value = mem_col_major; };
-template <typename Use, int M, int N, int K> struct emu_shape;
-template <int M, int N, int K> struct emu_shape<matrix_a, M, N, K> { static const int rows = M, cols = K, use = 0; };
-template <int M, int N, int K> struct emu_shape<matrix_b, M, N, K> { static const int rows = K, cols = N, use = 1; };
-template <int M, int N, int K> struct emu_shape<accumulator, M, N, K> { static const int rows = M, cols = N, use = 2; };
-
-template <typename Use, int M, int N, int K, typename T, typename Layout = void>
-class fragment {
-    static_assert((M == 16 && N == 16 && K == 16) || (M == 32 && N == 8 && K == 16) || (M == 8 && N == 32 && K == 16),
-                  "wmma: the emulator has the 16-bit shapes m16n16k16, m32n8k16 and m8n32k16");
-  public:
-    typedef T element_type;
-    static const int rows = emu_shape<Use, M, N, K>::rows, cols = emu_shape<Use, M, N, K>::cols;
-    enum { num_elements = rows * cols / 32 };
-    element_type x[num_elements];
-};
-
-template <typename Use, int M, int N, int K, typename T, typename L>
-static inline EmuWmma emu_desc(int op, fragment<Use, M, N, K, T, L> &f) {
-    EmuWmma w = {};
-    w.op = op;
-    w.use = emu_shape<Use, M, N, K>::use;
-    w.type = emu_type<T>::code;
-    w.rows = emu_shape<Use, M, N, K>::rows;
-    w.cols = emu_shape<Use, M, N, K>::cols;
-    w.frag = f.x;
-    w.M = M; w.N = N; w.K = K;
-    return w;
-}
-
-template <typename Use, int M, int N, int K, typename T, typename L>
-static inline void load_matrix_sync(fragment<Use, M, N, K, T, L> &f, const T *p, unsigned ldm, EMU_AT) {
-    static_assert(emu_layout<L>::value >= 0, "wmma::load_matrix_sync: matrix_a/b fragments need a layout");
-    EmuWmma w = emu_desc(0, f);
-    w.layout = emu_layout<L>::value;
-    w.ptr = p;
-    w.ldm = ldm;
-    emu_wmma(&w, file, line);
-}
-template <int M, int N, int K, typename T>
-static inline void load_matrix_sync(fragment<accumulator, M, N, K, T> &f, const T *p, unsigned ldm, layout_t layout,
-                                    EMU_AT) {
-    EmuWmma w = emu_desc(0, f);
-    w.layout = layout;
-    w.ptr = p;
-    w.ldm = ldm;
-    emu_wmma(&w, file, line);
-}
-template <int M, int N, int K, typename T>
-static inline void store_matrix_sync(T *p, const fragment<accumulator, M, N, K, T> &f, unsigned ldm, layout_t layout,
-                                     EMU_AT) {
-    EmuWmma w = emu_desc(1, const_cast<fragment<accumulator, M, N, K, T> &>(f));
-    w.layout = layout;
-    w.ptr = p;
-    w.ldm = ldm;
-    emu_wmma(&w, file, line);
-}
-template <int M, int N, int K, typename TA, typename LA, typename TB, typename LB, typename TC>
-static inline void mma_sync(fragment<accumulator, M, N, K, TC> &d, const fragment<matrix_a, M, N, K, TA, LA> &a,
-                            const fragment<matrix_b, M, N, K, TB, LB> &b, const fragment<accumulator, M, N, K, TC> &c,
-                            EMU_AT) {
-    EmuWmma w = emu_desc(2, d);
-    w.a = a.x; w.b = b.x; w.c = c.x;
-    w.a_type = emu_type<TA>::code; w.b_type = emu_type<TB>::code; w.c_type = emu_type<TC>::code;
-    w.a_layout = emu_layout<LA>::value; w.b_layout = emu_layout<LB>::value;
-    emu_wmma(&w, file, line);
-}
-template <typename Use, int M, int N, int K, typename T, typename L, typename V>
-static inline void fill_fragment(fragment<Use, M, N, K, T, L> &f, const V &v) {
-    for (int i = 0; i < fragment<Use, M, N, K, T, L>::num_elements; i++) f.x[i] = (T)v;
-}
-}  // namespace wmma
-}  // namespace nvcuda
 
 #endif

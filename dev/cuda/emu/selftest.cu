@@ -1,5 +1,5 @@
 // dev/cuda/emu/selftest.cu: the emulator's own checks, against hand-computed results: warp shuffles and votes,
-// barriers with predicates, wmma against a float64 product, the NaN fill, launch limits, pointer attributes, and
+// barriers with predicates, the NaN fill, launch limits, pointer attributes, and
 // cuBLASLt (every transpose, the bias epilogue, the type combinations it must refuse). `selftest ok` runs them and
 // ends with "N passed, N failed". `selftest MODE` runs one broken program that a GPU would hang on, fault on or
 // get wrong; the emulator must stop it with a message naming the problem (test/test_cuda_emu.sh checks which).
@@ -7,7 +7,6 @@
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <mma.h>
 #include <cublasLt.h>
 #include <math.h>
 #include <stdio.h>
@@ -94,67 +93,6 @@ static void check_barriers(void) {
     for (int t = 0; t < 96; t++) ok &= h[t] == (t + 1) % 96 + 1000 * 24;
     expect(ok, "__syncthreads_count: every thread sees the others' writes and the count of true predicates");
     CHECK(cudaFree(d));
-}
-
-// ---- wmma: D = A B + C for one 16x16x16 tile, against float64 ----
-
-template <typename T>
-__global__ void wmma_tile(float *d, const T *a, const T *b, const float *c) {
-    using namespace nvcuda;
-    wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
-    wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> fb;
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> fc;
-    wmma::load_matrix_sync(fa, a, 24);  // row-major A, rows 24 elements apart
-    wmma::load_matrix_sync(fb, b, 32);  // column-major B, columns 32 elements apart
-    wmma::load_matrix_sync(fc, c, 16, wmma::mem_row_major);
-    wmma::mma_sync(fc, fa, fb, fc);
-    wmma::store_matrix_sync(d, fc, 20, wmma::mem_col_major);  // D column-major, columns 20 apart
-}
-
-template <typename T> static T to_t(float x);
-template <> __nv_bfloat16 to_t<__nv_bfloat16>(float x) { return __float2bfloat16(x); }
-template <> __half to_t<__half>(float x) { return __float2half(x); }
-
-template <typename T>
-static void check_wmma(const char *name) {
-    T ha[16 * 24], hb[16 * 32];
-    float hc[256], hd[16 * 20], fa[16][16], fb[16][16];
-    for (int i = 0; i < 16; i++)
-        for (int k = 0; k < 24; k++) ha[i * 24 + k] = to_t<T>(k < 16 ? (float)((i * 7 + k * 3) % 11 - 5) / 4 : 99.0f);
-    for (int j = 0; j < 16; j++)
-        for (int k = 0; k < 32; k++) hb[j * 32 + k] = to_t<T>(k < 16 ? (float)((j * 5 + k) % 13 - 6) / 8 : 99.0f);
-    for (int i = 0; i < 256; i++) hc[i] = (float)(i % 17) / 16;
-    for (int i = 0; i < 16; i++)
-        for (int k = 0; k < 16; k++) {
-            fa[i][k] = (float)ha[i * 24 + k];
-            fb[k][i] = (float)hb[i * 32 + k];
-        }
-    T *da, *db;
-    float *dc, *dd;
-    CHECK(cudaMalloc(&da, sizeof(ha)));
-    CHECK(cudaMalloc(&db, sizeof(hb)));
-    CHECK(cudaMalloc(&dc, sizeof(hc)));
-    CHECK(cudaMalloc(&dd, sizeof(hd)));
-    CHECK(cudaMemcpy(da, ha, sizeof(ha), cudaMemcpyHostToDevice));
-    CHECK(cudaMemcpy(db, hb, sizeof(hb), cudaMemcpyHostToDevice));
-    CHECK(cudaMemcpy(dc, hc, sizeof(hc), cudaMemcpyHostToDevice));
-    LAUNCH(1, 32, 0, 0, wmma_tile<T>)(dd, da, db, dc);
-    CHECK(cudaMemcpy(hd, dd, sizeof(hd), cudaMemcpyDeviceToHost));
-    double worst = 0.0;
-    int nan_pad = 1;
-    for (int i = 0; i < 16; i++)
-        for (int j = 0; j < 16; j++) {
-            double ref = hc[i * 16 + j];
-            for (int k = 0; k < 16; k++) ref += (double)fa[i][k] * fb[k][j];
-            worst = fmax(worst, fabs(hd[j * 20 + i] - ref));
-        }
-    for (int j = 0; j < 16; j++)
-        for (int i = 16; i < 20; i++) nan_pad &= isnan(hd[j * 20 + i]);  // the gaps between columns: never written
-    char buf[160];
-    snprintf(buf, sizeof(buf), "wmma %s: load (row- and column-major, padded ldm), mma, store column-major: max error %.1e "
-             "vs float64, padding untouched", name, worst);
-    expect(worst < 1e-5 && nan_pad, buf);
-    cudaFree(da); cudaFree(db); cudaFree(dc); cudaFree(dd);
 }
 
 // ---- memory ----
@@ -359,10 +297,6 @@ __global__ void deadlock(int *out) {
 __global__ void shfl_unnamed(int *out) {
     if (threadIdx.x < 16) out[threadIdx.x] = __shfl_sync(0x0000ffffu, 1, 20);
 }
-__global__ void wmma_load(const __half *p, unsigned ldm, int vary) {
-    nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, __half, nvcuda::wmma::row_major> f;
-    nvcuda::wmma::load_matrix_sync(f, p + (vary ? threadIdx.x % 2 * 16 : 0), ldm);
-}
 __global__ void race(int *out) {
     __shared__ int s[64];
     s[threadIdx.x] = threadIdx.x;
@@ -372,17 +306,12 @@ __global__ void write_one(float *p) { p[threadIdx.x] = 1.0f; }
 
 static int broken(const char *mode) {
     int *d;
-    __half *h;
     CHECK(cudaMalloc(&d, 64 * sizeof(int)));
-    CHECK(cudaMalloc(&h, 64 * 64 * sizeof(__half)));
     if (!strcmp(mode, "exited-lane")) LAUNCH(1, 32, 0, 0, exited_lane)(d);
     else if (!strcmp(mode, "different-collectives")) LAUNCH(1, 32, 0, 0, different_collectives)(d);
     else if (!strcmp(mode, "barrier-skipped")) LAUNCH(1, 64, 0, 0, barrier_skipped)(d);
     else if (!strcmp(mode, "deadlock")) LAUNCH(1, 32, 0, 0, deadlock)(d);
     else if (!strcmp(mode, "shfl-unnamed")) LAUNCH(1, 32, 0, 0, shfl_unnamed)(d);
-    else if (!strcmp(mode, "wmma-misaligned")) LAUNCH(1, 32, 0, 0, wmma_load)(h + 8, 16, 0);
-    else if (!strcmp(mode, "wmma-ldm")) LAUNCH(1, 32, 0, 0, wmma_load)(h, 20, 0);
-    else if (!strcmp(mode, "wmma-lanes-differ")) LAUNCH(1, 32, 0, 0, wmma_load)(h, 64, 1);
     else if (!strcmp(mode, "race")) LAUNCH(1, 64, 0, 0, race)(d);
     else if (!strcmp(mode, "out-of-bounds")) LAUNCH(1, 65, 0, 0, write_one)((float *)d);
     else if (!strcmp(mode, "host-pointer")) {
@@ -405,8 +334,6 @@ int main(int argc, char **argv) {
     if (strcmp(mode, "ok") != 0) return broken(mode);
     check_shuffles();
     check_barriers();
-    check_wmma<__half>("fp16");
-    check_wmma<__nv_bfloat16>("bf16");
     check_memory();
     check_cublaslt();
     printf("%d passed, %d failed\n", passes, fails);

@@ -1,0 +1,150 @@
+// cuda/attention.cuh: the model's causal self-attention in the CUDA build (train_gpt.cu, called by model.h):
+// the launchers that check the shape, pick the padded head size and run the fp32 or the 16-bit flash
+// kernels. dev/cuda/attention.cu checks and times them against a float64 reference.
+#ifndef CUDA_ATTENTION_CUH
+#define CUDA_ATTENTION_CUH
+
+#include "attention_fp32.cuh"
+#include "attention_mma.cuh"
+
+template <typename floatT> static const char *attn_type_name() {
+    return std::is_same<floatT, float>::value ? "float" : std::is_same<floatT, __half>::value ? "half" : "bf16";
+}
+
+// Exits with a message naming the shape if the kernels cannot run it; returns the padded head size.
+template <typename floatT>
+static int attn_check_shape(const char *who, int B, int T, int C, int NH) {
+    constexpr bool TC = sizeof(floatT) == 2;
+    if (B < 1 || T < 1 || NH < 1 || C < 1 || C % NH != 0) {
+        fprintf(stderr, "%s<%s>: unsupported shape B=%d T=%d C=%d NH=%d (need B, T, C, NH >= 1 and NH dividing C)\n",
+                who, attn_type_name<floatT>(), B, T, C, NH);
+        exit(EXIT_FAILURE);
+    }
+    const int hs = C / NH;
+    if (hs > ATT_MAX_HS || (TC && hs % 16 != 0)) {
+        fprintf(stderr, "%s<%s>: unsupported head size hs=%d (B=%d T=%d C=%d NH=%d): need hs <= %d%s\n", who,
+                attn_type_name<floatT>(), hs, B, T, C, NH, ATT_MAX_HS,
+                TC ? " and a multiple of 16 on the tensor-core path" : "");
+        exit(EXIT_FAILURE);
+    }
+    if ((long)B * NH > 65535) {
+        fprintf(stderr, "%s<%s>: unsupported shape B=%d NH=%d: B*NH = %ld exceeds the grid's y limit 65535\n", who,
+                attn_type_name<floatT>(), B, NH, (long)B * NH);
+        exit(EXIT_FAILURE);
+    }
+    return (hs + 15) / 16 * 16;
+}
+
+static void attn_check_aligned(const char *who, const char *what, const void *p) {
+    if ((uintptr_t)p % 16 != 0) {
+        fprintf(stderr, "%s: %s = %p is not 16-byte aligned (the 16-bit path loads rows with 16-byte vectors)\n",
+                who, what, p);
+        exit(EXIT_FAILURE);
+    }
+}
+
+// Allows a kernel `bytes` of dynamic shared memory (all of ours exceed the default 48 KB); exits naming the
+// shape if the device cannot give that much. Called before every launch: it is cheap next to the kernels
+// and stays right if the current device changes.
+template <typename Kernel>
+static void attn_allow_smem(Kernel kernel, size_t bytes, const char *who, const char *type, int B, int T, int C, int NH) {
+    int dev = 0, optin = 0;
+    cudaCheck(cudaGetDevice(&dev));
+    cudaCheck(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    if (bytes > (size_t)optin) {
+        fprintf(stderr, "%s<%s>: shape B=%d T=%d C=%d NH=%d (hs=%d) needs %zu bytes of shared memory per block, "
+                "the device allows %d\n", who, type, B, T, C, NH, C / NH, bytes, optin);
+        exit(EXIT_FAILURE);
+    }
+    cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+}
+
+// Calls f(std::integral_constant<int, HS>) for the smallest built HS (16, 32, 64, 128) that holds the head
+// size: the tile loaders zero the columns past hs, so a head of 48 runs as 64 and 80..112 as 128.
+template <typename F>
+static void attn_dispatch_hs(int hs_padded, F &&f) {
+    if (hs_padded <= 16) f(std::integral_constant<int, 16>{});
+    else if (hs_padded <= 32) f(std::integral_constant<int, 32>{});
+    else if (hs_padded <= 64) f(std::integral_constant<int, 64>{});
+    else f(std::integral_constant<int, 128>{});  // attn_check_shape refused hs > 128
+}
+
+// out (B, T, C) and lse (B, NH, T) from qkv (B, T, 3C).
+template <typename floatT>
+static void flash_attention_forward(floatT *out, float *lse, const floatT *qkv, int B, int T, int C, int NH,
+                              cudaStream_t stream) {
+    const int hsp = attn_check_shape<floatT>("attention_forward", B, T, C, NH);
+    if (sizeof(floatT) == 2) attn_check_aligned("attention_forward", "qkv", qkv);
+    const float scale = 1.0f / sqrtf((float)(C / NH));
+    const dim3 grid((T + ATT_BQ - 1) / ATT_BQ, B * NH);
+    attn_dispatch_hs(hsp, [&](auto hs_tag) {
+        constexpr int HS = decltype(hs_tag)::value;
+        if constexpr (sizeof(floatT) == 2) {
+            const size_t smem = AttnTc<floatT, HS>::FWD_BYTES;
+            attn_allow_smem(attn_tc_fwd_kernel<floatT, HS>, smem, "attention_forward", attn_type_name<floatT>(), B, T, C, NH);
+            LAUNCH(grid, ATT_THREADS, smem, stream, attn_tc_fwd_kernel<floatT, HS>)(out, lse, qkv, T, C, NH, scale);
+        } else {
+            const size_t smem = AttnSmem<floatT, HS>::FWD_BYTES;
+            attn_allow_smem(attn_fwd_kernel<floatT, HS>, smem, "attention_forward", attn_type_name<floatT>(), B, T, C, NH);
+            LAUNCH(grid, ATT_THREADS, smem, stream, attn_fwd_kernel<floatT, HS>)(out, lse, qkv, T, C, NH, scale);
+        }
+        cudaCheck(cudaGetLastError());
+    });
+}
+
+// dqkv (B, T, 3C), every element overwritten, from dout (B, T, C), qkv, out and lse of the forward.
+// scratch: B*NH*T floats.
+template <typename floatT>
+static void flash_attention_backward(floatT *dqkv, float *scratch, const floatT *dout, const floatT *qkv, const floatT *out,
+                               const float *lse, int B, int T, int C, int NH, cudaStream_t stream) {
+    const int hsp = attn_check_shape<floatT>("attention_backward", B, T, C, NH);
+    if (sizeof(floatT) == 2) {
+        attn_check_aligned("attention_backward", "qkv", qkv);
+        attn_check_aligned("attention_backward", "dout", dout);
+    }
+    const float scale = 1.0f / sqrtf((float)(C / NH));
+    const long rows = (long)B * NH * T;
+    LAUNCH((unsigned)((rows + 7) / 8), 256, 0, stream, attn_bwd_rowdot_kernel<floatT>)(scratch, dout, out, B, T, C, NH);
+    cudaCheck(cudaGetLastError());
+    const dim3 grid((T + ATT_BQ - 1) / ATT_BQ, B * NH);
+    attn_dispatch_hs(hsp, [&](auto hs_tag) {
+        constexpr int HS = decltype(hs_tag)::value;
+        const char *ty = attn_type_name<floatT>();
+        if constexpr (sizeof(floatT) == 2) {
+            using L = AttnTc<floatT, HS>;
+            attn_allow_smem(attn_tc_bwd_dkdv_kernel<floatT, HS>, L::DKDV_BYTES, "attention_backward", ty, B, T, C, NH);
+            LAUNCH(grid, ATT_THREADS, L::DKDV_BYTES, stream, attn_tc_bwd_dkdv_kernel<floatT, HS>)(dqkv, dout, qkv, lse, scratch, T,
+                                                                                             C, NH, scale);
+            cudaCheck(cudaGetLastError());
+            attn_allow_smem(attn_tc_bwd_dq_kernel<floatT, HS>, L::DQ_BYTES, "attention_backward", ty, B, T, C, NH);
+            LAUNCH(grid, ATT_THREADS, L::DQ_BYTES, stream, attn_tc_bwd_dq_kernel<floatT, HS>)(dqkv, dout, qkv, lse, scratch, T, C,
+                                                                                         NH, scale);
+        } else {
+            const size_t smem = AttnSmem<floatT, HS>::BWD_BYTES;
+            attn_allow_smem(attn_bwd_dkdv_kernel<floatT, HS>, smem, "attention_backward", ty, B, T, C, NH);
+            LAUNCH(grid, ATT_THREADS, smem, stream, attn_bwd_dkdv_kernel<floatT, HS>)(dqkv, dout, qkv, lse, scratch, T, C, NH, scale);
+            cudaCheck(cudaGetLastError());
+            attn_allow_smem(attn_bwd_dq_kernel<floatT, HS>, smem, "attention_backward", ty, B, T, C, NH);
+            LAUNCH(grid, ATT_THREADS, smem, stream, attn_bwd_dq_kernel<floatT, HS>)(dqkv, dout, qkv, lse, scratch, T, C, NH, scale);
+        }
+        cudaCheck(cudaGetLastError());
+    });
+}
+
+
+// The model's attention: flash-style kernels above; `att` holds each row's logsumexp.
+static void attention_forward(floatX *out, float *att, const floatX *qkv, int B, int T, int C, int NH) {
+    WITH_X(flash_attention_forward((xt *)out, att, (const xt *)qkv, B, T, C, NH, (cudaStream_t)0));
+}
+
+static void attention_backward(floatX *dqkv, const floatX *dout, const floatX *qkv, const floatX *out, const float *att,
+                               int B, int T, int C, int NH) {
+    float *rows = scratch_get((size_t)B * NH * T);
+    WITH_X(flash_attention_backward((xt *)dqkv, rows, (const xt *)dout, (const xt *)qkv, (const xt *)out, att, B, T, C, NH,
+                                    (cudaStream_t)0));
+}
+
+// Attention keeps only each row's logsumexp (B, NH, T) for backward, which recomputes the softmax.
+#define ATT_SAVED_FLOATS(B, NH, T) ((size_t)(B) * (NH) * (T))
+
+#endif  // CUDA_ATTENTION_CUH

@@ -1,0 +1,69 @@
+// cuda/attention_common.cuh: what the two flash-attention implementations (cuda/attention_fp32.cuh and
+// cuda/attention_mma.cuh) share: the tile geometry, the one block set-up of their six kernels, the element
+// conversions and the backward's row-dot kernel. Layouts: qkv (B, T, 3C), out and dout (B, T, C), lse (B, NH, T); head h's columns h*hs.
+#ifndef CUDA_ATTENTION_COMMON_CUH
+#define CUDA_ATTENTION_COMMON_CUH
+
+#include "common.cuh"
+
+constexpr int ATT_BQ = 64;                // query rows per block (forward, dQ) / per query tile (dK/dV)
+constexpr int ATT_BK = 64;                // key rows per key tile (forward, dQ) / per block (dK/dV)
+constexpr int ATT_WARPS = 4;              // each warp owns 16 consecutive rows of the block's 64
+constexpr int ATT_THREADS = 32 * ATT_WARPS;
+constexpr int ATT_MAX_HS = 128;
+static_assert(ATT_BQ == 16 * ATT_WARPS && ATT_BK == ATT_BQ, "the diagonal-tile logic assumes square 64 tiles");
+
+// A flash kernel's block and its place in the tensors, the set-up all six kernels share. blockIdx.y is (b, h);
+// blockIdx.x a 64-row tile, numbered so that the longest loops start first: query tiles (forward, dQ: they walk
+// the key tiles up to the diagonal) from the last, key tiles (dK/dV: they walk the query tiles from the diagonal
+// to the end) from the first. q, k, v and dout point at row 0 of the head's columns (q, k, v rows C3 apart,
+// dout rows C apart); qkv_at and row_at are that row's offsets in a (B, T, 3C) and a (B, T, C) tensor, for
+// the outputs dqkv and out.
+template <typename floatT>
+struct AttnBlock {
+    int nqb, tile, bh, hs, warp, lane;  // query tiles in T, this block's tile, b * NH + h, head size
+    long C3, qkv_at, row_at;
+    const floatT *q, *k, *v, *dout;
+    __device__ AttnBlock(const floatT *qkv, const floatT *dout_g, int T, int C, int NH, bool query_tiles) {
+        nqb = (T + ATT_BQ - 1) / ATT_BQ;
+        tile = query_tiles ? nqb - 1 - (int)blockIdx.x : (int)blockIdx.x;
+        bh = blockIdx.y;
+        const int b = bh / NH, h = bh % NH;
+        hs = C / NH;
+        C3 = 3L * C;
+        qkv_at = (long)b * T * C3 + h * hs;
+        row_at = (long)b * T * C + h * hs;
+        q = qkv + qkv_at;
+        k = q + C;
+        v = q + 2 * C;
+        dout = dout_g ? dout_g + row_at : nullptr;
+        warp = threadIdx.x / 32;
+        lane = threadIdx.x % 32;
+    }
+};
+
+static inline __host__ __device__ float attn_to_float(float x) { return x; }
+static inline __host__ __device__ float attn_to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+static inline __host__ __device__ float attn_to_float(__half x) { return __half2float(x); }
+template <typename T> inline __host__ __device__ T attn_from_float(float x);
+template <> inline __host__ __device__ float attn_from_float<float>(float x) { return x; }
+template <> inline __host__ __device__ __nv_bfloat16 attn_from_float<__nv_bfloat16>(float x) { return __float2bfloat16(x); }
+template <> inline __host__ __device__ __half attn_from_float<__half>(float x) { return __float2half(x); }
+
+// Backward, step 1: D[b, h, t] = sum_c dout[b, t, h*hs + c] * out[b, t, h*hs + c]. One warp per (b, h, t),
+// fixed lane order and butterfly, so deterministic.
+template <typename floatT>
+__global__ void attn_bwd_rowdot_kernel(float *__restrict__ Dsc, const floatT *__restrict__ dout,
+                                       const floatT *__restrict__ out, int B, int T, int C, int NH) {
+    const long row = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;  // = (b * NH + h) * T + t
+    const int lane = threadIdx.x % 32;
+    if (row >= (long)B * NH * T) return;
+    const int t = row % T, h = (row / T) % NH, b = row / ((long)T * NH), hs = C / NH;
+    const long off = ((long)b * T + t) * C + h * hs;
+    float s = 0.0f;
+    for (int c = lane; c < hs; c += 32) s += attn_to_float(dout[off + c]) * attn_to_float(out[off + c]);
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0) Dsc[row] = s;
+}
+
+#endif  // CUDA_ATTENTION_COMMON_CUH

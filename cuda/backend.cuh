@@ -1,0 +1,359 @@
+// cuda/backend.cuh: the CUDA build's backend, every backend_* function the shared headers (model.h, zero.h,
+// trainer.h, ...) call: device memory, the pinned token ring, the losses' and logits' copies, the sums of
+// squares, the offload stream, the AdamW and working-weight launchers, the device's set-up and facts.
+#ifndef CUDA_BACKEND_CUH
+#define CUDA_BACKEND_CUH
+
+#include <cublasLt.h>
+#include "common.cuh"
+#include "matmul.cuh"  // the cuBLASLt handle and workspace that backend_init makes
+#include "adamw.cuh"
+
+static int backend_ready = 0;
+
+// ----------------------------------------------------------------------------
+// Memory backend: device memory.
+
+static size_t backend_allocated = 0;  // model-state bytes handed out, so a run can report them beside its plan
+
+static size_t backend_malloced = 0;   // every byte backend_malloc handed out (activations, workspace)
+static void *backend_malloc(size_t bytes) {
+    backend_malloced += bytes;
+    void *p = NULL;
+    cudaError_t err = cudaMalloc(&p, bytes > 0 ? bytes : 1);
+    if (err != cudaSuccess) {
+        size_t free_b = 0, total_b = 0;
+        cudaMemGetInfo(&free_b, &total_b);
+        fatal("out of GPU memory allocating %.2f GiB (%.2f GiB free of %.2f GiB): %s", bytes / 1073741824.0,
+              free_b / 1073741824.0, total_b / 1073741824.0, cudaGetErrorString(err));
+    }
+    cudaCheck(cudaMemset(p, 0, bytes > 0 ? bytes : 1));
+    return p;
+}
+
+static void backend_free(void *p) { cudaCheck(cudaFree(p)); }
+static void backend_clear(void *p, size_t bytes) { cudaCheck(cudaMemset(p, 0, bytes)); }
+static void backend_zero(float *buf, size_t n) { cudaCheck(cudaMemset(buf, 0, n * sizeof(float))); }
+
+static void *backend_pinned_alloc(size_t bytes) {
+    void *p = NULL;
+    cudaCheck(cudaMallocHost(&p, bytes > 0 ? bytes : 1));
+    return p;
+}
+static void backend_pinned_free(void *p) { cudaCheck(cudaFreeHost(p)); }
+
+// Has the stream passed event e? cudaEventQuery answers without waiting; the wait comes only if not.
+static void event_wait(cudaEvent_t e) {
+    cudaError_t q = cudaEventQuery(e);
+    if (q == cudaErrorNotReady) cudaCheck(cudaEventSynchronize(e));
+    else cudaCheck(q);
+}
+
+// Token uploads go through a ring of pinned slots, so that each copy is asynchronous (a copy from pageable
+// memory makes the host wait for the device) and the caller may refill its buffer at once. A slot is
+// written again only after its last copy has passed, which at 2 uploads per micro-batch is long since.
+#define TOKEN_SLOTS 16
+static int *token_slot[TOKEN_SLOTS];
+static cudaEvent_t token_copied[TOKEN_SLOTS];
+static size_t token_cap = 0;
+static int token_next = 0;
+static void backend_tokens_from_host(int *dst, const int *src, size_t n) {
+    if (n > token_cap) {  // the first upload, or a longer one: every slot's old copy must be done first
+        cudaCheck(cudaDeviceSynchronize());
+        for (int k = 0; k < TOKEN_SLOTS; k++) {
+            if (token_cap) backend_pinned_free(token_slot[k]);
+            else cudaCheck(cudaEventCreateWithFlags(&token_copied[k], cudaEventDisableTiming));
+            token_slot[k] = (int *)backend_pinned_alloc(n * sizeof(int));
+            cudaCheck(cudaEventRecord(token_copied[k], 0));
+        }
+        token_cap = n;
+    }
+    int k = token_next;
+    token_next = (k + 1) % TOKEN_SLOTS;
+    event_wait(token_copied[k]);
+    memcpy(token_slot[k], src, n * sizeof(int));
+    cudaCheck(cudaMemcpyAsync(dst, token_slot[k], n * sizeof(int), cudaMemcpyHostToDevice, 0));
+    cudaCheck(cudaEventRecord(token_copied[k], 0));
+}
+
+// The heads' losses (model.h's queue) go to pinned host memory asynchronously; model_take_loss reads
+// them after backend_losses_wait, which by then (after the step's synchronisation) waits for nothing.
+static cudaEvent_t losses_copied = NULL;
+static void backend_losses_to_host(float *host, const float *losses, int n) {
+    if (!losses_copied) cudaCheck(cudaEventCreateWithFlags(&losses_copied, cudaEventDisableTiming));
+    cudaCheck(cudaMemcpyAsync(host, losses, n * sizeof(float), cudaMemcpyDeviceToHost, 0));
+    cudaCheck(cudaEventRecord(losses_copied, 0));
+}
+static void backend_losses_wait(void) {
+    if (losses_copied) event_wait(losses_copied);
+}
+
+template <typename T>
+__global__ void to_float_kernel(float *dst, const T *src, long n) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) dst[i] = to_f(src[i]);
+}
+
+static const float *backend_logits_row(const floatX *row, int Vp) {
+    static float *host = NULL;
+    static int cap = 0;
+    if (Vp > cap) { free(host); host = (float *)mallocCheck(Vp * sizeof(float)); cap = Vp; }
+    float *f = scratch_get(Vp);
+    WITH_X(LAUNCH(ceil_div(Vp, 256), 256, 0, 0, to_float_kernel<xt>)(f, (const xt *)row, Vp));
+    launchCheck();
+    cudaCheck(cudaMemcpy(host, f, Vp * sizeof(float), cudaMemcpyDeviceToHost));
+    return host;
+}
+
+// Sum of squares in the CPU build's fixed 64K chunks, each chunk by one block in a fixed order, the
+// chunks summed in order on the host: the result does not depend on the launch.
+#define NORM_CHUNK 65536
+__global__ void sum_squares_kernel(double *partial, const float *x, size_t n) {
+    size_t lo = (size_t)blockIdx.x * NORM_CHUNK, hi = lo + NORM_CHUNK < n ? lo + NORM_CHUNK : n;
+    __shared__ double shared[256];
+    double s = 0.0;
+    for (size_t i = lo + threadIdx.x; i < hi; i += blockDim.x) s += (double)x[i] * x[i];
+    shared[threadIdx.x] = s;
+    __syncthreads();
+    for (int stride = blockDim.x / 2; stride > 0; stride >>= 1) {
+        if ((int)threadIdx.x < stride) shared[threadIdx.x] += shared[threadIdx.x + stride];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) partial[blockIdx.x] = shared[0];
+}
+
+// Each buffer's sum of squares: all the kernels write their chunk partials into one device buffer, which
+// is copied to pinned memory asynchronously (_start); _finish adds each buffer's partials up in order
+// once the copy has passed, which after the step's synchronisation needs no wait.
+static double *ss_partial_d = NULL, *ss_partial = NULL;  // grown, never freed per call: cudaFree synchronises
+static size_t ss_cap = 0;
+static size_t *ss_chunks = NULL;  // per buffer: its chunks
+static int ss_chunks_cap = 0;
+static cudaEvent_t ss_copied = NULL;
+static void backend_sum_squares_start(const float **xs, const size_t *ns, int count) {
+    size_t total = 0;
+    for (int i = 0; i < count; i++) total += (ns[i] + NORM_CHUNK - 1) / NORM_CHUNK;
+    if (total > ss_cap) {
+        if (ss_partial_d) { cudaCheck(cudaFree(ss_partial_d)); backend_pinned_free(ss_partial); }
+        cudaCheck(cudaMalloc(&ss_partial_d, total * sizeof(double)));
+        ss_partial = (double *)backend_pinned_alloc(total * sizeof(double));
+        ss_cap = total;
+    }
+    if (!ss_copied) cudaCheck(cudaEventCreateWithFlags(&ss_copied, cudaEventDisableTiming));
+    if (count > ss_chunks_cap) { ss_chunks = (size_t *)reallocCheck(ss_chunks, count * sizeof(size_t)); ss_chunks_cap = count; }
+    size_t *chunks = ss_chunks;
+    size_t off = 0;
+    for (int i = 0; i < count; i++) {
+        chunks[i] = (ns[i] + NORM_CHUNK - 1) / NORM_CHUNK;
+        if (chunks[i] == 0) continue;
+        LAUNCH((unsigned)chunks[i], 256, 0, 0, sum_squares_kernel)(ss_partial_d + off, xs[i], ns[i]);
+        launchCheck();
+        off += chunks[i];
+    }
+    if (off > 0) cudaCheck(cudaMemcpyAsync(ss_partial, ss_partial_d, off * sizeof(double), cudaMemcpyDeviceToHost, 0));
+    cudaCheck(cudaEventRecord(ss_copied, 0));
+}
+static void backend_sum_squares_finish(double *out, int count) {
+    event_wait(ss_copied);
+    const size_t *chunks = ss_chunks;
+    size_t off = 0;
+    for (int i = 0; i < count; i++) {
+        double s = 0.0;
+        for (size_t c = 0; c < chunks[i]; c++) s += ss_partial[off + c];
+        out[i] = s;
+        off += chunks[i];
+    }
+}
+
+static float *backend_alloc(size_t n) {
+    backend_allocated += n * sizeof(float);
+    return (float *)backend_malloc(n * sizeof(float));
+}
+static void backend_to_host(float *host, const float *buf, size_t n) {
+    cudaCheck(cudaMemcpy(host, buf, n * sizeof(float), cudaMemcpyDeviceToHost));
+}
+static void backend_from_host(float *buf, const float *host, size_t n) {
+    cudaCheck(cudaMemcpy(buf, host, n * sizeof(float), cudaMemcpyHostToDevice));
+}
+// The offloaded update's copies run on a stream of their own, so that the host's AdamW of one unit overlaps the
+// copies of the others: every unit's gradient goes to pinned host memory at once (the host waits for unit u's
+// alone, `ticket` u, before updating it), and each updated slice goes back while the host updates the next.
+// Events order them after the compute stream's work so far (begin) and the compute stream's next work after
+// every copy back (end).
+static cudaStream_t offload_stream = NULL;
+static cudaEvent_t offload_ready = NULL, offload_back = NULL, *offload_done = NULL;
+static int offload_tickets = 0;
+static void backend_offload_begin(void) {
+    if (!offload_stream) {
+        cudaCheck(cudaStreamCreateWithFlags(&offload_stream, cudaStreamNonBlocking));
+        cudaCheck(cudaEventCreateWithFlags(&offload_ready, cudaEventDisableTiming));
+        cudaCheck(cudaEventCreateWithFlags(&offload_back, cudaEventDisableTiming));
+    }
+    cudaCheck(cudaEventRecord(offload_ready, 0));
+    cudaCheck(cudaStreamWaitEvent(offload_stream, offload_ready, 0));
+}
+static void backend_offload_to_host(float *host, const float *buf, size_t n, int ticket) {
+    if (ticket >= offload_tickets) {  // the first update: one event per unit, kept
+        int grown = ticket + 1;
+        offload_done = (cudaEvent_t *)reallocCheck(offload_done, grown * sizeof(cudaEvent_t));
+        for (int i = offload_tickets; i < grown; i++) cudaCheck(cudaEventCreateWithFlags(&offload_done[i], cudaEventDisableTiming));
+        offload_tickets = grown;
+    }
+    cudaCheck(cudaMemcpyAsync(host, buf, n * sizeof(float), cudaMemcpyDeviceToHost, offload_stream));
+    cudaCheck(cudaEventRecord(offload_done[ticket], offload_stream));
+}
+static void backend_offload_wait(int ticket) { event_wait(offload_done[ticket]); }
+static void backend_offload_from_host(float *buf, const float *host, size_t n) {
+    cudaCheck(cudaMemcpyAsync(buf, host, n * sizeof(float), cudaMemcpyHostToDevice, offload_stream));
+}
+static void backend_offload_end(void) {
+    cudaCheck(cudaEventRecord(offload_back, offload_stream));
+    cudaCheck(cudaStreamWaitEvent(0, offload_back, 0));
+}
+
+static void backend_copy(float *dst, const float *src, size_t n) {
+    cudaCheck(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice));
+}
+
+// The fp32 kernels below take 4 values a thread where the pointers are 16-byte aligned (one load or
+// store each), the last thread what is left of n one by one; each value is computed alone, as before.
+template <int V>
+__global__ void add_kernel(float *dst, const float *src, size_t n) {
+    size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * V;
+    if (i >= n) return;
+    if (V > 1 && i + V <= n) {
+        XVec<float, V> d = *reinterpret_cast<XVec<float, V> *>(dst + i);
+        const XVec<float, V> s = *reinterpret_cast<const XVec<float, V> *>(src + i);
+#pragma unroll
+        for (int k = 0; k < V; k++) d.v[k] += s.v[k];
+        *reinterpret_cast<XVec<float, V> *>(dst + i) = d;
+    } else {
+        for (size_t k = i; k < n && k < i + V; k++) dst[k] += src[k];
+    }
+}
+
+static void backend_add(float *dst, const float *src, size_t n) {
+    if (n == 0) return;
+    with_vec_width<float>(aligned16(dst, src), [&](auto width) {
+        constexpr int V = decltype(width)::value;
+        LAUNCH(ceil_div((long)(n + V - 1) / V, 256), 256, 0, 0, add_kernel<V>)(dst, src, n);
+    });
+    launchCheck();
+}
+
+static void backend_adamw(float *p, const float *g, float *mom, float *vel, size_t n, int decayed, const AdamWArgs *a) {
+    if (n == 0) return;
+    float bc1 = 1.0f - powf(a->beta1, (float)a->t), bc2 = 1.0f - powf(a->beta2, (float)a->t);
+    float wd = decayed ? a->weight_decay : 0.0f;
+    with_vec_width<float>(aligned16(p, g, mom, vel), [&](auto width) {
+        constexpr int V = decltype(width)::value;
+        LAUNCH(ceil_div((long)(n + V - 1) / V, 256), 256, 0, 0, adamw_kernel<V>)(p, g, mom, vel, n, a->lr, a->beta1, a->beta2, bc1,
+                                                                                bc2, a->eps, wd, a->grad_scale);
+    });
+    launchCheck();
+}
+
+// Pinned host memory for --offload optimizer, so transfers run at full speed.
+static float *backend_alloc_host(size_t n) {
+    backend_allocated += n * sizeof(float);
+    float *p = NULL;
+    cudaCheck(cudaMallocHost(&p, (n > 0 ? n : 1) * sizeof(float)));
+    memset(p, 0, n * sizeof(float));
+    return p;
+}
+static void backend_free_host(float *p) { cudaCheck(cudaFreeHost(p)); }
+
+static int backend_weights_need_copy(void) { return x_prec != PREC_FP32; }
+
+static void backend_weights_from_master(floatX *dst, const float *src, size_t n, uint64_t seed) {
+    if (n == 0) return;
+    if (x_prec == PREC_FP32) cudaCheck(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice));
+    // 4 floats read (16 bytes), 4 16-bit values written (8 bytes)
+    else with_vec_width<float>(aligned16(src) && ((uintptr_t)dst & 7) == 0, [&](auto width) {
+        constexpr int V = decltype(width)::value;
+        if (x_prec == PREC_BF16) LAUNCH(ceil_div((long)(n + V - 1) / V, 256), 256, 0, 0, weights_bf16_kernel<V>)((bf16 *)dst, src, n, seed);
+        else LAUNCH(ceil_div((long)(n + V - 1) / V, 256), 256, 0, 0, weights_fp16_kernel<V>)((__half *)dst, src, n);
+    });
+    launchCheck();
+}
+
+// Generation brackets (model.h): the CUDA build needs nothing held while the weights stay still.
+static void backend_decode_begin(void) {}
+static void backend_decode_end(void) {}
+
+// Picks the GPU by node-local rank and sets up cuBLASLt; a machine without a usable GPU or driver
+// stops here with one line that says so.
+static void backend_init(int local_rank) {
+    if (backend_ready) return;
+    int n = 0;
+    cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess) {
+        fprintf(stderr, "error: no usable CUDA device: %s (the CPU build, ./train_gpt_cpu, needs none)\n", cudaGetErrorString(err));
+        exit(1);
+    }
+    if (n == 0) {
+        fprintf(stderr, "error: no CUDA device found (the CPU build, ./train_gpt_cpu, needs none)\n");
+        exit(1);
+    }
+    cudaCheck(cudaSetDevice(local_rank % n));
+    cublasCheck(cublasLtCreate(&cublaslt_handle));
+    cudaCheck(cudaMalloc(&cublaslt_workspace, CUBLASLT_WORKSPACE_BYTES));
+    backend_ready = 1;
+}
+
+// The bytes of one floatX, which model.h sizes activations and working weights with.
+static size_t x_bytes = 4;
+#define X_BYTES x_bytes
+#define PRECISION_DEFAULT "bf16"
+#define PRECISIONS_BUILT "bf16, fp16, fp32"
+static void backend_set_precision(const char *precision, int tf32) {
+    x_prec = strcmp(precision, "bf16") == 0 ? PREC_BF16 : strcmp(precision, "fp16") == 0 ? PREC_FP16 : PREC_FP32;
+    x_bytes = x_prec == PREC_FP32 ? 4 : 2;
+    use_tf32 = tf32;
+}
+
+// The device's high-water mark of memory in use (cudaMalloc'd by us, plus cuBLASLt and the context).
+static size_t backend_peak_device_bytes(void) {
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) return 0;
+    static size_t peak = 0;
+    if (total_b - free_b > peak) peak = total_b - free_b;
+    return peak;
+}
+
+// The memory the autotuner plans against: the whole card's.
+static size_t backend_device_capacity(void) {
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) return 0;
+    return total_b;
+}
+
+// Dense bf16 peak of the card, for MFU; 0 (MFU not reported) for a card we have no figure for.
+static double model_peak_flops(void) {
+    cudaDeviceProp prop;
+    int dev = 0;
+    cudaCheck(cudaGetDevice(&dev));
+    cudaCheck(cudaGetDeviceProperties(&prop, dev));
+    if (strstr(prop.name, "H100") || strstr(prop.name, "H200")) return 989e12;
+    if (strstr(prop.name, "A100")) return 312e12;
+    return 0.0;
+}
+
+// --profile's roofline: the card's dense bf16 peak where it is known (0: the column stays empty).
+static double profile_peak_flops(const char **source) {
+    *source = "the card's dense bf16 peak (datasheet)";
+    return model_peak_flops();
+}
+
+static const char *model_device_name(void) {
+    static char name[300];
+    cudaDeviceProp prop;
+    int dev = 0;
+    cudaCheck(cudaGetDevice(&dev));
+    cudaCheck(cudaGetDeviceProperties(&prop, dev));
+    snprintf(name, sizeof(name), "%s (sm_%d%d, %.0f GiB)", prop.name, prop.major, prop.minor,
+             prop.totalGlobalMem / 1073741824.0);
+    return name;
+}
+
+#endif  // CUDA_BACKEND_CUH
