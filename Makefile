@@ -41,8 +41,8 @@ all: train_gpt_cpu tokenize $(if $(and $(NVCC),$(wildcard train_gpt.cu)),train_g
 train_gpt_cpu: train_gpt.c $(HEADERS) .build-cpu
 	$(CPU_CC) $(CFLAGS) $(URING_FLAGS) $< -o $@ $(LDLIBS) $(URING_LIBS)
 
-tokenize: tokenize.c tokenizer.h utils.h .build-cpu
-	$(CC) -O2 -std=gnu11 -Wall -Wextra $< -o $@ $(LDLIBS)
+tokenize: tokenize.c tokenizer.h corpus.h shards.h utils.h .build-cpu
+	$(CC) -O2 -std=gnu11 -Wall -Wextra $< -o $@ $(LDLIBS) -lpthread
 
 test/test_gpt2: test/test_gpt2.c test/check.h train_gpt.c $(HEADERS) .build-cpu
 	$(CC) $(CFLAGS) $(URING_FLAGS) -I. $< -o $@ $(LDLIBS) $(URING_LIBS)
