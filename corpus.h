@@ -41,13 +41,14 @@ static void (*corpus_cleanup)(void) = NULL;  // set by the shard writer
 
 static void corpus_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 static void corpus_die(const char *fmt, ...) {
-    if (corpus_cleanup) { corpus_cleanup(); }
+    char msg[8192];  // formatted first: the cleanup may clear a path the message names
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "\ntokenize: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
+    vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    if (corpus_cleanup) { corpus_cleanup(); }
+    fprintf(stderr, "%stokenize: %s\n", isatty(2) ? "\r\033[K" : "", msg);  // over a progress line
+
     exit(1);
 }
 
