@@ -32,6 +32,10 @@ that its tokens are the ones this run produces.
 
 static char g_tmp_path[4096];  // the temporary being written; removed on errors and signals
 
+static int g_progress_tty;     // a progress line is on stderr: clear it before printing a line
+
+static void clear_progress(void) { if (g_progress_tty) { fprintf(stderr, "\r\033[K"); } }
+
 static void remove_tmp(void) { if (g_tmp_path[0]) { unlink(g_tmp_path); g_tmp_path[0] = 0; } }
 
 static void on_signal(int sig) {
@@ -121,6 +125,7 @@ static void writer_close(Writer *w) {
         fclose(w->cmp);
         w->cmp = NULL;
         w->shards_kept++;
+        clear_progress();
         printf("kept %s: %lld tokens (complete, --resume)\n", w->final, w->cur);
     } else {
         writer_flush(w);
@@ -132,6 +137,7 @@ static void writer_close(Writer *w) {
         if (rename(g_tmp_path, w->final) != 0) { corpus_die("%s: cannot rename to %s: %s", g_tmp_path, w->final, strerror(errno)); }
         g_tmp_path[0] = 0;
         w->shards_written++;
+        clear_progress();
         printf("wrote %s: %lld tokens\n", w->final, w->cur);
     }
     fflush(stdout);

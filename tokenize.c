@@ -26,6 +26,7 @@ Build: gcc -O2 -Wall -Wextra -std=gnu11 tokenize.c -o tokenize -lm
 #include <fcntl.h>
 #include <time.h>
 #include <sys/stat.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 #include <unistd.h>
 #include "tokenizer.h"
@@ -429,6 +430,7 @@ static int cmd_shards(const Args *a) {
     Pool pool;
     pool_start(&pool, &t, &w, threads, batch_bytes);
     Progress pr = {&pool, NULL, 0, inputs.size_unknown ? 0 : inputs.known_bytes, now_s(), now_s(), isatty(2)};
+    g_progress_tty = pr.tty;
     pool.on_written = progress_line;
     pool.ctx = &pr;
     LineBuf lb = {NULL, 0};
@@ -436,16 +438,21 @@ static int cmd_shards(const Args *a) {
     for (int i = 0; i < inputs.n; i++) { b = shards_read_one(a, inputs.paths[i], b, &pool, &pr, sep, &lb); }
     pool_finish(&pool, b);
     writer_finish(&w, pool.last);
-    if (pr.tty) { fprintf(stderr, "\r\033[K"); }
+    clear_progress();
 
     char *tok_path = join_path(a->out_dir, "tokenizer.bin");
     tokenizer_write_bin(&t, tok_path);
     printf("wrote %s: %d tokens in the vocabulary\n", tok_path, t.vocab_size);
     sync_dir(a->out_dir);
     double dt = now_s() - pr.t0;
-    printf("%d input(s), %.1f MB, %lld documents, %lld tokens in %.2f s (%.1f MB/s, %.2fM tokens/s, %d threads); "
-           "%lld shard(s) written, %lld kept\n", inputs.n, (double)pr.bytes_before / 1e6, pool.docs, w.tokens, dt,
-           (double)pr.bytes_before / 1e6 / dt, (double)w.tokens / 1e6 / dt, threads, w.shards_written, w.shards_kept);
+    struct rusage ru;  // the reading and writing thread's own CPU time: the limit when it nears dt
+    getrusage(RUSAGE_THREAD, &ru);
+    double main_cpu = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_sec
+                      + 1e-6 * (double)ru.ru_stime.tv_usec;
+    printf("%d input(s), %.1f MB, %lld documents, %lld tokens in %.2f s (%.1f MB/s, %.2fM tokens/s, %d threads, "
+           "%.2f CPU-s reading and writing); %lld shard(s) written, %lld kept\n", inputs.n, (double)pr.bytes_before / 1e6,
+           pool.docs, w.tokens, dt, (double)pr.bytes_before / 1e6 / dt, (double)w.tokens / 1e6 / dt, threads, main_cpu,
+           w.shards_written, w.shards_kept);
     char next[4096];
     shard_path(&w, w.k, next, sizeof(next));
     if (stat(next, &st) == 0) { fprintf(stderr, "tokenize: note: %s is from an earlier run (beyond this run's last shard)\n", next); }

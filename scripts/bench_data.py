@@ -3,7 +3,7 @@
 `make bench-data`: ./tokenize shards against tiktoken on the same non-repeating text, in the same run.
 
 Generates MB megabytes of JSON lines (documents of random length over a Zipf-distributed vocabulary
-of Tiny Shakespeare's words and 200k made-up ones: no block repeats, and the frequent words
+of Tiny Shakespeare's words, then 200k made-up ones in its tail: no block repeats, and the frequent words
 recur as in real text), then times
   - ./tokenize shards on 1 and 2 threads (MB/s, tokens/s, peak RSS),
   - tiktoken's encode_ordinary_batch-free path single-process, and a multiprocessing.Pool of the
@@ -38,9 +38,10 @@ def make_words(rng, n, text_path):
     buf = bytes(rng.integers(97, 123, size=int(lens.sum()), dtype=np.uint8)).decode()
     ends = np.cumsum(lens)
     made = [buf[e - L:e] for e, L in zip(ends.tolist(), lens.tolist())]
-    words = sorted(set(real)) + made
-    rng.shuffle(words)
-    return np.array(words, dtype=object)
+    real = sorted(set(real))
+    rng.shuffle(real)
+    rng.shuffle(made)
+    return np.array(real + made, dtype=object)  # Zipf's head: real words; its tail: made-up ones
 
 
 def generate(path, mb, seed=0):
@@ -63,26 +64,26 @@ def generate(path, mb, seed=0):
 
 
 def timed(cmd):
-    """Runs cmd; returns (seconds, stdout, peak RSS of the child in MiB)."""
+    """Runs cmd; returns (wall seconds, CPU seconds, stdout, peak RSS of the child in MiB)."""
     wrapper = ("import resource, subprocess, sys, time; t = time.time(); "
                "p = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE); dt = time.time() - t; "
-               "sys.stdout.write(p.stdout.decode()); "
-               "print('@@ %f %d %d' % (dt, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, p.returncode))")
+               "sys.stdout.write(p.stdout.decode()); r = resource.getrusage(resource.RUSAGE_CHILDREN); "
+               "print('@@ %f %f %d %d' % (dt, r.ru_utime + r.ru_stime, r.ru_maxrss, p.returncode))")
     p = subprocess.run([sys.executable, "-c", wrapper] + cmd, stdout=subprocess.PIPE, check=True)
     out = p.stdout.decode()
-    dt, rss, rc = out.strip().split("\n")[-1].split()[1:]
+    dt, cpu, rss, rc = out.strip().split("\n")[-1].split()[1:]
     if int(rc) != 0:
         raise SystemExit("failed: %s" % " ".join(cmd))
-    return float(dt), out, int(rss) / 1024
+    return float(dt), float(cpu), out, int(rss) / 1024
 
 
 def run_tokenize(a, path, out, threads):
     cmd = [a.tokenize, "shards", "--encoder", a.encoder, "--merges", a.merges, "--in", path, "--out-dir", out,
            "--name", "bench", "--threads", str(threads), "--val-tokens", "1000000"]
-    dt, log, rss = timed(cmd)
+    dt, cpu, log, rss = timed(cmd)
     tokens = int([l for l in log.splitlines() if " tokens in " in l][-1].split(" documents, ")[1].split()[0])
     shutil.rmtree(out, ignore_errors=True)
-    return dt, tokens, rss
+    return dt, cpu, tokens, rss
 
 
 def init_worker(encoder, merges):
@@ -99,7 +100,7 @@ def tok_doc(line):
 
 
 def run_tiktoken(a, path, procs):
-    t = time.time()
+    t, t0 = time.time(), os.times()
     n = 0
     with open(path, encoding="utf-8") as f:
         if procs == 1:
@@ -110,7 +111,9 @@ def run_tiktoken(a, path, procs):
             with mp.Pool(procs, initializer=init_worker, initargs=(a.encoder, a.merges)) as pool:
                 for ids in pool.imap(tok_doc, f, chunksize=16):
                     n += len(ids)
-    return time.time() - t, n
+    t1 = os.times()
+    cpu = sum(t1[:4]) - sum(t0[:4])  # this process and its (joined) pool workers
+    return time.time() - t, cpu, n
 
 
 def main():
@@ -131,27 +134,30 @@ def main():
         size = generate(path, a.mb)
         print("input: %.0f MB of generated JSON lines (%.0f s to generate), %d cores" % (size / 1e6, time.time() - t,
                                                                                             os.cpu_count()))
-        print("%-34s %8s %9s %12s %10s" % ("", "seconds", "MB/s", "Mtokens/s", "peak RSS"))
+        print("%-32s %7s %7s %8s %10s %10s %9s" % ("", "wall s", "CPU s", "MB/s", "Mtokens/s", "MB/CPU-s", "peak RSS"))
+        row = "%-32s %7.1f %7.1f %8.1f %10.2f %10.1f %9s"
         ref = None
         for th in [int(x) for x in a.threads.split(",")]:
-            dt, n, rss = run_tokenize(a, path, os.path.join(tmp, "out"), th)
+            dt, cpu, n, rss = run_tokenize(a, path, os.path.join(tmp, "out"), th)
             ref = ref or n
-            print("%-34s %8.1f %9.1f %12.2f %7.0f MiB" % ("./tokenize shards --threads %d" % th, dt, size / 1e6 / dt,
-                                                            n / 1e6 / dt, rss))
+            print(row % ("./tokenize shards --threads %d" % th, dt, cpu, size / 1e6 / dt, n / 1e6 / dt, size / 1e6 / cpu,
+                         "%.0f MiB" % rss))
         if not a.skip_tiktoken:
             for procs in [1] + [int(x) for x in a.threads.split(",") if int(x) > 1]:
-                dt, n = run_tiktoken(a, path, procs)
+                dt, cpu, n = run_tiktoken(a, path, procs)
                 what = "tiktoken, one process" if procs == 1 else "tiktoken, Pool(%d) as llm.c" % procs
-                print("%-34s %8.1f %9.1f %12.2f %10s" % (what, dt, size / 1e6 / dt, n / 1e6 / dt, ""))
+                print(row % (what, dt, cpu, size / 1e6 / dt, n / 1e6 / dt, size / 1e6 / cpu, ""))
                 if n != ref:
                     print("  MISMATCH: tiktoken made %d tokens, tokenize %d" % (n, ref))
+        print("(%d tokens, %.2f bytes a token; load average %.1f on %d cores: wall figures are shared-machine figures)"
+              % (ref, size / ref, os.getloadavg()[0], os.cpu_count()))
         if a.rss_mb:
             os.remove(path)
             size = generate(path, a.rss_mb, seed=1)
             th = max(int(x) for x in a.threads.split(","))
-            dt, n, rss = run_tokenize(a, path, os.path.join(tmp, "out"), th)
-            print("%-34s %8.1f %9.1f %12.2f %7.0f MiB   (%.0f MB input, %d tokens)" % (
-                "./tokenize shards --threads %d" % th, dt, size / 1e6 / dt, n / 1e6 / dt, rss, size / 1e6, n))
+            dt, cpu, n, rss = run_tokenize(a, path, os.path.join(tmp, "out"), th)
+            print(row % ("./tokenize shards --threads %d" % th, dt, cpu, size / 1e6 / dt, n / 1e6 / dt, size / 1e6 / cpu,
+                         "%.0f MiB" % rss) + "   (%.0f MB input, %d tokens)" % (size / 1e6, n))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
