@@ -10,6 +10,9 @@ not grow with the corpus. Serves tokenize.c only.
   object per line, the document is its --text-field string; blank lines are skipped.
 - Invalid UTF-8 is refused, naming the file, line and byte; a JSON \u escape of a lone
   surrogate becomes U+FFFD (what tiktoken's encode makes of such a Python string).
+- framed (--format framed only: what scripts/parquet_text.py writes for scripts/fineweb.py):
+  each document is an 8-byte little-endian byte count, then its UTF-8 bytes; no escaping,
+  so the Python side streams Arrow's buffers without encoding JSON.
 - A document longer than a work unit is cut between "letter space letter" (ASCII), where
   GPT-2's pre-tokeniser always ends a piece, so the pieces encode to the same ids as the
   whole; the text after a cut is a continuation (no <|endoftext|> before it).
@@ -55,7 +58,7 @@ static void corpus_die(const char *fmt, ...) {
 // ----------------------------------------------------------------------------
 // the list of input files
 
-enum { FMT_TXT = 0, FMT_JSONL = 1 };
+enum { FMT_TXT = 0, FMT_JSONL = 1, FMT_FRAMED = 2 };
 
 typedef struct { char **paths; int n, cap; long long known_bytes; int size_unknown; } InputList;
 
@@ -76,7 +79,7 @@ static int known_format(const char *path) {
 }
 
 static int input_format(const char *path, const char *forced) {
-    if (forced != NULL) { return strcmp(forced, "jsonl") == 0 ? FMT_JSONL : FMT_TXT; }
+    if (forced != NULL) { return strcmp(forced, "jsonl") == 0 ? FMT_JSONL : strcmp(forced, "framed") == 0 ? FMT_FRAMED : FMT_TXT; }
     int f = known_format(path);
     return f < 0 ? FMT_TXT : f;  // a file named explicitly is text whatever its name
 }
@@ -524,6 +527,51 @@ static Batch *read_jsonl(Source *s, Batch *b, LineBuf *lb, const char *field, si
         pos = nl ? end + 1 : end;
         if (b->len >= batch_bytes) { b = handoff(ctx, b, b->len); }
         if (nl == NULL) { break; }
+    }
+    return b;
+}
+
+// ----------------------------------------------------------------------------
+// framed: an 8-byte little-endian length, then the document's bytes
+
+// reads exactly n bytes into dst; returns 0 at a clean end of input (nothing read)
+static int source_read_exact(Source *s, unsigned char *dst, size_t n, long long doc) {
+    size_t got = 0;
+    while (got < n) {
+        size_t m = source_read(s, dst + got, n - got);
+        if (m == 0) {
+            if (got == 0 && doc >= 0) { return 0; }
+            corpus_die("%s: document %lld (byte offset %lld): the input ends %zu bytes into a %s of %zu bytes",
+                       s->path, doc < 0 ? -doc : doc + 1, s->bytes - (long long)got, got, doc < 0 ? "document" : "length", n);
+        }
+        got += m;
+    }
+    return 1;
+}
+
+static Batch *read_framed(Source *s, Batch *b, size_t batch_bytes, BatchHandoff handoff, void *ctx, long long *ndocs) {
+    for (long long doc = 0;; doc++) {
+        unsigned char h[8];
+        if (!source_read_exact(s, h, 8, doc)) { break; }
+        uint64_t n = 0;
+        for (int k = 7; k >= 0; k--) { n = (n << 8) | h[k]; }
+        if (n > ((uint64_t)1 << 40)) {
+            corpus_die("%s: document %lld (byte offset %lld): length %llu is not plausible; is this the framed format "
+                       "(8-byte little-endian length, then the text)?", s->path, doc + 1, s->bytes - 8, (unsigned long long)n);
+        }
+        size_t start = b->len;
+        batch_reserve(b, start + (size_t)n);
+        source_read_exact(s, b->text + start, (size_t)n, -(doc + 1));
+        int bad;
+        size_t ok = utf8_valid_prefix(b->text + start, (size_t)n, 1, &bad);
+        if (bad) {
+            corpus_die("%s: document %lld: invalid UTF-8 (byte 0x%02x at byte %zu of the document); documents must be UTF-8 "
+                       "text, and bad bytes are refused rather than replaced", s->path, doc + 1, b->text[start + ok], ok);
+        }
+        b->len = start + (size_t)n;
+        batch_add_doc(b, start, (size_t)n, 1);
+        (*ndocs)++;
+        if (b->len >= batch_bytes) { b = handoff(ctx, b, b->len); }
     }
     return b;
 }

@@ -1,19 +1,18 @@
 /*
-Command-line front end to tokenizer.h (GPT-2 BPE, tiktoken-compatible).
+Command-line front end to tokenizer.h (GPT-2 BPE, tiktoken-compatible), corpus.h and shards.h.
 
   ./tokenize encode --encoder E.json --merges V.bpe < in.txt       one id per line
   ./tokenize decode (--encoder E.json --merges V.bpe | --tokenizer tok.bin) < ids.txt
-  ./tokenize shards --encoder E.json --merges V.bpe --in in.txt --out-dir D
-                    [--val-tokens N] [--doc-sep STR]
+  ./tokenize shards --encoder E.json --merges V.bpe --in IN [--in IN ...] --out-dir D [--name NAME] ...
 
-`shards` produces llm.c-format token files: D/val_000000.bin, D/train_000000.bin
-and the decoder file D/tokenizer.bin.
+`shards` streams any number of inputs (text, JSON lines, gzip; files, directories, globs,
+stdin) through a pool of threads into llm.c-format token shards of --shard-tokens, and
+writes the decoder file D/tokenizer.bin. See --help and the README's "Real data".
 
-Exit codes: 0 ok, 1 runtime error (missing/corrupt file, I/O), 2 usage error.
-Nothing is written before all inputs have been read and encoded, and every output
-file is written under a temporary name and renamed into place.
+Exit codes: 0 ok, 1 runtime error (missing/corrupt file, bad input, I/O), 2 usage error.
+Every shard is written under a temporary name and renamed into place when complete.
 
-Build: gcc -O2 -Wall -Wextra -std=gnu11 tokenize.c -o tokenize -lm
+Build: gcc -O2 -Wall -Wextra -std=gnu11 tokenize.c -o tokenize -lm -lpthread
 */
 #define _GNU_SOURCE
 #include <sched.h>
@@ -43,13 +42,24 @@ static const char *USAGE =
     "  tokenize decode --encoder E.json --merges V.bpe < ids.txt\n"
     "  tokenize decode --tokenizer tok.bin < ids.txt\n"
     "      read token ids (one per line) and write their raw bytes to stdout\n"
-    "  tokenize shards --encoder E.json --merges V.bpe --in in.txt --out-dir D\n"
-    "                  [--val-tokens N] [--doc-sep STR]\n"
-    "      split in.txt into documents at STR (default \"\\n\\n\", i.e. a blank line;\n"
-    "      C escapes \\n \\t \\r \\\\ are understood), emit <|endoftext|> before each\n"
-    "      document followed by its tokens, and write the first N tokens (default\n"
-    "      32768, at most all but one) to D/val_000000.bin, the rest to\n"
-    "      D/train_000000.bin (llm.c format), plus D/tokenizer.bin for decoding.\n"
+    "  tokenize shards --encoder E.json --merges V.bpe --in IN [--in IN ...] --out-dir D\n"
+    "                  [--name NAME] [--shard-tokens N] [--val-tokens N] [--threads N]\n"
+    "                  [--doc-sep STR] [--text-field F] [--format txt|jsonl|framed] [--resume]\n"
+    "      IN: a file, a directory (its .txt .jsonl .json .jsonl.gz .json.gz files,\n"
+    "      sorted), a quoted glob (sorted) or - (stdin); read in the order given.\n"
+    "      .txt (and other names): documents split at STR (default \"\\n\\n\", a blank\n"
+    "      line; C escapes \\n \\t \\r \\\\ are understood). .jsonl/.json(.gz): one JSON\n"
+    "      object a line, the document is its field F (default text). --format\n"
+    "      overrides the extension (stdin is txt by default); framed: each document an\n"
+    "      8-byte little-endian length, then its bytes. Invalid UTF-8 is refused.\n"
+    "      Each document becomes <|endoftext|> + its tokens; the stream is cut into\n"
+    "      shards of N tokens (default 100000000): with --name, D/NAME_val_000000.bin\n"
+    "      (the first --val-tokens, default one shard), then D/NAME_train_000001.bin...\n"
+    "      (llm.c's names); without, D/val_000000.bin (default 32768 tokens), then\n"
+    "      D/train_000000.bin... The train split gets at least one token. Plus\n"
+    "      D/tokenizer.bin. --threads (default: all cores) encode in parallel; the\n"
+    "      output is the same for any N. --resume keeps complete shards already in D\n"
+    "      (checked against these inputs). --batch-kb (1024): text per work unit.\n"
     "      D is created if missing.\n"
     "  tokenize --help\n"
     "\n"
@@ -372,8 +382,8 @@ static void shards_options(const Args *a, Writer *w, int *threads, size_t *batch
     *threads = (int)int_flag("--threads", a->threads, machine_cores(), 1);
     if (*threads > 1024) { usage_error("--threads: at most 1024, got %d", *threads); }
     *batch_bytes = (size_t)int_flag("--batch-kb", a->batch_kb, 1024, 1) * 1024;
-    if (a->format && strcmp(a->format, "txt") != 0 && strcmp(a->format, "jsonl") != 0) {
-        usage_error("--format: expected txt or jsonl, got '%s'", a->format);
+    if (a->format && strcmp(a->format, "txt") != 0 && strcmp(a->format, "jsonl") != 0 && strcmp(a->format, "framed") != 0) {
+        usage_error("--format: expected txt, jsonl or framed, got '%s'", a->format);
     }
     if (a->text_field && strlen(a->text_field) >= 256) { usage_error("--text-field: at most 255 bytes"); }
 }
@@ -385,7 +395,10 @@ static Batch *shards_read_one(const Args *a, const char *path, Batch *b, Pool *p
     source_open(&s, path);
     pr->src = &s;
     long long docs = 0;
-    if (input_format(path, a->format) == FMT_JSONL) {
+    int fmt = input_format(path, a->format);
+    if (fmt == FMT_FRAMED) {
+        b = read_framed(&s, b, pool->batch_bytes, pool_handoff, pool, &docs);
+    } else if (fmt == FMT_JSONL) {
         const char *field = a->text_field ? a->text_field : "text";
         b = read_jsonl(&s, b, lb, field, pool->batch_bytes, pool_handoff, pool, &docs);
         if (docs == 0 && s.bytes > 0) { corpus_die("%s: no JSON lines (only blank ones)", s.path); }

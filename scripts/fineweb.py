@@ -10,7 +10,7 @@ FineWeb (or any Hugging Face dataset with Parquet files) to llm.c token shards, 
 
 The files come through the official client (huggingface_hub.snapshot_download: resumable,
 HF_TOKEN / HF_HOME / HF_ENDPOINT as usual); their text column is streamed (pyarrow, one record
-batch at a time) into `./tokenize shards`, which writes NAME_val_000000.bin (the first
+batch at a time, scripts/parquet_text.py's framed format) into `./tokenize shards`, which writes NAME_val_000000.bin (the first
 --shard-tokens tokens, as llm.c's dev/data/fineweb.py does), then NAME_train_000001.bin, ...
 of 100M tokens each, and tokenizer.bin, under --out-dir: the layout scripts/gpt2_recipes.sh
 reads (data/fineweb10B/fineweb_train_*.bin). Run it again after an interruption: the download
@@ -27,7 +27,7 @@ import sys
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from parquet_to_jsonl import stream_parquet  # noqa: E402
+from parquet_text import stream_parquet  # noqa: E402
 
 PRESETS = {"sample-10BT": "sample/10BT/*.parquet", "sample-100BT": "sample/100BT/*.parquet",
            "sample-350BT": "sample/350BT/*.parquet"}
@@ -95,7 +95,7 @@ def main():
     if not os.path.exists(a.tokenize):
         subprocess.run(["make", "-s", "tokenize"], check=True)
     cmd = [a.tokenize, "shards", "--encoder", tokenizer_file(a.encoder, "gpt2_encoder.json"),
-           "--merges", tokenizer_file(a.merges, "gpt2_vocab.bpe"), "--in", "-", "--format", "jsonl",
+           "--merges", tokenizer_file(a.merges, "gpt2_vocab.bpe"), "--in", "-", "--format", "framed",
            "--out-dir", a.out_dir, "--name", a.name, "--shard-tokens", a.shard_tokens, "--resume"]
     if a.val_tokens is not None:
         cmd += ["--val-tokens", a.val_tokens]

@@ -6,7 +6,8 @@ many inputs (files, a directory, a glob, stdin; .txt, .jsonl, .json.gz) in order
 --shard-tokens under llm.c's names, byte-identical output whatever --threads, long documents
 cut across work units, odd Unicode, --resume after a kill, the training loader on the
 result, and every bad input (with the file and line named, and no shard under a final name).
-Also scripts/fineweb.py on a local dataset in the hub's layout, when pyarrow is installed.
+Also scripts/fineweb.py (through scripts/parquet_text.py's framed format) on a local dataset in
+the hub's layout, when pyarrow is installed.
 
 usage: python3 test/test_shards.py --tokenize ./tokenize --encoder E.json --merges V.bpe [--text tinyshakespeare.txt]
 """
@@ -334,16 +335,17 @@ def check_fineweb_script(res, env, args, enc):
     files = []
     for i in range(3):
         docs = odd_docs(rng)[i * 10:(i + 1) * 10] + [long_doc(rng, 200) for _ in range(20)]
+        docs[3] = None  # a null row: skipped
         table = pyarrow.table({"text": docs, "id": ["%d-%d" % (i, k) for k in range(len(docs))],
                                "token_count": list(range(len(docs)))})
+        docs = [d for d in docs if d is not None]
         pq.write_table(table, os.path.join(root, "sample", "10BT", "%03d_00000.parquet" % i), row_group_size=7)
         files.append(docs)
     out = env.path("fw_out")
-    tokdir = os.path.dirname(os.path.abspath(args.tokenize))
     p = subprocess.run([sys.executable, "scripts/fineweb.py", "--local", root, "--subset", "sample/10BT",
                         "--out-dir", out, "--shard-tokens", "3000", "--val-tokens", "1000",
                         "--tokenize", args.tokenize, "--encoder", args.encoder, "--merges", args.merges],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=os.path.dirname(tokdir) if False else None)
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     want = stream_of(enc, [d for docs in files for d in docs])
     got = [t for s in read_all(out, "fineweb") for t in s] if p.returncode == 0 else []
     res.check("fineweb_script_local_parquet", got == want and len(shards_in(out, "fineweb")[1]) >= 3,
