@@ -290,8 +290,10 @@ static void utf8_die(const Source *s, const unsigned char *line_start, const uns
 // ----------------------------------------------------------------------------
 // .txt: documents separated by sep
 
-// a cut between "letter space letter" (ASCII): GPT-2's pre-tokeniser ends a piece before
-// such a space whatever follows, so encoding the two sides apart gives the same ids
+// a cut between "letter space letter" (ASCII): GPT-2's pre-tokeniser ends a piece before a
+// space that follows a non-space (no pattern but a run of white space continues through a
+// space, and it looks only forward), so encoding the two sides apart gives the same ids. A
+// space inside a run of spaces is no such place: "a   b" is "a", "  ", " b".
 static size_t find_cut(const unsigned char *t, size_t from, size_t to) {
     for (size_t p = to; p > from + 1; p--) {
         unsigned char a = t[p - 1], c = t[p + 1];

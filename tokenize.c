@@ -420,6 +420,9 @@ static int cmd_shards(const Args *a) {
     shards_options(a, &w, &threads, &batch_bytes);
     char *sep = unescape(a->doc_sep != NULL ? a->doc_sep : "\\n\\n");
     if (sep[0] == 0) { usage_error("--doc-sep must not be empty"); }
+    int sep_bad;
+    utf8_valid_prefix((const unsigned char *)sep, strlen(sep), 1, &sep_bad);
+    if (sep_bad) { usage_error("--doc-sep must be UTF-8 text, as the documents are"); }
     if (a->text_field && a->text_field[0] == 0) { usage_error("--text-field must not be empty"); }
     struct stat st;
     if (stat(a->out_dir, &st) == 0 && !S_ISDIR(st.st_mode)) { runtime_error("--out-dir '%s' exists and is not a directory", a->out_dir); }

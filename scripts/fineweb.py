@@ -109,6 +109,11 @@ def main():
         proc.stdin.close()
     except BrokenPipeError:
         rows = nulls = 0  # tokenize stopped (and said why); its exit status below tells
+    except BaseException:
+        # the stream is incomplete: stop tokenize before an end of input makes it write the last shard
+        proc.terminate()
+        proc.wait()
+        raise
     rc = proc.wait()
     if rc != 0:
         raise SystemExit("fineweb.py: tokenize exited %d" % rc)

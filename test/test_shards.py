@@ -85,6 +85,18 @@ def long_doc(rng, n_words):
     return " ".join(parts)
 
 
+def spaced_doc(rng, n_words):
+    """A long document whose words are mostly apart by runs of white space mixing spaces and U+00A0: a cut at a
+    space inside such a run splits one of the pre-tokeniser's pieces, and for GPT-2 that changes the ids (for
+    runs of plain spaces it does not: they encode as repeated 220), so only the rare single spaces are safe."""
+    seps = [" ", "  ", " \u00a0 \u00a0 ", "\u00a0 \u00a0 \u00a0", " \u00a0  \u00a0 ", "   \u00a0 \u00a0  "]
+    out = []
+    for _ in range(n_words):
+        out.append("".join(rng.choice("klmnopqrs") for _ in range(rng.randint(1, 6))))
+        out.append(seps[2] if rng.random() < 0.6 else rng.choice(seps[1:]) if rng.random() < 0.75 else " ")
+    return "".join(out)
+
+
 class Env:
     def __init__(self, args, tmp):
         self.exe, self.tmp = args.tokenize, tmp
@@ -168,7 +180,7 @@ def check_corpus(res, env, enc, rng):
 def check_txt_and_stdin(res, env, enc, rng, text):
     """Plain text: a custom separator, a document much longer than a work unit, standard input."""
     big = long_doc(rng, 120000)
-    data = (text or "") + "@@" + big + "@@" + "tail\n"
+    data = (text or "") + "@@" + big + "@@" + spaced_doc(rng, 100000) + "@@" + "tail\n"
     path = env.path("long.txt")
     with open(path, "w", encoding="utf-8") as f:
         f.write(data)
