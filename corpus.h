@@ -114,7 +114,7 @@ static void inputs_add_dir(InputList *l, const char *dir) {
         n++;
     }
     closedir(d);
-    if (n == 0) { corpus_die("--in %s: the directory holds no .txt, .jsonl, .json, .jsonl.gz or .json.gz file", dir); }
+    if (n == 0) { corpus_die("--in %s: the directory holds no .txt, .txt.gz, .jsonl, .json, .jsonl.gz or .json.gz file", dir); }
     qsort(names, (size_t)n, sizeof(char *), cmp_str);
     for (int i = 0; i < n; i++) { inputs_push(l, names[i]); free(names[i]); }
     free(names);

@@ -45,7 +45,7 @@ static const char *USAGE =
     "  tokenize shards --encoder E.json --merges V.bpe --in IN [--in IN ...] --out-dir D\n"
     "                  [--name NAME] [--shard-tokens N] [--val-tokens N] [--threads N]\n"
     "                  [--doc-sep STR] [--text-field F] [--format txt|jsonl|framed] [--resume]\n"
-    "      IN: a file, a directory (its .txt .jsonl .json .jsonl.gz .json.gz files,\n"
+    "      IN: a file, a directory (its .txt .jsonl .json files, and .gz of them,\n"
     "      sorted), a quoted glob (sorted) or - (stdin); read in the order given.\n"
     "      .txt (and other names): documents split at STR (default \"\\n\\n\", a blank\n"
     "      line; C escapes \\n \\t \\r \\\\ are understood). .jsonl/.json(.gz): one JSON\n"
