@@ -400,6 +400,14 @@ static size_t jl_string(JLine *j, unsigned char *out) {
     size_t n = 0;
     for (;;) {
         const unsigned char *q = j->p;
+        // 8 bytes at a time while none is '"', '\\' or a control character (the usual case)
+        for (uint64_t w; q + 8 <= j->end; q += 8) {
+            memcpy(&w, q, 8);
+            const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+            uint64_t quote = w ^ (ones * '"'), bslash = w ^ (ones * '\\');
+            uint64_t hit = ((quote - ones) & ~quote) | ((bslash - ones) & ~bslash) | (w - ones * 0x20);
+            if (hit & ~w & highs) { break; }
+        }
         while (q < j->end && *q != '"' && *q != '\\' && *q >= 0x20) { q++; }
         if (out) { memcpy(out + n, j->p, (size_t)(q - j->p)); }
         n += (size_t)(q - j->p);

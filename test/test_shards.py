@@ -201,6 +201,25 @@ def check_txt_and_stdin(res, env, enc, rng, text):
               p.stderr.decode(errors="replace") if p.returncode else diff_detail(got, want))
 
 
+def check_json_fuzz(res, env, enc):
+    """3000 random strings of quotes, backslashes, control characters, U+2028, emoji and lone surrogates, in
+    objects with nested values around the text field, written by Python's json (ASCII-escaped or not)."""
+    rng = random.Random(9)
+    alphabet = ['"', "\\", "\n", "\x01", "\x1f", "é", "😀", "a", "b", " ", "/", "\t", "\u2028", "\ud800", "x" * 9]
+    docs = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) for _ in range(3000)]
+    path = env.path("fuzz.jsonl")
+    with open(path, "w", encoding="utf-8") as f:
+        for d in docs:
+            ascii_only = rng.random() < 0.5 or "\ud800" in d  # a lone surrogate has no UTF-8 form
+            f.write(json.dumps({"a": [1, {"b": "}"}], "text": d, "z": None}, ensure_ascii=ascii_only) + "\n")
+    out = env.path("out_fuzz")
+    p = env.run(["--in", path, "--out-dir", out, "--name", "f", "--val-tokens", "100", "--threads", "2"])
+    want = stream_of(enc, docs)
+    got = [t for s in read_all(out, "f") for t in s] if p.returncode == 0 else []
+    res.check("jsonl_fuzz_escapes_equal_tiktoken", got == want,
+              p.stderr.decode(errors="replace")[-300:] if p.returncode else diff_detail(got, want))
+
+
 def check_resume(res, env, corpus):
     """A run killed mid-way, resumed, gives the bytes of an uninterrupted run."""
     rng = random.Random(7)
@@ -384,6 +403,7 @@ def main():
         rng = random.Random(1)
         got = check_corpus(res, env, enc, rng)
         check_txt_and_stdin(res, env, enc, rng, text)
+        check_json_fuzz(res, env, enc)
         check_resume(res, env, got[0] if got else None)
         check_loader(res, env, args, text)
         check_errors(res, env)
