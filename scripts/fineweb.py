@@ -27,7 +27,7 @@ import sys
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from parquet_text import stream_parquet  # noqa: E402
+from parquet_text import stream_parquet, stream_parquet_parallel  # noqa: E402
 
 PRESETS = {"sample-10BT": "sample/10BT/*.parquet", "sample-100BT": "sample/100BT/*.parquet",
            "sample-350BT": "sample/350BT/*.parquet"}
@@ -86,6 +86,8 @@ def main():
     ap.add_argument("--shard-tokens", default="100000000")
     ap.add_argument("--val-tokens", default=None, help="default: one shard, as llm.c")
     ap.add_argument("--threads", default=None, help="tokenize threads (default: every core)")
+    ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 1) // 8),
+                    help="processes decoding Parquet row groups (default: a core in 8, as the tokenizer is ~8x slower)")
     ap.add_argument("--tokenize", default="./tokenize")
     ap.add_argument("--encoder", default=None)
     ap.add_argument("--merges", default=None)
@@ -105,7 +107,10 @@ def main():
     print("%d parquet file(s) matching %s -> %s/%s_*.bin" % (len(files), pattern, a.out_dir, a.name), file=sys.stderr)
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE)
     try:
-        rows, nulls = stream_parquet(files, a.column, proc.stdin)
+        if a.jobs > 1:
+            rows, nulls = stream_parquet_parallel(files, a.column, proc.stdin, a.jobs)
+        else:
+            rows, nulls = stream_parquet(files, a.column, proc.stdin)
         proc.stdin.close()
     except BrokenPipeError:
         rows = nulls = 0  # tokenize stopped (and said why); its exit status below tells

@@ -359,6 +359,7 @@ def check_fineweb_script(res, env, args, enc):
         import pyarrow.parquet as pq
     except ImportError:
         res.skip("fineweb_script_local_parquet", "pyarrow is not installed (pip install pyarrow)")
+        res.skip("fineweb_script_jobs_2_identical", "pyarrow is not installed (pip install pyarrow)")
         return
     root = env.path("hub", "fineweb")
     os.makedirs(os.path.join(root, "sample", "10BT"))
@@ -372,15 +373,21 @@ def check_fineweb_script(res, env, args, enc):
         docs = [d for d in docs if d is not None]
         pq.write_table(table, os.path.join(root, "sample", "10BT", "%03d_00000.parquet" % i), row_group_size=7)
         files.append(docs)
-    out = env.path("fw_out")
-    p = subprocess.run([sys.executable, "scripts/fineweb.py", "--local", root, "--subset", "sample/10BT",
-                        "--out-dir", out, "--shard-tokens", "3000", "--val-tokens", "1000",
-                        "--tokenize", args.tokenize, "--encoder", args.encoder, "--merges", args.merges],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    outs = {}
+    for jobs in (1, 2):  # row groups decoded in this process, or by 2 worker processes
+        outs[jobs] = out = env.path("fw_out_%d" % jobs)
+        p = subprocess.run([sys.executable, "scripts/fineweb.py", "--local", root, "--subset", "sample/10BT",
+                            "--out-dir", out, "--shard-tokens", "3000", "--val-tokens", "1000", "--jobs", str(jobs),
+                            "--tokenize", args.tokenize, "--encoder", args.encoder, "--merges", args.merges],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        if p.returncode != 0:
+            break
     want = stream_of(enc, [d for docs in files for d in docs])
-    got = [t for s in read_all(out, "fineweb") for t in s] if p.returncode == 0 else []
-    res.check("fineweb_script_local_parquet", got == want and len(shards_in(out, "fineweb")[1]) >= 3,
+    got = [t for s in read_all(outs[1], "fineweb") for t in s] if p.returncode == 0 else []
+    res.check("fineweb_script_local_parquet", got == want and len(shards_in(outs[1], "fineweb")[1]) >= 3,
               p.stderr.decode(errors="replace")[-500:] if p.returncode else diff_detail(got, want))
+    res.check("fineweb_script_jobs_2_identical", p.returncode == 0 and dir_bytes(outs[1]) == dir_bytes(outs[2]),
+              "--jobs 2 wrote other files than --jobs 1")
 
 
 def main():
