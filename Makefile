@@ -39,14 +39,14 @@ EMU_OK := $(wildcard $(CUDA_HOME)/include/cuda_bf16.h)
 EMU_BINS = train_gpt_emu train_gpt_emu_race test/test_gpt2_emu dev/cuda/kernels_emu dev/cuda/attention_emu dev/cuda/kernels_emu_race \
   dev/cuda/kernels_emu_asan dev/cuda/emu/selftest dev/cuda/emu/selftest_race
 
-.PHONY: all test test-gpu test-cuda-emu test-multinode bench bench-cpu mutants clean
+.PHONY: bench-data all test test-gpu test-cuda-emu test-multinode bench bench-cpu mutants clean
 all: train_gpt_cpu tokenize $(if $(and $(NVCC),$(wildcard train_gpt.cu)),train_gpt)
 
 train_gpt_cpu: train_gpt.c $(HEADERS) .build-cpu
 	$(CPU_CC) $(CFLAGS) $(URING_FLAGS) $< -o $@ $(LDLIBS) $(URING_LIBS)
 
-tokenize: tokenize.c tokenizer.h utils.h .build-cpu
-	$(CC) -O2 -std=gnu11 -Wall -Wextra $< -o $@ $(LDLIBS)
+tokenize: tokenize.c tokenizer.h corpus.h shards.h utils.h .build-cpu
+	$(CC) -O2 -std=gnu11 -Wall -Wextra $< -o $@ $(LDLIBS) -lpthread
 
 test/test_gpt2: test/test_gpt2.c test/check.h train_gpt.c $(HEADERS) .build-cpu
 	$(CC) $(CFLAGS) $(URING_FLAGS) -I. $< -o $@ $(LDLIBS) $(URING_LIBS)
@@ -163,6 +163,11 @@ bench: train_gpt dev/cuda/kernels
 
 bench-cpu: train_gpt_cpu
 	bash scripts/bench_cpu.sh
+
+# tokenize shards vs tiktoken (one process and llm.c's process pool) on generated text: MB/s, tokens/s,
+# peak RSS (BENCH_DATA_MB=200 by default; BENCH_DATA_RSS_MB=3000 adds one large run for the memory bound)
+bench-data: tokenize
+	$(PYTHON) scripts/bench_data.py --mb $(or $(BENCH_DATA_MB),200) --rss-mb $(or $(BENCH_DATA_RSS_MB),0)
 
 clean:
 	rm -f .build-cpu .build-cuda train_gpt_cpu train_gpt tokenize test/test_gpt2 test/test_gpt2_gpu test/test_units test/test_pipeline test/test_generate test/test_generate_gpu dev/cuda/kernels dev/cuda/attention $(EMU_BINS)

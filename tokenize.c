@@ -1,20 +1,21 @@
 /*
-Command-line front end to tokenizer.h (GPT-2 BPE, tiktoken-compatible).
+Command-line front end to tokenizer.h (GPT-2 BPE, tiktoken-compatible), corpus.h and shards.h.
 
   ./tokenize encode --encoder E.json --merges V.bpe < in.txt       one id per line
   ./tokenize decode (--encoder E.json --merges V.bpe | --tokenizer tok.bin) < ids.txt
-  ./tokenize shards --encoder E.json --merges V.bpe --in in.txt --out-dir D
-                    [--val-tokens N] [--doc-sep STR]
+  ./tokenize shards --encoder E.json --merges V.bpe --in IN [--in IN ...] --out-dir D [--name NAME] ...
 
-`shards` produces llm.c-format token files: D/val_000000.bin, D/train_000000.bin
-and the decoder file D/tokenizer.bin.
+`shards` streams any number of inputs (text, JSON lines, gzip; files, directories, globs,
+stdin) through a pool of threads into llm.c-format token shards of --shard-tokens, and
+writes the decoder file D/tokenizer.bin. See --help and the README's "Real data".
 
-Exit codes: 0 ok, 1 runtime error (missing/corrupt file, I/O), 2 usage error.
-Nothing is written before all inputs have been read and encoded, and every output
-file is written under a temporary name and renamed into place.
+Exit codes: 0 ok, 1 runtime error (missing/corrupt file, bad input, I/O), 2 usage error.
+Every shard is written under a temporary name and renamed into place when complete.
 
-Build: gcc -O2 -Wall -Wextra -std=gnu11 tokenize.c -o tokenize -lm
+Build: gcc -O2 -Wall -Wextra -std=gnu11 tokenize.c -o tokenize -lm -lpthread
 */
+#define _GNU_SOURCE
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <stddef.h>
@@ -24,13 +25,15 @@ Build: gcc -O2 -Wall -Wextra -std=gnu11 tokenize.c -o tokenize -lm
 #include <fcntl.h>
 #include <time.h>
 #include <sys/stat.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 #include <unistd.h>
 #include "tokenizer.h"
+#include "corpus.h"
+#include "shards.h"
 
-#define SHARD_MAGIC 20240520
-#define SHARD_VERSION 1
-#define DEFAULT_VAL_TOKENS 32768
+#define DEFAULT_VAL_TOKENS 32768          // without --name (the small layout)
+#define DEFAULT_SHARD_TOKENS 100000000LL  // llm.c's FineWeb shards
 
 static const char *USAGE =
     "usage:\n"
@@ -39,13 +42,24 @@ static const char *USAGE =
     "  tokenize decode --encoder E.json --merges V.bpe < ids.txt\n"
     "  tokenize decode --tokenizer tok.bin < ids.txt\n"
     "      read token ids (one per line) and write their raw bytes to stdout\n"
-    "  tokenize shards --encoder E.json --merges V.bpe --in in.txt --out-dir D\n"
-    "                  [--val-tokens N] [--doc-sep STR]\n"
-    "      split in.txt into documents at STR (default \"\\n\\n\", i.e. a blank line;\n"
-    "      C escapes \\n \\t \\r \\\\ are understood), emit <|endoftext|> before each\n"
-    "      document followed by its tokens, and write the first N tokens (default\n"
-    "      32768, at most all but one) to D/val_000000.bin, the rest to\n"
-    "      D/train_000000.bin (llm.c format), plus D/tokenizer.bin for decoding.\n"
+    "  tokenize shards --encoder E.json --merges V.bpe --in IN [--in IN ...] --out-dir D\n"
+    "                  [--name NAME] [--shard-tokens N] [--val-tokens N] [--threads N]\n"
+    "                  [--doc-sep STR] [--text-field F] [--format txt|jsonl|framed] [--resume]\n"
+    "      IN: a file, a directory (its .txt .jsonl .json files, and .gz of them,\n"
+    "      sorted), a quoted glob (sorted) or - (stdin); read in the order given.\n"
+    "      .txt (and other names): documents split at STR (default \"\\n\\n\", a blank\n"
+    "      line; C escapes \\n \\t \\r \\\\ are understood). .jsonl/.json(.gz): one JSON\n"
+    "      object a line, the document is its field F (default text). --format\n"
+    "      overrides the extension (stdin is txt by default); framed: each document an\n"
+    "      8-byte little-endian length, then its bytes. Invalid UTF-8 is refused.\n"
+    "      Each document becomes <|endoftext|> + its tokens; the stream is cut into\n"
+    "      shards of N tokens (default 100000000): with --name, D/NAME_val_000000.bin\n"
+    "      (the first --val-tokens, default one shard), then D/NAME_train_000001.bin...\n"
+    "      (llm.c's names); without, D/val_000000.bin (default 32768 tokens), then\n"
+    "      D/train_000000.bin... The train split gets at least one token. Plus\n"
+    "      D/tokenizer.bin. --threads (default: all cores) encode in parallel; the\n"
+    "      output is the same for any N. --resume keeps complete shards already in D\n"
+    "      (checked against these inputs). --batch-kb (1024): text per work unit.\n"
     "      D is created if missing.\n"
     "  tokenize --help\n"
     "\n"
@@ -82,20 +96,32 @@ static void runtime_error(const char *fmt, ...) {
 
 typedef struct {
     const char *cmd;
-    const char *encoder, *merges, *tokenizer, *in, *out_dir, *doc_sep, *val_tokens;
+    const char *encoder, *merges, *tokenizer, *out_dir, *doc_sep, *val_tokens;
+    const char *name, *shard_tokens, *threads, *text_field, *format, *batch_kb, *resume;
+    const char **in;  // --in, in the order given
+    int n_in;
 } Args;
 
 typedef struct { const char *name; size_t offset; const char *cmds; } FlagSpec;
+#define IN_FLAG ((size_t)-1)      // --in may be given several times
+#define SWITCH_FLAG "--resume"    // the one flag without a value
 
 // which subcommands accept which flag (a space-separated list, matched as words)
 static const FlagSpec FLAGS[] = {
     {"--encoder",    offsetof(Args, encoder),    "encode decode shards"},
     {"--merges",     offsetof(Args, merges),     "encode decode shards"},
     {"--tokenizer",  offsetof(Args, tokenizer),  "decode"},
-    {"--in",         offsetof(Args, in),         "shards"},
+    {"--in",         IN_FLAG,                    "shards"},
     {"--out-dir",    offsetof(Args, out_dir),    "shards"},
     {"--val-tokens", offsetof(Args, val_tokens), "shards"},
     {"--doc-sep",    offsetof(Args, doc_sep),    "shards"},
+    {"--name",       offsetof(Args, name),       "shards"},
+    {"--shard-tokens", offsetof(Args, shard_tokens), "shards"},
+    {"--threads",    offsetof(Args, threads),    "shards"},
+    {"--text-field", offsetof(Args, text_field), "shards"},
+    {"--format",     offsetof(Args, format),     "shards"},
+    {"--batch-kb",   offsetof(Args, batch_kb),   "shards"},
+    {"--resume",     offsetof(Args, resume),     "shards"},
 };
 
 static int word_in(const char *word, const char *list) {
@@ -135,9 +161,18 @@ static Args parse_args(int argc, char **argv) {
             usage_error("unexpected argument '%s'", arg);
         }
         if (!word_in(a.cmd, spec->cmds)) { usage_error("flag '%s' is not valid for '%s'", spec->name, a.cmd); }
+        if (strcmp(spec->name, SWITCH_FLAG) == 0) {
+            if (value != NULL) { usage_error("flag '%s' takes no value", spec->name); }
+            value = "1";
+        }
         if (value == NULL) {
             if (i + 1 >= argc) { usage_error("flag '%s' needs a value", spec->name); }
             value = argv[++i];
+        }
+        if (spec->offset == IN_FLAG) {
+            a.in = (const char **)tok_realloc((void *)a.in, (size_t)(a.n_in + 1) * sizeof(char *));
+            a.in[a.n_in++] = value;
+            continue;
         }
         const char **slot = (const char **)((char *)&a + spec->offset);
         if (*slot != NULL) { usage_error("flag '%s' given twice", spec->name); }
@@ -221,35 +256,6 @@ static char *join_path(const char *dir, const char *name) {
     return p;
 }
 
-// llm.c token shard: 256 int32 header (magic, version, count), then uint16 tokens.
-// Written to path.tmp, flushed, fsynced, renamed: readers never see half a file.
-static void write_shard(const char *path, const int *ids, size_t n) {
-    if (n > (size_t)INT32_MAX) { runtime_error("%s: %zu tokens do not fit the shard header", path, n); }
-    char *tmp = join_path("", path);
-    tmp = (char *)tok_realloc(tmp, strlen(path) + 5);
-    strcat(tmp, ".tmp");
-    FILE *f = fopen(tmp, "wb");
-    if (f == NULL) { runtime_error("%s: cannot create: %s", tmp, strerror(errno)); }
-    int32_t header[256];
-    memset(header, 0, sizeof(header));
-    header[0] = SHARD_MAGIC;
-    header[1] = SHARD_VERSION;
-    header[2] = (int32_t)n;
-    int ok = fwrite(header, sizeof(int32_t), 256, f) == 256;
-    uint16_t chunk[4096];
-    for (size_t i = 0; ok && i < n; i += 4096) {
-        size_t m = n - i < 4096 ? n - i : 4096;
-        for (size_t k = 0; k < m; k++) { chunk[k] = (uint16_t)ids[i + k]; }
-        ok = fwrite(chunk, sizeof(uint16_t), m, f) == m;
-    }
-    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    int err = errno;
-    if (fclose(f) != 0 && ok) { ok = 0; err = errno; }
-    if (!ok) { remove(tmp); runtime_error("%s: write failed: %s", tmp, strerror(err)); }
-    if (rename(tmp, path) != 0) { err = errno; remove(tmp); runtime_error("%s: cannot rename to %s: %s", tmp, path, strerror(err)); }
-    free(tmp);
-}
-
 // "\n\n" typed on a command line arrives as backslash-n; turn C escapes into bytes
 static char *unescape(const char *s) {
     size_t n = strlen(s), k = 0;
@@ -320,85 +326,155 @@ static int cmd_decode(const Args *a) {
     return 0;
 }
 
+// a non-negative integer flag, at least lo
+static long long int_flag(const char *flag, const char *v, long long dflt, long long lo) {
+    if (v == NULL) { return dflt; }
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || end == v || *end != 0 || x < lo) { usage_error("%s: expected an integer >= %lld, got '%s'", flag, lo, v); }
+    return x;
+}
+
+static int machine_cores(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) { return CPU_COUNT(&set); }
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+// the progress line (on a terminal only) and the summary
+typedef struct {
+    Pool *pool;
+    const Source *src;       // the input being read
+    long long bytes_before;  // bytes of the inputs already closed
+    long long total;         // all inputs' bytes, 0 when unknown (stdin, gzip)
+    double t0, last;
+    int tty;
+} Progress;
+
+static void progress_line(void *ctx) {
+    Progress *pr = (Progress *)ctx;
+    double now = now_s();
+    if (!pr->tty || now - pr->last < 0.5) { return; }
+    pr->last = now;
+    double mb = (double)(pr->bytes_before + (pr->src ? pr->src->bytes : 0)) / 1e6, dt = now - pr->t0;
+    char eta[64] = "";
+    if (pr->total > 0 && mb > 0) {
+        double left = ((double)pr->total / 1e6 - mb) / (mb / dt);
+        snprintf(eta, sizeof(eta), " | ETA %.0f s", left > 0 ? left : 0);
+    }
+    fprintf(stderr, "\r%.0f MB, %.1f MB/s | %lld documents | %lld tokens | %lld shards%s\033[K", mb, mb / dt,
+            pr->pool->docs, pr->pool->w->tokens, pr->pool->w->shards_written + pr->pool->w->shards_kept, eta);
+}
+
+static void shards_options(const Args *a, Writer *w, int *threads, size_t *batch_bytes) {
+    w->dir = a->out_dir;
+    w->name = a->name;
+    if (a->name != NULL && (a->name[0] == 0 || strchr(a->name, '/') != NULL)) {
+        usage_error("--name: expected a file name prefix without '/', got '%s'", a->name);
+    }
+    w->shard_tokens = int_flag("--shard-tokens", a->shard_tokens, DEFAULT_SHARD_TOKENS, 1);
+    if (w->shard_tokens > INT32_MAX) { usage_error("--shard-tokens: at most %d (the shard header's count is an int32)", INT32_MAX); }
+    w->val_tokens = int_flag("--val-tokens", a->val_tokens, a->name ? w->shard_tokens : DEFAULT_VAL_TOKENS, 0);
+    if (w->val_tokens > INT32_MAX) { usage_error("--val-tokens: at most %d (the shard header's count is an int32)", INT32_MAX); }
+    w->resume = a->resume != NULL;
+    *threads = (int)int_flag("--threads", a->threads, machine_cores(), 1);
+    if (*threads > 1024) { usage_error("--threads: at most 1024, got %d", *threads); }
+    *batch_bytes = (size_t)int_flag("--batch-kb", a->batch_kb, 1024, 1) * 1024;
+    if (a->format && strcmp(a->format, "txt") != 0 && strcmp(a->format, "jsonl") != 0 && strcmp(a->format, "framed") != 0) {
+        usage_error("--format: expected txt, jsonl or framed, got '%s'", a->format);
+    }
+    if (a->text_field && strlen(a->text_field) >= 256) { usage_error("--text-field: at most 255 bytes"); }
+}
+
+// reads one input into the pool's batches
+static Batch *shards_read_one(const Args *a, const char *path, Batch *b, Pool *pool, Progress *pr,
+                              const char *sep, LineBuf *lb) {
+    Source s;
+    source_open(&s, path);
+    pr->src = &s;
+    long long docs = 0;
+    int fmt = input_format(path, a->format);
+    if (fmt == FMT_FRAMED) {
+        b = read_framed(&s, b, pool->batch_bytes, pool_handoff, pool, &docs);
+    } else if (fmt == FMT_JSONL) {
+        const char *field = a->text_field ? a->text_field : "text";
+        b = read_jsonl(&s, b, lb, field, pool->batch_bytes, pool_handoff, pool, &docs);
+        if (docs == 0 && s.bytes > 0) { corpus_die("%s: no JSON lines (only blank ones)", s.path); }
+    } else {
+        b = read_txt(&s, b, sep, strlen(sep), pool->batch_bytes, pool_handoff, pool);
+    }
+    source_close(&s);
+    if (s.bytes == 0) { corpus_die("%s: empty input (no bytes)", s.path); }
+    pr->bytes_before += s.bytes;
+    pr->src = NULL;
+    return b;
+}
+
 static int cmd_shards(const Args *a) {
-    long long val_tokens = DEFAULT_VAL_TOKENS;
-    if (a->val_tokens != NULL) {
-        char *end;
-        errno = 0;
-        val_tokens = strtoll(a->val_tokens, &end, 10);
-        if (errno || end == a->val_tokens || *end != 0 || val_tokens < 0) {
-            usage_error("--val-tokens: expected a non-negative integer, got '%s'", a->val_tokens);
-        }
-    }
+    Writer w;
+    memset(&w, 0, sizeof(w));
+    int threads;
+    size_t batch_bytes;
+    shards_options(a, &w, &threads, &batch_bytes);
     char *sep = unescape(a->doc_sep != NULL ? a->doc_sep : "\\n\\n");
-    size_t sep_len = strlen(sep);
-    if (sep_len == 0) { usage_error("--doc-sep must not be empty"); }
-    {   // reject an --out-dir that is a file before doing any work
-        struct stat st;
-        if (stat(a->out_dir, &st) == 0 && !S_ISDIR(st.st_mode)) { runtime_error("--out-dir '%s' exists and is not a directory", a->out_dir); }
-    }
+    if (sep[0] == 0) { usage_error("--doc-sep must not be empty"); }
+    int sep_bad;
+    utf8_valid_prefix((const unsigned char *)sep, strlen(sep), 1, &sep_bad);
+    if (sep_bad) { usage_error("--doc-sep must be UTF-8 text, as the documents are"); }
+    if (a->text_field && a->text_field[0] == 0) { usage_error("--text-field must not be empty"); }
+    struct stat st;
+    if (stat(a->out_dir, &st) == 0 && !S_ISDIR(st.st_mode)) { runtime_error("--out-dir '%s' exists and is not a directory", a->out_dir); }
+    InputList inputs;
+    memset(&inputs, 0, sizeof(inputs));
+    for (int i = 0; i < a->n_in; i++) { inputs_add(&inputs, a->in[i]); }
+    int stdin_uses = 0;
+    for (int i = 0; i < inputs.n; i++) { stdin_uses += strcmp(inputs.paths[i], "-") == 0; }
+    if (stdin_uses > 1) { usage_error("--in -: standard input can be read only once"); }
 
     Tokenizer t;
     load_tokenizer(a, &t);
     if (t.vocab_size > 65536) { runtime_error("vocab size %d does not fit llm.c's uint16 token shards", t.vocab_size); }
-    size_t len;
-    unsigned char *text = tok_read_file(a->in, &len);
-
-    // Documents are text.split(sep) in Python terms (so "a\n\n\n\nb" has an empty
-    // document in the middle); each becomes <|endoftext|> + encode(document).
-    double t0 = now_s();
-    size_t cap = 1 << 16, n = 0, ndocs = 0;
-    int *stream = (int *)tok_malloc(cap * sizeof(int));
-    size_t start = 0;
-    for (;;) {
-        const unsigned char *hit = NULL;
-        for (size_t k = start; k + sep_len <= len; k++) {
-            if (text[k] == (unsigned char)sep[0] && memcmp(text + k, sep, sep_len) == 0) { hit = text + k; break; }
-        }
-        size_t end = hit ? (size_t)(hit - text) : len;
-        int *ids;
-        size_t nids;
-        if (tokenizer_encode(&t, text + start, end - start, &ids, &nids) != 0) { exit(1); }
-        if (n + nids + 1 > cap) {
-            while (n + nids + 1 > cap) { cap *= 2; }
-            stream = (int *)tok_realloc(stream, cap * sizeof(int));
-        }
-        stream[n++] = tokenizer_eot(&t);
-        memcpy(stream + n, ids, nids * sizeof(int));
-        n += nids;
-        free(ids);
-        ndocs++;
-        if (hit == NULL) { break; }
-        start = end + sep_len;
-    }
-    double t1 = now_s();
-    printf("encoded %s: %zu bytes, %zu documents, %zu tokens in %.3f s\n", a->in, len, ndocs, n, t1 - t0);
-
-    // the train split must not be empty
-    size_t nval = (size_t)val_tokens;
-    if (nval > n - 1) {
-        fprintf(stderr, "tokenize: note: --val-tokens %lld clamped to %zu to leave one train token\n", val_tokens, n - 1);
-        nval = n - 1;
-    }
-
     make_dirs(a->out_dir);
+    corpus_cleanup = remove_tmp;
+    signal(SIGXFSZ, SIG_IGN);  // a file size limit is then a write error (EFBIG), cleaned up like a full disk
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    w.buf = (uint16_t *)tok_malloc(WRITE_BUF_TOKENS * sizeof(uint16_t));
+
+    Pool pool;
+    pool_start(&pool, &t, &w, threads, batch_bytes);
+    Progress pr = {&pool, NULL, 0, inputs.size_unknown ? 0 : inputs.known_bytes, now_s(), now_s(), isatty(2)};
+    g_progress_tty = pr.tty;
+    pool.on_written = progress_line;
+    pool.ctx = &pr;
+    LineBuf lb = {NULL, 0};
+    Batch *b = pool_acquire(&pool);
+    for (int i = 0; i < inputs.n; i++) { b = shards_read_one(a, inputs.paths[i], b, &pool, &pr, sep, &lb); }
+    pool_finish(&pool, b);
+    writer_finish(&w, pool.last);
+    clear_progress();
+
     char *tok_path = join_path(a->out_dir, "tokenizer.bin");
-    char *val_path = join_path(a->out_dir, "val_000000.bin");
-    char *train_path = join_path(a->out_dir, "train_000000.bin");
     tokenizer_write_bin(&t, tok_path);
     printf("wrote %s: %d tokens in the vocabulary\n", tok_path, t.vocab_size);
-    write_shard(val_path, stream, nval);
-    printf("wrote %s: %zu tokens\n", val_path, nval);
-    write_shard(train_path, stream + nval, n - nval);
-    printf("wrote %s: %zu tokens\n", train_path, n - nval);
     sync_dir(a->out_dir);
+    double dt = now_s() - pr.t0;
+    struct rusage ru;  // the reading and writing thread's own CPU time: the limit when it nears dt
+    getrusage(RUSAGE_THREAD, &ru);
+    double main_cpu = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_sec
+                      + 1e-6 * (double)ru.ru_stime.tv_usec;
+    printf("%d input(s), %.1f MB, %lld documents, %lld tokens in %.2f s (%.1f MB/s, %.2fM tokens/s, %d threads, "
+           "%.2f CPU-s reading and writing); %lld shard(s) written, %lld kept\n", inputs.n, (double)pr.bytes_before / 1e6,
+           pool.docs, w.tokens, dt, (double)pr.bytes_before / 1e6 / dt, (double)w.tokens / 1e6 / dt, threads, main_cpu,
+           w.shards_written, w.shards_kept);
+    char next[4096];
+    shard_path(&w, w.k, next, sizeof(next));
+    if (stat(next, &st) == 0) { fprintf(stderr, "tokenize: note: %s is from an earlier run (beyond this run's last shard)\n", next); }
     check_stdout();
-
     free(tok_path);
-    free(val_path);
-    free(train_path);
-    free(stream);
-    free(text);
+    free(lb.buf);
     free(sep);
     tokenizer_free(&t);
     return 0;

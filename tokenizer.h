@@ -1138,4 +1138,25 @@ TOK_FN void tokenizer_free(Tokenizer *t) {
     memset(t, 0, sizeof(*t));
 }
 
+// A second encoder for another thread: it shares src's tables (read-only once loaded)
+// and has its own cache and scratch. Release it with tokenizer_free_shared, not tokenizer_free.
+TOK_FN void tokenizer_share(Tokenizer *dst, const Tokenizer *src) {
+    memset(dst, 0, sizeof(*dst));
+    dst->vocab_size = src->vocab_size;
+    dst->eot_token = src->eot_token;
+    dst->token_bytes = src->token_bytes;
+    dst->token_off = src->token_off;
+    dst->can_encode = src->can_encode;
+    dst->max_token_len = src->max_token_len;
+    dst->rank_table = src->rank_table;
+    dst->rank_mask = src->rank_mask;
+}
+
+TOK_FN void tokenizer_free_shared(Tokenizer *t) {
+    t->token_bytes = NULL;
+    t->token_off = NULL;
+    t->rank_table = NULL;
+    tokenizer_free(t);
+}
+
 #endif // TOKENIZER_H

@@ -64,6 +64,8 @@ if [ -f "$DATA/gpt2_encoder.json" ] && [ -f "$DATA/gpt2_vocab.bpe" ]; then
   [ -f "$DATA/tinyshakespeare.txt" ] && text_args=(--text "$DATA/tinyshakespeare.txt")
   run_suite "tokenizer vs tiktoken" "$PY" test/test_tokenizer.py --tokenize ./tokenize --encoder "$DATA/gpt2_encoder.json" \
     --merges "$DATA/gpt2_vocab.bpe" "${text_args[@]}"
+  run_suite "corpora to shards (tokenize shards, scripts/fineweb.py)" "$PY" test/test_shards.py --tokenize ./tokenize \
+    --encoder "$DATA/gpt2_encoder.json" --merges "$DATA/gpt2_vocab.bpe" "${text_args[@]}"
   if [ -f "$DATA/tinyshakespeare.txt" ]; then
     run_suite "tinyshakespeare script" bash test/test_scripts.sh "$DATA"
   else

@@ -422,7 +422,13 @@ def check_errors(res, tool, tmp):
     missing_m = os.path.join(tmp, "missing_vocab.bpe")
     expect_fail("error_missing_merges", ["encode", "--encoder", tool.encoder, "--merges", missing_m], 1, missing_m)
     out = os.path.join(tmp, "err_out2")
-    expect_fail("error_in_is_directory", ["shards"] + tool.bpe_args() + ["--in", tmp, "--out-dir", out], 1, tmp, out)
+    # a directory is read for its .txt/.jsonl/.json(.gz) files; one with none of them is an error
+    no_corpus = os.path.join(tmp, "no_corpus_files")
+    os.makedirs(no_corpus, exist_ok=True)
+    with open(os.path.join(no_corpus, "README.md"), "w") as f:
+        f.write("not a corpus file\n")
+    expect_fail("error_in_is_directory", ["shards"] + tool.bpe_args() + ["--in", no_corpus, "--out-dir", out], 1,
+                no_corpus, out)
     out = os.path.join(tmp, "err_out3")
     expect_fail("error_missing_in", ["shards"] + tool.bpe_args() + ["--in", in_path + ".nope", "--out-dir", out],
                 1, in_path + ".nope", out)

@@ -41,6 +41,8 @@ SUITES = {
     "cluster": ([], "bash test/test_cluster.sh"),
     "tokenizer": ([], f"{PY} test/test_tokenizer.py --tokenize ./tokenize --encoder {DATA}/gpt2_encoder.json "
                       f"--merges {DATA}/gpt2_vocab.bpe --text {DATA}/tinyshakespeare.txt"),
+    "shards": ([], f"{PY} test/test_shards.py --tokenize ./tokenize --encoder {DATA}/gpt2_encoder.json "
+                   f"--merges {DATA}/gpt2_vocab.bpe --text {DATA}/tinyshakespeare.txt"),
     "emu-kernels": (["dev/cuda/kernels_emu"], "./dev/cuda/kernels_emu check"),
     "emu-attention": (["dev/cuda/attention_emu"], "./dev/cuda/attention_emu check small"),
     "emu-gpt2": (["test/test_gpt2_emu"],

@@ -1,0 +1,349 @@
+/*
+The back half of `./tokenize shards`: a pool of threads that encode work units (corpus.h's
+Batch) in parallel, and the writer that cuts the ordered token stream into llm.c shards.
+Serves tokenize.c only.
+
+Order: batches are numbered as the reader fills them, encoded by whichever thread is free,
+and written strictly in their number's order, so the bytes do not depend on --threads.
+A ring of 2 * threads + 2 batches bounds the memory in flight.
+
+Shards: [NAME_]val_000000.bin holds the first --val-tokens tokens, then train shards of
+--shard-tokens each, the last one partial. With --name the train index continues after
+the validation shard's (llm.c's FineWeb layout: NAME_train_000001.bin first); without it
+the older layout is kept (train_000000.bin first). Each shard is written to PATH.tmp,
+fsynced and renamed when complete, so a killed run leaves no partial file under a final
+name. --resume leaves a complete shard that is already there in place, after checking
+that its tokens are the ones this run produces.
+*/
+#ifndef SHARDS_H
+#define SHARDS_H
+
+#include <pthread.h>
+#include <signal.h>
+#include "corpus.h"
+
+#define SHARD_MAGIC 20240520
+#define SHARD_VERSION 1
+#define SHARD_HEADER_BYTES 1024
+#define WRITE_BUF_TOKENS (1 << 20)
+
+// ----------------------------------------------------------------------------
+// the writer
+
+static char g_tmp_path[4096];  // the temporary being written; removed on errors and signals
+
+static int g_progress_tty;     // a progress line is on stderr: clear it before printing a line
+
+static void clear_progress(void) { if (g_progress_tty) { fprintf(stderr, "\r\033[K"); } }
+
+static void remove_tmp(void) { if (g_tmp_path[0]) { unlink(g_tmp_path); g_tmp_path[0] = 0; } }
+
+static void on_signal(int sig) {
+    if (g_tmp_path[0]) { unlink(g_tmp_path); }
+    _exit(128 + sig);
+}
+
+typedef struct {
+    const char *dir, *name;
+    long long shard_tokens, val_tokens;
+    int resume;
+    int k;                  // the shard being filled (0 = validation)
+    long long cur;          // its tokens so far
+    int open, fd;           // fd: the temporary being written
+    FILE *cmp;              // --resume: the complete shard being compared instead
+    char final[4000];
+    uint16_t *buf;
+    size_t nbuf;
+    long long tokens, shards_written, shards_kept;
+} Writer;
+
+static void shard_path(const Writer *w, int k, char *out, size_t cap) {
+    const char *split = k == 0 ? "val" : "train";
+    int index = w->name != NULL || k == 0 ? k : k - 1;
+    const char *sl = w->dir[0] && w->dir[strlen(w->dir) - 1] == '/' ? "" : "/";
+    int n = w->name ? snprintf(out, cap, "%s%s%s_%s_%06d.bin", w->dir, sl, w->name, split, index)
+                    : snprintf(out, cap, "%s%s%s_%06d.bin", w->dir, sl, split, index);
+    if (n < 0 || (size_t)n + 5 >= cap) { corpus_die("--out-dir %s: path too long", w->dir); }
+}
+
+static long long shard_target(const Writer *w) { return w->k == 0 ? w->val_tokens : w->shard_tokens; }
+
+static void write_all(int fd, const void *p, size_t n, off_t at) {
+    const char *c = (const char *)p;
+    while (n > 0) {
+        ssize_t m = at >= 0 ? pwrite(fd, c, n, at) : write(fd, c, n);
+        if (m < 0 && errno == EINTR) { continue; }
+        if (m <= 0) { corpus_die("%s: write failed: %s (no shard is left under its final name)", g_tmp_path, strerror(m < 0 ? errno : ENOSPC)); }
+        c += m; n -= (size_t)m;
+        if (at >= 0) { at += m; }
+    }
+}
+
+static void shard_header(int32_t *h, long long n) {
+    memset(h, 0, SHARD_HEADER_BYTES);
+    h[0] = SHARD_MAGIC;
+    h[1] = SHARD_VERSION;
+    h[2] = (int32_t)n;
+}
+
+// a complete shard from an earlier run: its header says the full count, and the size agrees
+static int shard_complete(const char *path, long long want) {
+    struct stat st;
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) { return 0; }
+    int32_t h[256];
+    int ok = fread(h, 4, 256, f) == 256 && h[0] == SHARD_MAGIC && h[1] == SHARD_VERSION && h[2] == want
+             && fstat(fileno(f), &st) == 0 && st.st_size == SHARD_HEADER_BYTES + 2 * want;
+    fclose(f);
+    return ok;
+}
+
+static void writer_open(Writer *w) {
+    shard_path(w, w->k, w->final, sizeof(w->final));
+    w->cur = 0;
+    w->open = 1;
+    if (w->resume && shard_target(w) > 0 && shard_complete(w->final, shard_target(w))) {
+        w->cmp = fopen(w->final, "rb");
+        if (w->cmp == NULL || fseek(w->cmp, SHARD_HEADER_BYTES, SEEK_SET) != 0) { corpus_die("%s: cannot reopen", w->final); }
+        return;
+    }
+    snprintf(g_tmp_path, sizeof(g_tmp_path), "%s.tmp", w->final);
+    w->fd = open(g_tmp_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (w->fd < 0) { int e = errno; g_tmp_path[0] = 0; corpus_die("%s.tmp: cannot create: %s", w->final, strerror(e)); }
+    int32_t h[256];
+    shard_header(h, 0);
+    write_all(w->fd, h, SHARD_HEADER_BYTES, -1);
+}
+
+static void writer_flush(Writer *w) {
+    if (w->nbuf) { write_all(w->fd, w->buf, w->nbuf * sizeof(uint16_t), -1); }
+    w->nbuf = 0;
+}
+
+static void writer_close(Writer *w) {
+    if (w->cmp) {
+        fclose(w->cmp);
+        w->cmp = NULL;
+        w->shards_kept++;
+        clear_progress();
+        printf("kept %s: %lld tokens (complete, --resume)\n", w->final, w->cur);
+    } else {
+        writer_flush(w);
+        int32_t h[256];
+        shard_header(h, w->cur);
+        write_all(w->fd, h, SHARD_HEADER_BYTES, 0);
+        if (fsync(w->fd) != 0) { corpus_die("%s: fsync failed: %s", g_tmp_path, strerror(errno)); }
+        if (close(w->fd) != 0) { corpus_die("%s: close failed: %s", g_tmp_path, strerror(errno)); }
+        if (rename(g_tmp_path, w->final) != 0) { corpus_die("%s: cannot rename to %s: %s", g_tmp_path, w->final, strerror(errno)); }
+        g_tmp_path[0] = 0;
+        w->shards_written++;
+        clear_progress();
+        printf("wrote %s: %lld tokens\n", w->final, w->cur);
+    }
+    fflush(stdout);
+    w->open = 0;
+    w->k++;
+}
+
+// appends tokens to the stream; a full shard is closed only when more tokens follow, so
+// that the end of the input can still move a token from validation to train
+static void writer_put(Writer *w, const uint16_t *t, size_t n) {
+    while (n > 0) {
+        if (w->open && w->cur == shard_target(w)) { writer_close(w); }
+        if (!w->open) { writer_open(w); continue; }
+        size_t m = (size_t)(shard_target(w) - w->cur);
+        if (m > n) { m = n; }
+        if (w->cmp) {
+            uint16_t old[4096];
+            for (size_t i = 0; i < m;) {
+                size_t c = m - i < 4096 ? m - i : 4096;
+                if (fread(old, 2, c, w->cmp) != c || memcmp(old, t + i, c * 2) != 0) {
+                    corpus_die("--resume: %s holds other tokens than these inputs make (near token %lld); "
+                               "remove it, or run without --resume", w->final, w->cur + (long long)i);
+                }
+                i += c;
+            }
+        } else {
+            for (size_t i = 0; i < m;) {
+                size_t c = m - i < WRITE_BUF_TOKENS - w->nbuf ? m - i : WRITE_BUF_TOKENS - w->nbuf;
+                memcpy(w->buf + w->nbuf, t + i, c * sizeof(uint16_t));
+                w->nbuf += c;
+                i += c;
+                if (w->nbuf == WRITE_BUF_TOKENS) { writer_flush(w); }
+            }
+        }
+        w->cur += (long long)m;
+        w->tokens += (long long)m;
+        t += m;
+        n -= m;
+    }
+}
+
+// the end of the stream: close the last shard; the train split must not be empty, so a
+// stream that ends inside the validation shard gives its last token to train_*
+static void writer_finish(Writer *w, uint16_t last) {
+    if (w->k == 0 && w->open) {
+        if (w->cur < 2) { corpus_die("the inputs make %lld token(s): too few for a validation and a train shard", w->cur); }
+        if (w->cmp) { corpus_die("--resume: %s is complete but these inputs end inside it; run without --resume", w->final); }
+        if (w->cur < w->val_tokens) {
+            fprintf(stderr, "tokenize: note: --val-tokens %lld clamped to %lld to leave one train token\n", w->val_tokens, w->cur - 1);
+        }
+        writer_flush(w);
+        if (ftruncate(w->fd, SHARD_HEADER_BYTES + 2 * (w->cur - 1)) != 0) { corpus_die("%s: truncate failed: %s", g_tmp_path, strerror(errno)); }
+        w->cur--;
+        w->tokens--;
+        writer_close(w);
+        writer_put(w, &last, 1);
+    }
+    if (w->open) { writer_close(w); }
+    free(w->buf);
+    w->buf = NULL;
+}
+
+// ----------------------------------------------------------------------------
+// the pool of encoding threads
+
+enum { B_FREE = 0, B_FILLING, B_SUBMITTED, B_ENCODED };
+
+typedef struct {
+    Batch *slots;
+    int nslots, nthreads;
+    size_t batch_bytes;
+    long long acquired, submitted, taken, written;
+    int stop;
+    pthread_mutex_t mu;
+    pthread_cond_t work, done;
+    pthread_t *th;
+    Tokenizer *base;
+    Writer *w;
+    long long docs;
+    uint16_t last;
+    void (*on_written)(void *ctx);
+    void *ctx;
+} Pool;
+
+typedef struct { Pool *p; int id; } WorkerArg;
+
+static void encode_batch(Tokenizer *t, Batch *b) {
+    size_t need = b->len + b->ndocs + 1;  // a token covers at least one byte
+    if (need > b->tcap) {
+        b->tcap = need;
+        b->tok = (uint16_t *)tok_realloc(b->tok, need * sizeof(uint16_t));
+    }
+    b->ntok = 0;
+    for (size_t i = 0; i < b->ndocs; i++) {
+        if (b->eot[i]) { b->tok[b->ntok++] = (uint16_t)tokenizer_eot(t); }
+        int *ids;
+        size_t n;
+        if (tokenizer_encode(t, b->text + b->off[i], b->dlen[i], &ids, &n) != 0) { exit(1); }
+        for (size_t k = 0; k < n; k++) { b->tok[b->ntok + k] = (uint16_t)ids[k]; }
+        b->ntok += n;
+        free(ids);
+    }
+}
+
+static void *worker_main(void *arg) {
+    Pool *p = ((WorkerArg *)arg)->p;
+    Tokenizer t;
+    tokenizer_share(&t, p->base);
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        while (!p->stop && p->taken == p->submitted) { pthread_cond_wait(&p->work, &p->mu); }
+        if (p->taken == p->submitted) { pthread_mutex_unlock(&p->mu); break; }
+        Batch *b = &p->slots[p->taken++ % p->nslots];
+        pthread_mutex_unlock(&p->mu);
+        encode_batch(&t, b);
+        pthread_mutex_lock(&p->mu);
+        b->state = B_ENCODED;
+        pthread_cond_broadcast(&p->done);
+        pthread_mutex_unlock(&p->mu);
+    }
+    tokenizer_free_shared(&t);
+    return NULL;
+}
+
+static void pool_start(Pool *p, Tokenizer *base, Writer *w, int nthreads, size_t batch_bytes) {
+    memset(p, 0, sizeof(*p));
+    p->base = base;
+    p->w = w;
+    p->nthreads = nthreads;
+    p->nslots = 2 * nthreads + 2;
+    p->batch_bytes = batch_bytes;
+    p->slots = (Batch *)tok_malloc((size_t)p->nslots * sizeof(Batch));
+    memset(p->slots, 0, (size_t)p->nslots * sizeof(Batch));
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->work, NULL);
+    pthread_cond_init(&p->done, NULL);
+    p->th = (pthread_t *)tok_malloc((size_t)nthreads * sizeof(pthread_t));
+    static WorkerArg args[1024];
+    for (int i = 0; i < nthreads; i++) {
+        args[i].p = p;
+        args[i].id = i;
+        if (pthread_create(&p->th[i], NULL, worker_main, &args[i]) != 0) { corpus_die("cannot start thread %d", i); }
+    }
+}
+
+// writes the oldest encoded batch (waiting for it)
+static void pool_write_next(Pool *p) {
+    Batch *b = &p->slots[p->written % p->nslots];
+    pthread_mutex_lock(&p->mu);
+    while (b->state != B_ENCODED) { pthread_cond_wait(&p->done, &p->mu); }
+    pthread_mutex_unlock(&p->mu);
+    writer_put(p->w, b->tok, b->ntok);
+    if (b->ntok) { p->last = b->tok[b->ntok - 1]; }
+    for (size_t i = 0; i < b->ndocs; i++) { p->docs += b->eot[i]; }
+    // a long document grew this slot: give the memory back
+    if (b->cap > 4 * p->batch_bytes) { free(b->text); b->text = NULL; b->cap = 0; }
+    if (b->tcap > 4 * p->batch_bytes) { free(b->tok); b->tok = NULL; b->tcap = 0; }
+    b->state = B_FREE;
+    p->written++;
+    if (p->on_written) { p->on_written(p->ctx); }
+}
+
+static Batch *pool_acquire(Pool *p) {
+    while (p->acquired - p->written >= p->nslots) { pool_write_next(p); }
+    Batch *b = &p->slots[p->acquired % p->nslots];
+    b->index = p->acquired++;
+    b->len = b->ndocs = b->ntok = 0;
+    b->state = B_FILLING;
+    return b;
+}
+
+static void pool_submit(Pool *p, Batch *b) {
+    pthread_mutex_lock(&p->mu);
+    if (b->index != p->submitted) { pthread_mutex_unlock(&p->mu); corpus_die("internal: batch %lld submitted out of order", b->index); }
+    b->state = B_SUBMITTED;
+    p->submitted++;
+    pthread_cond_signal(&p->work);
+    pthread_mutex_unlock(&p->mu);
+}
+
+// corpus.h's BatchHandoff: submit b, continue in a fresh batch with b's tail
+static Batch *pool_handoff(void *ctx, Batch *b, size_t keep_from) {
+    Pool *p = (Pool *)ctx;
+    Batch *nb = pool_acquire(p);
+    size_t keep = b->len - keep_from;
+    batch_reserve(nb, keep + CORPUS_READ_CHUNK);
+    memcpy(nb->text, b->text + keep_from, keep);
+    nb->len = keep;
+    pool_submit(p, b);
+    return nb;
+}
+
+// submits the last batch, writes everything, stops the threads
+static void pool_finish(Pool *p, Batch *b) {
+    pool_submit(p, b);
+    while (p->written < p->submitted) { pool_write_next(p); }
+    pthread_mutex_lock(&p->mu);
+    p->stop = 1;
+    pthread_cond_broadcast(&p->work);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->nthreads; i++) { pthread_join(p->th[i], NULL); }
+    for (int i = 0; i < p->nslots; i++) {
+        free(p->slots[i].text); free(p->slots[i].tok); free(p->slots[i].off); free(p->slots[i].dlen); free(p->slots[i].eot);
+    }
+    free(p->slots);
+    free(p->th);
+}
+
+#endif // SHARDS_H
