@@ -36,7 +36,8 @@ def make_text_set(data, path, n, seed):
             wrong = [lines[rng.randrange(len(lines))] for _ in range(3)]
             label = i % 4
             ends = wrong[:label] + [lines[j + 1]] + wrong[label:]
-            f.write(json.dumps({"context": ctx + "\n", "endings": ends, "label": label}) + "\n")
+            # the ending carries the space between (as the harness splits it: a context's trailing space moves to the ending)
+            f.write(json.dumps({"context": ctx, "endings": [" " + e for e in ends], "label": label}) + "\n")
 
 
 def read_dump(path, n):
@@ -75,12 +76,36 @@ def trainer(binary, model, a, mcfile, dump, extra=(), mpi=False):
     return r, vals
 
 
+def check_lm_eval(a, hfdir, text, got):
+    """scripts/lm_eval.sh: the harness's hf model on the export, the set as a local YAML task, offline. Its
+    log-likelihoods are the trainer's (examples 1-7: example 0's context is longer than the trainer's -t 64)."""
+    out = os.path.join(a.work, "lm")
+    env = dict(os.environ, PYTHON=sys.executable, HF_HOME=os.path.join(a.work, "hf_home"))
+    r = subprocess.run(["bash", "scripts/lm_eval.sh", hfdir, text, out, "--limit", "8"], cwd=H.ROOT, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, env=env)
+    res = [os.path.join(d, f) for d, _, fs in os.walk(os.path.join(out, "results")) for f in fs]
+    results = [json.load(open(p)) for p in res if os.path.basename(p).startswith("results_")]
+    samples = [json.loads(l) for p in res if os.path.basename(p).startswith("samples_") for l in open(p)]
+    m = results[0]["results"].get("llmc_mc", {}) if results else {}
+    H.check("scripts/lm_eval.sh runs lm-evaluation-harness offline on the export with the local YAML task: acc %s, "
+            "acc_norm %s on 8 examples" % (m.get("acc,none"), m.get("acc_norm,none")), r.returncode == 0 and
+            "acc,none" in m and "acc_norm,none" in m and len(samples) == 8, r.stdout[-600:])
+    worst, same = float("inf"), False
+    if len(samples) == 8 and len(got) == 24:
+        by = {s["doc_id"]: [float(x[0]) for x in s["filtered_resps"]] for s in samples}
+        worst = max(abs(by[i][k] - got[i][3][k][0]) for i in range(1, 8) for k in range(4))
+        same = all(int(np.argmax(by[i])) == got[i][2] for i in range(1, 8))
+    H.check("the harness's log-likelihood of each ending equals the trainer's --eval-mc within 1e-4 (%.2e), and its acc "
+            "choices the trainer's" % worst, worst <= 1e-4 and same)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--work", required=True)
     ap.add_argument("--data", required=True)
     ap.add_argument("--emu", default="")
     ap.add_argument("--mpi", action="store_true")
+    ap.add_argument("--lmeval", action="store_true", help="also scripts/lm_eval.sh (needs lm_eval)")
     a = ap.parse_args()
     w = a.work
     enc, mer = os.path.join(a.data, "gpt2_encoder.json"), os.path.join(a.data, "gpt2_vocab.bpe")
@@ -107,7 +132,7 @@ def main():
     r, vals = trainer("./train_gpt_cpu", model, a, tok, dump)
     got = read_dump(dump, 24) if os.path.exists(dump) else []
     hfdir = os.path.join(w, "hf")
-    H.script("export_hf.py", model, hfdir, "--no-tokenizer")
+    H.script("export_hf.py", model, hfdir, "--encoder", enc, "--merges", mer)
     m, _, _ = H.hf_load(hfdir)
     ref = torch_scores(m, tokset, 64)
     worst = max((abs(g[3][k][0] - ref[i][k][0]) for i, g in enumerate(got) for k in range(len(ref[i]))), default=float("inf"))
@@ -188,6 +213,11 @@ def main():
     H.check("scripts/hellaswag.sh converts a local hellaswag_val.jsonl (endings with llm.c's leading space: ' sits.' -> %s)"
             % (conv[0]["ending_tokens"][2] if conv else None), len(conv) == 3 and conv[2]["label"] == 2
             and conv[0]["ending_tokens"][2] == [10718, 13], r.stdout[-300:])
+    if a.lmeval:
+        check_lm_eval(a, hfdir, text, got)
+    else:
+        H.skipped += 1
+        print("SKIP lm-evaluation-harness: %s cannot import lm_eval (.ci/run shows the pip install line)" % sys.executable)
     print("%d passed, %d failed, %d skipped" % (H.passed, H.failed, H.skipped))
     sys.exit(1 if H.failed else 0)
 
