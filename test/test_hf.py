@@ -176,6 +176,25 @@ def test_random_import(a, work):
     binf = os.path.join(work, "rand.bin")
     r = script("import_hf.py", hf, binf)
     check("a random GPT2LMHeadModel saved by transformers (vocab 300, L=2, C=64, weights of std 0.2) imports", r.returncode == 0, r.stdout)
+    # the same weights as PyTorch's pytorch_model.bin, and in the official gpt2 layout: names without "transformer.",
+    # the attention-mask buffers, and lm_head.weight beside wte
+    ptdir = os.path.join(work, "rand_pt")
+    m.save_pretrained(ptdir, safe_serialization=False)
+    r = script("import_hf.py", ptdir, os.path.join(work, "rand_pt.bin"))
+    check("the same model saved as pytorch_model.bin imports to the same bytes", r.returncode == 0 and
+          open(os.path.join(work, "rand_pt.bin"), "rb").read() == open(binf, "rb").read(), r.stdout)
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    from llmc_hf import read_safetensors, write_safetensors
+    ofdir = os.path.join(work, "rand_official")
+    os.makedirs(ofdir)
+    shutil.copy(os.path.join(hf, "config.json"), ofdir)
+    t = [(n[len("transformer."):], np.asarray(a), tag) for n, (a, tag) in read_safetensors(os.path.join(hf, "model.safetensors")).items()]
+    mask = np.tril(np.ones((1, 1, 64, 64), dtype=np.float32))
+    t += [("h.%d.attn.bias" % i, mask, "F32") for i in range(2)] + [("lm_head.weight", dict((n, a) for n, a, _ in t)["wte.weight"], "F32")]
+    write_safetensors(os.path.join(ofdir, "model.safetensors"), t, {"format": "pt"})
+    r = script("import_hf.py", ofdir, os.path.join(work, "rand_of.bin"))
+    check("the official gpt2 layout (no 'transformer.' prefix, attn.bias buffers, lm_head.weight) imports to the same bytes",
+          r.returncode == 0 and open(os.path.join(work, "rand_of.bin"), "rb").read() == open(binf, "rb").read(), r.stdout)
     B, T = 4, 16
     w = torch.randint(0, 300, (B * T + 1,), generator=torch.Generator().manual_seed(3))
     shard = os.path.join(work, "rand_train_000000.bin")
