@@ -36,6 +36,7 @@ typedef struct {
     int shuffle;
     // evaluation, sampling, checkpoints
     int val_every, val_batches, sample_every, gen_tokens;
+    const char *eval_mc;        // multiple-choice JSONL scored with each validation (eval_mc.h); NULL = none
     int checkpoint_every, keep_checkpoints, resume;
     int dry_run;
     int timing;                 // print the step's time breakdown on the console
@@ -147,6 +148,7 @@ static const OptSpec OPTIONS[] = {
     OPT(NULL, "--shuffle", OPT_INT, shuffle, "1 shuffle the training order each epoch, 0 read in order"),
     OPT("-v", "--val-every", OPT_INT, val_every, "validation loss every N steps; 0 = off"),
     OPT("-m", "--val-batches", OPT_INT, val_batches, "micro-batches per validation"),
+    OPTD(NULL, "--eval-mc", OPT_STR, eval_mc, "multiple-choice JSONL (token ids; scripts/mc_tokenize.py converts text and HellaSwag) scored with each validation: acc_norm by mean log-likelihood per ending token, and acc", "none"),
     OPT("-s", "--sample-every", OPT_INT, sample_every, "sample text every N steps; 0 = off"),
     OPT("-g", "--gen-tokens", OPT_INT, gen_tokens, "tokens per sample"),
     OPT("-n", "--checkpoint-every", OPT_INT, checkpoint_every, "checkpoint every N steps and at the end; 0 = off"),
@@ -322,6 +324,8 @@ static void config_validate(const TrainConfig *c) {
     if (c->shuffle != 0 && c->shuffle != 1) bad_value("--shuffle", "must be 0 or 1");
     if (c->val_every < 0) bad_value("-v/--val-every", "must be >= 0 (0 turns it off)");
     if (c->val_batches < 1) bad_value("-m/--val-batches", "must be >= 1");
+    if (c->eval_mc && (c->val_every == 0 || (c->train_data && !c->val_data)))
+        bad_value("--eval-mc", "is scored with each validation: needs -j/--val-data and -v/--val-every > 0");
     if (c->sample_every < 0) bad_value("-s/--sample-every", "must be >= 0 (0 turns it off)");
     if (c->gen_tokens < 1) bad_value("-g/--gen-tokens", "must be >= 1");
     if (c->checkpoint_every < 0) bad_value("-n/--checkpoint-every", "must be >= 0 (0 turns it off)");

@@ -23,6 +23,7 @@
 #include "tokenizer.h"
 #include "zero.h"
 #include "pipeline.h"
+#include "eval_mc.h"
 
 // dev/cuda/emu counts each training step's device calls (TRAIN_GPT_EMU_COUNTS=1); elsewhere these are nothing.
 #ifndef STEP_BEGIN
@@ -738,8 +739,12 @@ static void run_evaluate(Run *r, int step) {
     double floor = r->synth.floor;
     if (r->synthetic) printf0("step %5d | val loss %.4f | floor %.4f | gap %.4f\n", step, vl, floor, vl - floor);
     else printf0("step %5d | val loss %.4f\n", step, vl);
+    McScore mc = {0, 0.0, 0.0};
+    if (r->cfg.eval_mc) mc = eval_mc_run(&r->pipe, r->cfg.eval_mc, r->B, r->T, r->mc.vocab_size);
+    if (mc.n) printf0("step %5d | eval-mc acc_norm %.4f | acc %.4f | %d examples\n", step, mc.acc_norm, mc.acc, mc.n);
     if (r->logf) {
         fprintf(r->logf, "{\"step\": %d, \"val_loss\": %.9g", step, vl);
+        if (mc.n) fprintf(r->logf, ", \"eval_mc\": {\"acc_norm\": %.9g, \"acc\": %.9g, \"n\": %d}", mc.acc_norm, mc.acc, mc.n);
         if (r->synthetic) fprintf(r->logf, ", \"floor\": %.9g, \"no_attention\": %.9g", floor, r->synth.no_attention);
         fprintf(r->logf, "}\n");
         fflush(r->logf);

@@ -75,6 +75,12 @@ else
   skip "tokenizer vs tiktoken and the tinyshakespeare script: no GPT-2 tokenizer files (gpt2_encoder.json, gpt2_vocab.bpe) in $DATA (set DATA_DIR)"
 fi
 
+if [ -f "$DATA/gpt2_encoder.json" ] && [ -f "$DATA/tinyshakespeare.txt" ]; then
+  run_suite "Hugging Face export and import" bash test/test_hf.sh "$DATA"
+  run_suite "multiple-choice evaluation (--eval-mc)" bash test/test_eval_mc.sh "$DATA"
+else
+  skip "Hugging Face export and import, --eval-mc: no gpt2_encoder.json or tinyshakespeare.txt in $DATA (set DATA_DIR)"
+fi
 run_suite "trainer CLI" bash test/test_cli.sh
 run_suite "README vs the code" bash test/test_readme.sh
 run_suite "precision and loss scaling" bash test/test_precision.sh
