@@ -63,6 +63,10 @@ static void freadCheck(void *ptr, size_t size, size_t n, FILE *fp, const char *p
     }
 }
 
+static void fwriteCheck(const void *ptr, size_t size, size_t n, FILE *fp, const char *path) {
+    if (fwrite(ptr, size, n, fp) != n) fatal("%s: write failed: %s", path, strerror(errno));
+}
+
 static void fseekCheck(FILE *fp, long off, int whence, const char *path) {
     if (fseek(fp, off, whence) != 0) fatal("%s: seek to %ld failed: %s", path, off, strerror(errno));
 }
