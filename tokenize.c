@@ -27,6 +27,7 @@ Build: gcc -O2 -Wall -Wextra -std=gnu11 tokenize.c -o tokenize -lm
 #include <sys/types.h>
 #include <unistd.h>
 #include "tokenizer.h"
+#include "utils.h"
 
 #define SHARD_MAGIC 20240520
 #define SHARD_VERSION 1
@@ -267,12 +268,6 @@ static char *unescape(const char *s) {
     return out;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 // ----------------------------------------------------------------------------
 // subcommands
 
@@ -346,7 +341,7 @@ static int cmd_shards(const Args *a) {
 
     // Documents are text.split(sep) in Python terms (so "a\n\n\n\nb" has an empty
     // document in the middle); each becomes <|endoftext|> + encode(document).
-    double t0 = now_s();
+    double t0 = wall_seconds();
     size_t cap = 1 << 16, n = 0, ndocs = 0;
     int *stream = (int *)tok_malloc(cap * sizeof(int));
     size_t start = 0;
@@ -371,7 +366,7 @@ static int cmd_shards(const Args *a) {
         if (hit == NULL) { break; }
         start = end + sep_len;
     }
-    double t1 = now_s();
+    double t1 = wall_seconds();
     printf("encoded %s: %zu bytes, %zu documents, %zu tokens in %.3f s\n", a->in, len, ndocs, n, t1 - t0);
 
     // the train split must not be empty
