@@ -38,6 +38,8 @@ typedef enum { OFFLOAD_TO_CPU, OFFLOAD_TO_NVME } OffloadDevice;
 static const char *const OFFLOAD_DEVICE_NAMES[] = {"cpu", "nvme", NULL};
 typedef enum { PRECISION_BUILD_DEFAULT = -1, PRECISION_BF16, PRECISION_FP16, PRECISION_FP32 } Precision;
 static const char *const PRECISION_NAMES[] = {"bf16", "fp16", "fp32", NULL};
+typedef enum { LOSS_SCALE_BY_PRECISION = -1, LOSS_SCALE_DYNAMIC, LOSS_SCALE_NONE, LOSS_SCALE_FIXED } LossScaleMode;
+static const char *const LOSS_SCALE_NAMES[] = {"dynamic", "none", NULL};  // or a number: LOSS_SCALE_FIXED
 
 typedef struct {
     // data and files
@@ -85,7 +87,8 @@ typedef struct {
     // precision and loss scaling
     Precision precision;        // PRECISION_BUILD_DEFAULT until config_resolve_precision
     int tf32;                   // fp32: let matmuls use TF32 tensor cores
-    const char *loss_scale;     // "dynamic", "none" or a fixed scale; NULL = dynamic for fp16, else none
+    LossScaleMode loss_scale;   // LOSS_SCALE_BY_PRECISION until config_resolve_precision: dynamic for fp16, else none
+    float loss_scale_fixed;     // LOSS_SCALE_FIXED: the scale
     int loss_scale_power;       // dynamic: the first scale is 2^power
     int loss_scale_window;      // dynamic: clean steps before the scale doubles
     int loss_scale_hysteresis;  // dynamic: overflows tolerated before the scale halves
@@ -126,6 +129,7 @@ static void config_defaults(TrainConfig *c) {
     c->offload = OFFLOAD_NONE;
     c->offload_device = OFFLOAD_TO_CPU;
     c->precision = PRECISION_BUILD_DEFAULT;
+    c->loss_scale = LOSS_SCALE_BY_PRECISION;
     c->nvme_buffer_mb = 64.0f;
     c->loss_scale_power = 16;
     c->loss_scale_window = 1000;
@@ -135,7 +139,7 @@ static void config_defaults(TrainConfig *c) {
     c->autotune_world = 1;
 }
 
-typedef enum { OPT_STR, OPT_INT, OPT_LONG, OPT_U64, OPT_FLOAT, OPT_FLAG, OPT_ENUM } OptKind;
+typedef enum { OPT_STR, OPT_INT, OPT_LONG, OPT_U64, OPT_FLOAT, OPT_FLAG, OPT_ENUM, OPT_LOSS_SCALE } OptKind;
 
 typedef struct {
     const char *shortname;      // llm.c's letter, or NULL
@@ -194,7 +198,7 @@ static const OptSpec OPTIONS[] = {
     OPT(NULL, "--comm-timeout", OPT_FLOAT, comm_timeout, "abort the job if a rank waits this many seconds on the others; 0 = off"),
     OPTE(NULL, "--precision", precision, PRECISION_NAMES, "bf16 | fp16 | fp32: activations and matmuls (master weights and AdamW stay fp32)"),
     OPT(NULL, "--tf32", OPT_FLAG, tf32, "with --precision fp32: let matmuls use TF32 tensor cores"),
-    OPTD(NULL, "--loss-scale", OPT_STR, loss_scale, "dynamic | none | a fixed scale", "dynamic with fp16, else none"),
+    OPTD(NULL, "--loss-scale", OPT_LOSS_SCALE, loss_scale, "dynamic | none | a fixed scale", "dynamic with fp16, else none"),
     OPT(NULL, "--loss-scale-power", OPT_INT, loss_scale_power, "dynamic scaling starts at 2^K"),
     OPT(NULL, "--loss-scale-window", OPT_INT, loss_scale_window, "dynamic: double the scale after this many steps without overflow"),
     OPT(NULL, "--loss-scale-hysteresis", OPT_INT, loss_scale_hysteresis, "dynamic: overflows tolerated before the scale halves"),
@@ -235,6 +239,7 @@ static void format_default(const OptSpec *o, const TrainConfig *d, char *buf, si
         case OPT_U64: snprintf(buf, n, "%llu", (unsigned long long)*(const uint64_t *)field); break;
         case OPT_FLOAT: snprintf(buf, n, "%g", *(const float *)field); break;
         case OPT_ENUM: snprintf(buf, n, "%s", o->names[*(const int *)field]); break;
+        case OPT_LOSS_SCALE: break;  // its spec has the text (OPTD)
     }
 }
 
@@ -305,6 +310,14 @@ static void parse_value(const OptSpec *o, const char *flagname, const char *v, T
                 snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", i ? ", " : "", o->names[i]);
             }
             usage_error("%s: '%s' is not one of %s", flagname, v, list);
+        }
+        case OPT_LOSS_SCALE: {  // dynamic, none, or a positive number a float holds
+            for (int i = 0; LOSS_SCALE_NAMES[i]; i++) if (strcmp(v, LOSS_SCALE_NAMES[i]) == 0) { *(int *)field = i; return; }
+            double x = strtod(v, &end);
+            if (!(x > 0) || *end != '\0' || !isfinite(strtof(v, NULL))) usage_error("%s: '%s' is not dynamic, none or a positive number", flagname, v);
+            *(int *)field = LOSS_SCALE_FIXED;
+            c->loss_scale_fixed = strtof(v, NULL);
+            return;
         }
     }
 }
@@ -386,12 +399,6 @@ static void config_validate(const TrainConfig *c) {
     if (c->tokens_per_s < 0) bad_value("--tokens-per-s", "must be > 0");
     if (c->comm_timeout < 0) bad_value("--comm-timeout", "must be >= 0 (0 turns the watchdog off)");
     if (c->val_data && !c->train_data) bad_value("-j/--val-data", "given without -i/--train-data");
-    const char *ls = c->loss_scale;
-    char *end = NULL;
-    if (ls && strcmp(ls, "dynamic") != 0 && strcmp(ls, "none") != 0 &&
-        !(strtod(ls, &end) > 0 && *end == '\0' && isfinite(strtod(ls, NULL)))) {
-        usage_error("--loss-scale: '%s' is not dynamic, none or a positive number", ls);
-    }
     if (c->loss_scale_power < 0 || c->loss_scale_power > 60) bad_value("--loss-scale-power", "must be in [0, 60]");
     if (c->loss_scale_window < 1) bad_value("--loss-scale-window", "must be >= 1");
     if (c->loss_scale_hysteresis < 1) bad_value("--loss-scale-hysteresis", "must be >= 1");
@@ -413,7 +420,7 @@ static void config_resolve_precision(TrainConfig *c, const char *build_default, 
         usage_error("--tf32 1: TF32 is a mode of --precision fp32 (this run has %s, whose matmuls already use tensor cores)",
                     PRECISION_NAMES[c->precision]);
     }
-    if (!c->loss_scale) c->loss_scale = c->precision == PRECISION_FP16 ? "dynamic" : "none";
+    if (c->loss_scale == LOSS_SCALE_BY_PRECISION) c->loss_scale = c->precision == PRECISION_FP16 ? LOSS_SCALE_DYNAMIC : LOSS_SCALE_NONE;
 }
 
 // The checks that need the world's size: the pipeline's stages divide it, and ZeRO 2-3 (layer by layer
@@ -479,8 +486,8 @@ static void loss_scaler_init(LossScaler *s, const TrainConfig *c) {
     s->window = c->loss_scale_window;
     s->hysteresis = s->hysteresis_left = c->loss_scale_hysteresis;
     s->min_scale = c->loss_scale_min;
-    if (strcmp(c->loss_scale, "dynamic") == 0) { s->dynamic = 1; s->scale = ldexpf(1.0f, c->loss_scale_power); }
-    else s->scale = strcmp(c->loss_scale, "none") == 0 ? 1.0f : strtof(c->loss_scale, NULL);
+    if (c->loss_scale == LOSS_SCALE_DYNAMIC) { s->dynamic = 1; s->scale = ldexpf(1.0f, c->loss_scale_power); }
+    else s->scale = c->loss_scale == LOSS_SCALE_FIXED ? c->loss_scale_fixed : 1.0f;
 }
 
 // After a step's gradients are known: returns 1 if the step must be skipped. A fixed scale skips

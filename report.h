@@ -132,11 +132,14 @@ static void report_run_header(const Run *r) {
     const TrainConfig *cfg = &r->cfg;
     const GPT2Config *mc = &r->mc;
     int pp_stages = r->pp_stages, A = r->A;
+    char scale[32];
+    if (cfg->loss_scale == LOSS_SCALE_FIXED) snprintf(scale, sizeof(scale), "%g", cfg->loss_scale_fixed);
+    else snprintf(scale, sizeof(scale), "%s", LOSS_SCALE_NAMES[cfg->loss_scale]);
     char where[64] = "";
     if (r->nvme) snprintf(where, sizeof(where), " to nvme");
     printf0("train_gpt (%s build) on %s | world %d = data-parallel %d x pipeline %d | ZeRO stage %d | offload %s%s | "
             "precision %s%s | loss scale %s\n", BUILD_NAME, model_device_name(), r->world, r->dp, pp_stages, cfg->zero_stage,
-            OFFLOAD_NAMES[cfg->offload], where, PRECISION_NAMES[cfg->precision], cfg->tf32 ? " (TF32 matmuls)" : "", cfg->loss_scale);
+            OFFLOAD_NAMES[cfg->offload], where, PRECISION_NAMES[cfg->precision], cfg->tf32 ? " (TF32 matmuls)" : "", scale);
     report_placement(r);
     if (pp_stages > 1) {
         printf0("pipeline split (1F1B, %d micro-batches; bubble (p-1)/(m+p-1) = %.3f):", A, pp_bubble_formula(pp_stages, A));

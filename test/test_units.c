@@ -212,7 +212,7 @@ static void test_state_file(void) {
 static void test_loss_scaler(void) {
     TrainConfig c;
     config_defaults(&c);
-    c.loss_scale = "dynamic";
+    c.loss_scale = LOSS_SCALE_DYNAMIC;
     c.loss_scale_power = 4; c.loss_scale_window = 3; c.loss_scale_hysteresis = 2; c.loss_scale_min = 2.0f;
     LossScaler s;
     loss_scaler_init(&s, &c);
@@ -231,11 +231,11 @@ static void test_loss_scaler(void) {
         }
     }
     check(ok && s.skipped == 8, "dynamic loss scaling follows DeepSpeed's rules (window, hysteresis, floor) over 14 steps");
-    c.loss_scale = "none";
+    c.loss_scale = LOSS_SCALE_NONE;
     loss_scaler_init(&s, &c);
     check(s.scale == 1.0f && !s.dynamic && loss_scaler_update(&s, 1) == 1 && s.scale == 1.0f && loss_scaler_update(&s, 0) == 0,
           "with loss scaling off the scale stays 1 and an overflowed step is still skipped");
-    c.loss_scale = "1024";
+    c.loss_scale = LOSS_SCALE_FIXED; c.loss_scale_fixed = 1024.0f;
     loss_scaler_init(&s, &c);
     check(s.scale == 1024.0f && !s.dynamic, "a fixed --loss-scale is taken as given");
 }
