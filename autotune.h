@@ -1,6 +1,6 @@
 // autotune.h: --autotune, the fastest configuration that fits. Given the run's model, data, sequence
 // length and tokens per step, it enumerates micro-batch size x recompute level x offload (x ZeRO stage
-// where it changes anything), drops what the exact memory plan (model_memory_plan, zero_memory_plan:
+// where it changes anything), drops what the exact memory plan (plan.h, the run's own check:
 // what the run would allocate, byte for byte, which the tests check) says cannot fit the device or the
 // host (--mem-limit pretends a smaller one), times a few steps of each survivor, and prints them sorted
 // by tokens/s with their memory and the days to train --target-tokens at that speed.
@@ -21,10 +21,12 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "run.h"
+#include "plan.h"
 
 typedef struct {
     int B, A, recompute, zero, pp, ok, same_b;
-    const char *offload;
+    OffloadWhat offload;
     double device_bytes, host_bytes;
     double ms, tps;          // mean over its runs of each run's median step; tps 0 = not timed
     double sum_ms;
@@ -100,7 +102,7 @@ static void tune_time(TuneCandidate *c, int argc, char **argv, long total, const
     snprintf(pp, sizeof(pp), "%d", c->pp);
     snprintf(b, sizeof(b), "%d", c->B); snprintf(a, sizeof(a), "%d", c->A); snprintf(r, sizeof(r), "%d", c->recompute);
     snprintf(z, sizeof(z), "%d", c->zero); snprintf(d, sizeof(d), "%ld", total); snprintf(x, sizeof(x), "%d", TUNE_TIMED_STEPS + 1);
-    const char *extra[] = {"-b", b, "--grad-accum", a, "-d", d, "-r", r, "-z", z, "--offload", c->offload, "--pp", pp,
+    const char *extra[] = {"-b", b, "--grad-accum", a, "-d", d, "-r", r, "-z", z, "--offload", OFFLOAD_NAMES[c->offload], "--pp", pp,
                            "-x", x, "-v", "0", "-s", "0", "--log", logp};
     for (size_t i = 0; i < sizeof(extra) / sizeof(extra[0]); i++) args[n++] = (char *)extra[i];
     args[n] = NULL;
@@ -165,46 +167,53 @@ static const char *tune_bytes(double b, char *buf, size_t n) {
     return buf;
 }
 
-static size_t physical_memory_bytes(void) {
-    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
-    return pages > 0 && size > 0 ? (size_t)pages * (size_t)size : 0;
+// A candidate's memory per rank: the largest of its stages' plans (each stage holds its layers, and the
+// first and last the tied embedding; micro-batches in flight per 1F1B). Where the device is the host
+// (the CPU build) the host's share is device memory too.
+static PlanNeed tune_need(const Run *r, const TuneCandidate *c, const int *first, int *holds_unit, int device_is_host) {
+    const GPT2Config *mc = &r->mc;
+    int nu = gpt2_num_units(mc), dp = r->cfg.autotune_world / c->pp;
+    PlanChoice choice = {c->zero, c->offload != OFFLOAD_NONE, c->offload == OFFLOAD_PARAMS, 0};
+    PlanNeed worst = {0, 0, 0};
+    for (int st = 0; st < c->pp; st++) {
+        for (int u = 0; u < nu; u++) holds_unit[u] = u == 0 ? (st == 0 || st == c->pp - 1) : (u - 1 >= first[st] && u - 1 < first[st + 1]);
+        PlanLayout l = {mc, c->B, r->T, c->recompute, first[st + 1] - first[st], pp_max_in_flight(st, c->pp, c->A), holds_unit, dp, 0, 0};
+        PlanNeed n = plan_need(&l, choice, NULL);
+        if (device_is_host) { n.device += n.host; n.host = 0; }
+        if (n.device > worst.device) worst.device = n.device;
+        if (n.host > worst.host) worst.host = n.host;
+    }
+    return worst;
 }
 
-// --autotune: after run_setup (the model, the data, the world and the batch are known). The tuner runs
-// as one process and times one-process configurations. Returns the exit status: 1 when nothing could be
-// timed with the run's micro-batch size (nothing fits, or every such configuration failed).
-static int autotune_main(Run *r, int argc, char **argv) {
-    const TrainConfig *cfg = &r->cfg;
+// Fills in a candidate's memory, whether it fits `cap`, why not, and its flags.
+static void tune_fill(const Run *r, TuneCandidate *c, const int *first, int *holds_unit, const MachineCapacity *cap) {
+    int W = r->cfg.autotune_world, cpu = cap->device_is_host;
+    PlanNeed n = tune_need(r, c, first, holds_unit, cpu);
+    double on_dev = (double)n.device, on_host = (double)n.host;
+    double limit = cpu ? cap->ram : cap->device, host_limit = cap->ram;
+    c->device_bytes = on_dev; c->host_bytes = on_host;
+    c->ok = plan_fits(&n, cap);
+    char need[32], have[32];
+    if (!c->ok) snprintf(c->why, sizeof(c->why), "does not fit: %s %s > %s", tune_bytes(on_dev > limit ? on_dev : on_host, need, sizeof(need)),
+                         on_dev > limit ? (cpu ? "of memory" : "on the device") : "on the host",
+                         tune_bytes(on_dev > limit ? limit : host_limit, have, sizeof(have)));
+    const char *off = OFFLOAD_NAMES[c->offload];
+    if (W > 1) snprintf(c->flags, sizeof(c->flags), "-b %d --grad-accum %d -r %d -z %d --offload %s --pp %d", c->B, c->A, c->recompute,
+                        c->zero, off, c->pp);
+    else snprintf(c->flags, sizeof(c->flags), "-b %d --grad-accum %d -r %d -z %d --offload %s", c->B, c->A, c->recompute, c->zero, off);
+}
+
+// The candidates: micro-batch sizes bs[0..nb) x layouts x recompute x offload. Layouts: pipeline stages
+// that divide the world (at most one per layer); ZeRO stages where there is more than one data-parallel
+// rank to shard over (2-3 not with a pipeline); offload none, the AdamW state on the host, and with
+// ZeRO-3 the layers' parameters too (with one data-parallel rank stage 3 is enumerated only where
+// offload params needs it).
+static TuneCandidate *tune_enumerate(const Run *r, long total, const int *bs, int nb, const MachineCapacity *cap, int *count) {
     const GPT2Config *mc = &r->mc;
-    if (r->world > 1) fatal("--autotune: run it as one process (not under mpirun), with --autotune-world N for a run of N "
-                            "ranks: it starts each configuration in processes of its own (through mpirun for N > 1)");
-    int T = r->T, L = mc->num_layers, W = cfg->autotune_world;
-    long total = cfg->total_batch_tokens;
-    // the tokens per step the run of W ranks would have: -d, or B x T x accumulation x W
-    int gave_d = 0;
-    for (int i = 1; i < argc; i++) gave_d |= !strcmp(argv[i], "-d") || !strncmp(argv[i], "--total-batch-tokens", 20);
-    if (!gave_d) total *= W;
-    if (W > 1 && system("command -v mpirun > /dev/null 2>&1") != 0) fatal("--autotune-world %d: mpirun is not on the PATH", W);
-    if (W > 1 && !build_info.mpi) fatal("--autotune-world %d: this binary was built without MPI", W);
-    int cpu = strcmp(BUILD_NAME, "cpu") == 0;  // device memory is host memory
-    double dev_cap = (double)backend_device_capacity(), host_cap = (double)physical_memory_bytes();
-    double limit = cfg->mem_limit > 0 ? cfg->mem_limit * 1073741824.0 : dev_cap;
-    double host_limit = cfg->mem_limit > 0 && cpu ? limit : host_cap;
-    int nu = gpt2_num_units(mc);
-    int *present = (int *)mallocCheck(nu * sizeof(int));
+    int T = r->T, L = mc->num_layers, W = r->cfg.autotune_world;
+    int *holds_unit = (int *)mallocCheck(gpt2_num_units(mc) * sizeof(int));
     int *first = (int *)mallocCheck((W + 1) * sizeof(int));
-    // micro-batch sizes that divide the step: powers of two and the run's own (per data-parallel rank,
-    // checked per layout below)
-    int bs[32], nb = 0;
-    for (long b = 1; b * T <= total && nb < 30; b *= 2) if (total % (b * T) == 0) bs[nb++] = (int)b;
-    int have_own = 0;
-    for (int i = 0; i < nb; i++) have_own |= bs[i] == r->B;
-    if (!have_own) bs[nb++] = r->B;
-    // layouts: pipeline stages that divide the world (at most one per layer); ZeRO stages where there is
-    // more than one data-parallel rank to shard over (2-3 not with a pipeline); offload none, the AdamW
-    // state on the host, and with ZeRO-3 the layers' parameters too (with one data-parallel rank stage 3
-    // is enumerated only where offload params needs it)
-    const char *offs[3] = {"none", "optimizer", "params"};
     TuneCandidate *cs = (TuneCandidate *)callocCheck((size_t)nb * 4 * 3 * 4 * (W + 1), sizeof(TuneCandidate));
     int nc = 0;
     for (int pp = 1; pp <= W && pp <= L; pp++) {
@@ -217,65 +226,26 @@ static int autotune_main(Run *r, int argc, char **argv) {
                 if ((dp == 1 && z > 0 && z < 3) || (pp > 1 && z >= 2)) continue;
                 for (int rc = 0; rc <= 3; rc++)
                     for (int oi = 0; oi < 3; oi++) {
-                        if (oi == 2 && z != 3) continue;               // only ZeRO-3 shards (and offloads) parameters
-                        if (dp == 1 && z == 3 && oi != 2) continue;    // one rank: stage 3 only for offload params
+                        if (oi == OFFLOAD_PARAMS && z != 3) continue;             // only ZeRO-3 shards (and offloads) parameters
+                        if (dp == 1 && z == 3 && oi != OFFLOAD_PARAMS) continue;  // one rank: stage 3 only for offload params
                         TuneCandidate *c = &cs[nc++];
-                        c->B = bs[bi]; c->A = (int)(total / ((long)c->B * T * dp)); c->recompute = rc; c->offload = offs[oi];
+                        c->B = bs[bi]; c->A = (int)(total / ((long)c->B * T * dp)); c->recompute = rc; c->offload = (OffloadWhat)oi;
                         c->zero = z; c->pp = pp; c->same_b = c->B == r->B; c->max_loss_diff = -1.0;
-                        // per rank: the largest of the stages' plans (each stage holds its layers, and the
-                        // first and last the tied embedding; micro-batches in flight per 1F1B)
-                        double on_dev = 0.0, on_host = 0.0;
-                        for (int st = 0; st < pp; st++) {
-                            for (int u = 0; u < nu; u++) present[u] = u == 0 ? (st == 0 || st == pp - 1) : (u - 1 >= first[st] && u - 1 < first[st + 1]);
-                            MemoryPlan mp = model_memory_plan(mc, c->B, T, rc, first[st + 1] - first[st], pp_max_in_flight(st, pp, c->A),
-                                                              present[0], z == 3);
-                            zero_memory_plan(mc, z, dp, present, 0, oi > 0, oi == 2, 0, &mp.params, &mp.grads, &mp.optimizer);
-                            double d = (double)mp.params + mp.grads + mp.working + mp.activations + mp.workspace + (oi > 0 ? 0 : mp.optimizer);
-                            double h = oi > 0 ? (double)mp.optimizer : 0.0;
-                            if (cpu) { d += h; h = 0.0; }
-                            if (d > on_dev) on_dev = d;
-                            if (h > on_host) on_host = h;
-                        }
-                        c->device_bytes = on_dev; c->host_bytes = on_host;
-                c->ok = on_dev <= limit && on_host <= host_limit;
-                char need[32], have[32];
-                if (!c->ok) snprintf(c->why, sizeof(c->why), "does not fit: %s %s > %s", tune_bytes(on_dev > limit ? on_dev : on_host, need, sizeof(need)),
-                                     on_dev > limit ? (cpu ? "of memory" : "on the device") : "on the host",
-                                     tune_bytes(on_dev > limit ? limit : host_limit, have, sizeof(have)));
-                        if (W > 1) snprintf(c->flags, sizeof(c->flags), "-b %d --grad-accum %d -r %d -z %d --offload %s --pp %d", c->B, c->A,
-                                            rc, z, c->offload, pp);
-                        else snprintf(c->flags, sizeof(c->flags), "-b %d --grad-accum %d -r %d -z %d --offload %s", c->B, c->A, rc, z, c->offload);
+                        tune_fill(r, c, first, holds_unit, cap);
                     }
             }
         }
     }
-    free(present);
+    free(holds_unit);
     free(first);
-    int fit = 0;
-    for (int i = 0; i < nc; i++) fit += cs[i].ok;
-    char lim[32];
-    printf("autotune: %s | T %d | %ld tokens per step | world %d | memory limit per rank %s%s\n", r->init, T, total, W, tune_bytes(limit, lim, sizeof(lim)),
-           cfg->mem_limit > 0 ? " (--mem-limit)" : cpu ? " (physical memory)" : " (the device's)");
-    printf("autotune: %d configurations (micro-batch", nc);
-    for (int i = 0; i < nb; i++) printf("%s%d", i ? ", " : " ", bs[i]);
-    printf(" x recompute 0-3 x offload none, optimizer, params at ZeRO-3%s); %d fit the memory plan; timing each for %d steps "
-           "after a warm-up step (their median counts)\n", W > 1 ? " x ZeRO stage x pipeline stages" : "", fit, TUNE_TIMED_STEPS);
-    char dir[] = "/tmp/train_gpt_autotune.XXXXXX";
-    if (!mkdtemp(dir)) fatal("--autotune: cannot make a scratch directory: %s", strerror(errno));
-    TuneCandidate *own = NULL;
-    for (int i = 0; i < nc; i++) {
-        TuneCandidate *c = &cs[i];
-        if (!c->ok) continue;
-        tune_time(c, argc, argv, total, dir, i, W);
-        if (c->tps > 0) printf("  %-56s %9.0f tok/s\n", c->flags, c->tps);
-        else printf("  %-56s %s\n", c->flags, c->why);
-        fflush(stdout);
-        if (c->same_b && c->recompute == cfg->recompute && c->zero == cfg->zero_stage && c->pp == 1 &&
-            strcmp(c->offload, cfg->offload) == 0) { own = c; c->own = 1; }
-    }
-    // the contenders, run again in interleaved rounds: the fastest few with the run's micro-batch size
-    // (the ones that can be `best`) and the run's own configuration (their losses are kept from the first
-    // run: the same flags give the same numbers)
+    *count = nc;
+    return cs;
+}
+
+// The contenders, run again in interleaved rounds: the fastest few with the run's micro-batch size (the
+// ones that can be `best`) and the run's own configuration (their losses are kept from the first run:
+// the same flags give the same numbers). Returns how many were run again.
+static int tune_retime(TuneCandidate *cs, int nc, TuneCandidate *own, int argc, char **argv, long total, const char *dir, int W) {
     int order[TUNE_RETIME + 1], k = 0;
     for (int n = 0; n < TUNE_RETIME; n++) {
         int bi = -1;
@@ -301,8 +271,12 @@ static int autotune_main(Run *r, int argc, char **argv) {
             printf("  %-56s %9.0f tok/s (mean of %d runs)\n", c->flags, c->tps, c->runs);
             fflush(stdout);
         }
-    // the same weights: every timed candidate with the run's micro-batch size against the losses of the
-    // run's own configuration (or, when that did not fit, the first such candidate timed)
+    return k;
+}
+
+// The same weights: every timed candidate with the run's micro-batch size against the losses of the
+// run's own configuration (or, when that did not fit, the first such candidate timed).
+static void tune_compare_losses(TuneCandidate *cs, int nc, TuneCandidate *own) {
     TuneCandidate *ref = own && own->tps > 0 ? own : NULL;
     for (int i = 0; i < nc && !ref; i++) if (cs[i].tps > 0 && cs[i].same_b) ref = &cs[i];
     for (int i = 0; i < nc; i++) {
@@ -314,34 +288,45 @@ static int autotune_main(Run *r, int argc, char **argv) {
             if (dd > c->max_loss_diff) c->max_loss_diff = dd;
         }
     }
+}
+
+// One row of the final table.
+static void tune_print_row(const TuneCandidate *c, double target, double same_tol) {
+    char mem[96], days[32], same[96];
+    char m1[32], m2[32];
+    if (c->host_bytes > 0) snprintf(mem, sizeof(mem), "%s + host %s", tune_bytes(c->device_bytes, m1, sizeof(m1)), tune_bytes(c->host_bytes, m2, sizeof(m2)));
+    else snprintf(mem, sizeof(mem), "%s", tune_bytes(c->device_bytes, m1, sizeof(m1)));
+    if (c->tps > 0) snprintf(days, sizeof(days), "%.1f", target / c->tps / 86400.0); else snprintf(days, sizeof(days), "-");
+    if (!c->same_b) snprintf(same, sizeof(same), "other data order (B %d)", c->B);
+    else if (c->own) snprintf(same, sizeof(same), "same: this run's own configuration");
+    else if (c->max_loss_diff == 0.0) snprintf(same, sizeof(same), "same (losses bit-identical)");
+    else if (c->max_loss_diff >= 0.0 && c->max_loss_diff <= same_tol)
+        snprintf(same, sizeof(same), "same up to the order of sums (losses within %.0e)", c->max_loss_diff);
+    else if (c->max_loss_diff > 0.0) snprintf(same, sizeof(same), "DIFFERENT: losses differ by %.1e", c->max_loss_diff);
+    else snprintf(same, sizeof(same), "not compared");
+    if (c->tps > 0) printf("  %-56s %9.0f %10.1f %5d %26s %12s  %s\n", c->flags, c->tps, c->ms, c->runs, mem, days, same);
+    else printf("  %-56s %9s %10s %5s %26s %12s  %s\n", c->flags, "-", "-", "-", mem, "-", c->why);
+}
+
+// The table, sorted by tokens/s, and the verdict: the fastest overall, and `best:`, the fastest that
+// trains the run's own weights. Returns the exit status (1: no `best`).
+static int tune_verdict(TuneCandidate *cs, int nc, int retimed, const TrainConfig *cfg) {
+    int W = cfg->autotune_world;
     // one process: the same bits; several ranks: the same sums in another order (the ZeRO and pipeline
     // tests see ~1e-8)
     double same_tol = W > 1 ? 1e-5 : 0.0;
     qsort(cs, nc, sizeof(TuneCandidate), tune_cmp);
-    own = NULL;
+    TuneCandidate *own = NULL;
     for (int i = 0; i < nc; i++) if (cs[i].own) own = &cs[i];
     double target = (double)cfg->target_tokens;
     printf("\n  %-56s %9s %10s %5s %26s %12s  %s\n", "flags", "tok/s", "ms/step", "runs", "memory/rank (plan)", "days/target", "weights");
     int shown_best = -1, shown_fast = -1;
     for (int i = 0; i < nc; i++) {
         TuneCandidate *c = &cs[i];
-        char mem[96], days[32], same[96];
-        char m1[32], m2[32];
-        if (c->host_bytes > 0) snprintf(mem, sizeof(mem), "%s + host %s", tune_bytes(c->device_bytes, m1, sizeof(m1)), tune_bytes(c->host_bytes, m2, sizeof(m2)));
-        else snprintf(mem, sizeof(mem), "%s", tune_bytes(c->device_bytes, m1, sizeof(m1)));
-        if (c->tps > 0) snprintf(days, sizeof(days), "%.1f", target / c->tps / 86400.0); else snprintf(days, sizeof(days), "-");
-        if (!c->same_b) snprintf(same, sizeof(same), "other data order (B %d)", c->B);
-        else if (c->own) snprintf(same, sizeof(same), "same: this run's own configuration");
-        else if (c->max_loss_diff == 0.0) snprintf(same, sizeof(same), "same (losses bit-identical)");
-        else if (c->max_loss_diff >= 0.0 && c->max_loss_diff <= same_tol)
-            snprintf(same, sizeof(same), "same up to the order of sums (losses within %.0e)", c->max_loss_diff);
-        else if (c->max_loss_diff > 0.0) snprintf(same, sizeof(same), "DIFFERENT: losses differ by %.1e", c->max_loss_diff);
-        else snprintf(same, sizeof(same), "not compared");
-        if (c->tps > 0) printf("  %-56s %9.0f %10.1f %5d %26s %12s  %s\n", c->flags, c->tps, c->ms, c->runs, mem, days, same);
-        else printf("  %-56s %9s %10s %5s %26s %12s  %s\n", c->flags, "-", "-", "-", mem, "-", c->why);
+        tune_print_row(c, target, same_tol);
         if (c->tps > 0 && shown_fast < 0) shown_fast = i;
         if (c->tps > 0 && c->same_b && c->max_loss_diff >= 0.0 && c->max_loss_diff <= same_tol && shown_best < 0 &&
-            (c->runs > 1 || k == 0)) shown_best = i;
+            (c->runs > 1 || retimed == 0)) shown_best = i;
     }
     // the run's own configuration stays unless the best is faster by more than the margin: a smaller
     // difference is within what the other jobs on the machine move the figures by
@@ -352,22 +337,26 @@ static int autotune_main(Run *r, int argc, char **argv) {
         shown_best = own_i;
     }
     printf("days/target: days to train --target-tokens %.3g tokens at that speed on %d device%s\n", target, W, W == 1 ? "" : "s");
-    if (own && own->tps > 0) printf("this run's own configuration (%s): %.0f tok/s%s\n", own->flags, own->tps,
-                                    shown_best >= 0 ? "" : "");
+    if (own && own->tps > 0) printf("this run's own configuration (%s): %.0f tok/s\n", own->flags, own->tps);
     if (shown_fast >= 0 && shown_fast != shown_best)
         printf("fastest overall: %s (%.0f tok/s), but its micro-batch size reads the data in another order, so it trains "
                "other weights\n", cs[shown_fast].flags, cs[shown_fast].tps);
-    if (shown_best >= 0) {
-        if (W == 1) printf("every configuration marked 'same' trains the same weights as this run's own, bit for bit: recompute, "
-                           "ZeRO stage and offload change only speed and memory\n");
-        else printf("every configuration marked 'same' trains the same weights as this run's own, up to the order of "
-                    "floating-point sums across ranks: the layout changes only speed and memory\n");
-        if (W > 1) printf("the flags below are for a run of %d ranks (mpirun -np %d ...)\n", W, W);
-        printf("best: %s\n", cs[shown_best].flags);
-    } else {
+    if (shown_best < 0) {
         printf("best: none (no configuration with this run's micro-batch size could be timed)\n");
+        return 1;
     }
-    for (int i = 0; i < nc; i++) {  // the children's logs and outputs (a failed one's output is kept)
+    if (W == 1) printf("every configuration marked 'same' trains the same weights as this run's own, bit for bit: recompute, "
+                       "ZeRO stage and offload change only speed and memory\n");
+    else printf("every configuration marked 'same' trains the same weights as this run's own, up to the order of "
+                "floating-point sums across ranks: the layout changes only speed and memory\n");
+    if (W > 1) printf("the flags below are for a run of %d ranks (mpirun -np %d ...)\n", W, W);
+    printf("best: %s\n", cs[shown_best].flags);
+    return 0;
+}
+
+// The children's logs and outputs go (a failed one's output is kept, for its row's pointer to it).
+static void tune_clean(const char *dir, const TuneCandidate *cs, int nc) {
+    for (int i = 0; i < nc; i++) {
         char p[4200];
         snprintf(p, sizeof(p), "%s/candidate%d.jsonl", dir, i); unlink(p);
         snprintf(p, sizeof(p), "%s/candidate%d.out", dir, i);
@@ -376,8 +365,73 @@ static int autotune_main(Run *r, int argc, char **argv) {
         if (!failed) unlink(p);
     }
     rmdir(dir);
+}
+
+// The tokens per step the run of W ranks would have (-d, or B x T x accumulation x W), and the
+// micro-batch sizes that divide it: powers of two and the run's own (per data-parallel rank, checked
+// per layout in tune_enumerate). Returns how many sizes.
+static int tune_micro_batches(const Run *r, int argc, char **argv, long *total, int *bs) {
+    int gave_d = 0;
+    for (int i = 1; i < argc; i++) gave_d |= !strcmp(argv[i], "-d") || !strncmp(argv[i], "--total-batch-tokens", 20);
+    *total = r->cfg.total_batch_tokens * (gave_d ? 1 : r->cfg.autotune_world);
+    int nb = 0;
+    for (long b = 1; b * r->T <= *total && nb < 30; b *= 2) if (*total % (b * r->T) == 0) bs[nb++] = (int)b;
+    int have_own = 0;
+    for (int i = 0; i < nb; i++) have_own |= bs[i] == r->B;
+    if (!have_own) bs[nb++] = r->B;
+    return nb;
+}
+
+// --autotune: after run_setup (the model, the data, the world and the batch are known). The tuner runs
+// as one process and times one-process configurations. Returns the exit status: 1 when nothing could be
+// timed with the run's micro-batch size (nothing fits, or every such configuration failed).
+static int autotune_main(Run *r, int argc, char **argv) {
+    const TrainConfig *cfg = &r->cfg;
+    if (r->world > 1) fatal("--autotune: run it as one process (not under mpirun), with --autotune-world N for a run of N "
+                            "ranks: it starts each configuration in processes of its own (through mpirun for N > 1)");
+    int W = cfg->autotune_world;
+    long total;
+    int bs[32];
+    int nb = tune_micro_batches(r, argc, argv, &total, bs);
+    if (W > 1 && system("command -v mpirun > /dev/null 2>&1") != 0) fatal("--autotune-world %d: mpirun is not on the PATH", W);
+    if (W > 1 && !build_info.mpi) fatal("--autotune-world %d: this binary was built without MPI", W);
+    // what a candidate may use per rank: --mem-limit, else the device's memory (in the CPU build, where
+    // device memory is host memory, the machine's), and the machine's RAM for the host's share
+    int cpu = strcmp(BUILD_NAME, "cpu") == 0;
+    double limit = cfg->mem_limit > 0 ? cfg->mem_limit * 1073741824.0 : (double)backend_device_capacity();
+    MachineCapacity cap = {cpu ? limit : (double)physical_memory_bytes(), 0.0, cpu ? 0.0 : limit, cpu, 1};
+    int nc;
+    TuneCandidate *cs = tune_enumerate(r, total, bs, nb, &cap, &nc);
+    int fit = 0;
+    for (int i = 0; i < nc; i++) fit += cs[i].ok;
+    char lim[32];
+    printf("autotune: %s | T %d | %ld tokens per step | world %d | memory limit per rank %s%s\n", r->init, r->T, total, W,
+           tune_bytes(limit, lim, sizeof(lim)), cfg->mem_limit > 0 ? " (--mem-limit)" : cpu ? " (physical memory)" : " (the device's)");
+    printf("autotune: %d configurations (micro-batch", nc);
+    for (int i = 0; i < nb; i++) printf("%s%d", i ? ", " : " ", bs[i]);
+    printf(" x recompute 0-3 x offload none, optimizer, params at ZeRO-3%s); %d fit the memory plan; timing each for %d steps "
+           "after a warm-up step (their median counts)\n", W > 1 ? " x ZeRO stage x pipeline stages" : "", fit, TUNE_TIMED_STEPS);
+    char dir[] = "/tmp/train_gpt_autotune.XXXXXX";
+    if (!mkdtemp(dir)) fatal("--autotune: cannot make a scratch directory: %s", strerror(errno));
+    TuneCandidate *own = NULL;
+    for (int i = 0; i < nc; i++) {
+        TuneCandidate *c = &cs[i];
+        if (!c->ok) continue;
+        tune_time(c, argc, argv, total, dir, i, W);
+        if (c->tps > 0) printf("  %-56s %9.0f tok/s\n", c->flags, c->tps);
+        else printf("  %-56s %s\n", c->flags, c->why);
+        fflush(stdout);
+        if (c->same_b && c->recompute == cfg->recompute && c->zero == cfg->zero_stage && c->pp == 1 && c->offload == cfg->offload) {
+            own = c;
+            c->own = 1;
+        }
+    }
+    int retimed = tune_retime(cs, nc, own, argc, argv, total, dir, W);
+    tune_compare_losses(cs, nc, own);
+    int rc = tune_verdict(cs, nc, retimed, cfg);
+    tune_clean(dir, cs, nc);
     free(cs);
-    return shown_best >= 0 ? 0 : 1;
+    return rc;
 }
 
 #endif

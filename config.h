@@ -1,6 +1,9 @@
 // config.h: the command-line contract shared by the CPU build (train_gpt.c) and the CUDA build
 // (train_gpt.cu): every flag, its llm.c letter, its default and its checks, plus the learning-rate
-// schedule. Both builds parse with this file so they cannot drift apart.
+// schedule. Both builds parse with this file so they cannot drift apart. Options with a fixed set of
+// values are held as enums (the names below), so nothing compares strings after parsing; every check
+// across flags is here too (config_validate, and config_check_world / config_check_model once the world
+// and the model are known), and every misuse leaves through usage_error (exit status 2).
 #ifndef CONFIG_H
 #define CONFIG_H
 
@@ -10,6 +13,33 @@
 #include <stdlib.h>
 #include <string.h>
 #include "utils.h"
+
+// The one way out for a misused command line: "error: " and the message (which names the flag and
+// what it expected), exit status 2.
+static void usage_error(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+static void usage_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "error: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    exit(2);
+}
+
+// The options with a fixed set of values; each names table is in the enum's order, NULL-terminated.
+typedef enum { LR_COSINE, LR_LINEAR, LR_CONSTANT, LR_WSD } LrSchedule;
+static const char *const LR_SCHEDULE_NAMES[] = {"cosine", "linear", "constant", "wsd", NULL};
+typedef enum { COMM_MPI, COMM_NCCL } CommTransport;
+static const char *const COMM_NAMES[] = {"mpi", "nccl", NULL};
+typedef enum { OFFLOAD_NONE, OFFLOAD_OPTIMIZER, OFFLOAD_PARAMS } OffloadWhat;
+static const char *const OFFLOAD_NAMES[] = {"none", "optimizer", "params", NULL};
+typedef enum { OFFLOAD_TO_CPU, OFFLOAD_TO_NVME } OffloadDevice;
+static const char *const OFFLOAD_DEVICE_NAMES[] = {"cpu", "nvme", NULL};
+typedef enum { PRECISION_BUILD_DEFAULT = -1, PRECISION_BF16, PRECISION_FP16, PRECISION_FP32 } Precision;
+static const char *const PRECISION_NAMES[] = {"bf16", "fp16", "fp32", NULL};
+typedef enum { LOSS_SCALE_BY_PRECISION = -1, LOSS_SCALE_DYNAMIC, LOSS_SCALE_NONE, LOSS_SCALE_FIXED } LossScaleMode;
+static const char *const LOSS_SCALE_NAMES[] = {"dynamic", "none", NULL};  // or a number: LOSS_SCALE_FIXED
 
 typedef struct {
     // data and files
@@ -29,7 +59,7 @@ typedef struct {
     int lr_steps;               // steps the schedule spans; 0 = -x (or, on resume, the saved run's)
     float lr, lr_final_frac, wsd_decay_frac;
     int warmup;
-    const char *lr_schedule;    // cosine | linear | constant | wsd
+    LrSchedule lr_schedule;
     float weight_decay, beta1, beta2, eps, grad_clip;
     int recompute;              // 0..3
     uint64_t seed;
@@ -49,16 +79,17 @@ typedef struct {
     int zero_stage;             // 0..3
     float comm_timeout;         // seconds a rank may wait on the others; 0 = no watchdog
     int pp;                     // pipeline stages
-    const char *comm;           // "mpi" or "nccl": how device buffers move between ranks
+    CommTransport comm;         // how device buffers move between ranks
     float reduce_bucket_mb;     // ZeRO-2/3 gradient bucket size; 0 = one layer per bucket
-    const char *offload;        // "none", "optimizer" or "params"
-    const char *offload_device; // "cpu" (host memory) or "nvme" (a swap file under nvme_path)
+    OffloadWhat offload;
+    OffloadDevice offload_device;  // host memory, or a swap file under nvme_path
     const char *nvme_path;      // --offload-device nvme: the directory of the swap files
     float nvme_buffer_mb;       // --offload-device nvme: size of each of the ring's buffers
     // precision and loss scaling
-    const char *precision;      // "bf16", "fp16" or "fp32"; NULL = the build's default
+    Precision precision;        // PRECISION_BUILD_DEFAULT until config_resolve_precision
     int tf32;                   // fp32: let matmuls use TF32 tensor cores
-    const char *loss_scale;     // "dynamic", "none" or a fixed scale; NULL = dynamic for fp16, else none
+    LossScaleMode loss_scale;   // LOSS_SCALE_BY_PRECISION until config_resolve_precision: dynamic for fp16, else none
+    float loss_scale_fixed;     // LOSS_SCALE_FIXED: the scale
     int loss_scale_power;       // dynamic: the first scale is 2^power
     int loss_scale_window;      // dynamic: clean steps before the scale doubles
     int loss_scale_hysteresis;  // dynamic: overflows tolerated before the scale halves
@@ -77,7 +108,7 @@ static void config_defaults(TrainConfig *c) {
     c->lr_final_frac = 0.1f;
     c->wsd_decay_frac = 0.2f;
     c->warmup = 30;
-    c->lr_schedule = "cosine";
+    c->lr_schedule = LR_COSINE;
     c->weight_decay = 0.1f;
     c->beta1 = 0.9f;
     c->beta2 = 0.95f;
@@ -95,9 +126,11 @@ static void config_defaults(TrainConfig *c) {
     c->resume = 0;
     c->comm_timeout = 900.0f;
     c->pp = 1;
-    c->comm = "mpi";
-    c->offload = "none";
-    c->offload_device = "cpu";
+    c->comm = COMM_MPI;
+    c->offload = OFFLOAD_NONE;
+    c->offload_device = OFFLOAD_TO_CPU;
+    c->precision = PRECISION_BUILD_DEFAULT;
+    c->loss_scale = LOSS_SCALE_BY_PRECISION;
     c->nvme_buffer_mb = 64.0f;
     c->loss_scale_power = 16;
     c->loss_scale_window = 1000;
@@ -107,7 +140,7 @@ static void config_defaults(TrainConfig *c) {
     c->autotune_world = 1;
 }
 
-typedef enum { OPT_STR, OPT_INT, OPT_LONG, OPT_U64, OPT_FLOAT, OPT_FLAG } OptKind;
+typedef enum { OPT_STR, OPT_INT, OPT_LONG, OPT_U64, OPT_FLOAT, OPT_FLAG, OPT_ENUM, OPT_LOSS_SCALE } OptKind;
 
 typedef struct {
     const char *shortname;      // llm.c's letter, or NULL
@@ -116,10 +149,12 @@ typedef struct {
     size_t offset;
     const char *help;
     const char *dflt;           // how --help shows the default; NULL: the value config_defaults sets
+    const char *const *names;   // OPT_ENUM: the values' names, in the enum's order
 } OptSpec;
 
-#define OPT(s, l, k, field, h) { s, l, k, offsetof(TrainConfig, field), h, NULL }
-#define OPTD(s, l, k, field, h, d) { s, l, k, offsetof(TrainConfig, field), h, d }
+#define OPT(s, l, k, field, h) { s, l, k, offsetof(TrainConfig, field), h, NULL, NULL }
+#define OPTD(s, l, k, field, h, d) { s, l, k, offsetof(TrainConfig, field), h, d, NULL }
+#define OPTE(s, l, field, names, h) { s, l, OPT_ENUM, offsetof(TrainConfig, field), h, NULL, names }
 static const OptSpec OPTIONS[] = {
     OPTD("-i", "--train-data", OPT_STR, train_data, "glob of train token shards", "built-in synthetic corpus"),
     OPTD("-j", "--val-data", OPT_STR, val_data, "glob of validation token shards (the synthetic corpus has its own)", "none"),
@@ -136,7 +171,7 @@ static const OptSpec OPTIONS[] = {
     OPT("-l", "--lr", OPT_FLOAT, lr, "peak learning rate"),
     OPT("-u", "--warmup", OPT_INT, warmup, "linear warmup steps"),
     OPT("-q", "--lr-final-frac", OPT_FLOAT, lr_final_frac, "final lr as a fraction of the peak"),
-    OPT("-k", "--lr-schedule", OPT_STR, lr_schedule, "cosine | linear | constant | wsd"),
+    OPTE("-k", "--lr-schedule", lr_schedule, LR_SCHEDULE_NAMES, "cosine | linear | constant | wsd"),
     OPT(NULL, "--wsd-decay-frac", OPT_FLOAT, wsd_decay_frac, "wsd: fraction of the steps spent decaying"),
     OPT("-c", "--weight-decay", OPT_FLOAT, weight_decay, "AdamW decoupled weight decay on matmul and embedding weights"),
     OPT(NULL, "--beta1", OPT_FLOAT, beta1, "AdamW beta1"),
@@ -156,16 +191,16 @@ static const OptSpec OPTIONS[] = {
     OPT("-y", "--resume", OPT_INT, resume, "1 = continue from the latest complete checkpoint in --out-dir"),
     OPT("-z", "--zero-stage", OPT_INT, zero_stage, "ZeRO: 0 replicate; 1 shard AdamW state; 2 also gradients; 3 also parameters"),
     OPT(NULL, "--reduce-bucket-mb", OPT_FLOAT, reduce_bucket_mb, "ZeRO-2/3: reduce-scatter gradients in buckets of whole layers up to this size"),
-    OPT(NULL, "--offload", OPT_STR, offload, "none | optimizer (AdamW state and master weights in host memory, or on disk with --offload-device nvme, updated on the CPU) | params (also the ZeRO-3 parameter shards)"),
-    OPT(NULL, "--offload-device", OPT_STR, offload_device, "cpu | nvme: where --offload keeps what it offloads: host memory, or a swap file under --nvme-path streamed through a ring of aligned buffers with asynchronous direct I/O (ZeRO-Infinity)"),
+    OPTE(NULL, "--offload", offload, OFFLOAD_NAMES, "none | optimizer (AdamW state and master weights in host memory, or on disk with --offload-device nvme, updated on the CPU) | params (also the ZeRO-3 parameter shards)"),
+    OPTE(NULL, "--offload-device", offload_device, OFFLOAD_DEVICE_NAMES, "cpu | nvme: where --offload keeps what it offloads: host memory, or a swap file under --nvme-path streamed through a ring of aligned buffers with asynchronous direct I/O (ZeRO-Infinity)"),
     OPTD(NULL, "--nvme-path", OPT_STR, nvme_path, "--offload-device nvme: directory for the swap file (one per rank, made per run, removed at exit)", "none"),
     OPT(NULL, "--nvme-buffer-mb", OPT_FLOAT, nvme_buffer_mb, "--offload-device nvme: size of each of the ring's 4 host buffers (one piece of master weights, m and v)"),
     OPT(NULL, "--pp", OPT_INT, pp, "pipeline stages (1F1B); the world is pp x data-parallel ranks"),
-    OPT(NULL, "--comm", OPT_STR, comm, "mpi (host-staged; several ranks may share a GPU) or nccl (CUDA build, one GPU per rank)"),
+    OPTE(NULL, "--comm", comm, COMM_NAMES, "mpi (host-staged; several ranks may share a GPU) or nccl (CUDA build, one GPU per rank)"),
     OPT(NULL, "--comm-timeout", OPT_FLOAT, comm_timeout, "abort the job if a rank waits this many seconds on the others; 0 = off"),
-    OPT(NULL, "--precision", OPT_STR, precision, "bf16 | fp16 | fp32: activations and matmuls (master weights and AdamW stay fp32)"),
+    OPTE(NULL, "--precision", precision, PRECISION_NAMES, "bf16 | fp16 | fp32: activations and matmuls (master weights and AdamW stay fp32)"),
     OPT(NULL, "--tf32", OPT_FLAG, tf32, "with --precision fp32: let matmuls use TF32 tensor cores"),
-    OPTD(NULL, "--loss-scale", OPT_STR, loss_scale, "dynamic | none | a fixed scale", "dynamic with fp16, else none"),
+    OPTD(NULL, "--loss-scale", OPT_LOSS_SCALE, loss_scale, "dynamic | none | a fixed scale", "dynamic with fp16, else none"),
     OPT(NULL, "--loss-scale-power", OPT_INT, loss_scale_power, "dynamic scaling starts at 2^K"),
     OPT(NULL, "--loss-scale-window", OPT_INT, loss_scale_window, "dynamic: double the scale after this many steps without overflow"),
     OPT(NULL, "--loss-scale-hysteresis", OPT_INT, loss_scale_hysteresis, "dynamic: overflows tolerated before the scale halves"),
@@ -181,6 +216,7 @@ static const OptSpec OPTIONS[] = {
 };
 #undef OPT
 #undef OPTD
+#undef OPTE
 #define NUM_OPTIONS ((int)(sizeof(OPTIONS) / sizeof(OPTIONS[0])))
 
 // What --help says about the binary itself, filled in by the build (trainer.h) before parse_args.
@@ -204,6 +240,8 @@ static void format_default(const OptSpec *o, const TrainConfig *d, char *buf, si
         case OPT_LONG: snprintf(buf, n, "%ld", *(const long *)field); break;
         case OPT_U64: snprintf(buf, n, "%llu", (unsigned long long)*(const uint64_t *)field); break;
         case OPT_FLOAT: snprintf(buf, n, "%g", *(const float *)field); break;
+        case OPT_ENUM: snprintf(buf, n, "%s", o->names[*(const int *)field]); break;
+        case OPT_LOSS_SCALE: break;  // its spec has the text (OPTD)
     }
 }
 
@@ -238,33 +276,49 @@ static void parse_value(const OptSpec *o, const char *flagname, const char *v, T
         case OPT_INT: {
             long x = strtol(v, &end, 10);
             if (*v == '\0' || *end != '\0' || errno || x < -2147483647L || x > 2147483647L) {
-                fprintf(stderr, "error: %s: '%s' is not an integer\n", flagname, v); exit(2);
+                usage_error("%s: '%s' is not an integer", flagname, v);
             }
             *(int *)field = (int)x; return;
         }
         case OPT_LONG: {
             long x = strtol(v, &end, 10);
-            if (*v == '\0' || *end != '\0' || errno) { fprintf(stderr, "error: %s: '%s' is not an integer\n", flagname, v); exit(2); }
+            if (*v == '\0' || *end != '\0' || errno) { usage_error("%s: '%s' is not an integer", flagname, v); }
             *(long *)field = x; return;
         }
         case OPT_U64: {
             unsigned long long x = strtoull(v, &end, 10);
             if (*v == '\0' || *v == '-' || *end != '\0' || errno) {
-                fprintf(stderr, "error: %s: '%s' is not a non-negative integer\n", flagname, v); exit(2);
+                usage_error("%s: '%s' is not a non-negative integer", flagname, v);
             }
             *(uint64_t *)field = x; return;
         }
         case OPT_FLOAT: {
             float x = strtof(v, &end);
             if (*v == '\0' || *end != '\0' || errno || !isfinite(x)) {
-                fprintf(stderr, "error: %s: '%s' is not a number\n", flagname, v); exit(2);
+                usage_error("%s: '%s' is not a number", flagname, v);
             }
             *(float *)field = x; return;
         }
         case OPT_FLAG: {
             if (strcmp(v, "1") == 0) *(int *)field = 1;
             else if (strcmp(v, "0") == 0) *(int *)field = 0;
-            else { fprintf(stderr, "error: %s: '%s' should be 0 or 1\n", flagname, v); exit(2); }
+            else { usage_error("%s: '%s' should be 0 or 1", flagname, v); }
+            return;
+        }
+        case OPT_ENUM: {
+            char list[128] = "";
+            for (int i = 0; o->names[i]; i++) {
+                if (strcmp(v, o->names[i]) == 0) { *(int *)field = i; return; }
+                snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", i ? ", " : "", o->names[i]);
+            }
+            usage_error("%s: '%s' is not one of %s", flagname, v, list);
+        }
+        case OPT_LOSS_SCALE: {  // dynamic, none, or a positive number a float holds
+            for (int i = 0; LOSS_SCALE_NAMES[i]; i++) if (strcmp(v, LOSS_SCALE_NAMES[i]) == 0) { *(int *)field = i; return; }
+            double x = strtod(v, &end);
+            if (!(x > 0) || *end != '\0' || !isfinite(strtof(v, NULL))) usage_error("%s: '%s' is not dynamic, none or a positive number", flagname, v);
+            *(int *)field = LOSS_SCALE_FIXED;
+            c->loss_scale_fixed = strtof(v, NULL);
             return;
         }
     }
@@ -283,12 +337,12 @@ static void parse_args(TrainConfig *c, int argc, char **argv) {
             if ((strlen(s->longname) == namelen && strncmp(arg, s->longname, namelen) == 0) ||
                 (s->shortname && !eq && strcmp(arg, s->shortname) == 0)) o = s;
         }
-        if (!o) { fprintf(stderr, "error: unknown flag '%s' (see --help)\n", arg); exit(2); }
+        if (!o) { usage_error("unknown flag '%s' (see --help)", arg); }
         const char *v;
         if (eq) v = eq + 1;
         else if (o->kind == OPT_FLAG && (i + 1 >= argc || argv[i + 1][0] == '-')) v = "1";
         else if (i + 1 < argc) v = argv[++i];
-        else { fprintf(stderr, "error: flag %s needs a value\n", arg); exit(2); }
+        else { usage_error("flag %s needs a value", arg); }
         char flagname[80];
         snprintf(flagname, sizeof(flagname), "%s%s%s", o->shortname ? o->shortname : "", o->shortname ? "/" : "", o->longname);
         parse_value(o, flagname, v, c);
@@ -296,8 +350,7 @@ static void parse_args(TrainConfig *c, int argc, char **argv) {
 }
 
 static void bad_value(const char *flag, const char *what) {
-    fprintf(stderr, "error: %s: %s\n", flag, what);
-    exit(2);
+    usage_error("%s: %s", flag, what);
 }
 
 // Checks that do not depend on the model or the world size; batch arithmetic is finished in
@@ -311,10 +364,6 @@ static void config_validate(const TrainConfig *c) {
     if (c->lr_steps < 0) bad_value("--lr-steps", "must be >= 1 (or 0: as long as -x/--steps)");
     if (c->lr_final_frac < 0 || c->lr_final_frac > 1) bad_value("-q/--lr-final-frac", "must be in [0, 1]");
     if (c->wsd_decay_frac < 0 || c->wsd_decay_frac > 1) bad_value("--wsd-decay-frac", "must be in [0, 1]");
-    const char *k = c->lr_schedule;
-    if (strcmp(k, "cosine") && strcmp(k, "linear") && strcmp(k, "constant") && strcmp(k, "wsd")) {
-        fprintf(stderr, "error: -k/--lr-schedule: '%s' is not one of cosine, linear, constant, wsd\n", k); exit(2);
-    }
     if (c->weight_decay < 0) bad_value("-c/--weight-decay", "must be >= 0");
     if (c->beta1 < 0 || c->beta1 >= 1) bad_value("--beta1", "must be in [0, 1)");
     if (c->beta2 < 0 || c->beta2 >= 1) bad_value("--beta2", "must be in [0, 1)");
@@ -335,21 +384,12 @@ static void config_validate(const TrainConfig *c) {
         bad_value(c->resume ? "-y/--resume" : "-n/--checkpoint-every", "needs -o/--out-dir");
     }
     if (c->zero_stage < 0 || c->zero_stage > 3) bad_value("-z/--zero-stage", "must be 0, 1, 2 or 3");
-    if (strcmp(c->comm, "mpi") != 0 && strcmp(c->comm, "nccl") != 0) {
-        fprintf(stderr, "error: --comm: '%s' is not one of mpi, nccl\n", c->comm); exit(2);
+    if (c->offload == OFFLOAD_PARAMS && c->zero_stage != 3) {
+        usage_error("--offload params: only ZeRO-3 shards the parameters (got -z %d); use -z 3, or --offload optimizer",
+                    c->zero_stage);
     }
-    if (strcmp(c->offload, "none") != 0 && strcmp(c->offload, "optimizer") != 0 && strcmp(c->offload, "params") != 0) {
-        fprintf(stderr, "error: --offload: '%s' is not one of none, optimizer, params\n", c->offload); exit(2);
-    }
-    if (strcmp(c->offload, "params") == 0 && c->zero_stage != 3) {
-        fprintf(stderr, "error: --offload params: only ZeRO-3 shards the parameters (got -z %d); use -z 3, or --offload "
-                "optimizer\n", c->zero_stage); exit(2);
-    }
-    if (strcmp(c->offload_device, "cpu") != 0 && strcmp(c->offload_device, "nvme") != 0) {
-        fprintf(stderr, "error: --offload-device: '%s' is not one of cpu, nvme\n", c->offload_device); exit(2);
-    }
-    if (strcmp(c->offload_device, "nvme") == 0) {
-        if (strcmp(c->offload, "none") == 0)
+    if (c->offload_device == OFFLOAD_TO_NVME) {
+        if (c->offload == OFFLOAD_NONE)
             bad_value("--offload-device nvme", "needs --offload optimizer or --offload params (what to put on the disk)");
         if (!c->nvme_path) bad_value("--offload-device nvme", "needs --nvme-path DIR (a directory on a fast local disk)");
     } else if (c->nvme_path) {
@@ -363,16 +403,6 @@ static void config_validate(const TrainConfig *c) {
     if (c->tokens_per_s < 0) bad_value("--tokens-per-s", "must be > 0");
     if (c->comm_timeout < 0) bad_value("--comm-timeout", "must be >= 0 (0 turns the watchdog off)");
     if (c->val_data && !c->train_data) bad_value("-j/--val-data", "given without -i/--train-data");
-    const char *p = c->precision;
-    if (p && strcmp(p, "bf16") != 0 && strcmp(p, "fp16") != 0 && strcmp(p, "fp32") != 0) {
-        fprintf(stderr, "error: --precision: '%s' is not one of bf16, fp16, fp32\n", p); exit(2);
-    }
-    const char *ls = c->loss_scale;
-    char *end = NULL;
-    if (ls && strcmp(ls, "dynamic") != 0 && strcmp(ls, "none") != 0 &&
-        !(strtod(ls, &end) > 0 && *end == '\0' && isfinite(strtod(ls, NULL)))) {
-        fprintf(stderr, "error: --loss-scale: '%s' is not dynamic, none or a positive number\n", ls); exit(2);
-    }
     if (c->loss_scale_power < 0 || c->loss_scale_power > 60) bad_value("--loss-scale-power", "must be in [0, 60]");
     if (c->loss_scale_window < 1) bad_value("--loss-scale-window", "must be >= 1");
     if (c->loss_scale_hysteresis < 1) bad_value("--loss-scale-hysteresis", "must be >= 1");
@@ -383,16 +413,35 @@ static void config_validate(const TrainConfig *c) {
 
 // Fills in what depends on the build: the default precision, and whether the build has it.
 static void config_resolve_precision(TrainConfig *c, const char *build_default, const char *build_has) {
-    if (!c->precision) c->precision = build_default;
-    if (!strstr(build_has, c->precision)) {
-        fprintf(stderr, "error: --precision %s: this build computes in %s only; ./train_gpt (the CUDA build) runs bf16, "
-                "fp16 and fp32\n", c->precision, build_has); exit(2);
+    if (c->precision == PRECISION_BUILD_DEFAULT)
+        for (int i = 0; PRECISION_NAMES[i]; i++) if (strcmp(PRECISION_NAMES[i], build_default) == 0) c->precision = (Precision)i;
+    if (c->precision == PRECISION_BUILD_DEFAULT) internal_fault("the build's default precision %s is not one --precision names", build_default);
+    if (!strstr(build_has, PRECISION_NAMES[c->precision])) {
+        usage_error("--precision %s: this build computes in %s only; ./train_gpt (the CUDA build) runs bf16, fp16 and fp32",
+                    PRECISION_NAMES[c->precision], build_has);
     }
-    if (c->tf32 && strcmp(c->precision, "fp32") != 0) {
-        fprintf(stderr, "error: --tf32 1: TF32 is a mode of --precision fp32 (this run has %s, whose matmuls already "
-                "use tensor cores)\n", c->precision); exit(2);
+    if (c->tf32 && c->precision != PRECISION_FP32) {
+        usage_error("--tf32 1: TF32 is a mode of --precision fp32 (this run has %s, whose matmuls already use tensor cores)",
+                    PRECISION_NAMES[c->precision]);
     }
-    if (!c->loss_scale) c->loss_scale = strcmp(c->precision, "fp16") == 0 ? "dynamic" : "none";
+    if (c->loss_scale == LOSS_SCALE_BY_PRECISION) c->loss_scale = c->precision == PRECISION_FP16 ? LOSS_SCALE_DYNAMIC : LOSS_SCALE_NONE;
+}
+
+// The checks that need the world's size: the pipeline's stages divide it, and ZeRO 2-3 (layer by layer
+// within one micro-batch's backward) do not meet 1F1B (which interleaves micro-batches).
+static void config_check_world(const TrainConfig *c, int world) {
+    if (c->pp < 1 || world % c->pp != 0) usage_error("--pp: %d stages do not divide the world of %d ranks", c->pp, world);
+    if (c->pp > 1 && c->zero_stage >= 2)
+        usage_error("-z/--zero-stage %d with --pp %d: stages 2 and 3 reduce gradients and gather weights layer by layer within "
+                    "one micro-batch's backward, which 1F1B interleaves across micro-batches; use -z 0 or 1", c->zero_stage, c->pp);
+}
+
+// The checks that need the model: a stage per layer at most, and a sequence the model can hold.
+static void config_check_model(const TrainConfig *c, int num_layers, int max_seq_len) {
+    if (c->pp > num_layers)
+        usage_error("--pp: %d stages for a model of %d layers; each stage needs at least one layer", c->pp, num_layers);
+    if (c->seq_len > max_seq_len)
+        usage_error("-t/--seq-len: %d is longer than the model's maximum sequence length %d", c->seq_len, max_seq_len);
 }
 
 // Sets grad_accum from total_batch_tokens (or the other way round) for dp data-parallel ranks.
@@ -400,17 +449,15 @@ static void config_resolve_batch(TrainConfig *c, int dp) {
     long per_micro = (long)c->micro_batch * c->seq_len * dp;
     if (c->total_batch_tokens > 0) {
         if (c->total_batch_tokens % per_micro != 0) {
-            fprintf(stderr, "error: -d/--total-batch-tokens: total batch tokens %ld != micro-batch %d x seq %d x accumulation A "
-                    "x data-parallel %d for any whole A (%ld is not a multiple of %ld)\n", c->total_batch_tokens,
-                    c->micro_batch, c->seq_len, dp, c->total_batch_tokens, per_micro);
-            exit(2);
+            usage_error("-d/--total-batch-tokens: total batch tokens %ld != micro-batch %d x seq %d x accumulation A "
+                        "x data-parallel %d for any whole A (%ld is not a multiple of %ld)", c->total_batch_tokens,
+                        c->micro_batch, c->seq_len, dp, c->total_batch_tokens, per_micro);
         }
         long accum = c->total_batch_tokens / per_micro;
         if (c->grad_accum > 0 && c->grad_accum != accum) {
-            fprintf(stderr, "error: total batch tokens %ld != micro-batch %d x seq %d x accumulation %d x data-parallel %d "
-                    "(= %ld); drop one of -d and --grad-accum\n", c->total_batch_tokens, c->micro_batch, c->seq_len,
-                    c->grad_accum, dp, per_micro * c->grad_accum);
-            exit(2);
+            usage_error("total batch tokens %ld != micro-batch %d x seq %d x accumulation %d x data-parallel %d "
+                        "(= %ld); drop one of -d and --grad-accum", c->total_batch_tokens, c->micro_batch, c->seq_len,
+                        c->grad_accum, dp, per_micro * c->grad_accum);
         }
         c->grad_accum = (int)accum;
     } else if (c->total_batch_tokens == 0 || c->total_batch_tokens < -1) {
@@ -443,8 +490,8 @@ static void loss_scaler_init(LossScaler *s, const TrainConfig *c) {
     s->window = c->loss_scale_window;
     s->hysteresis = s->hysteresis_left = c->loss_scale_hysteresis;
     s->min_scale = c->loss_scale_min;
-    if (strcmp(c->loss_scale, "dynamic") == 0) { s->dynamic = 1; s->scale = ldexpf(1.0f, c->loss_scale_power); }
-    else s->scale = strcmp(c->loss_scale, "none") == 0 ? 1.0f : strtof(c->loss_scale, NULL);
+    if (c->loss_scale == LOSS_SCALE_DYNAMIC) { s->dynamic = 1; s->scale = ldexpf(1.0f, c->loss_scale_power); }
+    else s->scale = c->loss_scale == LOSS_SCALE_FIXED ? c->loss_scale_fixed : 1.0f;
 }
 
 // After a step's gradients are known: returns 1 if the step must be skipped. A fixed scale skips
@@ -476,10 +523,10 @@ static int loss_scaler_update(LossScaler *s, int overflow) {
 static float lr_at(const TrainConfig *c, int step, int total) {
     float lr = c->lr, lr_min = c->lr * c->lr_final_frac;
     if (step < c->warmup) return lr * (float)(step + 1) / (float)c->warmup;
-    const char *k = c->lr_schedule;
-    if (strcmp(k, "constant") == 0) return lr;
+    LrSchedule k = c->lr_schedule;
+    if (k == LR_CONSTANT) return lr;
     int decay_start = c->warmup;
-    if (strcmp(k, "wsd") == 0) {
+    if (k == LR_WSD) {
         decay_start = total - (int)lroundf(c->wsd_decay_frac * (float)total);
         if (decay_start < c->warmup) decay_start = c->warmup;
         if (step < decay_start) return lr;
@@ -488,7 +535,7 @@ static float lr_at(const TrainConfig *c, int step, int total) {
     if (span <= 1) return lr_min;
     float progress = (float)(step - decay_start) / (float)(span - 1);  // 0 at the first decay step, 1 at the last
     if (progress > 1.0f) progress = 1.0f;
-    if (strcmp(k, "cosine") == 0) return lr_min + 0.5f * (1.0f + cosf((float)M_PI * progress)) * (lr - lr_min);
+    if (k == LR_COSINE) return lr_min + 0.5f * (1.0f + cosf((float)M_PI * progress)) * (lr - lr_min);
     return lr - progress * (lr - lr_min);  // linear, and the decay phase of wsd
 }
 

@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "utils.h"
+#include "fault.h"
 #ifdef HAVE_LIBURING
 #include <liburing.h>
 #endif
@@ -58,19 +59,7 @@ typedef struct {
     // statistics, for the step's log line
     uint64_t bytes_read, bytes_written;
     double wait_s;               // time the caller spent blocked on the disk
-    // fault injection (TRAIN_GPT_FAULT=nvme-eio:STEP): the next completion fails with EIO
-    int inject_eio;
 } Swap;
-
-// TRAIN_GPT_FAULT=nvme-nodirect: swap_open takes O_DIRECT as refused, as on a file system without it
-// (this kernel's tmpfs has it, so the fallback is otherwise out of a test's reach).
-static int swap_fault_no_direct = 0;
-
-static double swap_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static size_t swap_round(size_t bytes) { return (bytes + SWAP_ALIGN - 1) / SWAP_ALIGN * SWAP_ALIGN; }
 
@@ -124,12 +113,14 @@ static void swap_open(Swap *s, const char *dir, int rank, const size_t *floats, 
     if (!dir) internal_fault("swap_open without a directory");
     if (stat(dir, &st) != 0) fatal("--nvme-path %s: cannot use it for the swap file: %s", dir, strerror(errno));
     if (!S_ISDIR(st.st_mode)) fatal("--nvme-path %s: not a directory (the swap file goes inside it)", dir);
-    uint64_t nonce = ((uint64_t)getpid() << 32) ^ (uint64_t)(swap_now() * 1e9) ^ ((uint64_t)rank << 48);
+    uint64_t nonce = ((uint64_t)getpid() << 32) ^ (uint64_t)(wall_seconds() * 1e9) ^ ((uint64_t)rank << 48);
     nonce ^= nonce >> 29; nonce *= 0xbf58476d1ce4e5b9ull; nonce ^= nonce >> 32;
     snprintf(s->path, sizeof(s->path), "%s/train_gpt.swap.%d.%d.%08x", dir, (int)getpid(), rank, (unsigned)nonce);
     s->direct = 1;
-    s->fd = swap_fault_no_direct ? -1 : open(s->path, O_RDWR | O_CREAT | O_EXCL | O_DIRECT, 0600);
-    if (swap_fault_no_direct) errno = EINVAL;
+    // fault.h's nvme-nodirect takes O_DIRECT as refused, as on a file system without it (this kernel's
+    // tmpfs has it, so the fallback is otherwise out of a test's reach)
+    s->fd = fault_swap_no_direct() ? -1 : open(s->path, O_RDWR | O_CREAT | O_EXCL | O_DIRECT, 0600);
+    if (fault_swap_no_direct()) errno = EINVAL;
     if (s->fd < 0 && errno == EINVAL) {  // the file system has no direct I/O (tmpfs on older kernels, some FUSE file systems)
         s->direct = 0;
         s->fd = open(s->path, O_RDWR | O_CREAT | O_EXCL, 0600);
@@ -172,7 +163,7 @@ static size_t swap_at(const Swap *s, int r, int a) { return s->off[r] + (size_t)
 
 // A finished transfer: `got` bytes (or -errno) of `want`, on record r.
 static void swap_check(Swap *s, int writing, ssize_t got, size_t want, size_t at, int r) {
-    if (s->inject_eio && !writing) { s->inject_eio = 0; got = -EIO; fprintf(stderr, "fault injection: the swap file's next read fails with EIO\n"); }
+    if (!writing && fault_take_swap_eio()) { got = -EIO; fprintf(stderr, "fault injection: the swap file's next read fails with EIO\n"); }
     if (got < 0) fatal("--offload-device nvme: %s %zu bytes at offset %zu of swap file %s (record %d): %s",
                        writing ? "write" : "read", want, at, s->path, r, strerror((int)-got));
     if ((size_t)got != want) fatal("--offload-device nvme: short %s of swap file %s: %zd of %zu bytes at offset %zu (record %d): %s",
@@ -180,9 +171,19 @@ static void swap_check(Swap *s, int writing, ssize_t got, size_t want, size_t at
                                    writing ? "the disk is full or the file too large" : "the file is shorter than written (truncated?)");
 }
 
+// TRAIN_GPT_FAULT=nvme-short:STEP (fault.h arms it at the step's start; taken at the next transfer):
+// the file loses its second half, as a file truncated under us would; the next read of a record there
+// comes back short.
+static void swap_take_fault(Swap *s) {
+    if (!fault_take_swap_truncate()) return;
+    if (ftruncate(s->fd, (off_t)(s->file_bytes / 2 / SWAP_ALIGN * SWAP_ALIGN)) != 0)
+        fatal("fault injection: truncate swap file %s: %s", s->path, strerror(errno));
+    fprintf(stderr, "fault injection: swap file %s truncated to half its size\n", s->path);
+}
+
 // One transfer, whole, now (with pread/pwrite, looping over partial transfers as they allow).
 static void swap_io_sync(Swap *s, int writing, float *buf, size_t bytes, size_t at, int r) {
-    double t0 = swap_now();
+    double t0 = wall_seconds();
     size_t done = 0;
     while (done < bytes) {
         ssize_t n = writing ? pwrite(s->fd, (char *)buf + done, bytes - done, (off_t)(at + done))
@@ -193,19 +194,21 @@ static void swap_io_sync(Swap *s, int writing, float *buf, size_t bytes, size_t 
     }
     if (!writing) swap_check(s, 0, (ssize_t)done, bytes, at, r);
     if (writing) s->bytes_written += bytes; else s->bytes_read += bytes;
-    s->wait_s += swap_now() - t0;
+    s->wait_s += wall_seconds() - t0;
 }
 
 // Arrays [a, a + na) of record r into (or from) the ring's first buffer, now; returns it. Not while
 // a stream runs (it owns the ring).
 static float *swap_read(Swap *s, int r, int a, int na) {
     if (s->streaming) internal_fault("swap_read during a stream");
+    swap_take_fault(s);
     swap_io_sync(s, 0, s->buf[0], (size_t)na * s->cap[r] * sizeof(float), swap_at(s, r, a), r);
     return s->buf[0];
 }
 static float *swap_bounce(Swap *s) { return s->buf[0]; }  // fill this, then swap_write
 static void swap_write(Swap *s, int r, int a, int na) {
     if (s->streaming) internal_fault("swap_write during a stream");
+    swap_take_fault(s);
     swap_io_sync(s, 1, s->buf[0], (size_t)na * s->cap[r] * sizeof(float), swap_at(s, r, a), r);
 }
 
@@ -237,10 +240,10 @@ static void swap_submit(Swap *s, int k, int writing) {
 static void swap_reap(Swap *s) {
 #ifdef HAVE_LIBURING
     struct io_uring_cqe *cqe;
-    double t0 = swap_now();
+    double t0 = wall_seconds();
     int e;
     do e = io_uring_wait_cqe(&s->ring, &cqe); while (e == -EINTR);
-    s->wait_s += swap_now() - t0;
+    s->wait_s += wall_seconds() - t0;
     if (e < 0) fatal("--offload-device nvme: io_uring wait on swap file %s: %s", s->path, strerror(-e));
     int k = (int)(uintptr_t)io_uring_cqe_get_data(cqe);
     int res = cqe->res;
@@ -280,6 +283,7 @@ static void swap_read_ahead(Swap *s) {
 
 static void swap_stream_begin(Swap *s, int first, int n) {
     if (s->streaming) internal_fault("swap_stream_begin: a stream is running");
+    swap_take_fault(s);
     s->streaming = 1;
     s->s_first = first; s->s_n = n; s->s_next_read = first; s->s_cur = first - 1; s->s_holding = 0;
     for (int k = 0; k < SWAP_RING; k++) s->rec_of[k] = -1;
@@ -314,14 +318,6 @@ static void swap_stream_done(Swap *s) {
 static void swap_stream_end(Swap *s) {
     while (swap_in_flight(s)) swap_reap(s);
     s->streaming = 0;
-}
-
-// TRAIN_GPT_FAULT=nvme-short:STEP: the file loses its second half, as a file truncated under us
-// would; the next read of a record there comes back short.
-static void swap_fault_truncate(Swap *s) {
-    if (ftruncate(s->fd, (off_t)(s->file_bytes / 2 / SWAP_ALIGN * SWAP_ALIGN)) != 0)
-        fatal("fault injection: truncate swap file %s: %s", s->path, strerror(errno));
-    fprintf(stderr, "fault injection: swap file %s truncated to half its size\n", s->path);
 }
 
 #endif

@@ -28,6 +28,7 @@ Build: gcc -O2 -Wall -Wextra -std=gnu11 tokenize.c -o tokenize -lm -lpthread
 #include <sys/resource.h>
 #include <sys/types.h>
 #include <unistd.h>
+#include "utils.h"
 #include "tokenizer.h"
 #include "corpus.h"
 #include "shards.h"
@@ -273,12 +274,6 @@ static char *unescape(const char *s) {
     return out;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 // ----------------------------------------------------------------------------
 // subcommands
 
@@ -355,7 +350,7 @@ typedef struct {
 
 static void progress_line(void *ctx) {
     Progress *pr = (Progress *)ctx;
-    double now = now_s();
+    double now = wall_seconds();
     if (!pr->tty || now - pr->last < 0.5) { return; }
     pr->last = now;
     double mb = (double)(pr->bytes_before + (pr->src ? pr->src->bytes : 0)) / 1e6, dt = now - pr->t0;
@@ -445,7 +440,7 @@ static int cmd_shards(const Args *a) {
 
     Pool pool;
     pool_start(&pool, &t, &w, threads, batch_bytes);
-    Progress pr = {&pool, NULL, 0, inputs.size_unknown ? 0 : inputs.known_bytes, now_s(), now_s(), isatty(2)};
+    Progress pr = {&pool, NULL, 0, inputs.size_unknown ? 0 : inputs.known_bytes, wall_seconds(), wall_seconds(), isatty(2)};
     g_progress_tty = pr.tty;
     pool.on_written = progress_line;
     pool.ctx = &pr;
@@ -460,7 +455,7 @@ static int cmd_shards(const Args *a) {
     tokenizer_write_bin(&t, tok_path);
     printf("wrote %s: %d tokens in the vocabulary\n", tok_path, t.vocab_size);
     sync_dir(a->out_dir);
-    double dt = now_s() - pr.t0;
+    double dt = wall_seconds() - pr.t0;
     struct rusage ru;  // the reading and writing thread's own CPU time: the limit when it nears dt
     getrusage(RUSAGE_THREAD, &ru);
     double main_cpu = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_sec

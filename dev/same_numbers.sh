@@ -4,7 +4,8 @@
 # loss scaling with injected overflows, real token shards when ../shared/data is there) and
 # compares, byte for byte: the JSON logs with the timing fields removed, the console output with
 # timings removed, and every checkpoint file. Prints one line per configuration; exits 1 on any
-# difference. Timing fields are the only ones a rerun may change.
+# difference. Timing fields (the ETA, the step's time breakdown and the disk's wait among them), the RAM
+# and disk free now, and the swap file's unique name are the only ones a rerun may change.
 set -u
 OLD=$(realpath "$1"); NEW=$(realpath "$2")
 cd "$(dirname "$0")/.."
@@ -17,14 +18,14 @@ strip_log() { python3 -c '
 import json, sys
 for line in open(sys.argv[1]):
     d = json.loads(line)
-    def strip(x):  # what a rerun may change: timings, and what the machine has free
-        if isinstance(x, dict):
-            return {k: strip(v) for k, v in x.items() if k not in ("ms", "tokens_per_s", "flops_per_s", "peak_rss_mib",
-                    "peak_device_mib", "bubble", "eta_s", "time_ms", "ram_per_rank_bytes", "disk_free_per_rank_bytes")}
-        return x
-    print(json.dumps(strip(d), sort_keys=True))
+    for k in ("ms", "tokens_per_s", "flops_per_s", "peak_rss_mib", "peak_device_mib", "bubble", "eta_s", "time_ms"):
+        d.pop(k, None)
+    for k in ("ram_per_rank_bytes", "disk_free_per_rank_bytes"):  # RAM and disk free, as the machine has them now
+        d.get("memory_plan", {}).pop(k, None)
+    d.get("nvme", {}).pop("wait_ms", None)
+    print(json.dumps(d, sort_keys=True))
 ' "$1"; }
-strip_out() { sed -E 's/[0-9.]+ ms(\/step)?|[0-9]+ tok\/s|[0-9.]+ GFLOP\/s|RSS [0-9]+ MiB|bubble [0-9.\/]+|ETA [0-9hms.]+|available [0-9.]+ per rank|\/tmp\/same_numbers[^ ]*\/(old|new)//g' "$1"; }
+strip_out() { sed -E 's/ETA [0-9.smhd]+|available [0-9.]+|free [0-9.]+ per rank|wait [0-9.]+ ms|train_gpt\.swap\.[0-9a-f.]+|[0-9.]+ ms(\/step)?|[0-9]+ tok\/s|[0-9.]+ GFLOP\/s|RSS [0-9]+ MiB|bubble [0-9.\/]+|\/tmp\/same_numbers[^ ]*\/(old|new)//g' "$1"; }
 # same NAME LAUNCH... -- FLAGS...: run both binaries with FLAGS (plus -o and --log), compare
 same() {
   local name=$1; shift

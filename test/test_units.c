@@ -14,22 +14,22 @@ static void test_schedules(void) {
     config_defaults(&c);
     c.lr = 1.0f; c.lr_final_frac = 0.1f; c.warmup = 10;
     int total = 110;
-    c.lr_schedule = "cosine";
+    c.lr_schedule = LR_COSINE;
     check(near(lr_at(&c, 0, total), 0.1f) && near(lr_at(&c, 9, total), 1.0f), "warmup is linear from lr/warmup to lr");
     check(near(lr_at(&c, 10, total), 1.0f) && near(lr_at(&c, 109, total), 0.1f) &&
           near(lr_at(&c, 10 + 99 / 2, total), 0.1f + 0.9f * 0.5f * (1.0f + cosf((float)M_PI * 49.0f / 99.0f))),
           "cosine decays from lr to lr*final_frac over the steps after warmup");
-    c.lr_schedule = "linear";
+    c.lr_schedule = LR_LINEAR;
     check(near(lr_at(&c, 10, total), 1.0f) && near(lr_at(&c, 109, total), 0.1f) &&
           near(lr_at(&c, 10 + 33, total), 1.0f - 0.9f * 33.0f / 99.0f), "linear decay hits both ends and is linear");
-    c.lr_schedule = "constant";
+    c.lr_schedule = LR_CONSTANT;
     check(near(lr_at(&c, 50, total), 1.0f) && near(lr_at(&c, 109, total), 1.0f), "constant stays at lr after warmup");
-    c.lr_schedule = "wsd";
+    c.lr_schedule = LR_WSD;
     c.wsd_decay_frac = 0.2f;  // decay over the last 22 steps: 88..109
     check(near(lr_at(&c, 87, total), 1.0f) && near(lr_at(&c, 88, total), 1.0f) && near(lr_at(&c, 109, total), 0.1f) &&
           lr_at(&c, 100, total) < 1.0f, "wsd holds lr until the last 20%% of steps, then decays to the floor");
     c.warmup = 0;
-    c.lr_schedule = "cosine";
+    c.lr_schedule = LR_COSINE;
     check(near(lr_at(&c, 0, total), 1.0f), "no warmup starts at the peak");
 }
 
@@ -212,7 +212,7 @@ static void test_state_file(void) {
 static void test_loss_scaler(void) {
     TrainConfig c;
     config_defaults(&c);
-    c.loss_scale = "dynamic";
+    c.loss_scale = LOSS_SCALE_DYNAMIC;
     c.loss_scale_power = 4; c.loss_scale_window = 3; c.loss_scale_hysteresis = 2; c.loss_scale_min = 2.0f;
     LossScaler s;
     loss_scaler_init(&s, &c);
@@ -231,11 +231,11 @@ static void test_loss_scaler(void) {
         }
     }
     check(ok && s.skipped == 8, "dynamic loss scaling follows DeepSpeed's rules (window, hysteresis, floor) over 14 steps");
-    c.loss_scale = "none";
+    c.loss_scale = LOSS_SCALE_NONE;
     loss_scaler_init(&s, &c);
     check(s.scale == 1.0f && !s.dynamic && loss_scaler_update(&s, 1) == 1 && s.scale == 1.0f && loss_scaler_update(&s, 0) == 0,
           "with loss scaling off the scale stays 1 and an overflowed step is still skipped");
-    c.loss_scale = "1024";
+    c.loss_scale = LOSS_SCALE_FIXED; c.loss_scale_fixed = 1024.0f;
     loss_scaler_init(&s, &c);
     check(s.scale == 1024.0f && !s.dynamic, "a fixed --loss-scale is taken as given");
 }

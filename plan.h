@@ -1,0 +1,127 @@
+// plan.h: the memory plan against the machine, the one answer to "does it fit". It serves the run's
+// plan phase (trainer.h: the run's own configuration, and when it does not fit the first one that
+// would) and the autotuner (autotune.h: which candidates are worth timing). The plan is exact: it is
+// what the build's model_memory_plan and zero.h's zero_memory_plan / zero_swap_plan say the run will
+// allocate, byte for byte (the tests compare it with what is allocated), so advice taken from it holds.
+#ifndef PLAN_H
+#define PLAN_H
+
+#include <stdio.h>
+#include <unistd.h>
+#include "utils.h"
+#include "zero.h"
+#include "swap.h"
+
+// What a configuration needs per rank: device memory (host memory in the CPU build), host RAM for the
+// offloaded state (with nvme: the swap ring and gradient staging), disk for the swap file.
+typedef struct { size_t device, host, disk; } PlanNeed;
+
+// One rank's share of a layout: everything the plan depends on besides the choice below.
+typedef struct {
+    const GPT2Config *mc;
+    int B, T, recompute;
+    int layers, slots;            // this stage's layers, and the micro-batches it keeps in flight (1F1B)
+    const int *holds_unit;        // per unit (0: the tied embedding, 1 + l: layer l): does this stage hold it
+    int dp;                       // the data-parallel ranks the state is sharded over
+    size_t bucket_bytes;          // --reduce-bucket-mb
+    size_t nvme_buffer;           // --nvme-buffer-mb
+} PlanLayout;
+
+// What the advice varies: the ZeRO stage and what is offloaded where.
+typedef struct { int zero, offload, offload_params, nvme; } PlanChoice;
+
+static PlanNeed plan_need(const PlanLayout *l, PlanChoice c, MemoryPlan *out) {
+    MemoryPlan mp = model_memory_plan(l->mc, l->B, l->T, l->recompute, l->layers, l->slots, l->holds_unit[0], c.zero == 3);
+    zero_memory_plan(l->mc, c.zero, l->dp, l->holds_unit, l->bucket_bytes, c.offload, c.offload_params, c.nvme, &mp.params,
+                     &mp.grads, &mp.optimizer);
+    mp.optimizer_on_host = c.offload && !c.nvme;
+    PlanNeed n = {0, 0, 0};
+    n.device = mp.params + mp.grads + mp.working + mp.activations + mp.workspace + (c.offload ? 0 : mp.optimizer);
+    if (c.offload && !c.nvme) n.host = mp.optimizer;
+    if (c.nvme) zero_swap_plan(l->mc, c.zero, l->dp, l->holds_unit, l->nvme_buffer, &n.host, &n.disk);
+    if (out) *out = mp;
+    return n;
+}
+
+// What the machine has for each rank: its RAM and the disk under --nvme-path, shared by the ranks on
+// this node; the device's memory (the CUDA build; in the CPU build the device is the host). A capacity
+// of 0 is unknown, and not checked.
+typedef struct { double ram, disk, device; int device_is_host, local_ranks; } MachineCapacity;
+
+static size_t mem_available_bytes(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    unsigned long long kb = 0;
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    if (f) fclose(f);
+    return (size_t)kb * 1024;
+}
+
+// This process's resident memory: the initial weights it read or drew before the plan, which are handed to
+// zero.h and freed, so for the plan they are as good as available.
+static size_t self_rss_bytes(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long long size = 0, resident = 0;
+    if (f && fscanf(f, "%llu %llu", &size, &resident) != 2) resident = 0;
+    if (f) fclose(f);
+    return (size_t)resident * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+static size_t physical_memory_bytes(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && size > 0 ? (size_t)pages * (size_t)size : 0;
+}
+
+// A running job's share of this node: RAM available now (MemAvailable) plus this process's own, the
+// device's memory, and the disk's free space under nvme_path (NULL: unknown); --mem-limit (GiB, 0 =
+// none) stands in for the device's memory (for RAM in the CPU build).
+static MachineCapacity machine_capacity(float mem_limit, const char *nvme_path, int local_ranks) {
+    const double gib = 1073741824.0;
+    MachineCapacity m;
+    m.local_ranks = local_ranks;
+#ifdef TRAIN_GPT_CUDA
+    m.device_is_host = 0;
+    m.device = mem_limit > 0 ? mem_limit * gib : (double)backend_device_capacity();
+    m.ram = (double)mem_available_bytes() / local_ranks + (double)self_rss_bytes();
+#else
+    m.device_is_host = 1;
+    m.device = 0;
+    m.ram = mem_limit > 0 ? mem_limit * gib : (double)mem_available_bytes() / local_ranks + (double)self_rss_bytes();
+#endif
+    m.disk = nvme_path ? (double)swap_free_bytes(nvme_path) / local_ranks : 0.0;
+    return m;
+}
+
+static int plan_fits(const PlanNeed *n, const MachineCapacity *m) {
+    double ram = m->device_is_host ? (double)n->device + n->host : (double)n->host;
+    if (ram > m->ram || (!m->device_is_host && m->device > 0 && n->device > m->device)) return 0;
+    return !(n->disk > 0 && m->disk > 0 && n->disk > m->disk);
+}
+
+// The first choice other than `own` that fits, in the order DeepSpeed advises trying them: offload
+// nothing, the optimizer, the parameters (ZeRO-3) to host memory, then to nvme; each at the run's ZeRO
+// stage and the higher ones its layout allows (2-3 need one pipeline stage; with one rank, only stage 3
+// with params). Without a disk named (disk_known 0) the disk is not checked. Returns whether one fits.
+static int plan_advise(const PlanLayout *l, int pp_stages, PlanChoice own, const MachineCapacity *m, int disk_known,
+                       PlanChoice *advice, PlanNeed *need) {
+    int own_offload = own.offload_params ? 2 : own.offload;
+    for (int tier = 0; tier < 5; tier++) {
+        int oi = tier == 0 ? 0 : tier <= 2 ? tier : tier - 2, nvme = tier >= 3;
+        for (int z = own.zero; z <= 3; z++) {
+            if ((pp_stages > 1 && z >= 2) || (oi == 2 && z != 3) || (l->dp == 1 && z != own.zero && !(z == 3 && oi == 2))) continue;
+            if (z == own.zero && oi == own_offload && nvme == own.nvme) continue;  // the run's own
+            PlanChoice c = {z, oi > 0, oi == 2, nvme};
+            PlanNeed n = plan_need(l, c, NULL);
+            MachineCapacity mm = *m;
+            if (nvme && !disk_known) mm.disk = 0;  // no directory named: its free space is not known, so not checked
+            if (!plan_fits(&n, &mm)) continue;
+            *advice = c;
+            *need = n;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+#endif

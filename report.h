@@ -1,0 +1,313 @@
+// report.h: what a run tells the user, on the console (rank 0) and in the JSON-lines log (--log). It
+// serves trainer.h's phases: the memory plan and whether it fits the machine, the placement of ranks on
+// nodes, each step's line (loss, speed, MFU, memory, ETA, disk traffic, pipeline bubble, loss scaling)
+// with --timing's breakdown and its JSON line, and --profile's table of modules at the end. It decides
+// nothing: every figure it prints was computed by the loop (StepResult) or the plan.
+#ifndef REPORT_H
+#define REPORT_H
+
+#include <math.h>
+#include <stdio.h>
+#include <sys/resource.h>
+#include "run.h"
+#include "timing.h"
+
+// What one optimizer step produced, for the step's line and the log.
+typedef struct {
+    double loss, ms, tps, flops, peak;
+    float lr, norm, step_scale;
+    int skip;
+    double *idle;                            // per-stage idle fraction (pipelines only), else NULL
+    double eta_s;                            // the run's time left at its pace so far
+    double time_ms[NUM_PHASES];              // where the step's time went (timing.h): data, forward, ...
+    double disk_read, disk_written, disk_wait_ms;  // --offload-device nvme: the step's swap traffic, and time blocked on it
+} StepResult;
+
+static double peak_rss_mib(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss / 1024.0;  // Linux reports KiB
+}
+
+// Peak memory for the step line: host RSS, and on a GPU the device's high-water mark too.
+static const char *model_peak_memory(void) {
+    static char buf[96];
+    size_t dev = backend_peak_device_bytes();
+    if (dev) snprintf(buf, sizeof(buf), "GPU %.0f MiB | RSS %.0f MiB", dev / 1048576.0, peak_rss_mib());
+    else snprintf(buf, sizeof(buf), "RSS %.0f MiB", peak_rss_mib());
+    return buf;
+}
+
+static void report_memory_plan(const MemoryPlan *mp) {
+    double mib = 1048576.0;
+    printf0("memory plan per rank: params %.1f MiB | grads %.1f MiB | AdamW state %.1f MiB%s | ", mp->params / mib,
+            mp->grads / mib, mp->optimizer / mib, mp->optimizer_on_host ? " (host: moments, master copy, gradient staging)" : "");
+    if (mp->working) printf0("working weights %.1f MiB | ", mp->working / mib);
+    printf0("activations %.1f MiB | workspace %.1f MiB | total %.1f MiB\n", mp->activations / mib, mp->workspace / mib,
+            (mp->params + mp->grads + mp->optimizer + mp->working + mp->activations + mp->workspace) / mib);
+}
+
+// The plan against the machine: device, host RAM and disk per rank beside what there is, and when it
+// does not fit, the first configuration that would (plan.h's advice); then the log's memory_plan line.
+static void report_memory_fit(const Run *r) {
+    const TrainConfig *cfg = &r->cfg;
+    const double gib = 1073741824.0;
+    MachineCapacity m = machine_capacity(cfg->mem_limit, cfg->nvme_path, run_local_ranks(r));
+    const PlanNeed *n = &r->need;
+    char dev[64] = "";
+    if (!m.device_is_host) snprintf(dev, sizeof(dev), "%.2f GiB on the device (of %.2f) | ", n->device / gib, m.device / gib);
+    else snprintf(dev, sizeof(dev), "%.2f GiB device state (host memory in this build) | ", n->device / gib);
+    char disk[160] = "no disk";
+    if (r->nvme) snprintf(disk, sizeof(disk), "%.2f GiB disk under %s (free %.2f per rank)", n->disk / gib, cfg->nvme_path, m.disk / gib);
+    int fits = plan_fits(n, &m);
+    printf0("memory per rank: %shost RAM %.2f GiB (available %.2f per rank%s, %d rank%s on this node) | %s: %s\n", dev, n->host / gib,
+            m.ram / gib, cfg->mem_limit > 0 && m.device_is_host ? ": --mem-limit" : ": MemAvailable + this process's own", m.local_ranks,
+            m.local_ranks == 1 ? "" : "s", disk, fits ? "fits" : "does not fit");
+    char advice[512] = "";
+    PlanChoice c;
+    PlanNeed cn;
+    PlanLayout layout = run_plan_layout(r);
+    if (!fits && plan_advise(&layout, r->pp_stages, run_plan_choice(r), &m, cfg->nvme_path != NULL, &c, &cn)) {
+        int len = snprintf(advice, sizeof(advice), "-z %d --offload %s", c.zero, OFFLOAD_NAMES[c.offload_params ? 2 : c.offload]);
+        if (c.nvme) snprintf(advice + len, sizeof(advice) - len, " --offload-device nvme --nvme-path %s", cfg->nvme_path ? cfg->nvme_path : "DIR");
+        printf0("memory: this configuration does not fit; it would with %s: %.2f GiB device state | host RAM %.2f GiB | disk %.2f GiB%s\n",
+                advice, cn.device / gib, cn.host / gib, cn.disk / gib, c.nvme && !cfg->nvme_path ? " (DIR: a directory on a local disk with that much free)" : "");
+    } else if (!fits) {
+        printf0("memory: this configuration does not fit, and no ZeRO stage or offload makes it fit this layout; use more ranks, "
+                "--pp, a smaller -b/--micro-batch or -r 3\n");
+    }
+    if (!r->logf || r->start_step != 0) return;
+    const MemoryPlan *plan = &r->plan;
+    fprintf(r->logf, "{\"memory_plan\": {\"world\": %d, \"zero_stage\": %d, \"params_bytes\": %zu, \"grads_bytes\": %zu, "
+            "\"optimizer_bytes\": %zu, \"working_weights_bytes\": %zu, \"activations_bytes\": %zu, \"workspace_bytes\": %zu, "
+            "\"device_bytes\": %zu, \"host_bytes\": %zu, \"disk_bytes\": %zu, \"ram_per_rank_bytes\": %.0f, "
+            "\"disk_free_per_rank_bytes\": %.0f, \"device_capacity_bytes\": %.0f, \"fits\": %s, \"advice\": ",
+            r->world, cfg->zero_stage, plan->params, plan->grads, plan->optimizer, plan->working, plan->activations,
+            plan->workspace, r->need.device, r->need.host, r->need.disk, m.ram, m.disk, m.device, fits ? "true" : "false");
+    if (advice[0]) fprintf(r->logf, "\"%s\"}}\n", advice); else fprintf(r->logf, "null}}\n");
+    fflush(r->logf);
+}
+
+// The placement line: which node each rank runs on, with its stage and data-parallel index, and how the
+// groups fall on the nodes (a data-parallel group inside one node keeps the gradient reduction off the
+// network; a pipeline boundary between nodes moves one micro-batch's activations per send).
+static void report_placement(const Run *r) {
+    if (r->world == 1 || r->rank != 0) return;
+    int nodes = 0;
+    int *node_of = (int *)callocCheck(r->world, sizeof(int));
+    for (int i = 0; i < r->world; i++) {
+        int j = 0;
+        while (j < i && strcmp(r->hosts + (size_t)j * RUN_HOST, r->hosts + (size_t)i * RUN_HOST) != 0) j++;
+        node_of[i] = j == i ? nodes++ : node_of[j];
+    }
+    printf("placement: %d rank%s on %d node%s |", r->world, r->world == 1 ? "" : "s", nodes, nodes == 1 ? "" : "s");
+    for (int n = 0; n < nodes; n++) {
+        int first = 1;
+        for (int i = 0; i < r->world; i++) {
+            if (node_of[i] != n) continue;
+            if (first) printf(" %s:", r->hosts + (size_t)i * RUN_HOST);
+            printf("%s rank %d (stage %d, dp %d)", first ? "" : ",", i, i / r->dp, i % r->dp);
+            first = 0;
+        }
+        fputs(n + 1 < nodes ? " |" : "\n", stdout);
+    }
+    // rank = stage * dp + dp index, so stage s's data-parallel group is ranks s*dp .. s*dp+dp-1
+    int dp_across = 0, hops = 0, hops_across = 0;
+    for (int s = 0; s < r->pp_stages; s++) {
+        for (int d = 1; d < r->dp; d++)
+            if (node_of[s * r->dp + d] != node_of[s * r->dp]) { dp_across++; break; }
+        for (int d = 0; d < r->dp && s + 1 < r->pp_stages; d++) {
+            hops++;
+            hops_across += node_of[s * r->dp + d] != node_of[(s + 1) * r->dp + d];
+        }
+    }
+    if (nodes > 1) printf("placement: data-parallel groups spanning nodes: %d of %d | pipeline hops between nodes: %d of %d\n",
+                          dp_across, r->pp_stages, hops_across, hops);
+    free(node_of);
+}
+
+// The run's header: the build, device, world, layout and precision; the placement; the pipeline's split;
+// the model, the batch and the data.
+static void report_run_header(const Run *r) {
+    const TrainConfig *cfg = &r->cfg;
+    const GPT2Config *mc = &r->mc;
+    int pp_stages = r->pp_stages, A = r->A;
+    char scale[32];
+    if (cfg->loss_scale == LOSS_SCALE_FIXED) snprintf(scale, sizeof(scale), "%g", cfg->loss_scale_fixed);
+    else snprintf(scale, sizeof(scale), "%s", LOSS_SCALE_NAMES[cfg->loss_scale]);
+    char where[64] = "";
+    if (r->nvme) snprintf(where, sizeof(where), " to nvme");
+    printf0("train_gpt (%s build) on %s | world %d = data-parallel %d x pipeline %d | ZeRO stage %d | offload %s%s | "
+            "precision %s%s | loss scale %s\n", BUILD_NAME, model_device_name(), r->world, r->dp, pp_stages, cfg->zero_stage,
+            OFFLOAD_NAMES[cfg->offload], where, PRECISION_NAMES[cfg->precision], cfg->tf32 ? " (TF32 matmuls)" : "", scale);
+    report_placement(r);
+    if (pp_stages > 1) {
+        printf0("pipeline split (1F1B, %d micro-batches; bubble (p-1)/(m+p-1) = %.3f):", A, pp_bubble_formula(pp_stages, A));
+        for (int s = 0; s < pp_stages; s++) printf0(" stage %d: layers %d-%d%s%s |", s, r->first[s], r->first[s + 1] - 1,
+                                                    s == 0 ? " + embedding" : "", s == pp_stages - 1 ? " + classifier" : "");
+        printf0(" largest stage / mean = %.2f\n", r->imbalance);
+        if (r->imbalance > 1.15) printf0("warning: %d layers do not split evenly over %d stages: the slowest stage does %.0f%% "
+                                         "more work than the mean\n", mc->num_layers, pp_stages, 100.0 * (r->imbalance - 1.0));
+        if (A < pp_stages) printf0("warning: %d micro-batches for %d stages: most of the pipeline idles; use more accumulation\n",
+                                   A, pp_stages);
+    }
+    printf0("model: %s | L %d | C %d | NH %d | V %d (padded %d) | maxT %d | %zu parameters\n", r->init, mc->num_layers,
+           mc->channels, mc->num_heads, mc->vocab_size, mc->padded_vocab_size, mc->max_seq_len, r->num_params);
+    printf0("batch: micro-batch %d x seq %d x accumulation %d x data-parallel %d = %ld tokens per step | recompute %d\n",
+           r->B, r->T, A, r->world, cfg->total_batch_tokens, cfg->recompute);
+    printf0("data: %s (%d shard%s, %ld micro-batches per epoch)%s%s\n", r->synthetic ? "synthetic corpus" : cfg->train_data,
+           r->train_loader.nshards, r->train_loader.nshards == 1 ? "" : "s", r->train_loader.windows_per_epoch,
+           r->have_val ? " | val: " : " | no validation data", r->have_val ? (r->synthetic ? "synthetic" : cfg->val_data) : "");
+    if (r->synthetic) printf0("synthetic corpus: a Markov chain over %d symbols; after a '.', the document's first token "
+                              "again (%.1f%% of targets; only attention reaches back for it) | entropy floor %.4f nats/token, the "
+                              "best possible loss; without attention %.4f at best\n", SYNTH_SYMBOLS, 100.0 * r->synth.copied,
+                              r->synth.floor, r->synth.no_attention);
+}
+
+// A duration the way the step line shows it: 45s, 12m05s, 3h07m, 2d05h.
+static const char *format_duration(double sec, char *buf, size_t n) {
+    long t = (long)(sec + 0.5);
+    if (sec < 10) snprintf(buf, n, "%.1fs", sec);
+    else if (t < 60) snprintf(buf, n, "%lds", t);
+    else if (t < 3600) snprintf(buf, n, "%ldm%02lds", t / 60, t % 60);
+    else if (t < 86400) snprintf(buf, n, "%ldh%02ldm", t / 3600, t % 3600 / 60);
+    else snprintf(buf, n, "%ldd%02ldh", t / 86400, t % 86400 / 3600);
+    return buf;
+}
+
+// The time left: the steps to go at the pace of the steps since the first (which warms caches), wall
+// clock, so validation, samples and checkpoints count in it; the first step's own time before that.
+static double report_eta(Run *r, int step, double step_ms) {
+    double now = wall_seconds();
+    int left = r->cfg.steps - step - 1;
+    if (r->eta_t0 == 0.0 || step + 1 <= r->eta_step0) { r->eta_t0 = now; r->eta_step0 = step + 1; return left * step_ms / 1e3; }
+    return left * (now - r->eta_t0) / (step + 1 - r->eta_step0);
+}
+
+// The step's line on the console and its JSON line in the log.
+static void report_step(Run *r, int step, const StepResult *s) {
+    const TrainConfig *cfg = &r->cfg;
+    const LossScaler *scaler = &r->scaler;
+    int pp_stages = r->pp_stages, A = r->A;
+    char mfu[48];
+    if (s->peak > 0) snprintf(mfu, sizeof(mfu), "MFU %.1f%%", 100.0 * s->flops / s->peak);
+    else snprintf(mfu, sizeof(mfu), "%.1f GFLOP/s (MFU n/a)", s->flops / 1e9);
+    char bubble[512] = "";
+    if (s->idle) {
+        int len = snprintf(bubble, sizeof(bubble), " | bubble");
+        for (int k = 0; k < pp_stages && len < 400; k++) len += snprintf(bubble + len, sizeof(bubble) - len, "%s%.2f", k ? "/" : " ", s->idle[k]);
+        snprintf(bubble + len, sizeof(bubble) - len, " (1F1B %.2f) | activations in flight %.1f MiB", pp_bubble_formula(pp_stages, A),
+                 r->plan.activations / 1048576.0);
+    }
+    char scaling[160] = "";
+    float step_scale = s->step_scale;
+    int scaling_on = scaler->dynamic || step_scale != 1.0f;
+    if (s->skip && scaling_on) snprintf(scaling, sizeof(scaling), " | OVERFLOW: step skipped, loss scale %g -> %g", step_scale, scaler->scale);
+    else if (s->skip) snprintf(scaling, sizeof(scaling), " | OVERFLOW: non-finite gradients, step skipped");
+    else if (scaling_on) snprintf(scaling, sizeof(scaling), " | loss scale %g%s", step_scale, scaler->scale != step_scale ? " (doubled)" : "");
+    char eta[32];
+    format_duration(s->eta_s, eta, sizeof(eta));
+    char disk[128] = "";
+    if (r->nvme) snprintf(disk, sizeof(disk), " | disk read %.1f MiB write %.1f MiB wait %.1f ms", s->disk_read / 1048576.0,
+                          s->disk_written / 1048576.0, s->disk_wait_ms);
+    printf0("step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s | %s | peak %s | ETA %s%s%s%s\n",
+            step + 1, cfg->steps, s->loss, s->lr, s->norm, s->ms, s->tps, mfu, model_peak_memory(), eta, disk, bubble, scaling);
+    if (cfg->timing) {  // --timing: the breakdown below the step's line
+        printf0("  time ms:");
+        for (int k = 0; k < NUM_PHASES; k++) printf0(" %s %.1f%s", PHASE_NAMES[k], s->time_ms[k], k < NUM_PHASES - 1 ? " |" : "");
+        printf0(" (sum %.1f of %.1f)\n", timing_sum(s->time_ms), s->ms);
+    }
+    FILE *logf = r->logf;
+    if (!logf) return;
+    fprintf(logf, "{\"step\": %d, \"loss\": %.9g, \"lr\": %.9g, \"norm\": ", step + 1, s->loss, s->lr);
+    if (isfinite(s->norm)) fprintf(logf, "%.9g", s->norm); else fprintf(logf, "null");  // JSON has no inf
+    fprintf(logf, ", \"ms\": %.3f, \"tokens_per_s\": %.1f, \"flops_per_s\": %.4g, \"mfu\": ", s->ms, s->tps, s->flops);
+    if (s->peak > 0) fprintf(logf, "%.5f", s->flops / s->peak); else fprintf(logf, "null");
+    fprintf(logf, ", \"peak_rss_mib\": %.1f, \"peak_device_mib\": %.1f", peak_rss_mib(), backend_peak_device_bytes() / 1048576.0);
+    if (scaling_on || s->skip) fprintf(logf, ", \"loss_scale\": %.9g, \"skipped\": %s, \"loss_scale_next\": %.9g",
+                                       step_scale, s->skip ? "true" : "false", scaler->scale);
+    fprintf(logf, ", \"eta_s\": %.3f, \"time_ms\": {", s->eta_s);
+    for (int k = 0; k < NUM_PHASES; k++) fprintf(logf, "%s\"%s\": %.3f", k ? ", " : "", PHASE_NAMES[k], s->time_ms[k]);
+    fprintf(logf, "}");
+    // rank 0's swap traffic this step; the wait is part of the phases above (the optimizer's, mostly)
+    if (r->nvme) fprintf(logf, ", \"nvme\": {\"read_bytes\": %.0f, \"write_bytes\": %.0f, \"wait_ms\": %.3f}", s->disk_read,
+                         s->disk_written, s->disk_wait_ms);
+    if (s->idle) {
+        fprintf(logf, ", \"bubble\": [");
+        for (int k = 0; k < pp_stages; k++) fprintf(logf, "%s%.4f", k ? ", " : "", s->idle[k]);
+        fprintf(logf, "], \"bubble_1f1b\": %.4f", pp_bubble_formula(pp_stages, A));
+    }
+    fprintf(logf, "}\n");
+    fflush(logf);
+}
+
+// --profile: rank 0's modules over the profiled steps, on the console and as one JSON line. The
+// counted FLOPs are checked against the model's formula, 6 per parameter per token plus attention:
+// they differ by the parameters no matmul multiplies (the position embedding, a lookup; biases and
+// LayerNorm weights), which the table names, so the comparison is exact rather than approximate.
+static void report_profile(Run *r) {
+    Timing *t = &timing;
+    if (r->rank != 0 || t->profiled_steps == 0) return;
+    const char *source = "";
+    double peak = profile_peak_flops(&source);
+    const GPT2Config *mc = &r->mc;
+    double L = mc->num_layers, C = mc->channels, Vp = mc->padded_vocab_size;
+    double tokens = (double)r->B * r->T * r->A;  // this rank's tokens per step
+    double formula = (6.0 * r->num_params + 6.0 * L * C * r->T) * tokens;
+    double matmul_params = 12.0 * L * C * C + Vp * C, other_params = r->num_params - matmul_params;
+    double counted = 0.0, total_ms = 0.0;
+    for (int k = 1; k < NUM_ROWS; k++) { counted += t->row_flops[k]; total_ms += t->row_ms[k]; }
+    counted /= t->profiled_steps;
+    int n = t->profiled_steps;
+    printf("profile: rank 0, %d step%s%s\n", n, n == 1 ? "" : "s",
+           n < r->cfg.steps - r->start_step ? " (the run's first is left out: it warms caches)" : "");
+    if (peak > 0) printf("  peak %.1f GFLOP/s: %s\n", peak / 1e9, source);
+    else printf("  peak unknown for this device: the 'of peak' column is empty\n");
+    printf("  %-14s %9s %11s %7s %10s %9s %8s\n", "module", "calls", "ms", "share", "GFLOP", "GFLOP/s", "of peak");
+    for (int k = 1; k <= NUM_ROWS; k++) {
+        int tot = k == NUM_ROWS;
+        double ms = tot ? total_ms : t->row_ms[k], fl = tot ? counted * n : t->row_flops[k];
+        char calls[24], gf[24], rate[24], frac[24];
+        if (tot || k == ROW_OTHER) snprintf(calls, sizeof(calls), "-"); else snprintf(calls, sizeof(calls), "%ld", t->row_calls[k]);
+        if (fl > 0) {
+            snprintf(gf, sizeof(gf), "%.3f", fl / 1e9);
+            snprintf(rate, sizeof(rate), "%.1f", ms > 0 ? fl / (ms / 1e3) / 1e9 : 0.0);
+            if (peak > 0 && ms > 0) snprintf(frac, sizeof(frac), "%.1f%%", 100.0 * fl / (ms / 1e3) / peak);
+            else snprintf(frac, sizeof(frac), "-");
+        } else { snprintf(gf, sizeof(gf), "-"); snprintf(rate, sizeof(rate), "-"); snprintf(frac, sizeof(frac), "-"); }
+        printf("  %-14s %9s %11.1f %6.1f%% %10s %9s %8s\n", tot ? "total" : ROW_NAMES[k], calls, ms,
+               100.0 * ms / t->profiled_ms, gf, rate, frac);
+    }
+    printf("  the modules' time is %.2f%% of the profiled steps' %.1f ms\n", 100.0 * total_ms / t->profiled_ms, t->profiled_ms);
+    if (r->pp_stages > 1) printf("  FLOPs per step: rank 0 runs pipeline stage 0 only, so the comparison with the whole model's "
+                                 "6N + 6LCT is left out (run --pp 1 for it)\n");
+    if (r->pp_stages == 1) {
+        // what the matmuls and causal attention must come to: 6 per matmul weight per token, and
+        // attention's 6C(T+1) per token per layer
+        double exact = 6.0 * matmul_params * tokens + 6.0 * L * C * (r->T + 1.0) * tokens;
+        printf("  FLOPs per step: counted %.4f GFLOP (6 x %.0f matmul weights x %.0f tokens + causal attention = %.4f%s) | "
+               "formula 6N + 6LCT: %.4f GFLOP | counted / formula %.4f: %.0f of N's %zu parameters are in no matmul "
+               "(the position embedding %.0f, a lookup; biases and LayerNorm weights %.0f)\n", counted / 1e9, matmul_params,
+               tokens, exact / 1e9, r->cfg.recompute == 3 ? "; recompute 3 reruns the layers' forward, counted too" : "",
+               formula / 1e9, counted / formula, other_params, r->num_params, (double)mc->max_seq_len * C,
+               other_params - (double)mc->max_seq_len * C);
+    }
+    if (r->logf) {
+        fprintf(r->logf, "{\"profile\": {\"steps\": %d, \"step_ms\": %.3f, \"peak_flops\": ", n, t->profiled_ms);
+        if (peak > 0) fprintf(r->logf, "%.6g", peak); else fprintf(r->logf, "null");
+        fprintf(r->logf, ", \"peak_source\": \"%s\", \"counted_flops_per_step\": %.17g, \"formula_flops_per_step\": ", source, counted);
+        if (r->pp_stages == 1) fprintf(r->logf, "%.17g", formula); else fprintf(r->logf, "null");  // stage 0 is not the model
+        fprintf(r->logf, ", \"modules\": [");
+        for (int k = 1; k < NUM_ROWS; k++) {
+            double ms = t->row_ms[k], fl = t->row_flops[k];
+            fprintf(r->logf, "%s{\"module\": \"%s\", \"calls\": %ld, \"ms\": %.3f, \"share\": %.5f, \"flops\": %.17g, "
+                    "\"flops_per_s\": %.6g, \"peak_fraction\": ", k > 1 ? ", " : "", ROW_NAMES[k], t->row_calls[k], ms,
+                    ms / t->profiled_ms, fl, ms > 0 ? fl / (ms / 1e3) : 0.0);
+            if (peak > 0 && fl > 0 && ms > 0) fprintf(r->logf, "%.5f}", fl / (ms / 1e3) / peak); else fprintf(r->logf, "null}");
+        }
+        fprintf(r->logf, "]}}\n");
+        fflush(r->logf);
+    }
+}
+
+#endif

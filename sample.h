@@ -1,0 +1,77 @@
+// sample.h: how the loop's samples are drawn and shown. It serves trainer.h's sampling phase (and the
+// generation test, test/test_generate.c): a token drawn from the logits with a uniform draw, and a
+// token id turned into text by the tokenizer file, the synthetic corpus's own letters, or as its id.
+#ifndef SAMPLE_H
+#define SAMPLE_H
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include "utils.h"
+#include "dataloader.h"
+#include "tokenizer.h"
+
+typedef enum {
+    DECODE_IDS,        // no tokenizer known: the ids themselves
+    DECODE_TOKENIZER,  // a tokenizer file (--tokenizer, or tokenizer.bin beside the train shards)
+    DECODE_SYNTHETIC,  // the synthetic corpus's alphabet
+} DecoderKind;
+
+typedef struct {
+    DecoderKind kind;
+    Tokenizer tok;     // DECODE_TOKENIZER only
+} Decoder;
+
+// The decoder for a run: --tokenizer (tokenizer_path), else the synthetic corpus's letters, else the
+// tokenizer.bin that ./tokenize puts beside the shards (first_shard), else ids.
+static void decoder_init(Decoder *d, const char *tokenizer_path, int synthetic, const char *first_shard) {
+    d->kind = DECODE_IDS;
+    if (tokenizer_path) {
+        fclose(fopen_user("--tokenizer", tokenizer_path, "rb"));  // a missing file is named with its flag
+        tokenizer_init_bin(&d->tok, tokenizer_path);
+        d->kind = DECODE_TOKENIZER;
+    } else if (synthetic) {
+        d->kind = DECODE_SYNTHETIC;
+    } else {
+        char guess[4200];
+        snprintf(guess, sizeof(guess), "%s", first_shard);
+        char *slash = strrchr(guess, '/');
+        if (slash) strcpy(slash + 1, "tokenizer.bin"); else strcpy(guess, "tokenizer.bin");
+        if (file_exists(guess)) { tokenizer_init_bin(&d->tok, guess); d->kind = DECODE_TOKENIZER; }
+    }
+}
+
+static void decoder_free(Decoder *d) {
+    if (d->kind == DECODE_TOKENIZER) tokenizer_free(&d->tok);
+}
+
+// The token a sample starts from: the end-of-text token when there is a tokenizer, else 0.
+static int decoder_first_token(Decoder *d) { return d->kind == DECODE_TOKENIZER ? tokenizer_eot(&d->tok) : 0; }
+
+static void decode_print(Decoder *d, int id) {
+    if (d->kind == DECODE_TOKENIZER) {
+        int len;
+        const unsigned char *b = tokenizer_token_bytes(&d->tok, id, &len);
+        fwrite(b, 1, len, stdout);
+    } else if (d->kind == DECODE_SYNTHETIC) {
+        putchar(SYNTH_ALPHABET[id % SYNTH_VOCAB]);
+    } else {
+        printf("%d ", id);
+    }
+}
+
+// Samples from softmax over the first V logits with a uniform draw u.
+static int sample_token(const float *logits, int V, float u) {
+    float maxv = -INFINITY;
+    for (int i = 0; i < V; i++) if (logits[i] > maxv) maxv = logits[i];
+    double sum = 0.0;
+    for (int i = 0; i < V; i++) sum += exp((double)logits[i] - maxv);
+    double cdf = 0.0, target = u * sum;
+    for (int i = 0; i < V; i++) {
+        cdf += exp((double)logits[i] - maxv);
+        if (target < cdf) return i;
+    }
+    return V - 1;
+}
+
+#endif
