@@ -67,10 +67,13 @@ typedef struct {
     long long tokens, shards_written, shards_kept;
     // the resume state (see the top of this file)
     const char *state_path;  // D/[NAME_]shards.state
-    const char *state_head;  // its first lines: the settings and inputs, one a line
+    const char *state_head;  // its first lines: the settings, one a line
+    const char *state_inputs;// its last lines: "input I size=.. mtime=.. path=..", one an input
     int n_inputs;
     DocPos doc;              // where the document being written starts
     long long doc_emitted;   // its tokens already in the stream
+    DocPos shard_doc;        // doc and doc_emitted when the open shard began
+    long long shard_emitted;
     long long skip;          // --resume: tokens of the first document the complete shards hold
     long long tokens_before; // tokens in the complete shards a resume starts after
     int no_state, at_end;    // no_state: a close that must not be recorded; at_end: the stream has ended
@@ -130,8 +133,9 @@ static void state_write(Writer *w) {
     if (f == NULL) { int e = errno; g_tmp_path[0] = 0; corpus_die("%s.tmp: cannot create: %s", w->state_path, strerror(e)); }
     DocPos d = w->at_end ? (DocPos){w->n_inputs, 0, 0} : w->doc;
     long long emitted = w->at_end ? 0 : w->doc_emitted;
-    fprintf(f, "%sshards %d %lld\nnext %d %lld %lld %lld\nend\n", w->state_head, w->k + 1, w->tokens_before + w->tokens,
-            d.input, d.off, d.line, emitted);
+    fprintf(f, "%sshards %d %lld\nnext %d %lld %lld %lld\nlast %d %lld %lld %lld %lld\ninputs %d\n%send\n", w->state_head,
+            w->k + 1, w->tokens_before + w->tokens, d.input, d.off, d.line, emitted, w->shard_doc.input, w->shard_doc.off,
+            w->shard_doc.line, w->shard_emitted, w->cur, w->n_inputs, w->state_inputs);
     if (fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0) { corpus_die("%s: write failed: %s", g_tmp_path, strerror(errno)); }
     if (fclose(f) != 0) { corpus_die("%s: close failed: %s", g_tmp_path, strerror(errno)); }
     if (rename(g_tmp_path, w->state_path) != 0) { corpus_die("%s: cannot rename to %s: %s", g_tmp_path, w->state_path, strerror(errno)); }
@@ -143,7 +147,7 @@ static void state_changed(const Writer *w, const char *was, const char *now, siz
         corpus_die("--resume: %s is not a resume state of this version (first line '%s', expected '%.*s'); remove it, "
                    "or run without --resume", w->state_path, was, (int)now_len, now);
     }
-    // the key: "--flag", "tokenizer", "inputs", or "input N"
+    // the key: "--flag", "tokenizer", or "input N"
     size_t key = strcspn(now, " \n");
     if (strncmp(now, "input ", 6) == 0) { key = 6 + strcspn(now + 6, " \n"); }
     corpus_die("--resume: %.*s changed since the shards recorded in %s were made: it was '%s', now '%.*s'; restore it, "
@@ -151,8 +155,10 @@ static void state_changed(const Writer *w, const char *was, const char *now, siz
 }
 
 // --resume: reads the state, checks it and the complete shards, and sets the writer to
-// continue after them; *next is where reading starts. 0 when there is no state.
-static int state_load(Writer *w, DocPos *next) {
+// continue after them; *next is where reading starts. 0 when there is no state. redo_last
+// (standard input, whose skipped bytes cannot be checked): start at the last complete
+// shard instead, which is then made again and compared, a check that the input is the same.
+static int state_load(Writer *w, DocPos *next, int redo_last) {
     FILE *f = fopen(w->state_path, "r");
     if (f == NULL) {
         if (errno == ENOENT) { return 0; }
@@ -166,13 +172,27 @@ static int state_load(Writer *w, DocPos *next) {
         if (strlen(line) != n || memcmp(line, h, n) != 0) { state_changed(w, line, h, n); }
         h += n + (h[n] == '\n');
     }
-    int k;
-    long long total, emitted;
-    DocPos d;
-    char end[8] = "";
-    if (fscanf(f, "shards %d %lld\nnext %d %lld %lld %lld\n%7s", &k, &total, &d.input, &d.off, &d.line, &emitted, end) != 7
-        || strcmp(end, "end") != 0 || k < 1 || d.input < 0 || d.input > w->n_inputs || d.off < 0 || emitted < 0) {
+    int k, n_was;
+    long long total, emitted, last_emitted, last_count;
+    DocPos d, last;
+    if (fscanf(f, "shards %d %lld\nnext %d %lld %lld %lld\nlast %d %lld %lld %lld %lld\ninputs %d\n", &k, &total, &d.input,
+               &d.off, &d.line, &emitted, &last.input, &last.off, &last.line, &last_emitted, &last_count, &n_was) != 12
+        || k < 1 || d.input < 0 || d.input > n_was || d.off < 0 || emitted < 0 || last.input < 0 || last.input > d.input
+        || last.off < 0 || last_emitted < 0 || last_count < 0 || last_count > total) {
         corpus_die("--resume: %s is malformed after its settings; remove it, or run without --resume", w->state_path);
+    }
+    // the inputs up to the one the next shard starts in must be the same; later ones are read whole anyway
+    if (d.input == n_was ? w->n_inputs != n_was : w->n_inputs <= d.input) {
+        corpus_die("--resume: the inputs changed since the shards recorded in %s were made: %d input(s) then, %d now; "
+                   "restore them, or run without --resume to start over", w->state_path, n_was, w->n_inputs);
+    }
+    const char *h = w->state_inputs;
+    for (int i = 0; i <= d.input && i < n_was; i++) {
+        size_t n = strcspn(h, "\n");
+        if (fgets(line, sizeof(line), f) == NULL) { corpus_die("--resume: %s ends early; remove it, or run without --resume", w->state_path); }
+        line[strcspn(line, "\n")] = 0;
+        if (strlen(line) != n || memcmp(line, h, n) != 0) { state_changed(w, line, h, n); }
+        h += n + 1;
     }
     fclose(f);
     long long sum = 0;
@@ -190,17 +210,19 @@ static int state_load(Writer *w, DocPos *next) {
         corpus_die("--resume: %s records %lld tokens in %d shard(s), the shards hold %lld; remove it to start over",
                    w->state_path, total, k, sum);
     }
-    w->k = k;
-    w->tokens_before = total;
-    w->skip = emitted;
-    w->shards_kept = k;
-    *next = d;
+    w->k = redo_last ? k - 1 : k;
+    w->tokens_before = redo_last ? total - last_count : total;
+    w->skip = redo_last ? last_emitted : emitted;
+    w->shards_kept = w->k;
+    *next = redo_last ? last : d;
     return 1;
 }
 
 static void writer_open(Writer *w) {
     shard_path(w, w->k, w->final, sizeof(w->final));
     w->cur = 0;
+    w->shard_doc = w->doc;
+    w->shard_emitted = w->doc_emitted;
     w->open = 1;
     if (w->resume && shard_target(w) > 0 && shard_complete(w->final, shard_target(w))) {
         w->cmp = fopen(w->final, "rb");
@@ -301,6 +323,7 @@ static void writer_finish(Writer *w, uint16_t last) {
         if (ftruncate(w->fd, SHARD_HEADER_BYTES + 2 * (w->cur - 1)) != 0) { corpus_die("%s: truncate failed: %s", g_tmp_path, strerror(errno)); }
         w->cur--;
         w->tokens--;
+        w->doc_emitted--;
         w->no_state = 1;  // the next token is the stream's last, moved: not a place to resume from
         writer_close(w);
         w->no_state = 0;

@@ -428,25 +428,28 @@ static unsigned long long vocab_hash(Tokenizer *t) {
     return h;
 }
 
-// the resume state's first lines (shards.h): everything that decides the token stream
-static char *state_head(const Args *a, const Writer *w, const InputList *in, const char *sep, Tokenizer *t) {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (f == NULL) { runtime_error("out of memory"); }
+// the resume state's lines (shards.h) for the settings that decide the token stream (the
+// result) and for the inputs (*inputs)
+static char *state_head(const Args *a, const Writer *w, const InputList *in, const char *sep, Tokenizer *t, char **inputs) {
+    char *buf = NULL, *ibuf = NULL;
+    size_t len = 0, ilen = 0;
+    FILE *f = open_memstream(&buf, &len), *fi = open_memstream(&ibuf, &ilen);
+    if (f == NULL || fi == NULL) { runtime_error("out of memory"); }
     fprintf(f, "tokenize-shards-state 1\n--shard-tokens %lld\n--val-tokens %lld\n--name %s\n--doc-sep ", w->shard_tokens,
             w->val_tokens, a->name ? a->name : "(none)");
     for (const char *c = sep; *c; c++) { fprintf(f, "%02x", (unsigned char)*c); }
-    fprintf(f, "\n--text-field %s\n--format %s\ntokenizer %016llx\ninputs %d\n", a->text_field ? a->text_field : "text",
-            a->format ? a->format : "(by extension)", vocab_hash(t), in->n);
+    fprintf(f, "\n--text-field %s\n--format %s\ntokenizer %016llx\n", a->text_field ? a->text_field : "text",
+            a->format ? a->format : "(by extension)", vocab_hash(t));
     for (int i = 0; i < in->n; i++) {
         struct stat st;
         if (strcmp(in->paths[i], "-") == 0 || stat(in->paths[i], &st) != 0) { memset(&st, 0, sizeof(st)); }
         if (strchr(in->paths[i], '\n') != NULL) { runtime_error("--in %s: a path with a newline is not supported", in->paths[i]); }
-        fprintf(f, "input %d size=%lld mtime=%lld.%09ld path=%s\n", i, (long long)st.st_size, (long long)st.st_mtim.tv_sec,
+        fprintf(fi, "input %d size=%lld mtime=%lld.%09ld path=%s\n", i, (long long)st.st_size, (long long)st.st_mtim.tv_sec,
                 (long)st.st_mtim.tv_nsec, in->paths[i]);
     }
     fclose(f);
+    fclose(fi);
+    *inputs = ibuf;
     return buf;
 }
 
@@ -454,13 +457,7 @@ static char *state_head(const Args *a, const Writer *w, const InputList *in, con
 static DocPos shards_resume_point(Writer *w, const InputList *in, int stdin_uses, Progress *pr) {
     DocPos from = {0, 0, 0};
     if (!w->resume) { unlink(w->state_path); return from; }
-    if (stdin_uses) {
-        fprintf(stderr, "tokenize: note: --resume with standard input (--in -): its bytes can be neither skipped nor "
-                        "checked against the state, so it is read from the start and the complete shards are compared, "
-                        "not rewritten\n");
-        return from;
-    }
-    if (!state_load(w, &from)) {
+    if (!state_load(w, &from, stdin_uses)) {
         fprintf(stderr, "tokenize: note: --resume: no %s, so the inputs are read from the start and the complete "
                         "shards are compared, not rewritten\n", w->state_path);
         return from;
@@ -470,6 +467,11 @@ static DocPos shards_resume_point(Writer *w, const InputList *in, int stdin_uses
         if (!is_gz(in->paths[i]) && stat(in->paths[i], &st) == 0) { pr->skipped += (long long)st.st_size; }
     }
     pr->skipped += from.off;
+    if (stdin_uses) {
+        fprintf(stderr, "tokenize: note: --resume with standard input (--in -): its bytes before the place the state "
+                        "records are read and dropped, not tokenized; they cannot be checked, so the last complete "
+                        "shard is made again and compared\n");
+    }
     if (from.input == in->n) {
         printf("resume: all %d shard(s) are complete (%s)\n", w->k, w->state_path);
     } else {
@@ -518,7 +520,9 @@ static int cmd_shards(const Args *a) {
     snprintf(state_name, sizeof(state_name), "%s%sshards.state", a->name ? a->name : "", a->name ? "_" : "");
     char *state_path = join_path(a->out_dir, state_name);
     w.state_path = state_path;
-    w.state_head = state_head(a, &w, &inputs, sep, &t);
+    char *state_inputs;
+    w.state_head = state_head(a, &w, &inputs, sep, &t, &state_inputs);
+    w.state_inputs = state_inputs;
     w.n_inputs = inputs.n;
     DocPos from = shards_resume_point(&w, &inputs, stdin_uses, &pr);
     pool.on_written = progress_line;
@@ -550,6 +554,7 @@ static int cmd_shards(const Args *a) {
     free(tok_path);
     free(state_path);
     free((void *)w.state_head);
+    free(state_inputs);
     free(lb.buf);
     free(sep);
     tokenizer_free(&t);
