@@ -144,11 +144,20 @@ static void inputs_add(InputList *l, const char *spec) {
 // ----------------------------------------------------------------------------
 // a work unit: whole documents (or pieces of a long one) and, once encoded, their tokens
 
+// where a document starts: what --resume records for the one a shard boundary falls in
+typedef struct {
+    int input;        // index in the input list
+    long long off;    // byte offset of its first byte (of the decompressed stream)
+    long long line;   // newlines before it (.txt, .jsonl) or documents before it (framed)
+} DocPos;
+
 typedef struct {
     unsigned char *text;
     size_t len, cap;
     size_t *off, *dlen;      // document i is text[off[i] .. off[i] + dlen[i])
     unsigned char *eot;      // 1: <|endoftext|> before it; 0: it continues the previous piece
+    DocPos *pos;             // where document i starts (meaningful where eot[i] is 1)
+    size_t *tend;            // its tokens end at tok[tend[i]] (filled by a worker)
     size_t ndocs, dcap;
     uint16_t *tok;           // filled by a worker
     size_t ntok, tcap;
@@ -164,16 +173,19 @@ static void batch_reserve(Batch *b, size_t len) {
     b->cap = cap;
 }
 
-static void batch_add_doc(Batch *b, size_t off, size_t len, int eot) {
+static void batch_add_doc(Batch *b, size_t off, size_t len, int eot, DocPos pos) {
     if (b->ndocs == b->dcap) {
         b->dcap = b->dcap ? 2 * b->dcap : 1024;
         b->off = (size_t *)tok_realloc(b->off, b->dcap * sizeof(size_t));
         b->dlen = (size_t *)tok_realloc(b->dlen, b->dcap * sizeof(size_t));
         b->eot = (unsigned char *)tok_realloc(b->eot, b->dcap);
+        b->pos = (DocPos *)tok_realloc(b->pos, b->dcap * sizeof(DocPos));
+        b->tend = (size_t *)tok_realloc(b->tend, b->dcap * sizeof(size_t));
     }
     b->off[b->ndocs] = off;
     b->dlen[b->ndocs] = len;
     b->eot[b->ndocs] = (unsigned char)eot;
+    b->pos[b->ndocs] = pos;
     b->ndocs++;
 }
 
@@ -186,15 +198,38 @@ typedef Batch *(*BatchHandoff)(void *ctx, Batch *b, size_t keep_from);
 
 typedef struct {
     const char *path;
+    int index;          // in the input list
     int fd;
     pid_t gz_pid;
-    long long bytes;    // bytes read (decompressed)
-    long long lines;    // newlines before the reader's current position
+    long long bytes;    // the reader's offset in the (decompressed) stream, skipped bytes included
+    long long start;    // bytes skipped at the start (--resume), not read for tokens
+    long long lines;    // newlines (framed: documents) before the reader's current position
 } Source;
 
-static void source_open(Source *s, const char *path) {
+static size_t source_read(Source *s, unsigned char *dst, size_t cap);
+
+// --resume: starts at byte off, with line newlines (or documents) before it. A plain file
+// seeks there; a gzip stream or a pipe has no random access, so the bytes up to it are read
+// and dropped (gzip's or the producer's time, not the tokenizer's).
+static void source_skip(Source *s, long long off, long long line) {
+    s->lines = line;
+    if (off == 0) { return; }
+    if (s->gz_pid < 0 && lseek(s->fd, (off_t)off, SEEK_SET) == (off_t)off) {
+        s->bytes = off;
+    } else {
+        unsigned char junk[CORPUS_READ_CHUNK];
+        while (s->bytes < off) {
+            size_t want = off - s->bytes < (long long)sizeof(junk) ? (size_t)(off - s->bytes) : sizeof(junk);
+            if (source_read(s, junk, want) == 0) { corpus_die("%s: --resume: the stream ends before byte %lld", s->path, off); }
+        }
+    }
+    s->start = off;
+}
+
+static void source_open(Source *s, const char *path, int index) {
     memset(s, 0, sizeof(*s));
     s->path = strcmp(path, "-") == 0 ? "stdin" : path;
+    s->index = index;
     s->gz_pid = -1;
     if (strcmp(path, "-") == 0) { s->fd = 0; return; }
     int fd = open(path, O_RDONLY);
@@ -321,6 +356,8 @@ static Batch *read_txt(Source *s, Batch *b, const char *sep, size_t seplen, size
                        BatchHandoff handoff, void *ctx) {
     size_t pstart = b->len, scan = b->len, valid = b->len, cut_scan = b->len;
     int eot = 1;
+    long long line_p = s->lines;  // newlines before pstart: counted once per byte, as pstart moves
+    DocPos pos = {s->index, s->bytes, s->lines};
     for (;;) {
         batch_reserve(b, b->len + CORPUS_READ_CHUNK);
         size_t got = source_read(s, b->text + b->len, CORPUS_READ_CHUNK);
@@ -336,9 +373,13 @@ static Batch *read_txt(Source *s, Batch *b, const char *sep, size_t seplen, size
                 if (memcmp(q, sep, seplen) == 0) { hit = q; break; }
             }
             if (hit == NULL) { scan = b->len >= seplen ? b->len - seplen + 1 : 0; if (scan < pstart) { scan = pstart; } break; }
-            batch_add_doc(b, pstart, (size_t)(hit - b->text) - pstart, eot);
-            pstart = scan = (size_t)(hit - b->text) + seplen;
+            batch_add_doc(b, pstart, (size_t)(hit - b->text) - pstart, eot, pos);
+            size_t next = (size_t)(hit - b->text) + seplen;
+            line_p += count_newlines(b->text + pstart, next - pstart);
+            pstart = scan = next;
             eot = 1;
+            pos.off = s->bytes - (long long)b->len + (long long)pstart;  // the buffer ends at s->bytes
+            pos.line = line_p;
         }
         if (b->len < batch_bytes) { continue; }
         if (b->len - pstart >= batch_bytes && b->len > seplen + 2) {
@@ -346,14 +387,19 @@ static Batch *read_txt(Source *s, Batch *b, const char *sep, size_t seplen, size
             size_t from = cut_scan > pstart ? cut_scan : pstart;
             size_t cut = find_cut(b->text, from, b->len - seplen - 2);
             cut_scan = b->len - seplen - 2;
-            if (cut > pstart) { batch_add_doc(b, pstart, cut - pstart, eot); pstart = cut; eot = 0; }
+            if (cut > pstart) {
+                batch_add_doc(b, pstart, cut - pstart, eot, pos);
+                line_p += count_newlines(b->text + pstart, cut - pstart);
+                pstart = cut;
+                eot = 0;
+            }
         }
         if (b->ndocs == 0) { continue; }  // no cut found yet: the piece grows
         size_t shift = pstart;
         b = handoff(ctx, b, pstart);
         pstart -= shift; scan -= shift; valid -= shift; cut_scan = cut_scan > shift ? cut_scan - shift : 0;
     }
-    batch_add_doc(b, pstart, b->len - pstart, eot);  // the text after the last separator
+    batch_add_doc(b, pstart, b->len - pstart, eot, pos);  // the text after the last separator
     return b;
 }
 
@@ -468,7 +514,7 @@ static void jl_skip_value(JLine *j) {
 }
 
 // parses one line; appends the field's text to b and returns 1 (0 for a blank line)
-static int jl_parse(JLine *j, const char *field, Batch *b) {
+static int jl_parse(JLine *j, const char *field, Batch *b, DocPos pos) {
     jl_ws(j);
     if (j->p == j->end) { return 0; }
     if (*j->p != '{') { jl_die(j, "expected a JSON object ('{')"); }
@@ -503,7 +549,7 @@ static int jl_parse(JLine *j, const char *field, Batch *b) {
     jl_ws(j);
     if (j->p != j->end) { jl_die(j, "unexpected text after the object"); }
     if (!found) { char msg[320]; snprintf(msg, sizeof(msg), "no \"%s\" field (--text-field)", field); j->p = j->start; jl_die(j, msg); }
-    batch_add_doc(b, start, b->len - start, 1);
+    batch_add_doc(b, start, b->len - start, 1, pos);
     return 1;
 }
 
@@ -529,11 +575,12 @@ static Batch *read_jsonl(Source *s, Batch *b, LineBuf *lb, const char *field, si
         }
         size_t end = nl ? (size_t)(nl - lb->buf) : have;
         if (nl == NULL && end == pos) { break; }
+        DocPos dp = {s->index, s->bytes - (long long)have + (long long)pos, s->lines};  // lb->buf ends at s->bytes
         JLine j = {s, ++s->lines, lb->buf + pos, lb->buf + pos, lb->buf + end};
         int bad;
         size_t ok = utf8_valid_prefix(j.start, end - pos, 1, &bad);
         if (bad) { utf8_die(s, j.start, j.start + ok, j.line); }
-        *ndocs += jl_parse(&j, field, b);
+        *ndocs += jl_parse(&j, field, b, dp);
         pos = nl ? end + 1 : end;
         if (b->len >= batch_bytes) { b = handoff(ctx, b, b->len); }
         if (nl == NULL) { break; }
@@ -560,7 +607,8 @@ static int source_read_exact(Source *s, unsigned char *dst, size_t n, long long 
 }
 
 static Batch *read_framed(Source *s, Batch *b, size_t batch_bytes, BatchHandoff handoff, void *ctx, long long *ndocs) {
-    for (long long doc = 0;; doc++) {
+    for (long long doc = s->lines;; doc++) {
+        DocPos pos = {s->index, s->bytes, doc};
         unsigned char h[8];
         if (!source_read_exact(s, h, 8, doc)) { break; }
         uint64_t n = 0;
@@ -579,7 +627,7 @@ static Batch *read_framed(Source *s, Batch *b, size_t batch_bytes, BatchHandoff 
                        "text, and bad bytes are refused rather than replaced", s->path, doc + 1, b->text[start + ok], ok);
         }
         b->len = start + (size_t)n;
-        batch_add_doc(b, start, (size_t)n, 1);
+        batch_add_doc(b, start, (size_t)n, 1, pos);
         (*ndocs)++;
         if (b->len >= batch_bytes) { b = handoff(ctx, b, b->len); }
     }

@@ -14,6 +14,16 @@ the older layout is kept (train_000000.bin first). Each shard is written to PATH
 fsynced and renamed when complete, so a killed run leaves no partial file under a final
 name. --resume leaves a complete shard that is already there in place, after checking
 that its tokens are the ones this run produces.
+
+Resume state: after each shard is renamed into place, D/[NAME_]shards.state (text, written
+to .tmp and renamed) records the settings and inputs (sizes, modification times) that made
+the shards, how many are complete, and where the next shard's first token comes from: the
+input, the byte offset and line of the document it belongs to, and how many of that
+document's tokens the complete shards already hold. --resume checks the settings and inputs
+against the state (naming what changed), the complete shards' headers and sizes against its
+token count, then seeks to that document and drops the tokens already written: it reads and
+encodes only what the complete shards do not hold. Documents encode independently, so the
+stream from that document on is the one an uninterrupted run makes.
 */
 #ifndef SHARDS_H
 #define SHARDS_H
@@ -55,6 +65,18 @@ typedef struct {
     uint16_t *buf;
     size_t nbuf;
     long long tokens, shards_written, shards_kept;
+    // the resume state (see the top of this file)
+    const char *state_path;  // D/[NAME_]shards.state
+    const char *state_head;  // its first lines: the settings, one a line
+    const char *state_inputs;// its last lines: "input I size=.. mtime=.. path=..", one an input
+    int n_inputs;
+    DocPos doc;              // where the document being written starts
+    long long doc_emitted;   // its tokens already in the stream
+    DocPos shard_doc;        // doc and doc_emitted when the open shard began
+    long long shard_emitted;
+    long long skip;          // --resume: tokens of the first document the complete shards hold
+    long long tokens_before; // tokens in the complete shards a resume starts after
+    int no_state, at_end;    // no_state: a close that must not be recorded; at_end: the stream has ended
 } Writer;
 
 static void shard_path(const Writer *w, int k, char *out, size_t cap) {
@@ -86,21 +108,121 @@ static void shard_header(int32_t *h, long long n) {
     h[2] = (int32_t)n;
 }
 
-// a complete shard from an earlier run: its header says the full count, and the size agrees
-static int shard_complete(const char *path, long long want) {
+// a shard's token count, when its header is ours and its size agrees with it; else -1
+static long long shard_count(const char *path) {
     struct stat st;
     FILE *f = fopen(path, "rb");
-    if (f == NULL) { return 0; }
+    if (f == NULL) { return -1; }
     int32_t h[256];
-    int ok = fread(h, 4, 256, f) == 256 && h[0] == SHARD_MAGIC && h[1] == SHARD_VERSION && h[2] == want
-             && fstat(fileno(f), &st) == 0 && st.st_size == SHARD_HEADER_BYTES + 2 * want;
+    int ok = fread(h, 4, 256, f) == 256 && h[0] == SHARD_MAGIC && h[1] == SHARD_VERSION && h[2] >= 0
+             && fstat(fileno(f), &st) == 0 && st.st_size == SHARD_HEADER_BYTES + 2 * (long long)h[2];
     fclose(f);
-    return ok;
+    return ok ? h[2] : -1;
+}
+
+// a complete shard from an earlier run: its header says the full count, and the size agrees
+static int shard_complete(const char *path, long long want) { return shard_count(path) == want; }
+
+// ----------------------------------------------------------------------------
+// the resume state
+
+// records the shards closed so far (w->k is the one just closed) and where the next begins
+static void state_write(Writer *w) {
+    snprintf(g_tmp_path, sizeof(g_tmp_path), "%s.tmp", w->state_path);
+    FILE *f = fopen(g_tmp_path, "w");
+    if (f == NULL) { int e = errno; g_tmp_path[0] = 0; corpus_die("%s.tmp: cannot create: %s", w->state_path, strerror(e)); }
+    DocPos d = w->at_end ? (DocPos){w->n_inputs, 0, 0} : w->doc;
+    long long emitted = w->at_end ? 0 : w->doc_emitted;
+    fprintf(f, "%sshards %d %lld\nnext %d %lld %lld %lld\nlast %d %lld %lld %lld %lld\ninputs %d\n%send\n", w->state_head,
+            w->k + 1, w->tokens_before + w->tokens, d.input, d.off, d.line, emitted, w->shard_doc.input, w->shard_doc.off,
+            w->shard_doc.line, w->shard_emitted, w->cur, w->n_inputs, w->state_inputs);
+    if (fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0) { corpus_die("%s: write failed: %s", g_tmp_path, strerror(errno)); }
+    if (fclose(f) != 0) { corpus_die("%s: close failed: %s", g_tmp_path, strerror(errno)); }
+    if (rename(g_tmp_path, w->state_path) != 0) { corpus_die("%s: cannot rename to %s: %s", g_tmp_path, w->state_path, strerror(errno)); }
+    g_tmp_path[0] = 0;
+}
+
+static void state_changed(const Writer *w, const char *was, const char *now, size_t now_len) {
+    if (strncmp(now, "tokenize-shards-state ", 22) == 0) {
+        corpus_die("--resume: %s is not a resume state of this version (first line '%s', expected '%.*s'); remove it, "
+                   "or run without --resume", w->state_path, was, (int)now_len, now);
+    }
+    // the key: "--flag", "tokenizer", or "input N"
+    size_t key = strcspn(now, " \n");
+    if (strncmp(now, "input ", 6) == 0) { key = 6 + strcspn(now + 6, " \n"); }
+    corpus_die("--resume: %.*s changed since the shards recorded in %s were made: it was '%s', now '%.*s'; restore it, "
+               "or run without --resume to start over", (int)key, now, w->state_path, was, (int)now_len, now);
+}
+
+// --resume: reads the state, checks it and the complete shards, and sets the writer to
+// continue after them; *next is where reading starts. 0 when there is no state. redo_last
+// (standard input, whose skipped bytes cannot be checked): start at the last complete
+// shard instead, which is then made again and compared, a check that the input is the same.
+static int state_load(Writer *w, DocPos *next, int redo_last) {
+    FILE *f = fopen(w->state_path, "r");
+    if (f == NULL) {
+        if (errno == ENOENT) { return 0; }
+        corpus_die("%s: cannot open: %s", w->state_path, strerror(errno));
+    }
+    static char line[65536];
+    for (const char *h = w->state_head; *h;) {
+        size_t n = strcspn(h, "\n");
+        if (fgets(line, sizeof(line), f) == NULL) { corpus_die("--resume: %s ends early; remove it, or run without --resume", w->state_path); }
+        line[strcspn(line, "\n")] = 0;
+        if (strlen(line) != n || memcmp(line, h, n) != 0) { state_changed(w, line, h, n); }
+        h += n + (h[n] == '\n');
+    }
+    int k, n_was;
+    long long total, emitted, last_emitted, last_count;
+    DocPos d, last;
+    if (fscanf(f, "shards %d %lld\nnext %d %lld %lld %lld\nlast %d %lld %lld %lld %lld\ninputs %d\n", &k, &total, &d.input,
+               &d.off, &d.line, &emitted, &last.input, &last.off, &last.line, &last_emitted, &last_count, &n_was) != 12
+        || k < 1 || d.input < 0 || d.input > n_was || d.off < 0 || emitted < 0 || last.input < 0 || last.input > d.input
+        || last.off < 0 || last_emitted < 0 || last_count < 0 || last_count > total) {
+        corpus_die("--resume: %s is malformed after its settings; remove it, or run without --resume", w->state_path);
+    }
+    // the inputs up to the one the next shard starts in must be the same; later ones are read whole anyway
+    if (d.input == n_was ? w->n_inputs != n_was : w->n_inputs <= d.input) {
+        corpus_die("--resume: the inputs changed since the shards recorded in %s were made: %d input(s) then, %d now; "
+                   "restore them, or run without --resume to start over", w->state_path, n_was, w->n_inputs);
+    }
+    const char *h = w->state_inputs;
+    for (int i = 0; i <= d.input && i < n_was; i++) {
+        size_t n = strcspn(h, "\n");
+        if (fgets(line, sizeof(line), f) == NULL) { corpus_die("--resume: %s ends early; remove it, or run without --resume", w->state_path); }
+        line[strcspn(line, "\n")] = 0;
+        if (strlen(line) != n || memcmp(line, h, n) != 0) { state_changed(w, line, h, n); }
+        h += n + 1;
+    }
+    fclose(f);
+    long long sum = 0;
+    for (int i = 0; i < k; i++) {
+        char path[4096];
+        shard_path(w, i, path, sizeof(path));
+        long long c = shard_count(path);
+        if (c < 0) {
+            corpus_die("--resume: %s records %d complete shard(s), but %s is missing or not a complete shard; remove %s "
+                       "to start over", w->state_path, k, path, w->state_path);
+        }
+        sum += c;
+    }
+    if (sum != total) {
+        corpus_die("--resume: %s records %lld tokens in %d shard(s), the shards hold %lld; remove it to start over",
+                   w->state_path, total, k, sum);
+    }
+    w->k = redo_last ? k - 1 : k;
+    w->tokens_before = redo_last ? total - last_count : total;
+    w->skip = redo_last ? last_emitted : emitted;
+    w->shards_kept = w->k;
+    *next = redo_last ? last : d;
+    return 1;
 }
 
 static void writer_open(Writer *w) {
     shard_path(w, w->k, w->final, sizeof(w->final));
     w->cur = 0;
+    w->shard_doc = w->doc;
+    w->shard_emitted = w->doc_emitted;
     w->open = 1;
     if (w->resume && shard_target(w) > 0 && shard_complete(w->final, shard_target(w))) {
         w->cmp = fopen(w->final, "rb");
@@ -140,6 +262,7 @@ static void writer_close(Writer *w) {
         clear_progress();
         printf("wrote %s: %lld tokens\n", w->final, w->cur);
     }
+    if (!w->no_state) { state_write(w); }
     fflush(stdout);
     w->open = 0;
     w->k++;
@@ -148,6 +271,13 @@ static void writer_close(Writer *w) {
 // appends tokens to the stream; a full shard is closed only when more tokens follow, so
 // that the end of the input can still move a token from validation to train
 static void writer_put(Writer *w, const uint16_t *t, size_t n) {
+    if (w->skip > 0) {  // --resume: the complete shards hold these
+        size_t d = n < (size_t)w->skip ? n : (size_t)w->skip;
+        t += d;
+        n -= d;
+        w->skip -= (long long)d;
+        w->doc_emitted += (long long)d;
+    }
     while (n > 0) {
         if (w->open && w->cur == shard_target(w)) { writer_close(w); }
         if (!w->open) { writer_open(w); continue; }
@@ -174,6 +304,7 @@ static void writer_put(Writer *w, const uint16_t *t, size_t n) {
         }
         w->cur += (long long)m;
         w->tokens += (long long)m;
+        w->doc_emitted += (long long)m;
         t += m;
         n -= m;
     }
@@ -192,9 +323,13 @@ static void writer_finish(Writer *w, uint16_t last) {
         if (ftruncate(w->fd, SHARD_HEADER_BYTES + 2 * (w->cur - 1)) != 0) { corpus_die("%s: truncate failed: %s", g_tmp_path, strerror(errno)); }
         w->cur--;
         w->tokens--;
+        w->doc_emitted--;
+        w->no_state = 1;  // the next token is the stream's last, moved: not a place to resume from
         writer_close(w);
+        w->no_state = 0;
         writer_put(w, &last, 1);
     }
+    w->at_end = 1;
     if (w->open) { writer_close(w); }
     free(w->buf);
     w->buf = NULL;
@@ -238,6 +373,7 @@ static void encode_batch(Tokenizer *t, Batch *b) {
         if (tokenizer_encode(t, b->text + b->off[i], b->dlen[i], &ids, &n) != 0) { exit(1); }
         for (size_t k = 0; k < n; k++) { b->tok[b->ntok + k] = (uint16_t)ids[k]; }
         b->ntok += n;
+        b->tend[i] = b->ntok;
         free(ids);
     }
 }
@@ -289,9 +425,12 @@ static void pool_write_next(Pool *p) {
     pthread_mutex_lock(&p->mu);
     while (b->state != B_ENCODED) { pthread_cond_wait(&p->done, &p->mu); }
     pthread_mutex_unlock(&p->mu);
-    writer_put(p->w, b->tok, b->ntok);
+    // document by document, so that the writer knows where the one at a shard boundary starts
+    for (size_t i = 0, t0 = 0; i < b->ndocs; t0 = b->tend[i], i++) {
+        if (b->eot[i]) { p->w->doc = b->pos[i]; p->w->doc_emitted = 0; p->docs++; }
+        writer_put(p->w, b->tok + t0, b->tend[i] - t0);
+    }
     if (b->ntok) { p->last = b->tok[b->ntok - 1]; }
-    for (size_t i = 0; i < b->ndocs; i++) { p->docs += b->eot[i]; }
     // a long document grew this slot: give the memory back
     if (b->cap > 4 * p->batch_bytes) { free(b->text); b->text = NULL; b->cap = 0; }
     if (b->tcap > 4 * p->batch_bytes) { free(b->tok); b->tok = NULL; b->tcap = 0; }
@@ -341,6 +480,7 @@ static void pool_finish(Pool *p, Batch *b) {
     for (int i = 0; i < p->nthreads; i++) { pthread_join(p->th[i], NULL); }
     for (int i = 0; i < p->nslots; i++) {
         free(p->slots[i].text); free(p->slots[i].tok); free(p->slots[i].off); free(p->slots[i].dlen); free(p->slots[i].eot);
+        free(p->slots[i].pos); free(p->slots[i].tend);
     }
     free(p->slots);
     free(p->th);

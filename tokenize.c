@@ -59,8 +59,12 @@ static const char *USAGE =
     "      (llm.c's names); without, D/val_000000.bin (default 32768 tokens), then\n"
     "      D/train_000000.bin... The train split gets at least one token. Plus\n"
     "      D/tokenizer.bin. --threads (default: all cores) encode in parallel; the\n"
-    "      output is the same for any N. --resume keeps complete shards already in D\n"
-    "      (checked against these inputs). --batch-kb (1024): text per work unit.\n"
+    "      output is the same for any N. --resume continues after the complete shards\n"
+    "      that D/[NAME_]shards.state records (refused, naming it, if a setting or an\n"
+    "      input's size or time changed), tokenizing only the rest of the inputs; stdin\n"
+    "      is read up to there unchecked, and the last complete shard made again and\n"
+    "      compared; without a state it reads from the start and keeps the complete\n"
+    "      shards after comparing them. --batch-kb (1024): text per work unit.\n"
     "      D is created if missing.\n"
     "  tokenize --help\n"
     "\n"
@@ -342,7 +346,8 @@ static int machine_cores(void) {
 typedef struct {
     Pool *pool;
     const Source *src;       // the input being read
-    long long bytes_before;  // bytes of the inputs already closed
+    long long bytes_before;  // bytes read from the inputs already closed
+    long long skipped;       // --resume: bytes before the place it starts from
     long long total;         // all inputs' bytes, 0 when unknown (stdin, gzip)
     double t0, last;
     int tty;
@@ -353,10 +358,10 @@ static void progress_line(void *ctx) {
     double now = wall_seconds();
     if (!pr->tty || now - pr->last < 0.5) { return; }
     pr->last = now;
-    double mb = (double)(pr->bytes_before + (pr->src ? pr->src->bytes : 0)) / 1e6, dt = now - pr->t0;
+    double mb = (double)(pr->bytes_before + (pr->src ? pr->src->bytes - pr->src->start : 0)) / 1e6, dt = now - pr->t0;
     char eta[64] = "";
     if (pr->total > 0 && mb > 0) {
-        double left = ((double)pr->total / 1e6 - mb) / (mb / dt);
+        double left = ((double)(pr->total - pr->skipped) / 1e6 - mb) / (mb / dt);
         snprintf(eta, sizeof(eta), " | ETA %.0f s", left > 0 ? left : 0);
     }
     fprintf(stderr, "\r%.0f MB, %.1f MB/s | %lld documents | %lld tokens | %lld shards%s\033[K", mb, mb / dt,
@@ -384,10 +389,11 @@ static void shards_options(const Args *a, Writer *w, int *threads, size_t *batch
 }
 
 // reads one input into the pool's batches
-static Batch *shards_read_one(const Args *a, const char *path, Batch *b, Pool *pool, Progress *pr,
-                              const char *sep, LineBuf *lb) {
+static Batch *shards_read_one(const Args *a, const char *path, int index, DocPos from, Batch *b, Pool *pool,
+                              Progress *pr, const char *sep, LineBuf *lb) {
     Source s;
-    source_open(&s, path);
+    source_open(&s, path, index);
+    if (from.input == index) { source_skip(&s, from.off, from.line); }
     pr->src = &s;
     long long docs = 0;
     int fmt = input_format(path, a->format);
@@ -402,9 +408,73 @@ static Batch *shards_read_one(const Args *a, const char *path, Batch *b, Pool *p
     }
     source_close(&s);
     if (s.bytes == 0) { corpus_die("%s: empty input (no bytes)", s.path); }
-    pr->bytes_before += s.bytes;
+    pr->bytes_before += s.bytes - s.start;
     pr->src = NULL;
     return b;
+}
+
+// FNV-1a over the vocabulary's bytes: a changed tokenizer is a changed setting for --resume
+static unsigned long long vocab_hash(Tokenizer *t) {
+    unsigned long long h = 1469598103934665603ULL;
+    for (int id = 0; id < t->vocab_size; id++) {
+        int len;
+        const unsigned char *p = tokenizer_token_bytes(t, id, &len);
+        for (int i = 0; i <= len; i++) { h = (h ^ (i < len ? p[i] : 0x100u)) * 1099511628211ULL; }
+    }
+    return h;
+}
+
+// the resume state's lines (shards.h) for the settings that decide the token stream (the
+// result) and for the inputs (*inputs)
+static char *state_head(const Args *a, const Writer *w, const InputList *in, const char *sep, Tokenizer *t, char **inputs) {
+    char *buf = NULL, *ibuf = NULL;
+    size_t len = 0, ilen = 0;
+    FILE *f = open_memstream(&buf, &len), *fi = open_memstream(&ibuf, &ilen);
+    if (f == NULL || fi == NULL) { runtime_error("out of memory"); }
+    fprintf(f, "tokenize-shards-state 1\n--shard-tokens %lld\n--val-tokens %lld\n--name %s\n--doc-sep ", w->shard_tokens,
+            w->val_tokens, a->name ? a->name : "(none)");
+    for (const char *c = sep; *c; c++) { fprintf(f, "%02x", (unsigned char)*c); }
+    fprintf(f, "\n--text-field %s\n--format %s\ntokenizer %016llx\n", a->text_field ? a->text_field : "text",
+            a->format ? a->format : "(by extension)", vocab_hash(t));
+    for (int i = 0; i < in->n; i++) {
+        struct stat st;
+        if (strcmp(in->paths[i], "-") == 0 || stat(in->paths[i], &st) != 0) { memset(&st, 0, sizeof(st)); }
+        if (strchr(in->paths[i], '\n') != NULL) { runtime_error("--in %s: a path with a newline is not supported", in->paths[i]); }
+        fprintf(fi, "input %d size=%lld mtime=%lld.%09ld path=%s\n", i, (long long)st.st_size, (long long)st.st_mtim.tv_sec,
+                (long)st.st_mtim.tv_nsec, in->paths[i]);
+    }
+    fclose(f);
+    fclose(fi);
+    *inputs = ibuf;
+    return buf;
+}
+
+// --resume: where reading starts (the first input when there is no state to continue from)
+static DocPos shards_resume_point(Writer *w, const InputList *in, int stdin_uses, Progress *pr) {
+    DocPos from = {0, 0, 0};
+    if (!w->resume) { unlink(w->state_path); return from; }
+    if (!state_load(w, &from, stdin_uses)) {
+        fprintf(stderr, "tokenize: note: --resume: no %s, so the inputs are read from the start and the complete "
+                        "shards are compared, not rewritten\n", w->state_path);
+        return from;
+    }
+    for (int i = 0; i < from.input; i++) {
+        struct stat st;
+        if (!is_gz(in->paths[i]) && stat(in->paths[i], &st) == 0) { pr->skipped += (long long)st.st_size; }
+    }
+    pr->skipped += from.off;
+    if (stdin_uses) {
+        fprintf(stderr, "tokenize: note: --resume with standard input (--in -): its bytes before the place the state "
+                        "records are read and dropped, not tokenized; they cannot be checked, so the last complete "
+                        "shard is made again and compared\n");
+    }
+    if (from.input == in->n) {
+        printf("resume: all %d shard(s) are complete (%s)\n", w->k, w->state_path);
+    } else {
+        printf("resume: %d shard(s) complete, %lld tokens; continuing at %s byte %lld (line %lld), %lld token(s) of "
+               "that document already written\n", w->k, w->tokens_before, in->paths[from.input], from.off, from.line + 1, w->skip);
+    }
+    return from;
 }
 
 static int cmd_shards(const Args *a) {
@@ -440,13 +510,22 @@ static int cmd_shards(const Args *a) {
 
     Pool pool;
     pool_start(&pool, &t, &w, threads, batch_bytes);
-    Progress pr = {&pool, NULL, 0, inputs.size_unknown ? 0 : inputs.known_bytes, wall_seconds(), wall_seconds(), isatty(2)};
+    Progress pr = {&pool, NULL, 0, 0, inputs.size_unknown ? 0 : inputs.known_bytes, wall_seconds(), wall_seconds(), isatty(2)};
     g_progress_tty = pr.tty;
+    char state_name[4096];
+    snprintf(state_name, sizeof(state_name), "%s%sshards.state", a->name ? a->name : "", a->name ? "_" : "");
+    char *state_path = join_path(a->out_dir, state_name);
+    w.state_path = state_path;
+    char *state_inputs;
+    w.state_head = state_head(a, &w, &inputs, sep, &t, &state_inputs);
+    w.state_inputs = state_inputs;
+    w.n_inputs = inputs.n;
+    DocPos from = shards_resume_point(&w, &inputs, stdin_uses, &pr);
     pool.on_written = progress_line;
     pool.ctx = &pr;
     LineBuf lb = {NULL, 0};
     Batch *b = pool_acquire(&pool);
-    for (int i = 0; i < inputs.n; i++) { b = shards_read_one(a, inputs.paths[i], b, &pool, &pr, sep, &lb); }
+    for (int i = from.input; i < inputs.n; i++) { b = shards_read_one(a, inputs.paths[i], i, from, b, &pool, &pr, sep, &lb); }
     pool_finish(&pool, b);
     writer_finish(&w, pool.last);
     clear_progress();
@@ -460,15 +539,18 @@ static int cmd_shards(const Args *a) {
     getrusage(RUSAGE_THREAD, &ru);
     double main_cpu = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_sec
                       + 1e-6 * (double)ru.ru_stime.tv_usec;
-    printf("%d input(s), %.1f MB, %lld documents, %lld tokens in %.2f s (%.1f MB/s, %.2fM tokens/s, %d threads, "
-           "%.2f CPU-s reading and writing); %lld shard(s) written, %lld kept\n", inputs.n, (double)pr.bytes_before / 1e6,
-           pool.docs, w.tokens, dt, (double)pr.bytes_before / 1e6 / dt, (double)w.tokens / 1e6 / dt, threads, main_cpu,
+    printf("%d input(s), %.1f MB read, %.1f MB skipped (--resume), %lld documents, %lld tokens in %.2f s (%.1f MB/s, "
+           "%.2fM tokens/s, %d threads, %.2f CPU-s reading and writing); %lld shard(s) written, %lld kept\n", inputs.n,
+           (double)pr.bytes_before / 1e6, (double)pr.skipped / 1e6, pool.docs, w.tokens, dt, (double)pr.bytes_before / 1e6 / dt, (double)w.tokens / 1e6 / dt, threads, main_cpu,
            w.shards_written, w.shards_kept);
     char next[4096];
     shard_path(&w, w.k, next, sizeof(next));
     if (stat(next, &st) == 0) { fprintf(stderr, "tokenize: note: %s is from an earlier run (beyond this run's last shard)\n", next); }
     check_stdout();
     free(tok_path);
+    free(state_path);
+    free((void *)w.state_head);
+    free(state_inputs);
     free(lb.buf);
     free(sep);
     tokenizer_free(&t);

@@ -14,7 +14,9 @@ batch at a time, scripts/parquet_text.py's framed format) into `./tokenize shard
 --shard-tokens tokens, as llm.c's dev/data/fineweb.py does), then NAME_train_000001.bin, ...
 of 100M tokens each, and tokenizer.bin, under --out-dir: the layout scripts/gpt2_recipes.sh
 reads (data/fineweb10B/fineweb_train_*.bin). Run it again after an interruption: the download
-resumes and tokenize --resume keeps the shards already complete.
+resumes, and tokenize --resume drops the text the complete shards already hold without
+tokenizing it (the Parquet files are decoded again, about 8x faster than tokenizing) and makes
+the last complete shard again as a check that the stream is the same.
 
 Needs: pip install huggingface_hub pyarrow; GPT-2's encoder.json and vocab.bpe (taken from
 data/ or ../shared/data, else downloaded from OpenAI's public bucket).

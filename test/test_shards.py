@@ -4,7 +4,8 @@ Tests `./tokenize shards` on corpora (issue 24) against tiktoken's GPT-2 encodin
 offline from the same encoder.json / vocab.bpe as test/test_tokenizer.py does:
 many inputs (files, a directory, a glob, stdin; .txt, .jsonl, .json.gz) in order, shards of
 --shard-tokens under llm.c's names, byte-identical output whatever --threads, long documents
-cut across work units, odd Unicode, --resume after a kill, the training loader on the
+cut across work units, odd Unicode, --resume after a kill (reading only the rest of the inputs
+when they are files, refusing a changed input or flag), the training loader on the
 result, and every bad input (with the file and line named, and no shard under a final name).
 Also scripts/fineweb.py (through scripts/parquet_text.py's framed format) on a local dataset in
 the hub's layout, when pyarrow is installed.
@@ -221,7 +222,8 @@ def check_json_fuzz(res, env, enc):
 
 
 def check_resume(res, env, corpus):
-    """A run killed mid-way, resumed, gives the bytes of an uninterrupted run."""
+    """A run on stdin killed mid-way, resumed, gives the bytes of an uninterrupted run; the input's bytes before the
+    state's place are dropped unread by the tokenizer, and the last complete shard is made again and compared."""
     rng = random.Random(7)
     docs = [long_doc(rng, 300) for _ in range(400)]
     src = env.path("resume.jsonl")
@@ -251,20 +253,108 @@ def check_resume(res, env, corpus):
                    and f != "tokenizer.bin")
     res.check("kill_leaves_only_complete_shards", p.returncode == 0 and len(before) >= 3 and complete,
               "after the kill: %s" % before)
-    p2 = env.run(common + ["--out-dir", out, "--resume"], data=data)
-    kept = p2.stdout.decode().count("kept ")
     for f in glob.glob(os.path.join(out, "*.tmp")):  # the killed run's temporary, never a final name
         os.remove(f)
-    res.check("resume_identical_bytes", p2.returncode == 0 and dir_bytes(out) == dir_bytes(ref) and kept >= 2,
-              "exit %d, kept %d, stderr %s" % (p2.returncode, kept, p2.stderr.decode(errors="replace")[-300:]))
-    # a shard that does not match the inputs is refused, not silently kept
-    first = os.path.join(out, "r_train_000001.bin")
-    b = bytearray(open(first, "rb").read())
-    b[2000] ^= 1
-    open(first, "wb").write(bytes(b))
-    p3 = env.run(common + ["--out-dir", out, "--resume"], data=data)
-    res.check("resume_refuses_a_changed_shard", p3.returncode == 1 and b"r_train_000001.bin" in p3.stderr,
+    # a copy whose last complete shard does not match the input: refused, not silently kept
+    bad = env.path("resume_bad")
+    shutil.copytree(out, bad)
+    try:
+        k = int([ln for ln in open(os.path.join(out, "r_shards.state")) if ln.startswith("shards ")][0].split()[1])
+    except (OSError, IndexError, ValueError):
+        k = 1
+    last = os.path.join(bad, "r_%s_%06d.bin" % ("val" if k == 1 else "train", k - 1))
+    if os.path.exists(last):
+        b = bytearray(open(last, "rb").read())
+        b[2000] ^= 1
+        open(last, "wb").write(bytes(b))
+    p3 = env.run(common + ["--out-dir", bad, "--resume"], data=data)
+    res.check("resume_refuses_a_changed_shard", p3.returncode == 1 and os.path.basename(last).encode() in p3.stderr,
               "exit %d: %s" % (p3.returncode, p3.stderr.decode(errors="replace")[-300:]))
+    p2 = env.run(common + ["--out-dir", out, "--resume"], data=data)
+    kept = p2.stdout.decode().count("kept ")
+    read, skipped = summary_mb(p2.stdout)
+    # stdin cannot be seeked or checked: said so, the bytes before the state's place dropped, the last shard compared
+    said = b"--resume with standard input" in p2.stderr
+    res.check("resume_identical_bytes", p2.returncode == 0 and dir_bytes(out) == dir_bytes(ref) and kept == 1 and said
+              and skipped is not None and skipped > 0, "exit %d, kept %d, skipped %s MB, stderr %s" % (
+                  p2.returncode, kept, skipped, p2.stderr.decode(errors="replace")[-300:]))
+
+
+def summary_mb(out):
+    """The summary's 'X MB read, Y MB skipped (--resume)'."""
+    for line in out.decode().splitlines():
+        if " MB read, " in line:
+            f = line.split()
+            return float(f[2]), float(f[5])
+    return None, None
+
+
+def check_resume_files(res, env):
+    """--resume over files continues after the complete shards: it reads only the rest of the inputs (the
+    summary's bytes read), makes the bytes of an uninterrupted run, and refuses a changed input or flag."""
+    rng = random.Random(11)
+    vocab = ["".join(rng.choice("abcdefghijklmnop") for _ in range(rng.randint(1, 8))) for _ in range(3000)]
+    vocab += ["naïve", "东京", "😀", "\n", "  "]
+
+    def docs(n):  # lengths from a few words to documents longer than a work unit (cut, and cut at a shard end)
+        return [" ".join(rng.choices(vocab, k=int(rng.paretovariate(1.2) * 40))) for _ in range(n)]
+    d = env.path("rf")
+    os.makedirs(d)
+    inputs = [os.path.join(d, n) for n in ("a.txt", "b.jsonl", "c.jsonl.gz")]  # gzip last: its size is unknown
+    with open(inputs[0], "w", encoding="utf-8") as f:
+        f.write("\n\n".join(docs(2000)))
+    write_jsonl(inputs[1], docs(2000))
+    write_jsonl(inputs[2], docs(800))
+    total = (os.path.getsize(inputs[0]) + os.path.getsize(inputs[1]) + len(gzip.open(inputs[2]).read())) / 1e6
+    common = sum([["--in", p] for p in inputs], []) + ["--name", "q", "--shard-tokens", "50000", "--batch-kb", "16"]
+    ref = env.path("rf_ref")
+    t = time.time()
+    p = env.run(common + ["--out-dir", ref, "--threads", "2"])
+    fresh_s = time.time() - t
+    n_ref = len(shards_in(ref, "q")[1]) + 1
+    # killed when the state records four fifths of the shards
+    out = env.path("rf_out")
+    state = os.path.join(out, "q_shards.state")
+    proc = subprocess.Popen([env.exe, "shards"] + env.bpe + common + ["--out-dir", out, "--threads", "1"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    done, deadline = 0, time.time() + 120
+    while proc.poll() is None and time.time() < deadline and done < n_ref * 4 // 5:
+        time.sleep(0.01)
+        try:
+            done = int([ln for ln in open(state).read().splitlines() if ln.startswith("shards ")][0].split()[1])
+        except (OSError, IndexError, ValueError):
+            pass
+    proc.kill()
+    proc.wait()
+    t = time.time()
+    p2 = env.run(common + ["--out-dir", out, "--resume", "--threads", "2"])
+    resume_s = time.time() - t
+    read, skipped = summary_mb(p2.stdout)
+    wrote = p2.stdout.decode().count("wrote ")
+    print("  resume after %d of %d shards: %.2f of %.2f MB read, %.2f MB skipped; %.2f s against %.2f s fresh"
+          % (done, n_ref, read or -1, total, skipped or -1, resume_s, fresh_s))
+    res.check("resume_files_reads_only_the_rest", p.returncode == 0 and p2.returncode == 0 and read is not None
+              and wrote >= 2 and 0 < read <= 0.4 * total and abs(read + skipped - total) < 0.11 and b"resume: " in p2.stdout,
+              "exit %d/%d, killed after %d of %d shards, read %s skipped %s of %.2f MB, stderr %s" % (
+                  p.returncode, p2.returncode, done, n_ref, read, skipped, total, p2.stderr.decode(errors="replace")[-300:]))
+    for f in glob.glob(os.path.join(out, "*.tmp")):
+        os.remove(f)
+    res.check("resume_files_identical_bytes", p2.returncode == 0 and dir_bytes(out) == dir_bytes(ref),
+              "the resumed run's files differ from an uninterrupted run's")
+    p3 = env.run(common + ["--out-dir", out, "--resume"])
+    read, _ = summary_mb(p3.stdout)
+    res.check("resume_files_complete_reads_nothing", p3.returncode == 0 and read == 0.0 and dir_bytes(out) == dir_bytes(ref),
+              "exit %d, read %s MB" % (p3.returncode, read))
+    with open(inputs[1], "a") as f:
+        f.write(json.dumps({"text": "one more"}) + "\n")
+    p4 = env.run(common + ["--out-dir", out, "--resume"])
+    err = p4.stderr.decode(errors="replace")
+    res.check("resume_refuses_a_changed_input", p4.returncode == 1 and "input 1 changed" in err and inputs[1] in err
+              and dir_bytes(out) == dir_bytes(ref), "exit %d: %s" % (p4.returncode, err[-300:]))
+    p5 = env.run(common[:-4] + ["--shard-tokens", "40000", "--batch-kb", "16", "--out-dir", out, "--resume"])
+    err = p5.stderr.decode(errors="replace")
+    res.check("resume_refuses_a_changed_flag", p5.returncode == 1 and "--shard-tokens changed" in err
+              and "50000" in err and dir_bytes(out) == dir_bytes(ref), "exit %d: %s" % (p5.returncode, err[-300:]))
 
 
 def check_loader(res, env, args, text):
@@ -349,7 +439,7 @@ def check_errors(res, env):
     err = p.stderr.decode(errors="replace")
     files = sorted(os.listdir(out)) if os.path.isdir(out) else []
     res.check("error_full_disk", p.returncode == 1 and "f_train_000001.bin.tmp: write failed" in err
-              and files == ["f_val_000000.bin"], "exit %d, files %s, stderr %r" % (p.returncode, files, err[-300:]))
+              and files == ["f_shards.state", "f_val_000000.bin"], "exit %d, files %s, stderr %r" % (p.returncode, files, err[-300:]))
 
 
 def check_fineweb_script(res, env, args, enc):
@@ -412,6 +502,7 @@ def main():
         check_txt_and_stdin(res, env, enc, rng, text)
         check_json_fuzz(res, env, enc)
         check_resume(res, env, got[0] if got else None)
+        check_resume_files(res, env)
         check_loader(res, env, args, text)
         check_errors(res, env)
         check_fineweb_script(res, env, args, enc)

@@ -327,7 +327,7 @@ def check_shards(res, tool, enc, text_data, tmp):
     if not res.check("shards_run", p.returncode == 0, "exit %d: %s" % (p.returncode, p.stderr.decode(errors="replace"))):
         return
     names = listdir_or_none(out)
-    res.check("shards_files", names == ["tokenizer.bin", "train_000000.bin", "val_000000.bin"], "directory has %s" % names)
+    res.check("shards_files", names == ["shards.state", "tokenizer.bin", "train_000000.bin", "val_000000.bin"], "directory has %s" % names)
     lines = p.stdout.decode().splitlines()
     res.check("shards_summary", all(any(n in l for l in lines) for n in ["tokenizer.bin", "val_000000.bin", "train_000000.bin"]),
               "stdout was %r" % p.stdout.decode())
