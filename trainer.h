@@ -739,7 +739,8 @@ static void run_evaluate(Run *r, int step) {
     if (r->synthetic) printf0("step %5d | val loss %.4f | floor %.4f | gap %.4f\n", step, vl, floor, vl - floor);
     else printf0("step %5d | val loss %.4f\n", step, vl);
     if (r->logf) {
-        fprintf(r->logf, "{\"step\": %d, \"val_loss\": %.9g", step, vl);
+        if (isfinite(vl)) fprintf(r->logf, "{\"step\": %d, \"val_loss\": %.9g", step, vl);
+        else fprintf(r->logf, "{\"step\": %d, \"val_loss\": null", step);  // a diverged model's: JSON has no nan
         if (r->synthetic) fprintf(r->logf, ", \"floor\": %.9g, \"no_attention\": %.9g", floor, r->synth.no_attention);
         fprintf(r->logf, "}\n");
         fflush(r->logf);
@@ -913,8 +914,10 @@ static void run_log_step(Run *r, int step, const StepResult *s) {
     }
     FILE *logf = r->logf;
     if (!logf) return;
-    fprintf(logf, "{\"step\": %d, \"loss\": %.9g, \"lr\": %.9g, \"norm\": ", step + 1, s->loss, s->lr);
-    if (isfinite(s->norm)) fprintf(logf, "%.9g", s->norm); else fprintf(logf, "null");  // JSON has no inf
+    fprintf(logf, "{\"step\": %d, \"loss\": ", step + 1);
+    if (isfinite(s->loss)) fprintf(logf, "%.9g", s->loss); else fprintf(logf, "null");  // JSON has no nan or inf
+    fprintf(logf, ", \"lr\": %.9g, \"norm\": ", s->lr);
+    if (isfinite(s->norm)) fprintf(logf, "%.9g", s->norm); else fprintf(logf, "null");
     fprintf(logf, ", \"ms\": %.3f, \"tokens_per_s\": %.1f, \"flops_per_s\": %.4g, \"mfu\": ", s->ms, s->tps, s->flops);
     if (s->peak > 0) fprintf(logf, "%.5f", s->flops / s->peak); else fprintf(logf, "null");
     fprintf(logf, ", \"peak_rss_mib\": %.1f, \"peak_device_mib\": %.1f", peak_rss_mib(), backend_peak_device_bytes() / 1048576.0);
