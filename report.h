@@ -219,7 +219,9 @@ static void report_step(Run *r, int step, const StepResult *s) {
     }
     FILE *logf = r->logf;
     if (!logf) return;
-    fprintf(logf, "{\"step\": %d, \"loss\": %.9g, \"lr\": %.9g, \"norm\": ", step + 1, s->loss, s->lr);
+    fprintf(logf, "{\"step\": %d, \"loss\": ", step + 1);
+    if (isfinite(s->loss)) fprintf(logf, "%.9g", s->loss); else fprintf(logf, "null");  // JSON has no nan or inf
+    fprintf(logf, ", \"lr\": %.9g, \"norm\": ", s->lr);
     if (isfinite(s->norm)) fprintf(logf, "%.9g", s->norm); else fprintf(logf, "null");  // JSON has no inf
     fprintf(logf, ", \"ms\": %.3f, \"tokens_per_s\": %.1f, \"flops_per_s\": %.4g, \"mfu\": ", s->ms, s->tps, s->flops);
     if (s->peak > 0) fprintf(logf, "%.5f", s->flops / s->peak); else fprintf(logf, "null");

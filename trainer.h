@@ -175,7 +175,8 @@ static void run_evaluate(Run *r, int step) {
     if (r->cfg.eval_mc) mc = eval_mc_run(&r->pipe, r->cfg.eval_mc, r->B, r->T, r->mc.vocab_size);
     if (mc.n) printf0("step %5d | eval-mc acc_norm %.4f | acc %.4f | %d examples\n", step, mc.acc_norm, mc.acc, mc.n);
     if (r->logf) {
-        fprintf(r->logf, "{\"step\": %d, \"val_loss\": %.9g", step, vl);
+        if (isfinite(vl)) fprintf(r->logf, "{\"step\": %d, \"val_loss\": %.9g", step, vl);
+        else fprintf(r->logf, "{\"step\": %d, \"val_loss\": null", step);  // a diverged model's: JSON has no nan
         if (mc.n) fprintf(r->logf, ", \"eval_mc\": {\"acc_norm\": %.9g, \"acc\": %.9g, \"n\": %d}", mc.acc_norm, mc.acc, mc.n);
         if (r->synthetic) fprintf(r->logf, ", \"floor\": %.9g, \"no_attention\": %.9g", floor, r->synth.no_attention);
         fprintf(r->logf, "}\n");

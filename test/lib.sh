@@ -32,3 +32,25 @@ have_matplotlib() {
   skip "$1: $PY has no matplotlib (pip install matplotlib, or apt-get install python3-matplotlib)"
   return 1
 }
+# compare_eval REF.jsonl REF.out GOT.jsonl GOT.out [TOL]: what a layout logs besides its step lines, against
+# one process: every validation loss (same steps, within TOL relative, 1e-5 unless given) and every sample
+# on the console (the same text: a layout that breaks the forward, the key/value cache or the sampler's
+# random stream draws other tokens). Prints the measured difference; exits 1 on a mismatch.
+compare_eval() { $PY - "$@" <<'PYEOF'
+import json, sys
+def V(p): return {d["step"]: d["val_loss"] for d in map(json.loads, open(p)) if "val_loss" in d}
+def S(p): return [l.rstrip("\n") for l in open(p, errors="replace") if l.startswith("sample: ")]
+a, b = V(sys.argv[1]), V(sys.argv[3])
+sa, sb = S(sys.argv[2]), S(sys.argv[4])
+tol = float(sys.argv[5]) if len(sys.argv) > 5 else 1e-5
+if not a or sorted(a) != sorted(b): print(f"validation steps differ: {sorted(a)} vs {sorted(b)}"); sys.exit(1)
+if not sa: print("the reference printed no sample"); sys.exit(1)
+err = max(abs(a[s] - b[s]) / abs(a[s]) for s in a)
+msg = f"{len(a)} validation losses within {err:.1e} (< {tol:g}), {len(sb)} of {len(sa)} samples"
+same = sa == sb
+if not same: msg += f" differ (first: {next((x, y) for x, y in zip(sa + [''] * 9, sb + [''] * 9) if x != y)})"
+else: msg += " identical"
+print(msg)
+sys.exit(0 if err < tol and same else 1)
+PYEOF
+}

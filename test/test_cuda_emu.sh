@@ -5,8 +5,9 @@
 #   kernels: the emulator's own checks and the broken programs it must stop; every kernel against the CPU
 #            build's in three precisions (dev/cuda/kernels.cu) in three thread orders, with the race detector and
 #            with AddressSanitizer; the attention kernels against float64; the model against PyTorch;
-#   trainer: ./train_gpt_emu beside ./train_gpt_cpu: fp32, bf16, fp16, recompute levels, thread orders, exact
-#            resume, checkpoints across the builds, 2 ranks at ZeRO 0-3, --pp 2, offload, --comm nccl, counters.
+#   trainer: ./train_gpt_emu beside ./train_gpt_cpu: fp32, bf16, fp16 (and a real fp16 overflow), recompute levels,
+#            thread orders, exact resume, checkpoints across the builds, 2 ranks at ZeRO 0-3 (validation and samples
+#            too), --pp 2, offload, --comm nccl, counters.
 # `make test-gpu` is the same list for a real GPU.
 source "$(dirname "$0")/lib.sh"
 EMU=./train_gpt_emu
@@ -76,6 +77,55 @@ kernels() {
   else bad "PyTorch reference ($TORCH_PY)" "$(cat "$W/ref.log")"; fi
 }
 
+# A real fp16 overflow: from a loss scale of 2^20 the backward of step 2 overflows fp16 and the gradients are
+# infinite (the console's norm is inf; the injected TRAIN_GPT_FAULT=overflow makes them NaN). The step must be
+# skipped and logged as such, the scale halve, and the run go on exactly as the same scaler driven by an injected
+# overflow at the same step (the path test_precision.sh covers), and like the CPU build's fp32 run given that step.
+fp16_overflow() {
+  local ov=(-e d2 -b 2 -t 32 -x 6 -v 0 -s 0 -n 6 --loss-scale dynamic --loss-scale-power 20 --loss-scale-hysteresis 1) r sk
+  $EMU --precision fp16 "${ov[@]}" -o "$W/ovr" --log "$W/ovr.jsonl" > "$W/ovr.out" 2>&1 || bad "fp16 run from 2^20" "$(tail -3 "$W/ovr.out")"
+  sk=$($PY -c 'import json,sys; print(",".join(str(d["step"]) for d in map(json.loads, open(sys.argv[1])) if d.get("skipped")))' "$W/ovr.jsonl")
+  local inf; inf=$(grep -cE '^step +('"${sk//,/|}"')/6 .*\| norm inf \|.*OVERFLOW: step skipped, loss scale 1.04858e\+06 -> 524288$' "$W/ovr.out")
+  r=$($PY - "$W/ovr.jsonl" <<'PYEOF'
+import json, sys
+rows = [d for d in map(json.loads, open(sys.argv[1])) if "loss" in d]
+sk = [d["step"] for d in rows if d["skipped"]]
+ok = len(rows) == 6 and len(sk) == 1 and sk[0] > 1
+for d in rows:
+    scale = 2**20 if d["step"] <= sk[0] else 2**19 if sk else 0
+    nxt = 2**19 if sk and d["step"] >= sk[0] else 2**20
+    ok &= d["loss_scale"] == scale and d["loss_scale_next"] == nxt and (d["norm"] is None) == d["skipped"]
+print(f"step {sk} skipped (norm null, loss_scale 2^20, loss_scale_next 2^19), the others at 2^20 before and 2^19 after")
+sys.exit(0 if ok else 1)
+PYEOF
+  ) && [ "$inf" = 1 ] && grep -q "loss scaling: 1 step skipped for overflow; final scale 524288" "$W/ovr.out" \
+    && ok "fp16 from a loss scale of 2^20: a real overflow (gradients infinite, norm inf on the console): $r" \
+    || bad "fp16 real overflow: skip and scale in the log and on the console ($inf console lines)" "$r $(grep -E '^step|scaling' "$W/ovr.out" | cut -c1-70,150-)"
+  [ -n "$sk" ] || sk=2
+  TRAIN_GPT_FAULT=overflow:$sk $EMU --precision fp16 "${ov[@]}" -o "$W/ovi" --log "$W/ovi.jsonl" > "$W/ovi.out" 2>&1
+  TRAIN_GPT_FAULT=overflow:$sk ./train_gpt_cpu "${ov[@]}" -o "$W/ovc" --log "$W/ovc.jsonl" > "$W/ovc.out" 2>&1
+  local fields='import json,sys
+for d in map(json.loads, open(sys.argv[1])):
+    if "loss" in d: print(d["step"], repr(d["loss"]), d["norm"], d["loss_scale"], d["skipped"])'
+  [ -s "$W/ovi.jsonl" ] && [ "$($PY -c "$fields" "$W/ovr.jsonl")" = "$($PY -c "$fields" "$W/ovi.jsonl")" ] \
+    && cmp -s "$W/ovr/model_00000006.bin" "$W/ovi/model_00000006.bin" && cmp -s "$W/ovr/state_00000006.bin" "$W/ovi/state_00000006.bin" \
+    && grep -qE "^step +$sk/6 .*\| norm -?nan \|" "$W/ovi.out" \
+    && ok "fp16: the real overflow at step $sk and an injected one there (gradients NaN) give bit-identical losses, norms, scales, skips and checkpoints" \
+    || bad "fp16 real vs injected overflow" "$(diff <($PY -c "$fields" "$W/ovr.jsonl") <($PY -c "$fields" "$W/ovi.jsonl"))"
+  r=$($PY - "$W/ovc.jsonl" "$W/ovr.jsonl" <<'PYEOF'
+import json, sys
+L = lambda p: [(d["step"], d["loss"], d["norm"], d["loss_scale"], d["skipped"]) for d in map(json.loads, open(p)) if "loss" in d]
+a, b = L(sys.argv[1]), L(sys.argv[2])
+ok = len(a) == 6 and [x[3:] for x in a] == [x[3:] for x in b]
+err = max(abs(x[1] - y[1]) / x[1] for x, y in zip(a, b)) if ok else 1.0
+nerr = max(abs(x[2] - y[2]) / x[2] for x, y in zip(a, b) if x[2] is not None) if ok else 1.0
+print(f"skips and scales equal; losses within {err:.1e}, norms within {nerr:.1e} of the CPU build's fp32 (< 3e-3)")
+sys.exit(0 if ok and err < 3e-3 and nerr < 3e-3 else 1)
+PYEOF
+  ) && ok "fp16 after the real overflow vs the CPU build's fp32 run with that step's overflow injected: $r" \
+    || bad "fp16 real overflow vs the CPU build" "$r"
+}
+
 trainer() {
   local r
   # ten steps beside the CPU build, from the same initialisation and data: two micro-batches a step, T = 80
@@ -90,6 +140,7 @@ trainer() {
     r=$(close "$W/cpu.jsonl" "$W/${p%%:*}.jsonl" ${p##*:}) && ok "${p%%:*}, 10 steps vs the CPU build's fp32: $r" || bad "${p%%:*} vs fp32" "$r"
   done
   grep -q '"loss_scale": 65536' "$W/fp16.jsonl" && ok "fp16 runs with dynamic loss scaling from 2^16 (logged)" || bad "fp16 loss scale in the log"
+  fp16_overflow
   # --tf32 1: the matmuls round their inputs to 10 mantissa bits (2^-11 relative), so the losses must move off
   # fp32's, but only by about that much
   $EMU --precision fp32 --tf32 1 "${common[@]}" --log "$W/tf32.jsonl" > "$W/tf32.out" 2>&1
@@ -138,14 +189,19 @@ trainer() {
   r=$(close "$W/res.jsonl" "$W/c2g.jsonl" 1e-5) && ok "a CPU checkpoint resumes in the CUDA build: $r" || bad "CPU -> CUDA checkpoint" "$r"
   # several ranks: ZeRO 0-3, the pipeline, offload, NCCL, against one process with the same tokens per step
   local one=(--precision fp32 -e d2 -b 2 -t 80 -x 6 -v 0 -s 0)
-  $EMU "${one[@]}" --grad-accum 4 --log "$W/one.jsonl" > "$W/one.out" 2>&1
+  # (validation of 2 micro-batches at steps 0, 3 and 6, and an 8-token sample at steps 3 and 6, compared too)
+  local ev=(-v 3 -m 2 -s 3 -g 8)
+  $EMU "${one[@]}" "${ev[@]}" --grad-accum 4 --log "$W/one.jsonl" > "$W/one.out" 2>&1
   if ! command -v mpirun > /dev/null; then bad "mpirun is not on the PATH: no multi-rank checks (install openmpi-bin)"; fi
   for z in 0 1 2 3; do
-    "${MPI[@]}" -np 2 $EMU "${one[@]}" --grad-accum 2 -z $z --log "$W/z$z.jsonl" > "$W/z$z.out" 2>&1
+    "${MPI[@]}" -np 2 $EMU "${one[@]}" "${ev[@]}" --grad-accum 2 -z $z --log "$W/z$z.jsonl" > "$W/z$z.out" 2>&1
     r=$(close "$W/one.jsonl" "$W/z$z.jsonl" 1e-5) && ok "2 ranks at ZeRO-$z vs 1 process: $r" || bad "2 ranks at ZeRO-$z" "$r $(tail -3 "$W/z$z.out")"
+    r=$(compare_eval "$W/one.jsonl" "$W/one.out" "$W/z$z.jsonl" "$W/z$z.out") && ok "2 ranks at ZeRO-$z vs 1 process: $r" \
+      || bad "2 ranks at ZeRO-$z: validation and samples" "$r"
   done
-  "${MPI[@]}" -np 2 $EMU "${one[@]}" --grad-accum 4 --pp 2 --log "$W/pp.jsonl" > "$W/pp.out" 2>&1
+  "${MPI[@]}" -np 2 $EMU "${one[@]}" "${ev[@]}" --grad-accum 4 --pp 2 --log "$W/pp.jsonl" > "$W/pp.out" 2>&1
   r=$(close "$W/one.jsonl" "$W/pp.jsonl" 1e-5) && ok "--pp 2 vs 1 process: $r" || bad "--pp 2" "$r $(tail -3 "$W/pp.out")"
+  r=$(compare_eval "$W/one.jsonl" "$W/one.out" "$W/pp.jsonl" "$W/pp.out") && ok "--pp 2 vs 1 process: $r" || bad "--pp 2: validation and samples" "$r"
   # the time breakdown from CUDA events (the emulator records them as it reaches them, so only the plumbing is
   # checked): the parts add up to each step's ms, and with 2 ranks the collectives and pipeline waits are comm
   r=$($PY test/breakdown.py "$W/one.jsonl") && ok "time breakdown from events, 1 process: $r" || bad "time breakdown, 1 process" "$r"
@@ -183,12 +239,14 @@ trainer() {
   # NCCL runs on its own stream, ordered by events (comm.h); the emulated streams run in two orders, the default
   # one first (a compute kernel that does not wait for its collective reads stale data) and the NCCL stream first
   # (a collective that does not wait for the compute before it reads stale data): ZeRO-3's prefetched gathers
-  # must come out right both ways
-  for zs in 1:default-first 3:default-first 3:side-first; do
+  # must come out right both ways; every stage over NCCL, with its validation and samples
+  for zs in 0:default-first 1:default-first 2:default-first 3:default-first 3:side-first; do
     local z=${zs%%:*} pol=${zs#*:}
-    "${MPI[@]}" -np 2 -x TRAIN_GPT_EMU_STREAMS=$pol $EMU "${one[@]}" --grad-accum 2 -z $z --comm nccl --log "$W/nccl.jsonl" > "$W/nccl.out" 2>&1
+    "${MPI[@]}" -np 2 -x TRAIN_GPT_EMU_STREAMS=$pol $EMU "${one[@]}" "${ev[@]}" --grad-accum 2 -z $z --comm nccl --log "$W/nccl.jsonl" > "$W/nccl.out" 2>&1
     r=$(close "$W/one.jsonl" "$W/nccl.jsonl" 1e-5) && ok "--comm nccl (own stream, $pol), 2 ranks at ZeRO-$z vs 1 process: $r" \
       || bad "--comm nccl at ZeRO-$z, $pol" "$r $(tail -3 "$W/nccl.out")"
+    r=$(compare_eval "$W/one.jsonl" "$W/one.out" "$W/nccl.jsonl" "$W/nccl.out") && ok "--comm nccl ($pol), 2 ranks at ZeRO-$z vs 1 process: $r" \
+      || bad "--comm nccl at ZeRO-$z, $pol: validation and samples" "$r"
   done
   # the trainer itself under the race detector: odd shapes, recompute 3, accumulation, validation and sampling
   ./train_gpt_emu_race --precision bf16 -e d2 -b 3 -t 37 -x 2 -r 3 --grad-accum 2 -v 1 -m 1 -s 1 -g 4 > "$W/race.out" 2>&1 \

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_pipeline.sh: 1F1B pipeline parallelism on the CPU build under mpirun. --pp 2 and --pp 4 with 8
 # micro-batches, and --pp 2 x 2 data-parallel ranks at ZeRO-1, each give the same 10 losses (1e-5
-# relative, and gradient norms) and final parameters as one process; recompute works per stage; a checkpoint taken
+# relative, and gradient norms), validation losses, samples and final parameters as one process; recompute works per stage; a checkpoint taken
 # with stages resumes with other stages or none; the measured bubble is logged beside the formula.
 source "$(dirname "$0")/lib.sh"
 have_mpi "1F1B pipelines" || { finish; exit; }
@@ -30,7 +30,8 @@ sys.exit(0 if ok else 1)
 PYEOF
 }
 
-common=(-e d4 -b 2 -t 32 -x 10 -v 5 -s 0 -l 1e-3 -u 3)
+# validation (4 micro-batches) and a 16-token sample (through every stage's key/value cache) at steps 5 and 10
+common=(-e d4 -b 2 -t 32 -x 10 -v 5 -s 5 -g 16 -m 4 -l 1e-3 -u 3)
 $BIN "${common[@]}" --grad-accum 8 -n 10 -o "$W/ref" --log "$W/ref.jsonl" > "$W/ref.out" 2>&1 || bad "one-process reference" "$(tail -3 "$W/ref.out")"
 # the 4-stage layout also recomputes (level 3: only layer inputs kept) on every stage
 for layout in "2 1 0 8 0" "4 1 0 8 3" "2 2 1 4 0"; do
@@ -41,6 +42,8 @@ for layout in "2 1 0 8 0" "4 1 0 8 3" "2 2 1 4 0"; do
   if [ $? -ne 0 ]; then bad "$name runs" "$out"; continue; fi
   r=$(compare "$W/ref.jsonl" "$W/pp$pp$dp.jsonl" "$W/ref/model_00000010.bin" "$W/pp$pp$dp/model_00000010.bin") \
     && ok "$name vs one process: $r" || bad "$name vs one process" "$r"
+  r=$(compare_eval "$W/ref.jsonl" "$W/ref.out" "$W/pp$pp$dp.jsonl" <(echo "$out")) && ok "$name: $r vs one process" \
+    || bad "$name: validation and samples vs one process" "$r"
   alloc=$(grep -o "allocated per rank: .*" <<<"$out")
   a=$($PY -c 'import json,sys; d=[json.loads(l) for l in open(sys.argv[1])][1]["allocated"]; print(int(d["model_state_bytes"] == d["planned_model_state_bytes"] and d["activation_bytes"] == d["planned_activation_bytes"]))' "$W/pp$pp$dp.jsonl")
   [ "$a" = 1 ] && ok "$name: stage 0 allocates what its plan says ($alloc)" || bad "$name: allocation vs plan" "$alloc"
@@ -66,7 +69,7 @@ done
 
 # --profile on a pipeline: rank 0's table (stage 0) adds up, its waits are the collectives row, and the whole
 # model's formula is left out (null) rather than compared with one stage's FLOPs
-"${MPI[@]}" -np 2 $BIN "${common[@]}" -x 3 -v 0 --pp 2 --grad-accum 4 --profile --log "$W/ppprof.jsonl" > "$W/ppprof.out" 2>&1
+"${MPI[@]}" -np 2 $BIN "${common[@]}" -x 3 -v 0 -s 0 --pp 2 --grad-accum 4 --profile --log "$W/ppprof.jsonl" > "$W/ppprof.out" 2>&1
 r=$($PY - "$W/ppprof.jsonl" <<'PYEOF'
 import json, sys
 p = [d["profile"] for d in map(json.loads, open(sys.argv[1])) if "profile" in d][0]

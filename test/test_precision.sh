@@ -85,6 +85,21 @@ rc=$?
 [ $rc -ne 0 ] && grep -q "non-finite for 5 steps in a row" "$W/nan.out" && [ "$(grep -c 'OVERFLOW: non-finite gradients, step skipped' "$W/nan.out")" = 4 ] \
   && ok "unscaled: each non-finite step is skipped and named (4 lines), the 5th in a row ends the run (exit $rc)" || bad "divergence stop" "$(tail -3 "$W/nan.out")"
 
+# a run that diverges for real (a learning rate of 1000): its loss turns NaN; the log must stay JSON (the loss, like
+# the norm, null when not finite, for every reader of the log) and the run stop after 5 non-finite steps in a row
+$BIN -e d2 -b 4 -t 32 -x 12 -v 0 -s 0 -l 1e3 -u 0 --log "$W/div.jsonl" > "$W/div.out" 2>&1
+rc=$?
+r=$($PY - "$W/div.jsonl" <<'PYEOF'
+import json, sys
+rows = [d for d in map(json.loads, open(sys.argv[1])) if "loss" in d]
+nan = [d["step"] for d in rows if d["loss"] is None]
+print(f"{len(rows)} step lines, loss null at steps {nan}")
+sys.exit(0 if nan and all(d["norm"] is None for d in rows if d["loss"] is None) else 1)
+PYEOF
+) && [ $rc -ne 0 ] && grep -q "non-finite for 5 steps in a row" "$W/div.out" \
+  && ok "a diverged run (-l 1e3): the log stays valid JSON, $r; stopped after 5 non-finite steps (exit $rc)" \
+  || bad "diverged run's log" "$r $(tail -2 "$W/div.out")"
+
 # flags
 expect_err() {  # expect_err "what" "message fragment" flags...
   local what=$1 frag=$2; shift 2

@@ -56,6 +56,56 @@ static int cmp_long(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+// Whether keys[0..n) holds each of the n windows of `all` (sorted) exactly once.
+static int each_once(const long *keys, const long *all, long n) {
+    long *k = mallocCheck(n * sizeof(long));
+    memcpy(k, keys, n * sizeof(long));
+    qsort(k, n, sizeof(long), cmp_long);
+    int same = memcmp(k, all, n * sizeof(long)) == 0;
+    free(k);
+    return same;
+}
+
+// The shuffled order over several epochs, read by one process and by 4 ranks (105 windows: an epoch
+// ends in the middle of a round of the ranks, and the order crosses shard boundaries inside an epoch).
+// Every epoch holds every window exactly once, each epoch in an order of its own (none in file order),
+// and the ranks' micro-batches are the one-process stream dealt out round-robin.
+static void check_epochs(DataLoader *one, const char *pattern, int B, int T) {
+    enum { EPOCHS = 4, WORLD = 4 };
+    long wpe = one->windows_per_epoch, n = EPOCHS * wpe;
+    long *stream = mallocCheck(n * sizeof(long)), *all = mallocCheck(wpe * sizeof(long));
+    dataloader_reset(one);
+    for (long i = 0; i < n; i++) stream[i] = next_key(one);
+    long m = 0;  // every window of every shard, in file order (from the shard sizes, not from the loader)
+    for (int s = 0; s < one->nshards; s++)
+        for (long w = 0; w < (one->shards[s].ntok - 1) / ((long)B * T) && m < wpe; w++) all[m++] = s * 100000000L + w * B * T;
+    int once = 1, fresh = 1, shuffled = 1, crossings = 0;
+    for (int e = 0; e < EPOCHS; e++) {
+        const long *ep = stream + e * wpe;
+        once &= each_once(ep, all, wpe);
+        shuffled &= memcmp(ep, all, wpe * sizeof(long)) != 0;
+        for (int f = 0; f < e; f++) fresh &= memcmp(ep, stream + f * wpe, wpe * sizeof(long)) != 0;
+        for (long i = 1; i < wpe; i++) crossings += ep[i] / 100000000L != ep[i - 1] / 100000000L;
+    }
+    check(m == wpe && once && shuffled && crossings == EPOCHS * 2, "%d epochs of %ld windows: each holds every window exactly once, "
+          "across %d shard boundaries, none in file order", EPOCHS, wpe, crossings);
+    check(fresh, "each of %d epochs is in an order of its own (no two epochs alike)", EPOCHS);
+    // rank r's k-th micro-batch is the stream's (k*WORLD + r)-th, so each epoch, cut by global index, again
+    // holds every window once
+    DataLoader ranks[WORLD];
+    long *dealt = mallocCheck(n * sizeof(long));
+    for (int r = 0; r < WORLD; r++) dataloader_init(&ranks[r], pattern, "-i", B, T, r, WORLD, 1, 42, 1000);
+    for (long k = 0; k * WORLD < n; k++)
+        for (int r = 0; r < WORLD && k * WORLD + r < n; r++) dealt[k * WORLD + r] = next_key(&ranks[r]);
+    int ranks_once = 1;
+    for (int e = 0; e < EPOCHS; e++) ranks_once &= each_once(dealt + e * wpe, all, wpe);
+    check(ranks_once && memcmp(dealt, stream, n * sizeof(long)) == 0, "%d ranks over %d epochs (%ld windows, "
+          "not a multiple of %d): together they take every window once per epoch, in the one-process order",
+          WORLD, EPOCHS, wpe, WORLD);
+    for (int r = 0; r < WORLD; r++) dataloader_free(&ranks[r]);
+    free(dealt); free(stream); free(all);
+}
+
 static void test_dataloader(void) {
     char dir[] = "/tmp/test_units_XXXXXX";
     if (!mkdtemp(dir)) fatal("mkdtemp failed");
@@ -130,6 +180,8 @@ static void test_dataloader(void) {
     for (int i = 0; i < 5; i++) res[i] = next_key(&again);
     check(memcmp(cont, res, sizeof(cont)) == 0, "a loader restored to position %llu continues the same stream",
           (unsigned long long)saved);
+
+    check_epochs(&one, pattern, B, T);
 
     DataLoader ordered;
     dataloader_init(&ordered, pattern, "-i", B, T, 0, 1, 0, 42, 1000);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_zero.sh: data parallelism and ZeRO stages 0-3 on the CPU build under mpirun. Every layout
 # must train like one process that reads the same tokens (N ranks x accumulation A = 1 process x
-# N*A): the same 10 losses to 1e-5 relative and the same final parameters; per-rank memory follows
+# N*A): the same 10 losses and gradient norms to 1e-5 relative, the same validation losses and samples,
+# and the same final parameters; per-rank memory follows
 # the ZeRO paper's formulas; checkpoints resume across rank counts and stages.
 source "$(dirname "$0")/lib.sh"
 have_mpi "data parallelism and ZeRO" || { finish; exit; }
@@ -38,7 +39,8 @@ sys.exit(0 if diff < 1e-4 else 1)
 PYEOF
 }
 
-common=(-e d2 -b 4 -t 32 -x 10 -v 0 -s 0 -l 1e-3 -u 3)
+# validation (4 micro-batches) and a 16-token sample at steps 5 and 10, compared with one process's too
+common=(-e d2 -b 4 -t 32 -x 10 -v 5 -s 5 -g 16 -m 4 -l 1e-3 -u 3)
 $BIN "${common[@]}" --grad-accum 12 -n 10 -o "$W/ref" --log "$W/ref.jsonl" > "$W/ref.out" 2>&1 || bad "single-process reference run" "$(cat "$W/ref.out")"
 for np in 2 3 4; do
   for z in 0 1 2 3; do
@@ -47,6 +49,7 @@ for np in 2 3 4; do
     if [ $? -ne 0 ]; then bad "$name runs" "$out"; continue; fi
     r=$(compare_losses "$W/ref.jsonl" "$W/np${np}z$z.jsonl") && ok "$name: $r vs 1 process x 12" || bad "$name: losses and gradient norms vs 1 process" "$r"
     r=$(compare_params "$W/ref/model_00000010.bin" "$W/np${np}z$z/model_00000010.bin") && ok "$name: final $r" || bad "$name: final parameters" "$r"
+    r=$(compare_eval "$W/ref.jsonl" "$W/ref.out" "$W/np${np}z$z.jsonl" <(echo "$out")) && ok "$name: $r vs 1 process" || bad "$name: validation and samples vs 1 process" "$r"
     alloc=$($PY -c 'import json,sys; d=[json.loads(l) for l in open(sys.argv[1])][1]["allocated"]; print(d["model_state_bytes"], d["planned_model_state_bytes"], d["activation_bytes"], d["planned_activation_bytes"])' "$W/np${np}z$z.jsonl")
     set -- $alloc
     [ $# -eq 4 ] && [ "$1" = "$2" ] && [ "$3" = "$4" ] && ok "$name: allocates what the plan says ($1 bytes of model state, $3 of activations per rank)" || bad "$name: allocated vs plan" "$alloc"
