@@ -17,7 +17,7 @@ NVCC := $(shell command -v nvcc 2>/dev/null)
 MPICC := $(shell command -v mpicc 2>/dev/null)
 CPU_CC = $(if $(MPICC),$(MPICC) -DUSE_MPI,$(CC))
 
-HEADERS = utils.h gpt2.h config.h checkpoint.h dataloader.h tokenizer.h trainer.h comm.h zero.h swap.h pipeline.h model.h timing.h autotune.h
+HEADERS = utils.h gpt2.h config.h checkpoint.h dataloader.h tokenizer.h trainer.h comm.h zero.h zero_store.h swap.h pipeline.h model.h timing.h autotune.h
 
 # The build configuration is part of what a binary is made from: installing Open MPI after a first
 # build, or another CC, CFLAGS or nvcc, must rebuild. Each configuration is written to a stamp file

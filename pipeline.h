@@ -184,7 +184,7 @@ static void pp_run_step(Pipeline *p, DataLoader *loader, int micro, int B, int T
                 timing_phase(PH_DATA);
                 dataloader_next(loader);
                 timing_phase(PH_FORWARD);
-                if (p->stage == 0) model_embed_forward(m, loader->inputs, B, T);
+                if (p->stage == 0) zero_embed_forward(p->z, loader->inputs, B, T);
                 pp_stage_forward(p);
                 if (p->stage == last) model_head_forward(m, loader->targets, dloss);
                 break;
@@ -210,7 +210,7 @@ static float pp_forward_only(Pipeline *p, const int *inputs, const int *targets,
     size_t n = model_stage_words(m, B, T);
     int last = p->stages - 1;
     model_use_slot(m, 0);
-    if (p->stage == 0) model_embed_forward(m, inputs, B, T);
+    if (p->stage == 0) zero_embed_forward(p->z, inputs, B, T);
     else pp_recv(p, model_stage_input(m, B, T), n, p->stage - 1, pp_tag(0, 0));
     pp_stage_forward(p);
     float loss = 0.0f;
