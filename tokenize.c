@@ -163,9 +163,9 @@ static Args parse_args(int argc, char **argv) {
 
 static unsigned char *read_stream(FILE *f, const char *name, size_t *out_len) {
     size_t cap = 1 << 16, len = 0;
-    unsigned char *buf = (unsigned char *)tok_malloc(cap + 1);
+    unsigned char *buf = (unsigned char *)mallocCheck(cap + 1);
     for (;;) {
-        if (len == cap) { cap *= 2; buf = (unsigned char *)tok_realloc(buf, cap + 1); }
+        if (len == cap) { cap *= 2; buf = (unsigned char *)reallocCheck(buf, cap + 1); }
         size_t got = fread(buf + len, 1, cap - len, f);
         len += got;
         if (got == 0) { break; }
@@ -191,7 +191,7 @@ static void load_tokenizer(const Args *a, Tokenizer *t) {
 // mkdir -p
 static void make_dirs(const char *path) {
     size_t n = strlen(path);
-    char *p = (char *)tok_malloc(n + 1);
+    char *p = (char *)mallocCheck(n + 1);
     memcpy(p, path, n + 1);
     for (size_t i = 1; i <= n; i++) {
         if (p[i] != '/' && p[i] != 0) { continue; }
@@ -213,7 +213,7 @@ static void sync_dir(const char *dir) {
 
 static char *join_path(const char *dir, const char *name) {
     size_t a = strlen(dir), b = strlen(name);
-    char *p = (char *)tok_malloc(a + b + 2);
+    char *p = (char *)mallocCheck(a + b + 2);
     memcpy(p, dir, a);
     size_t k = a;
     if (a > 0 && dir[a - 1] != '/') { p[k++] = '/'; }
@@ -226,7 +226,7 @@ static char *join_path(const char *dir, const char *name) {
 static void write_shard(const char *path, const int *ids, size_t n) {
     if (n > (size_t)INT32_MAX) { runtime_error("%s: %zu tokens do not fit the shard header", path, n); }
     char *tmp = join_path("", path);
-    tmp = (char *)tok_realloc(tmp, strlen(path) + 5);
+    tmp = (char *)reallocCheck(tmp, strlen(path) + 5);
     strcat(tmp, ".tmp");
     FILE *f = fopen(tmp, "wb");
     if (f == NULL) { runtime_error("%s: cannot create: %s", tmp, strerror(errno)); }
@@ -253,7 +253,7 @@ static void write_shard(const char *path, const int *ids, size_t n) {
 // "\n\n" typed on a command line arrives as backslash-n; turn C escapes into bytes
 static char *unescape(const char *s) {
     size_t n = strlen(s), k = 0;
-    char *out = (char *)tok_malloc(n + 1);
+    char *out = (char *)mallocCheck(n + 1);
     for (size_t i = 0; i < n; i++) {
         if (s[i] != '\\') { out[k++] = s[i]; continue; }
         char c = s[++i];
@@ -348,7 +348,7 @@ static int cmd_shards(const Args *a) {
     // document in the middle); each becomes <|endoftext|> + encode(document).
     double t0 = now_s();
     size_t cap = 1 << 16, n = 0, ndocs = 0;
-    int *stream = (int *)tok_malloc(cap * sizeof(int));
+    int *stream = (int *)mallocCheck(cap * sizeof(int));
     size_t start = 0;
     for (;;) {
         const unsigned char *hit = NULL;
@@ -361,7 +361,7 @@ static int cmd_shards(const Args *a) {
         if (tokenizer_encode(&t, text + start, end - start, &ids, &nids) != 0) { exit(1); }
         if (n + nids + 1 > cap) {
             while (n + nids + 1 > cap) { cap *= 2; }
-            stream = (int *)tok_realloc(stream, cap * sizeof(int));
+            stream = (int *)reallocCheck(stream, cap * sizeof(int));
         }
         stream[n++] = tokenizer_eot(&t);
         memcpy(stream + n, ids, nids * sizeof(int));

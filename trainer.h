@@ -99,7 +99,7 @@ static float evaluate(Pipeline *pp, DataLoader *val, int batches, int B, int T) 
         dataloader_next(val);
         s += pp_forward_only(pp, val->inputs, val->targets, B, T);
     }
-    return (float)(comm_allreduce_sum_f64(pp->pp, s) / batches);
+    return (float)(comm_allreduce_sum_f64(pp->group, s) / batches);
 }
 
 static void print_memory_plan(const MemoryPlan *mp) {
