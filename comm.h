@@ -192,6 +192,18 @@ static void comm_init(Comm *c, int *argc, char ***argv) {
 #endif
 }
 
+// A world of one that joins no job (tests and tools that drive zero.h or pipeline.h in one process).
+static Comm comm_solo(void) {
+    Comm c;
+    memset(&c, 0, sizeof(c));
+    c.world = 1;
+    c.transport = COMM_DEVICE_MEMORY ? COMM_MPI_STAGED : COMM_MPI_HOST;
+#ifdef USE_MPI
+    c.mpi = MPI_COMM_NULL;
+#endif
+    return c;
+}
+
 // Starts the watchdog (only a job of several ranks can hang on another rank).
 static void comm_watchdog_start(Comm *c, double timeout) {
     if (c->world > 1) watchdog_start(c->rank, timeout);

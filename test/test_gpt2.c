@@ -119,7 +119,7 @@ int main(int argc, char **argv) {
             int accum = accums[ai];
             if (r.B % accum != 0) continue;
             Model *m = model_create(&c, r.B / accum, r.T, level, 0, c.num_layers, 1, 0);
-            Comm solo = {0, 1, 0, 0};
+            Comm solo = comm_solo();
             Zero z;
             zero_init(&z, &solo, 0, m, NULL, 0, 0, 0, NULL, 0, NULL, 0);
             zero_load_params(&z, params, 0);
