@@ -17,7 +17,7 @@ NVCC := $(shell command -v nvcc 2>/dev/null)
 MPICC := $(shell command -v mpicc 2>/dev/null)
 CPU_CC = $(if $(MPICC),$(MPICC) -DUSE_MPI,$(CC))
 
-HEADERS = backend.h utils.h gpt2.h config.h checkpoint.h dataloader.h tokenizer.h trainer.h run.h plan.h report.h sample.h fault.h comm.h zero.h swap.h pipeline.h model.h timing.h autotune.h eval_mc.h
+HEADERS = backend.h utils.h gpt2.h config.h checkpoint.h dataloader.h tokenizer.h trainer.h run.h plan.h report.h sample.h fault.h comm.h watchdog.h zero.h zero_store.h swap.h pipeline.h model.h timing.h autotune.h eval_mc.h
 # The CUDA build's kernels and device backend, one header per layer family (train_gpt.cu includes them).
 CUDA_HEADERS = cuda/common.cuh cuda/encoder.cuh cuda/layernorm.cuh cuda/matmul.cuh cuda/attention_common.cuh \
   cuda/attention_fp32.cuh cuda/attention_mma.cuh cuda/attention.cuh cuda/decode.cuh cuda/gelu.cuh cuda/classifier.cuh \
@@ -60,7 +60,7 @@ test/test_generate: test/test_generate.c test/check.h train_gpt.c $(HEADERS) .bu
 test/hf_forward: test/hf_forward.c train_gpt.c $(HEADERS) .build-cpu
 	$(CC) $(CFLAGS) $(URING_FLAGS) -I. $< -o $@ $(LDLIBS) $(URING_LIBS)
 
-test/test_pipeline: test/test_pipeline.c test/check.h pipeline.h gpt2.h comm.h utils.h .build-cpu
+test/test_pipeline: test/test_pipeline.c test/check.h pipeline.h gpt2.h comm.h watchdog.h timing.h utils.h .build-cpu
 	$(CC) $(CFLAGS) $(URING_FLAGS) -I. $< -o $@ $(LDLIBS) $(URING_LIBS)
 
 test: train_gpt_cpu tokenize test/test_gpt2 test/test_units test/test_pipeline test/test_generate test/hf_forward $(if $(EMU_OK),$(EMU_BINS))

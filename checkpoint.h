@@ -13,6 +13,8 @@
 //     overflow (-1 none), [22] hysteresis left, [23] steps skipped for overflow; the rest 0.
 //     Version 1 files (no loss scaler) still load: updates = step, and the scaler starts afresh
 //   float32 m[P], v[P]: AdamW first and second moments in the model file's parameter order
+// Below the format, ckpt_write_shards writes a ZeRO rank's share of both files (it needs zero.h); a
+// test of the format alone defines CHECKPOINT_FORMAT_ONLY and needs no model.
 #ifndef CHECKPOINT_H
 #define CHECKPOINT_H
 
@@ -79,7 +81,7 @@ static void state_read(const char *path, TrainState *s, float *m, float *v) {
 
 // A checkpoint written by many ranks at once. Rank 0 creates both files under temporary names with
 // their headers and full sizes; every rank then writes its shards into them at their offsets
-// (zero_write_shards), flushes, and waits for the others; rank 0 renames the model file and then the
+// (ckpt_write_shards), flushes, and waits for the others; rank 0 renames the model file and then the
 // state file, whose appearance marks the checkpoint complete. A crash at any point leaves either
 // the previous complete checkpoint or this one, never a half-written pair under a final name.
 static void ckpt_create(const char *tmp, const int header[256], size_t payload_bytes) {
@@ -157,5 +159,43 @@ static void checkpoint_prune(const char *dir, int keep) {
         remove(mp);
     }
 }
+
+#ifndef CHECKPOINT_FORMAT_ONLY
+#include "zero.h"
+
+// Writes this rank's share of a checkpoint straight into the two files every rank has open (on a
+// shared filesystem): its shard of each unit it holds, of the parameters into the model file and of
+// AdamW's moments into the state file, each at its place in llm.c's flat order. Together the ranks
+// write every parameter once (at ZeRO-0, where every rank owns everything, they still split the
+// writing by shard), and no rank ever holds the whole model. A unit another pipeline stage counts
+// (the tied one on the last stage) is left to that stage.
+static void ckpt_write_shards(Zero *z, int fd_model, int fd_state, const char *model_path, const char *state_path,
+                              size_t num_params) {
+    int r = z->comm->rank;
+    size_t maxs = 1;
+    for (int u = 0; u < z->nu; u++) if (z->ushard[u] > maxs) maxs = z->ushard[u];
+    float *host = (float *)mallocCheck(maxs * sizeof(float));
+    for (int u = 0; u < z->nu; u++) {
+        if (zero_counted_elsewhere(z, u) || z->usize[u] == 0) continue;
+        size_t lo = (size_t)r * z->ushard[u], cnt = zero_owned(z, u, r);
+        if (cnt == 0) continue;
+        for (int k = 0; k < 3; k++) {  // ZS_MASTER into the model file; ZS_M, ZS_V into the state file
+            zero_read_owned(z, k == 0 ? ZS_MASTER : k == 1 ? ZS_M : ZS_V, u, lo, cnt, host);
+            int fd = k == 0 ? fd_model : fd_state;
+            const char *path = k == 0 ? model_path : state_path;
+            size_t base = 1024 + (k == 2 ? num_params * sizeof(float) : 0);
+            for (int i = 0; i < z->nruns; i++) {
+                const ParamRun *run = &z->runs[i];
+                size_t a, b;
+                if (!run_overlap(run, u, lo, cnt, &a, &b)) continue;
+                size_t bytes = (b - a) * sizeof(float);
+                off_t at = (off_t)(base + (run->flat + (a - run->unit_off)) * sizeof(float));
+                if (pwrite(fd, host + (a - lo), bytes, at) != (ssize_t)bytes) fatal("%s: write failed: %s", path, strerror(errno));
+            }
+        }
+    }
+    free(host);
+}
+#endif  // CHECKPOINT_FORMAT_ONLY
 
 #endif

@@ -1,17 +1,21 @@
-// comm.h: the communication layer. One small interface (all-reduce, reduce-scatter, all-gather,
-// broadcast, point-to-point send/recv, barrier) that zero.h, pipeline.h and the training loop call
-// without knowing how ranks talk or where the buffers live. The CPU build implements it with MPI on
-// host memory; a build without MPI is a world of one, where every collective is the identity.
+// comm.h: the communication layer, the only one: collectives (all-reduce, reduce-scatter, all-gather,
+// broadcast, barrier) and point-to-point messages (a buffered non-blocking send, a receive) that
+// zero.h, pipeline.h and the training loop call without knowing how ranks talk or where the buffers
+// live. Each communicator fixes its transport when it is made (CommTransport): the CPU build's host
+// memory goes straight through MPI; the CUDA build's device memory goes through NCCL (collectives,
+// with --comm nccl) or through MPI staged in host buffers that the communicator allocates on first
+// use and keeps. A build without MPI is a world of one, where every collective is the identity.
 //
 // Shards are equal: a buffer of n floats is cut into `world` shards of comm_shard_size(n, world),
-// the last one padded, so every collective moves equal counts (as NCCL requires).
+// the last one padded, so every collective moves equal counts (as NCCL requires). Every collective
+// is marked for the hang watchdog (watchdog.h).
 #ifndef COMM_H
 #define COMM_H
 
-#include <pthread.h>
-#include <time.h>
+#include <limits.h>
 #include "utils.h"
 #include "timing.h"
+#include "watchdog.h"
 #ifdef USE_MPI
 #include <mpi.h>
 #endif
@@ -20,83 +24,48 @@
 #define USE_NCCL
 #include <nccl.h>
 #endif
+#ifdef TRAIN_GPT_CUDA
+#define COMM_DEVICE_MEMORY 1  // the build's buffers (backend memory) are device memory
+#else
+#define COMM_DEVICE_MEMORY 0
+#endif
 
-// The watchdog: no silent hangs. Every collective gets a sequence number; a thread watches the time
-// since this rank last entered or left one. If a rank waits inside a collective, or runs outside
-// any collective, for longer than the timeout, it prints where it is (its rank, the collective's
-// number and kind, the step) and exits non-zero, which makes mpirun / srun end every rank. A rank
-// that stalls outside a collective fires first (its clock started when it left the previous
-// collective, before the others entered the next one), so the job's log names the straggler.
+// How a communicator moves the build's buffers, fixed when it is made (comm_init, comm_split) or
+// raised to NCCL once (comm_enable_nccl). Point-to-point messages always go through MPI, staged
+// for device memory.
+typedef enum { COMM_MPI_HOST, COMM_MPI_STAGED, COMM_NCCL } CommTransport;
+
+// What a point-to-point message holds: 4-byte floats, or 16-bit floats (bf16 or fp16 activations)
+// moved bit for bit.
+typedef enum { COMM_FLOAT32, COMM_FLOAT16 } CommType;
+static size_t comm_type_bytes(CommType t) { return t == COMM_FLOAT32 ? 4 : 2; }
+
+// A send begun and not yet waited for, with its host copy of the payload (kept for the next send).
 typedef struct {
-    double timeout;                 // seconds; 0 = off
-    int rank;
-    volatile uint64_t seq;          // collectives entered so far
-    volatile int inside;
-    const char *volatile op;
-    volatile size_t count;
-    volatile int step;
-    volatile double since;          // monotonic time of the last enter or leave
-    int running;
-    char host[64];                  // this rank's node, for the messages
-    pthread_t thread;
-} Watchdog;
-static Watchdog comm_watchdog = {0};
-
-// utils.h's one clock, under the name the watchdog and pipeline.h call it by.
-static double monotonic_seconds(void) { return wall_seconds(); }
-
-static void *watchdog_main(void *arg) {
-    Watchdog *w = (Watchdog *)arg;
-    for (;;) {
-        struct timespec nap = {0, 200 * 1000 * 1000};
-        nanosleep(&nap, NULL);
-        double waited = monotonic_seconds() - w->since;
-        if (waited <= w->timeout) continue;
-        if (w->inside) {
-            fprintf(stderr, "watchdog: rank %d has waited %.0f s inside collective #%llu (%s of %zu floats) at step %d on %s; "
-                    "another rank never joined it. Aborting the job (--comm-timeout %.0f).\n", w->rank, waited,
-                    (unsigned long long)w->seq, w->op, w->count, w->step, w->host, w->timeout);
-        } else {
-            fprintf(stderr, "watchdog: rank %d has not reached collective #%llu for %.0f s at step %d on %s (the last one it "
-                    "finished was #%llu, %s); the other ranks are waiting for it. Aborting the job (--comm-timeout %.0f).\n",
-                    w->rank, (unsigned long long)w->seq + 1, waited, w->step, w->host, (unsigned long long)w->seq,
-                    w->op ? w->op : "none", w->timeout);
-        }
-        fflush(stderr);
-        // every rank's watchdog fires within a tick of the others; give them time to say where they
-        // are before the first exit makes the launcher kill the rest
-        double grace = w->timeout < 2.0 ? w->timeout : 2.0;
-        struct timespec g = {(time_t)grace, (long)((grace - (time_t)grace) * 1e9)};
-        nanosleep(&g, NULL);
-        _exit(3);
-    }
-    return NULL;
-}
-
-static void watch_enter(const char *op, size_t count) {
-    comm_watchdog.op = op;
-    comm_watchdog.count = count;
-    comm_watchdog.seq++;
-    comm_watchdog.since = monotonic_seconds();
-    comm_watchdog.inside = 1;
-    timing_push(PH_COMM);  // waiting in a collective is comm time, whatever phase called it
-}
-
-static void watch_leave(void) {
-    comm_watchdog.since = monotonic_seconds();
-    comm_watchdog.inside = 0;
-    timing_pop();
-}
+    void *buf;
+    size_t bytes;
+#ifdef USE_MPI
+    MPI_Request req;
+#endif
+} CommSend;
 
 typedef struct {
     int rank, world;
     int local_rank;    // rank within the node (picks the GPU in the CUDA build)
     int initialized;   // MPI_Init was called by us
+    CommTransport transport;
+    // host buffers, each grown to its largest use and kept: staging for device memory under MPI
+    // (blocking collectives and receives; the one non-blocking collective in flight), and the
+    // reduce-scatter's regrouping of one chunk
+    void *staging, *async_staging, *regroup;
+    size_t staging_bytes, async_staging_bytes, regroup_bytes;
+    int async_busy;
+    CommSend *sends;   // buffered sends begun since the last comm_wait_sends
+    int nsends, sends_cap;
 #ifdef USE_MPI
     MPI_Comm mpi;      // the group this Comm talks in (the world, or a split of it)
 #endif
 #ifdef USE_NCCL
-    int use_nccl;      // device buffers go through NCCL (else MPI, host-staged)
     ncclComm_t nccl;
 #endif
 } Comm;
@@ -131,44 +100,64 @@ static void nccl_leave(void) {
 }
 #endif
 
-// The CUDA build hands collectives device buffers; MPI here is host-staged (--comm mpi in the issue's
-// terms): a device buffer is copied to the host, reduced or moved, and copied back.
+// Host copies of the build's buffers: device memory in the CUDA build (ordered after the compute
+// stream's work, as cudaMemcpy on the default stream is), plain memory otherwise.
+static void comm_copy_to_host(void *host, const void *buf, size_t bytes) {
 #ifdef TRAIN_GPT_CUDA
-static int comm_is_device(const void *p) {
-    cudaPointerAttributes a;
-    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) { cudaGetLastError(); return 0; }
-    return a.type == cudaMemoryTypeDevice;
-}
-static void *comm_stage(void *buf, size_t bytes) {
-    if (!comm_is_device(buf)) return buf;
-    void *host = mallocCheck(bytes);
     if (cudaMemcpy(host, buf, bytes, cudaMemcpyDeviceToHost) != cudaSuccess) internal_fault("comm: device-to-host staging failed");
+#else
+    memcpy(host, buf, bytes);
+#endif
+}
+static void comm_copy_from_host(void *buf, const void *host, size_t bytes) {
+#ifdef TRAIN_GPT_CUDA
+    if (cudaMemcpy(buf, host, bytes, cudaMemcpyHostToDevice) != cudaSuccess) internal_fault("comm: host-to-device staging failed");
+#else
+    memcpy(buf, host, bytes);
+#endif
+}
+
+// A kept host buffer of at least `bytes`.
+static void *comm_reserve(void **buf, size_t *have, size_t bytes) {
+    if (bytes > *have) {
+        free(*buf);
+        *buf = mallocCheck(bytes);
+        *have = bytes;
+    }
+    return *buf;
+}
+
+// The memory MPI works on for a collective on buf: buf itself under COMM_MPI_HOST, else a copy in
+// the kept host buffer *slot; comm_unstage copies the result back.
+static void *comm_stage_in(Comm *c, void **slot, size_t *have, void *buf, size_t bytes) {
+    if (c->transport == COMM_MPI_HOST) return buf;
+    void *host = comm_reserve(slot, have, bytes);
+    comm_copy_to_host(host, buf, bytes);
     return host;
 }
-static void comm_unstage(void *buf, void *host, size_t bytes, int copy_back) {
-    if (host == buf) return;
-    if (copy_back && cudaMemcpy(buf, host, bytes, cudaMemcpyHostToDevice) != cudaSuccess) internal_fault("comm: host-to-device staging failed");
-    free(host);
+static void *comm_stage(Comm *c, void *buf, size_t bytes) { return comm_stage_in(c, &c->staging, &c->staging_bytes, buf, bytes); }
+static void comm_unstage(void *buf, const void *host, size_t bytes) {
+    if (host != buf) comm_copy_from_host(buf, host, bytes);
 }
-#else
-static void *comm_stage(void *buf, size_t bytes) { (void)bytes; return buf; }
-static void comm_unstage(void *buf, void *host, size_t bytes, int copy_back) { (void)buf; (void)host; (void)bytes; (void)copy_back; }
-#endif
 
 static size_t comm_shard_size(size_t n, int world) { return (n + world - 1) / world; }
-static size_t comm_padded_size(size_t n, int world) { return comm_shard_size(n, world) * world; }
 
 #ifdef USE_MPI
 #define mpiCheck(call) do { int rc_ = (call); if (rc_ != MPI_SUCCESS) { char s_[MPI_MAX_ERROR_STRING]; int l_; \
     MPI_Error_string(rc_, s_, &l_); internal_fault("MPI error in %s: %s", #call, s_); } } while (0)
-// MPI counts are int: move large buffers in pieces
+// MPI counts are int: large buffers move in pieces of at most COMM_CHUNK elements. COMM_FOR_CHUNKS
+// runs its body for each piece [off, off + k) of [0, n).
 #define COMM_CHUNK ((size_t)1 << 28)
+static size_t comm_chunk(size_t n, size_t off) { return n - off < COMM_CHUNK ? n - off : COMM_CHUNK; }
+#define COMM_FOR_CHUNKS(off, k, n) for (size_t off = 0, k = comm_chunk((n), 0); off < (n); off += k, k = comm_chunk((n), off))
+static MPI_Datatype comm_mpi_type(CommType t) { return t == COMM_FLOAT32 ? MPI_FLOAT : MPI_UINT16_T; }
 #endif
 
 // Joins the job if launched by mpirun / srun (an MPI environment is present), else a world of one.
 static void comm_init(Comm *c, int *argc, char ***argv) {
     memset(c, 0, sizeof(*c));
     c->world = 1;
+    c->transport = COMM_DEVICE_MEMORY ? COMM_MPI_STAGED : COMM_MPI_HOST;
 #ifdef USE_MPI
     c->mpi = MPI_COMM_NULL;
     if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK") || getenv("SLURM_PROCID")) {
@@ -203,38 +192,42 @@ static void comm_init(Comm *c, int *argc, char ***argv) {
 #endif
 }
 
-// Starts the watchdog (only a job of several ranks can hang on another rank).
-static void comm_watchdog_start(Comm *c, double timeout) {
-    if (timeout <= 0 || c->world == 1 || comm_watchdog.running) return;
-    comm_watchdog.timeout = timeout;
-    comm_watchdog.rank = c->rank;
-    if (gethostname(comm_watchdog.host, sizeof(comm_watchdog.host) - 1) != 0) strcpy(comm_watchdog.host, "?");
-    comm_watchdog.since = monotonic_seconds();
-    if (pthread_create(&comm_watchdog.thread, NULL, watchdog_main, &comm_watchdog) != 0) internal_fault("cannot start the watchdog thread");
-    pthread_detach(comm_watchdog.thread);
-    comm_watchdog.running = 1;
+// A world of one that joins no job (tests and tools that drive zero.h or pipeline.h in one process).
+static Comm comm_solo(void) {
+    Comm c;
+    memset(&c, 0, sizeof(c));
+    c.world = 1;
+    c.transport = COMM_DEVICE_MEMORY ? COMM_MPI_STAGED : COMM_MPI_HOST;
+#ifdef USE_MPI
+    c.mpi = MPI_COMM_NULL;
+#endif
+    return c;
 }
 
-// The training step the rank is in, for the watchdog's message.
-static void comm_watchdog_step(int step) { comm_watchdog.step = step; }
+// Starts the watchdog (only a job of several ranks can hang on another rank).
+static void comm_watchdog_start(Comm *c, double timeout) {
+    if (c->world > 1) watchdog_start(c->rank, timeout);
+}
 
-// The ranks of c with the same color form a group; within it they are ordered by key.
+// The ranks of c with the same color form a group; within it they are ordered by key. The group
+// keeps c's transport and has host buffers of its own.
 static void comm_split(Comm *c, int color, int key, Comm *sub) {
     *sub = *c;
     sub->initialized = 0;
     sub->rank = 0;
     sub->world = 1;
+    sub->staging = sub->async_staging = sub->regroup = NULL;
+    sub->staging_bytes = sub->async_staging_bytes = sub->regroup_bytes = 0;
+    sub->async_busy = 0;
+    sub->sends = NULL;
+    sub->nsends = sub->sends_cap = 0;
 #ifdef USE_MPI
     if (c->world > 1) {
         mpiCheck(MPI_Comm_split(c->mpi, color, key, &sub->mpi));
         mpiCheck(MPI_Comm_rank(sub->mpi, &sub->rank));
         mpiCheck(MPI_Comm_size(sub->mpi, &sub->world));
 #ifdef USE_NCCL
-        sub->use_nccl = 0;
-        if (c->use_nccl) {
-            ncclCheck(ncclCommSplit(c->nccl, color, key, &sub->nccl, NULL));
-            sub->use_nccl = 1;
-        }
+        if (c->transport == COMM_NCCL) ncclCheck(ncclCommSplit(c->nccl, color, key, &sub->nccl, NULL));
 #endif
     }
 #else
@@ -246,12 +239,12 @@ static void comm_split(Comm *c, int color, int key, Comm *sub) {
 // later by comm_split inherit it.
 static void comm_enable_nccl(Comm *c) {
 #ifdef USE_NCCL
-    if (c->world == 1 || c->use_nccl) return;
+    if (c->world == 1 || c->transport == COMM_NCCL) return;
     ncclUniqueId id;
     if (c->rank == 0) ncclCheck(ncclGetUniqueId(&id));
     mpiCheck(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, c->mpi));
     ncclCheck(ncclCommInitRank(&c->nccl, c->world, id, c->rank));
-    c->use_nccl = 1;
+    c->transport = COMM_NCCL;
     if (!nccl_stream) {  // not ordered against the default stream: only the events above order them
         nccl_cuda_check(cudaStreamCreateWithFlags(&nccl_stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
         nccl_cuda_check(cudaEventCreateWithFlags(&nccl_ready, cudaEventDisableTiming), "cudaEventCreate");
@@ -268,6 +261,13 @@ static void comm_finalize(Comm *c) {
     if (c->initialized) MPI_Finalize();
 #endif
     c->initialized = 0;
+    free(c->staging); free(c->async_staging); free(c->regroup);
+    for (int i = 0; i < c->sends_cap; i++) free(c->sends[i].buf);
+    free(c->sends);
+    c->staging = c->async_staging = c->regroup = NULL;
+    c->sends = NULL;
+    c->staging_bytes = c->async_staging_bytes = c->regroup_bytes = 0;
+    c->nsends = c->sends_cap = 0;
 }
 
 // Sum over ranks, in place.
@@ -277,7 +277,7 @@ static void comm_allreduce_sum(Comm *c, float *buf, size_t n) {
 #ifdef USE_MPI
     watch_enter("all-reduce", n);
 #ifdef USE_NCCL
-    if (c->use_nccl && comm_is_device(buf)) {
+    if (c->transport == COMM_NCCL) {
         nccl_enter();
         ncclCheck(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, c->nccl, nccl_stream));
         nccl_leave();
@@ -285,12 +285,9 @@ static void comm_allreduce_sum(Comm *c, float *buf, size_t n) {
         return;
     }
 #endif
-    float *h = (float *)comm_stage(buf, n * sizeof(float));
-    for (size_t off = 0; off < n; off += COMM_CHUNK) {
-        size_t k = n - off < COMM_CHUNK ? n - off : COMM_CHUNK;
-        mpiCheck(MPI_Allreduce(MPI_IN_PLACE, h + off, (int)k, MPI_FLOAT, MPI_SUM, c->mpi));
-    }
-    comm_unstage(buf, h, n * sizeof(float), 1);
+    float *h = (float *)comm_stage(c, buf, n * sizeof(float));
+    COMM_FOR_CHUNKS(off, k, n) mpiCheck(MPI_Allreduce(MPI_IN_PLACE, h + off, (int)k, MPI_FLOAT, MPI_SUM, c->mpi));
+    comm_unstage(buf, h, n * sizeof(float));
     watch_leave();
 #endif
 }
@@ -325,7 +322,7 @@ static void comm_reduce_scatter_sum(Comm *c, float *buf, size_t shard) {
 #ifdef USE_MPI
     watch_enter("reduce-scatter", shard * c->world);
 #ifdef USE_NCCL
-    if (c->use_nccl && comm_is_device(buf)) {  // in place: this rank's shard receives the sum
+    if (c->transport == COMM_NCCL) {  // in place: this rank's shard receives the sum
         nccl_enter();
         ncclCheck(ncclReduceScatter(buf, buf + (size_t)c->rank * shard, shard, ncclFloat, ncclSum, c->nccl, nccl_stream));
         nccl_leave();
@@ -333,19 +330,16 @@ static void comm_reduce_scatter_sum(Comm *c, float *buf, size_t shard) {
         return;
     }
 #endif
-    float *dev = buf;
-    buf = (float *)comm_stage(dev, shard * c->world * sizeof(float));
-    float *mine = buf + (size_t)c->rank * shard;
-    for (size_t off = 0; off < shard; off += COMM_CHUNK) {
-        size_t k = shard - off < COMM_CHUNK ? shard - off : COMM_CHUNK;
+    size_t bytes = shard * c->world * sizeof(float);
+    float *h = (float *)comm_stage(c, buf, bytes), *mine = h + (size_t)c->rank * shard;
+    COMM_FOR_CHUNKS(off, k, shard) {
         // each chunk is a reduce-scatter over the chunk-th piece of every shard: gather those pieces
         // into a contiguous buffer, so the per-rank layout MPI wants is met
-        float *tmp = (float *)mallocCheck(k * c->world * sizeof(float));
-        for (int r = 0; r < c->world; r++) memcpy(tmp + (size_t)r * k, buf + (size_t)r * shard + off, k * sizeof(float));
+        float *tmp = (float *)comm_reserve(&c->regroup, &c->regroup_bytes, k * c->world * sizeof(float));
+        for (int r = 0; r < c->world; r++) memcpy(tmp + (size_t)r * k, h + (size_t)r * shard + off, k * sizeof(float));
         mpiCheck(MPI_Reduce_scatter_block(tmp, mine + off, (int)k, MPI_FLOAT, MPI_SUM, c->mpi));
-        free(tmp);
     }
-    comm_unstage(dev, buf, shard * c->world * sizeof(float), 1);
+    comm_unstage(buf, h, bytes);
     watch_leave();
 #endif
 }
@@ -357,7 +351,7 @@ static void comm_allgather(Comm *c, float *buf, size_t shard) {
 #ifdef USE_MPI
     watch_enter("all-gather", shard * c->world);
 #ifdef USE_NCCL
-    if (c->use_nccl && comm_is_device(buf)) {  // in place: this rank's shard is already in position
+    if (c->transport == COMM_NCCL) {  // in place: this rank's shard is already in position
         nccl_enter();
         ncclCheck(ncclAllGather(buf + (size_t)c->rank * shard, buf, shard, ncclFloat, c->nccl, nccl_stream));
         nccl_leave();
@@ -365,18 +359,15 @@ static void comm_allgather(Comm *c, float *buf, size_t shard) {
         return;
     }
 #endif
-    float *dev = buf;
-    buf = (float *)comm_stage(dev, shard * c->world * sizeof(float));
+    size_t bytes = shard * c->world * sizeof(float);
+    float *h = (float *)comm_stage(c, buf, bytes);
     if (shard <= COMM_CHUNK) {
-        mpiCheck(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int)shard, MPI_FLOAT, c->mpi));
+        mpiCheck(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, h, (int)shard, MPI_FLOAT, c->mpi));
     } else {
         for (int r = 0; r < c->world; r++)
-            for (size_t off = 0; off < shard; off += COMM_CHUNK) {
-                size_t k = shard - off < COMM_CHUNK ? shard - off : COMM_CHUNK;
-                mpiCheck(MPI_Bcast(buf + (size_t)r * shard + off, (int)k, MPI_FLOAT, r, c->mpi));
-            }
+            COMM_FOR_CHUNKS(off, k, shard) mpiCheck(MPI_Bcast(h + (size_t)r * shard + off, (int)k, MPI_FLOAT, r, c->mpi));
     }
-    comm_unstage(dev, buf, shard * c->world * sizeof(float), 1);
+    comm_unstage(buf, h, bytes);
     watch_leave();
 #endif
 }
@@ -391,24 +382,22 @@ static void comm_allgather_bytes(Comm *c, const void *mine, void *all, size_t by
 #endif
 }
 
+// Host bytes from rank root to every rank.
 static void comm_broadcast(Comm *c, void *buf, size_t bytes, int root) {
     (void)buf; (void)bytes; (void)root;
     if (c->world == 1) return;
 #ifdef USE_MPI
     watch_enter("broadcast", bytes / 4);
-    for (size_t off = 0; off < bytes; off += COMM_CHUNK) {
-        size_t k = bytes - off < COMM_CHUNK ? bytes - off : COMM_CHUNK;
-        mpiCheck(MPI_Bcast((char *)buf + off, (int)k, MPI_BYTE, root, c->mpi));
-    }
+    COMM_FOR_CHUNKS(off, k, bytes) mpiCheck(MPI_Bcast((char *)buf + off, (int)k, MPI_BYTE, root, c->mpi));
     watch_leave();
 #endif
 }
 
 // A collective started now and finished by comm_wait, so that compute can run in between (ZeRO-3
-// fetches the next layer's weights while this one computes).
+// fetches the next layer's weights while this one computes). One at a time per communicator.
 typedef struct {
     int active;
-    float *buf, *host;      // the caller's buffer, and its host staging copy (device buffers under MPI)
+    float *buf, *host;      // the caller's buffer, and what MPI works on (the communicator's async staging, or buf)
     size_t bytes;
 #ifdef USE_MPI
     MPI_Request req;
@@ -424,7 +413,7 @@ static void comm_allgather_start(Comm *c, float *buf, size_t shard, CommRequest 
     r->buf = buf;
     r->bytes = shard * c->world * sizeof(float);
 #ifdef USE_NCCL
-    if (c->use_nccl && comm_is_device(buf)) {  // on the NCCL stream, beside the compute; comm_wait joins them
+    if (c->transport == COMM_NCCL) {  // on the NCCL stream, beside the compute; comm_wait joins them
         nccl_enter();
         ncclCheck(ncclAllGather(buf + (size_t)c->rank * shard, buf, shard, ncclFloat, c->nccl, nccl_stream));
         r->nccl = 1;
@@ -437,7 +426,9 @@ static void comm_allgather_start(Comm *c, float *buf, size_t shard, CommRequest 
         r->active = 0;
         return;
     }
-    r->host = (float *)comm_stage(buf, r->bytes);
+    if (c->async_busy) internal_fault("comm: a second non-blocking collective started before the first was waited for");
+    c->async_busy = 1;
+    r->host = (float *)comm_stage_in(c, &c->async_staging, &c->async_staging_bytes, buf, r->bytes);
     mpiCheck(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r->host, (int)shard, MPI_FLOAT, c->mpi, &r->req));
 #endif
 }
@@ -452,40 +443,58 @@ static void comm_wait(Comm *c, CommRequest *r) {
 #ifdef USE_MPI
     if (!r->nccl) {
         mpiCheck(MPI_Wait(&r->req, MPI_STATUS_IGNORE));
-        comm_unstage(r->buf, r->host, r->bytes, 1);
+        comm_unstage(r->buf, r->host, r->bytes);
+        c->async_busy = 0;
     }
 #endif
     watch_leave();
     r->active = 0;
 }
 
-static void comm_send(Comm *c, const float *buf, size_t n, int peer, int tag) {
-    (void)c;
+// A buffered, non-blocking send of `count` elements of `type` from the build's memory to rank peer:
+// the payload is copied to a host buffer the communicator keeps, so the caller may reuse buf at
+// once (a blocking send between two neighbours that both send would deadlock). comm_wait_sends
+// waits for every send begun.
+static void comm_isend(Comm *c, const void *buf, size_t count, CommType type, int peer, int tag) {
 #ifdef USE_MPI
-    watch_enter("send", n);
-    for (size_t off = 0; off < n; off += COMM_CHUNK) {
-        size_t k = n - off < COMM_CHUNK ? n - off : COMM_CHUNK;
-        mpiCheck(MPI_Send(buf + off, (int)k, MPI_FLOAT, peer, tag, c->mpi));
+    if (count > (size_t)INT_MAX) internal_fault("comm: a message of %zu elements is too large for one send", count);
+    if (c->nsends == c->sends_cap) {
+        int cap = c->sends_cap ? 2 * c->sends_cap : 16;
+        c->sends = (CommSend *)reallocCheck(c->sends, cap * sizeof(CommSend));
+        memset(c->sends + c->sends_cap, 0, (cap - c->sends_cap) * sizeof(CommSend));
+        c->sends_cap = cap;
     }
-    watch_leave();
+    CommSend *s = &c->sends[c->nsends++];
+    size_t bytes = count * comm_type_bytes(type);
+    comm_reserve(&s->buf, &s->bytes, bytes);
+    comm_copy_to_host(s->buf, buf, bytes);
+    mpiCheck(MPI_Isend(s->buf, (int)count, comm_mpi_type(type), peer, tag, c->mpi, &s->req));
 #else
-    (void)buf; (void)n; (void)tag;
-    internal_fault("comm_send to rank %d in a build without MPI", peer);
+    (void)c; (void)buf; (void)count; (void)type; (void)tag;
+    internal_fault("a send to rank %d in a build without MPI (pipeline parallelism needs the MPI build)", peer);
 #endif
 }
 
-static void comm_recv(Comm *c, float *buf, size_t n, int peer, int tag) {
-    (void)c;
+static void comm_wait_sends(Comm *c) {
 #ifdef USE_MPI
-    watch_enter("recv", n);
-    for (size_t off = 0; off < n; off += COMM_CHUNK) {
-        size_t k = n - off < COMM_CHUNK ? n - off : COMM_CHUNK;
-        mpiCheck(MPI_Recv(buf + off, (int)k, MPI_FLOAT, peer, tag, c->mpi, MPI_STATUS_IGNORE));
-    }
+    for (int i = 0; i < c->nsends; i++) mpiCheck(MPI_Wait(&c->sends[i].req, MPI_STATUS_IGNORE));
+#endif
+    c->nsends = 0;
+}
+
+// Receives `count` elements of `type` from rank peer into the build's memory at buf (blocking).
+static void comm_recv(Comm *c, void *buf, size_t count, CommType type, int peer, int tag) {
+#ifdef USE_MPI
+    size_t bytes = count * comm_type_bytes(type);
+    watch_enter("recv", bytes / 4);
+    if (count > (size_t)INT_MAX) internal_fault("comm: a message of %zu elements is too large for one receive", count);
+    void *h = c->transport == COMM_MPI_HOST ? buf : comm_reserve(&c->staging, &c->staging_bytes, bytes);
+    mpiCheck(MPI_Recv(h, (int)count, comm_mpi_type(type), peer, tag, c->mpi, MPI_STATUS_IGNORE));  // one message, as sent
+    comm_unstage(buf, h, bytes);
     watch_leave();
 #else
-    (void)buf; (void)n; (void)tag;
-    internal_fault("comm_recv from rank %d in a build without MPI", peer);
+    (void)c; (void)buf; (void)count; (void)type; (void)tag;
+    internal_fault("a receive from rank %d in a build without MPI", peer);
 #endif
 }
 

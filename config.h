@@ -30,7 +30,7 @@ static void usage_error(const char *fmt, ...) {
 // The options with a fixed set of values; each names table is in the enum's order, NULL-terminated.
 typedef enum { LR_COSINE, LR_LINEAR, LR_CONSTANT, LR_WSD } LrSchedule;
 static const char *const LR_SCHEDULE_NAMES[] = {"cosine", "linear", "constant", "wsd", NULL};
-typedef enum { COMM_MPI, COMM_NCCL } CommTransport;
+typedef enum { COMM_FLAG_MPI, COMM_FLAG_NCCL } CommFlag;  // --comm; comm.h fixes each communicator's transport from it
 static const char *const COMM_NAMES[] = {"mpi", "nccl", NULL};
 typedef enum { OFFLOAD_NONE, OFFLOAD_OPTIMIZER, OFFLOAD_PARAMS } OffloadWhat;
 static const char *const OFFLOAD_NAMES[] = {"none", "optimizer", "params", NULL};
@@ -79,7 +79,7 @@ typedef struct {
     int zero_stage;             // 0..3
     float comm_timeout;         // seconds a rank may wait on the others; 0 = no watchdog
     int pp;                     // pipeline stages
-    CommTransport comm;         // how device buffers move between ranks
+    CommFlag comm;              // how device buffers move between ranks
     float reduce_bucket_mb;     // ZeRO-2/3 gradient bucket size; 0 = one layer per bucket
     OffloadWhat offload;
     OffloadDevice offload_device;  // host memory, or a swap file under nvme_path
@@ -126,7 +126,7 @@ static void config_defaults(TrainConfig *c) {
     c->resume = 0;
     c->comm_timeout = 900.0f;
     c->pp = 1;
-    c->comm = COMM_MPI;
+    c->comm = COMM_FLAG_MPI;
     c->offload = OFFLOAD_NONE;
     c->offload_device = OFFLOAD_TO_CPU;
     c->precision = PRECISION_BUILD_DEFAULT;

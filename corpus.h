@@ -87,7 +87,7 @@ static int input_format(const char *path, const char *forced) {
 static void inputs_push(InputList *l, const char *path) {
     if (l->n == l->cap) {
         l->cap = l->cap ? 2 * l->cap : 16;
-        l->paths = (char **)tok_realloc(l->paths, (size_t)l->cap * sizeof(char *));
+        l->paths = (char **)reallocCheck(l->paths, (size_t)l->cap * sizeof(char *));
     }
     l->paths[l->n++] = strdup(path);
     struct stat st;
@@ -107,9 +107,9 @@ static void inputs_add_dir(InputList *l, const char *dir) {
     int n = 0, cap = 0;
     for (struct dirent *e; (e = readdir(d)) != NULL;) {
         if (e->d_name[0] == '.' || known_format(e->d_name) < 0) { continue; }
-        if (n == cap) { cap = cap ? 2 * cap : 64; names = (char **)tok_realloc(names, (size_t)cap * sizeof(char *)); }
+        if (n == cap) { cap = cap ? 2 * cap : 64; names = (char **)reallocCheck(names, (size_t)cap * sizeof(char *)); }
         size_t a = strlen(dir), b = strlen(e->d_name);
-        names[n] = (char *)tok_malloc(a + b + 2);
+        names[n] = (char *)mallocCheck(a + b + 2);
         snprintf(names[n], a + b + 2, "%s%s%s", dir, a && dir[a - 1] == '/' ? "" : "/", e->d_name);
         n++;
     }
@@ -169,18 +169,18 @@ static void batch_reserve(Batch *b, size_t len) {
     if (len <= b->cap) { return; }
     size_t cap = b->cap ? b->cap : 1 << 20;
     while (cap < len) { cap *= 2; }
-    b->text = (unsigned char *)tok_realloc(b->text, cap);
+    b->text = (unsigned char *)reallocCheck(b->text, cap);
     b->cap = cap;
 }
 
 static void batch_add_doc(Batch *b, size_t off, size_t len, int eot, DocPos pos) {
     if (b->ndocs == b->dcap) {
         b->dcap = b->dcap ? 2 * b->dcap : 1024;
-        b->off = (size_t *)tok_realloc(b->off, b->dcap * sizeof(size_t));
-        b->dlen = (size_t *)tok_realloc(b->dlen, b->dcap * sizeof(size_t));
-        b->eot = (unsigned char *)tok_realloc(b->eot, b->dcap);
-        b->pos = (DocPos *)tok_realloc(b->pos, b->dcap * sizeof(DocPos));
-        b->tend = (size_t *)tok_realloc(b->tend, b->dcap * sizeof(size_t));
+        b->off = (size_t *)reallocCheck(b->off, b->dcap * sizeof(size_t));
+        b->dlen = (size_t *)reallocCheck(b->dlen, b->dcap * sizeof(size_t));
+        b->eot = (unsigned char *)reallocCheck(b->eot, b->dcap);
+        b->pos = (DocPos *)reallocCheck(b->pos, b->dcap * sizeof(DocPos));
+        b->tend = (size_t *)reallocCheck(b->tend, b->dcap * sizeof(size_t));
     }
     b->off[b->ndocs] = off;
     b->dlen[b->ndocs] = len;
@@ -566,7 +566,7 @@ static Batch *read_jsonl(Source *s, Batch *b, LineBuf *lb, const char *field, si
             have -= pos; pos = 0;
             if (lb->cap - have < CORPUS_READ_CHUNK) {
                 lb->cap = lb->cap ? 2 * lb->cap : 1 << 20;
-                lb->buf = (unsigned char *)tok_realloc(lb->buf, lb->cap);
+                lb->buf = (unsigned char *)reallocCheck(lb->buf, lb->cap);
             }
             size_t got = source_read(s, lb->buf + have, lb->cap - have);
             if (got == 0) { eof = 1; }

@@ -252,7 +252,7 @@ static McScore eval_mc_run(Pipeline *pp, const char *path, int B, int T, int V) 
     }
     if (dump) fclose(dump);
     free(rows); free(sum); free(mean);
-    McScore s = {set.n, comm_allreduce_sum_f64(pp->pp, acc) / set.n, comm_allreduce_sum_f64(pp->pp, acc_norm) / set.n};
+    McScore s = {set.n, comm_allreduce_sum_f64(pp->group, acc) / set.n, comm_allreduce_sum_f64(pp->group, acc_norm) / set.n};
     return s;
 }
 

@@ -506,7 +506,7 @@ static void model_layer_forward(Model *m, int l) { layer_forward(m, l, m->cur_B,
 // A pipeline stage's boundary: the input of its first layer (received from the stage before, in
 // place of the embedding), its last layer's output, and the gradient buffer that holds dloss/d(output)
 // before the stage's backward and dloss/d(input) after it.
-// They are floatX; the pipeline moves them as model_stage_words 4-byte words.
+// They are floatX (B*T*C values); the pipeline moves them bit for bit as comm.h's 16- or 32-bit type.
 static float *model_stage_input(Model *m, int B, int T) {
     m->cur_B = m->slot_B[m->slot] = B;
     m->cur_T = m->slot_T[m->slot] = T;
@@ -514,9 +514,6 @@ static float *model_stage_input(Model *m, int B, int T) {
 }
 static float *model_stage_output(Model *m) { return (float *)layer_acts(m, m->last - 1).residual3; }
 static float *model_stage_grad(Model *m) { return (float *)m->ga.dresidual; }
-static size_t model_stage_words(const Model *m, int B, int T) {
-    return ((size_t)B * T * m->config.channels * X_BYTES + 3) / 4;
-}
 
 // The micro-batch's B*T losses queued for model_take_loss. The host buffer grows in a run's first step;
 // a copy still in flight into the old one is waited for first.

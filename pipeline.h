@@ -97,58 +97,34 @@ static double pp_split(const GPT2Config *c, int T, int stages, int *first) {
 
 typedef struct {
     int stages, stage, first, last, slots;
-    Comm *pp;
+    Comm *group;              // the pipeline group: this data-parallel rank's stages, one rank each
     Zero *z;                  // this stage's data-parallel group and memory
     double wait_s;            // time spent blocked in receives during the last step
 } Pipeline;
 
-// Buffered sends: the payload is copied, so the stage can move on (a blocking send between two
-// neighbours that both send would deadlock).
-typedef struct {
-    float *buf;
-#ifdef USE_MPI
-    MPI_Request req;
-#endif
-} PPSend;
-static PPSend pp_sends[4096];
-static int pp_nsends = 0;
+// What passes between stages: a micro-batch's activations or their gradients, B*T*C values of the
+// model's activation type (floatX), moved bit for bit.
+static size_t pp_message_count(const Model *m, int B, int T) { return (size_t)B * T * m->config.channels; }
+static CommType pp_message_type(void) { return X_BYTES == 2 ? COMM_FLOAT16 : COMM_FLOAT32; }
 
-static void pp_send(Pipeline *p, const float *src, size_t n, int peer, int tag) {
+// Sends are buffered and non-blocking (comm_isend), so the stage moves on at once.
+static void pp_send(Pipeline *p, const void *src, size_t n, int peer, int tag) {
     timing_push(PH_COMM);  // the copy out and the hand-off to MPI are the message's cost
-    if (pp_nsends == (int)(sizeof(pp_sends) / sizeof(pp_sends[0]))) internal_fault("pipeline: too many sends in flight");
-    PPSend *s = &pp_sends[pp_nsends++];
-    s->buf = (float *)mallocCheck(n * sizeof(float));
-    backend_to_host(s->buf, src, n);
-#ifdef USE_MPI
-    if (n > (size_t)1 << 30) internal_fault("pipeline: message of %zu floats is too large", n);
-    mpiCheck(MPI_Isend(s->buf, (int)n, MPI_FLOAT, peer, tag, p->pp->mpi, &s->req));
-#else
-    (void)p; (void)peer; (void)tag;
-    internal_fault("pipeline parallelism needs the MPI build");
-#endif
+    comm_isend(p->group, src, n, pp_message_type(), peer, tag);
     timing_pop();
 }
 
-static void pp_wait_sends(void) {
+static void pp_wait_sends(Pipeline *p) {
     timing_push(PH_COMM);
-    for (int i = 0; i < pp_nsends; i++) {
-#ifdef USE_MPI
-        mpiCheck(MPI_Wait(&pp_sends[i].req, MPI_STATUS_IGNORE));
-#endif
-        free(pp_sends[i].buf);
-    }
-    pp_nsends = 0;
+    comm_wait_sends(p->group);
     timing_pop();
 }
 
-static void pp_recv(Pipeline *p, float *dst, size_t n, int peer, int tag) {
+static void pp_recv(Pipeline *p, void *dst, size_t n, int peer, int tag) {
     timing_push(PH_COMM);  // a receive's wait is the pipeline's idle time: comm in the step's breakdown
-    double t0 = monotonic_seconds();
-    float *host = (float *)mallocCheck(n * sizeof(float));
-    comm_recv(p->pp, host, n, peer, tag);
-    backend_from_host(dst, host, n);
-    free(host);
-    p->wait_s += monotonic_seconds() - t0;
+    double t0 = wall_seconds();
+    comm_recv(p->group, dst, n, pp_message_type(), peer, tag);
+    p->wait_s += wall_seconds() - t0;
     timing_pop();
 }
 
@@ -170,7 +146,7 @@ static void pp_stage_backward(Pipeline *p) {
 // model_take_loss, which the trainer calls after the step's synchronisation.
 static void pp_run_step(Pipeline *p, DataLoader *loader, int micro, int B, int T, float dloss) {
     Model *m = p->z->model;
-    size_t n = model_stage_words(m, B, T);
+    size_t n = pp_message_count(m, B, T);
     PPOp *ops = (PPOp *)mallocCheck((size_t)6 * micro * sizeof(PPOp));
     int nops = pp_schedule(p->stage, p->stages, micro, ops);
     int last = p->stages - 1;
@@ -184,7 +160,7 @@ static void pp_run_step(Pipeline *p, DataLoader *loader, int micro, int B, int T
                 timing_phase(PH_DATA);
                 dataloader_next(loader);
                 timing_phase(PH_FORWARD);
-                if (p->stage == 0) model_embed_forward(m, loader->inputs, B, T);
+                if (p->stage == 0) zero_embed_forward(p->z, loader->inputs, B, T);
                 pp_stage_forward(p);
                 if (p->stage == last) model_head_forward(m, loader->targets, dloss);
                 break;
@@ -199,7 +175,7 @@ static void pp_run_step(Pipeline *p, DataLoader *loader, int micro, int B, int T
             case PP_SEND_GRAD: pp_send(p, model_stage_grad(m), n, p->stage - 1, pp_tag(1, i)); break;
         }
     }
-    pp_wait_sends();
+    pp_wait_sends(p);
     free(ops);
 }
 
@@ -207,10 +183,10 @@ static void pp_run_step(Pipeline *p, DataLoader *loader, int micro, int B, int T
 // turn. The last stage returns the loss (with targets); the others return 0.
 static float pp_forward_only(Pipeline *p, const int *inputs, const int *targets, int B, int T) {
     Model *m = p->z->model;
-    size_t n = model_stage_words(m, B, T);
+    size_t n = pp_message_count(m, B, T);
     int last = p->stages - 1;
     model_use_slot(m, 0);
-    if (p->stage == 0) model_embed_forward(m, inputs, B, T);
+    if (p->stage == 0) zero_embed_forward(p->z, inputs, B, T);
     else pp_recv(p, model_stage_input(m, B, T), n, p->stage - 1, pp_tag(0, 0));
     pp_stage_forward(p);
     float loss = 0.0f;
@@ -219,7 +195,7 @@ static float pp_forward_only(Pipeline *p, const int *inputs, const int *targets,
         model_head_forward(m, targets, 0.0f);
         loss = (float)model_take_loss(m);
     }
-    pp_wait_sends();
+    pp_wait_sends(p);
     return loss;
 }
 

@@ -63,11 +63,6 @@ typedef struct {
     LossScaler scaler;
     uint64_t sample_rng;
     int updates, bad_in_a_row;
-    // A step's AdamW update is decided after the step's one synchronisation and run at the start of the
-    // next step (or before anything else reads the parameters: run_settle), so that the device never waits
-    // for the host in between.
-    AdamWArgs pending;
-    int has_pending;
     int *gen;
     double total_ms;
     int timed_steps;
@@ -146,7 +141,7 @@ static void run_setup_world(Run *r, int argc, char **argv) {
     comm_allgather_bytes(&r->comm, me, r->hosts, RUN_HOST);
     backend_init(r->comm.local_rank);  // after the flags, so --help and flag errors need no device
     backend_set_precision(PRECISION_NAMES[cfg->precision], cfg->tf32);
-    if (cfg->comm == COMM_NCCL) comm_enable_nccl(&r->comm);
+    if (cfg->comm == COMM_FLAG_NCCL) comm_enable_nccl(&r->comm);
     comm_watchdog_start(&r->comm, cfg->comm_timeout);
     fault_parse(getenv("TRAIN_GPT_FAULT"));
     r->B = cfg->micro_batch; r->T = cfg->seq_len; r->A = cfg->grad_accum;

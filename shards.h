@@ -363,7 +363,7 @@ static void encode_batch(Tokenizer *t, Batch *b) {
     size_t need = b->len + b->ndocs + 1;  // a token covers at least one byte
     if (need > b->tcap) {
         b->tcap = need;
-        b->tok = (uint16_t *)tok_realloc(b->tok, need * sizeof(uint16_t));
+        b->tok = (uint16_t *)reallocCheck(b->tok, need * sizeof(uint16_t));
     }
     b->ntok = 0;
     for (size_t i = 0; i < b->ndocs; i++) {
@@ -405,12 +405,12 @@ static void pool_start(Pool *p, Tokenizer *base, Writer *w, int nthreads, size_t
     p->nthreads = nthreads;
     p->nslots = 2 * nthreads + 2;
     p->batch_bytes = batch_bytes;
-    p->slots = (Batch *)tok_malloc((size_t)p->nslots * sizeof(Batch));
+    p->slots = (Batch *)mallocCheck((size_t)p->nslots * sizeof(Batch));
     memset(p->slots, 0, (size_t)p->nslots * sizeof(Batch));
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->work, NULL);
     pthread_cond_init(&p->done, NULL);
-    p->th = (pthread_t *)tok_malloc((size_t)nthreads * sizeof(pthread_t));
+    p->th = (pthread_t *)mallocCheck((size_t)nthreads * sizeof(pthread_t));
     static WorkerArg args[1024];
     for (int i = 0; i < nthreads; i++) {
         args[i].p = p;

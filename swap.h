@@ -205,7 +205,7 @@ static float *swap_read(Swap *s, int r, int a, int na) {
     swap_io_sync(s, 0, s->buf[0], (size_t)na * s->cap[r] * sizeof(float), swap_at(s, r, a), r);
     return s->buf[0];
 }
-static float *swap_bounce(Swap *s) { return s->buf[0]; }  // fill this, then swap_write
+static float *swap_staging(Swap *s) { return s->buf[0]; }  // fill this, then swap_write
 static void swap_write(Swap *s, int r, int a, int na) {
     if (s->streaming) internal_fault("swap_write during a stream");
     swap_take_fault(s);

@@ -62,10 +62,6 @@ typedef struct {
 } Timing;
 static Timing timing;
 
-// utils.h's clock under the name train_gpt.c's peak measurement calls it by (the builds are other helpers'
-// to edit; they can call wall_seconds and this goes).
-static double timing_now(void) { return wall_seconds(); }
-
 // The profile row an interval belongs to: its module, or by phase what ran outside the model.
 static int timing_row(int phase, int module) {
     if (module != MOD_NONE) return module;

@@ -175,7 +175,7 @@ static Args parse_args(int argc, char **argv) {
             value = argv[++i];
         }
         if (spec->offset == IN_FLAG) {
-            a.in = (const char **)tok_realloc((void *)a.in, (size_t)(a.n_in + 1) * sizeof(char *));
+            a.in = (const char **)reallocCheck((void *)a.in, (size_t)(a.n_in + 1) * sizeof(char *));
             a.in[a.n_in++] = value;
             continue;
         }
@@ -203,9 +203,9 @@ static Args parse_args(int argc, char **argv) {
 
 static unsigned char *read_stream(FILE *f, const char *name, size_t *out_len) {
     size_t cap = 1 << 16, len = 0;
-    unsigned char *buf = (unsigned char *)tok_malloc(cap + 1);
+    unsigned char *buf = (unsigned char *)mallocCheck(cap + 1);
     for (;;) {
-        if (len == cap) { cap *= 2; buf = (unsigned char *)tok_realloc(buf, cap + 1); }
+        if (len == cap) { cap *= 2; buf = (unsigned char *)reallocCheck(buf, cap + 1); }
         size_t got = fread(buf + len, 1, cap - len, f);
         len += got;
         if (got == 0) { break; }
@@ -231,7 +231,7 @@ static void load_tokenizer(const Args *a, Tokenizer *t) {
 // mkdir -p
 static void make_dirs(const char *path) {
     size_t n = strlen(path);
-    char *p = (char *)tok_malloc(n + 1);
+    char *p = (char *)mallocCheck(n + 1);
     memcpy(p, path, n + 1);
     for (size_t i = 1; i <= n; i++) {
         if (p[i] != '/' && p[i] != 0) { continue; }
@@ -253,7 +253,7 @@ static void sync_dir(const char *dir) {
 
 static char *join_path(const char *dir, const char *name) {
     size_t a = strlen(dir), b = strlen(name);
-    char *p = (char *)tok_malloc(a + b + 2);
+    char *p = (char *)mallocCheck(a + b + 2);
     memcpy(p, dir, a);
     size_t k = a;
     if (a > 0 && dir[a - 1] != '/') { p[k++] = '/'; }
@@ -264,7 +264,7 @@ static char *join_path(const char *dir, const char *name) {
 // "\n\n" typed on a command line arrives as backslash-n; turn C escapes into bytes
 static char *unescape(const char *s) {
     size_t n = strlen(s), k = 0;
-    char *out = (char *)tok_malloc(n + 1);
+    char *out = (char *)mallocCheck(n + 1);
     for (size_t i = 0; i < n; i++) {
         if (s[i] != '\\') { out[k++] = s[i]; continue; }
         char c = s[++i];
@@ -506,7 +506,7 @@ static int cmd_shards(const Args *a) {
     signal(SIGXFSZ, SIG_IGN);  // a file size limit is then a write error (EFBIG), cleaned up like a full disk
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
-    w.buf = (uint16_t *)tok_malloc(WRITE_BUF_TOKENS * sizeof(uint16_t));
+    w.buf = (uint16_t *)mallocCheck(WRITE_BUF_TOKENS * sizeof(uint16_t));
 
     Pool pool;
     pool_start(&pool, &t, &w, threads, batch_bytes);

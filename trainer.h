@@ -56,7 +56,7 @@ static float evaluate(Pipeline *pp, DataLoader *val, int batches, int B, int T) 
         dataloader_next(val);
         s += pp_forward_only(pp, val->inputs, val->targets, B, T);
     }
-    return (float)(comm_allreduce_sum_f64(pp->pp, s) / batches);
+    return (float)(comm_allreduce_sum_f64(pp->group, s) / batches);
 }
 
 // The plan: how the layers split over pipeline stages, the memory each rank needs, the run's header
@@ -107,6 +107,7 @@ static void run_build(Run *r) {
     char note[512];
     zero_init(&r->zero, &r->dp_comm, cfg->zero_stage, r->model, r->holds_unit, r->bucket_bytes, r->offload, r->offload_params,
               r->nvme ? cfg->nvme_path : NULL, run_nvme_buffer(r), note, sizeof(note));
+    if (r->pp_stages > 1 && r->holds_unit[0]) zero_tie_outer_unit(&r->zero, &r->tied_comm, stage == r->pp_stages - 1);
     if (r->nvme) {
         const Swap *sw = &r->zero.swap;
         printf0("offload to nvme: rank 0's swap file %s, %.2f GiB in %d records (unlinked at once: removed when the process ends, "
@@ -156,17 +157,8 @@ static void run_build(Run *r) {
     r->gen = (int *)mallocCheck(r->T * sizeof(int));
 }
 
-// The last step's AdamW update, if it has not run yet: the next step starts with it, and evaluation,
-// sampling, checkpoints and the run's end call this first.
-static void run_settle(Run *r) {
-    if (!r->has_pending) return;
-    r->has_pending = 0;
-    zero_update(&r->zero, &r->pending);
-}
-
 // Evaluation: the validation loss (with the floor on the synthetic corpus), on the console and in the log.
 static void run_evaluate(Run *r, int step) {
-    run_settle(r);
     float vl = evaluate(&r->pipe, &r->val_loader, r->val_batches, r->B, r->T);
     double floor = r->synth.floor;
     if (r->synthetic) printf0("step %5d | val loss %.4f | floor %.4f | gap %.4f\n", step, vl, floor, vl - floor);
@@ -189,7 +181,6 @@ static void run_evaluate(Run *r, int step) {
 // Each new token runs the model on itself alone, against the key/value cache of the ones before it
 // (model_decode_*), so n tokens cost n one-token forwards rather than forwards of 1, 2, ..., n tokens.
 static void run_sample(Run *r) {
-    run_settle(r);
     int n = r->cfg.gen_tokens + 1 < r->T ? r->cfg.gen_tokens + 1 : r->T;
     int *gen = r->gen, last_stage = r->stage == r->pp_stages - 1;
     gen[0] = decoder_first_token(&r->dec);
@@ -227,12 +218,7 @@ static StepResult run_step(Run *r, int step) {
     STEP_BEGIN(step + 1);
     comm_watchdog_step(step + 1);
     fault_step_begin(r->rank, step + 1);
-    if (r->has_pending) {
-        timing_phase(PH_OPTIMIZER);  // the last step's AdamW, as DeepSpeed's "step" counts it
-        run_settle(r);
-        timing_phase(PH_OTHER);
-    }
-    zero_zero_grad(zero);
+    zero_clear_grads(zero);  // after the last step's AdamW update, which zero.h runs first
     float dloss = 1.0f / ((float)B * T * A * dp), step_scale = scaler->scale;
     if (fault_overflow(step + 1)) dloss = INFINITY;
     dloss *= step_scale;  // a power of two: every gradient is scaled exactly
@@ -240,12 +226,10 @@ static StepResult run_step(Run *r, int step) {
     timing_phase(PH_OTHER);
     double busy_ms = (wall_seconds() - t0) * 1e3;
     fault_stall(r->rank, step + 1);
-    // the tied embedding's gradient: the first stage's (lookup) plus the last stage's (classifier)
-    if (pp_stages > 1 && r->holds_unit[0]) comm_allreduce_sum(&r->tied_comm, zero->grads + zero->uoff[0], zero->ushard[0] * dp);
-    zero_reduce_gradients(zero);
+    zero_reduce_gradients(zero);  // the tied embedding's pair first (zero_tie_outer_unit)
     timing_phase(PH_OPTIMIZER);  // the norm, clipping and the update, as DeepSpeed's "step" counts them
     // each stage sums its own units (the tied unit once), then the pipeline adds the stages up
-    zero_grad_sum_squares_start(zero, pp_stages > 1 && stage == pp_stages - 1 ? 0 : -1);
+    zero_grad_sum_squares_start(zero);
     timing_phase(PH_OTHER);
     timing_step_end();  // the CUDA build's one synchronisation: everything the step queued has run
     // the host's collectives on what came back are comm, by the host's clock (a straggler's wait shows here)
@@ -265,8 +249,7 @@ static StepResult run_step(Run *r, int step) {
     if (!skip) {
         r->updates++;
         AdamWArgs adam = {lr, cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay, grad_scale / step_scale, r->updates};
-        r->pending = adam;
-        r->has_pending = 1;
+        zero_defer_update(zero, &adam);
     }
     STEP_END(step + 1);
     memcpy(s.time_ms, timing.step_ms, sizeof(s.time_ms));
@@ -295,7 +278,6 @@ static StepResult run_step(Run *r, int step) {
 // creates both at full size, each rank writes its own shards into them, and rank 0 renames the
 // model file, then the state file, whose presence marks the checkpoint complete.
 static void run_checkpoint(Run *r, int done) {
-    run_settle(r);
     const TrainConfig *cfg = &r->cfg;
     char mp[4200], sp[4200], mtmp[4300], stmp[4300];
     checkpoint_paths(cfg->out_dir, done, mp, sp, sizeof(mp));
@@ -314,7 +296,7 @@ static void run_checkpoint(Run *r, int done) {
     }
     comm_barrier(&r->comm);
     int fdm = ckpt_open(mtmp), fds = ckpt_open(stmp);
-    zero_write_shards(&r->zero, fdm, fds, mtmp, stmp, r->num_params, r->pp_stages > 1 && r->stage == r->pp_stages - 1 ? 0 : -1);
+    ckpt_write_shards(&r->zero, fdm, fds, mtmp, stmp, r->num_params);
     ckpt_close(fdm, mtmp);
     ckpt_close(fds, stmp);
     comm_barrier(&r->comm);
@@ -330,7 +312,6 @@ static void run_checkpoint(Run *r, int done) {
 
 // The end: the run's averages and --profile's table, and everything freed (run.h).
 static void run_finish(Run *r) {
-    run_settle(r);
     if (r->cfg.profile) report_profile(r);
     if (r->timed_steps > 0) {
         double ms = r->total_ms / r->timed_steps;

@@ -34,7 +34,7 @@ static void run_case(int L, int C, int NH, int recompute, int n) {
     GPT2Config c = {64, 101, 128, L, NH, C};
     float *params = sharp_params(&c, 7 + L + NH);
     Model *m = model_create(&c, 1, n, recompute, 0, L, 1, 0);
-    Comm solo = {0, 1, 0, 0};
+    Comm solo = comm_solo();
     Zero z;
     zero_init(&z, &solo, 0, m, NULL, 0, 0, 0, NULL, 0, NULL, 0);
     zero_load_params(&z, params, 0);

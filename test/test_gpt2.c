@@ -62,7 +62,7 @@ static void read_reference(const char *path, Reference *r) {
 // One micro-batch forward (and, with targets, backward) through every layer, as a one-stage
 // pipeline runs it.
 static float zero_forward(Zero *z, const int *x, const int *y, int B, int T, float dloss) {
-    model_embed_forward(z->model, x, B, T);
+    zero_embed_forward(z, x, B, T);
     for (int l = 0; l < z->L; l++) zero_layer_forward(z, l);
     model_head_forward(z->model, y, dloss);
     return (float)model_take_loss(z->model);
@@ -77,7 +77,7 @@ static void zero_backward(Zero *z) {
 static float forward_backward(Zero *z, const Reference *r, int accum) {
     int b = r->B / accum;
     double loss = 0.0;
-    zero_zero_grad(z);
+    zero_clear_grads(z);
     for (int k = 0; k < accum; k++) {
         const int *x = r->x + (size_t)k * b * r->T, *y = r->y + (size_t)k * b * r->T;
         loss += zero_forward(z, x, y, b, r->T, 1.0f / ((float)r->B * r->T));
@@ -119,7 +119,7 @@ int main(int argc, char **argv) {
             int accum = accums[ai];
             if (r.B % accum != 0) continue;
             Model *m = model_create(&c, r.B / accum, r.T, level, 0, c.num_layers, 1, 0);
-            Comm solo = {0, 1, 0, 0};
+            Comm solo = comm_solo();
             Zero z;
             zero_init(&z, &solo, 0, m, NULL, 0, 0, 0, NULL, 0, NULL, 0);
             zero_load_params(&z, params, 0);

@@ -4,6 +4,7 @@
 #include <math.h>
 #include "config.h"
 #include "dataloader.h"
+#define CHECKPOINT_FORMAT_ONLY  // the state file's format, without zero.h's sharded writer
 #include "checkpoint.h"
 
 #include "check.h"
