@@ -7,7 +7,7 @@
 //   state    the model's parameters, gradients and AdamW moments: device memory, counted for the memory plan
 //   scratch  activations, their gradients, workspaces: device memory, counted apart
 //   host     a host tier of optimizer state (--offload): page-locked in the CUDA build so copies overlap
-//   staging  small page-locked buffers the host reads or fills while the device runs (tokens, losses)
+//   pinned   small page-locked staging buffers the host reads or fills while the device runs (tokens, losses)
 // Every device function is ordered on the build's compute stream: a call returns when the work is issued,
 // not done, unless its comment says it waits.
 #ifndef BACKEND_H
@@ -67,15 +67,17 @@ static void backend_decode_begin(void);  // generation starts: the weights hold 
 static void backend_decode_end(void);
 
 // ---- memory ----
-static float *backend_alloc(size_t n);            // state: n floats, zeroed, counted in backend_allocated
-static void *backend_malloc(size_t bytes);        // scratch: counted in backend_malloced
-static void backend_free(void *p);                // either of the two above
-static float *backend_alloc_host(size_t n);       // host tier: n floats, zeroed
-static void backend_free_host(float *p);
-static void *backend_pinned_alloc(size_t bytes);  // staging
-static void backend_pinned_free(void *p);
-static void backend_clear(void *p, size_t bytes); // zero scratch (bytes)
-static void backend_zero(float *buf, size_t n);   // zero state (floats)
+// The builds count what they hand out in two variables the memory plan is checked against after the model
+// is built: size_t backend_state_bytes (state and host tier) and backend_scratch_bytes (scratch).
+static float *backend_alloc_state(size_t n);         // state: n floats, zeroed
+static void *backend_alloc_scratch(size_t bytes);    // scratch, zeroed
+static void backend_free(void *p);                   // either of the two above
+static void backend_zero_state(float *buf, size_t n);
+static void backend_zero_scratch(void *p, size_t bytes);
+static float *backend_alloc_host_state(size_t n);    // host tier: n floats, zeroed
+static void backend_free_host_state(float *p);
+static void *backend_alloc_pinned(size_t bytes);     // staging
+static void backend_free_pinned(void *p);
 
 // ---- transfers between host and device ----
 static void backend_to_host(float *host, const float *buf, size_t n);    // waits

@@ -183,7 +183,7 @@ static Model *model_create(const GPT2Config *config, int B, int T, int recompute
     m->stream_layers = stream_layers;
     m->wlayer = -1;
     if (m->wcopy) {  // one allocation, carved: the outer unit, then a copy per layer (or one shared)
-        m->wmemory = (floatX *)backend_malloc(model_working_bytes(config, last - first, outer, stream_layers));
+        m->wmemory = (floatX *)backend_alloc_scratch(model_working_bytes(config, last - first, outer, stream_layers));
         floatX *w = m->wmemory;
         if (outer) { m->wparams[0] = w; w = x_at(w, gpt2_unit_size(config, 0)); }
         for (int l = first; l < last; l++) {
@@ -201,10 +201,10 @@ static Model *model_create(const GPT2Config *config, int B, int T, int recompute
         m->act_stride[i] = copies > 1 ? per[i] : 0;
         m->act_bytes += per[i] * copies;
     }
-    m->slot_memory = (char *)backend_malloc((size_t)slots * m->act_bytes);
+    m->slot_memory = (char *)backend_alloc_scratch((size_t)slots * m->act_bytes);
     size_t BT = (size_t)B * T, C = config->channels;
     m->gradact_elems = GRADACT_ELEMS(BT, C);
-    m->gradact_memory = (floatX *)backend_malloc(m->gradact_elems * X_BYTES);
+    m->gradact_memory = (floatX *)backend_alloc_scratch(m->gradact_elems * X_BYTES);
     floatX *q = m->gradact_memory;
     m->ga.dresidual = q; q = x_at(q, BT * C);
     m->ga.dln = q; q = x_at(q, BT * C);
@@ -214,8 +214,8 @@ static Model *model_create(const GPT2Config *config, int B, int T, int recompute
     m->ga.dqkv = q; q = x_at(q, BT * 3 * C);
     m->ga.dfch = q; q = x_at(q, BT * 4 * C);
     m->ga.dfch_gelu = q;
-    m->slot_inputs = (int *)backend_malloc((size_t)slots * BT * sizeof(int));
-    m->slot_targets = (int *)backend_malloc((size_t)slots * BT * sizeof(int));
+    m->slot_inputs = (int *)backend_alloc_scratch((size_t)slots * BT * sizeof(int));
+    m->slot_targets = (int *)backend_alloc_scratch((size_t)slots * BT * sizeof(int));
     m->slot_B = (int *)callocCheck(slots, sizeof(int));
     m->slot_T = (int *)callocCheck(slots, sizeof(int));
     model_use_slot(m, 0);
@@ -264,7 +264,7 @@ static void model_free(Model *m) {
     backend_free(m->slot_targets);
     free(m->slot_B);
     free(m->slot_T);
-    if (m->loss_host) backend_pinned_free(m->loss_host);
+    if (m->loss_host) backend_free_pinned(m->loss_host);
     free(m->loss_count);
     free(m);
 }
@@ -353,7 +353,7 @@ static OuterGrads outer_grads(float *u, const GPT2Config *c) {
 // Room for max_tokens positions in every layer this model runs.
 static void model_decode_begin(Model *m, int max_tokens) {
     m->kv_len = max_tokens;
-    m->kv_cache = (floatX *)backend_malloc((size_t)(m->last - m->first) * max_tokens * 3 * m->config.channels * X_BYTES);
+    m->kv_cache = (floatX *)backend_alloc_scratch((size_t)(m->last - m->first) * max_tokens * 3 * m->config.channels * X_BYTES);
     m->decoding = 1;
     m->kv_pos = 0;
     backend_decode_begin();  // the weights stay as they are until model_decode_end
@@ -521,9 +521,9 @@ static void model_queue_losses(Model *m, const float *losses, int n) {
     if (m->loss_used + n > m->loss_cap) {
         backend_losses_wait();
         size_t cap = 2 * (m->loss_used + n);
-        float *grown = (float *)backend_pinned_alloc(cap * sizeof(float));
+        float *grown = (float *)backend_alloc_pinned(cap * sizeof(float));
         if (m->loss_used) memcpy(grown, m->loss_host, m->loss_used * sizeof(float));
-        if (m->loss_host) backend_pinned_free(m->loss_host);
+        if (m->loss_host) backend_free_pinned(m->loss_host);
         m->loss_host = grown;
         m->loss_cap = cap;
     }
@@ -592,7 +592,7 @@ static void model_head_backward(Model *m) {
     GradActTensors *ga = &m->ga;
     PROF(MOD_HEAD, 2.0 * MATMUL_FLOPS(BT, C, Vp));
     matmul_backward(ga->dlnf, g.wte, NULL, a.logits, a.lnf, o.wte, BT, C, Vp);
-    backend_clear(ga->dresidual, (size_t)BT * C * X_BYTES);
+    backend_zero_scratch(ga->dresidual, (size_t)BT * C * X_BYTES);
     PROF(MOD_LAYERNORM, 0);
     layernorm_backward(ga->dresidual, g.lnfw, g.lnfb, ga->dlnf, a.residual3, o.lnfw, a.lnf_mean, a.lnf_rstd, BT, C);
     PROF(MOD_NONE, 0);

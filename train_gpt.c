@@ -440,20 +440,20 @@ static void classifier_forward_backward(float *logits, float *losses, const int 
 
 // ----------------------------------------------------------------------------
 // Memory: on the CPU every buffer is host memory.
-static size_t backend_allocated = 0;  // model-state bytes handed out, so a run can report them beside its plan
-static size_t backend_malloced = 0;   // every byte backend_malloc handed out (activations, workspace)
-static void *backend_malloc(size_t bytes) {
-    backend_malloced += bytes;
+static size_t backend_state_bytes = 0;  // model-state bytes handed out, so a run can report them beside its plan
+static size_t backend_scratch_bytes = 0;   // every byte backend_alloc_scratch handed out (activations, workspace)
+static void *backend_alloc_scratch(size_t bytes) {
+    backend_scratch_bytes += bytes;
     return callocCheck(bytes, 1);
 }
 static void backend_free(void *p) { free(p); }
-static void backend_clear(void *p, size_t bytes) { memset(p, 0, bytes); }
+static void backend_zero_scratch(void *p, size_t bytes) { memset(p, 0, bytes); }
 static void backend_tokens_from_host(int *dst, const int *src, size_t n) { memcpy(dst, src, n * sizeof(int)); }
 // The heads' losses, queued by model.h and read after the step: on the CPU, copied at once.
 static void backend_losses_to_host(float *host, const float *losses, int n) { memcpy(host, losses, n * sizeof(float)); }
 static void backend_losses_wait(void) {}
-static void *backend_pinned_alloc(size_t bytes) { return mallocCheck(bytes); }
-static void backend_pinned_free(void *p) { free(p); }
+static void *backend_alloc_pinned(size_t bytes) { return mallocCheck(bytes); }
+static void backend_free_pinned(void *p) { free(p); }
 static const float *backend_logits_row(const float *row, int Vp) { (void)Vp; return row; }
 
 // Sum of squares of a flat float array, in fixed 64K chunks summed in order: the result does not
@@ -484,8 +484,8 @@ static void backend_sum_squares_start(const float **xs, const size_t *ns, int co
     for (int i = 0; i < count; i++) ss_sums[i] = sum_squares(xs[i], ns[i]);
 }
 static void backend_sum_squares_finish(double *out, int count) { memcpy(out, ss_sums, count * sizeof(double)); }
-static float *backend_alloc(size_t n) {
-    backend_allocated += n * sizeof(float);
+static float *backend_alloc_state(size_t n) {
+    backend_state_bytes += n * sizeof(float);
     return (float *)callocCheck(n, sizeof(float));
 }
 static void backend_to_host(float *host, const float *buf, size_t n) { memcpy(host, buf, n * sizeof(float)); }
@@ -497,7 +497,7 @@ static void backend_offload_wait(int ticket) { (void)ticket; }
 static void backend_offload_from_host(float *buf, const float *host, size_t n) { memcpy(buf, host, n * sizeof(float)); }
 static void backend_offload_end(void) {}
 static void backend_copy(float *dst, const float *src, size_t n) { memcpy(dst, src, n * sizeof(float)); }
-static void backend_zero(float *buf, size_t n) { memset(buf, 0, n * sizeof(float)); }
+static void backend_zero_state(float *buf, size_t n) { memset(buf, 0, n * sizeof(float)); }
 static void backend_add(float *dst, const float *src, size_t n) {
 #pragma omp parallel for simd
     for (size_t i = 0; i < n; i++) dst[i] += src[i];
@@ -508,11 +508,11 @@ static void backend_adamw(float *p, const float *g, float *mom, float *vel, size
 }
 
 // Host memory for --offload optimizer: the CPU build's memory is host memory already.
-static float *backend_alloc_host(size_t n) {
-    backend_allocated += n * sizeof(float);
+static float *backend_alloc_host_state(size_t n) {
+    backend_state_bytes += n * sizeof(float);
     return (float *)callocCheck(n, sizeof(float));
 }
-static void backend_free_host(float *p) { free(p); }
+static void backend_free_host_state(float *p) { free(p); }
 
 // The kernels read the fp32 parameters themselves: no working copy.
 static int backend_weights_need_copy(void) { return 0; }

@@ -2,7 +2,7 @@
 // parameter, gradient and optimizer memory, and drives the model's forward and backward unit by
 // unit (gpt2.h's units: the outer unit with the embeddings, then one unit per layer). It never
 // touches memory itself: it moves buffers with comm.h and works on them with the build's backend
-// (backend_alloc/free/copy/zero/add/to_host/from_host, backend_sum_squares_start/finish, backend_adamw) and the
+// (backend_alloc_state/free/copy/zero/add/to_host/from_host, backend_sum_squares_start/finish, backend_adamw) and the
 // model's pieces (model_set_unit, model_embed_forward, model_layer_forward, model_head_forward,
 // model_head_backward, model_layer_backward, model_embed_backward). So the same logic runs on host
 // memory with MPI and on GPU memory with NCCL.
@@ -284,19 +284,19 @@ static void zero_init(Zero *z, Comm *comm, int stage, Model *model, const int *h
     z->nruns = gpt2_param_runs(&z->config, z->runs);
     size_t outer = z->ushard[0] * W, layer = 0;
     for (int u = 1; u < z->nu; u++) if (z->ushard[u] * W > layer) layer = z->ushard[u] * W;
-    z->params = backend_alloc(stage <= 2 ? z->whole_floats : outer);
-    z->grads = backend_alloc(stage <= 1 ? z->whole_floats : outer);
+    z->params = backend_alloc_state(stage <= 2 ? z->whole_floats : outer);
+    z->grads = backend_alloc_state(stage <= 1 ? z->whole_floats : outer);
     if (stage >= 2) {
-        z->layer_grad = backend_alloc((size_t)z->bucket_layers * layer);
-        if (z->bucket_layers > 1) z->bucket_pack = backend_alloc((size_t)z->bucket_layers * layer);
-        z->gshard = backend_alloc(z->slice_floats);
+        z->layer_grad = backend_alloc_state((size_t)z->bucket_layers * layer);
+        if (z->bucket_layers > 1) z->bucket_pack = backend_alloc_state((size_t)z->bucket_layers * layer);
+        z->gshard = backend_alloc_state(z->slice_floats);
     }
     if (stage == 3) {
-        z->layer_param[0] = backend_alloc(layer);
-        z->layer_param[1] = backend_alloc(layer);
+        z->layer_param[0] = backend_alloc_state(layer);
+        z->layer_param[1] = backend_alloc_state(layer);
         z->slot_layer[0] = z->slot_layer[1] = -1;
         z->prefetch_layer = -1;
-        if (!offload_params) z->pshard = backend_alloc(z->slice_floats - z->ushard[0]);
+        if (!offload_params) z->pshard = backend_alloc_state(z->slice_floats - z->ushard[0]);
     }
     z->offload = offload || offload_params;
     z->offload_params = offload_params;
@@ -440,10 +440,10 @@ static void zero_set_opt_state(Zero *z, const float *m_flat, const float *v_flat
 // The gradients cleared for a new step (after the last step's update, which reads them).
 static void zero_clear_grads(Zero *z) {
     zero_settle(z);
-    if (z->stage <= 1) backend_zero(z->grads, z->whole_floats);
+    if (z->stage <= 1) backend_zero_state(z->grads, z->whole_floats);
     else {
-        backend_zero(z->grads, z->ushard[0] * z->comm->world);
-        backend_zero(z->gshard, z->slice_floats);
+        backend_zero_state(z->grads, z->ushard[0] * z->comm->world);
+        backend_zero_state(z->gshard, z->slice_floats);
     }
 }
 
@@ -482,7 +482,7 @@ static void zero_drop_layer(Zero *z, int l) {
 static void zero_bucket_done(Zero *z, int u, float *buf) {
     comm_reduce_scatter_sum(z->comm, buf, z->ushard[u]);
     backend_add(z->gshard + z->soff[u], buf + (size_t)z->comm->rank * z->ushard[u], z->ushard[u]);
-    backend_zero(buf, z->ushard[u] * z->comm->world);
+    backend_zero_state(buf, z->ushard[u] * z->comm->world);
 }
 
 // The embedding's forward (the first pipeline stage's), after the last step's update.
@@ -514,7 +514,7 @@ static void zero_flush_bucket(Zero *z, int lowest_layer, int n) {
         int layer = lowest_layer + (n - 1 - j);  // slot j holds the j-th layer of the bucket in backward order
         backend_add(z->gshard + z->soff[1 + layer], z->bucket_pack + ((size_t)r * n + j) * sh, sh);
     }
-    backend_zero(z->layer_grad, (size_t)n * whole);
+    backend_zero_state(z->layer_grad, (size_t)n * whole);
 }
 
 static void zero_layer_backward(Zero *z, int l) {

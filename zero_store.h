@@ -56,7 +56,7 @@ static void store_host_end(Zero *z) {
 }
 static void store_host_close(Zero *z) {
     float *opt[] = {z->m, z->v, z->hmaster, z->hgrad};
-    for (int i = 0; i < 4; i++) backend_free_host(opt[i]);
+    for (int i = 0; i < 4; i++) backend_free_host_state(opt[i]);
 }
 
 // ---- a swap file (--offload-device nvme): m, v and the master are records of swap.h's file, each
@@ -135,14 +135,14 @@ static void zero_store_open(Zero *z, const char *nvme_path, size_t nvme_buffer_b
         z->hgrad = (float *)swap_alloc_aligned(swap_cap(chunk) * sizeof(float));
     } else if (z->offload) {
         z->store = &ZERO_STORE_HOST;
-        z->m = backend_alloc_host(z->slice_floats);
-        z->v = backend_alloc_host(z->slice_floats);
-        z->hmaster = backend_alloc_host(z->slice_floats);
-        z->hgrad = backend_alloc_host(z->slice_floats);
+        z->m = backend_alloc_host_state(z->slice_floats);
+        z->v = backend_alloc_host_state(z->slice_floats);
+        z->hmaster = backend_alloc_host_state(z->slice_floats);
+        z->hgrad = backend_alloc_host_state(z->slice_floats);
     } else {
         z->store = &ZERO_STORE_DEVICE;
-        z->m = backend_alloc(z->slice_floats);
-        z->v = backend_alloc(z->slice_floats);
+        z->m = backend_alloc_state(z->slice_floats);
+        z->v = backend_alloc_state(z->slice_floats);
     }
 }
 

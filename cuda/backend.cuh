@@ -14,11 +14,11 @@ static int backend_ready = 0;
 // ----------------------------------------------------------------------------
 // Memory backend: device memory.
 
-static size_t backend_allocated = 0;  // model-state bytes handed out, so a run can report them beside its plan
+static size_t backend_state_bytes = 0;  // model-state bytes handed out, so a run can report them beside its plan
 
-static size_t backend_malloced = 0;   // every byte backend_malloc handed out (activations, workspace)
-static void *backend_malloc(size_t bytes) {
-    backend_malloced += bytes;
+static size_t backend_scratch_bytes = 0;   // every byte backend_alloc_scratch handed out (activations, workspace)
+static void *backend_alloc_scratch(size_t bytes) {
+    backend_scratch_bytes += bytes;
     void *p = NULL;
     cudaError_t err = cudaMalloc(&p, bytes > 0 ? bytes : 1);
     if (err != cudaSuccess) {
@@ -32,15 +32,15 @@ static void *backend_malloc(size_t bytes) {
 }
 
 static void backend_free(void *p) { cudaCheck(cudaFree(p)); }
-static void backend_clear(void *p, size_t bytes) { cudaCheck(cudaMemset(p, 0, bytes)); }
-static void backend_zero(float *buf, size_t n) { cudaCheck(cudaMemset(buf, 0, n * sizeof(float))); }
+static void backend_zero_scratch(void *p, size_t bytes) { cudaCheck(cudaMemset(p, 0, bytes)); }
+static void backend_zero_state(float *buf, size_t n) { cudaCheck(cudaMemset(buf, 0, n * sizeof(float))); }
 
-static void *backend_pinned_alloc(size_t bytes) {
+static void *backend_alloc_pinned(size_t bytes) {
     void *p = NULL;
     cudaCheck(cudaMallocHost(&p, bytes > 0 ? bytes : 1));
     return p;
 }
-static void backend_pinned_free(void *p) { cudaCheck(cudaFreeHost(p)); }
+static void backend_free_pinned(void *p) { cudaCheck(cudaFreeHost(p)); }
 
 // Has the stream passed event e? cudaEventQuery answers without waiting; the wait comes only if not.
 static void event_wait(cudaEvent_t e) {
@@ -61,9 +61,9 @@ static void backend_tokens_from_host(int *dst, const int *src, size_t n) {
     if (n > token_cap) {  // the first upload, or a longer one: every slot's old copy must be done first
         cudaCheck(cudaDeviceSynchronize());
         for (int k = 0; k < TOKEN_SLOTS; k++) {
-            if (token_cap) backend_pinned_free(token_slot[k]);
+            if (token_cap) backend_free_pinned(token_slot[k]);
             else cudaCheck(cudaEventCreateWithFlags(&token_copied[k], cudaEventDisableTiming));
-            token_slot[k] = (int *)backend_pinned_alloc(n * sizeof(int));
+            token_slot[k] = (int *)backend_alloc_pinned(n * sizeof(int));
             cudaCheck(cudaEventRecord(token_copied[k], 0));
         }
         token_cap = n;
@@ -134,9 +134,9 @@ static void backend_sum_squares_start(const float **xs, const size_t *ns, int co
     size_t total = 0;
     for (int i = 0; i < count; i++) total += (ns[i] + NORM_CHUNK - 1) / NORM_CHUNK;
     if (total > ss_cap) {
-        if (ss_partial_d) { cudaCheck(cudaFree(ss_partial_d)); backend_pinned_free(ss_partial); }
+        if (ss_partial_d) { cudaCheck(cudaFree(ss_partial_d)); backend_free_pinned(ss_partial); }
         cudaCheck(cudaMalloc(&ss_partial_d, total * sizeof(double)));
-        ss_partial = (double *)backend_pinned_alloc(total * sizeof(double));
+        ss_partial = (double *)backend_alloc_pinned(total * sizeof(double));
         ss_cap = total;
     }
     if (!ss_copied) cudaCheck(cudaEventCreateWithFlags(&ss_copied, cudaEventDisableTiming));
@@ -165,9 +165,9 @@ static void backend_sum_squares_finish(double *out, int count) {
     }
 }
 
-static float *backend_alloc(size_t n) {
-    backend_allocated += n * sizeof(float);
-    return (float *)backend_malloc(n * sizeof(float));
+static float *backend_alloc_state(size_t n) {
+    backend_state_bytes += n * sizeof(float);
+    return (float *)backend_alloc_scratch(n * sizeof(float));
 }
 static void backend_to_host(float *host, const float *buf, size_t n) {
     cudaCheck(cudaMemcpy(host, buf, n * sizeof(float), cudaMemcpyDeviceToHost));
@@ -254,14 +254,14 @@ static void backend_adamw(float *p, const float *g, float *mom, float *vel, size
 }
 
 // Pinned host memory for --offload optimizer, so transfers run at full speed.
-static float *backend_alloc_host(size_t n) {
-    backend_allocated += n * sizeof(float);
+static float *backend_alloc_host_state(size_t n) {
+    backend_state_bytes += n * sizeof(float);
     float *p = NULL;
     cudaCheck(cudaMallocHost(&p, (n > 0 ? n : 1) * sizeof(float)));
     memset(p, 0, n * sizeof(float));
     return p;
 }
-static void backend_free_host(float *p) { cudaCheck(cudaFreeHost(p)); }
+static void backend_free_host_state(float *p) { cudaCheck(cudaFreeHost(p)); }
 
 static int backend_weights_need_copy(void) { return x_prec != PREC_FP32; }
 
