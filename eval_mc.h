@@ -155,14 +155,13 @@ static void mc_load(McSet *set, const char *path, int vocab, int T) {
     set->ex = (McExample *)mallocCheck(cap * sizeof(McExample));
     char *line = NULL;
     size_t lcap = 0;
-    ssize_t len;
     McJson j = {NULL, path, 0};
-    while ((len = getline(&line, &lcap, fp)) != -1) {
+    while (getline(&line, &lcap, fp) != -1) {
         j.line++;
         j.s = line;
         mc_ws(&j);
         if (!*j.s) continue;
-        if (set->n == cap) set->ex = (McExample *)realloc(set->ex, (cap *= 2) * sizeof(McExample));
+        if (set->n == cap) set->ex = (McExample *)reallocCheck(set->ex, (cap *= 2) * sizeof(McExample));
         McExample *e = &set->ex[set->n];
         mc_parse_line(&j, e, vocab);
         mc_ws(&j);
