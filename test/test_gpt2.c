@@ -95,6 +95,89 @@ static void flat_grads(Zero *z, float *flat) {
     free(whole);
 }
 
+// The logits of a forward without targets (which keeps them) against the reference's.
+static void check_logits(Zero *z, const Reference *r, int level) {
+    zero_forward(z, r->x, NULL, r->B, r->T, 0.0f);
+    double worst = 0.0;
+    for (size_t i = 0; i < (size_t)r->B * r->T; i++) {
+        double e = rel_err(model_logits(z->model, (int)(i / r->T), (int)(i % r->T)), r->logits + i * r->V, r->V);
+        if (e > worst) worst = e;
+    }
+    check(worst < 1e-5, "recompute %d: logits, max relative error %.2e (< 1e-5)", level, worst);
+}
+
+// The loss and every parameter gradient of one step over the reference batch. Recomputation
+// must not change a bit of them: level0_grads[ai] keeps recompute 0's to compare with. Returns the loss.
+static float check_gradients(Zero *z, const Reference *r, const GPT2Config *c, const size_t *sizes, int level,
+                             int accum, float **level0_grads, int ai) {
+    float *grads = (float *)mallocCheck(r->P * sizeof(float));
+    float loss = forward_backward(z, r, accum);
+    flat_grads(z, grads);
+    double le = fabs(loss - r->loss) / fabs(r->loss);
+    check(le < 1e-5, "recompute %d accum %d: loss %.7f vs %.7f, relative error %.2e (< 1e-5)", level, accum, loss,
+          r->loss, le);
+    double worst = 0.0;
+    int worst_k = 0;
+    size_t off = 0;
+    for (int k = 0; k < NUM_PARAMETER_TENSORS; k++) {
+        double e = rel_err(grads + off, r->grads + off, sizes[k]);
+        if (e > worst) { worst = e; worst_k = k; }
+        off += sizes[k];
+    }
+    check(worst < 1e-4, "recompute %d accum %d: gradients of all 16 tensors, worst %s at %.2e (< 1e-4)", level,
+          accum, PARAM_NAMES[worst_k], worst);
+    // recomputation must not change a single bit
+    if (level == 0) {
+        level0_grads[ai] = (float *)mallocCheck(r->P * sizeof(float));
+        memcpy(level0_grads[ai], grads, r->P * sizeof(float));
+    } else {
+        check(memcmp(level0_grads[ai], grads, r->P * sizeof(float)) == 0,
+              "recompute %d accum %d: gradients bit-identical to recompute 0", level, accum);
+    }
+    // the padded vocabulary rows must get exactly zero gradient
+    int pad_zero = 1;
+    for (size_t i = (size_t)c->vocab_size * c->channels; i < sizes[0]; i++) if (grads[i] != 0.0f) pad_zero = 0;
+    if (level == 0 && accum == 1) check(pad_zero, "padded wte rows get zero gradient");
+    free(grads);
+    return loss;
+}
+
+// S steps of AdamW with clipping, the first on the gradient check_gradients left (whose loss
+// is `loss`), then the parameters against the reference's.
+static void check_adamw(Zero *z, const Reference *r, float loss, int level, int accum) {
+    double loss_err = 0.0, norm_err = 0.0;
+    for (int s = 0; s < r->S; s++) {
+        float l = s == 0 ? loss : forward_backward(z, r, accum);
+        float norm = zero_grad_norm(z);
+        float scale = r->clip > 0 && norm > r->clip ? r->clip / (norm + 1e-6f) : 1.0f;
+        AdamWArgs args = {r->lr, r->beta1, r->beta2, r->eps, r->wd, scale, s + 1};
+        zero_update(z, &args);
+        double e1 = fabs(l - r->losses[s]) / fabs(r->losses[s]), e2 = fabs(norm - r->norms[s]) / r->norms[s];
+        if (e1 > loss_err) loss_err = e1;
+        if (e2 > norm_err) norm_err = e2;
+    }
+    check(loss_err < 1e-5 && norm_err < 1e-4, "recompute %d accum %d: %d AdamW steps, losses %.2e (< 1e-5), grad norms "
+          "%.2e (< 1e-4), loss %.6f -> %.6f", level, accum, r->S, loss_err, norm_err, r->losses[0], r->losses[r->S - 1]);
+    // Adam moves each parameter by lr * m/sqrt(v) per step, at most about lr in the first steps. A
+    // gradient entry within rounding of zero has a sign that rounding decides, and the summation
+    // order (cuBLASLt's differs from the CPU's) flips it: such a parameter can end up to lr away
+    // (0.15-0.21 lr is what fp32 shows, by order). So: every parameter within lr, and 99% of them
+    // within 1e-5 (1% of lr), which a wrong update of any whole tensor breaks.
+    float *final = (float *)mallocCheck(r->P * sizeof(float));
+    zero_get_params(z, final);
+    double worst_abs = 0.0;
+    size_t close = 0;
+    for (size_t i = 0; i < r->P; i++) {
+        double d = fabs((double)final[i] - r->final_params[i]);
+        if (d > worst_abs) worst_abs = d;
+        if (d <= 1e-5) close++;
+    }
+    check(worst_abs < r->lr && close >= 0.99 * r->P, "recompute %d accum %d: parameters after %d steps, max "
+          "difference %.2e (< lr), %.4f%% within 1e-5 (>= 99%%)", level, accum, r->S, worst_abs,
+          100.0 * close / r->P);
+    free(final);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) { fprintf(stderr, "usage: %s DIR\n", argv[0]); return 2; }
     char path[4096];
@@ -106,7 +189,6 @@ int main(int argc, char **argv) {
     read_reference(path, &r);
     if (r.P != gpt2_num_params(&c) || r.V != c.vocab_size) fatal("reference and model disagree on the shape");
     backend_init(0);  // the CUDA build's cuBLASLt handle; nothing on the CPU
-    size_t BT = (size_t)r.B * r.T;
     size_t sizes[NUM_PARAMETER_TENSORS];
     gpt2_param_sizes(&c, sizes);
     printf("model L=%d C=%d NH=%d V=%d Vp=%d, batch %dx%d, %zu parameters\n", c.num_layers, c.channels, c.num_heads,
@@ -123,79 +205,11 @@ int main(int argc, char **argv) {
             Zero z;
             zero_init(&z, &solo, 0, m, NULL, 0, 0, 0, NULL, 0, NULL, 0);
             zero_load_params(&z, params, 0);
-            float *grads = (float *)mallocCheck(r.P * sizeof(float)), *final = (float *)mallocCheck(r.P * sizeof(float));
-            if (accum == 1) {
-                // logits: forward without targets keeps them
-                zero_forward(&z, r.x, NULL, r.B, r.T, 0.0f);
-                double worst = 0.0;
-                for (size_t i = 0; i < BT; i++) {
-                    double e = rel_err(model_logits(m, (int)(i / r.T), (int)(i % r.T)), r.logits + i * r.V, r.V);
-                    if (e > worst) worst = e;
-                }
-                check(worst < 1e-5, "recompute %d: logits, max relative error %.2e (< 1e-5)", level, worst);
-            }
-            float loss = forward_backward(&z, &r, accum);
-            flat_grads(&z, grads);
-            double le = fabs(loss - r.loss) / fabs(r.loss);
-            check(le < 1e-5, "recompute %d accum %d: loss %.7f vs %.7f, relative error %.2e (< 1e-5)", level, accum, loss,
-                  r.loss, le);
-            double worst = 0.0;
-            int worst_k = 0;
-            size_t off = 0;
-            for (int k = 0; k < NUM_PARAMETER_TENSORS; k++) {
-                double e = rel_err(grads + off, r.grads + off, sizes[k]);
-                if (e > worst) { worst = e; worst_k = k; }
-                off += sizes[k];
-            }
-            check(worst < 1e-4, "recompute %d accum %d: gradients of all 16 tensors, worst %s at %.2e (< 1e-4)", level,
-                  accum, PARAM_NAMES[worst_k], worst);
-            // recomputation must not change a single bit
-            if (level == 0) {
-                level0_grads[ai] = (float *)mallocCheck(r.P * sizeof(float));
-                memcpy(level0_grads[ai], grads, r.P * sizeof(float));
-            } else {
-                check(memcmp(level0_grads[ai], grads, r.P * sizeof(float)) == 0,
-                      "recompute %d accum %d: gradients bit-identical to recompute 0", level, accum);
-            }
-            // the padded vocabulary rows must get exactly zero gradient
-            int pad_zero = 1;
-            for (size_t i = (size_t)c.vocab_size * c.channels; i < sizes[0]; i++) if (grads[i] != 0.0f) pad_zero = 0;
-            if (level == 0 && accum == 1) check(pad_zero, "padded wte rows get zero gradient");
-
-            // S steps of AdamW with clipping on the same batch
-            double loss_err = 0.0, norm_err = 0.0;
-            for (int s = 0; s < r.S; s++) {
-                float l = s == 0 ? loss : forward_backward(&z, &r, accum);
-                float norm = zero_grad_norm(&z);
-                float scale = r.clip > 0 && norm > r.clip ? r.clip / (norm + 1e-6f) : 1.0f;
-                AdamWArgs args = {r.lr, r.beta1, r.beta2, r.eps, r.wd, scale, s + 1};
-                zero_update(&z, &args);
-                double e1 = fabs(l - r.losses[s]) / fabs(r.losses[s]), e2 = fabs(norm - r.norms[s]) / r.norms[s];
-                if (e1 > loss_err) loss_err = e1;
-                if (e2 > norm_err) norm_err = e2;
-            }
-            check(loss_err < 1e-5 && norm_err < 1e-4, "recompute %d accum %d: %d AdamW steps, losses %.2e (< 1e-5), grad norms "
-                  "%.2e (< 1e-4), loss %.6f -> %.6f", level, accum, r.S, loss_err, norm_err, r.losses[0], r.losses[r.S - 1]);
-            // Adam moves each parameter by lr * m/sqrt(v) per step, at most about lr in the first steps. A
-            // gradient entry within rounding of zero has a sign that rounding decides, and the summation
-            // order (cuBLASLt's differs from the CPU's) flips it: such a parameter can end up to lr away
-            // (0.15-0.21 lr is what fp32 shows, by order). So: every parameter within lr, and 99% of them
-            // within 1e-5 (1% of lr), which a wrong update of any whole tensor breaks.
-            zero_get_params(&z, final);
-            double worst_abs = 0.0;
-            size_t close = 0;
-            for (size_t i = 0; i < r.P; i++) {
-                double d = fabs((double)final[i] - r.final_params[i]);
-                if (d > worst_abs) worst_abs = d;
-                if (d <= 1e-5) close++;
-            }
-            check(worst_abs < r.lr && close >= 0.99 * r.P, "recompute %d accum %d: parameters after %d steps, max "
-                  "difference %.2e (< lr), %.4f%% within 1e-5 (>= 99%%)", level, accum, r.S, worst_abs,
-                  100.0 * close / r.P);
+            if (accum == 1) check_logits(&z, &r, level);
+            float loss = check_gradients(&z, &r, &c, sizes, level, accum, level0_grads, ai);
+            check_adamw(&z, &r, loss, level, accum);
             zero_free(&z);
             model_free(m);
-            free(grads);
-            free(final);
         }
     }
     return check_summary();

@@ -93,52 +93,61 @@ static void expect(const char *what, double err, double limit) {
     ok ? passes++ : fails++;
 }
 
-static void check_all(int B, int T, int C, int NH, int V, int Vp) {
-    size_t BT = (size_t)B * T, n;
-    float *h1, *h2, *h3, *r1, *g1;
-    floatX *x1, *x2, *x3;
-    int *tok = (int *)mallocCheck(BT * sizeof(int)), *dtok;
-    for (size_t i = 0; i < BT; i++) tok[i] = (int)(random_u32(&rng_state) % V);
-    cudaCheck(cudaMalloc(&dtok, BT * sizeof(int)));
-    cudaCheck(cudaMemcpy(dtok, tok, BT * sizeof(int), cudaMemcpyHostToDevice));
+// What the checks of one shape share: its sizes, the tokens, and the tensors that later
+// checks reuse (the encoder's upstream gradient; layernorm's input, which is also the matmul's
+// input, and its host scratch). Nothing is freed: the program exits after a few shapes.
+typedef struct {
+    int B, T, C, NH, V, Vp;
+    size_t BT, n;                 // B * T rows, n = BT * C
+    int *tok, *dtok;              // host and device tokens
+    float *dout; floatX *ddout;   // upstream gradient (n), from check_encoder
+    float *h1; floatX *x1;        // layernorm's input (n), from check_layernorm
+    float *r1, *g1;               // host scratch of n floats, from check_layernorm
+} KernelCase;
 
+static void check_encoder(KernelCase *k) {
+    int B = k->B, T = k->T, C = k->C, Vp = k->Vp; size_t BT = k->BT; int *tok = k->tok, *dtok = k->dtok;
     // encoder forward and backward
     float *wte = rand_host((size_t)Vp * C, 1.0f), *wpe = rand_host((size_t)T * C, 1.0f);
     floatX *dwte_x = to_dev_x(wte, (size_t)Vp * C), *dwpe_x = to_dev_x(wpe, (size_t)T * C);
-    n = BT * C;
-    r1 = (float *)mallocCheck(n * 4); g1 = (float *)mallocCheck(n * 4);
-    x1 = to_dev_x(r1, n);
+    size_t n = BT * C;
+    float *r1 = (float *)mallocCheck(n * 4), *g1 = (float *)mallocCheck(n * 4);
+    floatX *x1 = to_dev_x(r1, n);
     encoder_forward(x1, dtok, dwte_x, dwpe_x, B, T, C);
     from_dev_x(g1, x1, n);
     cpu::encoder_forward(r1, tok, wte, wpe, B, T, C);
     expect("encoder_forward", rel_err(g1, r1, n), tol());
-    float *dout = rand_host(n, 1.0f), *gw = (float *)callocCheck((size_t)Vp * C, 4), *gp = (float *)callocCheck((size_t)T * C, 4);
-    floatX *ddout = to_dev_x(dout, n);
+    k->dout = rand_host(n, 1.0f);
+    float *gw = (float *)callocCheck((size_t)Vp * C, 4), *gp = (float *)callocCheck((size_t)T * C, 4);
+    k->ddout = to_dev_x(k->dout, n);
     float *dgw = to_dev_f(gw, (size_t)Vp * C), *dgp = to_dev_f(gp, (size_t)T * C);
-    encoder_backward(dgw, dgp, ddout, dtok, B, T, C);
-    cpu::encoder_backward(gw, gp, dout, tok, B, T, C);
+    encoder_backward(dgw, dgp, k->ddout, dtok, B, T, C);
+    cpu::encoder_backward(gw, gp, k->dout, tok, B, T, C);
     float *back = (float *)mallocCheck((size_t)Vp * C * 4);
     from_dev_f(back, dgw, (size_t)Vp * C);
     expect("encoder_backward dwte", rel_err(back, gw, (size_t)Vp * C), 1e-5);  // fp32 sums of the same inputs, same order
     from_dev_f(back, dgp, (size_t)T * C);
     expect("encoder_backward dwpe", rel_err(back, gp, (size_t)T * C), 1e-5);
+}
 
+static void check_layernorm(KernelCase *k) {
+    int C = k->C; size_t BT = k->BT, n = k->n;
     // layernorm forward and backward
-    h1 = rand_host(n, 2.0f); h2 = rand_host(C, 1.0f); h3 = rand_host(C, 1.0f);
-    x1 = to_dev_x(h1, n); x2 = to_dev_x(h2, C); x3 = to_dev_x(h3, C);
+    float *h1 = k->h1 = rand_host(n, 2.0f), *h2 = rand_host(C, 1.0f), *h3 = rand_host(C, 1.0f);
+    floatX *x1 = k->x1 = to_dev_x(h1, n), *x2 = to_dev_x(h2, C), *x3 = to_dev_x(h3, C);
     floatX *xo = to_dev_x(h1, n);
     float *mean, *rstd, *hm = (float *)mallocCheck(BT * 4), *hr = (float *)mallocCheck(BT * 4);
     cudaCheck(cudaMalloc(&mean, BT * 4)); cudaCheck(cudaMalloc(&rstd, BT * 4));
     layernorm_forward(xo, mean, rstd, x1, x2, x3, (int)BT, C);
-    r1 = (float *)mallocCheck(n * 4); g1 = (float *)mallocCheck(n * 4);
+    float *r1 = k->r1 = (float *)mallocCheck(n * 4), *g1 = k->g1 = (float *)mallocCheck(n * 4);
     cpu::layernorm_forward(r1, hm, hr, h1, h2, h3, (int)BT, C);
     from_dev_x(g1, xo, n);
     expect("layernorm_forward", rel_err(g1, r1, n), tol());
     float *dw = (float *)callocCheck(C, 4), *db = (float *)callocCheck(C, 4), *di = rand_host(n, 1.0f);
     float *ddw = to_dev_f(dw, C), *ddb = to_dev_f(db, C);
     floatX *ddi = to_dev_x(di, n);
-    layernorm_backward(ddi, ddw, ddb, ddout, x1, x2, mean, rstd, (int)BT, C);
-    cpu::layernorm_backward(di, dw, db, dout, h1, h2, hm, hr, (int)BT, C);
+    layernorm_backward(ddi, ddw, ddb, k->ddout, x1, x2, mean, rstd, (int)BT, C);
+    cpu::layernorm_backward(di, dw, db, k->dout, h1, h2, hm, hr, (int)BT, C);
     from_dev_x(g1, ddi, n);
     expect("layernorm_backward dinp (accumulated)", rel_err(g1, di, n), tol());
     float *hb = (float *)mallocCheck(C * 4);
@@ -146,7 +155,10 @@ static void check_all(int B, int T, int C, int NH, int V, int Vp) {
     expect("layernorm_backward dweight", rel_err(hb, dw, C), tol());
     from_dev_f(hb, ddb, C);
     expect("layernorm_backward dbias", rel_err(hb, db, C), tol());
+}
 
+static void check_matmul(KernelCase *k) {
+    int C = k->C; size_t BT = k->BT, n = k->n; float *h1 = k->h1, *g1 = k->g1; floatX *x1 = k->x1;
     // matmul forward and backward, with bias (the qkv shape)
     int OC = 3 * C;
     float *w = rand_host((size_t)OC * C, 0.1f), *bias = rand_host(OC, 0.1f);
@@ -172,7 +184,11 @@ static void check_all(int B, int T, int C, int NH, int V, int Vp) {
     float *hB = (float *)mallocCheck(OC * 4);
     from_dev_f(hB, ddB, OC);
     expect("matmul_backward dbias", rel_err(hB, dB, OC), tol());
+}
 
+static void check_attention(KernelCase *k) {
+    int B = k->B, T = k->T, C = k->C, NH = k->NH, OC = 3 * C; size_t BT = k->BT, n = k->n;
+    float *h1 = k->h1, *r1 = k->r1, *g1 = k->g1, *dout = k->dout; floatX *ddout = k->ddout;
     // attention forward and backward (qkv from the matmul's shape)
     float *qkv = rand_host(BT * OC, 1.0f), *att = (float *)mallocCheck((size_t)B * NH * T * T * 4);
     floatX *dqkv_in = to_dev_x(qkv, BT * OC), *datty = to_dev_x(h1, n);
@@ -188,7 +204,10 @@ static void check_all(int B, int T, int C, int NH, int V, int Vp) {
     cpu::attention_backward(dq, dout, qkv, r1, att, B, T, C, NH);
     from_dev_x(gq, ddq, BT * OC);
     expect("attention_backward dqkv (flash)", rel_err(gq, dq, BT * OC), tol());
+}
 
+static void check_gelu_residual(KernelCase *k) {
+    size_t BT = k->BT; int C = k->C; float *h1, *h2, *r1, *g1; floatX *x1, *x2, *x3;
     // gelu, residual
     size_t n4 = BT * 4 * C;
     h1 = rand_host(n4, 3.0f); r1 = (float *)mallocCheck(n4 * 4); g1 = (float *)mallocCheck(n4 * 4);
@@ -206,7 +225,10 @@ static void check_all(int B, int T, int C, int NH, int V, int Vp) {
     cpu::residual_forward(r1, h1, h2, n4);
     from_dev_x(g1, x2, n4);
     expect("residual_forward", rel_err(g1, r1, n4), tol());
+}
 
+static void check_classifier(KernelCase *k) {
+    int V = k->V, Vp = k->Vp; size_t BT = k->BT; int *tok = k->tok, *dtok = k->dtok; float *h1, *g1; floatX *x1;
     // classifier: losses and dlogits in place
     size_t nl = BT * Vp;
     h1 = rand_host(nl, 4.0f); x1 = to_dev_x(h1, nl);
@@ -219,6 +241,22 @@ static void check_all(int B, int T, int C, int NH, int V, int Vp) {
     g1 = (float *)mallocCheck(nl * 4);
     from_dev_x(g1, x1, nl);
     expect("classifier dlogits (in place)", rel_err(g1, h1, nl), tol());
+}
+
+static void check_all(int B, int T, int C, int NH, int V, int Vp) {
+    KernelCase k = {};
+    k.B = B; k.T = T; k.C = C; k.NH = NH; k.V = V; k.Vp = Vp;
+    k.BT = (size_t)B * T; k.n = k.BT * C;
+    k.tok = (int *)mallocCheck(k.BT * sizeof(int));
+    for (size_t i = 0; i < k.BT; i++) k.tok[i] = (int)(random_u32(&rng_state) % V);
+    cudaCheck(cudaMalloc(&k.dtok, k.BT * sizeof(int)));
+    cudaCheck(cudaMemcpy(k.dtok, k.tok, k.BT * sizeof(int), cudaMemcpyHostToDevice));
+    check_encoder(&k);
+    check_layernorm(&k);
+    check_matmul(&k);
+    check_attention(&k);
+    check_gelu_residual(&k);
+    check_classifier(&k);
     cudaCheck(cudaDeviceSynchronize());
 }
 
