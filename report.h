@@ -154,7 +154,7 @@ static void report_run_header(const Run *r) {
     printf0("model: %s | L %d | C %d | NH %d | V %d (padded %d) | maxT %d | %zu parameters\n", r->init, mc->num_layers,
            mc->channels, mc->num_heads, mc->vocab_size, mc->padded_vocab_size, mc->max_seq_len, r->num_params);
     printf0("batch: micro-batch %d x seq %d x accumulation %d x data-parallel %d = %ld tokens per step | recompute %d\n",
-           r->B, r->T, A, r->world, cfg->total_batch_tokens, cfg->recompute);
+           r->B, r->T, A, r->dp, cfg->total_batch_tokens, cfg->recompute);
     printf0("data: %s (%d shard%s, %ld micro-batches per epoch)%s%s\n", r->synthetic ? "synthetic corpus" : cfg->train_data,
            r->train_loader.nshards, r->train_loader.nshards == 1 ? "" : "s", r->train_loader.windows_per_epoch,
            r->have_val ? " | val: " : " | no validation data", r->have_val ? (r->synthetic ? "synthetic" : cfg->val_data) : "");

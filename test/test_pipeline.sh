@@ -100,5 +100,9 @@ out=$("${MPI[@]}" -np 4 $BIN -e d2 --pp 4 2>&1); rc=$?
 [ $rc -ne 0 ] && grep -qF -- "--pp: 4 stages for a model of 2 layers" <<<"$out" && ok "more stages than layers is refused" || bad "pp > layers" "$out"
 out=$("${MPI[@]}" -np 3 $BIN -e d4 --pp 3 --dry-run 2>&1)
 grep -q "warning: 4 layers do not split evenly over 3 stages" <<<"$out" && ok "an uneven split is warned about with its imbalance" || bad "uneven split warning" "$out"
+# the batch line counts the data-parallel ranks, not the world: 4 ranks as 2 stages x 2 hold 2 x 32 x 3 x 2 tokens a step
+out=$("${MPI[@]}" -np 4 $BIN -e d4 -b 2 -t 32 --grad-accum 3 --pp 2 --dry-run 2>&1)
+grep -qF "batch: micro-batch 2 x seq 32 x accumulation 3 x data-parallel 2 = 384 tokens per step" <<<"$out" \
+  && ok "the batch line of --pp 2 x 2 ranks names 2 data-parallel ranks and their 384 tokens" || bad "pp batch line" "$(grep ^batch <<<"$out")"
 
 finish
