@@ -35,9 +35,10 @@ enum {
 };
 
 // Recompute level from which a per-layer tensor is no longer kept for every layer
-// (0 = never per layer: scratch or final-layer-only; 99 = always kept).
-static const int ACT_DROPPED_AT[NUM_ACTS] = {
-    99, 2, 3, 3, 3, 3, 3, 0, 3, 2, 3, 3, 3, 1, 0, 99, 0, 0, 0, 0, 0};
+// (0 = never per layer: scratch or final-layer-only; ACT_ALWAYS_KEPT: at no level).
+#define ACT_ALWAYS_KEPT 99
+static const int ACT_SHARED_FROM_LEVEL[NUM_ACTS] = {
+    ACT_ALWAYS_KEPT, 2, 3, 3, 3, 3, 3, 0, 3, 2, 3, 3, 3, 1, 0, ACT_ALWAYS_KEPT, 0, 0, 0, 0, 0};
 static const int ACT_PER_LAYER[NUM_ACTS] = {
     0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0};
 // Tensors kept in float whatever the precision (the rest are floatX).
@@ -70,7 +71,7 @@ static void act_sizes(const GPT2Config *c, int B, int T, size_t per_copy[NUM_ACT
 // Copies of activation i for a model that runs `layers` layers.
 static int act_copies(int layers, int recompute, int i) {
     if (!ACT_PER_LAYER[i]) return 1;
-    return recompute < ACT_DROPPED_AT[i] ? layers : 1;
+    return recompute < ACT_SHARED_FROM_LEVEL[i] ? layers : 1;
 }
 
 // Scratch for one layer's backward: gradients of activations never need more than one layer.

@@ -53,7 +53,7 @@ template <> inline __host__ __device__ __half attn_from_float<__half>(float x) {
 // Backward, step 1: D[b, h, t] = sum_c dout[b, t, h*hs + c] * out[b, t, h*hs + c]. One warp per (b, h, t),
 // fixed lane order and butterfly, so deterministic.
 template <typename floatT>
-__global__ void attn_bwd_rowdot_kernel(float *__restrict__ Dsc, const floatT *__restrict__ dout,
+__global__ void attn_bwd_rowdot_kernel(float *__restrict__ rowdot, const floatT *__restrict__ dout,
                                        const floatT *__restrict__ out, int B, int T, int C, int NH) {
     const long row = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;  // = (b * NH + h) * T + t
     const int lane = threadIdx.x % 32;
@@ -63,7 +63,7 @@ __global__ void attn_bwd_rowdot_kernel(float *__restrict__ Dsc, const floatT *__
     float s = 0.0f;
     for (int c = lane; c < hs; c += 32) s += attn_to_float(dout[off + c]) * attn_to_float(out[off + c]);
     for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    if (lane == 0) Dsc[row] = s;
+    if (lane == 0) rowdot[row] = s;
 }
 
 #endif  // CUDA_ATTENTION_COMMON_CUH

@@ -214,7 +214,7 @@ attn_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floatT 
 template <typename floatT, int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
 attn_bwd_dkdv_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout, const floatT *__restrict__ qkv,
-                     const float *__restrict__ lse, const float *__restrict__ Dsc, int T, int C, int NH, float scale) {
+                     const float *__restrict__ lse, const float *__restrict__ rowdot, int T, int C, int NH, float scale) {
     using L = AttnSmem<floatT, HS>;
     DYNAMIC_SHARED(unsigned char, attn_smem);
     floatT *Qs = reinterpret_cast<floatT *>(attn_smem + L::BWD_Q);
@@ -250,7 +250,7 @@ attn_bwd_dkdv_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout,
         for (int i = threadIdx.x; i < ATT_BQ; i += ATT_THREADS) {
             const int tq = q0 + i;
             lse_s[i] = tq < T ? lse[(long)bh * T + tq] : 0.0f;
-            D_s[i] = tq < T ? Dsc[(long)bh * T + tq] : 0.0f;
+            D_s[i] = tq < T ? rowdot[(long)bh * T + tq] : 0.0f;
         }
         __syncthreads();
         const int nb0 = (qb == kb) ? warp : 0;
@@ -288,7 +288,7 @@ attn_bwd_dkdv_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout,
 template <typename floatT, int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
 attn_bwd_dq_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout, const floatT *__restrict__ qkv,
-                   const float *__restrict__ lse, const float *__restrict__ Dsc, int T, int C, int NH, float scale) {
+                   const float *__restrict__ lse, const float *__restrict__ rowdot, int T, int C, int NH, float scale) {
     using L = AttnSmem<floatT, HS>;
     DYNAMIC_SHARED(unsigned char, attn_smem);
     floatT *Qs = reinterpret_cast<floatT *>(attn_smem + L::BWD_Q);
@@ -311,7 +311,7 @@ attn_bwd_dq_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout, c
     for (int i = threadIdx.x; i < ATT_BQ; i += ATT_THREADS) {
         const int tq = q0 + i;
         lse_s[i] = tq < T ? lse[(long)bh * T + tq] : 0.0f;
-        D_s[i] = tq < T ? Dsc[(long)bh * T + tq] : 0.0f;
+        D_s[i] = tq < T ? rowdot[(long)bh * T + tq] : 0.0f;
     }
     const floatT *Qw = Qs + warp * 16 * L::LDH, *dOw = dOs + warp * 16 * L::LDH;
     float *Sw = Ss + warp * 16 * L::LDS, *dPw = dPs + warp * 16 * L::LDS;

@@ -363,7 +363,7 @@ attn_tc_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floa
 template <typename floatT, int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
 attn_tc_bwd_dkdv_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout, const floatT *__restrict__ qkv,
-                        const float *__restrict__ lse, const float *__restrict__ Dsc, int T, int C, int NH, float scale) {
+                        const float *__restrict__ lse, const float *__restrict__ rowdot, int T, int C, int NH, float scale) {
     using L = AttnTc<floatT, HS>;
     DYNAMIC_SHARED(unsigned char, attn_smem);
     floatT *Qs = reinterpret_cast<floatT *>(attn_smem), *dOs = Qs + L::ROW, *Qt = dOs + L::ROW, *dOt = Qt + L::TR;
@@ -399,7 +399,7 @@ attn_tc_bwd_dkdv_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ do
         for (int i = threadIdx.x; i < ATT_BQ; i += ATT_THREADS) {
             const int q = q0 + i;
             lse_s[i] = q < T ? lse[(long)bh * T + q] * 1.4426950408889634f : 0.0f;
-            D_s[i] = q < T ? Dsc[(long)bh * T + q] : 0.0f;
+            D_s[i] = q < T ? rowdot[(long)bh * T + q] : 0.0f;
         }
         __syncthreads();
         if (qb + 1 < nqb) {
@@ -437,7 +437,7 @@ attn_tc_bwd_dkdv_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ do
 template <typename floatT, int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
 attn_tc_bwd_dq_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout, const floatT *__restrict__ qkv,
-                      const float *__restrict__ lse, const float *__restrict__ Dsc, int T, int C, int NH, float scale) {
+                      const float *__restrict__ lse, const float *__restrict__ rowdot, int T, int C, int NH, float scale) {
     using L = AttnTc<floatT, HS>;
     DYNAMIC_SHARED(unsigned char, attn_smem);
     floatT *Ks = reinterpret_cast<floatT *>(attn_smem), *Vs = Ks + L::ROW, *Kt = Vs + L::ROW;
@@ -458,7 +458,7 @@ attn_tc_bwd_dq_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         lse2[r] = row[r] < T ? lse[(long)bh * T + row[r]] * 1.4426950408889634f : 0.0f;
-        Dr[r] = row[r] < T ? Dsc[(long)bh * T + row[r]] : 0.0f;
+        Dr[r] = row[r] < T ? rowdot[(long)bh * T + row[r]] : 0.0f;
     }
     float dq[HS / 8][4];
 #pragma unroll
