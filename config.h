@@ -20,11 +20,7 @@ static void usage_error(const char *fmt, ...) __attribute__((noreturn, format(pr
 static void usage_error(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "error: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    exit(2);
+    exit_with_error(2, fmt, ap);
 }
 
 // The options with a fixed set of values; each names table is in the enum's order, NULL-terminated.

@@ -26,15 +26,20 @@ static double wall_seconds(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+// "error: " and the message on stderr, then exit with status: the user's mistakes end here.
+static void exit_with_error(int status, const char *fmt, va_list ap) __attribute__((noreturn));
+static void exit_with_error(int status, const char *fmt, va_list ap) {
+    fprintf(stderr, "error: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    exit(status);
+}
+
 static void fatal(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 static void fatal(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "error: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    exit(EXIT_FAILURE);
+    exit_with_error(EXIT_FAILURE, fmt, ap);
 }
 
 // An internal fault: the same, plus where in the source it was detected.
