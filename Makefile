@@ -161,7 +161,7 @@ test-cuda-emu: train_gpt_cpu $(EMU_BINS)
 mutants: train_gpt_cpu tokenize test/test_gpt2 test/test_units test/test_pipeline test/test_generate $(if $(EMU_OK),train_gpt_emu dev/cuda/kernels_emu)
 	PYTHON=$(PYTHON) TORCH_PYTHON=$(TORCH_PYTHON) $(PYTHON) dev/mutants/run.py $(if $(MUTANTS),--only $(MUTANTS) --out /dev/null,--out dev/mutants/latest.txt)
 
-bench: train_gpt dev/cuda/kernels
+bench: train_gpt dev/cuda/kernels dev/cuda/attention
 	bash scripts/bench_gpu.sh
 
 bench-cpu: train_gpt_cpu

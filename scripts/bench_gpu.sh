@@ -1,14 +1,28 @@
 #!/usr/bin/env bash
-# bench_gpu.sh (make bench): GPT-2 124M (d12), T=1024, on the GPU: train_gpt's tokens/s, MFU and
-# peak memory at the largest micro-batch that fits, and the same model in PyTorch (bf16 autocast,
-# torch.compile, SDPA: dev/bench_pytorch.py) in the same run, for the ratio. Output goes to stdout
-# and to dev/bench/bench_gpu_<gpu>.txt.
+# bench_gpu.sh (make bench): GPT-2 124M (d12), T=1024, bf16 on one GPU, three programs in one run at the same
+# model, micro-batch and precision: this trainer, PyTorch (bf16 autocast, torch.compile, SDPA:
+# dev/bench_pytorch.py) and llm.c's train_gpt2cu, built from the checkout that LLMC_DIR points at. Two
+# configurations: one micro-batch per step (B=16), and llm.c's GPT-2 124M recipe, 0.5M tokens per step by
+# gradient accumulation (32 x 16 x 1024), where the optimizer's cost is amortised. Then where the time goes,
+# kernel by kernel (./dev/cuda/kernels bench, ./dev/cuda/attention bench). Output goes to stdout and to
+# dev/bench/bench_gpu_<gpu>.txt.
+#
+#   make bench [LLMC_DIR=~/llm.c] [CUDNN_FRONTEND_PATH=~/cudnn-frontend/include] [STEPS=20] [ACCUM_STEPS=8]
+#
+# Every row's MFU is computed here by one formula, (6 N + 6 L C T) FLOPs per token (N = 124,439,808, GPT-2
+# 124M's parameters with the 50,257-token vocabulary) over the peak that train_gpt reports for the device, so
+# the three programs are compared on ms/step alone; each program's own MFU figure uses its own convention.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-STEPS=${STEPS:-20}
-make -s train_gpt dev/cuda/kernels
+STEPS=${STEPS:-20}              # steps per program at one micro-batch; the first 3 are not counted
+ACCUM_STEPS=${ACCUM_STEPS:-8}   # steps per program at 0.5M tokens (each about 32 micro-batches)
+B=16 T=1024 ACCUM=32
+N_PARAMS=124439808 L=12 C=768
+make -s train_gpt dev/cuda/kernels dev/cuda/attention || exit 1
 W=$(mktemp -d /tmp/bench_gpu.XXXXXX)
 trap 'rm -rf "$W"' EXIT
+
+# 16M random GPT-2 tokens in llm.c's shard format (both trainers read it)
 python3 - "$W/rand.bin" <<'PYEOF'
 import numpy as np, sys
 n = 1 << 24
@@ -16,25 +30,149 @@ toks = np.random.default_rng(0).integers(0, 50257, n, dtype=np.uint16)
 h = np.zeros(256, dtype=np.int32); h[:3] = [20240520, 1, n]
 with open(sys.argv[1], 'wb') as f: f.write(h.tobytes()); f.write(toks.tobytes())
 PYEOF
+
+# One line per program: "<name> d12 B=16[ x32] T=1024: X ms/step, Y tok/s, MFU Z%[, extra]", from the median
+# step time after the warm-up steps (ms per step in a file, one per line).
+PEAK=""
+row() {  # name, accum, file of step times in ms, extra text
+    python3 - "$1" "$2" "$3" "$4" "$PEAK" $B $T $N_PARAMS $L $C <<'PYEOF'
+import statistics, sys
+name, accum, path, extra, peak = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+B, T, N, L, C = map(int, sys.argv[6:11])
+ms = [float(x) for x in open(path).read().split()]
+ms = ms[3:] if len(ms) > 4 else ms[1:] if len(ms) > 1 else ms
+if not ms: sys.exit(f"{name}: no step times")
+m = statistics.median(ms)
+tps = B * T * accum / (m / 1e3)
+mfu = f", MFU {100 * (6 * N + 6 * L * C * T) * tps / float(peak):.1f}%" if peak else ""
+acc = f" x{accum}" if accum > 1 else ""
+print(f"{name} d12 B={B}{acc} T={T}: {m:.1f} ms/step, {tps:.0f} tok/s{mfu}{', ' + extra if extra else ''}")
+print(f"{name}\t{accum}\t{m:.4f}", file=open(sys.argv[3] + ".row", "w"))
+PYEOF
+}
+
+run_train_gpt() {  # accum, steps
+    local acc=$1 steps=$2 log="$W/tg$1.jsonl" what; what="d12 B=$B$([ "$1" -gt 1 ] && echo " x$1") T=$T"
+    if ! ./train_gpt -i "$W/rand.bin" -e d12 -b $B -t $T --grad-accum "$acc" -x "$steps" -v 0 -s 0 --log "$log" \
+        > "$W/tg$acc.out" 2>&1; then
+        echo "train_gpt $what: failed: $(grep -m1 -iE 'error|out of' "$W/tg$acc.out")"; return 1
+    fi
+    python3 - "$log" > "$W/tg$acc.ms" <<'PYEOF'
+import json, sys
+for l in open(sys.argv[1]):
+    d = json.loads(l)
+    if "loss" in d and "ms" in d: print(d["ms"])
+PYEOF
+    if [ -z "$PEAK" ]; then  # the device's peak as train_gpt reports it: flops_per_s / mfu
+        PEAK=$(python3 -c 'import json,sys
+r=[json.loads(l) for l in open(sys.argv[1]) if "\"mfu\"" in l]
+r=[d for d in r if d.get("mfu")]
+print(r[-1]["flops_per_s"]/r[-1]["mfu"] if r else "")' "$log")
+    fi
+    row train_gpt "$acc" "$W/tg$acc.ms" "$(grep -E '^step ' "$W/tg$acc.out" | tail -1 | grep -oE 'peak [^|]*[^ |]')"
+}
+
+run_pytorch() {  # accum, steps
+    local acc=$1 steps=$2 what; what="d12 B=$B$([ "$1" -gt 1 ] && echo " x$1") T=$T"
+    if ! python3 dev/bench_pytorch.py --depth 12 --batch $B --seq $T --accum "$acc" --steps $((steps + 5)) \
+        > "$W/pt$acc.out" 2>&1; then
+        echo "pytorch $what: failed: $(tail -1 "$W/pt$acc.out")"; return 1
+    fi
+    python3 -c 'import json,sys; d=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); print(d["ms_per_step"])' \
+        "$W/pt$acc.out" > "$W/pt$acc.ms"
+    row pytorch "$acc" "$W/pt$acc.ms" "peak $(python3 -c 'import json,sys; print(round(json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])["peak_mem_gib"], 1))' "$W/pt$acc.out") GiB"
+}
+
+# llm.c: built once, in a copy of LLMC_DIR (the user's checkout is not written to), as its Makefile builds
+# train_gpt2cu for this GPU, with cuDNN attention (its fast path) when cudnn.h and the cudnn-frontend headers
+# are found, else without; the row says which. Single GPU: no NCCL, no MPI.
+LLMC_BIN="" LLMC_ATT=""
+build_llmc() {
+    if [ -z "${LLMC_DIR:-}" ]; then
+        LLMC_WHY="not run: set LLMC_DIR to a checkout of llm.c (git clone https://github.com/karpathy/llm.c), and for its cuDNN attention CUDNN_FRONTEND_PATH to cudnn-frontend/include (git clone https://github.com/NVIDIA/cudnn-frontend)"
+        return 1
+    fi
+    [ -f "$LLMC_DIR/train_gpt2.cu" ] || { LLMC_WHY="not run: LLMC_DIR=$LLMC_DIR has no train_gpt2.cu"; return 1; }
+    local src="$W/llmc"
+    mkdir -p "$src" && (cd "$LLMC_DIR" && tar --exclude=./dev/data --exclude=./build --exclude=./.git -cf - .) | tar -xf - -C "$src"
+    local cc; cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d '.')
+    # CUDA 13 gave cudaMemAdvise a cudaMemLocation where llm.c passes a device number: a shim header of ours
+    # restores the old form (only llm.c's out-of-memory fallback calls it). NVML: the driver ships only
+    # libnvidia-ml.so.1, so a link named libnvidia-ml.so is made for the linker.
+    local libs="-include $PWD/dev/llmc_cuda13.h"
+    local nvml; nvml=$(ldconfig -p 2>/dev/null | grep -m1 -oE '/[^ ]*libnvidia-ml\.so\.1$')
+    [ -z "$nvml" ] && nvml=$(ls /usr/local/nvidia/lib64/libnvidia-ml.so.1 /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1 2>/dev/null | head -1)
+    if [ -n "$nvml" ]; then mkdir -p "$W/lib" && ln -sf "$nvml" "$W/lib/libnvidia-ml.so" && libs="$libs -L$W/lib"; fi
+    local cudnn=() fe="${CUDNN_FRONTEND_PATH:-}"
+    [ -z "$fe" ] && for d in "$HOME/cudnn-frontend/include" "$LLMC_DIR/cudnn-frontend/include"; do [ -d "$d" ] && fe=$d && break; done
+    # cudnn.h: the CUDA toolkit's, else PyTorch's pip package nvidia-cudnn (include/ and lib/ beside each other)
+    local cudnn_inc; cudnn_inc=$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null)
+    if [ -n "$fe" ] && [ -f "$fe/cudnn_frontend.h" ]; then
+        ln -sfn "$(cd "$fe/.." && pwd)" "$src/cudnn-frontend"
+        local extra=""
+        echo '#include <cudnn.h>' > "$W/has_cudnn.cu"
+        if ! nvcc -E "$W/has_cudnn.cu" -o /dev/null > /dev/null 2>&1 && [ -f "$cudnn_inc/include/cudnn.h" ]; then
+            extra=" -I$cudnn_inc/include"; libs="$libs -L$cudnn_inc/lib"; export LD_LIBRARY_PATH="$cudnn_inc/lib:${LD_LIBRARY_PATH:-}"
+            if [ ! -e "$cudnn_inc/lib/libcudnn.so" ]; then  # the wheel ships only libcudnn.so.9
+                mkdir -p "$W/lib" && ln -sf "$(ls "$cudnn_inc"/lib/libcudnn.so.* | head -1)" "$W/lib/libcudnn.so" && libs="$libs -L$W/lib"
+            fi
+        fi
+        # newer cudnn-frontends compile some kernels at run time (NVRTC) and load them through the driver API
+        libs="$libs -L$(dirname "$(command -v nvcc)")/../lib64/stubs -lnvrtc -lcuda"
+        cudnn=(USE_CUDNN=1 "CUDNN_FRONTEND_PATH=cudnn-frontend/include$extra")
+        LLMC_ATT="cuDNN attention"
+    else
+        LLMC_ATT="its own attention kernels (no cudnn-frontend headers: set CUDNN_FRONTEND_PATH for cuDNN's)"
+    fi
+    if ! (cd "$src" && make train_gpt2cu NO_MULTI_GPU=1 NO_USE_MPI=1 GPU_COMPUTE_CAPABILITY="$cc" "${cudnn[@]}" \
+            NVCC_LDLIBS="$libs" > "$W/llmc_build.out" 2>&1); then
+        LLMC_WHY="not run: building train_gpt2cu failed ($(grep -m1 -E 'error' "$W/llmc_build.out"); whole log kept in dev/bench/llmc_build.log)"
+        cp "$W/llmc_build.out" dev/bench/llmc_build.log
+        return 1
+    fi
+    LLMC_BIN="$src/train_gpt2cu"
+    LLMC_REV=$(git -C "$LLMC_DIR" rev-parse --short HEAD 2>/dev/null || echo "unknown revision")
+}
+
+run_llmc() {  # accum, steps
+    local acc=$1 steps=$2 what; what="d12 B=$B$([ "$1" -gt 1 ] && echo " x$1") T=$T"
+    if [ -z "$LLMC_BIN" ]; then echo "llm.c $what: $LLMC_WHY"; return 1; fi
+    # -e d12: a fresh GPT-2 124M; -r 0: no recomputation (as the other two); -v and -s past the end: no
+    # validation or sampling inside the timed steps (llm.c evaluates once at its last step, which is not timed)
+    if ! (cd "$(dirname "$LLMC_BIN")" && ./train_gpt2cu -i "$W/rand.bin" -j "$W/rand.bin" -e d12 -b $B -t $T \
+            -d $((B * T * acc)) -x "$steps" -v 1000000 -m 1 -s 1000000 -r 0 > "$W/lc$acc.out" 2>&1); then
+        echo "llm.c $what: failed: $(grep -m1 -iE 'error|out of' "$W/lc$acc.out")"; return 1
+    fi
+    grep -E '^step +[0-9]+/' "$W/lc$acc.out" | sed -E 's/.*\| ([0-9.]+) ms \|.*/\1/' > "$W/lc$acc.ms"
+    row llm.c "$acc" "$W/lc$acc.ms" "$LLMC_ATT, llm.c $LLMC_REV, $(grep -m1 -oE 'device memory usage: [0-9]+ MiB' "$W/lc$acc.out" | sed 's/device memory usage/allocated/')"
+}
+
+ratios() {  # accum
+    python3 - "$W" "$1" <<'PYEOF'
+import os, sys
+rows = {}
+for f in os.listdir(sys.argv[1]):
+    if f.endswith(".ms.row"):
+        name, acc, ms = open(os.path.join(sys.argv[1], f)).read().split()
+        if acc == sys.argv[2]: rows[name] = float(ms)
+if "train_gpt" in rows:
+    others = [f"{rows[k] / rows['train_gpt']:.2f}x {k}" for k in ("pytorch", "llm.c") if k in rows]
+    if others: print("  train_gpt's speed: " + ", ".join(others) + " (their ms/step over ours)")
+PYEOF
+}
+
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr ' ' '_')
 mkdir -p dev/bench
 out=dev/bench/bench_gpu_${gpu}.txt
+build_llmc
 {
-  echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)"
-  for B in 16 8 4; do
-    if ./train_gpt -i "$W/rand.bin" -e d12 -b $B -t 1024 -x $STEPS -v 0 -s 0 --log "$W/tg.jsonl" > "$W/tg.out" 2>&1; then
-      python3 - "$W/tg.jsonl" $B <<'PYEOF'
-import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if '"loss"' in l][3:]
-ms = statistics.median(r["ms"] for r in rows)
-mfu = statistics.median(r["mfu"] or 0 for r in rows)
-print(f"train_gpt d12 B={sys.argv[2]} T=1024: {ms:.1f} ms/step, {int(sys.argv[2]) * 1024 / (ms / 1e3):.0f} tok/s, MFU {100 * mfu:.1f}%")
-PYEOF
-      grep "memory plan" "$W/tg.out" | head -1
-      break
-    fi
-  done
-  python3 dev/bench_pytorch.py --depth 12 --batch 16 --seq 1024 --steps $((STEPS + 10)) 2>&1 | grep -v "^{"
+  echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1), train_gpt $(git rev-parse --short HEAD)"
+  echo "# one micro-batch per step; MFU = (6N + 6LCT) x tokens/s over train_gpt's peak for this device"
+  run_train_gpt 1 "$STEPS"; run_pytorch 1 "$STEPS"; run_llmc 1 "$STEPS"; ratios 1
+  echo "# llm.c's GPT-2 124M recipe: 0.5M tokens per step ($ACCUM micro-batches of $B x $T), $ACCUM_STEPS steps each"
+  run_train_gpt $ACCUM "$ACCUM_STEPS"; run_pytorch $ACCUM "$ACCUM_STEPS"; run_llmc $ACCUM "$ACCUM_STEPS"; ratios $ACCUM
+  grep -m1 "memory plan" "$W/tg1.out"
   # where the time goes: each kernel alone at the same shapes (B=8)
   ./dev/cuda/kernels bench
+  ./dev/cuda/attention bench
 } | tee "$out"
