@@ -131,7 +131,7 @@ build_llmc() {
         return 1
     fi
     LLMC_BIN="$src/train_gpt2cu"
-    LLMC_REV=$(git -C "$LLMC_DIR" rev-parse --short HEAD 2>/dev/null || echo "unknown revision")
+    LLMC_REV=$(git -C "$LLMC_DIR" rev-parse --short HEAD 2>/dev/null || cat "$LLMC_DIR/.revision" 2>/dev/null || echo "unknown revision")
 }
 
 run_llmc() {  # accum, steps
