@@ -3,7 +3,7 @@
 // `make test-gpu` (check) and `make bench` (bench):
 //   make dev/cuda/kernels && ./dev/cuda/kernels check     # PASS/FAIL per kernel and precision
 //   ./dev/cuda/kernels bench                               # ms and GB/s or TFLOP/s per kernel, bf16
-//                                                          # (fused epilogues beside the unfused)
+//                                                          # (fused epilogues and staged classifier beside the unfused)
 // Inputs are random; in bf16 and fp16 they are rounded to that precision first, so both sides see
 // the same numbers and the difference is the GPU's rounding of outputs and intermediates.
 #include "cuda/common.cuh"
@@ -316,6 +316,19 @@ static void check_classifier(KernelCase *k) {
     g1 = (float *)mallocCheck(nl * 4);
     from_dev_x(g1, x1, nl);
     expect("classifier dlogits (in place)", rel_err(g1, h1, nl), tol());
+    // the row staged in shared memory or read twice from global memory (TRAIN_GPT_CLASSIFIER_STAGED): the same bits
+    float *h2 = rand_host(nl, 4.0f), *g2 = (float *)mallocCheck(nl * 4), *gl2 = (float *)mallocCheck(BT * 4);
+    floatX *xa = to_dev_x(h2, nl), *xb = to_dev_x(h2, nl);
+    classifier_staged = 1;
+    classifier_forward_backward(xa, losses, dtok, (int)BT, V, Vp, 1.0f / BT);
+    from_dev_f(gl, losses, BT);
+    classifier_staged = 0;
+    classifier_forward_backward(xb, losses, dtok, (int)BT, V, Vp, 1.0f / BT);
+    from_dev_f(gl2, losses, BT);
+    classifier_staged = 1;
+    from_dev_x(g1, xa, nl);
+    from_dev_x(g2, xb, nl);
+    expect("classifier staged in shared memory vs not (bits)", fmax(rel_err(g1, g2, nl), rel_err(gl, gl2, BT)), 0.0);
 }
 
 static void check_all(int B, int T, int C, int NH, int V, int Vp) {
@@ -499,8 +512,15 @@ static void bench(int B, int T, int C, int NH, int Vp) {
     printf("  %-34s %8.3f ms  %7.0f GB/s\n", "gelu_backward", ms, GBS(3 * BT * 4 * C * xb));
     ms = time_ms([&] { residual_forward(a, b2, c2, (long)BT * C); });
     printf("  %-34s %8.3f ms  %7.0f GB/s\n", "residual_forward", ms, GBS(3 * BT * C * xb));
-    ms = time_ms([&] { classifier_forward_backward(logits, losses, tok, (int)BT, Vp - 47, Vp, 1.0f); });
-    printf("  %-34s %8.3f ms  %7.0f GB/s\n", "classifier_forward_backward", ms, GBS(3 * big * xb));
+    // staged: the row read once from global memory and written once; not: read twice (the bandwidth column counts
+    // the bytes each moves)
+    for (int st = 1; st >= 0; st--) {
+        classifier_staged = st;
+        ms = time_ms([&] { classifier_forward_backward(logits, losses, tok, (int)BT, Vp - 47, Vp, 1.0f); });
+        printf("  %-34s %8.3f ms  %7.0f GB/s\n", st ? "classifier (row in shared memory)" : "classifier (row read twice)", ms,
+               GBS((st ? 2 : 3) * big * xb));
+    }
+    classifier_staged = 1;
     fl = 2.0 * BT * C * Vp;
     floatX *wte;  // (Vp, C): larger than the 4C x C weight above
     cudaCheck(cudaMalloc(&wte, (size_t)Vp * C * x_bytes));
