@@ -7,6 +7,7 @@
 #include <cublasLt.h>
 #include "common.cuh"
 #include "layernorm.cuh"  // column_sums, for the bias gradient when the epilogue does not make it
+#include "gelu.cuh"       // the separate kernels, where cuBLASLt has no algorithm for a fused epilogue
 
 static void cublas_check(cublasStatus_t status, const char *file, int line) {
     if (status != CUBLAS_STATUS_SUCCESS) fatal_at(file, line, "cuBLASLt: status %d", (int)status);
@@ -75,18 +76,35 @@ static cublasLtEpilogue_t epi_cublaslt(int e) {
 // Everything that decides them is in the key; the bias pointer is the only per-call attribute.
 typedef struct {
     int m, n, k, lda, ldb, ldd, trans_a, trans_b, d_float, epi, prec, tf32;
-    uint32_t align[4];  // A, B, C, D
+    uint32_t align[6];  // A, B, C, D, the bias (or its gradient), the aux matrix: the heuristic reads the pointers'
 } MatmulKey;
 typedef struct {
     MatmulKey key;
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, ld;
     cublasLtMatmulAlgo_t algo;
+    int ok;  // 0: no algorithm for this fused epilogue; the caller runs the separate kernels
 } MatmulPlan;
 static MatmulPlan *matmul_plans = NULL;
 static int matmul_nplans = 0, matmul_cap = 0;
 
-static MatmulPlan *matmul_plan(const MatmulKey *key) {
+// The epilogue of one call and its operands: the bias (EPI_BIAS, EPI_GELU_AUX_BIAS) or the bias gradient's output
+// (EPI_BGRADB, OC floats), and GELU's input (written by EPI_GELU_AUX_BIAS, read by EPI_DGELU).
+typedef struct {
+    int epi;
+    const void *bias;
+    void *aux;
+} Epilogue;
+static const Epilogue NO_EPILOGUE = {EPI_NONE, NULL, NULL};
+
+// cublasLt.h: the heuristic "depends on [the bias and aux pointers'] value to determine expected pointer
+// alignment", so they are set before it is asked (and every call sets its own).
+static void matmul_set_pointers(cublasLtMatmulDesc_t desc, Epilogue e) {
+    if (e.bias) cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &e.bias, sizeof(e.bias)));
+    if (e.aux) cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &e.aux, sizeof(e.aux)));
+}
+
+static MatmulPlan *matmul_plan(const MatmulKey *key, Epilogue e) {
     for (int i = 0; i < matmul_nplans; i++)
         if (memcmp(&matmul_plans[i].key, key, sizeof(*key)) == 0) return &matmul_plans[i];
     if (matmul_nplans == matmul_cap) {
@@ -110,6 +128,7 @@ static MatmulPlan *matmul_plan(const MatmulKey *key) {
         int64_t aux_ld = key->ldd;
         cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
     }
+    matmul_set_pointers(p->desc, e);
     cublasCheck(cublasLtMatrixLayoutCreate(&p->la, xt, key->trans_a ? key->k : key->m, key->trans_a ? key->m : key->k, key->lda));
     cublasCheck(cublasLtMatrixLayoutCreate(&p->lb, xt, key->trans_b ? key->n : key->k, key->trans_b ? key->k : key->n, key->ldb));
     cublasCheck(cublasLtMatrixLayoutCreate(&p->ld, dt, key->m, key->n, key->ldd));
@@ -127,7 +146,15 @@ static MatmulPlan *matmul_plan(const MatmulKey *key) {
     // NOT_SUPPORTED is the heuristic's way of saying "no algorithm": report the shape, not a status code
     cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(cublaslt_handle, p->desc, p->la, p->lb, p->ld, p->ld, pref, 1, &heur,
                                                        &found);
-    if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0))
+    p->ok = !(st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0));
+    if (!p->ok && key->epi > EPI_BIAS) {  // a fusion this cuBLASLt lacks: not an error, the separate kernels do it
+        fprintf(stderr, "warning: cuBLASLt has no algorithm for epilogue %d on a %dx%dx%d matmul; running the separate kernels\n",
+                (int)epi_cublaslt(key->epi), key->m, key->n, key->k);
+        cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
+        matmul_nplans++;
+        return p;
+    }
+    if (!p->ok)
         fatal("cuBLASLt has no algorithm for a %dx%dx%d matmul (transa %d, transb %d, precision %d, alignments %u %u %u)",
               key->m, key->n, key->k, key->trans_a, key->trans_b, key->prec, al[0], al[1], al[3]);
     cublasCheck(st);
@@ -137,17 +164,9 @@ static MatmulPlan *matmul_plan(const MatmulKey *key) {
     return p;
 }
 
-// The epilogue of one call and its operands: the bias (EPI_BIAS, EPI_GELU_AUX_BIAS) or the bias gradient's output
-// (EPI_BGRADB, OC floats), and GELU's input (written by EPI_GELU_AUX_BIAS, read by EPI_DGELU).
-typedef struct {
-    int epi;
-    const void *bias;
-    void *aux;
-} Epilogue;
-static const Epilogue NO_EPILOGUE = {EPI_NONE, NULL, NULL};
-
 // D (m x n, column-major, leading dimension ldd) = op(A) op(B) + beta C, then the epilogue; C (NULL: D) has D's layout.
-static void cublaslt_matmul(void *d, int d_float, const floatX *a, const floatX *b, const void *c, int m, int n, int k,
+// Returns 0, doing nothing, where cuBLASLt has no algorithm for the fused epilogue.
+static int cublaslt_matmul(void *d, int d_float, const floatX *a, const floatX *b, const void *c, int m, int n, int k,
                             int lda, int ldb, int ldd, int trans_a, int trans_b, float beta, Epilogue e) {
     if (!c) c = d;
     MatmulKey key;
@@ -156,12 +175,14 @@ static void cublaslt_matmul(void *d, int d_float, const floatX *a, const floatX 
     key.trans_a = trans_a; key.trans_b = trans_b; key.d_float = d_float; key.epi = e.epi;
     key.prec = x_prec; key.tf32 = use_tf32;
     key.align[0] = ptr_alignment(a); key.align[1] = ptr_alignment(b); key.align[2] = ptr_alignment(c); key.align[3] = ptr_alignment(d);
-    MatmulPlan *p = matmul_plan(&key);
-    if (e.bias) cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &e.bias, sizeof(e.bias)));
-    if (e.aux) cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &e.aux, sizeof(e.aux)));
+    key.align[4] = e.bias ? ptr_alignment(e.bias) : 0; key.align[5] = e.aux ? ptr_alignment(e.aux) : 0;
+    MatmulPlan *p = matmul_plan(&key, e);
+    if (!p->ok) return 0;
+    matmul_set_pointers(p->desc, e);
     float alpha = 1.0f;
     cublasCheck(cublasLtMatmul(cublaslt_handle, p->desc, &alpha, a, p->la, b, p->lb, &beta, c, p->ld, d, p->ld, &p->algo,
                                cublaslt_workspace, CUBLASLT_WORKSPACE_BYTES, 0));
+    return 1;
 }
 
 // Row-major out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias. Column-major, that is
@@ -176,7 +197,9 @@ static void matmul_forward(floatX *out, const floatX *inp, const floatX *weight,
 static void matmul_forward_gelu(floatX *out, floatX *pre, const floatX *inp, const floatX *weight, const floatX *bias, int N,
                                 int C, int OC) {
     Epilogue e = {EPI_GELU_AUX_BIAS, bias, pre};
-    cublaslt_matmul(out, 0, weight, inp, NULL, OC, N, C, C, C, OC, 1, 0, 0.0f, e);
+    if (cublaslt_matmul(out, 0, weight, inp, NULL, OC, N, C, C, C, OC, 1, 0, 0.0f, e)) return;
+    matmul_forward(pre, inp, weight, bias, N, C, OC);
+    gelu_forward(out, pre, (long)N * OC);
 }
 
 // out = residual + inp @ weight^T + bias, in one matmul (beta = 1 onto the residual, which cuBLASLt adds before the
@@ -184,7 +207,7 @@ static void matmul_forward_gelu(floatX *out, floatX *pre, const floatX *inp, con
 static void matmul_forward_residual(floatX *out, const floatX *residual, const floatX *inp, const floatX *weight,
                                     const floatX *bias, int N, int C, int OC) {
     Epilogue e = {bias ? EPI_BIAS : EPI_NONE, bias, NULL};
-    cublaslt_matmul(out, 0, weight, inp, residual, OC, N, C, C, C, OC, 1, 0, 1.0f, e);
+    cublaslt_matmul(out, 0, weight, inp, residual, OC, N, C, C, C, OC, 1, 0, 1.0f, e);  // BIAS: always has an algorithm
 }
 
 __global__ void accumulate_kernel(float *dst, const float *src, int n) {
@@ -199,10 +222,11 @@ static void matmul_backward_weight(float *dweight, float *dbias, const floatX *d
     if (dbias && fuse_bgrad) {
         float *bgrad = scratch_get(OC);
         Epilogue e = {EPI_BGRADB, bgrad, NULL};
-        cublaslt_matmul(dweight, 1, inp, dout, NULL, C, OC, N, C, OC, C, 0, 1, 1.0f, e);
-        LAUNCH(ceil_div(OC, 256), 256, 0, 0, accumulate_kernel)(dbias, bgrad, OC);
-        launchCheck();
-        return;
+        if (cublaslt_matmul(dweight, 1, inp, dout, NULL, C, OC, N, C, OC, C, 0, 1, 1.0f, e)) {
+            LAUNCH(ceil_div(OC, 256), 256, 0, 0, accumulate_kernel)(dbias, bgrad, OC);
+            launchCheck();
+            return;
+        }
     }
     cublaslt_matmul(dweight, 1, inp, dout, NULL, C, OC, N, C, OC, C, 0, 1, 1.0f, NO_EPILOGUE);
     if (dbias) column_sums(NULL, dbias, dout, NULL, NULL, NULL, N, OC);
@@ -220,7 +244,10 @@ static void matmul_backward(floatX *dinp, float *dweight, float *dbias, const fl
 static void matmul_backward_dgelu(floatX *dinp, float *dweight, float *dbias, const floatX *dout, const floatX *inp,
                                   const floatX *weight, const floatX *pre, int N, int C, int OC) {
     Epilogue e = {EPI_DGELU, NULL, (void *)pre};
-    cublaslt_matmul(dinp, 0, weight, dout, NULL, C, N, OC, C, OC, C, 0, 0, 0.0f, e);
+    if (!cublaslt_matmul(dinp, 0, weight, dout, NULL, C, N, OC, C, OC, C, 0, 0, 0.0f, e)) {
+        cublaslt_matmul(dinp, 0, weight, dout, NULL, C, N, OC, C, OC, C, 0, 0, 0.0f, NO_EPILOGUE);
+        gelu_backward(dinp, pre, dinp, (long)N * C);  // in place: each value read before it is written
+    }
     matmul_backward_weight(dweight, dbias, dout, inp, N, C, OC);
 }
 
