@@ -28,7 +28,8 @@ __global__ void classifier_kernel(T *logits, float *losses, const int *targets, 
     typedef XVec<T, V> Vec;
     T *row = logits + (long)blockIdx.x * Vp;
     Vec *rowv = reinterpret_cast<Vec *>(row);
-    DYNAMIC_SHARED(Vec, staged);
+    DYNAMIC_SHARED(unsigned char, classifier_smem);  // bytes: nvcc refuses one extern __shared__ name of several types
+    Vec *staged = reinterpret_cast<Vec *>(classifier_smem);
     float m = -INFINITY, s = 0.0f;
     for (int i = threadIdx.x; i * V < Vocab; i += blockDim.x) {
         const Vec x = rowv[i];
