@@ -54,6 +54,16 @@ static void layernorm_backward(floatX *dinp, float *dweight, float *dbias, const
 static void matmul_forward(floatX *out, const floatX *inp, const floatX *weight, const floatX *bias, int N, int C, int OC);
 static void matmul_backward(floatX *dinp, float *dweight, float *dbias, const floatX *dout, const floatX *inp,
                             const floatX *weight, int N, int C, int OC);
+// The fused forms (the CUDA build's cuBLASLt epilogues; the CPU build runs the two kernels). model.h takes them when
+// the backend says they are on (backend_fuses_*), and otherwise the separate kernels.
+static int backend_fuses_gelu(void);      // matmul_forward_gelu and matmul_backward_dgelu for the MLP
+static int backend_fuses_residual(void);  // matmul_forward_residual for the two projections
+static void matmul_forward_gelu(floatX *out, floatX *pre, const floatX *inp, const floatX *weight, const floatX *bias, int N,
+                                int C, int OC);  // pre = matmul_forward, out = gelu(pre)
+static void matmul_forward_residual(floatX *out, const floatX *residual, const floatX *inp, const floatX *weight,
+                                    const floatX *bias, int N, int C, int OC);  // out = residual + matmul_forward
+static void matmul_backward_dgelu(floatX *dinp, float *dweight, float *dbias, const floatX *dout, const floatX *inp,
+                                  const floatX *weight, const floatX *pre, int N, int C, int OC);  // dinp *= gelu'(pre)
 static void attention_forward(floatX *out, float *att, const floatX *qkv, int B, int T, int C, int NH);
 static void attention_backward(floatX *dqkv, const floatX *dout, const floatX *qkv, const floatX *out, const float *att,
                                int B, int T, int C, int NH);

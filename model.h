@@ -374,6 +374,34 @@ static void model_decode_end(Model *m) {
     m->kv_len = m->kv_pos = 0;
 }
 
+// The MLP's first matmul and GELU: fch = ln2 @ fcw^T + fcb, fch_gelu = gelu(fch), in one matmul where the backend
+// fuses GELU into its epilogue (rounded once, so not the bits of the two kernels: backward recomputes fch_gelu the
+// same way). prof: mark --profile's modules (a full forward; decoding is not profiled).
+static void mlp_up_forward(const ActivationTensors *a, const LayerWeights *w, int BT, int C, int prof) {
+    if (prof) PROF(MOD_MLP_UP, MATMUL_FLOPS(BT, C, 4 * C));
+    if (backend_fuses_gelu()) {
+        matmul_forward_gelu(a->fch_gelu, a->fch, a->ln2, w->fcw, w->fcb, BT, C, 4 * C);
+        return;
+    }
+    matmul_forward(a->fch, a->ln2, w->fcw, w->fcb, BT, C, 4 * C);
+    if (prof) PROF(MOD_GELU, 0);
+    gelu_forward(a->fch_gelu, a->fch, (long)BT * 4 * C);
+}
+
+// A projection (IC -> C) and the residual stream: out = res + (inp @ weight^T + bias), proj holding the projection,
+// or one matmul adding onto res where the backend fuses the residual (rounded once; proj is then not written).
+static void proj_residual_forward(floatX *out, floatX *proj, const floatX *res, const floatX *inp, const floatX *weight,
+                                  const floatX *bias, int BT, int IC, int C, int module, int prof) {
+    if (prof) PROF(module, MATMUL_FLOPS(BT, IC, C));
+    if (backend_fuses_residual()) {
+        matmul_forward_residual(out, res, inp, weight, bias, BT, IC, C);
+        return;
+    }
+    matmul_forward(proj, inp, weight, bias, BT, IC, C);
+    if (prof) PROF(MOD_RESIDUAL, 0);
+    residual_forward(out, res, proj, (long)BT * C);
+}
+
 // One layer for the token at kv_pos: layer_forward's kernels on one row, its q, k, v appended to
 // the cache, and attention over the cache.
 static void layer_decode(Model *m, int l) {
@@ -386,13 +414,10 @@ static void layer_decode(Model *m, int l) {
     layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1w, w.ln1b, 1, C);
     matmul_forward(qkv, a.ln1, w.qkvw, w.qkvb, 1, C, 3 * C);
     attention_decode(a.atty, cache, m->kv_pos, C, NH);
-    matmul_forward(a.attproj, a.atty, w.attprojw, w.attprojb, 1, C, C);
-    residual_forward(a.residual2, x, a.attproj, C);
+    proj_residual_forward(a.residual2, a.attproj, x, a.atty, w.attprojw, w.attprojb, 1, C, C, MOD_ATTPROJ, 0);
     layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, 1, C);
-    matmul_forward(a.fch, a.ln2, w.fcw, w.fcb, 1, C, 4 * C);
-    gelu_forward(a.fch_gelu, a.fch, 4 * C);
-    matmul_forward(a.fcproj, a.fch_gelu, w.fcprojw, w.fcprojb, 1, 4 * C, C);
-    residual_forward(a.residual3, a.residual2, a.fcproj, C);
+    mlp_up_forward(&a, &w, 1, C, 0);
+    proj_residual_forward(a.residual3, a.fcproj, a.residual2, a.fch_gelu, w.fcprojw, w.fcprojb, 1, 4 * C, C, MOD_MLP_DOWN, 0);
 }
 
 static void layer_forward(Model *m, int l, int B, int T) {
@@ -407,25 +432,18 @@ static void layer_forward(Model *m, int l, int B, int T) {
     matmul_forward(a.qkv, a.ln1, w.qkvw, w.qkvb, BT, C, 3 * C);
     PROF(MOD_ATTENTION, ATTENTION_FLOPS(B, T, C));
     attention_forward(a.atty, a.att, a.qkv, B, T, C, NH);
-    PROF(MOD_ATTPROJ, MATMUL_FLOPS(BT, C, C));
-    matmul_forward(a.attproj, a.atty, w.attprojw, w.attprojb, BT, C, C);
-    PROF(MOD_RESIDUAL, 0);
-    residual_forward(a.residual2, x, a.attproj, (long)BT * C);
+    proj_residual_forward(a.residual2, a.attproj, x, a.atty, w.attprojw, w.attprojb, BT, C, C, MOD_ATTPROJ, 1);
     PROF(MOD_LAYERNORM, 0);
     layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, BT, C);
-    PROF(MOD_MLP_UP, MATMUL_FLOPS(BT, C, 4 * C));
-    matmul_forward(a.fch, a.ln2, w.fcw, w.fcb, BT, C, 4 * C);
-    PROF(MOD_GELU, 0);
-    gelu_forward(a.fch_gelu, a.fch, (long)BT * 4 * C);
-    PROF(MOD_MLP_DOWN, MATMUL_FLOPS(BT, 4 * C, C));
-    matmul_forward(a.fcproj, a.fch_gelu, w.fcprojw, w.fcprojb, BT, 4 * C, C);
-    PROF(MOD_RESIDUAL, 0);
-    residual_forward(a.residual3, a.residual2, a.fcproj, (long)BT * C);
+    mlp_up_forward(&a, &w, BT, C, 1);
+    proj_residual_forward(a.residual3, a.fcproj, a.residual2, a.fch_gelu, w.fcprojw, w.fcprojb, BT, 4 * C, C, MOD_MLP_DOWN, 1);
     PROF(MOD_NONE, 0);
 }
 
 // Rebuilds what the recompute level dropped, from what it kept. Deterministic kernels make the
-// rebuilt tensors bit-identical to the originals, so every level gives the same numbers.
+// rebuilt tensors bit-identical to the originals, so every level gives the same numbers. With GELU fused
+// into the fc matmul, fch_gelu is not gelu(fch) to the bit, so the matmul runs again (its same call: the
+// same bits, fch rewritten unchanged): a matmul more per layer at levels 1 and 2.
 static void layer_recompute(Model *m, int l, int B, int T) {
     int C = m->config.channels, BT = B * T;
     if (m->recompute >= 3) { layer_forward(m, l, B, T); return; }
@@ -437,7 +455,9 @@ static void layer_recompute(Model *m, int l, int B, int T) {
         PROF(MOD_LAYERNORM, 0);
         layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, BT, C);
     }
-    if (m->recompute >= 1) {
+    if (m->recompute >= 1 && backend_fuses_gelu()) {
+        mlp_up_forward(&a, &w, BT, C, 1);
+    } else if (m->recompute >= 1) {
         PROF(MOD_GELU, 0);
         gelu_forward(a.fch_gelu, a.fch, (long)BT * 4 * C);
     }
@@ -455,9 +475,13 @@ static void layer_backward(Model *m, int l, int B, int T) {
     const floatX *x = layer_input(m, l);
     // residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
     PROF(MOD_MLP_DOWN, 2.0 * MATMUL_FLOPS(BT, 4 * C, C));
-    matmul_backward(ga->dfch_gelu, g.fcprojw, g.fcprojb, ga->dresidual, a.fch_gelu, w.fcprojw, BT, 4 * C, C);
-    PROF(MOD_GELU, 0);
-    gelu_backward(ga->dfch, a.fch, ga->dfch_gelu, (long)BT * 4 * C);
+    if (backend_fuses_gelu()) {  // GELU's backward in the matmul's epilogue: dfch directly
+        matmul_backward_dgelu(ga->dfch, g.fcprojw, g.fcprojb, ga->dresidual, a.fch_gelu, w.fcprojw, a.fch, BT, 4 * C, C);
+    } else {
+        matmul_backward(ga->dfch_gelu, g.fcprojw, g.fcprojb, ga->dresidual, a.fch_gelu, w.fcprojw, BT, 4 * C, C);
+        PROF(MOD_GELU, 0);
+        gelu_backward(ga->dfch, a.fch, ga->dfch_gelu, (long)BT * 4 * C);
+    }
     PROF(MOD_MLP_UP, 2.0 * MATMUL_FLOPS(BT, C, 4 * C));
     matmul_backward(ga->dln, g.fcw, g.fcb, ga->dfch, a.ln2, w.fcw, BT, C, 4 * C);
     PROF(MOD_LAYERNORM, 0);

@@ -415,6 +415,26 @@ static void residual_forward(float *out, const float *a, const float *b, long N)
     for (long i = 0; i < N; i++) out[i] = a[i] + b[i];
 }
 
+// The fused forms of backend.h, as the two kernels they replace (the CUDA build's epilogues are checked against
+// these by dev/cuda/kernels.cu); model.h never takes them here.
+static int backend_fuses_gelu(void) { return 0; }
+static int backend_fuses_residual(void) { return 0; }
+static void matmul_forward_gelu(float *out, float *pre, const float *inp, const float *weight, const float *bias, int N, int C,
+                                int OC) {
+    matmul_forward(pre, inp, weight, bias, N, C, OC);
+    gelu_forward(out, pre, (long)N * OC);
+}
+static void matmul_forward_residual(float *out, const float *residual, const float *inp, const float *weight,
+                                    const float *bias, int N, int C, int OC) {
+    matmul_forward(out, inp, weight, bias, N, C, OC);
+    residual_forward(out, residual, out, (long)N * OC);
+}
+static void matmul_backward_dgelu(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                                  const float *weight, const float *pre, int N, int C, int OC) {
+    matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+    gelu_backward(dinp, pre, dinp, (long)N * C);
+}
+
 // Softmax and cross-entropy over the first V of Vp logit columns, fused with the gradient: each row
 // of logits is replaced by dloss/dlogits = (softmax - onehot(target)) * dloss, so no probability
 // tensor is ever stored. Padded columns get zero gradient.

@@ -7,7 +7,7 @@
 #include "cuda/common.cuh"      // defines: cudaCheck, LAUNCH, floatX and WITH_X, XVec and with_vec_width, scratch_get
 #include "cuda/encoder.cuh"     // defines: encoder_forward, encoder_backward
 #include "cuda/layernorm.cuh"   // defines: layernorm_forward, layernorm_backward, column_sums
-#include "cuda/matmul.cuh"      // defines: matmul_forward, matmul_backward (cuBLASLt plan cache)
+#include "cuda/matmul.cuh"      // defines: matmul_forward, matmul_backward and their fused forms (cuBLASLt epilogues, plan cache)
 #include "cuda/attention.cuh"   // defines: attention_forward, attention_backward (flash, fp32 and mma.sync)
 #include "cuda/decode.cuh"      // defines: attention_decode (one token against the key/value cache)
 #include "cuda/gelu.cuh"        // defines: gelu_forward, gelu_backward, residual_forward

@@ -297,6 +297,7 @@ static void backend_init(int local_rank) {
     }
     cudaCheck(cudaSetDevice(local_rank % n));
     cublasCheck(cublasLtCreate(&cublaslt_handle));
+    matmul_read_switches();
     cudaCheck(cudaMalloc(&cublaslt_workspace, CUBLASLT_WORKSPACE_BYTES));
     backend_ready = 1;
 }

@@ -20,14 +20,20 @@ __device__ float block_reduce(float x, int is_max) {
 
 // Pass 1 reads the row once with an online softmax: each thread keeps a running max m and a sum s of
 // exp(x - m), rescaled when m grows; the block then combines the (m, s) pairs. Pass 2 writes the gradient.
-template <typename T, int V>
+// STAGED: pass 1 also keeps the row in shared memory (Vp values: 100 KB in bf16 at GPT-2's 50304), and pass 2
+// reads it there instead of from global memory a second time. Each thread reads back only the vectors it
+// stored itself (the same i), so no barrier is needed, and the arithmetic is the same: the same bits.
+template <typename T, int V, bool STAGED>
 __global__ void classifier_kernel(T *logits, float *losses, const int *targets, int Vocab, int Vp, float dloss) {
     typedef XVec<T, V> Vec;
     T *row = logits + (long)blockIdx.x * Vp;
     Vec *rowv = reinterpret_cast<Vec *>(row);
+    DYNAMIC_SHARED(unsigned char, classifier_smem);  // bytes: nvcc refuses one extern __shared__ name of several types
+    Vec *staged = reinterpret_cast<Vec *>(classifier_smem);
     float m = -INFINITY, s = 0.0f;
     for (int i = threadIdx.x; i * V < Vocab; i += blockDim.x) {
         const Vec x = rowv[i];
+        if (STAGED) staged[i] = x;
 #pragma unroll
         for (int k = 0; k < V; k++) {
             if (i * V + k >= Vocab) break;
@@ -44,7 +50,9 @@ __global__ void classifier_kernel(T *logits, float *losses, const int *targets, 
     __syncthreads();  // every thread has read row[y] before it is overwritten
     if (threadIdx.x == 0) losses[blockIdx.x] = logsum - ly;
     for (int i = threadIdx.x; i < Vp / V; i += blockDim.x) {
-        Vec x = rowv[i];
+        Vec x;
+        if (!STAGED) x = rowv[i];
+        else if (i * V < Vocab) x = staged[i];  // past the vocabulary every gradient is 0, whatever the logit
 #pragma unroll
         for (int k = 0; k < V; k++) {
             const int v = i * V + k;
@@ -56,10 +64,31 @@ __global__ void classifier_kernel(T *logits, float *losses, const int *targets, 
     }
 }
 
+// TRAIN_GPT_CLASSIFIER_STAGED=0|1 (1): the row staged in shared memory where the device has room for it (an H100:
+// 227 KB a block; fp32 at Vp = 50304 needs 197 KB). Whether the saved read beats the lower occupancy (two 100 KB
+// blocks an SM) is for a GPU to say: `./dev/cuda/kernels bench` times both.
+static int classifier_staged = -1;
 static void classifier_forward_backward(floatX *logits, float *losses, const int *targets, int N, int V, int Vp,
                                         float dloss) {
+    if (classifier_staged < 0) {
+        const char *e = getenv("TRAIN_GPT_CLASSIFIER_STAGED");
+        classifier_staged = !(e && strcmp(e, "0") == 0);
+    }
+    static int optin = -1;
+    if (optin < 0) {
+        int dev = 0;
+        cudaCheck(cudaGetDevice(&dev));
+        cudaCheck(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    }
     WITH_X(with_vec_width<xt>(Vp % vec16<xt>() == 0 && aligned16(logits), [&](auto width) {
-        LAUNCH(N, 512, 0, 0, classifier_kernel<xt, decltype(width)::value>)((xt *)logits, losses, targets, V, Vp, dloss);
+        constexpr int W = decltype(width)::value;
+        const size_t bytes = (size_t)Vp * sizeof(xt);
+        if (classifier_staged && bytes <= (size_t)optin) {
+            cudaCheck(cudaFuncSetAttribute(classifier_kernel<xt, W, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+            LAUNCH(N, 512, bytes, 0, classifier_kernel<xt, W, true>)((xt *)logits, losses, targets, V, Vp, dloss);
+        } else {
+            LAUNCH(N, 512, 0, 0, classifier_kernel<xt, W, false>)((xt *)logits, losses, targets, V, Vp, dloss);
+        }
     }));
     launchCheck();
 }

@@ -3,6 +3,7 @@
 // `make test-gpu` (check) and `make bench` (bench):
 //   make dev/cuda/kernels && ./dev/cuda/kernels check     # PASS/FAIL per kernel and precision
 //   ./dev/cuda/kernels bench                               # ms and GB/s or TFLOP/s per kernel, bf16
+//                                                          # (fused epilogues and staged classifier beside the unfused)
 // Inputs are random; in bf16 and fp16 they are rounded to that precision first, so both sides see
 // the same numbers and the difference is the GPU's rounding of outputs and intermediates.
 #include "cuda/common.cuh"
@@ -169,11 +170,13 @@ static void check_matmul(KernelCase *k) {
     cpu::matmul_forward(o, h1, w, bias, (int)BT, C, OC);
     from_dev_x(go, dox, BT * OC);
     expect("matmul_forward (+ bias epilogue)", rel_err(go, o, BT * OC), tol());
+    // the bias gradient starts nonzero: it must be added to (cuBLASLt's BGRADB overwrites its output)
     float *dO = rand_host(BT * OC, 0.1f), *dinp = (float *)mallocCheck(n * 4), *dW = (float *)callocCheck((size_t)OC * C, 4),
-          *dB = (float *)callocCheck(OC, 4);
+          *dB = rand_host(OC, 1.0f), *dB0 = (float *)mallocCheck(OC * 4);
+    memcpy(dB0, dB, OC * 4);
     dout3 = to_dev_x(dO, BT * OC);
     floatX *ddinp = to_dev_x(dinp, n);
-    float *ddW = to_dev_f(dW, (size_t)OC * C), *ddB = to_dev_f(dB, OC);
+    float *ddW = to_dev_f(dW, (size_t)OC * C), *ddB = to_dev_f(dB, OC), *ddB2 = to_dev_f(dB, OC);
     matmul_backward(ddinp, ddW, ddB, dout3, x1, dw_x, (int)BT, C, OC);
     cpu::matmul_backward(dinp, dW, dB, dO, h1, w, (int)BT, C, OC);
     from_dev_x(g1, ddinp, n);
@@ -183,7 +186,79 @@ static void check_matmul(KernelCase *k) {
     expect("matmul_backward dweight (fp32 out)", rel_err(hW, dW, (size_t)OC * C), tol());
     float *hB = (float *)mallocCheck(OC * 4);
     from_dev_f(hB, ddB, OC);
-    expect("matmul_backward dbias", rel_err(hB, dB, OC), tol());
+    expect(fuse_bgrad ? "matmul_backward dbias (BGRADB epilogue, added)" : "matmul_backward dbias (column_sums)",
+           rel_err(hB, dB, OC), tol());
+    // and the other way (TRAIN_GPT_BGRAD), onto the same starting gradient
+    fuse_bgrad = !fuse_bgrad;
+    matmul_backward(ddinp, ddW, ddB2, dout3, x1, dw_x, (int)BT, C, OC);
+    from_dev_f(hB, ddB2, OC);
+    expect(fuse_bgrad ? "matmul_backward dbias (BGRADB epilogue, added)" : "matmul_backward dbias (column_sums)",
+           rel_err(hB, dB, OC), tol());
+    fuse_bgrad = !fuse_bgrad;
+    free(dB0);
+}
+
+// How far a fused epilogue may move off the two kernels it replaces, relative to the tensor's scale: the fused
+// path rounds the fp32 result once, the separate one rounds the matmul's output to floatX first and its own
+// output again. Each rounding is at most half an ulp of floatX (2^-8 relative in bf16, 2^-11 in fp16, 2^-24 in
+// fp32), and GELU's slope is under 1.13, so |fused - separate| <= (1.13 + 1 + 1) / 2 ulp of the largest value:
+// 1.6 ulp, taken as 2 (2^-6 in bf16, 2^-9 in fp16). fp32's difference is the order of the sums (a GPU may pick
+// another algorithm for another epilogue): its kernel tolerance. Measured on the emulator (2026-11-24, every
+// shape): bf16 7.1e-3, fp16 9.2e-4, fp32 1.3e-7; the fused paths against the CPU build are as close as the
+// separate ones (bf16 3.2e-3 vs 3.3e-3).
+static double fused_bound(void) {
+    return x_prec == PREC_BF16 ? 2 * 0x1p-7 : x_prec == PREC_FP16 ? 2 * 0x1p-10 : 1e-5;
+}
+
+// The matmuls with GELU or the residual in cuBLASLt's epilogue (TRAIN_GPT_GELU_FUSION, TRAIN_GPT_RESIDUAL_FUSION)
+// against the CPU build's two kernels (train_gpt.c's matmul_forward_gelu, ... are them), at the fc, fc projection
+// and attention projection shapes; and against the CUDA build's own two kernels, within fused_bound().
+static void check_matmul_fused(KernelCase *k) {
+    int C = k->C, IC = 4 * C; size_t BT = k->BT, n = k->n, n4 = BT * IC; float *h1 = k->h1; floatX *x1 = k->x1;
+    float *w = rand_host((size_t)IC * C, 0.1f), *bias = rand_host(IC, 0.1f), *w2 = rand_host((size_t)IC * C, 0.1f);
+    floatX *dw = to_dev_x(w, (size_t)IC * C), *db = to_dev_x(bias, IC), *dw2 = to_dev_x(w2, (size_t)IC * C);
+    float *pre = (float *)mallocCheck(n4 * 4), *out = (float *)mallocCheck(n4 * 4), *g = (float *)mallocCheck(n4 * 4),
+          *g2 = (float *)mallocCheck(n4 * 4);
+    floatX *dpre = to_dev_x(pre, n4), *dout = to_dev_x(out, n4), *dpre2 = to_dev_x(pre, n4), *dout2 = to_dev_x(out, n4);
+    matmul_forward_gelu(dout, dpre, x1, dw, db, (int)BT, C, IC);
+    cpu::matmul_forward_gelu(out, pre, h1, w, bias, (int)BT, C, IC);
+    from_dev_x(g, dpre, n4);
+    expect("matmul_forward_gelu: GELU's input (aux)", rel_err(g, pre, n4), tol());
+    from_dev_x(g, dout, n4);
+    expect("matmul_forward_gelu (GELU_AUX_BIAS epilogue)", rel_err(g, out, n4), tol());
+    matmul_forward(dpre2, x1, dw, db, (int)BT, C, IC);
+    gelu_forward(dout2, dpre2, (long)n4);
+    from_dev_x(g2, dout2, n4);
+    expect("matmul_forward_gelu vs matmul + gelu (rounding)", rel_err(g, g2, n4), fused_bound());
+    // the fc projection's backward through GELU: inp = the GELU output above, dout the upstream gradient
+    float *dinp = (float *)mallocCheck(n4 * 4), *dW = rand_host((size_t)IC * C, 1.0f), *dB = rand_host(C, 1.0f);
+    float *ddW = to_dev_f(dW, (size_t)IC * C), *ddB = to_dev_f(dB, C);
+    floatX *ddinp = to_dev_x(dinp, n4), *ddinp2 = to_dev_x(dinp, n4), *ddg = to_dev_x(dinp, n4);
+    matmul_backward_dgelu(ddinp, ddW, ddB, k->ddout, dout, dw2, dpre, (int)BT, IC, C);
+    cpu::matmul_backward_dgelu(dinp, dW, dB, k->dout, out, w2, pre, (int)BT, IC, C);
+    from_dev_x(g, ddinp, n4);
+    expect("matmul_backward_dgelu dinp (DGELU epilogue)", rel_err(g, dinp, n4), tol());
+    float *hW = (float *)mallocCheck((size_t)IC * C * 4);
+    from_dev_f(hW, ddW, (size_t)IC * C);
+    expect("matmul_backward_dgelu dweight", rel_err(hW, dW, (size_t)IC * C), tol());
+    from_dev_f(hW, ddB, C);
+    expect("matmul_backward_dgelu dbias", rel_err(hW, dB, C), tol());
+    float *scratch_w = to_dev_f(dW, (size_t)IC * C);
+    matmul_backward(ddg, scratch_w, NULL, k->ddout, dout, dw2, (int)BT, IC, C);
+    gelu_backward(ddinp2, dpre, ddg, (long)n4);
+    from_dev_x(g2, ddinp2, n4);
+    expect("matmul_backward_dgelu vs matmul + gelu_backward (rounding)", rel_err(g, g2, n4), fused_bound());
+    // the attention projection and the residual: out = res + inp @ w^T + b
+    float *res = rand_host(n, 1.0f), *o = (float *)mallocCheck(n * 4);
+    floatX *dres = to_dev_x(res, n), *dox = to_dev_x(o, n), *dox2 = to_dev_x(o, n), *dproj = to_dev_x(o, n);
+    matmul_forward_residual(dox, dres, x1, dw, db, (int)BT, C, C);
+    cpu::matmul_forward_residual(o, res, h1, w, bias, (int)BT, C, C);
+    from_dev_x(g, dox, n);
+    expect("matmul_forward_residual (beta = 1 onto the residual)", rel_err(g, o, n), tol());
+    matmul_forward(dproj, x1, dw, db, (int)BT, C, C);
+    residual_forward(dox2, dres, dproj, (long)n);
+    from_dev_x(g2, dox2, n);
+    expect("matmul_forward_residual vs matmul + residual (rounding)", rel_err(g, g2, n), fused_bound());
 }
 
 static void check_attention(KernelCase *k) {
@@ -241,6 +316,19 @@ static void check_classifier(KernelCase *k) {
     g1 = (float *)mallocCheck(nl * 4);
     from_dev_x(g1, x1, nl);
     expect("classifier dlogits (in place)", rel_err(g1, h1, nl), tol());
+    // the row staged in shared memory or read twice from global memory (TRAIN_GPT_CLASSIFIER_STAGED): the same bits
+    float *h2 = rand_host(nl, 4.0f), *g2 = (float *)mallocCheck(nl * 4), *gl2 = (float *)mallocCheck(BT * 4);
+    floatX *xa = to_dev_x(h2, nl), *xb = to_dev_x(h2, nl);
+    classifier_staged = 1;
+    classifier_forward_backward(xa, losses, dtok, (int)BT, V, Vp, 1.0f / BT);
+    from_dev_f(gl, losses, BT);
+    classifier_staged = 0;
+    classifier_forward_backward(xb, losses, dtok, (int)BT, V, Vp, 1.0f / BT);
+    from_dev_f(gl2, losses, BT);
+    classifier_staged = 1;
+    from_dev_x(g1, xa, nl);
+    from_dev_x(g2, xb, nl);
+    expect("classifier staged in shared memory vs not (bits)", fmax(rel_err(g1, g2, nl), rel_err(gl, gl2, BT)), 0.0);
 }
 
 static void check_all(int B, int T, int C, int NH, int V, int Vp) {
@@ -254,6 +342,7 @@ static void check_all(int B, int T, int C, int NH, int V, int Vp) {
     check_encoder(&k);
     check_layernorm(&k);
     check_matmul(&k);
+    check_matmul_fused(&k);
     check_attention(&k);
     check_gelu_residual(&k);
     check_classifier(&k);
@@ -358,9 +447,29 @@ static float time_ms(F fn) {
     return ms / 20;
 }
 
+// The epilogue fusions (TRAIN_GPT_GELU_FUSION, TRAIN_GPT_RESIDUAL_FUSION) against the kernels they replace, at
+// GPT-2 124M's shapes: the fc matmul and GELU, the fc projection's backward and GELU's, the attention projection
+// and the residual add. a, b2, c2: BT x 4C; w: 4C x C; bias: 4C; wf, bf: fp32 gradients of those sizes.
+static void bench_fusions(int B, int T, int C, floatX *a, floatX *b2, floatX *c2, floatX *w, floatX *bias, float *wf, float *bf) {
+    const int BT = B * T;
+    const double fl = 2.0 * BT * C * 4 * C, flp = 2.0 * BT * C * C;
+    float ms = time_ms([&] { matmul_forward(c2, b2, w, bias, BT, C, 4 * C); gelu_forward(a, c2, (long)BT * 4 * C); });
+    printf("  %-34s %8.3f ms  %7.1f TFLOP/s\n", "fc + gelu_forward (2 kernels)", ms, fl / (ms * 1e9));
+    ms = time_ms([&] { matmul_forward_gelu(a, c2, b2, w, bias, BT, C, 4 * C); });
+    printf("  %-34s %8.3f ms  %7.1f TFLOP/s\n", "fc, GELU_AUX_BIAS epilogue", ms, fl / (ms * 1e9));
+    ms = time_ms([&] { matmul_backward(c2, wf, bf, a, b2, w, BT, 4 * C, C); gelu_backward(c2, b2, c2, (long)BT * 4 * C); });
+    printf("  %-34s %8.3f ms  %7.1f TFLOP/s\n", "fcproj backward + gelu_backward", ms, 2 * fl / (ms * 1e9));
+    ms = time_ms([&] { matmul_backward_dgelu(c2, wf, bf, a, b2, w, b2, BT, 4 * C, C); });
+    printf("  %-34s %8.3f ms  %7.1f TFLOP/s\n", "fcproj backward, DGELU epilogue", ms, 2 * fl / (ms * 1e9));
+    ms = time_ms([&] { matmul_forward(c2, b2, w, bias, BT, C, C); residual_forward(a, b2, c2, (long)BT * C); });
+    printf("  %-34s %8.3f ms  %7.1f TFLOP/s\n", "attproj + residual_forward", ms, flp / (ms * 1e9));
+    ms = time_ms([&] { matmul_forward_residual(a, b2, c2, w, bias, BT, C, C); });
+    printf("  %-34s %8.3f ms  %7.1f TFLOP/s\n", "attproj, residual as C (beta 1)", ms, flp / (ms * 1e9));
+}
+
 static void bench(int B, int T, int C, int NH, int Vp) {
     size_t BT = (size_t)B * T;
-    printf("kernel benchmark, %s, B=%d T=%d C=%d NH=%d Vp=%d (GPT-2 124M's shapes)\n", prec_name(), B, T, C, NH, Vp);
+    printf("kernel benchmark, %s, B=%d T=%d C=%d NH=%d Vp=%d%s\n", prec_name(), B, T, C, NH, Vp, C == 768 ? " (GPT-2 124M's shapes)" : "");
     size_t big = BT * Vp;
     float *h = rand_host(BT * 4 * C, 1.0f);
     floatX *a = to_dev_x(h, BT * 4 * C), *b2 = to_dev_x(h, BT * 4 * C), *c2 = to_dev_x(h, BT * 4 * C);
@@ -384,8 +493,14 @@ static void bench(int B, int T, int C, int NH, int Vp) {
     fl = 2.0 * BT * C * 4 * C;
     ms = time_ms([&] { matmul_forward(a, b2, w, bias, (int)BT, C, 4 * C); });
     printf("  %-34s %8.3f ms  %7.1f TFLOP/s\n", "matmul_forward fc (C -> 4C)", ms, fl / (ms * 1e9));
-    ms = time_ms([&] { matmul_backward(c2, wf, bf, a, b2, w, (int)BT, C, 4 * C); });
-    printf("  %-34s %8.3f ms  %7.1f TFLOP/s\n", "matmul_backward fc", ms, 2 * fl / (ms * 1e9));
+    for (int f = 1; f >= 0; f--) {  // the bias gradient in the matmul's epilogue or by column_sums (TRAIN_GPT_BGRAD)
+        fuse_bgrad = f;
+        ms = time_ms([&] { matmul_backward(c2, wf, bf, a, b2, w, (int)BT, C, 4 * C); });
+        printf("  %-34s %8.3f ms  %7.1f TFLOP/s\n", f ? "matmul_backward fc (dbias BGRADB)" : "matmul_backward fc (column_sums)", ms,
+               2 * fl / (ms * 1e9));
+    }
+    fuse_bgrad = 1;
+    bench_fusions(B, T, C, a, b2, c2, w, bias, wf, bf);
     fl = 4.0 * B * NH * (double)T * T * (C / NH) / 2;
     ms = time_ms([&] { attention_forward(a, lse, b2, B, T, C, NH); });
     printf("  %-34s %8.3f ms  %7.1f TFLOP/s\n", "attention_forward (flash)", ms, fl / (ms * 1e9));
@@ -397,8 +512,15 @@ static void bench(int B, int T, int C, int NH, int Vp) {
     printf("  %-34s %8.3f ms  %7.0f GB/s\n", "gelu_backward", ms, GBS(3 * BT * 4 * C * xb));
     ms = time_ms([&] { residual_forward(a, b2, c2, (long)BT * C); });
     printf("  %-34s %8.3f ms  %7.0f GB/s\n", "residual_forward", ms, GBS(3 * BT * C * xb));
-    ms = time_ms([&] { classifier_forward_backward(logits, losses, tok, (int)BT, Vp - 47, Vp, 1.0f); });
-    printf("  %-34s %8.3f ms  %7.0f GB/s\n", "classifier_forward_backward", ms, GBS(3 * big * xb));
+    // staged: the row read once from global memory and written once; not: read twice (the bandwidth column counts
+    // the bytes each moves)
+    for (int st = 1; st >= 0; st--) {
+        classifier_staged = st;
+        ms = time_ms([&] { classifier_forward_backward(logits, losses, tok, (int)BT, Vp - 47, Vp, 1.0f); });
+        printf("  %-34s %8.3f ms  %7.0f GB/s\n", st ? "classifier (row in shared memory)" : "classifier (row read twice)", ms,
+               GBS((st ? 2 : 3) * big * xb));
+    }
+    classifier_staged = 1;
     fl = 2.0 * BT * C * Vp;
     floatX *wte;  // (Vp, C): larger than the 4C x C weight above
     cudaCheck(cudaMalloc(&wte, (size_t)Vp * C * x_bytes));
@@ -413,7 +535,9 @@ int main(int argc, char **argv) {
     backend_init(0);
     if (strcmp(mode, "bench") == 0) {
         x_prec = PREC_BF16; x_bytes = 2;
-        bench(8, 1024, 768, 12, 50304);
+        // `bench tiny`: the same calls at the test model's shapes, so the emulator can run them (plumbing only)
+        if (argc > 2 && strcmp(argv[2], "tiny") == 0) bench(1, 64, 64, 4, 128);
+        else bench(8, 1024, 768, 12, 50304);
         return 0;
     }
     const int precs[3] = {PREC_FP32, PREC_BF16, PREC_FP16};

@@ -16,6 +16,10 @@
 //     throughout. Combinations outside these are refused with CUBLAS_STATUS_NOT_SUPPORTED, as the library does.
 //   - PTX ISA, cvt.rna.tf32.f32: TF32 keeps 10 explicit mantissa bits, rounding to nearest, ties away from zero
 //     (cuBLAS does not say which rounding its TF32 kernels use; this is the hardware conversion).
+//   - cublasLt.h, cublasLtEpilogue_t and the EPILOGUE_AUX attributes: GELU(_AUX)(_BIAS) apply the bias, then GELU,
+//     and with _AUX write GELU's input to the aux matrix (D's type, AUX_LD divisible by 8 and >= D's rows); DGELU
+//     multiplies the product by GELU's derivative at the aux matrix; BGRADA / BGRADB write the bias gradient: op(A)
+//     reduced over k (a vector as long as D has rows) / op(B) reduced over k (as long as D has columns), in D's type.
 // Accumulation is in fp32, in a fixed order, so results are deterministic. Anything the emulator does not implement
 // (other epilogues, row-major orders, ...) is refused with a message, never computed approximately.
 #include "emu.h"
@@ -38,6 +42,9 @@ struct Desc {
     uint32_t epilogue;
     const void *bias;
     int64_t bias_batch_stride;
+    void *aux;  // GELU's input: written by GELU_AUX(_BIAS), read by DGELU
+    int64_t aux_ld, aux_batch_stride;
+    int32_t aux_type;
 };
 struct Layout {
     uint32_t magic;
@@ -113,6 +120,7 @@ cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComputeTy
     x->transa = x->transb = x->transc = CUBLAS_OP_N;
     x->bias_type = -1;
     x->epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+    x->aux_type = -1;
     *d = (cublasLtMatmulDesc_t)x;
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -138,6 +146,10 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMa
     case CUBLASLT_MATMUL_DESC_BIAS_POINTER: return set(&x->bias, buf, n, "BIAS_POINTER");
     case CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE: return set(&x->bias_batch_stride, buf, n, "BIAS_BATCH_STRIDE");
     case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: return set(&x->bias_type, buf, n, "BIAS_DATA_TYPE");
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER: return set(&x->aux, buf, n, "EPILOGUE_AUX_POINTER");
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD: return set(&x->aux_ld, buf, n, "EPILOGUE_AUX_LD");
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE: return set(&x->aux_batch_stride, buf, n, "EPILOGUE_AUX_BATCH_STRIDE");
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE: return set(&x->aux_type, buf, n, "EPILOGUE_AUX_DATA_TYPE");
     default: return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "matmul descriptor attribute %d is not emulated", (int)attr);
     }
 }
@@ -209,6 +221,47 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
 
 }  // extern "C"
 
+// The epilogues emulated (cublasLt.h's cublasLtEpilogue_t), as flags: what each one does after the product.
+enum { EPI_BIAS = 1, EPI_GELU = 2, EPI_AUX_OUT = 4, EPI_DGELU = 8, EPI_BGRADA = 16, EPI_BGRADB = 32 };
+static int epilogue_flags(uint32_t e) {
+    switch (e) {
+    case CUBLASLT_EPILOGUE_DEFAULT: return 0;
+    case CUBLASLT_EPILOGUE_BIAS: return EPI_BIAS;
+    case CUBLASLT_EPILOGUE_GELU: return EPI_GELU;
+    case CUBLASLT_EPILOGUE_GELU_BIAS: return EPI_BIAS | EPI_GELU;
+    case CUBLASLT_EPILOGUE_GELU_AUX: return EPI_GELU | EPI_AUX_OUT;
+    case CUBLASLT_EPILOGUE_GELU_AUX_BIAS: return EPI_BIAS | EPI_GELU | EPI_AUX_OUT;
+    case CUBLASLT_EPILOGUE_DGELU: return EPI_DGELU;
+    case CUBLASLT_EPILOGUE_BGRADA: return EPI_BGRADA;
+    case CUBLASLT_EPILOGUE_BGRADB: return EPI_BGRADB;
+    default: return -1;  // the ReLU family, DGELU_BGRAD: not emulated
+    }
+}
+
+// What cublasLt.h says of the epilogues' extra operands: the bias (or bias gradient) vector has D's type; GELU's
+// input matrix (the aux buffer) has D's type and a leading dimension "divisible by 8 and no less than the number
+// of rows in the output matrix". Strided batches with an epilogue beyond BIAS are not emulated.
+static cublasStatus_t check_epilogue(const char *who, const Desc *d, const Layout *dl) {
+    const int f = epilogue_flags(d->epilogue);
+    if (f < 0)
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "%s: epilogue %u is not emulated (DEFAULT, BIAS, GELU(_AUX)(_BIAS), DGELU, "
+                      "BGRADA, BGRADB are)", who, d->epilogue);
+    if ((f & (EPI_BIAS | EPI_BGRADA | EPI_BGRADB)) && d->bias_type != -1 && d->bias_type != dl->type)
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "%s: a %s bias (or bias gradient) with a %s D: it must have D's type", who,
+                      type_str(d->bias_type), type_str(dl->type));
+    if ((f & ~EPI_BIAS) && dl->batch > 1)
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "%s: epilogue %u on a strided batch is not emulated", who, d->epilogue);
+    if (f & (EPI_AUX_OUT | EPI_DGELU)) {
+        if (d->aux_type != -1 && d->aux_type != dl->type)
+            return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "%s: a %s GELU input (aux) with a %s D is not emulated", who,
+                          type_str(d->aux_type), type_str(dl->type));
+        if (d->aux_ld < (int64_t)dl->rows || d->aux_ld % 8 != 0)
+            return refuse(CUBLAS_STATUS_INVALID_VALUE, "%s: CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD %lld must be divisible by 8 and "
+                          ">= D's %llu rows", who, (long long)d->aux_ld, (unsigned long long)dl->rows);
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
 // The problem a descriptor and four layouts describe, checked as the library checks it.
 struct Problem {
     int m, n, k, batch;
@@ -256,14 +309,12 @@ static cublasStatus_t check_problem(const char *who, cublasLtMatmulDesc_t desc, 
         if (d->compute == CUBLAS_COMPUTE_32F_FAST_TF32)
             ok = a->type == CUDA_R_32F && b->type == CUDA_R_32F && dl->type == CUDA_R_32F;
     }
+    cublasStatus_t st;
     if (!ok)
         return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "%s: no kernel for compute type %d, scale %s, A %s, B %s, C/D %s", who,
                       d->compute, type_str(d->scale), type_str(a->type), type_str(b->type), type_str(dl->type));
-    if (d->epilogue != CUBLASLT_EPILOGUE_DEFAULT && d->epilogue != CUBLASLT_EPILOGUE_BIAS)
-        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "%s: epilogue %u is not emulated (DEFAULT and BIAS are)", who, d->epilogue);
-    if (d->epilogue == CUBLASLT_EPILOGUE_BIAS && d->bias_type != -1 && d->bias_type != dl->type)
-        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "%s: a %s bias with a %s D: the bias must have D's type", who,
-                      type_str(d->bias_type), type_str(dl->type));
+    st = check_epilogue(who, d, dl);
+    if (st != CUBLAS_STATUS_SUCCESS) return st;
     if (d->pointer_mode != CUBLASLT_POINTER_MODE_HOST && d->pointer_mode != CUBLASLT_POINTER_MODE_DEVICE)
         return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "%s: pointer mode %d is not emulated", who, d->pointer_mode);
     *p = Problem{(int)m, (int)n, (int)ak, dl->batch, d, a, b, c, dl};
@@ -327,6 +378,14 @@ static void write_elem(void *base, int type, size_t i, float v) {
     else ((__nv_bfloat16 *)base)[i] = __float2bfloat16_rn(v);
 }
 
+// GELU, tanh approximation, and its derivative: the formulas of cuda/gelu.cuh (cuBLASLt does not document which
+// GELU its epilogue computes; a GPU check compares the two, see the README).
+static float gelu(float x) { return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x))); }
+static float gelu_grad(float x) {
+    const float th = tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x));
+    return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * 0.7978845608028654f * (1.0f + 3.0f * 0.044715f * x * x);
+}
+
 // The bytes a column-major matrix spans.
 static size_t extent(const Layout *l) {
     return ((size_t)(l->cols - 1) * l->ld + l->rows) * type_bytes(l->type);
@@ -341,6 +400,26 @@ static void check_buffer(const char *what, const void *p, const Layout *l, uint3
                   what, p, align, "ABCD"[index]);
     for (int b = 0; b < l->batch; b++)
         emu_require_device("cublasLtMatmul", what, (const char *)p + (size_t)b * l->stride * type_bytes(l->type), extent(l));
+}
+
+// BGRADA / BGRADB (cublasLt.h): the bias gradient "based on the input matrix A (B)": op(A) summed over the GEMM's k
+// dimension, one value per row of D, or op(B) summed over k, one per column of D; written (not accumulated) to the bias
+// pointer in its type. From the operands as stored (TF32 rounding is the multiplier's), eight partial sums over
+// k mod 8 added in a fixed order, as the product's.
+static void bias_gradient(const Problem &p, int epi, const char *Ab, const char *Bb, int bias_type) {
+    const int a_side = epi & EPI_BGRADA, len = a_side ? p.m : p.n, k = p.k;
+    const Layout *l = a_side ? p.a : p.b;
+    const char *base = a_side ? Ab : Bb;
+    // op(A) is m x k: element (i, q) of A stored N at i + q ld, T at q + i ld; op(B) is k x n: (q, j) at q + j ld (N)
+    const int strided = a_side ? p.d->transa == CUBLAS_OP_N : p.d->transb == CUBLAS_OP_T;
+    for (int i = 0; i < len; i++) {
+        float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int q = 0; q < k; q++) {
+            size_t idx = strided ? (size_t)i + (size_t)q * l->ld : (size_t)q + (size_t)i * l->ld;
+            s[q % 8] += read_elem(base, l->type, idx);
+        }
+        write_elem((void *)p.d->bias, bias_type, i, ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])));
+    }
 }
 
 extern "C" cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, const void *alpha,
@@ -378,12 +457,19 @@ extern "C" cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_
     memcpy(&b_s, beta, 4);
     if (b_s != 0.0f) check_buffer("C", Cp, p.c, al.align[2], 2);  // beta 0: C is not read (and may hold NaN)
     const int bias_type = p.d->bias_type == -1 ? p.dl->type : p.d->bias_type;
-    const int use_bias = p.d->epilogue == CUBLASLT_EPILOGUE_BIAS;
-    if (use_bias) {
-        if (!p.d->bias) return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: CUBLASLT_EPILOGUE_BIAS without a bias pointer");
+    const int epi = epilogue_flags(p.d->epilogue), use_bias = epi & EPI_BIAS;
+    if (epi & (EPI_BIAS | EPI_BGRADA | EPI_BGRADB)) {
+        if (!p.d->bias) return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: epilogue %u without a bias pointer", p.d->epilogue);
+        // a bias is as long as D has rows; a bias gradient reduces op(A) to D's rows or op(B) to its columns
+        const size_t len = (epi & EPI_BGRADB) ? (size_t)p.n : (size_t)p.m;
         for (int b = 0; b < p.batch; b++)
             emu_require_device("cublasLtMatmul", "the bias", (const char *)p.d->bias + (size_t)b * p.d->bias_batch_stride *
-                               type_bytes(bias_type), (size_t)p.m * type_bytes(bias_type));
+                               type_bytes(bias_type), len * type_bytes(bias_type));
+    }
+    if (epi & (EPI_AUX_OUT | EPI_DGELU)) {
+        if (!p.d->aux) return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: epilogue %u without CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER", p.d->epilogue);
+        const Layout aux = {LAYOUT_MAGIC, p.dl->type, CUBLASLT_ORDER_COL, 1, p.dl->rows, p.dl->cols, p.d->aux_ld, 0};
+        check_buffer("the GELU input (aux)", p.d->aux, &aux, (uint32_t)type_bytes(p.dl->type), 3);
     }
     // the product runs when the device gets to it, from copies of the descriptors as they are now
     const Desc dq = *p.d;
@@ -413,6 +499,7 @@ extern "C" cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_
                 bp[(size_t)j * k + l] = tf32 ? to_tf32(v) : v;
             }
         const char *bias = use_bias ? (const char *)p.d->bias + (size_t)bt * p.d->bias_batch_stride * type_bytes(bias_type) : NULL;
+        if (epi & (EPI_BGRADA | EPI_BGRADB)) bias_gradient(p, epi, Ab, Bb, bias_type);
 #pragma omp parallel for schedule(static)
         for (int j = 0; j < n; j++) {
             const float *bj = &bp[(size_t)j * k];
@@ -428,6 +515,12 @@ extern "C" cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_
                 float v = a_s * acc;
                 if (b_s != 0.0f) v += b_s * read_elem(Cb, p.c->type, (size_t)i + (size_t)j * p.c->ld);
                 if (bias) v += read_elem(bias, bias_type, i);
+                if (epi & (EPI_AUX_OUT | EPI_DGELU)) {
+                    const size_t ai = (size_t)i + (size_t)j * p.d->aux_ld;
+                    if (epi & EPI_AUX_OUT) write_elem(p.d->aux, p.dl->type, ai, v);  // GELU's input, rounded to D's type
+                    else v *= gelu_grad(read_elem(p.d->aux, p.dl->type, ai));
+                }
+                if (epi & EPI_GELU) v = gelu(v);  // on the fp32 value: D is rounded once, after it
                 write_elem(Db, p.dl->type, (size_t)i + (size_t)j * p.dl->ld, v);
             }
         }

@@ -1,6 +1,6 @@
 // dev/cuda/emu/selftest.cu: the emulator's own checks, against hand-computed results: warp shuffles and votes,
 // barriers with predicates, the NaN fill, launch limits, pointer attributes, and
-// cuBLASLt (every transpose, the bias epilogue, the type combinations it must refuse). `selftest ok` runs them and
+// cuBLASLt (every transpose, the bias, GELU and bias-gradient epilogues, the type combinations it must refuse). `selftest ok` runs them and
 // ends with "N passed, N failed". `selftest MODE` runs one broken program that a GPU would hang on, fault on or
 // get wrong; the emulator must stop it with a message naming the problem (test/test_cuda_emu.sh checks which).
 // Built only for the emulator (make dev/cuda/emu/selftest): g++ -include dev/cuda/emu/emu.h, like train_gpt.cu.
@@ -137,6 +137,7 @@ static void check_memory(void) {
 // ---- cuBLASLt, against a plain loop over the documented definition ----
 
 static cublasLtHandle_t lt;
+static void check_cublaslt_epilogues(void);
 
 // D (m x n) = op(A) op(B) + beta C + bias, all column-major; returns the status of the call.
 static cublasStatus_t lt_matmul(cudaDataType_t ab, cudaDataType_t dt, cublasComputeType_t compute, int ta, int tb,
@@ -271,7 +272,106 @@ static void check_cublaslt(void) {
            CUBLAS_STATUS_NOT_SUPPORTED, "cuBLASLt refuses an fp32 bias with an fp16 D (the bias has D's type)");
     expect(lt_matmul(CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F, 0, 0, m, n, k, dA, m - 1, dB, k, dD, m, NULL, -1, 0.0f) ==
            CUBLAS_STATUS_INVALID_VALUE, "cuBLASLt refuses a leading dimension smaller than the rows");
+    check_cublaslt_epilogues();
     cublasLtDestroy(lt);
+}
+
+// One fp32 matmul D (m x n, ld m) = op(A) op(B) with an epilogue and its operands; returns the status of the call.
+static cublasStatus_t lt_epilogue(cublasLtEpilogue_t epi, int ta, int tb, int m, int n, int k, const float *A, const float *B,
+                                  float *D, const float *bias_in, float *bias_out, float *aux, long aux_ld) {
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa));
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb));
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi));
+    const void *bias = bias_in ? (const void *)bias_in : (const void *)bias_out;
+    if (bias) cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
+    if (aux) cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux));
+    int64_t ald = aux_ld;
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ald, sizeof(ald));
+    cublasLtMatrixLayout_t la, lb, ld;
+    cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, ta ? k : m, ta ? m : k, ta ? k : m);
+    cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, tb ? n : k, tb ? k : n, tb ? n : k);
+    cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, m, n, m);
+    cublasLtMatmulPreference_t pref;
+    cublasLtMatmulPreferenceCreate(&pref);
+    cublasLtMatmulHeuristicResult_t heur;
+    int found = 0;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, ld, ld, pref, 1, &heur, &found);
+    float alpha = 1.0f, beta = 0.0f;
+    if (st == CUBLAS_STATUS_SUCCESS && found == 1)
+        st = cublasLtMatmul(lt, desc, &alpha, A, la, B, lb, &beta, D, ld, D, ld, &heur.algo, NULL, 0, 0);
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatrixLayoutDestroy(la); cublasLtMatrixLayoutDestroy(lb); cublasLtMatrixLayoutDestroy(ld);
+    cublasLtMatmulDescDestroy(desc);
+    return st;
+}
+
+static double gelu_d(double x) { return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+
+// The epilogues the trainer uses (cublasLt.h): GELU_AUX_BIAS (bias, GELU's input to aux, GELU), DGELU (times GELU's
+// derivative at aux), BGRADA / BGRADB (op(A) summed over k per row of D / op(B) summed over k per column of D,
+// written), against the definition; and what they refuse.
+static void check_cublaslt_epilogues(void) {
+    const int m = 8, n = 3, k = 5;  // m: aux's leading dimension must be a multiple of 8
+    float A[40], B[15], bias[8], D[24], aux[24], g[8], ref[24];
+    for (int i = 0; i < 40; i++) A[i] = (float)((i * 5) % 9 - 4) / 4;
+    for (int i = 0; i < 15; i++) B[i] = (float)((i * 3) % 7 - 3) / 2;
+    for (int i = 0; i < 8; i++) bias[i] = (float)i / 8 - 0.5f;
+    float *dA, *dB, *dD, *dbias, *daux, *dg;
+    CHECK(cudaMalloc(&dA, sizeof(A))); CHECK(cudaMalloc(&dB, sizeof(B))); CHECK(cudaMalloc(&dD, sizeof(D)));
+    CHECK(cudaMalloc(&dbias, sizeof(bias))); CHECK(cudaMalloc(&daux, sizeof(aux))); CHECK(cudaMalloc(&dg, sizeof(g)));
+    CHECK(cudaMemcpy(dA, A, sizeof(A), cudaMemcpyHostToDevice)); CHECK(cudaMemcpy(dB, B, sizeof(B), cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(dbias, bias, sizeof(bias), cudaMemcpyHostToDevice));
+    for (int j = 0; j < n; j++)  // op(A) = A (m x k, ld m), op(B) = B (k x n, ld k)
+        for (int i = 0; i < m; i++) {
+            double s = 0.0;
+            for (int l = 0; l < k; l++) s += (double)A[i + l * m] * B[l + j * k];
+            ref[i + j * m] = (float)s;
+        }
+    cublasStatus_t st = lt_epilogue(CUBLASLT_EPILOGUE_GELU_AUX_BIAS, 0, 0, m, n, k, dA, dB, dD, dbias, NULL, daux, m);
+    CHECK(cudaMemcpy(D, dD, sizeof(D), cudaMemcpyDeviceToHost)); CHECK(cudaMemcpy(aux, daux, sizeof(aux), cudaMemcpyDeviceToHost));
+    double worst = 0.0;
+    for (int i = 0; i < m * n; i++) {
+        double pre = (double)ref[i] + bias[i % m];
+        worst = fmax(worst, fmax(fabs(aux[i] - pre), fabs(D[i] - gelu_d(pre))));
+    }
+    expect(st == CUBLAS_STATUS_SUCCESS && worst < 1e-5, "cuBLASLt GELU_AUX_BIAS: the biased product in aux, its GELU in D");
+    st = lt_epilogue(CUBLASLT_EPILOGUE_DGELU, 0, 0, m, n, k, dA, dB, dD, NULL, NULL, daux, m);
+    CHECK(cudaMemcpy(D, dD, sizeof(D), cudaMemcpyDeviceToHost));
+    worst = 0.0;
+    for (int i = 0; i < m * n; i++) {
+        double x = aux[i], h = 1e-4, slope = (gelu_d(x + h) - gelu_d(x - h)) / (2 * h);
+        worst = fmax(worst, fabs(D[i] - ref[i] * slope));
+    }
+    expect(st == CUBLAS_STATUS_SUCCESS && worst < 1e-4, "cuBLASLt DGELU: the product times GELU's derivative at aux");
+    // BGRADB with op(B) = B^T read from an n x k matrix (the weight gradient's layout): n sums over k, written
+    CHECK(cudaMemset(dg, 0x7f, sizeof(g)));
+    st = lt_epilogue(CUBLASLT_EPILOGUE_BGRADB, 0, 1, m, n, k, dA, dB, dD, NULL, dg, NULL, 0);
+    CHECK(cudaMemcpy(g, dg, sizeof(g), cudaMemcpyDeviceToHost));
+    worst = 0.0;
+    for (int j = 0; j < n; j++) {
+        double s = 0.0;
+        for (int l = 0; l < k; l++) s += B[j + l * n];
+        worst = fmax(worst, fabs(g[j] - s));
+    }
+    expect(st == CUBLAS_STATUS_SUCCESS && worst < 1e-6, "cuBLASLt BGRADB: op(B) summed over k, one value per column of D");
+    st = lt_epilogue(CUBLASLT_EPILOGUE_BGRADA, 1, 0, m, n, k, dA, dB, dD, NULL, dg, NULL, 0);
+    CHECK(cudaMemcpy(g, dg, sizeof(g), cudaMemcpyDeviceToHost));
+    worst = 0.0;
+    for (int i = 0; i < m; i++) {
+        double s = 0.0;
+        for (int l = 0; l < k; l++) s += A[l + i * k];
+        worst = fmax(worst, fabs(g[i] - s));
+    }
+    expect(st == CUBLAS_STATUS_SUCCESS && worst < 1e-6, "cuBLASLt BGRADA: op(A) summed over k, one value per row of D");
+    expect(lt_epilogue(CUBLASLT_EPILOGUE_DGELU, 0, 0, m, n, k, dA, dB, dD, NULL, NULL, NULL, m) == CUBLAS_STATUS_INVALID_VALUE,
+           "cuBLASLt refuses DGELU without the aux pointer (GELU's input)");
+    expect(lt_epilogue(CUBLASLT_EPILOGUE_GELU_AUX_BIAS, 0, 0, m, n, k, dA, dB, dD, dbias, NULL, daux, m + 4) ==
+           CUBLAS_STATUS_INVALID_VALUE, "cuBLASLt refuses an aux leading dimension not divisible by 8");
+    expect(lt_epilogue(CUBLASLT_EPILOGUE_DRELU, 0, 0, m, n, k, dA, dB, dD, NULL, NULL, daux, m) == CUBLAS_STATUS_NOT_SUPPORTED,
+           "cuBLASLt (emulated) refuses an epilogue it does not implement (DRELU)");
 }
 
 // ---- broken programs: each must stop with the emulator's message ----
