@@ -46,6 +46,8 @@
 // The kernels are the trainer's own (cuda/attention.cuh's flash_attention_forward/backward): this file only
 // checks and times them.
 #include "../../cuda/attention.cuh"
+// The 16-bit kernels before issue #22, for the bit comparison below and the old-vs-new benchmark.
+#include "attention_v1.cuh"
 
 // ---- dev check and benchmark ----
 
@@ -102,6 +104,23 @@ static bool run_check(const AttnShape &sh, uint64_t seed) {
     const bool det = memcmp(out_t.data(), out2_t.data(), nout * sizeof(floatT)) == 0 &&
                      memcmp(lse_g.data(), lse2_g.data(), nlse * sizeof(float)) == 0 &&
                      memcmp(dqkv_t.data(), dqkv2_t.data(), nqkv * sizeof(floatT)) == 0;
+    // 16-bit: the kernels before issue #22 do the same arithmetic per row in the same order (other tiles per
+    // block, other loads), so they must give the same bits. Independent of the reference: a change in the
+    // order of a sum shows here even where it stays inside the tolerance.
+    const char *v1 = "";
+    if constexpr (sizeof(floatT) == 2) {
+        cudaCheck(cudaMemset(d_dqkv2, 0xff, nqkv * sizeof(floatT)));
+        attn_v1_forward(d_out, d_lse, d_qkv, B, T, C, NH, 0);
+        attn_v1_backward(d_dqkv2, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, 0);
+        cudaCheck(cudaDeviceSynchronize());
+        cudaCheck(cudaMemcpy(out2_t.data(), d_out, nout * sizeof(floatT), cudaMemcpyDeviceToHost));
+        cudaCheck(cudaMemcpy(lse2_g.data(), d_lse, nlse * sizeof(float), cudaMemcpyDeviceToHost));
+        cudaCheck(cudaMemcpy(dqkv2_t.data(), d_dqkv2, nqkv * sizeof(floatT), cudaMemcpyDeviceToHost));
+        const bool same = memcmp(out_t.data(), out2_t.data(), nout * sizeof(floatT)) == 0 &&
+                          memcmp(lse_g.data(), lse2_g.data(), nlse * sizeof(float)) == 0 &&
+                          memcmp(dqkv_t.data(), dqkv2_t.data(), nqkv * sizeof(floatT)) == 0;
+        v1 = same ? " | = v1 bits" : " | v1 bits DIFFER";
+    }
 
     std::vector<float> out_g(nout), dqkv_g(nqkv);
     for (long i = 0; i < nout; i++) out_g[i] = attn_to_float(out_t[i]);
@@ -115,9 +134,9 @@ static bool run_check(const AttnShape &sh, uint64_t seed) {
     const bool ok = e_out <= tol.out && e_lse <= tol.lse && e_dq <= tol.dqkv && e_dk <= tol.dqkv &&
                     e_dv <= tol.dqkv && det;
     printf("%s %-5s B=%d T=%4d C=%3d NH=%2d hs=%3d | rel err out %.2e lse %.2e dq %.2e dk %.2e dv %.2e "
-           "(tol %.1e/%.1e/%.1e) | deterministic %s\n",
+           "(tol %.1e/%.1e/%.1e) | deterministic %s%s\n",
            ok ? "PASS" : "FAIL", ty, B, T, C, NH, hs, e_out, e_lse, e_dq, e_dk, e_dv, tol.out, tol.lse, tol.dqkv,
-           det ? "yes" : "NO");
+           det ? "yes" : "NO", v1);
     cudaCheck(cudaFree(d_qkv));
     cudaCheck(cudaFree(d_dout));
     cudaCheck(cudaFree(d_out));
@@ -128,6 +147,26 @@ static bool run_check(const AttnShape &sh, uint64_t seed) {
     return ok;
 }
 
+// Milliseconds per call of f (after warm-up), by CUDA events.
+template <typename F> static float time_ms(F &&f, int warmup, int iters) {
+    cudaEvent_t e0, e1;
+    cudaCheck(cudaEventCreate(&e0));
+    cudaCheck(cudaEventCreate(&e1));
+    for (int i = 0; i < warmup; i++) f();
+    cudaCheck(cudaEventRecord(e0));
+    for (int i = 0; i < iters; i++) f();
+    cudaCheck(cudaEventRecord(e1));
+    cudaCheck(cudaEventSynchronize(e1));
+    float ms = 0.0f;
+    cudaCheck(cudaEventElapsedTime(&ms, e0, e1));
+    cudaCheck(cudaEventDestroy(e0));
+    cudaCheck(cudaEventDestroy(e1));
+    return ms / iters;
+}
+
+// One row of the benchmark table: the current kernels ("new") and those before issue #22 ("v1") at one shape,
+// TFLOP/s in FlashAttention's convention (causal: forward 4 B NH T^2 hs / 2, backward 2.5 x forward; the
+// backward's row dot and recomputation are not counted). dev/bench_sdpa.py prints PyTorch's at the same shapes.
 template <typename floatT>
 static void run_bench(int B, int T, int C, int NH) {
     const long nqkv = (long)B * T * 3 * C, nout = (long)B * T * C, nlse = (long)B * NH * T;
@@ -146,41 +185,37 @@ static void run_bench(int B, int T, int C, int NH) {
     cudaCheck(cudaMalloc(&d_scratch, nlse * sizeof(float)));
     cudaCheck(cudaMemcpy(d_qkv, qkv_t.data(), nqkv * sizeof(floatT), cudaMemcpyHostToDevice));
     cudaCheck(cudaMemcpy(d_dout, dout_t.data(), nout * sizeof(floatT), cudaMemcpyHostToDevice));
-    cudaEvent_t e0, e1;
-    cudaCheck(cudaEventCreate(&e0));
-    cudaCheck(cudaEventCreate(&e1));
     const int warmup = 3, iters = 20;
-    const double hs = (double)C / NH;
-    const double fwd_flops = 2.0 * 2.0 * B * NH * (double)T * T * hs / 2.0;  // two matmuls, causal half
-    const double bwd_flops = 2.5 * fwd_flops;
-    float ms_fwd = 0.0f, ms_bwd = 0.0f;
-    for (int i = 0; i < warmup; i++) flash_attention_forward(d_out, d_lse, d_qkv, B, T, C, NH, 0);
-    cudaCheck(cudaEventRecord(e0));
-    for (int i = 0; i < iters; i++) flash_attention_forward(d_out, d_lse, d_qkv, B, T, C, NH, 0);
-    cudaCheck(cudaEventRecord(e1));
-    cudaCheck(cudaEventSynchronize(e1));
-    cudaCheck(cudaEventElapsedTime(&ms_fwd, e0, e1));
-    for (int i = 0; i < warmup; i++)
-        flash_attention_backward(d_dqkv, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, 0);
-    cudaCheck(cudaEventRecord(e0));
-    for (int i = 0; i < iters; i++)
-        flash_attention_backward(d_dqkv, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, 0);
-    cudaCheck(cudaEventRecord(e1));
-    cudaCheck(cudaEventSynchronize(e1));
-    cudaCheck(cudaEventElapsedTime(&ms_bwd, e0, e1));
-    ms_fwd /= iters;
-    ms_bwd /= iters;
-    printf("bench %-5s B=%2d T=%d C=%d NH=%d | forward %.3f ms %.1f TFLOP/s | backward %.3f ms %.1f TFLOP/s\n",
-           attn_type_name<floatT>(), B, T, C, NH, ms_fwd, fwd_flops / (ms_fwd * 1e-3) / 1e12, ms_bwd,
-           bwd_flops / (ms_bwd * 1e-3) / 1e12);
-    cudaCheck(cudaEventDestroy(e0));
-    cudaCheck(cudaEventDestroy(e1));
+    const double fwd_flops = 4.0 * B * NH * (double)T * T * ((double)C / NH) / 2.0, bwd_flops = 2.5 * fwd_flops;
+    const float f_new = time_ms([&] { flash_attention_forward(d_out, d_lse, d_qkv, B, T, C, NH, 0); }, warmup, iters);
+    const float b_new = time_ms([&] {
+        flash_attention_backward(d_dqkv, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, 0); }, warmup, iters);
+    float f_v1 = 0.0f, b_v1 = 0.0f;
+    if constexpr (sizeof(floatT) == 2) {
+        f_v1 = time_ms([&] { attn_v1_forward(d_out, d_lse, d_qkv, B, T, C, NH, 0); }, warmup, iters);
+        b_v1 = time_ms([&] { attn_v1_backward(d_dqkv, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, 0); }, warmup, iters);
+    }
+    auto tf = [](double flops, float ms) { return ms > 0.0f ? flops / (ms * 1e-3) / 1e12 : 0.0; };
+    printf("bench %-5s %3d %5d %3d %4d | %8.3f %7.1f %7.1f | %8.3f %7.1f %7.1f\n", attn_type_name<floatT>(), B, T, NH,
+           C / NH, f_new, tf(fwd_flops, f_new), tf(fwd_flops, f_v1), b_new, tf(bwd_flops, b_new), tf(bwd_flops, b_v1));
     cudaCheck(cudaFree(d_qkv));
     cudaCheck(cudaFree(d_dout));
     cudaCheck(cudaFree(d_out));
     cudaCheck(cudaFree(d_dqkv));
     cudaCheck(cudaFree(d_lse));
     cudaCheck(cudaFree(d_scratch));
+}
+
+// The table: T 512..4096 at 16k tokens per call (B = 16384 / T), head sizes 64 (NH 12, GPT-2 124M's) and 128
+// (NH 6, the same C), bf16 and fp16; then GPT-2 124M's training shape B = 8, T = 1024.
+static void bench_table(void) {
+    printf("bench type    B     T  NH   hs |  fwd ms  TFLOP/s (v1) |  bwd ms  TFLOP/s (v1)\n");
+    for (int hs : {64, 128})
+        for (int T : {512, 1024, 2048, 4096}) {
+            run_bench<__nv_bfloat16>(16384 / T, T, 768, 768 / hs);
+            run_bench<__half>(16384 / T, T, 768, 768 / hs);
+        }
+    run_bench<__nv_bfloat16>(8, 1024, 768, 12);
 }
 
 int main(int argc, char **argv) {
@@ -197,9 +232,10 @@ int main(int argc, char **argv) {
     if (do_check) {
         // The brief's three shapes, then edge cases: T = 1, three tiles with a ragged end, hs = 128, and the head
         // sizes that pad to 48, 80, 96 and 112 (the shape check accepts them).
+        // {1, 250, 128, 2}: two 128-row blocks of the 16-bit forward and dQ, the second ragged, 4 key tiles.
         const AttnShape shapes[] = {{2, 64, 64, 4},  {1, 100, 128, 4}, {4, 1024, 768, 12}, {1, 1, 64, 2},
                                     {2, 130, 256, 2}, {1, 77, 96, 2},  {1, 50, 160, 2},    {1, 40, 192, 2},
-                                    {1, 33, 224, 2}};
+                                    {1, 33, 224, 2},  {1, 250, 128, 2}};
         // fp32 only: head sizes that are not multiples of 16 (zero-padded to 48 and 16).
         const AttnShape fp32_shapes[] = {{1, 50, 40, 1}, {2, 70, 24, 3}};
         uint64_t seed = 1;
@@ -212,10 +248,7 @@ int main(int argc, char **argv) {
         }
         for (const AttnShape &sh : fp32_shapes) failures += !run_check<float>(sh, seed++);
     }
-    if (do_bench) {
-        run_bench<__nv_bfloat16>(8, 1024, 768, 12);
-        run_bench<__nv_bfloat16>(16, 1024, 768, 12);
-    }
+    if (do_bench) bench_table();
     if (do_check) printf("%s: %d check(s) failed\n", failures ? "FAIL" : "PASS", failures);
     return failures ? EXIT_FAILURE : EXIT_SUCCESS;
 }
