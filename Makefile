@@ -143,6 +143,8 @@ train_gpt_emu_race: train_gpt.cu $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_RACE) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
 dev/cuda/kernels_emu_race: dev/cuda/kernels.cu train_gpt.c $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_RACE) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
+dev/cuda/attention_emu_race: dev/cuda/attention.cu dev/cuda/attention_ref.h dev/cuda/attention_v1.cuh $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
+	$(EMU_CXX) $(EMU_FLAGS) $(EMU_RACE) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
 dev/cuda/kernels_emu_asan: dev/cuda/kernels.cu train_gpt.c $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS:build/emu/%=build/emu/asan/%)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_ASAN) $(EMU_DEV) $< -x none $(EMU_OBJS:build/emu/%=build/emu/asan/%) -o $@ $(EMU_LINK) -fsanitize=address
 # the emulator's own checks, plain and with the race detector
@@ -173,5 +175,5 @@ bench-data: tokenize
 	$(PYTHON) scripts/bench_data.py --mb $(or $(BENCH_DATA_MB),200) --rss-mb $(or $(BENCH_DATA_RSS_MB),0)
 
 clean:
-	rm -f .build-cpu .build-cuda train_gpt_cpu train_gpt tokenize test/test_gpt2 test/test_gpt2_gpu test/test_units test/test_pipeline test/test_generate test/hf_forward test/test_generate_gpu dev/cuda/kernels dev/cuda/attention $(EMU_BINS)
+	rm -f .build-cpu .build-cuda train_gpt_cpu train_gpt tokenize test/test_gpt2 test/test_gpt2_gpu test/test_units test/test_pipeline test/test_generate test/hf_forward test/test_generate_gpu dev/cuda/kernels dev/cuda/attention dev/cuda/attention_emu_race $(EMU_BINS)
 	rm -rf build/emu

@@ -15,22 +15,27 @@
 // without ever storing the T x T matrix.
 //
 // Design (the kernels live in cuda/attention*.cuh; this file checks and times them):
-//  * Tiles: 64 query rows per block, 4 warps, each warp owning 16 of them; key tiles of 64. Forward and
-//    dQ blocks walk key tiles 0..diagonal; dK/dV blocks walk query tiles diagonal..end (FlashAttention-2's
-//    split: no atomics, every output element written by exactly one thread, fixed summation order, so
-//    runs are bit-identical). Partial tiles (T not a multiple of 64) are zero-filled and masked.
+//  * Tiles: fp32 and the 16-bit dK/dV kernel: 64 rows per block, 4 warps of 16; 16-bit forward and dQ: 128
+//    query rows per block, 8 warps of 16; key tiles of 64 throughout. Forward and dQ blocks walk key tiles
+//    0..diagonal, longest rows first; dK/dV blocks walk query tiles diagonal..end (FlashAttention-2's split: no
+//    atomics, every output element written by exactly one thread, fixed summation order, so runs are
+//    bit-identical). Partial tiles (T not a multiple of 64) are zero-filled and masked.
 //  * bf16/fp16 (attn_tc_*): scores, probabilities and the output accumulator stay in registers as mma.sync
-//    m16n8k16 fragments (PTX's documented layout); B operands come from shared tiles through ldmatrix, the
-//    transposed tiles (V^T, Q^T, dout^T, K^T) made when a tile is loaded. exp2 with the scale folded into
-//    one FFMA. Under the emulator, mma.sync and ldmatrix run as their plain-code definitions (shuffles).
+//    m16n8k16 fragments (PTX's documented layout). Operand tiles are row-major in shared memory, filled by
+//    cp.async into two buffers (the next tile loads while the current one is used, one barrier per tile); B
+//    operands come through ldmatrix, or ldmatrix.trans where the product needs the tile's transpose (V, K, Q,
+//    dout). exp2 with the scale folded into one FFMA. Under the emulator, mma.sync and ldmatrix run as their
+//    plain-code definitions (shuffles) and cp.async lands only at its wait.
 //  * fp32 (attn_fwd_kernel, attn_bwd_*): the same tiles and masks with plain FMAs through shared memory,
 //    matching the CPU reference to ~1e-6 relative.
-//  * Backward: a small kernel for D = rowsum(dout * out) (per row and head) into the float scratch; a
-//    dK/dV kernel, one block per (key tile, b, h); a dQ kernel, one block per (query tile, b, h). Both
-//    recompute S and P from lse.
-//  * Measured on an H100 (B=8, T=1024, NH=12, hs=64, bf16): forward 0.138 ms (93 TFLOP/s), backward 0.426
-//    ms (76 TFLOP/s). Nsight Compute (dev/bench/ncu/) showed the forward latency-bound at 3 warps per
-//    scheduler (registers), so the next steps are fewer registers per warp or more rows per warp.
+//  * Backward, 16-bit: the dQ kernel (first) computes D = rowsum(dout * out) for its rows and writes it to the
+//    float scratch; the dK/dV kernel reads it. Both recompute S and dP from lse (7 products per tile pair: S, dP,
+//    dQ and S^T, dP^T, dV, dK; FlashAttention-2 does 5 by summing dQ across key blocks with atomics). fp32: a
+//    row-dot kernel, then dK/dV, then dQ.
+//  * Measured on an H100 (B=8, T=1024, NH=12, hs=64, bf16) before issue #22 (the kernels now in
+//    attention_v1.cuh): forward 0.138 ms (93 TFLOP/s), backward 0.426 ms (76 TFLOP/s); Nsight Compute showed the
+//    forward latency-bound at 3 warps per scheduler (registers). The current kernels are not yet timed on a GPU:
+//    `./dev/cuda/attention bench` prints both, side by side.
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
