@@ -81,8 +81,9 @@ static void flash_attention_forward(floatT *out, float *lse, const floatT *qkv, 
         constexpr int HS = decltype(hs_tag)::value;
         if constexpr (sizeof(floatT) == 2) {
             const size_t smem = AttnTc<floatT, HS>::FWD_BYTES;
+            const dim3 grid_tc((T + ATT_TC_BQ - 1) / ATT_TC_BQ, B * NH);
             attn_allow_smem(attn_tc_fwd_kernel<floatT, HS>, smem, "attention_forward", attn_type_name<floatT>(), B, T, C, NH);
-            LAUNCH(grid, ATT_THREADS, smem, stream, attn_tc_fwd_kernel<floatT, HS>)(out, lse, qkv, T, C, NH, scale);
+            LAUNCH(grid_tc, ATT_TC_THREADS, smem, stream, attn_tc_fwd_kernel<floatT, HS>)(out, lse, qkv, T, C, NH, scale);
         } else {
             const size_t smem = AttnSmem<floatT, HS>::FWD_BYTES;
             attn_allow_smem(attn_fwd_kernel<floatT, HS>, smem, "attention_forward", attn_type_name<floatT>(), B, T, C, NH);
@@ -103,22 +104,26 @@ static void flash_attention_backward(floatT *dqkv, float *scratch, const floatT 
         attn_check_aligned("attention_backward", "dout", dout);
     }
     const float scale = 1.0f / sqrtf((float)(C / NH));
-    const long rows = (long)B * NH * T;
-    LAUNCH((unsigned)((rows + 7) / 8), 256, 0, stream, attn_bwd_rowdot_kernel<floatT>)(scratch, dout, out, B, T, C, NH);
-    cudaCheck(cudaGetLastError());
     const dim3 grid((T + ATT_BQ - 1) / ATT_BQ, B * NH);
+    if (sizeof(floatT) == 4) {
+        const long rows = (long)B * NH * T;
+        LAUNCH((unsigned)((rows + 7) / 8), 256, 0, stream, attn_bwd_rowdot_kernel<floatT>)(scratch, dout, out, B, T, C, NH);
+        cudaCheck(cudaGetLastError());
+    }
     attn_dispatch_hs(hsp, [&](auto hs_tag) {
         constexpr int HS = decltype(hs_tag)::value;
         const char *ty = attn_type_name<floatT>();
         if constexpr (sizeof(floatT) == 2) {
+            // dQ first: it writes each row's D = rowsum(dout * out) into scratch for dK/dV
             using L = AttnTc<floatT, HS>;
+            const dim3 grid_tc((T + ATT_TC_BQ - 1) / ATT_TC_BQ, B * NH);
+            attn_allow_smem(attn_tc_bwd_dq_kernel<floatT, HS>, L::DQ_BYTES, "attention_backward", ty, B, T, C, NH);
+            LAUNCH(grid_tc, ATT_TC_THREADS, L::DQ_BYTES, stream, attn_tc_bwd_dq_kernel<floatT, HS>)(dqkv, scratch, dout, qkv, out,
+                                                                                                 lse, T, C, NH, scale);
+            cudaCheck(cudaGetLastError());
             attn_allow_smem(attn_tc_bwd_dkdv_kernel<floatT, HS>, L::DKDV_BYTES, "attention_backward", ty, B, T, C, NH);
             LAUNCH(grid, ATT_THREADS, L::DKDV_BYTES, stream, attn_tc_bwd_dkdv_kernel<floatT, HS>)(dqkv, dout, qkv, lse, scratch, T,
                                                                                              C, NH, scale);
-            cudaCheck(cudaGetLastError());
-            attn_allow_smem(attn_tc_bwd_dq_kernel<floatT, HS>, L::DQ_BYTES, "attention_backward", ty, B, T, C, NH);
-            LAUNCH(grid, ATT_THREADS, L::DQ_BYTES, stream, attn_tc_bwd_dq_kernel<floatT, HS>)(dqkv, dout, qkv, lse, scratch, T, C,
-                                                                                         NH, scale);
         } else {
             const size_t smem = AttnSmem<floatT, HS>::BWD_BYTES;
             attn_allow_smem(attn_bwd_dkdv_kernel<floatT, HS>, smem, "attention_backward", ty, B, T, C, NH);

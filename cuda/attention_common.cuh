@@ -14,7 +14,7 @@ constexpr int ATT_MAX_HS = 128;
 static_assert(ATT_BQ == 16 * ATT_WARPS && ATT_BK == ATT_BQ, "the diagonal-tile logic assumes square 64 tiles");
 
 // A flash kernel's block and its place in the tensors, the set-up all six kernels share. blockIdx.y is (b, h);
-// blockIdx.x a 64-row tile, numbered so that the longest loops start first: query tiles (forward, dQ: they walk
+// blockIdx.x a tile of `rows` rows (64, or the 16-bit forward and dQ's 128), numbered so that the longest loops start first: query tiles (forward, dQ: they walk
 // the key tiles up to the diagonal) from the last, key tiles (dK/dV: they walk the query tiles from the diagonal
 // to the end) from the first. q, k, v and dout point at row 0 of the head's columns (q, k, v rows C3 apart,
 // dout rows C apart); qkv_at and row_at are that row's offsets in a (B, T, 3C) and a (B, T, C) tensor, for
@@ -24,8 +24,8 @@ struct AttnBlock {
     int nqb, tile, bh, hs, warp, lane;  // query tiles in T, this block's tile, b * NH + h, head size
     long C3, qkv_at, row_at;
     const floatT *q, *k, *v, *dout;
-    __device__ AttnBlock(const floatT *qkv, const floatT *dout_g, int T, int C, int NH, bool query_tiles) {
-        nqb = (T + ATT_BQ - 1) / ATT_BQ;
+    __device__ AttnBlock(const floatT *qkv, const floatT *dout_g, int T, int C, int NH, bool query_tiles, int rows = ATT_BQ) {
+        nqb = (T + rows - 1) / rows;
         tile = query_tiles ? nqb - 1 - (int)blockIdx.x : (int)blockIdx.x;
         bh = blockIdx.y;
         const int b = bh / NH, h = bh % NH;
@@ -50,7 +50,7 @@ template <> inline __host__ __device__ float attn_from_float<float>(float x) { r
 template <> inline __host__ __device__ __nv_bfloat16 attn_from_float<__nv_bfloat16>(float x) { return __float2bfloat16(x); }
 template <> inline __host__ __device__ __half attn_from_float<__half>(float x) { return __float2half(x); }
 
-// Backward, step 1: D[b, h, t] = sum_c dout[b, t, h*hs + c] * out[b, t, h*hs + c]. One warp per (b, h, t),
+// The fp32 backward's step 1 (the 16-bit backward computes D in its dQ kernel): D[b, h, t] = sum_c dout[b, t, h*hs + c] * out[b, t, h*hs + c]. One warp per (b, h, t),
 // fixed lane order and butterfly, so deterministic.
 template <typename floatT>
 __global__ void attn_bwd_rowdot_kernel(float *__restrict__ rowdot, const floatT *__restrict__ dout,

@@ -1,16 +1,19 @@
-// cuda/attention_mma.cuh: flash attention in bf16 and fp16 on mma.sync tensor-core instructions (forward,
-// dK/dV, dQ). Launched by cuda/attention.cuh when the run's precision is 16-bit.
+// cuda/attention_mma.cuh: flash attention in bf16 and fp16 on mma.sync tensor-core instructions: the
+// instruction helpers (mma, ldmatrix, conversions), the shared tiles that cp.async fills, and the forward, dQ
+// and dK/dV kernels. Launched by cuda/attention.cuh when the run's precision is 16-bit.
 #ifndef CUDA_ATTENTION_MMA_CUH
 #define CUDA_ATTENTION_MMA_CUH
 
+#include "async_copy.cuh"
 #include "attention_common.cuh"
 
 // ---- 16-bit attention on mma.sync: FlashAttention-2's register layout ----
 // The 16-bit path keeps every score tile in registers: a warp computes its 16 rows x 64 keys of S with
 // m16n8k16 tensor-core products, runs the online softmax on the accumulators, and feeds them straight
 // back as the A operand of P.V (an m16n8 accumulator pair has the layout of an m16n8k16 A operand).
-// Shared memory holds only operand tiles, some transposed, so that every B operand register is two
-// adjacent 16-bit values of one shared row: one 32-bit load, no shuffles. fp32 runs the kernels above.
+// Shared memory holds only row-major operand tiles, filled by cp.async while the previous tile is computed on;
+// a B operand that needs a tile's transpose (V in P.V, K in dS.K, Q and dout in dK and dV) comes through
+// ldmatrix.trans. fp32 runs cuda/attention_fp32.cuh.
 //
 // Fragments of mma.m16n8k16 (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type"),
 // lane = 4 g + t: A (16x16): a0 = A[g][2t, 2t+1], a1 = A[g+8][2t, 2t+1], a2 = A[g][2t+8, 2t+9],
@@ -118,56 +121,57 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const void *row) {
 #endif
 }
 
-// Shared tiles of the 16-bit kernels, in elements: row-major [64][LDR] (rows of q, k, v or dout) and
-// transposed [HS][LDT]. Both strides are 16 bytes past a multiple of 128, so the 8 rows g = 0..7 that a
-// fragment load touches start 4 banks apart and the 4 lanes t of a row fill them: no bank conflicts.
+// The same four 8x8 matrices transposed (ldmatrix...x4.trans): lane 4g + t receives r[j] = matrix j's rows 2t
+// and 2t + 1 at column g (low half row 2t). From a row-major [k][n] tile that is an m16n8k16 B operand
+// (b0 = B[2t, 2t+1][g]) without a transposed copy in shared memory.
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const void *row) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned a = (unsigned)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+#else
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const unsigned long long p0 = __shfl_sync(0xffffffffu, (unsigned long long)row, 8 * j + 2 * t);
+        const unsigned long long p1 = __shfl_sync(0xffffffffu, (unsigned long long)row, 8 * j + 2 * t + 1);
+        r[j] = (uint32_t)reinterpret_cast<const uint16_t *>(p0)[g] | ((uint32_t)reinterpret_cast<const uint16_t *>(p1)[g] << 16);
+    }
+#endif
+}
+
+// ---- tiles and their products ----
+// Forward and dQ: a block owns ATT_TC_BQ = 128 query rows, 8 warps of 16, and walks key tiles of 64; dK/dV: a
+// block owns 64 key rows, 4 warps of 16 (ATT_THREADS), and walks query tiles of 64. Shared memory is four
+// row-major [64][LDR] tiles: two buffers of two, the next pair loading (cp.async) while the current one is used.
+constexpr int ATT_TC_BQ = 128, ATT_TC_WARPS = 8, ATT_TC_THREADS = 32 * ATT_TC_WARPS, ATT_TC_BK = 64;
+static_assert(ATT_TC_BQ == 16 * ATT_TC_WARPS && ATT_TC_BK == ATT_BK, "a warp owns 16 rows; key tiles of 64");
+
+// LDR: a tile row is 16 bytes past a multiple of 128, so the 8 rows an ldmatrix matrix reads start 4 banks apart.
 template <typename floatT, int HS>
 struct AttnTc {
-    static constexpr int LDR = HS + 8, LDT = ATT_BK + 8;
-    static constexpr int ROW = ATT_BQ * LDR, TR = HS * LDT;
-    static constexpr size_t FWD_BYTES = sizeof(floatT) * (ROW + TR);  // K (Q first), V^T
-    static constexpr size_t DKDV_BYTES = sizeof(floatT) * (2 * ROW + 2 * TR) + 2 * sizeof(float) * ATT_BQ;  // Q, dout, Q^T, dout^T, lse, D
-    static constexpr size_t DQ_BYTES = sizeof(floatT) * (2 * ROW + TR);  // K, V (Q, dout first), K^T
-    static_assert(HS % 16 == 0 && (LDR * sizeof(floatT)) % 16 == 0 && ROW % 8 == 0 && TR % 8 == 0, "16-byte rows");
+    static constexpr int LDR = HS + 8, TILE = 64 * LDR;
+    static constexpr size_t FWD_BYTES = sizeof(floatT) * 4 * TILE;   // K, V x 2 buffers (Q first in buffer 1)
+    static constexpr size_t DQ_BYTES = sizeof(floatT) * 4 * TILE;    // K, V x 2 buffers (Q, dout first)
+    static constexpr size_t DKDV_BYTES = sizeof(floatT) * 4 * TILE + 4 * sizeof(float) * 64;  // Q, dout x 2; lse, D x 2
+    static_assert(HS % 16 == 0 && (LDR * sizeof(floatT)) % 16 == 0, "16-byte rows");
 };
 
-// Rows [row0, row0 + 64) of one head, in two halves so that the global loads of the next tile can be in
-// flight while the current one is computed on: attn_tc_fetch loads a thread's share into registers,
-// attn_tc_stash writes it to a row-major tile rm and/or a transposed tile tr (either may be null). Rows
-// >= T and columns >= hs are zero, so a head size padded up to HS adds nothing to any product. Lanes
-// take consecutive rows of one 8-column chunk: the transposed 16-bit stores of a warp then fall in 16
-// consecutive words, and the row-major 16-byte stores of 8 lanes in 32 different banks.
-template <int HS> struct AttnTcShare { static constexpr int N = ATT_BQ * (HS / 8) / ATT_THREADS; };
-template <typename floatT, int HS>
-__device__ __forceinline__ void attn_tc_fetch(uint4 v[AttnTcShare<HS>::N], const floatT *__restrict__ src, long ld_src,
-                                              int row0, int T, int hs) {
-#pragma unroll
-    for (int i = 0; i < AttnTcShare<HS>::N; i++) {
-        const int idx = threadIdx.x + i * ATT_THREADS, r = idx % ATT_BQ, c = (idx / ATT_BQ) * 8;
-        v[i] = make_uint4(0u, 0u, 0u, 0u);
-        if (row0 + r < T && c < hs) v[i] = *reinterpret_cast<const uint4 *>(src + (long)(row0 + r) * ld_src + c);
-    }
-}
-template <typename floatT, int HS>
-__device__ __forceinline__ void attn_tc_stash(floatT *rm, floatT *tr, const uint4 v[AttnTcShare<HS>::N]) {
+// Issues the copies of rows [row0, row0 + ROWS) of one head (rows ld_src apart) into a row-major tile, the
+// block's THREADS threads sharing the 16-byte chunks. Rows >= T and columns >= hs become zero, so a head
+// size padded up to HS adds nothing to any product and a ragged last tile nothing past T.
+template <typename floatT, int HS, int ROWS, int THREADS>
+__device__ __forceinline__ void attn_tc_tile(floatT *tile, const floatT *__restrict__ src, long ld_src, int row0, int T,
+                                             int hs) {
     using L = AttnTc<floatT, HS>;
 #pragma unroll
-    for (int i = 0; i < AttnTcShare<HS>::N; i++) {
-        const int idx = threadIdx.x + i * ATT_THREADS, r = idx % ATT_BQ, c = (idx / ATT_BQ) * 8;
-        if (rm) *reinterpret_cast<uint4 *>(rm + r * L::LDR + c) = v[i];
-        if (tr) {
-            const floatT *e = reinterpret_cast<const floatT *>(&v[i]);
-#pragma unroll
-            for (int k = 0; k < 8; k++) tr[(c + k) * L::LDT + r] = e[k];
-        }
+    for (int i = 0; i < (ROWS * HS / 8 + THREADS - 1) / THREADS; i++) {
+        const int idx = threadIdx.x + i * THREADS, r = idx / (HS / 8), c = (idx % (HS / 8)) * 8;
+        if (ROWS * HS / 8 % THREADS != 0 && idx >= ROWS * HS / 8) break;
+        const bool in = row0 + r < T && c < hs;
+        cp_async_16(tile + r * L::LDR + c, in ? src + (long)(row0 + r) * ld_src + c : src, in);
     }
-}
-template <typename floatT, int HS>
-__device__ __forceinline__ void attn_tc_load(floatT *rm, floatT *tr, const floatT *__restrict__ src, long ld_src, int row0,
-                                             int T, int hs) {
-    uint4 v[AttnTcShare<HS>::N];
-    attn_tc_fetch<floatT, HS>(v, src, ld_src, row0, T, hs);
-    attn_tc_stash<floatT, HS>(rm, tr, v);
 }
 
 // A warp's 16 rows of a row-major tile as m16n8k16 A operands, HS / 16 of them.
@@ -185,12 +189,18 @@ __device__ __forceinline__ void attn_tc_rows(uint32_t a[][4], const floatT *tile
     }
 }
 
-// B operands for the 8-row tiles n and n + 1 of a row-major shared matrix M (its rows are B's columns,
-// its columns B's k), k-chunk kc: b[0], b[1] for tile n, b[2], b[3] for tile n + 1.
+// B operands for the 8-column tiles n and n + 1, k-chunk kc (b[0], b[1] for tile n, b[2], b[3] for n + 1), from
+// a row-major tile M: attn_tc_b2 when M's rows are B's columns (B = M^T: K in Q K^T), attn_tc_b2t when M's rows
+// are B's k (B = M: V in P V), through ldmatrix.trans.
 template <int LD, typename floatT>
 __device__ __forceinline__ void attn_tc_b2(uint32_t b[4], const floatT *M, int n, int kc) {
     const int lane = threadIdx.x & 31, j = lane >> 3, r = lane & 7;
     ldmatrix_x4(b, M + ((n + (j >> 1)) * 8 + r) * LD + kc * 16 + (j & 1) * 8);
+}
+template <int LD, typename floatT>
+__device__ __forceinline__ void attn_tc_b2t(uint32_t b[4], const floatT *M, int n, int kc) {
+    const int lane = threadIdx.x & 31, j = lane >> 3, r = lane & 7;
+    ldmatrix_x4_trans(b, M + (kc * 16 + (j & 1) * 8 + r) * LD + (n + (j >> 1)) * 8);
 }
 
 // acc[n] (16 rows x 8 columns 8n..8n+7) = A . B^T for the 64 rows of a row-major tile Bm (B[k][n] =
@@ -226,10 +236,10 @@ __device__ __forceinline__ void attn_tc_scores(float acc[8][4], const uint32_t a
     }
 }
 
-// out[HS / 8] += P . V for P given as score accumulators p[8][4] (16 rows x 64 columns, the k dimension),
-// 16-column chunks [kc0, kc1), and V^T a transposed tile (Vt[d][k]).
+// out[HS / 8] += P . M for P given as score accumulators p[8][4] (16 rows x 64 columns, the k dimension),
+// 16-column chunks [kc0, kc1), and M a row-major [64][HS] tile (V, K, Q or dout) read through ldmatrix.trans.
 template <typename floatT, int HS>
-__device__ __forceinline__ void attn_tc_pv(float out[][4], const float p[8][4], const floatT *Vt, int kc0, int kc1) {
+__device__ __forceinline__ void attn_tc_pv(float out[][4], const float p[8][4], const floatT *M, int kc0, int kc1) {
     using L = AttnTc<floatT, HS>;
 #pragma unroll
     for (int kc = 0; kc < 4; kc++) {
@@ -240,7 +250,7 @@ __device__ __forceinline__ void attn_tc_pv(float out[][4], const float p[8][4], 
 #pragma unroll
         for (int n = 0; n < HS / 8; n += 2) {
             uint32_t b[4];
-            attn_tc_b2<L::LDT>(b, Vt, n, kc);
+            attn_tc_b2t<L::LDR>(b, M, n, kc);
             mma_16x8x16<floatT>(out[n], a, b);
             mma_16x8x16<floatT>(out[n + 1], a, b + 2);
         }
@@ -266,29 +276,49 @@ __device__ __forceinline__ void attn_tc_write(floatT *dst, long ld, const float 
     }
 }
 
-// Forward. Block (x, b*NH + h) owns query rows [64 qb, 64 qb + 64), qb = nqb - 1 - x (longest rows first);
-// warp w owns 16 of them. Per key tile: S = Q K^T in registers, masked and scaled into the log2 domain,
-// online softmax (running max m and this lane's partial row sums l), O = O * 2^(m_old - m_new) + P V.
-// At the end out = O / l and lse = (m scale log2 e + log2 l) ln 2, the natural-log logsumexp the fp32
-// path keeps.
+// The causal geometry of a warp's 16 query rows [r_lo, r_lo + 16) against the key tile at k0: the 8-key chunks
+// it sees (0 .. n_end, even; <= 0: none), and whether the causal mask cuts the tile.
+struct AttnDiag {
+    int n_end;
+    bool masked;
+    __device__ AttnDiag(int r_lo, int k0) {
+        n_end = min(8, (r_lo + 16 - k0) / 8);
+        masked = k0 + ATT_TC_BK - 1 > r_lo;
+    }
+};
+
+// Key tiles a block of query rows [q0, q0 + ATT_TC_BQ) walks: up to its last row's diagonal, and none past T
+// (rows < T see keys < T only; rows >= T are not written).
+__device__ __forceinline__ int attn_tc_key_tiles(int q0, int T) {
+    return min((q0 + ATT_TC_BQ - 1) / ATT_TC_BK + 1, (T + ATT_TC_BK - 1) / ATT_TC_BK);
+}
+
+// Forward. Block (x, b*NH + h) owns query rows [128 qb, 128 qb + 128), qb = nqb - 1 - x (longest rows first);
+// warp w owns 16 of them. Per key tile: S = Q K^T in registers, masked and scaled into the log2 domain, online
+// softmax (running max m and this lane's partial row sums l), O = O * 2^(m_old - m_new) + P V. The next K and V
+// tiles load (cp.async) while this one is computed on. At the end out = O / l and lse = (m scale log2 e +
+// log2 l) ln 2, the natural-log logsumexp the fp32 path keeps.
 template <typename floatT, int HS>
-__global__ void __launch_bounds__(ATT_THREADS)
+__global__ void __launch_bounds__(ATT_TC_THREADS)
 attn_tc_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floatT *__restrict__ qkv, int T, int C, int NH,
                    float scale) {
     using L = AttnTc<floatT, HS>;
     DYNAMIC_SHARED(unsigned char, attn_smem);
-    floatT *Ks = reinterpret_cast<floatT *>(attn_smem), *Qs = Ks, *Vt = Ks + L::ROW;  // Q passes through K's tile
-    const AttnBlock<floatT> blk(qkv, nullptr, T, C, NH, true);
+    floatT *sm = reinterpret_cast<floatT *>(attn_smem);  // buffer b: K at tile 2b, V at 2b + 1; Q first in buffer 1
+    const AttnBlock<floatT> blk(qkv, nullptr, T, C, NH, true, ATT_TC_BQ);
     const int qb = blk.tile, bh = blk.bh, hs = blk.hs, warp = blk.warp, lane = blk.lane, g = lane >> 2, t = lane & 3;
     const long C3 = blk.C3;
-    const floatT *q_g = blk.q, *k_g = blk.k, *v_g = blk.v;
-    const int q0 = qb * ATT_BQ, row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+    const int q0 = qb * ATT_TC_BQ, r_lo = q0 + warp * 16, row[2] = {r_lo + g, r_lo + g + 8}, nkb = attn_tc_key_tiles(q0, T);
     const float sl2 = scale * 1.4426950408889634f;
 
-    attn_tc_load<floatT, HS>(Qs, nullptr, q_g, C3, q0, T, hs);
+    attn_tc_tile<floatT, HS, ATT_TC_BQ, ATT_TC_THREADS>(sm + 2 * L::TILE, blk.q, C3, q0, T, hs);
+    attn_tc_tile<floatT, HS, 64, ATT_TC_THREADS>(sm, blk.k, C3, 0, T, hs);
+    attn_tc_tile<floatT, HS, 64, ATT_TC_THREADS>(sm + L::TILE, blk.v, C3, 0, T, hs);
+    cp_async_commit();
+    cp_async_wait<0>();
     __syncthreads();
     uint32_t qa[HS / 16][4];
-    attn_tc_rows<floatT, HS>(qa, Qs, warp * 16);
+    attn_tc_rows<floatT, HS>(qa, sm + 2 * L::TILE, warp * 16);
     float o[HS / 8][4];
 #pragma unroll
     for (int n = 0; n < HS / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
@@ -296,23 +326,27 @@ attn_tc_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floa
     // FFMA and one exp2: 2^(s scale log2 e - m scale log2 e).
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 
-    for (int kb = 0; kb <= qb; kb++) {
-        const int k0 = kb * ATT_BK;
-        __syncthreads();  // every warp is done with the previous K and V^T
-        attn_tc_load<floatT, HS>(Ks, nullptr, k_g, C3, k0, T, hs);
-        attn_tc_load<floatT, HS>(nullptr, Vt, v_g, C3, k0, T, hs);
-        __syncthreads();
-        // On the diagonal tile warp w's rows see keys <= 16 w + 15: 8-key tiles 0 .. 2w + 1, and the causal
-        // mask applies; every other tile is wholly visible (keys < q0 <= the rows, and < T).
-        const int n_end = kb == qb ? 2 * (warp + 1) : 8;
+    for (int kb = 0; kb < nkb; kb++) {
+        const int k0 = kb * ATT_TC_BK;
+        cp_async_wait<0>();
+        __syncthreads();  // tile kb is in for every thread, and every warp is done with tile kb - 1 (and Q)
+        if (kb + 1 < nkb) {
+            floatT *nx = sm + ((kb + 1) & 1) * 2 * L::TILE;
+            attn_tc_tile<floatT, HS, 64, ATT_TC_THREADS>(nx, blk.k, C3, k0 + ATT_TC_BK, T, hs);
+            attn_tc_tile<floatT, HS, 64, ATT_TC_THREADS>(nx + L::TILE, blk.v, C3, k0 + ATT_TC_BK, T, hs);
+        }
+        cp_async_commit();
+        const floatT *Ks = sm + (kb & 1) * 2 * L::TILE, *Vs = Ks + L::TILE;
+        const AttnDiag dg(r_lo, k0);
+        if (dg.n_end <= 0) continue;  // every key of the tile is after this warp's rows
         float s[8][4];
-        attn_tc_scores<floatT, HS>(s, qa, Ks, n_end);
-        if (kb == qb) {
+        attn_tc_scores<floatT, HS>(s, qa, Ks, dg.n_end);
+        if (dg.masked) {
 #pragma unroll
             for (int n = 0; n < 8; n++)
 #pragma unroll
                 for (int e = 0; e < 4; e++)
-                    if (n >= n_end || k0 + n * 8 + 2 * t + (e & 1) > row[e >> 1]) s[n][e] = -INFINITY;
+                    if (n >= dg.n_end || k0 + n * 8 + 2 * t + (e & 1) > row[e >> 1]) s[n][e] = -INFINITY;
         }
         float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
@@ -343,7 +377,7 @@ attn_tc_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floa
         for (int n = 0; n < HS / 8; n++)
 #pragma unroll
             for (int e = 0; e < 4; e++) o[n][e] *= alpha[e >> 1];
-        attn_tc_pv<floatT, HS>(o, s, Vt, 0, n_end / 2);
+        attn_tc_pv<floatT, HS>(o, s, Vs, 0, dg.n_end / 2);
     }
     float inv[2];
 #pragma unroll
@@ -356,56 +390,151 @@ attn_tc_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floa
     attn_tc_write<floatT, HS>(out + blk.row_at, C, o, row, inv, T, hs);
 }
 
-// Backward, dK and dV. Block (kb, b*NH + h) owns key rows [64 kb, 64 kb + 64) (kb = x: the longest first);
-// warp w owns 16 of them, its K and V rows held as A operands. Per query tile qb >= kb, transposed:
-// S^T = K Q^T, dP^T = V dout^T, P^T = 2^(S^T scale log2 e - lse log2 e), dS^T = P^T (dP^T - D); then
-// dV += P^T dout and dK += dS^T Q (times scale at the end), from the transposed tiles of dout and Q.
+// The row dot D = rowsum(dout * out) of a warp's 16 rows [r_lo, r_lo + 16), each row's lanes summed in a fixed
+// order (the fp32 path's attn_bwd_rowdot_kernel, bit for bit); written to rowdot for the dK/dV kernel, and
+// returned for this lane's rows r_lo + g and r_lo + g + 8.
+template <typename floatT>
+__device__ __forceinline__ void attn_tc_rowdot(float D[2], float *__restrict__ rowdot, const floatT *__restrict__ dout,
+                                               const floatT *__restrict__ out, int r_lo, int T, int C, int hs) {
+    const int lane = threadIdx.x & 31, g = lane >> 2;
+    for (int i = 0; i < 16; i++) {
+        const int r = r_lo + i;
+        float s = 0.0f;
+        if (r < T)
+            for (int c = lane; c < hs; c += 32) s += attn_to_float(dout[(long)r * C + c]) * attn_to_float(out[(long)r * C + c]);
+        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (lane == 0 && r < T) rowdot[r] = s;
+        if (i == g) D[0] = s;
+        if (i == g + 8) D[1] = s;
+    }
+}
+
+// Backward, dQ, run first. Block (x, b*NH + h) owns query rows [128 qb, 128 qb + 128), qb = nqb - 1 - x; warp w
+// owns 16, its Q and dout rows held as A operands. It first computes its rows' D (attn_tc_rowdot), then per key
+// tile kb up to the diagonal: S = Q K^T, dP = dout V^T, P from lse, dS = P (dP - D), dQ += dS K (times scale at
+// the end), K through ldmatrix.trans; the next K and V tiles load while this one is computed on.
+template <typename floatT, int HS>
+__global__ void __launch_bounds__(ATT_TC_THREADS)
+attn_tc_bwd_dq_kernel(floatT *__restrict__ dqkv, float *__restrict__ rowdot, const floatT *__restrict__ dout,
+                      const floatT *__restrict__ qkv, const floatT *__restrict__ out, const float *__restrict__ lse, int T,
+                      int C, int NH, float scale) {
+    using L = AttnTc<floatT, HS>;
+    DYNAMIC_SHARED(unsigned char, attn_smem);
+    floatT *sm = reinterpret_cast<floatT *>(attn_smem);  // buffer b: K at tile 2b, V at 2b + 1; Q, dout first
+    const AttnBlock<floatT> blk(qkv, dout, T, C, NH, true, ATT_TC_BQ);
+    const int qb = blk.tile, bh = blk.bh, hs = blk.hs, warp = blk.warp, lane = blk.lane, t = lane & 3;
+    const long C3 = blk.C3;
+    const int q0 = qb * ATT_TC_BQ, r_lo = q0 + warp * 16, row[2] = {r_lo + (lane >> 2), r_lo + (lane >> 2) + 8};
+    const int nkb = attn_tc_key_tiles(q0, T);
+    const float sl2 = scale * 1.4426950408889634f;
+
+    attn_tc_tile<floatT, HS, ATT_TC_BQ, ATT_TC_THREADS>(sm, blk.q, C3, q0, T, hs);
+    attn_tc_tile<floatT, HS, ATT_TC_BQ, ATT_TC_THREADS>(sm + 2 * L::TILE, blk.dout, C, q0, T, hs);
+    cp_async_commit();
+    float Dr[2], lse2[2];
+    attn_tc_rowdot<floatT>(Dr, rowdot + (long)bh * T, blk.dout, out + blk.row_at, r_lo, T, C, hs);
+#pragma unroll
+    for (int r = 0; r < 2; r++) lse2[r] = row[r] < T ? lse[(long)bh * T + row[r]] * 1.4426950408889634f : 0.0f;
+    cp_async_wait<0>();
+    __syncthreads();
+    uint32_t qa[HS / 16][4], da[HS / 16][4];
+    attn_tc_rows<floatT, HS>(qa, sm, warp * 16);
+    attn_tc_rows<floatT, HS>(da, sm + 2 * L::TILE, warp * 16);
+    __syncthreads();  // every warp has its Q and dout rows before K and V overwrite them
+    attn_tc_tile<floatT, HS, 64, ATT_TC_THREADS>(sm, blk.k, C3, 0, T, hs);
+    attn_tc_tile<floatT, HS, 64, ATT_TC_THREADS>(sm + L::TILE, blk.v, C3, 0, T, hs);
+    cp_async_commit();
+    float dq[HS / 8][4];
+#pragma unroll
+    for (int n = 0; n < HS / 8; n++) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
+
+    for (int kb = 0; kb < nkb; kb++) {
+        const int k0 = kb * ATT_TC_BK;
+        cp_async_wait<0>();
+        __syncthreads();  // tile kb is in for every thread, and every warp is done with tile kb - 1
+        if (kb + 1 < nkb) {
+            floatT *nx = sm + ((kb + 1) & 1) * 2 * L::TILE;
+            attn_tc_tile<floatT, HS, 64, ATT_TC_THREADS>(nx, blk.k, C3, k0 + ATT_TC_BK, T, hs);
+            attn_tc_tile<floatT, HS, 64, ATT_TC_THREADS>(nx + L::TILE, blk.v, C3, k0 + ATT_TC_BK, T, hs);
+        }
+        cp_async_commit();
+        const floatT *Ks = sm + (kb & 1) * 2 * L::TILE, *Vs = Ks + L::TILE;
+        const AttnDiag dg(r_lo, k0);
+        if (dg.n_end <= 0) continue;
+        float s[8][4], dp[8][4];
+        attn_tc_scores<floatT, HS>(s, qa, Ks, dg.n_end);
+        attn_tc_scores<floatT, HS>(dp, da, Vs, dg.n_end);
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                float p = attn_exp2(fmaf(s[n][e], sl2, -lse2[e >> 1]));
+                if (dg.masked && (n >= dg.n_end || k0 + n * 8 + 2 * t + (e & 1) > row[e >> 1])) p = 0.0f;  // causal
+                s[n][e] = p * (dp[n][e] - Dr[e >> 1]);
+            }
+        attn_tc_pv<floatT, HS>(dq, s, Ks, 0, dg.n_end / 2);
+    }
+    const float sc[2] = {scale, scale};
+    attn_tc_write<floatT, HS>(dqkv + blk.qkv_at, C3, dq, row, sc, T, hs);
+}
+
+// Backward, dK and dV, after dQ (which wrote D). Block (kb, b*NH + h) owns key rows [64 kb, 64 kb + 64) (kb =
+// x: the longest first); warp w owns 16 of them, its K and V rows held as A operands. Per query tile qb >= kb,
+// transposed: S^T = K Q^T, dP^T = V dout^T, P^T = 2^(S^T scale log2 e - lse log2 e), dS^T = P^T (dP^T - D);
+// then dV += P^T dout and dK += dS^T Q (times scale at the end), dout and Q through ldmatrix.trans. The next
+// Q and dout tiles (and their lse and D) load while this one is computed on.
 template <typename floatT, int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
 attn_tc_bwd_dkdv_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout, const floatT *__restrict__ qkv,
                         const float *__restrict__ lse, const float *__restrict__ rowdot, int T, int C, int NH, float scale) {
     using L = AttnTc<floatT, HS>;
     DYNAMIC_SHARED(unsigned char, attn_smem);
-    floatT *Qs = reinterpret_cast<floatT *>(attn_smem), *dOs = Qs + L::ROW, *Qt = dOs + L::ROW, *dOt = Qt + L::TR;
-    float *lse_s = reinterpret_cast<float *>(dOt + L::TR), *D_s = lse_s + ATT_BQ;
+    floatT *sm = reinterpret_cast<floatT *>(attn_smem);  // buffer b: Q at tile 2b, dout at 2b + 1; K, V first in 1
+    float *lse_s = reinterpret_cast<float *>(sm + 4 * L::TILE), *D_s = lse_s + 2 * 64;  // [2][64] each
     const AttnBlock<floatT> blk(qkv, dout, T, C, NH, false);
     const int nqb = blk.nqb, kb = blk.tile, bh = blk.bh, hs = blk.hs, warp = blk.warp, lane = blk.lane, t = lane & 3;
     const long C3 = blk.C3;
-    const floatT *q_g = blk.q, *k_g = blk.k, *v_g = blk.v, *do_g = blk.dout;
     const int k0 = kb * ATT_BK, key[2] = {k0 + warp * 16 + (lane >> 2), k0 + warp * 16 + (lane >> 2) + 8};
     const float sl2 = scale * 1.4426950408889634f;
+    // lse (log2 domain) and D of query tile qb into slot `buf`; rows past T are zero (masked anyway)
+    auto load_rows = [&](int qb, int buf) {
+        for (int i = threadIdx.x; i < 64; i += ATT_THREADS) {
+            const int q = qb * ATT_BQ + i;
+            lse_s[buf * 64 + i] = q < T ? lse[(long)bh * T + q] * 1.4426950408889634f : 0.0f;
+            D_s[buf * 64 + i] = q < T ? rowdot[(long)bh * T + q] : 0.0f;
+        }
+    };
 
-    // this block's K and V rows, through the Q and dout tiles, into registers
-    attn_tc_load<floatT, HS>(Qs, nullptr, k_g, C3, k0, T, hs);
-    attn_tc_load<floatT, HS>(dOs, nullptr, v_g, C3, k0, T, hs);
+    attn_tc_tile<floatT, HS, 64, ATT_THREADS>(sm + 2 * L::TILE, blk.k, C3, k0, T, hs);
+    attn_tc_tile<floatT, HS, 64, ATT_THREADS>(sm + 3 * L::TILE, blk.v, C3, k0, T, hs);
+    attn_tc_tile<floatT, HS, 64, ATT_THREADS>(sm, blk.q, C3, k0, T, hs);
+    attn_tc_tile<floatT, HS, 64, ATT_THREADS>(sm + L::TILE, blk.dout, C, k0, T, hs);
+    cp_async_commit();
+    load_rows(kb, 0);
+    cp_async_wait<0>();
     __syncthreads();
     uint32_t ka[HS / 16][4], va[HS / 16][4];
-    attn_tc_rows<floatT, HS>(ka, Qs, warp * 16);
-    attn_tc_rows<floatT, HS>(va, dOs, warp * 16);
+    attn_tc_rows<floatT, HS>(ka, sm + 2 * L::TILE, warp * 16);
+    attn_tc_rows<floatT, HS>(va, sm + 3 * L::TILE, warp * 16);
     float dk[HS / 8][4], dv[HS / 8][4];
 #pragma unroll
     for (int n = 0; n < HS / 8; n++)
 #pragma unroll
         for (int e = 0; e < 4; e++) dk[n][e] = dv[n][e] = 0.0f;
 
-    uint4 qd[2][AttnTcShare<HS>::N];  // the next Q and dout tiles, loaded while this one is computed on
-    attn_tc_fetch<floatT, HS>(qd[0], q_g, C3, kb * ATT_BQ, T, hs);
-    attn_tc_fetch<floatT, HS>(qd[1], do_g, C, kb * ATT_BQ, T, hs);
     for (int qb = kb; qb < nqb; qb++) {
-        const int q0 = qb * ATT_BQ;
-        __syncthreads();  // every warp is done with the previous tiles (and has its K, V rows)
-        attn_tc_stash<floatT, HS>(Qs, Qt, qd[0]);
-        attn_tc_stash<floatT, HS>(dOs, dOt, qd[1]);
-        for (int i = threadIdx.x; i < ATT_BQ; i += ATT_THREADS) {
-            const int q = q0 + i;
-            lse_s[i] = q < T ? lse[(long)bh * T + q] * 1.4426950408889634f : 0.0f;
-            D_s[i] = q < T ? rowdot[(long)bh * T + q] : 0.0f;
-        }
-        __syncthreads();
+        const int q0 = qb * ATT_BQ, buf = (qb - kb) & 1;
+        cp_async_wait<0>();
+        __syncthreads();  // tile qb is in for every thread, and every warp is done with tile qb - 1 (and K, V)
         if (qb + 1 < nqb) {
-            attn_tc_fetch<floatT, HS>(qd[0], q_g, C3, q0 + ATT_BQ, T, hs);
-            attn_tc_fetch<floatT, HS>(qd[1], do_g, C, q0 + ATT_BQ, T, hs);
+            floatT *nx = sm + (buf ^ 1) * 2 * L::TILE;
+            attn_tc_tile<floatT, HS, 64, ATT_THREADS>(nx, blk.q, C3, q0 + ATT_BQ, T, hs);
+            attn_tc_tile<floatT, HS, 64, ATT_THREADS>(nx + L::TILE, blk.dout, C, q0 + ATT_BQ, T, hs);
+            load_rows(qb + 1, buf ^ 1);
         }
+        cp_async_commit();
+        const floatT *Qs = sm + buf * 2 * L::TILE, *dOs = Qs + L::TILE;
+        const float *lse_b = lse_s + buf * 64, *D_b = D_s + buf * 64;
         float s[8][4], dp[8][4];
         attn_tc_scores<floatT, HS>(s, ka, Qs, 8);
         attn_tc_scores<floatT, HS>(dp, va, dOs, 8);
@@ -415,84 +544,20 @@ attn_tc_bwd_dkdv_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ do
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int i = n * 8 + 2 * t + (e & 1), q = q0 + i;
-                float p = attn_exp2(fmaf(s[n][e], sl2, -lse_s[i]));
+                float p = attn_exp2(fmaf(s[n][e], sl2, -lse_b[i]));
                 if (masked && (q < key[e >> 1] || q >= T)) p = 0.0f;
                 s[n][e] = p;
-                dp[n][e] = p * (dp[n][e] - D_s[i]);
+                dp[n][e] = p * (dp[n][e] - D_b[i]);
             }
         // On the diagonal tile warp w's keys see queries >= 16 w only: 16-query chunks w..3.
         const int kc0 = qb == kb ? warp : 0;
-        attn_tc_pv<floatT, HS>(dv, s, dOt, kc0, 4);
-        attn_tc_pv<floatT, HS>(dk, dp, Qt, kc0, 4);
+        attn_tc_pv<floatT, HS>(dv, s, dOs, kc0, 4);
+        attn_tc_pv<floatT, HS>(dk, dp, Qs, kc0, 4);
     }
     floatT *dqkv_b = dqkv + blk.qkv_at;
     const float one[2] = {1.0f, 1.0f}, sc[2] = {scale, scale};
     attn_tc_write<floatT, HS>(dqkv_b + C, C3, dk, key, sc, T, hs);
     attn_tc_write<floatT, HS>(dqkv_b + 2 * C, C3, dv, key, one, T, hs);
-}
-
-// Backward, dQ. Block (x, b*NH + h) owns query rows [64 qb, 64 qb + 64), qb = nqb - 1 - x; warp w owns 16,
-// its Q and dout rows held as A operands. Per key tile kb <= qb: S = Q K^T, dP = dout V^T, P from lse,
-// dS = P (dP - D), dQ += dS K (times scale at the end) from the transposed K tile.
-template <typename floatT, int HS>
-__global__ void __launch_bounds__(ATT_THREADS)
-attn_tc_bwd_dq_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout, const floatT *__restrict__ qkv,
-                      const float *__restrict__ lse, const float *__restrict__ rowdot, int T, int C, int NH, float scale) {
-    using L = AttnTc<floatT, HS>;
-    DYNAMIC_SHARED(unsigned char, attn_smem);
-    floatT *Ks = reinterpret_cast<floatT *>(attn_smem), *Vs = Ks + L::ROW, *Kt = Vs + L::ROW;
-    const AttnBlock<floatT> blk(qkv, dout, T, C, NH, true);
-    const int qb = blk.tile, bh = blk.bh, hs = blk.hs, warp = blk.warp, lane = blk.lane, t = lane & 3;
-    const long C3 = blk.C3;
-    const floatT *q_g = blk.q, *k_g = blk.k, *v_g = blk.v, *do_g = blk.dout;
-    const int q0 = qb * ATT_BQ, row[2] = {q0 + warp * 16 + (lane >> 2), q0 + warp * 16 + (lane >> 2) + 8};
-    const float sl2 = scale * 1.4426950408889634f;
-
-    attn_tc_load<floatT, HS>(Ks, nullptr, q_g, C3, q0, T, hs);
-    attn_tc_load<floatT, HS>(Vs, nullptr, do_g, C, q0, T, hs);
-    __syncthreads();
-    uint32_t qa[HS / 16][4], da[HS / 16][4];
-    attn_tc_rows<floatT, HS>(qa, Ks, warp * 16);
-    attn_tc_rows<floatT, HS>(da, Vs, warp * 16);
-    float lse2[2], Dr[2];
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        lse2[r] = row[r] < T ? lse[(long)bh * T + row[r]] * 1.4426950408889634f : 0.0f;
-        Dr[r] = row[r] < T ? rowdot[(long)bh * T + row[r]] : 0.0f;
-    }
-    float dq[HS / 8][4];
-#pragma unroll
-    for (int n = 0; n < HS / 8; n++) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
-
-    uint4 kv[2][AttnTcShare<HS>::N];  // the next K and V tiles, loaded while this one is computed on
-    attn_tc_fetch<floatT, HS>(kv[0], k_g, C3, 0, T, hs);
-    attn_tc_fetch<floatT, HS>(kv[1], v_g, C3, 0, T, hs);
-    for (int kb = 0; kb <= qb; kb++) {
-        const int k0 = kb * ATT_BK;
-        __syncthreads();  // every warp is done with the previous tiles (and has its Q, dout rows)
-        attn_tc_stash<floatT, HS>(Ks, Kt, kv[0]);
-        attn_tc_stash<floatT, HS>(Vs, nullptr, kv[1]);
-        __syncthreads();
-        if (kb < qb) {
-            attn_tc_fetch<floatT, HS>(kv[0], k_g, C3, k0 + ATT_BK, T, hs);
-            attn_tc_fetch<floatT, HS>(kv[1], v_g, C3, k0 + ATT_BK, T, hs);
-        }
-        const int n_end = kb == qb ? 2 * (warp + 1) : 8;
-        float s[8][4], dp[8][4];
-        attn_tc_scores<floatT, HS>(s, qa, Ks, n_end);
-        attn_tc_scores<floatT, HS>(dp, da, Vs, n_end);
-#pragma unroll
-        for (int n = 0; n < 8; n++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                float p = attn_exp2(fmaf(s[n][e], sl2, -lse2[e >> 1]));
-                if (kb == qb && (n >= n_end || k0 + n * 8 + 2 * t + (e & 1) > row[e >> 1])) p = 0.0f;  // causal diagonal
-                s[n][e] = p * (dp[n][e] - Dr[e >> 1]);
-            }
-        attn_tc_pv<floatT, HS>(dq, s, Kt, 0, n_end / 2);
-    }
-    const float sc[2] = {scale, scale};
-    attn_tc_write<floatT, HS>(dqkv + blk.qkv_at, C3, dq, row, sc, T, hs);
 }
 // ---- end 16-bit attention ----
 

@@ -38,13 +38,15 @@ kernels() {
   local out rc
   # the emulator itself: its checks, then programs a GPU would hang on, fault on or get wrong
   out=$(./dev/cuda/emu/selftest ok 2>&1); rc=$?
-  [ $rc -eq 0 ] && ok "emulator self-checks (shuffles, votes, barriers, NaN fill, limits, cuBLASLt): $(summary "$out")" \
+  [ $rc -eq 0 ] && ok "emulator self-checks (shuffles, votes, barriers, NaN fill, limits, cp.async, ldmatrix, cuBLASLt): $(summary "$out")" \
     || bad "emulator self-checks" "$(grep -E 'FAIL|cuda-emu' <<<"$out")"
   local cases=("exited-lane:has exited while lanes" "different-collectives:are at different collectives"
     "barrier-skipped:is not reached by every thread" "deadlock:deadlock: no thread can go on"
     "shfl-unnamed:which the mask 0x0000ffff does not name"
     "host-pointer:neither device memory nor pinned" "copy-past-end:past the end of its allocation"
-    "race@race:data race on a static __shared__ variable" "out-of-bounds@race:not allocated device memory")
+    "race@race:data race on a static __shared__ variable" "out-of-bounds@race:not allocated device memory"
+    "cp-async-no-wait:exits with 1 cp.async copy in flight (committed, never waited for)"
+    "cp-async-uncommitted:(some never committed)" "cp-async-no-barrier@race:data race on dynamic shared memory")
   for c in "${cases[@]}"; do
     local mode=${c%%:*} want=${c#*:} bin=./dev/cuda/emu/selftest
     [ "${mode#*@}" != "$mode" ] && bin=./dev/cuda/emu/selftest_race && mode=${mode%@*}

@@ -15,22 +15,31 @@
 // without ever storing the T x T matrix.
 //
 // Design (the kernels live in cuda/attention*.cuh; this file checks and times them):
-//  * Tiles: 64 query rows per block, 4 warps, each warp owning 16 of them; key tiles of 64. Forward and
-//    dQ blocks walk key tiles 0..diagonal; dK/dV blocks walk query tiles diagonal..end (FlashAttention-2's
-//    split: no atomics, every output element written by exactly one thread, fixed summation order, so
-//    runs are bit-identical). Partial tiles (T not a multiple of 64) are zero-filled and masked.
+//  * Tiles: fp32 and the 16-bit dK/dV kernel: 64 rows per block, 4 warps of 16; 16-bit forward and dQ: 128
+//    query rows per block, 8 warps of 16; key tiles of 64 throughout. Forward and dQ blocks walk key tiles
+//    0..diagonal, longest rows first; dK/dV blocks walk query tiles diagonal..end (FlashAttention-2's split: no
+//    atomics, every output element written by exactly one thread, fixed summation order, so runs are
+//    bit-identical). Partial tiles (T not a multiple of 64) are zero-filled and masked.
 //  * bf16/fp16 (attn_tc_*): scores, probabilities and the output accumulator stay in registers as mma.sync
-//    m16n8k16 fragments (PTX's documented layout); B operands come from shared tiles through ldmatrix, the
-//    transposed tiles (V^T, Q^T, dout^T, K^T) made when a tile is loaded. exp2 with the scale folded into
-//    one FFMA. Under the emulator, mma.sync and ldmatrix run as their plain-code definitions (shuffles).
+//    m16n8k16 fragments (PTX's documented layout). Operand tiles are row-major in shared memory, filled by
+//    cp.async into two buffers (the next tile loads while the current one is used, one barrier per tile); B
+//    operands come through ldmatrix, or ldmatrix.trans where the product needs the tile's transpose (V, K, Q,
+//    dout). exp2 with the scale folded into one FFMA. Under the emulator, mma.sync and ldmatrix run as their
+//    plain-code definitions (shuffles) and cp.async lands only at its wait.
 //  * fp32 (attn_fwd_kernel, attn_bwd_*): the same tiles and masks with plain FMAs through shared memory,
 //    matching the CPU reference to ~1e-6 relative.
-//  * Backward: a small kernel for D = rowsum(dout * out) (per row and head) into the float scratch; a
-//    dK/dV kernel, one block per (key tile, b, h); a dQ kernel, one block per (query tile, b, h). Both
-//    recompute S and P from lse.
-//  * Measured on an H100 (B=8, T=1024, NH=12, hs=64, bf16): forward 0.138 ms (93 TFLOP/s), backward 0.426
-//    ms (76 TFLOP/s). Nsight Compute (dev/bench/ncu/) showed the forward latency-bound at 3 warps per
-//    scheduler (registers), so the next steps are fewer registers per warp or more rows per warp.
+//  * Backward, 16-bit: the dQ kernel (first) computes D = rowsum(dout * out) for its rows and writes it to the
+//    float scratch; the dK/dV kernel reads it. Both recompute S and dP from lse (7 products per tile pair: S, dP,
+//    dQ and S^T, dP^T, dV, dK; FlashAttention-2 does 5 by summing dQ across key blocks with atomics). fp32: a
+//    row-dot kernel, then dK/dV, then dQ.
+//  * Registers (ptxas, nvcc 13.0, sm_90; bf16 and fp16 alike), hs 64 / 128: forward 128 / 223, no spills (v1:
+//    160 / 254 at half the threads per block); dQ 205 / 255 (16 bytes spilled at 128; v1: 240 / 255, 432 bytes);
+//    dK/dV 250 / 255 (604 bytes spilled at 128; v1: 255 / 255, 1032 bytes). Shared memory per block: forward
+//    and dQ 36,864 / 69,632 bytes, dK/dV 37,888 / 70,656.
+//  * Measured on an H100 (B=8, T=1024, NH=12, hs=64, bf16) before issue #22 (the kernels now in
+//    attention_v1.cuh): forward 0.138 ms (93 TFLOP/s), backward 0.426 ms (76 TFLOP/s); Nsight Compute showed the
+//    forward latency-bound at 3 warps per scheduler (registers). The current kernels are not yet timed on a GPU:
+//    `./dev/cuda/attention bench` prints both, side by side.
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -46,6 +55,8 @@
 // The kernels are the trainer's own (cuda/attention.cuh's flash_attention_forward/backward): this file only
 // checks and times them.
 #include "../../cuda/attention.cuh"
+// The 16-bit kernels before issue #22, for the bit comparison below and the old-vs-new benchmark.
+#include "attention_v1.cuh"
 
 // ---- dev check and benchmark ----
 
@@ -102,6 +113,23 @@ static bool run_check(const AttnShape &sh, uint64_t seed) {
     const bool det = memcmp(out_t.data(), out2_t.data(), nout * sizeof(floatT)) == 0 &&
                      memcmp(lse_g.data(), lse2_g.data(), nlse * sizeof(float)) == 0 &&
                      memcmp(dqkv_t.data(), dqkv2_t.data(), nqkv * sizeof(floatT)) == 0;
+    // 16-bit: the kernels before issue #22 do the same arithmetic per row in the same order (other tiles per
+    // block, other loads), so they must give the same bits. Independent of the reference: a change in the
+    // order of a sum shows here even where it stays inside the tolerance.
+    const char *v1 = "";
+    if constexpr (sizeof(floatT) == 2) {
+        cudaCheck(cudaMemset(d_dqkv2, 0xff, nqkv * sizeof(floatT)));
+        attn_v1_forward(d_out, d_lse, d_qkv, B, T, C, NH, 0);
+        attn_v1_backward(d_dqkv2, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, 0);
+        cudaCheck(cudaDeviceSynchronize());
+        cudaCheck(cudaMemcpy(out2_t.data(), d_out, nout * sizeof(floatT), cudaMemcpyDeviceToHost));
+        cudaCheck(cudaMemcpy(lse2_g.data(), d_lse, nlse * sizeof(float), cudaMemcpyDeviceToHost));
+        cudaCheck(cudaMemcpy(dqkv2_t.data(), d_dqkv2, nqkv * sizeof(floatT), cudaMemcpyDeviceToHost));
+        const bool same = memcmp(out_t.data(), out2_t.data(), nout * sizeof(floatT)) == 0 &&
+                          memcmp(lse_g.data(), lse2_g.data(), nlse * sizeof(float)) == 0 &&
+                          memcmp(dqkv_t.data(), dqkv2_t.data(), nqkv * sizeof(floatT)) == 0;
+        v1 = same ? " | = v1 bits" : " | v1 bits DIFFER";
+    }
 
     std::vector<float> out_g(nout), dqkv_g(nqkv);
     for (long i = 0; i < nout; i++) out_g[i] = attn_to_float(out_t[i]);
@@ -115,9 +143,9 @@ static bool run_check(const AttnShape &sh, uint64_t seed) {
     const bool ok = e_out <= tol.out && e_lse <= tol.lse && e_dq <= tol.dqkv && e_dk <= tol.dqkv &&
                     e_dv <= tol.dqkv && det;
     printf("%s %-5s B=%d T=%4d C=%3d NH=%2d hs=%3d | rel err out %.2e lse %.2e dq %.2e dk %.2e dv %.2e "
-           "(tol %.1e/%.1e/%.1e) | deterministic %s\n",
+           "(tol %.1e/%.1e/%.1e) | deterministic %s%s\n",
            ok ? "PASS" : "FAIL", ty, B, T, C, NH, hs, e_out, e_lse, e_dq, e_dk, e_dv, tol.out, tol.lse, tol.dqkv,
-           det ? "yes" : "NO");
+           det ? "yes" : "NO", v1);
     cudaCheck(cudaFree(d_qkv));
     cudaCheck(cudaFree(d_dout));
     cudaCheck(cudaFree(d_out));
@@ -128,6 +156,26 @@ static bool run_check(const AttnShape &sh, uint64_t seed) {
     return ok;
 }
 
+// Milliseconds per call of f (after warm-up), by CUDA events.
+template <typename F> static float time_ms(F &&f, int warmup, int iters) {
+    cudaEvent_t e0, e1;
+    cudaCheck(cudaEventCreate(&e0));
+    cudaCheck(cudaEventCreate(&e1));
+    for (int i = 0; i < warmup; i++) f();
+    cudaCheck(cudaEventRecord(e0));
+    for (int i = 0; i < iters; i++) f();
+    cudaCheck(cudaEventRecord(e1));
+    cudaCheck(cudaEventSynchronize(e1));
+    float ms = 0.0f;
+    cudaCheck(cudaEventElapsedTime(&ms, e0, e1));
+    cudaCheck(cudaEventDestroy(e0));
+    cudaCheck(cudaEventDestroy(e1));
+    return ms / iters;
+}
+
+// One row of the benchmark table: the current kernels ("new") and those before issue #22 ("v1") at one shape,
+// TFLOP/s in FlashAttention's convention (causal: forward 4 B NH T^2 hs / 2, backward 2.5 x forward; the
+// backward's row dot and recomputation are not counted). dev/bench_sdpa.py prints PyTorch's at the same shapes.
 template <typename floatT>
 static void run_bench(int B, int T, int C, int NH) {
     const long nqkv = (long)B * T * 3 * C, nout = (long)B * T * C, nlse = (long)B * NH * T;
@@ -146,41 +194,37 @@ static void run_bench(int B, int T, int C, int NH) {
     cudaCheck(cudaMalloc(&d_scratch, nlse * sizeof(float)));
     cudaCheck(cudaMemcpy(d_qkv, qkv_t.data(), nqkv * sizeof(floatT), cudaMemcpyHostToDevice));
     cudaCheck(cudaMemcpy(d_dout, dout_t.data(), nout * sizeof(floatT), cudaMemcpyHostToDevice));
-    cudaEvent_t e0, e1;
-    cudaCheck(cudaEventCreate(&e0));
-    cudaCheck(cudaEventCreate(&e1));
     const int warmup = 3, iters = 20;
-    const double hs = (double)C / NH;
-    const double fwd_flops = 2.0 * 2.0 * B * NH * (double)T * T * hs / 2.0;  // two matmuls, causal half
-    const double bwd_flops = 2.5 * fwd_flops;
-    float ms_fwd = 0.0f, ms_bwd = 0.0f;
-    for (int i = 0; i < warmup; i++) flash_attention_forward(d_out, d_lse, d_qkv, B, T, C, NH, 0);
-    cudaCheck(cudaEventRecord(e0));
-    for (int i = 0; i < iters; i++) flash_attention_forward(d_out, d_lse, d_qkv, B, T, C, NH, 0);
-    cudaCheck(cudaEventRecord(e1));
-    cudaCheck(cudaEventSynchronize(e1));
-    cudaCheck(cudaEventElapsedTime(&ms_fwd, e0, e1));
-    for (int i = 0; i < warmup; i++)
-        flash_attention_backward(d_dqkv, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, 0);
-    cudaCheck(cudaEventRecord(e0));
-    for (int i = 0; i < iters; i++)
-        flash_attention_backward(d_dqkv, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, 0);
-    cudaCheck(cudaEventRecord(e1));
-    cudaCheck(cudaEventSynchronize(e1));
-    cudaCheck(cudaEventElapsedTime(&ms_bwd, e0, e1));
-    ms_fwd /= iters;
-    ms_bwd /= iters;
-    printf("bench %-5s B=%2d T=%d C=%d NH=%d | forward %.3f ms %.1f TFLOP/s | backward %.3f ms %.1f TFLOP/s\n",
-           attn_type_name<floatT>(), B, T, C, NH, ms_fwd, fwd_flops / (ms_fwd * 1e-3) / 1e12, ms_bwd,
-           bwd_flops / (ms_bwd * 1e-3) / 1e12);
-    cudaCheck(cudaEventDestroy(e0));
-    cudaCheck(cudaEventDestroy(e1));
+    const double fwd_flops = 4.0 * B * NH * (double)T * T * ((double)C / NH) / 2.0, bwd_flops = 2.5 * fwd_flops;
+    const float f_new = time_ms([&] { flash_attention_forward(d_out, d_lse, d_qkv, B, T, C, NH, 0); }, warmup, iters);
+    const float b_new = time_ms([&] {
+        flash_attention_backward(d_dqkv, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, 0); }, warmup, iters);
+    float f_v1 = 0.0f, b_v1 = 0.0f;
+    if constexpr (sizeof(floatT) == 2) {
+        f_v1 = time_ms([&] { attn_v1_forward(d_out, d_lse, d_qkv, B, T, C, NH, 0); }, warmup, iters);
+        b_v1 = time_ms([&] { attn_v1_backward(d_dqkv, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, 0); }, warmup, iters);
+    }
+    auto tf = [](double flops, float ms) { return ms > 0.0f ? flops / (ms * 1e-3) / 1e12 : 0.0; };
+    printf("bench %-5s %3d %5d %3d %4d | %8.3f %7.1f %7.1f | %8.3f %7.1f %7.1f\n", attn_type_name<floatT>(), B, T, NH,
+           C / NH, f_new, tf(fwd_flops, f_new), tf(fwd_flops, f_v1), b_new, tf(bwd_flops, b_new), tf(bwd_flops, b_v1));
     cudaCheck(cudaFree(d_qkv));
     cudaCheck(cudaFree(d_dout));
     cudaCheck(cudaFree(d_out));
     cudaCheck(cudaFree(d_dqkv));
     cudaCheck(cudaFree(d_lse));
     cudaCheck(cudaFree(d_scratch));
+}
+
+// The table: T 512..4096 at 16k tokens per call (B = 16384 / T), head sizes 64 (NH 12, GPT-2 124M's) and 128
+// (NH 6, the same C), bf16 and fp16; then GPT-2 124M's training shape B = 8, T = 1024.
+static void bench_table(void) {
+    printf("bench type    B     T  NH   hs |  fwd ms  TFLOP/s (v1) |  bwd ms  TFLOP/s (v1)\n");
+    for (int hs : {64, 128})
+        for (int T : {512, 1024, 2048, 4096}) {
+            run_bench<__nv_bfloat16>(16384 / T, T, 768, 768 / hs);
+            run_bench<__half>(16384 / T, T, 768, 768 / hs);
+        }
+    run_bench<__nv_bfloat16>(8, 1024, 768, 12);
 }
 
 int main(int argc, char **argv) {
@@ -197,9 +241,10 @@ int main(int argc, char **argv) {
     if (do_check) {
         // The brief's three shapes, then edge cases: T = 1, three tiles with a ragged end, hs = 128, and the head
         // sizes that pad to 48, 80, 96 and 112 (the shape check accepts them).
+        // {1, 250, 128, 2}: two 128-row blocks of the 16-bit forward and dQ, the second ragged, 4 key tiles.
         const AttnShape shapes[] = {{2, 64, 64, 4},  {1, 100, 128, 4}, {4, 1024, 768, 12}, {1, 1, 64, 2},
                                     {2, 130, 256, 2}, {1, 77, 96, 2},  {1, 50, 160, 2},    {1, 40, 192, 2},
-                                    {1, 33, 224, 2}};
+                                    {1, 33, 224, 2},  {1, 250, 128, 2}};
         // fp32 only: head sizes that are not multiples of 16 (zero-padded to 48 and 16).
         const AttnShape fp32_shapes[] = {{1, 50, 40, 1}, {2, 70, 24, 3}};
         uint64_t seed = 1;
@@ -212,10 +257,7 @@ int main(int argc, char **argv) {
         }
         for (const AttnShape &sh : fp32_shapes) failures += !run_check<float>(sh, seed++);
     }
-    if (do_bench) {
-        run_bench<__nv_bfloat16>(8, 1024, 768, 12);
-        run_bench<__nv_bfloat16>(16, 1024, 768, 12);
-    }
+    if (do_bench) bench_table();
     if (do_check) printf("%s: %d check(s) failed\n", failures ? "FAIL" : "PASS", failures);
     return failures ? EXIT_FAILURE : EXIT_SUCCESS;
 }

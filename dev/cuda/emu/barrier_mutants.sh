@@ -6,6 +6,9 @@
 # deletion went unnoticed. Takes a few minutes per barrier on 2 cores (nice'd); not part of CI.
 #   bash dev/cuda/emu/barrier_mutants.sh            # every barrier
 #   bash dev/cuda/emu/barrier_mutants.sh cuda/attention_fp32.cuh:160 cuda/layernorm.cuh:95   # only these (file:line)
+#   CHECKS=attention bash dev/cuda/emu/barrier_mutants.sh cuda/attention_mma.cuh:332   # the attention check instead
+# CHECKS=attention runs dev/cuda/attention_emu (and _race) `check small` (float64 reference, every head size, T up
+# to 256) in place of the kernel checks, and stops each run at its first failure: about 3 minutes a barrier, not 10.
 set -u
 cd "$(dirname "$0")/../../.."
 W=$(mktemp -d /tmp/barrier_mutants.XXXXXX)
@@ -20,16 +23,28 @@ for FL in "${lines[@]}"; do
   cp -r ./*.h ./*.c ./*.cu Makefile test cuda "$W/m/" && cp -r dev/cuda "$W/m/dev/" && cp -r build/emu "$W/m/build/"
   what=$(sed -n "${L}p" "$F" | sed -E 's/^ +//')
   sed -i -E "${L}s/__syncthreads\(\);|__syncwarp\(\);/\/* barrier deleted *\//" "$W/m/$F"
-  if ! (cd "$W/m" && nice make -s dev/cuda/kernels_emu dev/cuda/kernels_emu_race > build.log 2>&1); then
+  if [ "${CHECKS:-kernels}" = attention ]; then bins="dev/cuda/attention_emu dev/cuda/attention_emu_race"; run="check small"
+  else bins="dev/cuda/kernels_emu dev/cuda/kernels_emu_race"; run="check"; fi
+  if ! (cd "$W/m" && nice make -s $bins > build.log 2>&1); then
     echo "$F:$L: the mutant does not build"; tail -5 "$W/m/build.log"; missed=$((missed + 1)); continue
   fi
+  plain=${bins%% *} race=${bins##* }
   by=()
-  out=$(cd "$W/m" && nice ./dev/cuda/kernels_emu_race check 2>&1)
-  [ $? -ne 0 ] && by+=("race detector: $(grep -m1 -oE 'cuda-emu: .{0,160}' <<<"$out" || grep -m1 FAIL <<<"$out")")
-  for order in forward reverse; do
-    out=$(cd "$W/m" && TRAIN_GPT_EMU_ORDER=$order nice ./dev/cuda/kernels_emu check 2>&1)
-    [ $? -ne 0 ] && by+=("kernel checks in $order order: $(grep -m1 -E 'cuda-emu|FAIL' <<<"$out" | cut -c1-120)")
-  done
+  if [ "${CHECKS:-kernels}" = attention ]; then  # the first failure is enough (grep -m1 ends the run)
+    out=$(cd "$W/m" && nice ./$race $run 2>&1 | grep -m1 -oE 'cuda-emu: .{0,160}|^FAIL.{0,120}')
+    [ -n "$out" ] && by+=("race detector: $out")
+    for order in forward reverse; do
+      out=$(cd "$W/m" && TRAIN_GPT_EMU_ORDER=$order nice ./$plain $run 2>&1 | grep -m1 -oE 'cuda-emu: .{0,120}|^FAIL.{0,120}')
+      [ -n "$out" ] && by+=("attention checks in $order order: $out")
+    done
+  else
+    out=$(cd "$W/m" && nice ./$race $run 2>&1)
+    [ $? -ne 0 ] && by+=("race detector: $(grep -m1 -oE 'cuda-emu: .{0,160}' <<<"$out" || grep -m1 FAIL <<<"$out")")
+    for order in forward reverse; do
+      out=$(cd "$W/m" && TRAIN_GPT_EMU_ORDER=$order nice ./$plain $run 2>&1)
+      [ $? -ne 0 ] && by+=("kernel checks in $order order: $(grep -m1 -E 'cuda-emu|FAIL' <<<"$out" | cut -c1-120)")
+    done
+  fi
   if [ ${#by[@]} -gt 0 ]; then
     caught=$((caught + 1)); echo "CAUGHT $F:$L ($what)"
   else

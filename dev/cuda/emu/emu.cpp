@@ -827,8 +827,10 @@ static void warp_collective(Thread *t, int kind, unsigned mask, const char *file
     yield();
 }
 
-// A thread returns from the kernel: no lane may still wait for it.
+static void cp_async_at_exit(Thread *t);  // "Asynchronous copies" below
+// A thread returns from the kernel: no lane may still wait for it, and none of its copies may be in flight.
 static void thread_exits(Thread *t) {
+    cp_async_at_exit(t);
     t->state = T_DONE;
     g_exited[t->warp] |= 1u << t->lane;
     for (const Group &g : g_groups[t->warp])
@@ -1543,3 +1545,88 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *data) {
 }
 
 }  // extern "C"
+
+// ----------------------------------------------------------------------------------------------------------------
+// Asynchronous copies (cp.async, see emu.h): each thread's queue of copies issued and not yet landed. A copy's
+// group is the number of commits its thread had made when it was issued; a wait lands the copies of every
+// committed group but the newest `pending`. The source is read at issue (a kernel's inputs do not change under it),
+// the destination is poisoned then and written at the wait.
+
+struct CpAsyncCopy {
+    unsigned char *dst;
+    unsigned char data[16];
+    unsigned group;
+};
+static std::vector<std::vector<CpAsyncCopy>> g_cp_queue;  // per thread of the block (Thread::linear)
+static std::vector<unsigned> g_cp_commits;                // per thread: commits so far in this block
+
+static void cp_async_race(const void *p, size_t n, int write, const Thread *t, uint32_t site) {
+    if (g_race && n) race_access((uintptr_t)p, n, write, (uint16_t)t->linear, site);
+}
+
+void emu_cp_async(void *dst_smem, const void *src, int src_bytes, const char *file, int line) {
+    Thread *t = current("cp.async");
+    const uint32_t site = site_of(__builtin_return_address(0));
+    const uintptr_t d = (uintptr_t)dst_smem, dyn = (uintptr_t)g_dyn_smem;
+    const int in_dyn = d - dyn < g_launch->smem && d + 16 <= dyn + g_launch->smem;
+    const int in_static = d >= (uintptr_t)__data_start && d + 16 <= (uintptr_t)_end;
+    if (!in_dyn && !in_static)
+        emu_fatal("cp.async at %s:%d: destination %p is not 16 bytes of this block's shared memory", file, line, dst_smem);
+    if (src_bytes < 0 || src_bytes > 16) emu_fatal("cp.async at %s:%d: source size %d (must be 0..16)", file, line, src_bytes);
+    if (d % 16 || (src_bytes && (uintptr_t)src % 16))
+        emu_fatal("cp.async at %s:%d: %p <- %p is not 16-byte aligned (misaligned address on a GPU)", file, line, dst_smem, src);
+    if (src_bytes) emu_require_device("cp.async", "source", src, (size_t)src_bytes);
+    if ((int)g_cp_queue.size() <= t->linear) {
+        g_cp_queue.resize(t->linear + 1);
+        g_cp_commits.resize(t->linear + 1, 0);
+    }
+    CpAsyncCopy c;
+    c.dst = (unsigned char *)dst_smem;
+    c.group = g_cp_commits[t->linear];
+    memset(c.data, 0, sizeof(c.data));  // the bytes past src_bytes are zero-filled
+    cp_async_race(src, (size_t)src_bytes, 0, t, site);
+    if (src_bytes) memcpy(c.data, src, (size_t)src_bytes);
+    cp_async_race(dst_smem, 16, 1, t, site);
+    memset(dst_smem, 0xff, 16);  // in flight: undefined until the wait, NaN here
+    g_cp_queue[t->linear].push_back(c);
+}
+
+void emu_cp_async_commit(const char *file, int line) {
+    (void)file, (void)line;
+    Thread *t = current("cp.async.commit_group");
+    if ((int)g_cp_commits.size() <= t->linear) {
+        g_cp_queue.resize(t->linear + 1);
+        g_cp_commits.resize(t->linear + 1, 0);
+    }
+    g_cp_commits[t->linear]++;
+}
+
+void emu_cp_async_wait(int pending, const char *file, int line) {
+    Thread *t = current("cp.async.wait_group");
+    if (pending < 0) emu_fatal("cp.async.wait_group %d at %s:%d", pending, file, line);
+    if ((int)g_cp_queue.size() <= t->linear) return;
+    const uint32_t site = site_of(__builtin_return_address(0));
+    std::vector<CpAsyncCopy> &q = g_cp_queue[t->linear];
+    const unsigned commits = g_cp_commits[t->linear];
+    size_t kept = 0;
+    for (size_t i = 0; i < q.size(); i++) {
+        if (q[i].group + (unsigned)pending < commits) {  // committed, and older than the newest `pending` groups
+            cp_async_race(q[i].dst, 16, 1, t, site);
+            memcpy(q[i].dst, q[i].data, 16);
+        } else q[kept++] = q[i];
+    }
+    q.resize(kept);
+}
+
+static void cp_async_at_exit(Thread *t) {
+    if ((int)g_cp_queue.size() <= t->linear) return;
+    std::vector<CpAsyncCopy> &q = g_cp_queue[t->linear];
+    const unsigned commits = g_cp_commits[t->linear];
+    g_cp_commits[t->linear] = 0;
+    if (q.empty()) return;
+    const int uncommitted = q.back().group == commits;
+    const size_t n = q.size();
+    q.clear();
+    emu_fatal("the thread exits with %zu cp.async cop%s in flight (%s): a cp.async.wait_group must land them before "
+              "the kernel ends", n, n == 1 ? "y" : "ies", uncommitted ? "some never committed" : "committed, never waited for");
+}

@@ -168,6 +168,17 @@ static inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *n, 
     return cudaOccupancyMaxActiveBlocksPerMultiprocessor(n, (const void *)f, block, smem);
 }
 
+// ---- asynchronous copies (cp.async; the emulator's section for them, emu.cpp's "Asynchronous copies") ----
+// cuda/async_copy.cuh calls these where a GPU runs cp.async.cg.shared.global, cp.async.commit_group and
+// cp.async.wait_group. A copy is queued on the issuing thread: at issue its 16 destination bytes become 0xff
+// (NaN) and the source is read; they land only when that thread's emu_cp_async_wait leaves at most `pending`
+// newer committed groups outstanding, so a read before the wait sees NaN. The race detector sees the
+// destination written by the issuing thread at issue and again at the wait (other threads need a __syncthreads
+// after the wait). A thread that exits with copies not waited for is an error naming the kernel.
+void emu_cp_async(void *dst_smem, const void *src, int src_bytes, EMU_AT);  // src_bytes 0..16; the rest zero
+void emu_cp_async_commit(EMU_AT);
+void emu_cp_async_wait(int pending, EMU_AT);
+
 // ---- launches ----
 
 // What a launch hands the runtime; the kernel runs as entry(args) on every thread's fiber.

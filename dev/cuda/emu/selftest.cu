@@ -1,7 +1,8 @@
 // dev/cuda/emu/selftest.cu: the emulator's own checks, against hand-computed results: warp shuffles and votes,
-// barriers with predicates, the NaN fill, launch limits, pointer attributes, and
-// cuBLASLt (every transpose, the bias, GELU and bias-gradient epilogues, the type combinations it must refuse). `selftest ok` runs them and
-// ends with "N passed, N failed". `selftest MODE` runs one broken program that a GPU would hang on, fault on or
+// barriers with predicates, the NaN fill, launch limits, pointer attributes, cp.async and ldmatrix (the
+// attention kernels' instructions, through the wrappers of cuda/async_copy.cuh and cuda/attention_mma.cuh), and
+// cuBLASLt (every transpose, the bias, GELU and bias-gradient epilogues, the type combinations it must refuse).
+// `selftest ok` runs them and ends with "N passed, N failed". `selftest MODE` runs one broken program that a GPU would hang on, fault on or
 // get wrong; the emulator must stop it with a message naming the problem (test/test_cuda_emu.sh checks which).
 // Built only for the emulator (make dev/cuda/emu/selftest): g++ -include dev/cuda/emu/emu.h, like train_gpt.cu.
 #include <cuda_runtime.h>
@@ -12,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "../../../cuda/async_copy.cuh"
+#include "../../../cuda/attention_mma.cuh"
 
 #define CHECK(call)                                                                                 \
     do {                                                                                            \
@@ -132,6 +135,78 @@ static void check_memory(void) {
     LAUNCH(1, 64, 64 * 1024, 0, read_smem)(d);
     expect(cudaGetLastError() == cudaSuccess, "64 KiB of dynamic shared memory after cudaFuncSetAttribute");
     CHECK(cudaFree(d));
+}
+
+// ---- asynchronous copies and ldmatrix ----
+
+// Two groups: the first waited for alone (wait_group 1), the second (odd threads zero-filling) after.
+__global__ void cp_async_groups(const uint4 *src, uint4 *out) {
+    DYNAMIC_SHARED(uint4, s);  // [2][64]
+    const int i = threadIdx.x;
+    cp_async_16(&s[i], &src[i], true);
+    cp_async_commit();
+    cp_async_16(&s[64 + i], &src[64 + i], i % 2 == 0);
+    cp_async_commit();
+    cp_async_wait<1>();
+    out[i] = s[i];            // group 0: landed
+    out[64 + i] = s[64 + i];  // group 1: still in flight, so the emulator's 0xff bytes
+    cp_async_wait<0>();
+    __syncthreads();
+    out[128 + i] = s[64 + (63 - i)];  // another thread's group 1, after its wait and a barrier
+}
+
+// Lane l gives the address of row l of a [32][8] matrix of 16-bit values M[r][c] = 8 r + c.
+__global__ void ldmatrix_forms(uint32_t *out) {
+    __shared__ __align__(16) uint16_t m[32 * 8];
+    const int l = threadIdx.x;
+    for (int c = 0; c < 8; c++) m[8 * l + c] = (uint16_t)(8 * l + c);
+    __syncwarp();
+    uint32_t r[4], rt[4];
+    ldmatrix_x4(r, &m[8 * l]);
+    ldmatrix_x4_trans(rt, &m[8 * l]);
+    for (int j = 0; j < 4; j++) {
+        out[32 * j + l] = r[j];
+        out[128 + 32 * j + l] = rt[j];
+    }
+}
+
+static void check_async_copies(void) {
+    uint4 *src, *out, h[3 * 64];
+    uint32_t *lm, hl[256];
+    CHECK(cudaMalloc(&src, 128 * sizeof(uint4)));
+    CHECK(cudaMalloc(&out, sizeof(h)));
+    CHECK(cudaMalloc(&lm, sizeof(hl)));
+    uint4 in[128];
+    for (unsigned i = 0; i < 128; i++) in[i] = make_uint4(i, i + 1000, i + 2000, i + 3000);
+    CHECK(cudaMemcpy(src, in, sizeof(in), cudaMemcpyHostToDevice));
+    LAUNCH(1, 64, 128 * sizeof(uint4), 0, cp_async_groups)(src, out);
+    CHECK(cudaMemcpy(h, out, sizeof(h), cudaMemcpyDeviceToHost));
+    int landed = 1, pending = 1, after = 1;
+    for (int i = 0; i < 64; i++) {
+        landed &= !memcmp(&h[i], &in[i], 16);
+        pending &= h[64 + i].x == 0xffffffffu && h[64 + i].y == 0xffffffffu && h[64 + i].z == 0xffffffffu && h[64 + i].w == 0xffffffffu;
+        const int j = 63 - i;
+        const uint4 want = j % 2 == 0 ? in[64 + j] : make_uint4(0u, 0u, 0u, 0u);
+        after &= !memcmp(&h[128 + i], &want, 16);
+    }
+    expect(landed, "cp.async: a group lands at cp.async.wait_group 1 when a newer group is committed");
+    expect(pending, "cp.async: the newer group's destination is 0xff (NaN) until its wait");
+    expect(after, "cp.async: after wait_group 0 and __syncthreads every thread reads the others' copies, src-size 0 zero-filled");
+    LAUNCH(1, 32, 0, 0, ldmatrix_forms)(lm);
+    CHECK(cudaMemcpy(hl, lm, sizeof(hl), cudaMemcpyDeviceToHost));
+    int plain = 1, trans = 1;
+    for (int l = 0; l < 32; l++) {
+        const unsigned g = l / 4, t = l % 4;
+        for (unsigned j = 0; j < 4; j++) {  // PTX: thread 4g + t holds row g, elements 2t, 2t+1 (.trans: of M^T)
+            plain &= hl[32 * j + l] == ((8 * (8 * j + g) + 2 * t) | (8 * (8 * j + g) + 2 * t + 1) << 16);
+            trans &= hl[128 + 32 * j + l] == ((8 * (8 * j + 2 * t) + g) | (8 * (8 * j + 2 * t + 1) + g) << 16);
+        }
+    }
+    expect(plain, "ldmatrix.x4: lane 4g+t gets row g, columns 2t and 2t+1 of each matrix");
+    expect(trans, "ldmatrix.x4.trans: lane 4g+t gets rows 2t and 2t+1 at column g of each matrix");
+    CHECK(cudaFree(src));
+    CHECK(cudaFree(out));
+    CHECK(cudaFree(lm));
 }
 
 // ---- cuBLASLt, against a plain loop over the documented definition ----
@@ -403,6 +478,27 @@ __global__ void race(int *out) {
     out[threadIdx.x] = s[63 - threadIdx.x];  // no __syncthreads between the write and the read
 }
 __global__ void write_one(float *p) { p[threadIdx.x] = 1.0f; }
+__global__ void cp_async_no_wait(const uint4 *src, uint4 *out) {
+    DYNAMIC_SHARED(uint4, s);
+    cp_async_16(&s[threadIdx.x], &src[threadIdx.x], true);
+    cp_async_commit();
+    __syncthreads();  // no cp.async.wait_group before it: what is read is 0xff, and the copies are in flight at exit
+    out[threadIdx.x] = s[63 - threadIdx.x];
+}
+__global__ void cp_async_uncommitted(const uint4 *src, uint4 *out) {
+    DYNAMIC_SHARED(uint4, s);
+    cp_async_16(&s[threadIdx.x], &src[threadIdx.x], true);
+    cp_async_wait<0>();  // waits for committed groups only: this copy never lands
+    __syncthreads();
+    out[threadIdx.x] = s[63 - threadIdx.x];
+}
+__global__ void cp_async_no_barrier(const uint4 *src, uint4 *out) {
+    DYNAMIC_SHARED(uint4, s);
+    cp_async_16(&s[threadIdx.x], &src[threadIdx.x], true);
+    cp_async_commit();
+    cp_async_wait<0>();
+    out[threadIdx.x] = s[63 - threadIdx.x];  // another thread's copy with no __syncthreads after the waits
+}
 
 static int broken(const char *mode) {
     int *d;
@@ -414,6 +510,16 @@ static int broken(const char *mode) {
     else if (!strcmp(mode, "shfl-unnamed")) LAUNCH(1, 32, 0, 0, shfl_unnamed)(d);
     else if (!strcmp(mode, "race")) LAUNCH(1, 64, 0, 0, race)(d);
     else if (!strcmp(mode, "out-of-bounds")) LAUNCH(1, 65, 0, 0, write_one)((float *)d);
+    else if (!strncmp(mode, "cp-async-", 9)) {
+        uint4 *src, *out;
+        CHECK(cudaMalloc(&src, 64 * sizeof(uint4)));
+        CHECK(cudaMalloc(&out, 64 * sizeof(uint4)));
+        CHECK(cudaMemset(src, 0, 64 * sizeof(uint4)));
+        if (!strcmp(mode, "cp-async-no-wait")) LAUNCH(1, 64, 64 * sizeof(uint4), 0, cp_async_no_wait)(src, out);
+        else if (!strcmp(mode, "cp-async-uncommitted")) LAUNCH(1, 64, 64 * sizeof(uint4), 0, cp_async_uncommitted)(src, out);
+        else if (!strcmp(mode, "cp-async-no-barrier")) LAUNCH(1, 64, 64 * sizeof(uint4), 0, cp_async_no_barrier)(src, out);
+        else { fprintf(stderr, "unknown mode %s\n", mode); return 2; }
+    }
     else if (!strcmp(mode, "host-pointer")) {
         static float host[64];
         LAUNCH(1, 64, 0, 0, write_one)(host);
@@ -431,10 +537,12 @@ static int broken(const char *mode) {
 
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "ok";
+    (void)x_prec;  // cuda/common.cuh's (included for the attention's ldmatrix wrappers), unused here
     if (strcmp(mode, "ok") != 0) return broken(mode);
     check_shuffles();
     check_barriers();
     check_memory();
+    check_async_copies();
     check_cublaslt();
     printf("%d passed, %d failed\n", passes, fails);
     return fails ? 1 : 0;
