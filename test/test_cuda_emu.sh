@@ -254,7 +254,7 @@ trainer() {
     || bad "the trainer under the race detector" "$(grep -m3 -E 'cuda-emu|error' "$W/race.out")"
   # per-step counters (issue 14): one line per step, every field
   TRAIN_GPT_EMU_COUNTS=1 $EMU "${one[@]}" -x 2 > "$W/counts.out" 2>&1
-  local n; n=$(grep -cE '^emu counts step [0-9]+: malloc [0-9]+ free [0-9]+ sync [0-9]+ heuristic [0-9]+ desc [0-9]+ launches [1-9][0-9]* pageable [0-9]+ h2d_bytes [0-9]+ d2h_bytes [0-9]+$' "$W/counts.out")
+  local n; n=$(grep -cE '^emu counts step [0-9]+: malloc [0-9]+ free [0-9]+ sync [0-9]+ heuristic [0-9]+ desc [0-9]+ launches [1-9][0-9]* matmuls [1-9][0-9]* copies [0-9]+ memsets [0-9]+ collectives [0-9]+ graphs [0-9]+ ops [1-9][0-9]* pageable [0-9]+ h2d_bytes [0-9]+ d2h_bytes [0-9]+$' "$W/counts.out")
   [ "$n" -eq 2 ] && ok "TRAIN_GPT_EMU_COUNTS=1: one counter line per step ($(grep -m1 '^emu counts step 2' "$W/counts.out" | cut -d: -f2-))" \
     || bad "per-step counters" "$(tail -3 "$W/counts.out")"
   # what a step asks of the runtime once the first has set up (issue 14): no allocation or free, no cuBLASLt

@@ -1100,6 +1100,13 @@ unsigned long long atomicCAS(unsigned long long *p, unsigned long long c, unsign
 //   heuristic      cublasLtMatmulAlgoGetHeuristic calls
 //   desc           cuBLASLt descriptors created (matmul, matrix layout, preference)
 //   launches       kernel launches
+//   matmuls        cublasLtMatmul calls
+//   copies         cudaMemcpy(Async) calls that involve the device (host-to-host ones are the host's)
+//   memsets        cudaMemset(Async) calls
+//   collectives    NCCL collectives and point-to-point transfers
+//   graphs         cudaGraphLaunch calls (a replayed graph's own work is not counted again)
+//   ops            their sum: the operations the host hands the GPU one by one, each a launch's overhead
+//                  and, on one stream, a gap the GPU may idle in
 //   pageable       host-device copies whose host side is not pinned (cudaMallocHost / cudaHostRegister)
 //   h2d_bytes, d2h_bytes   bytes copied each way
 
@@ -1112,9 +1119,12 @@ void emu_step_end(int step) {
     configure();
     if (!g_counts_on) return;
     EmuCounts d = emu_counts, s = g_step_start;
-    fprintf(stderr, "emu counts step %d: malloc %llu free %llu sync %llu heuristic %llu desc %llu launches %llu pageable "
-            "%llu h2d_bytes %llu d2h_bytes %llu\n", step, d.malloc - s.malloc, d.free - s.free, d.sync - s.sync,
-            d.heuristic - s.heuristic, d.desc - s.desc, d.launches - s.launches, d.pageable - s.pageable,
+    unsigned long long mm = d.matmuls - s.matmuls, cp = d.copies - s.copies, ms = d.memsets - s.memsets,
+                       co = d.collectives - s.collectives, gr = d.graphs - s.graphs, la = d.launches - s.launches;
+    fprintf(stderr, "emu counts step %d: malloc %llu free %llu sync %llu heuristic %llu desc %llu launches %llu matmuls "
+            "%llu copies %llu memsets %llu collectives %llu graphs %llu ops %llu pageable %llu h2d_bytes %llu d2h_bytes "
+            "%llu\n", step, d.malloc - s.malloc, d.free - s.free, d.sync - s.sync, d.heuristic - s.heuristic,
+            d.desc - s.desc, la, mm, cp, ms, co, gr, la + mm + cp + ms + co + gr, d.pageable - s.pageable,
             d.h2d_bytes - s.h2d_bytes, d.d2h_bytes - s.d2h_bytes);
 }
 
@@ -1427,6 +1437,7 @@ static cudaError_t copy(void *dst, const void *src, size_t n, cudaMemcpyKind kin
         if (!ad) emu_counts.pageable++;
     }
     if (waits) emu_counts.sync++;
+    if (kind != cudaMemcpyHostToHost) emu_counts.copies++;
     return cudaSuccess;
 }
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind) { return copy(dst, src, n, kind, 0, 0); }
@@ -1437,6 +1448,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind
 static cudaError_t fill(void *p, int v, size_t n, cudaStream_t s, const char *who) {
     if (n == 0) return cudaSuccess;
     emu_require_device(who, "the range", p, n);
+    emu_counts.memsets++;
     emu_enqueue(s, [=]() { memset(p, v, n); });
     return cudaSuccess;
 }
