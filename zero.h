@@ -92,6 +92,10 @@ struct Zero {
     // the update decided after a step, run when the parameters are next read (zero_settle)
     AdamWArgs pending;
     int has_pending;
+    // the device store's update: every tensor's slice in one backend_adamw_run (made at the first update);
+    // at stage 0 the working copies are written in the same pass (fused_copy)
+    void *adamw_plan;
+    int fused_copy;
     // the optimizer's state (ZeroStore): m and v in device or host memory, whole at stage 0 and
     // this rank's shards at stages 1-3; with --offload beside a host master copy of this rank's
     // parameters and a host copy of its gradients, and AdamW runs on the CPU
@@ -334,6 +338,7 @@ static void zero_defer_update(Zero *z, const AdamWArgs *args) {
 
 static void zero_free(Zero *z) {
     zero_settle(z);  // the last step's update, so that the run's end state is whole
+    backend_adamw_plan_free(z->adamw_plan);
     float *bufs[] = {z->params, z->grads, z->layer_grad, z->bucket_pack, z->layer_param[0], z->layer_param[1], z->pshard, z->gshard};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) if (bufs[i]) backend_free(bufs[i]);
     z->store->close(z);
@@ -570,23 +575,70 @@ static float zero_grad_norm(Zero *z) {
     return (float)sqrt(zero_grad_sum_squares_finish(z));
 }
 
+// The device store's table for backend_adamw_run: every run of every unit's slice (the runs differ in
+// weight decay), made once, when every buffer it points into exists. At stage 0 a rank updates whole
+// units, so each run's working copy is made in the same pass, seeded as model.h would seed the unit.
+static void zero_adamw_plan(Zero *z) {
+    if (z->adamw_plan) return;
+    AdamWSegment *segs = (AdamWSegment *)callocCheck(z->nruns > 0 ? z->nruns : 1, sizeof(AdamWSegment));
+    z->fused_copy = z->stage == 0;
+    int n = 0;
+    for (int u = 0; u < z->nu; u++) {
+        if (z->slen[u] == 0) continue;
+        floatX *w = z->fused_copy ? model_working_copy(z->model, u) : NULL;
+        if (z->fused_copy && backend_weights_need_copy() && !w) z->fused_copy = 0;
+        for (int i = 0; i < z->nruns; i++) {
+            size_t a, b, lo = z->slo[u], off = z->soff[u];
+            if (!run_overlap(&z->runs[i], u, lo, z->slen[u], &a, &b)) continue;
+            segs[n++] = (AdamWSegment){zero_master(z, u) + (a - lo), zero_grad_slice(z, u) + (a - lo), z->m + off + (a - lo),
+                                       z->v + off + (a - lo), b - a, z->runs[i].decayed, w ? (void *)x_at(w, a) : NULL, a, u};
+        }
+    }
+    if (!z->fused_copy) for (int i = 0; i < n; i++) segs[i].w = NULL;
+    z->adamw_plan = backend_adamw_plan(segs, n);
+    free(segs);
+}
+
 // The update now, every unit's slice in the store, then the parameters all-gathered where shards of
 // a resident unit were updated (stages 1-3; at stage 3 the layers are gathered at their next use).
-static void zero_update(Zero *z, const AdamWArgs *args) {
+// verdict: the gradients' scale and the skip come from the device (backend_update_verdict; device store only).
+static void zero_update_with(Zero *z, const AdamWArgs *args, int verdict) {
     if (z->stage == 3) {  // gathered copies of the old weights are stale from here on
         if (z->prefetch_layer >= 0) { comm_wait(z->comm, &z->prefetch); z->prefetch_layer = -1; }
         z->slot_layer[0] = z->slot_layer[1] = -1;
     }
+    int device = z->store == &ZERO_STORE_DEVICE;
+    if (device) {
+        zero_adamw_plan(z);
+        backend_adamw_run(z->adamw_plan, args, verdict);  // every unit's slice, one launch
+    }
     z->store->begin(z);
     for (int u = 0; u < z->nu; u++) {
-        z->store->update(z, u, args);
+        if (!device) z->store->update(z, u, args);
         if (z->stage >= 1 && zero_resident(z, u)) {
             z->store->join(z);  // the all-gather reads what was just copied back
             comm_allgather(z->comm, z->params + z->uoff[u], z->ushard[u]);
         }
     }
     z->store->end(z);
-    model_weights_changed(z->model, (uint64_t)args->t);
+    if (device && z->fused_copy) model_weights_converted(z->model, (uint64_t)args->t);
+    else model_weights_changed(z->model, (uint64_t)args->t);
 }
+static void zero_update(Zero *z, const AdamWArgs *args) { zero_update_with(z, args, 0); }
+
+// Whether the step's update can be issued before the host has seen the norm: the device decides it
+// (backend_update_verdict) from this rank's sums of squares, which must then be the whole norm (stage 0,
+// or one rank; the caller knows whether pipeline stages add theirs up), and AdamW must run on the device.
+static int zero_update_on_device(const Zero *z) {
+    return z->store == &ZERO_STORE_DEVICE && (z->stage == 0 || z->comm->world == 1) && !z->tied;
+}
+
+// The step's update, issued right after its backward with the device's verdict (zero_update_on_device);
+// args->t is the update count if the device does not skip it. If the host later learns that it did
+// (zero_update_skipped), the weights and the rounding's version stay as they were.
+static void zero_update_now(Zero *z, const AdamWArgs *args) {
+    zero_update_with(z, args, 1);
+}
+static void zero_update_skipped(Zero *z, int updates) { model_weights_kept(z->model, (uint64_t)updates); }
 
 #endif
