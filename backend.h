@@ -102,7 +102,6 @@ static void backend_sum_squares_start(const float **xs, const size_t *ns, int co
 static void backend_sum_squares_finish(double *out, int count);
 
 // ---- the optimizer ----
-static void backend_adamw(float *p, const float *g, float *mom, float *vel, size_t n, int decayed, const AdamWArgs *a);
 // The whole step's AdamW in one call over a table of tensors' slices, made once (backend_adamw_plan; on a GPU
 // the table lives in device memory, so a step copies nothing for it). A segment whose w is not NULL gets its
 // working copy (backend_weights_from_master's rounding, seeded as model.h seeds unit `unit` at version a->t,

@@ -504,10 +504,6 @@ static void backend_add(float *dst, const float *src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] += src[i];
 }
 
-static void backend_adamw(float *p, const float *g, float *mom, float *vel, size_t n, int decayed, const AdamWArgs *a) {
-    adamw_host(p, g, mom, vel, n, decayed, a);
-}
-
 // Host memory for --offload optimizer: the CPU build's memory is host memory already.
 static float *backend_alloc_host_state(size_t n) {
     backend_state_bytes += n * sizeof(float);

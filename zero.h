@@ -2,7 +2,7 @@
 // parameter, gradient and optimizer memory, and drives the model's forward and backward unit by
 // unit (gpt2.h's units: the outer unit with the embeddings, then one unit per layer). It never
 // touches memory itself: it moves buffers with comm.h and works on them with the build's backend
-// (backend_alloc_state/free/copy/zero/add/to_host/from_host, backend_sum_squares_start/finish, backend_adamw) and the
+// (backend_alloc_state/free/copy/zero/add/to_host/from_host, backend_sum_squares_start/finish, backend_adamw_plan/run) and the
 // model's pieces (model_set_unit, model_embed_forward, model_layer_forward, model_head_forward,
 // model_head_backward, model_layer_backward, model_embed_backward). So the same logic runs on host
 // memory with MPI and on GPU memory with NCCL.
@@ -240,16 +240,16 @@ static int run_overlap(const ParamRun *run, int u, size_t lo, size_t cnt, size_t
     return *a < *b;
 }
 
-// AdamW on floats [lo, lo + cnt) of unit u, on the device or the host: weight decay differs between
-// the unit's tensors, so it walks the runs that overlap the range. Pointers are at the range's start.
+// AdamW on the host (the offloaded stores) on floats [lo, lo + cnt) of unit u: weight decay differs between
+// the unit's tensors, so it walks the runs that overlap the range. Pointers are at the range's start. (The
+// device store's update is one backend_adamw_run over every unit, zero_update.)
 static void zero_adamw_range(Zero *z, int u, size_t lo, size_t cnt, float *p, const float *g, float *m, float *v,
-                             int on_host, const AdamWArgs *args) {
+                             const AdamWArgs *args) {
     for (int i = 0; i < z->nruns; i++) {
         const ParamRun *run = &z->runs[i];
         size_t a, b;
         if (!run_overlap(run, u, lo, cnt, &a, &b)) continue;
-        if (on_host) adamw_host(p + (a - lo), g + (a - lo), m + (a - lo), v + (a - lo), b - a, run->decayed, args);
-        else backend_adamw(p + (a - lo), g + (a - lo), m + (a - lo), v + (a - lo), b - a, run->decayed, args);
+        adamw_host(p + (a - lo), g + (a - lo), m + (a - lo), v + (a - lo), b - a, run->decayed, args);
     }
 }
 

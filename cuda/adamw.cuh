@@ -16,25 +16,6 @@ __device__ __forceinline__ void adamw_one(float &p, float g, float &mom, float &
     p -= lr * (mhat / (sqrtf(vhat) + eps) + wd * p);
 }
 
-template <int V>
-__global__ void adamw_kernel(float *p, const float *g, float *mom, float *vel, size_t n, float lr, float beta1,
-                             float beta2, float bc1, float bc2, float eps, float wd, float scale) {
-    size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * V;
-    if (i >= n) return;
-    if (V > 1 && i + V <= n) {
-        typedef XVec<float, V> F;
-        F pv = *reinterpret_cast<F *>(p + i), mv = *reinterpret_cast<F *>(mom + i), vv = *reinterpret_cast<F *>(vel + i);
-        const F gv = *reinterpret_cast<const F *>(g + i);
-#pragma unroll
-        for (int k = 0; k < V; k++) adamw_one(pv.v[k], gv.v[k], mv.v[k], vv.v[k], lr, beta1, beta2, bc1, bc2, eps, wd, scale);
-        *reinterpret_cast<F *>(p + i) = pv;
-        *reinterpret_cast<F *>(mom + i) = mv;
-        *reinterpret_cast<F *>(vel + i) = vv;
-    } else {
-        for (size_t k = i; k < n && k < i + V; k++) adamw_one(p[k], g[k], mom[k], vel[k], lr, beta1, beta2, bc1, bc2, eps, wd, scale);
-    }
-}
-
 // The working weights from the fp32 master copy. bf16 rounds stochastically: the 16 bits that are
 // dropped decide, against a hash of (seed, index), whether to round up, so small AdamW updates are
 // kept on average instead of vanishing under round-to-nearest. fp16 rounds to nearest.

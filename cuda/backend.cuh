@@ -284,18 +284,6 @@ static void backend_add(float *dst, const float *src, size_t n) {
     launchCheck();
 }
 
-static void backend_adamw(float *p, const float *g, float *mom, float *vel, size_t n, int decayed, const AdamWArgs *a) {
-    if (n == 0) return;
-    float bc1 = 1.0f - powf(a->beta1, (float)a->t), bc2 = 1.0f - powf(a->beta2, (float)a->t);
-    float wd = decayed ? a->weight_decay : 0.0f;
-    with_vec_width<float>(aligned16(p, g, mom, vel), [&](auto width) {
-        constexpr int V = decltype(width)::value;
-        LAUNCH(ceil_div((long)(n + V - 1) / V, 256), 256, 0, 0, adamw_kernel<V>)(p, g, mom, vel, n, a->lr, a->beta1, a->beta2, bc1,
-                                                                                bc2, a->eps, wd, a->grad_scale);
-    });
-    launchCheck();
-}
-
 // The step's update in one launch (backend.h): the table goes to the device once; a run launches
 // adamw_multi_kernel over every block of every segment.
 struct AdamWPlan { AdamWSeg *segs; int count; unsigned blocks; };
