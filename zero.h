@@ -255,6 +255,30 @@ static void zero_adamw_range(Zero *z, int u, size_t lo, size_t cnt, float *p, co
 
 #include "zero_store.h"
 
+// The device store's table for backend_adamw_run: every run of every unit's slice (the runs differ in
+// weight decay), made once, at zero_init, when every buffer it points into exists (the model's working copies too). At stage 0 a rank updates whole
+// units, so each run's working copy is made in the same pass, seeded as model.h would seed the unit.
+static void zero_adamw_plan(Zero *z) {
+    if (z->adamw_plan) return;
+    AdamWSegment *segs = (AdamWSegment *)callocCheck(z->nruns > 0 ? z->nruns : 1, sizeof(AdamWSegment));
+    z->fused_copy = z->stage == 0;
+    int n = 0;
+    for (int u = 0; u < z->nu; u++) {
+        if (z->slen[u] == 0) continue;
+        floatX *w = z->fused_copy ? model_working_copy(z->model, u) : NULL;
+        if (z->fused_copy && backend_weights_need_copy() && !w) z->fused_copy = 0;
+        for (int i = 0; i < z->nruns; i++) {
+            size_t a, b, lo = z->slo[u], off = z->soff[u];
+            if (!run_overlap(&z->runs[i], u, lo, z->slen[u], &a, &b)) continue;
+            segs[n++] = (AdamWSegment){zero_master(z, u) + (a - lo), zero_grad_slice(z, u) + (a - lo), z->m + off + (a - lo),
+                                       z->v + off + (a - lo), b - a, z->runs[i].decayed, w ? (void *)x_at(w, a) : NULL, a, u};
+        }
+    }
+    if (!z->fused_copy) for (int i = 0; i < n; i++) segs[i].w = NULL;
+    z->adamw_plan = backend_adamw_plan(segs, n);
+    free(segs);
+}
+
 // nvme_path: with --offload-device nvme, the directory of the swap file (NULL: host memory), whose
 // ring buffers are nvme_buffer_bytes each; `note` receives what swap_open says the user should know.
 static void zero_init(Zero *z, Comm *comm, int stage, Model *model, const int *held, size_t bucket_bytes, int offload,
@@ -306,6 +330,7 @@ static void zero_init(Zero *z, Comm *comm, int stage, Model *model, const int *h
     z->offload_params = offload_params;
     zero_store_open(z, z->offload ? nvme_path : NULL, nvme_buffer_bytes, note, note_len);
     for (int u = 0; u < z->nu; u++) zero_point_unit(z, u, zero_resident(z, u) && z->usize[u] > 0 ? z->params + z->uoff[u] : NULL);
+    if (z->store == &ZERO_STORE_DEVICE) zero_adamw_plan(z);  // now: its copy to the device waits for it
 }
 
 // --pp: the outer unit is also held by another pipeline stage, over `tied` (the first and the last
@@ -575,30 +600,6 @@ static float zero_grad_norm(Zero *z) {
     return (float)sqrt(zero_grad_sum_squares_finish(z));
 }
 
-// The device store's table for backend_adamw_run: every run of every unit's slice (the runs differ in
-// weight decay), made once, when every buffer it points into exists. At stage 0 a rank updates whole
-// units, so each run's working copy is made in the same pass, seeded as model.h would seed the unit.
-static void zero_adamw_plan(Zero *z) {
-    if (z->adamw_plan) return;
-    AdamWSegment *segs = (AdamWSegment *)callocCheck(z->nruns > 0 ? z->nruns : 1, sizeof(AdamWSegment));
-    z->fused_copy = z->stage == 0;
-    int n = 0;
-    for (int u = 0; u < z->nu; u++) {
-        if (z->slen[u] == 0) continue;
-        floatX *w = z->fused_copy ? model_working_copy(z->model, u) : NULL;
-        if (z->fused_copy && backend_weights_need_copy() && !w) z->fused_copy = 0;
-        for (int i = 0; i < z->nruns; i++) {
-            size_t a, b, lo = z->slo[u], off = z->soff[u];
-            if (!run_overlap(&z->runs[i], u, lo, z->slen[u], &a, &b)) continue;
-            segs[n++] = (AdamWSegment){zero_master(z, u) + (a - lo), zero_grad_slice(z, u) + (a - lo), z->m + off + (a - lo),
-                                       z->v + off + (a - lo), b - a, z->runs[i].decayed, w ? (void *)x_at(w, a) : NULL, a, u};
-        }
-    }
-    if (!z->fused_copy) for (int i = 0; i < n; i++) segs[i].w = NULL;
-    z->adamw_plan = backend_adamw_plan(segs, n);
-    free(segs);
-}
-
 // The update now, every unit's slice in the store, then the parameters all-gathered where shards of
 // a resident unit were updated (stages 1-3; at stage 3 the layers are gathered at their next use).
 // verdict: the gradients' scale and the skip come from the device (backend_update_verdict; device store only).
@@ -608,10 +609,7 @@ static void zero_update_with(Zero *z, const AdamWArgs *args, int verdict) {
         z->slot_layer[0] = z->slot_layer[1] = -1;
     }
     int device = z->store == &ZERO_STORE_DEVICE;
-    if (device) {
-        zero_adamw_plan(z);
-        backend_adamw_run(z->adamw_plan, args, verdict);  // every unit's slice, one launch
-    }
+    if (device) backend_adamw_run(z->adamw_plan, args, verdict);  // every unit's slice, one launch
     z->store->begin(z);
     for (int u = 0; u < z->nu; u++) {
         if (!device) z->store->update(z, u, args);
