@@ -198,9 +198,10 @@ static void run_sample(Run *r) {
     printf0("\n");
 }
 
-// One optimizer step: the last step's update, the micro-batches through the pipeline, the gradients
-// reduced, the norm, the loss scaler's verdict, and the update decided. Returns what the step's line
-// reports. Between the first and the last kernel the host never waits for the device: the losses and
+// One optimizer step: the last step's update (if it was deferred), the micro-batches through the pipeline,
+// the gradients reduced, the norm, the loss scaler's verdict, and the update: issued at once with the
+// device's own verdict where this rank's norm is the whole norm, else decided here and deferred. Returns
+// what the step's line reports. Between the first and the last kernel the host never waits for the device: the losses and
 // the norm's partial sums come back together at the end, with the time breakdown (one synchronisation).
 static StepResult run_step(Run *r, int step) {
     TrainConfig *cfg = &r->cfg;

@@ -23,10 +23,12 @@
 // Gradients are sums over ranks of per-rank sums already scaled by 1 / (tokens in the whole step),
 // so the result is the exact token mean of the step whatever the layout.
 //
-// A step's AdamW update is decided after the step's one synchronisation (zero_defer_update) and run
-// here when the parameters are next read: the next step's zero_clear_grads, a forward (evaluation,
-// sampling), zero_get_params, a checkpoint's zero_read_owned, zero_free. So the device never waits
-// for the host in between, and no caller has to remember it.
+// Where this rank's sums of squares are the whole gradient norm (zero_update_on_device), a step's AdamW
+// update is issued right after its backward, the device deciding clipping and skipping itself
+// (backend_update_verdict, zero_update_now). Elsewhere it is decided after the step's one
+// synchronisation (zero_defer_update) and run here when the parameters are next read: the next step's
+// zero_clear_grads, a forward (evaluation, sampling), zero_get_params, a checkpoint's zero_read_owned,
+// zero_free. Either way the device never waits for the host in between, and no caller has to remember it.
 //
 // --offload optimizer|params keeps AdamW's moments and the master copy of this rank's parameters off
 // the device, in a host tier: host memory, or with --offload-device nvme records of a swap file
