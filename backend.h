@@ -112,11 +112,15 @@ static void backend_sum_squares_finish(double *out, int count);
 static void *backend_adamw_plan(const AdamWSegment *segs, int count);
 static void backend_adamw_run(void *plan, const AdamWArgs *a, int verdict);
 static void backend_adamw_plan_free(void *plan);
-// The update's verdict from the sums of squares last started (their buffers in order, as _finish adds them):
-// norm = sqrt(sum) / loss_scale; a norm that is not finite skips the update; one over clip (> 0) scales the
-// gradients by clip / (norm + 1e-6), and every gradient by 1 / loss_scale. The host's own arithmetic, so
-// trainer.h's norm, skip and scale after the step's synchronisation are the same numbers.
-static void backend_update_verdict(float loss_scale, float clip);
+// The update's verdict on the device, in two calls so that ranks can exchange their sums in between:
+// backend_norm_local writes this rank's sum of squares (the buffers last started, in order, as _finish adds
+// them) as a double into slot (scratch memory, 2 floats); backend_update_verdict adds `count` such slots up in
+// rank order and decides: norm = sqrt(sum) / loss_scale; a norm that is not finite skips the update; one over
+// clip (> 0) scales the gradients by clip / (norm + 1e-6), and every gradient by 1 / loss_scale. The host's own
+// arithmetic (zero.h adds the ranks' sums in the same order), so trainer.h's norm, skip and scale after the
+// step's synchronisation are the same numbers.
+static void backend_norm_local(float *slot);
+static void backend_update_verdict(const float *slots, int count, float loss_scale, float clip);
 static int backend_weights_need_copy(void);  // 1: kernels read a floatX working copy of the float master
 static void backend_weights_from_master(floatX *dst, const float *src, size_t n, uint64_t seed);  // stochastic rounding
 

@@ -527,9 +527,18 @@ static void backend_adamw_plan_free(void *p) {
     if (p) free(((AdamWPlan *)p)->segs);
     free(p);
 }
-static void backend_update_verdict(float loss_scale, float clip) {
+static void backend_norm_local(float *slot) {
     double sum = 0.0;
     for (int i = 0; i < ss_count; i++) sum += ss_sums[i];
+    memcpy(slot, &sum, sizeof(sum));
+}
+static void backend_update_verdict(const float *slots, int count, float loss_scale, float clip) {
+    double sum = 0.0;
+    for (int r = 0; r < count; r++) {
+        double s;
+        memcpy(&s, slots + 2 * r, sizeof(s));
+        sum += s;
+    }
     float norm = (float)sqrt(sum) / loss_scale;
     verdict.skip = !isfinite(norm);
     verdict.scale = (clip > 0.0f && norm > clip ? clip / (norm + 1e-6f) : 1.0f) / loss_scale;

@@ -237,7 +237,7 @@ static StepResult run_step(Run *r, int step) {
     // update follows the backward at once; elsewhere it waits for the host's verdict (zero_defer_update)
     int now = pp_stages == 1 && zero_update_on_device(zero);
     if (now) {
-        backend_update_verdict(step_scale, cfg->grad_clip);
+        zero_update_verdict(zero, step_scale, cfg->grad_clip);
         zero_update_now(zero, &adam);
     }
     timing_phase(PH_OTHER);

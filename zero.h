@@ -98,6 +98,7 @@ struct Zero {
     // at stage 0 the working copies are written in the same pass (fused_copy)
     void *adamw_plan;
     int fused_copy;
+    float *norm_slots;             // every rank's sum of squares, a double (2 floats) each, for the device's verdict
     // the optimizer's state (ZeroStore): m and v in device or host memory, whole at stage 0 and
     // this rank's shards at stages 1-3; with --offload beside a host master copy of this rank's
     // parameters and a host copy of its gradients, and AdamW runs on the CPU
@@ -333,6 +334,7 @@ static void zero_init(Zero *z, Comm *comm, int stage, Model *model, const int *h
     zero_store_open(z, z->offload ? nvme_path : NULL, nvme_buffer_bytes, note, note_len);
     for (int u = 0; u < z->nu; u++) zero_point_unit(z, u, zero_resident(z, u) && z->usize[u] > 0 ? z->params + z->uoff[u] : NULL);
     if (z->store == &ZERO_STORE_DEVICE) zero_adamw_plan(z);  // now: its copy to the device waits for it
+    z->norm_slots = (float *)backend_alloc_scratch(2 * (size_t)W * sizeof(float));
 }
 
 // --pp: the outer unit is also held by another pipeline stage, over `tied` (the first and the last
@@ -366,6 +368,7 @@ static void zero_defer_update(Zero *z, const AdamWArgs *args) {
 static void zero_free(Zero *z) {
     zero_settle(z);  // the last step's update, so that the run's end state is whole
     backend_adamw_plan_free(z->adamw_plan);
+    backend_free(z->norm_slots);
     float *bufs[] = {z->params, z->grads, z->layer_grad, z->bucket_pack, z->layer_param[0], z->layer_param[1], z->pshard, z->gshard};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) if (bufs[i]) backend_free(bufs[i]);
     z->store->close(z);
@@ -593,7 +596,13 @@ static double zero_grad_sum_squares_finish(Zero *z) {
     backend_sum_squares_finish(z->ss_sum, z->ss_count);
     double local = 0.0;
     for (int i = 0; i < z->ss_count; i++) local += z->ss_sum[i];
-    return z->stage == 0 ? local : comm_allreduce_sum_f64(z->comm, local);  // at stage 0 every rank has it all
+    if (z->stage == 0 || z->comm->world == 1) return local;  // at stage 0 every rank has it all
+    // the ranks' sums added in rank order, as the device's verdict adds them (zero_update_verdict)
+    double *all = (double *)mallocCheck(z->comm->world * sizeof(double)), sum = 0.0;
+    comm_allgather_bytes(z->comm, &local, all, sizeof(double));
+    for (int r = 0; r < z->comm->world; r++) sum += all[r];
+    free(all);
+    return sum;
 }
 
 // Global L2 norm of the combined gradient (identical on every rank).
@@ -626,11 +635,24 @@ static void zero_update_with(Zero *z, const AdamWArgs *args, int verdict) {
 }
 static void zero_update(Zero *z, const AdamWArgs *args) { zero_update_with(z, args, 0); }
 
-// Whether the step's update can be issued before the host has seen the norm: the device decides it
-// (backend_update_verdict) from this rank's sums of squares, which must then be the whole norm (stage 0,
-// or one rank; the caller knows whether pipeline stages add theirs up), and AdamW must run on the device.
+// Whether the step's update can be issued before the host has seen the norm: AdamW runs on the device, and
+// the device can add the ranks' sums of squares up itself: the whole norm is this rank's (stage 0, one rank),
+// or the ranks exchange their sums without the host waiting (NCCL, or the CPU build's host memory). Not
+// across pipeline stages: the caller knows whether there are several, and the tied unit is counted by one.
 static int zero_update_on_device(const Zero *z) {
-    return z->store == &ZERO_STORE_DEVICE && (z->stage == 0 || z->comm->world == 1) && !z->tied;
+    int local = z->stage == 0 || z->comm->world == 1;
+    int exchange = !COMM_DEVICE_MEMORY || z->comm->transport == COMM_NCCL;
+    return z->store == &ZERO_STORE_DEVICE && (local || exchange) && !z->tied;
+}
+
+// The device's verdict on this step's update (backend.h): this rank's sum of squares, every rank's gathered
+// where they hold different slices (in rank order, as zero_grad_sum_squares_finish adds them), and the verdict.
+static void zero_update_verdict(Zero *z, float loss_scale, float clip) {
+    int W = z->comm->world, shared = z->stage > 0 && W > 1;
+    float *mine = z->norm_slots + 2 * (size_t)(shared ? z->comm->rank : 0);
+    backend_norm_local(mine);
+    if (shared) comm_allgather(z->comm, z->norm_slots, 2);
+    backend_update_verdict(z->norm_slots, shared ? W : 1, loss_scale, clip);
 }
 
 // The step's update, issued right after its backward with the device's verdict (zero_update_on_device);

@@ -146,12 +146,10 @@ __global__ void adamw_multi_kernel(const AdamWSeg *segs, int nsegs, float lr, fl
     }
 }
 
-// The verdict on the step, on the device, from the chunk partials of backend_sum_squares_start: each buffer's
-// partials added in order, the buffers in order (as the host's zero_grad_sum_squares_finish does), then the
-// host's own arithmetic: norm = (float)sqrt(sum) / loss_scale; not finite: skip; over clip: scale by
-// clip / (norm + 1e-6). One block; bufsum holds a double per buffer.
-__global__ void update_verdict_kernel(AdamWVerdict *out, double *bufsum, const double *partial, const unsigned *first_chunk,
-                                      int count, float loss_scale, float clip) {
+// This rank's sum of squares, on the device, from the chunk partials of backend_sum_squares_start: each buffer's
+// partials added in order, the buffers in order (as the host's zero_grad_sum_squares_finish does). One block;
+// bufsum holds a double per buffer.
+__global__ void norm_local_kernel(double *slot, double *bufsum, const double *partial, const unsigned *first_chunk, int count) {
     for (int b = threadIdx.x; b < count; b += blockDim.x) {
         double s = 0.0;
         for (unsigned c = first_chunk[b]; c < first_chunk[b + 1]; c++) s += partial[c];
@@ -161,6 +159,14 @@ __global__ void update_verdict_kernel(AdamWVerdict *out, double *bufsum, const d
     if (threadIdx.x != 0) return;
     double sum = 0.0;
     for (int b = 0; b < count; b++) sum += bufsum[b];
+    *slot = sum;
+}
+
+// The verdict from the ranks' sums in rank order, in the host's arithmetic: norm = (float)sqrt(sum) / loss_scale;
+// not finite: skip; over clip: scale by clip / (norm + 1e-6). One thread.
+__global__ void update_verdict_kernel(AdamWVerdict *out, const double *slots, int count, float loss_scale, float clip) {
+    double sum = 0.0;
+    for (int r = 0; r < count; r++) sum += slots[r];
     float norm = (float)sqrt(sum) / loss_scale;
     float clip_scale = clip > 0.0f && norm > clip ? clip / (norm + 1e-6f) : 1.0f;
     out->skip = !isfinite(norm);

@@ -199,12 +199,17 @@ static void backend_sum_squares_finish(double *out, int count) {
     }
 }
 
-// The verdict on the update (backend.h), on the device: it reads the partials of the last _start.
+// The verdict on the update (backend.h), on the device: this rank's sum from the partials of the last _start,
+// then the verdict from every rank's.
 static AdamWVerdict *verdict_d = NULL;
-static void backend_update_verdict(float loss_scale, float clip) {
+static void backend_norm_local(float *slot) {
+    if (ss_count == 0) internal_fault("backend_norm_local: no sums of squares started");
+    LAUNCH(1, 256, 0, 0, norm_local_kernel)((double *)slot, ss_bufsum_d, ss_partial_d, ss_first_d, ss_count);
+    launchCheck();
+}
+static void backend_update_verdict(const float *slots, int count, float loss_scale, float clip) {
     if (!verdict_d) cudaCheck(cudaMalloc(&verdict_d, sizeof(AdamWVerdict)));
-    if (ss_count == 0) internal_fault("backend_update_verdict: no sums of squares started");
-    LAUNCH(1, 256, 0, 0, update_verdict_kernel)(verdict_d, ss_bufsum_d, ss_partial_d, ss_first_d, ss_count, loss_scale, clip);
+    LAUNCH(1, 1, 0, 0, update_verdict_kernel)(verdict_d, (const double *)slots, count, loss_scale, clip);
     launchCheck();
 }
 

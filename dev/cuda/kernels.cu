@@ -394,8 +394,9 @@ static void check_multi_adamw(int prec) {
     x_prec = PREC_FP32; x_bytes = 4;
 }
 
-// The device's verdict (backend_update_verdict) against the host's arithmetic on the CPU build's sums: the scale
-// bit for bit with clipping and without, and a non-finite gradient skips the update (the parameters keep their bits).
+// The device's verdict (backend_norm_local, backend_update_verdict) against the host's arithmetic on the CPU build's
+// sums: the scale bit for bit with clipping and without, with one rank's sum and two ranks' (the same sum twice, in
+// slots 0 and 1), and a non-finite gradient skips the update (the parameters keep their bits).
 static void check_verdict(void) {
     x_prec = PREC_FP32; x_bytes = 4;
     const size_t n = 2 * 65536 + 77;
@@ -407,22 +408,29 @@ static void check_verdict(void) {
     cpu::backend_sum_squares_start(hx, ns, 2);
     cpu::backend_sum_squares_finish(cs, 2);
     const float loss_scale = 1024.0f, clips[2] = {0.0f, 1e-3f};
-    for (int k = 0; k < 2; k++) {
+    float *slots;
+    cudaCheck(cudaMalloc(&slots, 4 * sizeof(float)));
+    for (int k = 0; k < 4; k++) {
+        int ranks = 1 + k / 2;
         backend_sum_squares_start(xs, ns, 2);
-        backend_update_verdict(loss_scale, clips[k]);
+        backend_norm_local(slots);
+        if (ranks == 2) backend_norm_local(slots + 2);
+        backend_update_verdict(slots, ranks, loss_scale, clips[k % 2]);
         AdamWVerdict got;
         cudaCheck(cudaMemcpy(&got, verdict_d, sizeof(got), cudaMemcpyDeviceToHost));
-        float norm = (float)sqrt(cs[0] + cs[1]) / loss_scale;  // trainer.h's arithmetic
-        float want = (clips[k] > 0.0f && norm > clips[k] ? clips[k] / (norm + 1e-6f) : 1.0f) / loss_scale;
+        double local = cs[0] + cs[1], sum = ranks == 2 ? 0.0 + local + local : local;  // zero.h's order
+        float norm = (float)sqrt(sum) / loss_scale;  // trainer.h's arithmetic
+        float clip = clips[k % 2], want = (clip > 0.0f && norm > clip ? clip / (norm + 1e-6f) : 1.0f) / loss_scale;
         int ok = got.scale == want && !got.skip;
-        printf("%s backend_update_verdict (clip %g): scale %.9g vs the host's %.9g, skip %d\n", ok ? "PASS" : "FAIL", clips[k],
-               got.scale, want, got.skip);
+        printf("%s backend_update_verdict (%d rank%s, clip %g): scale %.9g vs the host's %.9g, skip %d\n", ok ? "PASS" : "FAIL",
+               ranks, ranks == 1 ? "" : "s", clip, got.scale, want, got.skip);
         ok ? passes++ : fails++;
     }
     g[12345] = INFINITY;
     cudaCheck(cudaMemcpy(dg, g, n * 4, cudaMemcpyHostToDevice));
     backend_sum_squares_start(xs, ns, 2);
-    backend_update_verdict(loss_scale, 1.0f);
+    backend_norm_local(slots);
+    backend_update_verdict(slots, 1, loss_scale, 1.0f);
     AdamWSegment seg = {dp, dg, dm, dv, n, 1, NULL, 0, 0};
     void *plan = backend_adamw_plan(&seg, 1);
     AdamWArgs args = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 123.0f, 1};
@@ -434,6 +442,7 @@ static void check_verdict(void) {
     expect("a non-finite gradient: the update skips itself on the device (parameters changed)", (double)changed, 0.0);
     backend_adamw_plan_free(plan);
     cudaCheck(cudaFree(dg)); cudaCheck(cudaFree(dp)); cudaCheck(cudaFree(dm)); cudaCheck(cudaFree(dv));
+    cudaCheck(cudaFree(slots));
     free(g); free(p); free(z); free(back);
 }
 
