@@ -112,7 +112,25 @@ static void backend_sum_squares_start(const float **xs, const size_t *ns, int co
 static void backend_sum_squares_finish(double *out, int count);
 
 // ---- the optimizer ----
-static void backend_adamw(float *p, const float *g, float *mom, float *vel, size_t n, int decayed, const AdamWArgs *a);
+// The whole step's AdamW in one call over a table of tensors' slices, made once (backend_adamw_plan; on a GPU
+// the table lives in device memory, so a step copies nothing for it). A segment whose w is not NULL gets its
+// working copy (backend_weights_from_master's rounding, seeded as model.h seeds unit `unit` at version a->t,
+// w_index the index of p[0] in its unit) in the same pass. verdict 1: the gradients' scale and whether to skip
+// come from the last backend_update_verdict, not from a->grad_scale, so the update can be issued before the
+// host has seen the norm.
+// (AdamWSegment is gpt2.h's, beside AdamWArgs.)
+static void *backend_adamw_plan(const AdamWSegment *segs, int count);
+static void backend_adamw_run(void *plan, const AdamWArgs *a, int verdict);
+static void backend_adamw_plan_free(void *plan);
+// The update's verdict on the device, in two calls so that ranks can exchange their sums in between:
+// backend_norm_local writes this rank's sum of squares (the buffers last started, in order, as _finish adds
+// them) as a double into slot (scratch memory, 2 floats); backend_update_verdict adds `count` such slots up in
+// rank order and decides: norm = sqrt(sum) / loss_scale; a norm that is not finite skips the update; one over
+// clip (> 0) scales the gradients by clip / (norm + 1e-6), and every gradient by 1 / loss_scale. The host's own
+// arithmetic (zero.h adds the ranks' sums in the same order), so trainer.h's norm, skip and scale after the
+// step's synchronisation are the same numbers.
+static void backend_norm_local(float *slot);
+static void backend_update_verdict(const float *slots, int count, float loss_scale, float clip);
 static int backend_weights_need_copy(void);  // 1: kernels read a floatX working copy of the float master
 static void backend_weights_from_master(floatX *dst, const float *src, size_t n, uint64_t seed);  // stochastic rounding
 

@@ -60,6 +60,19 @@ static size_t gpt2_num_params(const GPT2Config *c) {
 // AdamW's settings for one step (grad_scale is the clipping factor, t the 1-based step).
 typedef struct { float lr, beta1, beta2, eps, weight_decay, grad_scale; int t; } AdamWArgs;
 
+// One tensor's slice for backend_adamw_run (backend.h): its parameters, gradient and moments, whether it is
+// decayed, and where its working copy goes (the build's floatX, NULL for none) with p[0]'s index in unit `unit`.
+typedef struct {
+    float *p;
+    const float *g;
+    float *m, *v;
+    size_t n;
+    int decayed;
+    void *w;
+    size_t w_index;
+    int unit;
+} AdamWSegment;
+
 // AdamW on n parameters in host memory (the CPU build's update, and the CUDA build's with
 // --offload optimizer): gradients are multiplied by grad_scale first (global-norm clipping);
 // decayed says whether weight decay applies (matmul weights and embeddings).

@@ -238,6 +238,20 @@ static void model_weights_changed(Model *m, uint64_t version) {
     m->wlayer = -1;
 }
 
+// The working copy of unit u that an update may write in the same pass as the master (zero.h at stage 0):
+// NULL where there is none (fp32) or one buffer serves every layer in turn.
+static floatX *model_working_copy(Model *m, int u) { return m->wcopy && !m->stream_layers ? m->wparams[u] : NULL; }
+
+// The update wrote every unit's working copy itself (from the master, at this version's rounding).
+static void model_weights_converted(Model *m, uint64_t version) {
+    model_weights_changed(m, version);
+    for (int u = 0; u < gpt2_num_units(&m->config); u++) m->wvalid[u] = m->wparams[u] != NULL;
+}
+
+// An update issued on the device skipped itself (a non-finite gradient): nothing changed, the copies
+// are those of the version before.
+static void model_weights_kept(Model *m, uint64_t version) { m->wversion = version; }
+
 // Unit u's weights as the kernels read them, converted from the master copy if they changed.
 static floatX *model_weights(Model *m, int u) {
     if (!m->wcopy) return (floatX *)m->uparams[u];

@@ -498,9 +498,10 @@ static double sum_squares(const float *x, size_t n) {
 // The rest of the backend zero.h works through. The gradient norm's sums are started and collected
 // in two calls, so that the CUDA build can read them back with the step's one synchronisation.
 static double *ss_sums = NULL;
-static int ss_cap = 0;
+static int ss_cap = 0, ss_count = 0;
 static void backend_sum_squares_start(const float **xs, const size_t *ns, int count) {
     if (count > ss_cap) { free(ss_sums); ss_sums = (double *)mallocCheck(count * sizeof(double)); ss_cap = count; }
+    ss_count = count;
     for (int i = 0; i < count; i++) ss_sums[i] = sum_squares(xs[i], ns[i]);
 }
 static void backend_sum_squares_finish(double *out, int count) { memcpy(out, ss_sums, count * sizeof(double)); }
@@ -523,10 +524,6 @@ static void backend_add(float *dst, const float *src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] += src[i];
 }
 
-static void backend_adamw(float *p, const float *g, float *mom, float *vel, size_t n, int decayed, const AdamWArgs *a) {
-    adamw_host(p, g, mom, vel, n, decayed, a);
-}
-
 // Host memory for --offload optimizer: the CPU build's memory is host memory already.
 static float *backend_alloc_host_state(size_t n) {
     backend_state_bytes += n * sizeof(float);
@@ -535,6 +532,47 @@ static float *backend_alloc_host_state(size_t n) {
 static void backend_free_host_state(float *p) { free(p); }
 
 // The kernels read the fp32 parameters themselves: no working copy.
+// The step's update over a table (backend.h): here the table is the caller's segments, copied, and the
+// verdict is decided at once, since the sums of squares are done when started.
+typedef struct { AdamWSegment *segs; int count; } AdamWPlan;
+static struct { float scale; int skip; } verdict = {1.0f, 0};
+static void *backend_adamw_plan(const AdamWSegment *segs, int count) {
+    AdamWPlan *plan = (AdamWPlan *)mallocCheck(sizeof(AdamWPlan));
+    plan->segs = (AdamWSegment *)mallocCheck((count > 0 ? count : 1) * sizeof(AdamWSegment));
+    memcpy(plan->segs, segs, count * sizeof(AdamWSegment));
+    plan->count = count;
+    return plan;
+}
+static void backend_adamw_plan_free(void *p) {
+    if (p) free(((AdamWPlan *)p)->segs);
+    free(p);
+}
+static void backend_norm_local(float *slot) {
+    double sum = 0.0;
+    for (int i = 0; i < ss_count; i++) sum += ss_sums[i];
+    memcpy(slot, &sum, sizeof(sum));
+}
+static void backend_update_verdict(const float *slots, int count, float loss_scale, float clip) {
+    double sum = 0.0;
+    for (int r = 0; r < count; r++) {
+        double s;
+        memcpy(&s, slots + 2 * r, sizeof(s));
+        sum += s;
+    }
+    float norm = (float)sqrt(sum) / loss_scale;
+    verdict.skip = !isfinite(norm);
+    verdict.scale = (clip > 0.0f && norm > clip ? clip / (norm + 1e-6f) : 1.0f) / loss_scale;
+}
+static void backend_adamw_run(void *p, const AdamWArgs *a, int use_verdict) {
+    const AdamWPlan *plan = (const AdamWPlan *)p;
+    if (use_verdict && verdict.skip) return;
+    AdamWArgs args = *a;
+    if (use_verdict) args.grad_scale = verdict.scale;
+    for (int i = 0; i < plan->count; i++) {
+        const AdamWSegment *s = &plan->segs[i];
+        adamw_host(s->p, s->g, s->m, s->v, s->n, s->decayed, &args);
+    }
+}
 static int backend_weights_need_copy(void) { return 0; }
 static void backend_weights_from_master(float *dst, const float *src, size_t n, uint64_t seed) {
     (void)seed;

@@ -198,9 +198,10 @@ static void run_sample(Run *r) {
     printf0("\n");
 }
 
-// One optimizer step: the last step's update, the micro-batches through the pipeline, the gradients
-// reduced, the norm, the loss scaler's verdict, and the update decided. Returns what the step's line
-// reports. Between the first and the last kernel the host never waits for the device: the losses and
+// One optimizer step: the last step's update (if it was deferred), the micro-batches through the pipeline,
+// the gradients reduced, the norm, the loss scaler's verdict, and the update: issued at once with the
+// device's own verdict where this rank's norm is the whole norm, else decided here and deferred. Returns
+// what the step's line reports. Between the first and the last kernel the host never waits for the device: the losses and
 // the norm's partial sums come back together at the end, with the time breakdown (one synchronisation).
 static StepResult run_step(Run *r, int step) {
     TrainConfig *cfg = &r->cfg;
@@ -230,6 +231,15 @@ static StepResult run_step(Run *r, int step) {
     timing_phase(PH_OPTIMIZER);  // the norm, clipping and the update, as DeepSpeed's "step" counts them
     // each stage sums its own units (the tied unit once), then the pipeline adds the stages up
     zero_grad_sum_squares_start(zero);
+    float lr = lr_at(cfg, step, r->lr_span);
+    AdamWArgs adam = {lr, cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay, 1.0f, r->updates + 1};
+    // where this rank's sums are the whole norm, the device decides clipping and skipping itself and the
+    // update follows the backward at once; elsewhere it waits for the host's verdict (zero_defer_update)
+    int now = pp_stages == 1 && zero_update_on_device(zero);
+    if (now) {
+        zero_update_verdict(zero, step_scale, cfg->grad_clip);
+        zero_update_now(zero, &adam);
+    }
     timing_phase(PH_OTHER);
     timing_step_end();  // the CUDA build's one synchronisation: everything the step queued has run
     // the host's collectives on what came back are comm, by the host's clock (a straggler's wait shows here)
@@ -245,11 +255,12 @@ static StepResult run_step(Run *r, int step) {
     if (!scaler->dynamic && r->bad_in_a_row >= 5) fatal("step %d: gradients non-finite for 5 steps in a row: the run has "
                                                         "diverged (lower -l/--lr, or raise --warmup)", step + 1);
     float grad_scale = cfg->grad_clip > 0.0f && norm > cfg->grad_clip ? cfg->grad_clip / (norm + 1e-6f) : 1.0f;
-    float lr = lr_at(cfg, step, r->lr_span);
     if (!skip) {
         r->updates++;
-        AdamWArgs adam = {lr, cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay, grad_scale / step_scale, r->updates};
-        zero_defer_update(zero, &adam);
+        adam.grad_scale = grad_scale / step_scale;
+        if (!now) zero_defer_update(zero, &adam);
+    } else if (now) {
+        zero_update_skipped(zero, r->updates);  // the device skipped it too: the same norm, the same test
     }
     STEP_END(step + 1);
     memcpy(s.time_ms, timing.step_ms, sizeof(s.time_ms));

@@ -2,7 +2,7 @@
 // parameter, gradient and optimizer memory, and drives the model's forward and backward unit by
 // unit (gpt2.h's units: the outer unit with the embeddings, then one unit per layer). It never
 // touches memory itself: it moves buffers with comm.h and works on them with the build's backend
-// (backend_alloc_state/free/copy/zero/add/to_host/from_host, backend_sum_squares_start/finish, backend_adamw) and the
+// (backend_alloc_state/free/copy/zero/add/to_host/from_host, backend_sum_squares_start/finish, backend_adamw_plan/run) and the
 // model's pieces (model_set_unit, model_embed_forward, model_layer_forward, model_head_forward,
 // model_head_backward, model_layer_backward, model_embed_backward). So the same logic runs on host
 // memory with MPI and on GPU memory with NCCL.
@@ -23,10 +23,12 @@
 // Gradients are sums over ranks of per-rank sums already scaled by 1 / (tokens in the whole step),
 // so the result is the exact token mean of the step whatever the layout.
 //
-// A step's AdamW update is decided after the step's one synchronisation (zero_defer_update) and run
-// here when the parameters are next read: the next step's zero_clear_grads, a forward (evaluation,
-// sampling), zero_get_params, a checkpoint's zero_read_owned, zero_free. So the device never waits
-// for the host in between, and no caller has to remember it.
+// Where this rank's sums of squares are the whole gradient norm (zero_update_on_device), a step's AdamW
+// update is issued right after its backward, the device deciding clipping and skipping itself
+// (backend_update_verdict, zero_update_now). Elsewhere it is decided after the step's one
+// synchronisation (zero_defer_update) and run here when the parameters are next read: the next step's
+// zero_clear_grads, a forward (evaluation, sampling), zero_get_params, a checkpoint's zero_read_owned,
+// zero_free. Either way the device never waits for the host in between, and no caller has to remember it.
 //
 // --offload optimizer|params keeps AdamW's moments and the master copy of this rank's parameters off
 // the device, in a host tier: host memory, or with --offload-device nvme records of a swap file
@@ -92,6 +94,11 @@ struct Zero {
     // the update decided after a step, run when the parameters are next read (zero_settle)
     AdamWArgs pending;
     int has_pending;
+    // the device store's update: every tensor's slice in one backend_adamw_run (made at the first update);
+    // at stage 0 the working copies are written in the same pass (fused_copy)
+    void *adamw_plan;
+    int fused_copy;
+    float *norm_slots;             // every rank's sum of squares, a double (2 floats) each, for the device's verdict
     // the optimizer's state (ZeroStore): m and v in device or host memory, whole at stage 0 and
     // this rank's shards at stages 1-3; with --offload beside a host master copy of this rank's
     // parameters and a host copy of its gradients, and AdamW runs on the CPU
@@ -236,20 +243,44 @@ static int run_overlap(const ParamRun *run, int u, size_t lo, size_t cnt, size_t
     return *a < *b;
 }
 
-// AdamW on floats [lo, lo + cnt) of unit u, on the device or the host: weight decay differs between
-// the unit's tensors, so it walks the runs that overlap the range. Pointers are at the range's start.
+// AdamW on the host (the offloaded stores) on floats [lo, lo + cnt) of unit u: weight decay differs between
+// the unit's tensors, so it walks the runs that overlap the range. Pointers are at the range's start. (The
+// device store's update is one backend_adamw_run over every unit, zero_update.)
 static void zero_adamw_range(Zero *z, int u, size_t lo, size_t cnt, float *p, const float *g, float *m, float *v,
-                             int on_host, const AdamWArgs *args) {
+                             const AdamWArgs *args) {
     for (int i = 0; i < z->nruns; i++) {
         const ParamRun *run = &z->runs[i];
         size_t a, b;
         if (!run_overlap(run, u, lo, cnt, &a, &b)) continue;
-        if (on_host) adamw_host(p + (a - lo), g + (a - lo), m + (a - lo), v + (a - lo), b - a, run->decayed, args);
-        else backend_adamw(p + (a - lo), g + (a - lo), m + (a - lo), v + (a - lo), b - a, run->decayed, args);
+        adamw_host(p + (a - lo), g + (a - lo), m + (a - lo), v + (a - lo), b - a, run->decayed, args);
     }
 }
 
 #include "zero_store.h"
+
+// The device store's table for backend_adamw_run: every run of every unit's slice (the runs differ in
+// weight decay), made once, at zero_init, when every buffer it points into exists (the model's working copies too). At stage 0 a rank updates whole
+// units, so each run's working copy is made in the same pass, seeded as model.h would seed the unit.
+static void zero_adamw_plan(Zero *z) {
+    if (z->adamw_plan) return;
+    AdamWSegment *segs = (AdamWSegment *)callocCheck(z->nruns > 0 ? z->nruns : 1, sizeof(AdamWSegment));
+    z->fused_copy = z->stage == 0;
+    int n = 0;
+    for (int u = 0; u < z->nu; u++) {
+        if (z->slen[u] == 0) continue;
+        floatX *w = z->fused_copy ? model_working_copy(z->model, u) : NULL;
+        if (z->fused_copy && backend_weights_need_copy() && !w) z->fused_copy = 0;
+        for (int i = 0; i < z->nruns; i++) {
+            size_t a, b, lo = z->slo[u], off = z->soff[u];
+            if (!run_overlap(&z->runs[i], u, lo, z->slen[u], &a, &b)) continue;
+            segs[n++] = (AdamWSegment){zero_master(z, u) + (a - lo), zero_grad_slice(z, u) + (a - lo), z->m + off + (a - lo),
+                                       z->v + off + (a - lo), b - a, z->runs[i].decayed, w ? (void *)x_at(w, a) : NULL, a, u};
+        }
+    }
+    if (!z->fused_copy) for (int i = 0; i < n; i++) segs[i].w = NULL;
+    z->adamw_plan = backend_adamw_plan(segs, n);
+    free(segs);
+}
 
 // nvme_path: with --offload-device nvme, the directory of the swap file (NULL: host memory), whose
 // ring buffers are nvme_buffer_bytes each; `note` receives what swap_open says the user should know.
@@ -302,6 +333,8 @@ static void zero_init(Zero *z, Comm *comm, int stage, Model *model, const int *h
     z->offload_params = offload_params;
     zero_store_open(z, z->offload ? nvme_path : NULL, nvme_buffer_bytes, note, note_len);
     for (int u = 0; u < z->nu; u++) zero_point_unit(z, u, zero_resident(z, u) && z->usize[u] > 0 ? z->params + z->uoff[u] : NULL);
+    if (z->store == &ZERO_STORE_DEVICE) zero_adamw_plan(z);  // now: its copy to the device waits for it
+    z->norm_slots = (float *)backend_alloc_scratch(2 * (size_t)W * sizeof(float));
 }
 
 // --pp: the outer unit is also held by another pipeline stage, over `tied` (the first and the last
@@ -334,6 +367,8 @@ static void zero_defer_update(Zero *z, const AdamWArgs *args) {
 
 static void zero_free(Zero *z) {
     zero_settle(z);  // the last step's update, so that the run's end state is whole
+    backend_adamw_plan_free(z->adamw_plan);
+    backend_free(z->norm_slots);
     float *bufs[] = {z->params, z->grads, z->layer_grad, z->bucket_pack, z->layer_param[0], z->layer_param[1], z->pshard, z->gshard};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) if (bufs[i]) backend_free(bufs[i]);
     z->store->close(z);
@@ -561,7 +596,13 @@ static double zero_grad_sum_squares_finish(Zero *z) {
     backend_sum_squares_finish(z->ss_sum, z->ss_count);
     double local = 0.0;
     for (int i = 0; i < z->ss_count; i++) local += z->ss_sum[i];
-    return z->stage == 0 ? local : comm_allreduce_sum_f64(z->comm, local);  // at stage 0 every rank has it all
+    if (z->stage == 0 || z->comm->world == 1) return local;  // at stage 0 every rank has it all
+    // the ranks' sums added in rank order, as the device's verdict adds them (zero_update_verdict)
+    double *all = (double *)mallocCheck(z->comm->world * sizeof(double)), sum = 0.0;
+    comm_allgather_bytes(z->comm, &local, all, sizeof(double));
+    for (int r = 0; r < z->comm->world; r++) sum += all[r];
+    free(all);
+    return sum;
 }
 
 // Global L2 norm of the combined gradient (identical on every rank).
@@ -572,21 +613,54 @@ static float zero_grad_norm(Zero *z) {
 
 // The update now, every unit's slice in the store, then the parameters all-gathered where shards of
 // a resident unit were updated (stages 1-3; at stage 3 the layers are gathered at their next use).
-static void zero_update(Zero *z, const AdamWArgs *args) {
+// verdict: the gradients' scale and the skip come from the device (backend_update_verdict; device store only).
+static void zero_update_with(Zero *z, const AdamWArgs *args, int verdict) {
     if (z->stage == 3) {  // gathered copies of the old weights are stale from here on
         if (z->prefetch_layer >= 0) { comm_wait(z->comm, &z->prefetch); z->prefetch_layer = -1; }
         z->slot_layer[0] = z->slot_layer[1] = -1;
     }
+    int device = z->store == &ZERO_STORE_DEVICE;
+    if (device) backend_adamw_run(z->adamw_plan, args, verdict);  // every unit's slice, one launch
     z->store->begin(z);
     for (int u = 0; u < z->nu; u++) {
-        z->store->update(z, u, args);
+        if (!device) z->store->update(z, u, args);
         if (z->stage >= 1 && zero_resident(z, u)) {
             z->store->join(z);  // the all-gather reads what was just copied back
             comm_allgather(z->comm, z->params + z->uoff[u], z->ushard[u]);
         }
     }
     z->store->end(z);
-    model_weights_changed(z->model, (uint64_t)args->t);
+    if (device && z->fused_copy) model_weights_converted(z->model, (uint64_t)args->t);
+    else model_weights_changed(z->model, (uint64_t)args->t);
 }
+static void zero_update(Zero *z, const AdamWArgs *args) { zero_update_with(z, args, 0); }
+
+// Whether the step's update can be issued before the host has seen the norm: AdamW runs on the device, and
+// the device can add the ranks' sums of squares up itself: the whole norm is this rank's (stage 0, one rank),
+// or the ranks exchange their sums without the host waiting (NCCL, or the CPU build's host memory). Not
+// across pipeline stages: the caller knows whether there are several, and the tied unit is counted by one.
+static int zero_update_on_device(const Zero *z) {
+    int local = z->stage == 0 || z->comm->world == 1;
+    int exchange = !COMM_DEVICE_MEMORY || z->comm->transport == COMM_NCCL;
+    return z->store == &ZERO_STORE_DEVICE && (local || exchange) && !z->tied;
+}
+
+// The device's verdict on this step's update (backend.h): this rank's sum of squares, every rank's gathered
+// where they hold different slices (in rank order, as zero_grad_sum_squares_finish adds them), and the verdict.
+static void zero_update_verdict(Zero *z, float loss_scale, float clip) {
+    int W = z->comm->world, shared = z->stage > 0 && W > 1;
+    float *mine = z->norm_slots + 2 * (size_t)(shared ? z->comm->rank : 0);
+    backend_norm_local(mine);
+    if (shared) comm_allgather(z->comm, z->norm_slots, 2);
+    backend_update_verdict(z->norm_slots, shared ? W : 1, loss_scale, clip);
+}
+
+// The step's update, issued right after its backward with the device's verdict (zero_update_on_device);
+// args->t is the update count if the device does not skip it. If the host later learns that it did
+// (zero_update_skipped), the weights and the rounding's version stay as they were.
+static void zero_update_now(Zero *z, const AdamWArgs *args) {
+    zero_update_with(z, args, 1);
+}
+static void zero_update_skipped(Zero *z, int updates) { model_weights_kept(z->model, (uint64_t)updates); }
 
 #endif

@@ -22,8 +22,8 @@ static void store_device_master(Zero *z, int u, float *dst) {
     internal_fault("zero: unit %d's master copy is on the device, not in the store", u);
 }
 static void store_device_update(Zero *z, int u, const AdamWArgs *args) {
-    size_t off = z->soff[u];
-    zero_adamw_range(z, u, z->slo[u], z->slen[u], zero_master(z, u), zero_grad_slice(z, u), z->m + off, z->v + off, 0, args);
+    (void)z; (void)args;
+    internal_fault("zero: unit %d: the device store's units are updated together, in zero_update's one launch", u);
 }
 static void store_device_close(Zero *z) { backend_free(z->m); backend_free(z->v); }
 
@@ -45,7 +45,7 @@ static void store_host_update(Zero *z, int u, const AdamWArgs *args) {
     size_t off = z->soff[u], cnt = z->slen[u];
     if (cnt == 0) return;
     backend_offload_wait(u);  // the gradient's copy, started by store_host_begin
-    zero_adamw_range(z, u, z->slo[u], cnt, z->hmaster + off, z->hgrad + off, z->m + off, z->v + off, 1, args);
+    zero_adamw_range(z, u, z->slo[u], cnt, z->hmaster + off, z->hgrad + off, z->m + off, z->v + off, args);
     float *dev = zero_master(z, u);  // NULL with --offload params: the host copy is the only one
     if (dev) backend_offload_from_host(dev, z->hmaster + off, cnt);
 }
@@ -99,7 +99,7 @@ static void store_nvme_update(Zero *z, int u, const AdamWArgs *args) {
         if (n > 0) {
             backend_to_host(z->hgrad, g + plo, n);
             zero_adamw_range(z, u, lo + plo, n, master, z->hgrad, swap_array(&z->swap, rec, p, ZS_M),
-                             swap_array(&z->swap, rec, p, ZS_V), 1, args);
+                             swap_array(&z->swap, rec, p, ZS_V), args);
             if (dev) backend_from_host(dev + plo, master, n);
         }
         swap_stream_done(&z->swap);

@@ -106,13 +106,23 @@ static const float *backend_logits_row(const floatX *row, int Vp) {
 }
 
 // Sum of squares in the CPU build's fixed 64K chunks, each chunk by one block in a fixed order, the
-// chunks summed in order on the host: the result does not depend on the launch.
+// chunks summed in order afterwards: the result does not depend on the launch. Every buffer's chunks in
+// one launch: block b finds its buffer in a table of (x, n, first chunk), which goes to the device only
+// when the buffers change (zero.h passes the same ones every step).
 #define NORM_CHUNK 65536
-__global__ void sum_squares_kernel(double *partial, const float *x, size_t n) {
-    size_t lo = (size_t)blockIdx.x * NORM_CHUNK, hi = lo + NORM_CHUNK < n ? lo + NORM_CHUNK : n;
+struct SumSqBuf { const float *x; size_t n; unsigned first; };
+__global__ void sum_squares_kernel(double *partial, const SumSqBuf *bufs, int count) {
+    int lo = 0, hi = count - 1;  // the last buffer whose first chunk is at or before this block
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (bufs[mid].first <= blockIdx.x) lo = mid; else hi = mid - 1;
+    }
+    const float *x = bufs[lo].x;
+    size_t n = bufs[lo].n, c0 = (size_t)(blockIdx.x - bufs[lo].first) * NORM_CHUNK;
+    size_t hi_i = c0 + NORM_CHUNK < n ? c0 + NORM_CHUNK : n;
     __shared__ double shared[256];
     double s = 0.0;
-    for (size_t i = lo + threadIdx.x; i < hi; i += blockDim.x) s += (double)x[i] * x[i];
+    for (size_t i = c0 + threadIdx.x; i < hi_i; i += blockDim.x) s += (double)x[i] * x[i];
     shared[threadIdx.x] = s;
     __syncthreads();
     for (int stride = blockDim.x / 2; stride > 0; stride >>= 1) {
@@ -122,47 +132,85 @@ __global__ void sum_squares_kernel(double *partial, const float *x, size_t n) {
     if (threadIdx.x == 0) partial[blockIdx.x] = shared[0];
 }
 
-// Each buffer's sum of squares: all the kernels write their chunk partials into one device buffer, which
-// is copied to pinned memory asynchronously (_start); _finish adds each buffer's partials up in order
-// once the copy has passed, which after the step's synchronisation needs no wait.
-static double *ss_partial_d = NULL, *ss_partial = NULL;  // grown, never freed per call: cudaFree synchronises
+// The chunk partials land in one device buffer, copied to pinned memory asynchronously (_start); _finish
+// adds each buffer's partials up in order once the copy has passed, which after the step's
+// synchronisation needs no wait. backend_update_verdict reads the same partials on the device.
+static double *ss_partial_d = NULL, *ss_partial = NULL, *ss_bufsum_d = NULL;  // grown, never freed per call
 static size_t ss_cap = 0;
-static size_t *ss_chunks = NULL;  // per buffer: its chunks
-static int ss_chunks_cap = 0;
+static SumSqBuf *ss_bufs = NULL, *ss_bufs_d = NULL;  // the buffers' table, on the host and the device
+static unsigned *ss_first_d = NULL;                  // per buffer (and one past): its first chunk, for the verdict
+static int ss_count = 0, ss_bufs_cap = 0;
+static size_t ss_chunks = 0;
 static cudaEvent_t ss_copied = NULL;
-static void backend_sum_squares_start(const float **xs, const size_t *ns, int count) {
+
+// The table for these buffers: the same as last time, or made again (and sent to the device).
+static void sum_squares_table(const float **xs, const size_t *ns, int count) {
+    int same = count == ss_count && ss_bufs_d;
+    for (int i = 0; same && i < count; i++) same = ss_bufs[i].x == xs[i] && ss_bufs[i].n == ns[i];
+    if (same) return;
+    if (count + 1 > ss_bufs_cap) {
+        if (ss_bufs_d) { cudaCheck(cudaFree(ss_bufs_d)); cudaCheck(cudaFree(ss_first_d)); cudaCheck(cudaFree(ss_bufsum_d)); }
+        ss_bufs_cap = count + 1;
+        ss_bufs = (SumSqBuf *)reallocCheck(ss_bufs, ss_bufs_cap * sizeof(SumSqBuf));
+        cudaCheck(cudaMalloc(&ss_bufs_d, ss_bufs_cap * sizeof(SumSqBuf)));
+        cudaCheck(cudaMalloc(&ss_first_d, ss_bufs_cap * sizeof(unsigned)));
+        cudaCheck(cudaMalloc(&ss_bufsum_d, ss_bufs_cap * sizeof(double)));
+    }
+    unsigned *first = (unsigned *)mallocCheck((count + 1) * sizeof(unsigned));
     size_t total = 0;
-    for (int i = 0; i < count; i++) total += (ns[i] + NORM_CHUNK - 1) / NORM_CHUNK;
+    for (int i = 0; i < count; i++) {
+        ss_bufs[i] = (SumSqBuf){xs[i], ns[i], (unsigned)total};
+        first[i] = (unsigned)total;
+        total += (ns[i] + NORM_CHUNK - 1) / NORM_CHUNK;
+    }
+    first[count] = (unsigned)total;
     if (total > ss_cap) {
         if (ss_partial_d) { cudaCheck(cudaFree(ss_partial_d)); backend_free_pinned(ss_partial); }
         cudaCheck(cudaMalloc(&ss_partial_d, total * sizeof(double)));
         ss_partial = (double *)backend_alloc_pinned(total * sizeof(double));
         ss_cap = total;
     }
-    if (!ss_copied) cudaCheck(cudaEventCreateWithFlags(&ss_copied, cudaEventDisableTiming));
-    if (count > ss_chunks_cap) { ss_chunks = (size_t *)reallocCheck(ss_chunks, count * sizeof(size_t)); ss_chunks_cap = count; }
-    size_t *chunks = ss_chunks;
-    size_t off = 0;
-    for (int i = 0; i < count; i++) {
-        chunks[i] = (ns[i] + NORM_CHUNK - 1) / NORM_CHUNK;
-        if (chunks[i] == 0) continue;
-        LAUNCH((unsigned)chunks[i], 256, 0, 0, sum_squares_kernel)(ss_partial_d + off, xs[i], ns[i]);
-        launchCheck();
-        off += chunks[i];
+    if (count > 0) {
+        cudaCheck(cudaMemcpy(ss_bufs_d, ss_bufs, count * sizeof(SumSqBuf), cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(ss_first_d, first, (count + 1) * sizeof(unsigned), cudaMemcpyHostToDevice));
     }
-    if (off > 0) cudaCheck(cudaMemcpyAsync(ss_partial, ss_partial_d, off * sizeof(double), cudaMemcpyDeviceToHost, 0));
+    free(first);
+    ss_count = count;
+    ss_chunks = total;
+}
+
+static void backend_sum_squares_start(const float **xs, const size_t *ns, int count) {
+    sum_squares_table(xs, ns, count);
+    if (!ss_copied) cudaCheck(cudaEventCreateWithFlags(&ss_copied, cudaEventDisableTiming));
+    if (ss_chunks > 0) {
+        LAUNCH((unsigned)ss_chunks, 256, 0, 0, sum_squares_kernel)(ss_partial_d, ss_bufs_d, count);
+        launchCheck();
+        cudaCheck(cudaMemcpyAsync(ss_partial, ss_partial_d, ss_chunks * sizeof(double), cudaMemcpyDeviceToHost, 0));
+    }
     cudaCheck(cudaEventRecord(ss_copied, 0));
 }
 static void backend_sum_squares_finish(double *out, int count) {
     event_wait(ss_copied);
-    const size_t *chunks = ss_chunks;
-    size_t off = 0;
     for (int i = 0; i < count; i++) {
+        size_t end = i + 1 < count ? ss_bufs[i + 1].first : ss_chunks;
         double s = 0.0;
-        for (size_t c = 0; c < chunks[i]; c++) s += ss_partial[off + c];
+        for (size_t c = ss_bufs[i].first; c < end; c++) s += ss_partial[c];
         out[i] = s;
-        off += chunks[i];
     }
+}
+
+// The verdict on the update (backend.h), on the device: this rank's sum from the partials of the last _start,
+// then the verdict from every rank's.
+static AdamWVerdict *verdict_d = NULL;
+static void backend_norm_local(float *slot) {
+    if (ss_count == 0) internal_fault("backend_norm_local: no sums of squares started");
+    LAUNCH(1, 256, 0, 0, norm_local_kernel)((double *)slot, ss_bufsum_d, ss_partial_d, ss_first_d, ss_count);
+    launchCheck();
+}
+static void backend_update_verdict(const float *slots, int count, float loss_scale, float clip) {
+    if (!verdict_d) cudaCheck(cudaMalloc(&verdict_d, sizeof(AdamWVerdict)));
+    LAUNCH(1, 1, 0, 0, update_verdict_kernel)(verdict_d, (const double *)slots, count, loss_scale, clip);
+    launchCheck();
 }
 
 static float *backend_alloc_state(size_t n) {
@@ -241,16 +289,49 @@ static void backend_add(float *dst, const float *src, size_t n) {
     launchCheck();
 }
 
-static void backend_adamw(float *p, const float *g, float *mom, float *vel, size_t n, int decayed, const AdamWArgs *a) {
-    if (n == 0) return;
+// The step's update in one launch (backend.h): the table goes to the device once; a run launches
+// adamw_multi_kernel over every block of every segment.
+struct AdamWPlan { AdamWSeg *segs; int count; unsigned blocks; };
+static void *backend_adamw_plan(const AdamWSegment *segs, int count) {
+    AdamWPlan *plan = (AdamWPlan *)callocCheck(1, sizeof(AdamWPlan));
+    AdamWSeg *t = (AdamWSeg *)callocCheck(count > 0 ? count : 1, sizeof(AdamWSeg));
+    unsigned blocks = 0;
+    for (int i = 0; i < count; i++) {
+        const AdamWSegment *s = &segs[i];
+        int vec = aligned16(s->p, s->g, s->m, s->v) && ((uintptr_t)s->w & 7) == 0;
+        t[i] = (AdamWSeg){s->p, s->g, s->m, s->v, (void *)s->w, s->n, s->w_index, blocks, s->decayed, s->unit, vec};
+        blocks += (unsigned)ceil_div((long)s->n, ADAMW_CHUNK);
+    }
+    cudaCheck(cudaMalloc(&plan->segs, (count > 0 ? count : 1) * sizeof(AdamWSeg)));
+    cudaCheck(cudaMemcpy(plan->segs, t, count * sizeof(AdamWSeg), cudaMemcpyHostToDevice));
+    free(t);
+    plan->count = count;
+    plan->blocks = blocks;
+    return plan;
+}
+static void backend_adamw_run(void *p, const AdamWArgs *a, int verdict) {
+    const AdamWPlan *plan = (const AdamWPlan *)p;
+    if (plan->blocks == 0) return;
+    if (verdict && !verdict_d) internal_fault("backend_adamw_run: no verdict on the device (backend_update_verdict)");
     float bc1 = 1.0f - powf(a->beta1, (float)a->t), bc2 = 1.0f - powf(a->beta2, (float)a->t);
-    float wd = decayed ? a->weight_decay : 0.0f;
-    with_vec_width<float>(aligned16(p, g, mom, vel), [&](auto width) {
-        constexpr int V = decltype(width)::value;
-        LAUNCH(ceil_div((long)(n + V - 1) / V, 256), 256, 0, 0, adamw_kernel<V>)(p, g, mom, vel, n, a->lr, a->beta1, a->beta2, bc1,
-                                                                                bc2, a->eps, wd, a->grad_scale);
-    });
+    const AdamWVerdict *v = verdict ? verdict_d : NULL;
+    uint64_t version = (uint64_t)a->t;
+    if (x_prec == PREC_BF16)
+        LAUNCH(plan->blocks, 256, 0, 0, adamw_multi_kernel<PREC_BF16>)(plan->segs, plan->count, a->lr, a->beta1, a->beta2, bc1, bc2,
+                                                                   a->eps, a->weight_decay, a->grad_scale, v, version);
+    else if (x_prec == PREC_FP16)
+        LAUNCH(plan->blocks, 256, 0, 0, adamw_multi_kernel<PREC_FP16>)(plan->segs, plan->count, a->lr, a->beta1, a->beta2, bc1, bc2,
+                                                                   a->eps, a->weight_decay, a->grad_scale, v, version);
+    else
+        LAUNCH(plan->blocks, 256, 0, 0, adamw_multi_kernel<PREC_FP32>)(plan->segs, plan->count, a->lr, a->beta1, a->beta2, bc1, bc2,
+                                                                   a->eps, a->weight_decay, a->grad_scale, v, version);
     launchCheck();
+}
+static void backend_adamw_plan_free(void *p) {
+    AdamWPlan *plan = (AdamWPlan *)p;
+    if (!plan) return;
+    cudaCheck(cudaFree(plan->segs));
+    free(plan);
 }
 
 // Pinned host memory for --offload optimizer, so transfers run at full speed.

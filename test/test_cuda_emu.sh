@@ -299,7 +299,7 @@ trainer() {
     || bad "the trainer under the race detector" "$(grep -m3 -E 'cuda-emu|error' "$W/race.out")"
   # per-step counters (issue 14): one line per step, every field
   TRAIN_GPT_EMU_COUNTS=1 $EMU "${one[@]}" -x 2 > "$W/counts.out" 2>&1
-  local n; n=$(grep -cE '^emu counts step [0-9]+: malloc [0-9]+ free [0-9]+ sync [0-9]+ heuristic [0-9]+ desc [0-9]+ launches [1-9][0-9]* pageable [0-9]+ h2d_bytes [0-9]+ d2h_bytes [0-9]+$' "$W/counts.out")
+  local n; n=$(grep -cE '^emu counts step [0-9]+: malloc [0-9]+ free [0-9]+ sync [0-9]+ heuristic [0-9]+ desc [0-9]+ launches [1-9][0-9]* matmuls [1-9][0-9]* copies [0-9]+ memsets [0-9]+ collectives [0-9]+ graphs [0-9]+ ops [1-9][0-9]* after_sync [0-9]+ pageable [0-9]+ h2d_bytes [0-9]+ d2h_bytes [0-9]+$' "$W/counts.out")
   [ "$n" -eq 2 ] && ok "TRAIN_GPT_EMU_COUNTS=1: one counter line per step ($(grep -m1 '^emu counts step 2' "$W/counts.out" | cut -d: -f2-))" \
     || bad "per-step counters" "$(tail -3 "$W/counts.out")"
   # what a step asks of the runtime once the first has set up (issue 14): no allocation or free, no cuBLASLt
@@ -312,12 +312,27 @@ trainer() {
   local c bad_c="" lines=0
   while read -r c; do
     lines=$((lines + 1))
-    read -r mal fre syn heu des pag <<<"$(sed -E 's/.*malloc ([0-9]+) free ([0-9]+) sync ([0-9]+) heuristic ([0-9]+) desc ([0-9]+) launches [0-9]+ pageable ([0-9]+).*/\1 \2 \3 \4 \5 \6/' <<<"$c")"
+    read -r mal fre syn heu des pag <<<"$(sed -E 's/.*malloc ([0-9]+) free ([0-9]+) sync ([0-9]+) heuristic ([0-9]+) desc ([0-9]+) launches .* pageable ([0-9]+).*/\1 \2 \3 \4 \5 \6/' <<<"$c")"
     [ "$mal" = 0 ] && [ "$fre" = 0 ] && [ "$heu" = 0 ] && [ "$des" = 0 ] && [ "$syn" -le 1 ] && [ "$pag" = 0 ] || bad_c="$bad_c$c; "
   done < <(grep -hE '^emu counts step [23]:' "$W/counts2.out" "$W/counts3.out")
   [ "$lines" = 6 ] && [ -z "$bad_c" ] \
     && ok "steps 2-3 at 2 micro-batches, 1 process and 2 ranks at ZeRO-2 over NCCL: no malloc, free, cuBLASLt descriptor, heuristic or pageable copy; 1 synchronisation" \
     || bad "runtime calls after the first step ($lines lines)" "$bad_c $(tail -3 "$W/counts3.out")"
+  # issue 23: the step's update is issued inside its own step, before its one synchronisation (the device decides
+  # clipping and skipping; at ZeRO-2 over NCCL from the ranks' sums gathered on the device), so the first step
+  # launches as many kernels as the next (the update deferred to the next step left the first 28 short) and nothing
+  # is issued after the host's wait; and a bf16 d2 step at 2 micro-batches hands the device at most 172 operations
+  # (was 222: an AdamW launch per tensor, a working-copy launch per unit, a sum-of-squares launch per unit, four
+  # launches per LayerNorm backward)
+  local f1 f2 b2 z1 z2
+  la() { grep -m1 "^emu counts step $1:" "$2" | sed -E 's/.* launches ([0-9]+) .* after_sync ([0-9]+) .*/\1 \2/'; }
+  f1=$(la 1 "$W/counts.out"); f2=$(la 2 "$W/counts.out"); z1=$(la 1 "$W/counts3.out"); z2=$(la 2 "$W/counts3.out")
+  b2=$(grep -m1 '^emu counts step 2:' "$W/counts2.out" | sed -E 's/.* ops ([0-9]+) after_sync ([0-9]+) .*/\1 \2/')
+  read -r l1 a1 <<<"$f1"; read -r l2 a2 <<<"$f2"; read -r o2 ab <<<"$b2"
+  [ -n "$l1" ] && [ "$l1" = "$l2" ] && [ "$a1" = 0 ] && [ "$a2" = 0 ] && [ "$ab" = 0 ] && [ -n "$z1" ] && [ "$z1" = "$z2" ] \
+    && [ "${o2:-999}" -le 172 ] \
+    && ok "the update inside its own step, before its one synchronisation (launches and after_sync, steps 1 and 2: fp32 $f1 = $f2, ZeRO-2 over NCCL $z1 = $z2); bf16 at 2 micro-batches: $o2 operations a step (<= 172)" \
+    || bad "the step's update and operations (issue 23)" "fp32 step 1: $f1, step 2: $f2; ZeRO-2: $z1, $z2; bf16 step 2: $b2"
   # the emulated device runs behind the host, as a GPU does (TRAIN_GPT_EMU_ASYNC, the default): a result the host
   # reads without waiting for it is stale. Validation reads each batch's loss right after its forward, so it
   # must wait there; its losses must match the CPU build's, and running every call at once must change no bit

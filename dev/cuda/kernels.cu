@@ -349,6 +349,20 @@ static void check_all(int B, int T, int C, int NH, int V, int Vp) {
     cudaCheck(cudaDeviceSynchronize());
 }
 
+// The encoder and LayerNorm alone, at shapes the whole-model cases do not reach (more rows, wider rows).
+static void check_rows(int B, int T, int C) {
+    KernelCase k = {};
+    k.B = B; k.T = T; k.C = C; k.NH = 1; k.V = 50; k.Vp = 256;  // check_encoder reads dwpe back through a Vp x C buffer: Vp >= T
+    k.BT = (size_t)B * T; k.n = k.BT * C;
+    k.tok = (int *)mallocCheck(k.BT * sizeof(int));
+    for (size_t i = 0; i < k.BT; i++) k.tok[i] = (int)(random_u32(&rng_state) % k.V);
+    cudaCheck(cudaMalloc(&k.dtok, k.BT * sizeof(int)));
+    cudaCheck(cudaMemcpy(k.dtok, k.tok, k.BT * sizeof(int), cudaMemcpyHostToDevice));
+    check_encoder(&k);
+    check_layernorm(&k);
+    cudaCheck(cudaDeviceSynchronize());
+}
+
 // bf16 stochastic rounding keeps the mean: 4096 draws of a value between two bf16 neighbours
 static void check_stochastic_rounding(void) {
     x_prec = PREC_BF16; x_bytes = 2;
@@ -379,15 +393,13 @@ static void check_stochastic_rounding(void) {
 
 // The backend's kernels that the model's kernels do not cover, against the CPU build's: the gradient norm's sum of
 // squares (the same 64K chunks, each summed in double in another order: 64K roundings of 2^-53 bound the relative
-// difference by ~1e-11; 1e-10), AdamW and the gradient add (the
-// same fp32 formulas), and the conversions: fp16 working weights (round to nearest: exact) and a row of logits
+// difference by ~1e-11; 1e-10), the gradient add (the same fp32 formula; AdamW: check_multi_adamw), and the conversions: fp16 working weights (round to nearest: exact) and a row of logits
 // back to float in each precision (exact).
 static void check_backend(void) {
     x_prec = PREC_FP32; x_bytes = 4;
     const size_t n = 3 * 65536 + 1234;  // three whole chunks and a ragged fourth
-    float *g = rand_host(n, 1.0f), *p = rand_host(n, 1.0f), *m = rand_host(n, 0.1f), *v = rand_host(n, 0.01f);
-    for (size_t i = 0; i < n; i++) v[i] = fabsf(v[i]);
-    float *dg = to_dev_f(g, n), *dp = to_dev_f(p, n), *dm = to_dev_f(m, n), *dv = to_dev_f(v, n);
+    float *g = rand_host(n, 1.0f), *p = rand_host(n, 1.0f);
+    float *dg = to_dev_f(g, n), *dp = to_dev_f(p, n);
     // three buffers in one call (whole chunks and ragged ones), each against the CPU build's sum
     const float *xs[3] = {dg, dg + 1000, dg + 65536}, *hx[3] = {g, g + 1000, g + 65536};
     const size_t ns[3] = {n, 70000, 65536};
@@ -398,16 +410,7 @@ static void check_backend(void) {
     cpu::backend_sum_squares_finish(cs, 3);
     for (int i = 0; i < 3; i++) worst_ss = fmax(worst_ss, fabs(gs[i] - cs[i]) / cs[i]);
     expect("backend_sum_squares_start/finish (gradient norm)", worst_ss, 1e-10);
-    AdamWArgs args = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, 3};
-    backend_adamw(dp, dg, dm, dv, n, 1, &args);
-    cpu::backend_adamw(p, g, m, v, n, 1, &args);
     float *back = (float *)mallocCheck(n * 4);
-    from_dev_f(back, dp, n);
-    expect("backend_adamw parameters", rel_err(back, p, n), 1e-6);
-    from_dev_f(back, dm, n);
-    expect("backend_adamw first moments", rel_err(back, m, n), 1e-6);
-    from_dev_f(back, dv, n);
-    expect("backend_adamw second moments", rel_err(back, v, n), 1e-6);
     backend_add(dp, dg, n);
     cpu::backend_add(p, g, n);
     from_dev_f(back, dp, n);
@@ -429,6 +432,148 @@ static void check_backend(void) {
         const float *got = backend_logits_row(drow, Vp);
         expect("backend_logits_row (a row of logits to the host)", rel_err(got, row, Vp), 0.0);
     }
+    x_prec = PREC_FP32; x_bytes = 4;
+}
+
+// The step's update in one launch (backend_adamw_plan/run) against the CPU build's, over three segments of one
+// unit: 16-byte aligned and decayed, misaligned (the one-by-one path), ragged; the working copy written beside it
+// is the one backend_weights_from_master makes from the updated master at the unit's seed, bit for bit.
+static void check_multi_adamw(int prec) {
+    x_prec = prec; x_bytes = prec == PREC_FP32 ? 4 : 2;
+    const size_t n = 70001;
+    float *g = rand_host(n, 1.0f), *p = rand_host(n, 1.0f), *m = rand_host(n, 0.1f), *v = rand_host(n, 0.01f);
+    for (size_t i = 0; i < n; i++) v[i] = fabsf(v[i]);
+    float *dg = to_dev_f(g, n), *dp = to_dev_f(p, n), *dm = to_dev_f(m, n), *dv = to_dev_f(v, n);
+    floatX *w = NULL, *ref = NULL;
+    if (prec != PREC_FP32) { cudaCheck(cudaMalloc(&w, n * 2)); cudaCheck(cudaMalloc(&ref, n * 2)); }
+    const size_t lo[3] = {0, 4097, 40000}, cnt[3] = {4097, 35903, 30001};  // the second starts misaligned
+    AdamWSegment segs[3], hsegs[3];
+    for (int k = 0; k < 3; k++) {
+        size_t a = lo[k];
+        segs[k] = (AdamWSegment){dp + a, dg + a, dm + a, dv + a, cnt[k], k != 1, w ? (void *)((char *)w + a * 2) : NULL, a, 5};
+        hsegs[k] = (AdamWSegment){p + a, g + a, m + a, v + a, cnt[k], k != 1, NULL, a, 5};
+    }
+    void *plan = backend_adamw_plan(segs, 3), *hplan = cpu::backend_adamw_plan(hsegs, 3);
+    AdamWArgs args = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, 7};
+    backend_adamw_run(plan, &args, 0);
+    cpu::backend_adamw_run(hplan, &args, 0);
+    float *back = (float *)mallocCheck(n * 4), *back2 = (float *)mallocCheck(n * 4);
+    char what[96];
+    from_dev_f(back, dp, n);
+    snprintf(what, sizeof(what), "backend_adamw_run (3 segments, one launch, %s) parameters", prec_name());
+    expect(what, rel_err(back, p, n), 1e-6);
+    from_dev_f(back, dm, n);
+    expect("backend_adamw_run first moments", rel_err(back, m, n), 1e-6);
+    from_dev_f(back, dv, n);
+    expect("backend_adamw_run second moments", rel_err(back, v, n), 1e-6);
+    if (w) {
+        backend_weights_from_master(ref, dp, n, mix_seed(7ull * 1000003u + 5));  // model.h's seed of unit 5 at version 7
+        from_dev_x(back, w, n);
+        from_dev_x(back2, ref, n);
+        double worst = 0.0;
+        for (size_t i = 0; i < n; i++) worst = fmax(worst, fabs(back[i] - back2[i]));
+        snprintf(what, sizeof(what), "backend_adamw_run's %s working copy vs backend_weights_from_master (bits)", prec_name());
+        expect(what, worst, 0.0);
+        cudaCheck(cudaFree(w)); cudaCheck(cudaFree(ref));
+    }
+    backend_adamw_plan_free(plan);
+    cpu::backend_adamw_plan_free(hplan);
+    cudaCheck(cudaFree(dg)); cudaCheck(cudaFree(dp)); cudaCheck(cudaFree(dm)); cudaCheck(cudaFree(dv));
+    free(g); free(p); free(m); free(v); free(back); free(back2);
+    x_prec = PREC_FP32; x_bytes = 4;
+}
+
+// The device's verdict (backend_norm_local, backend_update_verdict) against the host's arithmetic on the CPU build's
+// sums: the scale bit for bit with clipping and without, with one rank's sum and two ranks' (the same sum twice, in
+// slots 0 and 1), and a non-finite gradient skips the update (the parameters keep their bits).
+static void check_verdict(void) {
+    x_prec = PREC_FP32; x_bytes = 4;
+    const size_t n = 2 * 65536 + 77;
+    float *g = rand_host(n, 1.0f), *p = rand_host(n, 1.0f), *z = (float *)callocCheck(n, 4);
+    float *dg = to_dev_f(g, n), *dp = to_dev_f(p, n), *dm = to_dev_f(z, n), *dv = to_dev_f(z, n);
+    const float *xs[2] = {dg, dg + 100}, *hx[2] = {g, g + 100};
+    const size_t ns[2] = {n, n - 100};
+    double cs[2];
+    cpu::backend_sum_squares_start(hx, ns, 2);
+    cpu::backend_sum_squares_finish(cs, 2);
+    const float loss_scale = 1024.0f, clips[2] = {0.0f, 1e-3f};
+    float *slots;
+    cudaCheck(cudaMalloc(&slots, 4 * sizeof(float)));
+    for (int k = 0; k < 4; k++) {
+        int ranks = 1 + k / 2;
+        backend_sum_squares_start(xs, ns, 2);
+        backend_norm_local(slots);
+        if (ranks == 2) backend_norm_local(slots + 2);
+        backend_update_verdict(slots, ranks, loss_scale, clips[k % 2]);
+        AdamWVerdict got;
+        cudaCheck(cudaMemcpy(&got, verdict_d, sizeof(got), cudaMemcpyDeviceToHost));
+        double local = cs[0] + cs[1], sum = ranks == 2 ? 0.0 + local + local : local;  // zero.h's order
+        float norm = (float)sqrt(sum) / loss_scale;  // trainer.h's arithmetic
+        float clip = clips[k % 2], want = (clip > 0.0f && norm > clip ? clip / (norm + 1e-6f) : 1.0f) / loss_scale;
+        int ok = got.scale == want && !got.skip;
+        printf("%s backend_update_verdict (%d rank%s, clip %g): scale %.9g vs the host's %.9g, skip %d\n", ok ? "PASS" : "FAIL",
+               ranks, ranks == 1 ? "" : "s", clip, got.scale, want, got.skip);
+        ok ? passes++ : fails++;
+    }
+    g[12345] = INFINITY;
+    cudaCheck(cudaMemcpy(dg, g, n * 4, cudaMemcpyHostToDevice));
+    backend_sum_squares_start(xs, ns, 2);
+    backend_norm_local(slots);
+    backend_update_verdict(slots, 1, loss_scale, 1.0f);
+    AdamWSegment seg = {dp, dg, dm, dv, n, 1, NULL, 0, 0};
+    void *plan = backend_adamw_plan(&seg, 1);
+    AdamWArgs args = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 123.0f, 1};
+    backend_adamw_run(plan, &args, 1);
+    float *back = (float *)mallocCheck(n * 4);
+    from_dev_f(back, dp, n);
+    size_t changed = 0;  // bits, not a relative error: a NaN would pass that
+    for (size_t i = 0; i < n; i++) changed += memcmp(&back[i], &p[i], 4) != 0;
+    expect("a non-finite gradient: the update skips itself on the device (parameters changed)", (double)changed, 0.0);
+    backend_adamw_plan_free(plan);
+    cudaCheck(cudaFree(dg)); cudaCheck(cudaFree(dp)); cudaCheck(cudaFree(dm)); cudaCheck(cudaFree(dv));
+    cudaCheck(cudaFree(slots));
+    free(g); free(p); free(z); free(back);
+}
+
+// The bf16 working copy stays an unbiased rounding of the fp32 master over many small updates: 4096 equal
+// parameters, 64 AdamW updates of about 1e-4 each (an eightieth of bf16's gap at 1): after every update the
+// copies' mean must lie within 4 standard errors of the master's (their spread over the 4096 is the standard
+// error's estimate). Round to nearest puts every copy on the same side, a whole bias with no spread: it fails.
+static void check_unbiased_updates(void) {
+    x_prec = PREC_BF16; x_bytes = 2;
+    const size_t n = 4096;
+    const int K = 64;
+    float *h = (float *)mallocCheck(n * 4), *z = (float *)callocCheck(n, 4), *back = (float *)mallocCheck(n * 4);
+    for (size_t i = 0; i < n; i++) h[i] = 1.0f + 0.3f * 0.0078125f;
+    float *dp = to_dev_f(h, n), *dm = to_dev_f(z, n), *dv = to_dev_f(z, n);
+    for (size_t i = 0; i < n; i++) h[i] = 1.0f;
+    float *dg = to_dev_f(h, n);  // a constant gradient: every update moves the master down by about lr
+    floatX *w;
+    cudaCheck(cudaMalloc(&w, n * 2));
+    AdamWSegment seg = {dp, dg, dm, dv, n, 0, w, 0, 3};
+    void *plan = backend_adamw_plan(&seg, 1);
+    int outside = 0;
+    double worst = 0.0;
+    for (int t = 1; t <= K; t++) {
+        AdamWArgs args = {1e-4f, 0.9f, 0.95f, 1e-8f, 0.0f, 1.0f, t};
+        backend_adamw_run(plan, &args, 0);
+        from_dev_f(h, dp, n);
+        from_dev_x(back, w, n);
+        double mw = 0.0, mp = 0.0, var = 0.0;
+        for (size_t i = 0; i < n; i++) { mw += back[i]; mp += h[i]; }
+        mw /= n; mp /= n;
+        for (size_t i = 0; i < n; i++) { double d = back[i] - h[i] - (mw - mp); var += d * d; }
+        double se = sqrt(var / (n - 1) / n), zsc = se > 0 ? fabs(mw - mp) / se : (mw == mp ? 0.0 : INFINITY);
+        worst = fmax(worst, zsc);
+        if (zsc > 4.0) outside++;
+    }
+    int ok = outside == 0;
+    printf("%s bf16 working copy over %d small updates: its mean within 4 standard errors of the master's after every "
+           "update (worst %.2f)\n", ok ? "PASS" : "FAIL", K, worst);
+    ok ? passes++ : fails++;
+    backend_adamw_plan_free(plan);
+    cudaCheck(cudaFree(dg)); cudaCheck(cudaFree(dp)); cudaCheck(cudaFree(dm)); cudaCheck(cudaFree(dv)); cudaCheck(cudaFree(w));
+    free(h); free(z); free(back);
     x_prec = PREC_FP32; x_bytes = 4;
 }
 
@@ -549,9 +694,14 @@ int main(int argc, char **argv) {
         check_all(2, 72, 256, 2, 300, 320);     // hs 128, T ragged across two tiles
         check_all(1, 130, 192, 4, 200, 256);    // hs 48 (runs padded to 64), C not a multiple of 64, B*T odd-sized
         check_all(3, 37, 48, 3, 77, 128);       // hs 16, C not a multiple of 64, B*T = 111 rows (no block size divides it)
+        check_rows(8, 256, 64);    // 2048 rows: several rows per warp of LayerNorm's backward chunks (64 x 8 warps)
+        check_rows(3, 200, 1024);  // C = 1024: LayerNorm's backward over 48 KiB of shared memory
     }
     check_stochastic_rounding();
     check_backend();
+    for (int i = 0; i < 3; i++) check_multi_adamw(precs[i]);
+    check_verdict();
+    check_unbiased_updates();
     printf("%d passed, %d failed\n", passes, fails);
     return fails ? 1 : 0;
 }

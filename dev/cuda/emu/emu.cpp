@@ -237,9 +237,12 @@ static void stream_wait(cudaStream_t s, const std::shared_ptr<int> &op) {
     if (g_async && pending(op)) push(stream_of(s), nullptr, op);
 }
 
+static unsigned long long ops_issued(const EmuCounts &c);
+static unsigned long long g_ops_at_wait = 0;  // ops_issued when the host last waited for the device
 void emu_device_flush(void) {
     if (g_flushing) return;  // a queued collective's own MPI calls
     g_flushing = 1;
+    g_ops_at_wait = ops_issued(emu_counts);  // the host waits here (see the per-step counters)
     for (;;) {
         CUstream_st *pick = NULL;
         int left = 0;
@@ -1102,22 +1105,38 @@ unsigned long long atomicCAS(unsigned long long *p, unsigned long long c, unsign
 //   heuristic      cublasLtMatmulAlgoGetHeuristic calls
 //   desc           cuBLASLt descriptors created (matmul, matrix layout, preference)
 //   launches       kernel launches
+//   matmuls        cublasLtMatmul calls
+//   copies         cudaMemcpy(Async) calls that involve the device (host-to-host ones are the host's)
+//   memsets        cudaMemset(Async) calls
+//   collectives    NCCL collectives and point-to-point transfers
+//   graphs         cudaGraphLaunch calls (a replayed graph's own work is not counted again)
+//   ops            their sum: the operations the host hands the GPU one by one, each a launch's overhead
+//                  and, on one stream, a gap the GPU may idle in
+//   after_sync     the operations issued after the host last waited for the device in the step (all of them if
+//                  it never did): work the host held back until it had seen a result, the device idle meanwhile
 //   pageable       host-device copies whose host side is not pinned (cudaMallocHost / cudaHostRegister)
 //   h2d_bytes, d2h_bytes   bytes copied each way
 
 static EmuCounts g_step_start;
+static unsigned long long ops_issued(const EmuCounts &c) {
+    return c.launches + c.matmuls + c.copies + c.memsets + c.collectives + c.graphs;
+}
 void emu_step_begin(int step) {
     (void)step;
     g_step_start = emu_counts;
+    g_ops_at_wait = ops_issued(emu_counts);
 }
 void emu_step_end(int step) {
     configure();
     if (!g_counts_on) return;
     EmuCounts d = emu_counts, s = g_step_start;
-    fprintf(stderr, "emu counts step %d: malloc %llu free %llu sync %llu heuristic %llu desc %llu launches %llu pageable "
-            "%llu h2d_bytes %llu d2h_bytes %llu\n", step, d.malloc - s.malloc, d.free - s.free, d.sync - s.sync,
-            d.heuristic - s.heuristic, d.desc - s.desc, d.launches - s.launches, d.pageable - s.pageable,
-            d.h2d_bytes - s.h2d_bytes, d.d2h_bytes - s.d2h_bytes);
+    unsigned long long mm = d.matmuls - s.matmuls, cp = d.copies - s.copies, ms = d.memsets - s.memsets,
+                       co = d.collectives - s.collectives, gr = d.graphs - s.graphs, la = d.launches - s.launches;
+    fprintf(stderr, "emu counts step %d: malloc %llu free %llu sync %llu heuristic %llu desc %llu launches %llu matmuls "
+            "%llu copies %llu memsets %llu collectives %llu graphs %llu ops %llu after_sync %llu pageable %llu h2d_bytes "
+            "%llu d2h_bytes %llu\n", step, d.malloc - s.malloc, d.free - s.free, d.sync - s.sync, d.heuristic - s.heuristic,
+            d.desc - s.desc, la, mm, cp, ms, co, gr, la + mm + cp + ms + co + gr, ops_issued(d) - g_ops_at_wait,
+            d.pageable - s.pageable, d.h2d_bytes - s.h2d_bytes, d.d2h_bytes - s.d2h_bytes);
 }
 
 // ----------------------------------------------------------------------------------------------------------------
@@ -1429,6 +1448,7 @@ static cudaError_t copy(void *dst, const void *src, size_t n, cudaMemcpyKind kin
         if (!ad) emu_counts.pageable++;
     }
     if (waits) emu_counts.sync++;
+    if (kind != cudaMemcpyHostToHost) emu_counts.copies++;
     return cudaSuccess;
 }
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind) { return copy(dst, src, n, kind, 0, 0); }
@@ -1439,6 +1459,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind
 static cudaError_t fill(void *p, int v, size_t n, cudaStream_t s, const char *who) {
     if (n == 0) return cudaSuccess;
     emu_require_device(who, "the range", p, n);
+    emu_counts.memsets++;
     emu_enqueue(s, [=]() { memset(p, v, n); });
     return cudaSuccess;
 }

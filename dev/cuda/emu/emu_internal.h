@@ -28,6 +28,8 @@ void emu_require_device(const char *who, const char *what, const void *p, size_t
 // Per-step counters (TRAIN_GPT_EMU_COUNTS=1).
 struct EmuCounts {
     unsigned long long malloc, free, sync, heuristic, desc, launches, pageable, h2d_bytes, d2h_bytes;
+    // ---- the device's operations per step (issue 23): with launches, what the GPU is handed one by one ----
+    unsigned long long matmuls, copies, memsets, collectives, graphs;
 };
 extern EmuCounts emu_counts;
 

@@ -217,6 +217,7 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataT
     device_buffer("ncclAllReduce", "sendbuff", send, count * eb);
     device_buffer("ncclAllReduce", "recvbuff", recv, count * eb);
     MPI_Comm mc = c->mpi;
+    emu_counts.collectives++;
     emu_enqueue(s, [=]() {
         for (size_t off = 0; off < count; off += CHUNK) {
             int k = (int)(count - off < CHUNK ? count - off : CHUNK);
@@ -240,6 +241,7 @@ ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t recvcount, n
     device_buffer("ncclReduceScatter", "recvbuff", recv, recvcount * eb);
     MPI_Comm mc = c->mpi;
     int nranks = c->nranks;
+    emu_counts.collectives++;
     emu_enqueue(s, [=]() {
         // MPI's in-place form keeps the result at the start of the buffer, NCCL's at rank * recvcount: go through a copy
         std::vector<char> tmp(recvcount * eb), piece;
@@ -266,6 +268,7 @@ ncclResult_t ncclAllGather(const void *send, void *recv, size_t sendcount, ncclD
     if (sendcount > CHUNK) return fail(ncclInvalidArgument, "ncclAllGather: counts over 2^28 are not emulated");
     MPI_Comm mc = c->mpi;
     int in_place = send == (const char *)recv + (size_t)c->rank * sendcount * eb;
+    emu_counts.collectives++;
     emu_enqueue(s, [=]() {
         if (in_place) MPI_RUN(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, (int)sendcount, m, mc));
         else MPI_RUN(MPI_Allgather(send, (int)sendcount, m, recv, (int)sendcount, m, mc));
@@ -283,6 +286,7 @@ ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataT
     int copy = c->rank == root && send != recv;
     if (copy) device_buffer("ncclBroadcast", "sendbuff", send, count * eb);
     MPI_Comm mc = c->mpi;
+    emu_counts.collectives++;
     emu_enqueue(s, [=]() {
         if (copy) memcpy(recv, send, count * eb);
         for (size_t off = 0; off < count; off += CHUNK) {
@@ -306,6 +310,7 @@ static ncclResult_t p2p(int is_send, void *buf, size_t count, ncclDataType_t t, 
     if (r != ncclSuccess) return r;
     device_buffer(who, "the buffer", buf, count * eb);
     if (count > CHUNK) return fail(ncclInvalidArgument, "%s: counts over 2^28 are not emulated", who);
+    emu_counts.collectives++;
     emu_device_flush();  // point to point runs at once (the trainer sends through MPI): after the work before it
     MPI_Request q;
     if (is_send) MPI_OK(MPI_Isend(buf, (int)count, m, peer, 7171, c->mpi, &q));
