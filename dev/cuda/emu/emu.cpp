@@ -1585,15 +1585,17 @@ static void cp_async_race(const void *p, size_t n, int write, const Thread *t, u
     if (g_race && n) race_access((uintptr_t)p, n, write, (uint16_t)t->linear, site);
 }
 
-void emu_cp_async(void *dst_smem, const void *src, int src_bytes, const char *file, int line) {
+void emu_cp_async(void *dst_smem, const void *src, int size, int zfill, const char *file, int line) {
     Thread *t = current("cp.async");
+    if (size != 16) emu_fatal("cp.async at %s:%d: a %d-byte copy; the emulator models 16-byte copies (cp.async.cg) only", file, line, size);
+    if (zfill < 0 || zfill > size) emu_fatal("cp.async at %s:%d: zero fill of %d bytes in a %d-byte copy", file, line, zfill, size);
+    const int src_bytes = size - zfill;
     const uint32_t site = site_of(__builtin_return_address(0));
     const uintptr_t d = (uintptr_t)dst_smem, dyn = (uintptr_t)g_dyn_smem;
     const int in_dyn = d - dyn < g_launch->smem && d + 16 <= dyn + g_launch->smem;
     const int in_static = d >= (uintptr_t)__data_start && d + 16 <= (uintptr_t)_end;
     if (!in_dyn && !in_static)
         emu_fatal("cp.async at %s:%d: destination %p is not 16 bytes of this block's shared memory", file, line, dst_smem);
-    if (src_bytes < 0 || src_bytes > 16) emu_fatal("cp.async at %s:%d: source size %d (must be 0..16)", file, line, src_bytes);
     if (d % 16 || (src_bytes && (uintptr_t)src % 16))
         emu_fatal("cp.async at %s:%d: %p <- %p is not 16-byte aligned (misaligned address on a GPU)", file, line, dst_smem, src);
     if (src_bytes) emu_require_device("cp.async", "source", src, (size_t)src_bytes);

@@ -169,15 +169,26 @@ static inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *n, 
 }
 
 // ---- asynchronous copies (cp.async; the emulator's section for them, emu.cpp's "Asynchronous copies") ----
-// cuda/async_copy.cuh calls these where a GPU runs cp.async.cg.shared.global, cp.async.commit_group and
-// cp.async.wait_group. A copy is queued on the issuing thread: at issue its 16 destination bytes become 0xff
-// (NaN) and the source is read; they land only when that thread's emu_cp_async_wait leaves at most `pending`
-// newer committed groups outstanding, so a read before the wait sees NaN. The race detector sees the
-// destination written by the issuing thread at issue and again at the wait (other threads need a __syncthreads
-// after the wait). A thread that exits with copies not waited for is an error naming the kernel.
-void emu_cp_async(void *dst_smem, const void *src, int src_bytes, EMU_AT);  // src_bytes 0..16; the rest zero
+// The device code (cuda/async_copy.cuh) issues cp.async through CUDA's pipeline primitives
+// (cuda_pipeline_primitives.h, kept out here), as nvcc does where it does not emit the PTX itself. A copy is
+// queued on the issuing thread: at issue its 16 destination bytes become 0xff (NaN) and the source is read; they
+// land only when that thread's __pipeline_wait_prior leaves at most `prior` newer committed groups outstanding,
+// so a read before the wait sees NaN. The race detector sees the destination written by the issuing thread at
+// issue and again at the wait (other threads need a __syncthreads after the wait). A thread that exits with
+// copies not waited for is an error naming the kernel. Only 16-byte copies (cp.async.cg) are modelled.
+void emu_cp_async(void *dst_smem, const void *src, int size, int zfill, EMU_AT);
 void emu_cp_async_commit(EMU_AT);
 void emu_cp_async_wait(int pending, EMU_AT);
+#define _CUDA_PIPELINE_PRIMITIVES_H_
+__attribute__((always_inline)) static inline void __pipeline_memcpy_async(void *dst_shared, const void *src_global,
+                                                                           size_t size_and_align, size_t zfill = 0,
+                                                                           EMU_AT) {
+    emu_cp_async(dst_shared, src_global, (int)size_and_align, (int)zfill, file, line);
+}
+__attribute__((always_inline)) static inline void __pipeline_commit(EMU_AT) { emu_cp_async_commit(file, line); }
+__attribute__((always_inline)) static inline void __pipeline_wait_prior(size_t prior, EMU_AT) {
+    emu_cp_async_wait((int)prior, file, line);
+}
 
 // ---- launches ----
 
