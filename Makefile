@@ -39,7 +39,7 @@ EMU_OK := $(wildcard $(CUDA_HOME)/include/cuda_bf16.h)
 EMU_BINS = train_gpt_emu train_gpt_emu_race test/test_gpt2_emu dev/cuda/kernels_emu dev/cuda/attention_emu dev/cuda/kernels_emu_race \
   dev/cuda/kernels_emu_asan dev/cuda/emu/selftest dev/cuda/emu/selftest_race
 
-.PHONY: bench-data all test test-gpu test-cuda-emu test-multinode bench bench-cpu mutants clean
+.PHONY: bench-data all test test-gpu test-cuda-emu test-multinode bench bench-levers bench-cpu mutants clean
 all: train_gpt_cpu tokenize $(if $(and $(NVCC),$(wildcard train_gpt.cu)),train_gpt)
 
 train_gpt_cpu: train_gpt.c $(HEADERS) .build-cpu
@@ -165,6 +165,10 @@ mutants: train_gpt_cpu tokenize test/test_gpt2 test/test_units test/test_pipelin
 
 bench: train_gpt dev/cuda/kernels dev/cuda/attention
 	bash scripts/bench_gpu.sh
+
+# the step's levers of issue #23 one at a time (scripts/bench_levers.sh; BASE_BIN= adds an earlier build)
+bench-levers: train_gpt
+	bash scripts/bench_levers.sh
 
 bench-cpu: train_gpt_cpu
 	bash scripts/bench_cpu.sh

@@ -166,7 +166,7 @@ mkdir -p dev/bench
 out=dev/bench/bench_gpu_${gpu}.txt
 build_llmc
 {
-  echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1), train_gpt $(git rev-parse --short HEAD)"
+  echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1), train_gpt ${BENCH_REV:-$(git rev-parse --short HEAD 2>/dev/null)}"
   echo "# one micro-batch per step; MFU = (6N + 6LCT) x tokens/s over train_gpt's peak for this device"
   run_train_gpt 1 "$STEPS"; run_pytorch 1 "$STEPS"; run_llmc 1 "$STEPS"; ratios 1
   echo "# llm.c's GPT-2 124M recipe: 0.5M tokens per step ($ACCUM micro-batches of $B x $T), $ACCUM_STEPS steps each"

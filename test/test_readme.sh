@@ -70,7 +70,7 @@ for t in $(grep -oE '`make [a-z][a-z0-9_/-]*' $README | sed 's/`make //' | sort 
   grep -qE "^$t:" Makefile || missing="$missing make-$t"
 done
 for t in $(sed -nE 's/^\.PHONY: *//p' Makefile); do grep -qE "make $t( |\`|$)" $README || missing="$missing undocumented-make-$t"; done
-for p in $(grep -oE '(scripts|test|dev)/[A-Za-z0-9_./-]+\.(sh|py|c|cu|h|txt|png|jsonl)' $README | sort -u); do [ -e "$p" ] || missing="$missing $p"; done
+for p in $(grep -oE '(scripts|test|dev)/[A-Za-z0-9_./-]+\.(sh|py|cuh|cu|c|h|txt|png|jsonl)\b' $README | sort -u); do [ -e "$p" ] || missing="$missing $p"; done
 for f in scripts/*; do grep -q "$(basename "$f")" $README || missing="$missing undocumented-$f"; done
 [ -z "$missing" ] && ok "every make target, script and file the README names exists, and every script and target is in it" \
   || bad "README names that drifted:$missing"

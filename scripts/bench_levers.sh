@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# bench_levers.sh (make bench-levers): the step's levers of issue #23, each alone, on one GPU: GPT-2 124M
+# (d12), B=16, T=1024, bf16, one micro-batch per step, the median ms/step after 3 warm-up steps. Each lever
+# is an environment variable that train_gpt reads at start (cuda/matmul.cuh, cuda/classifier.cuh), so one
+# binary times them all. BASE_BIN=path adds a row for another build (an earlier commit) at its defaults.
+#
+#   make bench-levers [STEPS=20] [BASE_BIN=...]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+STEPS=${STEPS:-20}
+make -s train_gpt || exit 1
+W=$(mktemp -d /tmp/bench_levers.XXXXXX)
+trap 'rm -rf "$W"' EXIT
+python3 - "$W/rand.bin" <<'PYEOF'
+import numpy as np, sys
+n = 1 << 24
+toks = np.random.default_rng(0).integers(0, 50257, n, dtype=np.uint16)
+h = np.zeros(256, dtype=np.int32); h[:3] = [20240520, 1, n]
+with open(sys.argv[1], 'wb') as f: f.write(h.tobytes()); f.write(toks.tobytes())
+PYEOF
+
+time_one() {  # label, binary, env assignments...
+    local label=$1 bin=$2; shift 2
+    if ! env "$@" "$bin" -i "$W/rand.bin" -e d12 -b 16 -t 1024 -x "$STEPS" -v 0 -s 0 --log "$W/l.jsonl" \
+            > "$W/out" 2>&1; then
+        echo "$label: failed: $(grep -m1 -iE 'error|out of' "$W/out")"; return
+    fi
+    python3 - "$label" "$W/l.jsonl" <<'PYEOF'
+import json, statistics, sys
+ms = [d["ms"] for d in map(json.loads, open(sys.argv[2])) if "loss" in d and "ms" in d][3:]
+print(f"{sys.argv[1]:<58} {statistics.median(ms):7.2f} ms/step  (min {min(ms):.2f}, {len(ms)} steps)")
+PYEOF
+}
+
+echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), train_gpt ${BENCH_REV:-$(git rev-parse --short HEAD 2>/dev/null)}"
+echo "# d12 B=16 T=1024 bf16, one micro-batch per step; defaults: BGRAD=1 GELU_FUSION=0 RESIDUAL_FUSION=0 CLASSIFIER_STAGED=1"
+time_one "defaults" ./train_gpt
+time_one "TRAIN_GPT_BGRAD=0 (bias gradients by our kernel)" ./train_gpt TRAIN_GPT_BGRAD=0
+time_one "TRAIN_GPT_GELU_FUSION=1 (GELU in cuBLASLt's epilogues)" ./train_gpt TRAIN_GPT_GELU_FUSION=1
+time_one "TRAIN_GPT_RESIDUAL_FUSION=1 (residual add as beta=1)" ./train_gpt TRAIN_GPT_RESIDUAL_FUSION=1
+time_one "TRAIN_GPT_CLASSIFIER_STAGED=0 (classifier row from global)" ./train_gpt TRAIN_GPT_CLASSIFIER_STAGED=0
+time_one "GELU_FUSION=1 RESIDUAL_FUSION=1" ./train_gpt TRAIN_GPT_GELU_FUSION=1 TRAIN_GPT_RESIDUAL_FUSION=1
+time_one "defaults (again, for the spread)" ./train_gpt
+if [ -n "${BASE_BIN:-}" ]; then time_one "base build: $BASE_BIN" "$BASE_BIN"; fi
