@@ -10,13 +10,7 @@ PY=${PYTHON:-python3}
 W=$(mktemp -d /tmp/bench_cpu.XXXXXX)
 trap 'rm -rf "$W"' EXIT
 make -s train_gpt_cpu
-$PY - "$W/rand.bin" <<'PYEOF'
-import random, struct, sys
-random.seed(0); n = 1 << 20
-toks = [random.randrange(50257) for _ in range(n)]
-h = [0] * 256; h[0:3] = [20240520, 1, n]
-open(sys.argv[1], 'wb').write(struct.pack('<256i', *h) + struct.pack('<%dH' % n, *toks))
-PYEOF
+$PY dev/rand_shard.py "$W/rand.bin" $((1 << 20)) || exit 1
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), OMP_NUM_THREADS=${OMP_NUM_THREADS:-unset}"
 for model in d12 d4; do
   ./train_gpt_cpu -i "$W/rand.bin" -e $model -b 4 -t 64 -x $((STEPS + 1)) -v 0 -s 0 --log "$W/$model.jsonl" > "$W/$model.out"

@@ -23,13 +23,7 @@ W=$(mktemp -d /tmp/bench_gpu.XXXXXX)
 trap 'rm -rf "$W"' EXIT
 
 # 16M random GPT-2 tokens in llm.c's shard format (both trainers read it)
-python3 - "$W/rand.bin" <<'PYEOF'
-import numpy as np, sys
-n = 1 << 24
-toks = np.random.default_rng(0).integers(0, 50257, n, dtype=np.uint16)
-h = np.zeros(256, dtype=np.int32); h[:3] = [20240520, 1, n]
-with open(sys.argv[1], 'wb') as f: f.write(h.tobytes()); f.write(toks.tobytes())
-PYEOF
+python3 dev/rand_shard.py "$W/rand.bin" || exit 1
 
 # One line per program: "<name> d12 B=16[ x32] T=1024: X ms/step, Y tok/s, MFU Z%[, extra]", from the median
 # step time after the warm-up steps (ms per step in a file, one per line).

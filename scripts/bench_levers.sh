@@ -11,13 +11,7 @@ STEPS=${STEPS:-20}
 make -s train_gpt || exit 1
 W=$(mktemp -d /tmp/bench_levers.XXXXXX)
 trap 'rm -rf "$W"' EXIT
-python3 - "$W/rand.bin" <<'PYEOF'
-import numpy as np, sys
-n = 1 << 24
-toks = np.random.default_rng(0).integers(0, 50257, n, dtype=np.uint16)
-h = np.zeros(256, dtype=np.int32); h[:3] = [20240520, 1, n]
-with open(sys.argv[1], 'wb') as f: f.write(h.tobytes()); f.write(toks.tobytes())
-PYEOF
+python3 dev/rand_shard.py "$W/rand.bin" || exit 1
 
 time_one() {  # label, binary, env assignments...
     local label=$1 bin=$2; shift 2

@@ -21,13 +21,7 @@ rm -f "$W/dd.bin"
 wbw=$(tail -1 "$W/dd_w.txt" | awk -F', ' '{print $NF}'); rbw=$(tail -1 "$W/dd_r.txt" | awk -F', ' '{print $NF}')
 echo "disk, dd with direct I/O, 1 GiB in 64 MiB blocks: write $wbw, read $rbw"
 # the synthetic corpus is enough for timing; a real vocabulary (GPT-2's 50257) needs a shard of random tokens
-$PY - "$W/rand.bin" <<'PYEOF'
-import random, struct, sys
-random.seed(0); n = 1 << 18
-toks = [random.randrange(50257) for _ in range(n)]
-h = [0] * 256; h[0:3] = [20240520, 1, n]
-open(sys.argv[1], 'wb').write(struct.pack('<256i', *h) + struct.pack('<%dH' % n, *toks))
-PYEOF
+$PY dev/rand_shard.py "$W/rand.bin" $((1 << 18)) || exit 1
 mkdir -p "$W/swap"
 ./train_gpt_cpu -i "$W/rand.bin" -e "$MODEL" -b "$B" -t "$T" -x "$STEPS" -v 0 -s 0 --offload optimizer \
   --offload-device nvme --nvme-path "$W/swap" --log "$W/run.jsonl" > "$W/run.out" 2>&1 || { cat "$W/run.out"; exit 1; }
