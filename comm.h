@@ -53,6 +53,7 @@ typedef struct {
     int rank, world;
     int local_rank;    // rank within the node (picks the GPU in the CUDA build)
     int initialized;   // MPI_Init was called by us
+    int split;         // a group comm_split made: its MPI (and NCCL) communicator is its own, freed by comm_free_group
     CommTransport transport;
     // host buffers, each grown to its largest use and kept: staging for device memory under MPI
     // (blocking collectives and receives; the one non-blocking collective in flight), and the
@@ -214,6 +215,7 @@ static void comm_watchdog_start(Comm *c, double timeout) {
 static void comm_split(Comm *c, int color, int key, Comm *sub) {
     *sub = *c;
     sub->initialized = 0;
+    sub->split = 0;
     sub->rank = 0;
     sub->world = 1;
     sub->staging = sub->async_staging = sub->regroup = NULL;
@@ -224,6 +226,7 @@ static void comm_split(Comm *c, int color, int key, Comm *sub) {
 #ifdef USE_MPI
     if (c->world > 1) {
         mpiCheck(MPI_Comm_split(c->mpi, color, key, &sub->mpi));
+        sub->split = 1;
         mpiCheck(MPI_Comm_rank(sub->mpi, &sub->rank));
         mpiCheck(MPI_Comm_size(sub->mpi, &sub->world));
 #ifdef USE_NCCL
@@ -256,11 +259,7 @@ static void comm_enable_nccl(Comm *c) {
 #endif
 }
 
-static void comm_finalize(Comm *c) {
-#ifdef USE_MPI
-    if (c->initialized) MPI_Finalize();
-#endif
-    c->initialized = 0;
+static void comm_free_buffers(Comm *c) {
     free(c->staging); free(c->async_staging); free(c->regroup);
     for (int i = 0; i < c->sends_cap; i++) free(c->sends[i].buf);
     free(c->sends);
@@ -268,6 +267,28 @@ static void comm_finalize(Comm *c) {
     c->sends = NULL;
     c->staging_bytes = c->async_staging_bytes = c->regroup_bytes = 0;
     c->nsends = c->sends_cap = 0;
+}
+
+// A group from comm_split: its buffers and communicators (before comm_finalize leaves MPI).
+static void comm_free_group(Comm *sub) {
+    comm_free_buffers(sub);
+#ifdef USE_MPI
+    if (sub->split) {
+#ifdef USE_NCCL
+        if (sub->transport == COMM_NCCL) ncclCheck(ncclCommDestroy(sub->nccl));
+#endif
+        mpiCheck(MPI_Comm_free(&sub->mpi));
+    }
+#endif
+    sub->split = 0;
+}
+
+static void comm_finalize(Comm *c) {
+    comm_free_buffers(c);
+#ifdef USE_MPI
+    if (c->initialized) MPI_Finalize();
+#endif
+    c->initialized = 0;
 }
 
 // Sum over ranks, in place.

@@ -307,6 +307,9 @@ static void run_free(Run *r) {
     dataloader_free(&r->train_loader);
     if (r->have_val) dataloader_free(&r->val_loader);
     decoder_free(&r->dec);
+    comm_free_group(&r->dp_comm);
+    comm_free_group(&r->pp_comm);
+    comm_free_group(&r->tied_comm);
     comm_finalize(&r->comm);
 }
 
