@@ -76,6 +76,19 @@ static void classifier_forward_backward(floatX *logits, float *losses, const int
 static void backend_decode_begin(void);  // generation starts: the weights hold still until backend_decode_end
 static void backend_decode_end(void);
 
+// ---- graphs: device work recorded once and replayed (the CUDA build's CUDA graphs; the CPU build has none) ----
+// The caller brackets a run of device work that issues nothing else (no copy to or from the host, no wait, no
+// collective, no host work that must happen every time):
+//     if (!backend_graph_begin(g, shape, variant)) { the work; backend_graph_end(g); }
+// begin returns 1 when graph g, recorded for the same shape and variant, was launched in place of the work;
+// otherwise the caller issues the work, which runs eagerly (a build without graphs, TRAIN_GPT_GRAPHS=0, the first
+// run of a shape) or is recorded and then launched by backend_graph_end. A graph freezes every argument its
+// kernels were given: shape and variant must tell apart every host value the work depends on (variant: the
+// values that change from step to step).
+enum { GRAPH_FORWARD, GRAPH_BACKWARD, NUM_GRAPHS };
+static int backend_graph_begin(int g, uint64_t shape, uint64_t variant);
+static void backend_graph_end(int g);
+
 // ---- memory ----
 // The builds count what they hand out in two variables the memory plan is checked against after the model
 // is built: size_t backend_state_bytes (state and host tier) and backend_scratch_bytes (scratch).

@@ -90,14 +90,14 @@ static void nccl_cuda_check(cudaError_t e, const char *what) {
     if (e != cudaSuccess) internal_fault("NCCL stream: %s: %s", what, cudaGetErrorString(e));
 }
 static void nccl_enter(void) {
-    nccl_cuda_check(cudaEventRecord(nccl_ready, 0), "cudaEventRecord");
+    nccl_cuda_check(cudaEventRecord(nccl_ready, main_stream), "cudaEventRecord");
     nccl_cuda_check(cudaStreamWaitEvent(nccl_stream, nccl_ready, 0), "cudaStreamWaitEvent");
 }
 // Everything issued on the NCCL stream so far is done before the compute stream's next work: one event
 // serves every collective, the stream being in order.
 static void nccl_leave(void) {
     nccl_cuda_check(cudaEventRecord(nccl_done, nccl_stream), "cudaEventRecord");
-    nccl_cuda_check(cudaStreamWaitEvent(0, nccl_done, 0), "cudaStreamWaitEvent");
+    nccl_cuda_check(cudaStreamWaitEvent(main_stream, nccl_done, 0), "cudaStreamWaitEvent");
 }
 #endif
 

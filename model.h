@@ -519,9 +519,11 @@ static void layer_backward(Model *m, int l, int B, int T) {
 // (final LayerNorm, tied classifier, loss), and their backward passes, in that order. A micro-batch
 // is (B, T) with B and T at most what the model was created for.
 
-static void model_embed_forward(Model *m, const int *inputs, int B, int T) {
-    const GPT2Config *c = &m->config;
-    int V = c->vocab_size, BT = B * T;
+// Each piece that takes tokens or gives losses comes in parts too, for pipeline.h's graphs (backend.h): the host's
+// part (checking and uploading the tokens, queueing the losses' copy back), which must run for every micro-batch,
+// and the device's (model_embed_run, model_head_run), which a graph may replay.
+static void model_embed_inputs(Model *m, const int *inputs, int B, int T) {
+    int V = m->config.vocab_size, BT = B * T;
     if (B > m->B || T > m->T) internal_fault("micro-batch %dx%d is larger than the model's buffers %dx%d", B, T, m->B, m->T);
     for (int i = 0; i < BT; i++) {
         if (inputs[i] < 0 || inputs[i] >= V) internal_fault("input token %d at position %d is outside the vocabulary of %d", inputs[i], i, V);
@@ -529,6 +531,11 @@ static void model_embed_forward(Model *m, const int *inputs, int B, int T) {
     backend_tokens_from_host(m->inputs, inputs, BT);
     m->cur_B = m->slot_B[m->slot] = B;
     m->cur_T = m->slot_T[m->slot] = T;
+}
+
+static void model_embed_run(Model *m) {
+    const GPT2Config *c = &m->config;
+    int B = m->cur_B, T = m->cur_T;
     OuterWeights o = outer_weights(model_weights(m, 0), c);
     const floatX *wpe = o.wpe;
     if (m->decoding) {  // one token, at its position: the position table from that row on
@@ -538,6 +545,19 @@ static void model_embed_forward(Model *m, const int *inputs, int B, int T) {
     PROF(MOD_EMBED, 0);
     encoder_forward((floatX *)m->act_ptr[ACT_ENCODED], m->inputs, o.wte, wpe, B, T, c->channels);
     PROF(MOD_NONE, 0);
+}
+
+static void model_embed_forward(Model *m, const int *inputs, int B, int T) {
+    model_embed_inputs(m, inputs, B, T);
+    model_embed_run(m);
+}
+
+// Every unit's working copy made now, before a graph: a conversion recorded in one would replay with the
+// rounding seed (the update count) it was recorded with, and one not recorded would be missing after the next
+// update. The seeds depend on the unit and the count only, so converting early changes no bit.
+static void model_weights_ready(Model *m) {
+    for (int u = 0; u < gpt2_num_units(&m->config); u++)
+        if (m->uparams[u]) model_weights(m, u);
 }
 
 static void model_layer_forward(Model *m, int l) { layer_forward(m, l, m->cur_B, m->cur_T); }
@@ -596,7 +616,16 @@ static double model_take_loss(Model *m) {
 // With targets: queues the micro-batch's losses (model_take_loss adds them up) and leaves dloss/dlogits,
 // scaled by dloss (the weight of one token in the step's mean), for model_head_backward. Without: leaves
 // the logits for sampling.
-static void model_head_forward(Model *m, const int *targets, float dloss) {
+static void model_head_targets(Model *m, const int *targets) {
+    int V = m->config.vocab_size, BT = m->cur_B * m->cur_T;
+    for (int i = 0; i < BT; i++) {
+        if (targets[i] < 0 || targets[i] >= V) internal_fault("target token %d at position %d is outside the vocabulary of %d", targets[i], i, V);
+    }
+    backend_tokens_from_host(m->targets, targets, BT);
+}
+
+// targets: the classifier's loss and gradient too (from model_head_targets' upload).
+static void model_head_run(Model *m, int targets, float dloss) {
     const GPT2Config *c = &m->config;
     int C = c->channels, V = c->vocab_size, Vp = c->padded_vocab_size, BT = m->cur_B * m->cur_T;
     OuterWeights o = outer_weights(model_weights(m, 0), c);
@@ -605,15 +634,18 @@ static void model_head_forward(Model *m, const int *targets, float dloss) {
     layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, a.residual3, o.lnfw, o.lnfb, BT, C);
     PROF(MOD_HEAD, MATMUL_FLOPS(BT, C, Vp));
     matmul_forward(a.logits, a.lnf, o.wte, NULL, BT, C, Vp);
-    if (targets) {
-        for (int i = 0; i < BT; i++) {
-            if (targets[i] < 0 || targets[i] >= V) internal_fault("target token %d at position %d is outside the vocabulary of %d", targets[i], i, V);
-        }
-        backend_tokens_from_host(m->targets, targets, BT);
-        classifier_forward_backward(a.logits, a.losses, m->targets, BT, V, Vp, dloss);
-        model_queue_losses(m, a.losses, BT);
-    }
+    if (targets) classifier_forward_backward(a.logits, a.losses, m->targets, BT, V, Vp, dloss);
     PROF(MOD_NONE, 0);
+}
+
+static void model_head_losses(Model *m) {
+    model_queue_losses(m, layer_acts(m, m->config.num_layers - 1).losses, m->cur_B * m->cur_T);
+}
+
+static void model_head_forward(Model *m, const int *targets, float dloss) {
+    if (targets) model_head_targets(m, targets);
+    model_head_run(m, targets != NULL, dloss);
+    if (targets) model_head_losses(m);
 }
 
 static const float *model_logits(Model *m, int b, int t) {

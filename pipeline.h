@@ -140,6 +140,50 @@ static void pp_stage_backward(Pipeline *p) {
     for (int l = p->last - 1; l >= p->first; l--) zero_layer_backward(p->z, l);
 }
 
+// A micro-batch's forward and backward as CUDA graphs (backend.h), where they are nothing but the device's
+// work: one stage holding the whole model (no pipeline messages), ZeRO-0 or 1 (whose collectives come after the
+// backward, not inside it), no --offload (host copies), no --profile (events between kernels). The rest run
+// eagerly. The graphs freeze the micro-batch's shape (B, T and its activation slot) and the loss gradient's
+// weight dloss (the loss scale): a new one records them again.
+static int pp_graphed(const Pipeline *p) {
+    return p->stages == 1 && p->z->stage <= 1 && !p->z->offload && !timing.profile;
+}
+static uint64_t pp_graph_shape(const Model *m) {
+    return (uint64_t)m->cur_B << 40 | (uint64_t)m->cur_T << 16 | (uint64_t)m->slot;
+}
+static uint64_t pp_float_bits(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof(u));
+    return u;
+}
+
+// The tokens go up and the losses come back outside the graph: the copies' host sides change every time.
+static void pp_forward_graphed(Pipeline *p, const int *inputs, const int *targets, int B, int T, float dloss) {
+    Model *m = p->z->model;
+    zero_settle(p->z);  // the last step's update, before anything reads the parameters
+    model_embed_inputs(m, inputs, B, T);
+    model_head_targets(m, targets);
+    model_weights_ready(m);
+    if (!backend_graph_begin(GRAPH_FORWARD, pp_graph_shape(m), pp_float_bits(dloss))) {
+        model_embed_run(m);
+        pp_stage_forward(p);
+        model_head_run(m, 1, dloss);
+        backend_graph_end(GRAPH_FORWARD);
+    }
+    model_head_losses(m);
+}
+
+static void pp_backward_graphed(Pipeline *p) {
+    Model *m = p->z->model;
+    model_weights_ready(m);
+    if (!backend_graph_begin(GRAPH_BACKWARD, pp_graph_shape(m), 0)) {
+        model_head_backward(m);
+        pp_stage_backward(p);
+        zero_embed_backward(p->z);
+        backend_graph_end(GRAPH_BACKWARD);
+    }
+}
+
 // One optimizer step's micro-batches through the pipeline, accumulating gradients. Each forward
 // reads the next micro-batch from `loader` on every stage (the first needs its inputs, the last its
 // targets, the others keep their position in step). The last stage's heads queue their losses for
@@ -149,7 +193,7 @@ static void pp_run_step(Pipeline *p, DataLoader *loader, int micro, int B, int T
     size_t n = pp_message_count(m, B, T);
     PPOp *ops = (PPOp *)mallocCheck((size_t)6 * micro * sizeof(PPOp));
     int nops = pp_schedule(p->stage, p->stages, micro, ops);
-    int last = p->stages - 1;
+    int last = p->stages - 1, graphed = pp_graphed(p);
     p->wait_s = 0.0;
     for (int k = 0; k < nops; k++) {
         int i = ops[k].micro;
@@ -160,6 +204,10 @@ static void pp_run_step(Pipeline *p, DataLoader *loader, int micro, int B, int T
                 timing_phase(PH_DATA);
                 dataloader_next(loader);
                 timing_phase(PH_FORWARD);
+                if (graphed) {
+                    pp_forward_graphed(p, loader->inputs, loader->targets, B, T, dloss);
+                    break;
+                }
                 if (p->stage == 0) zero_embed_forward(p->z, loader->inputs, B, T);
                 pp_stage_forward(p);
                 if (p->stage == last) model_head_forward(m, loader->targets, dloss);
@@ -168,6 +216,10 @@ static void pp_run_step(Pipeline *p, DataLoader *loader, int micro, int B, int T
             case PP_RECV_GRAD: pp_recv(p, model_stage_grad(m), n, p->stage + 1, pp_tag(1, i)); break;
             case PP_BWD:
                 timing_phase(PH_BACKWARD);
+                if (graphed) {
+                    pp_backward_graphed(p);
+                    break;
+                }
                 if (p->stage == last) model_head_backward(m);
                 pp_stage_backward(p);
                 if (p->stage == 0) zero_embed_backward(p->z);

@@ -82,8 +82,8 @@ static void timing_charge(int phase, int module, double ms) {
 static void timing_cuda_check(cudaError_t e, const char *what) {
     if (e != cudaSuccess) internal_fault("timing: %s: %s", what, cudaGetErrorString(e));
 }
-// Ends the current interval with an event on the default stream (every kernel, copy and NCCL call
-// of the build runs there).
+// Ends the current interval with an event on the compute stream (every kernel, copy and matmul of the
+// build runs there; NCCL's stream joins it through events).
 static void timing_record(void) {
     Timing *t = &timing;
     if (t->nmarks == TIMING_MAX_MARKS) {  // merge: the newest event moves forward, its tag is kept
@@ -98,7 +98,7 @@ static void timing_record(void) {
         t->nevents = n;
     }
     t->tags[t->nmarks] = (unsigned char)(t->phase * NUM_ROWS + t->module);
-    timing_cuda_check(cudaEventRecord(t->events[t->nmarks], 0), "cudaEventRecord");
+    timing_cuda_check(cudaEventRecord(t->events[t->nmarks], main_stream), "cudaEventRecord");
     t->nmarks++;
 }
 #endif

@@ -139,14 +139,14 @@ static void flash_attention_backward(floatT *dqkv, float *scratch, const floatT 
 
 // The model's attention: flash-style kernels above; `att` holds each row's logsumexp.
 static void attention_forward(floatX *out, float *att, const floatX *qkv, int B, int T, int C, int NH) {
-    WITH_X(flash_attention_forward((xt *)out, att, (const xt *)qkv, B, T, C, NH, (cudaStream_t)0));
+    WITH_X(flash_attention_forward((xt *)out, att, (const xt *)qkv, B, T, C, NH, main_stream));
 }
 
 static void attention_backward(floatX *dqkv, const floatX *dout, const floatX *qkv, const floatX *out, const float *att,
                                int B, int T, int C, int NH) {
     float *rows = scratch_get((size_t)B * NH * T);
     WITH_X(flash_attention_backward((xt *)dqkv, rows, (const xt *)dout, (const xt *)qkv, (const xt *)out, att, B, T, C, NH,
-                                    (cudaStream_t)0));
+                                    main_stream));
 }
 
 // Attention keeps only each row's logsumexp (B, NH, T) for backward, which recomputes the softmax.

@@ -32,8 +32,8 @@ static void *backend_alloc_scratch(size_t bytes) {
 }
 
 static void backend_free(void *p) { cudaCheck(cudaFree(p)); }
-static void backend_zero_scratch(void *p, size_t bytes) { cudaCheck(cudaMemset(p, 0, bytes)); }
-static void backend_zero_state(float *buf, size_t n) { cudaCheck(cudaMemset(buf, 0, n * sizeof(float))); }
+static void backend_zero_scratch(void *p, size_t bytes) { cudaCheck(cudaMemsetAsync(p, 0, bytes, main_stream)); }
+static void backend_zero_state(float *buf, size_t n) { cudaCheck(cudaMemsetAsync(buf, 0, n * sizeof(float), main_stream)); }
 
 static void *backend_alloc_pinned(size_t bytes) {
     void *p = NULL;
@@ -64,7 +64,7 @@ static void backend_tokens_from_host(int *dst, const int *src, size_t n) {
             if (token_cap) backend_free_pinned(token_slot[k]);
             else cudaCheck(cudaEventCreateWithFlags(&token_copied[k], cudaEventDisableTiming));
             token_slot[k] = (int *)backend_alloc_pinned(n * sizeof(int));
-            cudaCheck(cudaEventRecord(token_copied[k], 0));
+            cudaCheck(cudaEventRecord(token_copied[k], main_stream));
         }
         token_cap = n;
     }
@@ -72,8 +72,8 @@ static void backend_tokens_from_host(int *dst, const int *src, size_t n) {
     token_next = (k + 1) % TOKEN_SLOTS;
     event_wait(token_copied[k]);
     memcpy(token_slot[k], src, n * sizeof(int));
-    cudaCheck(cudaMemcpyAsync(dst, token_slot[k], n * sizeof(int), cudaMemcpyHostToDevice, 0));
-    cudaCheck(cudaEventRecord(token_copied[k], 0));
+    cudaCheck(cudaMemcpyAsync(dst, token_slot[k], n * sizeof(int), cudaMemcpyHostToDevice, main_stream));
+    cudaCheck(cudaEventRecord(token_copied[k], main_stream));
 }
 
 // The heads' losses (model.h's queue) go to pinned host memory asynchronously; model_take_loss reads
@@ -81,8 +81,8 @@ static void backend_tokens_from_host(int *dst, const int *src, size_t n) {
 static cudaEvent_t losses_copied = NULL;
 static void backend_losses_to_host(float *host, const float *losses, int n) {
     if (!losses_copied) cudaCheck(cudaEventCreateWithFlags(&losses_copied, cudaEventDisableTiming));
-    cudaCheck(cudaMemcpyAsync(host, losses, n * sizeof(float), cudaMemcpyDeviceToHost, 0));
-    cudaCheck(cudaEventRecord(losses_copied, 0));
+    cudaCheck(cudaMemcpyAsync(host, losses, n * sizeof(float), cudaMemcpyDeviceToHost, main_stream));
+    cudaCheck(cudaEventRecord(losses_copied, main_stream));
 }
 static void backend_losses_wait(void) {
     if (losses_copied) event_wait(losses_copied);
@@ -99,7 +99,7 @@ static const float *backend_logits_row(const floatX *row, int Vp) {
     static int cap = 0;
     if (Vp > cap) { free(host); host = (float *)mallocCheck(Vp * sizeof(float)); cap = Vp; }
     float *f = scratch_get(Vp);
-    WITH_X(LAUNCH(ceil_div(Vp, 256), 256, 0, 0, to_float_kernel<xt>)(f, (const xt *)row, Vp));
+    WITH_X(LAUNCH(ceil_div(Vp, 256), 256, 0, main_stream, to_float_kernel<xt>)(f, (const xt *)row, Vp));
     launchCheck();
     cudaCheck(cudaMemcpy(host, f, Vp * sizeof(float), cudaMemcpyDeviceToHost));
     return host;
@@ -183,11 +183,11 @@ static void backend_sum_squares_start(const float **xs, const size_t *ns, int co
     sum_squares_table(xs, ns, count);
     if (!ss_copied) cudaCheck(cudaEventCreateWithFlags(&ss_copied, cudaEventDisableTiming));
     if (ss_chunks > 0) {
-        LAUNCH((unsigned)ss_chunks, 256, 0, 0, sum_squares_kernel)(ss_partial_d, ss_bufs_d, count);
+        LAUNCH((unsigned)ss_chunks, 256, 0, main_stream, sum_squares_kernel)(ss_partial_d, ss_bufs_d, count);
         launchCheck();
-        cudaCheck(cudaMemcpyAsync(ss_partial, ss_partial_d, ss_chunks * sizeof(double), cudaMemcpyDeviceToHost, 0));
+        cudaCheck(cudaMemcpyAsync(ss_partial, ss_partial_d, ss_chunks * sizeof(double), cudaMemcpyDeviceToHost, main_stream));
     }
-    cudaCheck(cudaEventRecord(ss_copied, 0));
+    cudaCheck(cudaEventRecord(ss_copied, main_stream));
 }
 static void backend_sum_squares_finish(double *out, int count) {
     event_wait(ss_copied);
@@ -204,12 +204,12 @@ static void backend_sum_squares_finish(double *out, int count) {
 static AdamWVerdict *verdict_d = NULL;
 static void backend_norm_local(float *slot) {
     if (ss_count == 0) internal_fault("backend_norm_local: no sums of squares started");
-    LAUNCH(1, 256, 0, 0, norm_local_kernel)((double *)slot, ss_bufsum_d, ss_partial_d, ss_first_d, ss_count);
+    LAUNCH(1, 256, 0, main_stream, norm_local_kernel)((double *)slot, ss_bufsum_d, ss_partial_d, ss_first_d, ss_count);
     launchCheck();
 }
 static void backend_update_verdict(const float *slots, int count, float loss_scale, float clip) {
     if (!verdict_d) cudaCheck(cudaMalloc(&verdict_d, sizeof(AdamWVerdict)));
-    LAUNCH(1, 1, 0, 0, update_verdict_kernel)(verdict_d, (const double *)slots, count, loss_scale, clip);
+    LAUNCH(1, 1, 0, main_stream, update_verdict_kernel)(verdict_d, (const double *)slots, count, loss_scale, clip);
     launchCheck();
 }
 
@@ -237,7 +237,7 @@ static void backend_offload_begin(void) {
         cudaCheck(cudaEventCreateWithFlags(&offload_ready, cudaEventDisableTiming));
         cudaCheck(cudaEventCreateWithFlags(&offload_back, cudaEventDisableTiming));
     }
-    cudaCheck(cudaEventRecord(offload_ready, 0));
+    cudaCheck(cudaEventRecord(offload_ready, main_stream));
     cudaCheck(cudaStreamWaitEvent(offload_stream, offload_ready, 0));
 }
 static void backend_offload_to_host(float *host, const float *buf, size_t n, int ticket) {
@@ -256,11 +256,11 @@ static void backend_offload_from_host(float *buf, const float *host, size_t n) {
 }
 static void backend_offload_end(void) {
     cudaCheck(cudaEventRecord(offload_back, offload_stream));
-    cudaCheck(cudaStreamWaitEvent(0, offload_back, 0));
+    cudaCheck(cudaStreamWaitEvent(main_stream, offload_back, 0));
 }
 
 static void backend_copy(float *dst, const float *src, size_t n) {
-    cudaCheck(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice));
+    cudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, main_stream));
 }
 
 // The fp32 kernels below take 4 values a thread where the pointers are 16-byte aligned (one load or
@@ -284,7 +284,7 @@ static void backend_add(float *dst, const float *src, size_t n) {
     if (n == 0) return;
     with_vec_width<float>(aligned16(dst, src), [&](auto width) {
         constexpr int V = decltype(width)::value;
-        LAUNCH(ceil_div((long)(n + V - 1) / V, 256), 256, 0, 0, add_kernel<V>)(dst, src, n);
+        LAUNCH(ceil_div((long)(n + V - 1) / V, 256), 256, 0, main_stream, add_kernel<V>)(dst, src, n);
     });
     launchCheck();
 }
@@ -317,13 +317,13 @@ static void backend_adamw_run(void *p, const AdamWArgs *a, int verdict) {
     const AdamWVerdict *v = verdict ? verdict_d : NULL;
     uint64_t version = (uint64_t)a->t;
     if (x_prec == PREC_BF16)
-        LAUNCH(plan->blocks, 256, 0, 0, adamw_multi_kernel<PREC_BF16>)(plan->segs, plan->count, a->lr, a->beta1, a->beta2, bc1, bc2,
+        LAUNCH(plan->blocks, 256, 0, main_stream, adamw_multi_kernel<PREC_BF16>)(plan->segs, plan->count, a->lr, a->beta1, a->beta2, bc1, bc2,
                                                                    a->eps, a->weight_decay, a->grad_scale, v, version);
     else if (x_prec == PREC_FP16)
-        LAUNCH(plan->blocks, 256, 0, 0, adamw_multi_kernel<PREC_FP16>)(plan->segs, plan->count, a->lr, a->beta1, a->beta2, bc1, bc2,
+        LAUNCH(plan->blocks, 256, 0, main_stream, adamw_multi_kernel<PREC_FP16>)(plan->segs, plan->count, a->lr, a->beta1, a->beta2, bc1, bc2,
                                                                    a->eps, a->weight_decay, a->grad_scale, v, version);
     else
-        LAUNCH(plan->blocks, 256, 0, 0, adamw_multi_kernel<PREC_FP32>)(plan->segs, plan->count, a->lr, a->beta1, a->beta2, bc1, bc2,
+        LAUNCH(plan->blocks, 256, 0, main_stream, adamw_multi_kernel<PREC_FP32>)(plan->segs, plan->count, a->lr, a->beta1, a->beta2, bc1, bc2,
                                                                    a->eps, a->weight_decay, a->grad_scale, v, version);
     launchCheck();
 }
@@ -348,14 +348,77 @@ static int backend_weights_need_copy(void) { return x_prec != PREC_FP32; }
 
 static void backend_weights_from_master(floatX *dst, const float *src, size_t n, uint64_t seed) {
     if (n == 0) return;
-    if (x_prec == PREC_FP32) cudaCheck(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice));
+    if (x_prec == PREC_FP32) cudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, main_stream));
     // 4 floats read (16 bytes), 4 16-bit values written (8 bytes)
     else with_vec_width<float>(aligned16(src) && ((uintptr_t)dst & 7) == 0, [&](auto width) {
         constexpr int V = decltype(width)::value;
-        if (x_prec == PREC_BF16) LAUNCH(ceil_div((long)(n + V - 1) / V, 256), 256, 0, 0, weights_bf16_kernel<V>)((bf16 *)dst, src, n, seed);
-        else LAUNCH(ceil_div((long)(n + V - 1) / V, 256), 256, 0, 0, weights_fp16_kernel<V>)((__half *)dst, src, n);
+        if (x_prec == PREC_BF16) LAUNCH(ceil_div((long)(n + V - 1) / V, 256), 256, 0, main_stream, weights_bf16_kernel<V>)((bf16 *)dst, src, n, seed);
+        else LAUNCH(ceil_div((long)(n + V - 1) / V, 256), 256, 0, main_stream, weights_fp16_kernel<V>)((__half *)dst, src, n);
     });
     launchCheck();
+}
+
+// ----------------------------------------------------------------------------
+// Graphs (backend.h's backend_graph_begin/_end): pipeline.h brackets a micro-batch's forward and its backward,
+// each captured from the compute stream once and replayed as one launch, so the host hands the GPU two
+// operations for what was some fifty launches, matmuls and memsets per layer each. A graph freezes every
+// argument of its kernels: the pointers are the model's and the shared scratch (whose move re-records, see
+// scratch_moves), the sizes are the shape, and the one value that changes between steps, the loss gradient's
+// weight with its loss scale, is the variant: a new scale (dynamic scaling moves it rarely) records the graph
+// again rather than putting the weight in device memory, so the kernels and the CPU build stay as they are.
+// The first run of a shape is eager: what the work allocates or plans on first use (scratch, cuBLASLt plans,
+// shared-memory opt-ins) cannot be done during capture. TRAIN_GPT_GRAPHS=0 runs everything eagerly.
+typedef struct {
+    cudaGraphExec_t exec;        // the recorded work, for (shape, variant) with scratch as it was (moves)
+    uint64_t shape, variant;
+    unsigned moves;
+    int warm;                    // the work has run eagerly for warm_shape, with scratch as at warm_moves
+    uint64_t warm_shape;
+    unsigned warm_moves;
+    int capturing;
+} GraphSlot;
+#define GRAPH_SLOTS 4  // backend.h (included after this file) numbers its graphs below this
+static GraphSlot graph_slots[GRAPH_SLOTS];
+static int graphs_on = -1;
+
+static int backend_graph_begin(int g, uint64_t shape, uint64_t variant) {
+    if (graphs_on < 0) graphs_on = switch_env("TRAIN_GPT_GRAPHS", 1);
+    if (!graphs_on) return 0;
+    if (g < 0 || g >= GRAPH_SLOTS) fatal("graph %d: backend.cuh keeps %d", g, GRAPH_SLOTS);
+    GraphSlot *s = &graph_slots[g];
+    if (s->capturing) fatal("graph %d begun again before its end", g);
+    if (s->exec && s->shape == shape && s->variant == variant && s->moves == scratch_moves) {
+        cudaCheck(cudaGraphLaunch(s->exec, main_stream));
+        return 1;
+    }
+    if (!s->warm || s->warm_shape != shape || s->warm_moves != scratch_moves) {
+        s->warm = 0;  // this run is the eager one; backend_graph_end marks it done
+        s->warm_shape = shape;
+        return 0;
+    }
+    cudaCheck(cudaStreamBeginCapture(main_stream, cudaStreamCaptureModeGlobal));
+    s->capturing = 1;
+    s->shape = shape;
+    s->variant = variant;
+    s->moves = scratch_moves;
+    return 0;
+}
+
+static void backend_graph_end(int g) {
+    if (!graphs_on) return;
+    GraphSlot *s = &graph_slots[g];
+    if (!s->capturing) {  // the eager run: what it grew is in place now
+        s->warm = 1;
+        s->warm_moves = scratch_moves;
+        return;
+    }
+    s->capturing = 0;
+    cudaGraph_t graph;
+    cudaCheck(cudaStreamEndCapture(main_stream, &graph));
+    if (s->exec) cudaCheck(cudaGraphExecDestroy(s->exec));  // a launched one finishes first
+    cudaCheck(cudaGraphInstantiate(&s->exec, graph, 0));
+    cudaCheck(cudaGraphDestroy(graph));
+    cudaCheck(cudaGraphLaunch(s->exec, main_stream));
 }
 
 // Generation brackets (model.h): the CUDA build needs nothing held while the weights stay still.
@@ -377,6 +440,8 @@ static void backend_init(int local_rank) {
         exit(1);
     }
     cudaCheck(cudaSetDevice(local_rank % n));
+    // a blocking stream: what still goes to the legacy default stream (the synchronous copies) is ordered with it
+    cudaCheck(cudaStreamCreate(&main_stream));
     cublasCheck(cublasLtCreate(&cublaslt_handle));
     matmul_read_switches();
     cudaCheck(cudaMalloc(&cublaslt_workspace, CUBLASLT_WORKSPACE_BYTES));

@@ -85,9 +85,9 @@ static void classifier_forward_backward(floatX *logits, float *losses, const int
         const size_t bytes = (size_t)Vp * sizeof(xt);
         if (classifier_staged && bytes <= (size_t)optin) {
             cudaCheck(cudaFuncSetAttribute(classifier_kernel<xt, W, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-            LAUNCH(N, 512, bytes, 0, classifier_kernel<xt, W, true>)((xt *)logits, losses, targets, V, Vp, dloss);
+            LAUNCH(N, 512, bytes, main_stream, classifier_kernel<xt, W, true>)((xt *)logits, losses, targets, V, Vp, dloss);
         } else {
-            LAUNCH(N, 512, 0, 0, classifier_kernel<xt, W, false>)((xt *)logits, losses, targets, V, Vp, dloss);
+            LAUNCH(N, 512, 0, main_stream, classifier_kernel<xt, W, false>)((xt *)logits, losses, targets, V, Vp, dloss);
         }
     }));
     launchCheck();

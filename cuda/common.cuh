@@ -37,6 +37,11 @@ static void cuda_check(cudaError_t err, const char *file, int line) {
 }
 #define cudaCheck(err) cuda_check((err), __FILE__, __LINE__)
 
+// The stream every kernel, matmul, copy and memset of the build is issued on, created by backend_init: the
+// forward and backward are captured from it as CUDA graphs (backend.cuh), which the legacy default stream cannot
+// be. NULL (the legacy stream) until then, for the kernel checks that run without backend_init.
+static cudaStream_t main_stream = NULL;
+
 // Launch errors surface at the next synchronising call; checking right after each launch names the kernel.
 #define launchCheck() cudaCheck(cudaGetLastError())
 
@@ -94,13 +99,16 @@ static inline void with_vec_width(bool fits, F &&f) {
 
 // Scratch that kernels grow on demand: per-chunk column partials, attention's row terms, a row of
 // logits in float.
+// A graph that recorded the old buffer is stale once it moves: scratch_moves counts the moves.
 static float *scratch = NULL;
 static size_t scratch_floats = 0;
+static unsigned scratch_moves = 0;
 static float *scratch_get(size_t n) {
     if (n > scratch_floats) {
         if (scratch) cudaCheck(cudaFree(scratch));
         cudaCheck(cudaMalloc(&scratch, n * sizeof(float)));
         scratch_floats = n;
+        scratch_moves++;
     }
     return scratch;
 }

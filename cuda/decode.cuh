@@ -59,7 +59,7 @@ __global__ void attention_decode_kernel(T *out, const T *qkv, int t, int C, int 
 static void attention_decode(floatX *out, const floatX *qkv, int t, int C, int NH) {
     if (t >= ATT_DECODE_MAX_T) internal_fault("attention_decode: position %d beyond the %d it is built for", t, ATT_DECODE_MAX_T);
     size_t smem = ((size_t)t + 1 + ATT_DECODE_THREADS) * sizeof(float);
-    WITH_X(LAUNCH(NH, ATT_DECODE_THREADS, smem, 0, attention_decode_kernel<xt>)((xt *)out, (const xt *)qkv, t, C, NH));
+    WITH_X(LAUNCH(NH, ATT_DECODE_THREADS, smem, main_stream, attention_decode_kernel<xt>)((xt *)out, (const xt *)qkv, t, C, NH));
     launchCheck();
 }
 

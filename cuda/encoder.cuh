@@ -24,7 +24,7 @@ static void encoder_forward(floatX *out, const int *inp, const floatX *wte, cons
     long n = (long)B * T * C;
     WITH_X(with_vec_width<xt>(C % vec16<xt>() == 0 && aligned16(out, wte, wpe), [&](auto width) {
         constexpr int V = decltype(width)::value;
-        LAUNCH(ceil_div(n / V, 256), 256, 0, 0, encoder_forward_kernel<xt, V>)((xt *)out, inp, (const xt *)wte, (const xt *)wpe, B, T, C);
+        LAUNCH(ceil_div(n / V, 256), 256, 0, main_stream, encoder_forward_kernel<xt, V>)((xt *)out, inp, (const xt *)wte, (const xt *)wpe, B, T, C);
     }));
     launchCheck();
 }
@@ -84,11 +84,11 @@ static void encoder_backward(float *dwte, float *dwpe, const floatX *dout, const
         cudaCheck(cudaMalloc(&links, (size_t)2 * BT * sizeof(int)));
         cap = BT;
     }
-    LAUNCH(ceil_div(BT, 256), 256, 0, 0, encoder_links_kernel)(links, links + BT, inp, BT);
+    LAUNCH(ceil_div(BT, 256), 256, 0, main_stream, encoder_links_kernel)(links, links + BT, inp, BT);
     launchCheck();
-    WITH_X(LAUNCH(BT, 256, 0, 0, encoder_backward_wte_kernel<xt>)(dwte, (const xt *)dout, inp, links, links + BT, C));
+    WITH_X(LAUNCH(BT, 256, 0, main_stream, encoder_backward_wte_kernel<xt>)(dwte, (const xt *)dout, inp, links, links + BT, C));
     launchCheck();
-    WITH_X(LAUNCH(ceil_div((long)T * C, 256), 256, 0, 0, encoder_backward_wpe_kernel<xt>)(dwpe, (const xt *)dout,
+    WITH_X(LAUNCH(ceil_div((long)T * C, 256), 256, 0, main_stream, encoder_backward_wpe_kernel<xt>)(dwpe, (const xt *)dout,
                                                                                           B, T, C));
     launchCheck();
 }

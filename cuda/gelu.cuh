@@ -24,7 +24,7 @@ __global__ void gelu_forward_kernel(T *out, const T *inp, long N) {
 static void gelu_forward(floatX *out, const floatX *inp, long N) {
     WITH_X(with_vec_width<xt>(N % vec16<xt>() == 0 && aligned16(out, inp), [&](auto width) {
         constexpr int V = decltype(width)::value;
-        LAUNCH(ceil_div(N / V, 256), 256, 0, 0, gelu_forward_kernel<xt, V>)((xt *)out, (const xt *)inp, N);
+        LAUNCH(ceil_div(N / V, 256), 256, 0, main_stream, gelu_forward_kernel<xt, V>)((xt *)out, (const xt *)inp, N);
     }));
     launchCheck();
 }
@@ -49,7 +49,7 @@ __global__ void gelu_backward_kernel(T *dinp, const T *inp, const T *dout, long 
 static void gelu_backward(floatX *dinp, const floatX *inp, const floatX *dout, long N) {
     WITH_X(with_vec_width<xt>(N % vec16<xt>() == 0 && aligned16(dinp, inp, dout), [&](auto width) {
         constexpr int V = decltype(width)::value;
-        LAUNCH(ceil_div(N / V, 256), 256, 0, 0, gelu_backward_kernel<xt, V>)((xt *)dinp, (const xt *)inp, (const xt *)dout, N);
+        LAUNCH(ceil_div(N / V, 256), 256, 0, main_stream, gelu_backward_kernel<xt, V>)((xt *)dinp, (const xt *)inp, (const xt *)dout, N);
     }));
     launchCheck();
 }
@@ -68,7 +68,7 @@ __global__ void residual_forward_kernel(T *out, const T *a, const T *b, long N) 
 static void residual_forward(floatX *out, const floatX *a, const floatX *b, long N) {
     WITH_X(with_vec_width<xt>(N % vec16<xt>() == 0 && aligned16(out, a, b), [&](auto width) {
         constexpr int V = decltype(width)::value;
-        LAUNCH(ceil_div(N / V, 256), 256, 0, 0, residual_forward_kernel<xt, V>)((xt *)out, (const xt *)a, (const xt *)b, N);
+        LAUNCH(ceil_div(N / V, 256), 256, 0, main_stream, residual_forward_kernel<xt, V>)((xt *)out, (const xt *)a, (const xt *)b, N);
     }));
     launchCheck();
 }

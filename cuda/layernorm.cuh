@@ -26,7 +26,7 @@ __global__ void layernorm_forward_kernel(T *out, float *mean, float *rstd, const
 
 static void layernorm_forward(floatX *out, float *mean, float *rstd, const floatX *inp, const floatX *weight,
                               const floatX *bias, int N, int C) {
-    WITH_X(LAUNCH(ceil_div(N, 8), 256, 0, 0, layernorm_forward_kernel<xt>)((xt *)out, mean, rstd, (const xt *)inp,
+    WITH_X(LAUNCH(ceil_div(N, 8), 256, 0, main_stream, layernorm_forward_kernel<xt>)((xt *)out, mean, rstd, (const xt *)inp,
                                                                           (const xt *)weight, (const xt *)bias, N, C));
     launchCheck();
 }
@@ -88,12 +88,12 @@ static void column_sums(float *dweight, float *dbias, const floatX *dout, const 
     WITH_X(with_vec_width<xt>(C % vec16<xt>() == 0 && aligned16(dout) && (!inp || aligned16(inp)), [&](auto width) {
         constexpr int V = decltype(width)::value;
         dim3 grid(ceil_div(C, 32 * V), COL_CHUNKS);
-        LAUNCH(grid, block, 0, 0, column_partials_kernel<xt, V>)(dweight ? pw : NULL, pb, (const xt *)dout, (const xt *)inp, mean,
+        LAUNCH(grid, block, 0, main_stream, column_partials_kernel<xt, V>)(dweight ? pw : NULL, pb, (const xt *)dout, (const xt *)inp, mean,
                                                        rstd, N, C);
     }));
     launchCheck();
-    if (dweight) { LAUNCH(ceil_div(C, 256), 256, 0, 0, column_reduce_kernel)(dweight, pw, C); launchCheck(); }
-    LAUNCH(ceil_div(C, 256), 256, 0, 0, column_reduce_kernel)(dbias, pb, C);
+    if (dweight) { LAUNCH(ceil_div(C, 256), 256, 0, main_stream, column_reduce_kernel)(dweight, pw, C); launchCheck(); }
+    LAUNCH(ceil_div(C, 256), 256, 0, main_stream, column_reduce_kernel)(dbias, pb, C);
     launchCheck();
 }
 
@@ -174,11 +174,11 @@ static void layernorm_backward(floatX *dinp, float *dweight, float *dbias, const
             cudaCheck(cudaFuncSetAttribute(layernorm_backward_fused_kernel<xt, V>, cudaFuncAttributeMaxDynamicSharedMemorySize, 232448));
             opted = 1;
         }
-        LAUNCH(COL_CHUNKS, 256, smem, 0, layernorm_backward_fused_kernel<xt, V>)((xt *)dinp, pw, pb, (const xt *)dout, (const xt *)inp,
+        LAUNCH(COL_CHUNKS, 256, smem, main_stream, layernorm_backward_fused_kernel<xt, V>)((xt *)dinp, pw, pb, (const xt *)dout, (const xt *)inp,
                                                                              (const xt *)weight, mean, rstd, N, C);
     }));
     launchCheck();
-    LAUNCH(ceil_div(C, 256), 256, 0, 0, column_reduce2_kernel)(dweight, dbias, pw, pb, C);
+    LAUNCH(ceil_div(C, 256), 256, 0, main_stream, column_reduce2_kernel)(dweight, dbias, pw, pb, C);
     launchCheck();
 }
 

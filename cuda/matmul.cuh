@@ -181,7 +181,7 @@ static int cublaslt_matmul(void *d, int d_float, const floatX *a, const floatX *
     matmul_set_pointers(p->desc, e);
     float alpha = 1.0f;
     cublasCheck(cublasLtMatmul(cublaslt_handle, p->desc, &alpha, a, p->la, b, p->lb, &beta, c, p->ld, d, p->ld, &p->algo,
-                               cublaslt_workspace, CUBLASLT_WORKSPACE_BYTES, 0));
+                               cublaslt_workspace, CUBLASLT_WORKSPACE_BYTES, main_stream));
     return 1;
 }
 
@@ -223,7 +223,7 @@ static void matmul_backward_weight(float *dweight, float *dbias, const floatX *d
         float *bgrad = scratch_get(OC);
         Epilogue e = {EPI_BGRADB, bgrad, NULL};
         if (cublaslt_matmul(dweight, 1, inp, dout, NULL, C, OC, N, C, OC, C, 0, 1, 1.0f, e)) {
-            LAUNCH(ceil_div(OC, 256), 256, 0, 0, accumulate_kernel)(dbias, bgrad, OC);
+            LAUNCH(ceil_div(OC, 256), 256, 0, main_stream, accumulate_kernel)(dbias, bgrad, OC);
             launchCheck();
             return;
         }

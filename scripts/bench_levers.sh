@@ -27,12 +27,13 @@ PYEOF
 }
 
 echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), train_gpt ${BENCH_REV:-$(git rev-parse --short HEAD 2>/dev/null)}"
-echo "# d12 B=16 T=1024 bf16, one micro-batch per step; defaults: BGRAD=1 GELU_FUSION=0 RESIDUAL_FUSION=0 CLASSIFIER_STAGED=1"
+echo "# d12 B=16 T=1024 bf16, one micro-batch per step; defaults: BGRAD=1 GELU_FUSION=0 RESIDUAL_FUSION=0 CLASSIFIER_STAGED=1 GRAPHS=1"
 time_one "defaults" ./train_gpt
 time_one "TRAIN_GPT_BGRAD=0 (bias gradients by our kernel)" ./train_gpt TRAIN_GPT_BGRAD=0
 time_one "TRAIN_GPT_GELU_FUSION=1 (GELU in cuBLASLt's epilogues)" ./train_gpt TRAIN_GPT_GELU_FUSION=1
 time_one "TRAIN_GPT_RESIDUAL_FUSION=1 (residual add as beta=1)" ./train_gpt TRAIN_GPT_RESIDUAL_FUSION=1
 time_one "TRAIN_GPT_CLASSIFIER_STAGED=0 (classifier row from global)" ./train_gpt TRAIN_GPT_CLASSIFIER_STAGED=0
+time_one "TRAIN_GPT_GRAPHS=0 (forward and backward launched eagerly, not as CUDA graphs)" ./train_gpt TRAIN_GPT_GRAPHS=0
 time_one "GELU_FUSION=1 RESIDUAL_FUSION=1" ./train_gpt TRAIN_GPT_GELU_FUSION=1 TRAIN_GPT_RESIDUAL_FUSION=1
 time_one "defaults (again, for the spread)" ./train_gpt
 if [ -n "${BASE_BIN:-}" ]; then time_one "base build: $BASE_BIN" "$BASE_BIN"; fi

@@ -7,7 +7,8 @@
 #            with AddressSanitizer; the attention kernels against float64; the model against PyTorch;
 #   trainer: ./train_gpt_emu beside ./train_gpt_cpu: fp32, bf16, fp16 (and a real fp16 overflow), recompute levels,
 #            the matmul epilogues and the staged classifier on and off, thread orders, exact resume, checkpoints
-#            across the builds, 2 ranks at ZeRO 0-3 (validation and samples too), --pp 2, offload, --comm nccl, counters.
+#            across the builds, 2 ranks at ZeRO 0-3 (validation and samples too), --pp 2, offload, --comm nccl, counters,
+#            CUDA graphs against the same runs eager (`test_cuda_emu.sh graphs` runs those alone).
 # `make test-gpu` is the same list for a real GPU.
 source "$(dirname "$0")/lib.sh"
 EMU=./train_gpt_emu
@@ -170,6 +171,55 @@ epilogues() {
     || bad "fused epilogues: determinism and exact resume" "$(diff <(losses "$W/fz-a.jsonl" | tail -n 3) <(losses "$W/fz-r.jsonl"))"
 }
 
+# the forward and backward as CUDA graphs (TRAIN_GPT_GRAPHS, default 1; issue 23) against the same run eager: a
+# graph freezes every kernel argument, so anything that changes between steps or micro-batches and is not kept
+# out of the graphs (the tokens, the losses' copy back, the working copies, the loss scale) shows as other bits
+graphs() {
+  local g=(-e d2 -b 2 -t 48 -v 0 -s 0 --grad-accum 2) r=ok v
+  # bf16 at 2 micro-batches, with validation and samples between steps (eager, through the same buffers, and the
+  # logits row that moves the kernels' scratch): losses, norms, validation, samples and the final checkpoint
+  for v in 1 0; do
+    TRAIN_GPT_GRAPHS=$v TRAIN_GPT_EMU_COUNTS=1 $EMU --precision bf16 "${g[@]}" -x 5 -v 2 -m 1 -s 3 -g 6 -n 5 -o "$W/gr$v" \
+      --log "$W/gr$v.jsonl" > "$W/gr$v.out" 2>&1
+  done
+  local used; used=$(grep -c '^emu counts step [2-5]: .* graphs 4 nodes [1-9][0-9]* ' "$W/gr1.out")
+  [ -s "$W/gr1.jsonl" ] && [ "$(losses "$W/gr1.jsonl")" = "$(losses "$W/gr0.jsonl")" ] && [ "$used" = 4 ] \
+    && ! grep -q '^emu counts .* graphs [1-9]' "$W/gr0.out" && cmp -s "$W/gr1/model_00000005.bin" "$W/gr0/model_00000005.bin" \
+    && [ "$(grep -o '"val_loss": [^,}]*' "$W/gr1.jsonl")" = "$(grep -o '"val_loss": [^,}]*' "$W/gr0.jsonl")" ] \
+    && [ "$(grep '^sample' "$W/gr1.out")" = "$(grep '^sample' "$W/gr0.out")" ] \
+    && ok "graphs on vs TRAIN_GPT_GRAPHS=0, bf16 at 2 micro-batches with validation and samples between steps: losses, norms, validation, samples and final checkpoint bit-identical; steps 2-5 replay 4 graphs each" \
+    || bad "graphs vs eager (bf16, accumulation)" "$(diff <(losses "$W/gr1.jsonl") <(losses "$W/gr0.jsonl")) graphs used in $used steps; $(grep -m2 -E 'cuda-emu|error' "$W/gr1.out")"
+  # fp16 with dynamic loss scaling and overflows injected at steps 3 and 4: the scale (the loss gradient's weight,
+  # which the graphs record as a variant) halves and doubles again, and two steps are skipped
+  local ls=(--precision fp16 --loss-scale dynamic --loss-scale-power 10 --loss-scale-window 1 --loss-scale-hysteresis 1)
+  for v in 1 0; do
+    TRAIN_GPT_GRAPHS=$v TRAIN_GPT_FAULT=overflow:3,4 $EMU "${ls[@]}" "${g[@]}" -x 7 -n 7 -o "$W/gs$v" --log "$W/gs$v.jsonl" > "$W/gs$v.out" 2>&1
+  done
+  local sc; sc=$(grep -o '"loss_scale": [0-9.e+]*' "$W/gs1.jsonl" | sort -u | wc -l)
+  [ -s "$W/gs1.jsonl" ] && [ "$(losses "$W/gs1.jsonl")" = "$(losses "$W/gs0.jsonl")" ] && [ "$sc" -ge 3 ] \
+    && [ "$(grep -o '"loss_scale": [^,}]*\|"skipped": [^,}]*' "$W/gs1.jsonl")" = "$(grep -o '"loss_scale": [^,}]*\|"skipped": [^,}]*' "$W/gs0.jsonl")" ] \
+    && cmp -s "$W/gs1/model_00000007.bin" "$W/gs0/model_00000007.bin" \
+    && ok "graphs on vs off, fp16 with the dynamic loss scale moving ($sc scales) and 2 overflow skips: losses, norms, scales, skips and final checkpoint bit-identical" \
+    || bad "graphs vs eager (fp16, dynamic loss scale)" "$sc scales; $(diff <(losses "$W/gs1.jsonl") <(losses "$W/gs0.jsonl")) $(grep -m2 -E 'cuda-emu|error' "$W/gs1.out")"
+  # recompute 3 (backward reruns each layer's forward inside the backward graph) and 1
+  for v in 3 1; do
+    TRAIN_GPT_GRAPHS=1 $EMU --precision bf16 "${g[@]}" -x 3 -r $v --log "$W/gr$v-1.jsonl" > "$W/gr$v-1.out" 2>&1
+    TRAIN_GPT_GRAPHS=0 $EMU --precision bf16 "${g[@]}" -x 3 -r $v --log "$W/gr$v-0.jsonl" > /dev/null 2>&1
+    [ -s "$W/gr$v-1.jsonl" ] && [ "$(losses "$W/gr$v-1.jsonl")" = "$(losses "$W/gr$v-0.jsonl")" ] || r="$r recompute $v"
+  done
+  [ "$r" = ok ] && ok "graphs on vs off at recompute 3 and 1: losses and norms bit-identical" || bad "graphs vs eager:$r" "$(grep -m2 -E 'cuda-emu|error' "$W/gr3-1.out")"
+  # exact resume with graphs: the resumed run records its graphs afresh and must go on as the uninterrupted one
+  local bk=(--precision bf16 "${g[@]}" -x 6 -n 3 --keep-checkpoints 5)
+  $EMU "${bk[@]}" -o "$W/grr" --log "$W/grr-a.jsonl" > /dev/null 2>&1
+  $EMU "${bk[@]}" -o "$W/grr" -y 1 --log "$W/grr-r.jsonl" > /dev/null 2>&1
+  mkdir -p "$W/grs"; cp "$W/grr/model_00000003.bin" "$W/grr/state_00000003.bin" "$W/grs/"
+  $EMU "${bk[@]}" -o "$W/grs" -y 1 --log "$W/grs.jsonl" > /dev/null 2>&1
+  [ -s "$W/grs.jsonl" ] && [ "$(losses "$W/grr-a.jsonl" | tail -n 3)" = "$(losses "$W/grs.jsonl")" ] \
+    && cmp -s "$W/grr/model_00000006.bin" "$W/grs/model_00000006.bin" \
+    && ok "graphs: resumed at step 3, steps 4-6 and the final checkpoint bit-identical to the uninterrupted run" \
+    || bad "graphs: exact resume" "$(diff <(losses "$W/grr-a.jsonl" | tail -n 3) <(losses "$W/grs.jsonl"))"
+}
+
 trainer() {
   local r
   # ten steps beside the CPU build, from the same initialisation and data: two micro-batches a step, T = 80
@@ -198,6 +248,7 @@ trainer() {
   done
   [ "$same" = ok ] && ok "bf16 recompute 1, 2 and 3: losses and norms bit-identical to recompute 0" || bad "bf16 recompute $same" "$(tail -3 "$W/r$same.out")"
   epilogues
+  graphs
   # the order the emulator runs threads and blocks in must not change a bit
   for order in reverse random:7; do
     TRAIN_GPT_EMU_ORDER=$order $EMU --precision bf16 "${common[@]}" -x 4 --log "$W/o.jsonl" > "$W/o.out" 2>&1
@@ -298,8 +349,9 @@ trainer() {
     && grep -q "^step     2/2" "$W/race.out" && ok "2 bf16 steps (T = 37, recompute 3, validation, sampling) under the race detector" \
     || bad "the trainer under the race detector" "$(grep -m3 -E 'cuda-emu|error' "$W/race.out")"
   # per-step counters (issue 14): one line per step, every field
-  TRAIN_GPT_EMU_COUNTS=1 $EMU "${one[@]}" -x 2 > "$W/counts.out" 2>&1
-  local n; n=$(grep -cE '^emu counts step [0-9]+: malloc [0-9]+ free [0-9]+ sync [0-9]+ heuristic [0-9]+ desc [0-9]+ launches [1-9][0-9]* matmuls [1-9][0-9]* copies [0-9]+ memsets [0-9]+ collectives [0-9]+ graphs [0-9]+ ops [1-9][0-9]* after_sync [0-9]+ pageable [0-9]+ h2d_bytes [0-9]+ d2h_bytes [0-9]+$' "$W/counts.out")
+  # (eager: with graphs the first step's warm-up runs launch more than the next's replays)
+  TRAIN_GPT_GRAPHS=0 TRAIN_GPT_EMU_COUNTS=1 $EMU "${one[@]}" -x 2 > "$W/counts.out" 2>&1
+  local n; n=$(grep -cE '^emu counts step [0-9]+: malloc [0-9]+ free [0-9]+ sync [0-9]+ heuristic [0-9]+ desc [0-9]+ launches [1-9][0-9]* matmuls [1-9][0-9]* copies [0-9]+ memsets [0-9]+ collectives [0-9]+ graphs [0-9]+ nodes [0-9]+ ops [1-9][0-9]* after_sync [0-9]+ pageable [0-9]+ h2d_bytes [0-9]+ d2h_bytes [0-9]+$' "$W/counts.out")
   [ "$n" -eq 2 ] && ok "TRAIN_GPT_EMU_COUNTS=1: one counter line per step ($(grep -m1 '^emu counts step 2' "$W/counts.out" | cut -d: -f2-))" \
     || bad "per-step counters" "$(tail -3 "$W/counts.out")"
   # what a step asks of the runtime once the first has set up (issue 14): no allocation or free, no cuBLASLt
@@ -307,6 +359,7 @@ trainer() {
   # the step's end, where the losses, the norm's partial sums and the timing events come back together
   # (was 20 at 2 micro-batches, then 8); with 2 ranks over NCCL too, whose collectives the host never waits for
   TRAIN_GPT_EMU_COUNTS=1 $EMU --precision bf16 -e d2 -b 4 -t 64 -x 3 -v 0 -s 0 --grad-accum 2 > "$W/counts2.out" 2>&1
+  TRAIN_GPT_GRAPHS=0 TRAIN_GPT_EMU_COUNTS=1 $EMU --precision bf16 -e d2 -b 4 -t 64 -x 2 -v 0 -s 0 --grad-accum 2 > "$W/counts2e.out" 2>&1
   "${MPI[@]}" -np 2 -x TRAIN_GPT_EMU_COUNTS=1 $EMU --precision bf16 -e d2 -b 4 -t 64 -x 3 -v 0 -s 0 --grad-accum 2 -z 2 \
     --comm nccl > "$W/counts3.out" 2>&1
   local c bad_c="" lines=0
@@ -321,18 +374,20 @@ trainer() {
   # issue 23: the step's update is issued inside its own step, before its one synchronisation (the device decides
   # clipping and skipping; at ZeRO-2 over NCCL from the ranks' sums gathered on the device), so the first step
   # launches as many kernels as the next (the update deferred to the next step left the first 28 short) and nothing
-  # is issued after the host's wait; and a bf16 d2 step at 2 micro-batches hands the device at most 172 operations
+  # is issued after the host's wait; and a bf16 d2 step at 2 micro-batches hands the device at most 16 operations
   # (was 222: an AdamW launch per tensor, a working-copy launch per unit, a sum-of-squares launch per unit, four
-  # launches per LayerNorm backward)
-  local f1 f2 b2 z1 z2
+  # launches per LayerNorm backward; then 152 eager, which TRAIN_GPT_GRAPHS=0 still is: the forward and backward
+  # of each micro-batch are now a graph launch each, beside its 2 token uploads and its losses' copy back)
+  local f1 f2 b2 z1 z2 e2
   la() { grep -m1 "^emu counts step $1:" "$2" | sed -E 's/.* launches ([0-9]+) .* after_sync ([0-9]+) .*/\1 \2/'; }
   f1=$(la 1 "$W/counts.out"); f2=$(la 2 "$W/counts.out"); z1=$(la 1 "$W/counts3.out"); z2=$(la 2 "$W/counts3.out")
   b2=$(grep -m1 '^emu counts step 2:' "$W/counts2.out" | sed -E 's/.* ops ([0-9]+) after_sync ([0-9]+) .*/\1 \2/')
+  e2=$(grep -m1 '^emu counts step 2:' "$W/counts2e.out" | sed -E 's/.* ops ([0-9]+) .*/\1/')
   read -r l1 a1 <<<"$f1"; read -r l2 a2 <<<"$f2"; read -r o2 ab <<<"$b2"
   [ -n "$l1" ] && [ "$l1" = "$l2" ] && [ "$a1" = 0 ] && [ "$a2" = 0 ] && [ "$ab" = 0 ] && [ -n "$z1" ] && [ "$z1" = "$z2" ] \
-    && [ "${o2:-999}" -le 172 ] \
-    && ok "the update inside its own step, before its one synchronisation (launches and after_sync, steps 1 and 2: fp32 $f1 = $f2, ZeRO-2 over NCCL $z1 = $z2); bf16 at 2 micro-batches: $o2 operations a step (<= 172)" \
-    || bad "the step's update and operations (issue 23)" "fp32 step 1: $f1, step 2: $f2; ZeRO-2: $z1, $z2; bf16 step 2: $b2"
+    && [ "${o2:-999}" -le 16 ] && [ "${e2:-999}" -le 152 ] \
+    && ok "the update inside its own step, before its one synchronisation (launches and after_sync, steps 1 and 2: fp32 $f1 = $f2, ZeRO-2 over NCCL $z1 = $z2); bf16 at 2 micro-batches: $o2 operations a step with graphs (<= 16), $e2 eager (<= 152)" \
+    || bad "the step's update and operations (issue 23)" "fp32 step 1: $f1, step 2: $f2; ZeRO-2: $z1, $z2; bf16 step 2: $b2, eager $e2"
   # the emulated device runs behind the host, as a GPU does (TRAIN_GPT_EMU_ASYNC, the default): a result the host
   # reads without waiting for it is stale. Validation reads each batch's loss right after its forward, so it
   # must wait there; its losses must match the CPU build's, and running every call at once must change no bit
@@ -355,6 +410,11 @@ PYEOF
     || bad "validation with the device behind the host" "$r $(tail -3 "$W/va.out")"
 }
 
+# `test_cuda_emu.sh graphs`: the graph checks alone (make mutants' emu-graphs suite)
+if [ "${1:-}" = graphs ]; then
+  if [ -x $EMU ]; then graphs; else bad "$EMU is missing: make train_gpt_emu"; fi
+  finish; exit
+fi
 if [ ! -x $EMU ] || [ ! -x ./train_gpt_emu_race ] || [ ! -x ./dev/cuda/kernels_emu ] || [ ! -x ./train_gpt_cpu ]; then
   bad "the emulated binaries are missing: run make test-cuda-emu"; finish; exit
 fi

@@ -204,8 +204,38 @@ struct CUstream_st {
     int blocking;                  // created without cudaStreamNonBlocking: ordered against the legacy default stream
     std::deque<EmuOp> ops;
     std::shared_ptr<int> tail;     // the last op issued to it
+    CUgraph_st *capture;           // while it captures (cudaStreamBeginCapture): the graph its work is recorded into
+    int capture_invalid;           // a call CUDA refuses during capture has invalidated it
 };
-static CUstream_st g_legacy_stream = {STREAM_MAGIC, 0, {}, nullptr};
+
+// ----------------------------------------------------------------------------------------------------------------
+// Graphs (stream capture). Between cudaStreamBeginCapture and cudaStreamEndCapture the work issued to the stream
+// is recorded, not run: each kernel with its arguments as they were at the launch (copied by value, as CUDA
+// copies them into the node), each copy and memset with its pointers, each matmul with copies of its descriptors
+// and scalars. cudaGraphLaunch queues the recorded work again, in order, on the stream it is launched on, so a
+// replay reads device memory (and pinned host memory) as it is then but every argument as it was at capture: a
+// host value that changes between replays is frozen. The capture is global-mode, as the trainer asks for: a call
+// that would make the host wait, allocate or free, or that issues work to the legacy default stream (which a
+// blocking stream is ordered against), is refused with CUDA's error and a line that names it, the capture is
+// invalidated and cudaStreamEndCapture returns cudaErrorStreamCaptureInvalidated. One stream captures at a time.
+struct EmuNode {
+    std::function<void()> run;
+    cudaEvent_t event;             // an event record: the replay moves the event's record to it
+};
+static const int GRAPH_MAGIC = 0x47525048, EXEC_MAGIC = 0x47455843;
+struct CUgraph_st {
+    int magic;
+    std::vector<EmuNode> nodes;
+    EmuCounts counted;             // what recording the nodes added to the counters, taken out again (see below)
+};
+struct CUgraphExec_st {
+    int magic;
+    std::vector<EmuNode> nodes;
+    EmuCounts counted;
+};
+static CUstream_st *g_capture = NULL;  // the stream that captures, if any
+static EmuCounts g_capture_counts;      // the counters when it began
+static CUstream_st g_legacy_stream = {STREAM_MAGIC, 0, {}, nullptr, nullptr, 0};
 static std::vector<CUstream_st *> g_streams;  // every stream created (the legacy one is not in it)
 static int g_flushing = 0;
 
@@ -218,11 +248,26 @@ static void push(CUstream_st *q, std::function<void()> run, std::shared_ptr<int>
     q->tail = q->ops.back().done;
 }
 
-// Queues work on stream s; returns what marks it done (empty when it ran at once).
+extern "C" {
+static cudaError_t capture_refuse(const char *who, cudaError_t e);  // defined with the runtime's calls below
+}
+
+// Queues work on stream s; returns what marks it done (empty when it ran at once, or was recorded into a graph).
 std::shared_ptr<int> emu_enqueue(cudaStream_t s, std::function<void()> op) {
     configure();
-    if (!g_async) { op(); return nullptr; }
     CUstream_st *q = stream_of(s);
+    if (g_capture) {
+        if (q == g_capture) {
+            q->capture->nodes.push_back(EmuNode{std::move(op), NULL});
+            return nullptr;
+        }
+        if (q == &g_legacy_stream && g_capture->blocking) {  // CUDA: cudaErrorStreamCaptureImplicit, and nothing runs
+            capture_refuse("work issued to the legacy default stream (which a blocking stream is ordered against)",
+                           cudaErrorStreamCaptureImplicit);
+            return nullptr;
+        }
+    }
+    if (!g_async) { op(); return nullptr; }
     // the legacy default stream and the blocking streams wait for each other's earlier work
     if (q == &g_legacy_stream) {
         for (CUstream_st *o : g_streams) if (o->blocking && pending(o->tail)) push(q, nullptr, o->tail);
@@ -248,8 +293,9 @@ void emu_device_flush(void) {
         int left = 0;
         size_t n = g_streams.size();
         for (size_t i = 0; i <= n && !pick; i++) {
-            // default-first: the legacy stream, then the others in creation order; side-first: the legacy one last
-            CUstream_st *q = g_side_first ? (i < n ? g_streams[i] : &g_legacy_stream) : (i == 0 ? &g_legacy_stream : g_streams[i - 1]);
+            // default-first: the legacy stream, then the others in creation order (the trainer's compute stream is
+            // created first); side-first: the others newest first, the legacy one last
+            CUstream_st *q = g_side_first ? (i < n ? g_streams[n - 1 - i] : &g_legacy_stream) : (i == 0 ? &g_legacy_stream : g_streams[i - 1]);
             if (q->ops.empty()) continue;
             left = 1;
             if (!pending(q->ops.front().after)) pick = q;
@@ -1109,8 +1155,11 @@ unsigned long long atomicCAS(unsigned long long *p, unsigned long long c, unsign
 //   copies         cudaMemcpy(Async) calls that involve the device (host-to-host ones are the host's)
 //   memsets        cudaMemset(Async) calls
 //   collectives    NCCL collectives and point-to-point transfers
-//   graphs         cudaGraphLaunch calls (a replayed graph's own work is not counted again)
-//   ops            their sum: the operations the host hands the GPU one by one, each a launch's overhead
+//   graphs         cudaGraphLaunch calls (a replayed graph's own work is not counted again: recording it during
+//                  capture counts nothing, and a launch counts one operation)
+//   nodes          the operations those graph launches replayed (not in ops)
+//   ops            launches, matmuls, copies, memsets, collectives and graphs: the operations the host hands the GPU
+//                  one by one, each a launch's overhead
 //                  and, on one stream, a gap the GPU may idle in
 //   after_sync     the operations issued after the host last waited for the device in the step (all of them if
 //                  it never did): work the host held back until it had seen a result, the device idle meanwhile
@@ -1133,9 +1182,9 @@ void emu_step_end(int step) {
     unsigned long long mm = d.matmuls - s.matmuls, cp = d.copies - s.copies, ms = d.memsets - s.memsets,
                        co = d.collectives - s.collectives, gr = d.graphs - s.graphs, la = d.launches - s.launches;
     fprintf(stderr, "emu counts step %d: malloc %llu free %llu sync %llu heuristic %llu desc %llu launches %llu matmuls "
-            "%llu copies %llu memsets %llu collectives %llu graphs %llu ops %llu after_sync %llu pageable %llu h2d_bytes "
+            "%llu copies %llu memsets %llu collectives %llu graphs %llu nodes %llu ops %llu after_sync %llu pageable %llu h2d_bytes "
             "%llu d2h_bytes %llu\n", step, d.malloc - s.malloc, d.free - s.free, d.sync - s.sync, d.heuristic - s.heuristic,
-            d.desc - s.desc, la, mm, cp, ms, co, gr, la + mm + cp + ms + co + gr, ops_issued(d) - g_ops_at_wait,
+            d.desc - s.desc, la, mm, cp, ms, co, gr, d.graph_nodes - s.graph_nodes, la + mm + cp + ms + co + gr, ops_issued(d) - g_ops_at_wait,
             d.pageable - s.pageable, d.h2d_bytes - s.h2d_bytes, d.d2h_bytes - s.d2h_bytes);
 }
 
@@ -1146,6 +1195,7 @@ void emu_step_end(int step) {
 
 struct CUevent_st {
     int magic, recorded;
+    CUstream_st *captured;      // its last record was into the capture of this stream (not run: nothing to wait for)
     std::shared_ptr<int> last;  // the record the device has to reach for the event to pass
     double t;
 };
@@ -1180,6 +1230,10 @@ const char *cudaGetErrorName(cudaError_t e) {
     case cudaErrorInvalidDevicePointer: return "cudaErrorInvalidDevicePointer";
     case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
     case cudaErrorNotReady: return "cudaErrorNotReady";
+    case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
+    case cudaErrorStreamCaptureIsolation: return "cudaErrorStreamCaptureIsolation";
+    case cudaErrorStreamCaptureImplicit: return "cudaErrorStreamCaptureImplicit";
     default: return "cudaError";
     }
 }
@@ -1193,6 +1247,10 @@ const char *cudaGetErrorString(cudaError_t e) {
     case cudaErrorInvalidDevicePointer: return "invalid device pointer";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
     case cudaErrorNotReady: return "device not ready";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureIsolation: return "dependency created on uncaptured work in another stream";
+    case cudaErrorStreamCaptureImplicit: return "operation would make the legacy stream depend on a capturing blocking stream";
     default: return "unknown error (cuda-emu)";
     }
 }
@@ -1281,6 +1339,7 @@ cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute attr, int v
 }
 
 cudaError_t cudaDeviceSynchronize(void) {
+    if (g_capture) return capture_refuse("cudaDeviceSynchronize", cudaErrorStreamCaptureUnsupported);
     emu_counts.sync++;
     emu_device_flush();
     return cudaSuccess;
@@ -1288,6 +1347,7 @@ cudaError_t cudaDeviceSynchronize(void) {
 
 cudaError_t cudaMalloc(void **p, size_t bytes) {
     configure();
+    if (g_capture) return capture_refuse("cudaMalloc", cudaErrorStreamCaptureUnsupported);
     emu_counts.malloc++;
     *p = NULL;
     if (g_device_bytes + bytes > DEVICE_BYTES) return set_error(cudaErrorMemoryAllocation);
@@ -1302,6 +1362,7 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
 }
 
 cudaError_t cudaFree(void *p) {
+    if (g_capture) return capture_refuse("cudaFree", cudaErrorStreamCaptureUnsupported);
     emu_counts.free++;
     emu_counts.sync++;  // cudaFree waits for the device
     emu_device_flush();
@@ -1350,6 +1411,7 @@ cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *n, const void *fu
 
 cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned flags) {
     (void)flags;
+    if (g_capture) return capture_refuse("cudaHostAlloc (cudaMallocHost)", cudaErrorStreamCaptureUnsupported);
     emu_counts.malloc++;
     *p = NULL;
     void *m = NULL;
@@ -1360,6 +1422,7 @@ cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned flags) {
 }
 cudaError_t cudaMallocHost(void **p, size_t bytes) { return cudaHostAlloc(p, bytes, 0); }
 cudaError_t cudaFreeHost(void *p) {
+    if (g_capture) return capture_refuse("cudaFreeHost", cudaErrorStreamCaptureUnsupported);
     emu_counts.free++;
     emu_device_flush();  // a queued copy may still use it
     if (!p) return cudaSuccess;
@@ -1431,6 +1494,9 @@ static cudaError_t copy(void *dst, const void *src, size_t n, cudaMemcpyKind kin
     // a host copy waits for the device, unless it is an async copy to or from pinned memory
     int waits = (kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToHost) &&
                 (!async || (kind == cudaMemcpyHostToDevice ? !as : !ad));
+    if (g_capture && (waits || !async))
+        return capture_refuse(!async ? "cudaMemcpy (it waits, on the legacy default stream)" : "cudaMemcpyAsync from or to pageable host memory (it waits)",
+                              cudaErrorStreamCaptureUnsupported);
     if (waits) {
         emu_device_flush();
         memmove(dst, src, n);
@@ -1463,14 +1529,17 @@ static cudaError_t fill(void *p, int v, size_t n, cudaStream_t s, const char *wh
     emu_enqueue(s, [=]() { memset(p, v, n); });
     return cudaSuccess;
 }
-cudaError_t cudaMemset(void *p, int v, size_t n) { return fill(p, v, n, 0, "cudaMemset"); }
+cudaError_t cudaMemset(void *p, int v, size_t n) {
+    if (g_capture) return capture_refuse("cudaMemset (on the legacy default stream)", cudaErrorStreamCaptureUnsupported);
+    return fill(p, v, n, 0, "cudaMemset");
+}
 cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) {
     emu_check_stream("cudaMemsetAsync", s);
     return fill(p, v, n, s, "cudaMemsetAsync");
 }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
-    *s = new CUstream_st{STREAM_MAGIC, (flags & cudaStreamNonBlocking) == 0, {}, nullptr};
+    *s = new CUstream_st{STREAM_MAGIC, (flags & cudaStreamNonBlocking) == 0, {}, nullptr, nullptr, 0};
     g_streams.push_back(*s);
     return cudaSuccess;
 }
@@ -1492,12 +1561,14 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
     emu_check_stream("cudaStreamSynchronize", s);
+    if (g_capture) return capture_refuse("cudaStreamSynchronize", cudaErrorStreamCaptureUnsupported);
     emu_counts.sync++;
     emu_device_flush();
     return cudaSuccess;
 }
 cudaError_t cudaStreamQuery(cudaStream_t s) {
     emu_check_stream("cudaStreamQuery", s);
+    if (g_capture) return capture_refuse("cudaStreamQuery", cudaErrorStreamCaptureUnsupported);
     if (!pending(stream_of(s)->tail)) return cudaSuccess;
     emu_device_flush();  // the device gets there by the next query, as a polling host would find
     return cudaErrorNotReady;
@@ -1507,7 +1578,7 @@ static void check_event(const char *who, cudaEvent_t e) {
     if (!e || e->magic != EVENT_MAGIC) emu_fatal("%s: event %p is not a live event", who, (void *)e);
 }
 cudaError_t cudaEventCreate(cudaEvent_t *e) {
-    *e = new CUevent_st{EVENT_MAGIC, 0, nullptr, 0.0};
+    *e = new CUevent_st{EVENT_MAGIC, 0, NULL, nullptr, 0.0};
     return cudaSuccess;
 }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) {
@@ -1522,10 +1593,17 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     check_event("cudaEventRecord", e);
     emu_check_stream("cudaEventRecord", s);
-    e->last = emu_enqueue(s, [=]() {
+    auto run = [=]() {
         e->recorded = 1;
         e->t = now_ms();
-    });
+    };
+    if (g_capture && stream_of(s) == g_capture) {  // a node: its replay is the record
+        g_capture->capture->nodes.push_back(EmuNode{run, e});
+        e->captured = g_capture;
+        return cudaSuccess;
+    }
+    e->captured = NULL;
+    e->last = emu_enqueue(s, run);
     return cudaSuccess;
 }
 cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t s, unsigned flags) {
@@ -1534,12 +1612,14 @@ cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t s, unsigned fla
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     check_event("cudaEventSynchronize", e);
+    if (g_capture) return capture_refuse("cudaEventSynchronize", cudaErrorStreamCaptureUnsupported);
     emu_counts.sync++;
     if (pending(e->last)) emu_device_flush();
     return cudaSuccess;
 }
 cudaError_t cudaEventQuery(cudaEvent_t e) {
     check_event("cudaEventQuery", e);
+    if (g_capture && e->captured == g_capture) return capture_refuse("cudaEventQuery of an event recorded in the capture", cudaErrorStreamCaptureUnsupported);
     if (!pending(e->last)) return cudaSuccess;
     emu_device_flush();  // not yet; by the next query it has passed
     return cudaErrorNotReady;
@@ -1556,12 +1636,121 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
     (void)flags;
     emu_check_stream("cudaStreamWaitEvent", s);
     check_event("cudaStreamWaitEvent", e);
+    if (g_capture && (e->captured == g_capture) != (stream_of(s) == g_capture))
+        return capture_refuse(e->captured ? "cudaStreamWaitEvent outside the capture on an event recorded inside it"
+                                          : "cudaStreamWaitEvent in the capture on an event recorded outside it",
+                              cudaErrorStreamCaptureIsolation);
+    if (e->captured) return cudaSuccess;  // both in the capture: the replay runs the stream's work in order anyway
     stream_wait(s, e->last);  // the record as it is now: a later one does not move the wait
     return cudaSuccess;
 }
 cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *data) {
     emu_check_stream("cudaLaunchHostFunc", s);
     emu_enqueue(s, [=]() { fn(data); });
+    return cudaSuccess;
+}
+
+static cudaError_t capture_refuse(const char *who, cudaError_t e) {
+    fprintf(stderr, "cuda-emu: %s while stream %p captures a graph: CUDA refuses it (%s) and invalidates the capture\n",
+            who, (void *)g_capture, cudaGetErrorName(e));
+    g_capture->capture_invalid = 1;
+    return set_error(e);
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode) {
+    (void)mode;  // every capture is checked as global-mode
+    emu_check_stream("cudaStreamBeginCapture", s);
+    if (stream_of(s) == &g_legacy_stream) {
+        fprintf(stderr, "cuda-emu: cudaStreamBeginCapture on the legacy default stream: CUDA refuses it\n");
+        return set_error(cudaErrorStreamCaptureUnsupported);
+    }
+    if (g_capture) emu_fatal("cudaStreamBeginCapture(%p) while stream %p captures: the emulator captures one stream at a time",
+                             (void *)s, (void *)g_capture);
+    s->capture = new CUgraph_st{GRAPH_MAGIC, {}, {}};
+    s->capture_invalid = 0;
+    g_capture = s;
+    g_capture_counts = emu_counts;
+    return cudaSuccess;
+}
+
+// Recording issued nothing: what it added to the operation counters is taken out again and kept with the graph,
+// whose launches count it as replayed nodes.
+static EmuCounts counts_since(const EmuCounts &a) {
+    EmuCounts d = {};
+    EmuCounts &c = emu_counts;
+    d.launches = c.launches - a.launches; d.matmuls = c.matmuls - a.matmuls; d.copies = c.copies - a.copies;
+    d.memsets = c.memsets - a.memsets; d.collectives = c.collectives - a.collectives;
+    d.h2d_bytes = c.h2d_bytes - a.h2d_bytes; d.d2h_bytes = c.d2h_bytes - a.d2h_bytes;
+    c.launches -= d.launches; c.matmuls -= d.matmuls; c.copies -= d.copies; c.memsets -= d.memsets;
+    c.collectives -= d.collectives; c.h2d_bytes -= d.h2d_bytes; c.d2h_bytes -= d.d2h_bytes;
+    return d;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph) {
+    emu_check_stream("cudaStreamEndCapture", s);
+    *graph = NULL;
+    if (!g_capture || stream_of(s) != g_capture) {
+        fprintf(stderr, "cuda-emu: cudaStreamEndCapture(%p): the stream is not capturing\n", (void *)s);
+        return set_error(cudaErrorIllegalState);
+    }
+    CUgraph_st *g = s->capture;
+    g->counted = counts_since(g_capture_counts);
+    int invalid = s->capture_invalid;
+    s->capture = NULL;
+    s->capture_invalid = 0;
+    g_capture = NULL;
+    if (invalid) {
+        delete g;
+        return set_error(cudaErrorStreamCaptureInvalidated);
+    }
+    *graph = g;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus *status) {
+    emu_check_stream("cudaStreamIsCapturing", s);
+    CUstream_st *q = stream_of(s);
+    *status = q != g_capture || !q ? cudaStreamCaptureStatusNone
+              : q->capture_invalid ? cudaStreamCaptureStatusInvalidated : cudaStreamCaptureStatusActive;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t g, unsigned long long flags) {
+    (void)flags;
+    if (!g || g->magic != GRAPH_MAGIC) emu_fatal("cudaGraphInstantiate: graph %p is not a live graph", (void *)g);
+    *exec = new CUgraphExec_st{EXEC_MAGIC, g->nodes, g->counted};
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
+    emu_check_stream("cudaGraphLaunch", s);
+    if (!exec || exec->magic != EXEC_MAGIC) emu_fatal("cudaGraphLaunch: %p is not a live executable graph", (void *)exec);
+    if (g_capture) return capture_refuse("cudaGraphLaunch (the emulator does not nest graphs)", cudaErrorStreamCaptureUnsupported);
+    emu_counts.graphs++;
+    emu_counts.graph_nodes += exec->counted.launches + exec->counted.matmuls + exec->counted.copies + exec->counted.memsets +
+                              exec->counted.collectives;
+    emu_counts.h2d_bytes += exec->counted.h2d_bytes;
+    emu_counts.d2h_bytes += exec->counted.d2h_bytes;
+    for (const EmuNode &n : exec->nodes) {
+        if (n.event) {
+            n.event->captured = NULL;
+            n.event->last = emu_enqueue(s, n.run);
+        } else emu_enqueue(s, n.run);
+    }
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+    if (!exec || exec->magic != EXEC_MAGIC) emu_fatal("cudaGraphExecDestroy: %p is not a live executable graph", (void *)exec);
+    exec->magic = 0;
+    exec->nodes.clear();  // kept, so that a later use is caught
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t g) {
+    if (!g || g->magic != GRAPH_MAGIC) emu_fatal("cudaGraphDestroy: %p is not a live graph", (void *)g);
+    g->magic = 0;
+    g->nodes.clear();
     return cudaSuccess;
 }
 

@@ -29,7 +29,7 @@ void emu_require_device(const char *who, const char *what, const void *p, size_t
 struct EmuCounts {
     unsigned long long malloc, free, sync, heuristic, desc, launches, pageable, h2d_bytes, d2h_bytes;
     // ---- the device's operations per step (issue 23): with launches, what the GPU is handed one by one ----
-    unsigned long long matmuls, copies, memsets, collectives, graphs;
+    unsigned long long matmuls, copies, memsets, collectives, graphs, graph_nodes;
 };
 extern EmuCounts emu_counts;
 
