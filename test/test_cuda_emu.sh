@@ -46,7 +46,9 @@ kernels() {
     "host-pointer:neither device memory nor pinned" "copy-past-end:past the end of its allocation"
     "race@race:data race on a static __shared__ variable" "out-of-bounds@race:not allocated device memory"
     "cp-async-no-wait:exits with 1 cp.async copy in flight (committed, never waited for)"
-    "cp-async-uncommitted:(some never committed)" "cp-async-no-barrier@race:data race on dynamic shared memory")
+    "cp-async-uncommitted:(some never committed)" "cp-async-no-barrier@race:data race on dynamic shared memory"
+    "block-cycle:deadlock between blocks: 2 live blocks" "block-successor:TRAIN_GPT_EMU_RESIDENT=1 are live"
+    "block-no-release@race:no kernel boundary or release/acquire pair" "block-no-acquire@race:no kernel boundary or release/acquire pair")
   for c in "${cases[@]}"; do
     local mode=${c%%:*} want=${c#*:} bin=./dev/cuda/emu/selftest
     [ "${mode#*@}" != "$mode" ] && bin=./dev/cuda/emu/selftest_race && mode=${mode%@*}
@@ -54,6 +56,16 @@ kernels() {
     [ $rc -ne 0 ] && grep -qF -- "$want" <<<"$out" && ok "the emulator stops $mode: $(grep -m1 -o 'cuda-emu: .*' <<<"$out" | cut -c1-150)" \
       || bad "the emulator must stop $mode (exit $rc)" "$out"
   done
+  # blocks that wait on each other (cuda/block_order.cuh): in every block order, and ordered for the race detector
+  local bo="" brc=0
+  for order in forward reverse random:5; do
+    out=$(TRAIN_GPT_EMU_ORDER=$order ./dev/cuda/emu/selftest blocks 2>&1) || brc=1
+    bo+="$order: $(summary "$out"); "
+  done
+  out=$(./dev/cuda/emu/selftest_race blocks 2>&1) || brc=1
+  bo+="race build: $(summary "$out")"
+  [ $brc -eq 0 ] && ok "blocks that take turns through a counter, in every block order and under the race detector: $bo" \
+    || bad "blocks that take turns through a counter" "$bo"
   # every kernel against the CPU build's, fp32/bf16/fp16, five shapes; in three thread orders (a result that
   # changes with the order is a race)
   for order in forward reverse random:11; do
