@@ -150,10 +150,22 @@ static void attention_forward(floatX *out, float *att, const floatX *qkv, int B,
     WITH_X(flash_attention_forward((xt *)out, att, (const xt *)qkv, B, T, C, NH, (cudaStream_t)0));
 }
 
+// The backward's workspace: model_create's (the memory plan's ATT_BWD_WORKSPACE_BYTES), or scratch_get's where a
+// caller has none or a smaller one.
+static float *attn_ws = NULL;
+static size_t attn_ws_floats = 0;
+static void attention_workspace(void *p, size_t bytes) {
+    attn_ws = (float *)p;
+    attn_ws_floats = bytes / sizeof(float);
+}
 static void attention_backward(floatX *dqkv, const floatX *dout, const floatX *qkv, const floatX *out, const float *att,
                                int B, int T, int C, int NH) {
-    WITH_X(flash_attention_backward((xt *)dqkv, scratch_get(attn_bwd_scratch_floats(sizeof(xt), B, T, C, NH)), (const xt *)dout, (const xt *)qkv, (const xt *)out, att, B, T, C, NH,
-                                    (cudaStream_t)0));
+    WITH_X({
+        const size_t n = attn_bwd_scratch_floats(sizeof(xt), B, T, C, NH);
+        float *ws = n <= attn_ws_floats ? attn_ws : scratch_get(n);
+        flash_attention_backward((xt *)dqkv, ws, (const xt *)dout, (const xt *)qkv, (const xt *)out, att, B, T, C, NH,
+                                 (cudaStream_t)0);
+    });
 }
 
 // Attention keeps only each row's logsumexp (B, NH, T) for backward, which recomputes the softmax.
