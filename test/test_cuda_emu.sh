@@ -84,6 +84,17 @@ kernels() {
   out=$(./dev/cuda/attention_emu check small 2>&1); rc=$?
   [ $rc -eq 0 ] && ok "attention vs float64 (T <= 256, head sizes 16-128): $(counts "$out")" \
     || bad "attention vs float64: $(counts "$out"), exit $rc" "$(grep -vE '^PASS|^device' <<<"$out")"
+  # the 16-bit backward's key blocks take turns on dQ (cuda/block_order.cuh): other block orders (reverse: every
+  # block waits on blocks started after it) and one block resident at a time (forward: every wait is on an earlier
+  # block, as a GPU dispatches them) must pass and print the same bits
+  local a0 a1 arc=0 am=""
+  a0=$(grep -oE '^(PASS|FAIL) .*bits [0-9a-f]+' <<<"$out" | sed -E 's/\| rel err.*bits/bits/')
+  for env in TRAIN_GPT_EMU_ORDER=reverse TRAIN_GPT_EMU_ORDER=random:3 TRAIN_GPT_EMU_RESIDENT=1; do
+    a1=$(env $env ./dev/cuda/attention_emu check small 2>&1) || arc=1
+    [ "$(grep -oE '^(PASS|FAIL) .*bits [0-9a-f]+' <<<"$a1" | sed -E 's/\| rel err.*bits/bits/')" = "$a0" ] || { arc=1; am+="$env: other bits; "; }
+  done
+  [ $arc -eq 0 ] && [ -n "$a0" ] && ok "attention in reverse and random block order and one block resident: the same bits ($(wc -l <<<"$a0") checks)" \
+    || bad "attention in other block orders" "$am$(grep -E 'FAIL|cuda-emu' <<<"$a1" | head -3)"
   # the model against PyTorch at every recompute level and accumulation (test_gpt2.c on the emulated GPU)
   if "$TORCH_PY" test/ref_gpt2.py --out-dir "$W/ref" > "$W/ref.log" 2>&1; then
     out=$(./test/test_gpt2_emu "$W/ref" 2>&1); rc=$?

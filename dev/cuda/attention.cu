@@ -15,11 +15,10 @@
 // without ever storing the T x T matrix.
 //
 // Design (the kernels live in cuda/attention*.cuh; this file checks and times them):
-//  * Tiles: fp32 and the 16-bit dK/dV kernel: 64 rows per block, 4 warps of 16; 16-bit forward and dQ: 128
-//    query rows per block, 8 warps of 16; key tiles of 64 throughout. Forward and dQ blocks walk key tiles
-//    0..diagonal, longest rows first; dK/dV blocks walk query tiles diagonal..end (FlashAttention-2's split: no
-//    atomics, every output element written by exactly one thread, fixed summation order, so runs are
-//    bit-identical). Partial tiles (T not a multiple of 64) are zero-filled and masked.
+//  * Tiles: fp32 and the 16-bit backward: 64 rows per block, 4 warps of 16; 16-bit forward: 128 query rows per
+//    block, 8 warps of 16; key tiles of 64 throughout. Forward and dQ blocks walk key tiles 0..diagonal, longest
+//    rows first; dK/dV blocks walk query tiles diagonal..end. No atomics on data, fixed summation orders, so runs
+//    are bit-identical. Partial tiles (T not a multiple of 64) are zero-filled and masked.
 //  * bf16/fp16 (attn_tc_*): scores, probabilities and the output accumulator stay in registers as mma.sync
 //    m16n8k16 fragments (PTX's documented layout). Operand tiles are row-major in shared memory, filled by
 //    cp.async into two buffers (the next tile loads while the current one is used, one barrier per tile); B
@@ -28,14 +27,23 @@
 //    plain-code definitions (shuffles) and cp.async lands only at its wait.
 //  * fp32 (attn_fwd_kernel, attn_bwd_*): the same tiles and masks with plain FMAs through shared memory,
 //    matching the CPU reference to ~1e-6 relative.
-//  * Backward, 16-bit: the dQ kernel (first) computes D = rowsum(dout * out) for its rows and writes it to the
-//    float scratch; the dK/dV kernel reads it. Both recompute S and dP from lse (7 products per tile pair: S, dP,
-//    dQ and S^T, dP^T, dV, dK; FlashAttention-2 does 5 by summing dQ across key blocks with atomics). fp32: a
-//    row-dot kernel, then dK/dV, then dQ.
-//  * Registers (ptxas, nvcc 13.0, sm_90; bf16 and fp16 alike), hs 64 / 128: forward 128 / 223, no spills (v1:
-//    160 / 254 at half the threads per block); dQ 205 / 255 (16 bytes spilled at 128; v1: 240 / 255, 432 bytes);
-//    dK/dV 250 / 255 (604 bytes spilled at 128; v1: 255 / 255, 1032 bytes). Shared memory per block: forward
-//    and dQ 36,864 / 69,632 bytes, dK/dV 37,888 / 70,656.
+//  * Backward, 16-bit (issue #22's second round): 5 products per tile pair, FlashAttention-2's count. The row-dot
+//    kernel writes D = rowsum(dout * out) and zeroes the turn counters; then one kernel, a block per 64 key rows,
+//    computes S^T, dP^T, dV += P^T dout, dK += dS^T Q, stores dS^T in shared memory and computes the tile's dQ
+//    contribution dS K. dQ is summed over key blocks in an fp32 accumulator in a fixed order (the diagonal block
+//    first, block 0 last, which scales and writes dQ), each block waiting for its turn on a per-(b, h, query tile)
+//    counter (cuda/block_order.cuh: acquire load, release fence + increment) - FlashAttention-3's deterministic
+//    backward, with no atomics on data. Blocks are numbered kb = nqb - 1 - x, so a block waits only on blocks of
+//    lower x in its row of the grid, which a GPU dispatches first; the wait is placed after the block's own dV/dK
+//    work on the tile, and in steady state the block before it finished that tile one step earlier. The 7-product
+//    kernels (a dQ kernel that recomputes S and dP) are in attention_v2.cuh. fp32: a row-dot kernel, then dK/dV,
+//    then dQ, unchanged.
+//  * Registers (ptxas, nvcc 13.0, sm_90a; bf16 and fp16 alike), hs 64 / 128: forward 128 / 223, no spills (v1:
+//    160 / 254 at half the threads per block); backward (5 products) 255 / 255, 12 / 448 bytes spilled (stores;
+//    24 / 556 loaded), hs 16 / 32: 126 / 166, none; v2's dQ 205 / 255 (16 bytes spilled at 128) and dK/dV 250 /
+//    255 (604 bytes at 128); v1's dQ 240 / 255 (432 bytes), dK/dV 255 / 255 (1032 bytes). Shared memory per block:
+//    forward 36,864 / 69,632 bytes, backward 56,320 / 97,280 (Q, dout x 2, K, dS^T 64 x 72, lse and D x 2).
+//    Not timed on a GPU (none was available for this change): `./dev/cuda/attention bench` prints new, v2 and v1.
 //  * Measured on an H100 (B=8, T=1024, NH=12, hs=64, bf16) before issue #22 (the kernels now in
 //    attention_v1.cuh): forward 0.138 ms (93 TFLOP/s), backward 0.426 ms (76 TFLOP/s); Nsight Compute showed the
 //    forward latency-bound at 3 warps per scheduler (registers). The current kernels are not yet timed on a GPU:
