@@ -1,7 +1,6 @@
 // cuda/attention_mma.cuh: flash attention in bf16 and fp16 on mma.sync tensor-core instructions: the
-// instruction helpers (mma, ldmatrix, conversions), the shared tiles that cp.async fills, the forward kernel and
-// the backward kernel (dK, dV and dQ; its blocks take turns on dQ through cuda/block_order.cuh). Launched by
-// cuda/attention.cuh when the run's precision is 16-bit.
+// instruction helpers, the shared tiles that cp.async fills, the forward kernel and the backward kernel (dK, dV
+// and dQ, its blocks taking turns on dQ: cuda/block_order.cuh). Launched by cuda/attention.cuh in 16-bit runs.
 #ifndef CUDA_ATTENTION_MMA_CUH
 #define CUDA_ATTENTION_MMA_CUH
 
