@@ -19,7 +19,7 @@ CPU_CC = $(if $(MPICC),$(MPICC) -DUSE_MPI,$(CC))
 
 HEADERS = backend.h utils.h gpt2.h config.h checkpoint.h dataloader.h tokenizer.h tokenizer_tables.h tokenizer_files.h trainer.h run.h plan.h report.h sample.h fault.h comm.h watchdog.h zero.h zero_store.h swap.h pipeline.h model.h timing.h autotune.h eval_mc.h
 # The CUDA build's kernels and device backend, one header per layer family (train_gpt.cu includes them).
-CUDA_HEADERS = cuda/common.cuh cuda/encoder.cuh cuda/layernorm.cuh cuda/matmul.cuh cuda/async_copy.cuh cuda/attention_common.cuh \
+CUDA_HEADERS = cuda/common.cuh cuda/encoder.cuh cuda/layernorm.cuh cuda/matmul.cuh cuda/async_copy.cuh cuda/block_order.cuh cuda/attention_common.cuh \
   cuda/attention_fp32.cuh cuda/attention_mma.cuh cuda/attention.cuh cuda/decode.cuh cuda/gelu.cuh cuda/classifier.cuh \
   cuda/adamw.cuh cuda/backend.cuh
 
@@ -99,7 +99,7 @@ dev/cuda/kernels: dev/cuda/kernels.cu train_gpt.c $(CUDA_HEADERS) $(HEADERS) .bu
 	$(NVCC_OR_FAIL) $(NVCC_FLAGS) $(MPI_CFLAGS) -I. $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp $(URING_LIBS)
 
 # The attention kernels alone against a float64 reference, and their benchmark.
-dev/cuda/attention: dev/cuda/attention.cu dev/cuda/attention_ref.h dev/cuda/attention_v1.cuh $(CUDA_HEADERS) $(HEADERS) .build-cuda
+dev/cuda/attention: dev/cuda/attention.cu dev/cuda/attention_ref.h dev/cuda/attention_v1.cuh dev/cuda/attention_v2.cuh $(CUDA_HEADERS) $(HEADERS) .build-cuda
 	$(NVCC_OR_FAIL) $(NVCC_FLAGS) $(MPI_CFLAGS) -I. $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp $(URING_LIBS)
 
 # On a machine with an NVIDIA GPU: the kernels and the CUDA build against the PyTorch reference and the CPU build.
@@ -136,21 +136,21 @@ test/test_gpt2_emu: test/test_gpt2.c test/check.h train_gpt.cu $(CUDA_HEADERS) $
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
 dev/cuda/kernels_emu: dev/cuda/kernels.cu train_gpt.c $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
-dev/cuda/attention_emu: dev/cuda/attention.cu dev/cuda/attention_ref.h dev/cuda/attention_v1.cuh $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
+dev/cuda/attention_emu: dev/cuda/attention.cu dev/cuda/attention_ref.h dev/cuda/attention_v1.cuh dev/cuda/attention_v2.cuh $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
 # instrumented for the race detector only (no ThreadSanitizer runtime: the hooks are the emulator's)
 train_gpt_emu_race: train_gpt.cu $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_RACE) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
 dev/cuda/kernels_emu_race: dev/cuda/kernels.cu train_gpt.c $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_RACE) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
-dev/cuda/attention_emu_race: dev/cuda/attention.cu dev/cuda/attention_ref.h dev/cuda/attention_v1.cuh $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
+dev/cuda/attention_emu_race: dev/cuda/attention.cu dev/cuda/attention_ref.h dev/cuda/attention_v1.cuh dev/cuda/attention_v2.cuh $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_RACE) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
 dev/cuda/kernels_emu_asan: dev/cuda/kernels.cu train_gpt.c $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS:build/emu/%=build/emu/asan/%)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_ASAN) $(EMU_DEV) $< -x none $(EMU_OBJS:build/emu/%=build/emu/asan/%) -o $@ $(EMU_LINK) -fsanitize=address
 # the emulator's own checks, plain and with the race detector
-dev/cuda/emu/selftest: dev/cuda/emu/selftest.cu cuda/async_copy.cuh cuda/attention_mma.cuh $(EMU_OBJS)
+dev/cuda/emu/selftest: dev/cuda/emu/selftest.cu cuda/async_copy.cuh cuda/attention_mma.cuh cuda/block_order.cuh $(EMU_OBJS)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
-dev/cuda/emu/selftest_race: dev/cuda/emu/selftest.cu cuda/async_copy.cuh cuda/attention_mma.cuh $(EMU_OBJS)
+dev/cuda/emu/selftest_race: dev/cuda/emu/selftest.cu cuda/async_copy.cuh cuda/attention_mma.cuh cuda/block_order.cuh $(EMU_OBJS)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_RACE) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
 
 # The CUDA build's test matrix on the emulator: ends with its own "N passed, N failed".

@@ -25,6 +25,9 @@
 //   floatX, X_BYTES           the element of activations and working weights; a build whose element is
 //                             chosen at run time declares floatX as an incomplete type and X_BYTES as a
 //                             variable, so shared code moves floatX by bytes and only kernels read it
+#ifndef ATT_BWD_WORKSPACE_BYTES
+#define ATT_BWD_WORKSPACE_BYTES(B, NH, T, C) ((size_t)0)
+#endif
 #if !defined(BUILD_NAME) || !defined(PRECISION_DEFAULT) || !defined(PRECISIONS_BUILT) || !defined(ATT_SAVED_FLOATS)
 #error "backend.h: define BUILD_NAME, PRECISION_DEFAULT, PRECISIONS_BUILT and ATT_SAVED_FLOATS before the shared headers"
 #endif
@@ -68,6 +71,9 @@ static void attention_forward(floatX *out, float *att, const floatX *qkv, int B,
 static void attention_backward(floatX *dqkv, const floatX *dout, const floatX *qkv, const floatX *out, const float *att,
                                int B, int T, int C, int NH);
 static void attention_decode(floatX *out, const floatX *qkv, int t, int C, int NH);  // one new token vs the cache
+// The backward's workspace (ATT_BWD_WORKSPACE_BYTES(B, NH, T, C) bytes, the memory plan's; a build without one
+// defines it as 0): model_create allocates it and hands it over here.
+static void attention_workspace(void *p, size_t bytes);
 static void gelu_forward(floatX *out, const floatX *inp, long N);
 static void gelu_backward(floatX *dinp, const floatX *inp, const floatX *dout, long N);
 static void residual_forward(floatX *out, const floatX *a, const floatX *b, long N);

@@ -149,7 +149,8 @@ static MemoryPlan model_memory_plan(const GPT2Config *c, int B, int T, int recom
     mp.grads = n * sizeof(float);
     mp.optimizer = 2 * n * sizeof(float);
     mp.activations = acts;
-    mp.workspace = GRADACT_ELEMS(BT, C) * X_BYTES + 2 * slots * BT * sizeof(int);
+    mp.workspace = GRADACT_ELEMS(BT, C) * X_BYTES + 2 * slots * BT * sizeof(int) +
+                   ATT_BWD_WORKSPACE_BYTES(B, c->num_heads, T, (int)C);
     mp.working = model_working_bytes(c, layers, outer, stream_layers);
     return mp;
 }
@@ -206,6 +207,8 @@ static Model *model_create(const GPT2Config *config, int B, int T, int recompute
     size_t BT = (size_t)B * T, C = config->channels;
     m->gradact_elems = GRADACT_ELEMS(BT, C);
     m->gradact_memory = (floatX *)backend_alloc_scratch(m->gradact_elems * X_BYTES);
+    const size_t att_ws = ATT_BWD_WORKSPACE_BYTES(B, config->num_heads, T, config->channels);
+    if (att_ws) attention_workspace(backend_alloc_scratch(att_ws), att_ws);
     floatX *q = m->gradact_memory;
     m->ga.dresidual = q; q = x_at(q, BT * C);
     m->ga.dln = q; q = x_at(q, BT * C);

@@ -93,8 +93,19 @@ static void flash_attention_forward(floatT *out, float *lse, const floatT *qkv, 
     });
 }
 
+// The backward's scratch, in floats: the row dots D (B*NH*T); in 16-bit also the turn counters (one int per 64-row
+// query tile of each (b, h), rounded up to 16 bytes) and the fp32 dQ accumulator (B*NH 64-row query tiles of the
+// padded head size's columns).
+static inline size_t attn_bwd_scratch_floats(size_t elem_bytes, int B, int T, int C, int NH) {
+    const size_t rows = (size_t)B * NH * T;
+    if (elem_bytes == 4) return rows;
+    const size_t tiles = (size_t)B * NH * ((T + ATT_BQ - 1) / ATT_BQ), hsp = (size_t)(C / NH + 15) / 16 * 16;
+    const size_t HS = hsp <= 16 ? 16 : hsp <= 32 ? 32 : hsp <= 64 ? 64 : 128;  // attn_dispatch_hs's
+    return (rows + 3) / 4 * 4 + (tiles + 3) / 4 * 4 + tiles * ATT_BQ * HS;
+}
+
 // dqkv (B, T, 3C), every element overwritten, from dout (B, T, C), qkv, out and lse of the forward.
-// scratch: B*NH*T floats.
+// scratch: attn_bwd_scratch_floats(sizeof(floatT), B, T, C, NH) floats, 16-byte aligned.
 template <typename floatT>
 static void flash_attention_backward(floatT *dqkv, float *scratch, const floatT *dout, const floatT *qkv, const floatT *out,
                                const float *lse, int B, int T, int C, int NH, cudaStream_t stream) {
@@ -105,25 +116,22 @@ static void flash_attention_backward(floatT *dqkv, float *scratch, const floatT 
     }
     const float scale = 1.0f / sqrtf((float)(C / NH));
     const dim3 grid((T + ATT_BQ - 1) / ATT_BQ, B * NH);
-    if (sizeof(floatT) == 4) {
-        const long rows = (long)B * NH * T;
-        LAUNCH((unsigned)((rows + 7) / 8), 256, 0, stream, attn_bwd_rowdot_kernel<floatT>)(scratch, dout, out, B, T, C, NH);
-        cudaCheck(cudaGetLastError());
-    }
+    // D first (and, 16-bit, the turn counters zeroed)
+    const long rows = (long)B * NH * T, tiles = (long)B * NH * ((T + ATT_BQ - 1) / ATT_BQ);
+    int *turns = reinterpret_cast<int *>(scratch + (rows + 3) / 4 * 4);
+    float *dq_acc = scratch + (rows + 3) / 4 * 4 + (tiles + 3) / 4 * 4;
+    LAUNCH((unsigned)((rows + 7) / 8), 256, 0, stream, attn_bwd_rowdot_kernel<floatT>)(
+        scratch, dout, out, B, T, C, NH, sizeof(floatT) == 2 ? turns : nullptr, sizeof(floatT) == 2 ? (int)tiles : 0);
+    cudaCheck(cudaGetLastError());
     attn_dispatch_hs(hsp, [&](auto hs_tag) {
         constexpr int HS = decltype(hs_tag)::value;
         const char *ty = attn_type_name<floatT>();
         if constexpr (sizeof(floatT) == 2) {
-            // dQ first: it writes each row's D = rowsum(dout * out) into scratch for dK/dV
+            // dK, dV and dQ in one kernel; dQ summed over key blocks in dq_acc, in a fixed order
             using L = AttnTc<floatT, HS>;
-            const dim3 grid_tc((T + ATT_TC_BQ - 1) / ATT_TC_BQ, B * NH);
-            attn_allow_smem(attn_tc_bwd_dq_kernel<floatT, HS>, L::DQ_BYTES, "attention_backward", ty, B, T, C, NH);
-            LAUNCH(grid_tc, ATT_TC_THREADS, L::DQ_BYTES, stream, attn_tc_bwd_dq_kernel<floatT, HS>)(dqkv, scratch, dout, qkv, out,
-                                                                                                 lse, T, C, NH, scale);
-            cudaCheck(cudaGetLastError());
-            attn_allow_smem(attn_tc_bwd_dkdv_kernel<floatT, HS>, L::DKDV_BYTES, "attention_backward", ty, B, T, C, NH);
-            LAUNCH(grid, ATT_THREADS, L::DKDV_BYTES, stream, attn_tc_bwd_dkdv_kernel<floatT, HS>)(dqkv, dout, qkv, lse, scratch, T,
-                                                                                             C, NH, scale);
+            attn_allow_smem(attn_tc_bwd_kernel<floatT, HS>, L::BWD_BYTES, "attention_backward", ty, B, T, C, NH);
+            LAUNCH(grid, ATT_THREADS, L::BWD_BYTES, stream, attn_tc_bwd_kernel<floatT, HS>)(dqkv, dq_acc, turns, dout, qkv, lse,
+                                                                                           scratch, T, C, NH, scale);
         } else {
             const size_t smem = AttnSmem<floatT, HS>::BWD_BYTES;
             attn_allow_smem(attn_bwd_dkdv_kernel<floatT, HS>, smem, "attention_backward", ty, B, T, C, NH);
@@ -142,14 +150,27 @@ static void attention_forward(floatX *out, float *att, const floatX *qkv, int B,
     WITH_X(flash_attention_forward((xt *)out, att, (const xt *)qkv, B, T, C, NH, main_stream));
 }
 
+// The backward's workspace: model_create's (the memory plan's ATT_BWD_WORKSPACE_BYTES), or scratch_get's where a
+// caller has none or a smaller one.
+static float *attn_ws = NULL;
+static size_t attn_ws_floats = 0;
+static void attention_workspace(void *p, size_t bytes) {
+    attn_ws = (float *)p;
+    attn_ws_floats = bytes / sizeof(float);
+}
 static void attention_backward(floatX *dqkv, const floatX *dout, const floatX *qkv, const floatX *out, const float *att,
                                int B, int T, int C, int NH) {
-    float *rows = scratch_get((size_t)B * NH * T);
-    WITH_X(flash_attention_backward((xt *)dqkv, rows, (const xt *)dout, (const xt *)qkv, (const xt *)out, att, B, T, C, NH,
-                                    main_stream));
+    WITH_X({
+        const size_t n = attn_bwd_scratch_floats(sizeof(xt), B, T, C, NH);
+        float *ws = n <= attn_ws_floats ? attn_ws : scratch_get(n);
+        flash_attention_backward((xt *)dqkv, ws, (const xt *)dout, (const xt *)qkv, (const xt *)out, att, B, T, C, NH,
+                                 main_stream);
+    });
 }
 
 // Attention keeps only each row's logsumexp (B, NH, T) for backward, which recomputes the softmax.
 #define ATT_SAVED_FLOATS(B, NH, T) ((size_t)(B) * (NH) * (T))
+// The backward's workspace (the memory plan's): D, and in 16-bit the dQ accumulator and the turn counters.
+#define ATT_BWD_WORKSPACE_BYTES(B, NH, T, C) (attn_bwd_scratch_floats(X_BYTES, (B), (T), (C), (NH)) * sizeof(float))
 
 #endif  // CUDA_ATTENTION_CUH

@@ -14,7 +14,9 @@ constexpr int ATT_MAX_HS = 128;
 static_assert(ATT_BQ == 16 * ATT_WARPS && ATT_BK == ATT_BQ, "the diagonal-tile logic assumes square 64 tiles");
 
 // A flash kernel's block and its place in the tensors, the set-up all six kernels share. blockIdx.y is (b, h);
-// blockIdx.x a tile of `rows` rows (64, or the 16-bit forward and dQ's 128), numbered so that the longest loops start first: query tiles (forward, dQ: they walk
+// blockIdx.x a tile of `rows` rows (64, or the 16-bit forward's 128), numbered so that the longest loops start first
+// (query_tiles: from the last tile; the 16-bit backward's key tiles too, so that a block waits only on blocks of
+// lower x): query tiles (forward, dQ: they walk
 // the key tiles up to the diagonal) from the last, key tiles (dK/dV: they walk the query tiles from the diagonal
 // to the end) from the first. q, k, v and dout point at row 0 of the head's columns (q, k, v rows C3 apart,
 // dout rows C apart); qkv_at and row_at are that row's offsets in a (B, T, 3C) and a (B, T, C) tensor, for
@@ -50,13 +52,16 @@ template <> inline __host__ __device__ float attn_from_float<float>(float x) { r
 template <> inline __host__ __device__ __nv_bfloat16 attn_from_float<__nv_bfloat16>(float x) { return __float2bfloat16(x); }
 template <> inline __host__ __device__ __half attn_from_float<__half>(float x) { return __float2half(x); }
 
-// The fp32 backward's step 1 (the 16-bit backward computes D in its dQ kernel): D[b, h, t] = sum_c dout[b, t, h*hs + c] * out[b, t, h*hs + c]. One warp per (b, h, t),
-// fixed lane order and butterfly, so deterministic.
+// The backward's step 1: D[b, h, t] = sum_c dout[b, t, h*hs + c] * out[b, t, h*hs + c]. One warp per (b, h, t),
+// fixed lane order and butterfly, so deterministic. It also zeroes the 16-bit backward's nzero turn counters
+// (cuda/attention_mma.cuh), fewer than the rows.
 template <typename floatT>
 __global__ void attn_bwd_rowdot_kernel(float *__restrict__ rowdot, const floatT *__restrict__ dout,
-                                       const floatT *__restrict__ out, int B, int T, int C, int NH) {
+                                       const floatT *__restrict__ out, int B, int T, int C, int NH,
+                                       int *__restrict__ zero, int nzero) {
     const long row = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;  // = (b * NH + h) * T + t
     const int lane = threadIdx.x % 32;
+    if (lane == 0 && row < nzero) zero[row] = 0;
     if (row >= (long)B * NH * T) return;
     const int t = row % T, h = (row / T) % NH, b = row / ((long)T * NH), hs = C / NH;
     const long off = ((long)b * T + t) * C + h * hs;

@@ -1,11 +1,12 @@
 // cuda/attention_mma.cuh: flash attention in bf16 and fp16 on mma.sync tensor-core instructions: the
-// instruction helpers (mma, ldmatrix, conversions), the shared tiles that cp.async fills, and the forward, dQ
-// and dK/dV kernels. Launched by cuda/attention.cuh when the run's precision is 16-bit.
+// instruction helpers, the shared tiles that cp.async fills, the forward kernel and the backward kernel (dK, dV
+// and dQ, its blocks taking turns on dQ: cuda/block_order.cuh). Launched by cuda/attention.cuh in 16-bit runs.
 #ifndef CUDA_ATTENTION_MMA_CUH
 #define CUDA_ATTENTION_MMA_CUH
 
 #include "async_copy.cuh"
 #include "attention_common.cuh"
+#include "block_order.cuh"
 
 // ---- 16-bit attention on mma.sync: FlashAttention-2's register layout ----
 // The 16-bit path keeps every score tile in registers: a warp computes its 16 rows x 64 keys of S with
@@ -142,7 +143,7 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const void *row
 }
 
 // ---- tiles and their products ----
-// Forward and dQ: a block owns ATT_TC_BQ = 128 query rows, 8 warps of 16, and walks key tiles of 64; dK/dV: a
+// Forward: a block owns ATT_TC_BQ = 128 query rows, 8 warps of 16, and walks key tiles of 64; backward: a
 // block owns 64 key rows, 4 warps of 16 (ATT_THREADS), and walks query tiles of 64. Shared memory is four
 // row-major [64][LDR] tiles: two buffers of two, the next pair loading (cp.async) while the current one is used.
 constexpr int ATT_TC_BQ = 128, ATT_TC_WARPS = 8, ATT_TC_THREADS = 32 * ATT_TC_WARPS, ATT_TC_BK = 64;
@@ -153,8 +154,8 @@ template <typename floatT, int HS>
 struct AttnTc {
     static constexpr int LDR = HS + 8, TILE = 64 * LDR;
     static constexpr size_t FWD_BYTES = sizeof(floatT) * 4 * TILE;   // K, V x 2 buffers (Q first in buffer 1)
-    static constexpr size_t DQ_BYTES = sizeof(floatT) * 4 * TILE;    // K, V x 2 buffers (Q, dout first)
-    static constexpr size_t DKDV_BYTES = sizeof(floatT) * 4 * TILE + 4 * sizeof(float) * 64;  // Q, dout x 2; lse, D x 2
+    // backward: Q, dout x 2 buffers, K, dS^T [64][64 + 8]; lse, D x 2
+    static constexpr size_t BWD_BYTES = sizeof(floatT) * (5 * TILE + 64 * (64 + 8)) + 4 * sizeof(float) * 64;
     static_assert(HS % 16 == 0 && (LDR * sizeof(floatT)) % 16 == 0, "16-byte rows");
 };
 
@@ -390,112 +391,59 @@ attn_tc_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floa
     attn_tc_write<floatT, HS>(out + blk.row_at, C, o, row, inv, T, hs);
 }
 
-// The row dot D = rowsum(dout * out) of a warp's 16 rows [r_lo, r_lo + 16), each row's lanes summed in a fixed
-// order (the fp32 path's attn_bwd_rowdot_kernel, bit for bit); written to rowdot for the dK/dV kernel, and
-// returned for this lane's rows r_lo + g and r_lo + g + 8.
-template <typename floatT>
-__device__ __forceinline__ void attn_tc_rowdot(float D[2], float *__restrict__ rowdot, const floatT *__restrict__ dout,
-                                               const floatT *__restrict__ out, int r_lo, int T, int C, int hs) {
-    const int lane = threadIdx.x & 31, g = lane >> 2;
-    for (int i = 0; i < 16; i++) {
-        const int r = r_lo + i;
-        float s = 0.0f;
-        if (r < T)
-            for (int c = lane; c < hs; c += 32) s += attn_to_float(dout[(long)r * C + c]) * attn_to_float(out[(long)r * C + c]);
-        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-        if (lane == 0 && r < T) rowdot[r] = s;
-        if (i == g) D[0] = s;
-        if (i == g + 8) D[1] = s;
-    }
-}
-
-// Backward, dQ, run first. Block (x, b*NH + h) owns query rows [128 qb, 128 qb + 128), qb = nqb - 1 - x; warp w
-// owns 16, its Q and dout rows held as A operands. It first computes its rows' D (attn_tc_rowdot), then per key
-// tile kb up to the diagonal: S = Q K^T, dP = dout V^T, P from lse, dS = P (dP - D), dQ += dS K (times scale at
-// the end), K through ldmatrix.trans; the next K and V tiles load while this one is computed on.
+// A warp's dQ rows from the block's dS^T tile: out[HS / 8] += A . K, A (16 query rows x 64 keys) the transpose
+// of columns [col0, col0 + 16) of St (row-major [64 keys][ATT_TC_LDS], through ldmatrix.trans: lane 4g + t gets
+// A[g][2t, 2t + 1] = St[2t, 2t + 1][col0 + g]), key chunks [0, kc1) of 16, and K a row-major [64][HS] tile.
+constexpr int ATT_TC_LDS = 64 + 8;  // the dS^T tile's row: 16 bytes past a multiple of 128, as LDR
 template <typename floatT, int HS>
-__global__ void __launch_bounds__(ATT_TC_THREADS)
-attn_tc_bwd_dq_kernel(floatT *__restrict__ dqkv, float *__restrict__ rowdot, const floatT *__restrict__ dout,
-                      const floatT *__restrict__ qkv, const floatT *__restrict__ out, const float *__restrict__ lse, int T,
-                      int C, int NH, float scale) {
+__device__ __forceinline__ void attn_tc_dsk(float out[][4], const floatT *St, int col0, const floatT *Ks, int kc1) {
     using L = AttnTc<floatT, HS>;
-    DYNAMIC_SHARED(unsigned char, attn_smem);
-    floatT *sm = reinterpret_cast<floatT *>(attn_smem);  // buffer b: K at tile 2b, V at 2b + 1; Q, dout first
-    const AttnBlock<floatT> blk(qkv, dout, T, C, NH, true, ATT_TC_BQ);
-    const int qb = blk.tile, bh = blk.bh, hs = blk.hs, warp = blk.warp, lane = blk.lane, t = lane & 3;
-    const long C3 = blk.C3;
-    const int q0 = qb * ATT_TC_BQ, r_lo = q0 + warp * 16, row[2] = {r_lo + (lane >> 2), r_lo + (lane >> 2) + 8};
-    const int nkb = attn_tc_key_tiles(q0, T);
-    const float sl2 = scale * 1.4426950408889634f;
-
-    attn_tc_tile<floatT, HS, ATT_TC_BQ, ATT_TC_THREADS>(sm, blk.q, C3, q0, T, hs);
-    attn_tc_tile<floatT, HS, ATT_TC_BQ, ATT_TC_THREADS>(sm + 2 * L::TILE, blk.dout, C, q0, T, hs);
-    cp_async_commit();
-    float Dr[2], lse2[2];
-    attn_tc_rowdot<floatT>(Dr, rowdot + (long)bh * T, blk.dout, out + blk.row_at, r_lo, T, C, hs);
+    const int lane = threadIdx.x & 31, j = lane >> 3, r = lane & 7;
 #pragma unroll
-    for (int r = 0; r < 2; r++) lse2[r] = row[r] < T ? lse[(long)bh * T + row[r]] * 1.4426950408889634f : 0.0f;
-    cp_async_wait<0>();
-    __syncthreads();
-    uint32_t qa[HS / 16][4], da[HS / 16][4];
-    attn_tc_rows<floatT, HS>(qa, sm, warp * 16);
-    attn_tc_rows<floatT, HS>(da, sm + 2 * L::TILE, warp * 16);
-    __syncthreads();  // every warp has its Q and dout rows before K and V overwrite them
-    attn_tc_tile<floatT, HS, 64, ATT_TC_THREADS>(sm, blk.k, C3, 0, T, hs);
-    attn_tc_tile<floatT, HS, 64, ATT_TC_THREADS>(sm + L::TILE, blk.v, C3, 0, T, hs);
-    cp_async_commit();
-    float dq[HS / 8][4];
+    for (int kc = 0; kc < 4; kc++) {
+        if (kc >= kc1) break;
+        uint32_t a[4];
+        ldmatrix_x4_trans(a, St + (kc * 16 + (j >> 1) * 8 + r) * ATT_TC_LDS + col0 + (j & 1) * 8);
 #pragma unroll
-    for (int n = 0; n < HS / 8; n++) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
-
-    for (int kb = 0; kb < nkb; kb++) {
-        const int k0 = kb * ATT_TC_BK;
-        cp_async_wait<0>();
-        __syncthreads();  // tile kb is in for every thread, and every warp is done with tile kb - 1
-        if (kb + 1 < nkb) {
-            floatT *nx = sm + ((kb + 1) & 1) * 2 * L::TILE;
-            attn_tc_tile<floatT, HS, 64, ATT_TC_THREADS>(nx, blk.k, C3, k0 + ATT_TC_BK, T, hs);
-            attn_tc_tile<floatT, HS, 64, ATT_TC_THREADS>(nx + L::TILE, blk.v, C3, k0 + ATT_TC_BK, T, hs);
+        for (int n = 0; n < HS / 8; n += 2) {
+            uint32_t b[4];
+            attn_tc_b2t<L::LDR>(b, Ks, n, kc);
+            mma_16x8x16<floatT>(out[n], a, b);
+            mma_16x8x16<floatT>(out[n + 1], a, b + 2);
         }
-        cp_async_commit();
-        const floatT *Ks = sm + (kb & 1) * 2 * L::TILE, *Vs = Ks + L::TILE;
-        const AttnDiag dg(r_lo, k0);
-        if (dg.n_end <= 0) continue;
-        float s[8][4], dp[8][4];
-        attn_tc_scores<floatT, HS>(s, qa, Ks, dg.n_end);
-        attn_tc_scores<floatT, HS>(dp, da, Vs, dg.n_end);
-#pragma unroll
-        for (int n = 0; n < 8; n++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                float p = attn_exp2(fmaf(s[n][e], sl2, -lse2[e >> 1]));
-                if (dg.masked && (n >= dg.n_end || k0 + n * 8 + 2 * t + (e & 1) > row[e >> 1])) p = 0.0f;  // causal
-                s[n][e] = p * (dp[n][e] - Dr[e >> 1]);
-            }
-        attn_tc_pv<floatT, HS>(dq, s, Ks, 0, dg.n_end / 2);
     }
-    const float sc[2] = {scale, scale};
-    attn_tc_write<floatT, HS>(dqkv + blk.qkv_at, C3, dq, row, sc, T, hs);
 }
 
-// Backward, dK and dV, after dQ (which wrote D). Block (kb, b*NH + h) owns key rows [64 kb, 64 kb + 64) (kb =
-// x: the longest first); warp w owns 16 of them, its K and V rows held as A operands. Per query tile qb >= kb,
-// transposed: S^T = K Q^T, dP^T = V dout^T, P^T = 2^(S^T scale log2 e - lse log2 e), dS^T = P^T (dP^T - D);
-// then dV += P^T dout and dK += dS^T Q (times scale at the end), dout and Q through ldmatrix.trans. The next
-// Q and dout tiles (and their lse and D) load while this one is computed on.
+// Backward, one kernel for dK, dV and dQ: 5 products per tile pair (FlashAttention-2's), after
+// attn_bwd_rowdot_kernel has written D = rowsum(dout * out) and zeroed the turn counters. Block (x, b*NH + h) owns
+// key rows [64 kb, 64 kb + 64), kb = nqb - 1 - x; warp w owns 16 of them, its K and V rows held as A operands. Per
+// query tile qb >= kb, transposed: S^T = K Q^T, dP^T = V dout^T, P^T = 2^(S^T scale log2 e - lse log2 e), dS^T =
+// P^T (dP^T - D); dV += P^T dout and dK += dS^T Q (times scale at the end), dout and Q through ldmatrix.trans. dS^T
+// goes to shared memory, and each warp then computes 16 query rows of the tile's dQ contribution dS K.
+// dQ of tile qb is the sum over key blocks kb = qb, qb - 1, .., 0 in that order (cuda/block_order.cuh): the
+// diagonal block writes its contribution to the fp32 accumulator dq_acc, the blocks after it wait on the tile's
+// counter until it says qb - kb blocks have added, then add theirs and count on, and block 0 adds the last one and
+// writes dQ (times scale) in floatT: the same bits in every run, no atomics on data. A block waits only on blocks of
+// its own row of the grid with a lower x (kb + 1 .. qb), which a GPU dispatches first. The next Q and dout tiles
+// (and their lse and D) load while this one is computed on.
 template <typename floatT, int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
-attn_tc_bwd_dkdv_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout, const floatT *__restrict__ qkv,
-                        const float *__restrict__ lse, const float *__restrict__ rowdot, int T, int C, int NH, float scale) {
+attn_tc_bwd_kernel(floatT *__restrict__ dqkv, float *__restrict__ dq_acc, int *__restrict__ turns,
+                   const floatT *__restrict__ dout, const floatT *__restrict__ qkv, const float *__restrict__ lse,
+                   const float *__restrict__ rowdot, int T, int C, int NH, float scale) {
     using L = AttnTc<floatT, HS>;
     DYNAMIC_SHARED(unsigned char, attn_smem);
-    floatT *sm = reinterpret_cast<floatT *>(attn_smem);  // buffer b: Q at tile 2b, dout at 2b + 1; K, V first in 1
-    float *lse_s = reinterpret_cast<float *>(sm + 4 * L::TILE), *D_s = lse_s + 2 * 64;  // [2][64] each
-    const AttnBlock<floatT> blk(qkv, dout, T, C, NH, false);
-    const int nqb = blk.nqb, kb = blk.tile, bh = blk.bh, hs = blk.hs, warp = blk.warp, lane = blk.lane, t = lane & 3;
+    // buffer b: Q at tile 2b, dout at 2b + 1 (V first at 3); K at tile 4, kept; then dS^T [64][LDS], lse and D [2][64]
+    floatT *sm = reinterpret_cast<floatT *>(attn_smem), *Ks = sm + 4 * L::TILE, *St = sm + 5 * L::TILE;
+    float *lse_s = reinterpret_cast<float *>(St + 64 * ATT_TC_LDS), *D_s = lse_s + 2 * 64;
+    const AttnBlock<floatT> blk(qkv, dout, T, C, NH, true);
+    const int nqb = blk.nqb, kb = blk.tile, bh = blk.bh, hs = blk.hs, warp = blk.warp, lane = blk.lane, g = lane >> 2,
+              t = lane & 3;
     const long C3 = blk.C3;
-    const int k0 = kb * ATT_BK, key[2] = {k0 + warp * 16 + (lane >> 2), k0 + warp * 16 + (lane >> 2) + 8};
+    const int k0 = kb * ATT_BK, key[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};
     const float sl2 = scale * 1.4426950408889634f;
+    int *turn = turns + (long)bh * nqb;                          // per query tile: key blocks that have added
+    float *acc = dq_acc + (long)bh * nqb * ATT_BQ * HS;          // [nqb * 64][HS]
     // lse (log2 domain) and D of query tile qb into slot `buf`; rows past T are zero (masked anyway)
     auto load_rows = [&](int qb, int buf) {
         for (int i = threadIdx.x; i < 64; i += ATT_THREADS) {
@@ -505,7 +453,7 @@ attn_tc_bwd_dkdv_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ do
         }
     };
 
-    attn_tc_tile<floatT, HS, 64, ATT_THREADS>(sm + 2 * L::TILE, blk.k, C3, k0, T, hs);
+    attn_tc_tile<floatT, HS, 64, ATT_THREADS>(Ks, blk.k, C3, k0, T, hs);
     attn_tc_tile<floatT, HS, 64, ATT_THREADS>(sm + 3 * L::TILE, blk.v, C3, k0, T, hs);
     attn_tc_tile<floatT, HS, 64, ATT_THREADS>(sm, blk.q, C3, k0, T, hs);
     attn_tc_tile<floatT, HS, 64, ATT_THREADS>(sm + L::TILE, blk.dout, C, k0, T, hs);
@@ -514,7 +462,7 @@ attn_tc_bwd_dkdv_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ do
     cp_async_wait<0>();
     __syncthreads();
     uint32_t ka[HS / 16][4], va[HS / 16][4];
-    attn_tc_rows<floatT, HS>(ka, sm + 2 * L::TILE, warp * 16);
+    attn_tc_rows<floatT, HS>(ka, Ks, warp * 16);
     attn_tc_rows<floatT, HS>(va, sm + 3 * L::TILE, warp * 16);
     float dk[HS / 8][4], dv[HS / 8][4];
 #pragma unroll
@@ -525,7 +473,8 @@ attn_tc_bwd_dkdv_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ do
     for (int qb = kb; qb < nqb; qb++) {
         const int q0 = qb * ATT_BQ, buf = (qb - kb) & 1;
         cp_async_wait<0>();
-        __syncthreads();  // tile qb is in for every thread, and every warp is done with tile qb - 1 (and K, V)
+        __syncthreads();  // tile qb is in for every thread; every warp is done with tile qb - 1 (and V), dS^T and dQ
+        if (kb > 0 && qb > kb && threadIdx.x == 0) block_order_release(&turn[qb - 1]);  // tile qb - 1's turn passes on
         if (qb + 1 < nqb) {
             floatT *nx = sm + (buf ^ 1) * 2 * L::TILE;
             attn_tc_tile<floatT, HS, 64, ATT_THREADS>(nx, blk.q, C3, q0 + ATT_BQ, T, hs);
@@ -549,16 +498,52 @@ attn_tc_bwd_dkdv_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ do
                 s[n][e] = p;
                 dp[n][e] = p * (dp[n][e] - D_b[i]);
             }
+        // dS^T to shared memory, rounded to floatT as the products round it
+#pragma unroll
+        for (int n = 0; n < 8; n++) {
+            floatT *row = St + (warp * 16 + g) * ATT_TC_LDS + n * 8 + 2 * t;
+            *reinterpret_cast<uint32_t *>(row) = attn_pack<floatT>(dp[n][0], dp[n][1]);
+            *reinterpret_cast<uint32_t *>(row + 8 * ATT_TC_LDS) = attn_pack<floatT>(dp[n][2], dp[n][3]);
+        }
         // On the diagonal tile warp w's keys see queries >= 16 w only: 16-query chunks w..3.
         const int kc0 = qb == kb ? warp : 0;
         attn_tc_pv<floatT, HS>(dv, s, dOs, kc0, 4);
         attn_tc_pv<floatT, HS>(dk, dp, Qs, kc0, 4);
+        // this block's turn on dQ tile qb: after key blocks qb .. kb + 1
+        if (qb > kb && threadIdx.x == 0) block_order_wait(&turn[qb], qb - kb);
+        __syncthreads();  // dS^T is complete, and the turn is this block's
+        float dq[HS / 8][4];
+#pragma unroll
+        for (int n = 0; n < HS / 8; n++) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
+        // warp w's query rows 16 w .. 16 w + 15 see keys <= themselves: on the diagonal, key chunks 0..w
+        attn_tc_dsk<floatT, HS>(dq, St, warp * 16, Ks, qb == kb ? warp + 1 : 4);
+        const int qrow[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            float *a = acc + (long)qrow[r] * HS + 2 * t;
+            floatT *dst = dqkv + blk.qkv_at + (long)qrow[r] * C3 + 2 * t;
+#pragma unroll
+            for (int n = 0; n < HS / 8; n++) {
+                float2 v = make_float2(dq[n][2 * r], dq[n][2 * r + 1]);
+                if (qb > kb) {  // the blocks before this one have added theirs
+                    const float2 prev = *reinterpret_cast<const float2 *>(a + n * 8);
+                    v.x = prev.x + v.x;
+                    v.y = prev.y + v.y;
+                }
+                if (kb > 0) *reinterpret_cast<float2 *>(a + n * 8) = v;
+                else if (qrow[r] < T && n * 8 + 2 * t < hs)  // the last turn: dQ itself
+                    *reinterpret_cast<uint32_t *>(dst + n * 8) = attn_pack<floatT>(v.x * scale, v.y * scale);
+            }
+        }
     }
+    __syncthreads();  // every thread's dQ adds to the last tile are done
+    if (kb > 0 && threadIdx.x == 0) block_order_release(&turn[nqb - 1]);
     floatT *dqkv_b = dqkv + blk.qkv_at;
     const float one[2] = {1.0f, 1.0f}, sc[2] = {scale, scale};
     attn_tc_write<floatT, HS>(dqkv_b + C, C3, dk, key, sc, T, hs);
     attn_tc_write<floatT, HS>(dqkv_b + 2 * C, C3, dv, key, one, T, hs);
 }
+
 // ---- end 16-bit attention ----
 
 #endif  // CUDA_ATTENTION_MMA_CUH

@@ -47,7 +47,9 @@ kernels() {
     "host-pointer:neither device memory nor pinned" "copy-past-end:past the end of its allocation"
     "race@race:data race on a static __shared__ variable" "out-of-bounds@race:not allocated device memory"
     "cp-async-no-wait:exits with 1 cp.async copy in flight (committed, never waited for)"
-    "cp-async-uncommitted:(some never committed)" "cp-async-no-barrier@race:data race on dynamic shared memory")
+    "cp-async-uncommitted:(some never committed)" "cp-async-no-barrier@race:data race on dynamic shared memory"
+    "block-cycle:deadlock between blocks: 2 live blocks" "block-successor:TRAIN_GPT_EMU_RESIDENT=1 are live"
+    "block-no-release@race:no kernel boundary or release/acquire pair" "block-no-acquire@race:no kernel boundary or release/acquire pair")
   for c in "${cases[@]}"; do
     local mode=${c%%:*} want=${c#*:} bin=./dev/cuda/emu/selftest
     [ "${mode#*@}" != "$mode" ] && bin=./dev/cuda/emu/selftest_race && mode=${mode%@*}
@@ -55,6 +57,16 @@ kernels() {
     [ $rc -ne 0 ] && grep -qF -- "$want" <<<"$out" && ok "the emulator stops $mode: $(grep -m1 -o 'cuda-emu: .*' <<<"$out" | cut -c1-150)" \
       || bad "the emulator must stop $mode (exit $rc)" "$out"
   done
+  # blocks that wait on each other (cuda/block_order.cuh): in every block order, and ordered for the race detector
+  local bo="" brc=0
+  for order in forward reverse random:5; do
+    out=$(TRAIN_GPT_EMU_ORDER=$order ./dev/cuda/emu/selftest blocks 2>&1) || brc=1
+    bo+="$order: $(summary "$out"); "
+  done
+  out=$(./dev/cuda/emu/selftest_race blocks 2>&1) || brc=1
+  bo+="race build: $(summary "$out")"
+  [ $brc -eq 0 ] && ok "blocks that take turns through a counter, in every block order and under the race detector: $bo" \
+    || bad "blocks that take turns through a counter" "$bo"
   # every kernel against the CPU build's, fp32/bf16/fp16, five shapes; in three thread orders (a result that
   # changes with the order is a race)
   for order in forward reverse random:11; do
@@ -73,6 +85,17 @@ kernels() {
   out=$(./dev/cuda/attention_emu check small 2>&1); rc=$?
   [ $rc -eq 0 ] && ok "attention vs float64 (T <= 256, head sizes 16-128): $(counts "$out")" \
     || bad "attention vs float64: $(counts "$out"), exit $rc" "$(grep -vE '^PASS|^device' <<<"$out")"
+  # the 16-bit backward's key blocks take turns on dQ (cuda/block_order.cuh): other block orders (reverse: every
+  # block waits on blocks started after it) and one block resident at a time (forward: every wait is on an earlier
+  # block, as a GPU dispatches them) must pass and print the same bits
+  local a0 a1 arc=0 am=""
+  a0=$(grep -oE '^(PASS|FAIL) .*bits [0-9a-f]+' <<<"$out" | sed -E 's/\| rel err.*bits/bits/')
+  for env in TRAIN_GPT_EMU_ORDER=reverse TRAIN_GPT_EMU_ORDER=random:3 TRAIN_GPT_EMU_RESIDENT=1; do
+    a1=$(env $env ./dev/cuda/attention_emu check small 2>&1) || arc=1
+    [ "$(grep -oE '^(PASS|FAIL) .*bits [0-9a-f]+' <<<"$a1" | sed -E 's/\| rel err.*bits/bits/')" = "$a0" ] || { arc=1; am+="$env: other bits; "; }
+  done
+  [ $arc -eq 0 ] && [ -n "$a0" ] && ok "attention in reverse and random block order and one block resident: the same bits ($(wc -l <<<"$a0") checks)" \
+    || bad "attention in other block orders" "$am$(grep -E 'FAIL|cuda-emu' <<<"$a1" | head -3)"
   # the model against PyTorch at every recompute level and accumulation (test_gpt2.c on the emulated GPU)
   if "$TORCH_PY" test/ref_gpt2.py --out-dir "$W/ref" > "$W/ref.log" 2>&1; then
     out=$(./test/test_gpt2_emu "$W/ref" 2>&1); rc=$?

@@ -404,7 +404,8 @@ static void attn_v1_backward(floatT *dqkv, float *scratch, const floatT *dout, c
     const int hsp = attn_check_shape<floatT>("attn_v1_backward", B, T, C, NH);
     const float scale = 1.0f / sqrtf((float)(C / NH));
     const long rows = (long)B * NH * T;
-    LAUNCH((unsigned)((rows + 7) / 8), 256, 0, stream, attn_bwd_rowdot_kernel<floatT>)(scratch, dout, out, B, T, C, NH);
+    LAUNCH((unsigned)((rows + 7) / 8), 256, 0, stream, attn_bwd_rowdot_kernel<floatT>)(scratch, dout, out, B, T, C, NH,
+                                                                                     nullptr, 0);
     cudaCheck(cudaGetLastError());
     const dim3 grid((T + ATT_BQ - 1) / ATT_BQ, B * NH);
     attn_dispatch_hs(hsp, [&](auto hs_tag) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # dev/cuda/emu/barrier_mutants.sh: does the emulated test matrix notice a missing barrier? Deletes each
-# __syncthreads() and __syncwarp() of the CUDA build's kernels (cuda/*.cuh) in turn and runs, on the mutant, what
+# __syncthreads(), __syncwarp() and __threadfence() of the CUDA build's kernels (cuda/*.cuh), and each call of
+# cuda/block_order.cuh's block_order_wait and block_order_release (a block's wait for its turn, the passing on), in turn and runs, on the mutant, what
 # make test-cuda-emu runs of the kernels: the race-detector build of the kernel checks, then the plain build in forward and in reverse
 # thread order. Prints one line per barrier saying which of them caught it, and a summary; exits non-zero if any
 # deletion went unnoticed. Takes a few minutes per barrier on 2 cores (nice'd); not part of CI.
@@ -15,14 +16,15 @@ W=$(mktemp -d /tmp/barrier_mutants.XXXXXX)
 trap 'rm -rf "$W"' EXIT
 make -s build/emu/emu.o build/emu/cublaslt.o build/emu/nccl.o || exit 1
 lines=("$@")
-[ ${#lines[@]} -eq 0 ] && mapfile -t lines < <(grep -n -E '__syncthreads\(\);|__syncwarp\(\);' cuda/*.cuh | cut -d: -f1,2)
+BARRIER='__syncthreads\(\);|__syncwarp\(\);|__threadfence\(\);|block_order_(wait|release)\([^;]*\);'
+[ ${#lines[@]} -eq 0 ] && mapfile -t lines < <(grep -n -E "$BARRIER" cuda/*.cuh | cut -d: -f1,2)
 caught=0; missed=0
 for FL in "${lines[@]}"; do
   F=${FL%%:*} L=${FL#*:}
   rm -rf "$W/m" && mkdir -p "$W/m/build" "$W/m/dev"
   cp -r ./*.h ./*.c ./*.cu Makefile test cuda "$W/m/" && cp -r dev/cuda "$W/m/dev/" && cp -r build/emu "$W/m/build/"
   what=$(sed -n "${L}p" "$F" | sed -E 's/^ +//')
-  sed -i -E "${L}s/__syncthreads\(\);|__syncwarp\(\);/\/* barrier deleted *\//" "$W/m/$F"
+  sed -i -E "${L}s/$BARRIER/; \/* barrier deleted *\//" "$W/m/$F"
   if [ "${CHECKS:-kernels}" = attention ]; then bins="dev/cuda/attention_emu dev/cuda/attention_emu_race"; run="check small"
   else bins="dev/cuda/kernels_emu dev/cuda/kernels_emu_race"; run="check"; fi
   if ! (cd "$W/m" && nice make -s $bins > build.log 2>&1); then

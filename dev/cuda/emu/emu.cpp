@@ -31,7 +31,7 @@ EmuCounts emu_counts;
 // ----------------------------------------------------------------------------------------------------------------
 // The launch in progress, and the threads of the block that runs.
 
-enum { T_RUN, T_BAR, T_WARP, T_DONE };
+enum { T_RUN, T_BAR, T_WARP, T_DONE, T_SPIN };
 enum { C_SYNCWARP, C_SHFL, C_VOTE };
 static const char *coll_name[] = {"__syncwarp", "__shfl_sync", "a warp vote"};
 
@@ -48,6 +48,11 @@ struct Thread {
     int mode, arg, width, size;   // shuffles and votes
     unsigned char val[16], res[16];
     int pred;                 // __syncthreads_count/and/or, votes
+    // waits on other blocks: the last atomic's address and the value it read (a new value is progress), and for the
+    // race detector the thread's view of other blocks (block index -> the newest epoch ordered before it)
+    const void *atomic_at;
+    unsigned long long atomic_seen;
+    std::map<uint32_t, uint32_t> *fence_snap, *observed, *acquired;
 };
 
 struct Launch {
@@ -58,12 +63,15 @@ struct Launch {
     void *args;
     uint3 bid;
     int nthreads, nwarps;
+    uint32_t index;  // the running block's linear index in the grid
 };
 static Launch *g_launch = NULL;
 static std::vector<Thread *> g_threads;  // fiber i runs thread i of the block
 static Thread *g_cur = NULL;             // the thread whose fiber runs, NULL on the scheduler's stack
 static void *g_sched_sp = NULL;
 static unsigned char *g_dyn_smem = NULL;  // the block's dynamic shared memory (the device maximum, reused)
+static unsigned long long g_progress = 0;  // counts what a waiting block can be waiting for (see run_kernel)
+static std::vector<Thread *> g_all_fibers;  // every fiber made (the stack-overflow handler looks at all)
 static const size_t SMEM_DEFAULT = 48 * 1024, SMEM_OPTIN = 232448;  // an H100's limits per block
 // cudaFuncAttributeMaxDynamicSharedMemorySize per kernel (built on first use: CUDA may be called from constructors)
 static std::map<const void *, int> &max_dyn_smem(void) {
@@ -137,6 +145,7 @@ static int g_counts_on = 0;
 static int g_async = 1;  // TRAIN_GPT_EMU_ASYNC=0: every piece of device work runs when it is issued
 static int g_side_first = 0;  // TRAIN_GPT_EMU_STREAMS=side-first: other streams run before the default one
 static int g_race = 0;  // set by __tsan_init: the device code is instrumented
+static unsigned long long g_resident = 0;  // TRAIN_GPT_EMU_RESIDENT: at most this many blocks live at once (0: no limit)
 
 static void configure(void) {
     static int done = 0;
@@ -169,6 +178,15 @@ static void configure(void) {
             exit(2);
         }
         g_side_first = strcmp(st, "side-first") == 0;
+    }
+    const char *rs = getenv("TRAIN_GPT_EMU_RESIDENT");
+    if (rs && *rs) {
+        char *end = NULL;
+        g_resident = strtoull(rs, &end, 10);
+        if (*end) {
+            fprintf(stderr, "cuda-emu: TRAIN_GPT_EMU_RESIDENT=%s: expected a number of blocks (0: no limit)\n", rs);
+            exit(2);
+        }
     }
     const char *a = getenv("TRAIN_GPT_EMU_ASYNC");
     if (a && *a) {
@@ -387,7 +405,7 @@ static void on_segv(int sig, siginfo_t *info, void *ctx) {
     (void)ctx;
     uintptr_t a = (uintptr_t)info->si_addr;
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    for (Thread *t : g_threads)
+    for (Thread *t : g_all_fibers)
         if (a >= (uintptr_t)t->stack_lo - page && a < (uintptr_t)t->stack_lo) {
             static const char msg[] = "cuda-emu: a thread overflowed its fiber's stack (TRAIN_GPT_EMU_STACK_KB raises it)\n";
             if (write(2, msg, sizeof(msg) - 1) < 0) {}
@@ -411,8 +429,9 @@ static void catch_stack_overflow(void) {
 }
 
 static Thread *new_thread(void) {
-    if (g_threads.empty()) catch_stack_overflow();
+    if (g_all_fibers.empty()) catch_stack_overflow();
     Thread *t = (Thread *)calloc(1, sizeof(Thread));
+    g_all_fibers.push_back(t);
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     // one guard page below the stack: an overflow faults instead of writing into the neighbour's stack
     char *m = (char *)mmap(NULL, g_stack_bytes + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
@@ -508,11 +527,26 @@ static void order_pass(std::vector<int> &v) {
 struct Rec {
     uint32_t epoch, gen, site;  // epoch 0: no access recorded
     uint16_t actor, flags;
+    uint32_t block;             // the actor's block (linear index in the grid)
 };
 struct Shadow {
     Rec w, r1, r2;
 };
-static uint32_t g_epoch = 1, g_gen = 1, g_block_base = 1, g_launch_base = 1;
+// g_epoch numbers barrier intervals across all blocks; g_blk_epoch is the running block's current one
+static uint32_t g_epoch = 1, g_gen = 1, g_block_base = 1, g_launch_base = 1, g_blk_epoch = 1;
+// Release and acquire between blocks (a __threadfence then an atomic on one side, an atomic then a __threadfence on
+// the other): views map a block index to the newest barrier interval of that block whose accesses are ordered
+// before. g_sync: per atomic's address, what releases on it published; g_blk_vc: what the running block's threads
+// all see (a thread's acquired view joins it at the block's next __syncthreads).
+typedef std::map<uint32_t, uint32_t> View;
+static std::map<uintptr_t, View> g_sync;
+static View g_blk_vc;
+static void view_join(View &into, const View &from) {
+    for (const auto &e : from) {
+        uint32_t &v = into[e.first];
+        if (e.second > v) v = e.second;
+    }
+}
 static std::vector<std::vector<std::pair<uint32_t, unsigned>>> g_warp_log;  // per warp: (generation, mask) since
                                                                              // the last __syncthreads
 static Shadow *g_smem_shadow = NULL, *g_static_shadow = NULL, *g_arena_shadow = NULL;
@@ -521,12 +555,15 @@ static char *g_arena = NULL;                         // device memory, when raci
 static size_t g_arena_size = 0, g_arena_used = 0;
 
 static void race_new_block(void) {
-    g_block_base = ++g_epoch;
+    g_block_base = g_blk_epoch = ++g_epoch;
+    if ((int)g_warp_log.size() < g_launch->nwarps) g_warp_log.resize(g_launch->nwarps);
     for (auto &l : g_warp_log) l.clear();
 }
 static void race_barrier(void) {
-    ++g_epoch;
+    g_blk_epoch = ++g_epoch;
     for (auto &l : g_warp_log) l.clear();
+    for (int i = 0; i < g_launch->nthreads; i++)  // what a thread acquired, every thread sees past the barrier
+        if (g_threads[i]->acquired) view_join(g_blk_vc, *g_threads[i]->acquired);
 }
 static void race_warp_sync(int warp, unsigned mask) {
     if (!g_race) return;
@@ -621,6 +658,7 @@ static void describe_waits(char *buf, size_t n) {
             j++;
         char w[600];
         if (t->state == T_DONE) snprintf(w, sizeof(w), "have exited");
+        else if (t->state == T_SPIN) snprintf(w, sizeof(w), "spin (__nanosleep) at %s:%d", t->file, t->line);
         else if (t->state == T_BAR) snprintf(w, sizeof(w), "wait at __syncthreads at %s:%d", t->file, t->line);
         else if (t->state == T_WARP) snprintf(w, sizeof(w), "wait at %s (mask 0x%08x) at %s:%d", coll_name[t->kind], t->mask, t->file, t->line);
         else snprintf(w, sizeof(w), "run");
@@ -629,28 +667,43 @@ static void describe_waits(char *buf, size_t n) {
     }
 }
 
-static void run_block(void) {
+// Runs the block (start: from the beginning; else resumed, its spinning threads run again) until every thread has
+// exited (returns 1) or it waits on another block: no thread can run and some spin in __nanosleep (returns 0).
+static int run_block(int start) {
     Launch *L = g_launch;
     int n = L->nthreads;
-    while ((int)g_threads.size() < n) g_threads.push_back(new_thread());
-    for (int i = 0; i < n; i++) {
-        Thread *t = g_threads[i];
-        t->linear = i;
-        t->tid = make_uint3(i % L->block.x, (i / L->block.x) % L->block.y, i / (L->block.x * L->block.y));
-        t->lane = i % 32;
-        t->warp = i / 32;
-        t->state = T_RUN;
-        t->file = NULL;
-        t->line = 0;
+    if (start) {
+        while ((int)g_threads.size() < n) g_threads.push_back(new_thread());
+        for (int i = 0; i < n; i++) {
+            Thread *t = g_threads[i];
+            t->linear = i;
+            t->tid = make_uint3(i % L->block.x, (i / L->block.x) % L->block.y, i / (L->block.x * L->block.y));
+            t->lane = i % 32;
+            t->warp = i / 32;
+            t->state = T_RUN;
+            t->file = NULL;
+            t->line = 0;
+            t->atomic_at = NULL;
+            if (t->fence_snap) { delete t->fence_snap; t->fence_snap = NULL; }
+            if (t->observed) { delete t->observed; t->observed = NULL; }
+            if (t->acquired) { delete t->acquired; t->acquired = NULL; }
+        }
+        for (int w = 0; w < L->nwarps; w++) {
+            g_groups[w].clear();
+            g_exited[w] = 0;
+        }
+        g_blk_vc.clear();
+        if (L->smem) memset(g_dyn_smem, 0xff, L->smem);  // unwritten shared memory reads as NaN
+        if (g_race) race_new_block();
+        g_next.resize(n);
+        for (int i = 0; i < n; i++) g_next[i] = i;
+    } else {
+        for (int i = 0; i < n; i++)
+            if (g_threads[i]->state == T_SPIN) {
+                g_threads[i]->state = T_RUN;
+                g_next.push_back(i);
+            }
     }
-    for (int w = 0; w < L->nwarps; w++) {
-        g_groups[w].clear();
-        g_exited[w] = 0;
-    }
-    if (L->smem) memset(g_dyn_smem, 0xff, L->smem);  // unwritten shared memory reads as NaN
-    if (g_race) race_new_block();
-    g_next.resize(n);
-    for (int i = 0; i < n; i++) g_next[i] = i;
     for (;;) {
         while (!g_next.empty()) {
             g_pass.swap(g_next);
@@ -658,12 +711,14 @@ static void run_block(void) {
             order_pass(g_pass);
             run_pass();
         }
-        int done = 0, bar = 0;
+        int done = 0, bar = 0, spin = 0;
         for (int i = 0; i < n; i++) {
             done += g_threads[i]->state == T_DONE;
             bar += g_threads[i]->state == T_BAR;
+            spin += g_threads[i]->state == T_SPIN;
         }
-        if (done == n) return;
+        if (done == n) return 1;
+        if (spin) return 0;
         char desc[4096];
         if (bar + done == n) {
             Thread *first = NULL;
@@ -689,6 +744,7 @@ static void run_block(void) {
                 g_next.push_back(i);
             }
             if (g_race) race_barrier();
+            g_progress++;
             continue;
         }
         describe_waits(desc, sizeof(desc));
@@ -765,31 +821,70 @@ void emu_launch(const EmuKernel *k, dim3 grid, dim3 block, size_t smem, cudaStre
     emu_enqueue(stream, [=]() { run_kernel(k, grid, block, smem, entry, saved->data(), (int)threads); });
 }
 
+// A block's own state while another block runs (blocks that wait on other blocks): BlockCtx, in "Blocks that
+// wait" below; ctx_swap exchanges the running block's globals with a context's.
+struct BlockCtx;
+static BlockCtx *ctx_get(void);
+static void ctx_put(BlockCtx *c);
+static void ctx_swap(BlockCtx *c);
+static void ctx_set(BlockCtx *c, uint3 bid, uint32_t index);
+__attribute__((noreturn)) static void blocks_deadlock(std::vector<BlockCtx *> &live, unsigned long long started,
+                                                      unsigned long long nblocks);
+
+// Blocks start in the order TRAIN_GPT_EMU_ORDER picks and run one at a time, each until it exits or waits on
+// another block (a thread spins in __nanosleep and no thread of the block can run). A block that waits stays live:
+// the live blocks are resumed in turn (oldest first) while any of them progresses (a barrier or warp collective
+// completes, a thread exits, an atomic changes memory or reads a value its thread had not seen); when a whole turn
+// progresses nowhere the next block starts, as a GPU would dispatch it, unless TRAIN_GPT_EMU_RESIDENT blocks are
+// live already; with none to start that is a deadlock, an error naming the kernel and every live block's waits.
 static void run_kernel(const EmuKernel *k, dim3 grid, dim3 block, size_t smem, void (*entry)(void *), void *args, int threads) {
-    if (!g_dyn_smem) {
-        void *p = NULL;
-        if (posix_memalign(&p, 1024, SMEM_OPTIN) != 0) emu_fatal("out of memory");
-        g_dyn_smem = (unsigned char *)p;
-    }
-    Launch L = {k, grid, block, smem, entry, args, make_uint3(0, 0, 0), threads, (threads + 31) / 32};
+    Launch L = {k, grid, block, smem, entry, args, make_uint3(0, 0, 0), threads, (threads + 31) / 32, 0};
     g_launch = &L;
     emu_regs.gdim = grid;
     emu_regs.bdim = block;
-    emu_regs.dynamic_smem = smem ? g_dyn_smem : NULL;
     if (g_race) {
         g_launch_base = g_epoch + 1;
-        if ((int)g_warp_log.size() < L.nwarps) g_warp_log.resize(L.nwarps);
+        g_sync.clear();
     }
-    // blocks run one at a time, in the chosen order too
     unsigned long long nblocks = (unsigned long long)grid.x * grid.y * grid.z;
     std::vector<int> border;
     if (g_order != ORDER_FORWARD && nblocks < (1ull << 31)) make_order(border, (int)nblocks);
     g_in_kernel = 1;
-    for (unsigned long long b = 0; b < nblocks; b++) {
-        unsigned long long i = border.empty() ? b : (unsigned long long)border[b];
-        L.bid = make_uint3((unsigned)(i % grid.x), (unsigned)((i / grid.x) % grid.y), (unsigned)(i / ((unsigned long long)grid.x * grid.y)));
-        emu_regs.bid = L.bid;
-        run_block();
+    std::vector<BlockCtx *> live;
+    unsigned long long started = 0;
+    for (;;) {
+        int progressed = 0;
+        for (size_t j = 0; j < live.size();) {
+            BlockCtx *c = live[j];
+            const unsigned long long p0 = g_progress;
+            ctx_swap(c);
+            const int done = run_block(0);
+            ctx_swap(c);
+            if (done) {
+                ctx_put(c);
+                live.erase(live.begin() + (long)j);
+                progressed = 1;
+            } else {
+                progressed |= g_progress != p0;
+                j++;
+            }
+        }
+        if (progressed) continue;
+        if (started == nblocks) {
+            if (live.empty()) break;
+            blocks_deadlock(live, started, nblocks);
+        }
+        if (g_resident && live.size() >= g_resident) blocks_deadlock(live, started, nblocks);
+        const unsigned long long i = border.empty() ? started : (unsigned long long)border[started];
+        started++;
+        BlockCtx *c = ctx_get();
+        ctx_set(c, make_uint3((unsigned)(i % grid.x), (unsigned)((i / grid.x) % grid.y),
+                              (unsigned)(i / ((unsigned long long)grid.x * grid.y))), (uint32_t)i);
+        ctx_swap(c);
+        const int done = run_block(1);
+        ctx_swap(c);
+        if (done) ctx_put(c);
+        else live.push_back(c);
     }
     g_in_kernel = 0;
     g_launch = NULL;
@@ -865,6 +960,7 @@ static void warp_collective(Thread *t, int kind, unsigned mask, const char *file
     g.arrived |= me;
     if (g.arrived == mask) {
         perform(t, mask);
+        g_progress++;
         Thread **lanes = &g_threads[32 * t->warp];
         for (int l = 0; l < 32; l++)
             if (mask & (1u << l)) {
@@ -882,6 +978,7 @@ static void thread_exits(Thread *t) {
     cp_async_at_exit(t);
     t->state = T_DONE;
     g_exited[t->warp] |= 1u << t->lane;
+    g_progress++;
     for (const Group &g : g_groups[t->warp])
         if (g.mask & (1u << t->lane))
             emu_fatal("lane %d has exited while lanes 0x%08x of its warp wait for it at %s (mask 0x%08x) at %s:%d", t->lane,
@@ -930,8 +1027,37 @@ unsigned __activemask(void) {
     return m;
 }
 void __trap(void) { emu_fatal("__trap()"); }
-void __threadfence(void) {}
+// __threadfence: in the race build, a release for the thread's next atomics (everything its block did before its last
+// __syncthreads, what the thread itself acquired, and what the block saw) and an acquire of what its atomics since
+// the last fence read. A __threadfence_block orders nothing between blocks.
+void __threadfence(void) {
+    if (!g_race || !g_in_kernel || !g_cur) return;
+    Thread *t = g_cur;
+    if (t->observed) {
+        if (!t->acquired) t->acquired = new View;
+        view_join(*t->acquired, *t->observed);
+    }
+    if (!t->fence_snap) t->fence_snap = new View;
+    View &v = *t->fence_snap;
+    v = g_blk_vc;
+    if (t->acquired) view_join(v, *t->acquired);
+    if (g_blk_epoch > g_block_base) {
+        uint32_t &own = v[g_launch->index];
+        if (g_blk_epoch - 1 > own) own = g_blk_epoch - 1;
+    }
+}
 void __threadfence_block(void) {}
+
+// A thread spinning on another block yields: the rest of its block runs, and when no thread of the block can, the
+// block waits (run_kernel resumes it later).
+void __nanosleep(unsigned ns, const char *file, int line) {
+    (void)ns;
+    Thread *t = current("__nanosleep");
+    t->state = T_SPIN;
+    t->file = file;
+    t->line = line;
+    yield();
+}
 
 // ----------------------------------------------------------------------------------------------------------------
 // Race detection on an access by `actor` (the race build only).
@@ -942,8 +1068,18 @@ static inline unsigned lanes_of(uint16_t actor) { return 1u << (actor % 32); }
 // Does a barrier order the recorded access a before this access by b? space: 0 shared memory, 1 device memory.
 static int ordered(const Rec &a, uint16_t b, int space) {
     if (a.epoch < g_launch_base) return 1;  // nothing recorded, or an earlier launch
-    if (a.epoch < g_block_base) return space == 0;  // shared memory: another block's; device memory: a race
-    if (a.epoch < g_epoch) return 1;  // a __syncthreads in between
+    if (a.block != g_launch->index) {
+        if (space == 0) return 1;  // shared memory: a block that ran before in this block's place
+        // device memory: another block's access, ordered only by a release this block (or this thread) acquired
+        auto it = g_blk_vc.find(a.block);
+        if (it != g_blk_vc.end() && a.epoch <= it->second) return 1;
+        if (g_cur && g_cur->acquired) {
+            it = g_cur->acquired->find(a.block);
+            if (it != g_cur->acquired->end() && a.epoch <= it->second) return 1;
+        }
+        return 0;
+    }
+    if (a.epoch < g_blk_epoch) return 1;  // a __syncthreads in between
     if (a.actor == b) return 1;        // program order
     if (warp_of(a.actor) != warp_of(b)) return 0;
     unsigned la = lanes_of(a.actor), lb = lanes_of(b);
@@ -967,12 +1103,13 @@ static void actor_desc(uint16_t actor, int same_block, char *buf, size_t n) {
 __attribute__((noreturn)) static void report_race(const Rec &a, int a_write, uint16_t b, int b_write, uint32_t site,
                                                   int space, const char *region, size_t offset) {
     char ad[128], bd[128], w1[512], w2[512];
-    actor_desc(a.actor, !(space == 1 && a.epoch < g_block_base), ad, sizeof(ad));
+    const int other = space == 1 && a.block != g_launch->index;
+    actor_desc(a.actor, !other, ad, sizeof(ad));
     actor_desc(b, 1, bd, sizeof(bd));
     emu_fatal("data race on %s (byte %zu): %s %s it at %s, and %s %s it at %s with no %s between",
               region, offset, ad, a_write ? "wrote" : "read", where(a.site, w1, sizeof(w1)), bd, b_write ? "writes" : "reads",
               where(site, w2, sizeof(w2)),
-              space == 1 && a.epoch < g_block_base ? "kernel boundary (blocks of one launch run concurrently)"
+              other ? "kernel boundary or release/acquire pair (blocks of one launch run concurrently)"
               : warp_of(a.actor) == warp_of(b) ? "__syncwarp naming both (or __syncthreads)" : "__syncthreads");
 }
 
@@ -982,18 +1119,20 @@ static void race_check(Shadow *s, int write, uint16_t actor, uint32_t site, int 
         if (!ordered(s->r1, actor, space)) report_race(s->r1, 0, actor, 1, site, space, region, off);
         if (!ordered(s->r2, actor, space)) report_race(s->r2, 0, actor, 1, site, space, region, off);
         uint16_t flags = s->w.flags;
-        s->w = Rec{g_epoch, g_gen, site, actor, flags};
+        s->w = Rec{g_blk_epoch, g_gen, site, actor, flags, g_launch->index};
         s->r1.epoch = s->r2.epoch = 0;
         return;
     }
     uint32_t fresh = space == 0 ? g_block_base : g_launch_base;
-    if (s->r1.epoch == g_epoch && s->r1.actor == actor) {
+    if (s->r1.epoch == g_blk_epoch && s->r1.actor == actor && s->r1.block == g_launch->index) {
         s->r1.gen = g_gen;
         s->r1.site = site;
         return;
     }
-    if (s->r1.epoch >= fresh && (s->r2.epoch < fresh || warp_of(s->r1.actor) != warp_of(actor))) s->r2 = s->r1;
-    s->r1 = Rec{g_epoch, g_gen, site, actor, 0};
+    if (s->r1.epoch >= fresh &&
+        (s->r2.epoch < fresh || warp_of(s->r1.actor) != warp_of(actor) || s->r1.block != g_launch->index))
+        s->r2 = s->r1;
+    s->r1 = Rec{g_blk_epoch, g_gen, site, actor, 0, g_launch->index};
 }
 
 // One access of n bytes at addr by actor (a thread).
@@ -1044,7 +1183,6 @@ void __tsan_init(void) {
         if (p == MAP_FAILED) { fprintf(stderr, "cuda-emu: cannot map %zu bytes of shadow memory\n", bytes); exit(1); }
         return p;
     };
-    g_smem_shadow = (Shadow *)map(SMEM_OPTIN / 2 * sizeof(Shadow));
     g_static_shadow = (Shadow *)map((g_static_hi - g_static_lo) / 2 * sizeof(Shadow) + sizeof(Shadow));
     const char *gb = getenv("TRAIN_GPT_EMU_ARENA_GB");
     g_arena_size = (size_t)(gb ? atof(gb) : 2.0) * (1ull << 30);
@@ -1126,20 +1264,50 @@ static void perform(Thread *t, unsigned mask) {
 // ----------------------------------------------------------------------------------------------------------------
 // Atomics (fibers do not preempt: a read-modify-write here is atomic).
 
-float atomicAdd(float *p, float v) { float o = *p; *p = o + v; return o; }
-double atomicAdd(double *p, double v) { double o = *p; *p = o + v; return o; }
-int atomicAdd(int *p, int v) { int o = *p; *p = o + v; return o; }
-unsigned atomicAdd(unsigned *p, unsigned v) { unsigned o = *p; *p = o + v; return o; }
-unsigned long long atomicAdd(unsigned long long *p, unsigned long long v) { unsigned long long o = *p; *p = o + v; return o; }
-int atomicMax(int *p, int v) { int o = *p; if (v > o) *p = v; return o; }
-int atomicMin(int *p, int v) { int o = *p; if (v < o) *p = v; return o; }
-int atomicExch(int *p, int v) { int o = *p; *p = v; return o; }
-int atomicCAS(int *p, int c, int v) { int o = *p; if (o == c) *p = v; return o; }
-unsigned atomicCAS(unsigned *p, unsigned c, unsigned v) { unsigned o = *p; if (o == c) *p = v; return o; }
-unsigned long long atomicCAS(unsigned long long *p, unsigned long long c, unsigned long long v) {
-    unsigned long long o = *p;
-    if (o == c) *p = v;
+// Each atomic notes what a block waiting on memory needs: progress when it changes memory or reads a value its thread
+// had not read there before (a spin that sees something new), and in the race build the release and acquire of
+// __threadfence above: the atomic reads what releases on its address published, and publishes its thread's release.
+template <typename T> static T atomic_rmw(T *p, T n_of(T o, T a, T b), T a, T b) {
+    const T o = *p, n = n_of(o, a, b);
+    if (memcmp(&o, &n, sizeof(T)) != 0) g_progress++;
+    *p = n;
+    Thread *t = g_in_kernel ? g_cur : NULL;
+    if (t) {
+        unsigned long long bits = 0;
+        memcpy(&bits, &o, sizeof(T));
+        if (t->atomic_at != (const void *)p || t->atomic_seen != bits) g_progress++;
+        t->atomic_at = p;
+        t->atomic_seen = bits;
+        if (g_race) {
+            auto it = g_sync.find((uintptr_t)p);
+            if (it != g_sync.end()) {
+                if (!t->observed) t->observed = new View;
+                view_join(*t->observed, it->second);
+            }
+            if (t->fence_snap) view_join(g_sync[(uintptr_t)p], *t->fence_snap);
+        }
+    }
     return o;
+}
+template <typename T> static T op_add(T o, T a, T) { return o + a; }
+template <typename T> static T op_max(T o, T a, T) { return a > o ? a : o; }
+template <typename T> static T op_min(T o, T a, T) { return a < o ? a : o; }
+template <typename T> static T op_exch(T, T a, T) { return a; }
+template <typename T> static T op_cas(T o, T c, T v) { return o == c ? v : o; }
+float atomicAdd(float *p, float v) { return atomic_rmw<float>(p, op_add<float>, v, 0); }
+double atomicAdd(double *p, double v) { return atomic_rmw<double>(p, op_add<double>, v, 0); }
+int atomicAdd(int *p, int v) { return atomic_rmw<int>(p, op_add<int>, v, 0); }
+unsigned atomicAdd(unsigned *p, unsigned v) { return atomic_rmw<unsigned>(p, op_add<unsigned>, v, 0); }
+unsigned long long atomicAdd(unsigned long long *p, unsigned long long v) {
+    return atomic_rmw<unsigned long long>(p, op_add<unsigned long long>, v, 0);
+}
+int atomicMax(int *p, int v) { return atomic_rmw<int>(p, op_max<int>, v, 0); }
+int atomicMin(int *p, int v) { return atomic_rmw<int>(p, op_min<int>, v, 0); }
+int atomicExch(int *p, int v) { return atomic_rmw<int>(p, op_exch<int>, v, 0); }
+int atomicCAS(int *p, int c, int v) { return atomic_rmw<int>(p, op_cas<int>, c, v); }
+unsigned atomicCAS(unsigned *p, unsigned c, unsigned v) { return atomic_rmw<unsigned>(p, op_cas<unsigned>, c, v); }
+unsigned long long atomicCAS(unsigned long long *p, unsigned long long c, unsigned long long v) {
+    return atomic_rmw<unsigned long long>(p, op_cas<unsigned long long>, c, v);
 }
 
 // ----------------------------------------------------------------------------------------------------------------
@@ -1841,4 +2009,94 @@ static void cp_async_at_exit(Thread *t) {
     q.clear();
     emu_fatal("the thread exits with %zu cp.async cop%s in flight (%s): a cp.async.wait_group must land them before "
               "the kernel ends", n, n == 1 ? "y" : "ies", uncommitted ? "some never committed" : "committed, never waited for");
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// Blocks that wait: a live block's state while others run. ctx_swap exchanges it with the globals of "the block
+// that runs" (its fibers, warp collectives, shared memory and its shadow, barrier intervals, cp.async queues, what it
+// acquired), so the rest of the emulator sees one block at a time as before. Contexts are kept for reuse.
+
+struct BlockCtx {
+    std::vector<Thread *> threads;
+    std::vector<Group> groups[32];
+    unsigned exited[32];
+    std::vector<int> next;
+    unsigned char *smem;
+    Shadow *smem_shadow;
+    uint32_t block_base, blk_epoch;
+    std::vector<std::vector<std::pair<uint32_t, unsigned>>> warp_log;
+    std::vector<std::vector<CpAsyncCopy>> cp_queue;
+    std::vector<unsigned> cp_commits;
+    View vc;
+    uint3 bid;
+    uint32_t index;
+};
+static std::vector<BlockCtx *> g_ctx_pool;
+
+static BlockCtx *ctx_get(void) {
+    if (!g_ctx_pool.empty()) {
+        BlockCtx *c = g_ctx_pool.back();
+        g_ctx_pool.pop_back();
+        return c;
+    }
+    BlockCtx *c = new BlockCtx();
+    memset(c->exited, 0, sizeof(c->exited));
+    void *p = NULL;
+    if (posix_memalign(&p, 1024, SMEM_OPTIN) != 0) emu_fatal("out of memory");
+    c->smem = (unsigned char *)p;
+    c->smem_shadow = NULL;
+    if (g_race) {
+        size_t bytes = SMEM_OPTIN / 2 * sizeof(Shadow);
+        void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (m == MAP_FAILED) emu_fatal("cannot map %zu bytes of shadow memory", bytes);
+        c->smem_shadow = (Shadow *)m;
+    }
+    c->block_base = c->blk_epoch = 1;
+    return c;
+}
+static void ctx_put(BlockCtx *c) { g_ctx_pool.push_back(c); }
+static void ctx_set(BlockCtx *c, uint3 bid, uint32_t index) {
+    c->bid = bid;
+    c->index = index;
+}
+static void ctx_swap(BlockCtx *c) {
+    std::swap(g_threads, c->threads);
+    for (int w = 0; w < 32; w++) {
+        std::swap(g_groups[w], c->groups[w]);
+        std::swap(g_exited[w], c->exited[w]);
+    }
+    std::swap(g_next, c->next);
+    std::swap(g_dyn_smem, c->smem);
+    std::swap(g_smem_shadow, c->smem_shadow);
+    std::swap(g_block_base, c->block_base);
+    std::swap(g_blk_epoch, c->blk_epoch);
+    std::swap(g_warp_log, c->warp_log);
+    std::swap(g_cp_queue, c->cp_queue);
+    std::swap(g_cp_commits, c->cp_commits);
+    std::swap(g_blk_vc, c->vc);
+    g_launch->bid = c->bid;
+    g_launch->index = c->index;
+    emu_regs.bid = c->bid;
+    emu_regs.dynamic_smem = g_launch->smem ? g_dyn_smem : NULL;
+}
+
+static void blocks_deadlock(std::vector<BlockCtx *> &live, unsigned long long started, unsigned long long nblocks) {
+    static char msg[16384];
+    size_t len = 0;
+    for (size_t j = 0; j < live.size() && len < sizeof(msg) - 4400; j++) {
+        char desc[4096];
+        ctx_swap(live[j]);
+        describe_waits(desc, sizeof(desc));
+        ctx_swap(live[j]);
+        len += snprintf(msg + len, sizeof(msg) - len, "%sblock (%u,%u,%u):%s", j ? "; " : "", live[j]->bid.x,
+                        live[j]->bid.y, live[j]->bid.z, desc);
+    }
+    g_cur = NULL;
+    char why[200];
+    if (started == nblocks) snprintf(why, sizeof(why), "all %llu blocks of the grid have started", nblocks);
+    else snprintf(why, sizeof(why), "%llu of %llu blocks have started and TRAIN_GPT_EMU_RESIDENT=%llu are live", started,
+                  nblocks, g_resident);
+    emu_fatal("deadlock between blocks: %zu live block%s wait%s on each other or on blocks that cannot start (%s), and "
+              "none can go on (a GPU would hang): %s", live.size(), live.size() == 1 ? "" : "s",
+              live.size() == 1 ? "s" : "", why, msg);
 }

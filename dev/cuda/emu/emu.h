@@ -3,8 +3,11 @@
 //   - each thread of a block is a fiber (its own stack), so __syncthreads, __syncwarp, the shuffles and the votes
 //     really block: a barrier releases when every thread it names has arrived, and a thread that can
 //     never arrive (it exited, or waits at another collective) is an error that names the kernel, not a hang;
-//   - blocks run one after another; inside a block the threads run in the order TRAIN_GPT_EMU_ORDER picks
-//     (forward, reverse, random[:SEED]) up to their next barrier, so a result that depends on the order is a race;
+//   - blocks start in the order TRAIN_GPT_EMU_ORDER picks (forward, reverse, random[:SEED]) and run one after
+//     another, except that a block whose threads spin on another block (__nanosleep) waits while the others run:
+//     blocks are then live together (at most TRAIN_GPT_EMU_RESIDENT, unlimited by default), and a wait that no
+//     block can end is a deadlock error; inside a block the threads run in the order TRAIN_GPT_EMU_ORDER picks
+//     up to their next barrier, so a result that depends on the order is a race;
 //   - cudaMalloc'd memory and each block's dynamic shared memory start as 0xff bytes (NaN in fp32, bf16 and
 //     fp16), so a read of anything not written shows up in the results;
 //   - the runtime (emu.cpp), cuBLASLt (cublaslt.cpp) and NCCL over MPI (nccl.cpp) implement what the trainer
@@ -44,7 +47,8 @@ static const dim3 &gridDim = emu_regs.gdim;
 static const int warpSize = 32;
 
 // Static __shared__ variables are function statics: one copy, used by one block at a time (blocks run one after
-// another); a block finds what the previous one left, as undefined as on a GPU (the race build finds them among the
+// another; a kernel whose blocks wait on each other must use dynamic shared memory only, which each live block has
+// its own of); a block finds what the previous one left, as undefined as on a GPU (the race build finds them among the
 // executable's data and checks every access). The launch's dynamic shared memory comes through DYNAMIC_SHARED
 // (train_gpt.cu); `extern __shared__` written directly becomes `extern static`, which does not compile.
 #undef __shared__
@@ -102,6 +106,9 @@ unsigned atomicCAS(unsigned *p, unsigned cmp, unsigned v);
 unsigned long long atomicCAS(unsigned long long *p, unsigned long long cmp, unsigned long long v);
 void __threadfence(void);
 void __threadfence_block(void);
+// A thread that spins on memory another block writes sleeps here: the emulator runs other threads and blocks (blocks
+// then run concurrently), and a wait no block can end is a deadlock error naming the kernel.
+void __nanosleep(unsigned ns, EMU_AT);
 
 // Device math and bit intrinsics that the toolkit declares only for nvcc. The fast-math variants compute the
 // exact function: the emulator checks function, not the hardware's approximations.

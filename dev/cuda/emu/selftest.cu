@@ -2,7 +2,7 @@
 // barriers with predicates, the NaN fill, launch limits, pointer attributes, cp.async and ldmatrix (the
 // attention kernels' instructions, through the wrappers of cuda/async_copy.cuh and cuda/attention_mma.cuh), and
 // cuBLASLt (every transpose, the bias, GELU and bias-gradient epilogues, the type combinations it must refuse).
-// `selftest ok` runs them and ends with "N passed, N failed". `selftest MODE` runs one broken program that a GPU would hang on, fault on or
+// `selftest ok` runs them and ends with "N passed, N failed" (`selftest blocks`: only the blocks that wait on each other). `selftest MODE` runs one broken program that a GPU would hang on, fault on or
 // get wrong; the emulator must stop it with a message naming the problem (test/test_cuda_emu.sh checks which).
 // Built only for the emulator (make dev/cuda/emu/selftest): g++ -include dev/cuda/emu/emu.h, like train_gpt.cu.
 #include <cuda_runtime.h>
@@ -15,6 +15,7 @@
 #include <string.h>
 #include "../../../cuda/async_copy.cuh"
 #include "../../../cuda/attention_mma.cuh"
+#include "../../../cuda/block_order.cuh"
 
 #define CHECK(call)                                                                                 \
     do {                                                                                            \
@@ -449,6 +450,65 @@ static void check_cublaslt_epilogues(void) {
            "cuBLASLt (emulated) refuses an epilogue it does not implement (DRELU)");
 }
 
+// ---- blocks that wait on each other (cuda/block_order.cuh) ----
+
+// Block b takes turn `turn` (b, or nblocks - 1 - b: waits on blocks the grid starts later) on acc: every thread
+// reads another thread's element, written by the previous turn's block, and writes its own; the result tells the
+// order of the turns. fences: bit 0 the release's __threadfence, bit 1 the acquire's (the broken modes drop one).
+__global__ void take_turns(float *acc, int *counter, int reverse, int fences) {
+    const int b = blockIdx.x, turn = reverse ? gridDim.x - 1 - b : b, i = threadIdx.x;
+    if (i == 0) {
+        if (fences == 3) block_order_wait(counter, turn);
+        else {
+            while (atomicAdd(counter, 0) < turn) __nanosleep(64);
+            if (fences & 2) __threadfence();
+        }
+    }
+    __syncthreads();
+    const float x = turn == 0 ? 0.0f : acc[(i + 1) % blockDim.x];
+    __syncthreads();
+    acc[i] = x * 3.0f + (float)turn + 1.0f;
+    __syncthreads();
+    if (i == 0) {
+        if (fences == 3) block_order_release(counter);
+        else {
+            if (fences & 1) __threadfence();
+            atomicAdd(counter, 1);
+        }
+    }
+}
+// Two blocks that each wait for the other to go first.
+__global__ void wait_cycle(int *counter) {
+    if (threadIdx.x == 0) block_order_wait(&counter[blockIdx.x], 1);
+    __syncthreads();
+    if (threadIdx.x == 0) block_order_release(&counter[1 - blockIdx.x]);
+}
+
+static int turns_ok(int reverse, int fences, int nblocks) {
+    float *acc;
+    int *counter;
+    CHECK(cudaMalloc(&acc, 64 * sizeof(float)));
+    CHECK(cudaMalloc(&counter, sizeof(int)));
+    CHECK(cudaMemset(counter, 0, sizeof(int)));
+    LAUNCH(nblocks, 64, 0, 0, take_turns)(acc, counter, reverse, fences);
+    float h[64];
+    int c = 0;
+    CHECK(cudaMemcpy(h, acc, sizeof(h), cudaMemcpyDeviceToHost));
+    CHECK(cudaMemcpy(&c, counter, sizeof(int), cudaMemcpyDeviceToHost));
+    float want = 0.0f;
+    for (int t = 0; t < nblocks; t++) want = want * 3.0f + (float)t + 1.0f;
+    int ok = c == nblocks;
+    for (int i = 0; i < 64; i++) ok &= h[i] == want;
+    CHECK(cudaFree(acc));
+    CHECK(cudaFree(counter));
+    return ok;
+}
+
+static void check_block_order(void) {
+    expect(turns_ok(0, 3, 9), "blocks take turns in block order through a counter (cuda/block_order.cuh)");
+    expect(turns_ok(1, 3, 9), "blocks take turns in reverse block order: each waits on blocks started after it");
+}
+
 // ---- broken programs: each must stop with the emulator's message ----
 
 __global__ void exited_lane(int *out) {
@@ -572,6 +632,20 @@ static int broken(const char *mode) {
     else if (!strcmp(mode, "shfl-unnamed")) LAUNCH(1, 32, 0, 0, shfl_unnamed)(d);
     else if (!strcmp(mode, "race")) LAUNCH(1, 64, 0, 0, race)(d);
     else if (!strcmp(mode, "out-of-bounds")) LAUNCH(1, 65, 0, 0, write_one)((float *)d);
+    else if (!strcmp(mode, "block-cycle")) {
+        CHECK(cudaMemset(d, 0, 2 * sizeof(int)));
+        LAUNCH(2, 32, 0, 0, wait_cycle)(d);
+    } else if (!strcmp(mode, "block-successor")) {  // one block resident: a wait on a later block never ends
+        if (!turns_ok(1, 3, 4)) printf("block-successor: wrong result\n");
+    } else if (!strcmp(mode, "block-no-release")) {
+        if (!turns_ok(0, 2, 4)) printf("block-no-release: wrong result\n");
+    } else if (!strcmp(mode, "block-no-acquire")) {
+        if (!turns_ok(0, 1, 4)) printf("block-no-acquire: wrong result\n");
+    } else if (!strcmp(mode, "block-fences")) {  // the same with both fences: no race
+        if (turns_ok(0, 3, 4) && turns_ok(1, 3, 4)) { printf("block-fences: ok\n"); return 0; }
+        printf("block-fences: wrong result\n");
+        return 1;
+    }
     else if (!strncmp(mode, "cp-async-", 9)) {
         uint4 *src, *out;
         CHECK(cudaMalloc(&src, 64 * sizeof(uint4)));
@@ -600,11 +674,21 @@ static int broken(const char *mode) {
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "ok";
     (void)x_prec, (void)main_stream;  // cuda/common.cuh's (included for the attention's ldmatrix wrappers), unused here
+    if (!strcmp(mode, "block-successor")) {  // before the emulator reads its settings
+        setenv("TRAIN_GPT_EMU_RESIDENT", "1", 1);
+        setenv("TRAIN_GPT_EMU_ORDER", "forward", 1);
+    }
+    if (!strcmp(mode, "blocks")) {  // the waits alone, for runs in every block order and under the race detector
+        check_block_order();
+        printf("%d passed, %d failed\n", passes, fails);
+        return fails ? 1 : 0;
+    }
     if (strcmp(mode, "ok") != 0) return broken(mode);
     check_shuffles();
     check_barriers();
     check_memory();
     check_async_copies();
+    check_block_order();
     check_cublaslt();
     check_graphs();
     printf("%d passed, %d failed\n", passes, fails);

@@ -1,0 +1,41 @@
+// cuda/block_order.cuh: blocks of one launch that take turns on the same memory, in a fixed order, through a counter
+// in global memory: a block waits until the counter says every block before it has had its turn (one thread spins
+// with acquire loads, then the block's __syncthreads passes that on), takes its turn, and passes it on (__syncthreads,
+// then one thread's release: a fence and an atomic increment). The result is then the same in every run; atomics
+// whose order the hardware picks are not. Only waits on blocks that a GPU dispatches earlier (a lower linear block
+// index) are safe: a GPU does not promise to make a later block resident while an earlier one spins.
+// On sm_70+ each is PTX (ld.acquire.gpu, fence.acq_rel.gpu + red.relaxed.gpu); elsewhere (nvcc's host pass, any other
+// compiler) they are CUDA's own atomicAdd, __threadfence and __nanosleep, the fence-based form of the same
+// release/acquire pair, which an emulator can implement to run the waiting block's others meanwhile.
+#ifndef CUDA_BLOCK_ORDER_CUH
+#define CUDA_BLOCK_ORDER_CUH
+
+#include "common.cuh"
+
+// One thread: waits until *counter >= target; what the blocks that counted it up had written before their release
+// is then visible to this thread (and, after a __syncthreads, to its block).
+__device__ __forceinline__ void block_order_wait(int *counter, int target) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+    for (;;) {
+        int v;
+        asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(counter) : "memory");
+        if (v >= target) break;
+        __nanosleep(64);
+    }
+#else
+    while (atomicAdd(counter, 0) < target) __nanosleep(64);
+    __threadfence();  // acquire: orders the reads after it after the writes released before the counter's increments
+#endif
+}
+
+// One thread, after a __syncthreads that follows the block's writes: counts the block's turn done.
+__device__ __forceinline__ void block_order_release(int *counter) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+    asm volatile("fence.acq_rel.gpu;\n\tred.relaxed.gpu.global.add.s32 [%0], 1;\n" ::"l"(counter) : "memory");
+#else
+    __threadfence();  // release: the block's writes before the barrier are visible before the increment is
+    atomicAdd(counter, 1);
+#endif
+}
+
+#endif  // CUDA_BLOCK_ORDER_CUH
