@@ -111,7 +111,9 @@ build_llmc() {
                 mkdir -p "$W/lib" && ln -sf "$(ls "$cudnn_inc"/lib/libcudnn.so.* | head -1)" "$W/lib/libcudnn.so" && libs="$libs -L$W/lib"
             fi
         fi
-        # newer cudnn-frontends compile some kernels at run time (NVRTC) and load them through the driver API
+        # newer cudnn-frontends compile some kernels at run time (NVRTC) and load them through the driver API, so
+        # llm.c links libnvrtc and libcuda. The toolkit's lib64/stubs holds a link-time libcuda.so (the driver
+        # installs only libcuda.so.1, which the loader finds at run time); the stub is never loaded.
         libs="$libs -L$(dirname "$(command -v nvcc)")/../lib64/stubs -lnvrtc -lcuda"
         cudnn=(USE_CUDNN=1 "CUDNN_FRONTEND_PATH=cudnn-frontend/include$extra")
         LLMC_ATT="cuDNN attention"
