@@ -14,13 +14,29 @@
 
 // One thread: waits until *counter >= target; what the blocks that counted it up had written before their release
 // is then visible to this thread (and, after a __syncthreads, to its block).
+// A wait lasts at most as long as the launch's earlier blocks take, milliseconds; one that lasts BLOCK_ORDER_LIMIT_NS
+// means that a GPU did not make an earlier block progress (the dispatch order above does not hold on it), and would
+// hang the run: the block says so and traps, so the host's next check fails with a launch error instead.
+#define BLOCK_ORDER_LIMIT_NS 30000000000ull
 __device__ __forceinline__ void block_order_wait(int *counter, int target) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
-    for (;;) {
+    unsigned long long t0 = 0;
+    for (unsigned spins = 0;; spins++) {
         int v;
         asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(counter) : "memory");
         if (v >= target) break;
         __nanosleep(64);
+        if ((spins & 1023u) == 0) {  // the clock every ~1024 polls: a read of it costs more than a poll
+            unsigned long long now;
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+            if (spins == 0) t0 = now;
+            else if (now - t0 > BLOCK_ORDER_LIMIT_NS) {
+                printf("error: block (%d, %d, %d) of a kernel waited %.0f s for its turn (counter %d, wanted %d): the "
+                       "blocks before it made no progress (cuda/block_order.cuh)\n", (int)blockIdx.x, (int)blockIdx.y,
+                       (int)blockIdx.z, (double)(now - t0) * 1e-9, v, target);
+                __trap();
+            }
+        }
     }
 #else
     while (atomicAdd(counter, 0) < target) __nanosleep(64);
