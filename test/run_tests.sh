@@ -72,14 +72,14 @@ if [ -f "$DATA/gpt2_encoder.json" ] && [ -f "$DATA/gpt2_vocab.bpe" ]; then
     skip "tinyshakespeare script: no $DATA/tinyshakespeare.txt (set DATA_DIR to a directory with it)"
   fi
 else
-  skip "tokenizer vs tiktoken and the tinyshakespeare script: no GPT-2 tokenizer files (gpt2_encoder.json, gpt2_vocab.bpe) in $DATA (set DATA_DIR)"
+  skip "tokenizer vs tiktoken and the tinyshakespeare script: no GPT-2 tokenizer files (gpt2_encoder.json, gpt2_vocab.bpe) in $DATA (scripts/tinyshakespeare.sh downloads them and the text into data/; then DATA_DIR=data make test)"
 fi
 
 if [ -f "$DATA/gpt2_encoder.json" ] && [ -f "$DATA/tinyshakespeare.txt" ]; then
   run_suite "Hugging Face export and import" bash test/test_hf.sh "$DATA"
   run_suite "multiple-choice evaluation (--eval-mc)" bash test/test_eval_mc.sh "$DATA"
 else
-  skip "Hugging Face export and import, --eval-mc: no gpt2_encoder.json or tinyshakespeare.txt in $DATA (set DATA_DIR)"
+  skip "Hugging Face export and import, --eval-mc: no gpt2_encoder.json or tinyshakespeare.txt in $DATA (scripts/tinyshakespeare.sh downloads them into data/; then DATA_DIR=data make test)"
 fi
 run_suite "trainer CLI" bash test/test_cli.sh
 run_suite "README vs the code" bash test/test_readme.sh
