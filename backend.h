@@ -94,6 +94,7 @@ static void backend_decode_end(void);
 enum { GRAPH_FORWARD, GRAPH_BACKWARD, NUM_GRAPHS };
 static int backend_graph_begin(int g, uint64_t shape, uint64_t variant);
 static void backend_graph_end(int g);
+static void backend_graphs_drop(void);  // every graph forgotten and freed: the buffers they recorded are about to go
 
 // ---- memory ----
 // The builds count what they hand out in two variables the memory plan is checked against after the model

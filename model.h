@@ -271,6 +271,7 @@ static floatX *model_weights(Model *m, int u) {
 }
 
 static void model_free(Model *m) {
+    backend_graphs_drop();  // they replay kernels on the buffers freed here
     free(m->uparams);
     free(m->ugrads);
     free(m->wparams);

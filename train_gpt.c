@@ -423,6 +423,7 @@ static int backend_fuses_gelu(void) { return 0; }
 // No graphs here (backend.h): the bracketed work runs every time.
 static int backend_graph_begin(int g, uint64_t shape, uint64_t variant) { (void)g, (void)shape, (void)variant; return 0; }
 static void backend_graph_end(int g) { (void)g; }
+static void backend_graphs_drop(void) {}
 static int backend_fuses_residual(void) { return 0; }
 static void matmul_forward_gelu(float *out, float *pre, const float *inp, const float *weight, const float *bias, int N, int C,
                                 int OC) {

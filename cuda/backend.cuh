@@ -421,6 +421,13 @@ static void backend_graph_end(int g) {
     cudaCheck(cudaGraphLaunch(s->exec, main_stream));
 }
 
+static void backend_graphs_drop(void) {
+    for (int g = 0; g < GRAPH_SLOTS; g++) {
+        if (graph_slots[g].exec) cudaCheck(cudaGraphExecDestroy(graph_slots[g].exec));
+        graph_slots[g] = (GraphSlot){0};
+    }
+}
+
 // Generation brackets (model.h): the CUDA build needs nothing held while the weights stay still.
 static void backend_decode_begin(void) {}
 static void backend_decode_end(void) {}
