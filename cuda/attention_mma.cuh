@@ -150,12 +150,17 @@ constexpr int ATT_TC_BQ = 128, ATT_TC_WARPS = 8, ATT_TC_THREADS = 32 * ATT_TC_WA
 static_assert(ATT_TC_BQ == 16 * ATT_TC_WARPS && ATT_TC_BK == ATT_BK, "a warp owns 16 rows; key tiles of 64");
 
 // LDR: a tile row is 16 bytes past a multiple of 128, so the 8 rows an ldmatrix matrix reads start 4 banks apart.
+// KV_SMEM: the backward reads its K and V fragments from shared memory per query tile, where holding them (HS / 4
+// registers each) beside dK and dV (HS / 2 each) would spill: at HS 128 ptxas put 432 bytes of each thread in
+// local memory. Then V keeps a tile of its own.
 template <typename floatT, int HS>
 struct AttnTc {
     static constexpr int LDR = HS + 8, TILE = 64 * LDR;
+    static constexpr bool KV_SMEM = HS > 64;
     static constexpr size_t FWD_BYTES = sizeof(floatT) * 4 * TILE;   // K, V x 2 buffers (Q first in buffer 1)
-    // backward: Q, dout x 2 buffers, K, dS^T [64][64 + 8]; lse, D x 2
-    static constexpr size_t BWD_BYTES = sizeof(floatT) * (5 * TILE + 64 * (64 + 8)) + 4 * sizeof(float) * 64;
+    // backward: Q, dout x 2 buffers, K, (V,) dS^T [64][64 + 8]; lse, D x 2
+    static constexpr size_t BWD_BYTES =
+        sizeof(floatT) * ((KV_SMEM ? 6 : 5) * TILE + 64 * (64 + 8)) + 4 * sizeof(float) * 64;
     static_assert(HS % 16 == 0 && (LDR * sizeof(floatT)) % 16 == 0, "16-byte rows");
 };
 
@@ -175,19 +180,22 @@ __device__ __forceinline__ void attn_tc_tile(floatT *tile, const floatT *__restr
     }
 }
 
-// A warp's 16 rows of a row-major tile as m16n8k16 A operands, HS / 16 of them.
+// A warp's 16 rows of a row-major tile, columns [16 kc, 16 kc + 16), as an m16n8k16 A operand.
 template <typename floatT, int HS>
-__device__ __forceinline__ void attn_tc_rows(uint32_t a[][4], const floatT *tile, int row0) {
+__device__ __forceinline__ void attn_tc_row_chunk(uint32_t a[4], const floatT *tile, int row0, int kc) {
     using L = AttnTc<floatT, HS>;
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const floatT *p = tile + (row0 + g) * L::LDR + kc * 16 + 2 * t;
+    a[0] = attn_ld32(p);
+    a[1] = attn_ld32(p + 8 * L::LDR);
+    a[2] = attn_ld32(p + 8);
+    a[3] = attn_ld32(p + 8 * L::LDR + 8);
+}
+// All HS / 16 of them.
+template <typename floatT, int HS>
+__device__ __forceinline__ void attn_tc_rows(uint32_t a[][4], const floatT *tile, int row0) {
 #pragma unroll
-    for (int kc = 0; kc < HS / 16; kc++) {
-        const floatT *p = tile + (row0 + g) * L::LDR + kc * 16 + 2 * t;
-        a[kc][0] = attn_ld32(p);
-        a[kc][1] = attn_ld32(p + 8 * L::LDR);
-        a[kc][2] = attn_ld32(p + 8);
-        a[kc][3] = attn_ld32(p + 8 * L::LDR + 8);
-    }
+    for (int kc = 0; kc < HS / 16; kc++) attn_tc_row_chunk<floatT, HS>(a[kc], tile, row0, kc);
 }
 
 // B operands for the 8-column tiles n and n + 1, k-chunk kc (b[0], b[1] for tile n, b[2], b[3] for n + 1), from
@@ -204,24 +212,30 @@ __device__ __forceinline__ void attn_tc_b2t(uint32_t b[4], const floatT *M, int 
     ldmatrix_x4_trans(b, M + (kc * 16 + (j & 1) * 8 + r) * LD + (n + (j >> 1)) * 8);
 }
 
-// acc[n] (16 rows x 8 columns 8n..8n+7) = A . B^T for the 64 rows of a row-major tile Bm (B[k][n] =
-// Bm[n][k]): the warp's scores against 64 keys, or dP against 64 rows of V. Only n < n_end (even) are
-// computed; the rest are zero.
+// acc[n] (16 rows x 8 columns 8n..8n+7) += A . B^T over k chunk kc, for the 64 rows of a row-major tile Bm
+// (B[k][n] = Bm[n][k]): eight independent accumulators between dependent products.
+template <typename floatT, int HS>
+__device__ __forceinline__ void attn_tc_scores_chunk(float acc[8][4], const uint32_t a[4], const floatT *Bm, int kc) {
+    using L = AttnTc<floatT, HS>;
+#pragma unroll
+    for (int n = 0; n < 8; n += 2) {
+        uint32_t b[4];
+        attn_tc_b2<L::LDR>(b, Bm, n, kc);
+        mma_16x8x16<floatT>(acc[n], a, b);
+        mma_16x8x16<floatT>(acc[n + 1], a, b + 2);
+    }
+}
+
+// acc[n] = A . B^T as above over all of k: the warp's scores against 64 keys, or dP against 64 rows of V. Only
+// n < n_end (even) are computed; the rest are zero.
 template <typename floatT, int HS>
 __device__ __forceinline__ void attn_tc_scores(float acc[8][4], const uint32_t a[][4], const floatT *Bm, int n_end) {
     using L = AttnTc<floatT, HS>;
 #pragma unroll
     for (int n = 0; n < 8; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
-    if (n_end == 8) {  // k outermost: eight independent accumulators between dependent products
+    if (n_end == 8) {  // k outermost
 #pragma unroll
-        for (int kc = 0; kc < HS / 16; kc++)
-#pragma unroll
-            for (int n = 0; n < 8; n += 2) {
-                uint32_t b[4];
-                attn_tc_b2<L::LDR>(b, Bm, n, kc);
-                mma_16x8x16<floatT>(acc[n], a[kc], b);
-                mma_16x8x16<floatT>(acc[n + 1], a[kc], b + 2);
-            }
+        for (int kc = 0; kc < HS / 16; kc++) attn_tc_scores_chunk<floatT, HS>(acc, a[kc], Bm, kc);
         return;
     }
 #pragma unroll
@@ -234,6 +248,20 @@ __device__ __forceinline__ void attn_tc_scores(float acc[8][4], const uint32_t a
             mma_16x8x16<floatT>(acc[n], a[kc], b);
             mma_16x8x16<floatT>(acc[n + 1], a[kc], b + 2);
         }
+    }
+}
+
+// The same with A a warp's 16 rows [row0, row0 + 16) of a row-major tile As, read from shared memory a chunk at a
+// time (AttnTc::KV_SMEM).
+template <typename floatT, int HS>
+__device__ __forceinline__ void attn_tc_scores_tile(float acc[8][4], const floatT *As, int row0, const floatT *Bm) {
+#pragma unroll
+    for (int n = 0; n < 8; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+#pragma unroll
+    for (int kc = 0; kc < HS / 16; kc++) {
+        uint32_t a[4];
+        attn_tc_row_chunk<floatT, HS>(a, As, row0, kc);
+        attn_tc_scores_chunk<floatT, HS>(acc, a, Bm, kc);
     }
 }
 
@@ -414,18 +442,18 @@ __device__ __forceinline__ void attn_tc_dsk(float out[][4], const floatT *St, in
     }
 }
 
-// Backward, one kernel for dK, dV and dQ: 5 products per tile pair (FlashAttention-2's), after
-// attn_bwd_rowdot_kernel has written D = rowsum(dout * out) and zeroed the turn counters. Block (x, b*NH + h) owns
-// key rows [64 kb, 64 kb + 64), kb = nqb - 1 - x; warp w owns 16 of them, its K and V rows held as A operands. Per
-// query tile qb >= kb, transposed: S^T = K Q^T, dP^T = V dout^T, P^T = 2^(S^T scale log2 e - lse log2 e), dS^T =
-// P^T (dP^T - D); dV += P^T dout and dK += dS^T Q (times scale at the end), dout and Q through ldmatrix.trans. dS^T
-// goes to shared memory, and each warp then computes 16 query rows of the tile's dQ contribution dS K.
-// dQ of tile qb is the sum over key blocks kb = qb, qb - 1, .., 0 in that order (cuda/block_order.cuh): the
-// diagonal block writes its contribution to the fp32 accumulator dq_acc, the blocks after it wait on the tile's
-// counter until it says qb - kb blocks have added, then add theirs and count on, and block 0 adds the last one and
-// writes dQ (times scale) in floatT: the same bits in every run, no atomics on data. A block waits only on blocks of
-// its own row of the grid with a lower x (kb + 1 .. qb), which a GPU dispatches first. The next Q and dout tiles
-// (and their lse and D) load while this one is computed on.
+// Backward, one kernel for dK, dV and dQ: 5 products per tile pair (FlashAttention-2's), after attn_bwd_rowdot_kernel
+// has written D = rowsum(dout * out) and zeroed the turn counters. Block (x, b*NH + h) owns key rows [64 kb, 64 kb +
+// 64), kb = nqb - 1 - x; warp w owns 16 of them, its K and V rows the A operands (held in registers, or read from
+// shared memory per tile where KV_SMEM). Per query tile qb >= kb, transposed: S^T = K Q^T, dP^T = V dout^T, P^T =
+// 2^(S^T scale log2 e - lse log2 e), dS^T = P^T (dP^T - D); dV += P^T dout and dK += dS^T Q (times scale at the end),
+// dout and Q through ldmatrix.trans. dS^T goes to shared memory, and each warp then computes 16 query rows of the
+// tile's dQ contribution dS K. dQ of tile qb is the sum over key blocks kb = qb, qb - 1, .., 0 in that order
+// (cuda/block_order.cuh): the diagonal block writes its contribution to the fp32 accumulator dq_acc, the blocks after
+// it wait on the tile's counter until it says qb - kb blocks have added, then add theirs and count on, and block 0 adds
+// the last one and writes dQ (times scale) in floatT: the same bits in every run, no atomics on data. A block waits
+// only on blocks of its own row of the grid with a lower x (kb + 1 .. qb), which a GPU dispatches first. The next Q and
+// dout tiles (and their lse and D) load while this one is computed on.
 template <typename floatT, int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
 attn_tc_bwd_kernel(floatT *__restrict__ dqkv, float *__restrict__ dq_acc, int *__restrict__ turns,
@@ -433,8 +461,10 @@ attn_tc_bwd_kernel(floatT *__restrict__ dqkv, float *__restrict__ dq_acc, int *_
                    const float *__restrict__ rowdot, int T, int C, int NH, float scale) {
     using L = AttnTc<floatT, HS>;
     DYNAMIC_SHARED(unsigned char, attn_smem);
-    // buffer b: Q at tile 2b, dout at 2b + 1 (V first at 3); K at tile 4, kept; then dS^T [64][LDS], lse and D [2][64]
-    floatT *sm = reinterpret_cast<floatT *>(attn_smem), *Ks = sm + 4 * L::TILE, *St = sm + 5 * L::TILE;
+    // buffer b: Q at tile 2b, dout at 2b + 1; K at tile 4, kept; V at 5, kept (KV_SMEM), else first at 3 until its
+    // fragments are in registers; then dS^T [64][LDS], lse and D [2][64]
+    floatT *sm = reinterpret_cast<floatT *>(attn_smem), *Ks = sm + 4 * L::TILE, *Vs = sm + (L::KV_SMEM ? 5 : 3) * L::TILE,
+           *St = sm + (L::KV_SMEM ? 6 : 5) * L::TILE;
     float *lse_s = reinterpret_cast<float *>(St + 64 * ATT_TC_LDS), *D_s = lse_s + 2 * 64;
     const AttnBlock<floatT> blk(qkv, dout, T, C, NH, true);
     const int nqb = blk.nqb, kb = blk.tile, bh = blk.bh, hs = blk.hs, warp = blk.warp, lane = blk.lane, g = lane >> 2,
@@ -454,16 +484,18 @@ attn_tc_bwd_kernel(floatT *__restrict__ dqkv, float *__restrict__ dq_acc, int *_
     };
 
     attn_tc_tile<floatT, HS, 64, ATT_THREADS>(Ks, blk.k, C3, k0, T, hs);
-    attn_tc_tile<floatT, HS, 64, ATT_THREADS>(sm + 3 * L::TILE, blk.v, C3, k0, T, hs);
+    attn_tc_tile<floatT, HS, 64, ATT_THREADS>(Vs, blk.v, C3, k0, T, hs);
     attn_tc_tile<floatT, HS, 64, ATT_THREADS>(sm, blk.q, C3, k0, T, hs);
     attn_tc_tile<floatT, HS, 64, ATT_THREADS>(sm + L::TILE, blk.dout, C, k0, T, hs);
     cp_async_commit();
     load_rows(kb, 0);
     cp_async_wait<0>();
     __syncthreads();
-    uint32_t ka[HS / 16][4], va[HS / 16][4];
-    attn_tc_rows<floatT, HS>(ka, Ks, warp * 16);
-    attn_tc_rows<floatT, HS>(va, sm + 3 * L::TILE, warp * 16);
+    uint32_t ka[L::KV_SMEM ? 1 : HS / 16][4], va[L::KV_SMEM ? 1 : HS / 16][4];  // unused when KV_SMEM
+    if constexpr (!L::KV_SMEM) {
+        attn_tc_rows<floatT, HS>(ka, Ks, warp * 16);
+        attn_tc_rows<floatT, HS>(va, Vs, warp * 16);
+    }
     float dk[HS / 8][4], dv[HS / 8][4];
 #pragma unroll
     for (int n = 0; n < HS / 8; n++)
@@ -485,8 +517,13 @@ attn_tc_bwd_kernel(floatT *__restrict__ dqkv, float *__restrict__ dq_acc, int *_
         const floatT *Qs = sm + buf * 2 * L::TILE, *dOs = Qs + L::TILE;
         const float *lse_b = lse_s + buf * 64, *D_b = D_s + buf * 64;
         float s[8][4], dp[8][4];
-        attn_tc_scores<floatT, HS>(s, ka, Qs, 8);
-        attn_tc_scores<floatT, HS>(dp, va, dOs, 8);
+        if constexpr (L::KV_SMEM) {
+            attn_tc_scores_tile<floatT, HS>(s, Ks, warp * 16, Qs);
+            attn_tc_scores_tile<floatT, HS>(dp, Vs, warp * 16, dOs);
+        } else {
+            attn_tc_scores<floatT, HS>(s, ka, Qs, 8);
+            attn_tc_scores<floatT, HS>(dp, va, dOs, 8);
+        }
         const bool masked = qb == kb || q0 + ATT_BQ > T;  // the causal diagonal, or query rows past T
 #pragma unroll
         for (int n = 0; n < 8; n++)
