@@ -119,7 +119,8 @@ EMU_FLAGS = $(EMU_OPT) -fno-strict-aliasing -std=c++17 -fopenmp -Wall -Wextra -W
   -Wno-unknown-pragmas -Wno-class-memaccess -DTRAIN_GPT_CUDA -DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1 -isystem $(CUDA_HOME)/include $(MPI_CFLAGS) $(URING_FLAGS)
 EMU_DEV = -I. -x c++ -include dev/cuda/emu/emu.h
 EMU_RT_H = dev/cuda/emu/emu.h dev/cuda/emu/emu_internal.h
-EMU_OBJS = build/emu/emu.o build/emu/cublaslt.o build/emu/nccl.o
+EMU_OBJS = build/emu/emu.o build/emu/emu_threads.o build/emu/emu_blocks.o build/emu/emu_queue.o build/emu/emu_race.o \
+  build/emu/cublaslt.o build/emu/nccl.o
 EMU_ASAN = -fsanitize=address -fno-omit-frame-pointer -g
 EMU_RACE = -fsanitize=thread -g -O1
 EMU_LINK = $(MPI_LDFLAGS) -lgomp $(URING_LIBS)

@@ -14,7 +14,8 @@ set -u
 cd "$(dirname "$0")/../../.."
 W=$(mktemp -d /tmp/barrier_mutants.XXXXXX)
 trap 'rm -rf "$W"' EXIT
-make -s build/emu/emu.o build/emu/cublaslt.o build/emu/nccl.o || exit 1
+make -s build/emu/emu.o build/emu/emu_threads.o build/emu/emu_blocks.o build/emu/emu_queue.o build/emu/emu_race.o \
+  build/emu/cublaslt.o build/emu/nccl.o || exit 1
 lines=("$@")
 BARRIER='__syncthreads\(\);|__syncwarp\(\);|__threadfence\(\);|block_order_(wait|release)\([^;]*\);'
 [ ${#lines[@]} -eq 0 ] && mapfile -t lines < <(grep -n -E "$BARRIER" cuda/*.cuh | cut -d: -f1,2)

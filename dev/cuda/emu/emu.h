@@ -10,11 +10,12 @@
 //     up to their next barrier, so a result that depends on the order is a race;
 //   - cudaMalloc'd memory and each block's dynamic shared memory start as 0xff bytes (NaN in fp32, bf16 and
 //     fp16), so a read of anything not written shows up in the results;
-//   - the runtime (emu.cpp), cuBLASLt (cublaslt.cpp) and NCCL over MPI (nccl.cpp) implement what the trainer
-//     calls against NVIDIA's own headers, which declare them; the toolkit's cuda_bf16.h and cuda_fp16.h are used
-//     as they are (they work in host code).
+//   - the runtime (emu.cpp, with emu_threads.cpp, emu_blocks.cpp, emu_queue.cpp and emu_race.cpp: see
+//     emu_internal.h for which does what), cuBLASLt (cublaslt.cpp) and NCCL over MPI (nccl.cpp) implement what
+//     the trainer calls against NVIDIA's own headers, which declare them; the toolkit's cuda_bf16.h and
+//     cuda_fp16.h are used as they are (they work in host code).
 // Built with -fsanitize=thread (make dev/cuda/kernels_emu_race), the compiler reports every memory access of the
-// device code to our own hooks in emu.cpp (no ThreadSanitizer runtime is linked): they keep shadow memory for
+// device code to our own hooks in emu_race.cpp (no ThreadSanitizer runtime is linked): they keep shadow memory for
 // shared and device memory and stop at the first pair of accesses from different threads that no barrier orders.
 // See the README's "The CUDA build on the CPU" for what this proves and what only a GPU can.
 #ifndef CUDA_EMU_H
@@ -58,7 +59,7 @@ static const int warpSize = 32;
 #define __launch_bounds__(...)
 #endif
 
-// Barriers and warp collectives (emu.cpp). Each blocks the calling fiber until every thread it names arrives.
+// Barriers and warp collectives (emu_threads.cpp). Each blocks the calling fiber until every thread it names arrives.
 // The defaulted file and line are the caller's source position (GCC evaluates __builtin_FILE/LINE at the call):
 // threads at the same barrier are at the same source line even where the compiler has duplicated the call.
 #define EMU_AT const char *file = __builtin_FILE(), int line = __builtin_LINE()
@@ -175,7 +176,7 @@ static inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *n, 
     return cudaOccupancyMaxActiveBlocksPerMultiprocessor(n, (const void *)f, block, smem);
 }
 
-// ---- asynchronous copies (cp.async; the emulator's section for them, emu.cpp's "Asynchronous copies") ----
+// ---- asynchronous copies (cp.async; the emulator's section for them, emu_blocks.cpp's "Asynchronous copies") ----
 // The device code (cuda/async_copy.cuh) issues cp.async through CUDA's pipeline primitives
 // (cuda_pipeline_primitives.h, kept out here), as nvcc does where it does not emit the PTX itself. A copy is
 // queued on the issuing thread: at issue its 16 destination bytes become 0xff (NaN) and the source is read; they

@@ -3,7 +3,7 @@
 // not). Semantics from nccl.h: in-place all-reduce when sendbuff == recvbuff; in-place reduce-scatter when
 // recvbuff == sendbuff + rank * recvcount; in-place all-gather when sendbuff == recvbuff + rank * sendcount;
 // ncclCommSplit groups ranks by color (NCCL_SPLIT_NOCOLOR: none) ordered by key. Buffers must be device memory.
-// A collective is checked when it is issued and runs when the device's queue gets to it (emu.cpp), as NCCL's kernels
+// A collective is checked when it is issued and runs when the device's queue gets to it (emu_queue.cpp), as NCCL's kernels
 // run on the stream; an MPI failure then stops the run. Every blocking MPI call the program makes runs the queue
 // first (the MPI_* wrappers at the end, through MPI's profiling interface), so that a rank never waits in MPI for a
 // peer while holding back a collective that peer waits in: on a GPU, NCCL goes on without the host.
