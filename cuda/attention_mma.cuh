@@ -54,9 +54,6 @@ __device__ __forceinline__ float attn_exp2(float x) {
     return exp2f(x);
 #endif
 }
-template <typename floatT> __device__ __forceinline__ uint32_t attn_ld32(const floatT *p) {
-    return *reinterpret_cast<const uint32_t *>(p);
-}
 
 // d += A . B for one m16n8k16 tile, fp32 accumulation.
 template <typename floatT>
@@ -180,16 +177,14 @@ __device__ __forceinline__ void attn_tc_tile(floatT *tile, const floatT *__restr
     }
 }
 
-// A warp's 16 rows of a row-major tile, columns [16 kc, 16 kc + 16), as an m16n8k16 A operand.
+// A warp's 16 rows of a row-major tile, columns [16 kc, 16 kc + 16), as an m16n8k16 A operand: one ldmatrix, its
+// matrix j the rows 8 (j & 1) .. + 7 at columns 8 (j >> 1) .. + 7 (a0: rows g, a1: rows g + 8, a2 and a3 the same
+// 8 columns on).
 template <typename floatT, int HS>
 __device__ __forceinline__ void attn_tc_row_chunk(uint32_t a[4], const floatT *tile, int row0, int kc) {
     using L = AttnTc<floatT, HS>;
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const floatT *p = tile + (row0 + g) * L::LDR + kc * 16 + 2 * t;
-    a[0] = attn_ld32(p);
-    a[1] = attn_ld32(p + 8 * L::LDR);
-    a[2] = attn_ld32(p + 8);
-    a[3] = attn_ld32(p + 8 * L::LDR + 8);
+    const int lane = threadIdx.x & 31, j = lane >> 3, r = lane & 7;
+    ldmatrix_x4(a, tile + (row0 + (j & 1) * 8 + r) * L::LDR + kc * 16 + (j >> 1) * 8);
 }
 // All HS / 16 of them.
 template <typename floatT, int HS>

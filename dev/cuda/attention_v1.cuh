@@ -7,6 +7,11 @@
 
 #include "../../cuda/attention.cuh"
 
+// Two 16-bit values from shared memory as one register (the trainer's kernels load fragments by ldmatrix now).
+template <typename floatT> __device__ __forceinline__ uint32_t attn_ld32(const floatT *p) {
+    return *reinterpret_cast<const uint32_t *>(p);
+}
+
 // Shared tiles of the 16-bit kernels, in elements: row-major [64][LDR] (rows of q, k, v or dout) and
 // transposed [HS][LDT]. Both strides are 16 bytes past a multiple of 128, so the 8 rows g = 0..7 that a
 // fragment load touches start 4 banks apart and the 4 lanes t of a row fill them: no bank conflicts.
