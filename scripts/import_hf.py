@@ -1,18 +1,27 @@
 #!/usr/bin/env python3
-"""import_hf.py: a Hugging Face GPT-2 directory (GPT2LMHeadModel or GPT2Model; gpt2 through gpt2-xl or any
-other shape of the same architecture) to an llm.c model file that train_gpt starts from with -e.
+"""import_hf.py: a Hugging Face model directory to a model file that train_gpt starts from with -e:
+GPT-2 (GPT2LMHeadModel or GPT2Model; gpt2 through gpt2-xl or any other shape of the same architecture) to an
+llm.c model file, and the Llama family (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM) to the
+trainer's Llama-family model file (magic 20261126, fp32; docs/hf.md).
 
     scripts/import_hf.py HF_DIR OUT.bin [--dtype auto|fp32|bf16]
 
 HF_DIR holds config.json and the weights: model.safetensors, a sharded model.safetensors.index.json, or
-PyTorch's pytorch_model.bin (that one needs torch to read). Names with or without the "transformer."
-prefix are accepted; the attention-mask buffers older checkpoints carry (attn.bias, attn.masked_bias) are
-skipped; lm_head.weight must equal wte (GPT-2 ties them; llm.c has no separate head). The vocabulary is
-padded to a multiple of 128 with zero rows, as llm.c does. --dtype auto writes version 5 (bf16) when every
-tensor is bf16 and version 3 (fp32) otherwise. Checked before anything is written: the architecture and
-its options in config.json, every tensor's shape against config.json, missing and unknown tensors, and
-truncated files; each error names the file and the field. The output is written to a temporary name and
-renamed. Needs only numpy (and torch for pytorch_model.bin).
+PyTorch's pytorch_model.bin (or its sharded pytorch_model.bin.index.json; those need torch to read).
+GPT-2: names with or without the "transformer." prefix are accepted; the attention-mask buffers older
+checkpoints carry (attn.bias, attn.masked_bias) are skipped; lm_head.weight must equal wte (GPT-2 ties them;
+llm.c has no separate head). The vocabulary is padded to a multiple of 128 with zero rows, as llm.c does.
+--dtype auto writes version 5 (bf16) when every tensor is bf16 and version 3 (fp32) otherwise.
+Llama family: every tensor is widened to fp32 exactly (bf16 and fp16 sources included); the vocabulary is
+padded to a multiple of 128 with zero rows; q and k rows are kept in Hugging Face's rotate-half order.
+Options the file cannot express are refused, naming the config.json field: hidden_act other than silu,
+attention_bias (it also puts a bias on o_proj), mlp_bias, rope_scaling other than none/default/llama3,
+partial_rotary_factor, use_sliding_window, an odd head_dim, num_attention_heads not divisible by
+num_key_value_heads.
+Checked before anything is written: the architecture and its options in config.json, every tensor's shape
+against config.json, missing and unknown tensors, and truncated files; each error names the file and the
+field. The output is written to a temporary name, flushed and renamed. Needs only numpy (and torch for
+pytorch_model.bin).
 """
 import argparse
 import json
@@ -24,11 +33,12 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from llmc_hf import (HFError, LAYER_MAP, LLMC_TENSORS, OUTER_MAP, bf16_to_f32, f32_to_bf16, padded_vocab,  # noqa: E402
                      read_safetensors, write_llmc)
+from llmc_llama import check_dims, f32, write_llama  # noqa: E402
 
 BUFFERS = ("attn.bias", "attn.masked_bias")  # causal-mask buffers, not weights
 
 
-def read_config(hf_dir):
+def load_config(hf_dir):
     path = os.path.join(hf_dir, "config.json")
     try:
         with open(path) as f:
@@ -37,13 +47,21 @@ def read_config(hf_dir):
         raise HFError("%s: cannot open: %s (expected a Hugging Face model directory)" % (path, e.strerror))
     except ValueError as e:
         raise HFError("%s: not valid JSON (%s)" % (path, e))
+    if not isinstance(c, dict):
+        raise HFError("%s: not a JSON object" % path)
+    return path, c
 
+
+def read_config(path, c):
     def want(field, ok, expected, default=None):
         v = c.get(field, default)
         if not ok(v):
             raise HFError("%s: %s is %s, expected %s (llm.c's GPT-2 has no other)" % (path, field, json.dumps(v), expected))
         return v
-    want("model_type", lambda v: v == "gpt2", '"gpt2"')
+    if c.get("model_type") != "gpt2":
+        raise HFError("%s: model_type is %s, expected one of \"gpt2\", %s (architectures %s; supported: GPT2LMHeadModel, %s)"
+                      % (path, json.dumps(c.get("model_type")), ", ".join('"%s"' % k for k in LLAMA_TYPES),
+                         json.dumps(c.get("architectures")), ", ".join(LLAMA_TYPES.values())))
     arch = c.get("architectures") or ["GPT2LMHeadModel"]
     if not all(a in ("GPT2LMHeadModel", "GPT2Model") for a in arch):
         raise HFError("%s: architectures is %s, expected GPT2LMHeadModel or GPT2Model" % (path, json.dumps(arch)))
@@ -67,25 +85,40 @@ def read_config(hf_dir):
 
 def read_weights(hf_dir):
     """{name without 'transformer.': (array, dtype tag, file)}"""
-    st, idx, pt = (os.path.join(hf_dir, n) for n in ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin"))
-    files = []
+    st, idx, pt, ptidx = (os.path.join(hf_dir, n) for n in ("model.safetensors", "model.safetensors.index.json",
+                                                            "pytorch_model.bin", "pytorch_model.bin.index.json"))
     if os.path.exists(st):
         files = [st]
     elif os.path.exists(idx):
-        try:
-            with open(idx) as f:
-                files = sorted(set(os.path.join(hf_dir, v) for v in json.load(f)["weight_map"].values()))
-        except (ValueError, KeyError, AttributeError) as e:
-            raise HFError("%s: weight_map unreadable (%s)" % (idx, e))
+        files = index_files(idx)
     elif os.path.exists(pt):
         return read_torch(pt)
+    elif os.path.exists(ptidx):
+        out = {}
+        for p in index_files(ptidx):
+            out.update(read_torch(p))
+        return out
     else:
-        raise HFError("%s: no model.safetensors, model.safetensors.index.json or pytorch_model.bin" % hf_dir)
+        raise HFError("%s: no model.safetensors, model.safetensors.index.json, pytorch_model.bin or "
+                      "pytorch_model.bin.index.json" % hf_dir)
     out = {}
     for p in files:
         for name, (a, tag) in read_safetensors(p).items():
             out[strip(name)] = (a, tag, p)
     return out
+
+
+def index_files(idx):
+    """The shard files a sharded checkpoint's index names (every one must exist)."""
+    try:
+        with open(idx) as f:
+            files = sorted(set(os.path.join(os.path.dirname(idx), v) for v in json.load(f)["weight_map"].values()))
+    except (ValueError, KeyError, AttributeError, TypeError) as e:
+        raise HFError("%s: weight_map unreadable (%s)" % (idx, e))
+    for p in files:
+        if not os.path.exists(p):
+            raise HFError("%s: names shard %s, which is missing" % (idx, os.path.basename(p)))
+    return files
 
 
 def read_torch(path):
@@ -99,6 +132,8 @@ def read_torch(path):
         raise HFError("%s: torch.load failed: %s (truncated?)" % (path, e))
     out = {}
     for name, v in sd.items():
+        if not isinstance(v, torch.Tensor):
+            continue
         if v.dtype == torch.bfloat16:
             out[strip(name)] = (v.view(torch.int16).numpy().view(np.uint16), "BF16", path)
         else:
@@ -158,6 +193,161 @@ def gather(d, w, bf16):
     return t
 
 
+# ---------------------------------------------------------------- the Llama family
+
+LLAMA_TYPES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}
+# transformers' defaults for the fields a config.json may leave out (LlamaConfig, Qwen2Config, Qwen3Config)
+LLAMA_DEFAULTS = {
+    "llama": {"rms_norm_eps": 1e-6, "rope_theta": 10000.0, "max_position_embeddings": 2048, "num_key_value_heads": None},
+    "qwen2": {"rms_norm_eps": 1e-6, "rope_theta": 10000.0, "max_position_embeddings": 32768, "num_key_value_heads": 32},
+    "qwen3": {"rms_norm_eps": 1e-6, "rope_theta": 10000.0, "max_position_embeddings": 32768, "num_key_value_heads": 32,
+              "head_dim": 128},
+}
+ROTARY_BUFFER = "self_attn.rotary_emb.inv_freq"  # a buffer older Llama checkpoints carry, not a weight
+
+
+def read_llama_config(path, c):
+    """dims of the Llama-family file from config.json; every option it cannot express is an error naming the field."""
+    mt = c["model_type"]
+    arch = c.get("architectures") or [LLAMA_TYPES[mt]]
+    if arch != [LLAMA_TYPES[mt]]:
+        raise HFError("%s: architectures is %s, expected [\"%s\"] for model_type \"%s\"" % (path, json.dumps(arch), LLAMA_TYPES[mt], mt))
+    dflt = LLAMA_DEFAULTS[mt]
+
+    def get(field, default=None):
+        return c.get(field, dflt.get(field, default))
+
+    def refuse(field, v, why):
+        raise HFError("%s: %s is %s: %s (not supported by the Llama-family file)" % (path, field, json.dumps(v), why))
+    d = {}
+    for field, k in (("vocab_size", "V"), ("hidden_size", "C"), ("intermediate_size", "H"), ("num_hidden_layers", "L"),
+                     ("num_attention_heads", "NH"), ("max_position_embeddings", "maxT")):
+        v = get(field)
+        if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+            raise HFError("%s: %s is %s, expected a positive integer" % (path, field, json.dumps(v)))
+        d[k] = v
+    kv = get("num_key_value_heads")
+    d["KV"] = d["NH"] if kv is None else kv
+    if not isinstance(d["KV"], int) or d["KV"] <= 0 or d["NH"] % d["KV"]:
+        raise HFError("%s: num_key_value_heads is %s, expected a positive integer dividing num_attention_heads %d"
+                      % (path, json.dumps(kv), d["NH"]))
+    hd = get("head_dim")
+    if hd is None:
+        hd = d["C"] // d["NH"]
+        if d["C"] % d["NH"]:
+            raise HFError("%s: hidden_size %d is not divisible by num_attention_heads %d and there is no head_dim"
+                          % (path, d["C"], d["NH"]))
+    if not isinstance(hd, int) or hd <= 0:
+        raise HFError("%s: head_dim is %s, expected a positive integer" % (path, json.dumps(hd)))
+    if hd % 2:
+        refuse("head_dim", hd, "odd; RoPE rotates pairs of channels")
+    if mt == "qwen2" and hd * d["NH"] != d["C"]:
+        refuse("head_dim", hd, "Qwen2ForCausalLM (transformers 4.45) uses hidden_size / num_attention_heads = %s"
+               % (d["C"] / d["NH"]))
+    d["hd"] = hd
+    act = c.get("hidden_act", "silu")
+    if act != "silu":
+        refuse("hidden_act", act, "the MLP is SwiGLU, expected \"silu\"")
+    if mt in ("llama", "qwen3") and c.get("attention_bias", False):
+        refuse("attention_bias", True, "%s then puts a bias on q, k, v and o_proj; only q/k/v biases (Qwen2ForCausalLM) are"
+               % LLAMA_TYPES[mt])
+    if c.get("mlp_bias", False):
+        refuse("mlp_bias", True, "the MLP has no biases")
+    if c.get("use_sliding_window", False):
+        refuse("use_sliding_window", True, "attention is full and causal, no sliding window")
+    prf = c.get("partial_rotary_factor", 1.0)
+    if prf != 1.0:
+        refuse("partial_rotary_factor", prf, "RoPE covers the whole head")
+    if c.get("pretraining_tp", 1) not in (1, None):
+        pass  # splits the matmuls into slices; the same function, so nothing to refuse
+    d["tied"] = int(bool(c.get("tie_word_embeddings", False)))
+    d["qkv_bias"] = int(mt == "qwen2")
+    d["qk_norm"] = int(mt == "qwen3")
+    d["eps"], d["theta"] = f32(get("rms_norm_eps")), f32(get("rope_theta"))
+    d.update(rope_scaling=0, rope_factor=0.0, rope_low=0.0, rope_high=0.0, rope_orig=0)
+    rs = c.get("rope_scaling")
+    if rs is not None:
+        if not isinstance(rs, dict):
+            refuse("rope_scaling", rs, "expected null or an object")
+        rt = rs.get("rope_type", rs.get("type"))
+        if rt == "llama3":
+            try:
+                d.update(rope_scaling=1, rope_factor=f32(rs["factor"]), rope_low=f32(rs["low_freq_factor"]),
+                         rope_high=f32(rs["high_freq_factor"]), rope_orig=int(rs["original_max_position_embeddings"]))
+            except (KeyError, TypeError, ValueError) as e:
+                refuse("rope_scaling", rs, "llama3 scaling needs factor, low_freq_factor, high_freq_factor and "
+                       "original_max_position_embeddings (%s)" % e)
+        elif rt != "default":
+            refuse("rope_scaling.rope_type", rt, "only \"llama3\" (Llama 3.1's) or none")
+    d["Vp"] = padded_vocab(d["V"])
+    d["mt"] = mt
+    check_dims(d, path)
+    return d
+
+
+def as_fp32(a, tag):
+    if tag == "BF16":
+        return bf16_to_f32(np.asarray(a))
+    return np.asarray(a, dtype=np.float32)
+
+
+def gather_llama(path, d, w):
+    """The Llama-family tensors from the Hugging Face ones (names with or without "model."), every shape checked."""
+    used = set()
+
+    def get(name, shape):
+        for n in (name, "model." + name):
+            if n in w:
+                a, tag, p = w[n]
+                if tuple(a.shape) != tuple(shape):
+                    raise HFError("%s: tensor '%s' has shape %s, config.json implies %s" % (p, n, list(a.shape), list(shape)))
+                used.add(n)
+                return as_fp32(a, tag)
+        raise HFError("%s: tensor '%s' is missing (config.json: %s)" % (
+            next(iter(w.values()))[2] if w else path, "model." + name if not name.startswith("lm_head") else name, path))
+    L, C, V, hd, H, NH, KV = d["L"], d["C"], d["V"], d["hd"], d["H"], d["NH"], d["KV"]
+
+    def padded(a):
+        out = np.zeros((d["Vp"], C), dtype=np.float32)
+        out[:V] = a
+        return out
+    t = {"wte": padded(get("embed_tokens.weight", (V, C)))}
+    ly = "layers.%d."
+    t["attn_norm"] = [get(ly % i + "input_layernorm.weight", (C,)) for i in range(L)]
+    t["wqkv"] = [np.concatenate([get(ly % i + "self_attn.q_proj.weight", (NH * hd, C)),
+                                 get(ly % i + "self_attn.k_proj.weight", (KV * hd, C)),
+                                 get(ly % i + "self_attn.v_proj.weight", (KV * hd, C))]) for i in range(L)]
+    if d["qkv_bias"]:
+        t["bqkv"] = [np.concatenate([get(ly % i + "self_attn.q_proj.bias", (NH * hd,)),
+                                     get(ly % i + "self_attn.k_proj.bias", (KV * hd,)),
+                                     get(ly % i + "self_attn.v_proj.bias", (KV * hd,))]) for i in range(L)]
+    if d["qk_norm"]:
+        t["q_norm"] = [get(ly % i + "self_attn.q_norm.weight", (hd,)) for i in range(L)]
+        t["k_norm"] = [get(ly % i + "self_attn.k_norm.weight", (hd,)) for i in range(L)]
+    t["wo"] = [get(ly % i + "self_attn.o_proj.weight", (C, NH * hd)) for i in range(L)]
+    t["mlp_norm"] = [get(ly % i + "post_attention_layernorm.weight", (C,)) for i in range(L)]
+    # up_proj's rows first, then gate_proj's: the second half feeds SiLU, as in llm.c's llama3 files
+    t["wfc"] = [np.concatenate([get(ly % i + "mlp.up_proj.weight", (H, C)), get(ly % i + "mlp.gate_proj.weight", (H, C))])
+                for i in range(L)]
+    t["wproj"] = [get(ly % i + "mlp.down_proj.weight", (C, H)) for i in range(L)]
+    t["final_norm"] = get("norm.weight", (C,))
+    if d["tied"]:
+        if "lm_head.weight" in w:  # some tied checkpoints store the head too; transformers ignores it
+            a, tag, p = w["lm_head.weight"]
+            if tuple(a.shape) != (V, C) or not np.array_equal(as_fp32(a, tag), t["wte"][:V]):
+                raise HFError("%s: lm_head.weight differs from model.embed_tokens.weight but config.json (%s) says "
+                              "tie_word_embeddings true" % (p, path))
+            used.add("lm_head.weight")
+    else:
+        t["lm_head"] = padded(get("lm_head.weight", (V, C)))
+    for name, (a, tag, p) in w.items():
+        if name in used or name.endswith(ROTARY_BUFFER):
+            continue
+        raise HFError("%s: unexpected tensor '%s' (not part of %s with the options of %s)"
+                      % (p, name, LLAMA_TYPES[d["mt"]], path))
+    return t
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("hf_dir")
@@ -166,7 +356,10 @@ def main():
                     help="auto: bf16 (version 5) if every tensor is bf16, else fp32 (version 3)")
     a = ap.parse_args()
     try:
-        d = read_config(a.hf_dir)
+        path, c = load_config(a.hf_dir)
+        if c.get("model_type") in LLAMA_TYPES:
+            return main_llama(a, path, c)
+        d = read_config(path, c)
         w = read_weights(a.hf_dir)
         bf16 = a.dtype == "bf16" or (a.dtype == "auto" and w and all(tag == "BF16" for _, tag, _ in w.values()))
         t = gather(d, w, bf16)
@@ -176,6 +369,20 @@ def main():
         sys.exit(1)
     print("imported %s (L=%d, C=%d, heads %d, vocab %d padded to %d, max seq %d) to %s (version %d, %s)" %
           (a.hf_dir, d["L"], d["C"], d["NH"], d["V"], d["Vp"], d["maxT"], a.out, 5 if bf16 else 3, "bf16" if bf16 else "fp32"))
+
+
+def main_llama(a, path, c):
+    if a.dtype == "bf16":
+        raise HFError("--dtype bf16: the Llama-family file holds fp32 tensors only (version 1)")
+    d = read_llama_config(path, c)
+    w = read_weights(a.hf_dir)
+    t = gather_llama(path, d, w)
+    write_llama(a.out, d, t)
+    print("imported %s (%s: L=%d, C=%d, heads %d, kv heads %d, head_dim %d, MLP %d, vocab %d padded to %d, max seq %d, "
+          "%s%s%s%s) to %s (Llama-family file, fp32)" % (
+              a.hf_dir, LLAMA_TYPES[d["mt"]], d["L"], d["C"], d["NH"], d["KV"], d["hd"], d["H"], d["V"], d["Vp"], d["maxT"],
+              "tied" if d["tied"] else "untied", ", q/k/v bias" if d["qkv_bias"] else "", ", qk-norm" if d["qk_norm"] else "",
+              ", llama3 RoPE scaling" if d["rope_scaling"] else "", a.out))
 
 
 if __name__ == "__main__":
