@@ -112,6 +112,8 @@ def llama_config(d, mt, arch, special):
         c.update(use_sliding_window=False, sliding_window=None, max_window_layers=d["L"])
         if mt == "qwen3":
             c["attention_bias"] = False
+        else:
+            del c["head_dim"]  # Qwen2ForCausalLM derives it (hidden_size / num_attention_heads, checked above)
     return c
 
 
