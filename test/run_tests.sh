@@ -81,6 +81,7 @@ if [ -f "$DATA/gpt2_encoder.json" ] && [ -f "$DATA/tinyshakespeare.txt" ]; then
 else
   skip "Hugging Face export and import, --eval-mc: no gpt2_encoder.json or tinyshakespeare.txt in $DATA (scripts/tinyshakespeare.sh downloads them into data/; then DATA_DIR=data make test)"
 fi
+run_suite "Hugging Face Llama family (import, export, llm.c llama3 files)" "$TORCH_PY" test/test_hf_llama.py
 run_suite "trainer CLI" bash test/test_cli.sh
 run_suite "README vs the code" bash test/test_readme.sh
 run_suite "precision and loss scaling" bash test/test_precision.sh

@@ -233,9 +233,10 @@ def test_errors(a, work):
     arch = os.path.join(work, "err_arch")
     shutil.copytree(base, arch)
     c = json.load(open(os.path.join(arch, "config.json")))
-    c["model_type"], c["architectures"] = "llama", ["LlamaForCausalLM"]
+    c["model_type"], c["architectures"] = "gpt_neox", ["GPTNeoXForCausalLM"]
     json.dump(c, open(os.path.join(arch, "config.json"), "w"))
-    expect_error("another architecture (model_type llama)", ["import_hf.py", arch, out], ["config.json", "model_type"], out)
+    expect_error("an unsupported architecture (model_type gpt_neox)", ["import_hf.py", arch, out],
+                 ["config.json", "model_type", "gpt_neox"], out)
     act = os.path.join(work, "err_act")
     shutil.copytree(base, act)
     c = json.load(open(os.path.join(act, "config.json")))
