@@ -291,8 +291,22 @@ def as_fp32(a, tag):
     return np.asarray(a, dtype=np.float32)
 
 
+class Layers:
+    """Per-layer tensors made one at a time as the writer asks for them: a model is never held whole in fp32."""
+
+    def __init__(self, thunks):
+        self.thunks = thunks
+
+    def __len__(self):
+        return len(self.thunks)
+
+    def __iter__(self):
+        return (f() for f in self.thunks)
+
+
 def gather_llama(path, d, w):
-    """The Llama-family tensors from the Hugging Face ones (names with or without "model."), every shape checked."""
+    """The Llama-family tensors from the Hugging Face ones (names with or without "model."). Every name and shape
+    is checked here, before anything is written; the per-layer tensors are converted while writing."""
     used = set()
 
     def get(name, shape):
@@ -302,35 +316,37 @@ def gather_llama(path, d, w):
                 if tuple(a.shape) != tuple(shape):
                     raise HFError("%s: tensor '%s' has shape %s, config.json implies %s" % (p, n, list(a.shape), list(shape)))
                 used.add(n)
-                return as_fp32(a, tag)
+                return lambda: as_fp32(a, tag)
         raise HFError("%s: tensor '%s' is missing (config.json: %s)" % (
             next(iter(w.values()))[2] if w else path, "model." + name if not name.startswith("lm_head") else name, path))
+
+    def cat(*parts):
+        return lambda: np.concatenate([f() for f in parts])
     L, C, V, hd, H, NH, KV = d["L"], d["C"], d["V"], d["hd"], d["H"], d["NH"], d["KV"]
 
     def padded(a):
         out = np.zeros((d["Vp"], C), dtype=np.float32)
         out[:V] = a
         return out
-    t = {"wte": padded(get("embed_tokens.weight", (V, C)))}
-    ly = "layers.%d."
-    t["attn_norm"] = [get(ly % i + "input_layernorm.weight", (C,)) for i in range(L)]
-    t["wqkv"] = [np.concatenate([get(ly % i + "self_attn.q_proj.weight", (NH * hd, C)),
-                                 get(ly % i + "self_attn.k_proj.weight", (KV * hd, C)),
-                                 get(ly % i + "self_attn.v_proj.weight", (KV * hd, C))]) for i in range(L)]
+
+    def layers(fn):
+        return Layers([fn("layers.%d." % i) for i in range(L)])
+    t = {"wte": padded(get("embed_tokens.weight", (V, C))())}
+    t["attn_norm"] = layers(lambda p: get(p + "input_layernorm.weight", (C,)))
+    t["wqkv"] = layers(lambda p: cat(get(p + "self_attn.q_proj.weight", (NH * hd, C)), get(p + "self_attn.k_proj.weight", (KV * hd, C)),
+                                     get(p + "self_attn.v_proj.weight", (KV * hd, C))))
     if d["qkv_bias"]:
-        t["bqkv"] = [np.concatenate([get(ly % i + "self_attn.q_proj.bias", (NH * hd,)),
-                                     get(ly % i + "self_attn.k_proj.bias", (KV * hd,)),
-                                     get(ly % i + "self_attn.v_proj.bias", (KV * hd,))]) for i in range(L)]
+        t["bqkv"] = layers(lambda p: cat(get(p + "self_attn.q_proj.bias", (NH * hd,)), get(p + "self_attn.k_proj.bias", (KV * hd,)),
+                                         get(p + "self_attn.v_proj.bias", (KV * hd,))))
     if d["qk_norm"]:
-        t["q_norm"] = [get(ly % i + "self_attn.q_norm.weight", (hd,)) for i in range(L)]
-        t["k_norm"] = [get(ly % i + "self_attn.k_norm.weight", (hd,)) for i in range(L)]
-    t["wo"] = [get(ly % i + "self_attn.o_proj.weight", (C, NH * hd)) for i in range(L)]
-    t["mlp_norm"] = [get(ly % i + "post_attention_layernorm.weight", (C,)) for i in range(L)]
+        t["q_norm"] = layers(lambda p: get(p + "self_attn.q_norm.weight", (hd,)))
+        t["k_norm"] = layers(lambda p: get(p + "self_attn.k_norm.weight", (hd,)))
+    t["wo"] = layers(lambda p: get(p + "self_attn.o_proj.weight", (C, NH * hd)))
+    t["mlp_norm"] = layers(lambda p: get(p + "post_attention_layernorm.weight", (C,)))
     # up_proj's rows first, then gate_proj's: the second half feeds SiLU, as in llm.c's llama3 files
-    t["wfc"] = [np.concatenate([get(ly % i + "mlp.up_proj.weight", (H, C)), get(ly % i + "mlp.gate_proj.weight", (H, C))])
-                for i in range(L)]
-    t["wproj"] = [get(ly % i + "mlp.down_proj.weight", (C, H)) for i in range(L)]
-    t["final_norm"] = get("norm.weight", (C,))
+    t["wfc"] = layers(lambda p: cat(get(p + "mlp.up_proj.weight", (H, C)), get(p + "mlp.gate_proj.weight", (H, C))))
+    t["wproj"] = layers(lambda p: get(p + "mlp.down_proj.weight", (C, H)))
+    t["final_norm"] = get("norm.weight", (C,))()
     if d["tied"]:
         if "lm_head.weight" in w:  # some tied checkpoints store the head too; transformers ignores it
             a, tag, p = w["lm_head.weight"]
@@ -339,7 +355,7 @@ def gather_llama(path, d, w):
                               "tie_word_embeddings true" % (p, path))
             used.add("lm_head.weight")
     else:
-        t["lm_head"] = padded(get("lm_head.weight", (V, C)))
+        t["lm_head"] = padded(get("lm_head.weight", (V, C))())
     for name, (a, tag, p) in w.items():
         if name in used or name.endswith(ROTARY_BUFFER):
             continue

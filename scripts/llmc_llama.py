@@ -173,7 +173,7 @@ def read_llama(path):
 
 
 def write_llama(path, d, tensors):
-    """tensors: name -> an array of the full shape, or a list of per-layer arrays (written one after another,
+    """tensors: name -> an array of the full shape, or a sequence of per-layer arrays (written one after another,
     which is the same bytes as the stacked tensor, without holding it). Temporary name, fsync, rename."""
     check_dims(d, path)
     tmp = "%s.tmp%d" % (path, os.getpid())
@@ -182,7 +182,7 @@ def write_llama(path, d, tensors):
             f.write(header_bytes(d))
             for name, shape in llama_shapes(d):
                 parts = tensors[name]
-                if isinstance(parts, list):
+                if not isinstance(parts, np.ndarray):
                     assert len(parts) == shape[0], (name, len(parts), shape)
                     for p in parts:
                         assert tuple(p.shape) == shape[1:], (name, p.shape, shape)
