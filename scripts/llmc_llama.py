@@ -5,6 +5,7 @@ docs/hf.md), shared by scripts/export_hf.py and scripts/import_hf.py, and a conv
 
     scripts/llmc_llama.py IN.bin OUT.bin [--untie] [--rope-factor F --rope-low-freq-factor F
                                           --rope-high-freq-factor F --rope-original-max-position N]
+                                         [--norm-eps E --ffn-dim-multiplier M]   (older writer's files)
 
 IN is a file written by the llama3 branch's train_llama3.py (write_model) or train_llama3.cu: a 2,048-byte
 header (256 int32, then 256 float32: ffn_dim_multiplier, norm_eps, rope_theta), then the tensors in GPT-2's
@@ -24,13 +25,14 @@ fp32 exactly). The converter
     low_freq_factor 1, high_freq_factor 4, original context 8192, also for Llama 3.2 models, whose Hugging Face
     config says factor 32); the --rope-* flags replace those values.
 
-The older writer of the branch (September 2024) put everything in one 1,024-byte int32 header, where
-ffn_dim_multiplier (1.3 became 1) and norm_eps (1e-5 became 0) were truncated, and laid its tensors out
-differently. Such a file is refused by name: its norm_eps cannot be recovered from it. Load the checkpoint it
-came from in the branch's current train_llama3.py and write it again with write_model (which stores
-ffn_dim_multiplier and norm_eps as float32 in the second half of the header), or import the Hugging Face
-checkpoint it started from with scripts/import_hf.py, which reads rms_norm_eps and intermediate_size from
-config.json.
+The older writer of the branch (August to September 13, 2024) put everything in one 1,024-byte int32 header
+(ints [8..15]: ffn_dim_multiplier, multiple_of, norm_eps, rope_theta, use_scaled_rope, max_gen_batch_size,
+major, minor version), where ffn_dim_multiplier (1.3 became 1) and norm_eps (1e-5 became 0) were truncated,
+and laid its tensors out without the zero biases: wte, ln_1, c_attn, c_proj, ln_2, every layer's c_fc, every
+layer's c_fc2, the MLP's c_proj, ln_f, lm_head. Such a file is refused by name unless the user supplies the
+two lost values: --norm-eps and --ffn-dim-multiplier, as in the LlamaConfig of the train_llama3.py that wrote
+it (Llama 3.1 8B: --norm-eps 1e-5 --ffn-dim-multiplier 1.3); each must truncate to what the header holds.
+Alternatively write the checkpoint again with the branch's current write_model, which stores both as float32.
 
 The output is written to a temporary name, flushed and renamed. Needs only numpy.
 """
@@ -222,8 +224,9 @@ def rotate_half_to_meta(w, heads, hd):
     return w.reshape(heads, 2, hd // 2, C).transpose(0, 2, 1, 3).reshape(heads * hd, C)
 
 
-def read_llmc_llama3(path, untie=False, rope=None):
-    """Returns (dims, tensors) of our format from an llm.c llama3-branch file."""
+def read_llmc_llama3(path, untie=False, rope=None, norm_eps=None, ffn_dim_multiplier=None):
+    """Returns (dims, tensors) of our format from an llm.c llama3-branch file. norm_eps and ffn_dim_multiplier
+    are for the older writer's files only, whose header lost them."""
     try:
         size = os.path.getsize(path)
         f = open(path, "rb")
@@ -244,40 +247,61 @@ def read_llmc_llama3(path, untie=False, rope=None):
         for name, v in (("block_size", maxT), ("vocab_size", V), ("n_layer", L), ("n_head", NH), ("n_kv_head", KV), ("n_embd", C)):
             if v <= 0:
                 raise HFError("%s: header %s is %d, expected a positive integer" % (path, name, v))
-        if NH % KV or C % NH:
-            raise HFError("%s: n_head %d must divide n_embd %d and be divisible by n_kv_head %d" % (path, NH, C, KV))
+        if NH % KV or C % NH or (C // NH) % 2:
+            raise HFError("%s: n_head %d must divide n_embd %d into even heads and be divisible by n_kv_head %d"
+                          % (path, NH, C, KV))
         hd = C // NH
-        older = any(hi[12:16]) or len(raw) < 2048
+        # the older writer's ints [12..15] are use_scaled_rope, max_gen_batch_size and the version (never all 0);
+        # the current writer leaves them 0 and puts its floats in the second kilobyte
+        older = any(hi[12:16])
         if older:
-            raise HFError(
-                "%s: the llama3 branch's older header (September 2024: one 1,024-byte int32 header, ints [12..15] = "
-                "use_scaled_rope, max_gen_batch_size, major, minor version = %s), where norm_eps (%d) and "
-                "ffn_dim_multiplier (%d) were truncated to integers; its norm_eps cannot be recovered. Write the "
-                "checkpoint again with the branch's current write_model (a 2,048-byte header with those as float32), or "
-                "import the Hugging Face checkpoint with scripts/import_hf.py (see scripts/llmc_llama.py --help)"
-                % (path, list(hi[12:16]), hi[10], hi[8]))
-        hf_ = struct.unpack("<256f", raw[1024:])
-        multiple_of, scaled, ffn_mult, eps, theta = hi[8], hi[9], hf_[0], hf_[1], hf_[2]
+            if norm_eps is None or ffn_dim_multiplier is None:
+                raise HFError(
+                    "%s: the llama3 branch's older header (September 2024: one 1,024-byte int32 header, ints [12..15] = "
+                    "use_scaled_rope, max_gen_batch_size, major, minor version = %s), where norm_eps (now %d) and "
+                    "ffn_dim_multiplier (now %d) were truncated to integers. Give the values of the LlamaConfig the file "
+                    "was written from with --norm-eps and --ffn-dim-multiplier (Llama 3.1 8B: 1e-5 and 1.3), or write "
+                    "the checkpoint again with the branch's current write_model (see scripts/llmc_llama.py --help)"
+                    % (path, list(hi[12:16]), hi[10], hi[8]))
+            if int(ffn_dim_multiplier) != hi[8] or int(norm_eps) != hi[10]:
+                raise HFError("%s: --ffn-dim-multiplier %r and --norm-eps %r do not truncate to the header's %d and %d"
+                              % (path, ffn_dim_multiplier, norm_eps, hi[8], hi[10]))
+            head = 1024
+            multiple_of, scaled, ffn_mult, eps, theta = hi[9], hi[12], ffn_dim_multiplier, norm_eps, float(hi[11])
+        else:
+            if norm_eps is not None or ffn_dim_multiplier is not None:
+                raise HFError("%s: --norm-eps and --ffn-dim-multiplier are for the older writer's files; this file's header "
+                              "holds both" % path)
+            head = 2048
+            hf_ = struct.unpack("<256f", raw[1024:2048])
+            multiple_of, scaled, ffn_mult, eps, theta = hi[8], hi[9], hf_[0], hf_[1], hf_[2]
         if multiple_of <= 0 or scaled not in (0, 1):
             raise HFError("%s: header multiple_of %d (expected > 0) or use_scaled_rope %d (expected 0 or 1)" % (path, multiple_of, scaled))
         H = ffn_hidden(C, multiple_of, ffn_mult)
         qkv = (NH + 2 * KV) * hd
-        shapes = [("wte", (V, C)), ("lm_head", (V, C)), ("ln1w", (L, C)), ("ln1b", (L, C)), ("qkvw", (L, qkv, C)),
-                  ("qkvb", (L, qkv)), ("attprojw", (L, C, C)), ("attprojb", (L, C)), ("ln2w", (L, C)), ("ln2b", (L, C)),
-                  ("fcw", (L, 2 * H, C)), ("fcb", (L, 2 * H)), ("fcprojw", (L, C, H)), ("fcprojb", (L, C)),
-                  ("lnfw", (C,)), ("lnfb", (C,))]
-        want = 2048 + width * sum(int(np.prod(s)) for _, s in shapes)
+        if older:  # no zero biases; the MLP's c_fc (up) of every layer, then c_fc2 (gate) of every layer; lm_head last
+            shapes = [("wte", (V, C)), ("ln1w", (L, C)), ("qkvw", (L, qkv, C)), ("attprojw", (L, C, C)), ("ln2w", (L, C)),
+                      ("fc", (L, H, C)), ("fc2", (L, H, C)), ("fcprojw", (L, C, H)), ("lnfw", (C,)), ("lm_head", (V, C))]
+        else:
+            shapes = [("wte", (V, C)), ("lm_head", (V, C)), ("ln1w", (L, C)), ("ln1b", (L, C)), ("qkvw", (L, qkv, C)),
+                      ("qkvb", (L, qkv)), ("attprojw", (L, C, C)), ("attprojb", (L, C)), ("ln2w", (L, C)), ("ln2b", (L, C)),
+                      ("fcw", (L, 2 * H, C)), ("fcb", (L, 2 * H)), ("fcprojw", (L, C, H)), ("fcprojb", (L, C)),
+                      ("lnfw", (C,)), ("lnfb", (C,))]
+        want = head + width * sum(int(np.prod(s)) for _, s in shapes)
         if size != want:
             raise HFError("%s: %d bytes, expected %d for L=%d C=%d NH=%d KV=%d V=%d and an MLP hidden size of %d (from "
                           "multiple_of %d, ffn_dim_multiplier %r; truncated, or another writer?)"
                           % (path, size, want, L, C, NH, KV, V, H, multiple_of, ffn_mult))
+        f.seek(head)
         t = {}
         for name, shape in shapes:
             n = int(np.prod(shape))
             a = np.frombuffer(f.read(n * width), dtype="<f4" if width == 4 else "<u2").reshape(shape)
             t[name] = np.array(a) if width == 4 else bf16_to_f32(a)
+    if older:
+        t["fcw"] = np.concatenate([t.pop("fc"), t.pop("fc2")], axis=1)  # per layer: up's rows, then gate's
     for name in ("ln1b", "qkvb", "attprojb", "ln2b", "fcb", "fcprojb", "lnfb"):
-        if np.any(t[name] != 0):
+        if name in t and np.any(t[name] != 0):
             raise HFError("%s: tensor %s is not zero; the llama3 branch's Llama has no biases (another writer?)" % (path, name))
     tied = 0 if untie else int(np.array_equal(t["wte"].view(np.uint32), t["lm_head"].view(np.uint32)))
     d = {"maxT": maxT, "V": V, "Vp": padded_vocab(V), "L": L, "NH": NH, "KV": KV, "C": C, "hd": hd, "H": H,
@@ -316,10 +340,15 @@ def main():
     ap.add_argument("--rope-low-freq-factor", type=float, help="(default 1)")
     ap.add_argument("--rope-high-freq-factor", type=float, help="(default 4)")
     ap.add_argument("--rope-original-max-position", type=int, help="(default 8192)")
+    ap.add_argument("--norm-eps", type=float, help="older writer's files only: the model's norm_eps (the header holds it "
+                    "truncated to 0)")
+    ap.add_argument("--ffn-dim-multiplier", type=float, help="older writer's files only: the model's ffn_dim_multiplier "
+                    "(the header holds it truncated)")
     a = ap.parse_args()
     try:
         d, t = read_llmc_llama3(a.input, a.untie, {"factor": a.rope_factor, "low": a.rope_low_freq_factor,
-                                                   "high": a.rope_high_freq_factor, "orig": a.rope_original_max_position})
+                                                   "high": a.rope_high_freq_factor, "orig": a.rope_original_max_position},
+                                a.norm_eps, a.ffn_dim_multiplier)
         write_llama(a.out, d, t)
     except HFError as e:
         print("error: %s" % e, file=sys.stderr)

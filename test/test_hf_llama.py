@@ -350,18 +350,22 @@ def write_llmc_llama3(path, m, bf16, multiple_of, ffn_dim_multiplier, use_scaled
     lay = "model.layers.%d."
     wte = sd["model.embed_tokens.weight"]
     head = sd["lm_head.weight"] if "lm_head.weight" in sd else wte
-    ts = [wte, head]
-    ts += [sd[lay % i + "input_layernorm.weight"] for i in range(L)]
-    ts += [torch.zeros(C) for i in range(L)]
     qkv = [torch.cat([interleave(sd[lay % i + "self_attn.q_proj.weight"], NH), interleave(sd[lay % i + "self_attn.k_proj.weight"], KV),
                       sd[lay % i + "self_attn.v_proj.weight"]]) for i in range(L)]
-    ts += qkv + [torch.zeros(w.shape[0]) for w in qkv]
-    ts += [sd[lay % i + "self_attn.o_proj.weight"] for i in range(L)] + [torch.zeros(C) for i in range(L)]
-    ts += [sd[lay % i + "post_attention_layernorm.weight"] for i in range(L)] + [torch.zeros(C) for i in range(L)]
-    fc = [torch.cat([sd[lay % i + "mlp.up_proj.weight"], sd[lay % i + "mlp.gate_proj.weight"]]) for i in range(L)]
-    ts += fc + [torch.zeros(w.shape[0]) for w in fc]
-    ts += [sd[lay % i + "mlp.down_proj.weight"] for i in range(L)] + [torch.zeros(C) for i in range(L)]
-    ts += [sd["model.norm.weight"], torch.zeros(C)]
+    ln1 = [sd[lay % i + "input_layernorm.weight"] for i in range(L)]
+    wo = [sd[lay % i + "self_attn.o_proj.weight"] for i in range(L)]
+    ln2 = [sd[lay % i + "post_attention_layernorm.weight"] for i in range(L)]
+    up = [sd[lay % i + "mlp.up_proj.weight"] for i in range(L)]
+    gate = [sd[lay % i + "mlp.gate_proj.weight"] for i in range(L)]
+    down = [sd[lay % i + "mlp.down_proj.weight"] for i in range(L)]
+    if older:  # no biases; every layer's c_fc (up), then every layer's c_fc2 (gate); lm_head last
+        ts = [wte] + ln1 + qkv + wo + ln2 + up + gate + down + [sd["model.norm.weight"], head]
+    else:
+        def zeros(ws):
+            return [torch.zeros(w.shape[0]) for w in ws]
+        fc = [torch.cat([u, g]) for u, g in zip(up, gate)]
+        ts = ([wte, head] + ln1 + zeros(ln1) + qkv + zeros(qkv) + wo + zeros(wo) + ln2 + zeros(ln2) + fc + zeros(fc) + down
+              + zeros(down) + [sd["model.norm.weight"], torch.zeros(C)])
     with open(path, "wb") as f:
         f.write(struct.pack("<256i", *hi))
         if not older:
@@ -400,8 +404,11 @@ def test_llmc(work, untied, tied, tied_bin):
           r1.returncode == r.returncode == 0 and read(out) == read(direct), r1.stdout + r.stdout)
     old = os.path.join(work, "llmc_old.bin")
     write_llmc_llama3(old, tied, False, 32, 1.3, 1, older=True)
-    expect_error("llm.c's older llama3 header (1,024 bytes, floats truncated to int)", ["llmc_llama.py", old, out + "2"],
-                 ["older header", "norm_eps", "write_model"], out + "2")
+    expect_error("llm.c's older llama3 file (1,024-byte int header, floats truncated) without the lost values",
+                 ["llmc_llama.py", old, out + "2"], ["older header", "--norm-eps", "--ffn-dim-multiplier"], out + "2")
+    r = script("llmc_llama.py", old, out + "3", "--norm-eps", "1e-5", "--ffn-dim-multiplier", "1.3")
+    check("llm.c's older llama3 file (its own tensor layout) with --norm-eps 1e-5 --ffn-dim-multiplier 1.3 converts to the "
+          "same bytes as the direct import", r.returncode == 0 and read(out + "3") == read(tied_bin), r.stdout)
     expect_error("export_hf.py given an llm.c llama3 file", ["export_hf.py", p, os.path.join(work, "llmc_exp")],
                  ["llmc_llama.py"], os.path.join(work, "llmc_exp"))
 
