@@ -457,6 +457,8 @@ def test_refusals(work, m, qwen2_hf):
          ["model.safetensors", "model.layers.1.mlp.gate_proj.weight", "missing"]),
         ("a shape that config.json does not imply", dict(cfg=lambda c: c.update(intermediate_size=100)),
          ["model.safetensors", "up_proj", "shape"]),
+        ("tie_word_embeddings true beside an lm_head.weight that differs", dict(cfg=lambda c: c.update(tie_word_embeddings=True)),
+         ["model.safetensors", "lm_head.weight differs", "tie_word_embeddings"]),
     ]
     for i, (name, kw, want) in enumerate(cases):
         expect_error("import of " + name, ["import_hf.py", variant(str(i), **kw), out], want, out)
@@ -549,6 +551,24 @@ def test_tokenizer(work, binf, gpt2_bin):
                  ["tok_small.json", "token id 400", "300"], os.path.join(work, "tok_bad"))
 
 
+def test_presets():
+    """The file's tensor list (scripts/llmc_llama.py, which import and export use) at the published shapes gives the
+    published parameter counts, vocabulary padding aside."""
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    from llmc_llama import llama_shapes
+    presets = [  # (name, C, L, NH, KV, H, V, tied, qkv_bias, published count)
+        ("SmolLM-135M", 576, 30, 9, 3, 1536, 49152, 1, 0, 134515008),
+        ("Llama-3.2-1B", 2048, 16, 32, 8, 8192, 128256, 1, 0, 1235814400),
+        ("TinyLlama-1.1B", 2048, 22, 32, 4, 5632, 32000, 0, 0, 1100048384),
+        ("Qwen2.5-0.5B", 896, 24, 14, 2, 4864, 151936, 1, 1, 494032768)]
+    got = {}
+    for name, C, L, NH, KV, H, V, tied, qb, want in presets:
+        d = dict(C=C, L=L, NH=NH, KV=KV, hd=C // NH, H=H, V=V, Vp=V, tied=tied, qkv_bias=qb, qk_norm=0)
+        got[name] = (sum(int(np.prod(s)) for _, s in llama_shapes(d)), want)
+    check("the file's tensors at the published shapes count the published parameters: %s" %
+          ", ".join("%s %d" % (k, v[0]) for k, v in got.items()), all(a == b for a, b in got.values()), str(got))
+
+
 def test_generate(m, binf):
     """transformers' greedy generation from the export's weights equals argmax of the reference forward."""
     prompt = [5, 17, 42]
@@ -583,6 +603,7 @@ def main():
             print(r.stdout)
         test_tokenizer(work, bins[0], g + ".bin")
         test_generate(ms[0][1], bins[0])
+        test_presets()
     finally:
         if not a.work:
             shutil.rmtree(work, ignore_errors=True)
