@@ -258,8 +258,7 @@ def read_llama_config(path, c):
     prf = c.get("partial_rotary_factor", 1.0)
     if prf != 1.0:
         refuse("partial_rotary_factor", prf, "RoPE covers the whole head")
-    if c.get("pretraining_tp", 1) not in (1, None):
-        pass  # splits the matmuls into slices; the same function, so nothing to refuse
+    # pretraining_tp > 1 only slices the same matmuls, so it is accepted as it is
     d["tied"] = int(bool(c.get("tie_word_embeddings", False)))
     d["qkv_bias"] = int(mt == "qwen2")
     d["qk_norm"] = int(mt == "qwen3")

@@ -386,6 +386,16 @@ def test_llmc(work, untied, tied, tied_bin):
     check("llm.c llama3 file (v3 fp32, tied as two copies, use_scaled_rope, H from multiple_of 32 and ffn_dim_multiplier "
           "1.3 = 224) converts to the same bytes as the direct import of the Hugging Face model",
           r.returncode == 0 and read(out) == read(tied_bin), r.stdout)
+    # Llama 3.2's published scaling factor is 32 where the branch computes 8: --rope-factor gives the file the former
+    hf32 = os.path.join(work, "llmc_tied_f32_hf")
+    shutil.copytree(os.path.join(work, "m1_hf"), hf32)
+    c = json.load(open(os.path.join(hf32, "config.json")))
+    c["rope_scaling"]["factor"] = 32.0
+    json.dump(c, open(os.path.join(hf32, "config.json"), "w"))
+    r1 = script("import_hf.py", hf32, hf32 + ".bin")
+    r = script("llmc_llama.py", p, out + "32", "--rope-factor", "32")
+    check("llmc_llama.py --rope-factor 32 gives the same bytes as the direct import of the model with rope_scaling factor 32",
+          r1.returncode == r.returncode == 0 and read(out + "32") == read(hf32 + ".bin"), r1.stdout + r.stdout)
     # bf16: the direct import of the model in bf16 (widened to fp32) is the reference
     mb = LlamaForCausalLM(untied.config).eval()
     mb.load_state_dict(untied.state_dict())
