@@ -132,7 +132,10 @@ static void rope_inv_freq(float *inv_freq, int hd, const RopeParams *p) {
         float g = wavelen > low_wavelen ? f / p->factor : f;  // long wavelengths: slowed by factor
         if (!(wavelen < high_wavelen) && !(wavelen > low_wavelen)) {  // in between: interpolated
             float smooth = (old / wavelen - p->low_freq_factor) / (p->high_freq_factor - p->low_freq_factor);
-            g = (1.0f - smooth) * g / p->factor + smooth * g;
+            // each product rounded on its own as PyTorch's elementwise ops do: the volatile keeps the compiler
+            // from fusing the sum into a multiply-add, which moves the last bit
+            volatile float slow = (1.0f - smooth) * g / p->factor, fast = smooth * g;
+            g = slow + fast;
         }
         inv_freq[i] = g;
     }
