@@ -259,28 +259,35 @@ static void test_gpt2_table(const char *what, GPT2Config c) {
     free(a), free(b);
 }
 
-// Runs of a table cover the flat buffer exactly once, and each unit contiguously from 0 to its size.
+// Runs of a table cover the flat buffer exactly once (sorted by flat offset, each starts where the last ended),
+// and each unit contiguously from 0 to its size.
+static int cmp_flat(const void *x, const void *y) {
+    size_t a = ((const ParamRun *)x)->flat, b = ((const ParamRun *)y)->flat;
+    return a < b ? -1 : a > b;
+}
 static int runs_partition(const Arch *a, const ArchShape *s) {
     size_t N = arch_num_params(a, s);
-    unsigned char *seen = (unsigned char *)callocCheck(N ? N : 1, 1);
     ParamRun *r = (ParamRun *)callocCheck((size_t)a->num_params * (s->num_layers + 1), sizeof(ParamRun));
     int n = arch_param_runs(a, s, r), ok = 1, unit = 0;
     size_t uoff = 0;
     for (int i = 0; i < n; i++) {
+        if (r[i].len == 0) ok = 0;
         if (r[i].unit != unit) {
             if (uoff != arch_unit_size(a, s, unit) || r[i].unit != unit + 1) ok = 0;
             unit = r[i].unit, uoff = 0;
         }
         if (r[i].unit_off != uoff) ok = 0;
         uoff += r[i].len;
-        for (size_t j = 0; j < r[i].len; j++) {
-            if (r[i].flat + j >= N || seen[r[i].flat + j]) { ok = 0; break; }
-            seen[r[i].flat + j] = 1;
-        }
     }
     if (unit != s->num_layers || uoff != arch_unit_size(a, s, unit)) ok = 0;
-    for (size_t j = 0; j < N; j++) if (!seen[j]) { ok = 0; break; }
-    free(seen), free(r);
+    qsort(r, n, sizeof(ParamRun), cmp_flat);
+    size_t end = 0;
+    for (int i = 0; i < n; i++) {
+        if (r[i].flat != end) ok = 0;
+        end = r[i].flat + r[i].len;
+    }
+    if (end != N) ok = 0;
+    free(r);
     return ok;
 }
 
