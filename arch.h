@@ -139,6 +139,14 @@ static int arch_param_runs(const Arch *a, const ArchShape *s, ParamRun *runs) {
     return n;
 }
 
+// Offset of tensor k in the flat (file-order) buffer; a per-layer tensor's layer l is at
+// arch_tensor_offset + l * arch_tensor_size / L.
+static size_t arch_tensor_offset(const Arch *a, const ArchShape *s, int k) {
+    size_t off = 0;
+    for (int j = 0; j < k; j++) off += arch_tensor_size(&a->params[j], s);
+    return off;
+}
+
 // Index of the tensor called `name`, or -1.
 static int arch_find(const Arch *a, const char *name) {
     for (int k = 0; k < a->num_params; k++) if (strcmp(a->params[k].name, name) == 0) return k;

@@ -136,6 +136,56 @@ def chain_case():
     put("chain.out", out); put("chain.dqkv", qkv.grad); put("chain.dqw", qn.weight.grad); put("chain.dkw", kn.weight.grad)
 
 
+def model_case(tag, NH, KV, tied, qkv_bias):
+    """A whole LlamaForCausalLM (Qwen2ForCausalLM for qkv_bias) in fp32: its parameters in the model file's order
+    (LLAMA_FORMAT.md), tokens, logits, the mean cross-entropy and every parameter's gradient in the same order."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM, LlamaForCausalLM
+    V, C, L, hd, H, B, T = 200, 32, 2, 8, 48, 2, 8
+    Vp = (V + 127) // 128 * 128
+    kw = dict(vocab_size=V, hidden_size=C, intermediate_size=H, num_hidden_layers=L, num_attention_heads=NH,
+              num_key_value_heads=KV, max_position_embeddings=64, rms_norm_eps=1e-5, rope_theta=10000.0,
+              tie_word_embeddings=tied, attn_implementation="eager")
+    if qkv_bias:
+        model = Qwen2ForCausalLM(Qwen2Config(**kw, use_sliding_window=False))
+    else:
+        model = LlamaForCausalLM(LlamaConfig(**kw, rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0,
+                                                                     high_freq_factor=4.0, original_max_position_embeddings=4)))
+    with torch.no_grad():  # weights big enough that every path moves the logits; norms away from 1
+        for name, p in model.named_parameters():
+            p.copy_(1.0 + 0.2 * torch.randn_like(p) if "norm" in name else 0.3 * torch.randn_like(p))
+    tokens = torch.randint(0, V, (B, T + 1))
+    out = model(tokens[:, :T])
+    logits = out.logits
+    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), tokens[:, 1:].reshape(-1))
+    loss.backward()
+    m = model.model
+
+    def pad(w):  # (V, C) -> (Vp, C), the padding rows zero
+        return torch.cat([w, torch.zeros(Vp - V, w.shape[1])], 0)
+
+    def layers(f):
+        return torch.stack([f(layer) for layer in m.layers])
+
+    def tensors(g):  # g(p) is p or p.grad
+        a = lambda l: l.self_attn
+        t = [pad(g(m.embed_tokens.weight)), layers(lambda l: g(l.input_layernorm.weight)),
+             layers(lambda l: torch.cat([g(a(l).q_proj.weight), g(a(l).k_proj.weight), g(a(l).v_proj.weight)], 0))]
+        if qkv_bias:
+            t.append(layers(lambda l: torch.cat([g(a(l).q_proj.bias), g(a(l).k_proj.bias), g(a(l).v_proj.bias)], 0)))
+        t += [layers(lambda l: g(a(l).o_proj.weight)), layers(lambda l: g(l.post_attention_layernorm.weight)),
+              layers(lambda l: torch.cat([g(l.mlp.up_proj.weight), g(l.mlp.gate_proj.weight)], 0)),
+              layers(lambda l: g(l.mlp.down_proj.weight)), g(m.norm.weight)]
+        if not tied:
+            t.append(pad(g(model.lm_head.weight)))
+        return torch.cat([x.reshape(-1) for x in t])
+
+    put(tag + ".params", tensors(lambda p: p))
+    put(tag + ".grads", tensors(lambda p: p.grad))
+    put(tag + ".tokens", tokens.float())
+    put(tag + ".logits", logits)
+    put(tag + ".loss", loss.reshape(1))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out-dir", required=True)
@@ -151,6 +201,9 @@ def main():
     attention_case("gqa11", 4, 4)
     attention_case("mqa", 4, 1)
     chain_case()
+    model_case("m_gqa_tied", 4, 2, True, False)
+    model_case("m_mha_untied", 4, 4, False, False)
+    model_case("m_mqa_qwen2", 4, 1, True, True)
     os.makedirs(args.out_dir, exist_ok=True)
     path = os.path.join(args.out_dir, "llama_ref.bin")
     with open(path + ".tmp", "wb") as f:

@@ -229,6 +229,156 @@ static void test_chain(void) {
 }
 
 // ----------------------------------------------------------------------------
+// A whole model from the kernels and the table's offsets, against transformers' LlamaForCausalLM /
+// Qwen2ForCausalLM: logits, loss and every parameter's gradient. Plain loops for the matmuls (the model is
+// tiny); the point is the layout (wqkv's row blocks, wfc's up-then-gate halves, tied or untied head) and the
+// composition of the kernels, which phase 2 writes once in model.h.
+
+// out (N, OC) = inp (N, IC) @ w (OC, IC)^T + b
+static void mm_fwd(float *out, const float *inp, const float *w, const float *b, int N, int IC, int OC) {
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < OC; o++) {
+            float s = b ? b[o] : 0.0f;
+            for (int c = 0; c < IC; c++) s += inp[(long)n * IC + c] * w[(long)o * IC + c];
+            out[(long)n * OC + o] = s;
+        }
+}
+// dinp = dout @ w (overwritten); dw += dout^T inp; db += column sums
+static void mm_bwd(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w, int N, int IC,
+                   int OC) {
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < IC; c++) {
+            float s = 0.0f;
+            for (int o = 0; o < OC; o++) s += dout[(long)n * OC + o] * w[(long)o * IC + c];
+            dinp[(long)n * IC + c] = s;
+        }
+    for (int o = 0; o < OC; o++) {
+        float sb = 0.0f;
+        for (int n = 0; n < N; n++) {
+            float d = dout[(long)n * OC + o];
+            sb += d;
+            for (int c = 0; c < IC; c++) dw[(long)o * IC + c] += d * inp[(long)n * IC + c];
+        }
+        if (db) db[o] += sb;
+    }
+}
+
+// Pointer to layer l of tensor `name` in a flat buffer (NULL when the option leaves it out).
+static float *tensor_at(float *base, const ArchShape *s, const char *name, int l) {
+    int k = arch_find(&ARCH_LLAMA, name);
+    if (k < 0) fatal("no tensor %s", name);
+    const ArchParam *p = &ARCH_LLAMA.params[k];
+    size_t sz = arch_tensor_size(p, s);
+    if (sz == 0) return NULL;
+    return base + arch_tensor_offset(&ARCH_LLAMA, s, k) + (p->per_layer ? (size_t)l * (sz / s->num_layers) : 0);
+}
+
+static void test_model(const char *tag, int NH, int KV, int tied, int qkv_bias) {
+    LlamaConfig c = {64, 200, 256, 2, NH, KV, 32, 8, 48, tied, qkv_bias, 0, qkv_bias ? 0 : 1, 1e-5f, 10000.0f,
+                     qkv_bias ? 0.0f : 8.0f, qkv_bias ? 0.0f : 1.0f, qkv_bias ? 0.0f : 4.0f, qkv_bias ? 0 : 4};
+    char msg[512], name[64], what[200];
+    if (llama_config_error(&c, msg, sizeof(msg))) fatal("%s", msg);
+    ArchShape s;
+    llama_arch_shape(&c, &s);
+    int B = 2, T = 8, L = c.num_layers, C = c.channels, hd = c.head_dim, H = c.ffn_hidden, V = c.vocab_size;
+    int Vp = c.padded_vocab_size, R = (NH + 2 * KV) * hd, A = NH * hd, BT = B * T;
+    size_t P = arch_num_params(&ARCH_LLAMA, &s);
+    snprintf(name, sizeof(name), "%s.params", tag);
+    float *params = ref(name, P), *grads = fbuf(P);
+    snprintf(name, sizeof(name), "%s.tokens", tag);
+    const float *tokf = ref(name, (size_t)B * (T + 1));
+    int *inp = (int *)mallocCheck(BT * sizeof(int)), *tgt = (int *)mallocCheck(BT * sizeof(int));
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) inp[b * T + t] = (int)tokf[b * (T + 1) + t], tgt[b * T + t] = (int)tokf[b * (T + 1) + t + 1];
+    RopeParams rp = {c.rope_scaling, c.rope_theta, c.rope_factor, c.rope_low_freq_factor, c.rope_high_freq_factor,
+                     c.rope_original_max_pos};
+    float *cs = fbuf(T * hd / 2), *sn = fbuf(T * hd / 2);
+    rope_table(cs, sn, T, hd, &rp);
+    // activations per layer: the residual in, its norm, qkv after RoPE, attention, the residual mid, its norm, fc, swiglu
+    float *res = fbuf((size_t)(L + 1) * BT * C), *ln1 = fbuf((size_t)L * BT * C), *r1 = fbuf(L * BT), *qkv = fbuf((size_t)L * BT * R);
+    float *att = fbuf((size_t)L * B * NH * T * T), *ao = fbuf((size_t)L * BT * A), *mid = fbuf((size_t)L * BT * C);
+    float *ln2 = fbuf((size_t)L * BT * C), *r2 = fbuf(L * BT), *fc = fbuf((size_t)L * BT * 2 * H), *sw = fbuf((size_t)L * BT * H);
+    float *lnf = fbuf(BT * C), *rf = fbuf(BT), *logits = fbuf((size_t)BT * Vp), *tmp = fbuf((size_t)BT * (C > R ? (2 * H > R ? 2 * H : R) : C));
+    const float *wte = tensor_at(params, &s, "wte", 0), *head = tied ? wte : tensor_at(params, &s, "lm_head", 0);
+    for (int i = 0; i < BT; i++) memcpy(res + (long)i * C, wte + (long)inp[i] * C, C * sizeof(float));
+    for (int l = 0; l < L; l++) {
+        float *x = res + (long)l * BT * C, *xo = res + (long)(l + 1) * BT * C, *m = mid + (long)l * BT * C;
+        float *q = qkv + (long)l * BT * R;
+        rmsnorm_forward(ln1 + (long)l * BT * C, r1 + l * BT, x, tensor_at(params, &s, "attn_norm", l), BT, C, c.norm_eps);
+        mm_fwd(q, ln1 + (long)l * BT * C, tensor_at(params, &s, "wqkv", l), tensor_at(params, &s, "bqkv", l), BT, C, R);
+        rope_forward(q, cs, sn, B, T, NH, KV, hd);
+        gqa_attention_forward(ao + (long)l * BT * A, att + (long)l * B * NH * T * T, q, B, T, NH, KV, hd);
+        mm_fwd(tmp, ao + (long)l * BT * A, tensor_at(params, &s, "wo", l), NULL, BT, A, C);
+        for (long i = 0; i < (long)BT * C; i++) m[i] = x[i] + tmp[i];
+        rmsnorm_forward(ln2 + (long)l * BT * C, r2 + l * BT, m, tensor_at(params, &s, "mlp_norm", l), BT, C, c.norm_eps);
+        mm_fwd(fc + (long)l * BT * 2 * H, ln2 + (long)l * BT * C, tensor_at(params, &s, "wfc", l), NULL, BT, C, 2 * H);
+        swiglu_forward(sw + (long)l * BT * H, fc + (long)l * BT * 2 * H, BT, H);
+        mm_fwd(tmp, sw + (long)l * BT * H, tensor_at(params, &s, "wproj", l), NULL, BT, H, C);
+        for (long i = 0; i < (long)BT * C; i++) xo[i] = m[i] + tmp[i];
+    }
+    rmsnorm_forward(lnf, rf, res + (long)L * BT * C, tensor_at(params, &s, "final_norm", 0), BT, C, c.norm_eps);
+    mm_fwd(logits, lnf, head, NULL, BT, C, Vp);
+    // the loss (mean cross-entropy over the real vocabulary) and its gradient, the logits' rows reused
+    float *lg = fbuf((size_t)BT * V), *dlogits = fbuf((size_t)BT * Vp);
+    double loss = 0.0;
+    for (int i = 0; i < BT; i++) {
+        const float *z = logits + (long)i * Vp;
+        float mx = -INFINITY, sum = 0.0f;
+        for (int v = 0; v < V; v++) { lg[(long)i * V + v] = z[v]; if (z[v] > mx) mx = z[v]; }
+        for (int v = 0; v < V; v++) sum += expf(z[v] - mx);
+        loss += -(z[tgt[i]] - mx - logf(sum)) / BT;
+        for (int v = 0; v < V; v++) dlogits[(long)i * Vp + v] = (expf(z[v] - mx) / sum - (v == tgt[i])) / BT;
+    }
+    snprintf(name, sizeof(name), "%s.logits", tag);
+    snprintf(what, sizeof(what), "%s: logits vs transformers", tag);
+    check_close(what, lg, ref(name, (size_t)BT * V), (size_t)BT * V);
+    snprintf(name, sizeof(name), "%s.loss", tag);
+    float lossf = (float)loss;
+    snprintf(what, sizeof(what), "%s: loss %.6f vs transformers", tag, lossf);
+    check_close(what, &lossf, ref(name, 1), 1);
+    // backward
+    float *dres = fbuf(BT * C), *dm = fbuf(BT * C), *dsw = fbuf(BT * H), *dfc = fbuf(BT * 2 * H), *dln = fbuf(BT * C);
+    float *dao = fbuf(BT * A), *dq = fbuf(BT * R);
+    float *dwte = tensor_at(grads, &s, "wte", 0), *dhead = tied ? dwte : tensor_at(grads, &s, "lm_head", 0);
+    mm_bwd(dln, dhead, NULL, dlogits, lnf, head, BT, C, Vp);
+    rmsnorm_backward(dres, tensor_at(grads, &s, "final_norm", 0), dln, res + (long)L * BT * C,
+                     tensor_at(params, &s, "final_norm", 0), rf, BT, C);
+    for (int l = L - 1; l >= 0; l--) {
+        float *m = mid + (long)l * BT * C;
+        mm_bwd(dsw, tensor_at(grads, &s, "wproj", l), NULL, dres, sw + (long)l * BT * H, tensor_at(params, &s, "wproj", l), BT, H, C);
+        swiglu_backward(dfc, dsw, fc + (long)l * BT * 2 * H, BT, H);
+        mm_bwd(dln, tensor_at(grads, &s, "wfc", l), NULL, dfc, ln2 + (long)l * BT * C, tensor_at(params, &s, "wfc", l), BT, C, 2 * H);
+        memcpy(dm, dres, BT * C * sizeof(float));  // the residual's gradient, plus the MLP branch's
+        rmsnorm_backward(dm, tensor_at(grads, &s, "mlp_norm", l), dln, m, tensor_at(params, &s, "mlp_norm", l), r2 + l * BT, BT, C);
+        mm_bwd(dao, tensor_at(grads, &s, "wo", l), NULL, dm, ao + (long)l * BT * A, tensor_at(params, &s, "wo", l), BT, A, C);
+        gqa_attention_backward(dq, dao, qkv + (long)l * BT * R, att + (long)l * B * NH * T * T, B, T, NH, KV, hd);
+        rope_backward(dq, cs, sn, B, T, NH, KV, hd);
+        mm_bwd(dln, tensor_at(grads, &s, "wqkv", l), tensor_at(grads, &s, "bqkv", l), dq, ln1 + (long)l * BT * C,
+               tensor_at(params, &s, "wqkv", l), BT, C, R);
+        memcpy(dres, dm, BT * C * sizeof(float));
+        rmsnorm_backward(dres, tensor_at(grads, &s, "attn_norm", l), dln, res + (long)l * BT * C,
+                         tensor_at(params, &s, "attn_norm", l), r1 + l * BT, BT, C);
+    }
+    for (int i = 0; i < BT; i++)  // serial: two tokens may share a row
+        for (int j = 0; j < C; j++) dwte[(long)inp[i] * C + j] += dres[(long)i * C + j];
+    snprintf(name, sizeof(name), "%s.grads", tag);
+    const float *rg = ref(name, P);
+    double worst = 0.0;
+    const char *worst_name = "";
+    for (int k = 0; k < ARCH_LLAMA.num_params; k++) {
+        size_t n = arch_tensor_size(&ARCH_LLAMA.params[k], &s), off = arch_tensor_offset(&ARCH_LLAMA, &s, k);
+        if (n == 0) continue;
+        double e = rel_err(grads + off, rg + off, n);
+        if (e > worst || e != e) worst = e, worst_name = ARCH_LLAMA.params[k].name;
+    }
+    check(worst <= TOL, "%s: every parameter's gradient vs transformers (worst %s, relative error %.2e)", tag, worst_name, worst);
+    float *bufs[] = {grads, cs, sn, res, ln1, r1, qkv, att, ao, mid, ln2, r2, fc, sw, lnf, rf, logits, tmp, lg, dlogits,
+                     dres, dm, dsw, dfc, dln, dao, dq};
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) free(bufs[i]);
+    free(inp), free(tgt);
+}
+
+// ----------------------------------------------------------------------------
 // The architecture tables.
 
 // GPT-2's table against gpt2.h: sizes, count, units, runs (flat offset, length, unit, offset in unit, decay),
@@ -336,6 +486,21 @@ static void test_tables(void) {
               "preset %s: %zu parameters (published %zu), config valid, runs partition the %zu stored", LLAMA_PRESETS[i],
               n, published[i], arch_num_params(&ARCH_LLAMA, &s));
     }
+    {  // FLOPs: the matmul weights of SmolLM-135M (tied: wte is the head) and of TinyLlama (untied: lm_head is)
+        LlamaConfig sm, ti;
+        llama_preset("smollm-135m", &sm);
+        llama_preset("tinyllama-1.1b", &ti);
+        ArchShape ss, st;
+        llama_arch_shape(&sm, &ss);
+        llama_arch_shape(&ti, &st);
+        double mm_s = 49152.0 * 576 + 30.0 * (960 * 576 + 576 * 576 + 3072 * 576 + 576 * 1536);
+        double mm_t = 32000.0 * 2048 + 22.0 * (2560.0 * 2048 + 2048.0 * 2048 + 11264.0 * 2048 + 2048.0 * 5632);
+        double fs = arch_flops_per_token(&ARCH_LLAMA, &ss, 2048), fs_want = 6.0 * 134515008 + 6.0 * 30 * 576 * 2048;
+        check((double)arch_matmul_params(&ARCH_LLAMA, &ss) == mm_s && (double)arch_matmul_params(&ARCH_LLAMA, &st) == mm_t &&
+              fs == fs_want, "Llama FLOPs: matmul weights SmolLM %.0f (by hand %.0f), TinyLlama %.0f (%.0f); SmolLM "
+              "6N + 6L(NH hd)T at T 2048 %.6g (%.6g)", (double)arch_matmul_params(&ARCH_LLAMA, &ss), mm_s,
+              (double)arch_matmul_params(&ARCH_LLAMA, &st), mm_t, fs, fs_want);
+    }
     int h1 = llama_ffn_hidden(2048, 1024, 1.4), h2 = llama_ffn_hidden(4096, 1024, 1.3), h3 = llama_ffn_hidden(2048, 256, 0);
     check(h1 == 8192 && h2 == 14336 && h3 == 5632, "SwiGLU hidden from multiple_of and ffn_dim_multiplier: Llama 3.2 1B "
           "%d (8192), Llama 3.1 8B %d (14336), TinyLlama %d (5632)", h1, h2, h3);
@@ -355,6 +520,24 @@ static void test_tables(void) {
             all_ok = 0;
     }
     check(all_ok, "Llama table: tied/untied x qkv_bias x qk_norm, unit sizes by hand and runs partitioning the buffer");
+
+    // the file order of LLAMA_FORMAT.md with every option on (the model tests above cover the orders without
+    // qk_norm against transformers; Qwen 3 is newer than transformers 4.45)
+    t.tied = 0, t.qkv_bias = 1, t.qk_norm = 1;
+    llama_arch_shape(&t, &s);
+    const char *order[] = {"wte", "attn_norm", "wqkv", "bqkv", "q_norm", "k_norm", "wo", "mlp_norm", "wfc", "wproj",
+                           "final_norm", "lm_head"};
+    const size_t sizes[] = {384 * 32, 2 * 32, 2 * 64 * 32, 2 * 64, 2 * 8, 2 * 8, 2 * 32 * 32, 2 * 32, 2 * 80 * 32,
+                            2 * 32 * 40, 32, 384 * 32};
+    int order_ok = ARCH_LLAMA.num_params == 12;
+    size_t off = 0;
+    for (int k = 0; order_ok && k < 12; k++) {
+        int j = arch_find(&ARCH_LLAMA, order[k]);
+        if (j != k || arch_tensor_offset(&ARCH_LLAMA, &s, j) != off || arch_tensor_size(&ARCH_LLAMA.params[j], &s) != sizes[k])
+            order_ok = 0;
+        off += sizes[k];
+    }
+    check(order_ok, "Llama table: LLAMA_FORMAT.md's tensor order, offsets and sizes with every option on");
 }
 
 static void test_config_and_header(void) {
@@ -413,6 +596,9 @@ int main(int argc, char **argv) {
     test_attention("gqa11", 4, 4);
     test_attention("mqa", 4, 1);
     test_chain();
+    test_model("m_gqa_tied", 4, 2, 1, 0);
+    test_model("m_mha_untied", 4, 4, 0, 0);
+    test_model("m_mqa_qwen2", 4, 1, 1, 1);
     test_tables();
     test_config_and_header();
     return check_summary();
