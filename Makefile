@@ -63,8 +63,8 @@ test/hf_forward: test/hf_forward.c train_gpt.c $(HEADERS) .build-cpu
 test/test_pipeline: test/test_pipeline.c test/check.h pipeline.h gpt2.h comm.h watchdog.h timing.h utils.h .build-cpu
 	$(CC) $(CFLAGS) $(URING_FLAGS) -I. $< -o $@ $(LDLIBS) $(URING_LIBS)
 
-test/test_llama_cpu: test/test_llama_cpu.c test/check.h cpu/llama.h arch.h gpt2.h utils.h .build-cpu
-	$(CC) $(CFLAGS) -I. $< -o $@ $(LDLIBS)
+test/test_llama_cpu: test/test_llama_cpu.c test/check.h cpu/llama.h arch.h train_gpt.c $(HEADERS) .build-cpu
+	$(CC) $(CFLAGS) $(URING_FLAGS) -I. $< -o $@ $(LDLIBS) $(URING_LIBS)
 
 test: train_gpt_cpu tokenize test/test_gpt2 test/test_units test/test_pipeline test/test_generate test/hf_forward test/test_llama_cpu $(if $(EMU_OK),$(EMU_BINS))
 	PYTHON=$(PYTHON) TORCH_PYTHON=$(TORCH_PYTHON) bash test/run_tests.sh

@@ -31,6 +31,7 @@ enum {
     DIM_HD,     // head size
     DIM_FC,     // rows of the MLP's first matmul: 4C for GPT-2, 2H (up then gate) for Llama
     DIM_HID,    // the MLP's hidden width: 4C for GPT-2, H for Llama
+    DIM_QKHEADS,  // heads that QK-norm normalises per token: NH + KV (activations only)
     NUM_DIMS
 };
 
@@ -199,6 +200,54 @@ static void arch_init_random(const Arch *a, const ArchShape *s, float *params, u
 }
 
 // ----------------------------------------------------------------------------
+// Activations: what the forward keeps for the backward, per family. A per-layer tensor is kept for every layer
+// below its recompute level and shared by the layers (rebuilt in backward) from it; the rest are one copy.
+// Sizes are per token in a DIM_ symbol (DIM_ONE for a row statistic), or attention's saved state, whose size
+// is the build's (ATT_SAVED_FLOATS: the softmax on the CPU, its row statistics on a GPU). model.h's enum,
+// ACT_SHARED_FROM_LEVEL, ACT_PER_LAYER, ACT_IS_FLOAT and act_sizes become this table (phase 2).
+
+#define ARCH_ACT_ATT (-1)         // width: attention's saved state, ATT_SAVED_FLOATS(B, NH, T) floats
+#define ARCH_ACT_ALWAYS_KEPT 99   // shared_from: kept for every layer at every level
+typedef struct {
+    const char *name;
+    int width;        // DIM_ symbol per token, or ARCH_ACT_ATT
+    int is_float;     // float whatever the precision (statistics, the softmax, losses); else the build's floatX
+    int per_layer;    // one per layer (below shared_from) or one for the model
+    int shared_from;  // recompute level from which one copy is shared (0: always one copy)
+    int present;      // ARCH_ALWAYS or the option it needs
+} ArchAct;
+
+typedef struct {
+    const ArchAct *acts;
+    int num_acts;
+} ArchActs;
+
+// Copies of activation i at a recompute level, for a model running `layers` layers.
+static int arch_act_copies(const ArchAct *a, int layers, int recompute) {
+    if (!a->per_layer) return 1;
+    return recompute < a->shared_from ? layers : 1;
+}
+
+// Elements of one copy (0 when the option leaves it out); att_saved: the build's ATT_SAVED_FLOATS(B, NH, T).
+static size_t arch_act_elems(const ArchAct *a, const ArchShape *s, int B, int T, size_t att_saved) {
+    if (!s->opt[a->present]) return 0;
+    if (a->width == ARCH_ACT_ATT) return att_saved;
+    return (size_t)B * T * s->dim[a->width];
+}
+
+// Bytes of every activation at a recompute level, each copy 256-byte aligned as model.h lays them out.
+static size_t arch_act_bytes(const ArchActs *t, const ArchShape *s, int B, int T, int recompute, int layers,
+                             size_t x_bytes, size_t att_saved) {
+    size_t total = 0;
+    for (int i = 0; i < t->num_acts; i++) {
+        const ArchAct *a = &t->acts[i];
+        size_t per = (arch_act_elems(a, s, B, T, att_saved) * (a->is_float ? sizeof(float) : x_bytes) + 255) / 256 * 256;
+        total += per * arch_act_copies(a, layers, recompute);
+    }
+    return total;
+}
+
+// ----------------------------------------------------------------------------
 // GPT-2: llm.c's 16 tensors.
 
 static const ArchParam GPT2_PARAMS[] = {
@@ -221,6 +270,33 @@ static const ArchParam GPT2_PARAMS[] = {
 };
 static const Arch ARCH_GPT2 = {"gpt2", GPT2_PARAMS, (int)(sizeof(GPT2_PARAMS) / sizeof(GPT2_PARAMS[0]))};
 
+// model.h's activations, in its order: level 1 drops fch_gelu (GELU reruns), level 2 the LayerNorm outputs too,
+// level 3 everything but each layer's output (the whole layer reruns).
+static const ArchAct GPT2_ACTS[] = {
+    {"encoded", DIM_C, 0, 0, ARCH_ACT_ALWAYS_KEPT, ARCH_ALWAYS},
+    {"ln1", DIM_C, 0, 1, 2, ARCH_ALWAYS},
+    {"ln1_mean", DIM_ONE, 1, 1, 3, ARCH_ALWAYS},
+    {"ln1_rstd", DIM_ONE, 1, 1, 3, ARCH_ALWAYS},
+    {"qkv", DIM_QKV, 0, 1, 3, ARCH_ALWAYS},
+    {"atty", DIM_ATT, 0, 1, 3, ARCH_ALWAYS},
+    {"att", ARCH_ACT_ATT, 1, 1, 3, ARCH_ALWAYS},
+    {"attproj", DIM_C, 0, 1, 0, ARCH_ALWAYS},
+    {"residual2", DIM_C, 0, 1, 3, ARCH_ALWAYS},
+    {"ln2", DIM_C, 0, 1, 2, ARCH_ALWAYS},
+    {"ln2_mean", DIM_ONE, 1, 1, 3, ARCH_ALWAYS},
+    {"ln2_rstd", DIM_ONE, 1, 1, 3, ARCH_ALWAYS},
+    {"fch", DIM_FC, 0, 1, 3, ARCH_ALWAYS},
+    {"fch_gelu", DIM_HID, 0, 1, 1, ARCH_ALWAYS},
+    {"fcproj", DIM_C, 0, 1, 0, ARCH_ALWAYS},
+    {"residual3", DIM_C, 0, 1, ARCH_ACT_ALWAYS_KEPT, ARCH_ALWAYS},
+    {"lnf", DIM_C, 0, 0, 0, ARCH_ALWAYS},
+    {"lnf_mean", DIM_ONE, 1, 0, 0, ARCH_ALWAYS},
+    {"lnf_rstd", DIM_ONE, 1, 0, 0, ARCH_ALWAYS},
+    {"logits", DIM_VP, 0, 0, 0, ARCH_ALWAYS},
+    {"losses", DIM_ONE, 1, 0, 0, ARCH_ALWAYS},
+};
+static const ArchActs GPT2_ACT_TABLE = {GPT2_ACTS, (int)(sizeof(GPT2_ACTS) / sizeof(GPT2_ACTS[0]))};
+
 static void gpt2_arch_shape(const GPT2Config *c, ArchShape *s) {
     memset(s, 0, sizeof(*s));
     size_t C = c->channels;
@@ -234,6 +310,7 @@ static void gpt2_arch_shape(const GPT2Config *c, ArchShape *s) {
     s->dim[DIM_HD] = C / c->num_heads;
     s->dim[DIM_FC] = 4 * C;
     s->dim[DIM_HID] = 4 * C;
+    s->dim[DIM_QKHEADS] = 0;
     s->num_layers = c->num_layers;
     s->opt[ARCH_ALWAYS] = 1;
     s->opt[ARCH_OPT_TIED] = 1;
@@ -282,6 +359,33 @@ static const ArchParam LLAMA_PARAMS[] = {
 };
 static const Arch ARCH_LLAMA = {"llama", LLAMA_PARAMS, (int)(sizeof(LLAMA_PARAMS) / sizeof(LLAMA_PARAMS[0]))};
 
+// The Llama block's activations, at GPT-2's levels: 1 drops the SwiGLU output (rerun from fch), 2 the RMSNorm
+// outputs too, 3 everything but each layer's output. With QK-norm the block keeps q and k before the norm
+// (qkv_pre) and the norm's per-head rstd; qkv is after QK-norm and RoPE, what attention reads.
+static const ArchAct LLAMA_ACTS[] = {
+    {"encoded", DIM_C, 0, 0, ARCH_ACT_ALWAYS_KEPT, ARCH_ALWAYS},
+    {"ln1", DIM_C, 0, 1, 2, ARCH_ALWAYS},
+    {"ln1_rstd", DIM_ONE, 1, 1, 3, ARCH_ALWAYS},
+    {"qkv_pre", DIM_QKV, 0, 1, 3, ARCH_OPT_QK_NORM},
+    {"qk_rstd", DIM_QKHEADS, 1, 1, 3, ARCH_OPT_QK_NORM},
+    {"qkv", DIM_QKV, 0, 1, 3, ARCH_ALWAYS},
+    {"atty", DIM_ATT, 0, 1, 3, ARCH_ALWAYS},
+    {"att", ARCH_ACT_ATT, 1, 1, 3, ARCH_ALWAYS},
+    {"attproj", DIM_C, 0, 1, 0, ARCH_ALWAYS},
+    {"residual2", DIM_C, 0, 1, 3, ARCH_ALWAYS},
+    {"ln2", DIM_C, 0, 1, 2, ARCH_ALWAYS},
+    {"ln2_rstd", DIM_ONE, 1, 1, 3, ARCH_ALWAYS},
+    {"fch", DIM_FC, 0, 1, 3, ARCH_ALWAYS},
+    {"fch_swiglu", DIM_HID, 0, 1, 1, ARCH_ALWAYS},
+    {"fcproj", DIM_C, 0, 1, 0, ARCH_ALWAYS},
+    {"residual3", DIM_C, 0, 1, ARCH_ACT_ALWAYS_KEPT, ARCH_ALWAYS},
+    {"lnf", DIM_C, 0, 0, 0, ARCH_ALWAYS},
+    {"lnf_rstd", DIM_ONE, 1, 0, 0, ARCH_ALWAYS},
+    {"logits", DIM_VP, 0, 0, 0, ARCH_ALWAYS},
+    {"losses", DIM_ONE, 1, 0, 0, ARCH_ALWAYS},
+};
+static const ArchActs LLAMA_ACT_TABLE = {LLAMA_ACTS, (int)(sizeof(LLAMA_ACTS) / sizeof(LLAMA_ACTS[0]))};
+
 static void llama_arch_shape(const LlamaConfig *c, ArchShape *s) {
     memset(s, 0, sizeof(*s));
     size_t C = c->channels, hd = c->head_dim, H = c->ffn_hidden;
@@ -295,6 +399,7 @@ static void llama_arch_shape(const LlamaConfig *c, ArchShape *s) {
     s->dim[DIM_HD] = hd;
     s->dim[DIM_FC] = 2 * H;
     s->dim[DIM_HID] = H;
+    s->dim[DIM_QKHEADS] = (size_t)(c->num_heads + c->num_kv_heads);
     s->num_layers = c->num_layers;
     s->opt[ARCH_ALWAYS] = 1;
     s->opt[ARCH_OPT_QKV_BIAS] = c->qkv_bias != 0;
@@ -370,7 +475,7 @@ static void llama_check_config(const LlamaConfig *c, const char *where) {
     if (llama_config_error(c, msg, sizeof(msg))) fatal("%s: %s", where, msg);
 }
 
-static int padded_vocab(int V) { return (V + 127) / 128 * 128; }
+static int arch_padded_vocab(int V) { return (V + 127) / 128 * 128; }
 
 // The presets: published shapes (their configs on the Hugging Face hub). Returns 0 for an unknown name.
 static int llama_preset(const char *name, LlamaConfig *c) {
@@ -395,7 +500,7 @@ static int llama_preset(const char *name, LlamaConfig *c) {
     } else {
         return 0;
     }
-    c->padded_vocab_size = padded_vocab(c->vocab_size);
+    c->padded_vocab_size = arch_padded_vocab(c->vocab_size);
     c->head_dim = c->channels / c->num_heads;
     return 1;
 }
@@ -405,8 +510,8 @@ static const char *const LLAMA_PRESETS[] = {"smollm-135m", "llama-3.2-1b", "tiny
 // The Llama model file's header (LLAMA_FORMAT.md): 256 int32, floats stored as their float32 bits. Pure
 // functions on the buffer; the file's reader and writer (phase 2) wrap them with the atomic write of utils.h.
 
-static int32_t f32_bits(float f) { int32_t i; memcpy(&i, &f, 4); return i; }
-static float bits_f32(int32_t i) { float f; memcpy(&f, &i, 4); return f; }
+static int32_t arch_f32_bits(float f) { int32_t i; memcpy(&i, &f, 4); return i; }
+static float arch_bits_f32(int32_t i) { float f; memcpy(&f, &i, 4); return f; }
 
 static void llama_header_write(const LlamaConfig *c, int32_t h[256]) {
     memset(h, 0, 256 * sizeof(int32_t));
@@ -425,11 +530,11 @@ static void llama_header_write(const LlamaConfig *c, int32_t h[256]) {
     h[12] = c->qkv_bias;
     h[13] = c->qk_norm;
     h[14] = c->rope_scaling;
-    h[15] = f32_bits(c->norm_eps);
-    h[16] = f32_bits(c->rope_theta);
-    h[17] = f32_bits(c->rope_factor);
-    h[18] = f32_bits(c->rope_low_freq_factor);
-    h[19] = f32_bits(c->rope_high_freq_factor);
+    h[15] = arch_f32_bits(c->norm_eps);
+    h[16] = arch_f32_bits(c->rope_theta);
+    h[17] = arch_f32_bits(c->rope_factor);
+    h[18] = arch_f32_bits(c->rope_low_freq_factor);
+    h[19] = arch_f32_bits(c->rope_high_freq_factor);
     h[20] = c->rope_original_max_pos;
 }
 
@@ -467,15 +572,15 @@ static const char *llama_header_read(const int32_t h[256], const char *file, Lla
     c->qkv_bias = h[12];
     c->qk_norm = h[13];
     c->rope_scaling = h[14];
-    c->norm_eps = bits_f32(h[15]);
-    c->rope_theta = bits_f32(h[16]);
-    c->rope_factor = bits_f32(h[17]);
-    c->rope_low_freq_factor = bits_f32(h[18]);
-    c->rope_high_freq_factor = bits_f32(h[19]);
+    c->norm_eps = arch_bits_f32(h[15]);
+    c->rope_theta = arch_bits_f32(h[16]);
+    c->rope_factor = arch_bits_f32(h[17]);
+    c->rope_low_freq_factor = arch_bits_f32(h[18]);
+    c->rope_high_freq_factor = arch_bits_f32(h[19]);
     c->rope_original_max_pos = h[20];
-    if (c->padded_vocab_size != padded_vocab(c->vocab_size) && c->vocab_size > 0) {
+    if (c->padded_vocab_size != arch_padded_vocab(c->vocab_size) && c->vocab_size > 0) {
         snprintf(msg, len, "%s: padded_vocab_size %d in slot 4, expected %d (vocab_size %d rounded up to a multiple of "
-                 "128)", file, c->padded_vocab_size, padded_vocab(c->vocab_size), c->vocab_size);
+                 "128)", file, c->padded_vocab_size, arch_padded_vocab(c->vocab_size), c->vocab_size);
         return msg;
     }
     char why[400];

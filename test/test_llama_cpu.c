@@ -4,6 +4,8 @@
 // what gpt2.h derives, the Llama presets count the published parameters, the model file header round-trips
 // and refuses bad input by file and field.
 // usage: test/test_llama_cpu DIR   (DIR holds llama_ref.bin from test/ref_llama.py)
+#define TESTING  // the CPU build without its main, for model.h's activation layout
+#include "train_gpt.c"
 #include "arch.h"
 #include "cpu/llama.h"
 #include "test/check.h"
@@ -540,6 +542,60 @@ static void test_tables(void) {
     check(order_ok, "Llama table: LLAMA_FORMAT.md's tensor order, offsets and sizes with every option on");
 }
 
+// GPT-2's activation table against model.h's layout: names, float or floatX, per layer, the level each is shared
+// from, and the bytes of every tensor and in all at each recompute level, for the CPU build (X_BYTES 4, the softmax
+// saved); and the Llama table's sizes by hand for a small QK-norm model.
+static void test_act_tables(void) {
+    GPT2Config c;
+    gpt2_config_from_descriptor("d2", 50257, &c);
+    ArchShape s;
+    gpt2_arch_shape(&c, &s);
+    int B = 3, T = 64, ok = GPT2_ACT_TABLE.num_acts == NUM_ACTS;
+    size_t per[NUM_ACTS];
+    act_sizes(&c, B, T, per);
+    size_t att = ATT_SAVED_FLOATS(B, c.num_heads, T);
+    for (int i = 0; ok && i < NUM_ACTS; i++) {
+        const ArchAct *a = &GPT2_ACTS[i];
+        size_t bytes = (arch_act_elems(a, &s, B, T, att) * (a->is_float ? 4 : X_BYTES) + 255) / 256 * 256;
+        if (bytes != per[i] || a->is_float != ACT_IS_FLOAT[i] || a->per_layer != ACT_PER_LAYER[i] ||
+            a->shared_from != (ACT_SHARED_FROM_LEVEL[i] == ACT_ALWAYS_KEPT ? ARCH_ACT_ALWAYS_KEPT : ACT_SHARED_FROM_LEVEL[i]))
+            ok = 0;
+    }
+    for (int r = 0; ok && r <= 3; r++) {
+        size_t want = 0;
+        for (int i = 0; i < NUM_ACTS; i++) want += per[i] * act_copies(c.num_layers, r, i);
+        if (arch_act_bytes(&GPT2_ACT_TABLE, &s, B, T, r, c.num_layers, X_BYTES, att) != want) ok = 0;
+    }
+    check(ok, "GPT-2 activation table = model.h's layout (21 tensors; bytes at recompute 0-3, d2, B 3, T 64)");
+
+    LlamaConfig lc = {64, 300, 384, 2, 4, 2, 32, 8, 40, 1, 0, 1, 0, 1e-5f, 10000.0f, 0, 0, 0, 0};
+    llama_arch_shape(&lc, &s);
+    size_t BT = (size_t)B * T, al = 256;
+#define AL(n) (((n) + al - 1) / al * al)
+    // per layer at level 0: ln1, ln1_rstd, qkv_pre, qk_rstd, qkv, atty, att, residual2, ln2, ln2_rstd, fch, fch_swiglu;
+    // one copy: encoded, attproj, fcproj, lnf, lnf_rstd, logits, losses; residual3 per layer always
+    size_t layer0 = AL(BT * 32 * 4) + AL(BT * 4) + AL(BT * 64 * 4) + AL(BT * 6 * 4) + AL(BT * 64 * 4) + AL(BT * 32 * 4) +
+                    AL((size_t)B * 4 * T * T * 4) + AL(BT * 32 * 4) + AL(BT * 32 * 4) + AL(BT * 4) + AL(BT * 80 * 4) +
+                    AL(BT * 40 * 4);
+    size_t once = AL(BT * 32 * 4) * 4 + AL(BT * 4) + AL(BT * 384 * 4) + AL(BT * 4);
+    size_t want0 = 2 * (layer0 + AL(BT * 32 * 4)) + once;
+    size_t want3 = layer0 + AL(BT * 32 * 4) * 2 + once;
+    size_t dropped2 = 2 * AL(BT * 32 * 4) + AL(BT * 40 * 4);  // ln1, ln2 and fch_swiglu: one copy from level 2
+    size_t want2 = 2 * (layer0 - dropped2 + AL(BT * 32 * 4)) + dropped2 + once;
+    size_t latt = (size_t)B * 4 * T * T;
+    size_t got0 = arch_act_bytes(&LLAMA_ACT_TABLE, &s, B, T, 0, 2, 4, latt);
+    size_t got2 = arch_act_bytes(&LLAMA_ACT_TABLE, &s, B, T, 2, 2, 4, latt);
+    size_t got3 = arch_act_bytes(&LLAMA_ACT_TABLE, &s, B, T, 3, 2, 4, latt);
+    lc.qk_norm = 0;
+    llama_arch_shape(&lc, &s);
+    size_t got0n = arch_act_bytes(&LLAMA_ACT_TABLE, &s, B, T, 0, 2, 4, latt);
+    size_t want0n = want0 - 2 * (AL(BT * 64 * 4) + AL(BT * 6 * 4));
+#undef AL
+    check(got0 == want0 && got2 == want2 && got3 == want3 && got0n == want0n, "Llama activation table: with QK-norm %zu "
+          "bytes at level 0 (by hand %zu), %zu at 2 (%zu), %zu at 3 (%zu); without, %zu at 0 (%zu)", got0, want0, got2,
+          want2, got3, want3, got0n, want0n);
+}
+
 static void test_config_and_header(void) {
     char msg[512];
     LlamaConfig c;
@@ -560,7 +616,7 @@ static void test_config_and_header(void) {
     int32_t h[256];
     llama_header_write(&w, h);
     e = llama_header_read(h, "m.bin", &r, msg, sizeof(msg));
-    check(!e && memcmp(&w, &r, sizeof(w)) == 0 && h[0] == LLAMA_MAGIC && h[1] == 1 && h[15] == f32_bits(1e-6f) &&
+    check(!e && memcmp(&w, &r, sizeof(w)) == 0 && h[0] == LLAMA_MAGIC && h[1] == 1 && h[15] == arch_f32_bits(1e-6f) &&
           h[16] == 0x48f42400, "Llama header round trip: every field (rope_theta 500000 stored as 0x%08x)%s%s", h[16],
           e ? ": " : "", e ? e : "");
     struct { int slot, value; const char *want; } bad[] = {
@@ -600,6 +656,7 @@ int main(int argc, char **argv) {
     test_model("m_mha_untied", 4, 4, 0, 0);
     test_model("m_mqa_qwen2", 4, 1, 1, 1);
     test_tables();
+    test_act_tables();
     test_config_and_header();
     return check_summary();
 }
