@@ -176,6 +176,18 @@ static double arch_flops_per_token_exact(const Arch *a, const ArchShape *s, int 
     return 6.0 * (double)arch_matmul_params(a, s) + 6.0 * s->num_layers * (double)s->attn_flop_width * (T + 1.0);
 }
 
+// Forward FLOPs per token of one layer (2 per matmul weight, attention's 2 * 2 * width * T) and of the head
+// (2 * Vp * C): pipeline.h's stage costs (GPT-2: 24C^2 + 4TC and 2VpC).
+static double arch_layer_forward_flops(const Arch *a, const ArchShape *s, int T) {
+    double mm = 0.0;
+    for (int k = 0; k < a->num_params; k++) {
+        const ArchParam *p = &a->params[k];
+        if (p->per_layer && p->matmul != ARCH_NEVER && s->opt[p->matmul]) mm += (double)arch_tensor_size(p, s) / s->num_layers;
+    }
+    return 2.0 * mm + 4.0 * (double)T * (double)s->attn_flop_width;
+}
+static double arch_head_forward_flops(const ArchShape *s) { return 2.0 * (double)s->dim[DIM_VP] * (double)s->dim[DIM_C]; }
+
 // The random initialisation of the whole flat buffer from the table: gpt2_init_random's draws, tensor by
 // tensor in file order, so a GPT-2 table gives gpt2_init_random's bits.
 static void arch_init_random(const Arch *a, const ArchShape *s, float *params, uint64_t seed) {

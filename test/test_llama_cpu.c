@@ -472,8 +472,10 @@ static void test_tables(void) {
     double f = arch_flops_per_token(&ARCH_GPT2, &s, 1024);
     double want = 6.0 * gpt2_num_params(&d12) + 6.0 * L * C * T;
     double mm = (double)arch_matmul_params(&ARCH_GPT2, &s), want_mm = 12.0 * L * C * C + Vp * C;
-    check(f == want && mm == want_mm, "GPT-2 table's FLOPs per token %.6g (trainer.h: %.6g) and matmul weights %.0f "
-          "(report.h: %.0f)", f, want, mm, want_mm);
+    double lf = arch_layer_forward_flops(&ARCH_GPT2, &s, 1024), hf = arch_head_forward_flops(&s);
+    check(f == want && mm == want_mm && lf == 24.0 * C * C + 4.0 * T * C && hf == 2.0 * Vp * C,
+          "GPT-2 table's FLOPs per token %.6g (trainer.h: %.6g), matmul weights %.0f (report.h: %.0f), a layer's forward "
+          "%.6g and the head's %.6g (pipeline.h's 24C^2 + 4TC, 2VpC)", f, want, mm, want_mm, lf, hf);
 
     // the Llama presets count what transformers counts
     const size_t published[4] = {134515008, 1235814400, 1100048384, 494032768};
