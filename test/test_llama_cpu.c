@@ -208,6 +208,29 @@ static void test_attention(const char *tag, int NH, int KV) {
     free(out), free(att), free(dqkv), free(kc), free(vc), free(o);
 }
 
+// With KV = NH the GQA kernels are GPT-2's attention (train_gpt.c) bit for bit, forward, saved softmax, backward and
+// decode: the block written once can run GPT-2 on them without moving a number.
+static void test_gqa_is_gpt2_attention(void) {
+    int B = 2, T = 11, NH = 4, hd = 16, C = NH * hd, n = B * T * 3 * C;
+    uint64_t rng = 77;
+    float *qkv = fbuf(n), *dout = fbuf(B * T * C);
+    for (int i = 0; i < n; i++) qkv[i] = 2.0f * random_f32(&rng) - 1.0f;
+    for (int i = 0; i < B * T * C; i++) dout[i] = 2.0f * random_f32(&rng) - 1.0f;
+    float *o1 = fbuf(B * T * C), *o2 = fbuf(B * T * C), *a1 = fbuf(B * NH * T * T), *a2 = fbuf(B * NH * T * T);
+    float *d1 = fbuf(n), *d2 = fbuf(n), *dec1 = fbuf(C), *dec2 = fbuf(C), *kc = fbuf(T * C), *vc = fbuf(T * C);
+    attention_forward(o1, a1, qkv, B, T, C, NH);
+    gqa_attention_forward(o2, a2, qkv, B, T, NH, NH, hd);
+    attention_backward(d1, dout, qkv, o1, a1, B, T, C, NH);
+    gqa_attention_backward(d2, dout, qkv, a2, B, T, NH, NH, hd);
+    for (int t = 0; t < T; t++) kv_cache_store(kc, vc, qkv + (long)t * 3 * C, t, NH, NH, hd);
+    attention_decode(dec1, qkv, T - 1, C, NH);
+    gqa_attention_decode(dec2, qkv + (long)(T - 1) * 3 * C, kc, vc, T - 1, NH, NH, hd);
+    int same = !memcmp(o1, o2, B * T * C * sizeof(float)) && !memcmp(a1, a2, B * NH * T * T * sizeof(float)) &&
+               !memcmp(d1, d2, n * sizeof(float)) && !memcmp(dec1, dec2, C * sizeof(float));
+    check(same, "GQA with KV = NH is GPT-2's attention_forward/backward/decode bit for bit (NH %d, hd %d, T %d)", NH, hd, T);
+    free(qkv), free(dout), free(o1), free(o2), free(a1), free(a2), free(d1), free(d2), free(dec1), free(dec2), free(kc), free(vc);
+}
+
 // Qwen 3's attention core: QK-norm, RoPE (llama3 scaling), GQA 3:1, and the gradients back through all three.
 static void test_chain(void) {
     int B = 2, T = 7, NH = 6, KV = 2, hd = 8, R = (NH + 2 * KV) * hd, O = NH * hd, n = B * T * R;
@@ -654,6 +677,7 @@ int main(int argc, char **argv) {
     test_attention("gqa11", 4, 4);
     test_attention("mqa", 4, 1);
     test_chain();
+    test_gqa_is_gpt2_attention();
     test_model("m_gqa_tied", 4, 2, 1, 0);
     test_model("m_mha_untied", 4, 4, 0, 0);
     test_model("m_mqa_qwen2", 4, 1, 1, 1);
