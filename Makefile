@@ -63,7 +63,10 @@ test/hf_forward: test/hf_forward.c train_gpt.c $(HEADERS) .build-cpu
 test/test_pipeline: test/test_pipeline.c test/check.h pipeline.h gpt2.h comm.h watchdog.h timing.h utils.h .build-cpu
 	$(CC) $(CFLAGS) $(URING_FLAGS) -I. $< -o $@ $(LDLIBS) $(URING_LIBS)
 
-test: train_gpt_cpu tokenize test/test_gpt2 test/test_units test/test_pipeline test/test_generate test/hf_forward $(if $(EMU_OK),$(EMU_BINS))
+test/test_llama_cpu: test/test_llama_cpu.c test/check.h cpu/llama.h arch.h train_gpt.c $(HEADERS) .build-cpu
+	$(CC) $(CFLAGS) $(URING_FLAGS) -I. $< -o $@ $(LDLIBS) $(URING_LIBS)
+
+test: train_gpt_cpu tokenize test/test_gpt2 test/test_units test/test_pipeline test/test_generate test/hf_forward test/test_llama_cpu $(if $(EMU_OK),$(EMU_BINS))
 	PYTHON=$(PYTHON) TORCH_PYTHON=$(TORCH_PYTHON) bash test/run_tests.sh
 
 # The two-node Slurm tests alone (test/test_multinode.sh; root, on test/cluster.sh's simulated nodes): ends
@@ -180,5 +183,5 @@ bench-data: tokenize
 	$(PYTHON) scripts/bench_data.py --mb $(or $(BENCH_DATA_MB),200) --rss-mb $(or $(BENCH_DATA_RSS_MB),0)
 
 clean:
-	rm -f .build-cpu .build-cuda train_gpt_cpu train_gpt tokenize test/test_gpt2 test/test_gpt2_gpu test/test_units test/test_pipeline test/test_generate test/hf_forward test/test_generate_gpu dev/cuda/kernels dev/cuda/attention dev/cuda/attention_emu_race $(EMU_BINS)
+	rm -f .build-cpu .build-cuda train_gpt_cpu train_gpt tokenize test/test_gpt2 test/test_gpt2_gpu test/test_units test/test_pipeline test/test_generate test/hf_forward test/test_llama_cpu test/test_generate_gpu dev/cuda/kernels dev/cuda/attention dev/cuda/attention_emu_race $(EMU_BINS)
 	rm -rf build/emu
