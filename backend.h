@@ -79,6 +79,48 @@ static void gelu_backward(floatX *dinp, const floatX *inp, const floatX *dout, l
 static void residual_forward(floatX *out, const floatX *a, const floatX *b, long N);
 static void classifier_forward_backward(floatX *logits, float *losses, const int *targets, int N, int V, int Vp,
                                         float dloss);  // targets NULL: logits only; dloss 0: no gradient
+// ---- kernels of the Llama family (issue 31; arch.h's LLAMA tables, docs/llama.md) ----
+// The CPU build implements them from cpu/llama.h; the CUDA build's are cuda/llama.cuh's (until they land it refuses a
+// Llama-family model at start, and these are stubs that are never reached). Conventions as above: floatX
+// activations and weights, float statistics and parameter gradients, a backward accumulates (+=) into parameter
+// gradients. Shapes: N rows (B*T tokens), C channels, NH query heads, KV key/value heads (NH % KV == 0), hd the head
+// size (even), H SwiGLU's hidden width. A token's packed qkv row is NH query heads, then KV key heads, then KV value
+// heads, hd each: R = (NH + 2 KV) hd elements. Semantics are transformers' LlamaForCausalLM in fp32.
+// RMSNorm: out = w * x * rstd, rstd = 1 / sqrt(mean(x^2) + eps) (float, N of them). dinp ACCUMULATES (+=): it is the
+// residual stream's gradient, as in layernorm_backward.
+static void rmsnorm_forward(floatX *out, float *rstd, const floatX *inp, const floatX *weight, int N, int C, float eps);
+static void rmsnorm_backward(floatX *dinp, float *dweight, const floatX *dout, const floatX *inp, const floatX *weight,
+                             const float *rstd, int N, int C);
+// QK-norm (Qwen 3, OLMo 2): RMSNorm over hd of every query head (weight q_w, hd) and key head (k_w, hd) of the packed
+// qkv (N rows of R); value heads copied. out != inp. rstd (N, NH + KV). The backward OVERWRITES dinp (N rows of R:
+// q, k through the norm, v copied) and accumulates dq_w, dk_w.
+static void qknorm_forward(floatX *out, float *rstd, const floatX *inp, const floatX *q_w, const floatX *k_w, int N,
+                           int NH, int KV, int hd, float eps);
+static void qknorm_backward(floatX *dinp, float *dq_w, float *dk_w, const floatX *dout, const floatX *inp,
+                            const floatX *q_w, const floatX *k_w, const float *rstd, int N, int NH, int KV, int hd);
+// RoPE, rotate-half form, IN PLACE on the q and k heads of qkv (B, T, R); v untouched. cos, sin: float tables in
+// device (scratch) memory, (rows, hd/2) each, row p holding position p's angles; token t of every sequence reads
+// row t, so the caller passes the tables offset by p0 rows for tokens at positions p0.. (decoding: B = T = 1).
+// rope_backward applies the transpose (the inverse rotation) to dqkv in place.
+static void rope_forward(floatX *qkv, const float *cos, const float *sin, int B, int T, int NH, int KV, int hd);
+static void rope_backward(floatX *dqkv, const float *cos, const float *sin, int B, int T, int NH, int KV, int hd);
+// SwiGLU: inp (N, 2H) is the packed fc output, up's H columns then gate's H; out (N, H) = silu(gate) * up. The
+// backward OVERWRITES dinp (N, 2H).
+static void swiglu_forward(floatX *out, const floatX *inp, int N, int H);
+static void swiglu_backward(floatX *dinp, const floatX *dout, const floatX *inp, int N, int H);
+// Grouped-query causal attention on the packed qkv (after RoPE): query head h reads key/value head h / (NH / KV),
+// scale 1 / sqrt(hd). out (B, T, NH hd); att: the build's ATT_SAVED_FLOATS(B, NH, T) floats kept for the backward;
+// the workspace is attention_workspace's (ATT_BWD_WORKSPACE_BYTES(B, NH, T, NH * hd)). The backward OVERWRITES
+// dqkv (B, T, R). With KV = NH these are attention_forward/backward's maths (the CPU build's, bit for bit).
+static void attention_gqa_forward(floatX *out, float *att, const floatX *qkv, int B, int T, int NH, int KV, int hd);
+static void attention_gqa_backward(floatX *dqkv, const floatX *dout, const floatX *qkv, const floatX *out,
+                                   const float *att, int B, int T, int NH, int KV, int hd);
+// Decoding one token at position t: q (NH hd, after RoPE) against the key/value cache rows 0..t (its own key and
+// value already stored at row t). kcache, vcache: (rows, KV hd) each, of one layer. out (NH hd).
+static void attention_gqa_decode(floatX *out, const floatX *q, const floatX *kcache, const floatX *vcache, int t, int NH,
+                                 int KV, int hd);
+// The encoder without a position table: encoder_forward/backward are called with wpe = NULL and dwpe = NULL
+// (out = wte[token] only); a build's encoder must accept that.
 static void backend_decode_begin(void);  // generation starts: the weights hold still until backend_decode_end
 static void backend_decode_end(void);
 
