@@ -113,7 +113,12 @@ static void encoder_forward(float *out, const int *inp, const float *wte, const 
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             float *o = out + ((long)b * T + t) * C;
-            const float *we = wte + (long)inp[b * T + t] * C, *pe = wpe + (long)t * C;
+            const float *we = wte + (long)inp[b * T + t] * C;
+            if (!wpe) {  // no position table (the Llama family: RoPE positions q and k instead)
+                for (int i = 0; i < C; i++) o[i] = we[i];
+                continue;
+            }
+            const float *pe = wpe + (long)t * C;
             for (int i = 0; i < C; i++) o[i] = we[i] + pe[i];
         }
 }
@@ -123,7 +128,12 @@ static void encoder_backward(float *dwte, float *dwpe, const float *dout, const 
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             const float *d = dout + ((long)b * T + t) * C;
-            float *dwt = dwte + (long)inp[b * T + t] * C, *dwp = dwpe + (long)t * C;
+            float *dwt = dwte + (long)inp[b * T + t] * C;
+            if (!dwpe) {
+                for (int i = 0; i < C; i++) dwt[i] += d[i];
+                continue;
+            }
+            float *dwp = dwpe + (long)t * C;
             for (int i = 0; i < C; i++) { dwt[i] += d[i]; dwp[i] += d[i]; }
         }
 }
@@ -388,6 +398,22 @@ static void attention_decode(float *out, const float *qkv, int t, int C, int NH)
             attention_row(out + h * hs, a, qkv + (long)t * C3 + h * hs, qkv + h * hs + C, t, C, C3, hs, scale);
         free(a);
     }
+}
+
+// The Llama family's kernels (backend.h): cpu/llama.h's RMSNorm, QK-norm, RoPE and SwiGLU are backend.h's
+// functions as they stand; its grouped-query attention is wrapped into backend.h's signatures.
+#include "cpu/llama.h"
+static void attention_gqa_forward(float *out, float *att, const float *qkv, int B, int T, int NH, int KV, int hd) {
+    gqa_attention_forward(out, att, qkv, B, T, NH, KV, hd);
+}
+static void attention_gqa_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
+                                   const float *att, int B, int T, int NH, int KV, int hd) {
+    (void)out;  // the saved softmax is all the CPU backward needs
+    gqa_attention_backward(dqkv, dout, qkv, att, B, T, NH, KV, hd);
+}
+static void attention_gqa_decode(float *out, const float *q, const float *kcache, const float *vcache, int t, int NH,
+                                 int KV, int hd) {
+    gqa_attention_decode(out, q, kcache, vcache, t, NH, KV, hd);
 }
 
 #define GELU_SCALING_FACTOR 0.7978845608028654f  // sqrt(2 / pi)
