@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <string.h>
 #include "utils.h"
-#include "gpt2.h"  // GPT2Config, ParamRun, PARAM_DECAYED (phase 2 moves ParamRun here)
 
 // ----------------------------------------------------------------------------
 // The table.
@@ -34,6 +33,17 @@ enum {
     DIM_QKHEADS,  // heads that QK-norm normalises per token: NH + KV (activations only)
     NUM_DIMS
 };
+
+// A run maps a piece of a unit to its place in the file's flat order: the distributed code's (zero.h) view of
+// the parameters. Units: unit 0 ("outer") packs the outer tensors, unit 1 + l layer l's, each contiguous, so a
+// layer's weights can be gathered, freed, sent to a pipeline stage or reduce-scattered as one piece.
+typedef struct {
+    size_t flat;      // offset in the file's flat order
+    size_t len;
+    int unit;
+    size_t unit_off;  // offset inside the unit
+    int decayed;      // AdamW weight decay applies
+} ParamRun;
 
 // Options a tensor may depend on (ARCH_ALWAYS for none).
 enum { ARCH_NEVER = -1, ARCH_ALWAYS, ARCH_OPT_QKV_BIAS, ARCH_OPT_QK_NORM, ARCH_OPT_UNTIED, ARCH_OPT_TIED, NUM_ARCH_OPTS };
@@ -145,6 +155,19 @@ static int arch_param_runs(const Arch *a, const ArchShape *s, ParamRun *runs) {
 static size_t arch_tensor_offset(const Arch *a, const ArchShape *s, int k) {
     size_t off = 0;
     for (int j = 0; j < k; j++) off += arch_tensor_size(&a->params[j], s);
+    return off;
+}
+
+// Offset of tensor k inside its unit (a per-layer tensor's offset inside each layer's unit): the sizes of the
+// tensors before it in file order that live in the same kind of unit.
+static size_t arch_unit_offset(const Arch *a, const ArchShape *s, int k) {
+    size_t off = 0;
+    for (int j = 0; j < k; j++) {
+        const ArchParam *p = &a->params[j];
+        if (p->per_layer != a->params[k].per_layer) continue;
+        size_t sz = arch_tensor_size(p, s);
+        off += p->per_layer ? sz / s->num_layers : sz;
+    }
     return off;
 }
 
@@ -309,25 +332,6 @@ static const ArchAct GPT2_ACTS[] = {
 };
 static const ArchActs GPT2_ACT_TABLE = {GPT2_ACTS, (int)(sizeof(GPT2_ACTS) / sizeof(GPT2_ACTS[0]))};
 
-static void gpt2_arch_shape(const GPT2Config *c, ArchShape *s) {
-    memset(s, 0, sizeof(*s));
-    size_t C = c->channels;
-    s->dim[DIM_ONE] = 1;
-    s->dim[DIM_V] = c->vocab_size;
-    s->dim[DIM_VP] = c->padded_vocab_size;
-    s->dim[DIM_MAXT] = c->max_seq_len;
-    s->dim[DIM_C] = C;
-    s->dim[DIM_QKV] = 3 * C;
-    s->dim[DIM_ATT] = C;
-    s->dim[DIM_HD] = C / c->num_heads;
-    s->dim[DIM_FC] = 4 * C;
-    s->dim[DIM_HID] = 4 * C;
-    s->dim[DIM_QKHEADS] = 0;
-    s->num_layers = c->num_layers;
-    s->opt[ARCH_ALWAYS] = 1;
-    s->opt[ARCH_OPT_TIED] = 1;
-    s->attn_flop_width = C;
-}
 
 // ----------------------------------------------------------------------------
 // The Llama family (LLAMA_FORMAT.md): Llama 2/3, TinyLlama, SmolLM; Qwen 2 (qkv_bias), Qwen 3 / OLMo 2 (qk_norm).
@@ -519,6 +523,64 @@ static int llama_preset(const char *name, LlamaConfig *c) {
 static const char *const LLAMA_PRESETS[] = {"smollm-135m", "llama-3.2-1b", "tinyllama-1.1b", "qwen2.5-0.5b"};
 
 // ----------------------------------------------------------------------------
+// RoPE's angle tables (host code, shared by both builds; the kernels are the builds'). Frequencies
+// f_i = 1 / θ^(2i/hd), i < hd/2, optionally rescaled as Llama 3.1 ("rope_type": "llama3"): wavelengths 2π/f
+// longer than original/low_freq_factor are divided by factor, shorter than original/high_freq_factor kept, and in
+// between interpolated. cos and sin (maxT, hd/2) hold the angle t * f_i, computed in fp32 in the same steps as
+// transformers' LlamaRotaryEmbedding (fp32 inv_freq, the fp32 product t * f_i), so that at long positions the
+// angles are the same floats and not merely close: at t = 8192 one ulp of f is already 1e-3 radians.
+
+typedef struct {
+    int scaling;  // 0 none, 1 Llama 3.1's
+    float theta, factor, low_freq_factor, high_freq_factor;
+    int original_max_pos;
+} RopeParams;
+
+static void rope_inv_freq(float *inv_freq, int hd, const RopeParams *p) {
+    for (int i = 0; i < hd / 2; i++) {
+        float e = (float)(2 * i) / (float)hd;
+        inv_freq[i] = 1.0f / powf(p->theta, e);
+    }
+    if (p->scaling != 1) return;
+    float old = (float)p->original_max_pos;
+    float low_wavelen = old / p->low_freq_factor, high_wavelen = old / p->high_freq_factor;
+    for (int i = 0; i < hd / 2; i++) {
+        float f = inv_freq[i];
+        float wavelen = (float)(2.0 * M_PI) / f;
+        float g = wavelen > low_wavelen ? f / p->factor : f;  // long wavelengths: slowed by factor
+        if (!(wavelen < high_wavelen) && !(wavelen > low_wavelen)) {  // in between: interpolated
+            float smooth = (old / wavelen - p->low_freq_factor) / (p->high_freq_factor - p->low_freq_factor);
+            // each product rounded on its own as PyTorch's elementwise ops do: the volatile keeps the compiler
+            // from fusing the sum into a multiply-add, which moves the last bit
+            volatile float slow = (1.0f - smooth) * g / p->factor, fast = smooth * g;
+            g = slow + fast;
+        }
+        inv_freq[i] = g;
+    }
+}
+
+// cos, sin: (maxT, hd/2) each.
+static void rope_table(float *cos_t, float *sin_t, int maxT, int hd, const RopeParams *p) {
+    int h2 = hd / 2;
+    float *f = (float *)mallocCheck((size_t)h2 * sizeof(float));
+    rope_inv_freq(f, hd, p);
+#pragma omp parallel for
+    for (int t = 0; t < maxT; t++)
+        for (int i = 0; i < h2; i++) {
+            float a = (float)t * f[i];
+            cos_t[(long)t * h2 + i] = cosf(a);
+            sin_t[(long)t * h2 + i] = sinf(a);
+        }
+    free(f);
+}
+
+static RopeParams llama_rope_params(const LlamaConfig *c) {
+    RopeParams p = {c->rope_scaling, c->rope_theta, c->rope_factor, c->rope_low_freq_factor, c->rope_high_freq_factor,
+                    c->rope_original_max_pos};
+    return p;
+}
+
+// ----------------------------------------------------------------------------
 // The Llama model file's header (LLAMA_FORMAT.md): 256 int32, floats stored as their float32 bits. Pure
 // functions on the buffer; the file's reader and writer (phase 2) wrap them with the atomic write of utils.h.
 
@@ -556,7 +618,7 @@ static const char *llama_header_read(const int32_t h[256], const char *file, Lla
     if (h[0] != LLAMA_MAGIC) {
         snprintf(msg, len, "%s: bad magic %d in slot 0, expected %d (a Llama-family model file of train_gpt)%s", file,
                  h[0], LLAMA_MAGIC, h[0] == 20240803 ? "; this is llm.c's llama3 branch file, whose interleaved q/k "
-                 "rows and lost norm_eps need a conversion (docs/llama.md)" : h[0] == MODEL_MAGIC ? "; this is a GPT-2 "
+                 "rows and lost norm_eps need a conversion (docs/llama.md)" : h[0] == 20240326 ? "; this is a GPT-2 "
                  "model file" : "");
         return msg;
     }

@@ -8,12 +8,19 @@
 #include <ctype.h>
 #include <math.h>
 #include "utils.h"
+#include "arch.h"  // the families' parameter tables: every size, unit and run below derives from them
 
 #define MODEL_MAGIC 20240326
 #define MODEL_VERSION_FP32 3
 #define MODEL_VERSION_BF16 5
 #define NUM_PARAMETER_TENSORS 16
 
+// The model's config, of any family (the name is history: GPT-2 was the only one). The six shape fields hold
+// for every family; `family` says which table (arch.h) the rest of the code derives from, and a Llama-family
+// model keeps its whole config in `llama` (whose shape fields equal the six). A zeroed config is GPT-2's, so
+// code that fills only the six fields gets GPT-2 as before. Fill it after a memset: resume compares configs
+// with memcmp.
+enum { FAMILY_GPT2 = 0, FAMILY_LLAMA = 1 };
 typedef struct {
     int max_seq_len;        // maxT
     int vocab_size;         // V
@@ -21,7 +28,57 @@ typedef struct {
     int num_layers;         // L
     int num_heads;          // NH
     int channels;           // C
+    int family;             // FAMILY_
+    LlamaConfig llama;      // FAMILY_LLAMA only (zero otherwise)
 } GPT2Config;
+typedef GPT2Config ModelConfig;
+
+// The family's tables and the config's values for their symbols.
+static void gpt2_arch_shape(const GPT2Config *c, ArchShape *s) {
+    memset(s, 0, sizeof(*s));
+    size_t C = c->channels;
+    s->dim[DIM_ONE] = 1;
+    s->dim[DIM_V] = c->vocab_size;
+    s->dim[DIM_VP] = c->padded_vocab_size;
+    s->dim[DIM_MAXT] = c->max_seq_len;
+    s->dim[DIM_C] = C;
+    s->dim[DIM_QKV] = 3 * C;
+    s->dim[DIM_ATT] = C;
+    s->dim[DIM_HD] = C / c->num_heads;
+    s->dim[DIM_FC] = 4 * C;
+    s->dim[DIM_HID] = 4 * C;
+    s->dim[DIM_QKHEADS] = 0;
+    s->num_layers = c->num_layers;
+    s->opt[ARCH_ALWAYS] = 1;
+    s->opt[ARCH_OPT_TIED] = 1;
+    s->attn_flop_width = C;
+}
+
+static const Arch *model_arch(const ModelConfig *c) { return c->family == FAMILY_LLAMA ? &ARCH_LLAMA : &ARCH_GPT2; }
+static const ArchActs *model_act_table(const ModelConfig *c) {
+    return c->family == FAMILY_LLAMA ? &LLAMA_ACT_TABLE : &GPT2_ACT_TABLE;
+}
+static ArchShape model_shape(const ModelConfig *c) {
+    ArchShape s;
+    if (c->family == FAMILY_LLAMA) llama_arch_shape(&c->llama, &s);
+    else gpt2_arch_shape(c, &s);
+    return s;
+}
+
+// A Llama config as the model's (the six shape fields copied out).
+static ModelConfig model_config_llama(const LlamaConfig *l) {
+    ModelConfig c;
+    memset(&c, 0, sizeof(c));
+    c.max_seq_len = l->max_seq_len;
+    c.vocab_size = l->vocab_size;
+    c.padded_vocab_size = l->padded_vocab_size;
+    c.num_layers = l->num_layers;
+    c.num_heads = l->num_heads;
+    c.channels = l->channels;
+    c.family = FAMILY_LLAMA;
+    c.llama = *l;
+    return c;
+}
 
 static const char *const PARAM_NAMES[NUM_PARAMETER_TENSORS] __attribute__((unused)) = {
     "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
@@ -31,30 +88,15 @@ static const char *const PARAM_NAMES[NUM_PARAMETER_TENSORS] __attribute__((unuse
 static const int PARAM_DECAYED[NUM_PARAMETER_TENSORS] = {1, 1, 0, 0, 1, 0, 1, 0, 0, 0, 1, 0, 1, 0, 0, 0};
 
 static void gpt2_param_sizes(const GPT2Config *c, size_t sizes[NUM_PARAMETER_TENSORS]) {
-    size_t Vp = c->padded_vocab_size, C = c->channels, maxT = c->max_seq_len, L = c->num_layers;
-    sizes[0] = Vp * C;          // wte
-    sizes[1] = maxT * C;        // wpe
-    sizes[2] = L * C;           // ln1w
-    sizes[3] = L * C;           // ln1b
-    sizes[4] = L * 3 * C * C;   // qkvw
-    sizes[5] = L * 3 * C;       // qkvb
-    sizes[6] = L * C * C;       // attprojw
-    sizes[7] = L * C;           // attprojb
-    sizes[8] = L * C;           // ln2w
-    sizes[9] = L * C;           // ln2b
-    sizes[10] = L * 4 * C * C;  // fcw
-    sizes[11] = L * 4 * C;      // fcb
-    sizes[12] = L * C * 4 * C;  // fcprojw
-    sizes[13] = L * C;          // fcprojb
-    sizes[14] = C;              // lnfw
-    sizes[15] = C;              // lnfb
+    ArchShape s;
+    gpt2_arch_shape(c, &s);
+    arch_param_sizes(&ARCH_GPT2, &s, sizes);
 }
 
+// Parameters of the model (the stored, padded vocabulary), from the family's table.
 static size_t gpt2_num_params(const GPT2Config *c) {
-    size_t sizes[NUM_PARAMETER_TENSORS], n = 0;
-    gpt2_param_sizes(c, sizes);
-    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) n += sizes[i];
-    return n;
+    ArchShape s = model_shape(c);
+    return arch_num_params(model_arch(c), &s);
 }
 
 // AdamW's settings for one step (grad_scale is the clipping factor, t the 1-based step).
@@ -93,52 +135,22 @@ static void adamw_host(float *p, const float *g, float *mom, float *vel, size_t 
 }
 
 // ----------------------------------------------------------------------------
-// Units: the model as the distributed code sees it. Unit 0 ("outer") packs wte, wpe, lnfw, lnfb;
-// unit 1+l packs layer l's twelve tensors back to back (ln1w, ln1b, qkvw, qkvb, attprojw, attprojb,
-// ln2w, ln2b, fcw, fcb, fcprojw, fcprojb). A layer's weights are then one contiguous block that can
-// be gathered, freed, sent to a pipeline stage or reduce-scattered as one piece. A run maps a
-// piece of a unit to its place in llm.c's flat order (the file layout).
+// Units: the model as the distributed code sees it (arch.h): unit 0 ("outer") packs the outer tensors (GPT-2:
+// wte, wpe, lnfw, lnfb), unit 1+l layer l's (GPT-2's twelve, ln1w .. fcprojb), each in file order.
 
 #define NUM_LAYER_PIECES 12
-typedef struct {
-    size_t flat;      // offset in llm.c's flat order
-    size_t len;
-    int unit;
-    size_t unit_off;  // offset inside the unit
-    int decayed;      // AdamW weight decay applies
-} ParamRun;
-
 static int gpt2_num_units(const GPT2Config *c) { return c->num_layers + 1; }
 
 static size_t gpt2_unit_size(const GPT2Config *c, int u) {
-    size_t C = c->channels;
-    if (u == 0) return (size_t)c->padded_vocab_size * C + (size_t)c->max_seq_len * C + 2 * C;
-    return 12 * C * C + 13 * C;  // 3CC + CC + 4CC + 4CC weights; 2C + 3C + C + 2C + 4C + C vectors
+    ArchShape s = model_shape(c);
+    return arch_unit_size(model_arch(c), &s, u);
 }
 
-// Fills runs (4 + 12L of them, in unit order) and returns their count.
+// Fills runs (at most model_max_runs of them, in unit order) and returns their count.
+static size_t model_max_runs(const GPT2Config *c) { return (size_t)ARCH_MAX_PARAMS * (c->num_layers + 1); }
 static int gpt2_param_runs(const GPT2Config *c, ParamRun *runs) {
-    size_t sizes[NUM_PARAMETER_TENSORS], toff[NUM_PARAMETER_TENSORS], off = 0;
-    gpt2_param_sizes(c, sizes);
-    for (int k = 0; k < NUM_PARAMETER_TENSORS; k++) { toff[k] = off; off += sizes[k]; }
-    int n = 0;
-    const int outer[4] = {0, 1, 14, 15};
-    size_t uoff = 0;
-    for (int i = 0; i < 4; i++) {
-        int k = outer[i];
-        runs[n++] = (ParamRun){toff[k], sizes[k], 0, uoff, PARAM_DECAYED[k]};
-        uoff += sizes[k];
-    }
-    int L = c->num_layers;
-    for (int l = 0; l < L; l++) {
-        uoff = 0;
-        for (int k = 2; k < 14; k++) {
-            size_t per = sizes[k] / L;
-            runs[n++] = (ParamRun){toff[k] + (size_t)l * per, per, 1 + l, uoff, PARAM_DECAYED[k]};
-            uoff += per;
-        }
-    }
-    return n;
+    ArchShape s = model_shape(c);
+    return arch_param_runs(model_arch(c), &s, runs);
 }
 
 static void gpt2_check_config(const GPT2Config *c, const char *where) {
@@ -177,32 +189,51 @@ static int gpt2_config_from_descriptor(const char *desc, int vocab_size, GPT2Con
     return 1;
 }
 
+// "llama-dN": a fresh Llama-family model of depth N, sized as GPT-2's dN of other depths is: C = 64N, L = N, NH = N
+// heads of 64; KV = NH / 4 key/value heads where 4 divides NH, else NH / 2 where 2 does, else NH (multi-head);
+// SwiGLU's hidden width from Meta's recipe with multiple_of 64 (int(8C/3) rounded up); a tied head, no biases,
+// RMSNorm eps 1e-5, RoPE θ 10000, maxT 1024. Returns 0 if `desc` is not of that form.
+static int llama_config_from_descriptor(const char *desc, int vocab_size, LlamaConfig *c) {
+    if (strncmp(desc, "llama-d", 7) != 0 || desc[7] == '\0') return 0;
+    for (const char *s = desc + 7; *s; s++) if (!isdigit((unsigned char)*s)) return 0;
+    int depth = atoi(desc + 7);
+    if (depth < 1 || depth > 1000) return 0;
+    memset(c, 0, sizeof(*c));
+    c->max_seq_len = 1024;
+    c->vocab_size = vocab_size;
+    c->padded_vocab_size = arch_padded_vocab(vocab_size);
+    c->num_layers = depth;
+    c->num_heads = depth;
+    c->num_kv_heads = depth % 4 == 0 ? depth / 4 : depth % 2 == 0 ? depth / 2 : depth;
+    c->channels = 64 * depth;
+    c->head_dim = 64;
+    c->ffn_hidden = llama_ffn_hidden(c->channels, 64, 0.0);
+    c->tied = 1;
+    c->norm_eps = 1e-5f;
+    c->rope_theta = 10000.0f;
+    return 1;
+}
+
+// A model named by a descriptor: "dN" (GPT-2), "llama-dN" (a fresh Llama), or a Llama preset's name
+// (smollm-135m, llama-3.2-1b, tinyllama-1.1b, qwen2.5-0.5b: their published shapes and vocabularies). vocab_size is
+// the data's for the fresh ones. Returns 0 if `desc` is none of these (a model file, then).
+static int model_config_from_descriptor(const char *desc, int vocab_size, ModelConfig *c) {
+    memset(c, 0, sizeof(*c));
+    if (gpt2_config_from_descriptor(desc, vocab_size, c)) return 1;
+    LlamaConfig lc;
+    if (!llama_config_from_descriptor(desc, vocab_size, &lc) && !llama_preset(desc, &lc)) return 0;
+    llama_check_config(&lc, desc);
+    *c = model_config_llama(&lc);
+    return 1;
+}
+
 // GPT-2 initialisation as llm.c and nanoGPT do it: N(0, 0.02) weights, zero biases, unit LayerNorm
 // gains, residual projections scaled by 1/sqrt(2L). Normal draws by Box-Muller from our own RNG so
-// the same seed gives the same model on every machine and in every build.
+// the same seed gives the same model on every machine and in every build. The rules are the table's
+// (arch_init_random), which the Llama family shares (its norm gains 1).
 static void gpt2_init_random(const GPT2Config *c, float *params, uint64_t seed) {
-    size_t sizes[NUM_PARAMETER_TENSORS];
-    gpt2_param_sizes(c, sizes);
-    uint64_t rng = mix_seed(seed ^ 0x6770743221ull);
-    float residual_std = 0.02f / sqrtf(2.0f * c->num_layers);
-    float *p = params;
-    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
-        int is_weight = PARAM_DECAYED[i];
-        int is_ln_gain = i == 2 || i == 8 || i == 14;
-        float std = (i == 6 || i == 12) ? residual_std : 0.02f;
-        size_t n = sizes[i];
-        if (i == 0) n = (size_t)c->vocab_size * c->channels;  // padded rows stay zero
-        for (size_t j = 0; j < sizes[i]; j++) {
-            if (j >= n) { p[j] = 0.0f; continue; }
-            if (is_weight) {
-                float u1 = random_f32(&rng), u2 = random_f32(&rng);
-                p[j] = std * sqrtf(-2.0f * logf(1.0f - u1)) * cosf(2.0f * (float)M_PI * u2);
-            } else {
-                p[j] = is_ln_gain ? 1.0f : 0.0f;
-            }
-        }
-        p += sizes[i];
-    }
+    ArchShape s = model_shape(c);
+    arch_init_random(model_arch(c), &s, params, seed);
 }
 
 static float bf16_to_f32(uint16_t h) {
@@ -219,26 +250,39 @@ static float *gpt2_read_model_file_for(const char *what, const char *path, GPT2C
     snprintf(name, sizeof(name), "%s%s%s", what ? what : "", what ? ": " : "", path);
     struct stat st;
     if (what && stat(path, &st) != 0) {
-        fatal("%s: cannot open: %s (expected an llm.c model file, or dN for a fresh GPT-2 of depth N such as d2, d6, "
-              "d12)", name, strerror(errno));
+        fatal("%s: cannot open: %s (expected a model file, dN for a fresh GPT-2 of depth N such as d2, d6, d12, "
+              "llama-dN for a fresh Llama, or a Llama preset: smollm-135m, llama-3.2-1b, tinyllama-1.1b, qwen2.5-0.5b)", name, strerror(errno));
     }
     FILE *fp = fopen_user(what, path, "rb");
     int header[256];
     if (fread(header, sizeof(int), 256, fp) != 256) fatal("%s: too short for an llm.c model header (1024 bytes)", name);
-    if (header[0] != MODEL_MAGIC) {
-        fatal("%s: bad magic %d, expected %d (not an llm.c model file?)", name, header[0], MODEL_MAGIC);
+    memset(c, 0, sizeof(*c));
+    int version;
+    if (header[0] == LLAMA_MAGIC) {  // the Llama family's file (arch.h, docs/llama.md): fp32, every field exact
+        LlamaConfig lc;
+        char msg[4800];
+        if (llama_header_read(header, name, &lc, msg, sizeof(msg))) fatal("%s", msg);
+        *c = model_config_llama(&lc);
+        version = MODEL_VERSION_FP32;
+    } else if (header[0] == 20240803) {
+        fatal("%s: an llm.c llama3-branch model file (magic 20240803): its q/k rows are in Meta's interleaved order "
+              "and its norm_eps may be lost; convert it first with scripts/llmc_llama.py IN.bin OUT.bin", name);
+    } else if (header[0] != MODEL_MAGIC) {
+        fatal("%s: bad magic %d, expected %d (an llm.c GPT-2 model file) or %d (a Llama-family model file)", name,
+              header[0], MODEL_MAGIC, LLAMA_MAGIC);
+    } else {
+        version = header[1];
+        if (version != MODEL_VERSION_FP32 && version != MODEL_VERSION_BF16) {
+            fatal("%s: model file version %d, expected 3 (fp32) or 5 (bf16)", name, version);
+        }
+        c->max_seq_len = header[2];
+        c->vocab_size = header[3];
+        c->num_layers = header[4];
+        c->num_heads = header[5];
+        c->channels = header[6];
+        c->padded_vocab_size = header[7];
+        gpt2_check_config(c, name);
     }
-    int version = header[1];
-    if (version != MODEL_VERSION_FP32 && version != MODEL_VERSION_BF16) {
-        fatal("%s: model file version %d, expected 3 (fp32) or 5 (bf16)", name, version);
-    }
-    c->max_seq_len = header[2];
-    c->vocab_size = header[3];
-    c->num_layers = header[4];
-    c->num_heads = header[5];
-    c->channels = header[6];
-    c->padded_vocab_size = header[7];
-    gpt2_check_config(c, name);
     size_t n = gpt2_num_params(c);
     size_t elem = version == MODEL_VERSION_FP32 ? 4 : 2;
     fseekCheck(fp, 0, SEEK_END, path);
@@ -262,7 +306,9 @@ static float *gpt2_read_model_file_for(const char *what, const char *path, GPT2C
 }
 static float *gpt2_read_model_file(const char *path, GPT2Config *c) { return gpt2_read_model_file_for(NULL, path, c); }
 
+// The model file's header, in the family's format.
 static void gpt2_model_header(const GPT2Config *c, int header[256]) {
+    if (c->family == FAMILY_LLAMA) { llama_header_write(&c->llama, (int32_t *)header); return; }
     memset(header, 0, 256 * sizeof(int));
     header[0] = MODEL_MAGIC;
     header[1] = MODEL_VERSION_FP32;

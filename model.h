@@ -26,24 +26,29 @@ static inline floatX *x_at(const floatX *p, size_t n) { return (floatX *)((char 
 
 // Activations. A tensor is kept for every layer only if the recompute level needs it in backward;
 // otherwise one layer's copy is shared and backward recomputes it. The level-3 model keeps just
-// each layer's output (the next layer's input) and reruns the whole layer.
+// each layer's output (the next layer's input) and reruns the whole layer. What a family keeps, its
+// sizes and levels, is its activation table (arch.h: GPT2_ACTS, LLAMA_ACTS); the roles below are the
+// names this file's block reads them by (a role the family's table lacks is NULL).
 
 enum {
     ACT_ENCODED, ACT_LN1, ACT_LN1_MEAN, ACT_LN1_RSTD, ACT_QKV, ACT_ATTY, ACT_ATT, ACT_ATTPROJ, ACT_RESIDUAL2,
     ACT_LN2, ACT_LN2_MEAN, ACT_LN2_RSTD, ACT_FCH, ACT_FCH_GELU, ACT_FCPROJ, ACT_RESIDUAL3, ACT_LNF,
-    ACT_LNF_MEAN, ACT_LNF_RSTD, ACT_LOGITS, ACT_LOSSES, NUM_ACTS
+    ACT_LNF_MEAN, ACT_LNF_RSTD, ACT_LOGITS, ACT_LOSSES, ACT_QKV_PRE, ACT_QK_RSTD, NUM_ACTS
 };
+// The tables' names of each role (the MLP's activation output is GELU's or SwiGLU's).
+static const char *const ACT_ROLE_NAMES[NUM_ACTS][2] = {
+    {"encoded", 0}, {"ln1", 0}, {"ln1_mean", 0}, {"ln1_rstd", 0}, {"qkv", 0}, {"atty", 0}, {"att", 0},
+    {"attproj", 0}, {"residual2", 0}, {"ln2", 0}, {"ln2_mean", 0}, {"ln2_rstd", 0}, {"fch", 0},
+    {"fch_gelu", "fch_swiglu"}, {"fcproj", 0}, {"residual3", 0}, {"lnf", 0}, {"lnf_mean", 0}, {"lnf_rstd", 0},
+    {"logits", 0}, {"losses", 0}, {"qkv_pre", 0}, {"qk_rstd", 0}};
 
-// Recompute level from which a per-layer tensor is no longer kept for every layer
-// (0 = never per layer: scratch or final-layer-only; ACT_ALWAYS_KEPT: at no level).
-#define ACT_ALWAYS_KEPT 99
-static const int ACT_SHARED_FROM_LEVEL[NUM_ACTS] = {
-    ACT_ALWAYS_KEPT, 2, 3, 3, 3, 3, 3, 0, 3, 2, 3, 3, 3, 1, 0, ACT_ALWAYS_KEPT, 0, 0, 0, 0, 0};
-static const int ACT_PER_LAYER[NUM_ACTS] = {
-    0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0};
-// Tensors kept in float whatever the precision (the rest are floatX).
-static const int ACT_IS_FLOAT[NUM_ACTS] = {
-    0, 0, 1, 1, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 1, 1, 0, 1};
+// The role of table entry i, or -1 for a name this file does not know (a table's mistake).
+static int act_role(const ArchAct *a) {
+    for (int r = 0; r < NUM_ACTS; r++)
+        if (strcmp(a->name, ACT_ROLE_NAMES[r][0]) == 0 || (ACT_ROLE_NAMES[r][1] && strcmp(a->name, ACT_ROLE_NAMES[r][1]) == 0))
+            return r;
+    return -1;
+}
 
 typedef struct {
     floatX *encoded, *ln1;
@@ -52,36 +57,37 @@ typedef struct {
     float *att;  // what attention's backward needs of the softmax: the build's ATT_SAVED_FLOATS
     floatX *attproj, *residual2, *ln2;
     float *ln2_mean, *ln2_rstd;
-    floatX *fch, *fch_gelu, *fcproj, *residual3, *lnf;
+    floatX *fch, *fch_gelu, *fcproj, *residual3, *lnf;  // fch_gelu: the MLP's activation (GELU or SwiGLU)
     float *lnf_mean, *lnf_rstd;
     floatX *logits;
     float *losses;
+    floatX *qkv_pre;  // QK-norm: q, k, v before the norm and RoPE
+    float *qk_rstd;   // QK-norm's statistics, (B*T, NH + KV)
 } ActivationTensors;
 
-// Bytes of one copy of each activation.
-static void act_sizes(const GPT2Config *c, int B, int T, size_t per_copy[NUM_ACTS]) {
-    size_t BT = (size_t)B * T, C = c->channels, NH = c->num_heads;
-    size_t s[NUM_ACTS] = {BT * C, BT * C, BT, BT, BT * 3 * C, BT * C, ATT_SAVED_FLOATS(B, NH, T), BT * C, BT * C,
-                          BT * C, BT, BT, BT * 4 * C, BT * 4 * C, BT * C, BT * C, BT * C, BT, BT,
-                          BT * c->padded_vocab_size, BT};
-    // each tensor starts 256-byte aligned, as cuBLASLt's fastest kernels want
-    for (int i = 0; i < NUM_ACTS; i++) per_copy[i] = (s[i] * (ACT_IS_FLOAT[i] ? sizeof(float) : X_BYTES) + 255) / 256 * 256;
+// Bytes of one copy of each table entry (each tensor starts 256-byte aligned, as cuBLASLt's fastest kernels want).
+static size_t act_entry_bytes(const ArchAct *a, const ArchShape *s, int NH, int B, int T) {
+    size_t n = arch_act_elems(a, s, B, T, ATT_SAVED_FLOATS(B, NH, T));
+    return (n * (a->is_float ? sizeof(float) : X_BYTES) + 255) / 256 * 256;
 }
 
-// Copies of activation i for a model that runs `layers` layers.
-static int act_copies(int layers, int recompute, int i) {
-    if (!ACT_PER_LAYER[i]) return 1;
-    return recompute < ACT_SHARED_FROM_LEVEL[i] ? layers : 1;
-}
-
-// Scratch for one layer's backward: gradients of activations never need more than one layer.
+// Scratch for one layer's backward: gradients of activations never need more than one layer. Widths from
+// the table's dims: dresidual, dln, dlnf (C), datty (attention's output width), a spare (C; with QK-norm the
+// gradient before the norm, q/k/v wide), dqkv, dfch (the fc matmul's rows), dfch_gelu (the MLP's hidden width).
 typedef struct {
-    floatX *dresidual, *dln, *dqkv, *datty, *dfch, *dfch_gelu, *dlnf;
+    floatX *dresidual, *dln, *dqkv, *datty, *dfch, *dfch_gelu, *dlnf, *dqkv_pre;
 } GradActTensors;
-#define GRADACT_ELEMS(BT, C) ((BT) * (C) * 5 + (BT) * 3 * (C) + (BT) * 8 * (C))
+static size_t gradact_elems(const ArchShape *s, size_t BT) {
+    const size_t *d = s->dim;
+    size_t spare = s->opt[ARCH_OPT_QK_NORM] ? d[DIM_QKV] : d[DIM_C];
+    return BT * (3 * d[DIM_C] + d[DIM_ATT] + spare + d[DIM_QKV] + d[DIM_FC] + d[DIM_HID]);
+}
 
 typedef struct {
     GPT2Config config;
+    const Arch *arch;                    // the family's parameter table and its values (arch.h)
+    ArchShape shape;
+    int llama;                           // the family's switch points in the block: 0 GPT-2, 1 the Llama family
     size_t num_params;
     // Each unit's full parameters and where its gradient accumulates (gpt2.h's unit layout). zero.h
     // owns the memory and points these: at every moment, to whatever is resident for that unit.
@@ -99,7 +105,8 @@ typedef struct {
     int nslots, slot;
     char *slot_memory;                   // nslots * act_bytes
     int *slot_inputs, *slot_targets, *slot_B, *slot_T;
-    size_t act_off[NUM_ACTS];            // bytes
+    size_t act_off[NUM_ACTS];            // bytes, by role
+    int act_has[NUM_ACTS];               // the family's table has the role
     size_t act_bytes, gradact_elems;
     char *act_ptr[NUM_ACTS];             // the current slot's tensors
     size_t act_stride[NUM_ACTS];         // bytes between layers (0 for a single shared copy)
@@ -113,9 +120,11 @@ typedef struct {
     size_t loss_used, loss_cap;
     int *loss_count, loss_items, loss_items_cap;
     // Generation (model_decode_*): while `decoding`, a forward is one token at position kv_pos, and
-    // each layer's q, k, v rows of the tokens before it are in kv_cache ((last - first) x kv_len x 3C).
+    // each layer's cached rows of the tokens before it are in kv_cache ((last - first) x kv_len x
+    // model_kv_width: GPT-2's whole q, k, v rows; the Llama family's k rows then, apart, its v rows).
     int decoding, kv_len, kv_pos;
     floatX *kv_cache;
+    float *rope_cos, *rope_sin;          // the Llama family: RoPE's angle tables (maxT, hd/2) each, scratch
 } Model;
 
 // Bytes of each kind of memory, for the memory plan printed at start.
@@ -134,23 +143,30 @@ static size_t model_working_bytes(const GPT2Config *c, int layers, int outer, in
     return n * X_BYTES;
 }
 
+// RoPE's two angle tables (the Llama family; GPT-2 has a position table among its parameters instead).
+static size_t model_rope_bytes(const GPT2Config *c) {
+    return c->family == FAMILY_LLAMA ? 2 * (size_t)c->max_seq_len * (c->llama.head_dim / 2) * sizeof(float) : 0;
+}
+
 // The plan of a model running `layers` layers with `slots` micro-batches in flight (a pipeline
 // stage; the whole model is layers = L, slots = 1). Parameter-sized figures are for one unsharded
 // copy; zero.h replaces them with the stage's own.
 static MemoryPlan model_memory_plan(const GPT2Config *c, int B, int T, int recompute, int layers, int slots, int outer,
                                     int stream_layers) {
     MemoryPlan mp = {0};
-    size_t n = gpt2_num_params(c), per[NUM_ACTS], acts = 0;
-    act_sizes(c, B, T, per);
-    for (int i = 0; i < NUM_ACTS; i++) acts += per[i] * act_copies(layers, recompute, i);
+    ArchShape s = model_shape(c);
+    const ArchActs *t = model_act_table(c);
+    size_t n = gpt2_num_params(c), acts = 0;
+    for (int i = 0; i < t->num_acts; i++)
+        acts += act_entry_bytes(&t->acts[i], &s, c->num_heads, B, T) * arch_act_copies(&t->acts[i], layers, recompute);
     acts *= slots;
-    size_t BT = (size_t)B * T, C = c->channels;
+    size_t BT = (size_t)B * T;
     mp.params = n * sizeof(float);
     mp.grads = n * sizeof(float);
     mp.optimizer = 2 * n * sizeof(float);
     mp.activations = acts;
-    mp.workspace = GRADACT_ELEMS(BT, C) * X_BYTES + 2 * slots * BT * sizeof(int) +
-                   ATT_BWD_WORKSPACE_BYTES(B, c->num_heads, T, (int)C);
+    mp.workspace = gradact_elems(&s, BT) * X_BYTES + 2 * slots * BT * sizeof(int) +
+                   ATT_BWD_WORKSPACE_BYTES(B, c->num_heads, T, (int)s.dim[DIM_ATT]) + model_rope_bytes(c);
     mp.working = model_working_bytes(c, layers, outer, stream_layers);
     return mp;
 }
@@ -158,7 +174,7 @@ static MemoryPlan model_memory_plan(const GPT2Config *c, int B, int T, int recom
 static void model_use_slot(Model *m, int k) {
     m->slot = k;
     char *base = m->slot_memory + (size_t)k * m->act_bytes;
-    for (int i = 0; i < NUM_ACTS; i++) m->act_ptr[i] = base + m->act_off[i];
+    for (int i = 0; i < NUM_ACTS; i++) m->act_ptr[i] = m->act_has[i] ? base + m->act_off[i] : NULL;
     size_t BT = (size_t)m->B * m->T;
     m->inputs = m->slot_inputs + k * BT;
     m->targets = m->slot_targets + k * BT;
@@ -173,6 +189,9 @@ static Model *model_create(const GPT2Config *config, int B, int T, int recompute
                            int stream_layers) {
     Model *m = (Model *)callocCheck(1, sizeof(Model));
     m->config = *config;
+    m->arch = model_arch(config);
+    m->shape = model_shape(config);
+    m->llama = config->family == FAMILY_LLAMA;
     m->num_params = gpt2_num_params(config);
     m->B = B; m->T = T; m->recompute = recompute;
     m->first = first; m->last = last; m->nslots = slots;
@@ -194,34 +213,50 @@ static Model *model_create(const GPT2Config *config, int B, int T, int recompute
         }
     }
 
-    size_t per[NUM_ACTS];
-    act_sizes(config, B, T, per);
+    const ArchActs *t = model_act_table(config);
     m->act_bytes = 0;
-    for (int i = 0; i < NUM_ACTS; i++) {
-        int copies = act_copies(last - first, recompute, i);
-        m->act_off[i] = m->act_bytes;
-        m->act_stride[i] = copies > 1 ? per[i] : 0;
-        m->act_bytes += per[i] * copies;
+    for (int i = 0; i < t->num_acts; i++) {  // in the table's order
+        const ArchAct *a = &t->acts[i];
+        int r = act_role(a);
+        if (r < 0) internal_fault("activation %s of the %s table has no role in model.h", a->name, m->arch->family);
+        size_t per = act_entry_bytes(a, &m->shape, config->num_heads, B, T);
+        int copies = arch_act_copies(a, last - first, recompute);
+        m->act_has[r] = per > 0;
+        m->act_off[r] = m->act_bytes;
+        m->act_stride[r] = copies > 1 ? per : 0;
+        m->act_bytes += per * copies;
     }
     m->slot_memory = (char *)backend_alloc_scratch((size_t)slots * m->act_bytes);
     size_t BT = (size_t)B * T, C = config->channels;
-    m->gradact_elems = GRADACT_ELEMS(BT, C);
+    const size_t *d = m->shape.dim;
+    m->gradact_elems = gradact_elems(&m->shape, BT);
     m->gradact_memory = (floatX *)backend_alloc_scratch(m->gradact_elems * X_BYTES);
-    const size_t att_ws = ATT_BWD_WORKSPACE_BYTES(B, config->num_heads, T, config->channels);
+    const size_t att_ws = ATT_BWD_WORKSPACE_BYTES(B, config->num_heads, T, (int)d[DIM_ATT]);
     if (att_ws) attention_workspace(backend_alloc_scratch(att_ws), att_ws);
     floatX *q = m->gradact_memory;
     m->ga.dresidual = q; q = x_at(q, BT * C);
     m->ga.dln = q; q = x_at(q, BT * C);
-    m->ga.datty = q; q = x_at(q, BT * C);
+    m->ga.datty = q; q = x_at(q, BT * d[DIM_ATT]);
     m->ga.dlnf = q; q = x_at(q, BT * C);
-    q = x_at(q, BT * C);  // spare, keeps the plan's arithmetic simple
-    m->ga.dqkv = q; q = x_at(q, BT * 3 * C);
-    m->ga.dfch = q; q = x_at(q, BT * 4 * C);
+    m->ga.dqkv_pre = q;  // QK-norm's; otherwise a spare that keeps the plan's arithmetic simple
+    q = x_at(q, BT * (m->shape.opt[ARCH_OPT_QK_NORM] ? d[DIM_QKV] : C));
+    m->ga.dqkv = q; q = x_at(q, BT * d[DIM_QKV]);
+    m->ga.dfch = q; q = x_at(q, BT * d[DIM_FC]);
     m->ga.dfch_gelu = q;
     m->slot_inputs = (int *)backend_alloc_scratch((size_t)slots * BT * sizeof(int));
     m->slot_targets = (int *)backend_alloc_scratch((size_t)slots * BT * sizeof(int));
     m->slot_B = (int *)callocCheck(slots, sizeof(int));
     m->slot_T = (int *)callocCheck(slots, sizeof(int));
+    if (model_rope_bytes(config)) {  // RoPE's angles, computed on the host as transformers computes them
+        size_t n = (size_t)config->max_seq_len * (config->llama.head_dim / 2);
+        float *host = (float *)mallocCheck(2 * n * sizeof(float));
+        RopeParams rp = llama_rope_params(&config->llama);
+        rope_table(host, host + n, config->max_seq_len, config->llama.head_dim, &rp);
+        m->rope_cos = (float *)backend_alloc_scratch(2 * n * sizeof(float));
+        m->rope_sin = m->rope_cos + n;
+        backend_from_host(m->rope_cos, host, 2 * n);
+        free(host);
+    }
     model_use_slot(m, 0);
     return m;
 }
@@ -281,6 +316,7 @@ static void model_free(Model *m) {
     backend_free(m->gradact_memory);
     backend_free(m->slot_inputs);
     backend_free(m->slot_targets);
+    if (m->rope_cos) backend_free(m->rope_cos);
     free(m->slot_B);
     free(m->slot_T);
     if (m->loss_host) backend_free_pinned(m->loss_host);
@@ -288,11 +324,11 @@ static void model_free(Model *m) {
     free(m);
 }
 
-// The activation pointers of layer l (shared copies where the recompute level drops a tensor).
-// Strides are in elements of a (B, T) sized buffer; a smaller micro-batch uses the front of each.
+// The activation pointers of layer l (shared copies where the recompute level drops a tensor; NULL for a role
+// the family lacks). Strides are in elements of a (B, T) sized buffer; a smaller micro-batch uses the front of each.
 static ActivationTensors layer_acts(const Model *m, int l) {
     char *p[NUM_ACTS];
-    for (int i = 0; i < NUM_ACTS; i++) p[i] = m->act_ptr[i] + (size_t)(l - m->first) * m->act_stride[i];
+    for (int i = 0; i < NUM_ACTS; i++) p[i] = m->act_ptr[i] ? m->act_ptr[i] + (size_t)(l - m->first) * m->act_stride[i] : NULL;
     ActivationTensors a;
     a.encoded = (floatX *)p[ACT_ENCODED]; a.ln1 = (floatX *)p[ACT_LN1];
     a.ln1_mean = (float *)p[ACT_LN1_MEAN]; a.ln1_rstd = (float *)p[ACT_LN1_RSTD];
@@ -303,6 +339,7 @@ static ActivationTensors layer_acts(const Model *m, int l) {
     a.residual3 = (floatX *)p[ACT_RESIDUAL3]; a.lnf = (floatX *)p[ACT_LNF];
     a.lnf_mean = (float *)p[ACT_LNF_MEAN]; a.lnf_rstd = (float *)p[ACT_LNF_RSTD];
     a.logits = (floatX *)p[ACT_LOGITS]; a.losses = (float *)p[ACT_LOSSES];
+    a.qkv_pre = (floatX *)p[ACT_QKV_PRE]; a.qk_rstd = (float *)p[ACT_QK_RSTD];
     return a;
 }
 
@@ -310,52 +347,76 @@ static const floatX *layer_input(const Model *m, int l) {
     return l == m->first ? (const floatX *)m->act_ptr[ACT_ENCODED] : layer_acts(m, l - 1).residual3;
 }
 
-// Where the twelve tensors of a layer start inside its unit, in elements.
-enum { LN1W, LN1B, QKVW, QKVB, ATTPROJW, ATTPROJB, LN2W, LN2B, FCW, FCB, FCPROJW, FCPROJB };
-static void layer_offsets(size_t c, size_t off[12]) {
-    size_t sizes[12] = {c, c, 3 * c * c, 3 * c, c * c, c, c, c, 4 * c * c, 4 * c, 4 * c * c, c}, o = 0;
-    for (int i = 0; i < 12; i++) { off[i] = o; o += sizes[i]; }
+// A layer's weights as the kernels read them (floatX), and its gradients (float), by role: each family's table
+// names (GPT-2's, then the Llama family's); a role the family or its options leave out is NULL.
+enum { LW_LN1W, LW_LN1B, LW_QKVW, LW_QKVB, LW_QNORM, LW_KNORM, LW_ATTPROJW, LW_ATTPROJB, LW_LN2W, LW_LN2B, LW_FCW, LW_FCB,
+       LW_FCPROJW, LW_FCPROJB, NUM_LW };
+static const char *const LW_NAMES[NUM_LW][2] = {
+    {"ln1w", "attn_norm"}, {"ln1b", 0}, {"qkvw", "wqkv"}, {"qkvb", "bqkv"}, {0, "q_norm"}, {0, "k_norm"},
+    {"attprojw", "wo"}, {"attprojb", 0}, {"ln2w", "mlp_norm"}, {"ln2b", 0}, {"fcw", "wfc"}, {"fcb", 0},
+    {"fcprojw", "wproj"}, {"fcprojb", 0}};
+enum { OW_WTE, OW_WPE, OW_LNFW, OW_LNFB, OW_LM_HEAD, NUM_OW };
+static const char *const OW_NAMES[NUM_OW][2] = {{"wte", "wte"}, {"wpe", 0}, {"lnfw", "final_norm"}, {"lnfb", 0},
+                                                {0, "lm_head"}};
+
+// Where a role's tensor starts inside its unit (elements), or SIZE_MAX when the model has none.
+static size_t model_role_offset(const Model *m, const char *const names[2]) {
+    const char *name = names[m->llama];
+    int k = name ? arch_find(m->arch, name) : -1;
+    if (k < 0 || !arch_present(&m->arch->params[k], &m->shape)) return SIZE_MAX;
+    return arch_unit_offset(m->arch, &m->shape, k);
 }
 
-// A layer's weights as the kernels read them (floatX), and its gradients (float).
 typedef struct {
-    floatX *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
+    floatX *ln1w, *ln1b, *qkvw, *qkvb, *qnormw, *knormw, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
 } LayerWeights;
 typedef struct {
-    float *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
+    float *ln1w, *ln1b, *qkvw, *qkvb, *qnormw, *knormw, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
 } LayerGrads;
 
-static LayerWeights layer_weights(floatX *u, int C) {
-    size_t o[12];
-    layer_offsets(C, o);
-    LayerWeights w = {x_at(u, o[LN1W]), x_at(u, o[LN1B]), x_at(u, o[QKVW]), x_at(u, o[QKVB]), x_at(u, o[ATTPROJW]),
-                      x_at(u, o[ATTPROJB]), x_at(u, o[LN2W]), x_at(u, o[LN2B]), x_at(u, o[FCW]), x_at(u, o[FCB]),
-                      x_at(u, o[FCPROJW]), x_at(u, o[FCPROJB])};
+static LayerWeights layer_weights(const Model *m, floatX *u) {
+    floatX *p[NUM_LW];
+    for (int r = 0; r < NUM_LW; r++) {
+        size_t o = model_role_offset(m, LW_NAMES[r]);
+        p[r] = o == SIZE_MAX ? NULL : x_at(u, o);
+    }
+    LayerWeights w = {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11], p[12], p[13]};
     return w;
 }
 
-static LayerGrads layer_grads(float *u, int C) {
-    size_t o[12];
-    layer_offsets(C, o);
-    LayerGrads g = {u + o[LN1W], u + o[LN1B], u + o[QKVW], u + o[QKVB], u + o[ATTPROJW], u + o[ATTPROJB], u + o[LN2W],
-                    u + o[LN2B], u + o[FCW], u + o[FCB], u + o[FCPROJW], u + o[FCPROJB]};
+static LayerGrads layer_grads(const Model *m, float *u) {
+    float *p[NUM_LW];
+    for (int r = 0; r < NUM_LW; r++) {
+        size_t o = model_role_offset(m, LW_NAMES[r]);
+        p[r] = o == SIZE_MAX ? NULL : u + o;
+    }
+    LayerGrads g = {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11], p[12], p[13]};
     return g;
 }
 
-// The outer unit: wte, wpe, lnfw, lnfb.
-typedef struct { floatX *wte, *wpe, *lnfw, *lnfb; } OuterWeights;
-typedef struct { float *wte, *wpe, *lnfw, *lnfb; } OuterGrads;
+// The outer unit: wte, wpe (GPT-2), the final norm's weight and bias (GPT-2's), and the head (wte when tied, else
+// lm_head).
+typedef struct { floatX *wte, *wpe, *lnfw, *lnfb, *head; } OuterWeights;
+typedef struct { float *wte, *wpe, *lnfw, *lnfb, *head; } OuterGrads;
 
-static OuterWeights outer_weights(floatX *u, const GPT2Config *c) {
-    size_t wte = (size_t)c->padded_vocab_size * c->channels, wpe = (size_t)c->max_seq_len * c->channels;
-    OuterWeights o = {u, x_at(u, wte), x_at(u, wte + wpe), x_at(u, wte + wpe + c->channels)};
-    return o;
+static OuterWeights outer_weights(const Model *m, floatX *u) {
+    floatX *p[NUM_OW];
+    for (int r = 0; r < NUM_OW; r++) {
+        size_t o = model_role_offset(m, OW_NAMES[r]);
+        p[r] = o == SIZE_MAX ? NULL : x_at(u, o);
+    }
+    OuterWeights w = {p[OW_WTE], p[OW_WPE], p[OW_LNFW], p[OW_LNFB], p[OW_LM_HEAD] ? p[OW_LM_HEAD] : p[OW_WTE]};
+    return w;
 }
 
-static OuterGrads outer_grads(float *u, const GPT2Config *c) {
-    size_t wte = (size_t)c->padded_vocab_size * c->channels, wpe = (size_t)c->max_seq_len * c->channels;
-    OuterGrads o = {u, u + wte, u + wte + wpe, u + wte + wpe + c->channels};
-    return o;
+static OuterGrads outer_grads(const Model *m, float *u) {
+    float *p[NUM_OW];
+    for (int r = 0; r < NUM_OW; r++) {
+        size_t o = model_role_offset(m, OW_NAMES[r]);
+        p[r] = o == SIZE_MAX ? NULL : u + o;
+    }
+    OuterGrads g = {p[OW_WTE], p[OW_WPE], p[OW_LNFW], p[OW_LNFB], p[OW_LM_HEAD] ? p[OW_LM_HEAD] : p[OW_WTE]};
+    return g;
 }
 
 // ----------------------------------------------------------------------------
@@ -369,10 +430,18 @@ static OuterGrads outer_grads(float *u, const GPT2Config *c) {
 // (model_embed_forward, model_layer_forward, model_head_forward), so pipeline stages and ZeRO-3's
 // gathers need no change.
 
+// Cached floatX per position and layer: GPT-2 keeps the whole q, k, v row (3C); the Llama family only its key and
+// value heads, KV hd each, in two blocks (keys, then values) so that attention_gqa_decode reads them as tables.
+static size_t model_kv_width(const Model *m) {
+    return m->llama ? 2 * (size_t)m->config.llama.num_kv_heads * m->config.llama.head_dim : 3 * (size_t)m->config.channels;
+}
+
 // Room for max_tokens positions in every layer this model runs.
 static void model_decode_begin(Model *m, int max_tokens) {
+    if (m->llama && max_tokens > m->config.max_seq_len)
+        internal_fault("decoding %d tokens, beyond the RoPE table of %d positions", max_tokens, m->config.max_seq_len);
     m->kv_len = max_tokens;
-    m->kv_cache = (floatX *)backend_alloc_scratch((size_t)(m->last - m->first) * max_tokens * 3 * m->config.channels * X_BYTES);
+    m->kv_cache = (floatX *)backend_alloc_scratch((size_t)(m->last - m->first) * max_tokens * model_kv_width(m) * X_BYTES);
     m->decoding = 1;
     m->kv_pos = 0;
     backend_decode_begin();  // the weights stay as they are until model_decode_end
@@ -392,18 +461,65 @@ static void model_decode_end(Model *m) {
     m->kv_len = m->kv_pos = 0;
 }
 
-// The MLP's first matmul and GELU: fch = ln2 @ fcw^T + fcb, fch_gelu = gelu(fch), in one matmul where the backend
-// fuses GELU into its epilogue (rounded once, so not the bits of the two kernels: backward recomputes fch_gelu the
-// same way). prof: mark --profile's modules (a full forward; decoding is not profiled).
-static void mlp_up_forward(const ActivationTensors *a, const LayerWeights *w, int BT, int C, int prof) {
-    if (prof) PROF(MOD_MLP_UP, MATMUL_FLOPS(BT, C, 4 * C));
-    if (backend_fuses_gelu()) {
-        matmul_forward_gelu(a->fch_gelu, a->fch, a->ln2, w->fcw, w->fcb, BT, C, 4 * C);
+// ----------------------------------------------------------------------------
+// The block, written once for both families. Its switch points: the norm (LayerNorm with a bias, or RMSNorm),
+// what follows the q/k/v matmul (nothing, or QK-norm where the option is on and then RoPE), attention (GPT-2's
+// own kernels, or grouped-query attention over KV key/value heads), and the MLP's activation (GELU, fused into the
+// matmuls where the backend fuses it, or SwiGLU). Widths come from the table's dims.
+
+typedef struct {
+    int C, NH, KV, hd, QKV, ATT, FC, HID;
+    float eps;
+} BlockDims;
+static BlockDims block_dims(const Model *m) {
+    const size_t *d = m->shape.dim;
+    BlockDims b = {m->config.channels, m->config.num_heads, m->llama ? m->config.llama.num_kv_heads : m->config.num_heads,
+                   (int)d[DIM_HD], (int)d[DIM_QKV], (int)d[DIM_ATT], (int)d[DIM_FC], (int)d[DIM_HID],
+                   m->llama ? m->config.llama.norm_eps : 1e-5f};
+    return b;
+}
+
+// The norm before attention, the MLP or the head: out = norm(inp).
+static void block_norm_forward(const Model *m, floatX *out, float *mean, float *rstd, const floatX *inp, const floatX *w,
+                               const floatX *b, int N, const BlockDims *d) {
+    if (m->llama) rmsnorm_forward(out, rstd, inp, w, N, d->C, d->eps);
+    else layernorm_forward(out, mean, rstd, inp, w, b, N, d->C);
+}
+
+// dinp += norm'(dout), the weights' gradients += theirs.
+static void block_norm_backward(const Model *m, floatX *dinp, float *dw, float *db, const floatX *dout, const floatX *inp,
+                                const floatX *w, const float *mean, const float *rstd, int N, const BlockDims *d) {
+    if (m->llama) rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, d->C);
+    else layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, d->C);
+}
+
+// The q/k/v matmul and what follows it, for B sequences of T tokens at positions pos0.. (pos0 > 0: decoding):
+// a->qkv ends as attention reads it. Where QK-norm is on, the matmul writes qkv_pre.
+static void block_qkv_forward(const Model *m, const ActivationTensors *a, const LayerWeights *w, int B, int T, int pos0,
+                              const BlockDims *d) {
+    int BT = B * T;
+    int qk_norm = m->llama && m->config.llama.qk_norm;
+    matmul_forward(qk_norm ? a->qkv_pre : a->qkv, a->ln1, w->qkvw, w->qkvb, BT, d->C, d->QKV);
+    if (!m->llama) return;
+    if (qk_norm) qknorm_forward(a->qkv, a->qk_rstd, a->qkv_pre, w->qnormw, w->knormw, BT, d->NH, d->KV, d->hd, d->eps);
+    size_t row = (size_t)pos0 * (d->hd / 2);
+    rope_forward(a->qkv, m->rope_cos + row, m->rope_sin + row, B, T, d->NH, d->KV, d->hd);
+}
+
+// The MLP's first matmul and its activation: fch = ln2 @ fcw^T + fcb, fch_gelu = act(fch). GPT-2's GELU is one matmul
+// where the backend fuses it into the epilogue (rounded once, so not the bits of the two kernels: backward recomputes
+// fch_gelu the same way). prof: mark --profile's modules (a full forward; decoding is not profiled).
+static void mlp_up_forward(const Model *m, const ActivationTensors *a, const LayerWeights *w, int BT, const BlockDims *d,
+                           int prof) {
+    if (prof) PROF(MOD_MLP_UP, MATMUL_FLOPS(BT, d->C, d->FC));
+    if (!m->llama && backend_fuses_gelu()) {
+        matmul_forward_gelu(a->fch_gelu, a->fch, a->ln2, w->fcw, w->fcb, BT, d->C, d->FC);
         return;
     }
-    matmul_forward(a->fch, a->ln2, w->fcw, w->fcb, BT, C, 4 * C);
+    matmul_forward(a->fch, a->ln2, w->fcw, w->fcb, BT, d->C, d->FC);
     if (prof) PROF(MOD_GELU, 0);
-    gelu_forward(a->fch_gelu, a->fch, (long)BT * 4 * C);
+    if (m->llama) swiglu_forward(a->fch_gelu, a->fch, BT, d->HID);
+    else gelu_forward(a->fch_gelu, a->fch, (long)BT * d->FC);
 }
 
 // A projection (IC -> C) and the residual stream: out = res + (inp @ weight^T + bias), proj holding the projection,
@@ -420,41 +536,56 @@ static void proj_residual_forward(floatX *out, floatX *proj, const floatX *res, 
     residual_forward(out, res, proj, (long)BT * C);
 }
 
-// One layer for the token at kv_pos: layer_forward's kernels on one row, its q, k, v appended to
-// the cache, and attention over the cache.
+// One layer for the token at kv_pos: layer_forward's kernels on one row, its keys and values appended to the
+// cache, and attention over the cache.
 static void layer_decode(Model *m, int l) {
-    int C = m->config.channels, NH = m->config.num_heads;
+    BlockDims d = block_dims(m);
+    int C = d.C;
     ActivationTensors a = layer_acts(m, l);
-    LayerWeights w = layer_weights(model_weights(m, 1 + l), C);
+    LayerWeights w = layer_weights(m, model_weights(m, 1 + l));
     const floatX *x = layer_input(m, l);
-    floatX *cache = x_at(m->kv_cache, (size_t)(l - m->first) * m->kv_len * 3 * C);
-    floatX *qkv = x_at(cache, (size_t)m->kv_pos * 3 * C);
-    layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1w, w.ln1b, 1, C);
-    matmul_forward(qkv, a.ln1, w.qkvw, w.qkvb, 1, C, 3 * C);
-    attention_decode(a.atty, cache, m->kv_pos, C, NH);
-    proj_residual_forward(a.residual2, a.attproj, x, a.atty, w.attprojw, w.attprojb, 1, C, C, MOD_ATTPROJ, 0);
-    layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, 1, C);
-    mlp_up_forward(&a, &w, 1, C, 0);
-    proj_residual_forward(a.residual3, a.fcproj, a.residual2, a.fch_gelu, w.fcprojw, w.fcprojb, 1, 4 * C, C, MOD_MLP_DOWN, 0);
+    floatX *cache = x_at(m->kv_cache, (size_t)(l - m->first) * m->kv_len * model_kv_width(m));
+    block_norm_forward(m, a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1w, w.ln1b, 1, &d);
+    if (m->llama) {
+        block_qkv_forward(m, &a, &w, 1, 1, m->kv_pos, &d);
+        size_t kvd = (size_t)d.KV * d.hd;  // this token's keys and values into the cache's two blocks
+        floatX *kc = cache, *vc = x_at(cache, (size_t)m->kv_len * kvd);
+        // floatX moved as floats: KV hd is even (hd is), so its bytes are whole floats at any X_BYTES
+        backend_copy((float *)x_at(kc, (size_t)m->kv_pos * kvd), (const float *)x_at(a.qkv, (size_t)d.NH * d.hd),
+                     kvd * X_BYTES / sizeof(float));
+        backend_copy((float *)x_at(vc, (size_t)m->kv_pos * kvd), (const float *)x_at(a.qkv, (size_t)(d.NH + d.KV) * d.hd),
+                     kvd * X_BYTES / sizeof(float));
+        attention_gqa_decode(a.atty, a.qkv, kc, vc, m->kv_pos, d.NH, d.KV, d.hd);
+    } else {
+        floatX *qkv = x_at(cache, (size_t)m->kv_pos * 3 * C);
+        matmul_forward(qkv, a.ln1, w.qkvw, w.qkvb, 1, C, 3 * C);
+        attention_decode(a.atty, cache, m->kv_pos, C, d.NH);
+    }
+    proj_residual_forward(a.residual2, a.attproj, x, a.atty, w.attprojw, w.attprojb, 1, d.ATT, C, MOD_ATTPROJ, 0);
+    block_norm_forward(m, a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, 1, &d);
+    mlp_up_forward(m, &a, &w, 1, &d, 0);
+    proj_residual_forward(a.residual3, a.fcproj, a.residual2, a.fch_gelu, w.fcprojw, w.fcprojb, 1, d.HID, C, MOD_MLP_DOWN, 0);
 }
 
 static void layer_forward(Model *m, int l, int B, int T) {
     if (m->decoding) { layer_decode(m, l); return; }
-    int C = m->config.channels, NH = m->config.num_heads, BT = B * T;
+    BlockDims d = block_dims(m);
+    int C = d.C, BT = B * T;
     ActivationTensors a = layer_acts(m, l);
-    LayerWeights w = layer_weights(model_weights(m, 1 + l), C);
+    LayerWeights w = layer_weights(m, model_weights(m, 1 + l));
     const floatX *x = layer_input(m, l);
     PROF(MOD_LAYERNORM, 0);
-    layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1w, w.ln1b, BT, C);
-    PROF(MOD_QKV, MATMUL_FLOPS(BT, C, 3 * C));
-    matmul_forward(a.qkv, a.ln1, w.qkvw, w.qkvb, BT, C, 3 * C);
-    PROF(MOD_ATTENTION, ATTENTION_FLOPS(B, T, C));
-    attention_forward(a.atty, a.att, a.qkv, B, T, C, NH);
-    proj_residual_forward(a.residual2, a.attproj, x, a.atty, w.attprojw, w.attprojb, BT, C, C, MOD_ATTPROJ, 1);
+    block_norm_forward(m, a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1w, w.ln1b, BT, &d);
+    PROF(MOD_QKV, MATMUL_FLOPS(BT, C, d.QKV));
+    block_qkv_forward(m, &a, &w, B, T, 0, &d);
+    PROF(MOD_ATTENTION, ATTENTION_FLOPS(B, T, d.ATT));
+    if (m->llama) attention_gqa_forward(a.atty, a.att, a.qkv, B, T, d.NH, d.KV, d.hd);
+    else attention_forward(a.atty, a.att, a.qkv, B, T, C, d.NH);
+    proj_residual_forward(a.residual2, a.attproj, x, a.atty, w.attprojw, w.attprojb, BT, d.ATT, C, MOD_ATTPROJ, 1);
     PROF(MOD_LAYERNORM, 0);
-    layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, BT, C);
-    mlp_up_forward(&a, &w, BT, C, 1);
-    proj_residual_forward(a.residual3, a.fcproj, a.residual2, a.fch_gelu, w.fcprojw, w.fcprojb, BT, 4 * C, C, MOD_MLP_DOWN, 1);
+    block_norm_forward(m, a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, BT, &d);
+    mlp_up_forward(m, &a, &w, BT, &d, 1);
+    proj_residual_forward(a.residual3, a.fcproj, a.residual2, a.fch_gelu, w.fcprojw, w.fcprojb, BT, d.HID, C, MOD_MLP_DOWN, 1);
     PROF(MOD_NONE, 0);
 }
 
@@ -463,56 +594,71 @@ static void layer_forward(Model *m, int l, int B, int T) {
 // into the fc matmul, fch_gelu is not gelu(fch) to the bit, so the matmul runs again (its same call: the
 // same bits, fch rewritten unchanged): a matmul more per layer at levels 1 and 2.
 static void layer_recompute(Model *m, int l, int B, int T) {
-    int C = m->config.channels, BT = B * T;
+    BlockDims d = block_dims(m);
+    int BT = B * T;
     if (m->recompute >= 3) { layer_forward(m, l, B, T); return; }
     ActivationTensors a = layer_acts(m, l);
-    LayerWeights w = layer_weights(model_weights(m, 1 + l), C);
+    LayerWeights w = layer_weights(m, model_weights(m, 1 + l));
     if (m->recompute >= 2) {
         PROF(MOD_LAYERNORM, 0);
-        layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, layer_input(m, l), w.ln1w, w.ln1b, BT, C);
+        block_norm_forward(m, a.ln1, a.ln1_mean, a.ln1_rstd, layer_input(m, l), w.ln1w, w.ln1b, BT, &d);
         PROF(MOD_LAYERNORM, 0);
-        layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, BT, C);
+        block_norm_forward(m, a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, BT, &d);
     }
-    if (m->recompute >= 1 && backend_fuses_gelu()) {
-        mlp_up_forward(&a, &w, BT, C, 1);
+    if (m->recompute >= 1 && !m->llama && backend_fuses_gelu()) {
+        mlp_up_forward(m, &a, &w, BT, &d, 1);
     } else if (m->recompute >= 1) {
         PROF(MOD_GELU, 0);
-        gelu_forward(a.fch_gelu, a.fch, (long)BT * 4 * C);
+        if (m->llama) swiglu_forward(a.fch_gelu, a.fch, BT, d.HID);
+        else gelu_forward(a.fch_gelu, a.fch, (long)BT * d.FC);
     }
     PROF(MOD_NONE, 0);
 }
 
 // dresidual holds dloss/d(layer output) on entry and dloss/d(layer input) on return.
 static void layer_backward(Model *m, int l, int B, int T) {
-    int C = m->config.channels, NH = m->config.num_heads, BT = B * T;
+    BlockDims d = block_dims(m);
+    int C = d.C, BT = B * T;
     layer_recompute(m, l, B, T);
     ActivationTensors a = layer_acts(m, l);
-    LayerWeights w = layer_weights(model_weights(m, 1 + l), C);
-    LayerGrads g = layer_grads(m->ugrads[1 + l], C);
+    LayerWeights w = layer_weights(m, model_weights(m, 1 + l));
+    LayerGrads g = layer_grads(m, m->ugrads[1 + l]);
     GradActTensors *ga = &m->ga;
     const floatX *x = layer_input(m, l);
-    // residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
-    PROF(MOD_MLP_DOWN, 2.0 * MATMUL_FLOPS(BT, 4 * C, C));
-    if (backend_fuses_gelu()) {  // GELU's backward in the matmul's epilogue: dfch directly
-        matmul_backward_dgelu(ga->dfch, g.fcprojw, g.fcprojb, ga->dresidual, a.fch_gelu, w.fcprojw, a.fch, BT, 4 * C, C);
+    // residual3 = residual2 + fcproj(act(fc(norm2(residual2))))
+    PROF(MOD_MLP_DOWN, 2.0 * MATMUL_FLOPS(BT, d.HID, C));
+    if (!m->llama && backend_fuses_gelu()) {  // GELU's backward in the matmul's epilogue: dfch directly
+        matmul_backward_dgelu(ga->dfch, g.fcprojw, g.fcprojb, ga->dresidual, a.fch_gelu, w.fcprojw, a.fch, BT, d.HID, C);
     } else {
-        matmul_backward(ga->dfch_gelu, g.fcprojw, g.fcprojb, ga->dresidual, a.fch_gelu, w.fcprojw, BT, 4 * C, C);
+        matmul_backward(ga->dfch_gelu, g.fcprojw, g.fcprojb, ga->dresidual, a.fch_gelu, w.fcprojw, BT, d.HID, C);
         PROF(MOD_GELU, 0);
-        gelu_backward(ga->dfch, a.fch, ga->dfch_gelu, (long)BT * 4 * C);
+        if (m->llama) swiglu_backward(ga->dfch, ga->dfch_gelu, a.fch, BT, d.HID);
+        else gelu_backward(ga->dfch, a.fch, ga->dfch_gelu, (long)BT * d.FC);
     }
-    PROF(MOD_MLP_UP, 2.0 * MATMUL_FLOPS(BT, C, 4 * C));
-    matmul_backward(ga->dln, g.fcw, g.fcb, ga->dfch, a.ln2, w.fcw, BT, C, 4 * C);
+    PROF(MOD_MLP_UP, 2.0 * MATMUL_FLOPS(BT, C, d.FC));
+    matmul_backward(ga->dln, g.fcw, g.fcb, ga->dfch, a.ln2, w.fcw, BT, C, d.FC);
     PROF(MOD_LAYERNORM, 0);
-    layernorm_backward(ga->dresidual, g.ln2w, g.ln2b, ga->dln, a.residual2, w.ln2w, a.ln2_mean, a.ln2_rstd, BT, C);
-    // residual2 = x + attproj(attention(qkv(ln1(x))))
-    PROF(MOD_ATTPROJ, 2.0 * MATMUL_FLOPS(BT, C, C));
-    matmul_backward(ga->datty, g.attprojw, g.attprojb, ga->dresidual, a.atty, w.attprojw, BT, C, C);
-    PROF(MOD_ATTENTION, 2.0 * ATTENTION_FLOPS(B, T, C));
-    attention_backward(ga->dqkv, ga->datty, a.qkv, a.atty, a.att, B, T, C, NH);
-    PROF(MOD_QKV, 2.0 * MATMUL_FLOPS(BT, C, 3 * C));
-    matmul_backward(ga->dln, g.qkvw, g.qkvb, ga->dqkv, a.ln1, w.qkvw, BT, C, 3 * C);
+    block_norm_backward(m, ga->dresidual, g.ln2w, g.ln2b, ga->dln, a.residual2, w.ln2w, a.ln2_mean, a.ln2_rstd, BT, &d);
+    // residual2 = x + attproj(attention(post(qkv(norm1(x)))))
+    PROF(MOD_ATTPROJ, 2.0 * MATMUL_FLOPS(BT, d.ATT, C));
+    matmul_backward(ga->datty, g.attprojw, g.attprojb, ga->dresidual, a.atty, w.attprojw, BT, d.ATT, C);
+    PROF(MOD_ATTENTION, 2.0 * ATTENTION_FLOPS(B, T, d.ATT));
+    floatX *dqkv = ga->dqkv;
+    if (m->llama) {
+        attention_gqa_backward(ga->dqkv, ga->datty, a.qkv, a.atty, a.att, B, T, d.NH, d.KV, d.hd);
+        rope_backward(ga->dqkv, m->rope_cos, m->rope_sin, B, T, d.NH, d.KV, d.hd);
+        if (m->config.llama.qk_norm) {
+            qknorm_backward(ga->dqkv_pre, g.qnormw, g.knormw, ga->dqkv, a.qkv_pre, w.qnormw, w.knormw, a.qk_rstd, BT,
+                            d.NH, d.KV, d.hd);
+            dqkv = ga->dqkv_pre;
+        }
+    } else {
+        attention_backward(ga->dqkv, ga->datty, a.qkv, a.atty, a.att, B, T, C, d.NH);
+    }
+    PROF(MOD_QKV, 2.0 * MATMUL_FLOPS(BT, C, d.QKV));
+    matmul_backward(ga->dln, g.qkvw, g.qkvb, dqkv, a.ln1, w.qkvw, BT, C, d.QKV);
     PROF(MOD_LAYERNORM, 0);
-    layernorm_backward(ga->dresidual, g.ln1w, g.ln1b, ga->dln, x, w.ln1w, a.ln1_mean, a.ln1_rstd, BT, C);
+    block_norm_backward(m, ga->dresidual, g.ln1w, g.ln1b, ga->dln, x, w.ln1w, a.ln1_mean, a.ln1_rstd, BT, &d);
     PROF(MOD_NONE, 0);
 }
 
@@ -540,11 +686,11 @@ static void model_embed_inputs(Model *m, const int *inputs, int B, int T) {
 static void model_embed_run(Model *m) {
     const GPT2Config *c = &m->config;
     int B = m->cur_B, T = m->cur_T;
-    OuterWeights o = outer_weights(model_weights(m, 0), c);
-    const floatX *wpe = o.wpe;
+    OuterWeights o = outer_weights(m, model_weights(m, 0));
+    const floatX *wpe = o.wpe;  // NULL for a family without a position table (RoPE positions q and k)
     if (m->decoding) {  // one token, at its position: the position table from that row on
         if (B != 1 || T != 1) internal_fault("decoding takes one token at a time, not %dx%d", B, T);
-        wpe = x_at(o.wpe, (size_t)m->kv_pos * c->channels);
+        if (wpe) wpe = x_at(o.wpe, (size_t)m->kv_pos * c->channels);
     }
     PROF(MOD_EMBED, 0);
     encoder_forward((floatX *)m->act_ptr[ACT_ENCODED], m->inputs, o.wte, wpe, B, T, c->channels);
@@ -632,12 +778,13 @@ static void model_head_targets(Model *m, const int *targets) {
 static void model_head_run(Model *m, int targets, float dloss) {
     const GPT2Config *c = &m->config;
     int C = c->channels, V = c->vocab_size, Vp = c->padded_vocab_size, BT = m->cur_B * m->cur_T;
-    OuterWeights o = outer_weights(model_weights(m, 0), c);
+    BlockDims d = block_dims(m);
+    OuterWeights o = outer_weights(m, model_weights(m, 0));
     ActivationTensors a = layer_acts(m, c->num_layers - 1);
     PROF(MOD_LAYERNORM, 0);
-    layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, a.residual3, o.lnfw, o.lnfb, BT, C);
+    block_norm_forward(m, a.lnf, a.lnf_mean, a.lnf_rstd, a.residual3, o.lnfw, o.lnfb, BT, &d);
     PROF(MOD_HEAD, MATMUL_FLOPS(BT, C, Vp));
-    matmul_forward(a.logits, a.lnf, o.wte, NULL, BT, C, Vp);
+    matmul_forward(a.logits, a.lnf, o.head, NULL, BT, C, Vp);
     if (targets) classifier_forward_backward(a.logits, a.losses, m->targets, BT, V, Vp, dloss);
     PROF(MOD_NONE, 0);
 }
@@ -661,22 +808,23 @@ static const float *model_logits(Model *m, int b, int t) {
 static void model_head_backward(Model *m) {
     const GPT2Config *c = &m->config;
     int C = c->channels, Vp = c->padded_vocab_size, BT = m->cur_B * m->cur_T;
-    OuterWeights o = outer_weights(model_weights(m, 0), c);
-    OuterGrads g = outer_grads(m->ugrads[0], c);
+    BlockDims d = block_dims(m);
+    OuterWeights o = outer_weights(m, model_weights(m, 0));
+    OuterGrads g = outer_grads(m, m->ugrads[0]);
     ActivationTensors a = layer_acts(m, c->num_layers - 1);
     GradActTensors *ga = &m->ga;
     PROF(MOD_HEAD, 2.0 * MATMUL_FLOPS(BT, C, Vp));
-    matmul_backward(ga->dlnf, g.wte, NULL, a.logits, a.lnf, o.wte, BT, C, Vp);
+    matmul_backward(ga->dlnf, g.head, NULL, a.logits, a.lnf, o.head, BT, C, Vp);
     backend_zero_scratch(ga->dresidual, (size_t)BT * C * X_BYTES);
     PROF(MOD_LAYERNORM, 0);
-    layernorm_backward(ga->dresidual, g.lnfw, g.lnfb, ga->dlnf, a.residual3, o.lnfw, a.lnf_mean, a.lnf_rstd, BT, C);
+    block_norm_backward(m, ga->dresidual, g.lnfw, g.lnfb, ga->dlnf, a.residual3, o.lnfw, a.lnf_mean, a.lnf_rstd, BT, &d);
     PROF(MOD_NONE, 0);
 }
 
 static void model_layer_backward(Model *m, int l) { layer_backward(m, l, m->cur_B, m->cur_T); }
 
 static void model_embed_backward(Model *m) {
-    OuterGrads g = outer_grads(m->ugrads[0], &m->config);
+    OuterGrads g = outer_grads(m, m->ugrads[0]);
     PROF(MOD_EMBED, 0);
     encoder_backward(g.wte, g.wpe, m->ga.dresidual, m->inputs, m->cur_B, m->cur_T, m->config.channels);
     PROF(MOD_NONE, 0);

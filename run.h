@@ -153,12 +153,15 @@ static void run_setup_model(Run *r) {
     TrainConfig *cfg = &r->cfg;
     r->init = cfg->init ? cfg->init : "d2";
     int vocab = r->synthetic ? SYNTH_VOCAB : 50257;
-    if (gpt2_config_from_descriptor(r->init, vocab, &r->mc)) {
+    if (model_config_from_descriptor(r->init, vocab, &r->mc)) {
         r->params = (float *)mallocCheck(gpt2_num_params(&r->mc) * sizeof(float));
         gpt2_init_random(&r->mc, r->params, cfg->seed);
     } else {
         r->params = gpt2_read_model_file_for("-e/--init", r->init, &r->mc);
     }
+    if (r->mc.family == FAMILY_LLAMA && strcmp(BUILD_NAME, "cuda") == 0)
+        fatal("-e/--init %s: a Llama-family model; the CUDA build does not run the Llama family yet: use train_gpt_cpu",
+              r->init);
     config_check_model(cfg, r->mc.num_layers, r->mc.max_seq_len);
     r->num_params = gpt2_num_params(&r->mc);
 }

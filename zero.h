@@ -311,7 +311,7 @@ static void zero_init(Zero *z, Comm *comm, int stage, Model *model, const int *h
     z->ss_x = (const float **)callocCheck(z->nu, sizeof(float *));
     z->ss_n = (size_t *)callocCheck(z->nu, sizeof(size_t));
     z->ss_sum = (double *)callocCheck(z->nu, sizeof(double));
-    z->runs = (ParamRun *)mallocCheck((4 + 12 * (size_t)z->L) * sizeof(ParamRun));
+    z->runs = (ParamRun *)mallocCheck(model_max_runs(&z->config) * sizeof(ParamRun));
     z->nruns = gpt2_param_runs(&z->config, z->runs);
     size_t outer = z->ushard[0] * W, layer = 0;
     for (int u = 1; u < z->nu; u++) if (z->ushard[u] * W > layer) layer = z->ushard[u] * W;
