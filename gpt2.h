@@ -227,6 +227,40 @@ static int model_config_from_descriptor(const char *desc, int vocab_size, ModelC
     return 1;
 }
 
+// FLOPs from the family's table (arch.h): training FLOPs per token at sequence length T (the MFU formula, GPT-2's
+// 6N + 6LCT), a layer's and the head's forward FLOPs per token (pipeline.h's stage costs), the matmul weights.
+static double model_flops_per_token(const ModelConfig *c, int T) {
+    ArchShape s = model_shape(c);
+    return arch_flops_per_token(model_arch(c), &s, T);
+}
+static double model_layer_forward_flops(const ModelConfig *c, int T) {
+    ArchShape s = model_shape(c);
+    return arch_layer_forward_flops(model_arch(c), &s, T);
+}
+static double model_head_forward_flops(const ModelConfig *c) {
+    ArchShape s = model_shape(c);
+    return arch_head_forward_flops(&s);
+}
+static double model_matmul_params(const ModelConfig *c) {
+    ArchShape s = model_shape(c);
+    return (double)arch_matmul_params(model_arch(c), &s);
+}
+// Attention's width per layer in the FLOP formulas (C for GPT-2, NH hd for the Llama family).
+static double model_attn_width(const ModelConfig *c) { return (double)model_shape(c).attn_flop_width; }
+
+// The shape as the run's model line gives it ("L 12 | C 768 | NH 12" for GPT-2; the Llama family adds its own).
+static void model_shape_text(const ModelConfig *c, char *buf, size_t n) {
+    if (c->family != FAMILY_LLAMA) {
+        snprintf(buf, n, "L %d | C %d | NH %d", c->num_layers, c->channels, c->num_heads);
+        return;
+    }
+    const LlamaConfig *l = &c->llama;
+    snprintf(buf, n, "Llama family: L %d | C %d | NH %d | KV %d | hd %d | SwiGLU H %d | %s head%s%s | RMSNorm eps %g | "
+             "RoPE theta %g%s", l->num_layers, l->channels, l->num_heads, l->num_kv_heads, l->head_dim, l->ffn_hidden,
+             l->tied ? "tied" : "untied", l->qkv_bias ? " | qkv bias" : "", l->qk_norm ? " | QK-norm" : "", l->norm_eps,
+             l->rope_theta, l->rope_scaling ? " (llama3 scaling)" : "");
+}
+
 // GPT-2 initialisation as llm.c and nanoGPT do it: N(0, 0.02) weights, zero biases, unit LayerNorm
 // gains, residual projections scaled by 1/sqrt(2L). Normal draws by Box-Muller from our own RNG so
 // the same seed gives the same model on every machine and in every build. The rules are the table's

@@ -59,8 +59,7 @@ static double pp_bubble_formula(int stages, int micro) { return (double)(stages 
 // stage cost over the mean.
 static double pp_split(const GPT2Config *c, int T, int stages, int *first) {
     int L = c->num_layers;
-    double C = c->channels;
-    double layer = 24.0 * C * C + 4.0 * T * C, head = 2.0 * c->padded_vocab_size * C;
+    double layer = model_layer_forward_flops(c, T), head = model_head_forward_flops(c);
     // best[s][l]: the smallest possible largest cost when stages s.. take layers l..L-1
     double *best = (double *)mallocCheck((size_t)(stages + 1) * (L + 1) * sizeof(double));
     int *cut = (int *)mallocCheck((size_t)(stages + 1) * (L + 1) * sizeof(int));

@@ -151,8 +151,10 @@ static void report_run_header(const Run *r) {
         if (A < pp_stages) printf0("warning: %d micro-batches for %d stages: most of the pipeline idles; use more accumulation\n",
                                    A, pp_stages);
     }
-    printf0("model: %s | L %d | C %d | NH %d | V %d (padded %d) | maxT %d | %zu parameters\n", r->init, mc->num_layers,
-           mc->channels, mc->num_heads, mc->vocab_size, mc->padded_vocab_size, mc->max_seq_len, r->num_params);
+    char shape[512];
+    model_shape_text(mc, shape, sizeof(shape));
+    printf0("model: %s | %s | V %d (padded %d) | maxT %d | %zu parameters\n", r->init, shape, mc->vocab_size,
+            mc->padded_vocab_size, mc->max_seq_len, r->num_params);
     printf0("batch: micro-batch %d x seq %d x accumulation %d x data-parallel %d = %ld tokens per step | recompute %d\n",
            r->B, r->T, A, r->dp, cfg->total_batch_tokens, cfg->recompute);
     printf0("data: %s (%d shard%s, %ld micro-batches per epoch)%s%s\n", r->synthetic ? "synthetic corpus" : cfg->train_data,
@@ -253,10 +255,10 @@ static void report_profile(Run *r) {
     const char *source = "";
     double peak = profile_peak_flops(&source);
     const GPT2Config *mc = &r->mc;
-    double L = mc->num_layers, C = mc->channels, Vp = mc->padded_vocab_size;
+    double L = mc->num_layers, C = model_attn_width(mc);  // C: attention's width (GPT-2's channels)
     double tokens = (double)r->B * r->T * r->A;  // this rank's tokens per step
     double formula = (6.0 * r->num_params + 6.0 * L * C * r->T) * tokens;
-    double matmul_params = 12.0 * L * C * C + Vp * C, other_params = r->num_params - matmul_params;
+    double matmul_params = model_matmul_params(mc), other_params = r->num_params - matmul_params;
     double counted = 0.0, total_ms = 0.0;
     for (int k = 1; k < NUM_ROWS; k++) { counted += t->row_flops[k]; total_ms += t->row_ms[k]; }
     counted /= t->profiled_steps;
@@ -287,6 +289,13 @@ static void report_profile(Run *r) {
         // what the matmuls and causal attention must come to: 6 per matmul weight per token, and
         // attention's 6C(T+1) per token per layer
         double exact = 6.0 * matmul_params * tokens + 6.0 * L * C * (r->T + 1.0) * tokens;
+        if (mc->family == FAMILY_LLAMA)
+            printf("  FLOPs per step: counted %.4f GFLOP (6 x %.0f matmul weights x %.0f tokens + causal attention = %.4f%s) | "
+                   "formula 6N + 6L(NH hd)T: %.4f GFLOP | counted / formula %.4f: %.0f of N's %zu parameters are in no "
+                   "matmul (norm weights and biases)\n", counted / 1e9, matmul_params, tokens, exact / 1e9,
+                   r->cfg.recompute == 3 ? "; recompute 3 reruns the layers' forward, counted too" : "", formula / 1e9,
+                   counted / formula, other_params, r->num_params);
+        else
         printf("  FLOPs per step: counted %.4f GFLOP (6 x %.0f matmul weights x %.0f tokens + causal attention = %.4f%s) | "
                "formula 6N + 6LCT: %.4f GFLOP | counted / formula %.4f: %.0f of N's %zu parameters are in no matmul "
                "(the position embedding %.0f, a lookup; biases and LayerNorm weights %.0f)\n", counted / 1e9, matmul_params,

@@ -269,7 +269,7 @@ static StepResult run_step(Run *r, int step) {
     double tps = cfg->total_batch_tokens / (ms / 1e3);
     // model FLOPs per token, as llm.c and PaLM count them: 6N for the matmuls' forward and
     // backward, plus 6*L*C*T for attention; per device
-    s.flops = (6.0 * r->num_params + 6.0 * r->mc.num_layers * r->mc.channels * T) * tps / r->world;
+    s.flops = model_flops_per_token(&r->mc, T) * tps / r->world;
     s.peak = model_peak_flops();
     if (step > r->start_step) { r->total_ms += ms; r->timed_steps++; }  // the first step warms caches
     // the pipeline's measured bubble: the share of each stage's step spent waiting for a neighbour

@@ -4,6 +4,8 @@
 // decode path that run_sample uses), in the CPU build.
 //   test/hf_forward logits MODEL.bin TOKENS.i32 B T OUT.f32   logits of a (B, T) batch of int32 tokens,
 //                                                             the first V columns, float32 (B, T, V)
+//   test/hf_forward grads MODEL.bin TOKENS.i32 TARGETS.i32 B T OUT.f32   the batch's mean loss, then every
+//                                                             parameter's gradient in the file's order (float32)
 //   test/hf_forward greedy MODEL.bin N SEED T0 [T1 ...]       N tokens after the prompt T0.., two lines:
 //                                                             "greedy: ids" (argmax, the temperature-0 limit
 //                                                             of the trainer's rule) and "sample: u id ..."
@@ -80,12 +82,47 @@ static void run_generate(const char *model, int n, uint64_t seed, int np, char *
     }
 }
 
+// One training micro-batch's loss and every parameter's gradient (dloss/dparam of the batch's mean loss), through
+// the pieces the trainer runs (model.h's forward and backward as zero.h drives them at stage 0), written as
+// float32: the loss, then the gradients in the model file's flat order (the units mapped back by the runs).
+static void run_grads(const char *model, const char *in, const char *tg, int B, int T, const char *out) {
+    Loaded l;
+    load(&l, model, B, T);
+    int *tok = (int *)mallocCheck((size_t)B * T * sizeof(int)), *tgt = (int *)mallocCheck((size_t)B * T * sizeof(int));
+    FILE *f = fopenCheck(in, "rb");
+    freadCheck(tok, sizeof(int), (size_t)B * T, f, in);
+    fclose(f);
+    f = fopenCheck(tg, "rb");
+    freadCheck(tgt, sizeof(int), (size_t)B * T, f, tg);
+    fclose(f);
+    Model *m = l.m;
+    model_embed_forward(m, tok, B, T);
+    for (int i = 0; i < l.c.num_layers; i++) model_layer_forward(m, i);
+    model_head_forward(m, tgt, 1.0f / (B * T));
+    model_head_backward(m);
+    for (int i = l.c.num_layers - 1; i >= 0; i--) model_layer_backward(m, i);
+    model_embed_backward(m);
+    float loss = (float)model_take_loss(m);
+    size_t n = gpt2_num_params(&l.c);
+    float *flat = (float *)callocCheck(n, sizeof(float));
+    ParamRun *runs = (ParamRun *)mallocCheck(model_max_runs(&l.c) * sizeof(ParamRun));
+    int nr = gpt2_param_runs(&l.c, runs);
+    for (int i = 0; i < nr; i++) memcpy(flat + runs[i].flat, m->ugrads[runs[i].unit] + runs[i].unit_off, runs[i].len * sizeof(float));
+    f = fopenCheck(out, "wb");
+    fwriteCheck(&loss, sizeof(float), 1, f, out);
+    fwriteCheck(flat, sizeof(float), n, f, out);
+    fclose(f);
+    free(flat); free(runs); free(tok); free(tgt);
+}
+
 int main(int argc, char **argv) {
     backend_init(0);
     if (argc == 7 && strcmp(argv[1], "logits") == 0) run_logits(argv[2], argv[3], atoi(argv[4]), atoi(argv[5]), argv[6]);
+    else if (argc == 8 && strcmp(argv[1], "grads") == 0) run_grads(argv[2], argv[3], argv[4], atoi(argv[5]), atoi(argv[6]), argv[7]);
     else if (argc >= 6 && strcmp(argv[1], "greedy") == 0) run_generate(argv[2], atoi(argv[3]), strtoull(argv[4], NULL, 10), argc - 5, argv + 5);
     else {
-        fprintf(stderr, "usage: %s logits MODEL.bin TOKENS.i32 B T OUT.f32 | greedy MODEL.bin N SEED T0 [T1 ...]\n", argv[0]);
+        fprintf(stderr, "usage: %s logits MODEL.bin TOKENS.i32 B T OUT.f32 | grads MODEL.bin TOKENS.i32 TARGETS.i32 B T OUT.f32 | "
+                "greedy MODEL.bin N SEED T0 [T1 ...]\n", argv[0]);
         return 2;
     }
     return 0;
