@@ -54,6 +54,35 @@ if have_mpi "training runs vs PyTorch on several ranks"; then
   against h32 "cpu, 3 ranks at ZeRO-2" TOL_FP32 "${MPI[@]}" -np 3 $BIN -- --grad-accum 1 -z 2
   against h64 "cpu, 2 pipeline stages" TOL_FP32 "${MPI[@]}" -np 2 $BIN -- --pp 2
 fi
+# The Llama family (CPU build): transformers' LlamaForCausalLM in float64 under the same recipe, GQA 2:1, an untied
+# head, 20 steps with accumulation 2 and clipping on 11 of them (test/ref_train_llama.py).
+llama_reference() {
+  "$TORCH_PY" test/ref_train_llama.py make --out-dir "$W/llama" --grad-clip 1.45 > "$W/llama.ref.out" 2>&1 \
+    && ok "$(tail -1 "$W/llama.ref.out")" || { bad "reference llama" "$(cat "$W/llama.ref.out")"; return 1; }
+}
+# llama_against LABEL LAUNCH... -- FLAGS...
+llama_against() {
+  local label=$1; shift
+  local launch=() run="$W/llama.$(tr -c 'a-z0-9\n' _ <<<"$label")"
+  while [ "$1" != "--" ]; do launch+=("$1"); shift; done; shift
+  mapfile -t args < "$W/llama/args"
+  "${launch[@]}" "${args[@]}" "$@" --log "$run.jsonl" -o "$run" -n 1000 > "$run.out" 2>&1 \
+    || { bad "$label: the run failed" "$(tail -5 "$run.out")"; return; }
+  local out
+  out=$("$TORCH_PY" test/ref_train_llama.py compare --out-dir "$W/llama" --log "$run.jsonl" --ckpt-dir "$run" \
+        --label "$label: " "${TOL_FP32[@]}" 2>&1)
+  while IFS= read -r line; do
+    case "$line" in PASS\ *) ok "${line#PASS }" ;; FAIL\ *) bad "${line#FAIL }" ;; *) echo "$line" ;; esac
+  done <<<"$out"
+}
+if llama_reference; then
+  llama_against "cpu, Llama GQA 2:1 untied" $BIN --
+  if have_mpi "Llama training runs vs PyTorch on several ranks"; then
+    llama_against "cpu, Llama on 2 ranks at ZeRO-3" "${MPI[@]}" -np 2 $BIN -- --grad-accum 1 -z 3
+    llama_against "cpu, Llama on 2 pipeline stages" "${MPI[@]}" -np 2 $BIN -- --pp 2
+  fi
+fi
+
 if [ "${REF_EMU:-1}" = 0 ]; then
   skip "the CUDA build vs PyTorch: REF_EMU=0 (the CPU build only)"
 elif [ -x ./train_gpt_emu ]; then

@@ -1,0 +1,242 @@
+#!/usr/bin/python3
+"""Independent float64 reference for whole training runs of a Llama-family model (test/test_reference.sh): the
+model is transformers' LlamaForCausalLM in float64, the recipe ref_train.py's (data order, accumulation, the
+pre-clip norm, clipping, warmup and decay, AdamW with bias correction and decoupled weight decay on the matmul
+weights and embeddings only). It shares with the trainer only the input files it writes itself (the model file
+from the format's specification, docs/llama.md, and a token shard) and reads the trainer's results through its
+JSON log and checkpoint.
+
+    ref_train_llama.py make --out-dir DIR [shape and recipe options]
+    ref_train_llama.py compare --out-dir DIR --log LOG --ckpt-dir CK [--tol-...]
+"""
+import argparse
+import math
+import os
+import struct
+import sys
+import warnings
+
+warnings.filterwarnings("ignore")
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ref_train import SHARD_MAGIC, SHARD_VERSION, lr_at, make_tokens, read_log  # noqa: E402
+
+DT = torch.float64
+LLAMA_MAGIC = 20261126
+DECAYED = ("embed_tokens", "q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj", "up_proj", "gate_proj",
+           "down_proj", "lm_head")
+
+
+def build(a):
+    cfg = LlamaConfig(vocab_size=a.vocab, hidden_size=a.channels, num_hidden_layers=a.layers, intermediate_size=a.hidden,
+                      num_attention_heads=a.heads, num_key_value_heads=a.kv_heads, max_position_embeddings=a.max_seq,
+                      rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=bool(a.tied), hidden_act="silu")
+    cfg._attn_implementation = "eager"
+    torch.manual_seed(a.seed)
+    m = LlamaForCausalLM(cfg).to(DT)
+    g = torch.Generator().manual_seed(a.seed)
+    with torch.no_grad():  # norm gains near 1 (not 1: decaying them would show), weights ~ 1/sqrt(fan-in)
+        for name, p in m.named_parameters():
+            if "norm" in name:
+                t = 1.0 + 0.2 * torch.randn(p.shape, generator=g, dtype=DT)
+            elif "embed" in name or "lm_head" in name:
+                t = 0.05 * torch.randn(p.shape, generator=g, dtype=DT)
+            else:
+                t = torch.randn(p.shape, generator=g, dtype=DT) / math.sqrt(p.shape[-1])
+            p.copy_(t.float().double())  # values the fp32 file holds exactly
+    return m
+
+
+def file_tensors(m, Vp, use_grad=False):
+    """(name, array) in the model file's order (docs/llama.md), from the model's parameters (or their .grad)."""
+    sd = dict(m.named_parameters())
+    get = lambda n: (sd[n].grad if use_grad else sd[n]).detach().double().numpy()  # noqa: E731
+    L = m.config.num_hidden_layers
+    pad = lambda w: np.concatenate([w, np.zeros((Vp - w.shape[0], w.shape[1]))])  # noqa: E731
+    lay = lambda f: np.stack([f("model.layers.%d." % l) for l in range(L)])  # noqa: E731
+    out = [("wte", pad(get("model.embed_tokens.weight"))),
+           ("attn_norm", lay(lambda p: get(p + "input_layernorm.weight"))),
+           ("wqkv", lay(lambda p: np.concatenate([get(p + "self_attn.%s_proj.weight" % x) for x in "qkv"]))),
+           ("wo", lay(lambda p: get(p + "self_attn.o_proj.weight"))),
+           ("mlp_norm", lay(lambda p: get(p + "post_attention_layernorm.weight"))),
+           ("wfc", lay(lambda p: np.concatenate([get(p + "mlp.up_proj.weight"), get(p + "mlp.gate_proj.weight")]))),
+           ("wproj", lay(lambda p: get(p + "mlp.down_proj.weight"))),
+           ("final_norm", get("model.norm.weight"))]
+    if not m.config.tie_word_embeddings:
+        out.append(("lm_head", pad(get("lm_head.weight"))))
+    return out
+
+
+def header(a, Vp):
+    h = [0] * 256
+    h[:15] = [LLAMA_MAGIC, 1, a.max_seq, a.vocab, Vp, a.layers, a.heads, a.kv_heads, a.channels,
+              a.channels // a.heads, a.hidden, a.tied, 0, 0, 0]
+    h[15] = struct.unpack("<i", struct.pack("<f", 1e-5))[0]
+    h[16] = struct.unpack("<i", struct.pack("<f", 10000.0))[0]
+    return np.array(h, dtype="<i4")
+
+
+def cmd_make(a):
+    V, Vp, B, T, A, S = a.vocab, (a.vocab + 127) // 128 * 128, a.batch, a.seq, a.accum, a.steps
+    torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
+    m = build(a)
+    p0 = [(n, t.copy()) for n, t in file_tensors(m, Vp)]
+    gen = torch.Generator().manual_seed(a.seed + 1)
+    ntok = (S * A + 3) * B * T + 1
+    tokens = make_tokens(gen, V, ntok)
+    params = [p for _, p in m.named_parameters()]
+    names = [n for n, _ in m.named_parameters()]
+    ms = [torch.zeros_like(p) for p in params]
+    vs = [torch.zeros_like(p) for p in params]
+    b1, b2, eps, wd, clip = 0.9, 0.95, a.eps, a.weight_decay, a.grad_clip
+    losses, norms, lrs = [], [], []
+    for s in range(S):
+        grads = [torch.zeros_like(p) for p in params]
+        total = 0.0
+        for acc in range(A):
+            g = s * A + acc
+            off = (g % ((ntok - 1) // (B * T))) * B * T
+            win = tokens[off:off + B * T + 1]
+            x, y = win[:-1].view(B, T), win[1:].view(B, T)
+            logits = m(x).logits
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), y.reshape(-1))
+            for acc_g, gr in zip(grads, torch.autograd.grad(loss / A, params)):
+                acc_g += gr
+            total += loss.item() / A
+        norm = math.sqrt(sum(float((gr * gr).sum()) for gr in grads))
+        scale = clip / (norm + 1e-6) if clip > 0 and norm > clip else 1.0
+        lr = lr_at(s, a.lr, a.warmup, S, a.lr_final_frac, a.schedule)
+        t = s + 1
+        with torch.no_grad():
+            for name, p, gr, mo, v in zip(names, params, grads, ms, vs):
+                gr = gr * scale
+                mo.mul_(b1).add_((1 - b1) * gr)
+                v.mul_(b2).add_((1 - b2) * gr * gr)
+                mhat, vhat = mo / (1 - b1 ** t), v / (1 - b2 ** t)
+                decay = wd if any(k in name for k in DECAYED) else 0.0
+                p.sub_(lr * (mhat / (torch.sqrt(vhat) + eps) + decay * p))
+        losses.append(total); norms.append(norm); lrs.append(lr)
+    clipped = sum(n > clip for n in norms) if clip > 0 else 0
+    assert clip == 0 or 0 < clipped < S, f"--grad-clip {clip}: {clipped} of {S} steps clip (norms {norms})"
+    for p, mo in zip(params, ms):
+        p.grad = mo  # file_tensors(use_grad) then lays the first moments out in the file's order
+    os.makedirs(a.out_dir, exist_ok=True)
+    with open(os.path.join(a.out_dir, "model.bin"), "wb") as f:
+        f.write(header(a, Vp).tobytes())
+        for _, t in p0:
+            f.write(t.astype("<f4").tobytes())
+    sh = np.zeros(256, dtype="<i4")
+    sh[:3] = [SHARD_MAGIC, SHARD_VERSION, ntok]
+    with open(os.path.join(a.out_dir, "train.bin"), "wb") as f:
+        f.write(sh.tobytes())
+        f.write(tokens.numpy().astype("<u2").tobytes())
+    np.savez(os.path.join(a.out_dir, "ref.npz"), losses=np.array(losses), norms=np.array(norms), lrs=np.array(lrs),
+             V=V, names=np.array([n for n, _ in p0]), **{"p0_" + n: t for n, t in p0},
+             **{"p_" + n: t for n, t in file_tensors(m, Vp)}, **{"m_" + n: t for n, t in file_tensors(m, Vp, True)})
+    flags = ["-e", os.path.join(a.out_dir, "model.bin"), "-i", os.path.join(a.out_dir, "train.bin"), "--shuffle", "0",
+             "-b", B, "-t", T, "--grad-accum", A, "-x", S, "-u", a.warmup, "-k", a.schedule, "-l", a.lr,
+             "-q", a.lr_final_frac, "--grad-clip", clip, "-c", wd, "--beta1", b1, "--beta2", b2, "--eps", eps,
+             "-v", 0, "-s", 0]
+    with open(os.path.join(a.out_dir, "args"), "w") as f:
+        f.write("\n".join(str(x) for x in flags) + "\n")
+    print(f"Llama reference: C={a.channels} NH={a.heads} KV={a.kv_heads} H={a.hidden} L={a.layers} "
+          f"{'tied' if a.tied else 'untied'} B={B} T={T} A={A} steps={S}: losses {losses[0]:.5f} .. {losses[-1]:.5f}, "
+          f"norms {norms[0]:.4f} .. {norms[-1]:.4f}, {clipped} of {S} steps clip at {clip}")
+
+
+def cmd_compare(a):
+    ref = np.load(os.path.join(a.out_dir, "ref.npz"))
+    S, names = len(ref["losses"]), [str(n) for n in ref["names"]]
+    fails = 0
+
+    def check(ok, what):
+        nonlocal fails
+        print(("PASS " if ok else "FAIL ") + a.label + what)
+        fails += 0 if ok else 1
+
+    log = read_log(a.log)
+    check(len(log) == S, f"the log has {len(log)} steps, the reference {S}")
+    if len(log) != S:
+        return 1
+    for key, ref_key, tol in (("loss", "losses", a.tol_loss), ("norm", "norms", a.tol_norm), ("lr", "lrs", 1e-6)):
+        got = np.array([d[key] if d[key] is not None else np.inf for d in log], dtype=np.float64)
+        rel = np.abs(got - ref[ref_key]) / np.abs(ref[ref_key])
+        check(bool(np.all(rel <= tol)), f"{key} at every step within {tol:g} relative (worst {rel.max():.2e} at step "
+              f"{rel.argmax() + 1}: {got[rel.argmax()]:.7g} vs {ref[ref_key][rel.argmax()]:.7g})")
+    with open(os.path.join(a.ckpt_dir, f"model_{S:08d}.bin"), "rb") as f:
+        hdr = np.frombuffer(f.read(1024), dtype="<i4")
+        params = np.frombuffer(f.read(), dtype="<f4")
+    with open(os.path.join(a.ckpt_dir, f"state_{S:08d}.bin"), "rb") as f:
+        f.read(1024)
+        mv = np.frombuffer(f.read(), dtype="<f4")
+    P = params.size
+    check(hdr[0] == LLAMA_MAGIC and mv.size == 2 * P, f"checkpoint at step {S}: a Llama model file and a state of {P} parameters")
+    bad_p, bad_m, worst_p, worst_m, off = [], [], (0, ""), (0, ""), 0
+    V = int(ref["V"])
+    pads_zero = True
+    for n in names:
+        rp, r0, rm = ref["p_" + n], ref["p0_" + n], ref["m_" + n]
+        k = rp.size
+        gp, gm = params[off:off + k].reshape(rp.shape).astype(np.float64), mv[off:off + k].reshape(rp.shape).astype(np.float64)
+        off += k
+        if n in ("wte", "lm_head"):
+            pads_zero = pads_zero and bool(np.all(gp[V:] == 0))
+        ep = np.linalg.norm(gp - rp) / np.linalg.norm(rp - r0)
+        em = np.linalg.norm(gm - rm) / np.linalg.norm(rm)
+        if a.verbose: print(f"    {n:10s} params {ep:.2e} of their movement, first moments {em:.2e}")
+        if ep > a.tol_param: bad_p.append(f"{n} {ep:.2e}")
+        if em > a.tol_moment: bad_m.append(f"{n} {em:.2e}")
+        worst_p, worst_m = max(worst_p, (ep, n)), max(worst_m, (em, n))
+    check(off == P, f"the checkpoint holds the reference's {off} parameters in the file's order ({P})")
+    check(not bad_p, f"all {len(names)} parameter tensors within {a.tol_param:g} of their movement (worst {worst_p[1]} "
+          f"{worst_p[0]:.2e})" + ("; off: " + ", ".join(bad_p) if bad_p else ""))
+    check(not bad_m, f"all {len(names)} AdamW first-moment tensors within {a.tol_moment:g} relative (worst {worst_m[1]} "
+          f"{worst_m[0]:.2e})" + ("; off: " + ", ".join(bad_m) if bad_m else ""))
+    check(pads_zero, "the padded vocabulary rows stay exactly zero")
+    return 1 if fails else 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("cmd", choices=["make", "compare"])
+    ap.add_argument("--out-dir", required=True)
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--channels", type=int, default=64)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--kv-heads", type=int, default=2)
+    ap.add_argument("--hidden", type=int, default=96)
+    ap.add_argument("--tied", type=int, default=0)
+    ap.add_argument("--vocab", type=int, default=101)
+    ap.add_argument("--max-seq", type=int, default=64)
+    ap.add_argument("--batch", type=int, default=3)
+    ap.add_argument("--seq", type=int, default=33)
+    ap.add_argument("--accum", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--lr-final-frac", type=float, default=0.1)
+    ap.add_argument("--schedule", default="cosine", choices=["cosine", "linear"])
+    ap.add_argument("--weight-decay", type=float, default=0.5)
+    ap.add_argument("--grad-clip", type=float, default=1.0)
+    ap.add_argument("--eps", type=float, default=1e-6)
+    ap.add_argument("--seed", type=int, default=2024)
+    ap.add_argument("--log")
+    ap.add_argument("--ckpt-dir")
+    ap.add_argument("--label", default="")
+    ap.add_argument("--tol-loss", type=float, default=1e-5)
+    ap.add_argument("--tol-norm", type=float, default=1e-4)
+    ap.add_argument("--tol-param", type=float, default=1e-3)
+    ap.add_argument("--tol-moment", type=float, default=1e-4)
+    ap.add_argument("--verbose", action="store_true")
+    a = ap.parse_args()
+    if a.cmd == "make":
+        cmd_make(a)
+        return 0
+    return cmd_compare(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
