@@ -19,19 +19,43 @@
 static float *sharp_params(const GPT2Config *c, uint64_t seed) {
     float *p = (float *)mallocCheck(gpt2_num_params(c) * sizeof(float));
     gpt2_init_random(c, p, seed);
-    size_t sizes[NUM_PARAMETER_TENSORS], off = 0;
-    gpt2_param_sizes(c, sizes);
-    for (int k = 0; k < NUM_PARAMETER_TENSORS; k++) {
-        if (PARAM_DECAYED[k]) for (size_t i = 0; i < sizes[k]; i++) p[off + i] *= 8.0f;
-        off += sizes[k];
+    const Arch *a = model_arch(c);
+    ArchShape s = model_shape(c);
+    size_t off = 0;
+    for (int k = 0; k < a->num_params; k++) {
+        size_t n = arch_tensor_size(&a->params[k], &s);
+        if (a->params[k].decayed) for (size_t i = 0; i < n; i++) p[off + i] *= 8.0f;
+        off += n;
     }
     return p;
 }
 
 static double tolerance = 0.0;  // max |difference| of logits allowed; 0: bit for bit
 
+static void run_config(const GPT2Config *cp, int recompute, int n);
 static void run_case(int L, int C, int NH, int recompute, int n) {
-    GPT2Config c = {64, 101, 128, L, NH, C};
+    GPT2Config c = {64, 101, 128, L, NH, C, FAMILY_GPT2, {0}};
+    run_config(&c, recompute, n);
+}
+
+// The Llama family: NH query heads over KV key/value heads of hd, with its options; the cache holds only the KV heads.
+static void run_llama(int L, int NH, int KV, int hd, int tied, int qkv_bias, int qk_norm, int scaling, int recompute, int n) {
+    LlamaConfig l;
+    memset(&l, 0, sizeof(l));
+    l.max_seq_len = 64; l.vocab_size = 101; l.padded_vocab_size = 128; l.num_layers = L; l.num_heads = NH;
+    l.num_kv_heads = KV; l.channels = 48; l.head_dim = hd; l.ffn_hidden = 80; l.tied = tied; l.qkv_bias = qkv_bias;
+    l.qk_norm = qk_norm; l.norm_eps = 1e-5f; l.rope_theta = 10000.0f;
+    if (scaling) { l.rope_scaling = 1; l.rope_factor = 8.0f; l.rope_low_freq_factor = 1.0f; l.rope_high_freq_factor = 4.0f; l.rope_original_max_pos = 16; }
+    llama_check_config(&l, "test_generate");
+    GPT2Config c = model_config_llama(&l);
+    printf("Llama family: NH %d over KV %d of hd %d, %s%s%s%s\n", NH, KV, hd, tied ? "tied" : "untied",
+           qkv_bias ? ", qkv bias" : "", qk_norm ? ", QK-norm" : "", scaling ? ", llama3 RoPE scaling" : "");
+    run_config(&c, recompute, n);
+}
+
+static void run_config(const GPT2Config *cp, int recompute, int n) {
+    GPT2Config c = *cp;
+    int L = c.num_layers, C = c.channels, NH = c.num_heads;
     float *params = sharp_params(&c, 7 + L + NH);
     Model *m = model_create(&c, 1, n, recompute, 0, L, 1, 0);
     Comm solo = comm_solo();
@@ -145,5 +169,10 @@ int main(int argc, char **argv) {
     run_case(3, 96, 2, 3, 40);    // head size 48 (the CUDA build pads it to 64), and recompute 3 (only layer outputs kept)
     run_case(1, 64, 1, 2, 64);    // one head of 64, the full context
     run_case(2, 16, 1, 1, 48);    // a vocabulary of 8C or more: the classifier's transposed one-row product
+#ifndef TRAIN_GPT_CUDA  // the CUDA build refuses the Llama family until its kernels land
+    run_llama(2, 4, 1, 16, 1, 0, 0, 0, 0, 64);  // GQA 4:1 (multi-query), tied
+    run_llama(2, 4, 2, 12, 0, 1, 1, 1, 3, 48);  // GQA 2:1, head_dim 12 != C/NH, untied, qkv bias, QK-norm, llama3 RoPE, recompute 3
+    run_llama(1, 2, 2, 24, 1, 0, 0, 0, 2, 40);  // multi-head (KV = NH), recompute 2
+#endif
     return check_summary();
 }
