@@ -154,7 +154,7 @@ typedef struct {
 static const OptSpec OPTIONS[] = {
     OPTD("-i", "--train-data", OPT_STR, train_data, "glob of train token shards", "built-in synthetic corpus"),
     OPTD("-j", "--val-data", OPT_STR, val_data, "glob of validation token shards (the synthetic corpus has its own)", "none"),
-    OPT("-e", "--init", OPT_STR, init, "model .bin (llm.c v3 fp32 or v5 bf16) or dN for a fresh GPT-2 of depth N"),
+    OPT("-e", "--init", OPT_STR, init, "model .bin (llm.c GPT-2 v3/v5, or a Llama-family file), dN for a fresh GPT-2 of depth N, llama-dN for a fresh Llama, or a Llama preset: smollm-135m, llama-3.2-1b, tinyllama-1.1b, qwen2.5-0.5b (docs/llama.md)"),
     OPTD("-o", "--out-dir", OPT_STR, out_dir, "directory for checkpoints and training state (none: nothing is saved)", "none"),
     OPTD(NULL, "--tokenizer", OPT_STR, tokenizer, "llm.c tokenizer .bin used to decode samples", "tokenizer.bin beside the train shards"),
     OPTD(NULL, "--log", OPT_STR, log_path, "write a JSON-lines log here (one line per step, and val lines)", "none"),

@@ -261,6 +261,15 @@ static void model_shape_text(const ModelConfig *c, char *buf, size_t n) {
              l->rope_theta, l->rope_scaling ? " (llama3 scaling)" : "");
 }
 
+// After the parameter count: nothing for GPT-2 (llm.c counts the padded rows), and for the Llama family the count
+// without the vocabulary's padding rows where they differ, the number transformers and the model cards give.
+static void model_count_note(const ModelConfig *c, char *buf, size_t n) {
+    buf[0] = '\0';
+    if (c->family != FAMILY_LLAMA || c->vocab_size == c->padded_vocab_size) return;
+    ArchShape s = model_shape(c);
+    snprintf(buf, n, " (%zu without the vocabulary's padding rows)", arch_num_params_unpadded(model_arch(c), &s));
+}
+
 // GPT-2 initialisation as llm.c and nanoGPT do it: N(0, 0.02) weights, zero biases, unit LayerNorm
 // gains, residual projections scaled by 1/sqrt(2L). Normal draws by Box-Muller from our own RNG so
 // the same seed gives the same model on every machine and in every build. The rules are the table's

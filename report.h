@@ -151,10 +151,11 @@ static void report_run_header(const Run *r) {
         if (A < pp_stages) printf0("warning: %d micro-batches for %d stages: most of the pipeline idles; use more accumulation\n",
                                    A, pp_stages);
     }
-    char shape[512];
+    char shape[512], note[128];
     model_shape_text(mc, shape, sizeof(shape));
-    printf0("model: %s | %s | V %d (padded %d) | maxT %d | %zu parameters\n", r->init, shape, mc->vocab_size,
-            mc->padded_vocab_size, mc->max_seq_len, r->num_params);
+    model_count_note(mc, note, sizeof(note));
+    printf0("model: %s | %s | V %d (padded %d) | maxT %d | %zu parameters%s\n", r->init, shape, mc->vocab_size,
+            mc->padded_vocab_size, mc->max_seq_len, r->num_params, note);
     printf0("batch: micro-batch %d x seq %d x accumulation %d x data-parallel %d = %ld tokens per step | recompute %d\n",
            r->B, r->T, A, r->dp, cfg->total_batch_tokens, cfg->recompute);
     printf0("data: %s (%d shard%s, %ld micro-batches per epoch)%s%s\n", r->synthetic ? "synthetic corpus" : cfg->train_data,
