@@ -84,6 +84,8 @@ else
   skip "Hugging Face export and import, --eval-mc: no gpt2_encoder.json or tinyshakespeare.txt in $DATA (scripts/tinyshakespeare.sh downloads them into data/; then DATA_DIR=data make test)"
 fi
 run_suite "Hugging Face Llama family (import, export, llm.c llama3 files)" "$TORCH_PY" test/test_hf_llama.py
+run_suite "the trainer's Llama family vs transformers (logits, loss, every gradient)" "$TORCH_PY" test/test_llama_train.py
+run_suite "the Llama family at the command line (presets' counts and plan, bad input)" bash test/test_llama_cli.sh
 run_suite "trainer CLI" bash test/test_cli.sh
 run_suite "README vs the code" bash test/test_readme.sh
 run_suite "precision and loss scaling" bash test/test_precision.sh
