@@ -472,7 +472,7 @@ static void test_tables(void) {
     gpt2_config_from_descriptor("d2", 50257, &d2);
     gpt2_config_from_descriptor("d6", 65, &d6);
     d6.max_seq_len = 256;
-    odd = (GPT2Config){64, 1000, 1024, 3, 4, 48};
+    odd = (GPT2Config){64, 1000, 1024, 3, 4, 48, FAMILY_GPT2, {0}};
     test_gpt2_table("d12", d12);
     test_gpt2_table("d2", d2);
     test_gpt2_table("d6, T 256, V 65", d6);
@@ -575,27 +575,37 @@ static void test_act_tables(void) {
     gpt2_config_from_descriptor("d2", 50257, &c);
     ArchShape s;
     gpt2_arch_shape(&c, &s);
-    int B = 3, T = 64, ok = GPT2_ACT_TABLE.num_acts == NUM_ACTS;
-    size_t per[NUM_ACTS];
-    act_sizes(&c, B, T, per);
+    // model.h's layout before the table replaced it (its enum order, sizes, float flags, per-layer flags and levels),
+    // kept here as the independent statement of GPT-2's numbers that the table must reproduce
+    enum { NA = 21 };
+    const int shared[NA] = {99, 2, 3, 3, 3, 3, 3, 0, 3, 2, 3, 3, 3, 1, 0, 99, 0, 0, 0, 0, 0};
+    const int per_layer[NA] = {0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0};
+    const int is_float[NA] = {0, 0, 1, 1, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 1, 1, 0, 1};
+    int B = 3, T = 64, ok = GPT2_ACT_TABLE.num_acts == NA;
+    size_t BT = (size_t)B * T, C = c.channels, per[NA];
+    size_t elems[NA] = {BT * C, BT * C, BT, BT, BT * 3 * C, BT * C, ATT_SAVED_FLOATS(B, c.num_heads, T), BT * C, BT * C,
+                        BT * C, BT, BT, BT * 4 * C, BT * 4 * C, BT * C, BT * C, BT * C, BT, BT, BT * c.padded_vocab_size, BT};
+    for (int i = 0; i < NA; i++) per[i] = (elems[i] * (is_float[i] ? 4 : X_BYTES) + 255) / 256 * 256;
     size_t att = ATT_SAVED_FLOATS(B, c.num_heads, T);
-    for (int i = 0; ok && i < NUM_ACTS; i++) {
+    for (int i = 0; ok && i < NA; i++) {
         const ArchAct *a = &GPT2_ACTS[i];
         size_t bytes = (arch_act_elems(a, &s, B, T, att) * (a->is_float ? 4 : X_BYTES) + 255) / 256 * 256;
-        if (bytes != per[i] || a->is_float != ACT_IS_FLOAT[i] || a->per_layer != ACT_PER_LAYER[i] ||
-            a->shared_from != (ACT_SHARED_FROM_LEVEL[i] == ACT_ALWAYS_KEPT ? ARCH_ACT_ALWAYS_KEPT : ACT_SHARED_FROM_LEVEL[i]))
+        if (bytes != per[i] || a->is_float != is_float[i] || a->per_layer != per_layer[i] ||
+            a->shared_from != (shared[i] == 99 ? ARCH_ACT_ALWAYS_KEPT : shared[i]))
             ok = 0;
     }
     for (int r = 0; ok && r <= 3; r++) {
         size_t want = 0;
-        for (int i = 0; i < NUM_ACTS; i++) want += per[i] * act_copies(c.num_layers, r, i);
+        for (int i = 0; i < NA; i++) want += per[i] * (!per_layer[i] ? 1 : r < shared[i] ? c.num_layers : 1);
         if (arch_act_bytes(&GPT2_ACT_TABLE, &s, B, T, r, c.num_layers, X_BYTES, att) != want) ok = 0;
+        // and the memory plan model.h now derives from the table
+        if (model_memory_plan(&c, B, T, r, c.num_layers, 1, 1, 0).activations != want) ok = 0;
     }
     check(ok, "GPT-2 activation table = model.h's layout (21 tensors; bytes at recompute 0-3, d2, B 3, T 64)");
 
     LlamaConfig lc = {64, 300, 384, 2, 4, 2, 32, 8, 40, 1, 0, 1, 0, 1e-5f, 10000.0f, 0, 0, 0, 0};
     llama_arch_shape(&lc, &s);
-    size_t BT = (size_t)B * T, al = 256;
+    size_t al = 256;
 #define AL(n) (((n) + al - 1) / al * al)
     // per layer at level 0: ln1, ln1_rstd, qkv_pre, qk_rstd, qkv, atty, att, residual2, ln2, ln2_rstd, fch, fch_swiglu;
     // one copy: encoded, attproj, fcproj, lnf, lnf_rstd, logits, losses; residual3 per layer always
