@@ -261,6 +261,14 @@ static void model_shape_text(const ModelConfig *c, char *buf, size_t n) {
              l->rope_theta, l->rope_scaling ? " (llama3 scaling)" : "");
 }
 
+// --profile's words for the FLOP formula and for the parameters no matmul reads (`other` of them).
+static const char *model_flops_formula(const ModelConfig *c) { return c->family == FAMILY_LLAMA ? "6N + 6L(NH hd)T" : "6N + 6LCT"; }
+static void model_nonmatmul_text(const ModelConfig *c, double other, char *buf, size_t n) {
+    if (c->family == FAMILY_LLAMA) { snprintf(buf, n, "RMSNorm weights and biases"); return; }
+    double wpe = (double)c->max_seq_len * c->channels;
+    snprintf(buf, n, "the position embedding %.0f, a lookup; biases and LayerNorm weights %.0f", wpe, other - wpe);
+}
+
 // After the parameter count: nothing for GPT-2 (llm.c counts the padded rows), and for the Llama family the count
 // without the vocabulary's padding rows where they differ, the number transformers and the model cards give.
 static void model_count_note(const ModelConfig *c, char *buf, size_t n) {

@@ -290,19 +290,13 @@ static void report_profile(Run *r) {
         // what the matmuls and causal attention must come to: 6 per matmul weight per token, and
         // attention's 6C(T+1) per token per layer
         double exact = 6.0 * matmul_params * tokens + 6.0 * L * C * (r->T + 1.0) * tokens;
-        if (mc->family == FAMILY_LLAMA)
-            printf("  FLOPs per step: counted %.4f GFLOP (6 x %.0f matmul weights x %.0f tokens + causal attention = %.4f%s) | "
-                   "formula 6N + 6L(NH hd)T: %.4f GFLOP | counted / formula %.4f: %.0f of N's %zu parameters are in no "
-                   "matmul (norm weights and biases)\n", counted / 1e9, matmul_params, tokens, exact / 1e9,
-                   r->cfg.recompute == 3 ? "; recompute 3 reruns the layers' forward, counted too" : "", formula / 1e9,
-                   counted / formula, other_params, r->num_params);
-        else
+        char what[160];
+        model_nonmatmul_text(mc, other_params, what, sizeof(what));
         printf("  FLOPs per step: counted %.4f GFLOP (6 x %.0f matmul weights x %.0f tokens + causal attention = %.4f%s) | "
-               "formula 6N + 6LCT: %.4f GFLOP | counted / formula %.4f: %.0f of N's %zu parameters are in no matmul "
-               "(the position embedding %.0f, a lookup; biases and LayerNorm weights %.0f)\n", counted / 1e9, matmul_params,
+               "formula %s: %.4f GFLOP | counted / formula %.4f: %.0f of N's %zu parameters are in no matmul "
+               "(%s)\n", counted / 1e9, matmul_params,
                tokens, exact / 1e9, r->cfg.recompute == 3 ? "; recompute 3 reruns the layers' forward, counted too" : "",
-               formula / 1e9, counted / formula, other_params, r->num_params, (double)mc->max_seq_len * C,
-               other_params - (double)mc->max_seq_len * C);
+               model_flops_formula(mc), formula / 1e9, counted / formula, other_params, r->num_params, what);
     }
     if (r->logf) {
         fprintf(r->logf, "{\"profile\": {\"steps\": %d, \"step_ms\": %.3f, \"peak_flops\": ", n, t->profiled_ms);
