@@ -39,13 +39,16 @@ typedef float floatX;
 // ---- the device ----
 static void backend_init(int local_rank);                        // picks this rank's device and prepares it
 static void backend_set_precision(const char *precision, int tf32);
-static const char *model_device_name(void);
-static double model_peak_flops(void);                            // dense peak FLOP/s of one device, 0 = unknown
-static double profile_peak_flops(const char **source);           // the same for --profile, measured if need be
+static const char *backend_device_name(void);                    // for the banner: the card, or the CPU's threads
+static double backend_peak_flops(void);                          // dense peak FLOP/s of one device, 0 = unknown
+static double backend_profile_peak_flops(const char **source);   // the same for --profile, measured if need be;
+                                                                 // *source says where the figure comes from
 static size_t backend_peak_device_bytes(void);                   // high-water mark of device memory, 0 = none
 static size_t backend_device_capacity(void);                     // what the autotuner plans against
 
 // ---- kernels: the model's layers, forward and backward; shapes as in train_gpt.c ----
+// (The kernels keep llm.c's names, the same in both builds and in dev/cuda/kernels.cu; every other function
+// the shared code calls carries the backend_ prefix.)
 // Weights and activations are floatX; LayerNorm statistics, losses, attention's saved state and every
 // parameter gradient are float. A backward accumulates (+=) into parameter gradients and overwrites dinp.
 static void encoder_forward(floatX *out, const int *inp, const floatX *wte, const floatX *wpe, int B, int T, int C);
@@ -96,6 +99,35 @@ static int backend_graph_begin(int g, uint64_t shape, uint64_t variant);
 static void backend_graph_end(int g);
 static void backend_graphs_drop(void);  // every graph forgotten and freed: the buffers they recorded are about to go
 
+// ---- the step's clock (timing.h) ----
+// Marks on the compute stream's timeline, numbered from 0 in each step: backend_mark(i) records mark i, the
+// moment the device finishes the work issued before it (the CPU build, which runs its work before returning:
+// now), and may reuse mark i of an earlier step. backend_step_sync(last) is the step's one synchronisation: the
+// host waits until mark `last` has passed, so all the step's work is done. After it, backend_mark_ms(i) is the
+// time in ms between marks i - 1 and i (1 <= i <= last).
+static void backend_mark(int i);
+static void backend_step_sync(int last);
+static double backend_mark_ms(int i);
+
+// ---- the device transport for collectives (comm.h's COMM_DEVICE: NCCL in the CUDA build with MPI) ----
+// A build without one says 0 to backend_comm_id_bytes, and comm.h never calls the rest. With one, comm.h
+// hands the id that rank 0 made (backend_comm_id) to every rank of a group over MPI, and each opens its end
+// (backend_comm_open). A collective works in place on the build's memory (world equal shards of `shard` floats,
+// as comm.h's of the same name); it is issued after the compute stream's work so far and runs beside it, in the
+// order the host issues collectives (the same on every rank). backend_comm_join makes the compute stream's next
+// work wait for every collective issued; the host never waits for one (a copy to the host does, as it follows
+// the compute stream).
+typedef struct BackendComm BackendComm;  // one rank's end of a group, the build's own
+static size_t backend_comm_id_bytes(void);  // the size of a group's id; 0: no device transport in this build
+static void backend_comm_id(void *id);      // rank 0 of a group makes its id
+static BackendComm *backend_comm_open(const void *id, int world, int rank);
+static BackendComm *backend_comm_split(BackendComm *dc, int color, int key);  // as MPI_Comm_split, collective
+static void backend_comm_close(BackendComm *dc);
+static void backend_comm_allreduce_sum(BackendComm *dc, float *buf, size_t n);
+static void backend_comm_reduce_scatter_sum(BackendComm *dc, float *buf, size_t shard, int rank);
+static void backend_comm_allgather(BackendComm *dc, float *buf, size_t shard, int rank);
+static void backend_comm_join(void);
+
 // ---- memory ----
 // The builds count what they hand out in two variables the memory plan is checked against after the model
 // is built: size_t backend_state_bytes (state and host tier) and backend_scratch_bytes (scratch).
@@ -116,6 +148,13 @@ static void backend_tokens_from_host(int *dst, const int *src, size_t n);  // sr
 static void backend_losses_to_host(float *host, const float *losses, int n);  // host: staging; read after _wait
 static void backend_losses_wait(void);
 static const float *backend_logits_row(const floatX *row, int Vp);  // a row of logits as host floats (waits)
+
+// Bytes of the build's memory (state, scratch) to or from plain host memory, for comm.h's staging and
+// point-to-point messages (16-bit activations too, so counted in bytes). Both are ordered after the compute
+// stream's work issued so far and finished at return: the host may read `host`, or reuse it, at once.
+static int backend_memory_is_host(void);  // 1: the build's memory is host memory, which MPI may move directly
+static void backend_bytes_to_host(void *host, const void *buf, size_t bytes);
+static void backend_bytes_from_host(void *buf, const void *host, size_t bytes);
 
 // ---- offload: the update's copies on a stream of their own (a ticket per unit) ----
 static void backend_offload_begin(void);  // after the gradients are complete

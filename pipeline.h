@@ -12,7 +12,7 @@
 #ifndef PIPELINE_H
 #define PIPELINE_H
 
-#include "comm.h"
+#include "utils.h"
 
 typedef enum { PP_RECV_ACT, PP_FWD, PP_SEND_ACT, PP_RECV_GRAD, PP_BWD, PP_SEND_GRAD } PPOpKind;
 static const char *const PP_OP_NAMES[] __attribute__((unused)) = {"recv-act", "fwd", "send-act", "recv-grad", "bwd", "send-grad"};
@@ -91,6 +91,7 @@ static double pp_split(const GPT2Config *c, int T, int stages, int *first) {
 // Running it. (The schedule and the split above are pure; a test of them alone defines
 // PIPELINE_SCHEDULE_ONLY and needs no model.)
 #ifndef PIPELINE_SCHEDULE_ONLY
+#include "comm.h"  // calls the build's backend (backend.h): not needed by the schedule above
 #include "zero.h"
 
 // A stage: its layers [first, last), its pipeline group (rank = stage) and its data-parallel Zero.

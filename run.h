@@ -141,7 +141,8 @@ static void run_setup_world(Run *r, int argc, char **argv) {
     comm_allgather_bytes(&r->comm, me, r->hosts, RUN_HOST);
     backend_init(r->comm.local_rank);  // after the flags, so --help and flag errors need no device
     backend_set_precision(PRECISION_NAMES[cfg->precision], cfg->tf32);
-    if (cfg->comm == COMM_FLAG_NCCL) comm_enable_nccl(&r->comm);
+    if (cfg->comm == COMM_FLAG_NCCL && !comm_enable_device(&r->comm))
+        fatal("--comm nccl: this build has no NCCL (it needs the CUDA build with MPI)");
     comm_watchdog_start(&r->comm, cfg->comm_timeout);
     fault_parse(getenv("TRAIN_GPT_FAULT"));
     r->B = cfg->micro_batch; r->T = cfg->seq_len; r->A = cfg->grad_accum;

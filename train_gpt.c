@@ -517,6 +517,49 @@ static float *backend_alloc_state(size_t n) {
 }
 static void backend_to_host(float *host, const float *buf, size_t n) { memcpy(host, buf, n * sizeof(float)); }
 static void backend_from_host(float *buf, const float *host, size_t n) { memcpy(buf, host, n * sizeof(float)); }
+// comm.h's copies: the build's memory is host memory, which MPI moves directly, so these only serve messages.
+static int backend_memory_is_host(void) { return 1; }
+static void backend_bytes_to_host(void *host, const void *buf, size_t bytes) { memcpy(host, buf, bytes); }
+static void backend_bytes_from_host(void *buf, const void *host, size_t bytes) { memcpy(buf, host, bytes); }
+// No device transport: comm.h keeps every collective on MPI and never calls the others.
+static size_t backend_comm_id_bytes(void) { return 0; }
+static void backend_comm_id(void *id) { (void)id; internal_fault("the CPU build has no device transport"); }
+static BackendComm *backend_comm_open(const void *id, int world, int rank) {
+    (void)id; (void)world; (void)rank;
+    internal_fault("the CPU build has no device transport");
+}
+static BackendComm *backend_comm_split(BackendComm *dc, int color, int key) {
+    (void)dc; (void)color; (void)key;
+    internal_fault("the CPU build has no device transport");
+}
+static void backend_comm_close(BackendComm *dc) { (void)dc; }
+static void backend_comm_allreduce_sum(BackendComm *dc, float *buf, size_t n) {
+    (void)dc; (void)buf; (void)n;
+    internal_fault("the CPU build has no device transport");
+}
+static void backend_comm_reduce_scatter_sum(BackendComm *dc, float *buf, size_t shard, int rank) {
+    (void)dc; (void)buf; (void)shard; (void)rank;
+    internal_fault("the CPU build has no device transport");
+}
+static void backend_comm_allgather(BackendComm *dc, float *buf, size_t shard, int rank) {
+    (void)dc; (void)buf; (void)shard; (void)rank;
+    internal_fault("the CPU build has no device transport");
+}
+static void backend_comm_join(void) {}
+// The step's clock (timing.h): the work is done when a call returns, so a mark is the host's clock now.
+static double *mark_seconds = NULL;
+static int mark_cap = 0;
+static void backend_mark(int i) {
+    if (i >= mark_cap) {
+        int n = mark_cap ? 2 * mark_cap : 256;
+        while (n <= i) n *= 2;
+        mark_seconds = (double *)reallocCheck(mark_seconds, n * sizeof(double));
+        mark_cap = n;
+    }
+    mark_seconds[i] = wall_seconds();
+}
+static void backend_step_sync(int last) { (void)last; }
+static double backend_mark_ms(int i) { return (mark_seconds[i] - mark_seconds[i - 1]) * 1e3; }
 // The offloaded update's copies (zero.h): asynchronous on a GPU; here they are done when called.
 static void backend_offload_begin(void) {}
 static void backend_offload_to_host(float *host, const float *buf, size_t n, int ticket) { (void)ticket; memcpy(host, buf, n * sizeof(float)); }
@@ -598,7 +641,7 @@ static size_t backend_device_capacity(void) {
 }
 
 // No honest dense peak is known for an arbitrary CPU, so MFU is not reported (the log gives FLOP/s).
-static double model_peak_flops(void) { return 0.0; }
+static double backend_peak_flops(void) { return 0.0; }
 
 // --profile's roofline: this CPU's own peak, measured once. Every OpenMP thread runs 12 independent
 // chains of vector multiply-adds as wide as the CPU's (enough in flight to cover the FMA units' latency; the
@@ -613,7 +656,7 @@ static double model_peak_flops(void) { return 0.0; }
 #define FMA_LANES 8
 #endif
 typedef float fma_vec __attribute__((vector_size(FMA_LANES * sizeof(float))));
-static double profile_peak_flops(const char **source) {
+static double backend_profile_peak_flops(const char **source) {
     const long iters = 8000000;
     double best = 0.0;
     volatile float seed = 1.0f;
@@ -642,7 +685,7 @@ static double profile_peak_flops(const char **source) {
     return best;
 }
 
-static const char *model_device_name(void) {
+static const char *backend_device_name(void) {
     static char name[64];
 #ifdef _OPENMP
     int threads = omp_get_max_threads();

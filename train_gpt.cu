@@ -13,7 +13,8 @@
 #include "cuda/gelu.cuh"        // defines: gelu_forward, gelu_backward, residual_forward
 #include "cuda/classifier.cuh"  // defines: classifier_forward_backward
 #include "cuda/adamw.cuh"       // defines: adamw_kernel, weights_bf16_kernel, weights_fp16_kernel
-#include "cuda/backend.cuh"     // defines: backend_* (memory, copies, offload stream, AdamW launch, device facts)
+#include "cuda/backend.cuh"     // defines: backend_* (memory, copies, offload stream, AdamW launch, the step's clock, device facts)
+#include "cuda/comm_nccl.cuh"   // defines: backend_comm_* (NCCL, the device transport for comm.h's collectives)
 
 #define BUILD_NAME "cuda"
 // for --help: the attention kernels are compiled for these (padded) head sizes only

@@ -8,9 +8,9 @@
 //   MemoryPlan model_memory_plan(const GPT2Config *, int B, int T, int recompute, int layers, int slots, int outer,
 //                                int stream_layers)
 //   void backend_init(int local_rank)                      (picks and prepares the device)
-//   const char *model_device_name(void), size_t backend_state_bytes, backend_scratch_bytes (bytes handed out
+//   const char *backend_device_name(void), size_t backend_state_bytes, backend_scratch_bytes (bytes handed out
 //                                                          for model state, and for activations)
-//   double model_peak_flops(void)                          (dense peak FLOP/s of one device; 0 = unknown)
+//   double backend_peak_flops(void)                        (dense peak FLOP/s of one device; 0 = unknown)
 // the model's pieces and the backend that zero.h drives (see there), and BUILD_NAME. Everything the user
 // sees of a run (flags, files, logs) is decided here once: the flags in config.h, the run record and its
 // set-up in run.h, the memory plan in plan.h, what is printed and logged in report.h, samples in sample.h,
@@ -270,7 +270,7 @@ static StepResult run_step(Run *r, int step) {
     // model FLOPs per token, as llm.c and PaLM count them: 6N for the matmuls' forward and
     // backward, plus 6*L*C*T for attention; per device
     s.flops = (6.0 * r->num_params + 6.0 * r->mc.num_layers * r->mc.channels * T) * tps / r->world;
-    s.peak = model_peak_flops();
+    s.peak = backend_peak_flops();
     if (step > r->start_step) { r->total_ms += ms; r->timed_steps++; }  // the first step warms caches
     // the pipeline's measured bubble: the share of each stage's step spent waiting for a neighbour
     if (pp_stages > 1) {

@@ -637,11 +637,11 @@ static void zero_update(Zero *z, const AdamWArgs *args) { zero_update_with(z, ar
 
 // Whether the step's update can be issued before the host has seen the norm: AdamW runs on the device, and
 // the device can add the ranks' sums of squares up itself: the whole norm is this rank's (stage 0, one rank),
-// or the ranks exchange their sums without the host waiting (NCCL, or the CPU build's host memory). Not
+// or the ranks exchange their sums without the host waiting (the device transport, or host memory). Not
 // across pipeline stages: the caller knows whether there are several, and the tied unit is counted by one.
 static int zero_update_on_device(const Zero *z) {
     int local = z->stage == 0 || z->comm->world == 1;
-    int exchange = !COMM_DEVICE_MEMORY || z->comm->transport == COMM_NCCL;
+    int exchange = z->comm->transport != COMM_MPI_STAGED;
     return z->store == &ZERO_STORE_DEVICE && (local || exchange) && !z->tied;
 }
 

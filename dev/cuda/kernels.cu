@@ -15,7 +15,7 @@
 #include "cuda/classifier.cuh"
 #include "cuda/backend.cuh"
 #include <omp.h>
-#include "timing.h"  // train_gpt.c's profile_peak_flops reads its clock
+#include "timing.h"  // train_gpt.c's backend_profile_peak_flops reads its clock
 #undef PRECISION_DEFAULT
 #undef PRECISIONS_BUILT
 #undef ATT_SAVED_FLOATS
