@@ -196,7 +196,7 @@ check_runs() {
 # that both benchmarks train on made once.
 prep_step() {
     restore_prebuilt
-    echo "make computes: $(make -s "${MAKE_CONF[@]}" print-config | head -1)"
+    echo "make computes: $(make -s "${MAKE_CONF[@]}" print-config | grep '^cuda: ')"
     echo "manifest's:    cuda: $(cat "$PREP/build-cuda" 2>/dev/null || echo none)"
     local t0=$SECONDS
     make -j"$(nproc)" "${MAKE_CONF[@]}" "${CUDA_BINS[@]}" train_gpt_cpu > "$W/make.out" 2>&1
@@ -229,7 +229,7 @@ prep_step() {
 # where PyTorch's wheels keep cuDNN and NVRTC (the folders, joined by ':'): llm.c's train_gpt2cu names them by
 # soname, and the GPU machine's loader may know them only through PyTorch (scripts/bench_gpu.sh has the same)
 llmc_libs() {
-    python3 -c 'import nvidia, os; print(":".join(os.path.join(p, q, l) for p in nvidia.__path__ for q in sorted(os.listdir(p)) for l in ("lib", "lib64") if os.path.isdir(os.path.join(p, q, l))))' 2>/dev/null
+    "${TORCH_PY:-python3}" -c 'import nvidia, os; print(":".join(os.path.join(p, q, l) for p in nvidia.__path__ for q in sorted(os.listdir(p)) for l in ("lib", "lib64") if os.path.isdir(os.path.join(p, q, l))))' 2>/dev/null
 }
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -238,13 +238,13 @@ llmc_libs() {
 plan() {
     STEPS=(
       "probe|10|probe"
-      "prep|40|prep_step"
-      "attention_check|50|./dev/cuda/attention check"
-      "test_gpu|140|make ${MAKE_CONF[*]} TORCH_PYTHON=\$TORCH_PY test-gpu"
-      "bench|185|BENCH_NO_BUILD=1 BENCH_SHARD=\$W/rand.bin LLMC_BIN=\$(cat \$W/llmc_bin 2>/dev/null) LLMC_DIR=$PREP/llmc/src CUDNN_FRONTEND_PATH=$PREP/llmc/cudnn-frontend/include STEPS=15 ACCUM_STEPS=6 BENCH_LIMIT_TRAIN_GPT=30 BENCH_LIMIT_LLMC=40 BENCH_LIMIT_PYTORCH=75 bash scripts/bench_gpu.sh rows1 rows32"
-      "attention_sdpa|45|BENCH_NO_BUILD=1 bash scripts/bench_gpu.sh --append attention"
+      "prep|45|prep_step"
+      "attention_check|90|./dev/cuda/attention check|beside"
+      "test_gpu|150|make ${MAKE_CONF[*]} TORCH_PYTHON=\$TORCH_PY test-gpu"
+      "bench|210|BENCH_NO_BUILD=1 BENCH_SHARD=\$W/rand.bin LLMC_BIN=\$(cat \$W/llmc_bin 2>/dev/null) LLMC_DIR=$PREP/llmc/src CUDNN_FRONTEND_PATH=$PREP/llmc/cudnn-frontend/include TORCH_PYTHON=\$TORCH_PY STEPS=15 ACCUM_STEPS=6 BENCH_LIMIT_TRAIN_GPT=30 BENCH_LIMIT_LLMC=40 BENCH_LIMIT_PYTORCH=100 BENCH_LIMIT_LLMC_BUILD=90 bash scripts/bench_gpu.sh rows1 rows32"
+      "attention_sdpa|45|BENCH_NO_BUILD=1 TORCH_PYTHON=\$TORCH_PY bash scripts/bench_gpu.sh --append attention"
       "kernels|15|BENCH_NO_BUILD=1 bash scripts/bench_gpu.sh --append kernels"
-      "levers|55|BENCH_NO_BUILD=1 BENCH_SHARD=\$W/rand.bin STEPS=12 BENCH_LIMIT_TRAIN_GPT=12 bash scripts/bench_levers.sh"
+      "levers|60|BENCH_NO_BUILD=1 BENCH_SHARD=\$W/rand.bin STEPS=12 BENCH_LIMIT_TRAIN_GPT=15 bash scripts/bench_levers.sh"
     )
 }
 # the headline files copied to $OUT after each step (with summary.txt and logs.tar.gz: 8 files at most)
@@ -267,36 +267,43 @@ probe() {
     echo "tree: $BENCH_REV; prebuilt: $(head -1 "$PREP/MANIFEST.txt" 2>/dev/null || echo none)"
 }
 
-# run one step under its limit and the deadline; its log to $W/logs/NN_name.txt, a line to summary.txt
+# One step: run under its limit (and the deadline) in the background, its log to $W/logs/NN_name.txt; step_finish
+# waits for it and adds its line to summary.txt. A step marked "beside" (the attention check: its float64 reference
+# on one CPU core takes ~45 s at T=1024) runs while the next step does, and is waited for after it.
 STEP_NO=0
-step() {  # name, limit, command
-    local name=$1 limit=$2 cmd=$3 t0=$SECONDS rc
+declare -A STEP_PID STEP_LOG STEP_T0 STEP_LIMIT
+step_start() {  # name, limit, command
+    local name=$1 limit=$2 cmd=$3
     STEP_NO=$((STEP_NO + 1))
     local log; log="$W/logs/$(printf %02d $STEP_NO)_$name.txt"
     local left=$((DEADLINE - SECONDS - 3))
     if [ $left -lt 5 ]; then
-        echo "$name: not run, the ${BUDGET} s were spent" | tee -a "$DST/summary.txt"; return 0
+        echo "$name: not run, the ${BUDGET} s were spent" | tee -a "$DST/summary.txt"; return 1
     fi
     [ "$limit" -gt "$left" ] && limit=$left
     echo "== $name, limit ${limit} s, $(date -u +%T): $cmd" > "$log"
     case "$cmd" in
-        probe|prep_step)   # functions of this script, run under the limit in a child bash
+        probe|prep_step)   # functions of this script, run in a child bash
             export -f "$cmd" restore_prebuilt check_runs llmc_libs human
             export PREP W BENCH_REV TORCH_PY OLD_SRC OLD_STAMP OLD_BIN ROOT
-            local arr; arr=$(declare -p CUDA_BINS MAKE_CONF)
-            timeout -k 5 "$limit" bash -c "$arr; $cmd" >> "$log" 2>&1 ;;
-        *) timeout -k 5 "$limit" bash -c "$cmd" >> "$log" 2>&1 ;;
+            cmd="$(declare -p CUDA_BINS MAKE_CONF); $cmd" ;;
     esac
-    rc=$?
-    local why="exit $rc"
-    { [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && why="STOPPED at its ${limit} s limit (a hang, or too slow)"
+    timeout -k 5 "$limit" bash -c "$cmd" >> "$log" 2>&1 &
+    STEP_PID[$name]=$! STEP_LOG[$name]=$log STEP_T0[$name]=$SECONDS STEP_LIMIT[$name]=$limit
+}
+step_finish() {  # name
+    local name=$1 rc
+    [ -n "${STEP_PID[$name]:-}" ] || return 0
+    wait "${STEP_PID[$name]}"; rc=$?
+    local log=${STEP_LOG[$name]} why="exit $rc"
+    { [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && why="STOPPED at its ${STEP_LIMIT[$name]} s limit (a hang, or too slow)"
     local last; last=$(grep -vE '^\s*$' "$log" | tail -1 | cut -c1-160)
-    echo "$name: $why, $((SECONDS - t0)) s | $last" | tee -a "$DST/summary.txt"
-    # headline lines into the summary: the bench's rows, the tests' verdicts
+    echo "$name: $why, $((SECONDS - STEP_T0[$name])) s | $last" | tee -a "$DST/summary.txt"
+    # headline lines into the summary: the tests' verdicts, the bench's rows
     case "$name" in
         test_gpu) grep -E '^(FAIL|SKIP)|passed, ' "$log" | sed 's/^/    /' >> "$DST/summary.txt" ;;
         attention_check) grep -E '^FAIL|check\(s\) failed' "$log" | sed 's/^/    /' >> "$DST/summary.txt" ;;
-        bench|attention_sdpa|kernels|levers) grep -E 'ms/step|speed|TFLOP|failed|not run' "$log" | grep -v '^==' | head -30 | sed 's/^/    /' >> "$DST/summary.txt" ;;
+        bench|attention_sdpa|kernels|levers) grep -E 'ms/step|speed|TFLOP|failed|not run|stopped' "$log" | grep -v '^==' | head -30 | sed 's/^/    /' >> "$DST/summary.txt" ;;
     esac
     local h; h=$(headline "$name")
     [ -n "$h" ] && cp "$log" "$DST/$h"
@@ -304,6 +311,7 @@ step() {  # name, limit, command
         [ -f "$bf" ] && [ "$bf" -nt "$W/started" ] && cp "$bf" "$DST/"
     done
     tar -czf "$DST/.logs.tar.gz.tmp" -C "$W" logs 2>/dev/null && mv "$DST/.logs.tar.gz.tmp" "$DST/logs.tar.gz"
+    unset "STEP_PID[$name]"
     return 0
 }
 
@@ -350,13 +358,20 @@ rehearse() {
         export PATH="$nvdir:$farm"   # nvcc where it is: the stamp names it by its path
         echo "rehearsal in a copy of what travels ($sim), PATH without mpicc (mpicc: $(command -v mpicc || echo none)):"
         restore_prebuilt | sed 's/^/  /'
-        local got want; got=$(make -s "${MAKE_CONF[@]}" print-config | head -1 | sed 's/^cuda: //'); want=$(cat "$PREP/build-cuda")
+        echo "  make's own view, no MPICC=/URING= given: $(make -s print-config | grep '^cuda: ' | grep -oE '\| mpi.*')"
+        echo "    (no mpicc on this PATH: no MPI, as on the GPU machine; liburing is installed here, the GPU image has"
+        echo "    none, and URING= is given on every make command line of the session anyway)"
+        local got want; got=$(make -s "${MAKE_CONF[@]}" print-config | sed -n 's/^cuda: //p'); want=$(cat "$PREP/build-cuda")
         echo "  stamp make computes there: $got"
         [ "$got" = "$want" ] && echo "  = the prebuilt binaries' stamp: match" || echo "  DIFFERS from the prebuilt binaries' stamp: $want (everything would rebuild)"
         local n; n=$(NVCC_ARCH="$ARCH_90A" make -n "${MAKE_CONF[@]}" "${CUDA_BINS[@]}" 2>&1 | grep -c 'nvcc')
         echo "  make -n ${CUDA_BINS[*]}: $n nvcc command(s) $([ "$n" -eq 0 ] && echo '(nothing rebuilds)' || echo '(these rebuild)')"
         NVCC_ARCH="$ARCH_90A" make -n "${MAKE_CONF[@]}" "${CUDA_BINS[@]}" 2>&1 | grep -oE ' -o [^ ]+' | sed 's/^/   /'
         echo "  make -n train_gpt_cpu: $(make -n "${MAKE_CONF[@]}" train_gpt_cpu | grep -c ' -o train_gpt_cpu') gcc command (built there, ~3 s)"
+        # and the other way: a source changed after prepare (a line added to test/test_generate.c) rebuilds its binary
+        echo "// changed" >> test/test_generate.c
+        restore_prebuilt > /dev/null
+        echo "  with test/test_generate.c changed after prepare, make -n rebuilds:$(NVCC_ARCH="$ARCH_90A" make -n "${MAKE_CONF[@]}" "${CUDA_BINS[@]}" 2>&1 | grep -oE ' -o [^ ]+' | sed 's/ -o / /' | tr -d '\n')"
     )
     rm -rf "$sim"
 }
@@ -392,16 +407,17 @@ if [ "$DRY" = 1 ]; then
     echo "W = a work folder, OUT = the device tool's folder that comes back):"
     total=0
     for s in "${STEPS[@]}"; do
-        IFS='|' read -r name limit cmd <<< "$s"
+        IFS='|' read -r name limit cmd how <<< "$s"
         printf '%s\n' "${run_steps[@]}" | grep -qx "$name" || continue
-        total=$((total + limit))
+        [ "$how" = beside ] && name="$name (beside the next step)" || total=$((total + limit))
         case "$cmd" in
             probe) cmd="probe: nvidia-smi, nvcc, gcc, mpirun, python3/torch, cpu (function probe)" ;;
             prep_step) cmd="prep: restore_prebuilt; make -j\$(nproc) ${MAKE_CONF[*]} ${CUDA_BINS[*]} train_gpt_cpu; the binaries that do not run rebuilt; llm.c's libraries checked; python3 dev/rand_shard.py \$W/rand.bin" ;;
         esac
         printf '  %-16s %4d s  %s\n' "$name" "$limit" "$cmd"
     done
-    echo "  total of the limits: $total s of $BUDGET s (9 min = 540 s): $([ $total -le "$BUDGET" ] && echo within || echo OVER)"
+    echo "  total of the limits, one after another: $total s of $BUDGET s (9 min = 540 s): $([ $total -le "$BUDGET" ] && echo within || echo OVER)"
+    echo "  (the attention check runs beside make test-gpu, on another core, and is waited for after it)"
     echo "  each step also stops at the deadline (start + $BUDGET s): a slow step costs the ones after it, levers first"
     echo "back in \$OUT (8 files at most): summary.txt, logs.tar.gz, device.txt, attention_check.txt, test_gpu.txt,"
     echo "  bench_gpu_<card>.txt, levers.txt"
@@ -427,9 +443,15 @@ touch "$W/started"
 export W
 DEADLINE=$((SECONDS + BUDGET))
 echo "== $(date -u +%FT%TZ) gpu_session.sh $mode at $BENCH_REV, budget $BUDGET s, on $(nvidia-smi -L 2>/dev/null | head -1)" | tee -a "$DST/summary.txt"
+beside=()
 for s in "${STEPS[@]}"; do
-    IFS='|' read -r name limit cmd <<< "$s"
+    IFS='|' read -r name limit cmd how <<< "$s"
     printf '%s\n' "${run_steps[@]}" | grep -qx "$name" || continue
-    step "$name" "$limit" "$cmd"
+    step_start "$name" "$limit" "$cmd" || continue
+    if [ "$how" = beside ]; then beside+=("$name"); continue; fi
+    step_finish "$name"
+    for b in "${beside[@]}"; do step_finish "$b"; done
+    beside=()
 done
+for b in "${beside[@]}"; do step_finish "$b"; done
 echo "== done after $SECONDS s; logs in $DST/logs.tar.gz" | tee -a "$DST/summary.txt"

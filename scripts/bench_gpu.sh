@@ -39,6 +39,7 @@ STEPS=${STEPS:-20}              # steps per program at one micro-batch; the firs
 ACCUM_STEPS=${ACCUM_STEPS:-8}   # steps per program at 0.5M tokens (each about 32 micro-batches)
 LIM_TG=${BENCH_LIMIT_TRAIN_GPT:-120} LIM_PT=${BENCH_LIMIT_PYTORCH:-300} LIM_LC=${BENCH_LIMIT_LLMC:-180}
 LIM_LC_BUILD=${BENCH_LIMIT_LLMC_BUILD:-300}
+TORCH_PY=${TORCH_PYTHON:-python3}   # the Python that holds PyTorch (with CUDA)
 B=16 T=1024 ACCUM=32
 N_PARAMS=124439808 L=12 C=768
 [ "${BENCH_NO_BUILD:-0}" = 1 ] || make -s train_gpt dev/cuda/kernels dev/cuda/attention || exit 1
@@ -96,7 +97,7 @@ print(r[-1]["flops_per_s"]/r[-1]["mfu"] if r else "")' "$log")
 
 run_pytorch() {  # accum, steps
     local acc=$1 steps=$2 what; what="d12 B=$B$([ "$1" -gt 1 ] && echo " x$1") T=$T"
-    timeout -k 5 "$LIM_PT" python3 dev/bench_pytorch.py --depth 12 --batch $B --seq $T --accum "$acc" --steps $((steps + 5)) \
+    timeout -k 5 "$LIM_PT" "$TORCH_PY" dev/bench_pytorch.py --depth 12 --batch $B --seq $T --accum "$acc" --steps $((steps + 5)) \
         > "$W/pt$acc.out" 2>&1
     local rc=$?
     if stopped $rc; then echo "pytorch $what: stopped after its ${LIM_PT} s limit (torch.compile included)"; return 1; fi
@@ -113,7 +114,7 @@ LLMC_ATT="" LLMC_BUILT=0
 # PyTorch's wheels' library folders (cuDNN, NVRTC), for llm.c's run: on a machine whose loader knows cuDNN only
 # through PyTorch, the prebuilt train_gpt2cu (linked by soname) finds it there
 llmc_libs() {
-    python3 -c 'import nvidia, os; print(":".join(os.path.join(p, q, l) for p in nvidia.__path__ for q in sorted(os.listdir(p)) for l in ("lib", "lib64") if os.path.isdir(os.path.join(p, q, l))))' 2>/dev/null
+    "$TORCH_PY" -c 'import nvidia, os; print(":".join(os.path.join(p, q, l) for p in nvidia.__path__ for q in sorted(os.listdir(p)) for l in ("lib", "lib64") if os.path.isdir(os.path.join(p, q, l))))' 2>/dev/null
 }
 LLMC_LD=$(llmc_libs)
 if [ -n "${LLMC_BIN:-}" ]; then
@@ -144,13 +145,13 @@ build_llmc() {
     if [ -n "$nvml" ]; then mkdir -p "$W/lib" && ln -sf "$nvml" "$W/lib/libnvidia-ml.so" && libs="$libs -L$W/lib"; fi
     local cudnn=() fe="${CUDNN_FRONTEND_PATH:-}"
     [ -z "$fe" ] && for d in "$HOME/cudnn-frontend/include" "$LLMC_DIR/cudnn-frontend/include"; do [ -d "$d" ] && fe=$d && break; done
-    # cudnn.h: the CUDA toolkit's, else PyTorch's pip package nvidia-cudnn (include/ and lib/ beside each other)
-    local cudnn_inc; cudnn_inc=$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null)
+    # cudnn.h: PyTorch's pip package nvidia-cudnn's where it has one (include/ and lib/ beside each other: the
+    # library llm.c then loads, through LLMC_LD, is the one it was compiled against), else the CUDA toolkit's
+    local cudnn_inc; cudnn_inc=$("$TORCH_PY" -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null)
     if [ -n "$fe" ] && [ -f "$fe/cudnn_frontend.h" ]; then
         ln -sfn "$(cd "$fe/.." && pwd)" "$src/cudnn-frontend"
         local extra=""
-        echo '#include <cudnn.h>' > "$W/has_cudnn.cu"
-        if ! nvcc -E "$W/has_cudnn.cu" -o /dev/null > /dev/null 2>&1 && [ -f "$cudnn_inc/include/cudnn.h" ]; then
+        if [ -n "$cudnn_inc" ] && [ -f "$cudnn_inc/include/cudnn.h" ]; then
             extra=" -I$cudnn_inc/include"; libs="$libs -L$cudnn_inc/lib"; export LD_LIBRARY_PATH="$cudnn_inc/lib:${LD_LIBRARY_PATH:-}"
             if [ ! -e "$cudnn_inc/lib/libcudnn.so" ]; then  # the wheel ships only libcudnn.so.9
                 mkdir -p "$W/lib" && ln -sf "$(ls "$cudnn_inc"/lib/libcudnn.so.* | head -1)" "$W/lib/libcudnn.so" && libs="$libs -L$W/lib"
@@ -185,8 +186,9 @@ run_llmc() {  # accum, steps
         "./$(basename "$LLMC_BIN")" -i "$SHARD" -j "$SHARD" -e d12 -b $B -t $T \
         -d $((B * T * acc)) -x "$steps" -v 1000000 -m 1 -s 1000000 -r 0 > "$W/lc$acc.out" 2>&1)
     local rc=$?
-    if [ $rc -ne 0 ] && ! stopped $rc && [ $LLMC_BUILT = 0 ] && [ -n "${LLMC_DIR:-}" ]; then
-        # the prebuilt one failed (another cuDNN, say): build it here, once, and run again
+    if [ $rc -ne 0 ] && ! stopped $rc && [ $LLMC_BUILT = 0 ] && [ -n "${LLMC_DIR:-}" ] \
+            && grep -qiE 'cudnn|shared librar|version' "$W/lc$acc.out"; then
+        # the prebuilt one failed over its libraries (another cuDNN, say): build it here, once, and run again
         echo "  (llm.c prebuilt failed: $(grep -m1 -iE 'error|out of' "$W/lc$acc.out"); building it here)"
         LLMC_BIN=""; build_llmc; run_llmc "$@"; return
     fi
@@ -229,6 +231,6 @@ tee_args=(); [ $APPEND = 1 ] && tee_args=(-a)
   want kernels && ./dev/cuda/kernels bench
   if want attention; then  # ours, then PyTorch's scaled_dot_product_attention at the same shapes and columns
     ./dev/cuda/attention bench
-    python3 dev/bench_sdpa.py
+    "$TORCH_PY" dev/bench_sdpa.py
   fi
 } 2>&1 | tee "${tee_args[@]}" "$out"
