@@ -12,9 +12,9 @@
 # `all` runs, in the order that loses least when the time runs out (each step under its own `timeout`, and all
 # of them under one deadline, SESSION_BUDGET=540 s from the start): the machine's facts; the prebuilt binaries put
 # in place (built there only where they are stale or do not run); the attention check (fp32/bf16/fp16, the
-# backward's blocks taking turns on dQ at T = 250 and 1024); make test-gpu; the step benchmark (this trainer,
-# compiled PyTorch and llm.c at B=16, then at llm.c's 0.5M-token recipe); attention TFLOP/s beside PyTorch's SDPA;
-# the kernels one by one; the levers. Each step's log goes to a work folder as it runs; after each step a line is
+# backward's blocks taking turns on dQ at T = 250 and 1024), beside make test-gpu as its float64 reference keeps
+# one CPU core busy; the step benchmark (this trainer, compiled PyTorch and llm.c at B=16, then at llm.c's
+# 0.5M-token recipe); attention TFLOP/s beside PyTorch's SDPA; the kernels one by one; the levers. Each step's log goes to a work folder as it runs; after each step a line is
 # added to $OUT/summary.txt, the headline files are copied to $OUT and all logs are packed again into
 # $OUT/logs.tar.gz, so a call cut short still brings back what was done, and $OUT never holds more than 8 files
 # (the device tool's limit). Without $OUT (a run by hand) the files go to dev/bench/session/.
@@ -195,6 +195,9 @@ check_runs() {
 # The prep step there: binaries in place, rebuilt where stale or not running, llm.c checked, the random shard
 # that both benchmarks train on made once.
 prep_step() {
+    local t_shard=$SECONDS   # the shard is plain Python (~10 s): made while make runs
+    python3 dev/rand_shard.py "$W/rand.bin" > "$W/shard.out" 2>&1 &
+    local shard_pid=$!
     restore_prebuilt
     echo "make computes: $(make -s "${MAKE_CONF[@]}" print-config | grep '^cuda: ')"
     echo "manifest's:    cuda: $(cat "$PREP/build-cuda" 2>/dev/null || echo none)"
@@ -221,8 +224,8 @@ prep_step() {
             echo "$ROOT/$PREP/llmc/train_gpt2cu" > "$W/llmc_bin"
         fi
     fi
-    t0=$SECONDS
-    python3 dev/rand_shard.py "$W/rand.bin" && echo "random shard for the benchmarks: $W/rand.bin, $((SECONDS - t0)) s"
+    wait $shard_pid && echo "random shard for the benchmarks: $W/rand.bin, made in $((SECONDS - t_shard)) s" \
+        || echo "random shard: failed ($(tail -1 "$W/shard.out")): each benchmark makes its own"
     [ $rc -eq 0 ] && [ -x train_gpt ]
 }
 
@@ -244,7 +247,7 @@ plan() {
       "bench|210|BENCH_NO_BUILD=1 BENCH_SHARD=\$W/rand.bin LLMC_BIN=\$(cat \$W/llmc_bin 2>/dev/null) LLMC_DIR=$PREP/llmc/src CUDNN_FRONTEND_PATH=$PREP/llmc/cudnn-frontend/include TORCH_PYTHON=\$TORCH_PY STEPS=15 ACCUM_STEPS=6 BENCH_LIMIT_TRAIN_GPT=30 BENCH_LIMIT_LLMC=40 BENCH_LIMIT_PYTORCH=100 BENCH_LIMIT_LLMC_BUILD=90 bash scripts/bench_gpu.sh rows1 rows32"
       "attention_sdpa|45|BENCH_NO_BUILD=1 TORCH_PYTHON=\$TORCH_PY bash scripts/bench_gpu.sh --append attention"
       "kernels|15|BENCH_NO_BUILD=1 bash scripts/bench_gpu.sh --append kernels"
-      "levers|60|BENCH_NO_BUILD=1 BENCH_SHARD=\$W/rand.bin STEPS=12 BENCH_LIMIT_TRAIN_GPT=15 bash scripts/bench_levers.sh"
+      "levers|60|BENCH_NO_BUILD=1 BENCH_SHARD=\$W/rand.bin STEPS=12 BENCH_LIMIT_TRAIN_GPT=15 BASE_BIN=\$(ls $PREP/base/train_gpt 2>/dev/null) bash scripts/bench_levers.sh"
     )
 }
 # the headline files copied to $OUT after each step (with summary.txt and logs.tar.gz: 8 files at most)

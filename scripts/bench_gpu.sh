@@ -187,7 +187,7 @@ run_llmc() {  # accum, steps
         -d $((B * T * acc)) -x "$steps" -v 1000000 -m 1 -s 1000000 -r 0 > "$W/lc$acc.out" 2>&1)
     local rc=$?
     if [ $rc -ne 0 ] && ! stopped $rc && [ $LLMC_BUILT = 0 ] && [ -n "${LLMC_DIR:-}" ] \
-            && grep -qiE 'cudnn|shared librar|version' "$W/lc$acc.out"; then
+            && grep -qiE 'cudnn|shared librar' "$W/lc$acc.out"; then
         # the prebuilt one failed over its libraries (another cuDNN, say): build it here, once, and run again
         echo "  (llm.c prebuilt failed: $(grep -m1 -iE 'error|out of' "$W/lc$acc.out"); building it here)"
         LLMC_BIN=""; build_llmc; run_llmc "$@"; return
