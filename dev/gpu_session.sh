@@ -171,7 +171,7 @@ restore_prebuilt() {
     local changed
     changed=$(sha256sum -c "$PREP/sources.sha256" 2>/dev/null | grep -v ': OK$' | sed 's/: .*//')
     sha256sum -c "$PREP/sources.sha256" 2>/dev/null | sed -n 's/: OK$//p' | xargs -d '\n' -r touch -h -d "@$OLD_SRC"
-    if [ -n "$changed" ]; then echo "changed since prepare (their binaries are rebuilt):"; echo "$changed" | sed 's/^/  /' | head -20; fi
+    if [ -n "$changed" ]; then echo "changed since prepare (a binary built from one is rebuilt):"; echo "$changed" | sed 's/^/  /' | head -20; fi
     local b n=0
     for b in "${CUDA_BINS[@]}"; do
         [ -f "$PREP/bin/$b" ] || continue
@@ -361,7 +361,10 @@ rehearse() {
         export PATH="$nvdir:$farm"   # nvcc where it is: the stamp names it by its path
         echo "rehearsal in a copy of what travels ($sim), PATH without mpicc (mpicc: $(command -v mpicc || echo none)):"
         restore_prebuilt | sed 's/^/  /'
+        # (make writes the stamp it computes: the prebuilt one, and its date, are put back after this look)
+        cp -p .build-cuda .build-cuda.keep
         echo "  make's own view, no MPICC=/URING= given: $(make -s print-config | grep '^cuda: ' | grep -oE '\| mpi.*')"
+        mv .build-cuda.keep .build-cuda
         echo "    (no mpicc on this PATH: no MPI, as on the GPU machine; liburing is installed here, the GPU image has"
         echo "    none, and URING= is given on every make command line of the session anyway)"
         local got want; got=$(make -s "${MAKE_CONF[@]}" print-config | sed -n 's/^cuda: //p'); want=$(cat "$PREP/build-cuda")
