@@ -175,7 +175,8 @@ restore_prebuilt() {
     local b n=0
     for b in "${CUDA_BINS[@]}"; do
         [ -f "$PREP/bin/$b" ] || continue
-        mkdir -p "$(dirname "$b")" && cp "$PREP/bin/$b" "$b" && touch -d "@$OLD_BIN" "$b" && n=$((n + 1))
+        # chmod: in case the transfer kept no modes
+        mkdir -p "$(dirname "$b")" && cp "$PREP/bin/$b" "$b" && chmod +x "$b" && touch -d "@$OLD_BIN" "$b" && n=$((n + 1))
     done
     cp "$PREP/build-cuda" .build-cuda && touch -d "@$OLD_STAMP" .build-cuda
     echo "$n prebuilt binaries in place"
@@ -216,6 +217,7 @@ prep_step() {
     fi
     # llm.c: the prebuilt train_gpt2cu if the loader finds its libraries (cuDNN from PyTorch's wheel), else built here
     if [ -f "$PREP/llmc/train_gpt2cu" ]; then
+        chmod +x "$PREP/llmc/train_gpt2cu"
         local ld; ld=$(llmc_libs)
         if LD_LIBRARY_PATH="$ld${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ldd "$PREP/llmc/train_gpt2cu" 2>&1 | grep -q 'not found'; then
             echo "llm.c prebuilt: $(LD_LIBRARY_PATH="$ld" ldd "$PREP/llmc/train_gpt2cu" | grep 'not found' | tr -s ' \t' ' ' | tr '\n' ' '): the bench builds it"
