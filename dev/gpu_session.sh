@@ -57,6 +57,7 @@ human() { awk -v b="$1" 'BEGIN { printf "%.1f MiB", b / 1048576 }'; }
 # from (restore_prebuilt compares these with the tree that travelled).
 LLMC_GIT=${LLMC_GIT:-/work/.mirror/karpathy+llm.c/repo}
 FRONTEND_GIT=${FRONTEND_GIT:-/work/.mirror/NVIDIA+cudnn-frontend/repo}
+BASE_REV=${BASE_REV:-1684b4e}   # the tree of the one H100 run (dev/bench/bench_gpu_NVIDIA_H100_80GB_HBM3.txt)
 prepare() {
     command -v nvcc > /dev/null || die "prepare needs nvcc on the PATH (the CUDA toolkit)"
     git rev-parse HEAD > /dev/null 2>&1 || die "prepare needs the git checkout (it builds HEAD)"
@@ -83,6 +84,21 @@ prepare() {
     echo "   $((SECONDS - t0)) s"
 
     rm -rf "$PREP.new" && mkdir -p "$PREP.new/bin" "$PREP.new/llmc"
+    # the levers' base row: train_gpt of the tree the one H100 run measured (42.1 ms a step), same configuration
+    local base=build/gpu/base
+    if git cat-file -e "$BASE_REV^{commit}" 2>/dev/null; then
+        if [ "$(cat "$base/.rev" 2>/dev/null)" != "$BASE_REV" ]; then
+            rm -rf "$base" && mkdir -p "$base" && git archive "$BASE_REV" | tar -x -C "$base" && echo "$BASE_REV" > "$base/.rev"
+        fi
+        echo "== building train_gpt at $BASE_REV (the levers' base row)"
+        t0=$SECONDS
+        if (cd "$base" && NVCC_ARCH="$ARCH_90A" nice -n 19 make "${MAKE_CONF[@]}" train_gpt) >> "$log" 2>&1; then
+            mkdir -p "$PREP.new/base" && cp -p "$base/train_gpt" "$PREP.new/base/train_gpt" && echo "$BASE_REV" > "$PREP.new/base/rev"
+            echo "   $((SECONDS - t0)) s"
+        else
+            echo "   failed (log $log): the levers run without a base row"
+        fi
+    fi
     local b
     for b in "${CUDA_BINS[@]}"; do mkdir -p "$PREP.new/bin/$(dirname "$b")" && cp -p "$src/$b" "$PREP.new/bin/$b"; done
     cp "$src/.build-cuda" "$PREP.new/build-cuda"
@@ -133,8 +149,8 @@ prepare() {
         echo "make: NVCC_ARCH='$ARCH_90A' make ${MAKE_CONF[*]} ${CUDA_BINS[*]}"
         echo "stamp .build-cuda: $(cat "$PREP.new/build-cuda")"
         echo "binaries (sha256, bytes, path):"
-        for b in "${CUDA_BINS[@]}" llmc/train_gpt2cu; do
-            local f="$PREP.new/bin/$b"; [ "$b" = llmc/train_gpt2cu ] && f="$PREP.new/$b"
+        for b in "${CUDA_BINS[@]}" llmc/train_gpt2cu base/train_gpt; do
+            local f="$PREP.new/bin/$b"; case "$b" in llmc/*|base/*) f="$PREP.new/$b" ;; esac
             [ -f "$f" ] && echo "  $(sha256sum "$f" | cut -c1-16) $(stat -c %s "$f") $b"
         done
         [ -f "$PREP.new/llmc/BUILD.txt" ] && sed 's/^/llm.c: /' "$PREP.new/llmc/BUILD.txt"
@@ -332,7 +348,7 @@ travel_report() {
     if [ -d "$PREP" ]; then
         carry=$(du -sb "$PREP" | cut -f1); total=$((total + carry))
         echo "  carry $PREP: $(human "$carry")"
-        du -sb "$PREP"/bin "$PREP"/llmc/train_gpt2cu "$PREP"/llmc/src "$PREP"/llmc/cudnn-frontend 2>/dev/null | while read -r s p; do echo "    $p: $(human "$s")"; done
+        du -sb "$PREP"/bin "$PREP"/base "$PREP"/llmc/train_gpt2cu "$PREP"/llmc/src "$PREP"/llmc/cudnn-frontend 2>/dev/null | while read -r s p; do echo "    $p: $(human "$s")"; done
     else
         echo "  carry $PREP: MISSING (run: bash dev/gpu_session.sh prepare)"
     fi

@@ -43,4 +43,6 @@ time_one "TRAIN_GPT_CLASSIFIER_STAGED=0 (classifier row from global)" ./train_gp
 time_one "TRAIN_GPT_GRAPHS=0 (forward and backward launched eagerly, not as CUDA graphs)" ./train_gpt TRAIN_GPT_GRAPHS=0
 time_one "GELU_FUSION=1 RESIDUAL_FUSION=1" ./train_gpt TRAIN_GPT_GELU_FUSION=1 TRAIN_GPT_RESIDUAL_FUSION=1
 time_one "defaults (again, for the spread)" ./train_gpt
-if [ -n "${BASE_BIN:-}" ]; then time_one "base build: $BASE_BIN" "$BASE_BIN"; fi
+if [ -n "${BASE_BIN:-}" ]; then  # its commit, where a file named rev beside it says (dev/gpu_session.sh prepare writes one)
+    time_one "base build: $BASE_BIN$([ -f "$(dirname "$BASE_BIN")/rev" ] && echo " ($(cat "$(dirname "$BASE_BIN")/rev"))")" "$BASE_BIN"
+fi
