@@ -324,7 +324,10 @@ step_finish() {  # name
     case "$name" in
         test_gpu) grep -E '^(FAIL|SKIP)|passed, ' "$log" | sed 's/^/    /' >> "$DST/summary.txt" ;;
         attention_check) grep -E '^FAIL|check\(s\) failed' "$log" | sed 's/^/    /' >> "$DST/summary.txt" ;;
-        bench|attention_sdpa|kernels|levers) grep -E 'ms/step|speed|TFLOP|failed|not run|stopped' "$log" | grep -v '^==' | head -30 | sed 's/^/    /' >> "$DST/summary.txt" ;;
+        bench|levers) grep -E 'ms/step|speed|failed|not run|stopped' "$log" | grep -v '^==' | head -30 | sed 's/^/    /' >> "$DST/summary.txt" ;;
+        # attention: the header and the rows at T=1024, hs 64 (GPT-2's; the goals are set at B=8)
+        attention_sdpa) grep -E '^(bench|sdpa) .*(TFLOP|  1024  12   64 \|)|n/a|failed|rror' "$log" | head -12 | sed 's/^/    /' >> "$DST/summary.txt" ;;
+        kernels) grep -E 'TFLOP|rror' "$log" | head -12 | sed 's/^/    /' >> "$DST/summary.txt" ;;
     esac
     local h; h=$(headline "$name")
     [ -n "$h" ] && cp "$log" "$DST/$h"
@@ -451,6 +454,7 @@ if [ "$DRY" = 1 ]; then
         sed 's/^/  /' "$PREP/MANIFEST.txt" | grep -v '^  sources:'
         miss=0; for b in "${CUDA_BINS[@]}"; do [ -x "$PREP/bin/$b" ] || { echo "  MISSING: $PREP/bin/$b"; miss=1; }; done
         [ -x "$PREP/llmc/train_gpt2cu" ] || { echo "  MISSING: $PREP/llmc/train_gpt2cu (llm.c would be built there)"; miss=1; }
+        [ -x "$PREP/base/train_gpt" ] || echo "  no $PREP/base/train_gpt: the levers run without a base row"
         [ $miss -eq 0 ] && echo "  all 5 binaries and llm.c's train_gpt2cu present"
         rehearse
     else
