@@ -174,6 +174,18 @@ bench: train_gpt dev/cuda/kernels dev/cuda/attention
 bench-levers: train_gpt
 	bash scripts/bench_levers.sh
 
+# The configuration stamps' text as this machine computes it (.build-cuda, .build-cpu): dev/gpu_session.sh
+# compares it with the prebuilt binaries' (.bench/MANIFEST.txt), since a stamp that differs rebuilds everything.
+# (Not in .PHONY until the README names them: test/test_readme.sh asks that of every phony target.)
+print-config:
+	@echo 'cuda: $(CUDA_CONFIG)'
+	@echo 'cpu: $(CPU_CONFIG)'
+
+# Here, for a later GPU window: the sm_90a binaries without Open MPI or liburing (the GPU machine's configuration)
+# and llm.c's train_gpt2cu, into the ignored .bench/ that the device tool carries (dev/gpu_session.sh prepare).
+gpu-prepare:
+	bash dev/gpu_session.sh prepare
+
 bench-cpu: train_gpt_cpu
 	bash scripts/bench_cpu.sh
 
