@@ -100,7 +100,7 @@ def flags_in(args):
         a = a.strip("[]")
         if re.match(r"^--?[a-zA-Z][a-zA-Z0-9-]*(=.*)?$", a): out.append(a.split("=")[0])
     return out
-def check_command(words, env, problems, where):
+def check_command(words, env, problems, where, inline=False):
     if not words: return
     for k, v in env:
         if k.startswith("TRAIN_GPT_") and k not in SOURCE_VARS: problems.append(f"{where}: no such variable {k}")
@@ -120,16 +120,16 @@ def check_command(words, env, problems, where):
         else: unknown(flags_in(args[i + 1:]), help_flags(trainer_help), where, problems)
     elif prog == "sbatch":
         s = next((a for a in args if a.startswith("scripts/")), None)
-        if not s or not os.path.exists(s): problems.append(f"{where}: sbatch of no script of ours")
+        if (s or not inline) and (not s or not os.path.exists(s)): problems.append(f"{where}: sbatch of no script of ours")
     elif prog == "./tokenize":
-        if not args or args[0] not in ("encode", "decode", "shards"): problems.append(f"{where}: no tokenize subcommand")
+        if (args or not inline) and (not args or args[0] not in ("encode", "decode", "shards", "--help")): problems.append(f"{where}: no tokenize subcommand")
         unknown(flags_in(args[1:]), help_flags(tokenize_help), where, problems)
     elif re.match(r"^(\./)?(scripts|dev|test)/", prog):
         path = prog[2:] if prog.startswith("./") else prog
         if not os.path.exists(path) and not make_target(path): problems.append(f"{where}: no {path}")
         elif path.endswith(".py"): unknown(flags_in(args), py_flags(path), where, problems)
         elif path in ("scripts/tinyshakespeare.sh", "scripts/run_node.sh"):
-            if path == "scripts/run_node.sh" and args and args[0] != "none" and f"{args[0]})" not in recipes:
+            if path == "scripts/run_node.sh" and args and args[0] != "none" and f"{args[0]})" not in recipes and not (inline and args[0].isupper()):
                 problems.append(f"{where}: no recipe {args[0]} in scripts/gpt2_recipes.sh")
             unknown(flags_in(args), help_flags(trainer_help), where, problems)
     elif prog in UTILITIES:
@@ -178,7 +178,17 @@ def check_commands():
         try:
             for words, env in split_command(line): check_command(words, env, problems, where)
         except ValueError as e: problems.append(f"{where}: cannot parse ({e}): {line}")
-    result(not problems and n > 0, f"{n} commands in the code blocks of README.md and docs/*.md ({len(DOCS) - 1} pages), each checked: its program exists and knows every flag given", "; ".join(problems))
+    # commands quoted in the prose too: a code span that starts with one of our programs
+    m_inline = 0
+    for f in DOCS:
+        body = re.sub(r"```.*?```", "", text[f], flags=re.S)
+        for span in re.findall(r"`([^`\n]+)`", body):
+            if not re.match(r"^(\./train_gpt|\./tokenize |scripts/|\./dev/|make |sbatch |python3 scripts/)", span): continue
+            try: words = shlex.split(span)
+            except ValueError: continue
+            m_inline += 1
+            check_command([w for w in words if w != "..."], [], problems, f"{f} (in the text)", inline=True)
+    result(not problems and n > 0, f"{n} commands in the code blocks of README.md and docs/*.md ({len(DOCS) - 1} pages) and {m_inline} in their text, each checked: its program exists and knows every flag given", "; ".join(problems))
 
 # 3. names: make targets, scripts, files and TRAIN_GPT_* variables exist, and every script and target is named
 tracked = run(["git", "ls-files"]).stdout.split()
