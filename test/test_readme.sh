@@ -182,7 +182,7 @@ def check_commands():
     m_inline = 0
     for f in DOCS:
         body = re.sub(r"```.*?```", "", text[f], flags=re.S)
-        for span in re.findall(r"`([^`\n]+)`", body):
+        for span in (re.sub(r"\s+", " ", x) for x in re.findall(r"`([^`]+)`", body)):
             if not re.match(r"^(\./train_gpt|\./tokenize |scripts/|\./dev/|make |sbatch |python3 scripts/)", span): continue
             try: words = shlex.split(span)
             except ValueError: continue
@@ -206,10 +206,10 @@ EXTERNAL = {"cuda_bf16.h", "cuda_fp16.h", "cudnn.h", "train_gpt2.cu", "emu.h", "
 def check_names():
     alltext = "\n".join(text.values())
     missing = []
-    for t in set(re.findall(r"`make ([a-z][a-z0-9_/-]*)", alltext)) | set(re.findall(r"^make ([a-z][a-z0-9_/-]*)", alltext, re.M)):
+    for t in set(re.findall(r"`make\s+([a-z][a-z0-9_/-]*)", alltext)) | set(re.findall(r"^make ([a-z][a-z0-9_/-]*)", alltext, re.M)):
         if not make_target(t): missing.append(f"make-{t}")
     for t in re.sub(r"^\.PHONY: *", "", next(l for l in makefile.splitlines() if l.startswith(".PHONY"))).split():
-        if not re.search(rf"make {re.escape(t)}( |`|$)", alltext, re.M): missing.append(f"undocumented-make-{t}")
+        if not re.search(rf"make\s+{re.escape(t)}(\s|`|$)", alltext, re.M): missing.append(f"undocumented-make-{t}")
     for p in set(re.findall(r"(?<![\w/.])((?:scripts|test|dev|cuda)/[A-Za-z0-9_./-]+\.(?:sh|py|cuh|cu|c|h|txt|png|jsonl|cpp))\b", alltext)):
         if not os.path.exists(p): missing.append(p)
     for f in sorted(glob.glob("scripts/*")):
