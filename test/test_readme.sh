@@ -88,7 +88,9 @@ def make_target(t):
 script_help = {}
 def py_flags(path):
     if path not in script_help:
-        script_help[path] = help_flags(run(["python3", path, "--help"]).stdout)
+        r = run([sys.executable, path, "--help"])
+        if r.returncode != 0: raise RuntimeError(f"{path} --help failed: {r.stderr.strip()[-300:]}")
+        script_help[path] = help_flags(r.stdout)
     return script_help[path]
 tokenize_help = run(["./tokenize", "--help"]).stdout
 recipes = open("scripts/gpt2_recipes.sh").read()
