@@ -95,7 +95,7 @@ def py_flags(path):
 tokenize_help = run(["./tokenize", "--help"]).stdout
 recipes = open("scripts/gpt2_recipes.sh").read()
 TRAINERS = ("./train_gpt", "./train_gpt_cpu", "./train_gpt_emu")
-UTILITIES = {"pip", "git", "cat", "zcat", "cd", "ls", "curl"}  # not ours: nothing of ours to check
+UTILITIES = {"pip", "git", "cat", "zcat", "cd", "ls", "curl", "wget", "mkdir", "echo", "head", "cmp", "diff", "huggingface-cli"}  # not ours: nothing of ours to check
 def flags_in(args):
     out = []
     for a in args:
@@ -110,7 +110,8 @@ def check_command(words, env, problems, where, inline=False):
         if k == "RECIPE" and v != "none" and f'{v})' not in recipes: problems.append(f"{where}: no recipe {v} in scripts/gpt2_recipes.sh")
         if k == "TRAIN_BIN" and not v.startswith("./train_gpt"): problems.append(f"{where}: TRAIN_BIN={v}")
     prog, args = words[0], words[1:]
-    if prog in ("bash", "python3", "nice") and args: prog, args = args[0], args[1:]
+    if re.search(r"(^|/)python3?$", prog) and args and args[0] == "-c": return  # inline Python: nothing of ours
+    if (prog in ("bash", "nice") or re.search(r"(^|/)python3?$", prog)) and args: prog, args = args[0], args[1:]
     if prog == "make":
         for t in args:
             if "=" not in t and not make_target(t): problems.append(f"{where}: no make target {t}")
