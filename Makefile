@@ -39,7 +39,7 @@ EMU_OK := $(wildcard $(CUDA_HOME)/include/cuda_bf16.h)
 EMU_BINS = train_gpt_emu train_gpt_emu_race test/test_gpt2_emu dev/cuda/kernels_emu dev/cuda/attention_emu dev/cuda/kernels_emu_race \
   dev/cuda/kernels_emu_asan dev/cuda/emu/selftest dev/cuda/emu/selftest_race
 
-.PHONY: bench-data all test test-gpu test-cuda-emu test-multinode bench bench-levers bench-cpu mutants clean
+.PHONY: bench-data all test test-gpu test-cuda-emu test-multinode bench bench-levers bench-cpu mutants clean print-config gpu-prepare
 all: train_gpt_cpu tokenize $(if $(and $(NVCC),$(wildcard train_gpt.cu)),train_gpt)
 
 train_gpt_cpu: train_gpt.c $(HEADERS) .build-cpu
@@ -176,7 +176,6 @@ bench-levers: train_gpt
 
 # The configuration stamps' text as this machine computes it (.build-cuda, .build-cpu): dev/gpu_session.sh
 # compares it with the prebuilt binaries' (.bench/MANIFEST.txt), since a stamp that differs rebuilds everything.
-# (Not in .PHONY until the README names them: test/test_readme.sh asks that of every phony target.)
 print-config:
 	@echo 'cuda: $(CUDA_CONFIG)'
 	@echo 'cpu: $(CPU_CONFIG)'

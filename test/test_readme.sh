@@ -201,7 +201,7 @@ for p in tracked:
     try: SOURCE_VARS |= set(re.findall(r"TRAIN_GPT_[A-Z0-9_]+", open(p, errors="replace").read()))
     except OSError: pass
 basenames = {os.path.basename(p) for p in tracked} | {os.path.basename(p) for p in glob.glob("**/*", recursive=True)}
-EXTERNAL = {"cuda_bf16.h", "cuda_fp16.h", "cudnn.h", "train_gpt2.cu", "emu.h", "libnvidia-ml.so", "libnvidia-ml.so.1",
+EXTERNAL = {"cuda_bf16.h", "cuda_fp16.h", "cudnn.h", "train_gpt2.cu", "train_llama3.cu", "train_llama3.py", "emu.h", "libnvidia-ml.so", "libnvidia-ml.so.1",
             "gpt2_124M.bin", "llmc_mc.yaml", "input.txt", "in.txt", "ids.txt", "notes.txt", "model.bin", "log.jsonl",
             "config.json", "model.safetensors", "vocab.json", "merges.txt", "pytorch_model.bin", "tokenizer.bin",
             "model.safetensors.index.json", "SET.jsonl", "OUT.bin", "my_set.jsonl", "my_set_tokens.jsonl", "runs.png",
