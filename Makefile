@@ -17,7 +17,7 @@ NVCC := $(shell command -v nvcc 2>/dev/null)
 MPICC := $(shell command -v mpicc 2>/dev/null)
 CPU_CC = $(if $(MPICC),$(MPICC) -DUSE_MPI,$(CC))
 
-HEADERS = backend.h utils.h gpt2.h config.h checkpoint.h dataloader.h tokenizer.h tokenizer_tables.h tokenizer_files.h trainer.h run.h plan.h report.h sample.h fault.h comm.h watchdog.h zero.h zero_store.h swap.h pipeline.h model.h timing.h autotune.h eval_mc.h
+HEADERS = backend.h utils.h gpt2.h config.h checkpoint.h dataloader.h tokenizer.h tokenizer_tables.h tokenizer_files.h trainer.h run.h plan.h report.h sample.h fault.h comm.h watchdog.h zero.h zero_layout.h zero_store.h swap.h pipeline.h pipeline_schedule.h checkpoint_format.h model.h timing.h autotune.h eval_mc.h
 # The CPU build's kernels and host-memory backend, one header per layer family (train_gpt.c includes them).
 CPU_HEADERS = cpu/encoder.h cpu/layernorm.h cpu/matmul.h cpu/attention.h cpu/gelu.h cpu/classifier.h cpu/backend.h
 # The CUDA build's kernels and device backend, one header per layer family (train_gpt.cu includes them).
@@ -62,11 +62,13 @@ test/test_generate: test/test_generate.c test/check.h train_gpt.c $(CPU_HEADERS)
 test/hf_forward: test/hf_forward.c train_gpt.c $(CPU_HEADERS) $(HEADERS) .build-cpu
 	$(CC) $(CFLAGS) $(URING_FLAGS) -I. $< -o $@ $(LDLIBS) $(URING_LIBS)
 
-test/test_pipeline: test/test_pipeline.c test/check.h pipeline.h gpt2.h comm.h watchdog.h timing.h utils.h .build-cpu
+test/test_pipeline: test/test_pipeline.c test/check.h pipeline_schedule.h gpt2.h utils.h .build-cpu
 	$(CC) $(CFLAGS) $(URING_FLAGS) -I. $< -o $@ $(LDLIBS) $(URING_LIBS)
 
+# test/test_headers.sh compiles every header alone with the flags of the build that uses it: these.
+HEADER_CHECK_ENV = HEADER_CC="$(CPU_CC)" HEADER_CFLAGS="$(CFLAGS) $(URING_FLAGS)" HEADER_CXX="$(EMU_CXX)" HEADER_CXXFLAGS="$(EMU_FLAGS)"
 test: train_gpt_cpu tokenize test/test_gpt2 test/test_units test/test_pipeline test/test_generate test/hf_forward $(if $(EMU_OK),$(EMU_BINS))
-	PYTHON=$(PYTHON) TORCH_PYTHON=$(TORCH_PYTHON) bash test/run_tests.sh
+	$(HEADER_CHECK_ENV) PYTHON=$(PYTHON) TORCH_PYTHON=$(TORCH_PYTHON) bash test/run_tests.sh
 
 # The two-node Slurm tests alone (test/test_multinode.sh; root, on test/cluster.sh's simulated nodes): ends
 # with its own "N passed, N failed, N skipped"; `make test` runs them too.

@@ -15,9 +15,6 @@
 #include "cuda/adamw.cuh"       // defines: adamw_kernel, weights_bf16_kernel, weights_fp16_kernel
 #include "cuda/backend.cuh"     // defines: backend_* (memory, copies, offload stream, AdamW launch, device facts)
 
-#define BUILD_NAME "cuda"
-// for --help: the attention kernels are compiled for these (padded) head sizes only
-#define BUILD_EXTRA_INFO "attention head sizes 16, 32, 64, 128 (GPT-2: 64)"
 #include "backend.h"  // declares: the contract the headers above implement (a mismatch fails the build)
 
 #include "model.h"    // defines: Model, the layer pieces both builds run on the functions above

@@ -55,7 +55,10 @@ static void attention_forward(float *out, float *att, const float *qkv, int B, i
 // dqkv is overwritten. datt is a (T) scratch row per thread; one (b, h) pair owns its slice of dqkv,
 // so threads split over (b, h) and never collide. `out` (the forward's output) is for builds that
 // recompute the softmax from it; the stored att makes it unneeded here.
-static void attention_workspace(void *p, size_t bytes) { (void)p, (void)bytes; }  // none: ATT_BWD_WORKSPACE_BYTES is 0
+// The model keeps each row's full softmax (B, NH, T, T) for the backward, which needs no workspace.
+static size_t backend_att_saved_floats(size_t B, size_t NH, size_t T) { return B * NH * T * T; }
+static size_t backend_att_workspace_bytes(int B, int NH, int T, int C) { (void)B, (void)NH, (void)T, (void)C; return 0; }
+static void attention_workspace(void *p, size_t bytes) { (void)p, (void)bytes; }  // none: its bytes are 0
 static void attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out, const float *att,
                                int B, int T, int C, int NH) {
     (void)out;

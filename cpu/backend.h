@@ -16,18 +16,18 @@
 #include "../utils.h"
 #include "../gpt2.h"
 
-// The facts backend.h asks of a build.
-#define BUILD_NAME "cpu"
-// The reference computes in fp32 only (config_resolve_precision refuses the others).
-#define PRECISION_DEFAULT "fp32"
-#define PRECISIONS_BUILT "fp32"
-// The model keeps each row's full softmax (B, NH, T, T) for attention's backward.
-#define ATT_SAVED_FLOATS(B, NH, T) ((size_t)(B) * (NH) * (T) * (T))
+// The build (backend.h). The reference computes in fp32 only (config_resolve_precision refuses the others).
+static const char *backend_build_name(void) { return "cpu"; }
+static const char *backend_precision_default(void) { return "fp32"; }
+static const char *backend_precisions_built(void) { return "fp32"; }
+static const char *backend_build_extra(void) { return NULL; }
 
 // ----------------------------------------------------------------------------
 // Memory: on the CPU every buffer is host memory.
 static size_t backend_state_bytes = 0;  // model-state bytes handed out, so a run can report them beside its plan
 static size_t backend_scratch_bytes = 0;   // every byte backend_alloc_scratch handed out (activations, workspace)
+static size_t backend_state_allocated(void) { return backend_state_bytes; }
+static size_t backend_scratch_allocated(void) { return backend_scratch_bytes; }
 static void *backend_alloc_scratch(size_t bytes) {
     backend_scratch_bytes += bytes;
     return callocCheck(bytes, 1);
