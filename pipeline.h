@@ -84,7 +84,6 @@ static uint64_t pp_float_bits(float x) {
 // The tokens go up and the losses come back outside the graph: the copies' host sides change every time.
 static void pp_forward_graphed(Pipeline *p, const int *inputs, const int *targets, int B, int T, float dloss) {
     Model *m = p->z->model;
-    zero_settle(p->z);  // the last step's update, before anything reads the parameters
     model_embed_inputs(m, inputs, B, T);
     model_head_targets(m, targets);
     model_weights_ready(m);

@@ -198,9 +198,9 @@ static void run_sample(Run *r) {
     printf0("\n");
 }
 
-// One optimizer step: the last step's update (if it was deferred), the micro-batches through the pipeline,
-// the gradients reduced, the norm, the loss scaler's verdict, and the update: issued at once with the
-// device's own verdict where this rank's norm is the whole norm, else decided here and deferred. Returns
+// One optimizer step: the micro-batches through the pipeline, the gradients reduced, the norm, the loss
+// scaler's verdict, and the update: issued at once with the device's own verdict where this rank's norm is the
+// whole norm, else decided by the host after the step's synchronisation and run then. Returns
 // what the step's line reports. Between the first and the last kernel the host never waits for the device: the losses and
 // the norm's partial sums come back together at the end, with the time breakdown (one synchronisation).
 static StepResult run_step(Run *r, int step) {
@@ -219,7 +219,7 @@ static StepResult run_step(Run *r, int step) {
     STEP_BEGIN(step + 1);
     comm_watchdog_step(step + 1);
     fault_step_begin(r->rank, step + 1);
-    zero_clear_grads(zero);  // after the last step's AdamW update, which zero.h runs first
+    zero_clear_grads(zero);
     float dloss = 1.0f / ((float)B * T * A * dp), step_scale = scaler->scale;
     if (fault_overflow(step + 1)) dloss = INFINITY;
     dloss *= step_scale;  // a power of two: every gradient is scaled exactly
@@ -234,7 +234,7 @@ static StepResult run_step(Run *r, int step) {
     float lr = lr_at(cfg, step, r->lr_span);
     AdamWArgs adam = {lr, cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay, 1.0f, r->updates + 1};
     // where this rank's sums are the whole norm, the device decides clipping and skipping itself and the
-    // update follows the backward at once; elsewhere it waits for the host's verdict (zero_defer_update)
+    // update follows the backward at once; elsewhere it waits for the host's verdict (below)
     int now = pp_stages == 1 && zero_update_on_device(zero);
     if (now) {
         zero_update_verdict(zero, step_scale, cfg->grad_clip);
@@ -258,7 +258,11 @@ static StepResult run_step(Run *r, int step) {
     if (!skip) {
         r->updates++;
         adam.grad_scale = grad_scale / step_scale;
-        if (!now) zero_defer_update(zero, &adam);
+        if (!now) {  // the host's verdict: the update runs here, where the step ends, charged by the host's clock
+            double u0 = wall_seconds();
+            zero_update(zero, &adam);
+            timing_charge(PH_OPTIMIZER, MOD_NONE, (wall_seconds() - u0) * 1e3);
+        }
     } else if (now) {
         zero_update_skipped(zero, r->updates);  // the device skipped it too: the same norm, the same test
     }

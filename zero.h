@@ -25,10 +25,10 @@
 //
 // Where this rank's sums of squares are the whole gradient norm (zero_update_on_device), a step's AdamW
 // update is issued right after its backward, the device deciding clipping and skipping itself
-// (backend_update_verdict, zero_update_now). Elsewhere it is decided after the step's one
-// synchronisation (zero_defer_update) and run here when the parameters are next read: the next step's
-// zero_clear_grads, a forward (evaluation, sampling), zero_get_params, a checkpoint's zero_read_owned,
-// zero_free. Either way the device never waits for the host in between, and no caller has to remember it.
+// (backend_update_verdict, zero_update_now). Elsewhere the host decides it after the step's one
+// synchronisation and the update runs there, where the step ends (zero_update). Either way a step leaves
+// nothing pending: whatever reads the parameters after it (evaluation, sampling, a checkpoint, the next
+// step) reads them updated, and reading them changes nothing.
 //
 // --offload optimizer|params keeps AdamW's moments and the master copy of this rank's parameters off
 // the device, in a host tier: host memory, or with --offload-device nvme records of a swap file
@@ -132,25 +132,7 @@ static void zero_tie_outer_unit(Zero *z, Comm *tied, int counted_elsewhere) {
 // A unit another stage counts: the tied outer unit on the last pipeline stage.
 static int zero_counted_elsewhere(const Zero *z, int u) { return u == 0 && z->tied_counted_elsewhere; }
 
-static void zero_update(Zero *z, const AdamWArgs *args);
-
-// The deferred update, if any, now: everything that reads the parameters calls this first.
-static void zero_settle(Zero *z) {
-    if (!z->has_pending) return;
-    z->has_pending = 0;
-    timing_push(PH_OPTIMIZER);  // the last step's AdamW, as DeepSpeed's "step" counts it
-    zero_update(z, &z->pending);
-    timing_pop();
-}
-
-// The step's update, decided after its one synchronisation, to run when the parameters are next read.
-static void zero_defer_update(Zero *z, const AdamWArgs *args) {
-    z->pending = *args;
-    z->has_pending = 1;
-}
-
 static void zero_free(Zero *z) {
-    zero_settle(z);  // the last step's update, so that the run's end state is whole
     backend_adamw_plan_free(z->adamw_plan);
     backend_free(z->norm_slots);
     float *bufs[] = {z->params, z->grads, z->layer_grad, z->bucket_pack, z->layer_param[0], z->layer_param[1], z->pshard, z->gshard};
@@ -194,7 +176,6 @@ static void zero_gather_layer(Zero *z, int u, float *buf) {
 // Loads the whole model (llm.c flat order, host) into this rank's share of it; `updates` is how many
 // AdamW updates those parameters have had (0 for a fresh model, the state file's count on resume).
 static void zero_load_params(Zero *z, const float *flat, int updates) {
-    z->has_pending = 0;  // these parameters replace whatever an update would have made
     if (z->stage == 3) z->slot_layer[0] = z->slot_layer[1] = -1;
     size_t maxw = zero_max_whole(z);
     float *whole = (float *)callocCheck(maxw, sizeof(float));
@@ -213,7 +194,6 @@ static void zero_load_params(Zero *z, const float *flat, int updates) {
 
 // The whole model in llm.c's flat order on the host of every rank (for checkpoints).
 static void zero_get_params(Zero *z, float *flat) {
-    zero_settle(z);
     float *whole = (float *)mallocCheck(zero_max_whole(z) * sizeof(float));
     for (int u = 0; u < z->nu; u++) {
         if (z->usize[u] == 0) continue;
@@ -232,7 +212,6 @@ static void zero_get_params(Zero *z, float *flat) {
 // For a checkpoint that every rank writes a part of: floats [lo, lo + cnt) of unit u, inside this
 // rank's slice, of the parameters (ZS_MASTER), or of AdamW's moments (ZS_M, ZS_V), to the host.
 static void zero_read_owned(Zero *z, int a, int u, size_t lo, size_t cnt, float *dst) {
-    zero_settle(z);
     const float *master = zero_master(z, u);
     if (a == ZS_MASTER && master) backend_to_host(dst, master + (lo - z->slo[u]), cnt);
     else z->store->get(z, a, u, lo - z->slo[u], cnt, dst);
@@ -256,9 +235,8 @@ static void zero_set_opt_state(Zero *z, const float *m_flat, const float *v_flat
 // ----------------------------------------------------------------------------
 // The step.
 
-// The gradients cleared for a new step (after the last step's update, which reads them).
+// The gradients cleared for a new step (the last step's update, which read them, is done).
 static void zero_clear_grads(Zero *z) {
-    zero_settle(z);
     if (z->stage <= 1) backend_zero_state(z->grads, z->whole_floats);
     else {
         backend_zero_state(z->grads, z->ushard[0] * z->comm->world);
@@ -304,9 +282,8 @@ static void zero_bucket_done(Zero *z, int u, float *buf) {
     backend_zero_state(buf, z->ushard[u] * z->comm->world);
 }
 
-// The embedding's forward (the first pipeline stage's), after the last step's update.
+// The embedding's forward (the first pipeline stage's).
 static void zero_embed_forward(Zero *z, const int *inputs, int B, int T) {
-    zero_settle(z);
     model_embed_forward(z->model, inputs, B, T);
 }
 
@@ -314,7 +291,6 @@ static void zero_embed_forward(Zero *z, const int *inputs, int B, int T) {
 // gathered first and dropped after; at stages 2-3 its gradient is reduce-scattered as soon as its
 // backward is done. pipeline.h runs every step through these.
 static void zero_layer_forward(Zero *z, int l) {
-    zero_settle(z);
     zero_fetch_layer(z, l, +1);
     model_layer_forward(z->model, l);
     zero_drop_layer(z, l);

@@ -59,9 +59,6 @@ struct Zero {
     // gradients are summed over `tied`; the last stage's copy is counted by the first (norm, checkpoint)
     Comm *tied;
     int tied_counted_elsewhere;
-    // the update decided after a step, run when the parameters are next read (zero_settle)
-    AdamWArgs pending;
-    int has_pending;
     // the device store's update: every tensor's slice in one backend_adamw_run (made at the first update);
     // at stage 0 the working copies are written in the same pass (fused_copy)
     void *adamw_plan;
