@@ -1,7 +1,8 @@
 // backend.h: the contract between the shared code (model.h, zero.h, pipeline.h, trainer.h and the headers
 // they use) and a build. Everything the shared code asks of a build is declared here and nowhere else;
-// train_gpt.c implements it on host memory with OpenMP, train_gpt.cu (with cuda/) on a GPU. A third
-// backend is a file that defines the facts below, includes this header, and implements every function.
+// train_gpt.c (with cpu/) implements it on host memory with OpenMP, train_gpt.cu (with cuda/) on a GPU. A
+// third backend is a directory of headers that implement every function below, and a file that includes
+// them, this header and the shared ones (as train_gpt.c does); nothing need be defined before any of them.
 //
 // Memory comes in four kinds, named by what it holds, because each build places them differently:
 //   state    the model's parameters, gradients and AdamW moments: device memory, counted for the memory plan
@@ -47,7 +48,7 @@ static double profile_peak_flops(const char **source);           // the same for
 static size_t backend_peak_device_bytes(void);                   // high-water mark of device memory, 0 = none
 static size_t backend_device_capacity(void);                     // what the autotuner plans against
 
-// ---- kernels: the model's layers, forward and backward; shapes as in train_gpt.c ----
+// ---- kernels: the model's layers, forward and backward; shapes as in cpu/ ----
 // Weights and activations are floatX; LayerNorm statistics, losses, attention's saved state and every
 // parameter gradient are float. A backward accumulates (+=) into parameter gradients and overwrites dinp.
 static void encoder_forward(floatX *out, const int *inp, const floatX *wte, const floatX *wpe, int B, int T, int C);

@@ -1,5 +1,5 @@
 // train_gpt.cu: the CUDA build of the trainer, `./train_gpt`. It defines the same kernels as the CPU
-// reference (train_gpt.c), with the same names and argument order, on device memory, and the same
+// reference (train_gpt.c with cpu/), with the same names and argument order, on device memory, and the same
 // memory backend; the model code (model.h), ZeRO (zero.h), the pipeline (pipeline.h) and the
 // training loop (trainer.h) are shared, so the two builds run the same operations in the same order.
 // The kernels live in cuda/, one header per layer family (as llm.c's llmc/); cuda/common.cuh says how

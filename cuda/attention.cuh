@@ -150,7 +150,7 @@ static void attention_forward(floatX *out, float *att, const floatX *qkv, int B,
     WITH_X(flash_attention_forward((xt *)out, att, (const xt *)qkv, B, T, C, NH, main_stream));
 }
 
-// The backward's workspace: model_create's (the memory plan's ATT_BWD_WORKSPACE_BYTES), or scratch_get's where a
+// The backward's workspace: model_create's (the memory plan's backend_att_workspace_bytes), or scratch_get's where a
 // caller has none or a smaller one.
 static float *attn_ws = NULL;
 static size_t attn_ws_floats = 0;
