@@ -1,7 +1,8 @@
 // backend.h: the contract between the shared code (model.h, zero.h, pipeline.h, trainer.h and the headers
 // they use) and a build. Everything the shared code asks of a build is declared here and nowhere else;
-// train_gpt.c implements it on host memory with OpenMP, train_gpt.cu (with cuda/) on a GPU. A third
-// backend is a file that defines the facts below, includes this header, and implements every function.
+// train_gpt.c (with cpu/) implements it on host memory with OpenMP, train_gpt.cu (with cuda/) on a GPU. A
+// third backend is a directory of headers that implement every function below, and a file that includes
+// them, this header and the shared ones (as train_gpt.c does); nothing need be defined before any of them.
 //
 // Memory comes in four kinds, named by what it holds, because each build places them differently:
 //   state    the model's parameters, gradients and AdamW moments: device memory, counted for the memory plan
@@ -17,24 +18,26 @@
 #include <stdint.h>
 #include "gpt2.h"
 
-// ---- facts a build defines before it includes any shared header ----
-//   BUILD_NAME                "cpu" or "cuda": what --help and the run's banner say
-//   PRECISION_DEFAULT         the --precision a run gets when it names none, and PRECISIONS_BUILT the list
-//   ATT_SAVED_FLOATS(B,NH,T)  floats attention's forward saves for its backward (the full softmax on the CPU,
-//                             one log-sum-exp per row on the GPU)
-//   floatX, X_BYTES           the element of activations and working weights; a build whose element is
-//                             chosen at run time declares floatX as an incomplete type and X_BYTES as a
-//                             variable, so shared code moves floatX by bytes and only kernels read it
-#ifndef ATT_BWD_WORKSPACE_BYTES
-#define ATT_BWD_WORKSPACE_BYTES(B, NH, T, C) ((size_t)0)
-#endif
-#if !defined(BUILD_NAME) || !defined(PRECISION_DEFAULT) || !defined(PRECISIONS_BUILT) || !defined(ATT_SAVED_FLOATS)
-#error "backend.h: define BUILD_NAME, PRECISION_DEFAULT, PRECISIONS_BUILT and ATT_SAVED_FLOATS before the shared headers"
-#endif
+// ---- the element of activations and working weights ----
+// floatX, X_BYTES: a build whose element is chosen at run time (the CUDA build) declares floatX as an incomplete
+// type and X_BYTES as a variable before this header (cuda/common.cuh, cuda/backend.cuh), so shared code moves
+// floatX by bytes and only kernels read it. Elsewhere it is float, the CPU build's: a type cannot be declared
+// later, and this default cannot hide a mistake, since a build that declared its own floatX after this header
+// would declare it twice (a compile error), and its kernels' definitions would not match the declarations below.
 #ifndef X_BYTES
 typedef float floatX;
 #define X_BYTES sizeof(float)
 #endif
+
+// ---- the build ----
+static const char *backend_build_name(void);         // "cpu" or "cuda": what --help and the run's banner say
+static const char *backend_precision_default(void);  // the --precision a run gets when it names none
+static const char *backend_precisions_built(void);   // every --precision the build has, for --help
+static const char *backend_build_extra(void);        // one more line of --help about the build, or NULL
+// Floats attention's forward saves for its backward (the full softmax on the CPU, one log-sum-exp per row on the
+// GPU), and the bytes of the backward's workspace (0: none), for the memory plan and model_create.
+static size_t backend_att_saved_floats(size_t B, size_t NH, size_t T);
+static size_t backend_att_workspace_bytes(int B, int NH, int T, int C);
 
 // ---- the device ----
 static void backend_init(int local_rank);                        // picks this rank's device and prepares it
@@ -46,7 +49,7 @@ static double backend_profile_peak_flops(const char **source);   // the same for
 static size_t backend_peak_device_bytes(void);                   // high-water mark of device memory, 0 = none
 static size_t backend_device_capacity(void);                     // what the autotuner plans against
 
-// ---- kernels: the model's layers, forward and backward; shapes as in train_gpt.c ----
+// ---- kernels: the model's layers, forward and backward; shapes as in cpu/ ----
 // (The kernels keep llm.c's names, the same in both builds and in dev/cuda/kernels.cu; every other function
 // the shared code calls carries the backend_ prefix.)
 // Weights and activations are floatX; LayerNorm statistics, losses, attention's saved state and every
@@ -74,8 +77,8 @@ static void attention_forward(floatX *out, float *att, const floatX *qkv, int B,
 static void attention_backward(floatX *dqkv, const floatX *dout, const floatX *qkv, const floatX *out, const float *att,
                                int B, int T, int C, int NH);
 static void attention_decode(floatX *out, const floatX *qkv, int t, int C, int NH);  // one new token vs the cache
-// The backward's workspace (ATT_BWD_WORKSPACE_BYTES(B, NH, T, C) bytes, the memory plan's; a build without one
-// defines it as 0): model_create allocates it and hands it over here.
+// The backward's workspace (backend_att_workspace_bytes(B, NH, T, C), the memory plan's; a build without one
+// says 0): model_create allocates it and hands it over here.
 static void attention_workspace(void *p, size_t bytes);
 static void gelu_forward(floatX *out, const floatX *inp, long N);
 static void gelu_backward(floatX *dinp, const floatX *inp, const floatX *dout, long N);
@@ -129,8 +132,9 @@ static void backend_comm_allgather(BackendComm *dc, float *buf, size_t shard, in
 static void backend_comm_join(void);
 
 // ---- memory ----
-// The builds count what they hand out in two variables the memory plan is checked against after the model
-// is built: size_t backend_state_bytes (state and host tier) and backend_scratch_bytes (scratch).
+// The builds count what they hand out, which the memory plan is checked against after the model is built.
+static size_t backend_state_allocated(void);         // bytes of state and host tier handed out so far
+static size_t backend_scratch_allocated(void);       // bytes of scratch handed out so far
 static float *backend_alloc_state(size_t n);         // state: n floats, zeroed
 static void *backend_alloc_scratch(size_t bytes);    // scratch, zeroed
 static void backend_free(void *p);                   // either of the two above

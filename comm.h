@@ -16,6 +16,7 @@
 
 #include <limits.h>
 #include "utils.h"
+#include "backend.h"  // the device transport (backend_comm_*) and the copies
 #include "timing.h"
 #include "watchdog.h"
 #ifdef USE_MPI

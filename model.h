@@ -49,7 +49,7 @@ typedef struct {
     floatX *encoded, *ln1;
     float *ln1_mean, *ln1_rstd;
     floatX *qkv, *atty;
-    float *att;  // what attention's backward needs of the softmax: the build's ATT_SAVED_FLOATS
+    float *att;  // what attention's backward needs of the softmax: backend_att_saved_floats
     floatX *attproj, *residual2, *ln2;
     float *ln2_mean, *ln2_rstd;
     floatX *fch, *fch_gelu, *fcproj, *residual3, *lnf;
@@ -61,7 +61,7 @@ typedef struct {
 // Bytes of one copy of each activation.
 static void act_sizes(const GPT2Config *c, int B, int T, size_t per_copy[NUM_ACTS]) {
     size_t BT = (size_t)B * T, C = c->channels, NH = c->num_heads;
-    size_t s[NUM_ACTS] = {BT * C, BT * C, BT, BT, BT * 3 * C, BT * C, ATT_SAVED_FLOATS(B, NH, T), BT * C, BT * C,
+    size_t s[NUM_ACTS] = {BT * C, BT * C, BT, BT, BT * 3 * C, BT * C, backend_att_saved_floats(B, NH, T), BT * C, BT * C,
                           BT * C, BT, BT, BT * 4 * C, BT * 4 * C, BT * C, BT * C, BT * C, BT, BT,
                           BT * c->padded_vocab_size, BT};
     // each tensor starts 256-byte aligned, as cuBLASLt's fastest kernels want
@@ -150,7 +150,7 @@ static MemoryPlan model_memory_plan(const GPT2Config *c, int B, int T, int recom
     mp.optimizer = 2 * n * sizeof(float);
     mp.activations = acts;
     mp.workspace = GRADACT_ELEMS(BT, C) * X_BYTES + 2 * slots * BT * sizeof(int) +
-                   ATT_BWD_WORKSPACE_BYTES(B, c->num_heads, T, (int)C);
+                   backend_att_workspace_bytes(B, c->num_heads, T, (int)C);
     mp.working = model_working_bytes(c, layers, outer, stream_layers);
     return mp;
 }
@@ -207,7 +207,7 @@ static Model *model_create(const GPT2Config *config, int B, int T, int recompute
     size_t BT = (size_t)B * T, C = config->channels;
     m->gradact_elems = GRADACT_ELEMS(BT, C);
     m->gradact_memory = (floatX *)backend_alloc_scratch(m->gradact_elems * X_BYTES);
-    const size_t att_ws = ATT_BWD_WORKSPACE_BYTES(B, config->num_heads, T, config->channels);
+    const size_t att_ws = backend_att_workspace_bytes(B, config->num_heads, T, config->channels);
     if (att_ws) attention_workspace(backend_alloc_scratch(att_ws), att_ws);
     floatX *q = m->gradact_memory;
     m->ga.dresidual = q; q = x_at(q, BT * C);

@@ -138,7 +138,7 @@ static void report_run_header(const Run *r) {
     char where[64] = "";
     if (r->nvme) snprintf(where, sizeof(where), " to nvme");
     printf0("train_gpt (%s build) on %s | world %d = data-parallel %d x pipeline %d | ZeRO stage %d | offload %s%s | "
-            "precision %s%s | loss scale %s\n", BUILD_NAME, backend_device_name(), r->world, r->dp, pp_stages, cfg->zero_stage,
+            "precision %s%s | loss scale %s\n", backend_build_name(), backend_device_name(), r->world, r->dp, pp_stages, cfg->zero_stage,
             OFFLOAD_NAMES[cfg->offload], where, PRECISION_NAMES[cfg->precision], cfg->tf32 ? " (TF32 matmuls)" : "", scale);
     report_placement(r);
     if (pp_stages > 1) {

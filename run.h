@@ -116,20 +116,18 @@ static void run_setup_world(Run *r, int argc, char **argv) {
     comm_init(&r->comm, &argc, &argv);
     r->world = r->comm.world; r->rank = r->comm.rank;
     log_rank = r->rank;
-    build_info.name = BUILD_NAME;  // what --help says about this binary
-    build_info.precisions = PRECISIONS_BUILT;
-    build_info.precision_default = PRECISION_DEFAULT;
+    build_info.name = backend_build_name();  // what --help says about this binary
+    build_info.precisions = backend_precisions_built();
+    build_info.precision_default = backend_precision_default();
 #ifdef USE_MPI
     build_info.mpi = 1;
 #endif
-#ifdef BUILD_EXTRA_INFO
-    build_info.extra = BUILD_EXTRA_INFO;
-#endif
+    build_info.extra = backend_build_extra();
     TrainConfig *cfg = &r->cfg;
     config_defaults(cfg);
     parse_args(cfg, argc, argv);
     config_validate(cfg);
-    config_resolve_precision(cfg, PRECISION_DEFAULT, PRECISIONS_BUILT);
+    config_resolve_precision(cfg, backend_precision_default(), backend_precisions_built());
     config_check_world(cfg, r->world);
     // the world is pipeline stages x data-parallel ranks; rank = stage * dp + dp index
     r->pp_stages = cfg->pp; r->dp = r->world / r->pp_stages; r->stage = r->rank / r->dp; r->dp_rank = r->rank % r->dp;

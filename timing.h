@@ -24,6 +24,7 @@
 #include <string.h>
 #include <time.h>
 #include "utils.h"
+#include "backend.h"  // the step's clock: backend_mark, backend_step_sync, backend_mark_ms
 
 typedef enum { PH_DATA, PH_FORWARD, PH_BACKWARD, PH_COMM, PH_OPTIMIZER, PH_OTHER, NUM_PHASES } Phase;
 static const char *const PHASE_NAMES[NUM_PHASES] __attribute__((unused)) = {"data", "forward", "backward", "comm",

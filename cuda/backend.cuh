@@ -17,6 +17,8 @@ static int backend_ready = 0;
 static size_t backend_state_bytes = 0;  // model-state bytes handed out, so a run can report them beside its plan
 
 static size_t backend_scratch_bytes = 0;   // every byte backend_alloc_scratch handed out (activations, workspace)
+static size_t backend_state_allocated(void) { return backend_state_bytes; }
+static size_t backend_scratch_allocated(void) { return backend_scratch_bytes; }
 static void *backend_alloc_scratch(size_t bytes) {
     backend_scratch_bytes += bytes;
     void *p = NULL;
@@ -489,8 +491,11 @@ static void backend_init(int local_rank) {
 // The bytes of one floatX, which model.h sizes activations and working weights with.
 static size_t x_bytes = 4;
 #define X_BYTES x_bytes
-#define PRECISION_DEFAULT "bf16"
-#define PRECISIONS_BUILT "bf16, fp16, fp32"
+// The build (backend.h). For --help: the attention kernels are compiled for these (padded) head sizes only.
+static const char *backend_build_name(void) { return "cuda"; }
+static const char *backend_precision_default(void) { return "bf16"; }
+static const char *backend_precisions_built(void) { return "bf16, fp16, fp32"; }
+static const char *backend_build_extra(void) { return "attention head sizes 16, 32, 64, 128 (GPT-2: 64)"; }
 static void backend_set_precision(const char *precision, int tf32) {
     x_prec = strcmp(precision, "bf16") == 0 ? PREC_BF16 : strcmp(precision, "fp16") == 0 ? PREC_FP16 : PREC_FP32;
     x_bytes = x_prec == PREC_FP32 ? 4 : 2;

@@ -5,7 +5,7 @@
 # by mpirun as 2 ranks stops with an error instead of running two independent copies.
 source "$(dirname "$0")/lib.sh"
 mkdir -p "$W/src"
-cp -p Makefile ./*.c ./*.h "$W/src/"
+cp -p Makefile ./*.c ./*.h "$W/src/" && cp -rp cpu "$W/src/"
 build() { make --no-print-directory -C "$W/src" "$@" train_gpt_cpu 2>&1; }
 uptodate() { make --no-print-directory -C "$W/src" -q "$@" train_gpt_cpu; }
 mpi_of() { "$W/src/train_gpt_cpu" --help | sed -nE 's/.*MPI: (yes|no).*/\1/p'; }

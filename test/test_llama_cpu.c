@@ -578,7 +578,7 @@ static void test_act_tables(void) {
     int B = 3, T = 64, ok = GPT2_ACT_TABLE.num_acts == NUM_ACTS;
     size_t per[NUM_ACTS];
     act_sizes(&c, B, T, per);
-    size_t att = ATT_SAVED_FLOATS(B, c.num_heads, T);
+    size_t att = backend_att_saved_floats(B, c.num_heads, T);
     for (int i = 0; ok && i < NUM_ACTS; i++) {
         const ArchAct *a = &GPT2_ACTS[i];
         size_t bytes = (arch_act_elems(a, &s, B, T, att) * (a->is_float ? 4 : X_BYTES) + 255) / 256 * 256;
