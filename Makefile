@@ -17,11 +17,13 @@ NVCC := $(shell command -v nvcc 2>/dev/null)
 MPICC := $(shell command -v mpicc 2>/dev/null)
 CPU_CC = $(if $(MPICC),$(MPICC) -DUSE_MPI,$(CC))
 
-HEADERS = backend.h utils.h gpt2.h arch.h cpu/llama.h config.h checkpoint.h dataloader.h tokenizer.h tokenizer_tables.h tokenizer_files.h trainer.h run.h plan.h report.h sample.h fault.h comm.h watchdog.h zero.h zero_store.h swap.h pipeline.h model.h timing.h autotune.h eval_mc.h
+HEADERS = backend.h utils.h gpt2.h arch.h config.h checkpoint.h dataloader.h tokenizer.h tokenizer_tables.h tokenizer_files.h trainer.h run.h plan.h report.h sample.h fault.h comm.h watchdog.h zero.h zero_layout.h zero_store.h swap.h pipeline.h pipeline_schedule.h checkpoint_format.h model.h timing.h autotune.h eval_mc.h
+# The CPU build's kernels and host-memory backend, one header per layer family (train_gpt.c includes them).
+CPU_HEADERS = cpu/encoder.h cpu/layernorm.h cpu/matmul.h cpu/attention.h cpu/gelu.h cpu/classifier.h cpu/llama.h cpu/backend.h
 # The CUDA build's kernels and device backend, one header per layer family (train_gpt.cu includes them).
 CUDA_HEADERS = cuda/common.cuh cuda/encoder.cuh cuda/layernorm.cuh cuda/matmul.cuh cuda/async_copy.cuh cuda/block_order.cuh cuda/attention_common.cuh \
   cuda/attention_fp32.cuh cuda/attention_mma.cuh cuda/attention.cuh cuda/decode.cuh cuda/gelu.cuh cuda/classifier.cuh \
-  cuda/adamw.cuh cuda/backend.cuh cuda/llama_stub.cuh
+  cuda/adamw.cuh cuda/backend.cuh cuda/comm_nccl.cuh cuda/llama_stub.cuh
 
 # The build configuration is part of what a binary is made from: installing Open MPI after a first
 # build, or another CC, CFLAGS or nvcc, must rebuild. Each configuration is written to a stamp file
@@ -39,35 +41,37 @@ EMU_OK := $(wildcard $(CUDA_HOME)/include/cuda_bf16.h)
 EMU_BINS = train_gpt_emu train_gpt_emu_race test/test_gpt2_emu dev/cuda/kernels_emu dev/cuda/attention_emu dev/cuda/kernels_emu_race \
   dev/cuda/kernels_emu_asan dev/cuda/emu/selftest dev/cuda/emu/selftest_race
 
-.PHONY: bench-data all test test-gpu test-cuda-emu test-multinode bench bench-levers bench-cpu mutants clean
+.PHONY: bench-data all test test-gpu test-cuda-emu test-multinode bench bench-levers bench-cpu mutants clean print-config gpu-prepare
 all: train_gpt_cpu tokenize $(if $(and $(NVCC),$(wildcard train_gpt.cu)),train_gpt)
 
-train_gpt_cpu: train_gpt.c $(HEADERS) .build-cpu
+train_gpt_cpu: train_gpt.c $(CPU_HEADERS) $(HEADERS) .build-cpu
 	$(CPU_CC) $(CFLAGS) $(URING_FLAGS) $< -o $@ $(LDLIBS) $(URING_LIBS)
 
 tokenize: tokenize.c tokenizer.h tokenizer_tables.h tokenizer_files.h corpus.h shards.h utils.h .build-cpu
 	$(CC) -O2 -std=gnu11 -Wall -Wextra -Wno-unused-function $< -o $@ $(LDLIBS) -lpthread
 
-test/test_gpt2: test/test_gpt2.c test/check.h train_gpt.c $(HEADERS) .build-cpu
+test/test_gpt2: test/test_gpt2.c test/check.h train_gpt.c $(CPU_HEADERS) $(HEADERS) .build-cpu
 	$(CC) $(CFLAGS) $(URING_FLAGS) -I. $< -o $@ $(LDLIBS) $(URING_LIBS)
 
 test/test_units: test/test_units.c test/check.h $(HEADERS) .build-cpu
 	$(CC) $(CFLAGS) $(URING_FLAGS) -I. $< -o $@ $(LDLIBS) $(URING_LIBS)
 
-test/test_generate: test/test_generate.c test/check.h train_gpt.c $(HEADERS) .build-cpu
+test/test_generate: test/test_generate.c test/check.h train_gpt.c $(CPU_HEADERS) $(HEADERS) .build-cpu
 	$(CC) $(CFLAGS) $(URING_FLAGS) -I. $< -o $@ $(LDLIBS) $(URING_LIBS)
 
-test/hf_forward: test/hf_forward.c train_gpt.c $(HEADERS) .build-cpu
+test/hf_forward: test/hf_forward.c train_gpt.c $(CPU_HEADERS) $(HEADERS) .build-cpu
 	$(CC) $(CFLAGS) $(URING_FLAGS) -I. $< -o $@ $(LDLIBS) $(URING_LIBS)
 
-test/test_pipeline: test/test_pipeline.c test/check.h pipeline.h gpt2.h comm.h watchdog.h timing.h utils.h .build-cpu
+test/test_pipeline: test/test_pipeline.c test/check.h pipeline_schedule.h gpt2.h utils.h .build-cpu
 	$(CC) $(CFLAGS) $(URING_FLAGS) -I. $< -o $@ $(LDLIBS) $(URING_LIBS)
 
 test/test_llama_cpu: test/test_llama_cpu.c test/check.h cpu/llama.h arch.h train_gpt.c $(HEADERS) .build-cpu
 	$(CC) $(CFLAGS) $(URING_FLAGS) -I. $< -o $@ $(LDLIBS) $(URING_LIBS)
 
+# test/test_headers.sh compiles every header alone with the flags of the build that uses it: these.
+HEADER_CHECK_ENV = HEADER_CC="$(CPU_CC)" HEADER_CFLAGS="$(CFLAGS) $(URING_FLAGS)" HEADER_CXX="$(EMU_CXX)" HEADER_CXXFLAGS="$(EMU_FLAGS)"
 test: train_gpt_cpu tokenize test/test_gpt2 test/test_units test/test_pipeline test/test_generate test/hf_forward test/test_llama_cpu $(if $(EMU_OK),$(EMU_BINS))
-	PYTHON=$(PYTHON) TORCH_PYTHON=$(TORCH_PYTHON) bash test/run_tests.sh
+	$(HEADER_CHECK_ENV) PYTHON=$(PYTHON) TORCH_PYTHON=$(TORCH_PYTHON) bash test/run_tests.sh
 
 # The two-node Slurm tests alone (test/test_multinode.sh; root, on test/cluster.sh's simulated nodes): ends
 # with its own "N passed, N failed, N skipped"; `make test` runs them too.
@@ -98,7 +102,7 @@ test/test_generate_gpu: test/test_generate.c test/check.h train_gpt.cu $(CUDA_HE
 	$(NVCC_OR_FAIL) $(NVCC_FLAGS) $(MPI_CFLAGS) -DTRAIN_GPT_CUDA -I. -x cu $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp $(URING_LIBS)
 
 # Every kernel against the CPU build's, in each precision, and their benchmark.
-dev/cuda/kernels: dev/cuda/kernels.cu train_gpt.c $(CUDA_HEADERS) $(HEADERS) .build-cuda
+dev/cuda/kernels: dev/cuda/kernels.cu $(CPU_HEADERS) $(CUDA_HEADERS) $(HEADERS) .build-cuda
 	$(NVCC_OR_FAIL) $(NVCC_FLAGS) $(MPI_CFLAGS) -I. $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp $(URING_LIBS)
 
 # The attention kernels alone against a float64 reference, and their benchmark.
@@ -138,18 +142,18 @@ train_gpt_emu: train_gpt.cu $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
 test/test_gpt2_emu: test/test_gpt2.c test/check.h train_gpt.cu $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
-dev/cuda/kernels_emu: dev/cuda/kernels.cu train_gpt.c $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
+dev/cuda/kernels_emu: dev/cuda/kernels.cu $(CPU_HEADERS) $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
 dev/cuda/attention_emu: dev/cuda/attention.cu dev/cuda/attention_ref.h dev/cuda/attention_v1.cuh dev/cuda/attention_v2.cuh $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
 # instrumented for the race detector only (no ThreadSanitizer runtime: the hooks are the emulator's)
 train_gpt_emu_race: train_gpt.cu $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_RACE) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
-dev/cuda/kernels_emu_race: dev/cuda/kernels.cu train_gpt.c $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
+dev/cuda/kernels_emu_race: dev/cuda/kernels.cu $(CPU_HEADERS) $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_RACE) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
 dev/cuda/attention_emu_race: dev/cuda/attention.cu dev/cuda/attention_ref.h dev/cuda/attention_v1.cuh dev/cuda/attention_v2.cuh $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_RACE) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
-dev/cuda/kernels_emu_asan: dev/cuda/kernels.cu train_gpt.c $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS:build/emu/%=build/emu/asan/%)
+dev/cuda/kernels_emu_asan: dev/cuda/kernels.cu $(CPU_HEADERS) $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS:build/emu/%=build/emu/asan/%)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_ASAN) $(EMU_DEV) $< -x none $(EMU_OBJS:build/emu/%=build/emu/asan/%) -o $@ $(EMU_LINK) -fsanitize=address
 # the emulator's own checks, plain and with the race detector
 dev/cuda/emu/selftest: dev/cuda/emu/selftest.cu cuda/async_copy.cuh cuda/attention_mma.cuh cuda/block_order.cuh $(EMU_OBJS)
@@ -173,6 +177,17 @@ bench: train_gpt dev/cuda/kernels dev/cuda/attention
 # the step's levers of issue #23 one at a time (scripts/bench_levers.sh; BASE_BIN= adds an earlier build)
 bench-levers: train_gpt
 	bash scripts/bench_levers.sh
+
+# The configuration stamps' text as this machine computes it (.build-cuda, .build-cpu): dev/gpu_session.sh
+# compares it with the prebuilt binaries' (.bench/MANIFEST.txt), since a stamp that differs rebuilds everything.
+print-config:
+	@echo 'cuda: $(CUDA_CONFIG)'
+	@echo 'cpu: $(CPU_CONFIG)'
+
+# Here, for a later GPU window: the sm_90a binaries without Open MPI or liburing (the GPU machine's configuration)
+# and llm.c's train_gpt2cu, into the ignored .bench/ that the device tool carries (dev/gpu_session.sh prepare).
+gpu-prepare:
+	bash dev/gpu_session.sh prepare
 
 bench-cpu: train_gpt_cpu
 	bash scripts/bench_cpu.sh

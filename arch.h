@@ -238,10 +238,10 @@ static void arch_init_random(const Arch *a, const ArchShape *s, float *params, u
 // Activations: what the forward keeps for the backward, per family. A per-layer tensor is kept for every layer
 // below its recompute level and shared by the layers (rebuilt in backward) from it; the rest are one copy.
 // Sizes are per token in a DIM_ symbol (DIM_ONE for a row statistic), or attention's saved state, whose size
-// is the build's (ATT_SAVED_FLOATS: the softmax on the CPU, its row statistics on a GPU). model.h's enum,
+// is the build's (backend_att_saved_floats: the softmax on the CPU, its row statistics on a GPU). model.h's enum,
 // ACT_SHARED_FROM_LEVEL, ACT_PER_LAYER, ACT_IS_FLOAT and act_sizes become this table (phase 2).
 
-#define ARCH_ACT_ATT (-1)         // width: attention's saved state, ATT_SAVED_FLOATS(B, NH, T) floats
+#define ARCH_ACT_ATT (-1)         // width: attention's saved state, backend_att_saved_floats(B, NH, T) floats
 #define ARCH_ACT_ALWAYS_KEPT 99   // shared_from: kept for every layer at every level
 typedef struct {
     const char *name;
@@ -263,7 +263,7 @@ static int arch_act_copies(const ArchAct *a, int layers, int recompute) {
     return recompute < a->shared_from ? layers : 1;
 }
 
-// Elements of one copy (0 when the option leaves it out); att_saved: the build's ATT_SAVED_FLOATS(B, NH, T).
+// Elements of one copy (0 when the option leaves it out); att_saved: the build's backend_att_saved_floats(B, NH, T).
 static size_t arch_act_elems(const ArchAct *a, const ArchShape *s, int B, int T, size_t att_saved) {
     if (!s->opt[a->present]) return 0;
     if (a->width == ARCH_ACT_ATT) return att_saved;

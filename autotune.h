@@ -397,7 +397,7 @@ static int autotune_main(Run *r, int argc, char **argv) {
     if (W > 1 && !build_info.mpi) fatal("--autotune-world %d: this binary was built without MPI", W);
     // what a candidate may use per rank: --mem-limit, else the device's memory (in the CPU build, where
     // device memory is host memory, the machine's), and the machine's RAM for the host's share
-    int cpu = strcmp(BUILD_NAME, "cpu") == 0;
+    int cpu = strcmp(backend_build_name(), "cpu") == 0;
     double limit = cfg->mem_limit > 0 ? cfg->mem_limit * 1073741824.0 : (double)backend_device_capacity();
     MachineCapacity cap = {cpu ? limit : (double)physical_memory_bytes(), 0.0, cpu ? 0.0 : limit, cpu, 1};
     int nc;

@@ -1,7 +1,8 @@
 // backend.h: the contract between the shared code (model.h, zero.h, pipeline.h, trainer.h and the headers
 // they use) and a build. Everything the shared code asks of a build is declared here and nowhere else;
-// train_gpt.c implements it on host memory with OpenMP, train_gpt.cu (with cuda/) on a GPU. A third
-// backend is a file that defines the facts below, includes this header, and implements every function.
+// train_gpt.c (with cpu/) implements it on host memory with OpenMP, train_gpt.cu (with cuda/) on a GPU. A
+// third backend is a directory of headers that implement every function below, and a file that includes
+// them, this header and the shared ones (as train_gpt.c does); nothing need be defined before any of them.
 //
 // Memory comes in four kinds, named by what it holds, because each build places them differently:
 //   state    the model's parameters, gradients and AdamW moments: device memory, counted for the memory plan
@@ -17,35 +18,40 @@
 #include <stdint.h>
 #include "gpt2.h"
 
-// ---- facts a build defines before it includes any shared header ----
-//   BUILD_NAME                "cpu" or "cuda": what --help and the run's banner say
-//   PRECISION_DEFAULT         the --precision a run gets when it names none, and PRECISIONS_BUILT the list
-//   ATT_SAVED_FLOATS(B,NH,T)  floats attention's forward saves for its backward (the full softmax on the CPU,
-//                             one log-sum-exp per row on the GPU)
-//   floatX, X_BYTES           the element of activations and working weights; a build whose element is
-//                             chosen at run time declares floatX as an incomplete type and X_BYTES as a
-//                             variable, so shared code moves floatX by bytes and only kernels read it
-#ifndef ATT_BWD_WORKSPACE_BYTES
-#define ATT_BWD_WORKSPACE_BYTES(B, NH, T, C) ((size_t)0)
-#endif
-#if !defined(BUILD_NAME) || !defined(PRECISION_DEFAULT) || !defined(PRECISIONS_BUILT) || !defined(ATT_SAVED_FLOATS)
-#error "backend.h: define BUILD_NAME, PRECISION_DEFAULT, PRECISIONS_BUILT and ATT_SAVED_FLOATS before the shared headers"
-#endif
+// ---- the element of activations and working weights ----
+// floatX, X_BYTES: a build whose element is chosen at run time (the CUDA build) declares floatX as an incomplete
+// type and X_BYTES as a variable before this header (cuda/common.cuh, cuda/backend.cuh), so shared code moves
+// floatX by bytes and only kernels read it. Elsewhere it is float, the CPU build's: a type cannot be declared
+// later, and this default cannot hide a mistake, since a build that declared its own floatX after this header
+// would declare it twice (a compile error), and its kernels' definitions would not match the declarations below.
 #ifndef X_BYTES
 typedef float floatX;
 #define X_BYTES sizeof(float)
 #endif
 
+// ---- the build ----
+static const char *backend_build_name(void);         // "cpu" or "cuda": what --help and the run's banner say
+static const char *backend_precision_default(void);  // the --precision a run gets when it names none
+static const char *backend_precisions_built(void);   // every --precision the build has, for --help
+static const char *backend_build_extra(void);        // one more line of --help about the build, or NULL
+// Floats attention's forward saves for its backward (the full softmax on the CPU, one log-sum-exp per row on the
+// GPU), and the bytes of the backward's workspace (0: none), for the memory plan and model_create.
+static size_t backend_att_saved_floats(size_t B, size_t NH, size_t T);
+static size_t backend_att_workspace_bytes(int B, int NH, int T, int C);
+
 // ---- the device ----
 static void backend_init(int local_rank);                        // picks this rank's device and prepares it
 static void backend_set_precision(const char *precision, int tf32);
-static const char *model_device_name(void);
-static double model_peak_flops(void);                            // dense peak FLOP/s of one device, 0 = unknown
-static double profile_peak_flops(const char **source);           // the same for --profile, measured if need be
+static const char *backend_device_name(void);                    // for the banner: the card, or the CPU's threads
+static double backend_peak_flops(void);                          // dense peak FLOP/s of one device, 0 = unknown
+static double backend_profile_peak_flops(const char **source);   // the same for --profile, measured if need be;
+                                                                 // *source says where the figure comes from
 static size_t backend_peak_device_bytes(void);                   // high-water mark of device memory, 0 = none
 static size_t backend_device_capacity(void);                     // what the autotuner plans against
 
-// ---- kernels: the model's layers, forward and backward; shapes as in train_gpt.c ----
+// ---- kernels: the model's layers, forward and backward; shapes as in cpu/ ----
+// (The kernels keep llm.c's names, the same in both builds and in dev/cuda/kernels.cu; every other function
+// the shared code calls carries the backend_ prefix.)
 // Weights and activations are floatX; LayerNorm statistics, losses, attention's saved state and every
 // parameter gradient are float. A backward accumulates (+=) into parameter gradients and overwrites dinp.
 static void encoder_forward(floatX *out, const int *inp, const floatX *wte, const floatX *wpe, int B, int T, int C);
@@ -71,8 +77,8 @@ static void attention_forward(floatX *out, float *att, const floatX *qkv, int B,
 static void attention_backward(floatX *dqkv, const floatX *dout, const floatX *qkv, const floatX *out, const float *att,
                                int B, int T, int C, int NH);
 static void attention_decode(floatX *out, const floatX *qkv, int t, int C, int NH);  // one new token vs the cache
-// The backward's workspace (ATT_BWD_WORKSPACE_BYTES(B, NH, T, C) bytes, the memory plan's; a build without one
-// defines it as 0): model_create allocates it and hands it over here.
+// The backward's workspace (backend_att_workspace_bytes(B, NH, T, C), the memory plan's; a build without one
+// says 0): model_create allocates it and hands it over here.
 static void attention_workspace(void *p, size_t bytes);
 static void gelu_forward(floatX *out, const floatX *inp, long N);
 static void gelu_backward(floatX *dinp, const floatX *inp, const floatX *dout, long N);
@@ -109,8 +115,8 @@ static void rope_backward(floatX *dqkv, const float *cos, const float *sin, int 
 static void swiglu_forward(floatX *out, const floatX *inp, int N, int H);
 static void swiglu_backward(floatX *dinp, const floatX *dout, const floatX *inp, int N, int H);
 // Grouped-query causal attention on the packed qkv (after RoPE): query head h reads key/value head h / (NH / KV),
-// scale 1 / sqrt(hd). out (B, T, NH hd); att: the build's ATT_SAVED_FLOATS(B, NH, T) floats kept for the backward;
-// the workspace is attention_workspace's (ATT_BWD_WORKSPACE_BYTES(B, NH, T, NH * hd)). The backward OVERWRITES
+// scale 1 / sqrt(hd). out (B, T, NH hd); att: backend_att_saved_floats(B, NH, T) floats kept for the backward;
+// the workspace is attention_workspace's (backend_att_workspace_bytes(B, NH, T, NH * hd)). The backward OVERWRITES
 // dqkv (B, T, R). With KV = NH these are attention_forward/backward's maths (the CPU build's, bit for bit).
 static void attention_gqa_forward(floatX *out, float *att, const floatX *qkv, int B, int T, int NH, int KV, int hd);
 static void attention_gqa_backward(floatX *dqkv, const floatX *dout, const floatX *qkv, const floatX *out,
@@ -138,9 +144,39 @@ static int backend_graph_begin(int g, uint64_t shape, uint64_t variant);
 static void backend_graph_end(int g);
 static void backend_graphs_drop(void);  // every graph forgotten and freed: the buffers they recorded are about to go
 
+// ---- the step's clock (timing.h) ----
+// Marks on the compute stream's timeline, numbered from 0 in each step: backend_mark(i) records mark i, the
+// moment the device finishes the work issued before it (the CPU build, which runs its work before returning:
+// now), and may reuse mark i of an earlier step. backend_step_sync(last) is the step's one synchronisation: the
+// host waits until mark `last` has passed, so all the step's work is done. After it, backend_mark_ms(i) is the
+// time in ms between marks i - 1 and i (1 <= i <= last).
+static void backend_mark(int i);
+static void backend_step_sync(int last);
+static double backend_mark_ms(int i);
+
+// ---- the device transport for collectives (comm.h's COMM_DEVICE: NCCL in the CUDA build with MPI) ----
+// A build without one says 0 to backend_comm_id_bytes, and comm.h never calls the rest. With one, comm.h
+// hands the id that rank 0 made (backend_comm_id) to every rank of a group over MPI, and each opens its end
+// (backend_comm_open). A collective works in place on the build's memory (world equal shards of `shard` floats,
+// as comm.h's of the same name); it is issued after the compute stream's work so far and runs beside it, in the
+// order the host issues collectives (the same on every rank). backend_comm_join makes the compute stream's next
+// work wait for every collective issued; the host never waits for one (a copy to the host does, as it follows
+// the compute stream).
+typedef struct BackendComm BackendComm;  // one rank's end of a group, the build's own
+static size_t backend_comm_id_bytes(void);  // the size of a group's id; 0: no device transport in this build
+static void backend_comm_id(void *id);      // rank 0 of a group makes its id
+static BackendComm *backend_comm_open(const void *id, int world, int rank);
+static BackendComm *backend_comm_split(BackendComm *dc, int color, int key);  // as MPI_Comm_split, collective
+static void backend_comm_close(BackendComm *dc);
+static void backend_comm_allreduce_sum(BackendComm *dc, float *buf, size_t n);
+static void backend_comm_reduce_scatter_sum(BackendComm *dc, float *buf, size_t shard, int rank);
+static void backend_comm_allgather(BackendComm *dc, float *buf, size_t shard, int rank);
+static void backend_comm_join(void);
+
 // ---- memory ----
-// The builds count what they hand out in two variables the memory plan is checked against after the model
-// is built: size_t backend_state_bytes (state and host tier) and backend_scratch_bytes (scratch).
+// The builds count what they hand out, which the memory plan is checked against after the model is built.
+static size_t backend_state_allocated(void);         // bytes of state and host tier handed out so far
+static size_t backend_scratch_allocated(void);       // bytes of scratch handed out so far
 static float *backend_alloc_state(size_t n);         // state: n floats, zeroed
 static void *backend_alloc_scratch(size_t bytes);    // scratch, zeroed
 static void backend_free(void *p);                   // either of the two above
@@ -158,6 +194,13 @@ static void backend_tokens_from_host(int *dst, const int *src, size_t n);  // sr
 static void backend_losses_to_host(float *host, const float *losses, int n);  // host: staging; read after _wait
 static void backend_losses_wait(void);
 static const float *backend_logits_row(const floatX *row, int Vp);  // a row of logits as host floats (waits)
+
+// Bytes of the build's memory (state, scratch) to or from plain host memory, for comm.h's staging and
+// point-to-point messages (16-bit activations too, so counted in bytes). Both are ordered after the compute
+// stream's work issued so far and finished at return: the host may read `host`, or reuse it, at once.
+static int backend_memory_is_host(void);  // 1: the build's memory is host memory, which MPI may move directly
+static void backend_bytes_to_host(void *host, const void *buf, size_t bytes);
+static void backend_bytes_from_host(void *buf, const void *host, size_t bytes);
 
 // ---- offload: the update's copies on a stream of their own (a ticket per unit) ----
 static void backend_offload_begin(void);  // after the gradients are complete

@@ -1,10 +1,12 @@
 // comm.h: the communication layer, the only one: collectives (all-reduce, reduce-scatter, all-gather,
 // broadcast, barrier) and point-to-point messages (a buffered non-blocking send, a receive) that
 // zero.h, pipeline.h and the training loop call without knowing how ranks talk or where the buffers
-// live. Each communicator fixes its transport when it is made (CommTransport): the CPU build's host
-// memory goes straight through MPI; the CUDA build's device memory goes through NCCL (collectives,
-// with --comm nccl) or through MPI staged in host buffers that the communicator allocates on first
-// use and keeps. A build without MPI is a world of one, where every collective is the identity.
+// live. Each communicator fixes its transport when it is made (CommTransport): host memory (the CPU
+// build's) goes straight through MPI; device memory (the CUDA build's) goes through the build's device
+// transport (collectives, once comm_enable_device raises the group to it: NCCL, backend.h) or through
+// MPI staged in host buffers that the communicator allocates on first use and keeps. A build without
+// MPI is a world of one, where every collective is the identity. Everything comm.h asks of the build
+// (copies, the device transport) goes through backend.h.
 //
 // Shards are equal: a buffer of n floats is cut into `world` shards of comm_shard_size(n, world),
 // the last one padded, so every collective moves equal counts (as NCCL requires). Every collective
@@ -14,26 +16,17 @@
 
 #include <limits.h>
 #include "utils.h"
+#include "backend.h"  // the device transport (backend_comm_*) and the copies
 #include "timing.h"
 #include "watchdog.h"
 #ifdef USE_MPI
 #include <mpi.h>
 #endif
-// NCCL moves device buffers directly between GPUs; it needs MPI to hand out its unique id.
-#if defined(TRAIN_GPT_CUDA) && defined(USE_MPI)
-#define USE_NCCL
-#include <nccl.h>
-#endif
-#ifdef TRAIN_GPT_CUDA
-#define COMM_DEVICE_MEMORY 1  // the build's buffers (backend memory) are device memory
-#else
-#define COMM_DEVICE_MEMORY 0
-#endif
 
 // How a communicator moves the build's buffers, fixed when it is made (comm_init, comm_split) or
-// raised to NCCL once (comm_enable_nccl). Point-to-point messages always go through MPI, staged
-// for device memory.
-typedef enum { COMM_MPI_HOST, COMM_MPI_STAGED, COMM_NCCL } CommTransport;
+// raised to the device transport once (comm_enable_device). Point-to-point messages always go
+// through MPI, staged for device memory.
+typedef enum { COMM_MPI_HOST, COMM_MPI_STAGED, COMM_DEVICE } CommTransport;
 
 // What a point-to-point message holds: 4-byte floats, or 16-bit floats (bf16 or fp16 activations)
 // moved bit for bit.
@@ -53,7 +46,7 @@ typedef struct {
     int rank, world;
     int local_rank;    // rank within the node (picks the GPU in the CUDA build)
     int initialized;   // MPI_Init was called by us
-    int split;         // a group comm_split made: its MPI (and NCCL) communicator is its own, freed by comm_free_group
+    int split;         // a group comm_split made: its MPI (and device) communicator is its own, freed by comm_free_group
     CommTransport transport;
     // host buffers, each grown to its largest use and kept: staging for device memory under MPI
     // (blocking collectives and receives; the one non-blocking collective in flight), and the
@@ -66,57 +59,11 @@ typedef struct {
 #ifdef USE_MPI
     MPI_Comm mpi;      // the group this Comm talks in (the world, or a split of it)
 #endif
-#ifdef USE_NCCL
-    ncclComm_t nccl;
-#endif
+    BackendComm *device;  // this rank's end of the device transport (COMM_DEVICE)
 } Comm;
 
-#ifdef USE_NCCL
-static void nccl_check(ncclResult_t r, const char *file, int line) {
-    if (r != ncclSuccess) fatal_at(file, line, "NCCL: %s", ncclGetErrorString(r));
-}
-#define ncclCheck(r) nccl_check((r), __FILE__, __LINE__)
-// NCCL's collectives run on a stream of their own, all of them, in the order the host issues them:
-// the same order on every rank, which NCCL needs (two of its kernels on two streams may each wait for
-// the other's peers). Events order each one after the compute-stream work that fills its buffer
-// (nccl_enter) and the compute-stream work that reads it after the collective (nccl_leave, or
-// comm_wait for a started one, so that ZeRO-3's gather of the next layer runs while this one computes).
-// The host never waits for a collective (a host-side reader copies the buffer back, which waits); one
-// that another rank never joins shows as the step's synchronisation not returning, which the
-// watchdog's "not reached" timer catches.
-static cudaStream_t nccl_stream = NULL;
-static cudaEvent_t nccl_ready = NULL, nccl_done = NULL;
-static void nccl_cuda_check(cudaError_t e, const char *what) {
-    if (e != cudaSuccess) internal_fault("NCCL stream: %s: %s", what, cudaGetErrorString(e));
-}
-static void nccl_enter(void) {
-    nccl_cuda_check(cudaEventRecord(nccl_ready, main_stream), "cudaEventRecord");
-    nccl_cuda_check(cudaStreamWaitEvent(nccl_stream, nccl_ready, 0), "cudaStreamWaitEvent");
-}
-// Everything issued on the NCCL stream so far is done before the compute stream's next work: one event
-// serves every collective, the stream being in order.
-static void nccl_leave(void) {
-    nccl_cuda_check(cudaEventRecord(nccl_done, nccl_stream), "cudaEventRecord");
-    nccl_cuda_check(cudaStreamWaitEvent(main_stream, nccl_done, 0), "cudaStreamWaitEvent");
-}
-#endif
-
-// Host copies of the build's buffers: device memory in the CUDA build (ordered after the compute
-// stream's work, as cudaMemcpy on the default stream is), plain memory otherwise.
-static void comm_copy_to_host(void *host, const void *buf, size_t bytes) {
-#ifdef TRAIN_GPT_CUDA
-    if (cudaMemcpy(host, buf, bytes, cudaMemcpyDeviceToHost) != cudaSuccess) internal_fault("comm: device-to-host staging failed");
-#else
-    memcpy(host, buf, bytes);
-#endif
-}
-static void comm_copy_from_host(void *buf, const void *host, size_t bytes) {
-#ifdef TRAIN_GPT_CUDA
-    if (cudaMemcpy(buf, host, bytes, cudaMemcpyHostToDevice) != cudaSuccess) internal_fault("comm: host-to-device staging failed");
-#else
-    memcpy(buf, host, bytes);
-#endif
-}
+// The transport a communicator starts with: MPI directly on host memory, else staged through host buffers.
+static CommTransport comm_mpi_transport(void) { return backend_memory_is_host() ? COMM_MPI_HOST : COMM_MPI_STAGED; }
 
 // A kept host buffer of at least `bytes`.
 static void *comm_reserve(void **buf, size_t *have, size_t bytes) {
@@ -133,12 +80,12 @@ static void *comm_reserve(void **buf, size_t *have, size_t bytes) {
 static void *comm_stage_in(Comm *c, void **slot, size_t *have, void *buf, size_t bytes) {
     if (c->transport == COMM_MPI_HOST) return buf;
     void *host = comm_reserve(slot, have, bytes);
-    comm_copy_to_host(host, buf, bytes);
+    backend_bytes_to_host(host, buf, bytes);
     return host;
 }
 static void *comm_stage(Comm *c, void *buf, size_t bytes) { return comm_stage_in(c, &c->staging, &c->staging_bytes, buf, bytes); }
 static void comm_unstage(void *buf, const void *host, size_t bytes) {
-    if (host != buf) comm_copy_from_host(buf, host, bytes);
+    if (host != buf) backend_bytes_from_host(buf, host, bytes);
 }
 
 static size_t comm_shard_size(size_t n, int world) { return (n + world - 1) / world; }
@@ -158,7 +105,7 @@ static MPI_Datatype comm_mpi_type(CommType t) { return t == COMM_FLOAT32 ? MPI_F
 static void comm_init(Comm *c, int *argc, char ***argv) {
     memset(c, 0, sizeof(*c));
     c->world = 1;
-    c->transport = COMM_DEVICE_MEMORY ? COMM_MPI_STAGED : COMM_MPI_HOST;
+    c->transport = comm_mpi_transport();
 #ifdef USE_MPI
     c->mpi = MPI_COMM_NULL;
     if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK") || getenv("SLURM_PROCID")) {
@@ -198,7 +145,7 @@ static Comm comm_solo(void) {
     Comm c;
     memset(&c, 0, sizeof(c));
     c.world = 1;
-    c.transport = COMM_DEVICE_MEMORY ? COMM_MPI_STAGED : COMM_MPI_HOST;
+    c.transport = comm_mpi_transport();
 #ifdef USE_MPI
     c.mpi = MPI_COMM_NULL;
 #endif
@@ -229,33 +176,32 @@ static void comm_split(Comm *c, int color, int key, Comm *sub) {
         sub->split = 1;
         mpiCheck(MPI_Comm_rank(sub->mpi, &sub->rank));
         mpiCheck(MPI_Comm_size(sub->mpi, &sub->world));
-#ifdef USE_NCCL
-        if (c->transport == COMM_NCCL) ncclCheck(ncclCommSplit(c->nccl, color, key, &sub->nccl, NULL));
-#endif
+        if (c->transport == COMM_DEVICE) sub->device = backend_comm_split(c->device, color, key);
     }
 #else
     (void)color; (void)key;
 #endif
 }
 
-// Brings up NCCL over the whole group (the CUDA build, after the device is chosen); sub-groups made
-// later by comm_split inherit it.
-static void comm_enable_nccl(Comm *c) {
-#ifdef USE_NCCL
-    if (c->world == 1 || c->transport == COMM_NCCL) return;
-    ncclUniqueId id;
-    if (c->rank == 0) ncclCheck(ncclGetUniqueId(&id));
-    mpiCheck(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, c->mpi));
-    ncclCheck(ncclCommInitRank(&c->nccl, c->world, id, c->rank));
-    c->transport = COMM_NCCL;
-    if (!nccl_stream) {  // not ordered against the default stream: only the events above order them
-        nccl_cuda_check(cudaStreamCreateWithFlags(&nccl_stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-        nccl_cuda_check(cudaEventCreateWithFlags(&nccl_ready, cudaEventDisableTiming), "cudaEventCreate");
-        nccl_cuda_check(cudaEventCreateWithFlags(&nccl_done, cudaEventDisableTiming), "cudaEventCreate");
-    }
+// Brings up the build's device transport over the whole group (after the device is chosen); sub-groups
+// made later by comm_split inherit it. Returns 0 where there is none: a build without one (the CPU
+// build), or without MPI to hand out its id.
+static int comm_enable_device(Comm *c) {
+    size_t id_bytes = backend_comm_id_bytes();
+#ifdef USE_MPI
+    if (id_bytes == 0) return 0;
+    if (c->world == 1 || c->transport == COMM_DEVICE) return 1;
+    if (id_bytes > (size_t)INT_MAX) internal_fault("comm: a device transport id of %zu bytes", id_bytes);
+    void *id = mallocCheck(id_bytes);
+    if (c->rank == 0) backend_comm_id(id);
+    mpiCheck(MPI_Bcast(id, (int)id_bytes, MPI_BYTE, 0, c->mpi));
+    c->device = backend_comm_open(id, c->world, c->rank);
+    free(id);
+    c->transport = COMM_DEVICE;
+    return 1;
 #else
-    (void)c;
-    fatal("--comm nccl: this build has no NCCL (it needs the CUDA build with MPI)");
+    (void)c; (void)id_bytes;
+    return 0;
 #endif
 }
 
@@ -274,9 +220,7 @@ static void comm_free_group(Comm *sub) {
     comm_free_buffers(sub);
 #ifdef USE_MPI
     if (sub->split) {
-#ifdef USE_NCCL
-        if (sub->transport == COMM_NCCL) ncclCheck(ncclCommDestroy(sub->nccl));
-#endif
+        if (sub->transport == COMM_DEVICE) backend_comm_close(sub->device);
         mpiCheck(MPI_Comm_free(&sub->mpi));
     }
 #endif
@@ -297,15 +241,12 @@ static void comm_allreduce_sum(Comm *c, float *buf, size_t n) {
     if (c->world == 1) return;
 #ifdef USE_MPI
     watch_enter("all-reduce", n);
-#ifdef USE_NCCL
-    if (c->transport == COMM_NCCL) {
-        nccl_enter();
-        ncclCheck(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, c->nccl, nccl_stream));
-        nccl_leave();
+    if (c->transport == COMM_DEVICE) {
+        backend_comm_allreduce_sum(c->device, buf, n);
+        backend_comm_join();
         watch_leave();
         return;
     }
-#endif
     float *h = (float *)comm_stage(c, buf, n * sizeof(float));
     COMM_FOR_CHUNKS(off, k, n) mpiCheck(MPI_Allreduce(MPI_IN_PLACE, h + off, (int)k, MPI_FLOAT, MPI_SUM, c->mpi));
     comm_unstage(buf, h, n * sizeof(float));
@@ -342,15 +283,12 @@ static void comm_reduce_scatter_sum(Comm *c, float *buf, size_t shard) {
     if (c->world == 1) return;
 #ifdef USE_MPI
     watch_enter("reduce-scatter", shard * c->world);
-#ifdef USE_NCCL
-    if (c->transport == COMM_NCCL) {  // in place: this rank's shard receives the sum
-        nccl_enter();
-        ncclCheck(ncclReduceScatter(buf, buf + (size_t)c->rank * shard, shard, ncclFloat, ncclSum, c->nccl, nccl_stream));
-        nccl_leave();
+    if (c->transport == COMM_DEVICE) {  // in place: this rank's shard receives the sum
+        backend_comm_reduce_scatter_sum(c->device, buf, shard, c->rank);
+        backend_comm_join();
         watch_leave();
         return;
     }
-#endif
     size_t bytes = shard * c->world * sizeof(float);
     float *h = (float *)comm_stage(c, buf, bytes), *mine = h + (size_t)c->rank * shard;
     COMM_FOR_CHUNKS(off, k, shard) {
@@ -371,15 +309,12 @@ static void comm_allgather(Comm *c, float *buf, size_t shard) {
     if (c->world == 1) return;
 #ifdef USE_MPI
     watch_enter("all-gather", shard * c->world);
-#ifdef USE_NCCL
-    if (c->transport == COMM_NCCL) {  // in place: this rank's shard is already in position
-        nccl_enter();
-        ncclCheck(ncclAllGather(buf + (size_t)c->rank * shard, buf, shard, ncclFloat, c->nccl, nccl_stream));
-        nccl_leave();
+    if (c->transport == COMM_DEVICE) {  // in place: this rank's shard is already in position
+        backend_comm_allgather(c->device, buf, shard, c->rank);
+        backend_comm_join();
         watch_leave();
         return;
     }
-#endif
     size_t bytes = shard * c->world * sizeof(float);
     float *h = (float *)comm_stage(c, buf, bytes);
     if (shard <= COMM_CHUNK) {
@@ -423,7 +358,7 @@ typedef struct {
 #ifdef USE_MPI
     MPI_Request req;
 #endif
-    int nccl;
+    int device;             // on the device transport: comm_wait joins it to the compute stream
 } CommRequest;
 
 // Starts an in-place all-gather of `world` shards of `shard` floats (see comm_allgather).
@@ -433,14 +368,11 @@ static void comm_allgather_start(Comm *c, float *buf, size_t shard, CommRequest 
     r->active = 1;
     r->buf = buf;
     r->bytes = shard * c->world * sizeof(float);
-#ifdef USE_NCCL
-    if (c->transport == COMM_NCCL) {  // on the NCCL stream, beside the compute; comm_wait joins them
-        nccl_enter();
-        ncclCheck(ncclAllGather(buf + (size_t)c->rank * shard, buf, shard, ncclFloat, c->nccl, nccl_stream));
-        r->nccl = 1;
+    if (c->transport == COMM_DEVICE) {  // beside the compute; comm_wait joins them
+        backend_comm_allgather(c->device, buf, shard, c->rank);
+        r->device = 1;
         return;
     }
-#endif
 #ifdef USE_MPI
     if (shard > COMM_CHUNK) {  // too big for one non-blocking call: do it now
         comm_allgather(c, buf, shard);
@@ -458,11 +390,9 @@ static void comm_wait(Comm *c, CommRequest *r) {
     (void)c;
     if (!r->active) return;
     watch_enter("all-gather (wait)", r->bytes / sizeof(float));
-#ifdef USE_NCCL
-    if (r->nccl) nccl_leave();  // the compute stream's next work waits for the gather; the host does not
-#endif
+    if (r->device) backend_comm_join();  // the compute stream's next work waits for the gather; the host does not
 #ifdef USE_MPI
-    if (!r->nccl) {
+    if (!r->device) {
         mpiCheck(MPI_Wait(&r->req, MPI_STATUS_IGNORE));
         comm_unstage(r->buf, r->host, r->bytes);
         c->async_busy = 0;
@@ -488,7 +418,7 @@ static void comm_isend(Comm *c, const void *buf, size_t count, CommType type, in
     CommSend *s = &c->sends[c->nsends++];
     size_t bytes = count * comm_type_bytes(type);
     comm_reserve(&s->buf, &s->bytes, bytes);
-    comm_copy_to_host(s->buf, buf, bytes);
+    backend_bytes_to_host(s->buf, buf, bytes);
     mpiCheck(MPI_Isend(s->buf, (int)count, comm_mpi_type(type), peer, tag, c->mpi, &s->req));
 #else
     (void)c; (void)buf; (void)count; (void)type; (void)tag;

@@ -54,7 +54,7 @@ typedef struct {
     floatX *encoded, *ln1;
     float *ln1_mean, *ln1_rstd;
     floatX *qkv, *atty;
-    float *att;  // what attention's backward needs of the softmax: the build's ATT_SAVED_FLOATS
+    float *att;  // what attention's backward needs of the softmax: backend_att_saved_floats
     floatX *attproj, *residual2, *ln2;
     float *ln2_mean, *ln2_rstd;
     floatX *fch, *fch_gelu, *fcproj, *residual3, *lnf;  // fch_gelu: the MLP's activation (GELU or SwiGLU)
@@ -67,7 +67,7 @@ typedef struct {
 
 // Bytes of one copy of each table entry (each tensor starts 256-byte aligned, as cuBLASLt's fastest kernels want).
 static size_t act_entry_bytes(const ArchAct *a, const ArchShape *s, int NH, int B, int T) {
-    size_t n = arch_act_elems(a, s, B, T, ATT_SAVED_FLOATS(B, NH, T));
+    size_t n = arch_act_elems(a, s, B, T, backend_att_saved_floats(B, NH, T));
     return (n * (a->is_float ? sizeof(float) : X_BYTES) + 255) / 256 * 256;
 }
 
@@ -166,7 +166,7 @@ static MemoryPlan model_memory_plan(const GPT2Config *c, int B, int T, int recom
     mp.optimizer = 2 * n * sizeof(float);
     mp.activations = acts;
     mp.workspace = gradact_elems(&s, BT) * X_BYTES + 2 * slots * BT * sizeof(int) +
-                   ATT_BWD_WORKSPACE_BYTES(B, c->num_heads, T, (int)s.dim[DIM_ATT]) + model_rope_bytes(c);
+                   backend_att_workspace_bytes(B, c->num_heads, T, (int)s.dim[DIM_ATT]) + model_rope_bytes(c);
     mp.working = model_working_bytes(c, layers, outer, stream_layers);
     return mp;
 }
@@ -231,7 +231,7 @@ static Model *model_create(const GPT2Config *config, int B, int T, int recompute
     const size_t *d = m->shape.dim;
     m->gradact_elems = gradact_elems(&m->shape, BT);
     m->gradact_memory = (floatX *)backend_alloc_scratch(m->gradact_elems * X_BYTES);
-    const size_t att_ws = ATT_BWD_WORKSPACE_BYTES(B, config->num_heads, T, (int)d[DIM_ATT]);
+    const size_t att_ws = backend_att_workspace_bytes(B, config->num_heads, T, (int)d[DIM_ATT]);
     if (att_ws) attention_workspace(backend_alloc_scratch(att_ws), att_ws);
     floatX *q = m->gradact_memory;
     m->ga.dresidual = q; q = x_at(q, BT * C);

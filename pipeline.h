@@ -13,83 +13,8 @@
 #define PIPELINE_H
 
 #include "comm.h"
-
-typedef enum { PP_RECV_ACT, PP_FWD, PP_SEND_ACT, PP_RECV_GRAD, PP_BWD, PP_SEND_GRAD } PPOpKind;
-static const char *const PP_OP_NAMES[] __attribute__((unused)) = {"recv-act", "fwd", "send-act", "recv-grad", "bwd", "send-grad"};
-
-typedef struct {
-    PPOpKind kind;
-    int micro;
-} PPOp;
-
-// The ordered operations of `stage` (0-based) of `stages` for `micro` micro-batches; ops needs room
-// for 6 * micro entries. Returns how many were written.
-static int pp_schedule(int stage, int stages, int micro, PPOp *ops) {
-    int n = 0, last = stages - 1;
-    int warmup = stages - stage - 1 < micro ? stages - stage - 1 : micro;
-    int f = 0, b = 0;
-#define PP_FWD_OPS(i) do { if (stage > 0) ops[n++] = (PPOp){PP_RECV_ACT, i}; ops[n++] = (PPOp){PP_FWD, i}; \
-                           if (stage < last) ops[n++] = (PPOp){PP_SEND_ACT, i}; } while (0)
-#define PP_BWD_OPS(i) do { if (stage < last) ops[n++] = (PPOp){PP_RECV_GRAD, i}; ops[n++] = (PPOp){PP_BWD, i}; \
-                           if (stage > 0) ops[n++] = (PPOp){PP_SEND_GRAD, i}; } while (0)
-    for (; f < warmup; f++) PP_FWD_OPS(f);
-    while (f < micro) {
-        PP_FWD_OPS(f);
-        f++;
-        PP_BWD_OPS(b);
-        b++;
-    }
-    for (; b < micro; b++) PP_BWD_OPS(b);
-#undef PP_FWD_OPS
-#undef PP_BWD_OPS
-    return n;
-}
-
-// Micro-batches whose activations a stage holds at once under its schedule.
-static int pp_max_in_flight(int stage, int stages, int micro) {
-    return stages - stage < micro ? stages - stage : micro;
-}
-
-// The 1F1B bubble: the idle fraction of every stage in an ideal pipeline.
-static double pp_bubble_formula(int stages, int micro) { return (double)(stages - 1) / (micro + stages - 1); }
-
-// Splits L layers into `stages` contiguous ranges [first[s], first[s+1]) minimising the largest
-// stage's cost: a layer costs its matmul and attention FLOPs per token; the last stage also pays for
-// the classifier (the first stage's embedding lookup is free). Returns the imbalance: the largest
-// stage cost over the mean.
-static double pp_split(const GPT2Config *c, int T, int stages, int *first) {
-    int L = c->num_layers;
-    double layer = model_layer_forward_flops(c, T), head = model_head_forward_flops(c);
-    // best[s][l]: the smallest possible largest cost when stages s.. take layers l..L-1
-    double *best = (double *)mallocCheck((size_t)(stages + 1) * (L + 1) * sizeof(double));
-    int *cut = (int *)mallocCheck((size_t)(stages + 1) * (L + 1) * sizeof(int));
-#define BEST(s, l) best[(size_t)(s) * (L + 1) + (l)]
-#define CUT(s, l) cut[(size_t)(s) * (L + 1) + (l)]
-    for (int l = 0; l <= L; l++) BEST(stages - 1, l) = l < L ? (L - l) * layer + head : INFINITY;
-    for (int s = stages - 2; s >= 0; s--)
-        for (int l = 0; l <= L; l++) {
-            BEST(s, l) = INFINITY;
-            for (int e = l + 1; e <= L; e++) {  // stage s takes [l, e), at least one layer
-                double here = (e - l) * layer, rest = BEST(s + 1, e);
-                double worst = here > rest ? here : rest;
-                if (worst < BEST(s, l)) { BEST(s, l) = worst; CUT(s, l) = e; }
-            }
-        }
-    int l = 0;
-    for (int s = 0; s < stages; s++) { first[s] = l; if (s < stages - 1) l = CUT(s, l); }
-    first[stages] = L;
-    double worst = BEST(0, 0), total = L * layer + head;
-#undef BEST
-#undef CUT
-    free(best);
-    free(cut);
-    return worst / (total / stages);
-}
-
-// ----------------------------------------------------------------------------
-// Running it. (The schedule and the split above are pure; a test of them alone defines
-// PIPELINE_SCHEDULE_ONLY and needs no model.)
-#ifndef PIPELINE_SCHEDULE_ONLY
+#include "dataloader.h"
+#include "pipeline_schedule.h"  // the schedule and the split, pure
 #include "zero.h"
 
 // A stage: its layers [first, last), its pipeline group (rank = stage) and its data-parallel Zero.
@@ -159,7 +84,6 @@ static uint64_t pp_float_bits(float x) {
 // The tokens go up and the losses come back outside the graph: the copies' host sides change every time.
 static void pp_forward_graphed(Pipeline *p, const int *inputs, const int *targets, int B, int T, float dloss) {
     Model *m = p->z->model;
-    zero_settle(p->z);  // the last step's update, before anything reads the parameters
     model_embed_inputs(m, inputs, B, T);
     model_head_targets(m, targets);
     model_weights_ready(m);
@@ -250,5 +174,4 @@ static float pp_forward_only(Pipeline *p, const int *inputs, const int *targets,
     return loss;
 }
 
-#endif  // PIPELINE_SCHEDULE_ONLY
 #endif

@@ -80,15 +80,14 @@ static MachineCapacity machine_capacity(float mem_limit, const char *nvme_path, 
     const double gib = 1073741824.0;
     MachineCapacity m;
     m.local_ranks = local_ranks;
-#ifdef TRAIN_GPT_CUDA
-    m.device_is_host = 0;
-    m.device = mem_limit > 0 ? mem_limit * gib : (double)backend_device_capacity();
-    m.ram = (double)mem_available_bytes() / local_ranks + (double)self_rss_bytes();
-#else
-    m.device_is_host = 1;
-    m.device = 0;
-    m.ram = mem_limit > 0 ? mem_limit * gib : (double)mem_available_bytes() / local_ranks + (double)self_rss_bytes();
-#endif
+    m.device_is_host = backend_memory_is_host();
+    if (!m.device_is_host) {
+        m.device = mem_limit > 0 ? mem_limit * gib : (double)backend_device_capacity();
+        m.ram = (double)mem_available_bytes() / local_ranks + (double)self_rss_bytes();
+    } else {
+        m.device = 0;
+        m.ram = mem_limit > 0 ? mem_limit * gib : (double)mem_available_bytes() / local_ranks + (double)self_rss_bytes();
+    }
     m.disk = nvme_path ? (double)swap_free_bytes(nvme_path) / local_ranks : 0.0;
     return m;
 }

@@ -138,7 +138,7 @@ static void report_run_header(const Run *r) {
     char where[64] = "";
     if (r->nvme) snprintf(where, sizeof(where), " to nvme");
     printf0("train_gpt (%s build) on %s | world %d = data-parallel %d x pipeline %d | ZeRO stage %d | offload %s%s | "
-            "precision %s%s | loss scale %s\n", BUILD_NAME, model_device_name(), r->world, r->dp, pp_stages, cfg->zero_stage,
+            "precision %s%s | loss scale %s\n", backend_build_name(), backend_device_name(), r->world, r->dp, pp_stages, cfg->zero_stage,
             OFFLOAD_NAMES[cfg->offload], where, PRECISION_NAMES[cfg->precision], cfg->tf32 ? " (TF32 matmuls)" : "", scale);
     report_placement(r);
     if (pp_stages > 1) {
@@ -254,7 +254,7 @@ static void report_profile(Run *r) {
     Timing *t = &timing;
     if (r->rank != 0 || t->profiled_steps == 0) return;
     const char *source = "";
-    double peak = profile_peak_flops(&source);
+    double peak = backend_profile_peak_flops(&source);
     const GPT2Config *mc = &r->mc;
     double L = mc->num_layers, C = model_attn_width(mc);  // C: attention's width (GPT-2's channels)
     double tokens = (double)r->B * r->T * r->A;  // this rank's tokens per step

@@ -116,20 +116,18 @@ static void run_setup_world(Run *r, int argc, char **argv) {
     comm_init(&r->comm, &argc, &argv);
     r->world = r->comm.world; r->rank = r->comm.rank;
     log_rank = r->rank;
-    build_info.name = BUILD_NAME;  // what --help says about this binary
-    build_info.precisions = PRECISIONS_BUILT;
-    build_info.precision_default = PRECISION_DEFAULT;
+    build_info.name = backend_build_name();  // what --help says about this binary
+    build_info.precisions = backend_precisions_built();
+    build_info.precision_default = backend_precision_default();
 #ifdef USE_MPI
     build_info.mpi = 1;
 #endif
-#ifdef BUILD_EXTRA_INFO
-    build_info.extra = BUILD_EXTRA_INFO;
-#endif
+    build_info.extra = backend_build_extra();
     TrainConfig *cfg = &r->cfg;
     config_defaults(cfg);
     parse_args(cfg, argc, argv);
     config_validate(cfg);
-    config_resolve_precision(cfg, PRECISION_DEFAULT, PRECISIONS_BUILT);
+    config_resolve_precision(cfg, backend_precision_default(), backend_precisions_built());
     config_check_world(cfg, r->world);
     // the world is pipeline stages x data-parallel ranks; rank = stage * dp + dp index
     r->pp_stages = cfg->pp; r->dp = r->world / r->pp_stages; r->stage = r->rank / r->dp; r->dp_rank = r->rank % r->dp;
@@ -141,7 +139,8 @@ static void run_setup_world(Run *r, int argc, char **argv) {
     comm_allgather_bytes(&r->comm, me, r->hosts, RUN_HOST);
     backend_init(r->comm.local_rank);  // after the flags, so --help and flag errors need no device
     backend_set_precision(PRECISION_NAMES[cfg->precision], cfg->tf32);
-    if (cfg->comm == COMM_FLAG_NCCL) comm_enable_nccl(&r->comm);
+    if (cfg->comm == COMM_FLAG_NCCL && !comm_enable_device(&r->comm))
+        fatal("--comm nccl: this build has no NCCL (it needs the CUDA build with MPI)");
     comm_watchdog_start(&r->comm, cfg->comm_timeout);
     fault_parse(getenv("TRAIN_GPT_FAULT"));
     r->B = cfg->micro_batch; r->T = cfg->seq_len; r->A = cfg->grad_accum;
@@ -159,7 +158,7 @@ static void run_setup_model(Run *r) {
     } else {
         r->params = gpt2_read_model_file_for("-e/--init", r->init, &r->mc);
     }
-    if (r->mc.family == FAMILY_LLAMA && strcmp(BUILD_NAME, "cuda") == 0)
+    if (r->mc.family == FAMILY_LLAMA && strcmp(backend_build_name(), "cuda") == 0)
         fatal("-e/--init %s: a Llama-family model; the CUDA build does not run the Llama family yet: use train_gpt_cpu",
               r->init);
     config_check_model(cfg, r->mc.num_layers, r->mc.max_seq_len);

@@ -9,7 +9,7 @@
 #include <string.h>
 #include "utils.h"
 #include "dataloader.h"
-#include "tokenizer.h"
+#include "tokenizer_files.h"  // tokenizer_init_bin, and tokenizer.h
 
 typedef enum {
     DECODE_IDS,        // no tokenizer known: the ids themselves

@@ -5,12 +5,13 @@
 // starts the next, so the parts add up to the step by construction, and the only error left is the
 // time between the step's first and last mark and the host's own clock around it.
 //
-// The CPU build reads the monotonic clock at each switch. The CUDA build's kernels are asynchronous,
-// so a host clock would charge a kernel's time to whatever the host was doing when it waited; there
-// each switch records a CUDA event on the stream the work runs on, and the step's end synchronises
-// once and reads the intervals between consecutive events. Time the stream spends idle while the
-// host works (loading data, waiting in MPI with host-staged buffers) falls between two events too,
-// and is charged to the phase the host was in, which is where the step lost it.
+// Each switch records a mark on the build's timeline (backend_mark): the CPU build reads the
+// monotonic clock; the CUDA build's kernels are asynchronous, so a host clock would charge a kernel's
+// time to whatever the host was doing when it waited, and it records an event on the stream the work
+// runs on. The step's end is its one synchronisation (backend_step_sync), after which the intervals
+// between consecutive marks are read. Time the stream spends idle while the host works (loading data,
+// waiting in MPI with host-staged buffers) falls between two marks too, and is charged to the phase
+// the host was in, which is where the step lost it.
 //
 // comm.h charges every collective and point-to-point message to `comm` (waiting included: a
 // straggler, a slow link or a pipeline bubble shows there); pipeline.h and trainer.h set the
@@ -23,6 +24,7 @@
 #include <string.h>
 #include <time.h>
 #include "utils.h"
+#include "backend.h"  // the step's clock: backend_mark, backend_step_sync, backend_mark_ms
 
 typedef enum { PH_DATA, PH_FORWARD, PH_BACKWARD, PH_COMM, PH_OPTIMIZER, PH_OTHER, NUM_PHASES } Phase;
 static const char *const PHASE_NAMES[NUM_PHASES] __attribute__((unused)) = {"data", "forward", "backward", "comm",
@@ -39,7 +41,7 @@ static const char *const ROW_NAMES[NUM_ROWS] __attribute__((unused)) = {
     "mlp down", "head and loss", "optimizer", "collectives", "data", "other"};
 
 #define TIMING_STACK 16
-#define TIMING_MAX_MARKS 65536  // intervals in one step (events in the CUDA build); more are merged
+#define TIMING_MAX_MARKS 65536  // marks in one step (backend_mark); more are merged
 
 typedef struct {
     int on;                       // inside a step: switches are recorded
@@ -52,13 +54,8 @@ typedef struct {
     long row_calls[NUM_ROWS];
     double profiled_ms;           // the steps' summed wall time, for the share column
     int profiled_steps;
-#ifdef TRAIN_GPT_CUDA
-    cudaEvent_t *events;
-    unsigned char *tags;          // per event: the phase * NUM_ROWS + row of the interval it ends
-    int nevents, nmarks;
-#else
-    double last;                  // when the current interval began
-#endif
+    unsigned char *tags;          // per mark: the phase * NUM_ROWS + row of the interval it ends
+    int ntags, nmarks;            // tags' room, and the marks recorded this step
 } Timing;
 static Timing timing;
 
@@ -78,44 +75,28 @@ static void timing_charge(int phase, int module, double ms) {
     if (timing.profile) timing.row_ms[timing_row(phase, module)] += ms;
 }
 
-#ifdef TRAIN_GPT_CUDA
-static void timing_cuda_check(cudaError_t e, const char *what) {
-    if (e != cudaSuccess) internal_fault("timing: %s: %s", what, cudaGetErrorString(e));
-}
-// Ends the current interval with an event on the compute stream (every kernel, copy and matmul of the
-// build runs there; NCCL's stream joins it through events).
+// Ends the current interval with a mark on the build's timeline, tagged with what the interval was.
 static void timing_record(void) {
     Timing *t = &timing;
-    if (t->nmarks == TIMING_MAX_MARKS) {  // merge: the newest event moves forward, its tag is kept
+    if (t->nmarks == TIMING_MAX_MARKS) {  // merge: the newest mark moves forward, its tag is kept
         t->nmarks--;
     }
-    if (t->nmarks == t->nevents) {
-        int n = t->nevents ? 2 * t->nevents : 256;
-        t->events = (cudaEvent_t *)realloc(t->events, n * sizeof(cudaEvent_t));
+    if (t->nmarks == t->ntags) {
+        int n = t->ntags ? 2 * t->ntags : 256;
         t->tags = (unsigned char *)realloc(t->tags, n);
-        if (!t->events || !t->tags) fatal("out of memory for %d timing events", n);
-        for (int i = t->nevents; i < n; i++) timing_cuda_check(cudaEventCreate(&t->events[i]), "cudaEventCreate");
-        t->nevents = n;
+        if (!t->tags) fatal("out of memory for %d timing marks", n);
+        t->ntags = n;
     }
     t->tags[t->nmarks] = (unsigned char)(t->phase * NUM_ROWS + t->module);
-    timing_cuda_check(cudaEventRecord(t->events[t->nmarks], main_stream), "cudaEventRecord");
+    backend_mark(t->nmarks);
     t->nmarks++;
 }
-#endif
 
 // The current interval ends here; the next is charged to (phase, module).
 static void timing_switch(int phase, int module) {
     Timing *t = &timing;
     if (phase == t->phase && module == t->module) return;
-    if (t->on) {
-#ifdef TRAIN_GPT_CUDA
-        timing_record();
-#else
-        double now = wall_seconds();
-        timing_charge(t->phase, t->module, (now - t->last) * 1e3);
-        t->last = now;
-#endif
-    }
+    if (t->on) timing_record();
     t->phase = phase;
     t->module = module;
 }
@@ -166,32 +147,21 @@ static void timing_step_begin(void) {
     t->module = MOD_NONE;
     t->depth = 0;
     t->on = 1;
-#ifdef TRAIN_GPT_CUDA
     t->nmarks = 0;
     timing_record();  // the step's start
-#else
-    t->last = wall_seconds();
-#endif
 }
 
-// Ends the step: fills timing.step_ms (the CUDA build waits here for the step's last kernel, so the
-// step's wall time includes it). The step's own wall time, the profile's 100%, is the trainer's to add
+// Ends the step: fills timing.step_ms. The step's one synchronisation: the host waits here for the
+// step's last kernel (backend_step_sync), so the step's wall time includes it. The step's own wall time, the profile's 100%, is the trainer's to add
 // to profiled_ms: it spans the host's collectives after this point too.
 static void timing_step_end(void) {
     Timing *t = &timing;
-#ifdef TRAIN_GPT_CUDA
     timing_record();
-    timing_cuda_check(cudaEventSynchronize(t->events[t->nmarks - 1]), "cudaEventSynchronize");
+    backend_step_sync(t->nmarks - 1);
     for (int i = 1; i < t->nmarks; i++) {
-        float ms = 0.0f;
-        timing_cuda_check(cudaEventElapsedTime(&ms, t->events[i - 1], t->events[i]), "cudaEventElapsedTime");
         int tag = t->tags[i];
-        timing_charge(tag / NUM_ROWS, tag % NUM_ROWS, ms);
+        timing_charge(tag / NUM_ROWS, tag % NUM_ROWS, backend_mark_ms(i));
     }
-#else
-    double now = wall_seconds();
-    timing_charge(t->phase, t->module, (now - t->last) * 1e3);
-#endif
     t->on = 0;
     t->phase = PH_OTHER;
     t->module = MOD_NONE;

@@ -29,7 +29,7 @@ Build: gcc -O2 -Wall -Wextra -std=gnu11 tokenize.c -o tokenize -lm -lpthread
 #include <sys/types.h>
 #include <unistd.h>
 #include "utils.h"
-#include "tokenizer.h"
+#include "tokenizer_files.h"  // tokenizer_init_bpe and _bin, tokenizer_write_bin, and tokenizer.h
 #include "corpus.h"
 #include "shards.h"
 

@@ -9,7 +9,8 @@ Two ways to load it:
 - tokenizer_init_bin(): from llm.c's tokenizer .bin file (version 1 or 2). Decoding
   only; this is what the trainer uses to print samples.
 
-tokenizer_write_bin() writes the llm.c .bin file (version 2).
+tokenizer_write_bin() writes the llm.c .bin file (version 2). The three are in tokenizer_files.h,
+which includes this header; include it where files are read or written.
 
 Errors in the input (missing/corrupt files) and out of memory print the cause, naming
 the file, and exit(1), through utils.h's fatal(); an internal fault (internal_fault())
@@ -483,8 +484,6 @@ TOK_FN int tokenizer_encode(Tokenizer *t, const unsigned char *text, size_t len,
     *out_n = n;
     return 0;
 }
-
-#include "tokenizer_files.h" // tokenizer_init_bpe, tokenizer_write_bin, tokenizer_init_bin
 
 TOK_FN void tokenizer_free(Tokenizer *t) {
     free(t->token_bytes);

@@ -1,6 +1,5 @@
 /*
-The tokenizer's file formats, for tokenizer.h (included by it, after the Tokenizer and
-its rank table are defined; not meant to be included on its own): reading OpenAI's
+The tokenizer's file formats, on top of tokenizer.h (the Tokenizer and its rank table): reading OpenAI's
 encoder.json + vocab.bpe into an encoding Tokenizer (tokenizer_init_bpe, with every
 check on the two files), and llm.c's tokenizer .bin file (tokenizer_write_bin, and
 tokenizer_init_bin, which loads for decoding only). Bad files are fatal() errors
@@ -8,6 +7,8 @@ naming the file (and line, for vocab.bpe).
 */
 #ifndef TOKENIZER_FILES_H
 #define TOKENIZER_FILES_H
+
+#include "tokenizer.h"
 
 // Reads a whole regular file into memory (NUL-terminated for the parsers' convenience).
 // Directories are rejected explicitly: on Linux fopen() of a directory succeeds and only

@@ -1,5 +1,5 @@
 // train_gpt.cu: the CUDA build of the trainer, `./train_gpt`. It defines the same kernels as the CPU
-// reference (train_gpt.c), with the same names and argument order, on device memory, and the same
+// reference (train_gpt.c with cpu/), with the same names and argument order, on device memory, and the same
 // memory backend; the model code (model.h), ZeRO (zero.h), the pipeline (pipeline.h) and the
 // training loop (trainer.h) are shared, so the two builds run the same operations in the same order.
 // The kernels live in cuda/, one header per layer family (as llm.c's llmc/); cuda/common.cuh says how
@@ -14,11 +14,9 @@
 #include "cuda/classifier.cuh"  // defines: classifier_forward_backward
 #include "cuda/llama_stub.cuh"  // defines: the Llama family's kernels as unreachable stubs (cuda/llama.cuh replaces it)
 #include "cuda/adamw.cuh"       // defines: adamw_kernel, weights_bf16_kernel, weights_fp16_kernel
-#include "cuda/backend.cuh"     // defines: backend_* (memory, copies, offload stream, AdamW launch, device facts)
+#include "cuda/backend.cuh"     // defines: backend_* (memory, copies, offload stream, AdamW launch, the step's clock, device facts)
+#include "cuda/comm_nccl.cuh"   // defines: backend_comm_* (NCCL, the device transport for comm.h's collectives)
 
-#define BUILD_NAME "cuda"
-// for --help: the attention kernels are compiled for these (padded) head sizes only
-#define BUILD_EXTRA_INFO "attention head sizes 16, 32, 64, 128 (GPT-2: 64)"
 #include "backend.h"  // declares: the contract the headers above implement (a mismatch fails the build)
 
 #include "model.h"    // defines: Model, the layer pieces both builds run on the functions above

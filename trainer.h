@@ -8,10 +8,10 @@
 //   MemoryPlan model_memory_plan(const GPT2Config *, int B, int T, int recompute, int layers, int slots, int outer,
 //                                int stream_layers)
 //   void backend_init(int local_rank)                      (picks and prepares the device)
-//   const char *model_device_name(void), size_t backend_state_bytes, backend_scratch_bytes (bytes handed out
+//   const char *backend_device_name(void), backend_state_allocated(), backend_scratch_allocated() (bytes handed out
 //                                                          for model state, and for activations)
-//   double model_peak_flops(void)                          (dense peak FLOP/s of one device; 0 = unknown)
-// the model's pieces and the backend that zero.h drives (see there), and BUILD_NAME. Everything the user
+//   double backend_peak_flops(void)                          (dense peak FLOP/s of one device; 0 = unknown)
+// the model's pieces and the backend that zero.h drives (see there), and backend_build_name(). Everything the user
 // sees of a run (flags, files, logs) is decided here once: the flags in config.h, the run record and its
 // set-up in run.h, the memory plan in plan.h, what is printed and logged in report.h, samples in sample.h,
 // injected faults in fault.h, --autotune in autotune.h.
@@ -98,12 +98,12 @@ static void run_build(Run *r) {
     comm_split(&r->comm, stage, r->dp_rank, &r->dp_comm);
     comm_split(&r->comm, r->dp_rank, stage, &r->pp_comm);
     comm_split(&r->comm, r->holds_unit[0] ? r->dp_rank : r->world + r->rank, stage, &r->tied_comm);
-    size_t act_before = backend_scratch_bytes;
+    size_t act_before = backend_scratch_allocated();
     r->model = model_create(&r->mc, r->B, r->T, cfg->recompute, r->first[stage], r->first[stage + 1], r->slots,
                             cfg->zero_stage == 3);
     const MemoryPlan *plan = &r->plan;
-    size_t act_bytes = backend_scratch_bytes - act_before, planned_act = plan->activations + plan->workspace + plan->working;
-    size_t allocated_before = backend_state_bytes;
+    size_t act_bytes = backend_scratch_allocated() - act_before, planned_act = plan->activations + plan->workspace + plan->working;
+    size_t allocated_before = backend_state_allocated();
     char note[512];
     zero_init(&r->zero, &r->dp_comm, cfg->zero_stage, r->model, r->holds_unit, r->bucket_bytes, r->offload, r->offload_params,
               r->nvme ? cfg->nvme_path : NULL, run_nvme_buffer(r), note, sizeof(note));
@@ -119,7 +119,7 @@ static void run_build(Run *r) {
                                       cfg->zero_stage, r->zero.bucket_layers, r->zero.bucket_layers == 1 ? "" : "s",
                                       cfg->reduce_bucket_mb);
     r->pipe = (Pipeline){r->pp_stages, stage, r->first[stage], r->first[stage + 1], r->slots, &r->pp_comm, &r->zero, 0.0};
-    size_t model_state = backend_state_bytes - allocated_before;
+    size_t model_state = backend_state_allocated() - allocated_before;
     size_t planned_state = plan->params + plan->grads + plan->optimizer;  // with nvme, AdamW's state is in the swap file
     printf0("allocated per rank: model state %.1f MiB (planned %.1f MiB) | activations and workspace %.1f MiB (planned %.1f MiB)\n",
             model_state / 1048576.0, planned_state / 1048576.0, act_bytes / 1048576.0, planned_act / 1048576.0);
@@ -198,9 +198,9 @@ static void run_sample(Run *r) {
     printf0("\n");
 }
 
-// One optimizer step: the last step's update (if it was deferred), the micro-batches through the pipeline,
-// the gradients reduced, the norm, the loss scaler's verdict, and the update: issued at once with the
-// device's own verdict where this rank's norm is the whole norm, else decided here and deferred. Returns
+// One optimizer step: the micro-batches through the pipeline, the gradients reduced, the norm, the loss
+// scaler's verdict, and the update: issued at once with the device's own verdict where this rank's norm is the
+// whole norm, else decided by the host after the step's synchronisation and run then. Returns
 // what the step's line reports. Between the first and the last kernel the host never waits for the device: the losses and
 // the norm's partial sums come back together at the end, with the time breakdown (one synchronisation).
 static StepResult run_step(Run *r, int step) {
@@ -219,7 +219,7 @@ static StepResult run_step(Run *r, int step) {
     STEP_BEGIN(step + 1);
     comm_watchdog_step(step + 1);
     fault_step_begin(r->rank, step + 1);
-    zero_clear_grads(zero);  // after the last step's AdamW update, which zero.h runs first
+    zero_clear_grads(zero);
     float dloss = 1.0f / ((float)B * T * A * dp), step_scale = scaler->scale;
     if (fault_overflow(step + 1)) dloss = INFINITY;
     dloss *= step_scale;  // a power of two: every gradient is scaled exactly
@@ -234,7 +234,7 @@ static StepResult run_step(Run *r, int step) {
     float lr = lr_at(cfg, step, r->lr_span);
     AdamWArgs adam = {lr, cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay, 1.0f, r->updates + 1};
     // where this rank's sums are the whole norm, the device decides clipping and skipping itself and the
-    // update follows the backward at once; elsewhere it waits for the host's verdict (zero_defer_update)
+    // update follows the backward at once; elsewhere it waits for the host's verdict (below)
     int now = pp_stages == 1 && zero_update_on_device(zero);
     if (now) {
         zero_update_verdict(zero, step_scale, cfg->grad_clip);
@@ -258,7 +258,11 @@ static StepResult run_step(Run *r, int step) {
     if (!skip) {
         r->updates++;
         adam.grad_scale = grad_scale / step_scale;
-        if (!now) zero_defer_update(zero, &adam);
+        if (!now) {  // the host's verdict: the update runs here, where the step ends, charged by the host's clock
+            double u0 = wall_seconds();
+            zero_update(zero, &adam);
+            timing_charge(PH_OPTIMIZER, MOD_NONE, (wall_seconds() - u0) * 1e3);
+        }
     } else if (now) {
         zero_update_skipped(zero, r->updates);  // the device skipped it too: the same norm, the same test
     }
@@ -270,7 +274,7 @@ static StepResult run_step(Run *r, int step) {
     // model FLOPs per token, as llm.c and PaLM count them: 6N for the matmuls' forward and
     // backward, plus 6*L*C*T for attention; per device
     s.flops = model_flops_per_token(&r->mc, T) * tps / r->world;
-    s.peak = model_peak_flops();
+    s.peak = backend_peak_flops();
     if (step > r->start_step) { r->total_ms += ms; r->timed_steps++; }  // the first step warms caches
     // the pipeline's measured bubble: the share of each stage's step spent waiting for a neighbour
     if (pp_stages > 1) {

@@ -25,10 +25,10 @@
 //
 // Where this rank's sums of squares are the whole gradient norm (zero_update_on_device), a step's AdamW
 // update is issued right after its backward, the device deciding clipping and skipping itself
-// (backend_update_verdict, zero_update_now). Elsewhere it is decided after the step's one
-// synchronisation (zero_defer_update) and run here when the parameters are next read: the next step's
-// zero_clear_grads, a forward (evaluation, sampling), zero_get_params, a checkpoint's zero_read_owned,
-// zero_free. Either way the device never waits for the host in between, and no caller has to remember it.
+// (backend_update_verdict, zero_update_now). Elsewhere the host decides it after the step's one
+// synchronisation and the update runs there, where the step ends (zero_update). Either way a step leaves
+// nothing pending: whatever reads the parameters after it (evaluation, sampling, a checkpoint, the next
+// step) reads them updated, and reading them changes nothing.
 //
 // --offload optimizer|params keeps AdamW's moments and the master copy of this rank's parameters off
 // the device, in a host tier: host memory, or with --offload-device nvme records of a swap file
@@ -39,224 +39,8 @@
 #ifndef ZERO_H
 #define ZERO_H
 
-#include "backend.h"
-#include "comm.h"
-#include "swap.h"
+#include "zero_store.h"  // and through it zero_layout.h: the record, its slices and the optimizer's stores
 
-enum { ZS_MASTER, ZS_M, ZS_V, ZS_ARRAYS };  // the arrays of a swap record
-
-typedef struct Zero Zero;
-
-// Where the optimizer's state lives, chosen at start-up: device memory (AdamW on the device), host
-// memory (--offload: AdamW on the host) or a swap file (--offload-device nvme). Arrays are ZS_MASTER
-// (offload only), ZS_M and ZS_V of this rank's slice of a unit.
-typedef struct {
-    void (*get)(Zero *z, int a, int u, size_t lo, size_t n, float *dst);  // floats [lo, lo + n) of the slice to the host
-    void (*put)(Zero *z, int a, int u, const float *src, size_t n);       // the slice's first n floats from the host
-    void (*master_to_device)(Zero *z, int u, float *dst);                  // --offload params: a layer's master shard
-    void (*begin)(Zero *z);                                                // before the step's units are updated
-    void (*update)(Zero *z, int u, const AdamWArgs *args);                 // unit u's slice, its device master refreshed
-    void (*join)(Zero *z);                                                 // the refreshed masters readable by the compute
-    void (*end)(Zero *z);                                                  // after the last unit
-    void (*close)(Zero *z);
-} ZeroStore;
-
-struct Zero {
-    int stage;
-    Comm *comm;
-    Model *model;
-    GPT2Config config;
-    int nu, L;
-    size_t *usize, *ushard;        // per unit: size, shard size
-    size_t *uoff;                  // per unit: offset in the whole-unit buffers (each unit padded to world*shard)
-    size_t *slo, *slen, *sspan;    // per unit: this rank's slice: where it starts in the unit, its floats, its padded room
-    size_t *soff;                  // per unit: offset of this rank's slice in the slice buffers (uoff at stage 0)
-    size_t whole_floats, slice_floats;
-    ParamRun *runs;
-    int nruns;
-    // memory (backend)
-    float *params;                 // stages 0-2: every unit whole; stage 3: the outer unit whole
-    float *grads;                  // stages 0-1: every unit whole; stages 2-3: the outer unit whole
-    float *layer_grad;             // stages 2-3: the gradients of one bucket of layers
-    float *bucket_pack;            // stages 2-3 with buckets of several layers: their shards, rank by rank
-    int bucket_layers;             // layers whose gradients are reduce-scattered together
-    float *layer_param[2];         // stage 3: gathered layer weights (this layer and the next)
-    int slot_layer[2];             // stage 3: which layer each buffer holds whole (-1: none or stale)
-    CommRequest prefetch;          // stage 3: the gather of the next layer, running while this one computes
-    int prefetch_layer;
-    float *pshard;                 // stage 3: this rank's shards of the layers' parameters (the master copy;
-                                   // the outer unit's master is its whole copy in params)
-    float *gshard;                 // stages 2-3: this rank's gradient shards, accumulated over micro-batches
-    // the tied embedding (--pp): the outer unit is held by the first and the last pipeline stage, whose
-    // gradients are summed over `tied`; the last stage's copy is counted by the first (norm, checkpoint)
-    Comm *tied;
-    int tied_counted_elsewhere;
-    // the update decided after a step, run when the parameters are next read (zero_settle)
-    AdamWArgs pending;
-    int has_pending;
-    // the device store's update: every tensor's slice in one backend_adamw_run (made at the first update);
-    // at stage 0 the working copies are written in the same pass (fused_copy)
-    void *adamw_plan;
-    int fused_copy;
-    float *norm_slots;             // every rank's sum of squares, a double (2 floats) each, for the device's verdict
-    // the optimizer's state (ZeroStore): m and v in device or host memory, whole at stage 0 and
-    // this rank's shards at stages 1-3; with --offload beside a host master copy of this rank's
-    // parameters and a host copy of its gradients, and AdamW runs on the CPU
-    const ZeroStore *store;
-    float *m, *v;
-    int offload;
-    int offload_params;            // --offload params (stage 3): the host master copy is the only copy of the layer shards
-    float *hmaster, *hgrad;
-    // the gradient norm's per-unit slices and sums, between zero_grad_sum_squares_start and _finish
-    const float **ss_x;
-    size_t *ss_n;
-    double *ss_sum;
-    int ss_count;
-    // --offload-device nvme: m, v and hmaster are records of a swap file (NULL here); hgrad stages one piece
-    int nvme;
-    Swap swap;
-    int *piece_first;              // per unit (and one past the last): its first record
-    size_t *piece_lo, *piece_n;    // per record: where it starts in its unit's slice, and its floats
-};
-
-// How many of unit u's floats rank r owns.
-static size_t zero_owned(const Zero *z, int u, int r) {
-    size_t lo = (size_t)r * z->ushard[u];
-    if (lo >= z->usize[u]) return 0;
-    return z->usize[u] - lo < z->ushard[u] ? z->usize[u] - lo : z->ushard[u];
-}
-
-// A unit this rank holds: all of them, or those that `held` marks (a pipeline stage's).
-static size_t zero_unit_size(const GPT2Config *c, int u, const int *held) {
-    return held && !held[u] ? 0 : gpt2_unit_size(c, u);
-}
-
-// The padded room of a rank's slice of a unit with shards of `shard` floats: the whole unit at
-// stage 0 (every rank owns everything), one shard otherwise.
-static size_t zero_slice_span(int stage, size_t shard, int world) { return stage == 0 ? shard * world : shard; }
-
-// Layers per gradient bucket at stages 2-3: as many as fit in bucket_bytes, at least one.
-static int zero_bucket_layers(const GPT2Config *c, int world, size_t bucket_bytes) {
-    size_t layer = comm_shard_size(gpt2_unit_size(c, 1), world) * world * sizeof(float);
-    size_t k = bucket_bytes / layer;
-    if (k < 1) k = 1;
-    if (k > (size_t)c->num_layers) k = c->num_layers;
-    return (int)k;
-}
-
-// Floats per array of a swap record: three arrays (master, m, v) fill one ring buffer of buffer_bytes.
-static size_t zero_piece_floats(size_t buffer_bytes) {
-    size_t n = buffer_bytes / (ZS_ARRAYS * sizeof(float)) / 1024 * 1024;
-    return n < 1024 ? 1024 : n;
-}
-
-// The swap records: unit u's slice of the optimizer state (span[u] floats) cut into pieces of at most
-// `chunk`. Fills floats[] (per record) and first[] (per unit, nu + 1 entries) where not NULL; returns
-// the number of records.
-static int zero_swap_pieces(const size_t *span, int nu, size_t chunk, size_t *floats, int *first, size_t *lo) {
-    int n = 0;
-    for (int u = 0; u < nu; u++) {
-        if (first) first[u] = n;
-        for (size_t a = 0; a < span[u]; a += chunk, n++) {
-            if (floats) floats[n] = span[u] - a < chunk ? span[u] - a : chunk;
-            if (lo) lo[n] = a;
-        }
-    }
-    if (first) first[nu] = n;
-    return n;
-}
-
-// Per-rank bytes of the swap file and of the host memory it streams through (ring and gradient
-// staging), for --offload-device nvme, without opening anything.
-static void zero_swap_plan(const GPT2Config *c, int stage, int world, const int *held, size_t buffer_bytes,
-                           size_t *host, size_t *disk) {
-    int nu = gpt2_num_units(c);
-    size_t *span = (size_t *)mallocCheck(nu * sizeof(size_t)), chunk = zero_piece_floats(buffer_bytes);
-    for (int u = 0; u < nu; u++) span[u] = zero_slice_span(stage, comm_shard_size(zero_unit_size(c, u, held), world), world);
-    int n = zero_swap_pieces(span, nu, chunk, NULL, NULL, NULL);
-    size_t *floats = (size_t *)mallocCheck((n + 1) * sizeof(size_t));
-    zero_swap_pieces(span, nu, chunk, floats, NULL, NULL);
-    *disk = swap_file_bytes(floats, n, ZS_ARRAYS);
-    *host = n ? swap_ring_bytes(floats, n, ZS_ARRAYS) + swap_cap(chunk) * sizeof(float) : 0;
-    free(floats); free(span);
-}
-
-// Per-rank bytes of parameters, gradients and AdamW state for a stage, without allocating. With
-// nvme the optimizer's state is on disk (zero_swap_plan), so none of it is counted here.
-static void zero_memory_plan(const GPT2Config *c, int stage, int world, const int *held, size_t bucket_bytes,
-                             int offload, int offload_params, int nvme, size_t *params, size_t *grads, size_t *opt) {
-    int K = zero_bucket_layers(c, world, bucket_bytes);
-    int nu = gpt2_num_units(c);
-    size_t whole = 0, shard = 0, slices = 0, outer = 0, layer = 0;
-    for (int u = 0; u < nu; u++) {
-        size_t sh = comm_shard_size(zero_unit_size(c, u, held), world);
-        whole += sh * world;
-        shard += sh;
-        slices += zero_slice_span(stage, sh, world);
-        if (u == 0) outer = sh * world; else if (sh > 0) layer = sh * world;
-    }
-    size_t outer_shard = outer / world;
-    *params = (stage <= 2 ? whole : outer + 2 * layer + (offload_params ? 0 : shard - outer_shard)) * sizeof(float);
-    *grads = (stage <= 1 ? whole : outer + (K > 1 ? 2 * K : 1) * layer + shard) * sizeof(float);
-    *opt = nvme ? 0 : (offload ? 4 : 2) * slices * sizeof(float);  // offloaded: m, v, master, grads
-}
-
-// Whether unit u stays whole in params on every rank: every unit at stages 0-2; at stage 3 only the
-// outer unit (the tied embedding is used at both ends of the model).
-static int zero_resident(const Zero *z, int u) { return z->stage <= 2 || u == 0; }
-
-// This rank's master copy of its slice of unit u in device memory: inside the resident whole unit,
-// or among the layer shards at stage 3; NULL where --offload params keeps it only in the store.
-static float *zero_master(Zero *z, int u) {
-    if (zero_resident(z, u)) return z->params + z->uoff[u] + z->slo[u];
-    return z->pshard ? z->pshard + z->soff[u] - z->ushard[0] : NULL;  // the layers' shards follow the outer unit's
-}
-
-// This rank's master slice of unit u into device memory at dst, from wherever it lives.
-static void zero_master_into(Zero *z, int u, float *dst) {
-    const float *m = zero_master(z, u);
-    if (m) backend_copy(dst, m, z->ushard[u]);
-    else z->store->master_to_device(z, u, dst);
-}
-
-// This rank's reduced gradient of unit u (its slice).
-static float *zero_grad_slice(Zero *z, int u) {
-    if (z->stage <= 1) return z->grads + z->uoff[u] + z->slo[u];
-    return z->gshard + z->soff[u];
-}
-
-// Where layer l sits in its gradient bucket; buckets are filled in backward order, last layer first.
-static int zero_bucket_slot(const Zero *z, int l) { return (z->L - 1 - l) % z->bucket_layers; }
-
-// Points the model at unit u's resident parameters and gradient buffer.
-static void zero_point_unit(Zero *z, int u, float *params) {
-    float *g = z->stage <= 1 || u == 0 ? z->grads + z->uoff[u]
-                                       : z->layer_grad + (size_t)zero_bucket_slot(z, u - 1) * z->ushard[u] * z->comm->world;
-    model_set_unit(z->model, u, params, g);
-}
-
-// The part [a, b) of a unit-u run that falls in [lo, lo + cnt) of the unit; 0 when none does.
-static int run_overlap(const ParamRun *run, int u, size_t lo, size_t cnt, size_t *a, size_t *b) {
-    if (run->unit != u) return 0;
-    *a = run->unit_off > lo ? run->unit_off : lo;
-    *b = run->unit_off + run->len < lo + cnt ? run->unit_off + run->len : lo + cnt;
-    return *a < *b;
-}
-
-// AdamW on the host (the offloaded stores) on floats [lo, lo + cnt) of unit u: weight decay differs between
-// the unit's tensors, so it walks the runs that overlap the range. Pointers are at the range's start. (The
-// device store's update is one backend_adamw_run over every unit, zero_update.)
-static void zero_adamw_range(Zero *z, int u, size_t lo, size_t cnt, float *p, const float *g, float *m, float *v,
-                             const AdamWArgs *args) {
-    for (int i = 0; i < z->nruns; i++) {
-        const ParamRun *run = &z->runs[i];
-        size_t a, b;
-        if (!run_overlap(run, u, lo, cnt, &a, &b)) continue;
-        adamw_host(p + (a - lo), g + (a - lo), m + (a - lo), v + (a - lo), b - a, run->decayed, args);
-    }
-}
-
-#include "zero_store.h"
 
 // The device store's table for backend_adamw_run: every run of every unit's slice (the runs differ in
 // weight decay), made once, at zero_init, when every buffer it points into exists (the model's working copies too). At stage 0 a rank updates whole
@@ -348,25 +132,7 @@ static void zero_tie_outer_unit(Zero *z, Comm *tied, int counted_elsewhere) {
 // A unit another stage counts: the tied outer unit on the last pipeline stage.
 static int zero_counted_elsewhere(const Zero *z, int u) { return u == 0 && z->tied_counted_elsewhere; }
 
-static void zero_update(Zero *z, const AdamWArgs *args);
-
-// The deferred update, if any, now: everything that reads the parameters calls this first.
-static void zero_settle(Zero *z) {
-    if (!z->has_pending) return;
-    z->has_pending = 0;
-    timing_push(PH_OPTIMIZER);  // the last step's AdamW, as DeepSpeed's "step" counts it
-    zero_update(z, &z->pending);
-    timing_pop();
-}
-
-// The step's update, decided after its one synchronisation, to run when the parameters are next read.
-static void zero_defer_update(Zero *z, const AdamWArgs *args) {
-    z->pending = *args;
-    z->has_pending = 1;
-}
-
 static void zero_free(Zero *z) {
-    zero_settle(z);  // the last step's update, so that the run's end state is whole
     backend_adamw_plan_free(z->adamw_plan);
     backend_free(z->norm_slots);
     float *bufs[] = {z->params, z->grads, z->layer_grad, z->bucket_pack, z->layer_param[0], z->layer_param[1], z->pshard, z->gshard};
@@ -410,7 +176,6 @@ static void zero_gather_layer(Zero *z, int u, float *buf) {
 // Loads the whole model (llm.c flat order, host) into this rank's share of it; `updates` is how many
 // AdamW updates those parameters have had (0 for a fresh model, the state file's count on resume).
 static void zero_load_params(Zero *z, const float *flat, int updates) {
-    z->has_pending = 0;  // these parameters replace whatever an update would have made
     if (z->stage == 3) z->slot_layer[0] = z->slot_layer[1] = -1;
     size_t maxw = zero_max_whole(z);
     float *whole = (float *)callocCheck(maxw, sizeof(float));
@@ -429,7 +194,6 @@ static void zero_load_params(Zero *z, const float *flat, int updates) {
 
 // The whole model in llm.c's flat order on the host of every rank (for checkpoints).
 static void zero_get_params(Zero *z, float *flat) {
-    zero_settle(z);
     float *whole = (float *)mallocCheck(zero_max_whole(z) * sizeof(float));
     for (int u = 0; u < z->nu; u++) {
         if (z->usize[u] == 0) continue;
@@ -448,7 +212,6 @@ static void zero_get_params(Zero *z, float *flat) {
 // For a checkpoint that every rank writes a part of: floats [lo, lo + cnt) of unit u, inside this
 // rank's slice, of the parameters (ZS_MASTER), or of AdamW's moments (ZS_M, ZS_V), to the host.
 static void zero_read_owned(Zero *z, int a, int u, size_t lo, size_t cnt, float *dst) {
-    zero_settle(z);
     const float *master = zero_master(z, u);
     if (a == ZS_MASTER && master) backend_to_host(dst, master + (lo - z->slo[u]), cnt);
     else z->store->get(z, a, u, lo - z->slo[u], cnt, dst);
@@ -472,9 +235,8 @@ static void zero_set_opt_state(Zero *z, const float *m_flat, const float *v_flat
 // ----------------------------------------------------------------------------
 // The step.
 
-// The gradients cleared for a new step (after the last step's update, which reads them).
+// The gradients cleared for a new step (the last step's update, which read them, is done).
 static void zero_clear_grads(Zero *z) {
-    zero_settle(z);
     if (z->stage <= 1) backend_zero_state(z->grads, z->whole_floats);
     else {
         backend_zero_state(z->grads, z->ushard[0] * z->comm->world);
@@ -520,9 +282,8 @@ static void zero_bucket_done(Zero *z, int u, float *buf) {
     backend_zero_state(buf, z->ushard[u] * z->comm->world);
 }
 
-// The embedding's forward (the first pipeline stage's), after the last step's update.
+// The embedding's forward (the first pipeline stage's).
 static void zero_embed_forward(Zero *z, const int *inputs, int B, int T) {
-    zero_settle(z);
     model_embed_forward(z->model, inputs, B, T);
 }
 
@@ -530,7 +291,6 @@ static void zero_embed_forward(Zero *z, const int *inputs, int B, int T) {
 // gathered first and dropped after; at stages 2-3 its gradient is reduce-scattered as soon as its
 // backward is done. pipeline.h runs every step through these.
 static void zero_layer_forward(Zero *z, int l) {
-    zero_settle(z);
     zero_fetch_layer(z, l, +1);
     model_layer_forward(z->model, l);
     zero_drop_layer(z, l);
@@ -620,10 +380,9 @@ static void zero_update_with(Zero *z, const AdamWArgs *args, int verdict) {
         z->slot_layer[0] = z->slot_layer[1] = -1;
     }
     int device = z->store == &ZERO_STORE_DEVICE;
-    if (device) backend_adamw_run(z->adamw_plan, args, verdict);  // every unit's slice, one launch
-    z->store->begin(z);
+    z->store->begin(z, args, verdict);  // the device store: every unit's slice, one launch
     for (int u = 0; u < z->nu; u++) {
-        if (!device) z->store->update(z, u, args);
+        z->store->update(z, u, args);
         if (z->stage >= 1 && zero_resident(z, u)) {
             z->store->join(z);  // the all-gather reads what was just copied back
             comm_allgather(z->comm, z->params + z->uoff[u], z->ushard[u]);
@@ -637,11 +396,11 @@ static void zero_update(Zero *z, const AdamWArgs *args) { zero_update_with(z, ar
 
 // Whether the step's update can be issued before the host has seen the norm: AdamW runs on the device, and
 // the device can add the ranks' sums of squares up itself: the whole norm is this rank's (stage 0, one rank),
-// or the ranks exchange their sums without the host waiting (NCCL, or the CPU build's host memory). Not
+// or the ranks exchange their sums without the host waiting (the device transport, or host memory). Not
 // across pipeline stages: the caller knows whether there are several, and the tied unit is counted by one.
 static int zero_update_on_device(const Zero *z) {
     int local = z->stage == 0 || z->comm->world == 1;
-    int exchange = !COMM_DEVICE_MEMORY || z->comm->transport == COMM_NCCL;
+    int exchange = z->comm->transport != COMM_MPI_STAGED;
     return z->store == &ZERO_STORE_DEVICE && (local || exchange) && !z->tied;
 }
 

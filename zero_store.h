@@ -3,9 +3,11 @@
 // (--offload), where AdamW runs on the host beside a host master copy of this rank's parameters; and
 // a swap file (--offload-device nvme, swap.h), whose records zero.h's update streams piece by piece.
 // Each home implements ZeroStore (zero.h), so zero.h's update, checkpoint reads and loads never ask
-// which it is. Included by zero.h after its Zero and its slice helpers; serves only zero.h.
+// which it is. Stands on zero_layout.h (the record and its slices); serves only zero.h.
 #ifndef ZERO_STORE_H
 #define ZERO_STORE_H
+
+#include "zero_layout.h"
 
 static float *zero_store_array(Zero *z, int a) { return a == ZS_MASTER ? z->hmaster : a == ZS_M ? z->m : z->v; }
 static void zero_store_nothing(Zero *z) { (void)z; }
@@ -17,14 +19,12 @@ static void store_device_get(Zero *z, int a, int u, size_t lo, size_t n, float *
 static void store_device_put(Zero *z, int a, int u, const float *src, size_t n) {
     backend_from_host(zero_store_array(z, a) + z->soff[u], src, n);
 }
-static void store_device_master(Zero *z, int u, float *dst) {
-    (void)z; (void)dst;
-    internal_fault("zero: unit %d's master copy is on the device, not in the store", u);
-}
-static void store_device_update(Zero *z, int u, const AdamWArgs *args) {
-    (void)z; (void)args;
-    internal_fault("zero: unit %d: the device store's units are updated together, in zero_update's one launch", u);
-}
+// The master copy is the device's own (zero_master), never only in this store.
+static void store_device_master(Zero *z, int u, float *dst) { backend_copy(dst, zero_master(z, u), z->ushard[u]); }
+// Every unit's slice in one launch (zero_adamw_plan's table), with the device's verdict or without; the working
+// copies are written in the same pass at stage 0 (fused_copy).
+static void store_device_begin(Zero *z, const AdamWArgs *args, int verdict) { backend_adamw_run(z->adamw_plan, args, verdict); }
+static void store_device_update(Zero *z, int u, const AdamWArgs *args) { (void)z, (void)u, (void)args; }  // done in begin
 static void store_device_close(Zero *z) { backend_free(z->m); backend_free(z->v); }
 
 // ---- host memory (--offload): every unit's gradient leaves for the host at once (begin), each unit
@@ -36,7 +36,8 @@ static void store_host_put(Zero *z, int a, int u, const float *src, size_t n) {
     memcpy(zero_store_array(z, a) + z->soff[u], src, n * sizeof(float));
 }
 static void store_host_master(Zero *z, int u, float *dst) { backend_from_host(dst, z->hmaster + z->soff[u], z->ushard[u]); }
-static void store_host_begin(Zero *z) {
+static void store_host_begin(Zero *z, const AdamWArgs *args, int verdict) {
+    (void)args, (void)verdict;  // the host's verdict (zero_update_on_device is the device store's)
     backend_offload_begin();
     for (int u = 0; u < z->nu; u++)
         if (z->slen[u] > 0) backend_offload_to_host(z->hgrad + z->soff[u], zero_grad_slice(z, u), z->slen[u], u);
@@ -84,7 +85,10 @@ static void store_nvme_master(Zero *z, int u, float *dst) {
     for (int p = z->piece_first[u]; p < z->piece_first[u + 1]; p++)
         backend_from_host(dst + z->piece_lo[p], swap_read(&z->swap, p, ZS_MASTER, 1), z->piece_n[p]);
 }
-static void store_nvme_begin(Zero *z) { swap_stream_begin(&z->swap, 0, z->swap.nrec); }
+static void store_nvme_begin(Zero *z, const AdamWArgs *args, int verdict) {
+    (void)args, (void)verdict;
+    swap_stream_begin(&z->swap, 0, z->swap.nrec);
+}
 // Unit u's update, piece by piece as the swap stream hands them in (master, m, v read; the next
 // pieces already being read and the previous written back meanwhile).
 static void store_nvme_update(Zero *z, int u, const AdamWArgs *args) {
@@ -112,7 +116,7 @@ static void store_nvme_close(Zero *z) {
     free(z->piece_first); free(z->piece_lo); free(z->piece_n);
 }
 
-static const ZeroStore ZERO_STORE_DEVICE = {store_device_get, store_device_put, store_device_master, zero_store_nothing,
+static const ZeroStore ZERO_STORE_DEVICE = {store_device_get, store_device_put, store_device_master, store_device_begin,
                                             store_device_update, zero_store_nothing, zero_store_nothing, store_device_close};
 static const ZeroStore ZERO_STORE_HOST = {store_host_get, store_host_put, store_host_master, store_host_begin,
                                           store_host_update, store_host_join, store_host_end, store_host_close};

@@ -314,4 +314,18 @@ static void gqa_attention_decode(float *out, const float *q, const float *kcache
     }
 }
 
+// backend.h's grouped-query attention, on the kernels above.
+static void attention_gqa_forward(float *out, float *att, const float *qkv, int B, int T, int NH, int KV, int hd) {
+    gqa_attention_forward(out, att, qkv, B, T, NH, KV, hd);
+}
+static void attention_gqa_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
+                                   const float *att, int B, int T, int NH, int KV, int hd) {
+    (void)out;  // the saved softmax is all the CPU backward needs
+    gqa_attention_backward(dqkv, dout, qkv, att, B, T, NH, KV, hd);
+}
+static void attention_gqa_decode(float *out, const float *q, const float *kcache, const float *vcache, int t, int NH,
+                                 int KV, int hd) {
+    gqa_attention_decode(out, q, kcache, vcache, t, NH, KV, hd);
+}
+
 #endif

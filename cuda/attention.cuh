@@ -150,7 +150,7 @@ static void attention_forward(floatX *out, float *att, const floatX *qkv, int B,
     WITH_X(flash_attention_forward((xt *)out, att, (const xt *)qkv, B, T, C, NH, main_stream));
 }
 
-// The backward's workspace: model_create's (the memory plan's ATT_BWD_WORKSPACE_BYTES), or scratch_get's where a
+// The backward's workspace: model_create's (the memory plan's backend_att_workspace_bytes), or scratch_get's where a
 // caller has none or a smaller one.
 static float *attn_ws = NULL;
 static size_t attn_ws_floats = 0;
@@ -168,9 +168,13 @@ static void attention_backward(floatX *dqkv, const floatX *dout, const floatX *q
     });
 }
 
-// Attention keeps only each row's logsumexp (B, NH, T) for backward, which recomputes the softmax.
-#define ATT_SAVED_FLOATS(B, NH, T) ((size_t)(B) * (NH) * (T))
+// Attention keeps only each row's logsumexp (B, NH, T) for backward, which recomputes the softmax (backend.h).
+static size_t backend_att_saved_floats(size_t B, size_t NH, size_t T) { return B * NH * T; }
 // The backward's workspace (the memory plan's): D, and in 16-bit the dQ accumulator and the turn counters.
-#define ATT_BWD_WORKSPACE_BYTES(B, NH, T, C) (attn_bwd_scratch_floats(X_BYTES, (B), (T), (C), (NH)) * sizeof(float))
+static size_t backend_att_workspace_bytes(int B, int NH, int T, int C) {
+    size_t n = 0;
+    WITH_X(n = attn_bwd_scratch_floats(sizeof(xt), B, T, C, NH));  // what attention_backward asks for
+    return n * sizeof(float);
+}
 
 #endif  // CUDA_ATTENTION_CUH

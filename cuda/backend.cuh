@@ -17,6 +17,8 @@ static int backend_ready = 0;
 static size_t backend_state_bytes = 0;  // model-state bytes handed out, so a run can report them beside its plan
 
 static size_t backend_scratch_bytes = 0;   // every byte backend_alloc_scratch handed out (activations, workspace)
+static size_t backend_state_allocated(void) { return backend_state_bytes; }
+static size_t backend_scratch_allocated(void) { return backend_scratch_bytes; }
 static void *backend_alloc_scratch(size_t bytes) {
     backend_scratch_bytes += bytes;
     void *p = NULL;
@@ -222,6 +224,37 @@ static void backend_to_host(float *host, const float *buf, size_t n) {
 }
 static void backend_from_host(float *buf, const float *host, size_t n) {
     cudaCheck(cudaMemcpy(buf, host, n * sizeof(float), cudaMemcpyHostToDevice));
+}
+// comm.h's staging and messages: synchronous copies on the legacy default stream, which the blocking compute
+// stream is ordered with, so they follow the compute stream's work so far.
+static int backend_memory_is_host(void) { return 0; }
+static void backend_bytes_to_host(void *host, const void *buf, size_t bytes) {
+    if (cudaMemcpy(host, buf, bytes, cudaMemcpyDeviceToHost) != cudaSuccess) internal_fault("comm: device-to-host staging failed");
+}
+static void backend_bytes_from_host(void *buf, const void *host, size_t bytes) {
+    if (cudaMemcpy(buf, host, bytes, cudaMemcpyHostToDevice) != cudaSuccess) internal_fault("comm: host-to-device staging failed");
+}
+
+// The step's clock (timing.h): a mark is an event on the compute stream (every kernel, copy and matmul of the
+// build runs there; NCCL's stream and the offload stream join it through events). The events are made once
+// and kept: mark i of each step reuses event i.
+static cudaEvent_t *mark_events = NULL;
+static int mark_cap = 0;
+static void backend_mark(int i) {
+    if (i >= mark_cap) {
+        int n = mark_cap ? 2 * mark_cap : 256;
+        while (n <= i) n *= 2;
+        mark_events = (cudaEvent_t *)reallocCheck(mark_events, n * sizeof(cudaEvent_t));
+        for (int k = mark_cap; k < n; k++) cudaCheck(cudaEventCreate(&mark_events[k]));
+        mark_cap = n;
+    }
+    cudaCheck(cudaEventRecord(mark_events[i], main_stream));
+}
+static void backend_step_sync(int last) { cudaCheck(cudaEventSynchronize(mark_events[last])); }
+static double backend_mark_ms(int i) {
+    float ms = 0.0f;
+    cudaCheck(cudaEventElapsedTime(&ms, mark_events[i - 1], mark_events[i]));
+    return ms;
 }
 // The offloaded update's copies run on a stream of their own, so that the host's AdamW of one unit overlaps the
 // copies of the others: every unit's gradient goes to pinned host memory at once (the host waits for unit u's
@@ -458,8 +491,11 @@ static void backend_init(int local_rank) {
 // The bytes of one floatX, which model.h sizes activations and working weights with.
 static size_t x_bytes = 4;
 #define X_BYTES x_bytes
-#define PRECISION_DEFAULT "bf16"
-#define PRECISIONS_BUILT "bf16, fp16, fp32"
+// The build (backend.h). For --help: the attention kernels are compiled for these (padded) head sizes only.
+static const char *backend_build_name(void) { return "cuda"; }
+static const char *backend_precision_default(void) { return "bf16"; }
+static const char *backend_precisions_built(void) { return "bf16, fp16, fp32"; }
+static const char *backend_build_extra(void) { return "attention head sizes 16, 32, 64, 128 (GPT-2: 64)"; }
 static void backend_set_precision(const char *precision, int tf32) {
     x_prec = strcmp(precision, "bf16") == 0 ? PREC_BF16 : strcmp(precision, "fp16") == 0 ? PREC_FP16 : PREC_FP32;
     x_bytes = x_prec == PREC_FP32 ? 4 : 2;
@@ -483,7 +519,7 @@ static size_t backend_device_capacity(void) {
 }
 
 // Dense bf16 peak of the card, for MFU; 0 (MFU not reported) for a card we have no figure for.
-static double model_peak_flops(void) {
+static double backend_peak_flops(void) {
     cudaDeviceProp prop;
     int dev = 0;
     cudaCheck(cudaGetDevice(&dev));
@@ -494,12 +530,12 @@ static double model_peak_flops(void) {
 }
 
 // --profile's roofline: the card's dense bf16 peak where it is known (0: the column stays empty).
-static double profile_peak_flops(const char **source) {
+static double backend_profile_peak_flops(const char **source) {
     *source = "the card's dense bf16 peak (datasheet)";
-    return model_peak_flops();
+    return backend_peak_flops();
 }
 
-static const char *model_device_name(void) {
+static const char *backend_device_name(void) {
     static char name[300];
     cudaDeviceProp prop;
     int dev = 0;

@@ -1,6 +1,6 @@
 // cuda/encoder.cuh: the token and position embedding of the CUDA build (train_gpt.cu, called by model.h):
 // encoder_forward adds wte and wpe rows, encoder_backward adds the output gradient into both tables in the
-// CPU build's order. Shapes as in train_gpt.c: B batch, T time, C channels.
+// CPU build's order. Shapes as in cpu/: B batch, T time, C channels.
 #ifndef CUDA_ENCODER_CUH
 #define CUDA_ENCODER_CUH
 

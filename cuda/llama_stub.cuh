@@ -2,7 +2,8 @@
 // model at start ("the CUDA build does not run the Llama family yet: use train_gpt_cpu", run.h), so none of these
 // is reached; they exist so that the shared model.h, which calls them for that family, compiles. cuda/llama.cuh
 // (the CUDA kernels, a separate issue) replaces this file in train_gpt.cu's includes.
-#pragma once
+#ifndef CUDA_LLAMA_STUB_CUH
+#define CUDA_LLAMA_STUB_CUH
 #include "common.cuh"
 
 static void llama_unreachable(const char *what) {
@@ -33,3 +34,5 @@ static void attention_gqa_backward(floatX *, const floatX *, const floatX *, con
 static void attention_gqa_decode(floatX *, const floatX *, const floatX *, const floatX *, int, int, int, int) {
     llama_unreachable("attention_gqa_decode");
 }
+
+#endif

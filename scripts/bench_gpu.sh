@@ -4,26 +4,54 @@
 # dev/bench_pytorch.py) and llm.c's train_gpt2cu, built from the checkout that LLMC_DIR points at. Two
 # configurations: one micro-batch per step (B=16), and llm.c's GPT-2 124M recipe, 0.5M tokens per step by
 # gradient accumulation (32 x 16 x 1024), where the optimizer's cost is amortised. Then where the time goes,
-# kernel by kernel (./dev/cuda/kernels bench, ./dev/cuda/attention bench). Output goes to stdout and to
+# kernel by kernel (./dev/cuda/kernels bench), and attention's TFLOP/s (./dev/cuda/attention bench) beside PyTorch's
+# scaled_dot_product_attention at the same shapes (dev/bench_sdpa.py). Output goes to stdout and to
 # dev/bench/bench_gpu_<gpu>.txt.
 #
 #   make bench [LLMC_DIR=~/llm.c] [CUDNN_FRONTEND_PATH=~/cudnn-frontend/include] [STEPS=20] [ACCUM_STEPS=8]
+#   bash scripts/bench_gpu.sh [--append] [rows1] [rows32] [kernels] [attention]   # some parts (default: all four)
+#
+# rows1: the three programs at one micro-batch; rows32: at the 0.5M-token recipe; --append adds to the file
+# rather than starting it. dev/gpu_session.sh runs the parts as steps of their own and sets:
+#   BENCH_NO_BUILD=1   the binaries are there already (no make)
+#   BENCH_SHARD=path   the random shard made once (dev/rand_shard.py), else one is made here (~10 s)
+#   LLMC_BIN=path      a prebuilt train_gpt2cu (BUILD.txt beside it says which llm.c); if it fails, and LLMC_DIR is
+#                      set, llm.c is built here and run again
+#   BENCH_LIMIT_TRAIN_GPT, BENCH_LIMIT_PYTORCH, BENCH_LIMIT_LLMC, BENCH_LIMIT_LLMC_BUILD: seconds each run (or the
+#                      build) may take before it is stopped and its row says so (defaults 120, 300, 180, 300)
 #
 # Every row's MFU is computed here by one formula, (6 N + 6 L C T) FLOPs per token (N = 124,439,808, GPT-2
 # 124M's parameters with the 50,257-token vocabulary) over the peak that train_gpt reports for the device, so
 # the three programs are compared on ms/step alone; each program's own MFU figure uses its own convention.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+APPEND=0 PARTS=()
+for a in "$@"; do
+    case "$a" in
+        --append) APPEND=1 ;;
+        rows1|rows32|kernels|attention) PARTS+=("$a") ;;
+        *) echo "bench_gpu.sh: unknown part '$a' (expected --append, rows1, rows32, kernels, attention)" >&2; exit 2 ;;
+    esac
+done
+[ ${#PARTS[@]} -eq 0 ] && PARTS=(rows1 rows32 kernels attention)
+want() { printf '%s\n' "${PARTS[@]}" | grep -qx "$1"; }
 STEPS=${STEPS:-20}              # steps per program at one micro-batch; the first 3 are not counted
 ACCUM_STEPS=${ACCUM_STEPS:-8}   # steps per program at 0.5M tokens (each about 32 micro-batches)
+LIM_TG=${BENCH_LIMIT_TRAIN_GPT:-120} LIM_PT=${BENCH_LIMIT_PYTORCH:-300} LIM_LC=${BENCH_LIMIT_LLMC:-180}
+LIM_LC_BUILD=${BENCH_LIMIT_LLMC_BUILD:-300}
+TORCH_PY=${TORCH_PYTHON:-python3}   # the Python that holds PyTorch (with CUDA)
 B=16 T=1024 ACCUM=32
 N_PARAMS=124439808 L=12 C=768
-make -s train_gpt dev/cuda/kernels dev/cuda/attention || exit 1
+[ "${BENCH_NO_BUILD:-0}" = 1 ] || make -s train_gpt dev/cuda/kernels dev/cuda/attention || exit 1
 W=$(mktemp -d /tmp/bench_gpu.XXXXXX)
 trap 'rm -rf "$W"' EXIT
+stopped() { [ "$1" -eq 124 ] || [ "$1" -eq 137 ]; }  # timeout's exit status when it stopped the command
 
 # 16M random GPT-2 tokens in llm.c's shard format (both trainers read it)
-python3 dev/rand_shard.py "$W/rand.bin" || exit 1
+SHARD=${BENCH_SHARD:-}
+if want rows1 || want rows32; then
+    if [ -z "$SHARD" ] || [ ! -s "$SHARD" ]; then SHARD="$W/rand.bin"; python3 dev/rand_shard.py "$SHARD" || exit 1; fi
+fi
 
 # One line per program: "<name> d12 B=16[ x32] T=1024: X ms/step, Y tok/s, MFU Z%[, extra]", from the median
 # step time after the warm-up steps (ms per step in a file, one per line).
@@ -47,10 +75,11 @@ PYEOF
 
 run_train_gpt() {  # accum, steps
     local acc=$1 steps=$2 log="$W/tg$1.jsonl" what; what="d12 B=$B$([ "$1" -gt 1 ] && echo " x$1") T=$T"
-    if ! ./train_gpt -i "$W/rand.bin" -e d12 -b $B -t $T --grad-accum "$acc" -x "$steps" -v 0 -s 0 --log "$log" \
-        > "$W/tg$acc.out" 2>&1; then
-        echo "train_gpt $what: failed: $(grep -m1 -iE 'error|out of' "$W/tg$acc.out")"; return 1
-    fi
+    timeout -k 5 "$LIM_TG" ./train_gpt -i "$SHARD" -e d12 -b $B -t $T --grad-accum "$acc" -x "$steps" -v 0 -s 0 --log "$log" \
+        > "$W/tg$acc.out" 2>&1
+    local rc=$?
+    if stopped $rc; then echo "train_gpt $what: stopped after its ${LIM_TG} s limit: $(tail -1 "$W/tg$acc.out")"; return 1; fi
+    if [ $rc -ne 0 ]; then echo "train_gpt $what: failed: $(grep -m1 -iE 'error|out of' "$W/tg$acc.out")"; return 1; fi
     python3 - "$log" > "$W/tg$acc.ms" <<'PYEOF'
 import json, sys
 for l in open(sys.argv[1]):
@@ -68,10 +97,11 @@ print(r[-1]["flops_per_s"]/r[-1]["mfu"] if r else "")' "$log")
 
 run_pytorch() {  # accum, steps
     local acc=$1 steps=$2 what; what="d12 B=$B$([ "$1" -gt 1 ] && echo " x$1") T=$T"
-    if ! python3 dev/bench_pytorch.py --depth 12 --batch $B --seq $T --accum "$acc" --steps $((steps + 5)) \
-        > "$W/pt$acc.out" 2>&1; then
-        echo "pytorch $what: failed: $(tail -1 "$W/pt$acc.out")"; return 1
-    fi
+    timeout -k 5 "$LIM_PT" "$TORCH_PY" dev/bench_pytorch.py --depth 12 --batch $B --seq $T --accum "$acc" --steps $((steps + 5)) \
+        > "$W/pt$acc.out" 2>&1
+    local rc=$?
+    if stopped $rc; then echo "pytorch $what: stopped after its ${LIM_PT} s limit (torch.compile included)"; return 1; fi
+    if [ $rc -ne 0 ]; then echo "pytorch $what: failed: $(tail -1 "$W/pt$acc.out")"; return 1; fi
     python3 -c 'import json,sys; d=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); print(d["ms_per_step"])' \
         "$W/pt$acc.out" > "$W/pt$acc.ms"
     row pytorch "$acc" "$W/pt$acc.ms" "peak $(python3 -c 'import json,sys; print(round(json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])["peak_mem_gib"], 1))' "$W/pt$acc.out") GiB"
@@ -80,8 +110,24 @@ run_pytorch() {  # accum, steps
 # llm.c: built once, in a copy of LLMC_DIR (the user's checkout is not written to), as its Makefile builds
 # train_gpt2cu for this GPU, with cuDNN attention (its fast path) when cudnn.h and the cudnn-frontend headers
 # are found, else without; the row says which. Single GPU: no NCCL, no MPI.
-LLMC_BIN="" LLMC_ATT=""
+LLMC_ATT="" LLMC_BUILT=0
+# PyTorch's wheels' library folders (cuDNN, NVRTC), for llm.c's run: on a machine whose loader knows cuDNN only
+# through PyTorch, the prebuilt train_gpt2cu (linked by soname) finds it there
+llmc_libs() {
+    "$TORCH_PY" -c 'import nvidia, os; print(":".join(os.path.join(p, q, l) for p in nvidia.__path__ for q in sorted(os.listdir(p)) for l in ("lib", "lib64") if os.path.isdir(os.path.join(p, q, l))))' 2>/dev/null
+}
+LLMC_LD=$(llmc_libs)
+if [ -n "${LLMC_BIN:-}" ]; then
+    if [ -x "$LLMC_BIN" ]; then
+        info="$(dirname "$LLMC_BIN")/BUILD.txt"
+        LLMC_REV="$(awk 'NR == 1 {print $2}' "$info" 2>/dev/null) (prebuilt)"
+        LLMC_ATT="cuDNN attention"
+    else
+        LLMC_BIN=""
+    fi
+fi
 build_llmc() {
+    LLMC_BUILT=1
     if [ -z "${LLMC_DIR:-}" ]; then
         LLMC_WHY="not run: set LLMC_DIR to a checkout of llm.c (git clone https://github.com/karpathy/llm.c), and for its cuDNN attention CUDNN_FRONTEND_PATH to cudnn-frontend/include (git clone https://github.com/NVIDIA/cudnn-frontend)"
         return 1
@@ -99,13 +145,13 @@ build_llmc() {
     if [ -n "$nvml" ]; then mkdir -p "$W/lib" && ln -sf "$nvml" "$W/lib/libnvidia-ml.so" && libs="$libs -L$W/lib"; fi
     local cudnn=() fe="${CUDNN_FRONTEND_PATH:-}"
     [ -z "$fe" ] && for d in "$HOME/cudnn-frontend/include" "$LLMC_DIR/cudnn-frontend/include"; do [ -d "$d" ] && fe=$d && break; done
-    # cudnn.h: the CUDA toolkit's, else PyTorch's pip package nvidia-cudnn (include/ and lib/ beside each other)
-    local cudnn_inc; cudnn_inc=$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null)
+    # cudnn.h: PyTorch's pip package nvidia-cudnn's where it has one (include/ and lib/ beside each other: the
+    # library llm.c then loads, through LLMC_LD, is the one it was compiled against), else the CUDA toolkit's
+    local cudnn_inc; cudnn_inc=$("$TORCH_PY" -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null)
     if [ -n "$fe" ] && [ -f "$fe/cudnn_frontend.h" ]; then
         ln -sfn "$(cd "$fe/.." && pwd)" "$src/cudnn-frontend"
         local extra=""
-        echo '#include <cudnn.h>' > "$W/has_cudnn.cu"
-        if ! nvcc -E "$W/has_cudnn.cu" -o /dev/null > /dev/null 2>&1 && [ -f "$cudnn_inc/include/cudnn.h" ]; then
+        if [ -n "$cudnn_inc" ] && [ -f "$cudnn_inc/include/cudnn.h" ]; then
             extra=" -I$cudnn_inc/include"; libs="$libs -L$cudnn_inc/lib"; export LD_LIBRARY_PATH="$cudnn_inc/lib:${LD_LIBRARY_PATH:-}"
             if [ ! -e "$cudnn_inc/lib/libcudnn.so" ]; then  # the wheel ships only libcudnn.so.9
                 mkdir -p "$W/lib" && ln -sf "$(ls "$cudnn_inc"/lib/libcudnn.so.* | head -1)" "$W/lib/libcudnn.so" && libs="$libs -L$W/lib"
@@ -120,9 +166,9 @@ build_llmc() {
     else
         LLMC_ATT="its own attention kernels (no cudnn-frontend headers: set CUDNN_FRONTEND_PATH for cuDNN's)"
     fi
-    if ! (cd "$src" && make train_gpt2cu NO_MULTI_GPU=1 NO_USE_MPI=1 GPU_COMPUTE_CAPABILITY="$cc" "${cudnn[@]}" \
+    if ! (cd "$src" && timeout -k 5 "$LIM_LC_BUILD" make -j4 train_gpt2cu NO_MULTI_GPU=1 NO_USE_MPI=1 GPU_COMPUTE_CAPABILITY="$cc" "${cudnn[@]}" \
             NVCC_LDLIBS="$libs" > "$W/llmc_build.out" 2>&1); then
-        LLMC_WHY="not run: building train_gpt2cu failed ($(grep -m1 -E 'error' "$W/llmc_build.out"); whole log kept in dev/bench/llmc_build.log)"
+        LLMC_WHY="not run: building train_gpt2cu failed or passed its ${LIM_LC_BUILD} s ($(grep -m1 -E 'error' "$W/llmc_build.out"); whole log kept in dev/bench/llmc_build.log)"
         cp "$W/llmc_build.out" dev/bench/llmc_build.log
         return 1
     fi
@@ -132,13 +178,22 @@ build_llmc() {
 
 run_llmc() {  # accum, steps
     local acc=$1 steps=$2 what; what="d12 B=$B$([ "$1" -gt 1 ] && echo " x$1") T=$T"
+    if [ -z "$LLMC_BIN" ] && [ $LLMC_BUILT = 0 ]; then build_llmc; fi
     if [ -z "$LLMC_BIN" ]; then echo "llm.c $what: $LLMC_WHY"; return 1; fi
     # -e d12: a fresh GPT-2 124M; -r 0: no recomputation (as the other two); -v and -s past the end: no
     # validation or sampling inside the timed steps (llm.c evaluates once at its last step, which is not timed)
-    if ! (cd "$(dirname "$LLMC_BIN")" && ./train_gpt2cu -i "$W/rand.bin" -j "$W/rand.bin" -e d12 -b $B -t $T \
-            -d $((B * T * acc)) -x "$steps" -v 1000000 -m 1 -s 1000000 -r 0 > "$W/lc$acc.out" 2>&1); then
-        echo "llm.c $what: failed: $(grep -m1 -iE 'error|out of' "$W/lc$acc.out")"; return 1
+    (cd "$(dirname "$LLMC_BIN")" && LD_LIBRARY_PATH="${LLMC_LD:+$LLMC_LD:}${LD_LIBRARY_PATH:-}" timeout -k 5 "$LIM_LC" \
+        "./$(basename "$LLMC_BIN")" -i "$SHARD" -j "$SHARD" -e d12 -b $B -t $T \
+        -d $((B * T * acc)) -x "$steps" -v 1000000 -m 1 -s 1000000 -r 0 > "$W/lc$acc.out" 2>&1)
+    local rc=$?
+    if [ $rc -ne 0 ] && ! stopped $rc && [ $LLMC_BUILT = 0 ] && [ -n "${LLMC_DIR:-}" ] \
+            && grep -qiE 'cudnn|shared librar' "$W/lc$acc.out"; then
+        # the prebuilt one failed over its libraries (another cuDNN, say): build it here, once, and run again
+        echo "  (llm.c prebuilt failed: $(grep -m1 -iE 'error|out of' "$W/lc$acc.out"); building it here)"
+        LLMC_BIN=""; build_llmc; run_llmc "$@"; return
     fi
+    if stopped $rc; then echo "llm.c $what: stopped after its ${LIM_LC} s limit: $(tail -1 "$W/lc$acc.out")"; return 1; fi
+    if [ $rc -ne 0 ]; then echo "llm.c $what: failed: $(grep -m1 -iE 'error|out of' "$W/lc$acc.out")"; return 1; fi
     grep -E '^step +[0-9]+/' "$W/lc$acc.out" | sed -E 's/.*\| ([0-9.]+) ms \|.*/\1/' > "$W/lc$acc.ms"
     row llm.c "$acc" "$W/lc$acc.ms" "$LLMC_ATT, llm.c $LLMC_REV, $(grep -m1 -oE 'device memory usage: [0-9]+ MiB' "$W/lc$acc.out" | sed 's/device memory usage/allocated/')"
 }
@@ -160,15 +215,22 @@ PYEOF
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr ' ' '_')
 mkdir -p dev/bench
 out=dev/bench/bench_gpu_${gpu}.txt
-build_llmc
+tee_args=(); [ $APPEND = 1 ] && tee_args=(-a)
 {
-  echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1), train_gpt ${BENCH_REV:-$(git rev-parse --short HEAD 2>/dev/null)}"
-  echo "# one micro-batch per step; MFU = (6N + 6LCT) x tokens/s over train_gpt's peak for this device"
-  run_train_gpt 1 "$STEPS"; run_pytorch 1 "$STEPS"; run_llmc 1 "$STEPS"; ratios 1
-  echo "# llm.c's GPT-2 124M recipe: 0.5M tokens per step ($ACCUM micro-batches of $B x $T), $ACCUM_STEPS steps each"
-  run_train_gpt $ACCUM "$ACCUM_STEPS"; run_pytorch $ACCUM "$ACCUM_STEPS"; run_llmc $ACCUM "$ACCUM_STEPS"; ratios $ACCUM
-  grep -m1 "memory plan" "$W/tg1.out"
+  [ $APPEND = 1 ] || echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1), train_gpt ${BENCH_REV:-$(git rev-parse --short HEAD 2>/dev/null)}"
+  if want rows1; then
+    echo "# one micro-batch per step; MFU = (6N + 6LCT) x tokens/s over train_gpt's peak for this device"
+    run_train_gpt 1 "$STEPS"; run_pytorch 1 "$STEPS"; run_llmc 1 "$STEPS"; ratios 1
+    grep -m1 "memory plan" "$W/tg1.out" 2>/dev/null
+  fi
+  if want rows32; then
+    echo "# llm.c's GPT-2 124M recipe: 0.5M tokens per step ($ACCUM micro-batches of $B x $T), $ACCUM_STEPS steps each"
+    run_train_gpt $ACCUM "$ACCUM_STEPS"; run_pytorch $ACCUM "$ACCUM_STEPS"; run_llmc $ACCUM "$ACCUM_STEPS"; ratios $ACCUM
+  fi
   # where the time goes: each kernel alone at the same shapes (B=8)
-  ./dev/cuda/kernels bench
-  ./dev/cuda/attention bench
-} | tee "$out"
+  want kernels && ./dev/cuda/kernels bench
+  if want attention; then  # ours, then PyTorch's scaled_dot_product_attention at the same shapes and columns
+    ./dev/cuda/attention bench
+    "$TORCH_PY" dev/bench_sdpa.py
+  fi
+} 2>&1 | tee "${tee_args[@]}" "$out"

@@ -5,20 +5,27 @@
 # binary times them all. BASE_BIN=path adds a row for another build (an earlier commit) at its defaults.
 #
 #   make bench-levers [STEPS=20] [BASE_BIN=...]
+#
+# dev/gpu_session.sh sets BENCH_NO_BUILD=1 (train_gpt is there), BENCH_SHARD (the random shard it made once) and
+# BENCH_LIMIT_TRAIN_GPT (seconds a run may take before it is stopped and its row says so; default 120).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 STEPS=${STEPS:-20}
-make -s train_gpt || exit 1
+LIMIT=${BENCH_LIMIT_TRAIN_GPT:-120}
+[ "${BENCH_NO_BUILD:-0}" = 1 ] || make -s train_gpt || exit 1
 W=$(mktemp -d /tmp/bench_levers.XXXXXX)
 trap 'rm -rf "$W"' EXIT
-python3 dev/rand_shard.py "$W/rand.bin" || exit 1
+SHARD=${BENCH_SHARD:-}
+if [ -z "$SHARD" ] || [ ! -s "$SHARD" ]; then SHARD="$W/rand.bin"; python3 dev/rand_shard.py "$SHARD" || exit 1; fi
 
 time_one() {  # label, binary, env assignments...
     local label=$1 bin=$2; shift 2
-    if ! env "$@" "$bin" -i "$W/rand.bin" -e d12 -b 16 -t 1024 -x "$STEPS" -v 0 -s 0 --log "$W/l.jsonl" \
-            > "$W/out" 2>&1; then
-        echo "$label: failed: $(grep -m1 -iE 'error|out of' "$W/out")"; return
-    fi
+    rm -f "$W/l.jsonl"
+    timeout -k 5 "$LIMIT" env "$@" "$bin" -i "$SHARD" -e d12 -b 16 -t 1024 -x "$STEPS" -v 0 -s 0 --log "$W/l.jsonl" \
+        > "$W/out" 2>&1
+    local rc=$?
+    if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then echo "$label: stopped after its ${LIMIT} s limit"; return; fi
+    if [ $rc -ne 0 ]; then echo "$label: failed: $(grep -m1 -iE 'error|out of' "$W/out")"; return; fi
     python3 - "$label" "$W/l.jsonl" <<'PYEOF'
 import json, statistics, sys
 ms = [d["ms"] for d in map(json.loads, open(sys.argv[2])) if "loss" in d and "ms" in d][3:]
@@ -36,4 +43,6 @@ time_one "TRAIN_GPT_CLASSIFIER_STAGED=0 (classifier row from global)" ./train_gp
 time_one "TRAIN_GPT_GRAPHS=0 (forward and backward launched eagerly, not as CUDA graphs)" ./train_gpt TRAIN_GPT_GRAPHS=0
 time_one "GELU_FUSION=1 RESIDUAL_FUSION=1" ./train_gpt TRAIN_GPT_GELU_FUSION=1 TRAIN_GPT_RESIDUAL_FUSION=1
 time_one "defaults (again, for the spread)" ./train_gpt
-if [ -n "${BASE_BIN:-}" ]; then time_one "base build: $BASE_BIN" "$BASE_BIN"; fi
+if [ -n "${BASE_BIN:-}" ]; then  # its commit, where a file named rev beside it says (dev/gpu_session.sh prepare writes one)
+    time_one "base build: $BASE_BIN$([ -f "$(dirname "$BASE_BIN")/rev" ] && echo " ($(cat "$(dirname "$BASE_BIN")/rev"))")" "$BASE_BIN"
+fi

@@ -2,7 +2,7 @@
 """import_hf.py: a Hugging Face model directory to a model file that train_gpt starts from with -e:
 GPT-2 (GPT2LMHeadModel or GPT2Model; gpt2 through gpt2-xl or any other shape of the same architecture) to an
 llm.c model file, and the Llama family (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM) to the
-trainer's Llama-family model file (magic 20261126, fp32; docs/hf.md).
+trainer's Llama-family model file (magic 20261126, fp32; docs/huggingface.md).
 
     scripts/import_hf.py HF_DIR OUT.bin [--dtype auto|fp32|bf16]
 

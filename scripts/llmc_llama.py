@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """llmc_llama.py: the trainer's Llama-family model file (magic 20261126, version 1, fp32; the layout is in
-docs/hf.md), shared by scripts/export_hf.py and scripts/import_hf.py, and a converter from llm.c's
+docs/huggingface.md), shared by scripts/export_hf.py and scripts/import_hf.py, and a converter from llm.c's
 `llama3` branch model files (magic 20240803) to it:
 
     scripts/llmc_llama.py IN.bin OUT.bin [--untie] [--rope-factor F --rope-low-freq-factor F
@@ -51,7 +51,7 @@ LLAMA_VERSION = 1
 LLMC3_MAGIC = 20240803
 HEADER_BYTES = 1024
 
-# header slots of the Llama-family file (docs/hf.md)
+# header slots of the Llama-family file (docs/huggingface.md)
 INT_SLOTS = [("maxT", 2), ("V", 3), ("Vp", 4), ("L", 5), ("NH", 6), ("KV", 7), ("C", 8), ("hd", 9), ("H", 10),
              ("tied", 11), ("qkv_bias", 12), ("qk_norm", 13), ("rope_scaling", 14)]
 FLOAT_SLOTS = [("eps", 15), ("theta", 16), ("rope_factor", 17), ("rope_low", 18), ("rope_high", 19)]

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """test_hf_llama.py: the Llama family's Hugging Face side (scripts/import_hf.py, scripts/export_hf.py,
 scripts/llmc_llama.py) against transformers, and the Llama-family model file against a forward written here
-from the file format's specification alone (docs/hf.md): it reads the raw bytes, so it is what shows that
+from the file format's specification alone (docs/huggingface.md): it reads the raw bytes, so it is what shows that
 the file's layout and semantics are Hugging Face's. Tiny random models, seconds. Needs torch, transformers,
 safetensors and tokenizers (Debian's python, TORCH_PYTHON). Prints PASS/FAIL per check and the
 "N passed, N failed" line run_tests.sh counts.

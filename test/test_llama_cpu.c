@@ -583,10 +583,10 @@ static void test_act_tables(void) {
     const int is_float[NA] = {0, 0, 1, 1, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 1, 1, 0, 1};
     int B = 3, T = 64, ok = GPT2_ACT_TABLE.num_acts == NA;
     size_t BT = (size_t)B * T, C = c.channels, per[NA];
-    size_t elems[NA] = {BT * C, BT * C, BT, BT, BT * 3 * C, BT * C, ATT_SAVED_FLOATS(B, c.num_heads, T), BT * C, BT * C,
+    size_t elems[NA] = {BT * C, BT * C, BT, BT, BT * 3 * C, BT * C, backend_att_saved_floats(B, c.num_heads, T), BT * C, BT * C,
                         BT * C, BT, BT, BT * 4 * C, BT * 4 * C, BT * C, BT * C, BT * C, BT, BT, BT * c.padded_vocab_size, BT};
     for (int i = 0; i < NA; i++) per[i] = (elems[i] * (is_float[i] ? 4 : X_BYTES) + 255) / 256 * 256;
-    size_t att = ATT_SAVED_FLOATS(B, c.num_heads, T);
+    size_t att = backend_att_saved_floats(B, c.num_heads, T);
     for (int i = 0; ok && i < NA; i++) {
         const ArchAct *a = &GPT2_ACTS[i];
         size_t bytes = (arch_act_elems(a, &s, B, T, att) * (a->is_float ? 4 : X_BYTES) + 255) / 256 * 256;

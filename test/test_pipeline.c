@@ -6,8 +6,7 @@
 #include <math.h>
 #include "utils.h"
 #include "gpt2.h"
-#define PIPELINE_SCHEDULE_ONLY
-#include "pipeline.h"
+#include "pipeline_schedule.h"
 #include "check.h"
 
 #define MAXS 8

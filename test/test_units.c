@@ -4,8 +4,7 @@
 #include <math.h>
 #include "config.h"
 #include "dataloader.h"
-#define CHECKPOINT_FORMAT_ONLY  // the state file's format, without zero.h's sharded writer
-#include "checkpoint.h"
+#include "checkpoint_format.h"  // the state file's format, without zero.h's sharded writer
 
 #include "check.h"
 static int near(float a, float b) { return fabsf(a - b) <= 1e-6f * fmaxf(1.0f, fabsf(b)); }

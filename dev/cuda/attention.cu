@@ -8,7 +8,7 @@
 // It prints one PASS/FAIL line per check and exits nonzero if any check fails.
 // Under the emulated GPU (make dev/cuda/attention_emu) the same device code runs on the CPU.
 //
-// Layouts (as the CPU reference attention in train_gpt.c): qkv (B, T, 3C) row-major; head h's q at columns
+// Layouts (as the CPU reference attention in cpu/attention.h): qkv (B, T, 3C) row-major; head h's q at columns
 // h*hs, k at C + h*hs, v at 2C + h*hs, hs = C / NH. out (B, T, C), head h at columns h*hs. Scores are scaled
 // by 1/sqrt(hs), causal (key t2 <= query t). The forward also writes lse (B, NH, T), float: the natural-log
 // logsumexp of each query row's scaled scores, which lets the backward recompute P = exp(scale*S - lse)

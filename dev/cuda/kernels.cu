@@ -1,4 +1,4 @@
-// dev/cuda/kernels.cu: every kernel of ./train_gpt against the CPU build's kernel (train_gpt.c, the
+// dev/cuda/kernels.cu: every kernel of ./train_gpt against the CPU build's kernel (cpu/, the
 // reference), in each precision, and a benchmark of each at GPT-2 124M's shapes. Built and run by
 // `make test-gpu` (check) and `make bench` (bench):
 //   make dev/cuda/kernels && ./dev/cuda/kernels check     # PASS/FAIL per kernel and precision
@@ -15,19 +15,19 @@
 #include "cuda/classifier.cuh"
 #include "cuda/backend.cuh"
 #include <omp.h>
-#include "timing.h"  // train_gpt.c's profile_peak_flops reads its clock
-#undef PRECISION_DEFAULT
-#undef PRECISIONS_BUILT
-#undef ATT_SAVED_FLOATS
-#undef NORM_CHUNK
-#undef GELU_SCALING_FACTOR
-// The CPU build's kernels and backend, the reference, in a namespace of their own; its copy of the shared
-// model and trainer is not needed (their guards are set), nor its main (TESTING).
+// The CPU build's kernels and backend (cpu/), the reference. The two builds implement one contract (backend.h),
+// so their functions have the same names: the CPU's are put in a namespace of their own and called as
+// cpu::matmul_forward beside the CUDA build's matmul_forward. What cpu/ includes (the C library, omp.h, utils.h,
+// gpt2.h) is already included above, so only cpu/'s own definitions land in the namespace; the two macros both
+// define (GELU_SCALING_FACTOR, NORM_CHUNK) are the same constants, which C++ allows.
 namespace cpu {
-#define MODEL_H
-#define TRAINER_H
-#define TESTING
-#include "train_gpt.c"
+#include "cpu/encoder.h"
+#include "cpu/layernorm.h"
+#include "cpu/matmul.h"
+#include "cpu/attention.h"
+#include "cpu/gelu.h"
+#include "cpu/classifier.h"
+#include "cpu/backend.h"
 }
 
 static uint64_t rng_state = 42;
@@ -211,7 +211,7 @@ static double fused_bound(void) {
 }
 
 // The matmuls with GELU or the residual in cuBLASLt's epilogue (TRAIN_GPT_GELU_FUSION, TRAIN_GPT_RESIDUAL_FUSION)
-// against the CPU build's two kernels (train_gpt.c's matmul_forward_gelu, ... are them), at the fc, fc projection
+// against the CPU build's two kernels (cpu/matmul.h's matmul_forward_gelu, ... are them), at the fc, fc projection
 // and attention projection shapes; and against the CUDA build's own two kernels, within fused_bound().
 static void check_matmul_fused(KernelCase *k) {
     int C = k->C, IC = 4 * C; size_t BT = k->BT, n = k->n, n4 = BT * IC; float *h1 = k->h1; floatX *x1 = k->x1;
