@@ -171,6 +171,11 @@ static MemoryPlan model_memory_plan(const GPT2Config *c, int B, int T, int recom
     return mp;
 }
 
+// --profile's rows as the Llama family's block fills them: its norms in the norm row, QK-norm and RoPE with the q/k/v
+// matmul, SwiGLU in the activation row (timing.h names the rest).
+static const char *const LLAMA_ROW_NAMES[NUM_ROWS] = {
+    [MOD_LAYERNORM] = "rmsnorm", [MOD_QKV] = "qkv+rope", [MOD_ATTENTION] = "gqa attention", [MOD_GELU] = "swiglu"};
+
 static void model_use_slot(Model *m, int k) {
     m->slot = k;
     char *base = m->slot_memory + (size_t)k * m->act_bytes;
@@ -192,6 +197,7 @@ static Model *model_create(const GPT2Config *config, int B, int T, int recompute
     m->arch = model_arch(config);
     m->shape = model_shape(config);
     m->llama = config->family == FAMILY_LLAMA;
+    if (m->llama) timing.names = LLAMA_ROW_NAMES;
     m->num_params = gpt2_num_params(config);
     m->B = B; m->T = T; m->recompute = recompute;
     m->first = first; m->last = last; m->nslots = slots;

@@ -280,7 +280,7 @@ static void report_profile(Run *r) {
             if (peak > 0 && ms > 0) snprintf(frac, sizeof(frac), "%.1f%%", 100.0 * fl / (ms / 1e3) / peak);
             else snprintf(frac, sizeof(frac), "-");
         } else { snprintf(gf, sizeof(gf), "-"); snprintf(rate, sizeof(rate), "-"); snprintf(frac, sizeof(frac), "-"); }
-        printf("  %-14s %9s %11.1f %6.1f%% %10s %9s %8s\n", tot ? "total" : ROW_NAMES[k], calls, ms,
+        printf("  %-14s %9s %11.1f %6.1f%% %10s %9s %8s\n", tot ? "total" : timing_row_name(k), calls, ms,
                100.0 * ms / t->profiled_ms, gf, rate, frac);
     }
     printf("  the modules' time is %.2f%% of the profiled steps' %.1f ms\n", 100.0 * total_ms / t->profiled_ms, t->profiled_ms);
@@ -307,7 +307,7 @@ static void report_profile(Run *r) {
         for (int k = 1; k < NUM_ROWS; k++) {
             double ms = t->row_ms[k], fl = t->row_flops[k];
             fprintf(r->logf, "%s{\"module\": \"%s\", \"calls\": %ld, \"ms\": %.3f, \"share\": %.5f, \"flops\": %.17g, "
-                    "\"flops_per_s\": %.6g, \"peak_fraction\": ", k > 1 ? ", " : "", ROW_NAMES[k], t->row_calls[k], ms,
+                    "\"flops_per_s\": %.6g, \"peak_fraction\": ", k > 1 ? ", " : "", timing_row_name(k), t->row_calls[k], ms,
                     ms / t->profiled_ms, fl, ms > 0 ? fl / (ms / 1e3) : 0.0);
             if (peak > 0 && fl > 0 && ms > 0) fprintf(r->logf, "%.5f}", fl / (ms / 1e3) / peak); else fprintf(r->logf, "null}");
         }

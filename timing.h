@@ -56,8 +56,12 @@ typedef struct {
     int profiled_steps;
     unsigned char *tags;          // per mark: the phase * NUM_ROWS + row of the interval it ends
     int ntags, nmarks;            // tags' room, and the marks recorded this step
+    const char *const *names;     // the rows' names as the model's family calls its modules (NULL: ROW_NAMES)
 } Timing;
 static Timing timing;
+
+// A row's name in the table and the log: the model names its own modules (model.h, by family), the rest are these.
+static const char *timing_row_name(int k) { return timing.names && timing.names[k] ? timing.names[k] : ROW_NAMES[k]; }
 
 // The profile row an interval belongs to: its module, or by phase what ran outside the model.
 static int timing_row(int phase, int module) {
