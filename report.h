@@ -162,6 +162,17 @@ static void report_run_header(const Run *r) {
                               "again (%.1f%% of targets; only attention reaches back for it) | entropy floor %.4f nats/token, the "
                               "best possible loss; without attention %.4f at best\n", SYNTH_SYMBOLS, 100.0 * r->synth.copied,
                               r->synth.floor, r->synth.no_attention);
+    if (cfg->out_dir && cfg->checkpoint_every > 0)
+        printf0("checkpoints: %s every %d steps and after step %d (the newest %d kept)\n", cfg->out_dir, cfg->checkpoint_every,
+                cfg->steps, cfg->keep_checkpoints);
+    else if (cfg->out_dir)
+        printf0("checkpoints: %s after step %d only (and on SIGTERM/SIGUSR1); -n/--checkpoint-every is 0, so nothing periodic "
+                "is written\n", cfg->out_dir, cfg->steps);
+    else printf0("checkpoints: none (no -o/--out-dir: nothing of this run is saved)\n");
+    if (cfg->steps < cfg->warmup)
+        printf0("note: -x/--steps %d is shorter than the -u/--warmup of %d steps: the learning rate climbs to %.3e and never "
+                "reaches its peak -l/--lr %.3e (lower -u/--warmup to reach it)\n", cfg->steps, cfg->warmup,
+                lr_at(cfg, cfg->steps - 1 > 0 ? cfg->steps - 1 : 0, r->lr_span), cfg->lr);
 }
 
 // A duration the way the step line shows it: 45s, 12m05s, 3h07m, 2d05h.

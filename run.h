@@ -262,7 +262,7 @@ static void run_resume(Run *r) {
     TrainConfig *cfg = &r->cfg;
     r->start_step = 0;
     r->lr_span = cfg->lr_steps > 0 ? cfg->lr_steps : cfg->steps;
-    if (cfg->out_dir) make_dir(cfg->out_dir);
+    if (cfg->out_dir) make_dir("-o/--out-dir", cfg->out_dir);
     if (cfg->out_dir) run_check_out_dir(r);
     if (!cfg->resume) return;
     int steps[4096];

@@ -369,7 +369,9 @@ static int train_main(int argc, char **argv) {
         int done = step + 1;
         // a signal may reach the ranks at different steps: agree, so all stop after the same one
         stop_requested = comm_allreduce_max_int(&r->comm, stop_requested);
-        if (cfg->out_dir && ((cfg->checkpoint_every > 0 && (done % cfg->checkpoint_every == 0 || done == cfg->steps)) ||
+        // with -o the run's end is always saved (a run that trained and kept nothing is never what was meant);
+        // -n adds the periodic ones
+        if (cfg->out_dir && ((cfg->checkpoint_every > 0 && done % cfg->checkpoint_every == 0) || done == cfg->steps ||
                              stop_requested)) run_checkpoint(r, done);
         if (stop_requested) {
             printf0("stop signal: checkpointed after step %d, exiting\n", done);

@@ -2,7 +2,7 @@
 # test_cli.sh: the trainer as a user meets it: flags, errors on bad input, checkpoints, exact resume,
 # preemption by signal, and learning on the embedded corpus. Run from the repo root after `make`.
 set -u
-BIN=./train_gpt_cpu
+BIN=${BIN:-./train_gpt_cpu}
 PY=${PYTHON:-python3}
 W=$(mktemp -d /tmp/test_cli.XXXXXX)
 trap 'rm -rf "$W"' EXIT
@@ -101,6 +101,21 @@ $BIN -i "$W/trunc.bin" -o "$W/ck_bad" -n 1 -x 2 >/dev/null 2>&1
 out=$($BIN --dry-run -o "$W/dry" 2>&1); rc=$?
 if [ $rc -eq 0 ] && grep -q "memory plan per rank" <<<"$out" && ! grep -q "^step" <<<"$out" && [ -z "$(ls -A "$W/dry" 2>/dev/null)" ]; then
   ok "--dry-run prints the memory plan and trains nothing"; else bad "--dry-run" "$out"; fi
+
+# --- the out dir: created with its parents, and the run's end always saved there ---------------------
+# -o without -n: the final checkpoint is written (so scripts/export_hf.py finds it), and the run says at start
+# that nothing periodic will be; -x under the -u warmup is announced (the peak rate is never reached)
+out=$($BIN -x 3 -v 0 -s 0 -o "$W/deep/er/out" 2>&1); rc=$?
+if [ $rc -eq 0 ] && [ "$(ls "$W/deep/er/out" 2>/dev/null | tr '\n' ' ')" = "model_00000003.bin state_00000003.bin " ] \
+   && grep -q "checkpoints: $W/deep/er/out after step 3 only .*nothing periodic is written" <<<"$out"; then
+  ok "-o a/b/c without -n: missing parents created, the final checkpoint written, 'nothing periodic' said at start"
+else bad "-o without -n saves the final checkpoint into a new nested dir (rc $rc)" "$(ls -R "$W/deep" 2>&1; grep -E 'checkpoint|error' <<<"$out")"; fi
+grep -q "note: -x/--steps 3 is shorter than the -u/--warmup of 30 steps: the learning rate climbs to 3.000e-04 and never reaches its peak" <<<"$out" \
+  && ok "-x shorter than the -u warmup is announced" || bad "-x under the warmup announced" "$out"
+r=$($PY scripts/export_hf.py "$W/deep/er/out" "$W/deep_hf" --no-tokenizer 2>&1) && [ -s "$W/deep_hf/model.safetensors" ] \
+  && ok "scripts/export_hf.py finds that final checkpoint" || bad "export_hf.py on an -o dir without -n" "$r"
+touch "$W/plainfile"
+expect_error "an -o path under a file names -o/--out-dir" "-o/--out-dir $W/plainfile/x: cannot create directory: Not a directory" -x 1 -o "$W/plainfile/x"
 
 # --- checkpoints and exact resume --------------------------------------------------------------
 # sampling every 3 steps: the checkpoint at step 4 holds a sampling RNG one sample along, so a resume that
