@@ -292,5 +292,24 @@ grep -q "target: 1e+09 tokens at 77 tokens/s on 1 device: 150.3 days" <<<"$out" 
 expect_error "negative --mem-limit is refused" "--mem-limit: must be > 0 GiB" --mem-limit -1
 expect_error "zero --target-tokens is refused" "--target-tokens: must be >= 1" --target-tokens 0
 
+# --- `make test` changes nothing on the machine --------------------------------------------------
+# The Slurm suites, as root on a machine without the Slurm stack, must install nothing, start no daemon and
+# make no namespace, but SKIP and say how to enable them (`make test-cluster`). Root and "nothing installed"
+# are faked with stand-ins on the PATH (id, dpkg-query) and every command that would change the machine is a
+# stand-in that only writes its name down.
+shim=$W/shim; mkdir -p "$shim"
+for c in apt-get apt unshare nsenter ip munged mungekey slurmctld slurmd sbatch; do
+  printf '#!/bin/sh\necho "%s $*" >> "%s"\nexit 1\n' "$c" "$W/shim.log" > "$shim/$c"
+done
+printf '#!/bin/sh\nexit 1\n' > "$shim/dpkg-query"; cp "$shim/dpkg-query" "$shim/dpkg"
+printf '#!/bin/sh\n[ "$1" = -u ] && { echo 0; exit 0; }\nexec /usr/bin/id "$@"\n' > "$shim/id"
+chmod +x "$shim"/*
+out=$(PATH=$shim:$PATH timeout 120 bash test/test_slurm.sh 2>&1; PATH=$shim:$PATH timeout 120 bash test/test_multinode.sh 2>&1)
+if [ ! -s "$W/shim.log" ] && [ "$(grep -c '^SKIP .*make test-cluster' <<<"$out")" = 2 ]; then
+  ok "the Slurm suites as root without Slurm installed: SKIPs naming make test-cluster; nothing installed, started or made"
+elif command -v mpirun > /dev/null && $BIN --help | grep -q "MPI: yes"; then
+  bad "the Slurm suites without Slurm installed change nothing and skip" "$(cat "$W/shim.log" 2>/dev/null; echo "$out")"
+else skip "the Slurm suites without Slurm: no mpirun or no MPI build, so they skip before they would look for Slurm"; fi
+
 echo "$pass passed, $fail failed, $skipped skipped"
 [ $fail -eq 0 ]
