@@ -14,13 +14,27 @@
 #include <string.h>
 #include "utils.h"
 
+// Under mpirun every rank parses the same flags and reads the same model header, so every rank meets the
+// same usage error at the same point: run.h sets these once MPI is up, and then rank 0 alone prints it and
+// every rank leaves MPI cleanly before exit(2), so mpirun sees a job that ended, not one that aborted.
+static int usage_error_rank = 0;              // this process's rank: only rank 0 prints
+static void (*usage_error_leave)(void) = NULL;  // leaves MPI (MPI_Finalize) before the exit
+
 // The one way out for a misused command line: "error: " and the message (which names the flag and
 // what it expected), exit status 2.
 static void usage_error(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 static void usage_error(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    exit_with_error(2, fmt, ap);
+    if (usage_error_rank == 0) {
+        fprintf(stderr, "error: ");
+        vfprintf(stderr, fmt, ap);
+        fprintf(stderr, "\n");
+        fflush(stderr);
+    }
+    va_end(ap);
+    if (usage_error_leave) usage_error_leave();
+    exit(2);
 }
 
 // The options with a fixed set of values; each names table is in the enum's order, NULL-terminated.

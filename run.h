@@ -109,6 +109,10 @@ static PlanChoice run_plan_choice(const Run *r) {
     return c;
 }
 
+// A usage error (config.h) is met by every rank alike: each leaves MPI cleanly before exit(2).
+static Comm *usage_error_comm = NULL;
+static void run_leave_on_usage_error(void) { if (usage_error_comm) comm_finalize(usage_error_comm); }
+
 // The world: its ranks, the flags (checked against the world), the stages and groups, each rank's node,
 // the device, the transport, the watchdog and the fault to inject.
 static void run_setup_world(Run *r, int argc, char **argv) {
@@ -116,6 +120,9 @@ static void run_setup_world(Run *r, int argc, char **argv) {
     comm_init(&r->comm, &argc, &argv);
     r->world = r->comm.world; r->rank = r->comm.rank;
     log_rank = r->rank;
+    usage_error_rank = r->rank;
+    usage_error_comm = &r->comm;
+    usage_error_leave = run_leave_on_usage_error;
     build_info.name = BUILD_NAME;  // what --help says about this binary
     build_info.precisions = PRECISIONS_BUILT;
     build_info.precision_default = PRECISION_DEFAULT;

@@ -292,6 +292,15 @@ grep -q "target: 1e+09 tokens at 77 tokens/s on 1 device: 150.3 days" <<<"$out" 
 expect_error "negative --mem-limit is refused" "--mem-limit: must be > 0 GiB" --mem-limit -1
 expect_error "zero --target-tokens is refused" "--target-tokens: must be >= 1" --target-tokens 0
 
+# --- under mpirun: a usage error is printed once, and the job ends with status 2 ------------------------
+if command -v mpirun > /dev/null && $BIN --help | grep -q "MPI: yes"; then
+  out=$(OMP_NUM_THREADS=1 timeout 60 mpirun --allow-run-as-root --oversubscribe -x OMP_NUM_THREADS -np 2 $BIN -z 2 --pp 2 -x 1 2>&1); rc=$?
+  n=$(grep -c "error: -z/--zero-stage 2 with --pp 2" <<<"$out"); e=$(grep -o "error:" <<<"$out" | wc -l)
+  if [ $rc -eq 2 ] && [ "$n" = 1 ] && [ "$e" = 1 ] && ! grep -qE "MPI_ABORT|exiting improperly|without calling .finalize" <<<"$out"; then
+    ok "under mpirun -np 2 a usage error is printed once (rank 0), every rank leaves MPI cleanly, exit status 2"
+  else bad "usage error under mpirun: once, exit 2, no abort (rc $rc, $n copies)" "$out"; fi
+else skip "usage errors under mpirun: no mpirun, or ./train_gpt_cpu built without MPI (apt-get install libopenmpi-dev openmpi-bin)"; fi
+
 # --- `make test` changes nothing on the machine --------------------------------------------------
 # The Slurm suites, as root on a machine without the Slurm stack, must install nothing, start no daemon and
 # make no namespace, but SKIP and say how to enable them (`make test-cluster`). Root and "nothing installed"
