@@ -195,6 +195,7 @@ static void run_sample(Run *r) {
         if (r->rank == 0) decode_print(&r->dec, gen[t]);
     }
     model_decode_end(r->model);
+    if (r->rank == 0) decode_end(&r->dec);
     printf0("\n");
 }
 

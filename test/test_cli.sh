@@ -292,6 +292,23 @@ grep -q "target: 1e+09 tokens at 77 tokens/s on 1 device: 150.3 days" <<<"$out" 
 expect_error "negative --mem-limit is refused" "--mem-limit: must be > 0 GiB" --mem-limit -1
 expect_error "zero --target-tokens is refused" "--target-tokens: must be >= 1" --target-tokens 0
 
+# --- samples print whole UTF-8 characters --------------------------------------------------------
+# a tokenizer whose even tokens are the first byte of 'é' (C3) and odd ones its second (A9): an untrained
+# model's sample cuts characters everywhere; what is printed must be UTF-8, with each C3 A9 pair as 'é' and
+# every cut character as U+FFFD, never a lone byte
+$PY - "$W/utf8tok.bin" <<'PYEOF'
+import struct, sys
+h = [0] * 256; h[0:4] = [20240328, 2, 64, 0]
+open(sys.argv[1], 'wb').write(struct.pack('<256I', *h) + b''.join(bytes([1]) + (b'\xc3' if i % 2 == 0 else b'\xa9') for i in range(64)))
+PYEOF
+$BIN -x 1 -v 0 -s 1 -g 40 --tokenizer "$W/utf8tok.bin" 2>&1 | grep -a '^sample: ' > "$W/utf8.out"
+r=$($PY -c '
+import sys
+t = open(sys.argv[1], "rb").read().decode("utf-8")[len("sample: "):].rstrip("\n")
+assert len(t) > 0 and set(t) <= {"\u00e9", "\ufffd"} and "\u00e9" in t, repr(t)
+print("%d characters, %d of them whole" % (len(t), t.count("\u00e9")))' "$W/utf8.out" 2>&1) \
+  && ok "a sample whose tokens cut UTF-8 characters prints whole ones (U+FFFD for the cut): $r" || bad "samples print whole UTF-8 characters" "$r"
+
 # --- under mpirun: a usage error is printed once, and the job ends with status 2 ------------------------
 if command -v mpirun > /dev/null && $BIN --help | grep -q "MPI: yes"; then
   out=$(OMP_NUM_THREADS=1 timeout 60 mpirun --allow-run-as-root --oversubscribe -x OMP_NUM_THREADS -np 2 $BIN -z 2 --pp 2 -x 1 2>&1); rc=$?
