@@ -336,6 +336,7 @@ static void parse_value(const OptSpec *o, const char *flagname, const char *v, T
 
 // Parses argv into c (after config_defaults). Exits 2 on anything it does not understand, naming it.
 static void parse_args(TrainConfig *c, int argc, char **argv) {
+    const OptSpec *value_of = NULL;  // the flag (taking a path or glob) whose value the previous argument was
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) { print_help(argv[0]); exit(0); }
@@ -347,6 +348,11 @@ static void parse_args(TrainConfig *c, int argc, char **argv) {
             if ((strlen(s->longname) == namelen && strncmp(arg, s->longname, namelen) == 0) ||
                 (s->shortname && !eq && strcmp(arg, s->shortname) == 0)) o = s;
         }
+        if (!o && arg[0] != '-' && value_of)  // `-i data/train_*.bin` unquoted: the shell made it several words
+            usage_error("%s%s%s: '%s' after its value: an unquoted glob that the shell expanded into several files? quote the "
+                        "glob (%s 'data/train_*.bin') so that the trainer expands it", value_of->shortname ? value_of->shortname : "",
+                        value_of->shortname ? "/" : "", value_of->longname, arg, value_of->shortname ? value_of->shortname : value_of->longname);
+        if (!o && arg[0] != '-') usage_error("unexpected argument '%s': every value follows its flag (see --help)", arg);
         if (!o) { usage_error("unknown flag '%s' (see --help)", arg); }
         const char *v;
         if (eq) v = eq + 1;
@@ -356,6 +362,7 @@ static void parse_args(TrainConfig *c, int argc, char **argv) {
         char flagname[80];
         snprintf(flagname, sizeof(flagname), "%s%s%s", o->shortname ? o->shortname : "", o->shortname ? "/" : "", o->longname);
         parse_value(o, flagname, v, c);
+        value_of = o->kind == OPT_STR ? o : NULL;
     }
 }
 

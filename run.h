@@ -164,6 +164,12 @@ static void run_setup_model(Run *r) {
         r->params = (float *)mallocCheck(gpt2_num_params(&r->mc) * sizeof(float));
         gpt2_init_random(&r->mc, r->params, cfg->seed);
     } else {
+        // "dN" that is no file: a depth out of range, not a file to open
+        const char *s = r->init;
+        int digits = s[0] == 'd' && s[1] != '\0' && !file_exists(s);
+        for (const char *p = s + 1; digits && *p; p++) digits = *p >= '0' && *p <= '9';
+        if (digits) usage_error("-e/--init: %s: depth %s is %s: a fresh GPT-2 has depth 1 to 1000 (d2, d6, d12, d24, ...)", s, s + 1,
+                                atol(s + 1) < 1 ? "too small" : "too large");
         r->params = gpt2_read_model_file_for("-e/--init", r->init, &r->mc);
     }
     config_check_model(cfg, r->mc.num_layers, r->mc.max_seq_len);

@@ -57,6 +57,9 @@ expect_error "total batch must divide" "-d/--total-batch-tokens: total batch tok
 expect_error "conflicting -d and --grad-accum" "total batch tokens 512 != micro-batch 4 x seq 64 x accumulation 3" -b 4 -t 64 -d 512 --grad-accum 3
 expect_error "seq longer than the model" "-t/--seq-len: 2048 is longer than the model's maximum sequence length 1024" -t 2048 -x 1
 expect_error "resume needs an out dir" "-y/--resume: needs -o/--out-dir" -y 1
+expect_error "an unquoted glob's extra files: quote the glob" "-i/--train-data: '$W/b_2.bin' after its value: an unquoted glob that the shell expanded into several files? quote the glob (-i 'data/train_*.bin')" -i "$W/b_1.bin" "$W/b_2.bin" -x 1
+expect_error "a stray word is an unexpected argument" "unexpected argument 'foo': every value follows its flag" -x 1 foo
+expect_error "-e d5000: a depth too large, not a file" "-e/--init: d5000: depth 5000 is too large: a fresh GPT-2 has depth 1 to 1000" -e d5000
 
 # --- bad files ---------------------------------------------------------------------------------
 expect_error "missing model file is named with its flag" "-e/--init: $W/nope.bin: cannot open: No such file or directory (expected an llm.c model file, or dN" -e "$W/nope.bin"
