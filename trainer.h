@@ -347,6 +347,7 @@ static int train_main(int argc, char **argv) {
         comm_finalize(&r->comm);
         return 0;
     }
+    if (r->cfg.eval_mc) eval_mc_load(r->cfg.eval_mc, r->mc.vocab_size, r->T);  // a bad file stops the run before step 0
     run_plan(r);
     if (r->cfg.dry_run) {
         if (r->cfg.tokens_per_s > 0)  // the length of the training the user has in mind, at a speed they measured

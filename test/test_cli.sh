@@ -96,6 +96,10 @@ expect_error "no shard matches the glob" "-i/--train-data: no file matches '$W/n
 expect_error "token outside the vocabulary" "$W/big_token.bin: token 60000 at position 100" -i "$W/big_token.bin" -e d2 -b 1 -t 4096 -x 1 -t 1024 -v 0 -s 0 -b 4
 expect_error "shard too small for a micro-batch" "$W/tiny.bin: too few tokens for one micro-batch" -i "$W/tiny.bin" -x 1
 expect_error "model shorter than its header says" "$W/short_model.bin: 5024 bytes, but the header's shape needs" -e "$W/short_model.bin"
+printf '{"context_tokens": [1, 2], "ending_tokens": [[3], [4]], "label": 0}\n{"context_tokens": [1, 70], "ending_tokens": [[3], [4]], "label": 1}\n' > "$W/oov_mc.jsonl"
+out=$($BIN -x 2 -v 1 -s 0 --eval-mc "$W/oov_mc.jsonl" 2>&1); rc=$?
+[ $rc -ne 0 ] && grep -q "oov_mc.jsonl line 2: \"context_tokens\" has token 70, outside the model's vocabulary of 64" <<<"$out" && ! grep -q "val loss" <<<"$out" \
+  && ok "an --eval-mc file with a token outside the vocabulary stops the run at its start, before step 0's validation" || bad "--eval-mc checked at start (rc $rc)" "$out"
 mkdir -p "$W/ck_bad"
 $BIN -i "$W/trunc.bin" -o "$W/ck_bad" -n 1 -x 2 >/dev/null 2>&1
 [ -z "$(ls -A "$W/ck_bad")" ] && ok "a failed start writes nothing to the out dir" || bad "a failed start writes nothing" "$(ls "$W/ck_bad")"
