@@ -76,6 +76,7 @@ typedef struct {
     int shuffle;
     // evaluation, sampling, checkpoints
     int val_every, val_batches, sample_every, gen_tokens;
+    int print_every;            // a step line on the console every N steps (the log has every step)
     const char *eval_mc;        // multiple-choice JSONL scored with each validation (eval_mc.h); NULL = none
     int checkpoint_every, keep_checkpoints, resume;
     int dry_run;
@@ -131,6 +132,7 @@ static void config_defaults(TrainConfig *c) {
     c->val_batches = 10;
     c->sample_every = 100;
     c->gen_tokens = 64;
+    c->print_every = 1;
     c->checkpoint_every = 0;
     c->keep_checkpoints = 2;
     c->resume = 0;
@@ -196,6 +198,7 @@ static const OptSpec OPTIONS[] = {
     OPTD(NULL, "--eval-mc", OPT_STR, eval_mc, "multiple-choice JSONL (token ids; scripts/mc_tokenize.py converts text and HellaSwag) scored with each validation: acc_norm by mean log-likelihood per ending token, and acc", "none"),
     OPT("-s", "--sample-every", OPT_INT, sample_every, "sample text every N steps; 0 = off"),
     OPT("-g", "--gen-tokens", OPT_INT, gen_tokens, "tokens per sample"),
+    OPT(NULL, "--print-every", OPT_INT, print_every, "print the step line every N steps (and the first and last, and any skipped step); the --log has every step"),
     OPT("-n", "--checkpoint-every", OPT_INT, checkpoint_every, "checkpoint every N steps and at the end; 0 = off"),
     OPT(NULL, "--keep-checkpoints", OPT_INT, keep_checkpoints, "keep the last K checkpoints"),
     OPT("-y", "--resume", OPT_INT, resume, "1 = continue from the latest complete checkpoint in --out-dir"),
@@ -394,6 +397,7 @@ static void config_validate(const TrainConfig *c) {
         bad_value("--eval-mc", "is scored with each validation: needs -j/--val-data and -v/--val-every > 0");
     if (c->sample_every < 0) bad_value("-s/--sample-every", "must be >= 0 (0 turns it off)");
     if (c->gen_tokens < 1) bad_value("-g/--gen-tokens", "must be >= 1");
+    if (c->print_every < 1) bad_value("--print-every", "must be >= 1");
     if (c->checkpoint_every < 0) bad_value("-n/--checkpoint-every", "must be >= 0 (0 turns it off)");
     if (c->keep_checkpoints < 1) bad_value("--keep-checkpoints", "must be >= 1");
     if (c->resume != 0 && c->resume != 1) bad_value("-y/--resume", "must be 0 or 1");

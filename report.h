@@ -221,9 +221,11 @@ static void report_step(Run *r, int step, const StepResult *s) {
     char disk[128] = "";
     if (r->nvme) snprintf(disk, sizeof(disk), " | disk read %.1f MiB write %.1f MiB wait %.1f ms", s->disk_read / 1048576.0,
                           s->disk_written / 1048576.0, s->disk_wait_ms);
-    printf0("step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s | %s | peak %s | ETA %s%s%s%s\n",
-            step + 1, cfg->steps, s->loss, s->lr, s->norm, s->ms, s->tps, mfu, model_peak_memory(), eta, disk, bubble, scaling);
-    if (cfg->timing) {  // --timing: the breakdown below the step's line
+    // --print-every N: every Nth step's line, and always the run's first and last and any skipped step
+    int shown = (step + 1) % cfg->print_every == 0 || step == r->start_step || step + 1 == cfg->steps || s->skip;
+    if (shown) printf0("step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s | %s | peak %s | ETA %s%s%s%s\n",
+                       step + 1, cfg->steps, s->loss, s->lr, s->norm, s->ms, s->tps, mfu, model_peak_memory(), eta, disk, bubble, scaling);
+    if (cfg->timing && shown) {  // --timing: the breakdown below the step's line
         printf0("  time ms:");
         for (int k = 0; k < NUM_PHASES; k++) printf0(" %s %.1f%s", PHASE_NAMES[k], s->time_ms[k], k < NUM_PHASES - 1 ? " |" : "");
         printf0(" (sum %.1f of %.1f)\n", timing_sum(s->time_ms), s->ms);

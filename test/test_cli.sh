@@ -235,6 +235,10 @@ n=$(grep -cE '^  time ms: data [0-9.]+ \| forward [0-9.]+ \| backward [0-9.]+ \|
 eta=$($PY -c 'import json,sys; e=[d["eta_s"] for d in map(json.loads, open(sys.argv[1])) if "loss" in d]; print(int(len(e) == 6 and e[-1] == 0 and all(x > 0 for x in e[:-1]) and e[0] >= e[-2]), e)' "$W/timing.jsonl")
 [ "${eta%% *}" = 1 ] && [ "$(grep -c '| ETA [0-9.]*[smhd]' <<<"$out")" = 6 ] && ok "time left on every step line and in the log (eta_s ${eta#* })" \
   || bad "ETA on the line and in the log" "$eta"
+out=$($BIN -x 10 -v 0 -s 0 --print-every 4 --log "$W/every.jsonl" 2>&1)
+[ "$(grep -oE '^step +[0-9]+/10 ' <<<"$out" | awk '{print $2}' | tr '\n' ' ')" = "1/10 4/10 8/10 10/10 " ] && [ "$(losses "$W/every.jsonl" | wc -l)" = 10 ] \
+  && ok "--print-every 4 over 10 steps prints steps 1, 4, 8 and 10; the log keeps all 10" || bad "--print-every" "$out"
+expect_error "--print-every 0 is refused" "--print-every: must be >= 1" --print-every 0
 [ "$(grep -c '^  time ms' <<<"$($BIN -x 2 -v 0 -s 0 2>&1)")" = 0 ] && ok "without --timing no breakdown lines" || bad "breakdown printed without --timing"
 
 # --profile: a table of the modules at the end and one JSON line; on d12 (the synthetic corpus's vocabulary: the
