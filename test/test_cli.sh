@@ -94,7 +94,7 @@ expect_error "foreign shard is named" "$W/foreign.bin: bad magic 12345" -i "$W/f
 expect_error "shard version is checked" "$W/v2.bin: shard version 2" -i "$W/v2.bin" -x 1
 expect_error "no shard matches the glob" "-i/--train-data: no file matches '$W/none_*.bin'" -i "$W/none_*.bin"
 expect_error "token outside the vocabulary" "$W/big_token.bin: token 60000 at position 100" -i "$W/big_token.bin" -e d2 -b 1 -t 4096 -x 1 -t 1024 -v 0 -s 0 -b 4
-expect_error "shard too small for a micro-batch" "$W/tiny.bin: too few tokens for one micro-batch" -i "$W/tiny.bin" -x 1
+expect_error "shard too small for a micro-batch, naming tokenize's --val-tokens" "$W/tiny.bin: too few tokens for one micro-batch of B*T+1 = 513 tokens (largest shard has 10); lower -b/-t, or give the split more tokens (./tokenize shards --val-tokens" -i "$W/tiny.bin" -x 1
 expect_error "model shorter than its header says" "$W/short_model.bin: 5024 bytes, but the header's shape needs" -e "$W/short_model.bin"
 printf '{"context_tokens": [1, 2], "ending_tokens": [[3], [4]], "label": 0}\n{"context_tokens": [1, 70], "ending_tokens": [[3], [4]], "label": 1}\n' > "$W/oov_mc.jsonl"
 out=$($BIN -x 2 -v 1 -s 0 --eval-mc "$W/oov_mc.jsonl" 2>&1); rc=$?
