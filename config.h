@@ -171,7 +171,7 @@ static const OptSpec OPTIONS[] = {
     OPTD("-i", "--train-data", OPT_STR, train_data, "glob of train token shards", "built-in synthetic corpus"),
     OPTD("-j", "--val-data", OPT_STR, val_data, "glob of validation token shards (the synthetic corpus has its own)", "none"),
     OPT("-e", "--init", OPT_STR, init, "model .bin (llm.c v3 fp32 or v5 bf16) or dN for a fresh GPT-2 of depth N"),
-    OPTD("-o", "--out-dir", OPT_STR, out_dir, "directory for checkpoints and training state (none: nothing is saved)", "none"),
+    OPTD("-o", "--out-dir", OPT_STR, out_dir, "directory for checkpoints and training state, made with its parents if missing: the run's end is always saved there, -n adds periodic checkpoints (none: nothing is saved)", "none"),
     OPTD(NULL, "--tokenizer", OPT_STR, tokenizer, "llm.c tokenizer .bin used to decode samples", "tokenizer.bin beside the train shards"),
     OPTD(NULL, "--log", OPT_STR, log_path, "write a JSON-lines log here (one line per step, and val lines)", "none"),
     OPT("-b", "--micro-batch", OPT_INT, micro_batch, "sequences per micro-batch B"),
@@ -199,7 +199,7 @@ static const OptSpec OPTIONS[] = {
     OPT("-s", "--sample-every", OPT_INT, sample_every, "sample text every N steps; 0 = off"),
     OPT("-g", "--gen-tokens", OPT_INT, gen_tokens, "tokens per sample"),
     OPT(NULL, "--print-every", OPT_INT, print_every, "print the step line every N steps (and the first and last, and any skipped step); the --log has every step"),
-    OPT("-n", "--checkpoint-every", OPT_INT, checkpoint_every, "checkpoint every N steps and at the end; 0 = off"),
+    OPT("-n", "--checkpoint-every", OPT_INT, checkpoint_every, "with -o, also checkpoint every N steps; 0 = only the run's end (and on SIGTERM/SIGUSR1)"),
     OPT(NULL, "--keep-checkpoints", OPT_INT, keep_checkpoints, "keep the last K checkpoints"),
     OPT("-y", "--resume", OPT_INT, resume, "1 = continue from the latest complete checkpoint in --out-dir"),
     OPT("-z", "--zero-stage", OPT_INT, zero_stage, "ZeRO: 0 replicate; 1 shard AdamW state; 2 also gradients; 3 also parameters"),
@@ -398,7 +398,7 @@ static void config_validate(const TrainConfig *c) {
     if (c->sample_every < 0) bad_value("-s/--sample-every", "must be >= 0 (0 turns it off)");
     if (c->gen_tokens < 1) bad_value("-g/--gen-tokens", "must be >= 1");
     if (c->print_every < 1) bad_value("--print-every", "must be >= 1");
-    if (c->checkpoint_every < 0) bad_value("-n/--checkpoint-every", "must be >= 0 (0 turns it off)");
+    if (c->checkpoint_every < 0) bad_value("-n/--checkpoint-every", "must be >= 0 (0: no periodic checkpoints; with -o the end is still saved)");
     if (c->keep_checkpoints < 1) bad_value("--keep-checkpoints", "must be >= 1");
     if (c->resume != 0 && c->resume != 1) bad_value("-y/--resume", "must be 0 or 1");
     if ((c->checkpoint_every > 0 || c->resume) && c->out_dir == NULL) {
