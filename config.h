@@ -342,7 +342,12 @@ static void parse_args(TrainConfig *c, int argc, char **argv) {
     const OptSpec *value_of = NULL;  // the flag (taking a path or glob) whose value the previous argument was
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
-        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) { print_help(argv[0]); exit(0); }
+        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {  // under mpirun: once, and MPI left cleanly
+            if (usage_error_rank == 0) print_help(argv[0]);
+            fflush(stdout);
+            if (usage_error_leave) usage_error_leave();
+            exit(0);
+        }
         const char *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
         size_t namelen = eq ? (size_t)(eq - arg) : strlen(arg);
         const OptSpec *o = NULL;

@@ -356,7 +356,11 @@ if command -v mpirun > /dev/null && $BIN --help | grep -q "MPI: yes"; then
   if [ $rc -eq 2 ] && [ "$n" = 1 ] && [ "$e" = 1 ] && ! grep -qE "MPI_ABORT|exiting improperly|without calling .finalize" <<<"$out"; then
     ok "under mpirun -np 2 a usage error is printed once (rank 0), every rank leaves MPI cleanly, exit status 2"
   else bad "usage error under mpirun: once, exit 2, no abort (rc $rc, $n copies)" "$out"; fi
-else skip "usage errors under mpirun: no mpirun, or ./train_gpt_cpu built without MPI (apt-get install libopenmpi-dev openmpi-bin)"; fi
+  out=$(OMP_NUM_THREADS=1 timeout 60 mpirun --allow-run-as-root --oversubscribe -x OMP_NUM_THREADS -np 2 $BIN --help 2>&1); rc=$?
+  [ $rc -eq 0 ] && [ "$(grep -c '^usage:' <<<"$out")" = 1 ] && ! grep -qE "MPI_ABORT|exiting improperly|abnormal termination" <<<"$out" \
+    && ok "under mpirun -np 2 --help is printed once and the job exits 0 without mpirun's abnormal-termination notice" \
+    || bad "--help under mpirun (rc $rc)" "$(grep -vE '^  ' <<<"$out")"
+else skip "usage errors and --help under mpirun: no mpirun, or ./train_gpt_cpu built without MPI (apt-get install libopenmpi-dev openmpi-bin)"; fi
 
 # --- `make test` changes nothing on the machine --------------------------------------------------
 # The Slurm suites, as root on a machine without the Slurm stack, must install nothing, start no daemon and
