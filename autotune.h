@@ -9,6 +9,15 @@
 // so a measured row is what pasting its flags gives, and a configuration that cannot start (or runs
 // out of memory the plan did not see) shows as failed instead of taking the tuner down with it.
 //
+// Offload and (for one rank) ZeRO-3 are levers for memory only: they move state off the device and add
+// copies, so they cannot make a layout faster. An offload candidate is timed only where the same layout
+// with less offloaded does not fit (and never in the CPU build, where device memory is host memory).
+//
+// Timing on a shared machine is noisy: every candidate is timed 2-3 times, in interleaved rounds
+// (so all of them meet the other jobs' load alike), and the table gives each one's mean and the range of
+// its runs. Another configuration replaces the run's own only when its slowest run beats the own's
+// fastest (the ranges do not overlap) and its mean is faster by more than TUNE_MARGIN: a smaller lead is noise.
+//
 // What stays the same: the tokens per step, the learning-rate schedule, the seed and the data. Recompute
 // levels, ZeRO stages and offload change no number (bit-identical losses; the tuner checks it on the
 // timed steps against the run's own configuration). The micro-batch size is different: the data loader
@@ -24,27 +33,30 @@
 #include "run.h"
 #include "plan.h"
 
+#define TUNE_MAX_RUNS 8
 typedef struct {
     int B, A, recompute, zero, pp, ok, same_b;
+    int lever_only;          // fits, but a memory lever where the layout fits without it: not timed (why says so)
     OffloadWhat offload;
     double device_bytes, host_bytes;
     double ms, tps;          // mean over its runs of each run's median step; tps 0 = not timed
     double sum_ms;
     int runs;
+    double run_tps[TUNE_MAX_RUNS];  // each run's tokens/s
+    double lo_tps, hi_tps;          // the slowest and the fastest run
     double max_loss_diff;    // against the run's own configuration's losses (same B only); -1 = not compared
     char flags[160], why[4400];
     double losses[16];
     int nlosses, own;        // own: the run's own configuration
 } TuneCandidate;
 
-// A run times this many steps after one warm-up step; its figure is their median. On a shared machine a
-// single run of each candidate, one after another, compares them at different moments of the other
-// jobs' load, so the contenders (the fastest few that train the run's own weights, and the run's own
-// configuration) are run again, TUNE_ROUNDS times, interleaved, and each is judged by the mean over its
-// runs; another configuration replaces the run's own only when it is faster by more than TUNE_MARGIN.
+// A run times this many steps after one warm-up step; its figure is their median. Each candidate is run
+// TUNE_RUNS times (TUNE_RUNS_MPI for several ranks), in interleaved rounds (every other one in reverse
+// order), and judged by the mean and the range of its runs; another configuration replaces the run's own
+// only when it is faster beyond that range and by more than TUNE_MARGIN.
 #define TUNE_TIMED_STEPS 3
-#define TUNE_RETIME 3
-#define TUNE_ROUNDS 2
+#define TUNE_RUNS 3            // one process
+#define TUNE_RUNS_MPI 2        // several ranks: each run starts an mpirun, which costs more than the few steps it times
 #define TUNE_MARGIN 0.03
 
 // Flags of the user's command line that the tuner sets itself or that make no sense in a timing run.
@@ -147,11 +159,19 @@ static void tune_time(TuneCandidate *c, int argc, char **argv, long total, const
     }
     for (int i = 1; i < timed; i++)
         for (int j = i; j > 0 && times[j] < times[j - 1]; j--) { double t = times[j]; times[j] = times[j - 1]; times[j - 1] = t; }
-    c->sum_ms += timed % 2 ? times[timed / 2] : 0.5 * (times[timed / 2 - 1] + times[timed / 2]);
+    double median = timed % 2 ? times[timed / 2] : 0.5 * (times[timed / 2 - 1] + times[timed / 2]);
+    double run_tps = total / (median / 1e3);
+    if (c->runs < TUNE_MAX_RUNS) c->run_tps[c->runs] = run_tps;
+    c->lo_tps = c->runs == 0 || run_tps < c->lo_tps ? run_tps : c->lo_tps;
+    c->hi_tps = c->runs == 0 || run_tps > c->hi_tps ? run_tps : c->hi_tps;
+    c->sum_ms += median;
     c->runs++;
     c->ms = c->sum_ms / c->runs;
     c->tps = total / (c->ms / 1e3);
 }
+
+// The spread of a candidate's runs: half their range, as a share of the mean.
+static double tune_spread(const TuneCandidate *c) { return c->tps > 0 ? 0.5 * (c->hi_tps - c->lo_tps) / c->tps : 0.0; }
 
 static int tune_cmp(const void *a, const void *b) {
     const TuneCandidate *x = (const TuneCandidate *)a, *y = (const TuneCandidate *)b;
@@ -204,6 +224,34 @@ static void tune_fill(const Run *r, TuneCandidate *c, const int *first, int *hol
     else snprintf(c->flags, sizeof(c->flags), "-b %d --grad-accum %d -r %d -z %d --offload %s", c->B, c->A, c->recompute, c->zero, off);
 }
 
+// Offload is a lever for memory only (it moves state off the device and adds copies): a candidate that
+// offloads is timed only where the same micro-batch, recompute level and layout with less offloaded (no
+// offload for the optimizer; the optimizer alone for the parameters, at ZeRO-0 for one rank) does not
+// fit. In the CPU build the device's memory is the host's, so offload frees nothing there.
+static void tune_mark_levers(TuneCandidate *cs, int nc, int W, int device_is_host) {
+    for (int i = 0; i < nc; i++) {
+        TuneCandidate *c = &cs[i];
+        if (!c->ok || c->offload == OFFLOAD_NONE) continue;
+        if (device_is_host) {
+            c->lever_only = 1;
+            snprintf(c->why, sizeof(c->why), "not timed: offload frees no memory in the CPU build (device memory is host "
+                     "memory) and only adds copies");
+            continue;
+        }
+        int dp = W / c->pp;
+        OffloadWhat lighter = c->offload == OFFLOAD_PARAMS ? OFFLOAD_OPTIMIZER : OFFLOAD_NONE;
+        int lighter_zero = c->offload == OFFLOAD_PARAMS && dp == 1 ? 0 : c->zero;
+        for (int j = 0; j < nc; j++) {
+            const TuneCandidate *o = &cs[j];
+            if (o->ok && o->B == c->B && o->recompute == c->recompute && o->pp == c->pp && o->offload == lighter && o->zero == lighter_zero) {
+                c->lever_only = 1;
+                snprintf(c->why, sizeof(c->why), "not timed: %s fits, and offload only adds copies", o->flags);
+                break;
+            }
+        }
+    }
+}
+
 // The candidates: micro-batch sizes bs[0..nb) x layouts x recompute x offload. Layouts: pipeline stages
 // that divide the world (at most one per layer); ZeRO stages where there is more than one data-parallel
 // rank to shard over (2-3 not with a pipeline); offload none, the AdamW state on the host, and with
@@ -238,40 +286,9 @@ static TuneCandidate *tune_enumerate(const Run *r, long total, const int *bs, in
     }
     free(holds_unit);
     free(first);
+    tune_mark_levers(cs, nc, W, cap->device_is_host);
     *count = nc;
     return cs;
-}
-
-// The contenders, run again in interleaved rounds: the fastest few with the run's micro-batch size (the
-// ones that can be `best`) and the run's own configuration (their losses are kept from the first run:
-// the same flags give the same numbers). Returns how many were run again.
-static int tune_retime(TuneCandidate *cs, int nc, TuneCandidate *own, int argc, char **argv, long total, const char *dir, int W) {
-    int order[TUNE_RETIME + 1], k = 0;
-    for (int n = 0; n < TUNE_RETIME; n++) {
-        int bi = -1;
-        for (int i = 0; i < nc; i++) {
-            int taken = 0;
-            for (int j = 0; j < k; j++) taken |= order[j] == i;
-            if (!taken && cs[i].tps > 0 && cs[i].same_b && !cs[i].own && (bi < 0 || cs[i].tps > cs[bi].tps)) bi = i;
-        }
-        if (bi >= 0) order[k++] = bi;
-    }
-    if (own && own->tps > 0) order[k++] = (int)(own - cs);
-    printf("timing again, %d rounds interleaved: the %d fastest with this run's micro-batch size%s\n", TUNE_ROUNDS,
-           own && own->tps > 0 ? k - 1 : k, own && own->tps > 0 ? " and this run's own configuration" : "");
-    for (int round = 0; round < TUNE_ROUNDS; round++)
-        for (int j = 0; j < k; j++) {
-            TuneCandidate *c = &cs[order[round % 2 ? k - 1 - j : j]];  // every other round in reverse order
-            double losses[16];
-            int nl = c->nlosses;
-            memcpy(losses, c->losses, sizeof(losses));
-            tune_time(c, argc, argv, total, dir, (int)(c - cs), W);
-            c->nlosses = nl;
-            memcpy(c->losses, losses, sizeof(losses));
-            printf("  %-56s %9.0f tok/s (mean of %d runs)\n", c->flags, c->tps, c->runs);
-            fflush(stdout);
-        }
-    return k;
 }
 
 // The same weights: every timed candidate with the run's micro-batch size against the losses of the
@@ -304,13 +321,16 @@ static void tune_print_row(const TuneCandidate *c, double target, double same_to
         snprintf(same, sizeof(same), "same up to the order of sums (losses within %.0e)", c->max_loss_diff);
     else if (c->max_loss_diff > 0.0) snprintf(same, sizeof(same), "DIFFERENT: losses differ by %.1e", c->max_loss_diff);
     else snprintf(same, sizeof(same), "not compared");
-    if (c->tps > 0) printf("  %-56s %9.0f %10.1f %5d %26s %12s  %s\n", c->flags, c->tps, c->ms, c->runs, mem, days, same);
-    else printf("  %-56s %9s %10s %5s %26s %12s  %s\n", c->flags, "-", "-", "-", mem, "-", c->why);
+    char range[48];
+    if (c->tps > 0) snprintf(range, sizeof(range), "%.0f-%.0f", c->lo_tps, c->hi_tps);
+    if (c->tps > 0) printf("  %-56s %9.0f %13s %6.1f%% %10.1f %5d %26s %12s  %s\n", c->flags, c->tps, range, 100.0 * tune_spread(c),
+                           c->ms, c->runs, mem, days, same);
+    else printf("  %-56s %9s %13s %7s %10s %5s %26s %12s  %s\n", c->flags, "-", "-", "-", "-", "-", mem, "-", c->why);
 }
 
 // The table, sorted by tokens/s, and the verdict: the fastest overall, and `best:`, the fastest that
 // trains the run's own weights. Returns the exit status (1: no `best`).
-static int tune_verdict(TuneCandidate *cs, int nc, int retimed, const TrainConfig *cfg) {
+static int tune_verdict(TuneCandidate *cs, int nc, const TrainConfig *cfg) {
     int W = cfg->autotune_world;
     // one process: the same bits; several ranks: the same sums in another order (the ZeRO and pipeline
     // tests see ~1e-8)
@@ -319,22 +339,30 @@ static int tune_verdict(TuneCandidate *cs, int nc, int retimed, const TrainConfi
     TuneCandidate *own = NULL;
     for (int i = 0; i < nc; i++) if (cs[i].own) own = &cs[i];
     double target = (double)cfg->target_tokens;
-    printf("\n  %-56s %9s %10s %5s %26s %12s  %s\n", "flags", "tok/s", "ms/step", "runs", "memory/rank (plan)", "days/target", "weights");
+    printf("\n  %-56s %9s %13s %7s %10s %5s %26s %12s  %s\n", "flags", "tok/s", "runs' range", "+-", "ms/step", "runs",
+           "memory/rank (plan)", "days/target", "weights");
     int shown_best = -1, shown_fast = -1;
     for (int i = 0; i < nc; i++) {
         TuneCandidate *c = &cs[i];
         tune_print_row(c, target, same_tol);
         if (c->tps > 0 && shown_fast < 0) shown_fast = i;
-        if (c->tps > 0 && c->same_b && c->max_loss_diff >= 0.0 && c->max_loss_diff <= same_tol && shown_best < 0 &&
-            (c->runs > 1 || retimed == 0)) shown_best = i;
+        if (c->tps > 0 && c->same_b && c->max_loss_diff >= 0.0 && c->max_loss_diff <= same_tol && shown_best < 0) shown_best = i;
     }
-    // the run's own configuration stays unless the best is faster by more than the margin: a smaller
-    // difference is within what the other jobs on the machine move the figures by
+    // the run's own configuration stays unless the best is faster beyond the noise: its slowest run faster
+    // than the own's fastest, and its mean by more than the margin
     int own_i = own ? (int)(own - cs) : -1;
-    if (shown_best >= 0 && own_i >= 0 && own->runs > 1 && shown_best != own_i && cs[shown_best].tps < own->tps * (1.0 + TUNE_MARGIN)) {
-        printf("the fastest configuration with the same weights (%s, %.0f tok/s) is within %.0f%% of this run's own: keeping "
-               "the run's own\n", cs[shown_best].flags, cs[shown_best].tps, 100.0 * TUNE_MARGIN);
-        shown_best = own_i;
+    if (shown_best >= 0 && own_i >= 0 && shown_best != own_i) {
+        const TuneCandidate *b = &cs[shown_best];
+        if (b->lo_tps <= own->hi_tps || b->tps < own->tps * (1.0 + TUNE_MARGIN)) {
+            printf("the fastest configuration with the same weights (%s, %.0f tok/s, runs %.0f-%.0f) is within the noise of "
+                   "this run's own (%.0f tok/s, runs %.0f-%.0f): %s; keeping the run's own\n", b->flags, b->tps, b->lo_tps,
+                   b->hi_tps, own->tps, own->lo_tps, own->hi_tps, b->lo_tps <= own->hi_tps ? "their runs' ranges overlap"
+                   : "less than the 3% margin apart");
+            shown_best = own_i;
+        } else {
+            printf("faster beyond the noise: %s's slowest run (%.0f tok/s) beats this run's own fastest (%.0f), its mean by %.0f%%\n",
+                   b->flags, b->lo_tps, own->hi_tps, 100.0 * (b->tps / own->tps - 1.0));
+        }
     }
     printf("days/target: days to train --target-tokens %.3g tokens at that speed on %d device%s\n", target, W, W == 1 ? "" : "s");
     if (own && own->tps > 0) printf("this run's own configuration (%s): %.0f tok/s\n", own->flags, own->tps);
@@ -402,33 +430,46 @@ static int autotune_main(Run *r, int argc, char **argv) {
     MachineCapacity cap = {cpu ? limit : (double)physical_memory_bytes(), 0.0, cpu ? 0.0 : limit, cpu, 1};
     int nc;
     TuneCandidate *cs = tune_enumerate(r, total, bs, nb, &cap, &nc);
-    int fit = 0;
-    for (int i = 0; i < nc; i++) fit += cs[i].ok;
+    int fit = 0, levers = 0, runs = W > 1 ? TUNE_RUNS_MPI : TUNE_RUNS;
+    for (int i = 0; i < nc; i++) { fit += cs[i].ok; levers += cs[i].ok && cs[i].lever_only; }
     char lim[32];
     printf("autotune: %s | T %d | %ld tokens per step | world %d | memory limit per rank %s%s\n", r->init, r->T, total, W,
            tune_bytes(limit, lim, sizeof(lim)), cfg->mem_limit > 0 ? " (--mem-limit)" : cpu ? " (physical memory)" : " (the device's)");
     printf("autotune: %d configurations (micro-batch", nc);
     for (int i = 0; i < nb; i++) printf("%s%d", i ? ", " : " ", bs[i]);
-    printf(" x recompute 0-3 x offload none, optimizer, params at ZeRO-3%s); %d fit the memory plan; timing each for %d steps "
-           "after a warm-up step (their median counts)\n", W > 1 ? " x ZeRO stage x pipeline stages" : "", fit, TUNE_TIMED_STEPS);
+    printf(" x recompute 0-3 x offload none, optimizer, params at ZeRO-3%s); %d fit the memory plan; %d of them offload where "
+           "the layout fits without it (memory levers that cannot be faster: not timed); timing the other %d, %d runs each in "
+           "interleaved rounds, each run %d steps after a warm-up step (their median counts)\n", W > 1 ? " x ZeRO stage x pipeline stages" : "",
+           fit, levers, fit - levers, runs, TUNE_TIMED_STEPS);
     char dir[] = "/tmp/train_gpt_autotune.XXXXXX";
     if (!mkdtemp(dir)) fatal("--autotune: cannot make a scratch directory: %s", strerror(errno));
     TuneCandidate *own = NULL;
-    for (int i = 0; i < nc; i++) {
-        TuneCandidate *c = &cs[i];
-        if (!c->ok) continue;
-        tune_time(c, argc, argv, total, dir, i, W);
-        if (c->tps > 0) printf("  %-56s %9.0f tok/s\n", c->flags, c->tps);
-        else printf("  %-56s %s\n", c->flags, c->why);
-        fflush(stdout);
-        if (c->same_b && c->recompute == cfg->recompute && c->zero == cfg->zero_stage && c->pp == 1 && c->offload == cfg->offload) {
-            own = c;
-            c->own = 1;
+    for (int i = 0; i < nc; i++)
+        if (cs[i].ok && cs[i].same_b && cs[i].recompute == cfg->recompute && cs[i].zero == cfg->zero_stage && cs[i].pp == 1 &&
+            cs[i].offload == cfg->offload) {
+            own = &cs[i];
+            own->own = 1;
+            own->lever_only = 0;  // the run's own configuration is always timed: it is what the others must beat
+        }
+    for (int round = 0; round < runs; round++) {
+        printf("round %d of %d:\n", round + 1, runs);
+        for (int j = 0; j < nc; j++) {
+            int i = round % 2 ? nc - 1 - j : j;
+            TuneCandidate *c = &cs[i];
+            if (!c->ok || c->lever_only || (round > 0 && c->tps <= 0)) continue;
+            // the first run's losses are kept: the same flags give the same numbers
+            double losses[16];
+            int nl = c->nlosses;
+            memcpy(losses, c->losses, sizeof(losses));
+            tune_time(c, argc, argv, total, dir, i, W);
+            if (round > 0) { c->nlosses = nl; memcpy(c->losses, losses, sizeof(losses)); }
+            if (c->tps > 0) printf("  %-56s %9.0f tok/s (this run %.0f)\n", c->flags, c->tps, c->run_tps[c->runs - 1 < TUNE_MAX_RUNS ? c->runs - 1 : TUNE_MAX_RUNS - 1]);
+            else printf("  %-56s %s\n", c->flags, c->why);
+            fflush(stdout);
         }
     }
-    int retimed = tune_retime(cs, nc, own, argc, argv, total, dir, W);
     tune_compare_losses(cs, nc, own);
-    int rc = tune_verdict(cs, nc, retimed, cfg);
+    int rc = tune_verdict(cs, nc, cfg);
     tune_clean(dir, cs, nc);
     free(cs);
     return rc;

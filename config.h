@@ -14,13 +14,27 @@
 #include <string.h>
 #include "utils.h"
 
+// Under mpirun every rank parses the same flags and reads the same model header, so every rank meets the
+// same usage error at the same point: run.h sets these once MPI is up, and then rank 0 alone prints it and
+// every rank leaves MPI cleanly before exit(2), so mpirun sees a job that ended, not one that aborted.
+static int usage_error_rank = 0;              // this process's rank: only rank 0 prints
+static void (*usage_error_leave)(void) = NULL;  // leaves MPI (MPI_Finalize) before the exit
+
 // The one way out for a misused command line: "error: " and the message (which names the flag and
 // what it expected), exit status 2.
 static void usage_error(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 static void usage_error(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    exit_with_error(2, fmt, ap);
+    if (usage_error_rank == 0) {
+        fprintf(stderr, "error: ");
+        vfprintf(stderr, fmt, ap);
+        fprintf(stderr, "\n");
+        fflush(stderr);
+    }
+    va_end(ap);
+    if (usage_error_leave) usage_error_leave();
+    exit(2);
 }
 
 // The options with a fixed set of values; each names table is in the enum's order, NULL-terminated.
@@ -62,6 +76,7 @@ typedef struct {
     int shuffle;
     // evaluation, sampling, checkpoints
     int val_every, val_batches, sample_every, gen_tokens;
+    int print_every;            // a step line on the console every N steps (the log has every step)
     const char *eval_mc;        // multiple-choice JSONL scored with each validation (eval_mc.h); NULL = none
     int checkpoint_every, keep_checkpoints, resume;
     int dry_run;
@@ -117,6 +132,7 @@ static void config_defaults(TrainConfig *c) {
     c->val_batches = 10;
     c->sample_every = 100;
     c->gen_tokens = 64;
+    c->print_every = 1;
     c->checkpoint_every = 0;
     c->keep_checkpoints = 2;
     c->resume = 0;
@@ -155,7 +171,7 @@ static const OptSpec OPTIONS[] = {
     OPTD("-i", "--train-data", OPT_STR, train_data, "glob of train token shards", "built-in synthetic corpus"),
     OPTD("-j", "--val-data", OPT_STR, val_data, "glob of validation token shards (the synthetic corpus has its own)", "none"),
     OPT("-e", "--init", OPT_STR, init, "model .bin (llm.c GPT-2 v3/v5, or a Llama-family file), dN for a fresh GPT-2 of depth N, llama-dN for a fresh Llama, or a Llama preset: smollm-135m, llama-3.2-1b, tinyllama-1.1b, qwen2.5-0.5b (docs/llama.md)"),
-    OPTD("-o", "--out-dir", OPT_STR, out_dir, "directory for checkpoints and training state (none: nothing is saved)", "none"),
+    OPTD("-o", "--out-dir", OPT_STR, out_dir, "directory for checkpoints and training state, made with its parents if missing: the run's end is always saved there, -n adds periodic checkpoints (none: nothing is saved)", "none"),
     OPTD(NULL, "--tokenizer", OPT_STR, tokenizer, "llm.c tokenizer .bin used to decode samples", "tokenizer.bin beside the train shards"),
     OPTD(NULL, "--log", OPT_STR, log_path, "write a JSON-lines log here (one line per step, and val lines)", "none"),
     OPT("-b", "--micro-batch", OPT_INT, micro_batch, "sequences per micro-batch B"),
@@ -182,7 +198,8 @@ static const OptSpec OPTIONS[] = {
     OPTD(NULL, "--eval-mc", OPT_STR, eval_mc, "multiple-choice JSONL (token ids; scripts/mc_tokenize.py converts text and HellaSwag) scored with each validation: acc_norm by mean log-likelihood per ending token, and acc", "none"),
     OPT("-s", "--sample-every", OPT_INT, sample_every, "sample text every N steps; 0 = off"),
     OPT("-g", "--gen-tokens", OPT_INT, gen_tokens, "tokens per sample"),
-    OPT("-n", "--checkpoint-every", OPT_INT, checkpoint_every, "checkpoint every N steps and at the end; 0 = off"),
+    OPT(NULL, "--print-every", OPT_INT, print_every, "print the step line every N steps (and the first and last, and any skipped step); the --log has every step"),
+    OPT("-n", "--checkpoint-every", OPT_INT, checkpoint_every, "with -o, also checkpoint every N steps; 0 = only the run's end (and on SIGTERM/SIGUSR1)"),
     OPT(NULL, "--keep-checkpoints", OPT_INT, keep_checkpoints, "keep the last K checkpoints"),
     OPT("-y", "--resume", OPT_INT, resume, "1 = continue from the latest complete checkpoint in --out-dir"),
     OPT("-z", "--zero-stage", OPT_INT, zero_stage, "ZeRO: 0 replicate; 1 shard AdamW state; 2 also gradients; 3 also parameters"),
@@ -322,9 +339,15 @@ static void parse_value(const OptSpec *o, const char *flagname, const char *v, T
 
 // Parses argv into c (after config_defaults). Exits 2 on anything it does not understand, naming it.
 static void parse_args(TrainConfig *c, int argc, char **argv) {
+    const OptSpec *value_of = NULL;  // the flag (taking a path or glob) whose value the previous argument was
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
-        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) { print_help(argv[0]); exit(0); }
+        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {  // under mpirun: once, and MPI left cleanly
+            if (usage_error_rank == 0) print_help(argv[0]);
+            fflush(stdout);
+            if (usage_error_leave) usage_error_leave();
+            exit(0);
+        }
         const char *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
         size_t namelen = eq ? (size_t)(eq - arg) : strlen(arg);
         const OptSpec *o = NULL;
@@ -333,6 +356,11 @@ static void parse_args(TrainConfig *c, int argc, char **argv) {
             if ((strlen(s->longname) == namelen && strncmp(arg, s->longname, namelen) == 0) ||
                 (s->shortname && !eq && strcmp(arg, s->shortname) == 0)) o = s;
         }
+        if (!o && arg[0] != '-' && value_of)  // `-i data/train_*.bin` unquoted: the shell made it several words
+            usage_error("%s%s%s: '%s' after its value: an unquoted glob that the shell expanded into several files? quote the "
+                        "glob (%s 'data/train_*.bin') so that the trainer expands it", value_of->shortname ? value_of->shortname : "",
+                        value_of->shortname ? "/" : "", value_of->longname, arg, value_of->shortname ? value_of->shortname : value_of->longname);
+        if (!o && arg[0] != '-') usage_error("unexpected argument '%s': every value follows its flag (see --help)", arg);
         if (!o) { usage_error("unknown flag '%s' (see --help)", arg); }
         const char *v;
         if (eq) v = eq + 1;
@@ -342,6 +370,7 @@ static void parse_args(TrainConfig *c, int argc, char **argv) {
         char flagname[80];
         snprintf(flagname, sizeof(flagname), "%s%s%s", o->shortname ? o->shortname : "", o->shortname ? "/" : "", o->longname);
         parse_value(o, flagname, v, c);
+        value_of = o->kind == OPT_STR ? o : NULL;
     }
 }
 
@@ -373,7 +402,8 @@ static void config_validate(const TrainConfig *c) {
         bad_value("--eval-mc", "is scored with each validation: needs -j/--val-data and -v/--val-every > 0");
     if (c->sample_every < 0) bad_value("-s/--sample-every", "must be >= 0 (0 turns it off)");
     if (c->gen_tokens < 1) bad_value("-g/--gen-tokens", "must be >= 1");
-    if (c->checkpoint_every < 0) bad_value("-n/--checkpoint-every", "must be >= 0 (0 turns it off)");
+    if (c->print_every < 1) bad_value("--print-every", "must be >= 1");
+    if (c->checkpoint_every < 0) bad_value("-n/--checkpoint-every", "must be >= 0 (0: no periodic checkpoints; with -o the end is still saved)");
     if (c->keep_checkpoints < 1) bad_value("--keep-checkpoints", "must be >= 1");
     if (c->resume != 0 && c->resume != 1) bad_value("-y/--resume", "must be 0 or 1");
     if ((c->checkpoint_every > 0 || c->resume) && c->out_dir == NULL) {

@@ -81,8 +81,9 @@ static void dataloader_setup(DataLoader *dl, int B, int T, int rank, int world, 
         dl->windows_per_epoch += s->nwin;
     }
     if (dl->windows_per_epoch == 0) {
-        fatal("%s%s: too few tokens for one micro-batch of B*T+1 = %ld tokens (largest shard has %ld)",
-              dl->shards[0].path, dl->nshards > 1 ? " and the other shards" : "", bt + 1, dl->shards[0].ntok);
+        fatal("%s%s: too few tokens for one micro-batch of B*T+1 = %ld tokens (largest shard has %ld); lower -b/-t, or give "
+              "the split more tokens (./tokenize shards --val-tokens sets how many go to the validation shard, the rest "
+              "to train)", dl->shards[0].path, dl->nshards > 1 ? " and the other shards" : "", bt + 1, dl->shards[0].ntok);
     }
     dl->order = (int *)mallocCheck(dl->nshards * sizeof(int));
     dl->order_epoch = -1;

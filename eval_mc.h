@@ -225,9 +225,17 @@ static int mc_argmax(const double *x, int n) {
 
 // The set's score with the current weights. TRAIN_GPT_EVAL_MC_DUMP=FILE appends each example's line
 // (index, label, prediction by mean and by sum, then each ending's sum and mean log-likelihood) for the tests.
+static McSet eval_mc_set;  // read once, at the run's start (eval_mc_load)
+
+// Reads and checks the set before training, so a bad file (a token outside the vocabulary, an ending
+// longer than -t) stops the run at once rather than at the first validation.
+static void eval_mc_load(const char *path, int V, int T) {
+    if (!eval_mc_set.path) mc_load(&eval_mc_set, path, V, T);
+}
+
 static McScore eval_mc_run(Pipeline *pp, const char *path, int B, int T, int V) {
-    static McSet set;
-    if (!set.path) mc_load(&set, path, V, T);
+    eval_mc_load(path, V, T);
+    const McSet set = eval_mc_set;
     int *rows = (int *)mallocCheck((size_t)B * T * sizeof(int));
     int maxe = 0;
     for (int i = 0; i < set.n; i++) if (set.ex[i].nend > maxe) maxe = set.ex[i].nend;

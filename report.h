@@ -165,6 +165,17 @@ static void report_run_header(const Run *r) {
                               "again (%.1f%% of targets; only attention reaches back for it) | entropy floor %.4f nats/token, the "
                               "best possible loss; without attention %.4f at best\n", SYNTH_SYMBOLS, 100.0 * r->synth.copied,
                               r->synth.floor, r->synth.no_attention);
+    if (cfg->out_dir && cfg->checkpoint_every > 0)
+        printf0("checkpoints: %s every %d steps and after step %d (the newest %d kept)\n", cfg->out_dir, cfg->checkpoint_every,
+                cfg->steps, cfg->keep_checkpoints);
+    else if (cfg->out_dir)
+        printf0("checkpoints: %s after step %d only (and on SIGTERM/SIGUSR1); -n/--checkpoint-every is 0, so nothing periodic "
+                "is written\n", cfg->out_dir, cfg->steps);
+    else printf0("checkpoints: none (no -o/--out-dir: nothing of this run is saved)\n");
+    if (cfg->steps < cfg->warmup)
+        printf0("note: -x/--steps %d is shorter than the -u/--warmup of %d steps: the learning rate climbs to %.3e and never "
+                "reaches its peak -l/--lr %.3e (lower -u/--warmup to reach it)\n", cfg->steps, cfg->warmup,
+                lr_at(cfg, cfg->steps - 1 > 0 ? cfg->steps - 1 : 0, r->lr_span), cfg->lr);
 }
 
 // A duration the way the step line shows it: 45s, 12m05s, 3h07m, 2d05h.
@@ -213,9 +224,11 @@ static void report_step(Run *r, int step, const StepResult *s) {
     char disk[128] = "";
     if (r->nvme) snprintf(disk, sizeof(disk), " | disk read %.1f MiB write %.1f MiB wait %.1f ms", s->disk_read / 1048576.0,
                           s->disk_written / 1048576.0, s->disk_wait_ms);
-    printf0("step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s | %s | peak %s | ETA %s%s%s%s\n",
-            step + 1, cfg->steps, s->loss, s->lr, s->norm, s->ms, s->tps, mfu, model_peak_memory(), eta, disk, bubble, scaling);
-    if (cfg->timing) {  // --timing: the breakdown below the step's line
+    // --print-every N: every Nth step's line, and always the run's first and last and any skipped step
+    int shown = (step + 1) % cfg->print_every == 0 || step == r->start_step || step + 1 == cfg->steps || s->skip;
+    if (shown) printf0("step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s | %s | peak %s | ETA %s%s%s%s\n",
+                       step + 1, cfg->steps, s->loss, s->lr, s->norm, s->ms, s->tps, mfu, model_peak_memory(), eta, disk, bubble, scaling);
+    if (cfg->timing && shown) {  // --timing: the breakdown below the step's line
         printf0("  time ms:");
         for (int k = 0; k < NUM_PHASES; k++) printf0(" %s %.1f%s", PHASE_NAMES[k], s->time_ms[k], k < NUM_PHASES - 1 ? " |" : "");
         printf0(" (sum %.1f of %.1f)\n", timing_sum(s->time_ms), s->ms);

@@ -109,6 +109,10 @@ static PlanChoice run_plan_choice(const Run *r) {
     return c;
 }
 
+// A usage error (config.h) is met by every rank alike: each leaves MPI cleanly before exit(2).
+static Comm *usage_error_comm = NULL;
+static void run_leave_on_usage_error(void) { if (usage_error_comm) comm_finalize(usage_error_comm); }
+
 // The world: its ranks, the flags (checked against the world), the stages and groups, each rank's node,
 // the device, the transport, the watchdog and the fault to inject.
 static void run_setup_world(Run *r, int argc, char **argv) {
@@ -116,6 +120,9 @@ static void run_setup_world(Run *r, int argc, char **argv) {
     comm_init(&r->comm, &argc, &argv);
     r->world = r->comm.world; r->rank = r->comm.rank;
     log_rank = r->rank;
+    usage_error_rank = r->rank;
+    usage_error_comm = &r->comm;
+    usage_error_leave = run_leave_on_usage_error;
     build_info.name = backend_build_name();  // what --help says about this binary
     build_info.precisions = backend_precisions_built();
     build_info.precision_default = backend_precision_default();
@@ -156,6 +163,12 @@ static void run_setup_model(Run *r) {
         r->params = (float *)mallocCheck(gpt2_num_params(&r->mc) * sizeof(float));
         gpt2_init_random(&r->mc, r->params, cfg->seed);
     } else {
+        // "dN" that is no file: a depth out of range, not a file to open
+        const char *s = r->init;
+        int digits = s[0] == 'd' && s[1] != '\0' && !file_exists(s);
+        for (const char *p = s + 1; digits && *p; p++) digits = *p >= '0' && *p <= '9';
+        if (digits) usage_error("-e/--init: %s: depth %s is %s: a fresh GPT-2 has depth 1 to 1000 (d2, d6, d12, d24, ...)", s, s + 1,
+                                atol(s + 1) < 1 ? "too small" : "too large");
         r->params = gpt2_read_model_file_for("-e/--init", r->init, &r->mc);
     }
     if (r->mc.family == FAMILY_LLAMA && strcmp(backend_build_name(), "cuda") == 0)
@@ -264,7 +277,7 @@ static void run_resume(Run *r) {
     TrainConfig *cfg = &r->cfg;
     r->start_step = 0;
     r->lr_span = cfg->lr_steps > 0 ? cfg->lr_steps : cfg->steps;
-    if (cfg->out_dir) make_dir(cfg->out_dir);
+    if (cfg->out_dir) make_dir("-o/--out-dir", cfg->out_dir);
     if (cfg->out_dir) run_check_out_dir(r);
     if (!cfg->resume) return;
     int steps[4096];

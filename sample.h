@@ -20,12 +20,17 @@ typedef enum {
 typedef struct {
     DecoderKind kind;
     Tokenizer tok;     // DECODE_TOKENIZER only
+    // a byte-level BPE token may end inside a UTF-8 character (its other bytes come with the next token):
+    // those bytes wait here until the character is whole, so a terminal never shows half of one
+    unsigned char pend[4];
+    int npend, need;   // bytes held, and the length of the character they start
 } Decoder;
 
 // The decoder for a run: --tokenizer (tokenizer_path), else the synthetic corpus's letters, else the
 // tokenizer.bin that ./tokenize puts beside the shards (first_shard), else ids.
 static void decoder_init(Decoder *d, const char *tokenizer_path, int synthetic, const char *first_shard) {
     d->kind = DECODE_IDS;
+    d->npend = 0;
     if (tokenizer_path) {
         fclose(fopen_user("--tokenizer", tokenizer_path, "rb"));  // a missing file is named with its flag
         tokenizer_init_bin(&d->tok, tokenizer_path);
@@ -48,11 +53,48 @@ static void decoder_free(Decoder *d) {
 // The token a sample starts from: the end-of-text token when there is a tokenizer, else 0.
 static int decoder_first_token(Decoder *d) { return d->kind == DECODE_TOKENIZER ? tokenizer_eot(&d->tok) : 0; }
 
+// The length of the UTF-8 character a lead byte starts (1 for ASCII), or 0 for a byte no character starts with.
+static int utf8_lead_length(unsigned char b) {
+    if (b < 0x80) return 1;
+    if (b >= 0xC2 && b <= 0xDF) return 2;
+    if (b >= 0xE0 && b <= 0xEF) return 3;
+    if (b >= 0xF0 && b <= 0xF4) return 4;
+    return 0;
+}
+
+// Bytes to stdout as whole UTF-8 characters: a character's first bytes are held until its last arrives;
+// a byte that cannot start or continue one, and a character cut short, print as U+FFFD.
+static void decode_put_bytes(Decoder *d, const unsigned char *b, int len) {
+    static const char REPLACEMENT[] = "\xEF\xBF\xBD";
+    for (int i = 0; i < len; i++) {
+        unsigned char c = b[i];
+        if (d->npend > 0) {
+            if ((c & 0xC0) == 0x80) {
+                d->pend[d->npend++] = c;
+                if (d->npend == d->need) { fwrite(d->pend, 1, d->npend, stdout); d->npend = 0; }
+                continue;
+            }
+            fputs(REPLACEMENT, stdout);  // cut short by a byte that starts something else
+            d->npend = 0;
+        }
+        int n = utf8_lead_length(c);
+        if (n == 1) putchar(c);
+        else if (n == 0) fputs(REPLACEMENT, stdout);
+        else { d->pend[0] = c; d->npend = 1; d->need = n; }
+    }
+}
+
+// The end of a sample: a character still incomplete prints as U+FFFD.
+static void decode_end(Decoder *d) {
+    if (d->npend > 0) fputs("\xEF\xBF\xBD", stdout);
+    d->npend = 0;
+}
+
 static void decode_print(Decoder *d, int id) {
     if (d->kind == DECODE_TOKENIZER) {
         int len;
         const unsigned char *b = tokenizer_token_bytes(&d->tok, id, &len);
-        fwrite(b, 1, len, stdout);
+        decode_put_bytes(d, b, len);
     } else if (d->kind == DECODE_SYNTHETIC) {
         putchar(SYNTH_ALPHABET[id % SYNTH_VOCAB]);
     } else {

@@ -28,6 +28,7 @@ Build: gcc -O2 -Wall -Wextra -std=gnu11 tokenize.c -o tokenize -lm -lpthread
 #include <sys/resource.h>
 #include <sys/types.h>
 #include <unistd.h>
+#include <glob.h>
 #include "utils.h"
 #include "tokenizer_files.h"  // tokenizer_init_bpe and _bin, tokenizer_write_bin, and tokenizer.h
 #include "corpus.h"
@@ -477,6 +478,55 @@ static DocPos shards_resume_point(Writer *w, const InputList *in, int stdin_uses
     return from;
 }
 
+// The end of the input inside the validation shard: every token would be validation but one, and the
+// trainer would then stop on a train shard too small for a micro-batch. Say which flag sets the split.
+static void shards_check_split(const Args *a, const Writer *w) {
+    if (w->k != 0 || !w->open || w->cmp || w->cur < 2) { return; }  // writer_finish says the rest
+    const char *why = a->val_tokens ? "--val-tokens"
+                      : a->name ? "--val-tokens' default with --name: one whole --shard-tokens shard, as llm.c's FineWeb"
+                                : "--val-tokens' default";
+    corpus_die("the inputs make %lld tokens, no more than the validation shard's %lld (%s), so none would be left to "
+               "train on; set --val-tokens to the validation split you want, e.g. --val-tokens %lld (a tenth of them)",
+               w->cur, w->val_tokens, why, w->cur / 10 > 0 ? w->cur / 10 : 1);
+}
+
+// Shards of an earlier run into the same --out-dir and --name beyond this run's last: a glob such as
+// 'train_*.bin' would read them with this run's, so they are removed, and each is named.
+static void shards_remove_stale(const Args *a, const Writer *w) {
+    const char *splits[2] = {"val", "train"};
+    int removed = 0;
+    char first[4200] = "", last[4200] = "";
+    const char *sl = a->out_dir[0] && a->out_dir[strlen(a->out_dir) - 1] == '/' ? "" : "/";
+    for (int s = 0; s < 2; s++) {
+        char pattern[4200];
+        snprintf(pattern, sizeof(pattern), "%s%s%s%s%s_[0-9][0-9][0-9][0-9][0-9][0-9]*.bin", a->out_dir, sl,
+                 a->name ? a->name : "", a->name ? "_" : "", splits[s]);
+        glob_t g;
+        if (glob(pattern, 0, NULL, &g) != 0) { continue; }
+        for (size_t i = 0; i < g.gl_pathc; i++) {
+            const char *p = g.gl_pathv[i] + strlen(g.gl_pathv[i]) - 4;  // ".bin"
+            const char *d = p;
+            while (d > g.gl_pathv[i] && d[-1] >= '0' && d[-1] <= '9') { d--; }
+            if (d[-1] != '_') { continue; }
+            long long index = strtoll(d, NULL, 10);
+            // the writer's k: val is shard 0; train shards count on from 1 with --name, from 0 without
+            long long k = s == 0 ? index : a->name ? index : index + 1;
+            if (k < w->k || (s == 0 && index == 0)) { continue; }
+            if (unlink(g.gl_pathv[i]) != 0) { runtime_error("%s: from an earlier run, and cannot be removed: %s", g.gl_pathv[i], strerror(errno)); }
+            if (removed++ == 0) { snprintf(first, sizeof(first), "%s", g.gl_pathv[i]); }
+            snprintf(last, sizeof(last), "%s", g.gl_pathv[i]);
+        }
+        globfree(&g);
+    }
+    if (removed == 1) {
+        fprintf(stderr, "tokenize: removed %s: a shard of an earlier run beyond this run's last, which a glob of the "
+                        "shards would have read with this run's\n", first);
+    } else if (removed > 1) {
+        fprintf(stderr, "tokenize: removed %d shards of an earlier run beyond this run's last (%s ... %s), which a glob of "
+                        "the shards would have read with this run's\n", removed, first, last);
+    }
+}
+
 static int cmd_shards(const Args *a) {
     Writer w;
     memset(&w, 0, sizeof(w));
@@ -527,6 +577,7 @@ static int cmd_shards(const Args *a) {
     Batch *b = pool_acquire(&pool);
     for (int i = from.input; i < inputs.n; i++) { b = shards_read_one(a, inputs.paths[i], i, from, b, &pool, &pr, sep, &lb); }
     pool_finish(&pool, b);
+    shards_check_split(a, &w);
     writer_finish(&w, pool.last);
     clear_progress();
 
@@ -543,9 +594,7 @@ static int cmd_shards(const Args *a) {
            "%.2fM tokens/s, %d threads, %.2f CPU-s reading and writing); %lld shard(s) written, %lld kept\n", inputs.n,
            (double)pr.bytes_before / 1e6, (double)pr.skipped / 1e6, pool.docs, w.tokens, dt, (double)pr.bytes_before / 1e6 / dt, (double)w.tokens / 1e6 / dt, threads, main_cpu,
            w.shards_written, w.shards_kept);
-    char next[4096];
-    shard_path(&w, w.k, next, sizeof(next));
-    if (stat(next, &st) == 0) { fprintf(stderr, "tokenize: note: %s is from an earlier run (beyond this run's last shard)\n", next); }
+    shards_remove_stale(a, &w);
     check_stdout();
     free(tok_path);
     free(state_path);

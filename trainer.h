@@ -195,6 +195,7 @@ static void run_sample(Run *r) {
         if (r->rank == 0) decode_print(&r->dec, gen[t]);
     }
     model_decode_end(r->model);
+    if (r->rank == 0) decode_end(&r->dec);
     printf0("\n");
 }
 
@@ -350,6 +351,7 @@ static int train_main(int argc, char **argv) {
         comm_finalize(&r->comm);
         return 0;
     }
+    if (r->cfg.eval_mc) eval_mc_load(r->cfg.eval_mc, r->mc.vocab_size, r->T);  // a bad file stops the run before step 0
     run_plan(r);
     if (r->cfg.dry_run) {
         if (r->cfg.tokens_per_s > 0)  // the length of the training the user has in mind, at a speed they measured
@@ -373,7 +375,9 @@ static int train_main(int argc, char **argv) {
         int done = step + 1;
         // a signal may reach the ranks at different steps: agree, so all stop after the same one
         stop_requested = comm_allreduce_max_int(&r->comm, stop_requested);
-        if (cfg->out_dir && ((cfg->checkpoint_every > 0 && (done % cfg->checkpoint_every == 0 || done == cfg->steps)) ||
+        // with -o the run's end is always saved (a run that trained and kept nothing is never what was meant);
+        // -n adds the periodic ones
+        if (cfg->out_dir && ((cfg->checkpoint_every > 0 && done % cfg->checkpoint_every == 0) || done == cfg->steps ||
                              stop_requested)) run_checkpoint(r, done);
         if (stop_requested) {
             printf0("stop signal: checkpointed after step %d, exiting\n", done);

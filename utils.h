@@ -151,10 +151,26 @@ static int dir_exists(const char *path) {
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-static void make_dir(const char *path) {
+// mkdir -p: the directory and any missing parents. Errors name the flag that gave the path.
+static void make_dir(const char *flag, const char *path) {
     if (dir_exists(path)) return;
-    if (mkdir(path, 0755) != 0 && errno != EEXIST) fatal("%s: cannot create directory: %s", path, strerror(errno));
-    if (!dir_exists(path)) fatal("%s: exists and is not a directory", path);
+    size_t n = strlen(path);
+    char *p = (char *)malloc(n + 1);
+    if (!p) fatal("%s %s: out of memory", flag, path);
+    memcpy(p, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (p[i] != '/' && p[i] != '\0') continue;
+        char saved = p[i];
+        p[i] = '\0';
+        if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+            int e = errno;
+            free(p);
+            fatal("%s %s: cannot create directory: %s", flag, path, strerror(e));
+        }
+        p[i] = saved;
+    }
+    free(p);
+    if (!dir_exists(path)) fatal("%s %s: exists and is not a directory", flag, path);
 }
 
 // xorshift* random numbers: tiny, fast, and identical on every platform, which the exact-resume

@@ -101,6 +101,9 @@ cluster_up() {
   SLURM_ERR=""; CLUSTER_SKIP=""
   slurm_clean_env
   if [ "$(id -u)" -ne 0 ]; then CLUSTER_SKIP="needs root (network namespaces, a bridge, Slurm's daemons)"; return 2; fi
+  # the stack is installed by `make test-cluster` (or .ci/run), never here; without it nothing is made at all
+  local missing; missing=$(slurm_missing)
+  if [ -n "$missing" ]; then CLUSTER_SKIP="Slurm is not installed ($missing); $SLURM_ENABLE"; return 2; fi
   for c in unshare nsenter ip; do
     command -v "$c" >/dev/null || { CLUSTER_SKIP="no $c on the PATH (apt-get install util-linux iproute2)"; return 2; }
   done
@@ -110,7 +113,6 @@ cluster_up() {
     CLUSTER_SKIP="this machine cannot make network namespaces with a bridge and veth pairs (a container without CAP_SYS_ADMIN/CAP_NET_ADMIN, or no bridge/veth in the kernel): $(head -1 <<<"$why")"
     return 2
   fi
-  slurm_install || return 1
   CLUSTER_DIR=$(mktemp -d /tmp/cluster.XXXXXX)
   chmod 755 "$CLUSTER_DIR"
   CLUSTER_CONF=$CLUSTER_DIR/slurm.conf

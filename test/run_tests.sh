@@ -2,7 +2,8 @@
 # run_tests.sh: every test that needs no GPU, as `make test` runs it. Each suite prints PASS/FAIL/SKIP
 # lines and its own count; this adds them up and ends with the line CI reads: "N passed, N failed,
 # N skipped". A test whose optional dependency is missing (PyTorch, tiktoken, Open MPI, matplotlib,
-# nvcc, the data files, root for Slurm) is a SKIP that names it and how to install it; `make test`
+# nvcc, the data files, root and an installed Slurm stack) is a SKIP that names it and how to install it.
+# `make test` installs nothing (Slurm's private daemons start only where the stack is already installed); it
 # passes with skips, and .ci/run, which installs everything, fails on any. test/checks.txt lists how many
 # checks each suite runs; a suite that runs another number fails (a part that silently stopped running).
 # Inputs it uses when present: ../shared/data (GPT-2 tokenizer files, Tiny Shakespeare), or set
@@ -104,20 +105,24 @@ run_suite "data parallel / ZeRO under mpirun" bash test/test_zero.sh
 run_suite "ZeRO-Infinity: offload to NVMe" bash test/test_nvme.sh
 run_suite "1F1B pipeline under mpirun" bash test/test_pipeline.sh
 run_suite "hangs, dead ranks, plots" bash test/test_cluster.sh
-# a real single-node Slurm: needs root (it installs and starts munge and Slurm, then tears them down)
-if [ "$(id -u)" -eq 0 ] && [ -z "${SKIP_SLURM:-}" ]; then
+# The Slurm suites start daemons (munged, slurmctld, slurmd) and, for two nodes, network namespaces; they
+# run only where the stack is installed, which `make test` never does itself: `make test-cluster` (as root)
+# installs it, and .ci/run calls that before `make test`. Elsewhere they are SKIPs that say so.
+source test/slurm_lib.sh
+slurm_gate() {  # slurm_gate NAME: 0 when the Slurm suites may run here, else a SKIP naming why and how
+  local missing
+  if [ -n "${SKIP_SLURM:-}" ]; then skip "$1: SKIP_SLURM is set"; return 1; fi
+  if [ "$(id -u)" -ne 0 ]; then skip "$1: needs root, to start munge and Slurm's daemons (CI runs as root; $SLURM_ENABLE)"; return 1; fi
+  missing=$(slurm_missing)
+  if [ -n "$missing" ]; then skip "$1: Slurm is not installed ($missing), and make test installs nothing; $SLURM_ENABLE"; return 1; fi
+}
+if slurm_gate "slurm sbatch, preemption, resubmission"; then
   run_suite "slurm sbatch, preemption, resubmission" bash test/test_slurm.sh
-elif [ -n "${SKIP_SLURM:-}" ]; then
-  skip "slurm: SKIP_SLURM is set"
-else
-  skip "slurm: needs root, to install and start munge and Slurm (CI runs as root)"
 fi
 # two simulated nodes in network namespaces (test/cluster.sh); it skips by itself, with the reason, where
-# namespaces cannot be made (not root, no CAP_NET_ADMIN, no bridge or veth in the kernel)
-if [ -z "${SKIP_SLURM:-}" ]; then
+# namespaces cannot be made (no CAP_NET_ADMIN, no bridge or veth in the kernel)
+if slurm_gate "two-node Slurm: placement, ZeRO and pipelines across nodes, preemption"; then
   run_suite "two-node Slurm: placement, ZeRO and pipelines across nodes, preemption" bash test/test_multinode.sh
-else
-  skip "two-node slurm: SKIP_SLURM is set"
 fi
 
 echo "$total_pass passed, $total_fail failed, $total_skip skipped"

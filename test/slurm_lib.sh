@@ -36,16 +36,34 @@ pids_with_env() {
   done
 }
 
+# slurm_missing: what of the Slurm stack is absent (packages, commands, the mpi/pmix plugin), one line; empty
+# when everything is there. Installs and starts nothing: `make test` asks this and skips the Slurm suites.
+slurm_missing() {
+  local p c plugin missing=""
+  for p in slurm-wlm munge libpmix-dev; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+  done
+  [ -n "$missing" ] && { echo "${missing# }"; return 0; }  # the packages say it; their commands are missing too
+  for c in munged munge unmunge sbatch srun squeue scontrol scancel sinfo slurmctld slurmd; do
+    command -v "$c" >/dev/null 2>&1 || missing="$missing $c"
+  done
+  plugin=$(dpkg -L slurm-wlm-basic-plugins 2>/dev/null | grep '/mpi_pmix.so$' | head -1)
+  [ -n "$plugin" ] && [ -e "$plugin" ] || missing="$missing mpi_pmix.so"
+  echo "${missing# }"
+}
+
 # slurm_install: slurm-wlm, munge and libpmix-dev (Slurm's mpi/pmix plugin dlopens the unversioned libpmix.so
 # that only the -dev package has), installed when missing, without letting their maintainer scripts start
 # daemons; then checks every command and the plugin are there. Prints "installing ..." when it installs.
+# Only `make test-cluster` and .ci/run call it (`bash test/slurm_lib.sh install`); the tests never do.
 slurm_install() {
-  local need=() p made_policy="" out rc missing="" c plugin
+  local need=() p made_policy="" out rc missing
   SLURM_ERR=""
   for p in slurm-wlm munge libpmix-dev; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
   done
   if [ ${#need[@]} -gt 0 ]; then
+    if [ "$(id -u)" -ne 0 ]; then SLURM_ERR="installing ${need[*]} needs root"; return 1; fi
     echo "installing ${need[*]}"
     # no init system here: keep the packages' maintainer scripts from starting munge/slurmd/slurmctld
     if [ ! -e /usr/sbin/policy-rc.d ]; then printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod 755 /usr/sbin/policy-rc.d; made_policy=1; fi
@@ -56,13 +74,11 @@ slurm_install() {
     [ -n "$made_policy" ] && rm -f /usr/sbin/policy-rc.d
     if [ $rc -ne 0 ]; then SLURM_ERR="install ${need[*]} (apt-get exit $rc): $(tail -n 5 <<<"$out")"; return 1; fi
   fi
-  for c in munged munge unmunge sbatch srun squeue scontrol scancel sinfo slurmctld slurmd; do
-    command -v "$c" >/dev/null 2>&1 || missing="$missing $c"
-  done
-  plugin=$(dpkg -L slurm-wlm-basic-plugins 2>/dev/null | grep '/mpi_pmix.so$' | head -1)
-  [ -n "$plugin" ] && [ -e "$plugin" ] || missing="$missing mpi_pmix.so"
-  if [ -n "$missing" ]; then SLURM_ERR="missing after installing:$missing"; return 1; fi
+  missing=$(slurm_missing)
+  if [ -n "$missing" ]; then SLURM_ERR="missing after installing: $missing"; return 1; fi
 }
+# how the Slurm suites' SKIP lines say to enable them
+SLURM_ENABLE="as root, \`make test-cluster\` installs slurm-wlm, munge and libpmix-dev and runs the Slurm suites (and \`make test\` runs them from then on); .ci/run does so before \`make test\`"
 slurm_versions() {
   echo "Slurm $(slurmd -V 2>/dev/null | awk '{print $2}'), munge $(munged -V 2>/dev/null | awk '{print $1}' | sed 's/munge-//') and the mpi/pmix plugin"
 }
@@ -154,3 +170,10 @@ wait_steps() {
   done
   echo "${n:-0}"
 }
+
+# by hand (make test-cluster, .ci/run): `bash test/slurm_lib.sh install`
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  if [ "${1:-}" != install ]; then echo "usage: bash test/slurm_lib.sh install   (as root: slurm-wlm, munge, libpmix-dev)" >&2; exit 2; fi
+  slurm_install || { echo "slurm_lib.sh: $SLURM_ERR" >&2; exit 1; }
+  echo "slurm_lib.sh: $(slurm_versions) are installed"
+fi

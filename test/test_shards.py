@@ -484,6 +484,45 @@ def check_fineweb_script(res, env, args, enc):
               "--jobs 2 wrote other files than --jobs 1")
 
 
+def check_small_corpus_and_stale_shards(res, env, enc, text):
+    """A corpus smaller than the validation shard: an error that names --val-tokens (not a train split of one token).
+    A rerun with a smaller input into the folder of a larger one: its shards beyond the new last are removed and
+    named, so a glob of the shards reads this run's tokens only."""
+    small = env.path("small.txt")
+    small_docs = ["document %d: the quick brown fox jumps over the lazy dog %d times." % (i, i * 7) for i in range(300)]
+    with open(small, "w", encoding="utf-8") as f:
+        f.write("\n\n".join(small_docs))
+    n = len(stream_of(enc, small_docs))
+    for name, extra, want in [("small_corpus_name_default_val_error_names_val_tokens", ["--name", "sm"],
+                               "default with --name: one whole --shard-tokens shard"),
+                              ("small_corpus_default_val_error_names_val_tokens", [], "(--val-tokens' default)"),
+                              ("small_corpus_val_tokens_too_large_error", ["--val-tokens", str(n)], "(--val-tokens)")]:
+        out = env.path("sm_" + name)
+        p = env.run(["--in", small, "--out-dir", out] + extra)
+        err = p.stderr.decode(errors="replace")
+        left = [f for f in os.listdir(out) if f.endswith(".bin")] if os.path.isdir(out) else []
+        res.check(name, p.returncode == 1 and ("the inputs make %d tokens" % n) in err and want in err
+                  and "set --val-tokens to the validation split you want, e.g. --val-tokens %d" % (n // 10) in err and not left,
+                  "rc %d, left %s: %r" % (p.returncode, left, err[-400:]))
+    if text is None:
+        res.skip("stale_shards_of_a_larger_run_removed", "no Tiny Shakespeare text (--text)")
+        return
+    big = env.path("big.txt")
+    with open(big, "w", encoding="utf-8") as f:
+        f.write(text)
+    out = env.path("stale")
+    p1 = env.run(["--in", big, "--out-dir", out, "--name", "st", "--shard-tokens", "40000", "--val-tokens", "20000"])
+    before = len(shards_in(out, "st")[1])
+    p2 = env.run(["--in", small, "--out-dir", out, "--name", "st", "--shard-tokens", "40000", "--val-tokens", "1000"])
+    err = p2.stderr.decode(errors="replace")
+    got = [t for s in read_all(out, "st") for t in s] if p2.returncode == 0 else []
+    want = stream_of(enc, small_docs)
+    res.check("stale_shards_of_a_larger_run_removed", p1.returncode == 0 and before > 2 and p2.returncode == 0
+              and got == want and len(shards_in(out, "st")[1]) == 1
+              and ("removed %d shards of an earlier run" % (before - 1)) in err and "st_train_000002.bin" in err,
+              "%d train shards before; rc %d; %d tokens read back, %d made: %r" % (before, p2.returncode, len(got), len(want), err[-400:]))
+
+
 def main():
     ap = argparse.ArgumentParser(description="./tokenize shards on corpora vs tiktoken")
     ap.add_argument("--tokenize", default="./tokenize")
@@ -510,6 +549,7 @@ def main():
         check_loader(res, env, args, text)
         check_errors(res, env)
         check_fineweb_script(res, env, args, enc)
+        check_small_corpus_and_stale_shards(res, env, enc, text)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print("%d passed, %d failed, %d skipped" % (res.passed, res.failed, res.skipped))
