@@ -48,6 +48,21 @@ for layout in "2 1 0 8 0" "4 1 0 8 3" "2 2 1 4 0"; do
   a=$($PY -c 'import json,sys; d=[json.loads(l) for l in open(sys.argv[1])][1]["allocated"]; print(int(d["model_state_bytes"] == d["planned_model_state_bytes"] and d["activation_bytes"] == d["planned_activation_bytes"]))' "$W/pp$pp$dp.jsonl")
   [ "$a" = 1 ] && ok "$name: stage 0 allocates what its plan says ($alloc)" || bad "$name: allocation vs plan" "$alloc"
 done
+# the Llama family (llama-d4): 2 stages, and 2 stages x 2 data-parallel ranks at ZeRO-1, train like one process and
+# stage 0 allocates its plan
+lcommon=(-e llama-d4 -b 2 -t 32 -x 6 -v 0 -s 0 -l 1e-3 -u 2)
+$BIN "${lcommon[@]}" --grad-accum 4 -n 6 -o "$W/lref" --log "$W/lref.jsonl" > "$W/lref.out" 2>&1 || bad "Llama one-process reference" "$(tail -3 "$W/lref.out")"
+for layout in "2 1 0 4" "2 2 1 2"; do
+  set -- $layout
+  pp=$1 dp=$2 z=$3 A=$4
+  name="Llama (llama-d4) --pp $pp x data-parallel $dp at ZeRO-$z"
+  out=$("${MPI[@]}" -np $((pp * dp)) $BIN "${lcommon[@]}" --pp $pp -z $z --grad-accum $A -n 6 -o "$W/lpp$pp$dp" --log "$W/lpp$pp$dp.jsonl" 2>&1)
+  if [ $? -ne 0 ]; then bad "$name runs" "$out"; continue; fi
+  r=$(compare "$W/lref.jsonl" "$W/lpp$pp$dp.jsonl" "$W/lref/model_00000006.bin" "$W/lpp$pp$dp/model_00000006.bin") \
+    && ok "$name vs one process: $r" || bad "$name vs one process" "$r"
+  a=$($PY -c 'import json,sys; d=[json.loads(l) for l in open(sys.argv[1])][1]["allocated"]; print(int(d["model_state_bytes"] == d["planned_model_state_bytes"] and d["activation_bytes"] == d["planned_activation_bytes"]))' "$W/lpp$pp$dp.jsonl")
+  [ "$a" = 1 ] && ok "$name: stage 0 allocates what its plan says" || bad "$name: allocation vs plan"
+done
 grep -q "pipeline split (1F1B, 8 micro-batches; bubble (p-1)/(m+p-1) = 0.273): stage 0: layers 0-0 + embedding" <<<"$("${MPI[@]}" -np 4 $BIN "${common[@]}" --pp 4 --grad-accum 8 --dry-run 2>&1)" \
   && ok "the split and the 1F1B bubble are printed at start" || bad "split printed"
 r=$($PY - "$W/pp41.jsonl" <<'PYEOF'
