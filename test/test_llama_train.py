@@ -141,6 +141,19 @@ def test_recompute(work, i, label):
           % (label, logs[0][-1][0].strip() if logs[0] else "no steps"), len(logs[0]) == 3 and all(l == logs[0] for l in logs))
 
 
+def test_greedy(work, i, label, m):
+    """The trainer's sampling path (the key/value-cached decode, hf_forward greedy) generates transformers' tokens."""
+    binf = os.path.join(work, "m%d.bin" % i)
+    prompt = [5, 17, 42]
+    m.generation_config.eos_token_id = None  # LlamaConfig's default eos id 2 would stop it early
+    with torch.no_grad():
+        want = m.generate(torch.tensor([prompt]), max_new_tokens=12, do_sample=False, pad_token_id=0)[0].tolist()[3:]
+    out = subprocess.run([HF_FORWARD, "greedy", binf, "12", "1"] + [str(t) for t in prompt], capture_output=True, text=True)
+    got = [int(t) for t in out.stdout.splitlines()[0].split()[1:]] if out.returncode == 0 and out.stdout else []
+    check("%s: greedy generation through the trainer's key/value cache equals transformers' generate() (12 tokens, "
+          "%d distinct)" % (label, len(set(want))), got == want and len(set(want)) >= 3, "%s vs %s %s" % (got, want, out.stderr))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--work")
@@ -153,6 +166,8 @@ def main():
             test_model(work, i, label, m, save)
         for i in (0, 3):  # GQA untied; QK-norm with its kept pre-norm q/k and statistics
             test_recompute(work, i, ms[i][0])
+        for i in (1, 3):  # MQA with llama3 RoPE; QK-norm
+            test_greedy(work, i, ms[i][0], ms[i][1])
     finally:
         if not a.work:
             shutil.rmtree(work, ignore_errors=True)
