@@ -173,8 +173,10 @@ static MemoryPlan model_memory_plan(const GPT2Config *c, int B, int T, int recom
 
 // --profile's rows as the Llama family's block fills them: its norms in the norm row, QK-norm and RoPE with the q/k/v
 // matmul, SwiGLU in the activation row (timing.h names the rest).
+// In ProfileRow's order (NULL: timing.h's name); positional, as C++ (the CUDA build) has no designated array elements.
 static const char *const LLAMA_ROW_NAMES[NUM_ROWS] = {
-    [MOD_LAYERNORM] = "rmsnorm", [MOD_QKV] = "qkv+rope", [MOD_ATTENTION] = "gqa attention", [MOD_GELU] = "swiglu"};
+    NULL, NULL, "rmsnorm" /* MOD_LAYERNORM */, "qkv+rope" /* MOD_QKV */, "gqa attention" /* MOD_ATTENTION */, NULL, NULL,
+    NULL, "swiglu" /* MOD_GELU */};
 
 static void model_use_slot(Model *m, int k) {
     m->slot = k;
