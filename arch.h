@@ -239,7 +239,8 @@ static void arch_init_random(const Arch *a, const ArchShape *s, float *params, u
 // below its recompute level and shared by the layers (rebuilt in backward) from it; the rest are one copy.
 // Sizes are per token in a DIM_ symbol (DIM_ONE for a row statistic), or attention's saved state, whose size
 // is the build's (backend_att_saved_floats: the softmax on the CPU, its row statistics on a GPU). model.h's enum,
-// ACT_SHARED_FROM_LEVEL, ACT_PER_LAYER, ACT_IS_FLOAT and act_sizes become this table (phase 2).
+// ACT_SHARED_FROM_LEVEL, ACT_PER_LAYER, ACT_IS_FLOAT and act_sizes became this table: model.h lays activations out
+// from it, by role.
 
 #define ARCH_ACT_ATT (-1)         // width: attention's saved state, backend_att_saved_floats(B, NH, T) floats
 #define ARCH_ACT_ALWAYS_KEPT 99   // shared_from: kept for every layer at every level
@@ -582,7 +583,7 @@ static RopeParams llama_rope_params(const LlamaConfig *c) {
 
 // ----------------------------------------------------------------------------
 // The Llama model file's header (LLAMA_FORMAT.md): 256 int32, floats stored as their float32 bits. Pure
-// functions on the buffer; the file's reader and writer (phase 2) wrap them with the atomic write of utils.h.
+// functions on the buffer; gpt2.h's model file reader and writer (dispatched by magic) call them.
 
 static int32_t arch_f32_bits(float f) { int32_t i; memcpy(&i, &f, 4); return i; }
 static float arch_bits_f32(int32_t i) { float f; memcpy(&f, &i, 4); return f; }

@@ -1,7 +1,9 @@
-// gpt2.h: the model's shape and parameter layout, and llm.c's model file (.bin), shared by every
-// build. The 16 parameter tensors live back to back in one buffer in llm.c's order, so a file's
-// payload is exactly that buffer and a flat index means the same parameter everywhere (the ZeRO
-// shards and the optimizer state are cut from the same flat layout).
+// gpt2.h: the model's config (ModelConfig: GPT-2 or the Llama family), its parameter layout from the family's
+// table (arch.h), and the model files (llm.c's GPT-2 .bin; the Llama family's, by magic), shared by every build.
+// The parameter tensors live back to back in one buffer in the file's order (GPT-2: llm.c's 16), so a file's
+// payload is exactly that buffer and a flat index means the same parameter everywhere (the ZeRO shards and the
+// optimizer state are cut from the same flat layout). The distributed code, the reports and the plan ask the
+// model_* / gpt2_* functions here, which read the table: they know no family.
 #ifndef GPT2_H
 #define GPT2_H
 

@@ -1,6 +1,7 @@
-// model.h: GPT-2 as both builds run it: the activation layout and its recompute levels, activation
-// slots for pipelined micro-batches, and the model's pieces (embedding, each layer, the head, and
-// their backward passes) that zero.h and pipeline.h drive. It calls only the kernels and memory that
+// model.h: the model as both builds run it, for every family (GPT-2 and the Llama family, arch.h's tables): the
+// activation layout and its recompute levels, activation slots for pipelined micro-batches, and the model's pieces
+// (embedding, each layer, the head, and their backward passes) that zero.h and pipeline.h drive. The block is
+// written once, with the families' switch points. It calls only the kernels and memory that
 // backend.h declares, so the order of operations, and with it every number, is defined once.
 #ifndef MODEL_H
 #define MODEL_H

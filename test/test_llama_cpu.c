@@ -257,7 +257,7 @@ static void test_chain(void) {
 // A whole model from the kernels and the table's offsets, against transformers' LlamaForCausalLM /
 // Qwen2ForCausalLM: logits, loss and every parameter's gradient. Plain loops for the matmuls (the model is
 // tiny); the point is the layout (wqkv's row blocks, wfc's up-then-gate halves, tied or untied head) and the
-// composition of the kernels, which phase 2 writes once in model.h.
+// composition of the kernels, which model.h writes once (test/test_llama_train.py checks the trainer's).
 
 // out (N, OC) = inp (N, IC) @ w (OC, IC)^T + b
 static void mm_fwd(float *out, const float *inp, const float *w, const float *b, int N, int IC, int OC) {
