@@ -303,8 +303,9 @@ static float *gpt2_read_model_file_for(const char *what, const char *path, GPT2C
     snprintf(name, sizeof(name), "%s%s%s", what ? what : "", what ? ": " : "", path);
     struct stat st;
     if (what && stat(path, &st) != 0) {
-        fatal("%s: cannot open: %s (expected a model file, dN for a fresh GPT-2 of depth N such as d2, d6, d12, "
-              "llama-dN for a fresh Llama, or a Llama preset: smollm-135m, llama-3.2-1b, tinyllama-1.1b, qwen2.5-0.5b)", name, strerror(errno));
+        fatal("%s: cannot open: %s (expected an llm.c model file, or dN for a fresh GPT-2 of depth N such as d2, d6, "
+              "d12; a Llama-family model file, llama-dN for a fresh Llama, or a Llama preset: smollm-135m, llama-3.2-1b, "
+              "tinyllama-1.1b, qwen2.5-0.5b)", name, strerror(errno));
     }
     FILE *fp = fopen_user(what, path, "rb");
     int header[256];
