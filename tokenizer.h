@@ -154,6 +154,77 @@ TOK_FN size_t tok_pretoken_end(const unsigned char *s, size_t n, size_t i) {
     return end;
 }
 
+// The pre-tokenisers of tokenizer.json files (tokenizer_json.h recognises which from the file's
+// Split pattern). TOK_PRE_GPT2 is the one above.
+enum { TOK_PRE_GPT2 = 0, TOK_PRE_LLAMA3 = 1, TOK_PRE_QWEN2 = 2 };
+
+// (?i:'s|'t|'re|'ve|'m|'ll|'d) at s[i] == '\'': its end, or 0. Case-insensitive in Unicode's
+// simple case folding, as Oniguruma (Hugging Face's regex engine) matches it: the only non-ASCII
+// letter that folds onto one of these is U+017F LATIN SMALL LETTER LONG S, which folds to 's'.
+TOK_FN size_t tok_contraction_ci(const unsigned char *s, size_t n, size_t i) {
+    if (i + 1 >= n) { return 0; }
+    unsigned c = s[i + 1] | 0x20;  // ASCII letters to lower case (others are compared exactly below)
+    if (s[i + 1] >= 'A' && s[i + 1] <= 'z' && (c == 's' || c == 't' || c == 'm' || c == 'd')) { return i + 2; }
+    if (i + 2 < n && s[i + 1] == 0xC5 && s[i + 2] == 0xBF) { return i + 3; }  // 'ſ
+    if (i + 2 < n && s[i + 1] >= 'A' && s[i + 1] <= 'z' && s[i + 2] >= 'A' && s[i + 2] <= 'z') {
+        unsigned c2 = s[i + 2] | 0x20;
+        if ((c == 'r' && c2 == 'e') || (c == 'v' && c2 == 'e') || (c == 'l' && c2 == 'l')) { return i + 3; }
+    }
+    return 0;
+}
+
+// End of the pre-token at i for Llama 3's pattern (max_digits 3)
+//   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+// and for Qwen 2's (max_digits 1: \p{N} alone in place of \p{N}{1,3}), with the same
+// leftmost-first alternation as the regex engine.
+TOK_FN size_t tok_pretoken_end_llama3(const unsigned char *s, size_t n, size_t i, int max_digits) {
+    if (s[i] == '\'') {
+        size_t k = tok_contraction_ci(s, n, i);
+        if (k) { return k; }
+    }
+    int len0;
+    int cls0 = tok_char_at(s, n, i, &len0);
+    // [^\r\n\p{L}\p{N}]?\p{L}+ : a letter run, with one character before it that is neither a
+    // line break, a letter nor a number (a space, other white space, punctuation, a symbol)
+    if (cls0 == TOK_L) { return tok_run_end(s, n, i, TOK_L, NULL); }
+    if (cls0 != TOK_N && s[i] != '\r' && s[i] != '\n' && i + (size_t)len0 < n) {
+        int len1;
+        if (tok_char_at(s, n, i + (size_t)len0, &len1) == TOK_L) { return tok_run_end(s, n, i + (size_t)len0, TOK_L, NULL); }
+    }
+    // \p{N}{1,max_digits}
+    if (cls0 == TOK_N) {
+        size_t j = i;
+        for (int k = 0; k < max_digits && j < n; k++) {
+            int l;
+            if (tok_char_at(s, n, j, &l) != TOK_N) { break; }
+            j += (size_t)l;
+        }
+        return j;
+    }
+    // ' ?[^\s\p{L}\p{N}]+[\r\n]*'
+    size_t j = i;
+    if (s[i] == ' ' && i + 1 < n) {
+        int l;
+        if (tok_char_at(s, n, i + 1, &l) == TOK_OTHER) { j = i + 1; }
+    }
+    if (j > i || cls0 == TOK_OTHER) {
+        j = tok_run_end(s, n, j, TOK_OTHER, NULL);
+        while (j < n && (s[j] == '\r' || s[j] == '\n')) { j++; }
+        return j;
+    }
+    // white space. \s*[\r\n]+ : \s* backtracks from the run's end to its last line break, and
+    // [\r\n]+ then takes that one (what follows it in the run is no line break)
+    size_t last;
+    size_t end = tok_run_end(s, n, i, TOK_WS, &last);
+    for (size_t k = end; k > i; k--) {
+        if (s[k - 1] == '\r' || s[k - 1] == '\n') { return k; }
+    }
+    // \s+(?!\S) and \s+, as in GPT-2's
+    if (end == n) { return end; }
+    if (last > i) { return last; }
+    return end;
+}
+
 // ----------------------------------------------------------------------------
 // hashing
 
@@ -173,6 +244,12 @@ typedef struct {
 } TokCacheEntry;
 
 typedef struct { uint32_t rank; uint32_t pos; } TokHeapItem;
+
+// tokenizer.json: one merge, keyed by the pair of ids it joins
+typedef struct { uint64_t key; uint32_t rank, id; } TokPair;  // key = left << 32 | right; key ~0: empty
+
+// tokenizer.json: an added token, found in the text as it is (its bytes at off in token_bytes)
+typedef struct { int id; int normalized; } TokAdded;
 
 // ----------------------------------------------------------------------------
 // the Tokenizer
@@ -200,6 +277,18 @@ typedef struct {
     uint32_t *bpe_next, *bpe_prev, *bpe_rank;
     TokHeapItem *bpe_heap;
     size_t bpe_cap;
+    // --- a tokenizer.json (tokenizer_json.h); all zero for GPT-2's two files ---
+    int hf;              // merges by the rank of the pair of ids (Hugging Face's BPE), not of the bytes
+    int pretok;          // TOK_PRE_*
+    int ignore_merges;   // a pre-token that is a whole vocabulary token is taken as it is
+    int byte_id[256];    // the token of each single byte
+    TokPair *pairs;      // open-addressing (left, right) -> (merge rank, merged id)
+    uint32_t pair_mask;
+    TokAdded *added;     // added tokens matched in the text before pre-tokenising
+    int n_added;
+    int32_t added_first[257]; // added tokens sorted by first byte: added[added_first[b] .. added_first[b+1])
+    uint64_t fingerprint;// a hash of what decides the ids beyond the vocabulary's bytes (0 for GPT-2's files)
+    uint32_t *bpe_sym;   // scratch: each part's token id (hf)
 } Tokenizer;
 
 #define TOK_RANK_NONE UINT32_MAX
@@ -299,17 +388,22 @@ TOK_FN TokHeapItem tok_heap_pop(TokHeapItem *h, size_t *n) {
 // of parts whose concatenated bytes have the lowest rank, leftmost on ties. tiktoken
 // rescans all parts per merge (O(n^2)); a heap with lazy deletion gives the same
 // merge order in O(n log n), which matters for long runs of spaces or punctuation.
-TOK_FN size_t tok_bpe(Tokenizer *t, const unsigned char *piece, size_t len, int *out) {
+TOK_FN void tok_bpe_reserve(Tokenizer *t, size_t len) {
     if (len + 1 > t->bpe_cap) {
         size_t cap = t->bpe_cap ? t->bpe_cap : 64;
         while (cap < len + 1) { cap *= 2; }
         t->bpe_next = (uint32_t *)reallocCheck(t->bpe_next, cap * sizeof(uint32_t));
         t->bpe_prev = (uint32_t *)reallocCheck(t->bpe_prev, cap * sizeof(uint32_t));
         t->bpe_rank = (uint32_t *)reallocCheck(t->bpe_rank, cap * sizeof(uint32_t));
+        t->bpe_sym = (uint32_t *)reallocCheck(t->bpe_sym, cap * sizeof(uint32_t));
         // each merge pushes at most 2 items, on top of the initial len-1
         t->bpe_heap = (TokHeapItem *)reallocCheck(t->bpe_heap, 3 * cap * sizeof(TokHeapItem));
         t->bpe_cap = cap;
     }
+}
+
+TOK_FN size_t tok_bpe(Tokenizer *t, const unsigned char *piece, size_t len, int *out) {
+    tok_bpe_reserve(t, len);
     // parts are identified by their start offset; next[p] is the start of the following part
     uint32_t *next = t->bpe_next, *prev = t->bpe_prev, *rank = t->bpe_rank;
     TokHeapItem *heap = t->bpe_heap;
@@ -352,6 +446,62 @@ TOK_FN size_t tok_bpe(Tokenizer *t, const unsigned char *piece, size_t len, int 
         if (id == TOK_RANK_NONE) { internal_fault("BPE produced a part that is not a token"); }
         out[count++] = (int)id;
     }
+    return count;
+}
+
+// tokenizer.json's merges: the merge rank of the pair (a, b) and *id the token it makes, or TOK_RANK_NONE
+TOK_FN uint32_t tok_pair(const Tokenizer *t, uint32_t a, uint32_t b, uint32_t *id) {
+    uint64_t key = (uint64_t)a << 32 | b;
+    uint32_t slot = (uint32_t)((key * 0x9E3779B97F4A7C15ULL) >> 32) & t->pair_mask;
+    for (;;) {
+        const TokPair *p = &t->pairs[slot];
+        if (p->key == UINT64_MAX) { return TOK_RANK_NONE; }
+        if (p->key == key) { *id = p->id; return p->rank; }
+        slot = (slot + 1) & t->pair_mask;
+    }
+}
+
+// Hugging Face's BPE (its Word::merge_all without dropout): start from the piece's single
+// bytes, then repeatedly merge the adjacent pair of parts that comes first in the merges list,
+// leftmost on ties. Unlike tiktoken's rule (the concatenation's rank), only a listed pair of
+// ids merges: the two agree on files whose merges are consistent, but a tokenizer.json need
+// not be. Same heap with lazy deletion as tok_bpe; a rank names one pair, so an equal rank at
+// the same position is the same pair.
+TOK_FN size_t tok_bpe_hf(Tokenizer *t, const unsigned char *piece, size_t len, int *out) {
+    tok_bpe_reserve(t, len);
+    uint32_t *next = t->bpe_next, *prev = t->bpe_prev, *rank = t->bpe_rank, *sym = t->bpe_sym;
+    TokHeapItem *heap = t->bpe_heap;
+    size_t nheap = 0;
+    uint32_t n = (uint32_t)len, id = 0;
+    for (uint32_t p = 0; p < n; p++) {
+        next[p] = p + 1;
+        prev[p] = p == 0 ? UINT32_MAX : p - 1;
+        sym[p] = (uint32_t)t->byte_id[piece[p]];
+    }
+    for (uint32_t p = 0; p < n; p++) {
+        rank[p] = p + 1 < n ? tok_pair(t, sym[p], sym[p + 1], &id) : TOK_RANK_NONE;
+        if (rank[p] != TOK_RANK_NONE) { TokHeapItem it = {rank[p], p}; tok_heap_push(heap, &nheap, it); }
+    }
+    while (nheap > 0) {
+        TokHeapItem it = tok_heap_pop(heap, &nheap);
+        uint32_t p = it.pos;
+        if (rank[p] != it.rank) { continue; }  // stale
+        uint32_t q = next[p];
+        if (tok_pair(t, sym[p], sym[q], &id) != it.rank) { internal_fault("BPE merge table changed under a merge"); }
+        sym[p] = id;
+        next[p] = next[q];
+        if (next[q] < n) { prev[next[q]] = p; }
+        rank[q] = TOK_RANK_NONE;
+        rank[p] = next[p] < n ? tok_pair(t, sym[p], sym[next[p]], &id) : TOK_RANK_NONE;
+        if (rank[p] != TOK_RANK_NONE) { TokHeapItem a = {rank[p], p}; tok_heap_push(heap, &nheap, a); }
+        if (prev[p] != UINT32_MAX) {
+            uint32_t pp = prev[p];
+            rank[pp] = tok_pair(t, sym[pp], sym[p], &id);
+            if (rank[pp] != TOK_RANK_NONE) { TokHeapItem b = {rank[pp], pp}; tok_heap_push(heap, &nheap, b); }
+        }
+    }
+    size_t count = 0;
+    for (uint32_t p = 0; p < n; p = next[p]) { out[count++] = (int)sym[p]; }
     return count;
 }
 
@@ -436,10 +586,90 @@ TOK_FN void tok_cache_insert(Tokenizer *t, const unsigned char *p, size_t len, u
 // ----------------------------------------------------------------------------
 // encoding
 
-// Encodes text as ordinary text (like tiktoken's encode_ordinary: the string
-// "<|endoftext|>" in the input is NOT turned into the EOT token). On success
-// returns 0 and sets *out_ids to a malloc'd array of *out_n ids (caller frees).
-// Returns -1 (with a message) if t was loaded from a .bin, which cannot encode.
+// Appends the ids of text (no added token in it) to *ids (n used of cap).
+TOK_FN void tok_encode_plain(Tokenizer *t, const unsigned char *text, size_t len, int **ids_p, size_t *n_p, size_t *cap_p) {
+    int *ids = *ids_p;
+    size_t n = *n_p, cap = *cap_p;
+    int whole_ok = !t->hf || t->ignore_merges;  // tiktoken's rank rule always ends at a whole-piece token
+    size_t i = 0;
+    while (i < len) {
+        size_t j = t->pretok == TOK_PRE_GPT2 ? tok_pretoken_end(text, len, i)
+                   : tok_pretoken_end_llama3(text, len, i, t->pretok == TOK_PRE_LLAMA3 ? 3 : 1);
+        const unsigned char *piece = text + i;
+        size_t plen = j - i;
+        if (n + plen > cap) {
+            while (n + plen > cap) { cap *= 2; }
+            ids = (int *)reallocCheck(ids, cap * sizeof(int));
+        }
+        uint32_t r = whole_ok ? tok_rank(t, piece, plen) : TOK_RANK_NONE;
+        if (r != TOK_RANK_NONE) {
+            ids[n++] = (int)r;  // the whole piece is a token (common case)
+        } else if (plen == 1 && t->hf) {
+            ids[n++] = t->byte_id[piece[0]];
+        } else {
+            uint64_t h = tok_hash(piece, plen);
+            TokCacheEntry *e = plen <= TOK_CACHE_MAX_KEY ? tok_cache_find(t, piece, plen, h) : NULL;
+            if (e && e->used) {
+                memcpy(ids + n, t->cache_ids + e->ids_off, e->ids_n * sizeof(int));
+                n += e->ids_n;
+            } else {
+                size_t k = t->hf ? tok_bpe_hf(t, piece, plen, ids + n) : tok_bpe(t, piece, plen, ids + n);
+                tok_cache_insert(t, piece, plen, h, ids + n, k);
+                n += k;
+            }
+        }
+        i = j;
+    }
+    *ids_p = ids;
+    *n_p = n;
+    *cap_p = cap;
+}
+
+// The longest added token of the given class (normalized 0 or 1) at text[i], or -1.
+TOK_FN int tok_added_at(const Tokenizer *t, const unsigned char *text, size_t len, size_t i, int normalized) {
+    int best = -1;
+    uint32_t best_len = 0;
+    for (int32_t k = t->added_first[text[i]]; k < t->added_first[text[i] + 1]; k++) {
+        if (t->added[k].normalized != normalized) { continue; }
+        int id = t->added[k].id;
+        uint32_t off = t->token_off[id], l = t->token_off[id + 1] - off;
+        if (l > best_len && l <= len - i && memcmp(text + i, t->token_bytes + off, l) == 0) { best = k; best_len = l; }
+    }
+    return best;
+}
+
+// Hugging Face's AddedVocabulary: the added tokens are found in the text first, leftmost-longest,
+// in two passes: those with "normalized": false in the raw text, then those with "normalized":
+// true in what is between (the same text here: a tokenizer.json with a normalizer is refused).
+// The rest is pre-tokenised and merged.
+TOK_FN void tok_encode_added(Tokenizer *t, const unsigned char *text, size_t len, int normalized, int **ids,
+                             size_t *n, size_t *cap) {
+    size_t start = 0, i = 0;
+    while (i < len) {
+        int k = tok_added_at(t, text, len, i, normalized);
+        if (k < 0) { i++; continue; }
+        if (i > start) {
+            if (normalized == 0) { tok_encode_added(t, text + start, i - start, 1, ids, n, cap); }
+            else { tok_encode_plain(t, text + start, i - start, ids, n, cap); }
+        }
+        int id = t->added[k].id;
+        if (*n + 1 > *cap) { *cap *= 2; *ids = (int *)reallocCheck(*ids, *cap * sizeof(int)); }
+        (*ids)[(*n)++] = id;
+        i += t->token_off[id + 1] - t->token_off[id];
+        start = i;
+    }
+    if (len > start) {
+        if (normalized == 0) { tok_encode_added(t, text + start, len - start, 1, ids, n, cap); }
+        else { tok_encode_plain(t, text + start, len - start, ids, n, cap); }
+    }
+}
+
+// Encodes text. With GPT-2's two files it is tiktoken's encode_ordinary: the string
+// "<|endoftext|>" in the input is NOT turned into the EOT token. With a tokenizer.json it is
+// Hugging Face's encode(text, add_special_tokens=False): added tokens (special ones included)
+// in the text become their ids, and no template is applied. On success returns 0 and sets
+// *out_ids to a malloc'd array of *out_n ids (caller frees). Returns -1 (with a message) if t
+// was loaded from a .bin, which cannot encode.
 TOK_FN int tokenizer_encode(Tokenizer *t, const unsigned char *text, size_t len, int **out_ids, size_t *out_n) {
     *out_ids = NULL;
     *out_n = 0;
@@ -453,38 +683,15 @@ TOK_FN int tokenizer_encode(Tokenizer *t, const unsigned char *text, size_t len,
     // and grow, to not reserve 4x the input for typical text (~4 bytes per token)
     size_t cap = len / 2 + 16, n = 0;
     int *ids = (int *)mallocCheck(cap * sizeof(int));
-    size_t i = 0;
-    while (i < len) {
-        size_t j = tok_pretoken_end(text, len, i);
-        const unsigned char *piece = text + i;
-        size_t plen = j - i;
-        if (n + plen > cap) {
-            while (n + plen > cap) { cap *= 2; }
-            ids = (int *)reallocCheck(ids, cap * sizeof(int));
-        }
-        uint32_t r = tok_rank(t, piece, plen);
-        if (r != TOK_RANK_NONE) {
-            ids[n++] = (int)r;  // the whole piece is a token (common case)
-        } else {
-            uint64_t h = tok_hash(piece, plen);
-            TokCacheEntry *e = plen <= TOK_CACHE_MAX_KEY ? tok_cache_find(t, piece, plen, h) : NULL;
-            if (e && e->used) {
-                memcpy(ids + n, t->cache_ids + e->ids_off, e->ids_n * sizeof(int));
-                n += e->ids_n;
-            } else {
-                size_t k = tok_bpe(t, piece, plen, ids + n);
-                tok_cache_insert(t, piece, plen, h, ids + n, k);
-                n += k;
-            }
-        }
-        i = j;
-    }
+    if (t->n_added > 0) { tok_encode_added(t, text, len, 0, &ids, &n, &cap); }
+    else { tok_encode_plain(t, text, len, &ids, &n, &cap); }
     *out_ids = ids;
     *out_n = n;
     return 0;
 }
 
 #include "tokenizer_files.h" // tokenizer_init_bpe, tokenizer_write_bin, tokenizer_init_bin
+#include "tokenizer_json.h"  // tokenizer_init_json: Hugging Face tokenizer.json (byte-level BPE)
 
 TOK_FN void tokenizer_free(Tokenizer *t) {
     free(t->token_bytes);
@@ -497,6 +704,9 @@ TOK_FN void tokenizer_free(Tokenizer *t) {
     free(t->bpe_prev);
     free(t->bpe_rank);
     free(t->bpe_heap);
+    free(t->bpe_sym);
+    free(t->pairs);
+    free(t->added);
     memset(t, 0, sizeof(*t));
 }
 
@@ -512,12 +722,24 @@ TOK_FN void tokenizer_share(Tokenizer *dst, const Tokenizer *src) {
     dst->max_token_len = src->max_token_len;
     dst->rank_table = src->rank_table;
     dst->rank_mask = src->rank_mask;
+    dst->hf = src->hf;
+    dst->pretok = src->pretok;
+    dst->ignore_merges = src->ignore_merges;
+    memcpy(dst->byte_id, src->byte_id, sizeof(dst->byte_id));
+    dst->pairs = src->pairs;
+    dst->pair_mask = src->pair_mask;
+    dst->added = src->added;
+    dst->n_added = src->n_added;
+    memcpy(dst->added_first, src->added_first, sizeof(dst->added_first));
+    dst->fingerprint = src->fingerprint;
 }
 
 TOK_FN void tokenizer_free_shared(Tokenizer *t) {
     t->token_bytes = NULL;
     t->token_off = NULL;
     t->rank_table = NULL;
+    t->pairs = NULL;
+    t->added = NULL;
     tokenizer_free(t);
 }
 
