@@ -420,14 +420,16 @@ TOK_FN int tokenizer_find_token(Tokenizer *t, const char *s) {
     return -1;
 }
 
-// Whether path looks like a tokenizer.json (its first non-blank byte is '{') rather than llm.c's .bin.
+// Whether path looks like a tokenizer.json (it begins with '{' then '"' or '}', white space aside)
+// rather than llm.c's .bin (whose magic's first byte is not '{').
 TOK_FN int tokenizer_file_is_json(const char *path) {
     FILE *f = fopen(path, "rb");
     if (f == NULL) { return 0; }
-    int c;
+    int c, d = EOF;
     while ((c = fgetc(f)) == ' ' || c == '\n' || c == '\r' || c == '\t') {}
+    if (c == '{') { while ((d = fgetc(f)) == ' ' || d == '\n' || d == '\r' || d == '\t') {} }
     fclose(f);
-    return c == '{';
+    return c == '{' && (d == '"' || d == '}');
 }
 
 #endif // TOKENIZER_JSON_H
