@@ -300,6 +300,11 @@ static int cmd_encode(const Args *a) {
     load_tokenizer(a, &t);
     size_t len;
     unsigned char *text = read_stream(stdin, "stdin", &len);
+    if (t.hf) {  // a tokenizer.json encodes text, as `tokenizers` does (a Python str): bytes that are not UTF-8 are refused
+        int bad;
+        size_t ok = utf8_valid_prefix(text, len, 1, &bad);
+        if (bad) { runtime_error("stdin: invalid UTF-8 at byte %zu (a tokenizer.json encodes UTF-8 text only)", ok); }
+    }
     int *ids;
     size_t n;
     if (tokenizer_encode(&t, text, len, &ids, &n) != 0) { exit(1); }
