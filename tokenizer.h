@@ -158,12 +158,14 @@ TOK_FN size_t tok_pretoken_end(const unsigned char *s, size_t n, size_t i) {
 // Split pattern). TOK_PRE_GPT2 is the one above.
 enum { TOK_PRE_GPT2 = 0, TOK_PRE_LLAMA3 = 1, TOK_PRE_QWEN2 = 2 };
 
-// (?i:'s|'t|'re|'ve|'m|'ll|'d) at s[i] == '\'': its end, or 0. ASCII case only: the `tokenizers`
-// library (0.20) does not match U+017F LONG S, which Unicode case-folds to 's' (a test checks it).
+// (?i:'s|'t|'re|'ve|'m|'ll|'d) at s[i] == '\'': its end, or 0. Case-insensitive by Unicode's simple
+// case folding, as Oniguruma (the `tokenizers` library's regex engine) matches it: the only non-ASCII
+// letter that folds onto one of these is U+017F LATIN SMALL LETTER LONG S, onto 's' (a test checks it).
 TOK_FN size_t tok_contraction_ci(const unsigned char *s, size_t n, size_t i) {
     if (i + 1 >= n) { return 0; }
     unsigned c = s[i + 1] | 0x20;  // ASCII letters to lower case (others are compared exactly below)
     if (s[i + 1] >= 'A' && s[i + 1] <= 'z' && (c == 's' || c == 't' || c == 'm' || c == 'd')) { return i + 2; }
+    if (i + 2 < n && s[i + 1] == 0xC5 && s[i + 2] == 0xBF) { return i + 3; }  // 'ſ
     if (i + 2 < n && s[i + 1] >= 'A' && s[i + 1] <= 'z' && s[i + 2] >= 'A' && s[i + 2] <= 'z') {
         unsigned c2 = s[i + 2] | 0x20;
         if ((c == 'r' && c2 == 'e') || (c == 'v' && c2 == 'e') || (c == 'l' && c2 == 'l')) { return i + 3; }
