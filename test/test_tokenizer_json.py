@@ -126,7 +126,7 @@ def read_shard(path):
 
 def shard_stream(d):
     names = sorted(n for n in os.listdir(d) if n.endswith(".bin") and n != "tokenizer.bin")
-    names = [n for n in names if n.startswith("val")] + [n for n in names if n.startswith("train")]
+    names = [n for n in names if n.startswith("val") or "_val_" in n] + [n for n in names if n.startswith("train") or "_train_" in n]
     kinds, toks = set(), []
     for n in names:
         k, t = read_shard(os.path.join(d, n))
@@ -241,6 +241,44 @@ def check_shards(res, tool, tmp, name, path, hf, docs, want_kind, want_sep, extr
     res.check("shards_%s_threads_state_copy" % name, same and ("--doc-token %s (id %d" % (want_sep, sep_id)) in state and copied,
               "threads same: %s, state: %r, tokenizer.json copied: %s" % (same, state[:400], copied))
     return outs[0]
+
+
+def check_scripts(res, tool, tmp, paths, toks):
+    """scripts/mc_tokenize.py --tokenizer (the tokenizers library) and scripts/fineweb.py --tokenizer (./tokenize)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    hf = toks["qwen2"]
+    mc_in, mc_out = os.path.join(tmp, "mc.jsonl"), os.path.join(tmp, "mc_tok.jsonl")
+    exs = [{"context": "The 12345 cats'LL", "endings": [" sleep.", " run\r\n"], "label": 1},
+           {"ctx": "Ünïcödé 😀", "endings": ["yes", "no"], "label": "0"}]
+    with open(mc_in, "w") as f:
+        f.writelines(json.dumps(e) + "\n" for e in exs)
+    p = subprocess.run([sys.executable, os.path.join(root, "scripts", "mc_tokenize.py"), mc_in, mc_out, "--tokenizer", paths["qwen2"]],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    got = [json.loads(l) for l in open(mc_out)] if p.returncode == 0 else []
+    want = [[tool.encode(["--tokenizer", paths["qwen2"]], "The 12345 cats'LL"), [tool.encode(["--tokenizer", paths["qwen2"]], x) for x in exs[0]["endings"]]],
+            [hf.encode("Ünïcödé 😀", add_special_tokens=False).ids, [hf.encode(" yes").ids, hf.encode(" no").ids]]]
+    res.check("mc_tokenize_script_tokenizer_json", [[g["context_tokens"], g["ending_tokens"]] for g in got] == want,
+              (p.stdout + p.stderr).decode(errors="replace")[-300:] + " got %s want %s" % (got, want))
+    try:
+        import pyarrow
+        import pyarrow.parquet as pq
+    except ImportError:
+        res.skip("fineweb_script_tokenizer_json", "pyarrow is not installed (pip install pyarrow)")
+        return
+    hub = os.path.join(tmp, "hub")
+    os.makedirs(os.path.join(hub, "sample", "10BT"))
+    docs = [t for _, t in probe_texts() if t and "<|" not in t and "<tool_call>" not in t]
+    pq.write_table(pyarrow.table({"text": docs}), os.path.join(hub, "sample", "10BT", "000_00000.parquet"), row_group_size=5)
+    out = os.path.join(tmp, "fw")
+    p = subprocess.run([sys.executable, os.path.join(root, "scripts", "fineweb.py"), "--local", hub, "--subset", "sample/10BT",
+                        "--out-dir", out, "--shard-tokens", "1000", "--val-tokens", "300", "--jobs", "1",
+                        "--tokenize", tool.exe, "--tokenizer", paths["big"]], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    want = []
+    for d in docs:
+        want += [toks["big"].token_to_id("<|begin_of_text|>")] + toks["big"].encode(d, add_special_tokens=False).ids
+    kinds, got = shard_stream(out) if p.returncode == 0 else (set(), [])
+    res.check("fineweb_script_tokenizer_json", got == want and kinds == {SHARD32},
+              p.stderr.decode(errors="replace")[-300:] + " kinds %s, first difference at %d" % (kinds, first_diff(got, want)))
 
 
 def main():
@@ -383,6 +421,7 @@ def main():
         res.skip("trainer_reads_uint32_shard", "needs --train-gpt ./train_gpt_cpu")
         res.skip("trainer_uint32_token_outside_vocab", "needs --train-gpt ./train_gpt_cpu")
 
+    check_scripts(res, tool, tmp, paths, toks)
     with open(os.path.join(tmp, "docs.txt"), "w") as f:
         f.write("one document\n\nanother one\n")
     check_errors(res, tool, tmp, paths["llama3"])
