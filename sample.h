@@ -53,6 +53,23 @@ static void decoder_free(Decoder *d) {
     if (d->kind == DECODE_TOKENIZER) tokenizer_free(&d->tok);
 }
 
+// The vocabulary size of the tokenizer that made the data (the one decoder_init would load for the first
+// shard matching train_pattern), for a fresh model's embedding; 0 when there is none.
+static int data_vocab_size(const char *tokenizer_path, const char *train_pattern) {
+    Decoder d;
+    glob_t g;
+    char first[4200] = "";
+    if (!tokenizer_path && glob(train_pattern, 0, NULL, &g) == 0) {
+        if (g.gl_pathc > 0) snprintf(first, sizeof(first), "%s", g.gl_pathv[0]);
+        globfree(&g);
+    }
+    if (!tokenizer_path && !first[0]) return 0;
+    decoder_init(&d, tokenizer_path, 0, first);
+    int v = d.kind == DECODE_TOKENIZER ? d.tok.vocab_size : 0;
+    decoder_free(&d);
+    return v;
+}
+
 // The token a sample starts from: the end-of-text token when there is a tokenizer, else 0.
 static int decoder_first_token(Decoder *d) {
     return d->kind == DECODE_TOKENIZER && tokenizer_eot(&d->tok) >= 0 ? tokenizer_eot(&d->tok) : 0;
