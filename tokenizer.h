@@ -156,7 +156,10 @@ TOK_FN size_t tok_pretoken_end(const unsigned char *s, size_t n, size_t i) {
 
 // The pre-tokenisers of tokenizer.json files (tokenizer_json.h recognises which from the file's
 // Split pattern). TOK_PRE_GPT2 is the one above.
-enum { TOK_PRE_GPT2 = 0, TOK_PRE_LLAMA3 = 1, TOK_PRE_QWEN2 = 2 };
+// TOK_PRE_DIGITS1 / TOK_PRE_DIGITSN: Sequence [Digits(individual_digits true / false), ByteLevel with
+// GPT-2's regex] (SmolLM, StarCoder): each number character (Rust's char::is_numeric, i.e. \p{N}) is a
+// piece of its own / each run of them is one, and GPT-2's pattern splits the text between.
+enum { TOK_PRE_GPT2 = 0, TOK_PRE_LLAMA3 = 1, TOK_PRE_QWEN2 = 2, TOK_PRE_DIGITS1 = 3, TOK_PRE_DIGITSN = 4 };
 
 // (?i:'s|'t|'re|'ve|'m|'ll|'d) at s[i] == '\'': its end, or 0. Case-insensitive by Unicode's simple
 // case folding, as Oniguruma (the `tokenizers` library's regex engine) matches it: the only non-ASCII
@@ -591,10 +594,27 @@ TOK_FN void tok_encode_plain(Tokenizer *t, const unsigned char *text, size_t len
     int *ids = *ids_p;
     size_t n = *n_p, cap = *cap_p;
     int whole_ok = !t->hf || t->ignore_merges;  // tiktoken's rank rule always ends at a whole-piece token
+    int digits = t->pretok == TOK_PRE_DIGITS1 || t->pretok == TOK_PRE_DIGITSN;
+    size_t seg_end = 0;  // digits: the end of the current segment (a number piece, or the text up to the next one)
     size_t i = 0;
     while (i < len) {
-        size_t j = t->pretok == TOK_PRE_GPT2 ? tok_pretoken_end(text, len, i)
-                   : tok_pretoken_end_llama3(text, len, i, t->pretok == TOK_PRE_LLAMA3 ? 3 : 1);
+        size_t j;
+        if (digits) {
+            if (i >= seg_end) {
+                int l, cls = tok_char_at(text, len, i, &l);
+                seg_end = i;
+                if (cls == TOK_N) {
+                    do { seg_end += (size_t)l; } while (t->pretok == TOK_PRE_DIGITSN && seg_end < len
+                                                         && tok_char_at(text, len, seg_end, &l) == TOK_N);
+                } else {
+                    while (seg_end < len && tok_char_at(text, len, seg_end, &l) != TOK_N) { seg_end += (size_t)l; }
+                }
+            }
+            j = tok_pretoken_end(text, seg_end, i);  // GPT-2's pattern within the segment
+        } else {
+            j = t->pretok == TOK_PRE_GPT2 ? tok_pretoken_end(text, len, i)
+                : tok_pretoken_end_llama3(text, len, i, t->pretok == TOK_PRE_LLAMA3 ? 3 : 1);
+        }
         const unsigned char *piece = text + i;
         size_t plen = j - i;
         if (n + plen > cap) {

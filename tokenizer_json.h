@@ -10,7 +10,7 @@ encode(text, add_special_tokens=False):
   "normalized": true ones), special or not; their "content" is their bytes;
 - pre_tokenizer: ByteLevel (its GPT-2 regex), or Sequence [Split(Regex P, Isolated), ByteLevel
   without its regex] where P is GPT-2's, Llama 3's or Qwen 2's pattern, each a hand-written
-  pre-tokeniser in tokenizer.h;
+  pre-tokeniser in tokenizer.h, or Sequence [Digits, ByteLevel with its regex] (SmolLM);
 - decoder: ByteLevel (a token's bytes, concatenated).
 Everything else is refused by name rather than approximated, naming the file and the field:
 WordPiece, Unigram, WordLevel, BPE with byte_fallback, dropout, a subword prefix or suffix, an
@@ -101,12 +101,18 @@ static int tj_pre_tokenizer(const char *path, const JsonNode *root) {
         return TOK_PRE_GPT2;
     }
     if (seq->n != 2) {
-        tj_fail(path, "pre_tokenizer.pretokenizers", "%zu pre-tokenizers; supported are [Split, ByteLevel] and [ByteLevel]", seq->n);
+        tj_fail(path, "pre_tokenizer.pretokenizers", "%zu pre-tokenizers; supported are [Split, ByteLevel], [Digits, ByteLevel] and [ByteLevel]", seq->n);
     }
     const JsonNode *sp = &seq->kids[0], *bl = &seq->kids[1];
     const char *t0 = tj_str(path, sp, "type", "pre_tokenizer.pretokenizers[0].type");
     const char *t1 = tj_str(path, bl, "type", "pre_tokenizer.pretokenizers[1].type");
-    if (!tj_is(t0, "Split")) { tj_fail(path, "pre_tokenizer.pretokenizers[0].type", "'%s' is not supported (expected Split)", t0 ? t0 : "(none)"); }
+    if (tj_is(t0, "Digits") && tj_is(t1, "ByteLevel")) {  // SmolLM, StarCoder
+        if (!tj_bytelevel(path, bl, "pre_tokenizer.pretokenizers[1]")) {
+            tj_fail(path, "pre_tokenizer.pretokenizers[1].use_regex", "false after Digits is not supported (expected true)");
+        }
+        return tj_bool(path, sp, "individual_digits", "pre_tokenizer.pretokenizers[0].individual_digits", 0) ? TOK_PRE_DIGITS1 : TOK_PRE_DIGITSN;
+    }
+    if (!tj_is(t0, "Split")) { tj_fail(path, "pre_tokenizer.pretokenizers[0].type", "'%s' is not supported (expected Split or Digits)", t0 ? t0 : "(none)"); }
     if (!tj_is(t1, "ByteLevel")) { tj_fail(path, "pre_tokenizer.pretokenizers[1].type", "'%s' is not supported (expected ByteLevel)", t1 ? t1 : "(none)"); }
     if (tj_bytelevel(path, bl, "pre_tokenizer.pretokenizers[1]")) {
         tj_fail(path, "pre_tokenizer.pretokenizers[1].use_regex", "true after a Split is not supported (GPT-2's regex on each split piece)");

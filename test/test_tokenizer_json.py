@@ -3,7 +3,7 @@
 Tests ./tokenize with Hugging Face tokenizer.json files (tokenizer_json.h) against the `tokenizers`
 library as the independent reference. No published tokenizer can be downloaded here, so the test
 trains small byte-level BPE tokenizers with `tokenizers` itself, one per pre-tokenizer family
-(GPT-2's ByteLevel regex, Llama 3's and Qwen 2's Split patterns), with special and added tokens,
+(GPT-2's ByteLevel regex, Llama 3's and Qwen 2's Split patterns, SmolLM's Digits then ByteLevel), with special and added tokens,
 plus one whose vocabulary is over 65,535 (inflated with added tokens, its document separator above
 65,535) so that uint32 shards are made; and GPT-2's real files as a tokenizer.json.
 
@@ -69,6 +69,9 @@ def train(kind, texts, vocab_size, specials, ignore_merges=False):
     tok = Tokenizer(models.BPE(ignore_merges=ignore_merges))
     if kind == "gpt2":
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    elif kind.startswith("digits"):  # SmolLM's (individual digits), StarCoder's style
+        tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=kind == "digits1"),
+                                                     pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
     else:
         pat = LLAMA3_PAT if kind == "llama3" else QWEN2_PAT
         tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(pat), behavior="isolated", invert=False),
@@ -305,6 +308,8 @@ def main():
     toks["gpt2"] = train("gpt2", texts, 1200, ["<|endoftext|>"])
     toks["llama3"] = train("llama3", texts, 1200, ["<|begin_of_text|>", "<|end_of_text|>"], ignore_merges=True)
     toks["qwen2"] = train("qwen2", texts, 1200, ["<|endoftext|>", "<|im_start|>"])
+    toks["smollm"] = train("digits1", texts, 1200, ["<|endoftext|>", "<|im_start|>"])
+    toks["digits_runs"] = train("digitsN", texts, 1200, ["<|endoftext|>"])
     toks["qwen2"].add_tokens([AddedToken("<tool_call>", special=False, normalized=True), AddedToken("</tool_call>", special=False, normalized=False)])
     paths = {}
     for k, t in toks.items():
@@ -345,9 +350,9 @@ def main():
     write_json(paths["llama3_string_merges"], j)
     toks["llama3_string_merges"] = Tokenizer.from_file(paths["llama3_string_merges"])
 
-    for k in ["gpt2", "llama3", "qwen2", "llama3_string_merges", "big"]:
+    for k in ["gpt2", "llama3", "qwen2", "smollm", "digits_runs", "llama3_string_merges", "big"]:
         check_encode(res, tool, k, paths[k], toks[k], probes if k != "big" else probes[:12])
-    for k in ["gpt2", "llama3", "qwen2"]:
+    for k in ["gpt2", "llama3", "qwen2", "smollm"]:
         check_decode(res, tool, k, paths[k], toks[k], probes)
     # 'ſ (U+017F LONG S): the library's case-insensitive (?i:'s) folds it onto 's', and so does tokenize
     t = toks["llama3"]
