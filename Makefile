@@ -17,7 +17,7 @@ NVCC := $(shell command -v nvcc 2>/dev/null)
 MPICC := $(shell command -v mpicc 2>/dev/null)
 CPU_CC = $(if $(MPICC),$(MPICC) -DUSE_MPI,$(CC))
 
-HEADERS = backend.h utils.h gpt2.h config.h checkpoint.h dataloader.h tokenizer.h tokenizer_tables.h tokenizer_files.h tokenizer_json.h json.h trainer.h run.h plan.h report.h sample.h fault.h comm.h watchdog.h zero.h zero_store.h swap.h pipeline.h model.h timing.h autotune.h eval_mc.h
+HEADERS = backend.h utils.h gpt2.h config.h checkpoint.h dataloader.h tokenizer.h tokenizer_tables.h tokenizer_files.h tokenizer_json.h tokenizer_nfc.h tokenizer_nfc_tables.h json.h trainer.h run.h plan.h report.h sample.h fault.h comm.h watchdog.h zero.h zero_store.h swap.h pipeline.h model.h timing.h autotune.h eval_mc.h
 # The CUDA build's kernels and device backend, one header per layer family (train_gpt.cu includes them).
 CUDA_HEADERS = cuda/common.cuh cuda/encoder.cuh cuda/layernorm.cuh cuda/matmul.cuh cuda/async_copy.cuh cuda/block_order.cuh cuda/attention_common.cuh \
   cuda/attention_fp32.cuh cuda/attention_mma.cuh cuda/attention.cuh cuda/decode.cuh cuda/gelu.cuh cuda/classifier.cuh \
@@ -45,7 +45,7 @@ all: train_gpt_cpu tokenize $(if $(and $(NVCC),$(wildcard train_gpt.cu)),train_g
 train_gpt_cpu: train_gpt.c $(HEADERS) .build-cpu
 	$(CPU_CC) $(CFLAGS) $(URING_FLAGS) $< -o $@ $(LDLIBS) $(URING_LIBS)
 
-tokenize: tokenize.c tokenizer.h tokenizer_tables.h tokenizer_files.h tokenizer_json.h json.h corpus.h shards.h utils.h .build-cpu
+tokenize: tokenize.c tokenizer.h tokenizer_tables.h tokenizer_files.h tokenizer_json.h tokenizer_nfc.h tokenizer_nfc_tables.h json.h corpus.h shards.h utils.h .build-cpu
 	$(CC) -O2 -std=gnu11 -Wall -Wextra -Wno-unused-function $< -o $@ $(LDLIBS) -lpthread
 
 test/test_gpt2: test/test_gpt2.c test/check.h train_gpt.c $(HEADERS) .build-cpu

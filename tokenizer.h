@@ -292,6 +292,7 @@ typedef struct {
     int32_t added_first[257]; // added tokens sorted by first byte: added[added_first[b] .. added_first[b+1])
     uint64_t fingerprint;// a hash of what decides the ids beyond the vocabulary's bytes (0 for GPT-2's files)
     uint32_t *bpe_sym;   // scratch: each part's token id (hf)
+    int nfc;             // the normalizer is NFC (tokenizer_nfc.h)
 } Tokenizer;
 
 #define TOK_RANK_NONE UINT32_MAX
@@ -586,6 +587,8 @@ TOK_FN void tok_cache_insert(Tokenizer *t, const unsigned char *p, size_t len, u
     t->cache_count++;
 }
 
+#include "tokenizer_nfc.h"  // NFC, for a tokenizer.json whose normalizer is NFC
+
 // ----------------------------------------------------------------------------
 // encoding
 
@@ -658,10 +661,22 @@ TOK_FN int tok_added_at(const Tokenizer *t, const unsigned char *text, size_t le
     return best;
 }
 
+TOK_FN void tok_encode_added(Tokenizer *t, const unsigned char *text, size_t len, int normalized, int **ids,
+                             size_t *n, size_t *cap);
+
+// Text outside the "normalized": false added tokens: normalized (NFC, when the tokenizer says so),
+// then the "normalized": true added tokens found in it, then the rest pre-tokenised and merged.
+TOK_FN void tok_encode_normalized(Tokenizer *t, const unsigned char *text, size_t len, int **ids, size_t *n, size_t *cap) {
+    unsigned char *norm = NULL;
+    if (t->nfc && tok_nfc_needed(text, len)) { text = norm = tok_nfc(text, len, &len); }
+    if (t->n_added > 0) { tok_encode_added(t, text, len, 1, ids, n, cap); }
+    else { tok_encode_plain(t, text, len, ids, n, cap); }
+    free(norm);
+}
+
 // Hugging Face's AddedVocabulary: the added tokens are found in the text first, leftmost-longest,
 // in two passes: those with "normalized": false in the raw text, then those with "normalized":
-// true in what is between (the same text here: a tokenizer.json with a normalizer is refused).
-// The rest is pre-tokenised and merged.
+// true in what is between, after normalizing it. The rest is pre-tokenised and merged.
 TOK_FN void tok_encode_added(Tokenizer *t, const unsigned char *text, size_t len, int normalized, int **ids,
                              size_t *n, size_t *cap) {
     size_t start = 0, i = 0;
@@ -669,7 +684,7 @@ TOK_FN void tok_encode_added(Tokenizer *t, const unsigned char *text, size_t len
         int k = tok_added_at(t, text, len, i, normalized);
         if (k < 0) { i++; continue; }
         if (i > start) {
-            if (normalized == 0) { tok_encode_added(t, text + start, i - start, 1, ids, n, cap); }
+            if (normalized == 0) { tok_encode_normalized(t, text + start, i - start, ids, n, cap); }
             else { tok_encode_plain(t, text + start, i - start, ids, n, cap); }
         }
         int id = t->added[k].id;
@@ -679,7 +694,7 @@ TOK_FN void tok_encode_added(Tokenizer *t, const unsigned char *text, size_t len
         start = i;
     }
     if (len > start) {
-        if (normalized == 0) { tok_encode_added(t, text + start, len - start, 1, ids, n, cap); }
+        if (normalized == 0) { tok_encode_normalized(t, text + start, len - start, ids, n, cap); }
         else { tok_encode_plain(t, text + start, len - start, ids, n, cap); }
     }
 }
@@ -704,6 +719,7 @@ TOK_FN int tokenizer_encode(Tokenizer *t, const unsigned char *text, size_t len,
     size_t cap = len / 2 + 16, n = 0;
     int *ids = (int *)mallocCheck(cap * sizeof(int));
     if (t->n_added > 0) { tok_encode_added(t, text, len, 0, &ids, &n, &cap); }
+    else if (t->nfc) { tok_encode_normalized(t, text, len, &ids, &n, &cap); }
     else { tok_encode_plain(t, text, len, &ids, &n, &cap); }
     *out_ids = ids;
     *out_n = n;
@@ -752,6 +768,7 @@ TOK_FN void tokenizer_share(Tokenizer *dst, const Tokenizer *src) {
     dst->n_added = src->n_added;
     memcpy(dst->added_first, src->added_first, sizeof(dst->added_first));
     dst->fingerprint = src->fingerprint;
+    dst->nfc = src->nfc;
 }
 
 TOK_FN void tokenizer_free_shared(Tokenizer *t) {

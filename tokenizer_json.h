@@ -14,7 +14,7 @@ encode(text, add_special_tokens=False):
 - decoder: ByteLevel (a token's bytes, concatenated).
 Everything else is refused by name rather than approximated, naming the file and the field:
 WordPiece, Unigram, WordLevel, BPE with byte_fallback, dropout, a subword prefix or suffix, an
-unknown split pattern, any normalizer, add_prefix_space, a truncation or padding setting, added
+unknown split pattern, a normalizer other than NFC (tokenizer_nfc.h), add_prefix_space, a truncation or padding setting, added
 tokens with single_word/lstrip/rstrip. The post_processor (the template that add_special_tokens
 applies) is not used: tokenize puts its own document separator between documents.
 
@@ -193,8 +193,15 @@ TOK_FN void tokenizer_init_json(Tokenizer *t, const char *path) {
     if (norm != NULL && norm->type != JSON_NULL) {
         const char *nt = tj_str(path, norm, "type", "normalizer.type");
         const JsonNode *ns = json_get(norm, "normalizers");
-        if (!(tj_is(nt, "Sequence") && ns && ns->type == JSON_ARRAY && ns->n == 0)) {
-            tj_fail(path, "normalizer", "'%s' is not supported (tokenize does not normalize text; expected null)", nt ? nt : "(no type)");
+        if (tj_is(nt, "Sequence") && ns && ns->type == JSON_ARRAY && ns->n == 1) {
+            nt = tj_str(path, &ns->kids[0], "type", "normalizer.normalizers[0].type");
+            ns = NULL;
+        }
+        if (tj_is(nt, "NFC")) {
+            t->nfc = 1;  // Qwen 2's
+        } else if (!(tj_is(nt, "Sequence") && ns && ns->type == JSON_ARRAY && ns->n == 0)) {
+            tj_fail(path, "normalizer", "'%s' is not supported (the one normalizer implemented is NFC; expected it or null)",
+                    nt ? nt : "(no type)");
         }
     }
     const JsonNode *trunc = json_get(&root, "truncation"), *pad = json_get(&root, "padding");
