@@ -175,7 +175,8 @@ bench-cpu: train_gpt_cpu
 	bash scripts/bench_cpu.sh
 
 # tokenize shards vs tiktoken (one process and llm.c's process pool) on generated text: MB/s, tokens/s,
-# peak RSS (BENCH_DATA_MB=200 by default; BENCH_DATA_RSS_MB=3000 adds one large run for the memory bound)
+# peak RSS (BENCH_DATA_MB=200 by default; BENCH_DATA_RSS_MB=3000 adds one large run for the memory bound);
+# then with a trained 110k-id tokenizer.json beside tokenizers' encode_batch (TORCH_PYTHON) and tiktoken
 bench-data: tokenize
 	$(PYTHON) scripts/bench_data.py --mb $(or $(BENCH_DATA_MB),200) --rss-mb $(or $(BENCH_DATA_RSS_MB),0)
 

@@ -1,13 +1,19 @@
 /*
-GPT-2 tokenizer, header-only, in the style of llm.c.
+GPT-2 tokenizer, and Hugging Face byte-level BPE tokenizers, header-only, in the style of llm.c.
 
-Two ways to load it:
+Three ways to load it:
 - tokenizer_init_bpe(): from OpenAI's published encoder.json + vocab.bpe. This can
   encode and decode. Encoding reproduces tiktoken's "gpt2" encoding (encode_ordinary):
   the same pre-tokenisation regex (implemented by hand below, no regex library) and
   the same byte-pair merge order.
 - tokenizer_init_bin(): from llm.c's tokenizer .bin file (version 1 or 2). Decoding
   only; this is what the trainer uses to print samples.
+- tokenizer_init_json() (tokenizer_json.h): from a Hugging Face tokenizer.json whose model is
+  byte-level BPE (GPT-2, Llama 3, Qwen 2, SmolLM...). Encoding reproduces the `tokenizers`
+  library's encode(text, add_special_tokens=False): its added tokens found first, its NFC
+  normalizer (tokenizer_nfc.h), its pre-tokenizer (GPT-2's pattern, Llama 3's, Qwen 2's, or
+  Digits then GPT-2's, each hand-written below), and its merges by pair rank (tok_bpe_hf).
+  What it cannot honour exactly it refuses by name. See docs/tokenizer.md.
 
 tokenizer_write_bin() writes the llm.c .bin file (version 2).
 
@@ -27,7 +33,8 @@ Known differences from tiktoken:
   characters found no case with GPT-2's vocabulary.
 - Invalid UTF-8 (which tiktoken cannot receive) is split into single "other" bytes.
 - "<|endoftext|>" in the text is ordinary text (tiktoken's encode_ordinary); the EOT
-  id is only produced by callers that insert it explicitly.
+  id is only produced by callers that insert it explicitly. (A tokenizer.json's added tokens
+  in the text are their ids, as the `tokenizers` library makes them.)
 
 Everything is `static` (plus __attribute__((unused)) so that a translation unit
 using only part of the API compiles without -Wunused-function warnings) and
