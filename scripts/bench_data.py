@@ -269,6 +269,11 @@ def main():
             dt, cpu, n, rss = run_tokenize(a, path, os.path.join(tmp, "out"), th)
             print(row % ("./tokenize shards --threads %d" % th, dt, cpu, size / 1e6 / dt, n / 1e6 / dt, size / 1e6 / cpu,
                          "%.0f MiB" % rss) + "   (%.0f MB input, %d tokens)" % (size / 1e6, n))
+            tj = a.json_tokenizer or "/tmp/bench_data_tokenizer_%d.json" % a.json_vocab
+            if not a.skip_json and os.path.exists(tj):  # the same memory bound with the large tokenizer.json
+                dt, cpu, n, rss = run_tokenize(a, path, os.path.join(tmp, "out"), th, tj)
+                print(row % ("./tokenize shards --tokenizer, %d thr" % th, dt, cpu, size / 1e6 / dt, n / 1e6 / dt,
+                             size / 1e6 / cpu, "%.0f MiB" % rss) + "   (%.0f MB input, %d tokens)" % (size / 1e6, n))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
