@@ -7,15 +7,17 @@ Order: batches are numbered as the reader fills them, encoded by whichever threa
 and written strictly in their number's order, so the bytes do not depend on --threads.
 A ring of 2 * threads + 2 batches bounds the memory in flight.
 
-Shards are llm.c's: a 1024-byte header (magic, version, token count) then the tokens, uint16
-(20240520, version 1) when the vocabulary fits, else uint32 (20240801, version 7, llm.c's Llama 3
-form). [NAME_]val_000000.bin holds the first --val-tokens tokens, then train shards of
+Shards: [NAME_]val_000000.bin holds the first --val-tokens tokens, then train shards of
 --shard-tokens each, the last one partial. With --name the train index continues after
 the validation shard's (llm.c's FineWeb layout: NAME_train_000001.bin first); without it
 the older layout is kept (train_000000.bin first). Each shard is written to PATH.tmp,
 fsynced and renamed when complete, so a killed run leaves no partial file under a final
 name. --resume leaves a complete shard that is already there in place, after checking
 that its tokens are the ones this run produces.
+
+Shard format: llm.c's, a 1024-byte header (magic, version, token count) then the tokens, uint16
+(20240520, version 1) when the vocabulary fits, else uint32 (20240801, version 7, llm.c's Llama 3
+form).
 
 Resume state: after each shard is renamed into place, D/[NAME_]shards.state (text, written
 to .tmp and renamed) records the settings and inputs (sizes, modification times) that made
