@@ -220,6 +220,15 @@ def check_errors(res, tool, tmp, good_path):
     j = copy.deepcopy(good); del j["model"]["vocab"]["Ġ"]
     expect("vocab_gap", j, ["bad_vocab_gap.json", "model.vocab", "no token has the id %d" % good["model"]["vocab"]["Ġ"]])
     expect("doc_token_unknown", good, ["--doc-token", "<|nope|>", "is not a token"], cmd="shards", code=2, extra=["--doc-token", "<|nope|>"])
+    r = tool.run(["encode", "--tokenizer", os.path.join(tmp, "nope.json")], b"x")
+    res.check("error_missing_tokenizer_file", r.returncode == 1 and b"--tokenizer " + os.path.join(tmp, "nope.json").encode() + b": cannot open"
+              in r.stderr, r.stderr.decode(errors="replace"))
+    binf = os.path.join(tmp, "llmc_tokenizer.bin")
+    with open(binf, "wb") as f:
+        f.write(struct.pack("<256i", 20240328, 2, 1, 0, *([0] * 252)) + b"\x01a")
+    r = tool.run(["shards", "--tokenizer", binf, "--in", os.path.join(tmp, "docs.txt"), "--out-dir", os.path.join(tmp, "err_out")])
+    res.check("error_encode_with_tokenizer_bin", r.returncode == 2 and b"is not a tokenizer.json" in r.stderr
+              and not os.path.exists(os.path.join(tmp, "err_out")), r.stderr.decode(errors="replace"))
     r = tool.run(["encode", "--tokenizer", good_path], b"ok \xff\xfe bad")
     res.check("error_invalid_utf8_refused", r.returncode == 1 and b"invalid UTF-8 at byte 3" in r.stderr, r.stderr.decode(errors="replace"))
 
