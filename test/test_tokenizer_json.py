@@ -369,6 +369,19 @@ def main():
         check_encode(res, tool, k, paths[k], toks[k], probes if k != "big" else probes[:12])
     for k in ["gpt2", "llama3", "qwen2", "smollm"]:
         check_decode(res, tool, k, paths[k], toks[k], probes, nfc=k == "qwen2")
+    # NFC on generated text full of combining marks (of every order), Hangul jamo, singletons and exclusions: the
+    # ids equal the library's, and they decode to what Python's unicodedata makes of the text
+    r = random.Random(3)
+    pool = [chr(c) for c in list(range(0x300, 0x370)) + [0x5B0, 0x64B, 0x651, 0x93C, 0x94D, 0x9BE, 0x9C7, 0xB3E, 0xBBE, 0xCC2,
+                                                          0x3099, 0x309A, 0x1D165, 0x1D16E, 0x1100, 0x1112, 0x1161, 0x1175, 0x11A8,
+                                                          0x11C2, 0x212B, 0x2126, 0x958, 0x344, 0x340, 0xAC00, 0xAC01, 0x1E9B, 0xF73,
+                                                          0x304B, 0x30AB, 0xB47, 0xDD9, 0xC5, 0x1EA0]] + list("aeoAEOnNcCsS ")
+    text = "\n".join("".join(r.choice(pool) for _ in range(r.randint(1, 60))) for _ in range(150))
+    got = tool.encode(["--tokenizer", paths["qwen2"]], text)
+    want = toks["qwen2"].encode(text, add_special_tokens=False).ids
+    dec = tool.decode(["--tokenizer", paths["qwen2"]], got)
+    res.check("nfc_generated_marks_and_jamo", got == want and dec == unicodedata.normalize("NFC", text).encode(),
+              "ids differ at %d; decoded text %s Python's NFC" % (first_diff(got, want), "is" if dec == unicodedata.normalize("NFC", text).encode() else "is not"))
     # 'ſ (U+017F LONG S): the library's case-insensitive (?i:'s) folds it onto 's', and so does tokenize
     t = toks["llama3"]
     pieces = [p for p, _ in t.pre_tokenizer.pre_tokenize_str("it'ſx")]
