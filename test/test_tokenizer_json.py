@@ -317,6 +317,13 @@ def main():
         return 0
     tool = Tool(a.tokenize)
     tmp = tempfile.mkdtemp(prefix="test_tokenizer_json_")
+    try:
+        return run_checks(a, res, tool, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run_checks(a, res, tool, tmp):
     texts = training_texts(a.text)
     probes = probe_texts()
     toks = {}
@@ -472,7 +479,6 @@ def main():
     with open(os.path.join(tmp, "docs.txt"), "w") as f:
         f.write("one document\n\nanother one\n")
     check_errors(res, tool, tmp, paths["llama3"])
-    shutil.rmtree(tmp, ignore_errors=True)
     print("%d passed, %d failed, %d skipped" % (res.passed, res.failed, res.skipped))
     return 1 if res.failed else 0
 
