@@ -27,7 +27,6 @@ import subprocess
 import sys
 import tempfile
 import unicodedata
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_tokenizer import Results, hard_strings, random_unicode, first_diff  # noqa: E402
