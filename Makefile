@@ -17,7 +17,7 @@ NVCC := $(shell command -v nvcc 2>/dev/null)
 MPICC := $(shell command -v mpicc 2>/dev/null)
 CPU_CC = $(if $(MPICC),$(MPICC) -DUSE_MPI,$(CC))
 
-HEADERS = backend.h utils.h gpt2.h arch.h config.h checkpoint.h dataloader.h tokenizer.h tokenizer_tables.h tokenizer_files.h trainer.h run.h plan.h report.h sample.h fault.h comm.h watchdog.h zero.h zero_layout.h zero_store.h swap.h pipeline.h pipeline_schedule.h checkpoint_format.h model.h timing.h autotune.h eval_mc.h
+HEADERS = backend.h utils.h gpt2.h arch.h config.h checkpoint.h dataloader.h tokenizer.h tokenizer_tables.h tokenizer_utf8.h tokenizer_files.h tokenizer_json.h tokenizer_nfc.h tokenizer_nfc_tables.h json.h trainer.h run.h plan.h report.h sample.h fault.h comm.h watchdog.h zero.h zero_layout.h zero_store.h swap.h pipeline.h pipeline_schedule.h checkpoint_format.h model.h timing.h autotune.h eval_mc.h
 # The CPU build's kernels and host-memory backend, one header per layer family (train_gpt.c includes them).
 CPU_HEADERS = cpu/encoder.h cpu/layernorm.h cpu/matmul.h cpu/attention.h cpu/gelu.h cpu/classifier.h cpu/llama.h cpu/backend.h
 # The CUDA build's kernels and device backend, one header per layer family (train_gpt.cu includes them).
@@ -47,7 +47,7 @@ all: train_gpt_cpu tokenize $(if $(and $(NVCC),$(wildcard train_gpt.cu)),train_g
 train_gpt_cpu: train_gpt.c $(CPU_HEADERS) $(HEADERS) .build-cpu
 	$(CPU_CC) $(CFLAGS) $(URING_FLAGS) $< -o $@ $(LDLIBS) $(URING_LIBS)
 
-tokenize: tokenize.c tokenizer.h tokenizer_tables.h tokenizer_files.h corpus.h shards.h utils.h .build-cpu
+tokenize: tokenize.c tokenizer.h tokenizer_tables.h tokenizer_utf8.h tokenizer_files.h tokenizer_json.h tokenizer_nfc.h tokenizer_nfc_tables.h json.h corpus.h shards.h utils.h .build-cpu
 	$(CC) -O2 -std=gnu11 -Wall -Wextra -Wno-unused-function $< -o $@ $(LDLIBS) -lpthread
 
 test/test_gpt2: test/test_gpt2.c test/check.h train_gpt.c $(CPU_HEADERS) $(HEADERS) .build-cpu
@@ -200,7 +200,8 @@ bench-cpu: train_gpt_cpu
 	bash scripts/bench_cpu.sh
 
 # tokenize shards vs tiktoken (one process and llm.c's process pool) on generated text: MB/s, tokens/s,
-# peak RSS (BENCH_DATA_MB=200 by default; BENCH_DATA_RSS_MB=3000 adds one large run for the memory bound)
+# peak RSS (BENCH_DATA_MB=200 by default; BENCH_DATA_RSS_MB=3000 adds one large run for the memory bound);
+# then with a trained 110k-id tokenizer.json beside tokenizers' encode_batch (TORCH_PYTHON) and tiktoken
 bench-data: tokenize
 	$(PYTHON) scripts/bench_data.py --mb $(or $(BENCH_DATA_MB),200) --rss-mb $(or $(BENCH_DATA_RSS_MB),0)
 

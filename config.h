@@ -57,7 +57,7 @@ typedef struct {
     const char *val_data;       // glob of val shards
     const char *init;           // checkpoint file or "dN"
     const char *out_dir;        // checkpoints go here; NULL = none written
-    const char *tokenizer;      // llm.c tokenizer .bin for decoding samples
+    const char *tokenizer;      // llm.c tokenizer .bin or tokenizer.json for decoding samples
     const char *log_path;       // JSON-lines log
     // batch
     int micro_batch;            // B
@@ -172,7 +172,7 @@ static const OptSpec OPTIONS[] = {
     OPTD("-j", "--val-data", OPT_STR, val_data, "glob of validation token shards (the synthetic corpus has its own)", "none"),
     OPT("-e", "--init", OPT_STR, init, "model .bin (llm.c GPT-2 v3/v5, or a Llama-family file), dN for a fresh GPT-2 of depth N, llama-dN for a fresh Llama, or a Llama preset: smollm-135m, llama-3.2-1b, tinyllama-1.1b, qwen2.5-0.5b (docs/llama.md)"),
     OPTD("-o", "--out-dir", OPT_STR, out_dir, "directory for checkpoints and training state, made with its parents if missing: the run's end is always saved there, -n adds periodic checkpoints (none: nothing is saved)", "none"),
-    OPTD(NULL, "--tokenizer", OPT_STR, tokenizer, "llm.c tokenizer .bin used to decode samples", "tokenizer.bin beside the train shards"),
+    OPTD(NULL, "--tokenizer", OPT_STR, tokenizer, "llm.c tokenizer .bin or Hugging Face tokenizer.json used to decode samples", "tokenizer.bin (else tokenizer.json) beside the train shards"),
     OPTD(NULL, "--log", OPT_STR, log_path, "write a JSON-lines log here (one line per step, and val lines)", "none"),
     OPT("-b", "--micro-batch", OPT_INT, micro_batch, "sequences per micro-batch B"),
     OPT("-t", "--seq-len", OPT_INT, seq_len, "sequence length T, at most the model's"),

@@ -14,8 +14,9 @@ not grow with the corpus. Serves tokenize.c only.
   each document is an 8-byte little-endian byte count, then its UTF-8 bytes; no escaping,
   so the Python side streams Arrow's buffers without encoding JSON.
 - A document longer than a work unit is cut between "letter space letter" (ASCII), where
-  GPT-2's pre-tokeniser always ends a piece, so the pieces encode to the same ids as the
-  whole; the text after a cut is a continuation (no <|endoftext|> before it).
+  GPT-2's, Llama 3's and Qwen 2's pre-tokenisers always end a piece, so the pieces encode to
+  the same ids as the whole (unless a tokenizer.json's added token spans such a place); the
+  text after a cut is a continuation (no document separator before it).
 
 Every error names the input, the line where there is one, and what was expected, then calls
 corpus_die, which runs the caller's cleanup hook (the shard writer removes its temporary).
@@ -159,7 +160,7 @@ typedef struct {
     DocPos *pos;             // where document i starts (meaningful where eot[i] is 1)
     size_t *tend;            // its tokens end at tok[tend[i]] (filled by a worker)
     size_t ndocs, dcap;
-    uint16_t *tok;           // filled by a worker
+    uint32_t *tok;           // filled by a worker (written as uint16 or uint32, shards.h)
     size_t ntok, tcap;
     long long index;         // position in the input order
     int state;

@@ -6,6 +6,11 @@
 // whole state is one counter, resuming is exact, and a rank-of-N view is simple: rank r takes
 // global micro-batches r, r+N, r+2N, ..., so N ranks with accumulation A read exactly the tokens one
 // process reads with accumulation N*A.
+//
+// Shards are llm.c's: a 1024-byte header (magic, version, token count), then the tokens, uint16
+// (magic 20240520, version 1: GPT-2's) or uint32 (20240801, version 7: llm.c's Llama 3 form, for
+// vocabularies over 65,536); each shard says which. A token outside the model's vocabulary is an
+// error naming the shard and the token's position.
 #ifndef DATALOADER_H
 #define DATALOADER_H
 
@@ -15,12 +20,15 @@
 
 #define SHARD_MAGIC 20240520
 #define SHARD_VERSION 1
+#define SHARD_MAGIC_U32 20240801
+#define SHARD_VERSION_U32 7
 #define SHARD_HEADER_BYTES 1024
 
 typedef struct {
     char *path;        // file, or a name for an in-memory shard
     uint16_t *mem;     // in-memory tokens (the synthetic corpus), else NULL
     long ntok;
+    int tok_bytes;     // 2 (uint16 tokens) or 4 (uint32)
     long nwin;         // micro-batch windows in this shard
 } Shard;
 
@@ -43,14 +51,14 @@ typedef struct {
     FILE *fp;
     int fp_shard;
     // the micro-batch just read
-    uint16_t *buf;
+    unsigned char *buf; // B*T+1 tokens as the shard stores them
     int *inputs, *targets;
     int cur_shard;
     long cur_offset;
 } DataLoader;
 
-// Reads and checks a shard's header and size; returns its token count.
-static long shard_check_file(const char *path) {
+// Reads and checks a shard's header and size; returns its token count, and *tok_bytes 2 or 4.
+static long shard_check_file(const char *path, int *tok_bytes) {
     FILE *fp = fopenCheck(path, "rb");
     int header[256];
     fseekCheck(fp, 0, SEEK_END, path);
@@ -59,12 +67,18 @@ static long shard_check_file(const char *path) {
     fseekCheck(fp, 0, SEEK_SET, path);
     freadCheck(header, sizeof(int), 256, fp, path);
     fclose(fp);
-    if (header[0] != SHARD_MAGIC) fatal("%s: bad magic %d, expected %d (not an llm.c token shard?)", path, header[0], SHARD_MAGIC);
-    if (header[1] != SHARD_VERSION) fatal("%s: shard version %d, expected %d", path, header[1], SHARD_VERSION);
+    if (header[0] != SHARD_MAGIC && header[0] != SHARD_MAGIC_U32) {
+        fatal("%s: bad magic %d, expected %d (uint16 tokens) or %d (uint32) (not an llm.c token shard?)", path, header[0],
+              SHARD_MAGIC, SHARD_MAGIC_U32);
+    }
+    int wide = header[0] == SHARD_MAGIC_U32;
+    int want = wide ? SHARD_VERSION_U32 : SHARD_VERSION;
+    if (header[1] != want) fatal("%s: shard version %d, expected %d (for magic %d)", path, header[1], want, header[0]);
+    *tok_bytes = wide ? 4 : 2;
     long n = header[2];
-    if (n < 0 || size != SHARD_HEADER_BYTES + 2 * n) {
+    if (n < 0 || size != SHARD_HEADER_BYTES + (long)*tok_bytes * n) {
         fatal("%s: header says %ld tokens (%ld bytes) but the file has %ld bytes (truncated?)", path, n,
-              SHARD_HEADER_BYTES + 2 * n, size);
+              SHARD_HEADER_BYTES + (long)*tok_bytes * n, size);
     }
     return n;
 }
@@ -92,7 +106,7 @@ static void dataloader_setup(DataLoader *dl, int B, int T, int rank, int world, 
     dl->perm_shard = -1;
     dl->fp = NULL;
     dl->fp_shard = -1;
-    dl->buf = (uint16_t *)mallocCheck((bt + 1) * sizeof(uint16_t));
+    dl->buf = (unsigned char *)mallocCheck((bt + 1) * sizeof(uint32_t));
     dl->inputs = (int *)mallocCheck(bt * sizeof(int));
     dl->targets = (int *)mallocCheck(bt * sizeof(int));
 }
@@ -110,7 +124,7 @@ static void dataloader_init(DataLoader *dl, const char *pattern, const char *fla
     dl->shards = (Shard *)callocCheck(dl->nshards, sizeof(Shard));
     for (int i = 0; i < dl->nshards; i++) {
         dl->shards[i].path = strdup(g.gl_pathv[i]);
-        dl->shards[i].ntok = shard_check_file(g.gl_pathv[i]);
+        dl->shards[i].ntok = shard_check_file(g.gl_pathv[i], &dl->shards[i].tok_bytes);
     }
     globfree(&g);
     dataloader_setup(dl, B, T, rank, world, shuffle, seed, vocab_size);
@@ -125,6 +139,7 @@ static void dataloader_init_memory(DataLoader *dl, const char *name, uint16_t *t
     dl->shards[0].path = strdup(name);
     dl->shards[0].mem = tokens;
     dl->shards[0].ntok = ntok;
+    dl->shards[0].tok_bytes = 2;
     dataloader_setup(dl, B, T, rank, world, shuffle, seed, vocab_size);
 }
 
@@ -189,18 +204,19 @@ static void dataloader_next(DataLoader *dl) {
             dl->fp = fopenCheck(sh->path, "rb");
             dl->fp_shard = s;
         }
-        fseekCheck(dl->fp, SHARD_HEADER_BYTES + off * 2, SEEK_SET, sh->path);
-        freadCheck(dl->buf, sizeof(uint16_t), n, dl->fp, sh->path);
+        fseekCheck(dl->fp, SHARD_HEADER_BYTES + off * sh->tok_bytes, SEEK_SET, sh->path);
+        freadCheck(dl->buf, (size_t)sh->tok_bytes, n, dl->fp, sh->path);
     }
+    const uint16_t *b16 = (const uint16_t *)dl->buf;
+    const uint32_t *b32 = (const uint32_t *)dl->buf;
     for (long i = 0; i < n; i++) {
-        if (dl->buf[i] >= dl->vocab_size) {
-            fatal("%s: token %u at position %ld is outside the model's vocabulary of %d", sh->path, dl->buf[i], off + i,
+        uint32_t tok = sh->tok_bytes == 4 ? b32[i] : b16[i];
+        if (tok >= (uint32_t)dl->vocab_size) {
+            fatal("%s: token %u at position %ld is outside the model's vocabulary of %d", sh->path, tok, off + i,
                   dl->vocab_size);
         }
-    }
-    for (long i = 0; i < n - 1; i++) {
-        dl->inputs[i] = dl->buf[i];
-        dl->targets[i] = dl->buf[i + 1];
+        if (i < n - 1) dl->inputs[i] = (int)tok;
+        if (i > 0) dl->targets[i - 1] = (int)tok;
     }
     dl->cur_shard = s;
     dl->cur_offset = off;

@@ -158,7 +158,8 @@ static void run_setup_world(Run *r, int argc, char **argv) {
 static void run_setup_model(Run *r) {
     TrainConfig *cfg = &r->cfg;
     r->init = cfg->init ? cfg->init : "d2";
-    int vocab = r->synthetic ? SYNTH_VOCAB : 50257;
+    int data_vocab = r->synthetic ? 0 : data_vocab_size(cfg->tokenizer, cfg->train_data);  // sample.h
+    int vocab = r->synthetic ? SYNTH_VOCAB : data_vocab > 0 ? data_vocab : 50257;  // a fresh model takes the data's tokenizer's
     if (model_config_from_descriptor(r->init, vocab, &r->mc)) {
         r->params = (float *)mallocCheck(gpt2_num_params(&r->mc) * sizeof(float));
         gpt2_init_random(&r->mc, r->params, cfg->seed);

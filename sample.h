@@ -1,6 +1,6 @@
 // sample.h: how the loop's samples are drawn and shown. It serves trainer.h's sampling phase (and the
 // generation test, test/test_generate.c): a token drawn from the logits with a uniform draw, and a
-// token id turned into text by the tokenizer file, the synthetic corpus's own letters, or as its id.
+// token id turned into text by the tokenizer file (llm.c .bin or tokenizer.json), the synthetic corpus's own letters, or as its id.
 #ifndef SAMPLE_H
 #define SAMPLE_H
 
@@ -10,10 +10,11 @@
 #include "utils.h"
 #include "dataloader.h"
 #include "tokenizer_files.h"  // tokenizer_init_bin, and tokenizer.h
+#include "tokenizer_json.h"   // tokenizer_init_json: a Hugging Face tokenizer.json
 
 typedef enum {
     DECODE_IDS,        // no tokenizer known: the ids themselves
-    DECODE_TOKENIZER,  // a tokenizer file (--tokenizer, or tokenizer.bin beside the train shards)
+    DECODE_TOKENIZER,  // a tokenizer file (--tokenizer, or tokenizer.bin / tokenizer.json beside the train shards)
     DECODE_SYNTHETIC,  // the synthetic corpus's alphabet
 } DecoderKind;
 
@@ -26,23 +27,31 @@ typedef struct {
     int npend, need;   // bytes held, and the length of the character they start
 } Decoder;
 
-// The decoder for a run: --tokenizer (tokenizer_path), else the synthetic corpus's letters, else the
-// tokenizer.bin that ./tokenize puts beside the shards (first_shard), else ids.
+// Loads an llm.c tokenizer .bin, or a Hugging Face tokenizer.json (told apart by their first bytes).
+static void decoder_load(Decoder *d, const char *path) {
+    if (tokenizer_file_is_json(path)) tokenizer_init_json(&d->tok, path); else tokenizer_init_bin(&d->tok, path);
+    d->kind = DECODE_TOKENIZER;
+}
+
+// The decoder for a run: --tokenizer (tokenizer_path: a .bin or a tokenizer.json), else the synthetic
+// corpus's letters, else the tokenizer.bin, or failing that the tokenizer.json, that ./tokenize puts
+// beside the shards (first_shard), else ids.
 static void decoder_init(Decoder *d, const char *tokenizer_path, int synthetic, const char *first_shard) {
     d->kind = DECODE_IDS;
     d->npend = 0;
     if (tokenizer_path) {
         fclose(fopen_user("--tokenizer", tokenizer_path, "rb"));  // a missing file is named with its flag
-        tokenizer_init_bin(&d->tok, tokenizer_path);
-        d->kind = DECODE_TOKENIZER;
+        decoder_load(d, tokenizer_path);
     } else if (synthetic) {
         d->kind = DECODE_SYNTHETIC;
     } else {
         char guess[4200];
         snprintf(guess, sizeof(guess), "%s", first_shard);
         char *slash = strrchr(guess, '/');
-        if (slash) strcpy(slash + 1, "tokenizer.bin"); else strcpy(guess, "tokenizer.bin");
-        if (file_exists(guess)) { tokenizer_init_bin(&d->tok, guess); d->kind = DECODE_TOKENIZER; }
+        char *name = slash ? slash + 1 : guess;
+        strcpy(name, "tokenizer.bin");
+        if (!file_exists(guess)) strcpy(name, "tokenizer.json");
+        if (file_exists(guess)) decoder_load(d, guess);
     }
 }
 
@@ -50,8 +59,27 @@ static void decoder_free(Decoder *d) {
     if (d->kind == DECODE_TOKENIZER) tokenizer_free(&d->tok);
 }
 
+// The vocabulary size of the tokenizer that made the data (the one decoder_init would load for the first
+// shard matching train_pattern), for a fresh model's embedding; 0 when there is none.
+static int data_vocab_size(const char *tokenizer_path, const char *train_pattern) {
+    Decoder d;
+    glob_t g;
+    char first[4200] = "";
+    if (!tokenizer_path && glob(train_pattern, 0, NULL, &g) == 0) {
+        if (g.gl_pathc > 0) snprintf(first, sizeof(first), "%s", g.gl_pathv[0]);
+        globfree(&g);
+    }
+    if (!tokenizer_path && !first[0]) return 0;
+    decoder_init(&d, tokenizer_path, 0, first);
+    int v = d.kind == DECODE_TOKENIZER ? d.tok.vocab_size : 0;
+    decoder_free(&d);
+    return v;
+}
+
 // The token a sample starts from: the end-of-text token when there is a tokenizer, else 0.
-static int decoder_first_token(Decoder *d) { return d->kind == DECODE_TOKENIZER ? tokenizer_eot(&d->tok) : 0; }
+static int decoder_first_token(Decoder *d) {
+    return d->kind == DECODE_TOKENIZER && tokenizer_eot(&d->tok) >= 0 ? tokenizer_eot(&d->tok) : 0;
+}
 
 // The length of the UTF-8 character a lead byte starts (1 for ASCII), or 0 for a byte no character starts with.
 static int utf8_lead_length(unsigned char b) {
@@ -94,7 +122,8 @@ static void decode_print(Decoder *d, int id) {
     if (d->kind == DECODE_TOKENIZER) {
         int len;
         const unsigned char *b = tokenizer_token_bytes(&d->tok, id, &len);
-        decode_put_bytes(d, b, len);
+        if (b) decode_put_bytes(d, b, len);
+        else { decode_end(d); printf("<%d>", id); }  // a model vocabulary larger than the tokenizer's
     } else if (d->kind == DECODE_SYNTHETIC) {
         putchar(SYNTH_ALPHABET[id % SYNTH_VOCAB]);
     } else {

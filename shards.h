@@ -15,6 +15,10 @@ fsynced and renamed when complete, so a killed run leaves no partial file under 
 name. --resume leaves a complete shard that is already there in place, after checking
 that its tokens are the ones this run produces.
 
+Shard format: llm.c's, a 1024-byte header (magic, version, token count) then the tokens, uint16
+(20240520, version 1) when the vocabulary fits, else uint32 (20240801, version 7, llm.c's Llama 3
+form).
+
 Resume state: after each shard is renamed into place, D/[NAME_]shards.state (text, written
 to .tmp and renamed) records the settings and inputs (sizes, modification times) that made
 the shards, how many are complete, and where the next shard's first token comes from: the
@@ -32,8 +36,10 @@ stream from that document on is the one an uninterrupted run makes.
 #include <signal.h>
 #include "corpus.h"
 
-#define SHARD_MAGIC 20240520
+#define SHARD_MAGIC 20240520     // uint16 tokens (llm.c's GPT-2 shards)
 #define SHARD_VERSION 1
+#define SHARD_MAGIC_U32 20240801 // uint32 tokens (llm.c's Llama 3 shards), for a vocabulary over 65,536
+#define SHARD_VERSION_U32 7
 #define SHARD_HEADER_BYTES 1024
 #define WRITE_BUF_TOKENS (1 << 20)
 
@@ -62,7 +68,8 @@ typedef struct {
     int open, fd;           // fd: the temporary being written
     FILE *cmp;              // --resume: the complete shard being compared instead
     char final[4000];
-    uint16_t *buf;
+    int wide;               // uint32 tokens (SHARD_MAGIC_U32), else uint16
+    unsigned char *buf;     // WRITE_BUF_TOKENS tokens of 2 or 4 bytes
     size_t nbuf;
     long long tokens, shards_written, shards_kept;
     // the resume state (see the top of this file)
@@ -101,27 +108,30 @@ static void write_all(int fd, const void *p, size_t n, off_t at) {
     }
 }
 
-static void shard_header(int32_t *h, long long n) {
+static size_t shard_tok_bytes(const Writer *w) { return w->wide ? 4 : 2; }
+
+static void shard_header(const Writer *w, int32_t *h, long long n) {
     memset(h, 0, SHARD_HEADER_BYTES);
-    h[0] = SHARD_MAGIC;
-    h[1] = SHARD_VERSION;
+    h[0] = w->wide ? SHARD_MAGIC_U32 : SHARD_MAGIC;
+    h[1] = w->wide ? SHARD_VERSION_U32 : SHARD_VERSION;
     h[2] = (int32_t)n;
 }
 
-// a shard's token count, when its header is ours and its size agrees with it; else -1
-static long long shard_count(const char *path) {
+// a shard's token count, when its header is ours (of this run's token width) and its size agrees with it; else -1
+static long long shard_count(const Writer *w, const char *path) {
     struct stat st;
     FILE *f = fopen(path, "rb");
     if (f == NULL) { return -1; }
-    int32_t h[256];
-    int ok = fread(h, 4, 256, f) == 256 && h[0] == SHARD_MAGIC && h[1] == SHARD_VERSION && h[2] >= 0
-             && fstat(fileno(f), &st) == 0 && st.st_size == SHARD_HEADER_BYTES + 2 * (long long)h[2];
+    int32_t h[256], want[256];
+    shard_header(w, want, 0);
+    int ok = fread(h, 4, 256, f) == 256 && h[0] == want[0] && h[1] == want[1] && h[2] >= 0
+             && fstat(fileno(f), &st) == 0 && st.st_size == SHARD_HEADER_BYTES + (long long)shard_tok_bytes(w) * h[2];
     fclose(f);
     return ok ? h[2] : -1;
 }
 
 // a complete shard from an earlier run: its header says the full count, and the size agrees
-static int shard_complete(const char *path, long long want) { return shard_count(path) == want; }
+static int shard_complete(const Writer *w, const char *path, long long want) { return shard_count(w, path) == want; }
 
 // ----------------------------------------------------------------------------
 // the resume state
@@ -199,7 +209,7 @@ static int state_load(Writer *w, DocPos *next, int redo_last) {
     for (int i = 0; i < k; i++) {
         char path[4096];
         shard_path(w, i, path, sizeof(path));
-        long long c = shard_count(path);
+        long long c = shard_count(w, path);
         if (c < 0) {
             corpus_die("--resume: %s records %d complete shard(s), but %s is missing or not a complete shard; remove %s "
                        "to start over", w->state_path, k, path, w->state_path);
@@ -224,7 +234,7 @@ static void writer_open(Writer *w) {
     w->shard_doc = w->doc;
     w->shard_emitted = w->doc_emitted;
     w->open = 1;
-    if (w->resume && shard_target(w) > 0 && shard_complete(w->final, shard_target(w))) {
+    if (w->resume && shard_target(w) > 0 && shard_complete(w, w->final, shard_target(w))) {
         w->cmp = fopen(w->final, "rb");
         if (w->cmp == NULL || fseek(w->cmp, SHARD_HEADER_BYTES, SEEK_SET) != 0) { corpus_die("%s: cannot reopen", w->final); }
         return;
@@ -233,12 +243,12 @@ static void writer_open(Writer *w) {
     w->fd = open(g_tmp_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (w->fd < 0) { int e = errno; g_tmp_path[0] = 0; corpus_die("%s.tmp: cannot create: %s", w->final, strerror(e)); }
     int32_t h[256];
-    shard_header(h, 0);
+    shard_header(w, h, 0);
     write_all(w->fd, h, SHARD_HEADER_BYTES, -1);
 }
 
 static void writer_flush(Writer *w) {
-    if (w->nbuf) { write_all(w->fd, w->buf, w->nbuf * sizeof(uint16_t), -1); }
+    if (w->nbuf) { write_all(w->fd, w->buf, w->nbuf * shard_tok_bytes(w), -1); }
     w->nbuf = 0;
 }
 
@@ -252,7 +262,7 @@ static void writer_close(Writer *w) {
     } else {
         writer_flush(w);
         int32_t h[256];
-        shard_header(h, w->cur);
+        shard_header(w, h, w->cur);
         write_all(w->fd, h, SHARD_HEADER_BYTES, 0);
         if (fsync(w->fd) != 0) { corpus_die("%s: fsync failed: %s", g_tmp_path, strerror(errno)); }
         if (close(w->fd) != 0) { corpus_die("%s: close failed: %s", g_tmp_path, strerror(errno)); }
@@ -270,7 +280,14 @@ static void writer_close(Writer *w) {
 
 // appends tokens to the stream; a full shard is closed only when more tokens follow, so
 // that the end of the input can still move a token from validation to train
-static void writer_put(Writer *w, const uint16_t *t, size_t n) {
+// t[0..n) as the shard stores them (2 or 4 bytes each) into out
+static void shard_pack(const Writer *w, const uint32_t *t, size_t n, unsigned char *out) {
+    if (w->wide) { memcpy(out, t, n * 4); return; }
+    uint16_t *o = (uint16_t *)out;
+    for (size_t i = 0; i < n; i++) { o[i] = (uint16_t)t[i]; }
+}
+
+static void writer_put(Writer *w, const uint32_t *t, size_t n) {
     if (w->skip > 0) {  // --resume: the complete shards hold these
         size_t d = n < (size_t)w->skip ? n : (size_t)w->skip;
         t += d;
@@ -284,10 +301,12 @@ static void writer_put(Writer *w, const uint16_t *t, size_t n) {
         size_t m = (size_t)(shard_target(w) - w->cur);
         if (m > n) { m = n; }
         if (w->cmp) {
-            uint16_t old[4096];
+            unsigned char old[4 * 4096], now[4 * 4096];
+            size_t tb = shard_tok_bytes(w);
             for (size_t i = 0; i < m;) {
                 size_t c = m - i < 4096 ? m - i : 4096;
-                if (fread(old, 2, c, w->cmp) != c || memcmp(old, t + i, c * 2) != 0) {
+                shard_pack(w, t + i, c, now);
+                if (fread(old, tb, c, w->cmp) != c || memcmp(old, now, c * tb) != 0) {
                     corpus_die("--resume: %s holds other tokens than these inputs make (near token %lld); "
                                "remove it, or run without --resume", w->final, w->cur + (long long)i);
                 }
@@ -296,7 +315,7 @@ static void writer_put(Writer *w, const uint16_t *t, size_t n) {
         } else {
             for (size_t i = 0; i < m;) {
                 size_t c = m - i < WRITE_BUF_TOKENS - w->nbuf ? m - i : WRITE_BUF_TOKENS - w->nbuf;
-                memcpy(w->buf + w->nbuf, t + i, c * sizeof(uint16_t));
+                shard_pack(w, t + i, c, w->buf + w->nbuf * shard_tok_bytes(w));
                 w->nbuf += c;
                 i += c;
                 if (w->nbuf == WRITE_BUF_TOKENS) { writer_flush(w); }
@@ -312,7 +331,7 @@ static void writer_put(Writer *w, const uint16_t *t, size_t n) {
 
 // the end of the stream: close the last shard; the train split must not be empty, so a
 // stream that ends inside the validation shard gives its last token to train_*
-static void writer_finish(Writer *w, uint16_t last) {
+static void writer_finish(Writer *w, uint32_t last) {
     if (w->k == 0 && w->open) {
         if (w->cur < 2) { corpus_die("the inputs make %lld token(s): too few for a validation and a train shard", w->cur); }
         if (w->cmp) { corpus_die("--resume: %s is complete but these inputs end inside it; run without --resume", w->final); }
@@ -320,7 +339,7 @@ static void writer_finish(Writer *w, uint16_t last) {
             fprintf(stderr, "tokenize: note: --val-tokens %lld clamped to %lld to leave one train token\n", w->val_tokens, w->cur - 1);
         }
         writer_flush(w);
-        if (ftruncate(w->fd, SHARD_HEADER_BYTES + 2 * (w->cur - 1)) != 0) { corpus_die("%s: truncate failed: %s", g_tmp_path, strerror(errno)); }
+        if (ftruncate(w->fd, SHARD_HEADER_BYTES + (long long)shard_tok_bytes(w) * (w->cur - 1)) != 0) { corpus_die("%s: truncate failed: %s", g_tmp_path, strerror(errno)); }
         w->cur--;
         w->tokens--;
         w->doc_emitted--;
@@ -352,7 +371,7 @@ typedef struct {
     Tokenizer *base;
     Writer *w;
     long long docs;
-    uint16_t last;
+    uint32_t last;
     void (*on_written)(void *ctx);
     void *ctx;
 } Pool;
@@ -363,15 +382,15 @@ static void encode_batch(Tokenizer *t, Batch *b) {
     size_t need = b->len + b->ndocs + 1;  // a token covers at least one byte
     if (need > b->tcap) {
         b->tcap = need;
-        b->tok = (uint16_t *)reallocCheck(b->tok, need * sizeof(uint16_t));
+        b->tok = (uint32_t *)reallocCheck(b->tok, need * sizeof(uint32_t));
     }
     b->ntok = 0;
     for (size_t i = 0; i < b->ndocs; i++) {
-        if (b->eot[i]) { b->tok[b->ntok++] = (uint16_t)tokenizer_eot(t); }
+        if (b->eot[i]) { b->tok[b->ntok++] = (uint32_t)tokenizer_eot(t); }  // the document separator
         int *ids;
         size_t n;
         if (tokenizer_encode(t, b->text + b->off[i], b->dlen[i], &ids, &n) != 0) { exit(1); }
-        for (size_t k = 0; k < n; k++) { b->tok[b->ntok + k] = (uint16_t)ids[k]; }
+        for (size_t k = 0; k < n; k++) { b->tok[b->ntok + k] = (uint32_t)ids[k]; }
         b->ntok += n;
         b->tend[i] = b->ntok;
         free(ids);

@@ -1,9 +1,10 @@
 /*
-Command-line front end to tokenizer.h (GPT-2 BPE, tiktoken-compatible), corpus.h and shards.h.
+Command-line front end to tokenizer.h (GPT-2 BPE, tiktoken-compatible; or a Hugging Face
+tokenizer.json of byte-level BPE, tokenizers-compatible), corpus.h and shards.h.
 
-  ./tokenize encode --encoder E.json --merges V.bpe < in.txt       one id per line
-  ./tokenize decode (--encoder E.json --merges V.bpe | --tokenizer tok.bin) < ids.txt
-  ./tokenize shards --encoder E.json --merges V.bpe --in IN [--in IN ...] --out-dir D [--name NAME] ...
+  ./tokenize encode (--encoder E.json --merges V.bpe | --tokenizer tokenizer.json) < in.txt   one id per line
+  ./tokenize decode (--encoder E.json --merges V.bpe | --tokenizer tok.bin|tokenizer.json) < ids.txt
+  ./tokenize shards (--encoder E.json --merges V.bpe | --tokenizer tokenizer.json) --in IN [--in IN ...] --out-dir D ...
 
 `shards` streams any number of inputs (text, JSON lines, gzip; files, directories, globs,
 stdin) through a pool of threads into llm.c-format token shards of --shard-tokens, and
@@ -31,6 +32,7 @@ Build: gcc -O2 -Wall -Wextra -std=gnu11 tokenize.c -o tokenize -lm -lpthread
 #include <glob.h>
 #include "utils.h"
 #include "tokenizer_files.h"  // tokenizer_init_bpe and _bin, tokenizer_write_bin, and tokenizer.h
+#include "tokenizer_json.h"   // tokenizer_init_json, tokenizer_file_is_json: Hugging Face tokenizer.json
 #include "corpus.h"
 #include "shards.h"
 
@@ -39,13 +41,15 @@ Build: gcc -O2 -Wall -Wextra -std=gnu11 tokenize.c -o tokenize -lm -lpthread
 
 static const char *USAGE =
     "usage:\n"
-    "  tokenize encode --encoder E.json --merges V.bpe < in.txt\n"
+    "  TOK is --encoder E.json --merges V.bpe (GPT-2's files) or --tokenizer tokenizer.json\n"
+    "  (Hugging Face, byte-level BPE: GPT-2's, Llama 3's, Qwen 2's or SmolLM's pre-tokenizer; docs/tokenizer.md)\n"
+    "  tokenize encode TOK < in.txt\n"
     "      encode stdin (raw bytes, UTF-8 text) and print one token id per line\n"
-    "  tokenize decode --encoder E.json --merges V.bpe < ids.txt\n"
+    "  tokenize decode TOK < ids.txt\n"
     "  tokenize decode --tokenizer tok.bin < ids.txt\n"
     "      read token ids (one per line) and write their raw bytes to stdout\n"
-    "  tokenize shards --encoder E.json --merges V.bpe --in IN [--in IN ...] --out-dir D\n"
-    "                  [--name NAME] [--shard-tokens N] [--val-tokens N] [--threads N]\n"
+    "  tokenize shards TOK --in IN [--in IN ...] --out-dir D\n"
+    "                  [--name NAME] [--shard-tokens N] [--val-tokens N] [--threads N] [--doc-token T]\n"
     "                  [--doc-sep STR] [--text-field F] [--format txt|jsonl|framed] [--resume]\n"
     "      IN: a file, a directory (its .txt .jsonl .json files, and .gz of them,\n"
     "      sorted), a quoted glob (sorted) or - (stdin); read in the order given.\n"
@@ -67,6 +71,10 @@ static const char *USAGE =
     "      compared; without a state it reads from the start and keeps the complete\n"
     "      shards after comparing them. --batch-kb (1024): text per work unit.\n"
     "      D is created if missing.\n"
+    "      With --tokenizer tokenizer.json, the separator is <|begin_of_text|> when the\n"
+    "      tokenizer has it, else <|endoftext|> (--doc-token T names any other token),\n"
+    "      the shards hold uint32 ids (llm.c's 20240801, version 7) when the vocabulary\n"
+    "      is over 65536, and D/tokenizer.json is a copy of it.\n"
     "  tokenize --help\n"
     "\n"
     "encoder.json and vocab.bpe are the files OpenAI published for GPT-2.\n"
@@ -103,7 +111,7 @@ static void runtime_error(const char *fmt, ...) {
 typedef struct {
     const char *cmd;
     const char *encoder, *merges, *tokenizer, *out_dir, *doc_sep, *val_tokens;
-    const char *name, *shard_tokens, *threads, *text_field, *format, *batch_kb, *resume;
+    const char *name, *shard_tokens, *threads, *text_field, *format, *batch_kb, *resume, *doc_token;
     const char **in;  // --in, in the order given
     int n_in;
 } Args;
@@ -116,7 +124,8 @@ typedef struct { const char *name; size_t offset; const char *cmds; } FlagSpec;
 static const FlagSpec FLAGS[] = {
     {"--encoder",    offsetof(Args, encoder),    "encode decode shards"},
     {"--merges",     offsetof(Args, merges),     "encode decode shards"},
-    {"--tokenizer",  offsetof(Args, tokenizer),  "decode"},
+    {"--tokenizer",  offsetof(Args, tokenizer),  "encode decode shards"},
+    {"--doc-token",  offsetof(Args, doc_token),  "shards"},
     {"--in",         IN_FLAG,                    "shards"},
     {"--out-dir",    offsetof(Args, out_dir),    "shards"},
     {"--val-tokens", offsetof(Args, val_tokens), "shards"},
@@ -186,10 +195,10 @@ static Args parse_args(int argc, char **argv) {
     }
     // required flags
     int bpe = a.encoder != NULL || a.merges != NULL;
-    if (strcmp(a.cmd, "decode") == 0 && a.tokenizer != NULL) {
-        if (bpe) { usage_error("decode: give either --tokenizer or --encoder/--merges, not both"); }
+    if (a.tokenizer != NULL) {
+        if (bpe) { usage_error("%s: give either --tokenizer or --encoder/--merges, not both", a.cmd); }
     } else {
-        if (a.encoder == NULL) { usage_error("%s: missing required flag '--encoder'", a.cmd); }
+        if (a.encoder == NULL) { usage_error("%s: missing required flag '--encoder' (or --tokenizer tokenizer.json)", a.cmd); }
         if (a.merges == NULL) { usage_error("%s: missing required flag '--merges'", a.cmd); }
     }
     if (strcmp(a.cmd, "shards") == 0) {
@@ -223,7 +232,15 @@ static void check_stdout(void) {
 
 static void load_tokenizer(const Args *a, Tokenizer *t) {
     if (a->tokenizer != NULL) {
-        tokenizer_init_bin(t, a->tokenizer);
+        struct stat st;
+        if (stat(a->tokenizer, &st) != 0) { runtime_error("--tokenizer %s: cannot open: %s", a->tokenizer, strerror(errno)); }
+        if (tokenizer_file_is_json(a->tokenizer)) {
+            tokenizer_init_json(t, a->tokenizer);
+        } else if (strcmp(a->cmd, "decode") == 0) {
+            tokenizer_init_bin(t, a->tokenizer);
+        } else {
+            usage_error("%s: --tokenizer %s is not a tokenizer.json (an llm.c tokenizer.bin can only decode)", a->cmd, a->tokenizer);
+        }
     } else {
         tokenizer_init_bpe(t, a->encoder, a->merges);
     }
@@ -287,6 +304,11 @@ static int cmd_encode(const Args *a) {
     load_tokenizer(a, &t);
     size_t len;
     unsigned char *text = read_stream(stdin, "stdin", &len);
+    if (t.hf) {  // a tokenizer.json encodes text, as `tokenizers` does (a Python str): bytes that are not UTF-8 are refused
+        int bad;
+        size_t ok = utf8_valid_prefix(text, len, 1, &bad);
+        if (bad) { runtime_error("stdin: invalid UTF-8 at byte %zu (a tokenizer.json encodes UTF-8 text only)", ok); }
+    }
     int *ids;
     size_t n;
     if (tokenizer_encode(&t, text, len, &ids, &n) != 0) { exit(1); }
@@ -422,7 +444,21 @@ static unsigned long long vocab_hash(Tokenizer *t) {
         const unsigned char *p = tokenizer_token_bytes(t, id, &len);
         for (int i = 0; i <= len; i++) { h = (h ^ (i < len ? p[i] : 0x100u)) * 1099511628211ULL; }
     }
-    return h;
+    return h ^ t->fingerprint;  // a tokenizer.json's merges, pattern and added tokens too (0 for GPT-2's files)
+}
+
+// the document separator token: --doc-token, else the tokenizer's own (tokenizer_json.h's choice)
+static int doc_token(const Args *a, Tokenizer *t) {
+    if (a->doc_token == NULL) {
+        if (t->eot_token < 0) {
+            usage_error("shards: %s has neither <|begin_of_text|> nor <|endoftext|>; name the token that goes before each "
+                        "document with --doc-token", a->tokenizer);
+        }
+        return t->eot_token;
+    }
+    int id = tokenizer_find_token(t, a->doc_token);
+    if (id < 0) { usage_error("--doc-token: '%s' is not a token of %s", a->doc_token, a->tokenizer ? a->tokenizer : a->encoder); }
+    return id;
 }
 
 // the resume state's lines (shards.h) for the settings that decide the token stream (the
@@ -432,9 +468,16 @@ static char *state_head(const Args *a, const Writer *w, const InputList *in, con
     size_t len = 0, ilen = 0;
     FILE *f = open_memstream(&buf, &len), *fi = open_memstream(&ibuf, &ilen);
     if (f == NULL || fi == NULL) { runtime_error("out of memory"); }
-    fprintf(f, "tokenize-shards-state 1\n--shard-tokens %lld\n--val-tokens %lld\n--name %s\n--doc-sep ", w->shard_tokens,
+    fprintf(f, "tokenize-shards-state 2\n--shard-tokens %lld\n--val-tokens %lld\n--name %s\n--doc-sep ", w->shard_tokens,
             w->val_tokens, a->name ? a->name : "(none)");
     for (const char *c = sep; *c; c++) { fprintf(f, "%02x", (unsigned char)*c); }
+    int dlen;
+    const unsigned char *db = tokenizer_token_bytes(t, t->eot_token, &dlen);
+    int printable = 1;
+    for (int k = 0; k < dlen; k++) { printable &= db[k] > 0x20 && db[k] < 0x7f; }
+    fprintf(f, "\n--doc-token %s", printable ? "" : "hex:");
+    for (int k = 0; k < dlen; k++) { fprintf(f, printable ? "%c" : "%02x", db[k]); }
+    fprintf(f, " (id %d, %s shards)", t->eot_token, w->wide ? "uint32" : "uint16");
     fprintf(f, "\n--text-field %s\n--format %s\ntokenizer %016llx\n", a->text_field ? a->text_field : "text",
             a->format ? a->format : "(by extension)", vocab_hash(t));
     for (int i = 0; i < in->n; i++) {
@@ -527,6 +570,24 @@ static void shards_remove_stale(const Args *a, const Writer *w) {
     }
 }
 
+// D/tokenizer.json: the file the shards were made with, for the trainer's samples and exports
+static void copy_tokenizer_json(const char *src, const char *dir) {
+    char *dst = join_path(dir, "tokenizer.json");
+    char *tmp = join_path(dir, "tokenizer.json.tmp");
+    size_t n;
+    unsigned char *data = tok_read_file(src, &n);
+    FILE *f = fopen(tmp, "wb");
+    if (f == NULL) { runtime_error("%s: cannot create: %s", tmp, strerror(errno)); }
+    int ok = fwrite(data, 1, n, f) == n && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    if (fclose(f) != 0) { ok = 0; }
+    if (!ok) { unlink(tmp); runtime_error("%s: write failed: %s", tmp, strerror(errno)); }
+    if (rename(tmp, dst) != 0) { unlink(tmp); runtime_error("%s: cannot rename to %s: %s", tmp, dst, strerror(errno)); }
+    printf("wrote %s: a copy of %s\n", dst, src);
+    free(data);
+    free(dst);
+    free(tmp);
+}
+
 static int cmd_shards(const Args *a) {
     Writer w;
     memset(&w, 0, sizeof(w));
@@ -550,13 +611,14 @@ static int cmd_shards(const Args *a) {
 
     Tokenizer t;
     load_tokenizer(a, &t);
-    if (t.vocab_size > 65536) { runtime_error("vocab size %d does not fit llm.c's uint16 token shards", t.vocab_size); }
+    t.eot_token = doc_token(a, &t);    // set before the pool shares t with its threads
+    w.wide = t.vocab_size > 65536;     // ids above 65535 need llm.c's uint32 shards
     make_dirs(a->out_dir);
     corpus_cleanup = remove_tmp;
     signal(SIGXFSZ, SIG_IGN);  // a file size limit is then a write error (EFBIG), cleaned up like a full disk
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
-    w.buf = (uint16_t *)mallocCheck(WRITE_BUF_TOKENS * sizeof(uint16_t));
+    w.buf = (unsigned char *)mallocCheck(WRITE_BUF_TOKENS * sizeof(uint32_t));
 
     Pool pool;
     pool_start(&pool, &t, &w, threads, batch_bytes);
@@ -582,8 +644,15 @@ static int cmd_shards(const Args *a) {
     clear_progress();
 
     char *tok_path = join_path(a->out_dir, "tokenizer.bin");
-    tokenizer_write_bin(&t, tok_path);
-    printf("wrote %s: %d tokens in the vocabulary\n", tok_path, t.vocab_size);
+    if (tokenizer_bin_fits(&t)) {
+        tokenizer_write_bin(&t, tok_path);
+        printf("wrote %s: %d tokens in the vocabulary\n", tok_path, t.vocab_size);
+    } else {
+        unlink(tok_path);  // not one of an earlier run's tokenizer
+        fprintf(stderr, "tokenize: note: no %s: a token is empty or over 255 bytes, which llm.c's format cannot hold "
+                        "(the trainer decodes with tokenizer.json)\n", tok_path);
+    }
+    if (a->tokenizer != NULL) { copy_tokenizer_json(a->tokenizer, a->out_dir); }
     sync_dir(a->out_dir);
     double dt = wall_seconds() - pr.t0;
     struct rusage ru;  // the reading and writing thread's own CPU time: the limit when it nears dt

@@ -377,6 +377,16 @@ TOK_FN void tokenizer_init_bpe(Tokenizer *t, const char *encoder_json_path, cons
 // ----------------------------------------------------------------------------
 // llm.c tokenizer .bin file
 
+// whether llm.c's .bin can hold t: every token 1..255 bytes (a tokenizer.json's added token may not be)
+TOK_FN int tokenizer_bin_fits(Tokenizer *t) {
+    for (int id = 0; id < t->vocab_size; id++) {
+        int len;
+        tokenizer_token_bytes(t, id, &len);
+        if (len < 1 || len > 255) { return 0; }
+    }
+    return t->eot_token >= 0;
+}
+
 TOK_FN void tokenizer_write_bin(Tokenizer *t, const char *path) {
     // the format stores lengths in a uint8 and has no room for empty tokens
     for (int id = 0; id < t->vocab_size; id++) {

@@ -19,7 +19,10 @@ tokenizing it (the Parquet files are decoded again, about 8x faster than tokeniz
 the last complete shard again as a check that the stream is the same.
 
 Needs: pip install huggingface_hub pyarrow; GPT-2's encoder.json and vocab.bpe (taken from
-data/ or ../shared/data, else downloaded from OpenAI's public bucket).
+data/ or ../shared/data, else downloaded from OpenAI's public bucket), or --tokenizer: the
+tokenizer.json of the model to continue (Llama 3, Qwen 2, SmolLM: byte-level BPE; read by
+./tokenize itself, see docs/tokenizer.md), whose shards are uint32 when its vocabulary is over
+65,536 and whose document separator is its own (--doc-token to choose another).
 """
 import argparse
 import fnmatch
@@ -93,13 +96,23 @@ def main():
     ap.add_argument("--tokenize", default="./tokenize")
     ap.add_argument("--encoder", default=None)
     ap.add_argument("--merges", default=None)
+    ap.add_argument("--tokenizer", default=None, help="a Hugging Face tokenizer.json (byte-level BPE) instead of GPT-2's files")
+    ap.add_argument("--doc-token", default=None, help="the token before each document (default: the tokenizer's own)")
     a = ap.parse_args()
+    if a.tokenizer and (a.encoder or a.merges):
+        ap.error("give either --tokenizer or --encoder/--merges")
     pattern = a.pattern or (a.subset.rstrip("/") + "/*.parquet" if a.subset else None) \
         or ("data/%s-*.parquet" % a.split if a.split else None) or PRESETS[a.preset]
     if not os.path.exists(a.tokenize):
         subprocess.run(["make", "-s", "tokenize"], check=True)
-    cmd = [a.tokenize, "shards", "--encoder", tokenizer_file(a.encoder, "gpt2_encoder.json"),
-           "--merges", tokenizer_file(a.merges, "gpt2_vocab.bpe"), "--in", "-", "--format", "framed",
+    if a.tokenizer:
+        if not os.path.isfile(a.tokenizer):
+            raise SystemExit("fineweb.py: --tokenizer %s: no such file" % a.tokenizer)
+        tok_args = ["--tokenizer", a.tokenizer] + (["--doc-token", a.doc_token] if a.doc_token else [])
+    else:
+        tok_args = ["--encoder", tokenizer_file(a.encoder, "gpt2_encoder.json"), "--merges", tokenizer_file(a.merges, "gpt2_vocab.bpe")]
+        tok_args += ["--doc-token", a.doc_token] if a.doc_token else []
+    cmd = [a.tokenize, "shards"] + tok_args + ["--in", "-", "--format", "framed",
            "--out-dir", a.out_dir, "--name", a.name, "--shard-tokens", a.shard_tokens, "--resume"]
     if a.val_tokens is not None:
         cmd += ["--val-tokens", a.val_tokens]

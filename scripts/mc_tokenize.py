@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """mc_tokenize.py: a multiple-choice set in text to the token-id JSON lines that train_gpt's --eval-mc reads.
 
-    scripts/mc_tokenize.py IN.jsonl OUT.jsonl [--encoder gpt2_encoder.json --merges gpt2_vocab.bpe]
+    scripts/mc_tokenize.py IN.jsonl OUT.jsonl [--encoder gpt2_encoder.json --merges gpt2_vocab.bpe | --tokenizer tokenizer.json]
 
 Each input line is one example, in one of two forms:
   ours:       {"context": "text", "endings": ["text", ...], "label": k}   endings taken as they are (give
@@ -10,7 +10,10 @@ Each input line is one example, in one of two forms:
               scripts/hellaswag.sh fetches it); as llm.c does, each ending gets a leading space
 Output lines: {"context_tokens": [...], "ending_tokens": [[...], ...], "label": k}. The GPT-2 encoding comes
 from GPT-2's encoder files (found in data/ or ../shared/data, or --encoder/--merges) through tiktoken when
-it is installed, else through ./tokenize (one process per string: slower, the same ids). A label outside the endings is an error naming the line.
+it is installed, else through ./tokenize (one process per string: slower, the same ids). --tokenizer tokenizer.json
+(a Hugging Face byte-level BPE: the model's own, e.g. Llama 3's) encodes with the `tokenizers` library when it is
+installed (encode(text, add_special_tokens=False)), else through ./tokenize --tokenizer, the same ids. A label outside
+the endings is an error naming the line.
 """
 import argparse
 import json
@@ -22,6 +25,29 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 GPT2_PAT = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+
+def run_tokenize(tok_args):
+    tok = os.path.join(ROOT, "tokenize")
+    if not os.path.exists(tok):
+        sys.exit("error: no tiktoken / tokenizers library and no ./tokenize (make tokenize)")
+
+    def enc_tokenize(text):
+        r = subprocess.run([tok, "encode"] + tok_args, input=text.encode(), stdout=subprocess.PIPE, check=True)
+        return [int(x) for x in r.stdout.split()]
+    return enc_tokenize
+
+
+def json_encoder(path):
+    """A tokenizer.json's encoding: the tokenizers library, else ./tokenize --tokenizer (tokenizer_json.h)."""
+    if not os.path.isfile(path):
+        sys.exit("error: --tokenizer %s: no such file" % path)
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        return run_tokenize(["--tokenizer", path])
+    tok = Tokenizer.from_file(path)
+    return lambda text: tok.encode(text, add_special_tokens=False).ids
 
 
 def encoder(args):
@@ -40,14 +66,7 @@ def encoder(args):
                                  special_tokens={"<|endoftext|>": 50256}).encode_ordinary
     except ImportError:
         pass
-    tok = os.path.join(ROOT, "tokenize")
-    if not os.path.exists(tok):
-        sys.exit("error: no tiktoken (pip install tiktoken) and no ./tokenize (make tokenize)")
-
-    def enc_tokenize(text):
-        r = subprocess.run([tok, "encode", "--encoder", e, "--merges", m], input=text.encode(), stdout=subprocess.PIPE, check=True)
-        return [int(x) for x in r.stdout.split()]
-    return enc_tokenize
+    return run_tokenize(["--encoder", e, "--merges", m])
 
 
 def main():
@@ -56,8 +75,11 @@ def main():
     ap.add_argument("output")
     ap.add_argument("--encoder")
     ap.add_argument("--merges")
+    ap.add_argument("--tokenizer", help="a Hugging Face tokenizer.json (byte-level BPE) instead of GPT-2's files")
     a = ap.parse_args()
-    enc = encoder(a)
+    if a.tokenizer and (a.encoder or a.merges):
+        ap.error("give either --tokenizer or --encoder/--merges")
+    enc = json_encoder(a.tokenizer) if a.tokenizer else encoder(a)
     out = []
     with open(a.input, encoding="utf-8") as f:
         for i, line in enumerate(f, 1):

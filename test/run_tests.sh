@@ -79,6 +79,12 @@ else
   skip "tokenizer vs tiktoken and the tinyshakespeare script: no GPT-2 tokenizer files (gpt2_encoder.json, gpt2_vocab.bpe) in $DATA (scripts/tinyshakespeare.sh downloads them and the text into data/; then DATA_DIR=data make test)"
 fi
 
+# tokenizer.json (Hugging Face, byte-level BPE) against the tokenizers library; GPT-2's files and the text when present
+json_args=()
+[ -f "$DATA/gpt2_encoder.json" ] && [ -f "$DATA/gpt2_vocab.bpe" ] && json_args=(--encoder "$DATA/gpt2_encoder.json" --merges "$DATA/gpt2_vocab.bpe")
+[ -f "$DATA/tinyshakespeare.txt" ] && json_args+=(--text "$DATA/tinyshakespeare.txt")
+run_suite "tokenizer.json vs tokenizers" "$TORCH_PY" test/test_tokenizer_json.py --tokenize ./tokenize --train-gpt ./train_gpt_cpu "${json_args[@]}"
+
 if [ -f "$DATA/gpt2_encoder.json" ] && [ -f "$DATA/tinyshakespeare.txt" ]; then
   run_suite "Hugging Face export and import" bash test/test_hf.sh "$DATA"
   run_suite "multiple-choice evaluation (--eval-mc)" bash test/test_eval_mc.sh "$DATA"
