@@ -21,7 +21,7 @@ HEADERS = backend.h utils.h gpt2.h config.h checkpoint.h dataloader.h tokenizer.
 # The CUDA build's kernels and device backend, one header per layer family (train_gpt.cu includes them).
 CUDA_HEADERS = cuda/common.cuh cuda/encoder.cuh cuda/layernorm.cuh cuda/matmul.cuh cuda/async_copy.cuh cuda/block_order.cuh cuda/attention_common.cuh \
   cuda/attention_fp32.cuh cuda/attention_mma.cuh cuda/attention.cuh cuda/decode.cuh cuda/gelu.cuh cuda/classifier.cuh \
-  cuda/adamw.cuh cuda/backend.cuh
+  cuda/adamw.cuh cuda/backend.cuh cuda/llama.cuh
 
 # The build configuration is part of what a binary is made from: installing Open MPI after a first
 # build, or another CC, CFLAGS or nvcc, must rebuild. Each configuration is written to a stamp file

@@ -2,6 +2,7 @@
 // reference), in each precision, and a benchmark of each at GPT-2 124M's shapes. Built and run by
 // `make test-gpu` (check) and `make bench` (bench):
 //   make dev/cuda/kernels && ./dev/cuda/kernels check     # PASS/FAIL per kernel and precision
+//   ./dev/cuda/kernels check llama                         # only the Llama family's (cuda/llama.cuh, GQA)
 //   ./dev/cuda/kernels bench                               # ms and GB/s or TFLOP/s per kernel, bf16
 //                                                          # (fused epilogues and staged classifier beside the unfused)
 // Inputs are random; in bf16 and fp16 they are rounded to that precision first, so both sides see
@@ -14,6 +15,8 @@
 #include "cuda/gelu.cuh"
 #include "cuda/classifier.cuh"
 #include "cuda/backend.cuh"
+#include "cuda/llama.cuh"
+#include "cuda/decode.cuh"
 #include <omp.h>
 #include "timing.h"  // train_gpt.c's profile_peak_flops reads its clock
 #undef PRECISION_DEFAULT
@@ -29,6 +32,15 @@ namespace cpu {
 #define TESTING
 #include "train_gpt.c"
 }
+// The Llama family's CPU reference kernels (check_llama below), in the same namespace. Its GQA_ATT_SAVED_FLOATS (the
+// softmax it keeps) is not the CUDA build's (the logsumexp): kept apart under another name.
+#undef GQA_ATT_SAVED_FLOATS
+namespace cpu {
+#include "cpu/llama.h"
+}
+#define GQA_ATT_SAVED_FLOATS_CPU(B, NH, T) ((size_t)(B) * (NH) * (T) * (T))
+#undef GQA_ATT_SAVED_FLOATS
+#define GQA_ATT_SAVED_FLOATS(B, NH, T) ((size_t)(B) * (NH) * (T))
 
 static uint64_t rng_state = 42;
 static float frand(void) { return random_f32(&rng_state) * 2.0f - 1.0f; }
@@ -329,6 +341,169 @@ static void check_classifier(KernelCase *k) {
     from_dev_x(g1, xa, nl);
     from_dev_x(g2, xb, nl);
     expect("classifier staged in shared memory vs not (bits)", fmax(rel_err(g1, g2, nl), rel_err(gl, gl2, BT)), 0.0);
+}
+
+// ---- the Llama family: cuda/llama.cuh and grouped-query attention against cpu/llama.h ----
+// Kept apart from the GPT-2 checks above. Inputs rounded to the precision first, as above; tolerances tol().
+
+static float *zeros_dev_f(size_t n) { float *d; cudaCheck(cudaMalloc(&d, n * 4 + 16)); cudaCheck(cudaMemset(d, 0, n * 4)); return d; }
+
+// RMSNorm (the residual stream's norm) forward and backward at N rows of C; dinp and dweight start nonzero: the
+// backward adds into both.
+static void check_rmsnorm(int N, int C) {
+    size_t n = (size_t)N * C;
+    float *x = rand_host(n, 2.0f), *w = rand_host(C, 1.0f), *out = (float *)mallocCheck(n * 4), *g = (float *)mallocCheck(n * 4);
+    float *rs = (float *)mallocCheck(N * 4), *grs = (float *)mallocCheck(N * 4);
+    floatX *dx = to_dev_x(x, n), *dw = to_dev_x(w, C), *dout_x = to_dev_x(x, n);
+    float *drs = zeros_dev_f(N);
+    rmsnorm_forward(dout_x, drs, dx, dw, N, C, 1e-5f);
+    cpu::rmsnorm_forward(out, rs, x, w, N, C, 1e-5f);
+    from_dev_x(g, dout_x, n);
+    expect("rmsnorm_forward", rel_err(g, out, n), tol());
+    from_dev_f(grs, drs, N);
+    expect("rmsnorm_forward rstd", rel_err(grs, rs, N), 1e-5);  // fp32 statistics of the same inputs
+    float *d = rand_host(n, 1.0f), *di = rand_host(n, 1.0f), *dW = rand_host(C, 1.0f);
+    floatX *dd = to_dev_x(d, n), *ddi = to_dev_x(di, n);
+    float *ddW = to_dev_f(dW, C);
+    rmsnorm_backward(ddi, ddW, dd, dx, dw, drs, N, C);
+    cpu::rmsnorm_backward(di, dW, d, x, w, rs, N, C);
+    from_dev_x(g, ddi, n);
+    expect("rmsnorm_backward dinp (accumulated)", rel_err(g, di, n), tol());
+    float *hw = (float *)mallocCheck(C * 4);
+    from_dev_f(hw, ddW, C);
+    expect("rmsnorm_backward dweight (added)", rel_err(hw, dW, C), tol());
+}
+
+// QK-norm and RoPE on a packed qkv of BT = B T rows, (NH + 2 KV) hd wide; SwiGLU at H hidden units.
+static void check_llama_elementwise(int B, int T, int NH, int KV, int hd, int H) {
+    const int BT = B * T, nk = NH + KV;
+    const size_t n = (size_t)BT * (NH + 2 * KV) * hd, nr = (size_t)BT * nk;
+    float *x = rand_host(n, 2.0f), *qw = rand_host(hd, 1.0f), *kw = rand_host(hd, 1.0f);
+    float *out = (float *)mallocCheck(n * 4), *g = (float *)mallocCheck(n * 4), *rs = (float *)mallocCheck(nr * 4);
+    floatX *dx = to_dev_x(x, n), *dqw = to_dev_x(qw, hd), *dkw = to_dev_x(kw, hd), *dout_x = to_dev_x(x, n);
+    float *drs = zeros_dev_f(nr);
+    qknorm_forward(dout_x, drs, dx, dqw, dkw, BT, NH, KV, hd, 1e-6f);
+    cpu::qknorm_forward(out, rs, x, qw, kw, BT, NH, KV, hd, 1e-6f);
+    from_dev_x(g, dout_x, n);
+    expect("qknorm_forward", rel_err(g, out, n), tol());
+    float *d = rand_host(n, 1.0f), *di = (float *)mallocCheck(n * 4), *dq = rand_host(hd, 1.0f), *dk = rand_host(hd, 1.0f);
+    floatX *dd = to_dev_x(d, n), *ddi = to_dev_x(x, n);  // dinp starts as something else: it is overwritten
+    float *ddq = to_dev_f(dq, hd), *ddk = to_dev_f(dk, hd);
+    qknorm_backward(ddi, ddq, ddk, dd, dx, dqw, dkw, drs, BT, NH, KV, hd);
+    cpu::qknorm_backward(di, dq, dk, d, x, qw, kw, rs, BT, NH, KV, hd);
+    from_dev_x(g, ddi, n);
+    expect("qknorm_backward dinp", rel_err(g, di, n), tol());
+    float *hw = (float *)mallocCheck(hd * 4);
+    from_dev_f(hw, ddq, hd);
+    expect("qknorm_backward dq_w (added)", rel_err(hw, dq, hd), tol());
+    from_dev_f(hw, ddk, hd);
+    expect("qknorm_backward dk_w (added)", rel_err(hw, dk, hd), tol());
+    // RoPE with Llama 3.1's scaling (original_max_pos small enough that T crosses all three bands), in place
+    {
+        cpu::RopeParams p = {1, 500000.0f, 8.0f, 1.0f, 4.0f, 16};
+        const size_t nt = (size_t)T * (hd / 2);
+        float *ct = (float *)mallocCheck(nt * 4), *st = (float *)mallocCheck(nt * 4);
+        cpu::rope_table(ct, st, T, hd, &p);
+        float *dct = to_dev_f(ct, nt), *dst = to_dev_f(st, nt);
+        floatX *dq2 = to_dev_x(x, n);
+        memcpy(out, x, n * 4);
+        rope_forward(dq2, dct, dst, B, T, NH, KV, hd);
+        cpu::rope_forward(out, ct, st, B, T, NH, KV, hd);
+        from_dev_x(g, dq2, n);
+        expect("rope_forward (llama3 scaling, in place)", rel_err(g, out, n), tol());
+        floatX *dd2 = to_dev_x(d, n);
+        memcpy(out, d, n * 4);
+        rope_backward(dd2, dct, dst, B, T, NH, KV, hd);
+        cpu::rope_backward(out, ct, st, B, T, NH, KV, hd);
+        from_dev_x(g, dd2, n);
+        expect("rope_backward (in place)", rel_err(g, out, n), tol());
+    }
+    // SwiGLU on the packed (up | gate) fc output
+    const size_t n2 = (size_t)BT * 2 * H, n1 = (size_t)BT * H;
+    float *fc = rand_host(n2, 3.0f), *so = (float *)mallocCheck(n2 * 4), *sg = (float *)mallocCheck(n2 * 4);
+    floatX *dfc = to_dev_x(fc, n2), *dso = to_dev_x(fc, n1);
+    swiglu_forward(dso, dfc, BT, H);
+    cpu::swiglu_forward(so, fc, BT, H);
+    from_dev_x(sg, dso, n1);
+    expect("swiglu_forward", rel_err(sg, so, n1), tol());
+    float *sd = rand_host(n1, 1.0f);
+    floatX *dsd = to_dev_x(sd, n1), *dsi = to_dev_x(fc, n2);
+    swiglu_backward(dsi, dsd, dfc, BT, H);
+    cpu::swiglu_backward(so, sd, fc, BT, H);
+    from_dev_x(sg, dsi, n2);
+    expect("swiglu_backward dinp (up | gate)", rel_err(sg, so, n2), tol());
+}
+
+// Grouped-query attention (cuda/attention.cuh's flash kernels, cuda/decode.cuh's decoder) against cpu/llama.h's, on a
+// packed qkv of NH query, KV key and KV value heads of hd. With KV = NH the same calls must give GPT-2's attention's
+// bits (attention_forward, attention_backward: one block runs both families).
+static bool same_bits(const floatX *a, const floatX *b, size_t n) {
+    void *ha = mallocCheck(n * x_bytes), *hb = mallocCheck(n * x_bytes);
+    cudaCheck(cudaMemcpy(ha, a, n * x_bytes, cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(hb, b, n * x_bytes, cudaMemcpyDeviceToHost));
+    bool same = memcmp(ha, hb, n * x_bytes) == 0;
+    free(ha); free(hb);
+    return same;
+}
+
+static void check_gqa(int B, int T, int NH, int KV, int hd) {
+    const int R = (NH + 2 * KV) * hd, C = NH * hd;
+    const size_t BT = (size_t)B * T, nq = BT * R, no = BT * C;
+    char what[96];
+    float *qkv = rand_host(nq, 1.0f), *dout = rand_host(no, 1.0f);
+    float *out = (float *)mallocCheck(no * 4), *att = (float *)mallocCheck(GQA_ATT_SAVED_FLOATS_CPU(B, NH, T) * 4);
+    float *g = (float *)mallocCheck(nq * 4), *dq = (float *)mallocCheck(nq * 4);
+    floatX *dqkv_in = to_dev_x(qkv, nq), *ddout = to_dev_x(dout, no), *dout_x = to_dev_x(out, no), *ddq = to_dev_x(dq, nq);
+    float *lse = zeros_dev_f((size_t)B * NH * T);
+    gqa_attention_forward(dout_x, lse, dqkv_in, B, T, NH, KV, hd);
+    cpu::gqa_attention_forward(out, att, qkv, B, T, NH, KV, hd);
+    from_dev_x(g, dout_x, no);
+    snprintf(what, sizeof(what), "gqa_attention_forward NH=%d KV=%d hd=%d", NH, KV, hd);
+    expect(what, rel_err(g, out, no), tol());
+    gqa_attention_backward(ddq, ddout, dqkv_in, dout_x, lse, B, T, NH, KV, hd);
+    cpu::gqa_attention_backward(dq, dout, qkv, att, B, T, NH, KV, hd);
+    from_dev_x(g, ddq, nq);
+    snprintf(what, sizeof(what), "gqa_attention_backward dqkv NH=%d KV=%d hd=%d", NH, KV, hd);
+    expect(what, rel_err(g, dq, nq), tol());
+    if (KV == NH) {  // GPT-2's launchers on the same inputs: the same bits
+        floatX *o2 = to_dev_x(out, no), *d2 = to_dev_x(dq, nq);
+        float *lse2 = zeros_dev_f((size_t)B * NH * T);
+        attention_forward(o2, lse2, dqkv_in, B, T, C, NH);
+        attention_backward(d2, ddout, dqkv_in, o2, lse2, B, T, C, NH);
+        expect("gqa_attention_* with KV = NH vs attention_* (bits differ)", (double)(!same_bits(o2, dout_x, no) + !same_bits(d2, ddq, nq)), 0.0);
+    }
+    // the decoder: batch row 0's rows 0..t stored in the key/value cache, then the new token's attention
+    const int t = T - 1;
+    const size_t kvd = (size_t)KV * hd;
+    floatX *kc = to_dev_x(qkv, (size_t)T * kvd), *vc = to_dev_x(qkv, (size_t)T * kvd), *dec = to_dev_x(out, C);
+    float *hk = (float *)mallocCheck((size_t)T * kvd * 4), *hv = (float *)mallocCheck((size_t)T * kvd * 4);
+    for (int r = 0; r <= t; r++) {
+        kv_cache_store(kc, vc, (const floatX *)((const char *)dqkv_in + (size_t)r * R * x_bytes), r, NH, KV, hd);
+        cpu::kv_cache_store(hk, hv, qkv + (size_t)r * R, r, NH, KV, hd);
+    }
+    gqa_attention_decode(dec, (const floatX *)((const char *)dqkv_in + (size_t)t * R * x_bytes), kc, vc, t, NH, KV, hd);
+    cpu::gqa_attention_decode(out, qkv + (size_t)t * R, hk, hv, t, NH, KV, hd);
+    from_dev_x(g, dec, C);
+    snprintf(what, sizeof(what), "gqa_attention_decode (kv_cache_store) at t=%d KV=%d", t, KV);
+    expect(what, rel_err(g, out, C), tol());
+    if (KV == NH && B == 1) {  // GPT-2's decoder reads the qkv rows themselves: the same bits
+        floatX *dec2 = to_dev_x(out, C);
+        attention_decode(dec2, dqkv_in, t, C, NH);
+        expect("gqa_attention_decode with KV = NH vs attention_decode (bits differ)", (double)!same_bits(dec, dec2, C), 0.0);
+    }
+}
+
+static void check_llama(void) {
+    check_rmsnorm(128, 64);     // the test model's width, vectors of 16 bytes
+    check_rmsnorm(111, 48);     // 111 rows: the chunks of rows ragged
+    check_rmsnorm(70, 36);      // one value a thread (36 % 8 != 0)
+    check_rmsnorm(3 * 200, 1600);  // over 48 KiB of shared memory in the backward
+    check_llama_elementwise(2, 64, 4, 1, 16, 96);   // MQA, hd 16
+    check_llama_elementwise(2, 37, 6, 2, 32, 80);   // GQA 3:1, ragged T
+    check_llama_elementwise(1, 50, 4, 4, 10, 33);   // KV = NH, hd 10 (odd half), H odd
+    check_gqa(2, 64, 4, 1, 16);    // multi-query
+    check_gqa(1, 100, 8, 2, 32);   // 4:1, ragged T over two tiles
+    check_gqa(1, 70, 4, 4, 16);    // KV = NH: GPT-2's bits
 }
 
 static void check_all(int B, int T, int C, int NH, int V, int Vp) {
@@ -686,6 +861,14 @@ int main(int argc, char **argv) {
         return 0;
     }
     const int precs[3] = {PREC_FP32, PREC_BF16, PREC_FP16};
+    if (argc > 2 && strcmp(argv[2], "llama") == 0) {  // `check llama`: only the Llama family's kernels
+        for (int i = 0; i < 3; i++) {
+            x_prec = precs[i]; x_bytes = x_prec == PREC_FP32 ? 4 : 2;
+            check_llama();
+        }
+        printf("%d passed, %d failed\n", passes, fails);
+        return fails ? 1 : 0;
+    }
     for (int i = 0; i < 3; i++) {
         x_prec = precs[i]; x_bytes = x_prec == PREC_FP32 ? 4 : 2;
         check_all(2, 64, 64, 4, 101, 128);     // the test model's shapes (hs 16)
@@ -696,6 +879,7 @@ int main(int argc, char **argv) {
         check_all(3, 37, 48, 3, 77, 128);       // hs 16, C not a multiple of 64, B*T = 111 rows (no block size divides it)
         check_rows(8, 256, 64);    // 2048 rows: several rows per warp of LayerNorm's backward chunks (64 x 8 warps)
         check_rows(3, 200, 1024);  // C = 1024: LayerNorm's backward over 48 KiB of shared memory
+        check_llama();
     }
     check_stochastic_rounding();
     check_backend();
