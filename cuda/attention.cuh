@@ -176,14 +176,15 @@ static void attention_backward(floatX *dqkv, const floatX *dout, const floatX *q
     });
 }
 
-// Grouped-query attention (the Llama family), cpu/llama.h's names and argument order: qkv (B, T, (NH + 2 KV) hd),
+// Grouped-query attention (the Llama family), backend.h's attention_gqa_* (cpu/llama.h's gqa_attention_* in the CPU
+// build): qkv (B, T, (NH + 2 KV) hd),
 // out (B, T, NH hd); att keeps each query row's logsumexp (B, NH, T) as attention_forward's does, not the CPU
 // build's softmax. The backward takes the forward's output as GPT-2's attention_backward does (its row dots D).
 // KV = NH runs GPT-2's kernels on the same addresses: the same bits as attention_forward and attention_backward.
-static void gqa_attention_forward(floatX *out, float *att, const floatX *qkv, int B, int T, int NH, int KV, int hd) {
+static void attention_gqa_forward(floatX *out, float *att, const floatX *qkv, int B, int T, int NH, int KV, int hd) {
     WITH_X(flash_attention_forward((xt *)out, att, (const xt *)qkv, B, T, NH * hd, NH, main_stream, KV));
 }
-static void gqa_attention_backward(floatX *dqkv, const floatX *dout, const floatX *qkv, const floatX *out, const float *att,
+static void attention_gqa_backward(floatX *dqkv, const floatX *dout, const floatX *qkv, const floatX *out, const float *att,
                                    int B, int T, int NH, int KV, int hd) {
     WITH_X({
         const size_t n = attn_bwd_scratch_floats(sizeof(xt), B, T, NH * hd, NH);
@@ -192,7 +193,6 @@ static void gqa_attention_backward(floatX *dqkv, const floatX *dout, const float
                                  main_stream, KV);
     });
 }
-#define GQA_ATT_SAVED_FLOATS(B, NH, T) ((size_t)(B) * (NH) * (T))
 
 // Attention keeps only each row's logsumexp (B, NH, T) for backward, which recomputes the softmax.
 #define ATT_SAVED_FLOATS(B, NH, T) ((size_t)(B) * (NH) * (T))

@@ -93,9 +93,9 @@ static void kv_cache_store(floatX *kcache, floatX *vcache, const floatX *qkv_row
 
 // One new token (q: NH hd, after RoPE; its key and value already stored at row t) over cache rows 0..t; query head h
 // reads the cache's key/value head h / (NH / KV) in place.
-static void gqa_attention_decode(floatX *out, const floatX *q, const floatX *kcache, const floatX *vcache, int t, int NH,
+static void attention_gqa_decode(floatX *out, const floatX *q, const floatX *kcache, const floatX *vcache, int t, int NH,
                                  int KV, int hd) {
-    attention_decode_launch(out, q, kcache, vcache, (long)KV * hd, t, NH, hd, NH / KV, "gqa_attention_decode");
+    attention_decode_launch(out, q, kcache, vcache, (long)KV * hd, t, NH, hd, NH / KV, "attention_gqa_decode");
 }
 
 #endif  // CUDA_DECODE_CUH

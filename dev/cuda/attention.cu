@@ -38,6 +38,13 @@
 //    work on the tile, and in steady state the block before it finished that tile one step earlier. The 7-product
 //    kernels (a dQ kernel that recomputes S and dP) are in attention_v2.cuh. fp32: a row-dot kernel, then dK/dV,
 //    then dQ, unchanged.
+//  * Grouped-query attention (the Llama family, issue 35): qkv rows of NH query heads, then KV key and KV value
+//    heads (C + 2 KV hs); query head h reads key/value head h / (NH / KV) in place, no copy to full width. The
+//    forward and dQ blocks are per query head as before; the dK/dV blocks (fp32: attn_bwd_dkdv_kernel; 16-bit:
+//    attn_tc_bwd_kernel) are per key/value head and walk the group's query heads in order, so dK and dV are summed
+//    over the group in registers in a fixed order; the 16-bit kernel's dQ turns are per query head as before.
+//    KV = NH is the old kernels step for step: the GPT-2 shapes print the same bits as before GQA. The GQA shapes
+//    (4:1, multi-query, 2:1, hs 128 multi-query) are checked against the float64 reference's GQA form.
 //  * Registers (ptxas, nvcc 13.0, sm_90a; bf16 and fp16 alike), hs 64 / 128: forward 128 / 223, no spills (v1:
 //    160 / 254 at half the threads per block); backward (5 products) 255 / 255, 12 / 448 bytes spilled (stores;
 //    24 / 556 loaded), hs 16 / 32: 126 / 166, none; v2's dQ 205 / 255 (16 bytes spilled at 128) and dK/dV 250 /
@@ -221,10 +228,11 @@ template <typename F> static float time_ms(F &&f, int warmup, int iters) {
 // TFLOP/s in FlashAttention's convention (causal: forward 4 B NH T^2 hs / 2, backward 2.5 x forward; the
 // backward's row dot and recomputation are not counted). dev/bench_sdpa.py prints PyTorch's at the same shapes.
 template <typename floatT>
-static void run_bench(int B, int T, int C, int NH) {
-    const long nqkv = (long)B * T * 3 * C, nout = (long)B * T * C, nlse = (long)B * NH * T;
+static void run_bench(int B, int T, int C, int NH, int KV = 0) {
+    if (KV <= 0) KV = NH;
+    const long kvw = (long)KV * (C / NH), nqkv = (long)B * T * (C + 2 * kvw), nout = (long)B * T * C, nlse = (long)B * NH * T;
     std::vector<float> qkv(nqkv), dout(nout);
-    attn_make_inputs(qkv.data(), dout.data(), B, T, C, 1.0f, 7);
+    attn_make_inputs(qkv.data(), dout.data(), B, T, C, 1.0f, 7, kvw);
     std::vector<floatT> qkv_t(nqkv), dout_t(nout);
     for (long i = 0; i < nqkv; i++) qkv_t[i] = attn_from_float<floatT>(qkv[i]);
     for (long i = 0; i < nout; i++) dout_t[i] = attn_from_float<floatT>(dout[i]);
@@ -240,18 +248,20 @@ static void run_bench(int B, int T, int C, int NH) {
     cudaCheck(cudaMemcpy(d_dout, dout_t.data(), nout * sizeof(floatT), cudaMemcpyHostToDevice));
     const int warmup = 3, iters = 20;
     const double fwd_flops = 4.0 * B * NH * (double)T * T * ((double)C / NH) / 2.0, bwd_flops = 2.5 * fwd_flops;
-    const float f_new = time_ms([&] { flash_attention_forward(d_out, d_lse, d_qkv, B, T, C, NH, 0); }, warmup, iters);
+    const float f_new = time_ms([&] { flash_attention_forward(d_out, d_lse, d_qkv, B, T, C, NH, 0, KV); }, warmup, iters);
     const float b_new = time_ms([&] {
-        flash_attention_backward(d_dqkv, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, 0); }, warmup, iters);
+        flash_attention_backward(d_dqkv, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, 0, KV); }, warmup, iters);
     float f_v1 = 0.0f, b_v1 = 0.0f, b_v2 = 0.0f;
-    if constexpr (sizeof(floatT) == 2) {
+    if constexpr (sizeof(floatT) == 2) if (KV == NH) {  // v1 and v2 are multi-head only
         f_v1 = time_ms([&] { attn_v1_forward(d_out, d_lse, d_qkv, B, T, C, NH, 0); }, warmup, iters);
         b_v1 = time_ms([&] { attn_v1_backward(d_dqkv, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, 0); }, warmup, iters);
         b_v2 = time_ms([&] { attn_v2_backward(d_dqkv, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, 0); }, warmup, iters);
     }
     auto tf = [](double flops, float ms) { return ms > 0.0f ? flops / (ms * 1e-3) / 1e12 : 0.0; };
-    printf("bench %-5s %3d %5d %3d %4d | %8.3f %7.1f %7.1f | %8.3f %7.1f %7.1f %7.1f\n", attn_type_name<floatT>(), B, T,
-           NH, C / NH, f_new, tf(fwd_flops, f_new), tf(fwd_flops, f_v1), b_new, tf(bwd_flops, b_new), tf(bwd_flops, b_v2),
+    char kvs[16] = "";
+    if (KV != NH) snprintf(kvs, sizeof(kvs), " (KV %d)", KV);
+    printf("bench %-5s %3d %5d %3d%s %4d | %8.3f %7.1f %7.1f | %8.3f %7.1f %7.1f %7.1f\n", attn_type_name<floatT>(), B, T,
+           NH, kvs, C / NH, f_new, tf(fwd_flops, f_new), tf(fwd_flops, f_v1), b_new, tf(bwd_flops, b_new), tf(bwd_flops, b_v2),
            tf(bwd_flops, b_v1));
     cudaCheck(cudaFree(d_qkv));
     cudaCheck(cudaFree(d_dout));
@@ -271,6 +281,10 @@ static void bench_table(void) {
             run_bench<__half>(16384 / T, T, 768, 768 / hs);
         }
     run_bench<__nv_bfloat16>(8, 1024, 768, 12);
+    // grouped-query attention at the same shape (the Llama family's d12 width): 4:1 and multi-query; the FLOPs are
+    // the same as multi-head's, K and V are read NH / KV times fewer
+    run_bench<__nv_bfloat16>(8, 1024, 768, 12, 3);
+    run_bench<__nv_bfloat16>(8, 1024, 768, 12, 1);
 }
 
 int main(int argc, char **argv) {

@@ -32,15 +32,11 @@ namespace cpu {
 #define TESTING
 #include "train_gpt.c"
 }
-// The Llama family's CPU reference kernels (check_llama below), in the same namespace. Its GQA_ATT_SAVED_FLOATS (the
-// softmax it keeps) is not the CUDA build's (the logsumexp): kept apart under another name.
-#undef GQA_ATT_SAVED_FLOATS
+// The Llama family's CPU reference kernels (check_llama below), in the same namespace (a no-op where train_gpt.c
+// already brought them in).
 namespace cpu {
 #include "cpu/llama.h"
 }
-#define GQA_ATT_SAVED_FLOATS_CPU(B, NH, T) ((size_t)(B) * (NH) * (T) * (T))
-#undef GQA_ATT_SAVED_FLOATS
-#define GQA_ATT_SAVED_FLOATS(B, NH, T) ((size_t)(B) * (NH) * (T))
 
 static uint64_t rng_state = 42;
 static float frand(void) { return random_f32(&rng_state) * 2.0f - 1.0f; }
@@ -374,6 +370,15 @@ static void check_rmsnorm(int N, int C) {
     expect("rmsnorm_backward dweight (added)", rel_err(hw, dW, C), tol());
 }
 
+// RoPE's angle tables on the host by the CPU build's rope_table (cpu/llama.h's here; where arch.h holds it, outside
+// namespace cpu: the using-directive finds either), with Llama 3.1's scaling and an original_max_pos small enough
+// that the checks' positions cross all three bands.
+static void host_rope_table(float *cos_t, float *sin_t, int maxT, int hd) {
+    using namespace cpu;
+    RopeParams p = {1, 500000.0f, 8.0f, 1.0f, 4.0f, 16};
+    rope_table(cos_t, sin_t, maxT, hd, &p);
+}
+
 // QK-norm and RoPE on a packed qkv of BT = B T rows, (NH + 2 KV) hd wide; SwiGLU at H hidden units.
 static void check_llama_elementwise(int B, int T, int NH, int KV, int hd, int H) {
     const int BT = B * T, nk = NH + KV;
@@ -400,10 +405,9 @@ static void check_llama_elementwise(int B, int T, int NH, int KV, int hd, int H)
     expect("qknorm_backward dk_w (added)", rel_err(hw, dk, hd), tol());
     // RoPE with Llama 3.1's scaling (original_max_pos small enough that T crosses all three bands), in place
     {
-        cpu::RopeParams p = {1, 500000.0f, 8.0f, 1.0f, 4.0f, 16};
         const size_t nt = (size_t)T * (hd / 2);
         float *ct = (float *)mallocCheck(nt * 4), *st = (float *)mallocCheck(nt * 4);
-        cpu::rope_table(ct, st, T, hd, &p);
+        host_rope_table(ct, st, T, hd);
         float *dct = to_dev_f(ct, nt), *dst = to_dev_f(st, nt);
         floatX *dq2 = to_dev_x(x, n);
         memcpy(out, x, n * 4);
@@ -434,7 +438,8 @@ static void check_llama_elementwise(int B, int T, int NH, int KV, int hd, int H)
     expect("swiglu_backward dinp (up | gate)", rel_err(sg, so, n2), tol());
 }
 
-// Grouped-query attention (cuda/attention.cuh's flash kernels, cuda/decode.cuh's decoder) against cpu/llama.h's, on a
+// Grouped-query attention (backend.h's attention_gqa_*: cuda/attention.cuh's flash kernels, cuda/decode.cuh's decoder)
+// against cpu/llama.h's gqa_attention_*, on a
 // packed qkv of NH query, KV key and KV value heads of hd. With KV = NH the same calls must give GPT-2's attention's
 // bits (attention_forward, attention_backward: one block runs both families).
 static bool same_bits(const floatX *a, const floatX *b, size_t n) {
@@ -451,26 +456,26 @@ static void check_gqa(int B, int T, int NH, int KV, int hd) {
     const size_t BT = (size_t)B * T, nq = BT * R, no = BT * C;
     char what[96];
     float *qkv = rand_host(nq, 1.0f), *dout = rand_host(no, 1.0f);
-    float *out = (float *)mallocCheck(no * 4), *att = (float *)mallocCheck(GQA_ATT_SAVED_FLOATS_CPU(B, NH, T) * 4);
+    float *out = (float *)mallocCheck(no * 4), *att = (float *)mallocCheck((size_t)B * NH * T * T * 4);  // the CPU build keeps the softmax
     float *g = (float *)mallocCheck(nq * 4), *dq = (float *)mallocCheck(nq * 4);
     floatX *dqkv_in = to_dev_x(qkv, nq), *ddout = to_dev_x(dout, no), *dout_x = to_dev_x(out, no), *ddq = to_dev_x(dq, nq);
     float *lse = zeros_dev_f((size_t)B * NH * T);
-    gqa_attention_forward(dout_x, lse, dqkv_in, B, T, NH, KV, hd);
+    attention_gqa_forward(dout_x, lse, dqkv_in, B, T, NH, KV, hd);
     cpu::gqa_attention_forward(out, att, qkv, B, T, NH, KV, hd);
     from_dev_x(g, dout_x, no);
-    snprintf(what, sizeof(what), "gqa_attention_forward NH=%d KV=%d hd=%d", NH, KV, hd);
+    snprintf(what, sizeof(what), "attention_gqa_forward NH=%d KV=%d hd=%d", NH, KV, hd);
     expect(what, rel_err(g, out, no), tol());
-    gqa_attention_backward(ddq, ddout, dqkv_in, dout_x, lse, B, T, NH, KV, hd);
+    attention_gqa_backward(ddq, ddout, dqkv_in, dout_x, lse, B, T, NH, KV, hd);
     cpu::gqa_attention_backward(dq, dout, qkv, att, B, T, NH, KV, hd);
     from_dev_x(g, ddq, nq);
-    snprintf(what, sizeof(what), "gqa_attention_backward dqkv NH=%d KV=%d hd=%d", NH, KV, hd);
+    snprintf(what, sizeof(what), "attention_gqa_backward dqkv NH=%d KV=%d hd=%d", NH, KV, hd);
     expect(what, rel_err(g, dq, nq), tol());
     if (KV == NH) {  // GPT-2's launchers on the same inputs: the same bits
         floatX *o2 = to_dev_x(out, no), *d2 = to_dev_x(dq, nq);
         float *lse2 = zeros_dev_f((size_t)B * NH * T);
         attention_forward(o2, lse2, dqkv_in, B, T, C, NH);
         attention_backward(d2, ddout, dqkv_in, o2, lse2, B, T, C, NH);
-        expect("gqa_attention_* with KV = NH vs attention_* (bits differ)", (double)(!same_bits(o2, dout_x, no) + !same_bits(d2, ddq, nq)), 0.0);
+        expect("attention_gqa_* with KV = NH vs attention_* (bits differ)", (double)(!same_bits(o2, dout_x, no) + !same_bits(d2, ddq, nq)), 0.0);
     }
     // the decoder: batch row 0's rows 0..t stored in the key/value cache, then the new token's attention
     const int t = T - 1;
@@ -481,15 +486,15 @@ static void check_gqa(int B, int T, int NH, int KV, int hd) {
         kv_cache_store(kc, vc, (const floatX *)((const char *)dqkv_in + (size_t)r * R * x_bytes), r, NH, KV, hd);
         cpu::kv_cache_store(hk, hv, qkv + (size_t)r * R, r, NH, KV, hd);
     }
-    gqa_attention_decode(dec, (const floatX *)((const char *)dqkv_in + (size_t)t * R * x_bytes), kc, vc, t, NH, KV, hd);
+    attention_gqa_decode(dec, (const floatX *)((const char *)dqkv_in + (size_t)t * R * x_bytes), kc, vc, t, NH, KV, hd);
     cpu::gqa_attention_decode(out, qkv + (size_t)t * R, hk, hv, t, NH, KV, hd);
     from_dev_x(g, dec, C);
-    snprintf(what, sizeof(what), "gqa_attention_decode (kv_cache_store) at t=%d KV=%d", t, KV);
+    snprintf(what, sizeof(what), "attention_gqa_decode (kv_cache_store) at t=%d KV=%d", t, KV);
     expect(what, rel_err(g, out, C), tol());
     if (KV == NH && B == 1) {  // GPT-2's decoder reads the qkv rows themselves: the same bits
         floatX *dec2 = to_dev_x(out, C);
         attention_decode(dec2, dqkv_in, t, C, NH);
-        expect("gqa_attention_decode with KV = NH vs attention_decode (bits differ)", (double)!same_bits(dec, dec2, C), 0.0);
+        expect("attention_gqa_decode with KV = NH vs attention_decode (bits differ)", (double)!same_bits(dec, dec2, C), 0.0);
     }
 }
 
@@ -850,14 +855,53 @@ static void bench(int B, int T, int C, int NH, int Vp) {
     cudaCheck(cudaDeviceSynchronize());
 }
 
+// The Llama family's kernels at a d12-width shape (C = NH hd, KV key/value heads, H SwiGLU's hidden width), in the
+// run's precision: ms and GB/s (the bytes each must move) or TFLOP/s (attention, causal).
+static void bench_llama(int B, int T, int NH, int KV, int hd, int H) {
+    const size_t BT = (size_t)B * T;
+    const int C = NH * hd, R = (NH + 2 * KV) * hd;
+    printf("Llama kernels, %s, B=%d T=%d C=%d NH=%d KV=%d hd=%d H=%d\n", prec_name(), B, T, C, NH, KV, hd, H);
+    const size_t big = BT * (size_t)(2 * H > R ? 2 * H : R);
+    float *h = rand_host(big, 1.0f);
+    floatX *a = to_dev_x(h, big), *b = to_dev_x(h, big), *c = to_dev_x(h, big), *w = to_dev_x(h, C);
+    float *rstd = zeros_dev_f(BT * (NH + KV)), *dw = zeros_dev_f(C), *dw2 = zeros_dev_f(hd), *lse = zeros_dev_f(BT * NH);
+    float *ct = (float *)mallocCheck((size_t)T * hd / 2 * 4), *st = (float *)mallocCheck((size_t)T * hd / 2 * 4);
+    host_rope_table(ct, st, T, hd);
+    float *dct = to_dev_f(ct, (size_t)T * hd / 2), *dst = to_dev_f(st, (size_t)T * hd / 2);
+    const double xb = (double)x_bytes;
+    float ms;
+#define GBS(bytes) ((bytes) / (ms * 1e6))
+    ms = time_ms([&] { rmsnorm_forward(a, rstd, b, w, (int)BT, C, 1e-5f); });
+    printf("  %-34s %8.3f ms  %7.0f GB/s\n", "rmsnorm_forward", ms, GBS(2 * BT * C * xb));
+    ms = time_ms([&] { rmsnorm_backward(a, dw, b, c, w, rstd, (int)BT, C); });
+    printf("  %-34s %8.3f ms  %7.0f GB/s\n", "rmsnorm_backward", ms, GBS(4 * BT * C * xb));
+    ms = time_ms([&] { qknorm_forward(a, rstd, b, w, w, (int)BT, NH, KV, hd, 1e-6f); });
+    printf("  %-34s %8.3f ms  %7.0f GB/s\n", "qknorm_forward", ms, GBS(2 * BT * R * xb));
+    ms = time_ms([&] { qknorm_backward(a, dw2, dw2, b, c, w, w, rstd, (int)BT, NH, KV, hd); });
+    printf("  %-34s %8.3f ms  %7.0f GB/s\n", "qknorm_backward", ms, GBS(3 * BT * R * xb));
+    ms = time_ms([&] { rope_forward(a, dct, dst, B, T, NH, KV, hd); });
+    printf("  %-34s %8.3f ms  %7.0f GB/s\n", "rope_forward (in place, q and k)", ms, GBS(2 * BT * (NH + KV) * hd * xb));
+    ms = time_ms([&] { swiglu_forward(a, b, (int)BT, H); });
+    printf("  %-34s %8.3f ms  %7.0f GB/s\n", "swiglu_forward", ms, GBS(3 * BT * H * xb));
+    ms = time_ms([&] { swiglu_backward(a, c, b, (int)BT, H); });
+    printf("  %-34s %8.3f ms  %7.0f GB/s\n", "swiglu_backward", ms, GBS(5 * BT * H * xb));
+    const double fl = 4.0 * B * NH * (double)T * T * hd / 2;
+    ms = time_ms([&] { attention_gqa_forward(a, lse, b, B, T, NH, KV, hd); });
+    printf("  %-34s %8.3f ms  %7.1f TFLOP/s\n", "attention_gqa_forward (flash)", ms, fl / (ms * 1e9));
+    ms = time_ms([&] { attention_gqa_backward(c, a, b, a, lse, B, T, NH, KV, hd); });
+    printf("  %-34s %8.3f ms  %7.1f TFLOP/s\n", "attention_gqa_backward (flash)", ms, 2.5 * fl / (ms * 1e9));
+#undef GBS
+    cudaCheck(cudaDeviceSynchronize());
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "check";
     backend_init(0);
     if (strcmp(mode, "bench") == 0) {
         x_prec = PREC_BF16; x_bytes = 2;
         // `bench tiny`: the same calls at the test model's shapes, so the emulator can run them (plumbing only)
-        if (argc > 2 && strcmp(argv[2], "tiny") == 0) bench(1, 64, 64, 4, 128);
-        else bench(8, 1024, 768, 12, 50304);
+        if (argc > 2 && strcmp(argv[2], "tiny") == 0) { bench(1, 64, 64, 4, 128); bench_llama(1, 64, 4, 1, 16, 96); }
+        else { bench(8, 1024, 768, 12, 50304); bench_llama(8, 1024, 12, 3, 64, 2048); }
         return 0;
     }
     const int precs[3] = {PREC_FP32, PREC_BF16, PREC_FP16};
