@@ -44,7 +44,7 @@
 //    attn_tc_bwd_kernel) are per key/value head and walk the group's query heads in order, so dK and dV are summed
 //    over the group in registers in a fixed order; the 16-bit kernel's dQ turns are per query head as before.
 //    KV = NH is the old kernels step for step: the GPT-2 shapes print the same bits as before GQA. The GQA shapes
-//    (4:1, multi-query, 2:1, hs 128 multi-query) are checked against the float64 reference's GQA form.
+//    (4:1, multi-query at hs 64 and 128, 2:1) are checked against the float64 reference's GQA form.
 //  * Registers (ptxas, nvcc 13.0, sm_90a; bf16 and fp16 alike), hs 64 / 128: forward 128 / 223, no spills (v1:
 //    160 / 254 at half the threads per block); backward (5 products) 255 / 255, 12 / 448 bytes spilled (stores;
 //    24 / 556 loaded), hs 16 / 32: 126 / 166, none; v2's dQ 205 / 255 (16 bytes spilled at 128) and dK/dV 250 /
@@ -316,9 +316,10 @@ int main(int argc, char **argv) {
             seed++;
         }
         for (const AttnShape &sh : fp32_shapes) failures += !run_check<float>(sh, seed++);
-        // Grouped-query attention (the Llama family): 4:1, multi-query, 2:1 with a ragged third tile, hs 128 at 3:1.
-        // dK and dV sum over the group's query heads; the 16-bit backward's blocks walk the group's heads in turn.
-        const AttnShape gqa_shapes[] = {{2, 64, 128, 8, 2}, {1, 100, 64, 4, 1}, {1, 150, 128, 4, 2}, {1, 70, 384, 3, 1}};
+        // Grouped-query attention (the Llama family): 4:1 (hs 16), multi-query at hs 64 (the d12 head, K and V in
+        // registers), 2:1 with a ragged third tile (hs 32), multi-query at hs 128 (K and V in shared memory). dK and dV
+        // sum over the group's query heads; the 16-bit backward's blocks walk the group's heads in turn.
+        const AttnShape gqa_shapes[] = {{2, 64, 128, 8, 2}, {1, 100, 256, 4, 1}, {1, 150, 128, 4, 2}, {1, 70, 384, 3, 1}};
         for (const AttnShape &sh : gqa_shapes) {
             failures += !run_check<float>(sh, seed);
             failures += !run_check<__nv_bfloat16>(sh, seed);
