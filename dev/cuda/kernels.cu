@@ -421,6 +421,26 @@ static void check_llama_elementwise(int B, int T, int NH, int KV, int hd, int H)
         cpu::rope_backward(out, ct, st, B, T, NH, KV, hd);
         from_dev_x(g, dd2, n);
         expect("rope_backward (in place)", rel_err(g, out, n), tol());
+        // QK-norm and RoPE fused (one pass) against the CPU build's two kernels in turn
+        floatX *dfo = to_dev_x(x, n);
+        qknorm_rope_forward(dfo, drs, dx, dqw, dkw, dct, dst, B, T, NH, KV, hd, 1e-6f);
+        cpu::qknorm_forward(out, rs, x, qw, kw, BT, NH, KV, hd, 1e-6f);
+        cpu::rope_forward(out, ct, st, B, T, NH, KV, hd);
+        from_dev_x(g, dfo, n);
+        expect("qknorm_rope_forward (fused) vs qknorm, rope", rel_err(g, out, n), tol());
+        float *dq3 = rand_host(hd, 1.0f), *dk3 = rand_host(hd, 1.0f), *dr = (float *)mallocCheck(n * 4);
+        float *ddq3 = to_dev_f(dq3, hd), *ddk3 = to_dev_f(dk3, hd);
+        floatX *dfi = to_dev_x(x, n);
+        qknorm_rope_backward(dfi, ddq3, ddk3, dd, dx, dqw, dkw, drs, dct, dst, B, T, NH, KV, hd);
+        memcpy(dr, d, n * 4);
+        cpu::rope_backward(dr, ct, st, B, T, NH, KV, hd);
+        cpu::qknorm_backward(out, dq3, dk3, dr, x, qw, kw, rs, BT, NH, KV, hd);
+        from_dev_x(g, dfi, n);
+        expect("qknorm_rope_backward dinp (fused)", rel_err(g, out, n), tol());
+        from_dev_f(hw, ddq3, hd);
+        expect("qknorm_rope_backward dq_w (added)", rel_err(hw, dq3, hd), tol());
+        from_dev_f(hw, ddk3, hd);
+        expect("qknorm_rope_backward dk_w (added)", rel_err(hw, dk3, hd), tol());
     }
     // SwiGLU on the packed (up | gate) fc output
     const size_t n2 = (size_t)BT * 2 * H, n1 = (size_t)BT * H;
@@ -881,6 +901,10 @@ static void bench_llama(int B, int T, int NH, int KV, int hd, int H) {
     printf("  %-34s %8.3f ms  %7.0f GB/s\n", "qknorm_backward", ms, GBS(3 * BT * R * xb));
     ms = time_ms([&] { rope_forward(a, dct, dst, B, T, NH, KV, hd); });
     printf("  %-34s %8.3f ms  %7.0f GB/s\n", "rope_forward (in place, q and k)", ms, GBS(2 * BT * (NH + KV) * hd * xb));
+    ms = time_ms([&] { qknorm_rope_forward(a, rstd, b, w, w, dct, dst, B, T, NH, KV, hd, 1e-6f); });
+    printf("  %-34s %8.3f ms  %7.0f GB/s\n", "qknorm_rope_forward (one pass)", ms, GBS(2 * BT * R * xb));
+    ms = time_ms([&] { qknorm_rope_backward(a, dw2, dw2, b, c, w, w, rstd, dct, dst, B, T, NH, KV, hd); });
+    printf("  %-34s %8.3f ms  %7.0f GB/s\n", "qknorm_rope_backward (one pass)", ms, GBS(3 * BT * R * xb));
     ms = time_ms([&] { swiglu_forward(a, b, (int)BT, H); });
     printf("  %-34s %8.3f ms  %7.0f GB/s\n", "swiglu_forward", ms, GBS(3 * BT * H * xb));
     ms = time_ms([&] { swiglu_backward(a, c, b, (int)BT, H); });
