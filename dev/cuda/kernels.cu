@@ -518,6 +518,30 @@ static void check_gqa(int B, int T, int NH, int KV, int hd) {
     }
 }
 
+// The encoder without a position table (backend.h: the Llama family calls it with wpe = dwpe = NULL): out is the token's
+// wte row (bits), and dwte the same sums as with a table (the CPU build's, with a scratch dwpe).
+static void check_encoder_no_wpe(int B, int T, int C, int Vp) {
+    const size_t BT = (size_t)B * T, n = BT * C;
+    int *tok = (int *)mallocCheck(BT * sizeof(int)), *dtok;
+    for (size_t i = 0; i < BT; i++) tok[i] = (int)(random_u32(&rng_state) % Vp);
+    cudaCheck(cudaMalloc(&dtok, BT * sizeof(int)));
+    cudaCheck(cudaMemcpy(dtok, tok, BT * sizeof(int), cudaMemcpyHostToDevice));
+    float *wte = rand_host((size_t)Vp * C, 1.0f), *g = (float *)mallocCheck(n * 4);
+    floatX *dwte = to_dev_x(wte, (size_t)Vp * C), *out = to_dev_x(g, n);
+    encoder_forward(out, dtok, dwte, NULL, B, T, C);
+    from_dev_x(g, out, n);
+    double diff = 0.0;
+    for (size_t i = 0; i < n; i++) diff = fmax(diff, fabs((double)g[i] - wte[(size_t)tok[i / C] * C + i % C]));
+    expect("encoder_forward without wpe: the wte rows (bits)", diff, 0.0);
+    float *d = rand_host(n, 1.0f), *gw = (float *)callocCheck((size_t)Vp * C, 4), *gp = (float *)callocCheck((size_t)T * C, 4);
+    floatX *dd = to_dev_x(d, n);
+    float *dgw = to_dev_f(gw, (size_t)Vp * C), *back = (float *)mallocCheck((size_t)Vp * C * 4);
+    encoder_backward(dgw, NULL, dd, dtok, B, T, C);
+    cpu::encoder_backward(gw, gp, d, tok, B, T, C);
+    from_dev_f(back, dgw, (size_t)Vp * C);
+    expect("encoder_backward without dwpe: dwte", rel_err(back, gw, (size_t)Vp * C), 1e-5);
+}
+
 static void check_llama(void) {
     check_rmsnorm(128, 64);     // the test model's width, vectors of 16 bytes
     check_rmsnorm(111, 48);     // 111 rows: the chunks of rows ragged
@@ -526,6 +550,7 @@ static void check_llama(void) {
     check_llama_elementwise(2, 64, 4, 1, 16, 96);   // MQA, hd 16
     check_llama_elementwise(2, 37, 6, 2, 32, 80);   // GQA 3:1, ragged T
     check_llama_elementwise(1, 50, 4, 4, 10, 33);   // KV = NH, hd 10 (odd half), H odd
+    check_encoder_no_wpe(2, 37, 64, 128);
     check_gqa(2, 64, 4, 1, 16);    // multi-query
     check_gqa(1, 100, 8, 2, 32);   // 4:1, ragged T over two tiles
     check_gqa(1, 70, 4, 4, 16);    // KV = NH: GPT-2's bits
