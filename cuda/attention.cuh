@@ -1,6 +1,8 @@
 // cuda/attention.cuh: the model's causal self-attention in the CUDA build (train_gpt.cu, called by model.h):
 // the launchers that check the shape, pick the padded head size and run the fp32 or the 16-bit flash
-// kernels. dev/cuda/attention.cu checks and times them against a float64 reference.
+// kernels. dev/cuda/attention.cu checks and times them against a float64 reference. Multi-head (GPT-2's
+// attention_forward/backward) and grouped-query (the Llama family's attention_gqa_forward/backward: NH query heads
+// over KV key/value heads, read in place) run the same kernels; KV = NH is the multi-head case, bit for bit.
 #ifndef CUDA_ATTENTION_CUH
 #define CUDA_ATTENTION_CUH
 

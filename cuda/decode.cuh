@@ -1,5 +1,6 @@
 // cuda/decode.cuh: attention of one new token against the key/value cache, for generation in the CUDA build
-// (train_gpt.cu, called by model.h's layer_decode).
+// (train_gpt.cu, called by model.h's layer_decode): GPT-2's attention_decode over the cached qkv rows, and the Llama
+// family's attention_gqa_decode over a cache of the key/value heads only (one kernel for both).
 #ifndef CUDA_DECODE_CUH
 #define CUDA_DECODE_CUH
 
