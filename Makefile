@@ -23,7 +23,7 @@ CPU_HEADERS = cpu/encoder.h cpu/layernorm.h cpu/matmul.h cpu/attention.h cpu/gel
 # The CUDA build's kernels and device backend, one header per layer family (train_gpt.cu includes them).
 CUDA_HEADERS = cuda/common.cuh cuda/encoder.cuh cuda/layernorm.cuh cuda/matmul.cuh cuda/async_copy.cuh cuda/block_order.cuh cuda/attention_common.cuh \
   cuda/attention_fp32.cuh cuda/attention_mma.cuh cuda/attention.cuh cuda/decode.cuh cuda/gelu.cuh cuda/classifier.cuh \
-  cuda/adamw.cuh cuda/backend.cuh cuda/comm_nccl.cuh cuda/llama_stub.cuh
+  cuda/adamw.cuh cuda/backend.cuh cuda/comm_nccl.cuh cuda/llama.cuh
 
 # The build configuration is part of what a binary is made from: installing Open MPI after a first
 # build, or another CC, CFLAGS or nvcc, must rebuild. Each configuration is written to a stamp file

@@ -172,9 +172,6 @@ static void run_setup_model(Run *r) {
                                 atol(s + 1) < 1 ? "too small" : "too large");
         r->params = gpt2_read_model_file_for("-e/--init", r->init, &r->mc);
     }
-    if (r->mc.family == FAMILY_LLAMA && strcmp(backend_build_name(), "cuda") == 0)
-        fatal("-e/--init %s: a Llama-family model; the CUDA build does not run the Llama family yet: use train_gpt_cpu",
-              r->init);
     config_check_model(cfg, r->mc.num_layers, r->mc.max_seq_len);
     r->num_params = gpt2_num_params(&r->mc);
 }

@@ -1,6 +1,8 @@
 // cuda/attention.cuh: the model's causal self-attention in the CUDA build (train_gpt.cu, called by model.h):
 // the launchers that check the shape, pick the padded head size and run the fp32 or the 16-bit flash
-// kernels. dev/cuda/attention.cu checks and times them against a float64 reference.
+// kernels. dev/cuda/attention.cu checks and times them against a float64 reference. Multi-head (GPT-2's
+// attention_forward/backward) and grouped-query (the Llama family's attention_gqa_forward/backward: NH query heads
+// over KV key/value heads, read in place) run the same kernels; KV = NH is the multi-head case, bit for bit.
 #ifndef CUDA_ATTENTION_CUH
 #define CUDA_ATTENTION_CUH
 
@@ -11,13 +13,15 @@ template <typename floatT> static const char *attn_type_name() {
     return std::is_same<floatT, float>::value ? "float" : std::is_same<floatT, __half>::value ? "half" : "bf16";
 }
 
-// Exits with a message naming the shape if the kernels cannot run it; returns the padded head size.
+// Exits with a message naming the shape if the kernels cannot run it; returns the padded head size. KV: key/value
+// heads (grouped-query attention; KV = NH is multi-head attention, GPT-2's).
 template <typename floatT>
-static int attn_check_shape(const char *who, int B, int T, int C, int NH) {
+static int attn_check_shape(const char *who, int B, int T, int C, int NH, int KV = 0) {
+    if (KV <= 0) KV = NH;
     constexpr bool TC = sizeof(floatT) == 2;
-    if (B < 1 || T < 1 || NH < 1 || C < 1 || C % NH != 0) {
-        fprintf(stderr, "%s<%s>: unsupported shape B=%d T=%d C=%d NH=%d (need B, T, C, NH >= 1 and NH dividing C)\n",
-                who, attn_type_name<floatT>(), B, T, C, NH);
+    if (B < 1 || T < 1 || NH < 1 || C < 1 || C % NH != 0 || KV < 1 || NH % KV != 0) {
+        fprintf(stderr, "%s<%s>: unsupported shape B=%d T=%d C=%d NH=%d KV=%d (need B, T, C, NH, KV >= 1, NH dividing C "
+                "and KV dividing NH)\n", who, attn_type_name<floatT>(), B, T, C, NH, KV);
         exit(EXIT_FAILURE);
     }
     const int hs = C / NH;
@@ -69,11 +73,13 @@ static void attn_dispatch_hs(int hs_padded, F &&f) {
     else f(std::integral_constant<int, 128>{});  // attn_check_shape refused hs > 128
 }
 
-// out (B, T, C) and lse (B, NH, T) from qkv (B, T, 3C).
+// out (B, T, C) and lse (B, NH, T) from qkv (B, T, C + 2 KV hs): NH query heads, KV key/value heads (KV <= 0: NH,
+// GPT-2's (B, T, 3C)); query head h reads key/value head h / (NH / KV) in place.
 template <typename floatT>
 static void flash_attention_forward(floatT *out, float *lse, const floatT *qkv, int B, int T, int C, int NH,
-                              cudaStream_t stream) {
-    const int hsp = attn_check_shape<floatT>("attention_forward", B, T, C, NH);
+                              cudaStream_t stream, int KV = 0) {
+    if (KV <= 0) KV = NH;
+    const int hsp = attn_check_shape<floatT>("attention_forward", B, T, C, NH, KV);
     if (sizeof(floatT) == 2) attn_check_aligned("attention_forward", "qkv", qkv);
     const float scale = 1.0f / sqrtf((float)(C / NH));
     const dim3 grid((T + ATT_BQ - 1) / ATT_BQ, B * NH);
@@ -83,11 +89,11 @@ static void flash_attention_forward(floatT *out, float *lse, const floatT *qkv, 
             const size_t smem = AttnTc<floatT, HS>::FWD_BYTES;
             const dim3 grid_tc((T + ATT_TC_BQ - 1) / ATT_TC_BQ, B * NH);
             attn_allow_smem(attn_tc_fwd_kernel<floatT, HS>, smem, "attention_forward", attn_type_name<floatT>(), B, T, C, NH);
-            LAUNCH(grid_tc, ATT_TC_THREADS, smem, stream, attn_tc_fwd_kernel<floatT, HS>)(out, lse, qkv, T, C, NH, scale);
+            LAUNCH(grid_tc, ATT_TC_THREADS, smem, stream, attn_tc_fwd_kernel<floatT, HS>)(out, lse, qkv, T, C, NH, KV, scale);
         } else {
             const size_t smem = AttnSmem<floatT, HS>::FWD_BYTES;
             attn_allow_smem(attn_fwd_kernel<floatT, HS>, smem, "attention_forward", attn_type_name<floatT>(), B, T, C, NH);
-            LAUNCH(grid, ATT_THREADS, smem, stream, attn_fwd_kernel<floatT, HS>)(out, lse, qkv, T, C, NH, scale);
+            LAUNCH(grid, ATT_THREADS, smem, stream, attn_fwd_kernel<floatT, HS>)(out, lse, qkv, T, C, NH, KV, scale);
         }
         cudaCheck(cudaGetLastError());
     });
@@ -104,18 +110,20 @@ static inline size_t attn_bwd_scratch_floats(size_t elem_bytes, int B, int T, in
     return (rows + 3) / 4 * 4 + (tiles + 3) / 4 * 4 + tiles * ATT_BQ * HS;
 }
 
-// dqkv (B, T, 3C), every element overwritten, from dout (B, T, C), qkv, out and lse of the forward.
+// dqkv (B, T, C + 2 KV hs), every element overwritten, from dout (B, T, C), qkv, out and lse of the forward; dK and dV
+// of a key/value head summed over its group's query heads in order (KV <= 0: NH).
 // scratch: attn_bwd_scratch_floats(sizeof(floatT), B, T, C, NH) floats, 16-byte aligned.
 template <typename floatT>
 static void flash_attention_backward(floatT *dqkv, float *scratch, const floatT *dout, const floatT *qkv, const floatT *out,
-                               const float *lse, int B, int T, int C, int NH, cudaStream_t stream) {
-    const int hsp = attn_check_shape<floatT>("attention_backward", B, T, C, NH);
+                               const float *lse, int B, int T, int C, int NH, cudaStream_t stream, int KV = 0) {
+    if (KV <= 0) KV = NH;
+    const int hsp = attn_check_shape<floatT>("attention_backward", B, T, C, NH, KV);
     if (sizeof(floatT) == 2) {
         attn_check_aligned("attention_backward", "qkv", qkv);
         attn_check_aligned("attention_backward", "dout", dout);
     }
     const float scale = 1.0f / sqrtf((float)(C / NH));
-    const dim3 grid((T + ATT_BQ - 1) / ATT_BQ, B * NH);
+    const dim3 grid((T + ATT_BQ - 1) / ATT_BQ, B * NH), grid_kv((T + ATT_BQ - 1) / ATT_BQ, B * KV);
     // D first (and, 16-bit, the turn counters zeroed)
     const long rows = (long)B * NH * T, tiles = (long)B * NH * ((T + ATT_BQ - 1) / ATT_BQ);
     int *turns = reinterpret_cast<int *>(scratch + (rows + 3) / 4 * 4);
@@ -127,23 +135,25 @@ static void flash_attention_backward(floatT *dqkv, float *scratch, const floatT 
         constexpr int HS = decltype(hs_tag)::value;
         const char *ty = attn_type_name<floatT>();
         if constexpr (sizeof(floatT) == 2) {
-            // dK, dV and dQ in one kernel; dQ summed over key blocks in dq_acc, in a fixed order
+            // dK, dV and dQ in one kernel, a block per key/value head's key tile; dQ summed over key blocks in dq_acc,
+            // in a fixed order
             using L = AttnTc<floatT, HS>;
             attn_allow_smem(attn_tc_bwd_kernel<floatT, HS>, L::BWD_BYTES, "attention_backward", ty, B, T, C, NH);
-            LAUNCH(grid, ATT_THREADS, L::BWD_BYTES, stream, attn_tc_bwd_kernel<floatT, HS>)(dqkv, dq_acc, turns, dout, qkv, lse,
-                                                                                           scratch, T, C, NH, scale);
+            LAUNCH(grid_kv, ATT_THREADS, L::BWD_BYTES, stream, attn_tc_bwd_kernel<floatT, HS>)(dqkv, dq_acc, turns, dout, qkv, lse,
+                                                                                              scratch, T, C, NH, KV, scale);
         } else {
             const size_t smem = AttnSmem<floatT, HS>::BWD_BYTES;
             attn_allow_smem(attn_bwd_dkdv_kernel<floatT, HS>, smem, "attention_backward", ty, B, T, C, NH);
-            LAUNCH(grid, ATT_THREADS, smem, stream, attn_bwd_dkdv_kernel<floatT, HS>)(dqkv, dout, qkv, lse, scratch, T, C, NH, scale);
+            LAUNCH(grid_kv, ATT_THREADS, smem, stream, attn_bwd_dkdv_kernel<floatT, HS>)(dqkv, dout, qkv, lse, scratch, T, C, NH,
+                                                                                        KV, scale);
             cudaCheck(cudaGetLastError());
             attn_allow_smem(attn_bwd_dq_kernel<floatT, HS>, smem, "attention_backward", ty, B, T, C, NH);
-            LAUNCH(grid, ATT_THREADS, smem, stream, attn_bwd_dq_kernel<floatT, HS>)(dqkv, dout, qkv, lse, scratch, T, C, NH, scale);
+            LAUNCH(grid, ATT_THREADS, smem, stream, attn_bwd_dq_kernel<floatT, HS>)(dqkv, dout, qkv, lse, scratch, T, C, NH, KV,
+                                                                                   scale);
         }
         cudaCheck(cudaGetLastError());
     });
 }
-
 
 // The model's attention: flash-style kernels above; `att` holds each row's logsumexp.
 static void attention_forward(floatX *out, float *att, const floatX *qkv, int B, int T, int C, int NH) {
@@ -165,6 +175,24 @@ static void attention_backward(floatX *dqkv, const floatX *dout, const floatX *q
         float *ws = n <= attn_ws_floats ? attn_ws : scratch_get(n);
         flash_attention_backward((xt *)dqkv, ws, (const xt *)dout, (const xt *)qkv, (const xt *)out, att, B, T, C, NH,
                                  main_stream);
+    });
+}
+
+// Grouped-query attention (the Llama family), backend.h's attention_gqa_* (cpu/llama.h's gqa_attention_* in the CPU
+// build): qkv (B, T, (NH + 2 KV) hd),
+// out (B, T, NH hd); att keeps each query row's logsumexp (B, NH, T) as attention_forward's does, not the CPU
+// build's softmax. The backward takes the forward's output as GPT-2's attention_backward does (its row dots D).
+// KV = NH runs GPT-2's kernels on the same addresses: the same bits as attention_forward and attention_backward.
+static void attention_gqa_forward(floatX *out, float *att, const floatX *qkv, int B, int T, int NH, int KV, int hd) {
+    WITH_X(flash_attention_forward((xt *)out, att, (const xt *)qkv, B, T, NH * hd, NH, main_stream, KV));
+}
+static void attention_gqa_backward(floatX *dqkv, const floatX *dout, const floatX *qkv, const floatX *out, const float *att,
+                                   int B, int T, int NH, int KV, int hd) {
+    WITH_X({
+        const size_t n = attn_bwd_scratch_floats(sizeof(xt), B, T, NH * hd, NH);
+        float *ws = n <= attn_ws_floats ? attn_ws : scratch_get(n);
+        flash_attention_backward((xt *)dqkv, ws, (const xt *)dout, (const xt *)qkv, (const xt *)out, att, B, T, NH * hd, NH,
+                                 main_stream, KV);
     });
 }
 

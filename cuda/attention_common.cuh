@@ -1,6 +1,7 @@
 // cuda/attention_common.cuh: what the two flash-attention implementations (cuda/attention_fp32.cuh and
 // cuda/attention_mma.cuh) share: the tile geometry, the one block set-up of their six kernels, the element
-// conversions and the backward's row-dot kernel. Layouts: qkv (B, T, 3C), out and dout (B, T, C), lse (B, NH, T); head h's columns h*hs.
+// conversions and the backward's row-dot kernel. Layouts: qkv (B, T, C + 2 KV hs) (GPT-2's (B, T, 3C) where KV = NH),
+// out and dout (B, T, C), lse (B, NH, T); query head h's columns h*hs.
 #ifndef CUDA_ATTENTION_COMMON_CUH
 #define CUDA_ATTENTION_COMMON_CUH
 
@@ -13,34 +14,56 @@ constexpr int ATT_THREADS = 32 * ATT_WARPS;
 constexpr int ATT_MAX_HS = 128;
 static_assert(ATT_BQ == 16 * ATT_WARPS && ATT_BK == ATT_BQ, "the diagonal-tile logic assumes square 64 tiles");
 
-// A flash kernel's block and its place in the tensors, the set-up all six kernels share. blockIdx.y is (b, h);
+// A flash kernel's block and its place in the tensors, the set-up all six kernels share. blockIdx.y is (b, h) for
+// the blocks of one query head (forward, dQ, and the 16-bit backward), or (b, kvh) for the blocks of one key/value
+// head (the fp32 dK/dV kernel, kv_blocks), which walk the query heads of their group in order (set_head);
 // blockIdx.x a tile of `rows` rows (64, or the 16-bit forward's 128), numbered so that the longest loops start first
 // (query_tiles: from the last tile; the 16-bit backward's key tiles too, so that a block waits only on blocks of
 // lower x): query tiles (forward, dQ: they walk
 // the key tiles up to the diagonal) from the last, key tiles (dK/dV: they walk the query tiles from the diagonal
-// to the end) from the first. q, k, v and dout point at row 0 of the head's columns (q, k, v rows C3 apart,
-// dout rows C apart); qkv_at and row_at are that row's offsets in a (B, T, 3C) and a (B, T, C) tensor, for
-// the outputs dqkv and out.
+// to the end) from the first.
+// Grouped-query attention: qkv rows hold NH query heads, then KV key heads, then KV value heads (cpu/llama.h's
+// packing), C = NH hs is the query width (out, dout), C3 = C + 2 KV hs the qkv row; query head h reads key/value
+// head h / (NH / KV) in place. KV = NH is GPT-2's (B, T, 3C) layout, the same addresses as before GQA.
+// q, k, v and dout point at row 0 of the head's columns (q, k, v rows C3 apart, dout rows C apart); qkv_at, k_at,
+// v_at and row_at are those rows' offsets in a qkv-shaped and a (B, T, C) tensor, for the outputs dqkv and out.
 template <typename floatT>
 struct AttnBlock {
-    int nqb, tile, bh, hs, warp, lane;  // query tiles in T, this block's tile, b * NH + h, head size
-    long C3, qkv_at, row_at;
+    int nqb, tile, bh, hs, warp, lane, b, kvh, group;  // query tiles in T, this block's tile, b * NH + h, head size
+    long C, C3, T, qkv_at, row_at, k_at, v_at;
+    int NH;
     const floatT *q, *k, *v, *dout;
-    __device__ AttnBlock(const floatT *qkv, const floatT *dout_g, int T, int C, int NH, bool query_tiles, int rows = ATT_BQ) {
-        nqb = (T + rows - 1) / rows;
+    const floatT *qkv_g, *dout_g;
+    __device__ AttnBlock(const floatT *qkv, const floatT *dout_in, int T_, int C_, int NH_, int KV, bool query_tiles,
+                         int rows = ATT_BQ, bool kv_blocks = false) {
+        nqb = (T_ + rows - 1) / rows;
         tile = query_tiles ? nqb - 1 - (int)blockIdx.x : (int)blockIdx.x;
-        bh = blockIdx.y;
-        const int b = bh / NH, h = bh % NH;
-        hs = C / NH;
-        C3 = 3L * C;
-        qkv_at = (long)b * T * C3 + h * hs;
-        row_at = (long)b * T * C + h * hs;
-        q = qkv + qkv_at;
-        k = q + C;
-        v = q + 2 * C;
-        dout = dout_g ? dout_g + row_at : nullptr;
+        NH = NH_;
+        T = T_;
+        C = C_;
+        hs = C_ / NH_;
+        group = NH_ / KV;
+        C3 = C_ + 2L * KV * hs;
+        int h;
+        if (kv_blocks) { b = blockIdx.y / KV; kvh = blockIdx.y % KV; h = kvh * group; }
+        else { b = blockIdx.y / NH_; h = blockIdx.y % NH_; kvh = h / group; }
+        k_at = (long)b * T_ * C3 + C_ + (long)kvh * hs;
+        v_at = k_at + (long)KV * hs;
+        k = qkv + k_at;
+        v = qkv + v_at;
+        qkv_g = qkv;
+        dout_g = dout_in;
+        set_head(h);
         warp = threadIdx.x / 32;
         lane = threadIdx.x % 32;
+    }
+    // Points q, dout, bh, qkv_at and row_at at query head h of the block's batch row.
+    __device__ void set_head(int h) {
+        bh = b * NH + h;
+        qkv_at = (long)b * T * C3 + (long)h * hs;
+        row_at = (long)b * T * C + (long)h * hs;
+        q = qkv_g + qkv_at;
+        dout = dout_g ? dout_g + row_at : nullptr;
     }
 };
 

@@ -128,7 +128,7 @@ struct AttnWarpAcc {
 template <typename floatT, int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
 attn_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floatT *__restrict__ qkv, int T, int C, int NH,
-                float scale) {
+                int KV, float scale) {
     using L = AttnSmem<floatT, HS>;
     DYNAMIC_SHARED(unsigned char, attn_smem);
     floatT *Qs = reinterpret_cast<floatT *>(attn_smem + L::FWD_Q);
@@ -138,10 +138,10 @@ attn_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floatT 
     floatT *Ps = reinterpret_cast<floatT *>(Ss);  // P overwrites S in place
     float *Os = reinterpret_cast<float *>(attn_smem + L::FWD_O);
 
-    const AttnBlock<floatT> blk(qkv, nullptr, T, C, NH, true);
+    const AttnBlock<floatT> blk(qkv, nullptr, T, C, NH, KV, true);
     const int qb = blk.tile, bh = blk.bh, hs = blk.hs, warp = blk.warp, lane = blk.lane;
     const long C3 = blk.C3;
-    const floatT *q_g = blk.q, *k_g = blk.k, *v_g = blk.v;  // row t of the head's q at q_g + t * C3
+    const floatT *q_g = blk.q, *k_g = blk.k, *v_g = blk.v;  // row t of the head's q at q_g + t * C3 (k, v: its group's)
     const int q0 = qb * ATT_BQ;
 
     attn_load_tile<floatT, HS, L::LDH>(Qs, q_g, C3, q0, T, hs);
@@ -206,15 +206,17 @@ attn_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floatT 
     }
 }
 
-// Backward, dK and dV. Block (kb, b*NH + h) owns key rows [64 kb, 64 kb + 64); warp w owns keys
-// 64 kb + 16 w + [0, 16). For each query tile qb = kb..end, with the warp's keys as rows (transposed scores):
+// Backward, dK and dV. Block (kb, b*KV + kvh) owns key rows [64 kb, 64 kb + 64) of key/value head kvh; warp w owns
+// keys 64 kb + 16 w + [0, 16). For each query head h of the group (in order) and each query tile qb = kb..end,
+// with the warp's keys as rows (transposed scores):
 // S^T = K Q^T, dP^T = V dout^T, P^T = exp(scale S^T - lse), dS^T = P^T (dP^T - D), then
 // dV += P^T dout and dK += dS^T Q (times scale at the end). On the diagonal tile warp w only sees queries
 // i >= 16 w: 16-blocks w..3.
 template <typename floatT, int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
 attn_bwd_dkdv_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout, const floatT *__restrict__ qkv,
-                     const float *__restrict__ lse, const float *__restrict__ rowdot, int T, int C, int NH, float scale) {
+                     const float *__restrict__ lse, const float *__restrict__ rowdot, int T, int C, int NH, int KV,
+                     float scale) {
     using L = AttnSmem<floatT, HS>;
     DYNAMIC_SHARED(unsigned char, attn_smem);
     floatT *Qs = reinterpret_cast<floatT *>(attn_smem + L::BWD_Q);
@@ -228,10 +230,10 @@ attn_bwd_dkdv_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout,
     float *lse_s = reinterpret_cast<float *>(attn_smem + L::BWD_LSE);
     float *D_s = reinterpret_cast<float *>(attn_smem + L::BWD_D);
 
-    const AttnBlock<floatT> blk(qkv, dout, T, C, NH, false);
-    const int nqb = blk.nqb, kb = blk.tile, k0 = kb * ATT_BK, bh = blk.bh, hs = blk.hs, warp = blk.warp, lane = blk.lane;
+    AttnBlock<floatT> blk(qkv, dout, T, C, NH, KV, false, ATT_BQ, true);
+    const int nqb = blk.nqb, kb = blk.tile, k0 = kb * ATT_BK, hs = blk.hs, warp = blk.warp, lane = blk.lane;
     const long C3 = blk.C3;
-    const floatT *q_g = blk.q, *k_g = blk.k, *v_g = blk.v, *do_g = blk.dout;
+    const floatT *k_g = blk.k, *v_g = blk.v;
 
     attn_load_tile<floatT, HS, L::LDH>(Ks, k_g, C3, k0, T, hs);
     attn_load_tile<floatT, HS, L::LDH>(Vs, v_g, C3, k0, T, hs);
@@ -242,8 +244,12 @@ attn_bwd_dkdv_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout,
     dk.zero();
     dv.zero();
 
+    // the group's query heads in order, each over its query tiles: dK and dV summed over the group in a fixed order
+    for (int h = blk.kvh * blk.group; h < (blk.kvh + 1) * blk.group; h++)
     for (int qb = kb; qb < nqb; qb++) {
-        const int q0 = qb * ATT_BQ;
+        blk.set_head(h);
+        const int q0 = qb * ATT_BQ, bh = blk.bh;
+        const floatT *q_g = blk.q, *do_g = blk.dout;
         __syncthreads();  // every warp is done with the previous Q, dout, lse, D (and K, V are loaded)
         attn_load_tile<floatT, HS, L::LDH>(Qs, q_g, C3, q0, T, hs);
         attn_load_tile<floatT, HS, L::LDH>(dOs, do_g, C, q0, T, hs);
@@ -276,9 +282,8 @@ attn_bwd_dkdv_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout,
     // no barrier: write() goes from registers to global memory
     const int key0 = k0 + warp * 16, nrows = T - key0 < 16 ? T - key0 : 16;
     if (nrows > 0) {
-        floatT *dk_g = dqkv + blk.qkv_at + (long)key0 * C3 + C;
-        dk.write(dk_g, C3, nrows, hs, scale);
-        dv.write(dk_g + C, C3, nrows, hs, 1.0f);
+        dk.write(dqkv + blk.k_at + (long)key0 * C3, C3, nrows, hs, scale);
+        dv.write(dqkv + blk.v_at + (long)key0 * C3, C3, nrows, hs, 1.0f);
     }
 }
 
@@ -288,7 +293,7 @@ attn_bwd_dkdv_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout,
 template <typename floatT, int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
 attn_bwd_dq_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout, const floatT *__restrict__ qkv,
-                   const float *__restrict__ lse, const float *__restrict__ rowdot, int T, int C, int NH, float scale) {
+                   const float *__restrict__ lse, const float *__restrict__ rowdot, int T, int C, int NH, int KV, float scale) {
     using L = AttnSmem<floatT, HS>;
     DYNAMIC_SHARED(unsigned char, attn_smem);
     floatT *Qs = reinterpret_cast<floatT *>(attn_smem + L::BWD_Q);
@@ -301,7 +306,7 @@ attn_bwd_dq_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout, c
     float *lse_s = reinterpret_cast<float *>(attn_smem + L::BWD_LSE);
     float *D_s = reinterpret_cast<float *>(attn_smem + L::BWD_D);
 
-    const AttnBlock<floatT> blk(qkv, dout, T, C, NH, true);
+    const AttnBlock<floatT> blk(qkv, dout, T, C, NH, KV, true);
     const int qb = blk.tile, q0 = qb * ATT_BQ, bh = blk.bh, hs = blk.hs, warp = blk.warp, lane = blk.lane;
     const long C3 = blk.C3;
     const floatT *q_g = blk.q, *k_g = blk.k, *v_g = blk.v, *do_g = blk.dout;

@@ -325,11 +325,11 @@ __device__ __forceinline__ int attn_tc_key_tiles(int q0, int T) {
 template <typename floatT, int HS>
 __global__ void __launch_bounds__(ATT_TC_THREADS)
 attn_tc_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floatT *__restrict__ qkv, int T, int C, int NH,
-                   float scale) {
+                   int KV, float scale) {
     using L = AttnTc<floatT, HS>;
     DYNAMIC_SHARED(unsigned char, attn_smem);
     floatT *sm = reinterpret_cast<floatT *>(attn_smem);  // buffer b: K at tile 2b, V at 2b + 1; Q first in buffer 1
-    const AttnBlock<floatT> blk(qkv, nullptr, T, C, NH, true, ATT_TC_BQ);
+    const AttnBlock<floatT> blk(qkv, nullptr, T, C, NH, KV, true, ATT_TC_BQ);  // k, v: the group's head
     const int qb = blk.tile, bh = blk.bh, hs = blk.hs, warp = blk.warp, lane = blk.lane, g = lane >> 2, t = lane & 3;
     const long C3 = blk.C3;
     const int q0 = qb * ATT_TC_BQ, r_lo = q0 + warp * 16, row[2] = {r_lo + g, r_lo + g + 8}, nkb = attn_tc_key_tiles(q0, T);
@@ -438,7 +438,7 @@ __device__ __forceinline__ void attn_tc_dsk(float out[][4], const floatT *St, in
 }
 
 // Backward, one kernel for dK, dV and dQ: 5 products per tile pair (FlashAttention-2's), after attn_bwd_rowdot_kernel
-// has written D = rowsum(dout * out) and zeroed the turn counters. Block (x, b*NH + h) owns key rows [64 kb, 64 kb +
+// has written D = rowsum(dout * out) and zeroed the turn counters. Block (x, b*KV + kvh) owns key rows [64 kb, 64 kb +
 // 64), kb = nqb - 1 - x; warp w owns 16 of them, its K and V rows the A operands (held in registers, or read from
 // shared memory per tile where KV_SMEM). Per query tile qb >= kb, transposed: S^T = K Q^T, dP^T = V dout^T, P^T =
 // 2^(S^T scale log2 e - lse log2 e), dS^T = P^T (dP^T - D); dV += P^T dout and dK += dS^T Q (times scale at the end),
@@ -449,11 +449,16 @@ __device__ __forceinline__ void attn_tc_dsk(float out[][4], const floatT *St, in
 // the last one and writes dQ (times scale) in floatT: the same bits in every run, no atomics on data. A block waits
 // only on blocks of its own row of the grid with a lower x (kb + 1 .. qb), which a GPU dispatches first. The next Q and
 // dout tiles (and their lse and D) load while this one is computed on.
+// Grouped-query attention: the grid's rows are (b, kvh), and a block walks the NH / KV query heads of its group in
+// order, each over its query tiles, so dK and dV sum over the group in a fixed order in registers; each query head's
+// dQ tiles keep their own counters and accumulators, taken in turns as above (a block's waits are still only on
+// blocks of lower x of its row: those never wait on it, so the order cannot deadlock). KV = NH is one head a block,
+// GPT-2's kernel step for step.
 template <typename floatT, int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
 attn_tc_bwd_kernel(floatT *__restrict__ dqkv, float *__restrict__ dq_acc, int *__restrict__ turns,
                    const floatT *__restrict__ dout, const floatT *__restrict__ qkv, const float *__restrict__ lse,
-                   const float *__restrict__ rowdot, int T, int C, int NH, float scale) {
+                   const float *__restrict__ rowdot, int T, int C, int NH, int KV, float scale) {
     using L = AttnTc<floatT, HS>;
     DYNAMIC_SHARED(unsigned char, attn_smem);
     // buffer b: Q at tile 2b, dout at 2b + 1; K at tile 4, kept; V at 5, kept (KV_SMEM), else first at 3 until its
@@ -461,20 +466,23 @@ attn_tc_bwd_kernel(floatT *__restrict__ dqkv, float *__restrict__ dq_acc, int *_
     floatT *sm = reinterpret_cast<floatT *>(attn_smem), *Ks = sm + 4 * L::TILE, *Vs = sm + (L::KV_SMEM ? 5 : 3) * L::TILE,
            *St = sm + (L::KV_SMEM ? 6 : 5) * L::TILE;
     float *lse_s = reinterpret_cast<float *>(St + 64 * ATT_TC_LDS), *D_s = lse_s + 2 * 64;
-    const AttnBlock<floatT> blk(qkv, dout, T, C, NH, true);
-    const int nqb = blk.nqb, kb = blk.tile, bh = blk.bh, hs = blk.hs, warp = blk.warp, lane = blk.lane, g = lane >> 2,
-              t = lane & 3;
+    AttnBlock<floatT> blk(qkv, dout, T, C, NH, KV, true, ATT_BQ, true);
+    const int nqb = blk.nqb, kb = blk.tile, hs = blk.hs, warp = blk.warp, lane = blk.lane, g = lane >> 2, t = lane & 3;
     const long C3 = blk.C3;
     const int k0 = kb * ATT_BK, key[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};
     const float sl2 = scale * 1.4426950408889634f;
-    int *turn = turns + (long)bh * nqb;                          // per query tile: key blocks that have added
-    float *acc = dq_acc + (long)bh * nqb * ATT_BQ * HS;          // [nqb * 64][HS]
-    // lse (log2 domain) and D of query tile qb into slot `buf`; rows past T are zero (masked anyway)
-    auto load_rows = [&](int qb, int buf) {
+    // The steps: the group's query heads h0, h0 + 1, .. in order, each over query tiles kb .. nqb - 1.
+    const int h0 = blk.kvh * blk.group, nper = nqb - kb, nsteps = blk.group * nper;
+    // query tile qb of head h: its turn counter (key blocks that have added) and its dQ accumulator [64][HS]
+    auto turn_of = [&](int h, int qb) { return turns + (long)(blk.b * NH + h) * nqb + qb; };
+    auto acc_of = [&](int h, int qb) { return dq_acc + ((long)(blk.b * NH + h) * nqb + qb) * ATT_BQ * HS; };
+    // lse (log2 domain) and D of query tile qb of head h into slot `buf`; rows past T are zero (masked anyway)
+    auto load_rows = [&](int h, int qb, int buf) {
+        const long bh = (long)blk.b * NH + h;
         for (int i = threadIdx.x; i < 64; i += ATT_THREADS) {
             const int q = qb * ATT_BQ + i;
-            lse_s[buf * 64 + i] = q < T ? lse[(long)bh * T + q] * 1.4426950408889634f : 0.0f;
-            D_s[buf * 64 + i] = q < T ? rowdot[(long)bh * T + q] : 0.0f;
+            lse_s[buf * 64 + i] = q < T ? lse[bh * T + q] * 1.4426950408889634f : 0.0f;
+            D_s[buf * 64 + i] = q < T ? rowdot[bh * T + q] : 0.0f;
         }
     };
 
@@ -483,7 +491,7 @@ attn_tc_bwd_kernel(floatT *__restrict__ dqkv, float *__restrict__ dq_acc, int *_
     attn_tc_tile<floatT, HS, 64, ATT_THREADS>(sm, blk.q, C3, k0, T, hs);
     attn_tc_tile<floatT, HS, 64, ATT_THREADS>(sm + L::TILE, blk.dout, C, k0, T, hs);
     cp_async_commit();
-    load_rows(kb, 0);
+    load_rows(h0, kb, 0);
     cp_async_wait<0>();
     __syncthreads();
     uint32_t ka[L::KV_SMEM ? 1 : HS / 16][4], va[L::KV_SMEM ? 1 : HS / 16][4];  // unused when KV_SMEM
@@ -497,16 +505,19 @@ attn_tc_bwd_kernel(floatT *__restrict__ dqkv, float *__restrict__ dq_acc, int *_
 #pragma unroll
         for (int e = 0; e < 4; e++) dk[n][e] = dv[n][e] = 0.0f;
 
-    for (int qb = kb; qb < nqb; qb++) {
-        const int q0 = qb * ATT_BQ, buf = (qb - kb) & 1;
+    for (int step = 0; step < nsteps; step++) {
+        const int h = h0 + step / nper, qb = kb + step % nper, q0 = qb * ATT_BQ, buf = step & 1;
         cp_async_wait<0>();
-        __syncthreads();  // tile qb is in for every thread; every warp is done with tile qb - 1 (and V), dS^T and dQ
-        if (kb > 0 && qb > kb && threadIdx.x == 0) block_order_release(&turn[qb - 1]);  // tile qb - 1's turn passes on
-        if (qb + 1 < nqb) {
+        __syncthreads();  // tile qb is in for every thread; every warp is done with the last step's tile (and V), dS^T and dQ
+        if (kb > 0 && step > 0 && threadIdx.x == 0)  // the last step's dQ tile: its turn passes on
+            block_order_release(turn_of(h0 + (step - 1) / nper, kb + (step - 1) % nper));
+        if (step + 1 < nsteps) {
+            const int hn = h0 + (step + 1) / nper, qn = kb + (step + 1) % nper;
+            blk.set_head(hn);
             floatT *nx = sm + (buf ^ 1) * 2 * L::TILE;
-            attn_tc_tile<floatT, HS, 64, ATT_THREADS>(nx, blk.q, C3, q0 + ATT_BQ, T, hs);
-            attn_tc_tile<floatT, HS, 64, ATT_THREADS>(nx + L::TILE, blk.dout, C, q0 + ATT_BQ, T, hs);
-            load_rows(qb + 1, buf ^ 1);
+            attn_tc_tile<floatT, HS, 64, ATT_THREADS>(nx, blk.q, C3, qn * ATT_BQ, T, hs);
+            attn_tc_tile<floatT, HS, 64, ATT_THREADS>(nx + L::TILE, blk.dout, C, qn * ATT_BQ, T, hs);
+            load_rows(hn, qn, buf ^ 1);
         }
         cp_async_commit();
         const floatT *Qs = sm + buf * 2 * L::TILE, *dOs = Qs + L::TILE;
@@ -541,8 +552,8 @@ attn_tc_bwd_kernel(floatT *__restrict__ dqkv, float *__restrict__ dq_acc, int *_
         const int kc0 = qb == kb ? warp : 0;
         attn_tc_pv<floatT, HS>(dv, s, dOs, kc0, 4);
         attn_tc_pv<floatT, HS>(dk, dp, Qs, kc0, 4);
-        // this block's turn on dQ tile qb: after key blocks qb .. kb + 1
-        if (qb > kb && threadIdx.x == 0) block_order_wait(&turn[qb], qb - kb);
+        // this block's turn on head h's dQ tile qb: after key blocks qb .. kb + 1
+        if (qb > kb && threadIdx.x == 0) block_order_wait(turn_of(h, qb), qb - kb);
         __syncthreads();  // dS^T is complete, and the turn is this block's
         float dq[HS / 8][4];
 #pragma unroll
@@ -550,10 +561,12 @@ attn_tc_bwd_kernel(floatT *__restrict__ dqkv, float *__restrict__ dq_acc, int *_
         // warp w's query rows 16 w .. 16 w + 15 see keys <= themselves: on the diagonal, key chunks 0..w
         attn_tc_dsk<floatT, HS>(dq, St, warp * 16, Ks, qb == kb ? warp + 1 : 4);
         const int qrow[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+        float *acc = acc_of(h, 0);  // rows of tile qb at qrow - 0: the head's [nqb * 64][HS]
+        floatT *dq_g = dqkv + ((long)blk.b * T * C3 + (long)h * hs);
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             float *a = acc + (long)qrow[r] * HS + 2 * t;
-            floatT *dst = dqkv + blk.qkv_at + (long)qrow[r] * C3 + 2 * t;
+            floatT *dst = dq_g + (long)qrow[r] * C3 + 2 * t;
 #pragma unroll
             for (int n = 0; n < HS / 8; n++) {
                 float2 v = make_float2(dq[n][2 * r], dq[n][2 * r + 1]);
@@ -569,11 +582,10 @@ attn_tc_bwd_kernel(floatT *__restrict__ dqkv, float *__restrict__ dq_acc, int *_
         }
     }
     __syncthreads();  // every thread's dQ adds to the last tile are done
-    if (kb > 0 && threadIdx.x == 0) block_order_release(&turn[nqb - 1]);
-    floatT *dqkv_b = dqkv + blk.qkv_at;
+    if (kb > 0 && threadIdx.x == 0) block_order_release(turn_of(h0 + blk.group - 1, nqb - 1));
     const float one[2] = {1.0f, 1.0f}, sc[2] = {scale, scale};
-    attn_tc_write<floatT, HS>(dqkv_b + C, C3, dk, key, sc, T, hs);
-    attn_tc_write<floatT, HS>(dqkv_b + 2 * C, C3, dv, key, one, T, hs);
+    attn_tc_write<floatT, HS>(dqkv + blk.k_at, C3, dk, key, sc, T, hs);
+    attn_tc_write<floatT, HS>(dqkv + blk.v_at, C3, dv, key, one, T, hs);
 }
 
 // ---- end 16-bit attention ----

@@ -1,6 +1,7 @@
 // cuda/encoder.cuh: the token and position embedding of the CUDA build (train_gpt.cu, called by model.h):
 // encoder_forward adds wte and wpe rows, encoder_backward adds the output gradient into both tables in the
-// CPU build's order. Shapes as in cpu/: B batch, T time, C channels.
+// CPU build's order. wpe and dwpe NULL: no position table (the Llama family, backend.h): out = wte[token]. Shapes as
+// in cpu/: B batch, T time, C channels.
 #ifndef CUDA_ENCODER_CUH
 #define CUDA_ENCODER_CUH
 
@@ -13,6 +14,10 @@ __global__ void encoder_forward_kernel(T *out, const int *inp, const T *wte, con
     if (idx >= (long)B * Tn * C) return;
     int c = idx % C, bt = idx / C, t = bt % Tn;
     const XVec<T, V> w = *reinterpret_cast<const XVec<T, V> *>(wte + (long)inp[bt] * C + c);
+    if (!wpe) {  // no position table (the Llama family: RoPE in attention instead): out = wte[token]
+        *reinterpret_cast<XVec<T, V> *>(out + idx) = w;
+        return;
+    }
     const XVec<T, V> p = *reinterpret_cast<const XVec<T, V> *>(wpe + (long)t * C + c);
     XVec<T, V> o;
 #pragma unroll
@@ -22,7 +27,7 @@ __global__ void encoder_forward_kernel(T *out, const int *inp, const T *wte, con
 
 static void encoder_forward(floatX *out, const int *inp, const floatX *wte, const floatX *wpe, int B, int T, int C) {
     long n = (long)B * T * C;
-    WITH_X(with_vec_width<xt>(C % vec16<xt>() == 0 && aligned16(out, wte, wpe), [&](auto width) {
+    WITH_X(with_vec_width<xt>(C % vec16<xt>() == 0 && aligned16(out, wte) && (!wpe || aligned16(wpe)), [&](auto width) {
         constexpr int V = decltype(width)::value;
         LAUNCH(ceil_div(n / V, 256), 256, 0, main_stream, encoder_forward_kernel<xt, V>)((xt *)out, inp, (const xt *)wte, (const xt *)wpe, B, T, C);
     }));
@@ -88,6 +93,7 @@ static void encoder_backward(float *dwte, float *dwpe, const floatX *dout, const
     launchCheck();
     WITH_X(LAUNCH(BT, 256, 0, main_stream, encoder_backward_wte_kernel<xt>)(dwte, (const xt *)dout, inp, links, links + BT, C));
     launchCheck();
+    if (!dwpe) return;  // no position table
     WITH_X(LAUNCH(ceil_div((long)T * C, 256), 256, 0, main_stream, encoder_backward_wpe_kernel<xt>)(dwpe, (const xt *)dout,
                                                                                           B, T, C));
     launchCheck();

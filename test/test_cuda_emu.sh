@@ -67,8 +67,9 @@ kernels() {
   bo+="race build: $(summary "$out")"
   [ $brc -eq 0 ] && ok "blocks that take turns through a counter, in every block order and under the race detector: $bo" \
     || bad "blocks that take turns through a counter" "$bo"
-  # every kernel against the CPU build's, fp32/bf16/fp16, five shapes; in three thread orders (a result that
-  # changes with the order is a race)
+  # every kernel against the CPU build's, fp32/bf16/fp16, five shapes, and the Llama family's (cuda/llama.cuh,
+  # grouped-query attention and decode) against cpu/llama.h; in three thread orders (a result that changes with the
+  # order is a race)
   for order in forward reverse random:11; do
     out=$(TRAIN_GPT_EMU_ORDER=$order ./dev/cuda/kernels_emu check 2>&1); rc=$?
     [ $rc -eq 0 ] && ok "kernels vs the CPU build's, threads in $order order: $(summary "$out")" \
@@ -81,9 +82,9 @@ kernels() {
   out=$(ASAN_OPTIONS=detect_leaks=0 ./dev/cuda/kernels_emu_asan check 2>&1); rc=$?
   [ $rc -eq 0 ] && ok "kernels under AddressSanitizer: $(summary "$out")" \
     || bad "kernels under AddressSanitizer" "$(grep -E 'FAIL|ERROR|cuda-emu|error' <<<"$out" | head -5)"
-  # the attention kernels against float64 at every head size, T up to 256
+  # the attention kernels against float64 at every head size, T up to 256, multi-head and grouped-query (4:1, 2:1, MQA)
   out=$(./dev/cuda/attention_emu check small 2>&1); rc=$?
-  [ $rc -eq 0 ] && ok "attention vs float64 (T <= 256, head sizes 16-128): $(counts "$out")" \
+  [ $rc -eq 0 ] && ok "attention vs float64 (T <= 256, head sizes 16-128, GQA and MQA): $(counts "$out")" \
     || bad "attention vs float64: $(counts "$out"), exit $rc" "$(grep -vE '^PASS|^device' <<<"$out")"
   # the 16-bit backward's key blocks take turns on dQ (cuda/block_order.cuh): other block orders (reverse: every
   # block waits on blocks started after it) and one block resident at a time (forward: every wait is on an earlier
@@ -331,7 +332,8 @@ trainer() {
   # --autotune on the emulated GPU (timings meaningless, plumbing not): device and host memory are apart here, so
   # a --mem-limit below the run's own plan leaves only configurations that offload AdamW's state to the host
   out=$($EMU --precision fp32 -b 2 -t 16 -d 32 --autotune --mem-limit 0.0048 2>&1); rc=$?
-  n=$(grep -cE "^  -b [12] --grad-accum [12] -r [0-3] -z 0 --offload optimizer +[0-9]+ +[0-9.]+ +[0-9]+ +[0-9.]+ MiB \+ host" <<<"$out")
+  # a timed row: tok/s, the runs' range and spread, ms/step, runs, the plan's memory
+  n=$(grep -cE "^  -b [12] --grad-accum [12] -r [0-3] -z 0 --offload optimizer +[0-9]+ +[0-9]+-[0-9]+ +[0-9.]+% +[0-9.]+ +[0-9]+ +[0-9.]+ MiB \+ host" <<<"$out")
   [ $rc -eq 0 ] && grep -q "6 fit the memory plan" <<<"$out" && [ "$n" = 6 ] && grep -qE "^best: -b 2 --grad-accum 1 -r [0-3] -z 0 --offload optimizer$" <<<"$out" \
     && ok "--autotune on the emulated GPU: 6 of 24 fit a 4.9 MiB device by offloading; $(grep '^best' <<<"$out")" || bad "--autotune (emulated)" "$out"
   for l in z1 z3 pp; do

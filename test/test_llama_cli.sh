@@ -3,8 +3,8 @@
 # published parameter count exactly (transformers' count of the Hugging Face model; these vocabularies are
 # multiples of 128, so no padding rows), a real step of smollm-135m allocates exactly its plan, and bad input is a
 # clear error naming the file and field: n_head not a multiple of n_kv_head, an odd head_dim, an llm.c llama3-branch
-# file, a shard token outside the model's vocabulary, an unknown model name; the CUDA build (emulated) refuses
-# the family by name.
+# file, a shard token outside the model's vocabulary, an unknown model name; the CUDA build (emulated, fp32) trains
+# the family with the CPU build's losses and norms.
 source "$(dirname "$0")/lib.sh"
 if ! $BIN --help >/dev/null; then bad "./train_gpt_cpu is needed"; finish; exit 1; fi
 
@@ -56,9 +56,24 @@ PYEOF
 expect "a shard token outside the model's vocabulary is an error naming the shard and position" \
   "tok.bin: token 60000 at position 20 is outside the model's vocabulary of 50257" $BIN -e llama-d2 -i "$W/tok.bin" --shuffle 0 -b 2 -t 16 -x 2 -v 0 -s 0
 if [ -x ./train_gpt_emu ]; then
-  expect "the CUDA build (emulated) refuses the Llama family by name" \
-    "the CUDA build does not run the Llama family yet: use train_gpt_cpu" ./train_gpt_emu -e llama-d2 -x 1
+  # the CUDA build (cuda/llama.cuh, emulated) in fp32: the CPU build's losses and gradient norms step by step
+  lflags=(-e llama-d2 -x 4 -b 2 -t 32 -v 0 -s 0)
+  $BIN "${lflags[@]}" --log "$W/lcpu.jsonl" > "$W/lcpu.out" 2>&1
+  ./train_gpt_emu --precision fp32 "${lflags[@]}" --log "$W/lemu.jsonl" > "$W/lemu.out" 2>&1
+  r=$($PY - "$W/lcpu.jsonl" "$W/lemu.jsonl" <<'PYEOF'
+import json, sys
+def load(p):
+    return {d["step"]: (d["loss"], d["norm"]) for d in map(json.loads, open(p)) if "loss" in d and "norm" in d}
+a, b = load(sys.argv[1]), load(sys.argv[2])
+if len(a) != 4 or sorted(a) != sorted(b): print("steps", sorted(a), sorted(b)); sys.exit(1)
+e = max(abs(a[s][k] - b[s][k]) / abs(a[s][k]) for s in a for k in (0, 1))
+print(f"4 steps, losses and norms within {e:.1e} relative")
+sys.exit(0 if e < 1e-5 else 1)
+PYEOF
+)
+  [ $? -eq 0 ] && ok "the CUDA build (emulated, fp32) trains llama-d2 as the CPU build does: $r" \
+    || bad "the CUDA build (emulated) on llama-d2" "$r $(tail -2 "$W/lemu.out")"
 else
-  skip "the CUDA build's refusal: ./train_gpt_emu is not built (make train_gpt_emu)"
+  skip "the CUDA build on the Llama family: ./train_gpt_emu is not built (make train_gpt_emu)"
 fi
 finish

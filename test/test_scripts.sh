@@ -24,7 +24,7 @@ grep -qE "[a-zA-Z]{2}" <<<"$sample" && ! grep -qE "^sample: ([0-9]+ )+$" <<<"$sa
 # flags alone pass through to the trainer (the data directory defaults to data/ of the checkout):
 # run in a copy of the checkout, so the test leaves no data/ behind
 mkdir -p "$W/repo" "$W/shared"
-cp -rp scripts Makefile ./*.h ./*.c .build-cpu train_gpt_cpu tokenize "$W/repo/" 2>/dev/null
+cp -rp scripts cpu Makefile ./*.h ./*.c .build-cpu train_gpt_cpu tokenize "$W/repo/" 2>/dev/null
 ln -s "$(realpath "$DATA")" "$W/shared/data"
 out=$(bash "$W/repo/scripts/tinyshakespeare.sh" -e d2 -x 3 -v 0 -s 0 2>&1); rc=$?
 [ $rc -eq 0 ] && grep -q "step     3/3" <<<"$out" && [ -f "$W/repo/data/tinyshakespeare/train_000000.bin" ] \

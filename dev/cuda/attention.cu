@@ -38,6 +38,13 @@
 //    work on the tile, and in steady state the block before it finished that tile one step earlier. The 7-product
 //    kernels (a dQ kernel that recomputes S and dP) are in attention_v2.cuh. fp32: a row-dot kernel, then dK/dV,
 //    then dQ, unchanged.
+//  * Grouped-query attention (the Llama family, issue 35): qkv rows of NH query heads, then KV key and KV value
+//    heads (C + 2 KV hs); query head h reads key/value head h / (NH / KV) in place, no copy to full width. The
+//    forward and dQ blocks are per query head as before; the dK/dV blocks (fp32: attn_bwd_dkdv_kernel; 16-bit:
+//    attn_tc_bwd_kernel) are per key/value head and walk the group's query heads in order, so dK and dV are summed
+//    over the group in registers in a fixed order; the 16-bit kernel's dQ turns are per query head as before.
+//    KV = NH is the old kernels step for step: the GPT-2 shapes print the same bits as before GQA. The GQA shapes
+//    (4:1, multi-query at hs 64 and 128, 2:1) are checked against the float64 reference's GQA form.
 //  * Registers (ptxas, nvcc 13.0, sm_90a; bf16 and fp16 alike), hs 64 / 128: forward 128 / 223, no spills (v1:
 //    160 / 254 at half the threads per block); backward (5 products) 255 / 255, 12 / 448 bytes spilled (stores;
 //    24 / 556 loaded), hs 16 / 32: 126 / 166, none; v2's dQ 205 / 255 (16 bytes spilled at 128) and dK/dV 250 /
@@ -70,22 +77,25 @@
 
 // ---- dev check and benchmark ----
 
-struct AttnShape { int B, T, C, NH; };
+// KV: key/value heads (grouped-query attention); 0 means NH (GPT-2's multi-head attention).
+struct AttnShape { int B, T, C, NH, KV = 0; };
 
 template <typename floatT>
 static bool run_check(const AttnShape &sh, uint64_t seed) {
-    const int B = sh.B, T = sh.T, C = sh.C, NH = sh.NH, hs = C / NH;
+    const int B = sh.B, T = sh.T, C = sh.C, NH = sh.NH, hs = C / NH, KV = sh.KV > 0 ? sh.KV : NH;
+    const bool gqa = KV != NH;
     const char *ty = attn_type_name<floatT>();
-    const long nqkv = (long)B * T * 3 * C, nout = (long)B * T * C, nlse = (long)B * NH * T;
+    const long kvw = (long)KV * hs, C3 = C + 2 * kvw;  // a qkv row: 3C where KV = NH
+    const long nqkv = (long)B * T * C3, nout = (long)B * T * C, nlse = (long)B * NH * T;
     // Inputs, rounded to floatT on the host first so that the reference sees exactly what the GPU sees.
     std::vector<float> qkv(nqkv), dout(nout);
-    attn_make_inputs(qkv.data(), dout.data(), B, T, C, 2.0f, seed);
+    attn_make_inputs(qkv.data(), dout.data(), B, T, C, 2.0f, seed, kvw);
     std::vector<floatT> qkv_t(nqkv), dout_t(nout);
     for (long i = 0; i < nqkv; i++) { qkv_t[i] = attn_from_float<floatT>(qkv[i]); qkv[i] = attn_to_float(qkv_t[i]); }
     for (long i = 0; i < nout; i++) { dout_t[i] = attn_from_float<floatT>(dout[i]); dout[i] = attn_to_float(dout_t[i]); }
     std::vector<float> out_ref(nout), lse_ref(nlse), dqkv_ref(nqkv);
-    attn_ref_forward(out_ref.data(), lse_ref.data(), qkv.data(), B, T, C, NH);
-    attn_ref_backward(dqkv_ref.data(), dout.data(), qkv.data(), B, T, C, NH);
+    attn_ref_forward(out_ref.data(), lse_ref.data(), qkv.data(), B, T, C, NH, KV);
+    attn_ref_backward(dqkv_ref.data(), dout.data(), qkv.data(), B, T, C, NH, KV);
 
     floatT *d_qkv, *d_dout, *d_out, *d_dqkv, *d_dqkv2;
     float *d_lse, *d_scratch;
@@ -106,8 +116,8 @@ static bool run_check(const AttnShape &sh, uint64_t seed) {
     cudaCheck(cudaMemset(d_dqkv2, 0x00, nqkv * sizeof(floatT)));
     cudaCheck(cudaMemset(d_scratch, 0xff, nscratch * sizeof(float)));
 
-    flash_attention_forward(d_out, d_lse, d_qkv, B, T, C, NH, 0);
-    flash_attention_backward(d_dqkv, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, 0);
+    flash_attention_forward(d_out, d_lse, d_qkv, B, T, C, NH, 0, KV);
+    flash_attention_backward(d_dqkv, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, 0, KV);
     cudaCheck(cudaDeviceSynchronize());
     std::vector<floatT> out_t(nout), dqkv_t(nqkv), dqkv2_t(nqkv), out2_t(nout);
     std::vector<float> lse_g(nlse), lse2_g(nlse);
@@ -115,8 +125,8 @@ static bool run_check(const AttnShape &sh, uint64_t seed) {
     cudaCheck(cudaMemcpy(lse_g.data(), d_lse, nlse * sizeof(float), cudaMemcpyDeviceToHost));
     cudaCheck(cudaMemcpy(dqkv_t.data(), d_dqkv, nqkv * sizeof(floatT), cudaMemcpyDeviceToHost));
     // Determinism: forward and backward again (backward into a buffer poisoned differently), bit-compare.
-    flash_attention_forward(d_out, d_lse, d_qkv, B, T, C, NH, 0);
-    flash_attention_backward(d_dqkv2, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, 0);
+    flash_attention_forward(d_out, d_lse, d_qkv, B, T, C, NH, 0, KV);
+    flash_attention_backward(d_dqkv2, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, 0, KV);
     cudaCheck(cudaDeviceSynchronize());
     cudaCheck(cudaMemcpy(out2_t.data(), d_out, nout * sizeof(floatT), cudaMemcpyDeviceToHost));
     cudaCheck(cudaMemcpy(lse2_g.data(), d_lse, nlse * sizeof(float), cudaMemcpyDeviceToHost));
@@ -131,7 +141,8 @@ static bool run_check(const AttnShape &sh, uint64_t seed) {
     // here even where it stays inside the tolerance.
     char v1[96] = "";
     bool same = true;
-    if constexpr (sizeof(floatT) == 2) {
+    // (v1 and v2 are multi-head only: GQA shapes skip the comparison)
+    if constexpr (sizeof(floatT) == 2) if (!gqa) {
         double dq_diff = 0.0, dq_max = 0.0;
         for (int ver = 1; ver <= 2; ver++) {
             cudaCheck(cudaMemset(d_dqkv2, 0xff, nqkv * sizeof(floatT)));
@@ -167,9 +178,9 @@ static bool run_check(const AttnShape &sh, uint64_t seed) {
     const AttnTol tol = attn_tolerance(sizeof(floatT), std::is_same<floatT, __nv_bfloat16>::value);
     const double e_out = attn_rel_err(out_g.data(), out_ref.data(), (long)B * T, C, 0, C);
     const double e_lse = attn_rel_err(lse_g.data(), lse_ref.data(), 1, nlse, 0, nlse);
-    const double e_dq = attn_rel_err(dqkv_g.data(), dqkv_ref.data(), (long)B * T, 3L * C, 0, C);
-    const double e_dk = attn_rel_err(dqkv_g.data(), dqkv_ref.data(), (long)B * T, 3L * C, C, C);
-    const double e_dv = attn_rel_err(dqkv_g.data(), dqkv_ref.data(), (long)B * T, 3L * C, 2L * C, C);
+    const double e_dq = attn_rel_err(dqkv_g.data(), dqkv_ref.data(), (long)B * T, C3, 0, C);
+    const double e_dk = attn_rel_err(dqkv_g.data(), dqkv_ref.data(), (long)B * T, C3, C, kvw);
+    const double e_dv = attn_rel_err(dqkv_g.data(), dqkv_ref.data(), (long)B * T, C3, C + kvw, kvw);
     const bool ok = e_out <= tol.out && e_lse <= tol.lse && e_dq <= tol.dqkv && e_dk <= tol.dqkv &&
                     e_dv <= tol.dqkv && det && same;
     // FNV-1a of the outputs' bits: runs in other thread and block orders (the emulator's) must print the same
@@ -180,9 +191,11 @@ static bool run_check(const AttnShape &sh, uint64_t seed) {
     hash(out_t.data(), nout * sizeof(floatT));
     hash(lse_g.data(), nlse * sizeof(float));
     hash(dqkv_t.data(), nqkv * sizeof(floatT));
-    printf("%s %-5s B=%d T=%4d C=%3d NH=%2d hs=%3d | rel err out %.2e lse %.2e dq %.2e dk %.2e dv %.2e "
+    char kvs[16] = "";
+    if (gqa) snprintf(kvs, sizeof(kvs), " KV=%d", KV);
+    printf("%s %-5s B=%d T=%4d C=%3d NH=%2d%s hs=%3d | rel err out %.2e lse %.2e dq %.2e dk %.2e dv %.2e "
            "(tol %.1e/%.1e/%.1e) | deterministic %s, bits %08x%s\n",
-           ok ? "PASS" : "FAIL", ty, B, T, C, NH, hs, e_out, e_lse, e_dq, e_dk, e_dv, tol.out, tol.lse, tol.dqkv,
+           ok ? "PASS" : "FAIL", ty, B, T, C, NH, kvs, hs, e_out, e_lse, e_dq, e_dk, e_dv, tol.out, tol.lse, tol.dqkv,
            det ? "yes" : "NO", fnv, v1);
     cudaCheck(cudaFree(d_qkv));
     cudaCheck(cudaFree(d_dout));
@@ -215,10 +228,11 @@ template <typename F> static float time_ms(F &&f, int warmup, int iters) {
 // TFLOP/s in FlashAttention's convention (causal: forward 4 B NH T^2 hs / 2, backward 2.5 x forward; the
 // backward's row dot and recomputation are not counted). dev/bench_sdpa.py prints PyTorch's at the same shapes.
 template <typename floatT>
-static void run_bench(int B, int T, int C, int NH) {
-    const long nqkv = (long)B * T * 3 * C, nout = (long)B * T * C, nlse = (long)B * NH * T;
+static void run_bench(int B, int T, int C, int NH, int KV = 0) {
+    if (KV <= 0) KV = NH;
+    const long kvw = (long)KV * (C / NH), nqkv = (long)B * T * (C + 2 * kvw), nout = (long)B * T * C, nlse = (long)B * NH * T;
     std::vector<float> qkv(nqkv), dout(nout);
-    attn_make_inputs(qkv.data(), dout.data(), B, T, C, 1.0f, 7);
+    attn_make_inputs(qkv.data(), dout.data(), B, T, C, 1.0f, 7, kvw);
     std::vector<floatT> qkv_t(nqkv), dout_t(nout);
     for (long i = 0; i < nqkv; i++) qkv_t[i] = attn_from_float<floatT>(qkv[i]);
     for (long i = 0; i < nout; i++) dout_t[i] = attn_from_float<floatT>(dout[i]);
@@ -234,18 +248,20 @@ static void run_bench(int B, int T, int C, int NH) {
     cudaCheck(cudaMemcpy(d_dout, dout_t.data(), nout * sizeof(floatT), cudaMemcpyHostToDevice));
     const int warmup = 3, iters = 20;
     const double fwd_flops = 4.0 * B * NH * (double)T * T * ((double)C / NH) / 2.0, bwd_flops = 2.5 * fwd_flops;
-    const float f_new = time_ms([&] { flash_attention_forward(d_out, d_lse, d_qkv, B, T, C, NH, 0); }, warmup, iters);
+    const float f_new = time_ms([&] { flash_attention_forward(d_out, d_lse, d_qkv, B, T, C, NH, 0, KV); }, warmup, iters);
     const float b_new = time_ms([&] {
-        flash_attention_backward(d_dqkv, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, 0); }, warmup, iters);
+        flash_attention_backward(d_dqkv, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, 0, KV); }, warmup, iters);
     float f_v1 = 0.0f, b_v1 = 0.0f, b_v2 = 0.0f;
-    if constexpr (sizeof(floatT) == 2) {
+    if constexpr (sizeof(floatT) == 2) if (KV == NH) {  // v1 and v2 are multi-head only
         f_v1 = time_ms([&] { attn_v1_forward(d_out, d_lse, d_qkv, B, T, C, NH, 0); }, warmup, iters);
         b_v1 = time_ms([&] { attn_v1_backward(d_dqkv, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, 0); }, warmup, iters);
         b_v2 = time_ms([&] { attn_v2_backward(d_dqkv, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, 0); }, warmup, iters);
     }
     auto tf = [](double flops, float ms) { return ms > 0.0f ? flops / (ms * 1e-3) / 1e12 : 0.0; };
-    printf("bench %-5s %3d %5d %3d %4d | %8.3f %7.1f %7.1f | %8.3f %7.1f %7.1f %7.1f\n", attn_type_name<floatT>(), B, T,
-           NH, C / NH, f_new, tf(fwd_flops, f_new), tf(fwd_flops, f_v1), b_new, tf(bwd_flops, b_new), tf(bwd_flops, b_v2),
+    char kvs[16] = "";
+    if (KV != NH) snprintf(kvs, sizeof(kvs), " (KV %d)", KV);
+    printf("bench %-5s %3d %5d %3d%s %4d | %8.3f %7.1f %7.1f | %8.3f %7.1f %7.1f %7.1f\n", attn_type_name<floatT>(), B, T,
+           NH, kvs, C / NH, f_new, tf(fwd_flops, f_new), tf(fwd_flops, f_v1), b_new, tf(bwd_flops, b_new), tf(bwd_flops, b_v2),
            tf(bwd_flops, b_v1));
     cudaCheck(cudaFree(d_qkv));
     cudaCheck(cudaFree(d_dout));
@@ -265,6 +281,10 @@ static void bench_table(void) {
             run_bench<__half>(16384 / T, T, 768, 768 / hs);
         }
     run_bench<__nv_bfloat16>(8, 1024, 768, 12);
+    // grouped-query attention at the same shape (the Llama family's d12 width): 4:1 and multi-query; the FLOPs are
+    // the same as multi-head's, K and V are read NH / KV times fewer
+    run_bench<__nv_bfloat16>(8, 1024, 768, 12, 3);
+    run_bench<__nv_bfloat16>(8, 1024, 768, 12, 1);
 }
 
 int main(int argc, char **argv) {
@@ -296,6 +316,16 @@ int main(int argc, char **argv) {
             seed++;
         }
         for (const AttnShape &sh : fp32_shapes) failures += !run_check<float>(sh, seed++);
+        // Grouped-query attention (the Llama family): 4:1 (hs 16), multi-query at hs 64 (the d12 head, K and V in
+        // registers), 2:1 with a ragged third tile (hs 32), multi-query at hs 128 (K and V in shared memory). dK and dV
+        // sum over the group's query heads; the 16-bit backward's blocks walk the group's heads in turn.
+        const AttnShape gqa_shapes[] = {{2, 64, 128, 8, 2}, {1, 100, 256, 4, 1}, {1, 150, 128, 4, 2}, {1, 70, 384, 3, 1}};
+        for (const AttnShape &sh : gqa_shapes) {
+            failures += !run_check<float>(sh, seed);
+            failures += !run_check<__nv_bfloat16>(sh, seed);
+            failures += !run_check<__half>(sh, seed);
+            seed++;
+        }
     }
     if (do_bench) bench_table();
     if (do_check) printf("%s: %d check(s) failed\n", failures ? "FAIL" : "PASS", failures);

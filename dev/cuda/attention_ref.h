@@ -7,6 +7,8 @@
 //
 // Layouts (as train_gpt.c): qkv (B, T, 3C) with head h's q at column h*hs, k at C + h*hs, v at 2C + h*hs,
 // hs = C / NH; out and dout (B, T, C); lse (B, NH, T) = natural-log logsumexp of each row's scaled scores.
+// Grouped-query attention (cpu/llama.h's packing): qkv (B, T, C + 2 KV hs), key head j at C + j*hs, value head j at
+// C + KV*hs + j*hs, query head h reading head h / (NH / KV).
 #pragma once
 #include <math.h>
 #include <stdint.h>
@@ -14,19 +16,23 @@
 #include <string.h>
 #include <vector>
 
-// out (B, T, C) and lse (B, NH, T) from qkv.
-static inline void attn_ref_forward(float *out, float *lse, const float *qkv, int B, int T, int C, int NH) {
-    const int hs = C / NH;
-    const long C3 = 3L * C;
+// out (B, T, C) and lse (B, NH, T) from qkv. Grouped-query attention: KV key/value heads (KV <= 0: NH), qkv rows
+// of C + 2 KV hs (NH query heads, KV key heads, KV value heads: cpu/llama.h's packing), query head h reading key/value
+// head h / (NH / KV); KV = NH is the (B, T, 3C) layout above.
+static inline void attn_ref_forward(float *out, float *lse, const float *qkv, int B, int T, int C, int NH, int KV = 0) {
+    if (KV <= 0) KV = NH;
+    const int hs = C / NH, group = NH / KV;
+    const long C3 = C + 2L * KV * hs;
     const double scale = 1.0 / sqrt((double)hs);
     std::vector<double> s(T);
     for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++)
+        for (int h = 0; h < NH; h++) {
+            const long koff = C + (long)(h / group) * hs, voff = koff + (long)KV * hs;
             for (int t = 0; t < T; t++) {
                 const float *q = qkv + ((long)b * T + t) * C3 + h * hs;
                 double m = -INFINITY;
                 for (int t2 = 0; t2 <= t; t2++) {
-                    const float *k = qkv + ((long)b * T + t2) * C3 + C + h * hs;
+                    const float *k = qkv + ((long)b * T + t2) * C3 + koff;
                     double d = 0.0;
                     for (int i = 0; i < hs; i++) d += (double)q[i] * (double)k[i];
                     s[t2] = d * scale;
@@ -38,61 +44,72 @@ static inline void attn_ref_forward(float *out, float *lse, const float *qkv, in
                 float *o = out + ((long)b * T + t) * C + h * hs;
                 for (int i = 0; i < hs; i++) {
                     double acc = 0.0;
-                    for (int t2 = 0; t2 <= t; t2++) acc += s[t2] * (double)qkv[((long)b * T + t2) * C3 + 2 * C + h * hs + i];
+                    for (int t2 = 0; t2 <= t; t2++) acc += s[t2] * (double)qkv[((long)b * T + t2) * C3 + voff + i];
                     o[i] = (float)(acc / z);
                 }
             }
+        }
 }
 
-// dqkv (B, T, 3C), overwritten, from dout (B, T, C) and qkv. Recomputes the softmax itself.
-static inline void attn_ref_backward(float *dqkv, const float *dout, const float *qkv, int B, int T, int C, int NH) {
-    const int hs = C / NH;
-    const long C3 = 3L * C;
+// dqkv (B, T, C + 2 KV hs), overwritten, from dout (B, T, C) and qkv. Recomputes the softmax itself. A key/value
+// head's dK and dV sum over its group's query heads in double.
+static inline void attn_ref_backward(float *dqkv, const float *dout, const float *qkv, int B, int T, int C, int NH,
+                                     int KV = 0) {
+    if (KV <= 0) KV = NH;
+    const int hs = C / NH, group = NH / KV;
+    const long C3 = C + 2L * KV * hs;
     const double scale = 1.0 / sqrt((double)hs);
     std::vector<double> p(T), dp(T), acc((size_t)T * 3 * hs);
     for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++) {
-            std::fill(acc.begin(), acc.end(), 0.0);  // per token: [dq | dk | dv] of this head
-            for (int t = 0; t < T; t++) {
-                const float *q = qkv + ((long)b * T + t) * C3 + h * hs;
-                const float *go = dout + ((long)b * T + t) * C + h * hs;
-                double m = -INFINITY;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    const float *k = qkv + ((long)b * T + t2) * C3 + C + h * hs;
-                    double d = 0.0;
-                    for (int i = 0; i < hs; i++) d += (double)q[i] * (double)k[i];
-                    p[t2] = d * scale;
-                    if (p[t2] > m) m = p[t2];
-                }
-                double z = 0.0;
-                for (int t2 = 0; t2 <= t; t2++) { p[t2] = exp(p[t2] - m); z += p[t2]; }
-                double rowdot = 0.0;  // sum_t2 p * dp
-                for (int t2 = 0; t2 <= t; t2++) {
-                    p[t2] /= z;
-                    const float *v = qkv + ((long)b * T + t2) * C3 + 2 * C + h * hs;
-                    double d = 0.0;
-                    for (int i = 0; i < hs; i++) d += (double)go[i] * (double)v[i];
-                    dp[t2] = d;
-                    rowdot += p[t2] * d;
-                }
-                double *dq = &acc[(size_t)t * 3 * hs];
-                for (int t2 = 0; t2 <= t; t2++) {
-                    const float *k = qkv + ((long)b * T + t2) * C3 + C + h * hs;
-                    double *dk = &acc[(size_t)t2 * 3 * hs + hs], *dv = dk + hs;
-                    const double ds = p[t2] * (dp[t2] - rowdot) * scale;  // d(loss)/d(raw score q.k)
-                    for (int i = 0; i < hs; i++) {
-                        dq[i] += ds * (double)k[i];
-                        dk[i] += ds * (double)q[i];
-                        dv[i] += p[t2] * (double)go[i];
+        for (int kvh = 0; kvh < KV; kvh++) {
+            const long koff = C + (long)kvh * hs, voff = koff + (long)KV * hs;
+            std::fill(acc.begin(), acc.end(), 0.0);  // per token: [dq | dk | dv] (dq of the current query head)
+            for (int h = kvh * group; h < (kvh + 1) * group; h++) {
+                for (int t = 0; t < T; t++)
+                    for (int i = 0; i < hs; i++) acc[(size_t)t * 3 * hs + i] = 0.0;
+                for (int t = 0; t < T; t++) {
+                    const float *q = qkv + ((long)b * T + t) * C3 + h * hs;
+                    const float *go = dout + ((long)b * T + t) * C + h * hs;
+                    double m = -INFINITY;
+                    for (int t2 = 0; t2 <= t; t2++) {
+                        const float *k = qkv + ((long)b * T + t2) * C3 + koff;
+                        double d = 0.0;
+                        for (int i = 0; i < hs; i++) d += (double)q[i] * (double)k[i];
+                        p[t2] = d * scale;
+                        if (p[t2] > m) m = p[t2];
+                    }
+                    double z = 0.0;
+                    for (int t2 = 0; t2 <= t; t2++) { p[t2] = exp(p[t2] - m); z += p[t2]; }
+                    double rowdot = 0.0;  // sum_t2 p * dp
+                    for (int t2 = 0; t2 <= t; t2++) {
+                        p[t2] /= z;
+                        const float *v = qkv + ((long)b * T + t2) * C3 + voff;
+                        double d = 0.0;
+                        for (int i = 0; i < hs; i++) d += (double)go[i] * (double)v[i];
+                        dp[t2] = d;
+                        rowdot += p[t2] * d;
+                    }
+                    double *dq = &acc[(size_t)t * 3 * hs];
+                    for (int t2 = 0; t2 <= t; t2++) {
+                        const float *k = qkv + ((long)b * T + t2) * C3 + koff;
+                        double *dk = &acc[(size_t)t2 * 3 * hs + hs], *dv = dk + hs;
+                        const double ds = p[t2] * (dp[t2] - rowdot) * scale;  // d(loss)/d(raw score q.k)
+                        for (int i = 0; i < hs; i++) {
+                            dq[i] += ds * (double)k[i];
+                            dk[i] += ds * (double)q[i];
+                            dv[i] += p[t2] * (double)go[i];
+                        }
                     }
                 }
+                for (int t = 0; t < T; t++)
+                    for (int i = 0; i < hs; i++)
+                        dqkv[((long)b * T + t) * C3 + h * hs + i] = (float)acc[(size_t)t * 3 * hs + i];
             }
             for (int t = 0; t < T; t++)
                 for (int i = 0; i < hs; i++) {
-                    float *row = dqkv + ((long)b * T + t) * C3 + h * hs;
-                    row[i] = (float)acc[(size_t)t * 3 * hs + i];
-                    row[C + i] = (float)acc[(size_t)t * 3 * hs + hs + i];
-                    row[2 * C + i] = (float)acc[(size_t)t * 3 * hs + 2 * hs + i];
+                    float *row = dqkv + ((long)b * T + t) * C3;
+                    row[koff + i] = (float)acc[(size_t)t * 3 * hs + hs + i];
+                    row[voff + i] = (float)acc[(size_t)t * 3 * hs + 2 * hs + i];
                 }
         }
 }
@@ -105,11 +122,14 @@ static inline float attn_rand_uniform(uint64_t *state) {
     return (float)((*state >> 40) * (1.0 / 8388608.0)) - 1.0f;  // 24 random bits -> [-1, 1)
 }
 
-static inline void attn_make_inputs(float *qkv, float *dout, int B, int T, int C, float amp_qk, uint64_t seed) {
+// kvw: the key (or value) heads' width KV hs (<= 0: C), so that qkv rows are C + 2 kvw.
+static inline void attn_make_inputs(float *qkv, float *dout, int B, int T, int C, float amp_qk, uint64_t seed,
+                                    long kvw = 0) {
+    if (kvw <= 0) kvw = C;
     uint64_t s = seed * 0x9E3779B97F4A7C15ull + 12345u;
-    for (long i = 0; i < (long)B * T * 3 * C; i++) {
-        const long col = i % (3L * C);
-        qkv[i] = attn_rand_uniform(&s) * (col < 2L * C ? amp_qk : 1.0f);
+    for (long i = 0; i < (long)B * T * (C + 2 * kvw); i++) {
+        const long col = i % (C + 2 * kvw);
+        qkv[i] = attn_rand_uniform(&s) * (col < C + kvw ? amp_qk : 1.0f);
     }
     for (long i = 0; i < (long)B * T * C; i++) dout[i] = attn_rand_uniform(&s);
 }

@@ -172,7 +172,7 @@ attn_v1_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floa
     using L = AttnV1<floatT, HS>;
     DYNAMIC_SHARED(unsigned char, attn_smem);
     floatT *Ks = reinterpret_cast<floatT *>(attn_smem), *Qs = Ks, *Vt = Ks + L::ROW;  // Q passes through K's tile
-    const AttnBlock<floatT> blk(qkv, nullptr, T, C, NH, true);
+    const AttnBlock<floatT> blk(qkv, nullptr, T, C, NH, NH, true);
     const int qb = blk.tile, bh = blk.bh, hs = blk.hs, warp = blk.warp, lane = blk.lane, g = lane >> 2, t = lane & 3;
     const long C3 = blk.C3;
     const floatT *q_g = blk.q, *k_g = blk.k, *v_g = blk.v;
@@ -262,7 +262,7 @@ attn_v1_bwd_dkdv_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ do
     DYNAMIC_SHARED(unsigned char, attn_smem);
     floatT *Qs = reinterpret_cast<floatT *>(attn_smem), *dOs = Qs + L::ROW, *Qt = dOs + L::ROW, *dOt = Qt + L::TR;
     float *lse_s = reinterpret_cast<float *>(dOt + L::TR), *D_s = lse_s + ATT_BQ;
-    const AttnBlock<floatT> blk(qkv, dout, T, C, NH, false);
+    const AttnBlock<floatT> blk(qkv, dout, T, C, NH, NH, false);
     const int nqb = blk.nqb, kb = blk.tile, bh = blk.bh, hs = blk.hs, warp = blk.warp, lane = blk.lane, t = lane & 3;
     const long C3 = blk.C3;
     const floatT *q_g = blk.q, *k_g = blk.k, *v_g = blk.v, *do_g = blk.dout;
@@ -335,7 +335,7 @@ attn_v1_bwd_dq_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout
     using L = AttnV1<floatT, HS>;
     DYNAMIC_SHARED(unsigned char, attn_smem);
     floatT *Ks = reinterpret_cast<floatT *>(attn_smem), *Vs = Ks + L::ROW, *Kt = Vs + L::ROW;
-    const AttnBlock<floatT> blk(qkv, dout, T, C, NH, true);
+    const AttnBlock<floatT> blk(qkv, dout, T, C, NH, NH, true);
     const int qb = blk.tile, bh = blk.bh, hs = blk.hs, warp = blk.warp, lane = blk.lane, t = lane & 3;
     const long C3 = blk.C3;
     const floatT *q_g = blk.q, *k_g = blk.k, *v_g = blk.v, *do_g = blk.dout;

@@ -44,7 +44,7 @@ attn_v2_bwd_dq_kernel(floatT *__restrict__ dqkv, float *__restrict__ rowdot, con
     using L = AttnTc<floatT, HS>;
     DYNAMIC_SHARED(unsigned char, attn_smem);
     floatT *sm = reinterpret_cast<floatT *>(attn_smem);  // buffer b: K at tile 2b, V at 2b + 1; Q, dout first
-    const AttnBlock<floatT> blk(qkv, dout, T, C, NH, true, ATT_TC_BQ);
+    const AttnBlock<floatT> blk(qkv, dout, T, C, NH, NH, true, ATT_TC_BQ);
     const int qb = blk.tile, bh = blk.bh, hs = blk.hs, warp = blk.warp, lane = blk.lane, t = lane & 3;
     const long C3 = blk.C3;
     const int q0 = qb * ATT_TC_BQ, r_lo = q0 + warp * 16, row[2] = {r_lo + (lane >> 2), r_lo + (lane >> 2) + 8};
@@ -114,7 +114,7 @@ attn_v2_bwd_dkdv_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ do
     DYNAMIC_SHARED(unsigned char, attn_smem);
     floatT *sm = reinterpret_cast<floatT *>(attn_smem);  // buffer b: Q at tile 2b, dout at 2b + 1; K, V first in 1
     float *lse_s = reinterpret_cast<float *>(sm + 4 * L::TILE), *D_s = lse_s + 2 * 64;  // [2][64] each
-    const AttnBlock<floatT> blk(qkv, dout, T, C, NH, false);
+    const AttnBlock<floatT> blk(qkv, dout, T, C, NH, NH, false);
     const int nqb = blk.nqb, kb = blk.tile, bh = blk.bh, hs = blk.hs, warp = blk.warp, lane = blk.lane, t = lane & 3;
     const long C3 = blk.C3;
     const int k0 = kb * ATT_BK, key[2] = {k0 + warp * 16 + (lane >> 2), k0 + warp * 16 + (lane >> 2) + 8};

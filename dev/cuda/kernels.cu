@@ -2,6 +2,7 @@
 // reference), in each precision, and a benchmark of each at GPT-2 124M's shapes. Built and run by
 // `make test-gpu` (check) and `make bench` (bench):
 //   make dev/cuda/kernels && ./dev/cuda/kernels check     # PASS/FAIL per kernel and precision
+//   ./dev/cuda/kernels check llama                         # only the Llama family's (cuda/llama.cuh, GQA)
 //   ./dev/cuda/kernels bench                               # ms and GB/s or TFLOP/s per kernel, bf16
 //                                                          # (fused epilogues and staged classifier beside the unfused)
 // Inputs are random; in bf16 and fp16 they are rounded to that precision first, so both sides see
@@ -14,6 +15,8 @@
 #include "cuda/gelu.cuh"
 #include "cuda/classifier.cuh"
 #include "cuda/backend.cuh"
+#include "cuda/llama.cuh"
+#include "cuda/decode.cuh"
 #include <omp.h>
 // The CPU build's kernels and backend (cpu/), the reference. The two builds implement one contract (backend.h),
 // so their functions have the same names: the CPU's are put in a namespace of their own and called as
@@ -28,6 +31,11 @@ namespace cpu {
 #include "cpu/gelu.h"
 #include "cpu/classifier.h"
 #include "cpu/backend.h"
+}
+// The Llama family's CPU reference kernels (check_llama below), in the same namespace (a no-op where train_gpt.c
+// already brought them in).
+namespace cpu {
+#include "cpu/llama.h"
 }
 
 static uint64_t rng_state = 42;
@@ -329,6 +337,223 @@ static void check_classifier(KernelCase *k) {
     from_dev_x(g1, xa, nl);
     from_dev_x(g2, xb, nl);
     expect("classifier staged in shared memory vs not (bits)", fmax(rel_err(g1, g2, nl), rel_err(gl, gl2, BT)), 0.0);
+}
+
+// ---- the Llama family: cuda/llama.cuh and grouped-query attention against cpu/llama.h ----
+// Kept apart from the GPT-2 checks above. Inputs rounded to the precision first, as above; tolerances tol().
+
+static float *zeros_dev_f(size_t n) { float *d; cudaCheck(cudaMalloc(&d, n * 4 + 16)); cudaCheck(cudaMemset(d, 0, n * 4)); return d; }
+
+// RMSNorm (the residual stream's norm) forward and backward at N rows of C; dinp and dweight start nonzero: the
+// backward adds into both.
+static void check_rmsnorm(int N, int C) {
+    size_t n = (size_t)N * C;
+    float *x = rand_host(n, 2.0f), *w = rand_host(C, 1.0f), *out = (float *)mallocCheck(n * 4), *g = (float *)mallocCheck(n * 4);
+    float *rs = (float *)mallocCheck(N * 4), *grs = (float *)mallocCheck(N * 4);
+    floatX *dx = to_dev_x(x, n), *dw = to_dev_x(w, C), *dout_x = to_dev_x(x, n);
+    float *drs = zeros_dev_f(N);
+    rmsnorm_forward(dout_x, drs, dx, dw, N, C, 1e-5f);
+    cpu::rmsnorm_forward(out, rs, x, w, N, C, 1e-5f);
+    from_dev_x(g, dout_x, n);
+    expect("rmsnorm_forward", rel_err(g, out, n), tol());
+    from_dev_f(grs, drs, N);
+    expect("rmsnorm_forward rstd", rel_err(grs, rs, N), 1e-5);  // fp32 statistics of the same inputs
+    float *d = rand_host(n, 1.0f), *di = rand_host(n, 1.0f), *dW = rand_host(C, 1.0f);
+    floatX *dd = to_dev_x(d, n), *ddi = to_dev_x(di, n);
+    float *ddW = to_dev_f(dW, C);
+    rmsnorm_backward(ddi, ddW, dd, dx, dw, drs, N, C);
+    cpu::rmsnorm_backward(di, dW, d, x, w, rs, N, C);
+    from_dev_x(g, ddi, n);
+    expect("rmsnorm_backward dinp (accumulated)", rel_err(g, di, n), tol());
+    float *hw = (float *)mallocCheck(C * 4);
+    from_dev_f(hw, ddW, C);
+    expect("rmsnorm_backward dweight (added)", rel_err(hw, dW, C), tol());
+}
+
+// RoPE's angle tables on the host by the CPU build's rope_table (cpu/llama.h's here; where arch.h holds it, outside
+// namespace cpu: the using-directive finds either), with Llama 3.1's scaling and an original_max_pos small enough
+// that the checks' positions cross all three bands.
+static void host_rope_table(float *cos_t, float *sin_t, int maxT, int hd) {
+    using namespace cpu;
+    RopeParams p = {1, 500000.0f, 8.0f, 1.0f, 4.0f, 16};
+    rope_table(cos_t, sin_t, maxT, hd, &p);
+}
+
+// QK-norm and RoPE on a packed qkv of BT = B T rows, (NH + 2 KV) hd wide; SwiGLU at H hidden units.
+static void check_llama_elementwise(int B, int T, int NH, int KV, int hd, int H) {
+    const int BT = B * T, nk = NH + KV;
+    const size_t n = (size_t)BT * (NH + 2 * KV) * hd, nr = (size_t)BT * nk;
+    float *x = rand_host(n, 2.0f), *qw = rand_host(hd, 1.0f), *kw = rand_host(hd, 1.0f);
+    float *out = (float *)mallocCheck(n * 4), *g = (float *)mallocCheck(n * 4), *rs = (float *)mallocCheck(nr * 4);
+    floatX *dx = to_dev_x(x, n), *dqw = to_dev_x(qw, hd), *dkw = to_dev_x(kw, hd), *dout_x = to_dev_x(x, n);
+    float *drs = zeros_dev_f(nr);
+    qknorm_forward(dout_x, drs, dx, dqw, dkw, BT, NH, KV, hd, 1e-6f);
+    cpu::qknorm_forward(out, rs, x, qw, kw, BT, NH, KV, hd, 1e-6f);
+    from_dev_x(g, dout_x, n);
+    expect("qknorm_forward", rel_err(g, out, n), tol());
+    float *d = rand_host(n, 1.0f), *di = (float *)mallocCheck(n * 4), *dq = rand_host(hd, 1.0f), *dk = rand_host(hd, 1.0f);
+    floatX *dd = to_dev_x(d, n), *ddi = to_dev_x(x, n);  // dinp starts as something else: it is overwritten
+    float *ddq = to_dev_f(dq, hd), *ddk = to_dev_f(dk, hd);
+    qknorm_backward(ddi, ddq, ddk, dd, dx, dqw, dkw, drs, BT, NH, KV, hd);
+    cpu::qknorm_backward(di, dq, dk, d, x, qw, kw, rs, BT, NH, KV, hd);
+    from_dev_x(g, ddi, n);
+    expect("qknorm_backward dinp", rel_err(g, di, n), tol());
+    float *hw = (float *)mallocCheck(hd * 4);
+    from_dev_f(hw, ddq, hd);
+    expect("qknorm_backward dq_w (added)", rel_err(hw, dq, hd), tol());
+    from_dev_f(hw, ddk, hd);
+    expect("qknorm_backward dk_w (added)", rel_err(hw, dk, hd), tol());
+    // RoPE with Llama 3.1's scaling (original_max_pos small enough that T crosses all three bands), in place
+    {
+        const size_t nt = (size_t)T * (hd / 2);
+        float *ct = (float *)mallocCheck(nt * 4), *st = (float *)mallocCheck(nt * 4);
+        host_rope_table(ct, st, T, hd);
+        float *dct = to_dev_f(ct, nt), *dst = to_dev_f(st, nt);
+        floatX *dq2 = to_dev_x(x, n);
+        memcpy(out, x, n * 4);
+        rope_forward(dq2, dct, dst, B, T, NH, KV, hd);
+        cpu::rope_forward(out, ct, st, B, T, NH, KV, hd);
+        from_dev_x(g, dq2, n);
+        expect("rope_forward (llama3 scaling, in place)", rel_err(g, out, n), tol());
+        floatX *dd2 = to_dev_x(d, n);
+        memcpy(out, d, n * 4);
+        rope_backward(dd2, dct, dst, B, T, NH, KV, hd);
+        cpu::rope_backward(out, ct, st, B, T, NH, KV, hd);
+        from_dev_x(g, dd2, n);
+        expect("rope_backward (in place)", rel_err(g, out, n), tol());
+        // QK-norm and RoPE fused (one pass) against the CPU build's two kernels in turn
+        floatX *dfo = to_dev_x(x, n);
+        qknorm_rope_forward(dfo, drs, dx, dqw, dkw, dct, dst, B, T, NH, KV, hd, 1e-6f);
+        cpu::qknorm_forward(out, rs, x, qw, kw, BT, NH, KV, hd, 1e-6f);
+        cpu::rope_forward(out, ct, st, B, T, NH, KV, hd);
+        from_dev_x(g, dfo, n);
+        expect("qknorm_rope_forward (fused) vs qknorm, rope", rel_err(g, out, n), tol());
+        float *dq3 = rand_host(hd, 1.0f), *dk3 = rand_host(hd, 1.0f), *dr = (float *)mallocCheck(n * 4);
+        float *ddq3 = to_dev_f(dq3, hd), *ddk3 = to_dev_f(dk3, hd);
+        floatX *dfi = to_dev_x(x, n);
+        qknorm_rope_backward(dfi, ddq3, ddk3, dd, dx, dqw, dkw, drs, dct, dst, B, T, NH, KV, hd);
+        memcpy(dr, d, n * 4);
+        cpu::rope_backward(dr, ct, st, B, T, NH, KV, hd);
+        cpu::qknorm_backward(out, dq3, dk3, dr, x, qw, kw, rs, BT, NH, KV, hd);
+        from_dev_x(g, dfi, n);
+        expect("qknorm_rope_backward dinp (fused)", rel_err(g, out, n), tol());
+        from_dev_f(hw, ddq3, hd);
+        expect("qknorm_rope_backward dq_w (added)", rel_err(hw, dq3, hd), tol());
+        from_dev_f(hw, ddk3, hd);
+        expect("qknorm_rope_backward dk_w (added)", rel_err(hw, dk3, hd), tol());
+    }
+    // SwiGLU on the packed (up | gate) fc output
+    const size_t n2 = (size_t)BT * 2 * H, n1 = (size_t)BT * H;
+    float *fc = rand_host(n2, 3.0f), *so = (float *)mallocCheck(n2 * 4), *sg = (float *)mallocCheck(n2 * 4);
+    floatX *dfc = to_dev_x(fc, n2), *dso = to_dev_x(fc, n1);
+    swiglu_forward(dso, dfc, BT, H);
+    cpu::swiglu_forward(so, fc, BT, H);
+    from_dev_x(sg, dso, n1);
+    expect("swiglu_forward", rel_err(sg, so, n1), tol());
+    float *sd = rand_host(n1, 1.0f);
+    floatX *dsd = to_dev_x(sd, n1), *dsi = to_dev_x(fc, n2);
+    swiglu_backward(dsi, dsd, dfc, BT, H);
+    cpu::swiglu_backward(so, sd, fc, BT, H);
+    from_dev_x(sg, dsi, n2);
+    expect("swiglu_backward dinp (up | gate)", rel_err(sg, so, n2), tol());
+}
+
+// Grouped-query attention (backend.h's attention_gqa_*: cuda/attention.cuh's flash kernels, cuda/decode.cuh's decoder)
+// against cpu/llama.h's gqa_attention_*, on a
+// packed qkv of NH query, KV key and KV value heads of hd. With KV = NH the same calls must give GPT-2's attention's
+// bits (attention_forward, attention_backward: one block runs both families).
+static bool same_bits(const floatX *a, const floatX *b, size_t n) {
+    void *ha = mallocCheck(n * x_bytes), *hb = mallocCheck(n * x_bytes);
+    cudaCheck(cudaMemcpy(ha, a, n * x_bytes, cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(hb, b, n * x_bytes, cudaMemcpyDeviceToHost));
+    bool same = memcmp(ha, hb, n * x_bytes) == 0;
+    free(ha); free(hb);
+    return same;
+}
+
+static void check_gqa(int B, int T, int NH, int KV, int hd) {
+    const int R = (NH + 2 * KV) * hd, C = NH * hd;
+    const size_t BT = (size_t)B * T, nq = BT * R, no = BT * C;
+    char what[96];
+    float *qkv = rand_host(nq, 1.0f), *dout = rand_host(no, 1.0f);
+    float *out = (float *)mallocCheck(no * 4), *att = (float *)mallocCheck((size_t)B * NH * T * T * 4);  // the CPU build keeps the softmax
+    float *g = (float *)mallocCheck(nq * 4), *dq = (float *)mallocCheck(nq * 4);
+    floatX *dqkv_in = to_dev_x(qkv, nq), *ddout = to_dev_x(dout, no), *dout_x = to_dev_x(out, no), *ddq = to_dev_x(dq, nq);
+    float *lse = zeros_dev_f((size_t)B * NH * T);
+    attention_gqa_forward(dout_x, lse, dqkv_in, B, T, NH, KV, hd);
+    cpu::gqa_attention_forward(out, att, qkv, B, T, NH, KV, hd);
+    from_dev_x(g, dout_x, no);
+    snprintf(what, sizeof(what), "attention_gqa_forward NH=%d KV=%d hd=%d", NH, KV, hd);
+    expect(what, rel_err(g, out, no), tol());
+    attention_gqa_backward(ddq, ddout, dqkv_in, dout_x, lse, B, T, NH, KV, hd);
+    cpu::gqa_attention_backward(dq, dout, qkv, att, B, T, NH, KV, hd);
+    from_dev_x(g, ddq, nq);
+    snprintf(what, sizeof(what), "attention_gqa_backward dqkv NH=%d KV=%d hd=%d", NH, KV, hd);
+    expect(what, rel_err(g, dq, nq), tol());
+    if (KV == NH) {  // GPT-2's launchers on the same inputs: the same bits
+        floatX *o2 = to_dev_x(out, no), *d2 = to_dev_x(dq, nq);
+        float *lse2 = zeros_dev_f((size_t)B * NH * T);
+        attention_forward(o2, lse2, dqkv_in, B, T, C, NH);
+        attention_backward(d2, ddout, dqkv_in, o2, lse2, B, T, C, NH);
+        expect("attention_gqa_* with KV = NH vs attention_* (bits differ)", (double)(!same_bits(o2, dout_x, no) + !same_bits(d2, ddq, nq)), 0.0);
+    }
+    // the decoder: batch row 0's rows 0..t stored in the key/value cache, then the new token's attention
+    const int t = T - 1;
+    const size_t kvd = (size_t)KV * hd;
+    floatX *kc = to_dev_x(qkv, (size_t)T * kvd), *vc = to_dev_x(qkv, (size_t)T * kvd), *dec = to_dev_x(out, C);
+    float *hk = (float *)mallocCheck((size_t)T * kvd * 4), *hv = (float *)mallocCheck((size_t)T * kvd * 4);
+    for (int r = 0; r <= t; r++) {
+        kv_cache_store(kc, vc, (const floatX *)((const char *)dqkv_in + (size_t)r * R * x_bytes), r, NH, KV, hd);
+        cpu::kv_cache_store(hk, hv, qkv + (size_t)r * R, r, NH, KV, hd);
+    }
+    attention_gqa_decode(dec, (const floatX *)((const char *)dqkv_in + (size_t)t * R * x_bytes), kc, vc, t, NH, KV, hd);
+    cpu::gqa_attention_decode(out, qkv + (size_t)t * R, hk, hv, t, NH, KV, hd);
+    from_dev_x(g, dec, C);
+    snprintf(what, sizeof(what), "attention_gqa_decode (kv_cache_store) at t=%d KV=%d", t, KV);
+    expect(what, rel_err(g, out, C), tol());
+    if (KV == NH && B == 1) {  // GPT-2's decoder reads the qkv rows themselves: the same bits
+        floatX *dec2 = to_dev_x(out, C);
+        attention_decode(dec2, dqkv_in, t, C, NH);
+        expect("attention_gqa_decode with KV = NH vs attention_decode (bits differ)", (double)!same_bits(dec, dec2, C), 0.0);
+    }
+}
+
+// The encoder without a position table (backend.h: the Llama family calls it with wpe = dwpe = NULL): out is the token's
+// wte row (bits), and dwte the same sums as with a table (the CPU build's, with a scratch dwpe).
+static void check_encoder_no_wpe(int B, int T, int C, int Vp) {
+    const size_t BT = (size_t)B * T, n = BT * C;
+    int *tok = (int *)mallocCheck(BT * sizeof(int)), *dtok;
+    for (size_t i = 0; i < BT; i++) tok[i] = (int)(random_u32(&rng_state) % Vp);
+    cudaCheck(cudaMalloc(&dtok, BT * sizeof(int)));
+    cudaCheck(cudaMemcpy(dtok, tok, BT * sizeof(int), cudaMemcpyHostToDevice));
+    float *wte = rand_host((size_t)Vp * C, 1.0f), *g = (float *)mallocCheck(n * 4);
+    floatX *dwte = to_dev_x(wte, (size_t)Vp * C), *out = to_dev_x(g, n);
+    encoder_forward(out, dtok, dwte, NULL, B, T, C);
+    from_dev_x(g, out, n);
+    double diff = 0.0;
+    for (size_t i = 0; i < n; i++) diff = fmax(diff, fabs((double)g[i] - wte[(size_t)tok[i / C] * C + i % C]));
+    expect("encoder_forward without wpe: the wte rows (bits)", diff, 0.0);
+    float *d = rand_host(n, 1.0f), *gw = (float *)callocCheck((size_t)Vp * C, 4), *gp = (float *)callocCheck((size_t)T * C, 4);
+    floatX *dd = to_dev_x(d, n);
+    float *dgw = to_dev_f(gw, (size_t)Vp * C), *back = (float *)mallocCheck((size_t)Vp * C * 4);
+    encoder_backward(dgw, NULL, dd, dtok, B, T, C);
+    cpu::encoder_backward(gw, gp, d, tok, B, T, C);
+    from_dev_f(back, dgw, (size_t)Vp * C);
+    expect("encoder_backward without dwpe: dwte", rel_err(back, gw, (size_t)Vp * C), 1e-5);
+}
+
+static void check_llama(void) {
+    check_rmsnorm(128, 64);     // the test model's width, vectors of 16 bytes
+    check_rmsnorm(111, 48);     // 111 rows: the chunks of rows ragged
+    check_rmsnorm(70, 36);      // one value a thread (36 % 8 != 0)
+    check_rmsnorm(130, 1600);   // over 48 KiB of shared memory in the backward, two rows to some chunks
+    check_llama_elementwise(2, 64, 4, 1, 16, 96);   // MQA, hd 16
+    check_llama_elementwise(2, 37, 6, 2, 32, 80);   // GQA 3:1, ragged T
+    check_llama_elementwise(1, 50, 4, 4, 10, 33);   // KV = NH, hd 10 (odd half), H odd
+    check_encoder_no_wpe(2, 37, 64, 128);
+    check_gqa(2, 64, 4, 1, 16);    // multi-query
+    check_gqa(1, 100, 8, 2, 32);   // 4:1, ragged T over two tiles
+    check_gqa(1, 70, 4, 4, 16);    // KV = NH: GPT-2's bits
 }
 
 static void check_all(int B, int T, int C, int NH, int V, int Vp) {
@@ -675,17 +900,68 @@ static void bench(int B, int T, int C, int NH, int Vp) {
     cudaCheck(cudaDeviceSynchronize());
 }
 
+// The Llama family's kernels at a d12-width shape (C = NH hd, KV key/value heads, H SwiGLU's hidden width), in the
+// run's precision: ms and GB/s (the bytes each must move) or TFLOP/s (attention, causal).
+static void bench_llama(int B, int T, int NH, int KV, int hd, int H) {
+    const size_t BT = (size_t)B * T;
+    const int C = NH * hd, R = (NH + 2 * KV) * hd;
+    printf("Llama kernels, %s, B=%d T=%d C=%d NH=%d KV=%d hd=%d H=%d\n", prec_name(), B, T, C, NH, KV, hd, H);
+    const size_t big = BT * (size_t)(2 * H > R ? 2 * H : R);
+    float *h = rand_host(big, 1.0f);
+    floatX *a = to_dev_x(h, big), *b = to_dev_x(h, big), *c = to_dev_x(h, big), *w = to_dev_x(h, C);
+    float *rstd = zeros_dev_f(BT * (NH + KV)), *dw = zeros_dev_f(C), *dw2 = zeros_dev_f(hd), *lse = zeros_dev_f(BT * NH);
+    float *ct = (float *)mallocCheck((size_t)T * hd / 2 * 4), *st = (float *)mallocCheck((size_t)T * hd / 2 * 4);
+    host_rope_table(ct, st, T, hd);
+    float *dct = to_dev_f(ct, (size_t)T * hd / 2), *dst = to_dev_f(st, (size_t)T * hd / 2);
+    const double xb = (double)x_bytes;
+    float ms;
+#define GBS(bytes) ((bytes) / (ms * 1e6))
+    ms = time_ms([&] { rmsnorm_forward(a, rstd, b, w, (int)BT, C, 1e-5f); });
+    printf("  %-34s %8.3f ms  %7.0f GB/s\n", "rmsnorm_forward", ms, GBS(2 * BT * C * xb));
+    ms = time_ms([&] { rmsnorm_backward(a, dw, b, c, w, rstd, (int)BT, C); });
+    printf("  %-34s %8.3f ms  %7.0f GB/s\n", "rmsnorm_backward", ms, GBS(4 * BT * C * xb));
+    ms = time_ms([&] { qknorm_forward(a, rstd, b, w, w, (int)BT, NH, KV, hd, 1e-6f); });
+    printf("  %-34s %8.3f ms  %7.0f GB/s\n", "qknorm_forward", ms, GBS(2 * BT * R * xb));
+    ms = time_ms([&] { qknorm_backward(a, dw2, dw2, b, c, w, w, rstd, (int)BT, NH, KV, hd); });
+    printf("  %-34s %8.3f ms  %7.0f GB/s\n", "qknorm_backward", ms, GBS(3 * BT * R * xb));
+    ms = time_ms([&] { rope_forward(a, dct, dst, B, T, NH, KV, hd); });
+    printf("  %-34s %8.3f ms  %7.0f GB/s\n", "rope_forward (in place, q and k)", ms, GBS(2 * BT * (NH + KV) * hd * xb));
+    ms = time_ms([&] { qknorm_rope_forward(a, rstd, b, w, w, dct, dst, B, T, NH, KV, hd, 1e-6f); });
+    printf("  %-34s %8.3f ms  %7.0f GB/s\n", "qknorm_rope_forward (one pass)", ms, GBS(2 * BT * R * xb));
+    ms = time_ms([&] { qknorm_rope_backward(a, dw2, dw2, b, c, w, w, rstd, dct, dst, B, T, NH, KV, hd); });
+    printf("  %-34s %8.3f ms  %7.0f GB/s\n", "qknorm_rope_backward (one pass)", ms, GBS(3 * BT * R * xb));
+    ms = time_ms([&] { swiglu_forward(a, b, (int)BT, H); });
+    printf("  %-34s %8.3f ms  %7.0f GB/s\n", "swiglu_forward", ms, GBS(3 * BT * H * xb));
+    ms = time_ms([&] { swiglu_backward(a, c, b, (int)BT, H); });
+    printf("  %-34s %8.3f ms  %7.0f GB/s\n", "swiglu_backward", ms, GBS(5 * BT * H * xb));
+    const double fl = 4.0 * B * NH * (double)T * T * hd / 2;
+    ms = time_ms([&] { attention_gqa_forward(a, lse, b, B, T, NH, KV, hd); });
+    printf("  %-34s %8.3f ms  %7.1f TFLOP/s\n", "attention_gqa_forward (flash)", ms, fl / (ms * 1e9));
+    ms = time_ms([&] { attention_gqa_backward(c, a, b, a, lse, B, T, NH, KV, hd); });
+    printf("  %-34s %8.3f ms  %7.1f TFLOP/s\n", "attention_gqa_backward (flash)", ms, 2.5 * fl / (ms * 1e9));
+#undef GBS
+    cudaCheck(cudaDeviceSynchronize());
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "check";
     backend_init(0);
     if (strcmp(mode, "bench") == 0) {
         x_prec = PREC_BF16; x_bytes = 2;
         // `bench tiny`: the same calls at the test model's shapes, so the emulator can run them (plumbing only)
-        if (argc > 2 && strcmp(argv[2], "tiny") == 0) bench(1, 64, 64, 4, 128);
-        else bench(8, 1024, 768, 12, 50304);
+        if (argc > 2 && strcmp(argv[2], "tiny") == 0) { bench(1, 64, 64, 4, 128); bench_llama(1, 64, 4, 1, 16, 96); }
+        else { bench(8, 1024, 768, 12, 50304); bench_llama(8, 1024, 12, 3, 64, 2048); }
         return 0;
     }
     const int precs[3] = {PREC_FP32, PREC_BF16, PREC_FP16};
+    if (argc > 2 && strcmp(argv[2], "llama") == 0) {  // `check llama`: only the Llama family's kernels
+        for (int i = 0; i < 3; i++) {
+            x_prec = precs[i]; x_bytes = x_prec == PREC_FP32 ? 4 : 2;
+            check_llama();
+        }
+        printf("%d passed, %d failed\n", passes, fails);
+        return fails ? 1 : 0;
+    }
     for (int i = 0; i < 3; i++) {
         x_prec = precs[i]; x_bytes = x_prec == PREC_FP32 ? 4 : 2;
         check_all(2, 64, 64, 4, 101, 128);     // the test model's shapes (hs 16)
@@ -696,6 +972,7 @@ int main(int argc, char **argv) {
         check_all(3, 37, 48, 3, 77, 128);       // hs 16, C not a multiple of 64, B*T = 111 rows (no block size divides it)
         check_rows(8, 256, 64);    // 2048 rows: several rows per warp of LayerNorm's backward chunks (64 x 8 warps)
         check_rows(3, 200, 1024);  // C = 1024: LayerNorm's backward over 48 KiB of shared memory
+        check_llama();
     }
     check_stochastic_rounding();
     check_backend();

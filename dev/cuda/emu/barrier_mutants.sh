@@ -10,6 +10,9 @@
 #   CHECKS=attention bash dev/cuda/emu/barrier_mutants.sh cuda/attention_mma.cuh:332   # the attention check instead
 # CHECKS=attention runs dev/cuda/attention_emu (and _race) `check small` (float64 reference, every head size, T up
 # to 256) in place of the kernel checks, and stops each run at its first failure: about 3 minutes a barrier, not 10.
+# CHECKS=llama runs only the Llama family's kernel checks (`kernels_emu check llama`: cuda/llama.cuh, grouped-query
+# attention and its decoder against cpu/llama.h), for the barriers of cuda/llama.cuh and the GQA paths.
+#   CHECKS=llama bash dev/cuda/emu/barrier_mutants.sh $(grep -n -E '__syncthreads\(\);' cuda/llama.cuh | cut -d: -f1 | sed 's|^|cuda/llama.cuh:|')
 set -u
 cd "$(dirname "$0")/../../.."
 W=$(mktemp -d /tmp/barrier_mutants.XXXXXX)
@@ -23,10 +26,11 @@ caught=0; missed=0
 for FL in "${lines[@]}"; do
   F=${FL%%:*} L=${FL#*:}
   rm -rf "$W/m" && mkdir -p "$W/m/build" "$W/m/dev"
-  cp -r ./*.h ./*.c ./*.cu Makefile test cuda "$W/m/" && cp -r dev/cuda "$W/m/dev/" && cp -r build/emu "$W/m/build/"
+  cp -r ./*.h ./*.c ./*.cu Makefile test cuda $(ls -d cpu 2>/dev/null) "$W/m/" && cp -r dev/cuda "$W/m/dev/" && cp -r build/emu "$W/m/build/"
   what=$(sed -n "${L}p" "$F" | sed -E 's/^ +//')
   sed -i -E "${L}s/$BARRIER/; \/* barrier deleted *\//" "$W/m/$F"
   if [ "${CHECKS:-kernels}" = attention ]; then bins="dev/cuda/attention_emu dev/cuda/attention_emu_race"; run="check small"
+  elif [ "${CHECKS:-kernels}" = llama ]; then bins="dev/cuda/kernels_emu dev/cuda/kernels_emu_race"; run="check llama"
   else bins="dev/cuda/kernels_emu dev/cuda/kernels_emu_race"; run="check"; fi
   if ! (cd "$W/m" && nice make -s $bins > build.log 2>&1); then
     echo "$F:$L: the mutant does not build"; tail -5 "$W/m/build.log"; missed=$((missed + 1)); continue
