@@ -83,6 +83,7 @@ fi
 json_args=()
 [ -f "$DATA/gpt2_encoder.json" ] && [ -f "$DATA/gpt2_vocab.bpe" ] && json_args=(--encoder "$DATA/gpt2_encoder.json" --merges "$DATA/gpt2_vocab.bpe")
 [ -f "$DATA/tinyshakespeare.txt" ] && json_args+=(--text "$DATA/tinyshakespeare.txt")
+[ -x ./train_gpt_emu ] && json_args+=(--train-gpt-emu ./train_gpt_emu)
 run_suite "tokenizer.json vs tokenizers" "$TORCH_PY" test/test_tokenizer_json.py --tokenize ./tokenize --train-gpt ./train_gpt_cpu "${json_args[@]}"
 
 if [ -f "$DATA/gpt2_encoder.json" ] && [ -f "$DATA/tinyshakespeare.txt" ]; then

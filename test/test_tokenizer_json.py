@@ -42,7 +42,7 @@ LLAMA3_PAT = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,
 QWEN2_PAT = LLAMA3_PAT.replace(r"\p{N}{1,3}", r"\p{N}")
 SHARD16 = (20240520, 1)
 SHARD32 = (20240801, 7)
-BIG_SHIFT = 70000
+BIG_SHIFT = 128000  # a vocabulary of Llama 3's size (128,256): uint32 shards, and a 128k-row embedding to train
 
 
 def training_texts(text_path):
@@ -305,6 +305,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tokenize", required=True)
     ap.add_argument("--train-gpt", default=None)
+    ap.add_argument("--train-gpt-emu", default=None, help="the emulated CUDA build, for the end-to-end run in both builds")
     ap.add_argument("--encoder")
     ap.add_argument("--merges")
     ap.add_argument("--text")
@@ -459,22 +460,29 @@ def run_checks(a, res, tool, tmp):
         r = subprocess.run(base + ["-i", os.path.join(cut, "bad_u32.bin")], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         want_msg = ("%s: token 70601 at position %d is outside the model's vocabulary" % (os.path.join(cut, "bad_u32.bin"), bad_at)).encode()
         res.check("trainer_uint32_token_outside_vocab", r.returncode == 1 and want_msg in r.stderr, r.stderr.decode()[-500:])
-        # end to end: a fresh model takes the vocabulary of the tokenizer.json beside the uint32 shards, trains, and
-        # its samples are decoded with it (the filler tokens' bytes 0xFF 0xFE can only come from that decoding; the
-        # trainer prints bytes that are not UTF-8 as U+FFFD each, so they show as two U+FFFD before a token's letters)
-        r = subprocess.run([a.train_gpt, "-i", os.path.join(big_out, "train_*.bin"), "-j", os.path.join(big_out, "val_*.bin"),
-                            "-e", "d2", "-b", "1", "-t", "64", "-x", "2", "-v", "1", "-m", "1", "-s", "1", "-g", "64"],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        # end to end, in both builds: a fresh Llama-family model takes the vocabulary of the tokenizer.json beside the
+        # uint32 shards, trains, and its samples are decoded with it (the filler tokens' bytes 0xFF 0xFE can only come
+        # from that decoding; the trainer prints bytes that are not UTF-8 as U+FFFD each, so they show as two U+FFFD
+        # before a token's letters)
         V = big.get_vocab_size()
-        losses = [float(x) for x in re.findall(r"^step +\d+/\d+ \| loss ([0-9.]+)", r.stdout.decode(errors="replace"), re.M)]
-        res.check("trainer_end_to_end_tokenizer_json_vocab", r.returncode == 0 and (" V %d " % V).encode() in r.stdout
-                  and len(losses) == 2 and abs(losses[0] - math.log(V)) < 0.5 and b"sample: " in r.stdout
-                  and re.search(rb"\xef\xbf\xbd\xef\xbf\xbd[a-z]", r.stdout) is not None,
-                  "exit %d, V %d, losses %s (ln V %.2f): %r" % (r.returncode, V, losses, math.log(V), (r.stdout + r.stderr)[-400:]))
+        for name, binary in [("trainer_end_to_end_tokenizer_json_vocab", a.train_gpt),
+                             ("trainer_end_to_end_tokenizer_json_vocab_emulated_cuda", a.train_gpt_emu)]:
+            if not binary or not os.path.exists(binary):
+                res.skip(name, "needs --train-gpt-emu ./train_gpt_emu (make train_gpt_emu: the CUDA toolkit's headers)")
+                continue
+            r = subprocess.run([binary, "-i", os.path.join(big_out, "train_*.bin"), "-j", os.path.join(big_out, "val_*.bin"),
+                                "-e", "llama-d2", "-b", "1", "-t", "64", "-x", "2", "-v", "1", "-m", "1", "-s", "1", "-g", "64"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            losses = [float(x) for x in re.findall(r"^step +\d+/\d+ \| loss ([0-9.]+)", r.stdout.decode(errors="replace"), re.M)]
+            res.check(name, r.returncode == 0 and (" V %d " % V).encode() in r.stdout and b"Llama family" in r.stdout
+                      and len(losses) == 2 and abs(losses[0] - math.log(V)) < 0.5 and b"sample: " in r.stdout
+                      and re.search(rb"\xef\xbf\xbd\xef\xbf\xbd[a-z]", r.stdout) is not None,
+                      "exit %d, V %d, losses %s (ln V %.2f): %r" % (r.returncode, V, losses, math.log(V), (r.stdout + r.stderr)[-400:]))
     else:
         res.skip("trainer_reads_uint32_shard", "needs --train-gpt ./train_gpt_cpu")
         res.skip("trainer_uint32_token_outside_vocab", "needs --train-gpt ./train_gpt_cpu")
         res.skip("trainer_end_to_end_tokenizer_json_vocab", "needs --train-gpt ./train_gpt_cpu")
+        res.skip("trainer_end_to_end_tokenizer_json_vocab_emulated_cuda", "needs --train-gpt ./train_gpt_cpu")
 
     check_scripts(res, tool, tmp, paths, toks)
     with open(os.path.join(tmp, "docs.txt"), "w") as f:
