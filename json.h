@@ -99,7 +99,6 @@ static int json_utf8_len(const unsigned char *s, size_t n, size_t i) {
 
 // p->i at the opening quote; decodes in place and returns the start (NUL-terminated), *len bytes
 static const char *json_string(JsonParser *p, size_t *len) {
-    size_t start = p->i;
     if (p->i >= p->n || p->s[p->i] != '"') { json_fail(p, p->i, "expected a string"); }
     p->i++;
     char *out = p->s + p->i, *o = out;
@@ -146,7 +145,6 @@ static const char *json_string(JsonParser *p, size_t *len) {
             default: json_fail(p, p->i - 2, "unknown escape (expected one of \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\u)");
         }
     }
-    (void)start;
     *len = (size_t)(o - out);
     *o = 0;  // o < the closing quote's old place, already consumed
     return out;
