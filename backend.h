@@ -86,8 +86,7 @@ static void residual_forward(floatX *out, const floatX *a, const floatX *b, long
 static void classifier_forward_backward(floatX *logits, float *losses, const int *targets, int N, int V, int Vp,
                                         float dloss);  // targets NULL: logits only; dloss 0: no gradient
 // ---- kernels of the Llama family (issue 31; arch.h's LLAMA tables, docs/llama.md) ----
-// The CPU build implements them from cpu/llama.h; the CUDA build's are cuda/llama.cuh's (until they land it refuses a
-// Llama-family model at start, and these are stubs that are never reached). Conventions as above: floatX
+// The CPU build implements them from cpu/llama.h; the CUDA build's are cuda/llama.cuh's. Conventions as above: floatX
 // activations and weights, float statistics and parameter gradients, a backward accumulates (+=) into parameter
 // gradients. Shapes: N rows (B*T tokens), C channels, NH query heads, KV key/value heads (NH % KV == 0), hd the head
 // size (even), H SwiGLU's hidden width. A token's packed qkv row is NH query heads, then KV key heads, then KV value
