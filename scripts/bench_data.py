@@ -31,7 +31,10 @@ import sys
 import tempfile
 import time
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError:  # numpy is the scripts' one dependency: say so, not a traceback
+    sys.exit("error: bench_data.py needs numpy: pip install numpy (or apt-get install python3-numpy)")
 
 ENC = None
 DOC_ID = 50256  # the id before each document: GPT-2's <|endoftext|>, or the tokenizer.json's <|begin_of_text|>

@@ -34,7 +34,10 @@ import struct
 import sys
 import tempfile
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError:  # numpy is the scripts' one dependency: say so, not a traceback
+    sys.exit("error: export_hf.py needs numpy: pip install numpy (or apt-get install python3-numpy)")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from llmc_hf import HFError, LAYER_MAP, OUTER_MAP, latest_checkpoint, read_llmc, write_safetensors  # noqa: E402

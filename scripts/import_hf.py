@@ -28,7 +28,10 @@ import json
 import os
 import sys
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError:  # numpy is the scripts' one dependency: say so, not a traceback
+    sys.exit("error: import_hf.py needs numpy: pip install numpy (or apt-get install python3-numpy)")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from llmc_hf import (HFError, LAYER_MAP, LLMC_TENSORS, OUTER_MAP, bf16_to_f32, f32_to_bf16, padded_vocab,  # noqa: E402

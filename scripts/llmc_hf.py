@@ -9,8 +9,12 @@ Every error is a HFError whose text names the file and the field; the scripts pr
 import json
 import os
 import struct
+import sys
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError:  # numpy is the scripts' one dependency: say so, not a traceback
+    sys.exit(f"error: {os.path.basename(sys.argv[0])} needs numpy: pip install numpy (or apt-get install python3-numpy)")
 
 MODEL_MAGIC = 20240326
 STATE_NAME = "state_%08d.bin"

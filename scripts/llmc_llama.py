@@ -41,7 +41,10 @@ import os
 import struct
 import sys
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError:  # numpy is the scripts' one dependency: say so, not a traceback
+    sys.exit(f"error: {os.path.basename(sys.argv[0])} needs numpy: pip install numpy (or apt-get install python3-numpy)")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from llmc_hf import HFError, bf16_to_f32, padded_vocab  # noqa: E402

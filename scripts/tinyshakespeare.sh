@@ -2,9 +2,10 @@
 # Tiny Shakespeare, end to end: get the text and GPT-2's tokenizer files, make llm.c token shards,
 # and train a small GPT-2 on them with the CPU build.
 #   scripts/tinyshakespeare.sh [DATA_DIR] [extra train_gpt_cpu flags...]
-# Files are taken from DATA_DIR (default data/) if present there or in ../shared/data; otherwise
-# they are downloaded (needs the network). The first argument is the data directory only if it
-# does not start with '-', so flags alone pass straight through (scripts/tinyshakespeare.sh -x 10).
+# Files are taken from DATA_DIR (default data/) if present there, else copied from $DATA_DIR (the variable
+# make test reads) or ../shared/data; otherwise they are downloaded (needs the network). The first argument
+# is the data directory only if it does not start with '-', so flags alone pass straight through
+# (scripts/tinyshakespeare.sh -x 10).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA=data
@@ -13,9 +14,17 @@ mkdir -p "$DATA"
 fetch() {  # fetch NAME URL
   local name=$1 url=$2
   [ -f "$DATA/$name" ] && return
-  if [ -f "../shared/data/$name" ]; then cp "../shared/data/$name" "$DATA/$name"; return; fi
+  local src
+  for src in "${DATA_DIR:-}" ../shared/data; do
+    if [ -n "$src" ] && [ -f "$src/$name" ]; then cp "$src/$name" "$DATA/$name"; return; fi
+  done
   echo "downloading $url"
-  curl -fsSL "$url" -o "$DATA/$name.part" && mv "$DATA/$name.part" "$DATA/$name"
+  if ! curl -fsSL "$url" -o "$DATA/$name.part"; then
+    rm -f "$DATA/$name.part"
+    echo "error: could not download $name from $url; put it in $DATA/ or ../shared/data, or set DATA_DIR to a directory that has it" >&2
+    exit 1
+  fi
+  mv "$DATA/$name.part" "$DATA/$name"
 }
 fetch tinyshakespeare.txt https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt
 fetch gpt2_encoder.json https://openaipublic.blob.core.windows.net/gpt-2/models/124M/encoder.json

@@ -261,6 +261,12 @@ def test_errors(a, work):
                  ["bad.bin", "truncated"], os.path.join(work, "err_out"))
     left = [n for n in os.listdir(work) if n.startswith(".export_hf.") or ".tmp" in n]
     check("no temporary files left behind by the failures", not left, str(left))
+    # a Python without numpy (-S hides site-packages): each script says what it needs in one line, not a traceback
+    outs = {s: subprocess.run([sys.executable, "-S", os.path.join(ROOT, "scripts", s), "x", "y"], capture_output=True, text=True)
+            for s in ("export_hf.py", "import_hf.py", "llmc_llama.py")}
+    check("without numpy, export_hf.py, import_hf.py and llmc_llama.py exit 1 with one line naming it and how to install it",
+          all(r.returncode == 1 and r.stderr.strip() == "error: %s needs numpy: pip install numpy (or apt-get install "
+              "python3-numpy)" % s for s, r in outs.items()), str({s: r.stderr[-200:] for s, r in outs.items()}))
 
 
 def main():

@@ -29,5 +29,17 @@ ln -s "$(realpath "$DATA")" "$W/shared/data"
 out=$(bash "$W/repo/scripts/tinyshakespeare.sh" -e d2 -x 3 -v 0 -s 0 2>&1); rc=$?
 [ $rc -eq 0 ] && grep -q "step     3/3" <<<"$out" && [ -f "$W/repo/data/tinyshakespeare/train_000000.bin" ] \
   && ok "scripts/tinyshakespeare.sh -e d2 -x 3 ...: flags without a data directory reach the trainer" || bad "flags pass through" "$out"
+# a checkout with no ../shared/data: the files come from $DATA_DIR (as make test reads it), and where they are
+# nowhere and the download fails (a curl that cannot reach the host), the error names the file and the ways out
+mkdir -p "$W/lone/repo" "$W/bin" "$W/empty"
+cp -rp scripts cpu Makefile ./*.h ./*.c .build-cpu train_gpt_cpu tokenize "$W/lone/repo/" 2>/dev/null
+out=$(DATA_DIR="$DATA" bash "$W/lone/repo/scripts/tinyshakespeare.sh" -e d2 -x 2 -v 0 -s 0 2>&1); rc=$?
+printf '#!/bin/sh\necho "curl: (6) Could not resolve host" >&2; exit 6\n' > "$W/bin/curl"; chmod +x "$W/bin/curl"
+out2=$(PATH="$W/bin:$PATH" DATA_DIR="$W/empty" bash "$W/lone/repo/scripts/tinyshakespeare.sh" "$W/lone/d2" -x 2 2>&1); rc2=$?
+[ $rc -eq 0 ] && grep -q "step     2/2" <<<"$out" && ! grep -q downloading <<<"$out" && [ $rc2 -ne 0 ] \
+  && grep -q "error: could not download tinyshakespeare.txt from https://.*; put it in $W/lone/d2/ or ../shared/data, or set DATA_DIR" <<<"$out2" \
+  && [ -z "$(ls -A "$W/lone/d2")" ] \
+  && ok "no ../shared/data: the files come from DATA_DIR; a failed download is an error naming the file and where to put it, with nothing left behind" \
+  || bad "DATA_DIR and a failed download" "$out $out2"
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
