@@ -26,6 +26,8 @@ text = {f: open(f).read() for f in DOCS}
 readme = text["README.md"]
 def run(cmd, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, **kw)
+class MissingDependency(Exception): pass  # an optional package this Python lacks: the check is a SKIP naming it
+
 def result(ok, msg, detail=""):
     print(json.dumps({"ok": ok, "msg": msg, "detail": detail}))
 
@@ -89,6 +91,7 @@ script_help = {}
 def py_flags(path):
     if path not in script_help:
         r = run([sys.executable, path, "--help"])
+        if r.returncode != 0 and "needs numpy" in r.stderr: raise MissingDependency(f"{path} --help: {r.stderr.strip()}")
         if r.returncode != 0: raise RuntimeError(f"{path} --help failed: {r.stderr.strip()[-300:]}")
         script_help[path] = help_flags(r.stdout)
     return script_help[path]
@@ -324,6 +327,8 @@ for c in checks:
     try:
         r = c()
         if c is check_flags: flag_line = r
+    except MissingDependency as e:
+        result(None, f"{c.__name__}: {e}")
     except Exception:
         result(False, f"{c.__name__} crashed", traceback.format_exc())
 try: check_outputs(flag_line)
@@ -333,7 +338,7 @@ while IFS= read -r line; do
   ok=$($PY -c 'import json,sys; print(json.loads(sys.argv[1])["ok"])' "$line")
   msg=$($PY -c 'import json,sys; print(json.loads(sys.argv[1])["msg"])' "$line")
   detail=$($PY -c 'import json,sys; print(json.loads(sys.argv[1])["detail"])' "$line")
-  if [ "$ok" = True ]; then ok "$msg"; else bad "$msg" "$(tr ';' '\n' <<<"$detail")"; fi
+  if [ "$ok" = True ]; then ok "$msg"; elif [ "$ok" = None ]; then skip "$msg"; else bad "$msg" "$(tr ';' '\n' <<<"$detail")"; fi
 done < "$W/results"
 [ "$(wc -l < "$W/results")" -eq 6 ] || bad "the checker printed $(wc -l < "$W/results") results, not 6"
 finish
