@@ -54,13 +54,13 @@ N_PARAMS=124439808 L=12 C=768
 TRAIN_GPT=${BENCH_TRAIN_GPT:-./train_gpt} DEVICE=${BENCH_DEVICE:-cuda}
 # the Llama row: train_gpt's llama-dN (gpt2.h's llama_config_from_descriptor) and its unpadded parameter count
 LLAMA_DEPTH=${BENCH_LLAMA_DEPTH:-12}
-read -r LLAMA_N LLAMA_W < <(python3 - "$LLAMA_DEPTH" <<'PYEOF'
+read -r LLAMA_N LLAMA_W LLAMA_SHAPE < <(python3 - "$LLAMA_DEPTH" <<'PYEOF'
 import sys
 d = int(sys.argv[1]); C, NH = 64 * d, d
 KV = d // 4 if d % 4 == 0 else d // 2 if d % 2 == 0 else d
 hd, H, V = 64, (8 * C // 3 + 63) // 64 * 64, 50257
 layer = 2 * C + (NH + 2 * KV) * hd * C + C * NH * hd + 3 * C * H  # two RMSNorms, wqkv, wo, wfc (up | gate), wproj
-print(d * layer + C + V * C, NH * hd)                               # + final norm, the tied wte
+print(d * layer + C + V * C, NH * hd, f"L {d}, C {C}, NH {NH}, KV {KV}, hd {hd}, SwiGLU H {H}")  # + final norm, tied wte
 PYEOF
 )
 [ "${BENCH_NO_BUILD:-0}" = 1 ] || make -s train_gpt dev/cuda/kernels dev/cuda/attention || exit 1
@@ -282,7 +282,7 @@ tee_args=(); [ $APPEND = 1 ] && tee_args=(-a)
   fi
   if want llama; then  # the Llama family at d12 width, B=16: train_gpt and transformers' LlamaForCausalLM (no llm.c row)
     MODEL=llama-d$LLAMA_DEPTH MODEL_N=$LLAMA_N MODEL_W=$LLAMA_W MODEL_L=$LLAMA_DEPTH
-    echo "# $MODEL (L $LLAMA_DEPTH, C $((64 * LLAMA_DEPTH)), grouped-query attention, SwiGLU, RMSNorm, RoPE, tied head), one micro-batch per step; MFU = (6N + 6 L (NH hd) T) x tokens/s, N = $LLAMA_N"
+    echo "# $MODEL ($LLAMA_SHAPE, RMSNorm, RoPE, tied head), one micro-batch per step; MFU = (6N + 6 L (NH hd) T) x tokens/s, N = $LLAMA_N"
     run_train_gpt 1 "$STEPS"; run_pytorch 1 "$STEPS"; ratios 1
     params_check
     grep -m1 "memory plan" "$W/${MODEL}_tg1.out" 2>/dev/null
