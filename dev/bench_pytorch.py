@@ -9,8 +9,9 @@ llama_config_from_descriptor): C = 64N, L = N, NH = N heads of 64, KV = NH/4 key
 (else NH/2, else NH), SwiGLU hidden int(8C/3) rounded up to a multiple of 64, tied head, no biases; vocabulary
 50,304 (GPT-2's 50,257 padded to a multiple of 128, as train_gpt's rows are and as the GPT-2 model here is), so
 the parameter count is train_gpt's own (printed: d12 gives 112,970,496). Its attention is transformers' "sdpa"
-(key/value heads repeated to full width, then PyTorch's SDPA), its loss transformers' own (labels shifted inside:
-T - 1 positions scored, the same matmuls).
+(PyTorch's SDPA: with torch >= 2.5 and no padding mask, as here, transformers passes enable_gqa and the key/value
+heads are read in place; older, it repeats them to full width first), its loss transformers' own (labels shifted
+inside: T - 1 positions scored, the same matmuls).
 
 Both print MFU by the arch table's formula (arch.h's arch_flops_per_token): 6 N + 6 L (NH hd) T FLOPs per token,
 N the parameters; scripts/bench_gpu.sh recomputes every row's MFU by one formula anyway.
