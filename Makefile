@@ -178,6 +178,9 @@ test-cuda-emu: train_gpt_cpu $(EMU_BINS)
 mutants: train_gpt_cpu tokenize test/test_gpt2 test/test_units test/test_pipeline test/test_generate $(if $(EMU_OK),train_gpt_emu dev/cuda/kernels_emu)
 	PYTHON=$(PYTHON) TORCH_PYTHON=$(TORCH_PYTHON) $(PYTHON) dev/mutants/run.py $(if $(MUTANTS),--only $(MUTANTS) --out /dev/null,--out dev/mutants/latest.txt)
 
+# GPT-2 d12 in this trainer, compiled PyTorch and llm.c (B=16, then the 0.5M-token recipe); the Llama of d12 width
+# (llama-d12, GQA 4:1) beside transformers' LlamaForCausalLM of the same shape, compiled; then the kernels' and
+# attention's tables (scripts/bench_gpu.sh: its parts rows1 rows32 llama kernels attention, one at a time)
 bench: train_gpt dev/cuda/kernels dev/cuda/attention
 	bash scripts/bench_gpu.sh
 

@@ -13,8 +13,11 @@
 # of them under one deadline, SESSION_BUDGET=540 s from the start): the machine's facts; the prebuilt binaries put
 # in place (built there only where they are stale or do not run); the attention check (fp32/bf16/fp16, the
 # backward's blocks taking turns on dQ at T = 250 and 1024), beside make test-gpu as its float64 reference keeps
-# one CPU core busy; the step benchmark (this trainer, compiled PyTorch and llm.c at B=16, then at llm.c's
-# 0.5M-token recipe); attention TFLOP/s beside PyTorch's SDPA; the kernels one by one; the levers. Each step's log goes to a work folder as it runs; after each step a line is
+# one CPU core busy, and beside it too PyTorch's two models compiled once (pt_warm: the timed runs then find
+# torch.compile's work in its cache); the step benchmark (this trainer, compiled PyTorch and llm.c at B=16, then at
+# llm.c's 0.5M-token recipe); the Llama step (this trainer's llama-d12 beside transformers' LlamaForCausalLM of the
+# same shape, compiled); attention TFLOP/s beside PyTorch's SDPA (GQA rows included); the kernels one by one (the
+# Llama family's after GPT-2's); the levers. Each step's log goes to a work folder as it runs; after each step a line is
 # added to $OUT/summary.txt, the headline files are copied to $OUT and all logs are packed again into
 # $OUT/logs.tar.gz, so a call cut short still brings back what was done, and $OUT never holds more than 8 files
 # (the device tool's limit). Without $OUT (a run by hand) the files go to dev/bench/session/.
@@ -254,18 +257,28 @@ llmc_libs() {
 }
 
 # ---------------------------------------------------------------------------------------------------------------
-# The plan of `all`: name, limit in seconds, command (run by bash in the repository root). Limits sum to at most
-# BUDGET; each also stops at the deadline. The bench's programs have their own limits inside (scripts/bench_gpu.sh).
+# The plan of `all`: name, limit in seconds, command (run by bash in the repository root). The limits of the steps
+# one after another sum to at most BUDGET (a group of steps "beside" the next one counts as its longest); each also
+# stops at the deadline. The bench's programs have their own limits inside (scripts/bench_gpu.sh).
+#
+# The limits are estimates (no window has measured them yet; the first summary.txt says which ran short or long):
+# from the one H100 run's figures (42 ms a GPT-2 step, so 15 steps and the start-up ~8 s a train_gpt row, 6 steps of
+# 32 micro-batches ~13 s) and torch.compile's usual cost on 16 cores (a minute or more cold per model, ~20 s from
+# its cache: pt_warm compiles both models while make test-gpu runs, so the timed PyTorch rows load them). test_gpu
+# grew Llama cases (kernels, the model vs transformers, steps vs the CPU build): 170 s where it had 150.
 plan() {
+    local bench_env="BENCH_NO_BUILD=1 BENCH_SHARD=\$W/rand.bin TORCH_PYTHON=\$TORCH_PY STEPS=15"
     STEPS=(
       "probe|10|probe"
       "prep|45|prep_step"
       "attention_check|90|./dev/cuda/attention check|beside"
-      "test_gpu|150|make ${MAKE_CONF[*]} TORCH_PYTHON=\$TORCH_PY test-gpu"
-      "bench|210|BENCH_NO_BUILD=1 BENCH_SHARD=\$W/rand.bin LLMC_BIN=\$(cat \$W/llmc_bin 2>/dev/null) LLMC_DIR=$PREP/llmc/src CUDNN_FRONTEND_PATH=$PREP/llmc/cudnn-frontend/include TORCH_PYTHON=\$TORCH_PY STEPS=15 ACCUM_STEPS=6 BENCH_LIMIT_TRAIN_GPT=30 BENCH_LIMIT_LLMC=40 BENCH_LIMIT_PYTORCH=100 BENCH_LIMIT_LLMC_BUILD=90 bash scripts/bench_gpu.sh rows1 rows32"
-      "attention_sdpa|45|BENCH_NO_BUILD=1 TORCH_PYTHON=\$TORCH_PY bash scripts/bench_gpu.sh --append attention"
+      "pt_warm|150|\$TORCH_PY dev/bench_pytorch.py --depth 12 --batch 16 --seq 1024 --steps 1 & \$TORCH_PY dev/bench_pytorch.py --llama --depth 12 --batch 16 --seq 1024 --steps 1; wait|beside"
+      "test_gpu|170|make ${MAKE_CONF[*]} TORCH_PYTHON=\$TORCH_PY test-gpu"
+      "bench|150|$bench_env LLMC_BIN=\$(cat \$W/llmc_bin 2>/dev/null) LLMC_DIR=$PREP/llmc/src CUDNN_FRONTEND_PATH=$PREP/llmc/cudnn-frontend/include ACCUM_STEPS=6 BENCH_LIMIT_TRAIN_GPT=25 BENCH_LIMIT_LLMC=35 BENCH_LIMIT_PYTORCH=60 BENCH_LIMIT_LLMC_BUILD=90 bash scripts/bench_gpu.sh rows1 rows32"
+      "llama|60|$bench_env BENCH_LIMIT_TRAIN_GPT=20 BENCH_LIMIT_PYTORCH=40 bash scripts/bench_gpu.sh --append llama"
+      "attention_sdpa|40|BENCH_NO_BUILD=1 TORCH_PYTHON=\$TORCH_PY bash scripts/bench_gpu.sh --append attention"
       "kernels|15|BENCH_NO_BUILD=1 bash scripts/bench_gpu.sh --append kernels"
-      "levers|60|BENCH_NO_BUILD=1 BENCH_SHARD=\$W/rand.bin STEPS=12 BENCH_LIMIT_TRAIN_GPT=15 BASE_BIN=\$(ls $PREP/base/train_gpt 2>/dev/null) bash scripts/bench_levers.sh"
+      "levers|50|BENCH_NO_BUILD=1 BENCH_SHARD=\$W/rand.bin STEPS=12 BENCH_LIMIT_TRAIN_GPT=15 BASE_BIN=\$(ls $PREP/base/train_gpt 2>/dev/null) bash scripts/bench_levers.sh"
     )
 }
 # the headline files copied to $OUT after each step (with summary.txt and logs.tar.gz: 8 files at most)
@@ -324,10 +337,11 @@ step_finish() {  # name
     case "$name" in
         test_gpu) grep -E '^(FAIL|SKIP)|passed, ' "$log" | sed 's/^/    /' >> "$DST/summary.txt" ;;
         attention_check) grep -E '^FAIL|check\(s\) failed' "$log" | sed 's/^/    /' >> "$DST/summary.txt" ;;
-        bench|levers) grep -E 'ms/step|speed|failed|not run|stopped' "$log" | grep -v '^==' | head -30 | sed 's/^/    /' >> "$DST/summary.txt" ;;
-        # attention: the header and the rows at T=1024, hs 64 (GPT-2's; the goals are set at B=8)
-        attention_sdpa) grep -E '^(bench|sdpa) .*(TFLOP|  1024  12   64 \|)|n/a|failed|rror' "$log" | head -12 | sed 's/^/    /' >> "$DST/summary.txt" ;;
-        kernels) grep -E 'TFLOP|rror' "$log" | head -12 | sed 's/^/    /' >> "$DST/summary.txt" ;;
+        bench|llama|levers) grep -E 'ms/step|speed|failed|not run|stopped|parameters:' "$log" | grep -v '^==' | head -30 | sed 's/^/    /' >> "$DST/summary.txt" ;;
+        pt_warm) grep -E '^pytorch |rror' "$log" | head -4 | sed 's/^/    /' >> "$DST/summary.txt" ;;
+        # attention: the header and the rows at T=1024, hs 64 (GPT-2's, and the grouped-query rows; the goals are set at B=8)
+        attention_sdpa) grep -E '^(bench|sdpa) .*(TFLOP|  1024  12( \(KV [0-9]+\))?   64 \|)|n/a|failed|rror' "$log" | head -20 | sed 's/^/    /' >> "$DST/summary.txt" ;;
+        kernels) grep -E 'TFLOP|rror|^Llama kernels|rmsnorm|rope_forward|swiglu' "$log" | head -32 | sed 's/^/    /' >> "$DST/summary.txt" ;;
     esac
     local h; h=$(headline "$name")
     [ -n "$h" ] && cp "$log" "$DST/$h"
@@ -423,20 +437,25 @@ export TORCH_PY
 
 plan
 case "$mode" in
-    all) run_steps=(probe prep attention_check test_gpu bench attention_sdpa kernels levers) ;;
+    all) run_steps=(probe prep attention_check pt_warm test_gpu bench llama attention_sdpa kernels levers) ;;
     check) run_steps=(probe prep attention_check test_gpu attention_sdpa); BUDGET=580 ;;
-    bench) run_steps=(probe prep bench kernels); BUDGET=580 ;;
+    bench) run_steps=(probe prep bench llama kernels); BUDGET=580 ;;
     levers) run_steps=(probe prep levers); BUDGET=580 ;;
 esac
 
 if [ "$DRY" = 1 ]; then
     echo "dry run of 'bash dev/gpu_session.sh $mode' (nothing is run; the commands run in the repository root there,"
     echo "W = a work folder, OUT = the device tool's folder that comes back):"
-    total=0
+    total=0 beside_max=0
     for s in "${STEPS[@]}"; do
         IFS='|' read -r name limit cmd how <<< "$s"
         printf '%s\n' "${run_steps[@]}" | grep -qx "$name" || continue
-        [ "$how" = beside ] && name="$name (beside the next step)" || total=$((total + limit))
+        # a step beside the next runs while it does: the group costs its longest limit
+        if [ "$how" = beside ]; then
+            cmd="(beside the next step) $cmd"; [ "$limit" -gt $beside_max ] && beside_max=$limit
+        else
+            total=$((total + (limit > beside_max ? limit : beside_max))); beside_max=0
+        fi
         case "$cmd" in
             probe) cmd="probe: nvidia-smi, nvcc, gcc, mpirun, python3/torch, cpu (function probe)" ;;
             prep_step) cmd="prep: restore_prebuilt; make -j\$(nproc) ${MAKE_CONF[*]} ${CUDA_BINS[*]} train_gpt_cpu; the binaries that do not run rebuilt; llm.c's libraries checked; python3 dev/rand_shard.py \$W/rand.bin" ;;
@@ -444,7 +463,8 @@ if [ "$DRY" = 1 ]; then
         printf '  %-16s %4d s  %s\n' "$name" "$limit" "$cmd"
     done
     echo "  total of the limits, one after another: $total s of $BUDGET s (9 min = 540 s): $([ $total -le "$BUDGET" ] && echo within || echo OVER)"
-    echo "  (the attention check runs beside make test-gpu, on another core, and is waited for after it)"
+    echo "  (the attention check and pt_warm run beside make test-gpu and are waited for after it: the group costs its"
+    echo "  longest limit; pt_warm's compiles fill torch.compile's cache in \$W/inductor for the timed PyTorch rows)"
     echo "  each step also stops at the deadline (start + $BUDGET s): a slow step costs the ones after it, levers first"
     echo "back in \$OUT (8 files at most): summary.txt, logs.tar.gz, device.txt, attention_check.txt, test_gpu.txt,"
     echo "  bench_gpu_<card>.txt, levers.txt"
@@ -469,6 +489,8 @@ W=$(mktemp -d /tmp/gpu_session.XXXXXX)
 mkdir -p "$W/logs"
 touch "$W/started"
 export W
+# one torch.compile cache for the session: pt_warm fills it, the timed PyTorch rows (GPT-2's, the Llama's) read it
+export TORCHINDUCTOR_CACHE_DIR="$W/inductor"
 DEADLINE=$((SECONDS + BUDGET))
 echo "== $(date -u +%FT%TZ) gpu_session.sh $mode at $BENCH_REV, budget $BUDGET s, on $(nvidia-smi -L 2>/dev/null | head -1)" | tee -a "$DST/summary.txt"
 beside=()

@@ -5,43 +5,64 @@
 # configurations: one micro-batch per step (B=16), and llm.c's GPT-2 124M recipe, 0.5M tokens per step by
 # gradient accumulation (32 x 16 x 1024), where the optimizer's cost is amortised. Then where the time goes,
 # kernel by kernel (./dev/cuda/kernels bench), and attention's TFLOP/s (./dev/cuda/attention bench) beside PyTorch's
-# scaled_dot_product_attention at the same shapes (dev/bench_sdpa.py). Output goes to stdout and to
-# dev/bench/bench_gpu_<gpu>.txt.
+# scaled_dot_product_attention at the same shapes (dev/bench_sdpa.py). The Llama family at the same width: this
+# trainer's `-e llama-d12` (C 768, L 12, NH 12, KV 3: grouped-query 4:1, head 64, SwiGLU 2048, tied head) beside
+# transformers' LlamaForCausalLM of the same shape and parameter count, compiled (dev/bench_pytorch.py --llama),
+# B=16 T=1024 bf16, one micro-batch. Output goes to stdout and to dev/bench/bench_gpu_<gpu>.txt.
 #
 #   make bench [LLMC_DIR=~/llm.c] [CUDNN_FRONTEND_PATH=~/cudnn-frontend/include] [STEPS=20] [ACCUM_STEPS=8]
-#   bash scripts/bench_gpu.sh [--append] [rows1] [rows32] [kernels] [attention]   # some parts (default: all four)
+#   bash scripts/bench_gpu.sh [--append] [rows1] [rows32] [llama] [kernels] [attention]   # some parts (default: all)
 #
-# rows1: the three programs at one micro-batch; rows32: at the 0.5M-token recipe; --append adds to the file
-# rather than starting it. dev/gpu_session.sh runs the parts as steps of their own and sets:
+# rows1: the three programs at one micro-batch; rows32: at the 0.5M-token recipe; llama: train_gpt and PyTorch on
+# the Llama of d12 width; --append adds to the file rather than starting it. dev/gpu_session.sh runs the parts as
+# steps of their own and sets:
 #   BENCH_NO_BUILD=1   the binaries are there already (no make)
 #   BENCH_SHARD=path   the random shard made once (dev/rand_shard.py), else one is made here (~10 s)
 #   LLMC_BIN=path      a prebuilt train_gpt2cu (BUILD.txt beside it says which llm.c); if it fails, and LLMC_DIR is
 #                      set, llm.c is built here and run again
 #   BENCH_LIMIT_TRAIN_GPT, BENCH_LIMIT_PYTORCH, BENCH_LIMIT_LLMC, BENCH_LIMIT_LLMC_BUILD: seconds each run (or the
 #                      build) may take before it is stopped and its row says so (defaults 120, 300, 180, 300)
+# and for a rehearsal without a GPU (the llama part at a tiny shape on the CPU build, PyTorch on the CPU; no MFU,
+# PyTorch eager where it has no torch.compile):
+#   BENCH_TRAIN_GPT=./train_gpt_cpu BENCH_DEVICE=cpu BENCH_B=2 BENCH_T=64 BENCH_LLAMA_DEPTH=2 STEPS=5
+#   BENCH_OUT=/tmp/bench.txt BENCH_NO_BUILD=1 TORCH_PYTHON=/usr/bin/python3 bash scripts/bench_gpu.sh llama
 #
-# Every row's MFU is computed here by one formula, (6 N + 6 L C T) FLOPs per token (N = 124,439,808, GPT-2
-# 124M's parameters with the 50,257-token vocabulary) over the peak that train_gpt reports for the device, so
-# the three programs are compared on ms/step alone; each program's own MFU figure uses its own convention.
+# Every row's MFU is computed here by one formula, the arch table's (arch.h's arch_flops_per_token): 6 N + 6 L W T
+# FLOPs per token, W attention's width (C for GPT-2, NH hd for Llama), N the parameters without the vocabulary's
+# padding rows (GPT-2 124M: 124,439,808; the Llama of d12 width: 112,934,400; both with the 50,257-token vocabulary),
+# over the peak that train_gpt reports for the device, so the programs are compared on ms/step alone; each
+# program's own MFU figure uses its own convention (train_gpt's counts the padding rows: 0.03% more).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 APPEND=0 PARTS=()
 for a in "$@"; do
     case "$a" in
         --append) APPEND=1 ;;
-        rows1|rows32|kernels|attention) PARTS+=("$a") ;;
-        *) echo "bench_gpu.sh: unknown part '$a' (expected --append, rows1, rows32, kernels, attention)" >&2; exit 2 ;;
+        rows1|rows32|llama|kernels|attention) PARTS+=("$a") ;;
+        *) echo "bench_gpu.sh: unknown part '$a' (expected --append, rows1, rows32, llama, kernels, attention)" >&2; exit 2 ;;
     esac
 done
-[ ${#PARTS[@]} -eq 0 ] && PARTS=(rows1 rows32 kernels attention)
+[ ${#PARTS[@]} -eq 0 ] && PARTS=(rows1 rows32 llama kernels attention)
 want() { printf '%s\n' "${PARTS[@]}" | grep -qx "$1"; }
 STEPS=${STEPS:-20}              # steps per program at one micro-batch; the first 3 are not counted
 ACCUM_STEPS=${ACCUM_STEPS:-8}   # steps per program at 0.5M tokens (each about 32 micro-batches)
 LIM_TG=${BENCH_LIMIT_TRAIN_GPT:-120} LIM_PT=${BENCH_LIMIT_PYTORCH:-300} LIM_LC=${BENCH_LIMIT_LLMC:-180}
 LIM_LC_BUILD=${BENCH_LIMIT_LLMC_BUILD:-300}
 TORCH_PY=${TORCH_PYTHON:-python3}   # the Python that holds PyTorch (with CUDA)
-B=16 T=1024 ACCUM=32
+B=${BENCH_B:-16} T=${BENCH_T:-1024} ACCUM=32
 N_PARAMS=124439808 L=12 C=768
+TRAIN_GPT=${BENCH_TRAIN_GPT:-./train_gpt} DEVICE=${BENCH_DEVICE:-cuda}
+# the Llama row: train_gpt's llama-dN (gpt2.h's llama_config_from_descriptor) and its unpadded parameter count
+LLAMA_DEPTH=${BENCH_LLAMA_DEPTH:-12}
+read -r LLAMA_N LLAMA_W LLAMA_SHAPE < <(python3 - "$LLAMA_DEPTH" <<'PYEOF'
+import sys
+d = int(sys.argv[1]); C, NH = 64 * d, d
+KV = d // 4 if d % 4 == 0 else d // 2 if d % 2 == 0 else d
+hd, H, V = 64, (8 * C // 3 + 63) // 64 * 64, 50257
+layer = 2 * C + (NH + 2 * KV) * hd * C + C * NH * hd + 3 * C * H  # two RMSNorms, wqkv, wo, wfc (up | gate), wproj
+print(d * layer + C + V * C, NH * hd, f"L {d}, C {C}, NH {NH}, KV {KV}, hd {hd}, SwiGLU H {H}")  # + final norm, tied wte
+PYEOF
+)
 [ "${BENCH_NO_BUILD:-0}" = 1 ] || make -s train_gpt dev/cuda/kernels dev/cuda/attention || exit 1
 W=$(mktemp -d /tmp/bench_gpu.XXXXXX)
 trap 'rm -rf "$W"' EXIT
@@ -49,18 +70,21 @@ stopped() { [ "$1" -eq 124 ] || [ "$1" -eq 137 ]; }  # timeout's exit status whe
 
 # 16M random GPT-2 tokens in llm.c's shard format (both trainers read it)
 SHARD=${BENCH_SHARD:-}
-if want rows1 || want rows32; then
+if want rows1 || want rows32 || want llama; then
     if [ -z "$SHARD" ] || [ ! -s "$SHARD" ]; then SHARD="$W/rand.bin"; python3 dev/rand_shard.py "$SHARD" || exit 1; fi
 fi
 
-# One line per program: "<name> d12 B=16[ x32] T=1024: X ms/step, Y tok/s, MFU Z%[, extra]", from the median
-# step time after the warm-up steps (ms per step in a file, one per line).
+# One line per program: "<name> <model> B=16[ x32] T=1024: X ms/step, Y tok/s, MFU Z%[, extra]", from the median
+# step time after the warm-up steps (ms per step in a file, one per line). The model's N, L and attention width W
+# give the FLOPs (6 N + 6 L W T per token).
 PEAK=""
+MODEL=d12 MODEL_N=$N_PARAMS MODEL_L=$L MODEL_W=$C   # the rows' model: GPT-2 124M; the llama part sets its own
 row() {  # name, accum, file of step times in ms, extra text
-    python3 - "$1" "$2" "$3" "$4" "$PEAK" $B $T $N_PARAMS $L $C <<'PYEOF'
+    python3 - "$1" "$2" "$3" "$4" "$PEAK" $B $T "$MODEL_N" "$MODEL_L" "$MODEL_W" "$MODEL" <<'PYEOF'
 import statistics, sys
 name, accum, path, extra, peak = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 B, T, N, L, C = map(int, sys.argv[6:11])
+model = sys.argv[11]
 ms = [float(x) for x in open(path).read().split()]
 ms = ms[3:] if len(ms) > 4 else ms[1:] if len(ms) > 1 else ms
 if not ms: sys.exit(f"{name}: no step times")
@@ -68,19 +92,20 @@ m = statistics.median(ms)
 tps = B * T * accum / (m / 1e3)
 mfu = f", MFU {100 * (6 * N + 6 * L * C * T) * tps / float(peak):.1f}%" if peak else ""
 acc = f" x{accum}" if accum > 1 else ""
-print(f"{name} d12 B={B}{acc} T={T}: {m:.1f} ms/step, {tps:.0f} tok/s{mfu}{', ' + extra if extra else ''}")
-print(f"{name}\t{accum}\t{m:.4f}", file=open(sys.argv[3] + ".row", "w"))
+print(f"{name} {model} B={B}{acc} T={T}: {m:.1f} ms/step, {tps:.0f} tok/s{mfu}{', ' + extra if extra else ''}")
+print(f"{name}\t{model}x{accum}\t{m:.4f}", file=open(sys.argv[3] + ".row", "w"))
 PYEOF
 }
 
-run_train_gpt() {  # accum, steps
-    local acc=$1 steps=$2 log="$W/tg$1.jsonl" what; what="d12 B=$B$([ "$1" -gt 1 ] && echo " x$1") T=$T"
-    timeout -k 5 "$LIM_TG" ./train_gpt -i "$SHARD" -e d12 -b $B -t $T --grad-accum "$acc" -x "$steps" -v 0 -s 0 --log "$log" \
-        > "$W/tg$acc.out" 2>&1
+run_train_gpt() {  # accum, steps (the model: $MODEL, a descriptor -e takes)
+    local acc=$1 steps=$2 f="$W/${MODEL}_tg$1" what; what="$MODEL B=$B$([ "$1" -gt 1 ] && echo " x$1") T=$T"
+    local log="$f.jsonl"
+    timeout -k 5 "$LIM_TG" "$TRAIN_GPT" -i "$SHARD" -e "$MODEL" -b $B -t $T --grad-accum "$acc" -x "$steps" -v 0 -s 0 --log "$log" \
+        > "$f.out" 2>&1
     local rc=$?
-    if stopped $rc; then echo "train_gpt $what: stopped after its ${LIM_TG} s limit: $(tail -1 "$W/tg$acc.out")"; return 1; fi
-    if [ $rc -ne 0 ]; then echo "train_gpt $what: failed: $(grep -m1 -iE 'error|out of' "$W/tg$acc.out")"; return 1; fi
-    python3 - "$log" > "$W/tg$acc.ms" <<'PYEOF'
+    if stopped $rc; then echo "train_gpt $what: stopped after its ${LIM_TG} s limit: $(tail -1 "$f.out")"; return 1; fi
+    if [ $rc -ne 0 ]; then echo "train_gpt $what: failed: $(grep -m1 -iE 'error|out of' "$f.out")"; return 1; fi
+    python3 - "$log" > "$f.ms" <<'PYEOF'
 import json, sys
 for l in open(sys.argv[1]):
     d = json.loads(l)
@@ -92,19 +117,27 @@ r=[json.loads(l) for l in open(sys.argv[1]) if "\"mfu\"" in l]
 r=[d for d in r if d.get("mfu")]
 print(r[-1]["flops_per_s"]/r[-1]["mfu"] if r else "")' "$log")
     fi
-    row train_gpt "$acc" "$W/tg$acc.ms" "$(grep -E '^step ' "$W/tg$acc.out" | tail -1 | grep -oE 'peak [^|]*[^ |]')"
+    row train_gpt "$acc" "$f.ms" "$(grep -E '^step ' "$f.out" | tail -1 | grep -oE 'peak [^|]*[^ |]')"
 }
 
-run_pytorch() {  # accum, steps
-    local acc=$1 steps=$2 what; what="d12 B=$B$([ "$1" -gt 1 ] && echo " x$1") T=$T"
-    timeout -k 5 "$LIM_PT" "$TORCH_PY" dev/bench_pytorch.py --depth 12 --batch $B --seq $T --accum "$acc" --steps $((steps + 5)) \
-        > "$W/pt$acc.out" 2>&1
+run_pytorch() {  # accum, steps (the model: $MODEL, d12 or llama-dN: transformers' LlamaForCausalLM)
+    local acc=$1 steps=$2 f="$W/${MODEL}_pt$1" what; what="$MODEL B=$B$([ "$1" -gt 1 ] && echo " x$1") T=$T"
+    local fam=(--depth 12); case "$MODEL" in llama-d*) fam=(--llama --depth "${MODEL#llama-d}") ;; esac
+    timeout -k 5 "$LIM_PT" "$TORCH_PY" dev/bench_pytorch.py "${fam[@]}" --batch $B --seq $T --accum "$acc" --steps $((steps + 5)) \
+        --device "$DEVICE" > "$f.out" 2>&1
     local rc=$?
     if stopped $rc; then echo "pytorch $what: stopped after its ${LIM_PT} s limit (torch.compile included)"; return 1; fi
-    if [ $rc -ne 0 ]; then echo "pytorch $what: failed: $(tail -1 "$W/pt$acc.out")"; return 1; fi
+    if [ $rc -ne 0 ]; then echo "pytorch $what: failed: $(tail -1 "$f.out")"; return 1; fi
     python3 -c 'import json,sys; d=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); print(d["ms_per_step"])' \
-        "$W/pt$acc.out" > "$W/pt$acc.ms"
-    row pytorch "$acc" "$W/pt$acc.ms" "peak $(python3 -c 'import json,sys; print(round(json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])["peak_mem_gib"], 1))' "$W/pt$acc.out") GiB"
+        "$f.out" > "$f.ms"
+    # peak memory, and (Llama) which transformers and attention, or "eager" where torch.compile was not used
+    row pytorch "$acc" "$f.ms" "$(python3 -c 'import json,sys
+d = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+p = d["peak_mem_gib"]
+x = ["peak %.1f GiB" % p] if p == p else []
+if d.get("model", "").startswith("llama"): x.append(d["note"].split(";")[0])
+if not d.get("compiled", True): x.append("EAGER (no torch.compile)")
+print(", ".join(x))' "$f.out")"
 }
 
 # llm.c: built once, in a copy of LLMC_DIR (the user's checkout is not written to), as its Makefile builds
@@ -198,34 +231,62 @@ run_llmc() {  # accum, steps
     row llm.c "$acc" "$W/lc$acc.ms" "$LLMC_ATT, llm.c $LLMC_REV, $(grep -m1 -oE 'device memory usage: [0-9]+ MiB' "$W/lc$acc.out" | sed 's/device memory usage/allocated/')"
 }
 
-ratios() {  # accum
-    python3 - "$W" "$1" <<'PYEOF'
+ratios() {  # accum (of the rows of $MODEL)
+    python3 - "$W" "${MODEL}x$1" <<'PYEOF'
 import os, sys
 rows = {}
 for f in os.listdir(sys.argv[1]):
     if f.endswith(".ms.row"):
-        name, acc, ms = open(os.path.join(sys.argv[1], f)).read().split()
-        if acc == sys.argv[2]: rows[name] = float(ms)
+        name, tag, ms = open(os.path.join(sys.argv[1], f)).read().split()
+        if tag == sys.argv[2]: rows[name] = float(ms)
 if "train_gpt" in rows:
     others = [f"{rows[k] / rows['train_gpt']:.2f}x {k}" for k in ("pytorch", "llm.c") if k in rows]
     if others: print("  train_gpt's speed: " + ", ".join(others) + " (their ms/step over ours)")
 PYEOF
 }
 
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr ' ' '_')
+# the Llama row's parameter counts: train_gpt's (its model line) and LlamaForCausalLM's (the script's JSON), each
+# with and without the vocabulary's padding rows, beside the count the MFU uses
+params_check() {
+    python3 - "$W/${MODEL}_tg1.out" "$W/${MODEL}_pt1.out" "$MODEL_N" <<'PYEOF'
+import json, re, sys
+tg = pt = None
+try:
+    m = re.search(r"\| (\d+) parameters \((\d+) without", open(sys.argv[1]).read())
+    tg = (int(m.group(1)), int(m.group(2))) if m else None
+except OSError: pass
+try:
+    d = json.loads(open(sys.argv[2]).read().strip().splitlines()[-1]); pt = (d["params"], d["params_unpadded"])
+except (OSError, ValueError, IndexError, KeyError): pass
+f = lambda p: f"{p[0]:,} ({p[1]:,} without the padding rows)" if p else "n/a"
+verdict = "equal" if tg and pt and tg == pt else "DIFFER" if tg and pt else "not compared"
+ok = " = the N of the MFU" if tg and tg[1] == int(sys.argv[3]) else f" (the MFU's N is {int(sys.argv[3]):,})"
+print(f"  parameters: train_gpt {f(tg)}, LlamaForCausalLM {f(pt)}: {verdict}{ok}")
+PYEOF
+}
+
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr ' ' '_')
 mkdir -p dev/bench
-out=dev/bench/bench_gpu_${gpu}.txt
+out=${BENCH_OUT:-dev/bench/bench_gpu_${gpu:-none}.txt}
 tee_args=(); [ $APPEND = 1 ] && tee_args=(-a)
 {
-  [ $APPEND = 1 ] || echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1), train_gpt ${BENCH_REV:-$(git rev-parse --short HEAD 2>/dev/null)}"
+  [ $APPEND = 1 ] || echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1 || echo 'no GPU'), train_gpt ${BENCH_REV:-$(git rev-parse --short HEAD 2>/dev/null)}"
   if want rows1; then
     echo "# one micro-batch per step; MFU = (6N + 6LCT) x tokens/s over train_gpt's peak for this device"
     run_train_gpt 1 "$STEPS"; run_pytorch 1 "$STEPS"; run_llmc 1 "$STEPS"; ratios 1
-    grep -m1 "memory plan" "$W/tg1.out" 2>/dev/null
+    grep -m1 "memory plan" "$W/d12_tg1.out" 2>/dev/null
   fi
   if want rows32; then
     echo "# llm.c's GPT-2 124M recipe: 0.5M tokens per step ($ACCUM micro-batches of $B x $T), $ACCUM_STEPS steps each"
     run_train_gpt $ACCUM "$ACCUM_STEPS"; run_pytorch $ACCUM "$ACCUM_STEPS"; run_llmc $ACCUM "$ACCUM_STEPS"; ratios $ACCUM
+  fi
+  if want llama; then  # the Llama family at d12 width, B=16: train_gpt and transformers' LlamaForCausalLM (no llm.c row)
+    MODEL=llama-d$LLAMA_DEPTH MODEL_N=$LLAMA_N MODEL_W=$LLAMA_W MODEL_L=$LLAMA_DEPTH
+    echo "# $MODEL ($LLAMA_SHAPE, RMSNorm, RoPE, tied head), one micro-batch per step; MFU = (6N + 6 L (NH hd) T) x tokens/s, N = $LLAMA_N"
+    run_train_gpt 1 "$STEPS"; run_pytorch 1 "$STEPS"; ratios 1
+    params_check
+    grep -m1 "memory plan" "$W/${MODEL}_tg1.out" 2>/dev/null
+    MODEL=d12 MODEL_N=$N_PARAMS MODEL_W=$C MODEL_L=$L
   fi
   # where the time goes: each kernel alone at the same shapes (B=8)
   want kernels && ./dev/cuda/kernels bench

@@ -934,6 +934,23 @@ static void bench_llama(int B, int T, int NH, int KV, int hd, int H) {
     printf("  %-34s %8.3f ms  %7.0f GB/s\n", "swiglu_forward", ms, GBS(3 * BT * H * xb));
     ms = time_ms([&] { swiglu_backward(a, c, b, (int)BT, H); });
     printf("  %-34s %8.3f ms  %7.0f GB/s\n", "swiglu_backward", ms, GBS(5 * BT * H * xb));
+    // the block's four matmuls at their Llama shapes (no bias), forward and backward (dinp and the fp32 dweight):
+    // beside GPT-2's fc rows above, where a Llama step's time goes
+    float *hw = rand_host((size_t)2 * H * C, 1.0f);
+    floatX *wm = to_dev_x(hw, (size_t)2 * H * C);
+    float *wmf = zeros_dev_f((size_t)2 * H * C);
+    const struct { const char *name; int in, out; } mms[] = {
+        {"wqkv C->(NH+2KV)hd", C, R}, {"wo NHhd->C", C, C}, {"wfc C->2H up|gate", C, 2 * H}, {"wproj H->C", H, C}};
+    for (const auto &m : mms) {
+        const double mfl = 2.0 * BT * m.in * m.out;
+        char what[64];
+        ms = time_ms([&] { matmul_forward(c, b, wm, NULL, (int)BT, m.in, m.out); });
+        snprintf(what, sizeof(what), "matmul_forward %s", m.name);
+        printf("  %-34s %8.3f ms  %7.1f TFLOP/s\n", what, ms, mfl / (ms * 1e9));
+        ms = time_ms([&] { matmul_backward(a, wmf, NULL, c, b, wm, (int)BT, m.in, m.out); });
+        snprintf(what, sizeof(what), "matmul_backward %s", m.name);
+        printf("  %-34s %8.3f ms  %7.1f TFLOP/s\n", what, ms, 2 * mfl / (ms * 1e9));
+    }
     const double fl = 4.0 * B * NH * (double)T * T * hd / 2;
     ms = time_ms([&] { attention_gqa_forward(a, lse, b, B, T, NH, KV, hd); });
     printf("  %-34s %8.3f ms  %7.1f TFLOP/s\n", "attention_gqa_forward (flash)", ms, fl / (ms * 1e9));
