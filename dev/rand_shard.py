@@ -7,6 +7,8 @@ import struct
 import sys
 from array import array
 
+if len(sys.argv) not in (2, 3) or sys.argv[1].startswith("-"):  # --help must not become a 32 MiB file called --help
+    sys.exit(__doc__ if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help") else "usage: " + __doc__.split(":")[0])
 out = sys.argv[1]
 n = int(sys.argv[2]) if len(sys.argv) > 2 else 1 << 24
 random.seed(0)
