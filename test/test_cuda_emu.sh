@@ -201,8 +201,9 @@ epilogues() {
 # out of the graphs (the tokens, the losses' copy back, the working copies, the loss scale) shows as other bits
 graphs() {
   local g=(-e d2 -b 2 -t 48 -v 0 -s 0 --grad-accum 2) r=ok v
-  # bf16 at 2 micro-batches, with validation and samples between steps (eager, through the same buffers, and the
-  # logits row that moves the kernels' scratch): losses, norms, validation, samples and the final checkpoint
+  # bf16 at 2 micro-batches, with validation and samples between steps (eager, through the same buffers; the
+  # synthetic corpus's logits row, 128 floats, fits the kernels' scratch: the next run moves it): losses, norms,
+  # validation, samples and the final checkpoint
   for v in 1 0; do
     TRAIN_GPT_GRAPHS=$v TRAIN_GPT_EMU_COUNTS=1 $EMU --precision bf16 "${g[@]}" -x 5 -v 2 -m 1 -s 3 -g 6 -n 5 -o "$W/gr$v" \
       --log "$W/gr$v.jsonl" > "$W/gr$v.out" 2>&1
