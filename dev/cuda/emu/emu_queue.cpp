@@ -146,7 +146,7 @@ std::shared_ptr<int> emu_enqueue(cudaStream_t s, std::function<void()> op) {
         refs.swap(g_node_refs);
         g_node_what = NULL;
         if (q == g_capture) {
-            q->capture->nodes.push_back(EmuNode{std::move(op), NULL, what ? what : "a host function", std::move(refs)});
+            q->capture->nodes.push_back(EmuNode{std::move(op), NULL, what ? what : "an operation", std::move(refs)});
             return nullptr;
         }
         if (q == &g_legacy_stream && g_capture->blocking) {  // CUDA: cudaErrorStreamCaptureImplicit, and nothing runs
@@ -406,6 +406,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
 }
 cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *data) {
     emu_check_stream("cudaLaunchHostFunc", s);
+    emu_node_refs("cudaLaunchHostFunc", NULL, 0);
     emu_enqueue(s, [=]() { fn(data); });
     return cudaSuccess;
 }
