@@ -401,6 +401,11 @@ static void backend_weights_from_master(floatX *dst, const float *src, size_t n,
 // again rather than putting the weight in device memory, so the kernels and the CPU build stay as they are.
 // The first run of a shape is eager: what the work allocates or plans on first use (scratch, cuBLASLt plans,
 // shared-memory opt-ins) cannot be done during capture. TRAIN_GPT_GRAPHS=0 runs everything eagerly.
+// A graph replayed after a buffer it recorded was freed would use whatever lies there now, with no error on a GPU:
+// the scratch moves when a later caller needs more (the first sample's or --eval-mc's logits row, with a
+// vocabulary larger than the training kernels' partials), so a move records the graphs again, and model_free drops
+// them before the model's buffers go. The emulator stops such a replay, naming the node and the free
+// (test_cuda_emu.sh graphs runs a sample that moves the scratch between steps).
 typedef struct {
     cudaGraphExec_t exec;        // the recorded work, for (shape, variant) with scratch as it was (moves)
     uint64_t shape, variant;

@@ -49,7 +49,8 @@ kernels() {
     "cp-async-no-wait:exits with 1 cp.async copy in flight (committed, never waited for)"
     "cp-async-uncommitted:(some never committed)" "cp-async-no-barrier@race:data race on dynamic shared memory"
     "block-cycle:deadlock between blocks: 2 live blocks" "block-successor:TRAIN_GPT_EMU_RESIDENT=1 are live"
-    "block-no-release@race:no kernel boundary or release/acquire pair" "block-no-acquire@race:no kernel boundary or release/acquire pair")
+    "block-no-release@race:no kernel boundary or release/acquire pair" "block-no-acquire@race:no kernel boundary or release/acquire pair"
+    "graph-freed:replays node 0 (write_through) on device memory" "graph-freed-copy:freed since the graph was captured: by cudaFree")
   for c in "${cases[@]}"; do
     local mode=${c%%:*} want=${c#*:} bin=./dev/cuda/emu/selftest
     [ "${mode#*@}" != "$mode" ] && bin=./dev/cuda/emu/selftest_race && mode=${mode%@*}
@@ -200,8 +201,9 @@ epilogues() {
 # out of the graphs (the tokens, the losses' copy back, the working copies, the loss scale) shows as other bits
 graphs() {
   local g=(-e d2 -b 2 -t 48 -v 0 -s 0 --grad-accum 2) r=ok v
-  # bf16 at 2 micro-batches, with validation and samples between steps (eager, through the same buffers, and the
-  # logits row that moves the kernels' scratch): losses, norms, validation, samples and the final checkpoint
+  # bf16 at 2 micro-batches, with validation and samples between steps (eager, through the same buffers; the
+  # synthetic corpus's logits row, 128 floats, fits the kernels' scratch: the next run moves it): losses, norms,
+  # validation, samples and the final checkpoint
   for v in 1 0; do
     TRAIN_GPT_GRAPHS=$v TRAIN_GPT_EMU_COUNTS=1 $EMU --precision bf16 "${g[@]}" -x 5 -v 2 -m 1 -s 3 -g 6 -n 5 -o "$W/gr$v" \
       --log "$W/gr$v.jsonl" > "$W/gr$v.out" 2>&1
@@ -213,6 +215,36 @@ graphs() {
     && [ "$(grep '^sample' "$W/gr1.out")" = "$(grep '^sample' "$W/gr0.out")" ] \
     && ok "graphs on vs TRAIN_GPT_GRAPHS=0, bf16 at 2 micro-batches with validation and samples between steps: losses, norms, validation, samples and final checkpoint bit-identical; steps 2-5 replay 4 graphs each" \
     || bad "graphs vs eager (bf16, accumulation)" "$(diff <(losses "$W/gr1.jsonl") <(losses "$W/gr0.jsonl")) graphs used in $used steps; $(grep -m2 -E 'cuda-emu|error' "$W/gr1.out")"
+  # the scratch moves between steps: with a vocabulary of 20000 (padded 20096) the logits row that the first sample
+  # (after step 2) reads in float outgrows what the training kernels took (2 x 64 x C = 16384 floats), so
+  # scratch_get moves it after the graphs were recorded. Step 3 must record them afresh (its first micro-batch runs
+  # eagerly) and step 4 replay the new ones; a replay of the old ones would use the freed scratch (the emulator
+  # stops it, naming the node and the free) or, on a GPU, whatever lies there now
+  local gd="$W/grv"
+  mkdir -p "$gd"
+  $PY - "$gd" <<'PYEOF'
+import random, struct, sys
+d, V = sys.argv[1], 20000
+with open(d + "/tokenizer.bin", "wb") as f:  # llm.c's tokenizer .bin, version 2 (end-of-text id in the header)
+    f.write(struct.pack("<256I", 20240328, 2, V, V - 1, *[0] * 252))
+    for i in range(V): f.write(bytes([len(b" t%d" % i)]) + b" t%d" % i)
+rng = random.Random(5)
+for split, n in (("train", 4096), ("val", 1024)):  # llm.c's uint16 token shards
+    with open("%s/v_%s_000000.bin" % (d, split), "wb") as f:
+        f.write(struct.pack("<256i", 20240520, 1, n, *[0] * 253) + struct.pack("<%dH" % n, *[rng.randrange(64) for _ in range(n)]))
+PYEOF
+  for v in 1 0; do
+    TRAIN_GPT_GRAPHS=$v TRAIN_GPT_EMU_COUNTS=1 $EMU --precision bf16 "${g[@]}" -i "$gd/v_train_*.bin" -j "$gd/v_val_*.bin" \
+      -x 4 -v 2 -m 1 -s 2 -g 6 -n 4 -o "$W/gv$v" --log "$W/gv$v.jsonl" > "$W/gv$v.out" 2>&1
+  done
+  local moved; moved=$(grep -c '^emu counts step [24]: .* graphs 4 nodes [1-9][0-9]* ' "$W/gv1.out")
+  grep -q '^emu counts step 3: .* launches [1-9][0-9]* .* graphs [0-3] ' "$W/gv1.out" || moved="$moved, step 3 did not record afresh"
+  [ -s "$W/gv1.jsonl" ] && [ "$(losses "$W/gv1.jsonl")" = "$(losses "$W/gv0.jsonl")" ] && [ "$moved" = 2 ] \
+    && cmp -s "$W/gv1/model_00000004.bin" "$W/gv0/model_00000004.bin" \
+    && [ "$(grep -o '"val_loss": [^,}]*' "$W/gv1.jsonl")" = "$(grep -o '"val_loss": [^,}]*' "$W/gv0.jsonl")" ] \
+    && [ "$(grep '^sample' "$W/gv1.out")" = "$(grep '^sample' "$W/gv0.out")" ] && [ "$(grep -c '^sample' "$W/gv1.out")" = 2 ] \
+    && ok "graphs on vs off with the scratch moved between steps (a 20096-float logits row sampled after step 2): step 3 records the graphs afresh, losses, norms, validation, samples and final checkpoint bit-identical" \
+    || bad "graphs vs eager, the scratch moved between steps" "steps replaying 4 graphs: $moved; $(diff <(losses "$W/gv1.jsonl") <(losses "$W/gv0.jsonl")) $(grep -m2 -E 'cuda-emu|error' "$W/gv1.out")"
   # fp16 with dynamic loss scaling and overflows injected at steps 3 and 4: the scale (the loss gradient's weight,
   # which the graphs record as a variant) halves and doubles again, and two steps are skipped
   local ls=(--precision fp16 --loss-scale dynamic --loss-scale-power 10 --loss-scale-window 1 --loss-scale-hysteresis 1)

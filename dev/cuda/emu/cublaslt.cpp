@@ -476,6 +476,8 @@ extern "C" cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_
     const Layout la = *p.a, lb = *p.b, lc = *p.c, ld = *p.dl;
     const Problem pq = {p.m, p.n, p.k, p.batch, &dq, &la, &lb, &lc, &ld};
     emu_counts.matmuls++;
+    const void *refs[] = {A, B, Cp, D, p.d->bias, p.d->aux, alpha, beta, workspace};
+    emu_node_refs("cublasLtMatmul", refs, 9);
     emu_enqueue(stream, [=]() {
     const Problem p = {pq.m, pq.n, pq.k, pq.batch, &dq, &la, &lb, &lc, &ld};
     const int m = p.m, n = p.n, k = p.k;

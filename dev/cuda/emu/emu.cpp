@@ -128,6 +128,7 @@ static std::map<uintptr_t, EmuAlloc> &allocs(void) {  // built on first use: CUD
 }
 #define g_allocs allocs()
 static size_t g_device_bytes = 0, g_device_peak = 0;
+static unsigned long long g_alloc_serial = 0;  // EmuAlloc::id: the allocations made so far
 static const size_t DEVICE_BYTES = 80ull << 30;  // what cudaMemGetInfo reports: an H100's 80 GiB
 
 const EmuAlloc *emu_find(const void *p) {
@@ -247,6 +248,7 @@ void emu_launch(const EmuKernel *k, dim3 grid, dim3 block, size_t smem, cudaStre
     if (g_launch) emu_fatal("kernel %s launched from inside kernel %s", k->name, g_launch->k->name);
     // the arguments as they are now (the caller's copy is on its stack); the kernel runs when the device gets to it
     std::shared_ptr<std::vector<char>> saved = std::make_shared<std::vector<char>>((const char *)args, (const char *)args + args_bytes);
+    emu_node_scan(k->name, args, args_bytes);  // during capture: the memory the node refers to, for its replays
     emu_enqueue(stream, [=]() { run_kernel(k, grid, block, smem, entry, saved->data(), (int)threads); });
 }
 
@@ -278,12 +280,15 @@ static EmuCounts g_step_start;
 unsigned long long ops_issued(const EmuCounts &c) {
     return c.launches + c.matmuls + c.copies + c.memsets + c.collectives + c.graphs;
 }
+int g_step = -1, g_step_open = 0;
 void emu_step_begin(int step) {
-    (void)step;
+    g_step = step;
+    g_step_open = 1;
     g_step_start = emu_counts;
     g_ops_at_wait = ops_issued(emu_counts);
 }
 void emu_step_end(int step) {
+    g_step_open = 0;
     configure();
     if (!g_counts_on) return;
     EmuCounts d = emu_counts, s = g_step_start;
@@ -436,29 +441,32 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
     void *m = device_alloc(bytes);
     if (!m) return set_error(cudaErrorMemoryAllocation);
     memset(m, 0xff, bytes);  // NaN in every float type: unwritten memory shows up in the results
-    g_allocs[(uintptr_t)m] = EmuAlloc{(uintptr_t)m, bytes, EMU_MEM_DEVICE};
+    g_allocs[(uintptr_t)m] = EmuAlloc{(uintptr_t)m, bytes, EMU_MEM_DEVICE, ++g_alloc_serial};
     g_device_bytes += bytes;
     if (g_device_bytes > g_device_peak) g_device_peak = g_device_bytes;
     *p = m;
     return cudaSuccess;
 }
 
-cudaError_t cudaFree(void *p) {
-    if (g_capture) return capture_refuse("cudaFree", cudaErrorStreamCaptureUnsupported);
+// cudaFree and cudaFreeAsync; caller: the code that called them (a graph replay that uses the memory names it)
+static cudaError_t device_free(void *p, const char *who, const void *caller) {
+    if (g_capture) return capture_refuse(who, cudaErrorStreamCaptureUnsupported);
     emu_counts.free++;
     emu_counts.sync++;  // cudaFree waits for the device
     emu_device_flush();
     if (!p) return cudaSuccess;
     auto it = g_allocs.find((uintptr_t)p);
     if (it == g_allocs.end() || it->second.kind != EMU_MEM_DEVICE) {
-        fprintf(stderr, "cuda-emu: cudaFree(%p): not a pointer cudaMalloc returned\n", p);
+        fprintf(stderr, "cuda-emu: %s(%p): not a pointer cudaMalloc returned\n", who, p);
         return set_error(cudaErrorInvalidValue);
     }
+    emu_graph_freed(it->second, who, caller);
     g_device_bytes -= it->second.size;
     device_release(p, it->second.size);
     g_allocs.erase(it);
     return cudaSuccess;
 }
+cudaError_t cudaFree(void *p) { return device_free(p, "cudaFree", __builtin_return_address(0)); }
 
 // Stream-ordered allocation: ordered trivially, everything being synchronous.
 cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t s) {
@@ -467,7 +475,7 @@ cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t s) {
 }
 cudaError_t cudaFreeAsync(void *p, cudaStream_t s) {
     emu_check_stream("cudaFreeAsync", s);
-    cudaError_t e = cudaFree(p);
+    cudaError_t e = device_free(p, "cudaFreeAsync", __builtin_return_address(0));
     emu_counts.sync--;  // unlike cudaFree, the host does not wait
     return e;
 }
@@ -498,7 +506,7 @@ cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned flags) {
     *p = NULL;
     void *m = NULL;
     if (posix_memalign(&m, 4096, bytes > 0 ? bytes : 1) != 0) return set_error(cudaErrorMemoryAllocation);
-    g_allocs[(uintptr_t)m] = EmuAlloc{(uintptr_t)m, bytes, EMU_MEM_PINNED};
+    g_allocs[(uintptr_t)m] = EmuAlloc{(uintptr_t)m, bytes, EMU_MEM_PINNED, ++g_alloc_serial};
     *p = m;
     return cudaSuccess;
 }
@@ -513,18 +521,20 @@ cudaError_t cudaFreeHost(void *p) {
         fprintf(stderr, "cuda-emu: cudaFreeHost(%p): not a pointer cudaMallocHost returned\n", p);
         return set_error(cudaErrorInvalidValue);
     }
+    emu_graph_freed(it->second, "cudaFreeHost", __builtin_return_address(0));
     g_allocs.erase(it);
     free(p);
     return cudaSuccess;
 }
 cudaError_t cudaHostRegister(void *p, size_t bytes, unsigned flags) {
     (void)flags;
-    g_allocs[(uintptr_t)p] = EmuAlloc{(uintptr_t)p, bytes, EMU_MEM_REGISTERED};
+    g_allocs[(uintptr_t)p] = EmuAlloc{(uintptr_t)p, bytes, EMU_MEM_REGISTERED, ++g_alloc_serial};
     return cudaSuccess;
 }
 cudaError_t cudaHostUnregister(void *p) {
     auto it = g_allocs.find((uintptr_t)p);
     if (it == g_allocs.end() || it->second.kind != EMU_MEM_REGISTERED) return set_error(cudaErrorInvalidValue);
+    emu_graph_freed(it->second, "cudaHostUnregister", __builtin_return_address(0));
     g_allocs.erase(it);
     return cudaSuccess;
 }

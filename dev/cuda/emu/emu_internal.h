@@ -23,6 +23,8 @@ struct EmuAlloc {
     uintptr_t base;
     size_t size;
     int kind;
+    unsigned long long id;  // its serial number: never reused, so memory freed and allocated again at the same
+                            // address is a different allocation (graphs recorded the old one, see emu_node_refs)
 };
 // The allocation that holds p (p may be its end), or NULL.
 const EmuAlloc *emu_find(const void *p);
@@ -49,6 +51,18 @@ void emu_check_stream(const char *who, cudaStream_t s);
 #include <memory>
 std::shared_ptr<int> emu_enqueue(cudaStream_t s, std::function<void()> op);
 void emu_device_flush(void);
+
+// Graphs and the memory their nodes refer to (emu_queue.cpp). Before it queues an operation, its caller names it
+// and the memory it refers to: emu_node_refs the pointers (copies, memsets, matmuls, collectives), emu_node_scan a
+// kernel's argument bytes, every aligned pointer-sized word of them that points into an allocation (a pointer in a
+// struct argument included). While a stream captures, the next node recorded keeps the allocations found (by
+// EmuAlloc::id), and cudaGraphLaunch stops a replay whose nodes refer to one freed since; outside a capture both
+// return at once. emu_graph_freed is told of every free (emu.cpp): `who` freed a, called from code address caller.
+void emu_node_refs(const char *what, const void *const *ptrs, int n);
+void emu_node_scan(const char *what, const void *args, size_t bytes);
+void emu_graph_freed(const EmuAlloc &a, const char *who, const void *caller);
+// The trainer's step as emu_step_begin/_end last marked it (emu.cpp), for messages: -1 before the first.
+extern int g_step, g_step_open;
 
 // ----------------------------------------------------------------------------------------------------------------
 // Between the emulated GPU's own files (emu*.cpp): each part names the file that defines it, where each name's
@@ -168,6 +182,9 @@ void race_barrier(void);
 void race_warp_sync(int warp, unsigned mask);
 // One access of n bytes at addr by actor (a thread), from the code at site (see site_of).
 void race_access(uintptr_t addr, size_t n, int write, uint16_t actor, uint32_t site);
-// A code address as an offset into the executable (what a race report names through addr2line).
+// A code address as an offset into the executable (what a race report names through addr2line), and the
+// "file:line (function)" it is, as far as the executable's symbols tell (emu_race.cpp; only for messages: it runs
+// addr2line).
 uint32_t site_of(const void *pc);
+const char *emu_where(uint32_t site, char *buf, size_t n);
 #endif

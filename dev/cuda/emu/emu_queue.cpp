@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unordered_map>
 #include <vector>
 
 // ----------------------------------------------------------------------------------------------------------------
@@ -52,22 +53,44 @@ struct CUstream_st {
 // that would make the host wait, allocate or free, or that issues work to the legacy default stream (which a
 // blocking stream is ordered against), is refused with CUDA's error and a line that names it, the capture is
 // invalidated and cudaStreamEndCapture returns cudaErrorStreamCaptureInvalidated. One stream captures at a time.
+//
+// A graph's pointers are frozen too: each node keeps the allocations it refers to (its copy's or memset's
+// pointers, its matmul's matrices, and for a kernel every pointer-sized word of its arguments that points into
+// one, a pointer inside a struct argument included). A replay after one of them was freed would, on a GPU, read
+// and write whatever lies there now (another buffer, or nothing: a fault) with no error from the launch; here
+// cudaGraphLaunch stops, naming the graph, the node, the allocation and where it was freed. The allocations are
+// told apart by their serial numbers, not their addresses, so a buffer freed and allocated again where it was (as
+// allocators like to do) is still caught. The cost: a lookup per pointer-sized word of a kernel's arguments at
+// capture, and at a launch, only once some allocation a graph refers to has been freed, one per reference.
+struct EmuRef {
+    unsigned long long id;         // EmuAlloc::id
+    uintptr_t base;
+    size_t size;
+    int kind;
+};
 struct EmuNode {
     std::function<void()> run;
     cudaEvent_t event;             // an event record: the replay moves the event's record to it
+    const char *what;              // the kernel's name, or the call that issued it (emu_node_refs)
+    std::vector<EmuRef> refs;      // the allocations it refers to
 };
 static const int GRAPH_MAGIC = 0x47525048, EXEC_MAGIC = 0x47455843;
 struct CUgraph_st {
     int magic;
     std::vector<EmuNode> nodes;
     EmuCounts counted;             // what recording the nodes added to the counters, taken out again (see below)
+    unsigned serial;               // the capture's number (the first is 1), and where it began
+    int step, step_open;
 };
 struct CUgraphExec_st {
     int magic;
     std::vector<EmuNode> nodes;
     EmuCounts counted;
+    unsigned serial;
+    int step, step_open;
 };
 CUstream_st *g_capture = NULL;         // the stream that captures, if any
+static unsigned g_captures = 0;         // captures begun (CUgraph_st::serial)
 static EmuCounts g_capture_counts;      // the counters when it began
 static CUstream_st g_legacy_stream = {STREAM_MAGIC, 0, {}, nullptr, nullptr, 0};
 static std::vector<CUstream_st *> g_streams;  // every stream created (the legacy one is not in it)
@@ -89,13 +112,41 @@ cudaError_t capture_refuse(const char *who, cudaError_t e) {
     return set_error(e);
 }
 
+// The next node's name and references (emu_node_refs, emu_node_scan), taken by emu_enqueue.
+static const char *g_node_what = NULL;
+static std::vector<EmuRef> g_node_refs;
+static void node_ref(const void *p) {
+    const EmuAlloc *a = p ? emu_find(p) : NULL;
+    if (!a) return;
+    for (const EmuRef &r : g_node_refs) if (r.id == a->id) return;
+    g_node_refs.push_back(EmuRef{a->id, a->base, a->size, a->kind});
+}
+void emu_node_refs(const char *what, const void *const *ptrs, int n) {
+    if (!g_capture) return;
+    g_node_what = what;
+    for (int i = 0; i < n; i++) node_ref(ptrs[i]);
+}
+void emu_node_scan(const char *what, const void *args, size_t bytes) {
+    if (!g_capture) return;
+    g_node_what = what;
+    for (size_t o = 0; o + sizeof(uintptr_t) <= bytes; o += sizeof(uintptr_t)) {
+        uintptr_t w;
+        memcpy(&w, (const char *)args + o, sizeof(w));
+        if (w >= 4096) node_ref((const void *)w);  // small values are sizes and flags, never memory
+    }
+}
+
 // Queues work on stream s; returns what marks it done (empty when it ran at once, or was recorded into a graph).
 std::shared_ptr<int> emu_enqueue(cudaStream_t s, std::function<void()> op) {
     configure();
     CUstream_st *q = stream_of(s);
     if (g_capture) {
+        const char *what = g_node_what;
+        std::vector<EmuRef> refs;
+        refs.swap(g_node_refs);
+        g_node_what = NULL;
         if (q == g_capture) {
-            q->capture->nodes.push_back(EmuNode{std::move(op), NULL});
+            q->capture->nodes.push_back(EmuNode{std::move(op), NULL, what ? what : "an operation", std::move(refs)});
             return nullptr;
         }
         if (q == &g_legacy_stream && g_capture->blocking) {  // CUDA: cudaErrorStreamCaptureImplicit, and nothing runs
@@ -209,6 +260,8 @@ static cudaError_t copy(void *dst, const void *src, size_t n, cudaMemcpyKind kin
     } else if (kind == cudaMemcpyHostToHost) {
         memmove(dst, src, n);
     } else {
+        const void *refs[] = {dst, src};
+        emu_node_refs(who, refs, 2);
         emu_enqueue(stream, [=]() { memmove(dst, src, n); });  // reads the source when the device gets there
     }
     if (kind == cudaMemcpyHostToDevice) {
@@ -232,6 +285,7 @@ static cudaError_t fill(void *p, int v, size_t n, cudaStream_t s, const char *wh
     if (n == 0) return cudaSuccess;
     emu_require_device(who, "the range", p, n);
     emu_counts.memsets++;
+    emu_node_refs(who, &p, 1);
     emu_enqueue(s, [=]() { memset(p, v, n); });
     return cudaSuccess;
 }
@@ -304,7 +358,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
         e->t = now_ms();
     };
     if (g_capture && stream_of(s) == g_capture) {  // a node: its replay is the record
-        g_capture->capture->nodes.push_back(EmuNode{run, e});
+        g_capture->capture->nodes.push_back(EmuNode{run, e, "cudaEventRecord", {}});
         e->captured = g_capture;
         return cudaSuccess;
     }
@@ -352,6 +406,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
 }
 cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *data) {
     emu_check_stream("cudaLaunchHostFunc", s);
+    emu_node_refs("cudaLaunchHostFunc", NULL, 0);
     emu_enqueue(s, [=]() { fn(data); });
     return cudaSuccess;
 }
@@ -365,12 +420,67 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode) {
     }
     if (g_capture) emu_fatal("cudaStreamBeginCapture(%p) while stream %p captures: the emulator captures one stream at a time",
                              (void *)s, (void *)g_capture);
-    s->capture = new CUgraph_st{GRAPH_MAGIC, {}, {}};
+    s->capture = new CUgraph_st{GRAPH_MAGIC, {}, {}, ++g_captures, g_step, g_step_open};
     s->capture_invalid = 0;
     g_capture = s;
     g_capture_counts = emu_counts;
     return cudaSuccess;
 }
+
+}  // extern "C"
+
+// The allocations that live graphs (captured, and instantiated) refer to, with how many references each, and of
+// those, the ones freed since: by whom, called from where, and when.
+struct EmuFreed {
+    const char *who;
+    uint32_t site;
+    int step, step_open;
+};
+static std::unordered_map<unsigned long long, int> g_held;
+static std::unordered_map<unsigned long long, EmuFreed> g_freed;
+static void hold(const std::vector<EmuNode> &nodes, int d) {
+    for (const EmuNode &n : nodes)
+        for (const EmuRef &r : n.refs) {
+            int &c = g_held[r.id];
+            c += d;
+            if (c <= 0) {
+                g_held.erase(r.id);
+                g_freed.erase(r.id);
+            }
+        }
+}
+void emu_graph_freed(const EmuAlloc &a, const char *who, const void *caller) {
+    if (g_held.empty() || !g_held.count(a.id)) return;
+    g_freed[a.id] = EmuFreed{who, site_of(caller), g_step, g_step_open};
+}
+// "in step 3", "after step 3", "before the first step"
+static const char *when(int step, int open, char *buf, size_t n) {
+    if (step < 0) snprintf(buf, n, "before the first step");
+    else snprintf(buf, n, "%s step %d", open ? "in" : "after", step);
+    return buf;
+}
+static const char *mem_kind(int kind) {
+    return kind == EMU_MEM_DEVICE ? "device memory" : kind == EMU_MEM_PINNED ? "pinned host memory" : "registered host memory";
+}
+// Stops a replay whose nodes refer to memory freed since the capture (see EmuRef).
+static void check_replay(const CUgraphExec_st *exec) {
+    if (g_freed.empty()) return;
+    for (size_t i = 0; i < exec->nodes.size(); i++)
+        for (const EmuRef &r : exec->nodes[i].refs) {
+            auto it = g_freed.find(r.id);
+            if (it == g_freed.end()) continue;
+            const EmuFreed &f = it->second;
+            char site[600], cw[64], fw[64];
+            emu_fatal("cudaGraphLaunch: graph #%u (executable %p, %zu nodes, captured %s) replays node %zu (%s) on %s "
+                      "[%p, +%zu bytes), freed since the graph was captured: by %s %s, called from %s. A GPU would read "
+                      "and write whatever lies there now; capture the graph again after its buffers move",
+                      exec->serial, (const void *)exec, exec->nodes.size(), when(exec->step, exec->step_open, cw, sizeof(cw)),
+                      i, exec->nodes[i].what, mem_kind(r.kind), (void *)r.base, r.size, f.who,
+                      when(f.step, f.step_open, fw, sizeof(fw)), emu_where(f.site, site, sizeof(site)));
+        }
+}
+
+extern "C" {
 
 // Recording issued nothing: what it added to the operation counters is taken out again and kept with the graph,
 // whose launches count it as replayed nodes.
@@ -402,6 +512,7 @@ cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph) {
         delete g;
         return set_error(cudaErrorStreamCaptureInvalidated);
     }
+    hold(g->nodes, 1);
     *graph = g;
     return cudaSuccess;
 }
@@ -417,7 +528,8 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus *statu
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t g, unsigned long long flags) {
     (void)flags;
     if (!g || g->magic != GRAPH_MAGIC) emu_fatal("cudaGraphInstantiate: graph %p is not a live graph", (void *)g);
-    *exec = new CUgraphExec_st{EXEC_MAGIC, g->nodes, g->counted};
+    *exec = new CUgraphExec_st{EXEC_MAGIC, g->nodes, g->counted, g->serial, g->step, g->step_open};
+    hold(g->nodes, 1);
     return cudaSuccess;
 }
 
@@ -425,6 +537,7 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
     emu_check_stream("cudaGraphLaunch", s);
     if (!exec || exec->magic != EXEC_MAGIC) emu_fatal("cudaGraphLaunch: %p is not a live executable graph", (void *)exec);
     if (g_capture) return capture_refuse("cudaGraphLaunch (the emulator does not nest graphs)", cudaErrorStreamCaptureUnsupported);
+    check_replay(exec);
     emu_counts.graphs++;
     emu_counts.graph_nodes += exec->counted.launches + exec->counted.matmuls + exec->counted.copies + exec->counted.memsets +
                               exec->counted.collectives;
@@ -442,6 +555,7 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
     if (!exec || exec->magic != EXEC_MAGIC) emu_fatal("cudaGraphExecDestroy: %p is not a live executable graph", (void *)exec);
     exec->magic = 0;
+    hold(exec->nodes, -1);
     exec->nodes.clear();  // kept, so that a later use is caught
     return cudaSuccess;
 }
@@ -449,6 +563,7 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
 cudaError_t cudaGraphDestroy(cudaGraph_t g) {
     if (!g || g->magic != GRAPH_MAGIC) emu_fatal("cudaGraphDestroy: %p is not a live graph", (void *)g);
     g->magic = 0;
+    hold(g->nodes, -1);
     g->nodes.clear();
     return cudaSuccess;
 }

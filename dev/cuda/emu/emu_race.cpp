@@ -30,8 +30,9 @@ static int exe_is_pie(void) {
     return pie;
 }
 uint32_t site_of(const void *pc) { return (uint32_t)((uintptr_t)pc - (uintptr_t)__executable_start); }
-// "function at file:line" for a code address (a return address: the call is just before it)
-static const char *where(uint32_t site, char *buf, size_t n) {
+// "file:line (function)" for a code address (a return address: the call is just before it); without debug
+// information (the plain build) "function (code offset ...)", as far as the symbols go
+const char *emu_where(uint32_t site, char *buf, size_t n) {
     uintptr_t a = (uintptr_t)site - 1 + (exe_is_pie() ? 0 : (uintptr_t)__executable_start);
     char cmd[256];
     snprintf(cmd, sizeof(cmd), "addr2line -C -f -s -e /proc/%d/exe 0x%lx 2>/dev/null", (int)getpid(), (unsigned long)a);
@@ -39,10 +40,13 @@ static const char *where(uint32_t site, char *buf, size_t n) {
     FILE *p = popen(cmd, "r");
     if (!p) return buf;
     char fn[512] = "", loc[512] = "";
-    if (fgets(fn, sizeof(fn), p) && fgets(loc, sizeof(loc), p) && loc[0] != '?') {
+    if (fgets(fn, sizeof(fn), p) && fgets(loc, sizeof(loc), p) && loc[0] != '?' && !strstr(loc, ":?")) {
         fn[strcspn(fn, "\n")] = 0;
         loc[strcspn(loc, " \n")] = 0;  // without " (discriminator N)"
         snprintf(buf, n, "%s (%s)", loc, fn);
+    } else if (fn[0] && fn[0] != '?') {
+        fn[strcspn(fn, "\n")] = 0;
+        snprintf(buf, n, "%s (code offset 0x%x)", fn, site);
     }
     pclose(p);
     return buf;
@@ -145,8 +149,8 @@ __attribute__((noreturn)) static void report_race(const Rec &a, int a_write, uin
     actor_desc(a.actor, !other, ad, sizeof(ad));
     actor_desc(b, 1, bd, sizeof(bd));
     emu_fatal("data race on %s (byte %zu): %s %s it at %s, and %s %s it at %s with no %s between",
-              region, offset, ad, a_write ? "wrote" : "read", where(a.site, w1, sizeof(w1)), bd, b_write ? "writes" : "reads",
-              where(site, w2, sizeof(w2)),
+              region, offset, ad, a_write ? "wrote" : "read", emu_where(a.site, w1, sizeof(w1)), bd, b_write ? "writes" : "reads",
+              emu_where(site, w2, sizeof(w2)),
               other ? "kernel boundary or release/acquire pair (blocks of one launch run concurrently)"
               : warp_of(a.actor) == warp_of(b) ? "__syncwarp naming both (or __syncthreads)" : "__syncthreads");
 }
@@ -182,7 +186,7 @@ void race_access(uintptr_t addr, size_t n, int write, uint16_t actor, uint32_t s
         if (off + n > g_launch->smem) {
             char w[512];
             emu_fatal("%s of %zu bytes at byte %zu of dynamic shared memory, beyond the launch's %zu bytes (at %s)",
-                      write ? "write" : "read", n, off, g_launch->smem, where(site, w, sizeof(w)));
+                      write ? "write" : "read", n, off, g_launch->smem, emu_where(site, w, sizeof(w)));
         }
         for (size_t g = off / 2; g <= (off + n - 1) / 2; g++)
             race_check(&g_smem_shadow[g], write, actor, site, 0, "dynamic shared memory", off);
@@ -193,7 +197,7 @@ void race_access(uintptr_t addr, size_t n, int write, uint16_t actor, uint32_t s
             if (!(s->w.flags & 1)) {
                 char w[512];
                 emu_fatal("%s of %zu bytes at %p: not allocated device memory (out of bounds, or freed) (at %s)",
-                          write ? "write" : "read", n, (void *)addr, where(site, w, sizeof(w)));
+                          write ? "write" : "read", n, (void *)addr, emu_where(site, w, sizeof(w)));
             }
             race_check(s, write, actor, site, 1, "device memory", off);
         }

@@ -218,6 +218,8 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataT
     device_buffer("ncclAllReduce", "recvbuff", recv, count * eb);
     MPI_Comm mc = c->mpi;
     emu_counts.collectives++;
+    const void *refs[] = {send, recv};
+    emu_node_refs("ncclAllReduce", refs, 2);
     emu_enqueue(s, [=]() {
         for (size_t off = 0; off < count; off += CHUNK) {
             int k = (int)(count - off < CHUNK ? count - off : CHUNK);
@@ -242,6 +244,8 @@ ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t recvcount, n
     MPI_Comm mc = c->mpi;
     int nranks = c->nranks;
     emu_counts.collectives++;
+    const void *refs[] = {send, recv};
+    emu_node_refs("ncclReduceScatter", refs, 2);
     emu_enqueue(s, [=]() {
         // MPI's in-place form keeps the result at the start of the buffer, NCCL's at rank * recvcount: go through a copy
         std::vector<char> tmp(recvcount * eb), piece;
@@ -269,6 +273,8 @@ ncclResult_t ncclAllGather(const void *send, void *recv, size_t sendcount, ncclD
     MPI_Comm mc = c->mpi;
     int in_place = send == (const char *)recv + (size_t)c->rank * sendcount * eb;
     emu_counts.collectives++;
+    const void *refs[] = {send, recv};
+    emu_node_refs("ncclAllGather", refs, 2);
     emu_enqueue(s, [=]() {
         if (in_place) MPI_RUN(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, (int)sendcount, m, mc));
         else MPI_RUN(MPI_Allgather(send, (int)sendcount, m, recv, (int)sendcount, m, mc));
@@ -287,6 +293,8 @@ ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataT
     if (copy) device_buffer("ncclBroadcast", "sendbuff", send, count * eb);
     MPI_Comm mc = c->mpi;
     emu_counts.collectives++;
+    const void *refs[] = {send, recv};
+    emu_node_refs("ncclBroadcast", refs, 2);
     emu_enqueue(s, [=]() {
         if (copy) memcpy(recv, send, count * eb);
         for (size_t off = 0; off < count; off += CHUNK) {

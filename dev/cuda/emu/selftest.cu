@@ -595,6 +595,14 @@ static void check_graphs(void) {
     CHECK(cudaStreamSynchronize(s));
     CHECK(cudaMemcpy(host, x, sizeof(host), cudaMemcpyDeviceToHost));
     expect(host[0] == 21.0f + 12.0f + 10.0f, "graphs: a replay sees kernel arguments as captured, device memory as it is now");
+    // memory the graph does not refer to may come and go; memory it refers to may go once the graph has
+    float *other;
+    CHECK(cudaMalloc(&other, 64));
+    CHECK(cudaFree(other));
+    CHECK(cudaGraphLaunch(ge, s));
+    CHECK(cudaStreamSynchronize(s));
+    CHECK(cudaMemcpy(host, x, sizeof(host), cudaMemcpyDeviceToHost));
+    expect(host[0] == 43.0f + 20.0f, "graphs: a replay after a free of memory the graph does not refer to runs");
     CHECK(cudaGraphExecDestroy(ge));
     CHECK(cudaGraphDestroy(g));
     // waiting during capture: refused, named, and the capture is invalidated
@@ -608,7 +616,7 @@ static void check_graphs(void) {
     CHECK(cudaMemcpy(host, x, sizeof(host), cudaMemcpyDeviceToHost));
     expect(sync == cudaErrorStreamCaptureUnsupported && copy == cudaErrorStreamCaptureUnsupported &&
            st == cudaStreamCaptureStatusInvalidated && end == cudaErrorStreamCaptureInvalidated && g == NULL &&
-           host[0] == 43.0f, "graphs: cudaDeviceSynchronize and cudaMemcpy during capture are refused, the capture invalidated, nothing run");
+           host[0] == 63.0f, "graphs: cudaDeviceSynchronize and cudaMemcpy during capture are refused, the capture invalidated, nothing run");
     // the legacy default stream while a blocking stream captures
     CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
     LAUNCH(1, 4, 0, 0, add_scalar)(x, v, (const float *)NULL);
@@ -620,6 +628,14 @@ static void check_graphs(void) {
     CHECK(cudaFree(x));
     CHECK(cudaFree(w));
     CHECK(cudaStreamDestroy(s));
+}
+
+struct Span {
+    float *p;
+    int n;
+};
+__global__ void write_through(Span a) {
+    if ((int)threadIdx.x < a.n) a.p[threadIdx.x] = 1.0f;
 }
 
 static int broken(const char *mode) {
@@ -659,6 +675,31 @@ static int broken(const char *mode) {
     else if (!strcmp(mode, "host-pointer")) {
         static float host[64];
         LAUNCH(1, 64, 0, 0, write_one)(host);
+    } else if (!strncmp(mode, "graph-freed", 11)) {
+        // a graph replayed after memory it captured was freed: a kernel's pointer inside a struct argument (allocated
+        // again at the same size: should the allocator put it where it was, only its serial number tells it apart),
+        // or a copy's source
+        cudaStream_t s;
+        CHECK(cudaStreamCreate(&s));
+        float *buf, *dst;
+        CHECK(cudaMalloc(&buf, 64 * sizeof(float)));
+        CHECK(cudaMalloc(&dst, 64 * sizeof(float)));
+        cudaGraph_t g;
+        cudaGraphExec_t ge;
+        CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+        if (!strcmp(mode, "graph-freed")) LAUNCH(1, 32, 0, s, write_through)(Span{buf, 32});
+        else CHECK(cudaMemcpyAsync(dst, buf, 64 * sizeof(float), cudaMemcpyDeviceToDevice, s));
+        CHECK(cudaStreamEndCapture(s, &g));
+        CHECK(cudaGraphInstantiate(&ge, g, 0));
+        CHECK(cudaGraphDestroy(g));
+        CHECK(cudaGraphLaunch(ge, s));  // fine: nothing freed yet
+        CHECK(cudaStreamSynchronize(s));
+        CHECK(cudaFree(buf));
+        float *again;
+        CHECK(cudaMalloc(&again, 64 * sizeof(float)));
+        printf("%s: the buffer was at %p, its successor is at %p\n", mode, (void *)buf, (void *)again);
+        CHECK(cudaGraphLaunch(ge, s));
+        CHECK(cudaStreamSynchronize(s));
     } else if (!strcmp(mode, "copy-past-end")) {
         int x[65];
         cudaMemcpy(d, x, sizeof(x), cudaMemcpyHostToDevice);
