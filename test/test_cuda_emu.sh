@@ -4,11 +4,14 @@
 # (train_gpt.c) and PyTorch. Two groups run side by side (one per core):
 #   kernels: the emulator's own checks and the broken programs it must stop; every kernel against the CPU
 #            build's in three precisions (dev/cuda/kernels.cu) in three thread orders, with the race detector and
-#            with AddressSanitizer; the attention kernels against float64; the model against PyTorch;
+#            with AddressSanitizer; the attention kernels against float64; generation with the key/value cache
+#            against the full-prefix forward (GPT-2 and the Llama family); the model against PyTorch;
 #   trainer: ./train_gpt_emu beside ./train_gpt_cpu: fp32, bf16, fp16 (and a real fp16 overflow), recompute levels,
 #            the matmul epilogues and the staged classifier on and off, thread orders, exact resume, checkpoints
 #            across the builds, 2 ranks at ZeRO 0-3 (validation and samples too), --pp 2, offload, --comm nccl, counters,
-#            CUDA graphs against the same runs eager (`test_cuda_emu.sh graphs` runs those alone).
+#            CUDA graphs against the same runs eager (`test_cuda_emu.sh graphs` runs those alone); the Llama family
+#            (GQA 4:1 with QK-norm) through the same: the CPU build's numbers, resume, graphs, recompute, ZeRO-3 over
+#            NCCL, --pp 2, the memory plan at grouped sizes (`test_cuda_emu.sh llama` runs those alone).
 # `make test-gpu` is the same list for a real GPU.
 source "$(dirname "$0")/lib.sh"
 EMU=./train_gpt_emu
@@ -34,6 +37,20 @@ PYEOF
 # a check program's summary: its "N passed, N failed" line, or its count of PASS/FAIL lines
 summary() { grep -E '^[0-9]+ passed, [0-9]+ failed$' <<<"$1" | tail -1 || true; }
 counts() { echo "$(grep -c '^PASS' <<<"$1") passed, $(grep -c '^FAIL' <<<"$1") failed"; }
+
+# Generation with the key/value cache against the full-prefix forward (test_generate.c on the emulated GPU), and the
+# cache's size by hand: GPT-2's and the Llama family's cases in fp32 (the grouped-query decode: GQA 4:1 and 2:1 with
+# QK-norm, bias and llama3 RoPE, multi-head), the Llama family's in bf16 (the 16-bit kernels; GPT-2's four cases
+# there take a minute on the emulator, and test_gpu.sh runs them on a GPU)
+generation() {
+  local p out rc
+  for p in fp32 bf16; do
+    local gl=""; [ $p = bf16 ] && gl=llama
+    out=$(./test/test_generate_emu $p $gl 2>&1); rc=$?
+    [ $rc -eq 0 ] && ok "generation with the key/value cache ($p${gl:+, the Llama family}) vs the full-prefix forward: $(summary "$out")" \
+      || bad "generation with the key/value cache ($p)" "$(grep -E 'FAIL|cuda-emu|error' <<<"$out")"
+  done
+}
 
 kernels() {
   local out rc
@@ -97,6 +114,7 @@ kernels() {
   done
   [ $arc -eq 0 ] && [ -n "$a0" ] && ok "attention in reverse and random block order and one block resident: the same bits ($(wc -l <<<"$a0") checks)" \
     || bad "attention in other block orders" "$am$(grep -E 'FAIL|cuda-emu' <<<"$a1" | head -3)"
+  generation
   # the model against PyTorch at every recompute level and accumulation (test_gpt2.c on the emulated GPU)
   if "$TORCH_PY" test/ref_gpt2.py --out-dir "$W/ref" > "$W/ref.log" 2>&1; then
     out=$(./test/test_gpt2_emu "$W/ref" 2>&1); rc=$?
@@ -244,39 +262,15 @@ graphs() {
     || bad "graphs: exact resume" "$(diff <(losses "$W/grr-a.jsonl" | tail -n 3) <(losses "$W/grs.jsonl"))"
 }
 
-# A Llama-family model file (docs/llama.md, version 1) with random weights: llama_model FILE NH KV writes L 2, C 64,
-# head_dim 16 (bf16/fp16 attention wants a multiple of 16), SwiGLU H 128, V 64 (padded 128, the built-in corpus's),
-# maxT 128, untied head, q/k/v bias and QK-norm, the norms' weights near 1 but not 1 (a norm that drops its weight
-# shows). The same seed for every NH, KV: only the q/k/v rows' count differs.
-llama_model() { $PY - "$@" <<'PYEOF'
-import array, os, random, struct, sys
-f, NH, KV = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-L, C, hd, H, V, Vp, maxT = 2, 64, 16, 128, 64, 128, 128
-bits = lambda x: struct.unpack("<i", struct.pack("<f", x))[0]
-h = [0] * 256
-h[:15] = [20261126, 1, maxT, V, Vp, L, NH, KV, C, hd, H, 0, 1, 1, 0]  # tied 0, qkv_bias 1, qk_norm 1, no rope scaling
-h[15], h[16] = bits(1e-5), bits(1e4)
-rng = random.Random(1234)
-normal = lambda n, std=0.02: [rng.gauss(0, std) for _ in range(n)]
-near1 = lambda n: [1 + rng.gauss(0, 0.1) for _ in range(n)]
-emb = lambda: normal(V * C) + [0.0] * ((Vp - V) * C)  # the padding rows are zero
-Q, res = (NH + 2 * KV) * hd, 0.02 / (2 * L) ** 0.5
-ts = [emb(), near1(L * C), normal(L * Q * C), normal(L * Q), near1(L * hd), near1(L * hd), normal(L * C * NH * hd, res),
-      near1(L * C), normal(L * 2 * H * C), normal(L * C * H, res), near1(C), emb()]
-with open(f + ".tmp", "wb") as o:
-    o.write(struct.pack("<256i", *h))
-    for t in ts: o.write(array.array("f", t).tobytes())
-os.replace(f + ".tmp", f)
-PYEOF
-}
-
 # The Llama family (issue 35) as GPT-2's runs above check the CUDA build: a model with grouped-query attention 4:1
 # (NH 4 over KV 1) and QK-norm, untied, with q/k/v bias, through cuda/llama.cuh and the grouped-query attention
 # kernels: fp32 the CPU build's numbers, bf16/fp16 within GPT-2's bounds, exact resume, graphs = eager, the recompute
 # levels, ZeRO-3 over NCCL and --pp 2 = one process, and the memory plan at the grouped sizes, allocated exactly.
 llama_runs() {
   local r M="$W/gqa41.bin"
-  llama_model "$M" 4 1 && llama_model "$W/gqa44.bin" 4 4 || { bad "writing the Llama model files"; return; }
+  # test/llama_model.py: L 2, C 64, head_dim 16, untied, q/k/v bias, QK-norm, random weights (norm weights near 1, not 1);
+  # the same model with KV = NH for the plan's hand count
+  $PY test/llama_model.py "$M" 4 1 && $PY test/llama_model.py "$W/gqa44.bin" 4 4 || { bad "writing the Llama model files (test/llama_model.py)"; return; }
   local lc=(-e "$M" -b 2 -t 80 -x 8 -v 0 -s 0 --grad-accum 2) ck=(-n 4 --keep-checkpoints 5)
   # between steps 4 and 8: validation (2 batches) and an 8-token sample through the key/value cache
   local ev=(-v 4 -m 2 -s 4 -g 8)
@@ -560,13 +554,14 @@ PYEOF
 }
 
 # `test_cuda_emu.sh graphs`: the graph checks alone (make mutants' emu-graphs suite); `test_cuda_emu.sh llama`: the
-# Llama family's runs alone
+# Llama family's runs and the emulated generation checks alone
 if [ "${1:-}" = graphs ] || [ "${1:-}" = llama ]; then
   if [ ! -x $EMU ] || [ ! -x ./train_gpt_cpu ]; then bad "$EMU or ./train_gpt_cpu is missing: make train_gpt_emu train_gpt_cpu"
-  elif [ "$1" = graphs ]; then graphs; else llama_runs; fi
+  elif [ "$1" = graphs ]; then graphs; elif [ -x ./test/test_generate_emu ]; then generation; llama_runs
+  else bad "./test/test_generate_emu is missing: make test/test_generate_emu"; fi
   finish; exit
 fi
-if [ ! -x $EMU ] || [ ! -x ./train_gpt_emu_race ] || [ ! -x ./dev/cuda/kernels_emu ] || [ ! -x ./train_gpt_cpu ]; then
+if [ ! -x $EMU ] || [ ! -x ./train_gpt_emu_race ] || [ ! -x ./dev/cuda/kernels_emu ] || [ ! -x ./test/test_generate_emu ] || [ ! -x ./train_gpt_cpu ]; then
   bad "the emulated binaries are missing: run make test-cuda-emu"; finish; exit
 fi
 t0=$SECONDS
