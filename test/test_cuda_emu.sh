@@ -555,10 +555,13 @@ PYEOF
 
 # `test_cuda_emu.sh graphs`: the graph checks alone (make mutants' emu-graphs suite); `test_cuda_emu.sh llama`: the
 # Llama family's runs and the emulated generation checks alone
-if [ "${1:-}" = graphs ] || [ "${1:-}" = llama ]; then
-  if [ ! -x $EMU ] || [ ! -x ./train_gpt_cpu ]; then bad "$EMU or ./train_gpt_cpu is missing: make train_gpt_emu train_gpt_cpu"
-  elif [ "$1" = graphs ]; then graphs; elif [ -x ./test/test_generate_emu ]; then generation; llama_runs
-  else bad "./test/test_generate_emu is missing: make test/test_generate_emu"; fi
+if [ "${1:-}" = graphs ]; then
+  if [ -x $EMU ]; then graphs; else bad "$EMU is missing: make train_gpt_emu"; fi
+  finish; exit
+fi
+if [ "${1:-}" = llama ]; then
+  if [ -x $EMU ] && [ -x ./train_gpt_cpu ] && [ -x ./test/test_generate_emu ]; then generation; llama_runs
+  else bad "$EMU, ./train_gpt_cpu or ./test/test_generate_emu is missing: make train_gpt_emu train_gpt_cpu test/test_generate_emu"; fi
   finish; exit
 fi
 if [ ! -x $EMU ] || [ ! -x ./train_gpt_emu_race ] || [ ! -x ./dev/cuda/kernels_emu ] || [ ! -x ./test/test_generate_emu ] || [ ! -x ./train_gpt_cpu ]; then

@@ -2,7 +2,8 @@
 # test_gpu.sh (make test-gpu): the CUDA build on a machine with an NVIDIA GPU, checked against the
 # PyTorch reference and against the CPU build: logits, loss and every gradient at every recompute
 # level and accumulation; 10 training steps beside the CPU build's; exact resume; checkpoints that
-# cross between the builds; several ranks on one GPU through MPI; compute-sanitizer. A check that this build
+# cross between the builds; several ranks on one GPU through MPI; the Llama family (GQA 4:1 with QK-norm: the
+# same whole runs as test_cuda_emu.sh's llama_runs); compute-sanitizer. A check that this build
 # cannot run (a train_gpt built without Open MPI, where the machine had none: the device tool's GPU machines)
 # prints SKIP and its reason, and the run ends "N passed, N failed, N skipped".
 set -u
@@ -179,7 +180,7 @@ if $PY test/llama_model.py "$LM" 4 1; then
     r=$(close "$W/ll-one.jsonl" "$W/ll-z3.jsonl" 1e-5) && ok "Llama: 2 ranks on one GPU via MPI at ZeRO-3 vs 1 process: $r" || bad "Llama ZeRO-3 on GPU" "$r $(tail -3 "$W/ll-z3.out")"
     mpirun --allow-run-as-root --oversubscribe -np 2 ./train_gpt "${lone[@]}" --grad-accum 4 --pp 2 --log "$W/ll-pp.jsonl" > "$W/ll-pp.out" 2>&1
     r=$(close "$W/ll-one.jsonl" "$W/ll-pp.jsonl" 1e-5) && ok "Llama: --pp 2 on one GPU via MPI vs 1 process: $r" || bad "Llama --pp 2 on GPU" "$r $(tail -3 "$W/ll-pp.out")"
-    if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
+    if [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ]; then
       mpirun --allow-run-as-root -np 2 ./train_gpt "${lone[@]}" --grad-accum 2 -z 3 --comm nccl --log "$W/ll-nccl.jsonl" > "$W/ll-nccl.out" 2>&1
       r=$(close "$W/ll-one.jsonl" "$W/ll-nccl.jsonl" 1e-5) && ok "Llama: 2 GPUs through NCCL at ZeRO-3 vs 1 process: $r" || bad "Llama NCCL ZeRO-3 on 2 GPUs" "$r"
     fi
