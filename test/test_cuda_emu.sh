@@ -310,13 +310,13 @@ llama_runs() {
     && ok "Llama bf16, graphs on vs TRAIN_GPT_GRAPHS=0 with validation and samples between steps: losses, norms, validation, samples and final checkpoint bit-identical; steps 2-8 replay 4 graphs each" \
     || bad "Llama graphs vs eager" "$(diff <(losses "$W/ll-bf16.jsonl") <(losses "$W/ll-eager.jsonl")) graphs replayed in $used steps; $(grep -m2 -E 'cuda-emu|error' "$W/ll-bf16.out")"
   # the recompute levels: the first 4 steps of each bit-identical to recompute 0's
-  local same=ok rc
+  local differ="" rc
   for rc in 1 2 3; do
     $EMU --precision bf16 "${lc[@]}" -x 4 -r $rc --log "$W/ll-r$rc.jsonl" > "$W/ll-r$rc.out" 2>&1
-    [ -s "$W/ll-r$rc.jsonl" ] && [ "$(losses "$W/ll-r$rc.jsonl")" = "$(losses "$W/ll-bf16.jsonl" | sed -n 1,4p)" ] || same="$rc"
+    [ -s "$W/ll-r$rc.jsonl" ] && [ "$(losses "$W/ll-r$rc.jsonl")" = "$(losses "$W/ll-bf16.jsonl" | sed -n 1,4p)" ] || differ+=" $rc"
   done
-  [ "$same" = ok ] && ok "Llama bf16 recompute 1, 2 and 3: 4 losses and norms bit-identical to recompute 0" \
-    || bad "Llama bf16 recompute $same" "$(diff <(losses "$W/ll-r$same.jsonl") <(losses "$W/ll-bf16.jsonl" | sed -n 1,4p)) $(tail -2 "$W/ll-r$same.out")"
+  [ -z "$differ" ] && ok "Llama bf16 recompute 1, 2 and 3: 4 losses and norms bit-identical to recompute 0" \
+    || bad "Llama bf16 recompute$differ: other losses or norms than recompute 0" "$(diff <(losses "$W/ll-r${differ##* }.jsonl") <(losses "$W/ll-bf16.jsonl" | sed -n 1,4p)) $(tail -2 "$W/ll-r${differ##* }.out")"
   # 2 ranks at ZeRO-3 over NCCL and 2 pipeline stages (one layer each) against one process with the same tokens per
   # step, with validation and samples
   local one=(--precision fp32 -e "$M" -b 2 -t 80 -x 6 -v 0 -s 0) lev=(-v 3 -m 2 -s 3 -g 8)
