@@ -38,7 +38,7 @@ endif
 # headers are here (no GPU or nvcc needed).
 CUDA_HOME ?= /usr/local/cuda
 EMU_OK := $(wildcard $(CUDA_HOME)/include/cuda_bf16.h)
-EMU_BINS = train_gpt_emu train_gpt_emu_race test/test_gpt2_emu dev/cuda/kernels_emu dev/cuda/attention_emu dev/cuda/kernels_emu_race \
+EMU_BINS = train_gpt_emu train_gpt_emu_race test/test_gpt2_emu test/test_generate_emu dev/cuda/kernels_emu dev/cuda/attention_emu dev/cuda/kernels_emu_race \
   dev/cuda/kernels_emu_asan dev/cuda/emu/selftest dev/cuda/emu/selftest_race
 
 .PHONY: bench-data all test test-gpu test-cuda-emu test-cluster test-multinode bench bench-levers bench-cpu mutants clean print-config gpu-prepare
@@ -148,6 +148,8 @@ build/emu/asan/%.o: dev/cuda/emu/%.cpp $(EMU_RT_H)
 train_gpt_emu: train_gpt.cu $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
 test/test_gpt2_emu: test/test_gpt2.c test/check.h train_gpt.cu $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
+	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
+test/test_generate_emu: test/test_generate.c test/check.h train_gpt.cu $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
 dev/cuda/kernels_emu: dev/cuda/kernels.cu $(CPU_HEADERS) $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)

@@ -4,11 +4,14 @@
 # (train_gpt.c) and PyTorch. Two groups run side by side (one per core):
 #   kernels: the emulator's own checks and the broken programs it must stop; every kernel against the CPU
 #            build's in three precisions (dev/cuda/kernels.cu) in three thread orders, with the race detector and
-#            with AddressSanitizer; the attention kernels against float64; the model against PyTorch;
+#            with AddressSanitizer; the attention kernels against float64; generation with the key/value cache
+#            against the full-prefix forward (GPT-2 and the Llama family); the model against PyTorch;
 #   trainer: ./train_gpt_emu beside ./train_gpt_cpu: fp32, bf16, fp16 (and a real fp16 overflow), recompute levels,
 #            the matmul epilogues and the staged classifier on and off, thread orders, exact resume, checkpoints
 #            across the builds, 2 ranks at ZeRO 0-3 (validation and samples too), --pp 2, offload, --comm nccl, counters,
-#            CUDA graphs against the same runs eager (`test_cuda_emu.sh graphs` runs those alone).
+#            CUDA graphs against the same runs eager (`test_cuda_emu.sh graphs` runs those alone); the Llama family
+#            (GQA 4:1 with QK-norm) through the same: the CPU build's numbers, resume, graphs, recompute, ZeRO-3 over
+#            NCCL, --pp 2, the memory plan at grouped sizes (`test_cuda_emu.sh llama` runs those alone).
 # `make test-gpu` is the same list for a real GPU.
 source "$(dirname "$0")/lib.sh"
 EMU=./train_gpt_emu
@@ -34,6 +37,20 @@ PYEOF
 # a check program's summary: its "N passed, N failed" line, or its count of PASS/FAIL lines
 summary() { grep -E '^[0-9]+ passed, [0-9]+ failed$' <<<"$1" | tail -1 || true; }
 counts() { echo "$(grep -c '^PASS' <<<"$1") passed, $(grep -c '^FAIL' <<<"$1") failed"; }
+
+# Generation with the key/value cache against the full-prefix forward (test_generate.c on the emulated GPU), and the
+# cache's size by hand: GPT-2's and the Llama family's cases in fp32 (the grouped-query decode: GQA 4:1 and 2:1 with
+# QK-norm, bias and llama3 RoPE, multi-head), the Llama family's in bf16 (the 16-bit kernels; GPT-2's four cases
+# there take a minute on the emulator, and test_gpu.sh runs them on a GPU)
+generation() {
+  local p out rc
+  for p in fp32 bf16; do
+    local gl=""; [ $p = bf16 ] && gl=llama
+    out=$(./test/test_generate_emu $p $gl 2>&1); rc=$?
+    [ $rc -eq 0 ] && ok "generation with the key/value cache ($p${gl:+, the Llama family}) vs the full-prefix forward: $(summary "$out")" \
+      || bad "generation with the key/value cache ($p)" "$(grep -E 'FAIL|cuda-emu|error' <<<"$out")"
+  done
+}
 
 kernels() {
   local out rc
@@ -98,6 +115,7 @@ kernels() {
   done
   [ $arc -eq 0 ] && [ -n "$a0" ] && ok "attention in reverse and random block order and one block resident: the same bits ($(wc -l <<<"$a0") checks)" \
     || bad "attention in other block orders" "$am$(grep -E 'FAIL|cuda-emu' <<<"$a1" | head -3)"
+  generation
   # the model against PyTorch at every recompute level and accumulation (test_gpt2.c on the emulated GPU)
   if "$TORCH_PY" test/ref_gpt2.py --out-dir "$W/ref" > "$W/ref.log" 2>&1; then
     out=$(./test/test_gpt2_emu "$W/ref" 2>&1); rc=$?
@@ -276,6 +294,105 @@ PYEOF
     || bad "graphs: exact resume" "$(diff <(losses "$W/grr-a.jsonl" | tail -n 3) <(losses "$W/grs.jsonl"))"
 }
 
+# The Llama family (issue 35) as GPT-2's runs above check the CUDA build: a model with grouped-query attention 4:1
+# (NH 4 over KV 1) and QK-norm, untied, with q/k/v bias, through cuda/llama.cuh and the grouped-query attention
+# kernels: fp32 the CPU build's numbers, bf16/fp16 within GPT-2's bounds, exact resume, graphs = eager, the recompute
+# levels, ZeRO-3 over NCCL and --pp 2 = one process, and the memory plan at the grouped sizes, allocated exactly.
+llama_runs() {
+  local r M="$W/gqa41.bin"
+  # test/llama_model.py: L 2, C 64, head_dim 16, untied, q/k/v bias, QK-norm, random weights (norm weights near 1, not 1);
+  # the same model with KV = NH for the plan's hand count
+  $PY test/llama_model.py "$M" 4 1 && $PY test/llama_model.py "$W/gqa44.bin" 4 4 || { bad "writing the Llama model files (test/llama_model.py)"; return; }
+  local lc=(-e "$M" -b 2 -t 80 -x 8 -v 0 -s 0 --grad-accum 2) ck=(-n 4 --keep-checkpoints 5)
+  # between steps 4 and 8: validation (2 batches) and an 8-token sample through the key/value cache
+  local ev=(-v 4 -m 2 -s 4 -g 8)
+  ./train_gpt_cpu "${lc[@]}" --log "$W/ll-cpu.jsonl" > "$W/ll-cpu.out" 2>&1 || bad "Llama CPU run" "$(tail -3 "$W/ll-cpu.out")"
+  $EMU --precision fp32 "${lc[@]}" "${ck[@]}" -o "$W/ll-fp32" --log "$W/ll-fp32.jsonl" > "$W/ll-fp32.out" 2>&1 \
+    || bad "Llama fp32 run" "$(tail -3 "$W/ll-fp32.out")"
+  r=$(close "$W/ll-cpu.jsonl" "$W/ll-fp32.jsonl" 1e-5) && ok "Llama GQA 4:1 with QK-norm, fp32, 8 steps beside the CPU build: $r" \
+    || bad "Llama fp32 vs the CPU build" "$r"
+  # bf16 with graphs (the default), validation and a sample between steps, the emulator's counters on
+  TRAIN_GPT_EMU_COUNTS=1 $EMU --precision bf16 "${lc[@]}" "${ck[@]}" "${ev[@]}" -o "$W/ll-bf16" --log "$W/ll-bf16.jsonl" > "$W/ll-bf16.out" 2>&1 \
+    || bad "Llama bf16 run" "$(tail -3 "$W/ll-bf16.out")"
+  r=$(close "$W/ll-cpu.jsonl" "$W/ll-bf16.jsonl" 1e-2) && ok "Llama bf16, 8 steps vs the CPU build's fp32: $r" || bad "Llama bf16 vs fp32" "$r"
+  $EMU --precision fp16 "${lc[@]}" --log "$W/ll-fp16.jsonl" > "$W/ll-fp16.out" 2>&1 || bad "Llama fp16 run" "$(tail -3 "$W/ll-fp16.out")"
+  r=$(close "$W/ll-cpu.jsonl" "$W/ll-fp16.jsonl" 3e-3) && ok "Llama fp16, 8 steps vs the CPU build's fp32: $r" || bad "Llama fp16 vs fp32" "$r"
+  # exact resume: from the step-4 checkpoint, steps 5-8 and the step-8 checkpoint bit-identical (bf16: stochastic
+  # rounding seeded by the update count; fp32)
+  local p
+  for p in fp32 bf16; do
+    mkdir -p "$W/ll-$p-r"; cp "$W/ll-$p/model_00000004.bin" "$W/ll-$p/state_00000004.bin" "$W/ll-$p-r/"
+    local extra=(); [ $p = bf16 ] && extra=("${ev[@]}")
+    $EMU --precision $p "${lc[@]}" "${ck[@]}" "${extra[@]}" -o "$W/ll-$p-r" -y 1 --log "$W/ll-$p-r.jsonl" > "$W/ll-$p-r.out" 2>&1
+    [ -s "$W/ll-$p-r.jsonl" ] && [ "$(losses "$W/ll-$p.jsonl" | tail -n 4)" = "$(losses "$W/ll-$p-r.jsonl")" ] \
+      && cmp -s "$W/ll-$p/model_00000008.bin" "$W/ll-$p-r/model_00000008.bin" && cmp -s "$W/ll-$p/state_00000008.bin" "$W/ll-$p-r/state_00000008.bin" \
+      && ok "Llama $p resumed at step 4: steps 5-8 and the step-8 checkpoint (model and state) bit-identical" \
+      || bad "Llama $p exact resume" "$(diff <(losses "$W/ll-$p.jsonl" | tail -n 4) <(losses "$W/ll-$p-r.jsonl")) $(tail -2 "$W/ll-$p-r.out")"
+  done
+  # graphs on (the run above) vs off: losses, norms, validation, samples and the final checkpoint bit-identical, and the
+  # graphs replayed (steps 2-8: a forward and a backward graph per micro-batch)
+  TRAIN_GPT_GRAPHS=0 TRAIN_GPT_EMU_COUNTS=1 $EMU --precision bf16 "${lc[@]}" "${ck[@]}" "${ev[@]}" -o "$W/ll-eager" --log "$W/ll-eager.jsonl" \
+    > "$W/ll-eager.out" 2>&1
+  local used; used=$(grep -c '^emu counts step [2-8]: .* graphs 4 nodes [1-9][0-9]* ' "$W/ll-bf16.out")
+  [ -s "$W/ll-eager.jsonl" ] && [ "$(losses "$W/ll-bf16.jsonl")" = "$(losses "$W/ll-eager.jsonl")" ] && [ "$used" = 7 ] \
+    && ! grep -q '^emu counts .* graphs [1-9]' "$W/ll-eager.out" && cmp -s "$W/ll-bf16/model_00000008.bin" "$W/ll-eager/model_00000008.bin" \
+    && [ -n "$(grep -o '"val_loss": [^,}]*' "$W/ll-bf16.jsonl")" ] \
+    && [ "$(grep -o '"val_loss": [^,}]*' "$W/ll-bf16.jsonl")" = "$(grep -o '"val_loss": [^,}]*' "$W/ll-eager.jsonl")" ] \
+    && [ -n "$(grep '^sample' "$W/ll-bf16.out")" ] && [ "$(grep '^sample' "$W/ll-bf16.out")" = "$(grep '^sample' "$W/ll-eager.out")" ] \
+    && ok "Llama bf16, graphs on vs TRAIN_GPT_GRAPHS=0 with validation and samples between steps: losses, norms, validation, samples and final checkpoint bit-identical; steps 2-8 replay 4 graphs each" \
+    || bad "Llama graphs vs eager" "$(diff <(losses "$W/ll-bf16.jsonl") <(losses "$W/ll-eager.jsonl")) graphs replayed in $used steps; $(grep -m2 -E 'cuda-emu|error' "$W/ll-bf16.out")"
+  # the recompute levels: the first 4 steps of each bit-identical to recompute 0's
+  local differ="" rc
+  for rc in 1 2 3; do
+    $EMU --precision bf16 "${lc[@]}" -x 4 -r $rc --log "$W/ll-r$rc.jsonl" > "$W/ll-r$rc.out" 2>&1
+    [ -s "$W/ll-r$rc.jsonl" ] && [ "$(losses "$W/ll-r$rc.jsonl")" = "$(losses "$W/ll-bf16.jsonl" | sed -n 1,4p)" ] || differ+=" $rc"
+  done
+  [ -z "$differ" ] && ok "Llama bf16 recompute 1, 2 and 3: 4 losses and norms bit-identical to recompute 0" \
+    || bad "Llama bf16 recompute$differ: other losses or norms than recompute 0" "$(diff <(losses "$W/ll-r${differ##* }.jsonl") <(losses "$W/ll-bf16.jsonl" | sed -n 1,4p)) $(tail -2 "$W/ll-r${differ##* }.out")"
+  # 2 ranks at ZeRO-3 over NCCL and 2 pipeline stages (one layer each) against one process with the same tokens per
+  # step, with validation and samples
+  local one=(--precision fp32 -e "$M" -b 2 -t 80 -x 6 -v 0 -s 0) lev=(-v 3 -m 2 -s 3 -g 8)
+  $EMU "${one[@]}" "${lev[@]}" --grad-accum 4 --log "$W/ll-one.jsonl" > "$W/ll-one.out" 2>&1
+  "${MPI[@]}" -np 2 $EMU "${one[@]}" "${lev[@]}" --grad-accum 2 -z 3 --comm nccl --log "$W/ll-z3.jsonl" > "$W/ll-z3.out" 2>&1
+  "${MPI[@]}" -np 2 $EMU "${one[@]}" "${lev[@]}" --grad-accum 4 --pp 2 --log "$W/ll-pp.jsonl" > "$W/ll-pp.out" 2>&1
+  local l
+  for l in "z3:ZeRO-3 over NCCL on 2 ranks" "pp:--pp 2"; do
+    r=$(close "$W/ll-one.jsonl" "$W/ll-${l%%:*}.jsonl" 1e-5) && ok "Llama ${l#*:} vs 1 process: $r" \
+      || bad "Llama ${l#*:}" "$r $(tail -3 "$W/ll-${l%%:*}.out")"
+    r=$(compare_eval "$W/ll-one.jsonl" "$W/ll-one.out" "$W/ll-${l%%:*}.jsonl" "$W/ll-${l%%:*}.out") && ok "Llama ${l#*:} vs 1 process: $r" \
+      || bad "Llama ${l#*:}: validation and samples" "$r"
+  done
+  # the memory plan: what the runs allocate (model state; activations and workspace) is the plan, byte for byte; and
+  # the plan counts the grouped sizes: against the same model with KV = NH (4:4), by hand, each of q/k/v's two
+  # activations per layer (qkv after QK-norm and RoPE, qkv_pre before) is B*T*(NH + 2 KV)*hd elements, the
+  # QK-norm statistics B*T*(NH + KV) floats (each tensor 256-byte aligned), and the workspace's two q/k/v-wide
+  # gradients (dqkv and, with QK-norm, the one before the norm) B*T*(NH + 2 KV)*hd elements each
+  $EMU --precision bf16 "${lc[@]}" -e "$W/gqa44.bin" --dry-run --log "$W/ll-44.jsonl" > "$W/ll-44.out" 2>&1
+  r=$($PY - "$W/ll-fp32.jsonl" "$W/ll-bf16.jsonl" "$W/ll-44.jsonl" <<'PYEOF'
+import json, sys
+def rows(p): return [json.loads(l) for l in open(p)]
+msg, ok = [], True
+for p, x in ((sys.argv[1], "fp32"), (sys.argv[2], "bf16")):
+    a = next(d["allocated"] for d in rows(p) if "allocated" in d)
+    same = a["model_state_bytes"] == a["planned_model_state_bytes"] and a["activation_bytes"] == a["planned_activation_bytes"]
+    ok &= same
+    msg.append(f"{x}: {a['model_state_bytes']} bytes of model state, {a['activation_bytes']} of activations and workspace"
+               + (" as planned" if same else f" (planned {a['planned_model_state_bytes']}, {a['planned_activation_bytes']})"))
+p41 = next(d["memory_plan"] for d in rows(sys.argv[2]) if "memory_plan" in d)
+p44 = next(d["memory_plan"] for d in rows(sys.argv[3]) if "memory_plan" in d)
+L, BT, NH, hd, X = 2, 2 * 80, 4, 16, 2
+al = lambda b: (b + 255) // 256 * 256
+act = lambda kv: L * (2 * al(BT * (NH + 2 * kv) * hd * X) + al(BT * (NH + kv) * 4))
+ws = lambda kv: 2 * BT * (NH + 2 * kv) * hd * X
+da, dw = p44["activations_bytes"] - p41["activations_bytes"], p44["workspace_bytes"] - p41["workspace_bytes"]
+ok &= da == act(4) - act(1) > 0 and dw == ws(4) - ws(1) > 0
+msg.append(f"KV 4 vs KV 1: activations {da} bytes more, workspace {dw} (by hand {act(4) - act(1)}, {ws(4) - ws(1)})")
+print("; ".join(msg))
+sys.exit(0 if ok else 1)
+PYEOF
+  ) && ok "Llama memory plan (GQA 4:1, CUDA build): $r" || bad "Llama memory plan" "$r $(tail -2 "$W/ll-44.out")"
+}
+
 trainer() {
   local r
   # ten steps beside the CPU build, from the same initialisation and data: two micro-batches a step, T = 80
@@ -305,6 +422,7 @@ trainer() {
   [ "$same" = ok ] && ok "bf16 recompute 1, 2 and 3: losses and norms bit-identical to recompute 0" || bad "bf16 recompute $same" "$(tail -3 "$W/r$same.out")"
   epilogues
   graphs
+  llama_runs
   # the order the emulator runs threads and blocks in must not change a bit
   for order in reverse random:7; do
     TRAIN_GPT_EMU_ORDER=$order $EMU --precision bf16 "${common[@]}" -x 4 --log "$W/o.jsonl" > "$W/o.out" 2>&1
@@ -467,12 +585,18 @@ PYEOF
     || bad "validation with the device behind the host" "$r $(tail -3 "$W/va.out")"
 }
 
-# `test_cuda_emu.sh graphs`: the graph checks alone (make mutants' emu-graphs suite)
+# `test_cuda_emu.sh graphs`: the graph checks alone (make mutants' emu-graphs suite); `test_cuda_emu.sh llama`: the
+# Llama family's runs and the emulated generation checks alone
 if [ "${1:-}" = graphs ]; then
   if [ -x $EMU ]; then graphs; else bad "$EMU is missing: make train_gpt_emu"; fi
   finish; exit
 fi
-if [ ! -x $EMU ] || [ ! -x ./train_gpt_emu_race ] || [ ! -x ./dev/cuda/kernels_emu ] || [ ! -x ./train_gpt_cpu ]; then
+if [ "${1:-}" = llama ]; then
+  if [ -x $EMU ] && [ -x ./train_gpt_cpu ] && [ -x ./test/test_generate_emu ]; then generation; llama_runs
+  else bad "$EMU, ./train_gpt_cpu or ./test/test_generate_emu is missing: make train_gpt_emu train_gpt_cpu test/test_generate_emu"; fi
+  finish; exit
+fi
+if [ ! -x $EMU ] || [ ! -x ./train_gpt_emu_race ] || [ ! -x ./dev/cuda/kernels_emu ] || [ ! -x ./test/test_generate_emu ] || [ ! -x ./train_gpt_cpu ]; then
   bad "the emulated binaries are missing: run make test-cuda-emu"; finish; exit
 fi
 t0=$SECONDS

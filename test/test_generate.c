@@ -2,9 +2,10 @@
 // logits test_gpt2.c checks against PyTorch). For each position the cached one-token forward must
 // give the very logits of a forward over the whole prefix, bit for bit in the CPU build, at every
 // recompute level and head size, and sampling through either path must give the same tokens.
-// Compiled by nvcc (make test/test_generate_gpu) it checks the CUDA build the same way, where the
-// full forward's flash attention and the decode kernel sum in different orders: there the logits
-// must agree to a tolerance per precision (usage: test/test_generate_gpu [fp32|bf16|fp16]).
+// Compiled by nvcc (make test/test_generate_gpu), or by g++ for the emulated GPU (make test/test_generate_emu), it
+// checks the CUDA build the same way, where the full forward's flash attention and the decode kernel sum in
+// different orders: there the logits must agree to a tolerance per precision (usage: test/test_generate_gpu
+// [fp32|bf16|fp16] [llama]). The key/value cache's size is checked by hand: the Llama family's holds only its KV heads.
 #define TESTING
 #ifdef TRAIN_GPT_CUDA
 #include "train_gpt.cu"
@@ -75,7 +76,14 @@ static void run_config(const GPT2Config *cp, int recompute, int n) {
     }
     // cached: one token at a time
     float *cached = (float *)mallocCheck((size_t)n * V * sizeof(float));
+    size_t scratch0 = backend_scratch_allocated();
     model_decode_begin(m, n);
+    // the cache holds, per layer and position, GPT-2's whole q, k, v row (3C) or the Llama family's key and value
+    // heads only (2 KV hd: grouped-query attention's cache is NH/KV times smaller than multi-head attention's)
+    size_t width = c.family == FAMILY_LLAMA ? 2 * (size_t)c.llama.num_kv_heads * c.llama.head_dim : 3 * (size_t)C;
+    size_t cache = backend_scratch_allocated() - scratch0, want = (size_t)L * n * width * X_BYTES;
+    check(cache == want, "L=%d NH=%d: the key/value cache is %zu bytes (by hand: %d layers x %d positions x %zu elements of %zu bytes = %zu)",
+          L, NH, cache, L, n, width, (size_t)X_BYTES, want);
     int same = 1, first_bad = -1;
     double worst = 0.0;
     for (int t = 0; t < n; t++) {
@@ -158,21 +166,31 @@ int main(int argc, char **argv) {
     openmp_wait_politely(argv);  // as the trainer does: many small parallel regions, on a shared machine
 #ifdef TRAIN_GPT_CUDA
     const char *prec = argc > 1 ? argv[1] : "fp32";
+    // "llama" after the precision: the Llama family's cases only (the emulated suite's 16-bit runs, where GPT-2's
+    // four cases take a minute each)
+    int only_llama = argc > 2 && strcmp(argv[2], "llama") == 0;
     backend_init(0);
     backend_set_precision(prec, 0);
     tolerance = strcmp(prec, "fp32") == 0 ? 1e-4 : 0.1;  // logits of O(10): fp32 sums, or bf16/fp16 activations
     printf("CUDA build, %s: logits within %g of the full forward's\n", prec, tolerance);
 #else
     (void)argc; (void)argv;
+    int only_llama = 0;
 #endif
-    run_case(2, 128, 2, 0, 64);   // d2's shape: head size 64
-    run_case(3, 96, 2, 3, 40);    // head size 48 (the CUDA build pads it to 64), and recompute 3 (only layer outputs kept)
-    run_case(1, 64, 1, 2, 64);    // one head of 64, the full context
-    run_case(2, 16, 1, 1, 48);    // a vocabulary of 8C or more: the classifier's transposed one-row product
-#ifndef TRAIN_GPT_CUDA  // the CUDA build refuses the Llama family until its kernels land
-    run_llama(2, 4, 1, 16, 1, 0, 0, 0, 0, 64);  // GQA 4:1 (multi-query), tied
-    run_llama(2, 4, 2, 12, 0, 1, 1, 1, 3, 48);  // GQA 2:1, head_dim 12 != C/NH, untied, qkv bias, QK-norm, llama3 RoPE, recompute 3
-    run_llama(1, 2, 2, 24, 1, 0, 0, 0, 2, 40);  // multi-head (KV = NH), recompute 2
+    if (!only_llama) {
+        run_case(2, 128, 2, 0, 64);   // d2's shape: head size 64
+        run_case(3, 96, 2, 3, 40);    // head size 48 (the CUDA build pads it to 64), and recompute 3 (only layer outputs kept)
+        run_case(1, 64, 1, 2, 64);    // one head of 64, the full context
+        run_case(2, 16, 1, 1, 48);    // a vocabulary of 8C or more: the classifier's transposed one-row product
+    }
+    // the Llama family (the CUDA build: cuda/llama.cuh and the grouped-query decode of cuda/decode.cuh); head sizes
+    // 12 and 24 where the attention pads them (the CPU build, fp32), 16 and 32 where it wants a multiple of 16 (bf16, fp16)
+    int hd_a = 12, hd_b = 24;
+#ifdef TRAIN_GPT_CUDA
+    if (strcmp(prec, "fp32") != 0) hd_a = 16, hd_b = 32;
 #endif
+    run_llama(2, 4, 1, 16, 1, 0, 0, 0, 0, 64);    // GQA 4:1 (multi-query), tied
+    run_llama(2, 4, 2, hd_a, 0, 1, 1, 1, 3, 48);  // GQA 2:1, head_dim != C/NH, untied, qkv bias, QK-norm, llama3 RoPE, recompute 3
+    run_llama(1, 2, 2, hd_b, 1, 0, 0, 0, 2, 40);  // multi-head (KV = NH), recompute 2
     return check_summary();
 }

@@ -2,7 +2,8 @@
 # test_gpu.sh (make test-gpu): the CUDA build on a machine with an NVIDIA GPU, checked against the
 # PyTorch reference and against the CPU build: logits, loss and every gradient at every recompute
 # level and accumulation; 10 training steps beside the CPU build's; exact resume; checkpoints that
-# cross between the builds; several ranks on one GPU through MPI; compute-sanitizer. A check that this build
+# cross between the builds; several ranks on one GPU through MPI; the Llama family (GQA 4:1 with QK-norm: the
+# same whole runs as test_cuda_emu.sh's llama_runs); compute-sanitizer. A check that this build
 # cannot run (a train_gpt built without Open MPI, where the machine had none: the device tool's GPU machines)
 # prints SKIP and its reason, and the run ends "N passed, N failed, N skipped".
 set -u
@@ -144,12 +145,61 @@ if [ $has_mpi = 1 ] && command -v mpirun >/dev/null && [ "$(nvidia-smi -L | wc -
   r=$(close "$W/one.jsonl" "$W/nccl2.jsonl" 1e-5) && ok "2 GPUs through NCCL at ZeRO-1 vs 1 process: $r" || bad "NCCL on 2 GPUs" "$r"
 fi
 
+# 5c. the Llama family (issue 35): a model with grouped-query attention 4:1 and QK-norm (test/llama_model.py: NH 4 over
+# KV 1 of head_dim 16, untied, q/k/v bias) through cuda/llama.cuh and the grouped-query attention kernels, as
+# test_cuda_emu.sh's llama_runs checks it on the emulator: fp32, bf16, fp16 beside the CPU build's fp32, exact
+# resume, graphs = eager, 2 ranks at ZeRO-3 and --pp 2 = one process
+LM="$W/gqa41.bin"
+if $PY test/llama_model.py "$LM" 4 1; then
+  lc=(-e "$LM" -b 2 -t 80 -x 8 -v 0 -s 0 --grad-accum 2); lck=(-n 4 --keep-checkpoints 5); lev=(-v 4 -m 2 -s 4 -g 8)
+  ./train_gpt_cpu "${lc[@]}" --log "$W/ll-cpu.jsonl" > /dev/null 2>&1
+  for p in fp32:1e-4 bf16:1e-2 fp16:3e-3; do
+    ./train_gpt --precision ${p%%:*} "${lc[@]}" "${lck[@]}" "${lev[@]}" -o "$W/ll-${p%%:*}" --log "$W/ll-${p%%:*}.jsonl" > "$W/ll-${p%%:*}.out" 2>&1 \
+      || bad "Llama ${p%%:*} run" "$(tail -3 "$W/ll-${p%%:*}.out")"
+    r=$(close "$W/ll-cpu.jsonl" "$W/ll-${p%%:*}.jsonl" ${p##*:}) && ok "Llama GQA 4:1 with QK-norm, 8 steps in ${p%%:*} vs the CPU build's fp32: $r" \
+      || bad "Llama ${p%%:*} vs the CPU build" "$r"
+  done
+  for p in fp32 bf16; do
+    mkdir -p "$W/ll-$p-r"; cp "$W/ll-$p/model_00000004.bin" "$W/ll-$p/state_00000004.bin" "$W/ll-$p-r/"
+    ./train_gpt --precision $p "${lc[@]}" "${lck[@]}" "${lev[@]}" -o "$W/ll-$p-r" -y 1 --log "$W/ll-$p-r.jsonl" > /dev/null 2>&1
+    [ -s "$W/ll-$p-r.jsonl" ] && [ "$(losses "$W/ll-$p.jsonl" | tail -n 4)" = "$(losses "$W/ll-$p-r.jsonl")" ] \
+      && cmp -s "$W/ll-$p/model_00000008.bin" "$W/ll-$p-r/model_00000008.bin" \
+      && ok "Llama $p resumed at step 4: steps 5-8 and the step-8 checkpoint bit-identical" || bad "Llama $p exact resume"
+  done
+  TRAIN_GPT_GRAPHS=0 ./train_gpt --precision bf16 "${lc[@]}" "${lck[@]}" "${lev[@]}" -o "$W/ll-eager" --log "$W/ll-eager.jsonl" > "$W/ll-eager.out" 2>&1
+  [ -s "$W/ll-eager.jsonl" ] && [ "$(losses "$W/ll-bf16.jsonl")" = "$(losses "$W/ll-eager.jsonl")" ] \
+    && cmp -s "$W/ll-bf16/model_00000008.bin" "$W/ll-eager/model_00000008.bin" \
+    && [ "$(grep -o '"val_loss": [^,}]*' "$W/ll-bf16.jsonl")" = "$(grep -o '"val_loss": [^,}]*' "$W/ll-eager.jsonl")" ] \
+    && [ -n "$(grep '^sample' "$W/ll-bf16.out")" ] && [ "$(grep '^sample' "$W/ll-bf16.out")" = "$(grep '^sample' "$W/ll-eager.out")" ] \
+    && ok "Llama bf16, graphs on vs TRAIN_GPT_GRAPHS=0: losses, validation, samples and final checkpoint bit-identical" \
+    || bad "Llama graphs vs eager" "$(diff <(losses "$W/ll-bf16.jsonl") <(losses "$W/ll-eager.jsonl"))"
+  if [ $has_mpi = 1 ] && command -v mpirun >/dev/null; then
+    lone=(--precision fp32 -e "$LM" -b 2 -t 80 -x 6 -v 0 -s 0)
+    ./train_gpt "${lone[@]}" --grad-accum 4 --log "$W/ll-one.jsonl" > /dev/null 2>&1
+    mpirun --allow-run-as-root --oversubscribe -np 2 ./train_gpt "${lone[@]}" --grad-accum 2 -z 3 --log "$W/ll-z3.jsonl" > "$W/ll-z3.out" 2>&1
+    r=$(close "$W/ll-one.jsonl" "$W/ll-z3.jsonl" 1e-5) && ok "Llama: 2 ranks on one GPU via MPI at ZeRO-3 vs 1 process: $r" || bad "Llama ZeRO-3 on GPU" "$r $(tail -3 "$W/ll-z3.out")"
+    mpirun --allow-run-as-root --oversubscribe -np 2 ./train_gpt "${lone[@]}" --grad-accum 4 --pp 2 --log "$W/ll-pp.jsonl" > "$W/ll-pp.out" 2>&1
+    r=$(close "$W/ll-one.jsonl" "$W/ll-pp.jsonl" 1e-5) && ok "Llama: --pp 2 on one GPU via MPI vs 1 process: $r" || bad "Llama --pp 2 on GPU" "$r $(tail -3 "$W/ll-pp.out")"
+    if [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ]; then
+      mpirun --allow-run-as-root -np 2 ./train_gpt "${lone[@]}" --grad-accum 2 -z 3 --comm nccl --log "$W/ll-nccl.jsonl" > "$W/ll-nccl.out" 2>&1
+      r=$(close "$W/ll-one.jsonl" "$W/ll-nccl.jsonl" 1e-5) && ok "Llama: 2 GPUs through NCCL at ZeRO-3 vs 1 process: $r" || bad "Llama NCCL ZeRO-3 on 2 GPUs" "$r"
+    fi
+  else
+    skip "Llama: 2 ranks at ZeRO-3 and --pp 2 (2 checks): this train_gpt was built without Open MPI, or mpirun is missing"
+  fi
+else bad "writing the Llama model file (test/llama_model.py)"; fi
+
 # 6. compute-sanitizer on a short run
 if command -v compute-sanitizer >/dev/null; then
   for tool in memcheck racecheck; do
     out=$(compute-sanitizer --tool $tool --error-exitcode 9 ./train_gpt -e d2 -b 2 -t 32 -x 2 -v 1 -m 1 -s 2 -g 4 -r 3 2>&1); rc=$?
     # memcheck ends with "ERROR SUMMARY: 0 errors", racecheck with "RACECHECK SUMMARY: 0 hazards displayed"
     [ $rc -eq 0 ] && grep -qE "(ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards)" <<<"$out" && ok "compute-sanitizer $tool: 0 errors" || bad "compute-sanitizer $tool" "$out"
+    # the Llama family's kernels (GQA 4:1, QK-norm, bias, SwiGLU), bf16, with validation and a sample through the cache
+    [ -s "$LM" ] || continue
+    out=$(compute-sanitizer --tool $tool --error-exitcode 9 ./train_gpt -e "$LM" -b 2 -t 48 -x 2 -v 1 -m 1 -s 2 -g 4 -r 1 2>&1); rc=$?
+    [ $rc -eq 0 ] && grep -qE "(ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards)" <<<"$out" && ok "compute-sanitizer $tool, Llama GQA 4:1: 0 errors" \
+      || bad "compute-sanitizer $tool, Llama" "$out"
   done
 fi
 
