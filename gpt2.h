@@ -53,6 +53,7 @@ static void gpt2_arch_shape(const GPT2Config *c, ArchShape *s) {
     s->num_layers = c->num_layers;
     s->opt[ARCH_ALWAYS] = 1;
     s->opt[ARCH_OPT_TIED] = 1;
+    s->opt[ARCH_OPT_LAYERNORM] = 1;
     s->attn_flop_width = C;
 }
 
