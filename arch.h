@@ -127,7 +127,7 @@ static size_t arch_unit_size(const Arch *a, const ArchShape *s, int u) {
 }
 
 // The runs in unit order (unit 0's tensors, then each layer's), each a piece of one tensor with its offset in
-// the file's flat order and in its unit: gpt2_param_runs for any table. Returns the count (at most
+// the file's flat order and in its unit: model_param_runs for any table. Returns the count (at most
 // num_params * (L + 1)); absent tensors make no run.
 static int arch_param_runs(const Arch *a, const ArchShape *s, ParamRun *runs) {
     size_t toff[ARCH_MAX_PARAMS], off = 0;

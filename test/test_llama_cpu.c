@@ -423,7 +423,7 @@ static void test_gpt2_table(const char *what, GPT2Config c) {
     for (int u = 0; u < gpt2_num_units(&c); u++) if (arch_unit_size(&ARCH_GPT2, &s, u) != gpt2_unit_size(&c, u)) ok = 0;
     size_t nr = 4 + (size_t)NUM_LAYER_PIECES * c.num_layers;
     ParamRun *a = (ParamRun *)callocCheck(nr, sizeof(ParamRun)), *b = (ParamRun *)callocCheck(nr, sizeof(ParamRun));
-    int na = gpt2_param_runs(&c, a), nb = arch_param_runs(&ARCH_GPT2, &s, b);
+    int na = model_param_runs(&c, a), nb = arch_param_runs(&ARCH_GPT2, &s, b);
     if (na != nb) ok = 0;
     for (int i = 0; ok && i < na; i++)
         if (a[i].flat != b[i].flat || a[i].len != b[i].len || a[i].unit != b[i].unit || a[i].unit_off != b[i].unit_off ||
