@@ -298,15 +298,20 @@ def add_args(ap, channels, accum, steps, warmup):
     ap.add_argument("--verbose", action="store_true", help="print every tensor's errors")
 
 
+def run(a, make, compare):
+    """The command: make writes the reference's files (exit status 0), compare prints its checks and returns 1
+    on a failure."""
+    if a.cmd == "make":
+        make(a)
+        return 0
+    return compare(a)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_args(ap, channels=128, accum=3, steps=8, warmup=2)
     ap.add_argument("--padded-vocab", type=int, default=128)
-    a = ap.parse_args()
-    if a.cmd == "make":
-        cmd_make(a)
-        return 0
-    return cmd_compare(a)
+    return run(ap.parse_args(), cmd_make, cmd_compare)
 
 
 if __name__ == "__main__":

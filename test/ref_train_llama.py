@@ -22,7 +22,8 @@ import torch  # noqa: E402
 from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ref_train import Checks, add_args, compare_log, make_tokens, read_checkpoint, train, write_inputs  # noqa: E402
+from ref_train import (Checks, add_args, compare_log, make_tokens, read_checkpoint, run, train,  # noqa: E402
+                       write_inputs)
 
 DT = torch.float64
 LLAMA_MAGIC = 20261126
@@ -143,11 +144,7 @@ def main():
     ap.add_argument("--kv-heads", type=int, default=2)
     ap.add_argument("--hidden", type=int, default=96)
     ap.add_argument("--tied", type=int, default=0)
-    a = ap.parse_args()
-    if a.cmd == "make":
-        cmd_make(a)
-        return 0
-    return cmd_compare(a)
+    return run(ap.parse_args(), cmd_make, cmd_compare)
 
 
 if __name__ == "__main__":
