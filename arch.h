@@ -46,7 +46,12 @@ typedef struct {
 } ParamRun;
 
 // Options a tensor may depend on (ARCH_ALWAYS for none).
-enum { ARCH_NEVER = -1, ARCH_ALWAYS, ARCH_OPT_QKV_BIAS, ARCH_OPT_QK_NORM, ARCH_OPT_UNTIED, ARCH_OPT_TIED, NUM_ARCH_OPTS };
+// ARCH_OPT_LAYERNORM: the block's norms are LayerNorms, which keep each row's mean beside its rstd (GPT-2); the
+// Llama family's RMSNorms keep only the rstd.
+enum {
+    ARCH_NEVER = -1, ARCH_ALWAYS, ARCH_OPT_QKV_BIAS, ARCH_OPT_QK_NORM, ARCH_OPT_UNTIED, ARCH_OPT_TIED, ARCH_OPT_LAYERNORM,
+    NUM_ARCH_OPTS
+};
 
 // Initialisation rules (GPT-2's, which the Llama family shares: N(0, 0.02) weights, residual projections
 // N(0, 0.02 / sqrt(2L)), norm gains 1, biases 0; rows of the padded vocabulary 0).
@@ -122,7 +127,7 @@ static size_t arch_unit_size(const Arch *a, const ArchShape *s, int u) {
 }
 
 // The runs in unit order (unit 0's tensors, then each layer's), each a piece of one tensor with its offset in
-// the file's flat order and in its unit: gpt2_param_runs for any table. Returns the count (at most
+// the file's flat order and in its unit: model_param_runs for any table. Returns the count (at most
 // num_params * (L + 1)); absent tensors make no run.
 static int arch_param_runs(const Arch *a, const ArchShape *s, ParamRun *runs) {
     size_t toff[ARCH_MAX_PARAMS], off = 0;
@@ -283,6 +288,37 @@ static size_t arch_act_bytes(const ArchActs *t, const ArchShape *s, int B, int T
     return total;
 }
 
+// The pre-norm block's activations, in model.h's order; each family's options choose its rows (an absent row takes
+// no bytes). Level 1 drops the MLP's activation output (GELU or SwiGLU reruns from fch), level 2 the norm outputs
+// too, level 3 everything but each layer's output (the whole layer reruns). LayerNorm (GPT-2) keeps each row's mean
+// and rstd, RMSNorm (the Llama family) the rstd alone. With QK-norm the block keeps q and k before the norm
+// (qkv_pre) and the norm's per-head rstd; qkv is then after QK-norm and RoPE, what attention reads.
+static const ArchAct BLOCK_ACTS[] = {
+    {"encoded", DIM_C, 0, 0, ARCH_ACT_ALWAYS_KEPT, ARCH_ALWAYS},
+    {"ln1", DIM_C, 0, 1, 2, ARCH_ALWAYS},
+    {"ln1_mean", DIM_ONE, 1, 1, 3, ARCH_OPT_LAYERNORM},
+    {"ln1_rstd", DIM_ONE, 1, 1, 3, ARCH_ALWAYS},
+    {"qkv_pre", DIM_QKV, 0, 1, 3, ARCH_OPT_QK_NORM},
+    {"qk_rstd", DIM_QKHEADS, 1, 1, 3, ARCH_OPT_QK_NORM},
+    {"qkv", DIM_QKV, 0, 1, 3, ARCH_ALWAYS},
+    {"atty", DIM_ATT, 0, 1, 3, ARCH_ALWAYS},
+    {"att", ARCH_ACT_ATT, 1, 1, 3, ARCH_ALWAYS},
+    {"attproj", DIM_C, 0, 1, 0, ARCH_ALWAYS},
+    {"residual2", DIM_C, 0, 1, 3, ARCH_ALWAYS},
+    {"ln2", DIM_C, 0, 1, 2, ARCH_ALWAYS},
+    {"ln2_mean", DIM_ONE, 1, 1, 3, ARCH_OPT_LAYERNORM},
+    {"ln2_rstd", DIM_ONE, 1, 1, 3, ARCH_ALWAYS},
+    {"fch", DIM_FC, 0, 1, 3, ARCH_ALWAYS},
+    {"fch_gelu", DIM_HID, 0, 1, 1, ARCH_ALWAYS},  // the MLP's activation output: GELU's, or SwiGLU's (model.h's role)
+    {"fcproj", DIM_C, 0, 1, 0, ARCH_ALWAYS},
+    {"residual3", DIM_C, 0, 1, ARCH_ACT_ALWAYS_KEPT, ARCH_ALWAYS},
+    {"lnf", DIM_C, 0, 0, 0, ARCH_ALWAYS},
+    {"lnf_mean", DIM_ONE, 1, 0, 0, ARCH_OPT_LAYERNORM},
+    {"lnf_rstd", DIM_ONE, 1, 0, 0, ARCH_ALWAYS},
+    {"logits", DIM_VP, 0, 0, 0, ARCH_ALWAYS},
+    {"losses", DIM_ONE, 1, 0, 0, ARCH_ALWAYS},
+};
+
 // ----------------------------------------------------------------------------
 // GPT-2: llm.c's 16 tensors.
 
@@ -306,32 +342,8 @@ static const ArchParam GPT2_PARAMS[] = {
 };
 static const Arch ARCH_GPT2 = {"gpt2", GPT2_PARAMS, (int)(sizeof(GPT2_PARAMS) / sizeof(GPT2_PARAMS[0]))};
 
-// model.h's activations, in its order: level 1 drops fch_gelu (GELU reruns), level 2 the LayerNorm outputs too,
-// level 3 everything but each layer's output (the whole layer reruns).
-static const ArchAct GPT2_ACTS[] = {
-    {"encoded", DIM_C, 0, 0, ARCH_ACT_ALWAYS_KEPT, ARCH_ALWAYS},
-    {"ln1", DIM_C, 0, 1, 2, ARCH_ALWAYS},
-    {"ln1_mean", DIM_ONE, 1, 1, 3, ARCH_ALWAYS},
-    {"ln1_rstd", DIM_ONE, 1, 1, 3, ARCH_ALWAYS},
-    {"qkv", DIM_QKV, 0, 1, 3, ARCH_ALWAYS},
-    {"atty", DIM_ATT, 0, 1, 3, ARCH_ALWAYS},
-    {"att", ARCH_ACT_ATT, 1, 1, 3, ARCH_ALWAYS},
-    {"attproj", DIM_C, 0, 1, 0, ARCH_ALWAYS},
-    {"residual2", DIM_C, 0, 1, 3, ARCH_ALWAYS},
-    {"ln2", DIM_C, 0, 1, 2, ARCH_ALWAYS},
-    {"ln2_mean", DIM_ONE, 1, 1, 3, ARCH_ALWAYS},
-    {"ln2_rstd", DIM_ONE, 1, 1, 3, ARCH_ALWAYS},
-    {"fch", DIM_FC, 0, 1, 3, ARCH_ALWAYS},
-    {"fch_gelu", DIM_HID, 0, 1, 1, ARCH_ALWAYS},
-    {"fcproj", DIM_C, 0, 1, 0, ARCH_ALWAYS},
-    {"residual3", DIM_C, 0, 1, ARCH_ACT_ALWAYS_KEPT, ARCH_ALWAYS},
-    {"lnf", DIM_C, 0, 0, 0, ARCH_ALWAYS},
-    {"lnf_mean", DIM_ONE, 1, 0, 0, ARCH_ALWAYS},
-    {"lnf_rstd", DIM_ONE, 1, 0, 0, ARCH_ALWAYS},
-    {"logits", DIM_VP, 0, 0, 0, ARCH_ALWAYS},
-    {"losses", DIM_ONE, 1, 0, 0, ARCH_ALWAYS},
-};
-static const ArchActs GPT2_ACT_TABLE = {GPT2_ACTS, (int)(sizeof(GPT2_ACTS) / sizeof(GPT2_ACTS[0]))};
+// GPT-2's activations: the pre-norm block's table below, with LayerNorm's means.
+static const ArchActs GPT2_ACT_TABLE = {BLOCK_ACTS, (int)(sizeof(BLOCK_ACTS) / sizeof(BLOCK_ACTS[0]))};
 
 
 // ----------------------------------------------------------------------------
@@ -376,32 +388,8 @@ static const ArchParam LLAMA_PARAMS[] = {
 };
 static const Arch ARCH_LLAMA = {"llama", LLAMA_PARAMS, (int)(sizeof(LLAMA_PARAMS) / sizeof(LLAMA_PARAMS[0]))};
 
-// The Llama block's activations, at GPT-2's levels: 1 drops the SwiGLU output (rerun from fch), 2 the RMSNorm
-// outputs too, 3 everything but each layer's output. With QK-norm the block keeps q and k before the norm
-// (qkv_pre) and the norm's per-head rstd; qkv is after QK-norm and RoPE, what attention reads.
-static const ArchAct LLAMA_ACTS[] = {
-    {"encoded", DIM_C, 0, 0, ARCH_ACT_ALWAYS_KEPT, ARCH_ALWAYS},
-    {"ln1", DIM_C, 0, 1, 2, ARCH_ALWAYS},
-    {"ln1_rstd", DIM_ONE, 1, 1, 3, ARCH_ALWAYS},
-    {"qkv_pre", DIM_QKV, 0, 1, 3, ARCH_OPT_QK_NORM},
-    {"qk_rstd", DIM_QKHEADS, 1, 1, 3, ARCH_OPT_QK_NORM},
-    {"qkv", DIM_QKV, 0, 1, 3, ARCH_ALWAYS},
-    {"atty", DIM_ATT, 0, 1, 3, ARCH_ALWAYS},
-    {"att", ARCH_ACT_ATT, 1, 1, 3, ARCH_ALWAYS},
-    {"attproj", DIM_C, 0, 1, 0, ARCH_ALWAYS},
-    {"residual2", DIM_C, 0, 1, 3, ARCH_ALWAYS},
-    {"ln2", DIM_C, 0, 1, 2, ARCH_ALWAYS},
-    {"ln2_rstd", DIM_ONE, 1, 1, 3, ARCH_ALWAYS},
-    {"fch", DIM_FC, 0, 1, 3, ARCH_ALWAYS},
-    {"fch_swiglu", DIM_HID, 0, 1, 1, ARCH_ALWAYS},
-    {"fcproj", DIM_C, 0, 1, 0, ARCH_ALWAYS},
-    {"residual3", DIM_C, 0, 1, ARCH_ACT_ALWAYS_KEPT, ARCH_ALWAYS},
-    {"lnf", DIM_C, 0, 0, 0, ARCH_ALWAYS},
-    {"lnf_rstd", DIM_ONE, 1, 0, 0, ARCH_ALWAYS},
-    {"logits", DIM_VP, 0, 0, 0, ARCH_ALWAYS},
-    {"losses", DIM_ONE, 1, 0, 0, ARCH_ALWAYS},
-};
-static const ArchActs LLAMA_ACT_TABLE = {LLAMA_ACTS, (int)(sizeof(LLAMA_ACTS) / sizeof(LLAMA_ACTS[0]))};
+// The Llama family's activations: the pre-norm block's table, RMSNorm keeping no mean, QK-norm's rows with the option.
+static const ArchActs LLAMA_ACT_TABLE = {BLOCK_ACTS, (int)(sizeof(BLOCK_ACTS) / sizeof(BLOCK_ACTS[0]))};
 
 static void llama_arch_shape(const LlamaConfig *c, ArchShape *s) {
     memset(s, 0, sizeof(*s));

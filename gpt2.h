@@ -53,6 +53,7 @@ static void gpt2_arch_shape(const GPT2Config *c, ArchShape *s) {
     s->num_layers = c->num_layers;
     s->opt[ARCH_ALWAYS] = 1;
     s->opt[ARCH_OPT_TIED] = 1;
+    s->opt[ARCH_OPT_LAYERNORM] = 1;
     s->attn_flop_width = C;
 }
 
@@ -150,7 +151,7 @@ static size_t gpt2_unit_size(const GPT2Config *c, int u) {
 
 // Fills runs (at most model_max_runs of them, in unit order) and returns their count.
 static size_t model_max_runs(const GPT2Config *c) { return (size_t)ARCH_MAX_PARAMS * (c->num_layers + 1); }
-static int gpt2_param_runs(const GPT2Config *c, ParamRun *runs) {
+static int model_param_runs(const GPT2Config *c, ParamRun *runs) {
     ArchShape s = model_shape(c);
     return arch_param_runs(model_arch(c), &s, runs);
 }
@@ -361,7 +362,7 @@ static float *gpt2_read_model_file_for(const char *what, const char *path, GPT2C
 static float *gpt2_read_model_file(const char *path, GPT2Config *c) { return gpt2_read_model_file_for(NULL, path, c); }
 
 // The model file's header, in the family's format.
-static void gpt2_model_header(const GPT2Config *c, int header[256]) {
+static void model_file_header(const GPT2Config *c, int header[256]) {
     if (c->family == FAMILY_LLAMA) { llama_header_write(&c->llama, (int32_t *)header); return; }
     memset(header, 0, 256 * sizeof(int));
     header[0] = MODEL_MAGIC;

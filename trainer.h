@@ -301,7 +301,7 @@ static void run_checkpoint(Run *r, int done) {
     snprintf(stmp, sizeof(stmp), "%s.tmp", sp);
     if (r->rank == 0) {
         int h[256];
-        gpt2_model_header(&r->mc, h);
+        model_file_header(&r->mc, h);
         ckpt_create(mtmp, h, r->num_params * sizeof(float));
         const LossScaler *sc = &r->scaler;
         TrainState st = {done, r->B, r->T, r->A, r->dp, cfg->shuffle, r->lr_span, r->mc.vocab_size, cfg->seed,

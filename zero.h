@@ -96,7 +96,7 @@ static void zero_init(Zero *z, Comm *comm, int stage, Model *model, const int *h
     z->ss_n = (size_t *)callocCheck(z->nu, sizeof(size_t));
     z->ss_sum = (double *)callocCheck(z->nu, sizeof(double));
     z->runs = (ParamRun *)mallocCheck(model_max_runs(&z->config) * sizeof(ParamRun));
-    z->nruns = gpt2_param_runs(&z->config, z->runs);
+    z->nruns = model_param_runs(&z->config, z->runs);
     size_t outer = z->ushard[0] * W, layer = 0;
     for (int u = 1; u < z->nu; u++) if (z->ushard[u] * W > layer) layer = z->ushard[u] * W;
     z->params = backend_alloc_state(stage <= 2 ? z->whole_floats : outer);

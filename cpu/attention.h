@@ -1,5 +1,6 @@
 // cpu/attention.h: causal self-attention keeping the full softmax for the backward, and the decode of one new
-// token against the key/value cache by the forward's own row.
+// token against the key/value cache by the forward's own row; multi-head (GPT-2) and grouped-query (the Llama
+// family, cpu/llama.h) are one code.
 #ifndef CPU_ATTENTION_H
 #define CPU_ATTENTION_H
 
@@ -11,14 +12,20 @@
 #include "../utils.h"
 
 
-// One query row of one head: a[0..t] = the softmax over keys 0..t of scale (q . k), then o (hs values) = the
-// a-weighted sum of values 0..t. k points at key row 0 of the head (value rows at k + C), rows C3 apart. The
-// forward runs it for every row and the decode for the new one, so a generated token's attention is
-// bit-identical to that row of the full forward.
-static void attention_row(float *o, float *a, const float *q, const float *k, int t, int C, int C3, int hs, float scale) {
+// One attention for both families, on the packed qkv row of a token: NH query heads, then KV key heads, then KV
+// value heads, hs floats each ((NH + 2 KV) hs). Query head h reads key/value head h / (NH / KV) (Hugging Face's
+// repeat_kv): KV = NH is GPT-2's multi-head attention (the row is q, k, v of C = NH hs each, 3C), KV < NH the
+// Llama family's grouped-query attention (KV = 1 multi-query). Causal softmax of (q . k) / sqrt(hs).
+
+// One query row: a[0..t] = the softmax over keys 0..t of scale (q . k), then o (hs values) = the a-weighted sum of
+// values 0..t. k and v point at row 0 of one key/value head, rows `stride` floats apart (the packed row in the
+// forward, the cache's row in the Llama decode). The forward runs it for every row and the decode for the new
+// one, so a generated token's attention is bit-identical to that row of the full forward.
+static void attention_row(float *o, float *a, const float *q, const float *k, const float *v, int t, long stride,
+                          int hs, float scale) {
     float maxv = -INFINITY;
     for (int t2 = 0; t2 <= t; t2++) {
-        const float *kr = k + (long)t2 * C3;
+        const float *kr = k + t2 * stride;
         float dot = 0.0f;
         for (int i = 0; i < hs; i++) dot += q[i] * kr[i];
         dot *= scale;
@@ -31,90 +38,121 @@ static void attention_row(float *o, float *a, const float *q, const float *k, in
     for (int t2 = 0; t2 <= t; t2++) a[t2] *= inv;
     for (int i = 0; i < hs; i++) o[i] = 0.0f;
     for (int t2 = 0; t2 <= t; t2++) {
-        const float *v = k + (long)t2 * C3 + C;
-        for (int i = 0; i < hs; i++) o[i] += a[t2] * v[i];
+        const float *vr = v + t2 * stride;
+        for (int i = 0; i < hs; i++) o[i] += a[t2] * vr[i];
     }
 }
 
-// Causal self-attention. qkv (B, T, 3C) holds q, k, v; att (B, NH, T, T) keeps the softmax for the
-// backward pass (only t2 <= t is meaningful).
-static void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH) {
-    int C3 = 3 * C, hs = C / NH;
+// out (B, T, NH hs); att (B, NH, T, T) keeps the softmax for the backward (zero above the diagonal).
+static void gqa_attention_forward(float *out, float *att, const float *qkv, int B, int T, int NH, int KV, int hs) {
+    long R = (long)(NH + 2 * KV) * hs;
+    int group = NH / KV;
     float scale = 1.0f / sqrtf((float)hs);
 #pragma omp parallel for collapse(3)
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++)
             for (int h = 0; h < NH; h++) {
+                int kvh = h / group;
+                const float *base = qkv + (long)b * T * R;
                 float *a = att + (((long)b * NH + h) * T + t) * T;
-                attention_row(out + ((long)b * T + t) * C + h * hs, a, qkv + ((long)b * T + t) * C3 + h * hs,
-                              qkv + (long)b * T * C3 + h * hs + C, t, C, C3, hs, scale);
+                attention_row(out + ((long)b * T + t) * NH * hs + h * hs, a, base + t * R + h * hs,
+                              base + (NH + kvh) * hs, base + (NH + KV + kvh) * hs, t, R, hs, scale);
                 for (int t2 = t + 1; t2 < T; t2++) a[t2] = 0.0f;
             }
 }
 
-// dqkv is overwritten. datt is a (T) scratch row per thread; one (b, h) pair owns its slice of dqkv,
-// so threads split over (b, h) and never collide. `out` (the forward's output) is for builds that
-// recompute the softmax from it; the stored att makes it unneeded here.
-// The model keeps each row's full softmax (B, NH, T, T) for the backward, which needs no workspace.
-static size_t backend_att_saved_floats(size_t B, size_t NH, size_t T) { return B * NH * T * T; }
-static size_t backend_att_workspace_bytes(int B, int NH, int T, int C) { (void)B, (void)NH, (void)T, (void)C; return 0; }
-static void attention_workspace(void *p, size_t bytes) { (void)p, (void)bytes; }  // none: its bytes are 0
-static void attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out, const float *att,
-                               int B, int T, int C, int NH) {
-    (void)out;
-    int C3 = 3 * C, hs = C / NH;
+// dqkv (B, T, (NH + 2 KV) hs) overwritten; datt is a (T) scratch row per thread. Threads split over (b, key/value
+// head); each walks its group's query heads in order, so dK and dV are summed over the group in a fixed order
+// and no two threads share an output (at KV = NH, one (b, h) pair owns its slice of dqkv).
+static void gqa_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att, int B, int T,
+                                   int NH, int KV, int hs) {
+    long R = (long)(NH + 2 * KV) * hs;
+    int group = NH / KV;
     float scale = 1.0f / sqrtf((float)hs);
 #pragma omp parallel
     {
         float *datt = (float *)mallocCheck((size_t)T * sizeof(float));
 #pragma omp for collapse(2)
         for (int b = 0; b < B; b++)
-            for (int h = 0; h < NH; h++) {
+            for (int kvh = 0; kvh < KV; kvh++) {
+                const float *base = qkv + (long)b * T * R;
+                float *dbase = dqkv + (long)b * T * R;
+                long koff = (long)(NH + kvh) * hs, voff = (long)(NH + KV + kvh) * hs;
                 for (int t = 0; t < T; t++) {
-                    float *dq = dqkv + ((long)b * T + t) * C3 + h * hs;
-                    for (int i = 0; i < hs; i++) { dq[i] = 0.0f; dq[i + C] = 0.0f; dq[i + 2 * C] = 0.0f; }
+                    for (int i = 0; i < hs; i++) { dbase[t * R + koff + i] = 0.0f; dbase[t * R + voff + i] = 0.0f; }
+                    for (int h = kvh * group; h < (kvh + 1) * group; h++)
+                        for (int i = 0; i < hs; i++) dbase[t * R + h * hs + i] = 0.0f;
                 }
-                for (int t = 0; t < T; t++) {
-                    const float *a = att + (((long)b * NH + h) * T + t) * T;
-                    const float *d = dout + ((long)b * T + t) * C + h * hs;
-                    // through the weighted sum of values
-                    for (int t2 = 0; t2 <= t; t2++) {
-                        const float *v = qkv + ((long)b * T + t2) * C3 + h * hs + 2 * C;
-                        float *dv = dqkv + ((long)b * T + t2) * C3 + h * hs + 2 * C;
-                        float s = 0.0f;
-                        for (int i = 0; i < hs; i++) { s += v[i] * d[i]; dv[i] += a[t2] * d[i]; }
-                        datt[t2] = s;
+                for (int h = kvh * group; h < (kvh + 1) * group; h++)
+                    for (int t = 0; t < T; t++) {
+                        const float *a = att + (((long)b * NH + h) * T + t) * T;
+                        const float *d = dout + ((long)b * T + t) * NH * hs + h * hs;
+                        // through the weighted sum of values
+                        for (int t2 = 0; t2 <= t; t2++) {
+                            const float *v = base + t2 * R + voff;
+                            float *dv = dbase + t2 * R + voff;
+                            float s = 0.0f;
+                            for (int i = 0; i < hs; i++) { s += v[i] * d[i]; dv[i] += a[t2] * d[i]; }
+                            datt[t2] = s;
+                        }
+                        // through the softmax: dpre = a * (datt - sum(a * datt))
+                        float dot = 0.0f;
+                        for (int t2 = 0; t2 <= t; t2++) dot += a[t2] * datt[t2];
+                        const float *q = base + t * R + h * hs;
+                        float *dq = dbase + t * R + h * hs;
+                        for (int t2 = 0; t2 <= t; t2++) {
+                            float dpre = a[t2] * (datt[t2] - dot) * scale;
+                            const float *k = base + t2 * R + koff;
+                            float *dk = dbase + t2 * R + koff;
+                            for (int i = 0; i < hs; i++) { dq[i] += dpre * k[i]; dk[i] += dpre * q[i]; }
+                        }
                     }
-                    // through the softmax: dpre = a * (datt - sum(a * datt))
-                    float dot = 0.0f;
-                    for (int t2 = 0; t2 <= t; t2++) dot += a[t2] * datt[t2];
-                    const float *q = qkv + ((long)b * T + t) * C3 + h * hs;
-                    float *dq = dqkv + ((long)b * T + t) * C3 + h * hs;
-                    for (int t2 = 0; t2 <= t; t2++) {
-                        float dpre = a[t2] * (datt[t2] - dot) * scale;
-                        const float *k = qkv + ((long)b * T + t2) * C3 + h * hs + C;
-                        float *dk = dqkv + ((long)b * T + t2) * C3 + h * hs + C;
-                        for (int i = 0; i < hs; i++) { dq[i] += dpre * k[i]; dk[i] += dpre * q[i]; }
-                    }
-                }
             }
         free(datt);
     }
 }
 
-// Attention of one new token (row t of qkv, (t + 1, 3C)) over the keys and values of rows 0..t, for
-// generation with a key/value cache: attention_forward's row, so the result is bit-identical to it.
-static void attention_decode(float *out, const float *qkv, int t, int C, int NH) {
-    int C3 = 3 * C, hs = C / NH;
+// Attention of one new token (q: NH hs) over key/value rows 0..t, k and v at key/value head 0 of row 0 and rows
+// `stride` floats apart: the forward's row, so the result is bit-identical to that row of the full forward.
+static void gqa_attention_decode_rows(float *out, const float *q, const float *k, const float *v, long stride, int t,
+                                      int NH, int KV, int hs) {
+    int group = NH / KV;
     float scale = 1.0f / sqrtf((float)hs);
 #pragma omp parallel
     {
         float *a = (float *)mallocCheck((size_t)(t + 1) * sizeof(float));
 #pragma omp for
-        for (int h = 0; h < NH; h++)
-            attention_row(out + h * hs, a, qkv + (long)t * C3 + h * hs, qkv + h * hs + C, t, C, C3, hs, scale);
+        for (int h = 0; h < NH; h++) {
+            int kvh = h / group;
+            attention_row(out + h * hs, a, q + h * hs, k + kvh * hs, v + kvh * hs, t, stride, hs, scale);
+        }
         free(a);
     }
+}
+
+// GPT-2's causal self-attention: the above at KV = NH. qkv (B, T, 3C) holds q, k, v; att (B, NH, T, T) keeps the
+// softmax for the backward pass (only t2 <= t is meaningful).
+static void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH) {
+    gqa_attention_forward(out, att, qkv, B, T, NH, NH, C / NH);
+}
+
+// dqkv is overwritten. `out` (the forward's output) is for builds that recompute the softmax from it; the stored
+// att makes it unneeded here. The model keeps each row's full softmax (B, NH, T, T) for the backward, which needs
+// no workspace.
+static size_t backend_att_saved_floats(size_t B, size_t NH, size_t T) { return B * NH * T * T; }
+static size_t backend_att_workspace_bytes(int B, int NH, int T, int C) { (void)B, (void)NH, (void)T, (void)C; return 0; }
+static void attention_workspace(void *p, size_t bytes) { (void)p, (void)bytes; }  // none: its bytes are 0
+static void attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out, const float *att,
+                               int B, int T, int C, int NH) {
+    (void)out;
+    gqa_attention_backward(dqkv, dout, qkv, att, B, T, NH, NH, C / NH);
+}
+
+// Attention of one new token (row t of qkv, (t + 1, 3C)) over the keys and values of rows 0..t, for
+// generation with a key/value cache: attention_forward's row, so the result is bit-identical to it.
+static void attention_decode(float *out, const float *qkv, int t, int C, int NH) {
+    long C3 = 3L * C;
+    gqa_attention_decode_rows(out, qkv + t * C3, qkv + C, qkv + 2 * C, C3, t, NH, NH, C / NH);
 }
 
 #endif

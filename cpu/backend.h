@@ -16,6 +16,7 @@
 #include "../utils.h"
 #include "../gpt2.h"
 #include "../backend.h"  // BackendComm, and the contract this file implements
+#include "../timing_marks.h"  // backend_mark's array
 
 // The build (backend.h). The reference computes in fp32 only (config_resolve_precision refuses the others).
 static const char *backend_build_name(void) { return "cpu"; }
@@ -111,12 +112,7 @@ static void backend_comm_join(void) {}
 static double *mark_seconds = NULL;
 static int mark_cap = 0;
 static void backend_mark(int i) {
-    if (i >= mark_cap) {
-        int n = mark_cap ? 2 * mark_cap : 256;
-        while (n <= i) n *= 2;
-        mark_seconds = (double *)reallocCheck(mark_seconds, n * sizeof(double));
-        mark_cap = n;
-    }
+    if (i >= mark_cap) mark_seconds = (double *)timing_marks_grow(mark_seconds, &mark_cap, i, sizeof(double));
     mark_seconds[i] = wall_seconds();
 }
 static void backend_step_sync(int last) { (void)last; }

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include "../utils.h"
 #include "../arch.h"  // RopeParams and rope_table: the angle tables, shared with the CUDA build
+#include "attention.h"  // gqa_attention_*: the attention GPT-2 runs at KV = NH
 
 // ----------------------------------------------------------------------------
 // RMSNorm: out = w * (x * rstd), rstd = 1 / sqrt(mean(x^2) + eps), in fp32 (LlamaRMSNorm). One row.
@@ -184,105 +185,11 @@ static void swiglu_backward(float *dinp, const float *dout, const float *inp, in
 }
 
 // ----------------------------------------------------------------------------
-// Grouped-query attention on the packed qkv: query head h reads key/value head h / (NH / KV) (HF's
-// repeat_kv), causal softmax of (q . k) / sqrt(hd). KV = NH is multi-head attention, KV = 1 multi-query.
-
-// One query row: a[0..t] = softmax over keys 0..t, o (hd) = the a-weighted sum of values 0..t. k and v point
-// at row 0 of one key/value head, rows `stride` floats apart. The forward runs it for every row and the
-// decode for the new one, so a generated token's attention is bit-identical to that row of the forward.
-static void gqa_attention_row(float *o, float *a, const float *q, const float *k, const float *v, int t, long stride,
-                              int hd, float scale) {
-    float maxv = -INFINITY;
-    for (int t2 = 0; t2 <= t; t2++) {
-        const float *kr = k + t2 * stride;
-        float dot = 0.0f;
-        for (int i = 0; i < hd; i++) dot += q[i] * kr[i];
-        dot *= scale;
-        a[t2] = dot;
-        if (dot > maxv) maxv = dot;
-    }
-    float sum = 0.0f;
-    for (int t2 = 0; t2 <= t; t2++) { a[t2] = expf(a[t2] - maxv); sum += a[t2]; }
-    float inv = 1.0f / sum;
-    for (int t2 = 0; t2 <= t; t2++) a[t2] *= inv;
-    for (int i = 0; i < hd; i++) o[i] = 0.0f;
-    for (int t2 = 0; t2 <= t; t2++) {
-        const float *vr = v + t2 * stride;
-        for (int i = 0; i < hd; i++) o[i] += a[t2] * vr[i];
-    }
-}
+// Grouped-query attention on the packed qkv: cpu/attention.h's gqa_attention_forward/backward (one code with
+// GPT-2's, which is KV = NH); the decode below reads the key/value cache.
 
 // The floats gqa_attention_forward keeps for the backward: the softmax, (B, NH, T, T).
 #define GQA_ATT_SAVED_FLOATS(B, NH, T) ((size_t)(B) * (NH) * (T) * (T))
-
-// out (B, T, NH hd); att (B, NH, T, T) keeps the softmax (zero above the diagonal).
-static void gqa_attention_forward(float *out, float *att, const float *qkv, int B, int T, int NH, int KV, int hd) {
-    long R = (long)(NH + 2 * KV) * hd;
-    int group = NH / KV;
-    float scale = 1.0f / sqrtf((float)hd);
-#pragma omp parallel for collapse(3)
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++)
-            for (int h = 0; h < NH; h++) {
-                int kvh = h / group;
-                const float *base = qkv + (long)b * T * R;
-                float *a = att + (((long)b * NH + h) * T + t) * T;
-                gqa_attention_row(out + ((long)b * T + t) * NH * hd + h * hd, a, base + t * R + h * hd,
-                                  base + (NH + kvh) * hd, base + (NH + KV + kvh) * hd, t, R, hd, scale);
-                for (int t2 = t + 1; t2 < T; t2++) a[t2] = 0.0f;
-            }
-}
-
-// dqkv (B, T, (NH + 2 KV) hd) overwritten. Threads split over (b, key/value head); each walks its group's
-// query heads in order, so dK and dV are summed over the group in a fixed order and no two threads share
-// an output.
-static void gqa_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att, int B, int T,
-                                   int NH, int KV, int hd) {
-    long R = (long)(NH + 2 * KV) * hd;
-    int group = NH / KV;
-    float scale = 1.0f / sqrtf((float)hd);
-#pragma omp parallel
-    {
-        float *datt = (float *)mallocCheck((size_t)T * sizeof(float));
-#pragma omp for collapse(2)
-        for (int b = 0; b < B; b++)
-            for (int kvh = 0; kvh < KV; kvh++) {
-                const float *base = qkv + (long)b * T * R;
-                float *dbase = dqkv + (long)b * T * R;
-                long koff = (long)(NH + kvh) * hd, voff = (long)(NH + KV + kvh) * hd;
-                for (int t = 0; t < T; t++) {
-                    for (int i = 0; i < hd; i++) { dbase[t * R + koff + i] = 0.0f; dbase[t * R + voff + i] = 0.0f; }
-                    for (int h = kvh * group; h < (kvh + 1) * group; h++)
-                        for (int i = 0; i < hd; i++) dbase[t * R + h * hd + i] = 0.0f;
-                }
-                for (int h = kvh * group; h < (kvh + 1) * group; h++)
-                    for (int t = 0; t < T; t++) {
-                        const float *a = att + (((long)b * NH + h) * T + t) * T;
-                        const float *d = dout + ((long)b * T + t) * NH * hd + h * hd;
-                        // through the weighted sum of values
-                        for (int t2 = 0; t2 <= t; t2++) {
-                            const float *v = base + t2 * R + voff;
-                            float *dv = dbase + t2 * R + voff;
-                            float s = 0.0f;
-                            for (int i = 0; i < hd; i++) { s += v[i] * d[i]; dv[i] += a[t2] * d[i]; }
-                            datt[t2] = s;
-                        }
-                        // through the softmax: dpre = a * (datt - sum(a * datt))
-                        float dot = 0.0f;
-                        for (int t2 = 0; t2 <= t; t2++) dot += a[t2] * datt[t2];
-                        const float *q = base + t * R + h * hd;
-                        float *dq = dbase + t * R + h * hd;
-                        for (int t2 = 0; t2 <= t; t2++) {
-                            float dpre = a[t2] * (datt[t2] - dot) * scale;
-                            const float *k = base + t2 * R + koff;
-                            float *dk = dbase + t2 * R + koff;
-                            for (int i = 0; i < hd; i++) { dq[i] += dpre * k[i]; dk[i] += dpre * q[i]; }
-                        }
-                    }
-            }
-        free(datt);
-    }
-}
 
 // The key/value cache of one layer holds only the key/value heads: kcache and vcache (maxT, KV hd) each,
 // NH / KV times smaller than a cache of every query head's keys. kv_cache_store copies row t's k and v
@@ -299,19 +206,7 @@ static void kv_cache_store(float *kcache, float *vcache, const float *qkv_row, i
 // 0..t: gqa_attention_forward's row, so the result is bit-identical to that row of the full forward.
 static void gqa_attention_decode(float *out, const float *q, const float *kcache, const float *vcache, int t, int NH,
                                  int KV, int hd) {
-    int group = NH / KV;
-    long kvd = (long)KV * hd;
-    float scale = 1.0f / sqrtf((float)hd);
-#pragma omp parallel
-    {
-        float *a = (float *)mallocCheck((size_t)(t + 1) * sizeof(float));
-#pragma omp for
-        for (int h = 0; h < NH; h++) {
-            int kvh = h / group;
-            gqa_attention_row(out + h * hd, a, q + h * hd, kcache + kvh * hd, vcache + kvh * hd, t, kvd, hd, scale);
-        }
-        free(a);
-    }
+    gqa_attention_decode_rows(out, q, kcache, vcache, (long)KV * hd, t, NH, KV, hd);
 }
 
 // backend.h's grouped-query attention, on the kernels above.

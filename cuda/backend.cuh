@@ -8,6 +8,7 @@
 #include "common.cuh"
 #include "matmul.cuh"  // the cuBLASLt handle and workspace that backend_init makes
 #include "adamw.cuh"
+#include "../timing_marks.h"  // backend_mark's array
 
 static int backend_ready = 0;
 
@@ -242,11 +243,9 @@ static cudaEvent_t *mark_events = NULL;
 static int mark_cap = 0;
 static void backend_mark(int i) {
     if (i >= mark_cap) {
-        int n = mark_cap ? 2 * mark_cap : 256;
-        while (n <= i) n *= 2;
-        mark_events = (cudaEvent_t *)reallocCheck(mark_events, n * sizeof(cudaEvent_t));
-        for (int k = mark_cap; k < n; k++) cudaCheck(cudaEventCreate(&mark_events[k]));
-        mark_cap = n;
+        int old = mark_cap;
+        mark_events = (cudaEvent_t *)timing_marks_grow(mark_events, &mark_cap, i, sizeof(cudaEvent_t));
+        for (int k = old; k < mark_cap; k++) cudaCheck(cudaEventCreate(&mark_events[k]));
     }
     cudaCheck(cudaEventRecord(mark_events[i], main_stream));
 }

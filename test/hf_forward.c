@@ -106,7 +106,7 @@ static void run_grads(const char *model, const char *in, const char *tg, int B, 
     size_t n = gpt2_num_params(&l.c);
     float *flat = (float *)callocCheck(n, sizeof(float));
     ParamRun *runs = (ParamRun *)mallocCheck(model_max_runs(&l.c) * sizeof(ParamRun));
-    int nr = gpt2_param_runs(&l.c, runs);
+    int nr = model_param_runs(&l.c, runs);
     for (int i = 0; i < nr; i++) memcpy(flat + runs[i].flat, m->ugrads[runs[i].unit] + runs[i].unit_off, runs[i].len * sizeof(float));
     f = fopenCheck(out, "wb");
     fwriteCheck(&loss, sizeof(float), 1, f, out);

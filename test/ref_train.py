@@ -83,17 +83,14 @@ def lr_at(step, lr, warmup, steps, final_frac, schedule):
     return lr - prog * (lr - lo)
 
 
-def cmd_make(a):
-    L, C, NH, V, Vp, maxT, B, T, A, S = a.layers, a.channels, a.heads, a.vocab, a.padded_vocab, a.max_seq, a.batch, a.seq, a.accum, a.steps
-    assert C % NH == 0 and T <= maxT and V <= Vp
-    torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
-    gen = torch.Generator().manual_seed(a.seed)
-    params0 = init_params(gen, V, Vp, maxT, L, C)
-    nwin = S * A + 3  # a few windows more than the run reads, so the end of the shard is never reached
-    ntok = nwin * B * T + 1
-    tokens = make_tokens(gen, V, ntok)
-
-    params = [p.clone().requires_grad_(True) for p in params0]
+def train(params, names, loss_of, decayed, tokens, a):
+    """The trainer's recipe on `params` (named `names`) from float64 PyTorch, shared with ref_train_llama.py:
+    micro-batch g = s*A + acc of the stream, the mean loss's gradient summed over the accumulation, the pre-clip
+    norm and clipping, lr_at's schedule, AdamW with bias correction and decoupled weight decay where
+    decayed(name). loss_of(x, y) is the model's mean loss. Returns the per-step losses, norms and lrs, and the
+    first moments."""
+    B, T, A, S = a.batch, a.seq, a.accum, a.steps
+    ntok = tokens.numel()
     ms = [torch.zeros_like(p) for p in params]
     vs = [torch.zeros_like(p) for p in params]
     b1, b2, eps, wd, clip = 0.9, 0.95, a.eps, a.weight_decay, a.grad_clip
@@ -106,7 +103,7 @@ def cmd_make(a):
             off = (g % ((ntok - 1) // (B * T))) * B * T
             win = tokens[off:off + B * T + 1]
             x, y = win[:-1].view(B, T), win[1:].view(B, T)
-            _, loss = forward(params, x, y, V, NH)
+            loss = loss_of(x, y)
             for acc_g, gr in zip(grads, torch.autograd.grad(loss / A, params)):
                 acc_g += gr
             total += loss.item() / A
@@ -115,39 +112,61 @@ def cmd_make(a):
         lr = lr_at(s, a.lr, a.warmup, S, a.lr_final_frac, a.schedule)
         t = s + 1
         with torch.no_grad():
-            for name, p, gr, m, v in zip(PARAM_NAMES, params, grads, ms, vs):
+            for name, p, gr, m, v in zip(names, params, grads, ms, vs):
                 gr = gr * scale
                 m.mul_(b1).add_((1 - b1) * gr)
                 v.mul_(b2).add_((1 - b2) * gr * gr)
                 mhat, vhat = m / (1 - b1 ** t), v / (1 - b2 ** t)
-                p.sub_(lr * (mhat / (torch.sqrt(vhat) + eps) + (wd if name in DECAY else 0.0) * p))
+                p.sub_(lr * (mhat / (torch.sqrt(vhat) + eps) + (wd if decayed(name) else 0.0) * p))
         losses.append(total); norms.append(norm); lrs.append(lr)
     clipped = sum(n > clip for n in norms) if clip > 0 else 0
     # the recipe must exercise both sides of the clip, or a clipping bug could hide
     assert clip == 0 or 0 < clipped < S, f"--grad-clip {clip}: {clipped} of {S} steps clip (norms {norms})"
+    return losses, norms, lrs, ms, clipped
 
+
+def write_inputs(a, header, tensors, tokens):
+    """DIR/model.bin (the 256-int header, then each tensor as fp32), DIR/train.bin (an llm.c uint16 shard of
+    the tokens) and DIR/args (the trainer's flags for this recipe, one per line)."""
     os.makedirs(a.out_dir, exist_ok=True)
-    hdr = np.zeros(256, dtype="<i4")
-    hdr[:8] = [MODEL_MAGIC, MODEL_VERSION, maxT, V, L, NH, C, Vp]
     with open(os.path.join(a.out_dir, "model.bin"), "wb") as f:
-        f.write(hdr.tobytes())
-        for p in params0:
-            f.write(p.numpy().astype("<f4").tobytes())
+        f.write(header.tobytes())
+        for t in tensors:
+            f.write(t.astype("<f4").tobytes())
     sh = np.zeros(256, dtype="<i4")
-    sh[:3] = [SHARD_MAGIC, SHARD_VERSION, ntok]
+    sh[:3] = [SHARD_MAGIC, SHARD_VERSION, tokens.numel()]
     with open(os.path.join(a.out_dir, "train.bin"), "wb") as f:
         f.write(sh.tobytes())
         f.write(tokens.numpy().astype("<u2").tobytes())
+    flags = ["-e", os.path.join(a.out_dir, "model.bin"), "-i", os.path.join(a.out_dir, "train.bin"), "--shuffle", "0",
+             "-b", a.batch, "-t", a.seq, "--grad-accum", a.accum, "-x", a.steps, "-u", a.warmup, "-k", a.schedule,
+             "-l", a.lr, "-q", a.lr_final_frac, "--grad-clip", a.grad_clip, "-c", a.weight_decay, "--beta1", 0.9,
+             "--beta2", 0.95, "--eps", a.eps, "-v", 0, "-s", 0]
+    with open(os.path.join(a.out_dir, "args"), "w") as f:
+        f.write("\n".join(str(x) for x in flags) + "\n")
+
+
+def cmd_make(a):
+    L, C, NH, V, Vp, maxT, B, T, A, S = a.layers, a.channels, a.heads, a.vocab, a.padded_vocab, a.max_seq, a.batch, a.seq, a.accum, a.steps
+    assert C % NH == 0 and T <= maxT and V <= Vp
+    torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
+    gen = torch.Generator().manual_seed(a.seed)
+    params0 = init_params(gen, V, Vp, maxT, L, C)
+    nwin = S * A + 3  # a few windows more than the run reads, so the end of the shard is never reached
+    ntok = nwin * B * T + 1
+    tokens = make_tokens(gen, V, ntok)
+
+    params = [p.clone().requires_grad_(True) for p in params0]
+    losses, norms, lrs, ms, clipped = train(params, PARAM_NAMES, lambda x, y: forward(params, x, y, V, NH)[1],
+                                            lambda name: name in DECAY, tokens, a)
+    hdr = np.zeros(256, dtype="<i4")
+    hdr[:8] = [MODEL_MAGIC, MODEL_VERSION, maxT, V, L, NH, C, Vp]
+    write_inputs(a, hdr, [p.numpy() for p in params0], tokens)
     np.savez(os.path.join(a.out_dir, "ref.npz"), losses=np.array(losses), norms=np.array(norms), lrs=np.array(lrs),
              V=V, Vp=Vp, **{"p0_" + n: p.numpy() for n, p in zip(PARAM_NAMES, params0)},
              **{"p_" + n: p.detach().numpy() for n, p in zip(PARAM_NAMES, params)},
              **{"m_" + n: m.numpy() for n, m in zip(PARAM_NAMES, ms)})
-    flags = ["-e", os.path.join(a.out_dir, "model.bin"), "-i", os.path.join(a.out_dir, "train.bin"), "--shuffle", "0",
-             "-b", B, "-t", T, "--grad-accum", A, "-x", S, "-u", a.warmup, "-k", a.schedule, "-l", a.lr,
-             "-q", a.lr_final_frac, "--grad-clip", clip, "-c", wd, "--beta1", b1, "--beta2", b2, "--eps", eps,
-             "-v", 0, "-s", 0]
-    with open(os.path.join(a.out_dir, "args"), "w") as f:
-        f.write("\n".join(str(x) for x in flags) + "\n")
+    clip = a.grad_clip
     print(f"reference: C={C} NH={NH} (head size {C // NH}) L={L} B={B} T={T} A={A} steps={S}: losses "
           f"{losses[0]:.5f} .. {losses[-1]:.5f}, norms {norms[0]:.4f} .. {norms[-1]:.4f}, {clipped} of {S} steps clip at {clip}")
 
@@ -173,33 +192,50 @@ def split(flat, ref, prefix):
     return out
 
 
-def cmd_compare(a):
-    ref = np.load(os.path.join(a.out_dir, "ref.npz"))
+class Checks:
+    """check(ok, what) prints one PASS/FAIL line (after the run's label) and counts the failures."""
+    def __init__(self, label):
+        self.label, self.fails = label, 0
+
+    def __call__(self, ok, what):
+        print(("PASS " if ok else "FAIL ") + self.label + what)
+        self.fails += 0 if ok else 1
+
+
+def compare_log(a, ref, check):
+    """The trainer's log against the reference's per-step loss, norm and lr; False when its steps are not the
+    reference's (nothing else can be compared then)."""
     S = len(ref["losses"])
-    fails = 0
-
-    def check(ok, what):
-        nonlocal fails
-        print(("PASS " if ok else "FAIL ") + a.label + what)
-        fails += 0 if ok else 1
-
     log = read_log(a.log)
     check(len(log) == S, f"the log has {len(log)} steps, the reference {S}")
     if len(log) != S:
-        return 1
-    worst = {}
+        return False
     for key, ref_key, tol in (("loss", "losses", a.tol_loss), ("norm", "norms", a.tol_norm), ("lr", "lrs", 1e-6)):
         got = np.array([d[key] if d[key] is not None else np.inf for d in log], dtype=np.float64)
         rel = np.abs(got - ref[ref_key]) / np.abs(ref[ref_key])
-        worst[key] = (float(rel.max()), int(rel.argmax()) + 1)
         check(bool(np.all(rel <= tol)), f"{key} at every step within {tol:g} relative (worst {rel.max():.2e} at step "
               f"{rel.argmax() + 1}: {got[rel.argmax()]:.7g} vs {ref[ref_key][rel.argmax()]:.7g})")
-    with open(os.path.join(a.ckpt_dir, f"model_{S:08d}.bin"), "rb") as f:
+    return True
+
+
+def read_checkpoint(ckpt_dir, S):
+    """The model file's header and parameters and the state file's AdamW moments (m then v) at step S."""
+    with open(os.path.join(ckpt_dir, f"model_{S:08d}.bin"), "rb") as f:
         hdr = np.frombuffer(f.read(1024), dtype="<i4")
         params = np.frombuffer(f.read(), dtype="<f4")
-    with open(os.path.join(a.ckpt_dir, f"state_{S:08d}.bin"), "rb") as f:
+    with open(os.path.join(ckpt_dir, f"state_{S:08d}.bin"), "rb") as f:
         f.read(1024)
         mv = np.frombuffer(f.read(), dtype="<f4")
+    return hdr, params, mv
+
+
+def cmd_compare(a):
+    ref = np.load(os.path.join(a.out_dir, "ref.npz"))
+    S = len(ref["losses"])
+    check = Checks(a.label)
+    if not compare_log(a, ref, check):
+        return 1
+    hdr, params, mv = read_checkpoint(a.ckpt_dir, S)
     P = params.size
     check(hdr[0] == MODEL_MAGIC and mv.size == 2 * P, f"checkpoint at step {S}: model and state files hold {P} parameters")
     p, m = split(params, ref, "p_"), split(mv[:P], ref, "m_")
@@ -228,24 +264,23 @@ def cmd_compare(a):
     check(not bad_m, f"all 16 AdamW first-moment tensors within {a.tol_moment:g} relative (worst {worst_m[1]} "
           f"{worst_m[0]:.2e})" + ("; off: " + ", ".join(bad_m) if bad_m else ""))
     check(bool(np.all(p["wte"][V:] == 0)), "the padded vocabulary rows of wte stay exactly zero")
-    return 1 if fails else 0
+    return 1 if check.fails else 0
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_args(ap, channels, accum, steps, warmup):
+    """The options both references take (ref_train_llama.py's defaults differ in the four given)."""
     ap.add_argument("cmd", choices=["make", "compare"])
     ap.add_argument("--out-dir", required=True)
     ap.add_argument("--layers", type=int, default=2)
-    ap.add_argument("--channels", type=int, default=128)
+    ap.add_argument("--channels", type=int, default=channels)
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--vocab", type=int, default=101)
-    ap.add_argument("--padded-vocab", type=int, default=128)
     ap.add_argument("--max-seq", type=int, default=64)
     ap.add_argument("--batch", type=int, default=3)
     ap.add_argument("--seq", type=int, default=33)
-    ap.add_argument("--accum", type=int, default=3)
-    ap.add_argument("--steps", type=int, default=8)
-    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--accum", type=int, default=accum)
+    ap.add_argument("--steps", type=int, default=steps)
+    ap.add_argument("--warmup", type=int, default=warmup)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--lr-final-frac", type=float, default=0.1)
     ap.add_argument("--schedule", default="cosine", choices=["cosine", "linear"])
@@ -261,11 +296,22 @@ def main():
     ap.add_argument("--tol-param", type=float, default=1e-3)
     ap.add_argument("--tol-moment", type=float, default=1e-4)
     ap.add_argument("--verbose", action="store_true", help="print every tensor's errors")
-    a = ap.parse_args()
+
+
+def run(a, make, compare):
+    """The command: make writes the reference's files (exit status 0), compare prints its checks and returns 1
+    on a failure."""
     if a.cmd == "make":
-        cmd_make(a)
+        make(a)
         return 0
-    return cmd_compare(a)
+    return compare(a)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_args(ap, channels=128, accum=3, steps=8, warmup=2)
+    ap.add_argument("--padded-vocab", type=int, default=128)
+    return run(ap.parse_args(), cmd_make, cmd_compare)
 
 
 if __name__ == "__main__":

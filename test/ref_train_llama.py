@@ -22,7 +22,8 @@ import torch  # noqa: E402
 from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ref_train import SHARD_MAGIC, SHARD_VERSION, lr_at, make_tokens, read_log  # noqa: E402
+from ref_train import (Checks, add_args, compare_log, make_tokens, read_checkpoint, run, train,  # noqa: E402
+                       write_inputs)
 
 DT = torch.float64
 LLAMA_MAGIC = 20261126
@@ -89,59 +90,15 @@ def cmd_make(a):
     tokens = make_tokens(gen, V, ntok)
     params = [p for _, p in m.named_parameters()]
     names = [n for n, _ in m.named_parameters()]
-    ms = [torch.zeros_like(p) for p in params]
-    vs = [torch.zeros_like(p) for p in params]
-    b1, b2, eps, wd, clip = 0.9, 0.95, a.eps, a.weight_decay, a.grad_clip
-    losses, norms, lrs = [], [], []
-    for s in range(S):
-        grads = [torch.zeros_like(p) for p in params]
-        total = 0.0
-        for acc in range(A):
-            g = s * A + acc
-            off = (g % ((ntok - 1) // (B * T))) * B * T
-            win = tokens[off:off + B * T + 1]
-            x, y = win[:-1].view(B, T), win[1:].view(B, T)
-            logits = m(x).logits
-            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), y.reshape(-1))
-            for acc_g, gr in zip(grads, torch.autograd.grad(loss / A, params)):
-                acc_g += gr
-            total += loss.item() / A
-        norm = math.sqrt(sum(float((gr * gr).sum()) for gr in grads))
-        scale = clip / (norm + 1e-6) if clip > 0 and norm > clip else 1.0
-        lr = lr_at(s, a.lr, a.warmup, S, a.lr_final_frac, a.schedule)
-        t = s + 1
-        with torch.no_grad():
-            for name, p, gr, mo, v in zip(names, params, grads, ms, vs):
-                gr = gr * scale
-                mo.mul_(b1).add_((1 - b1) * gr)
-                v.mul_(b2).add_((1 - b2) * gr * gr)
-                mhat, vhat = mo / (1 - b1 ** t), v / (1 - b2 ** t)
-                decay = wd if any(k in name for k in DECAYED) else 0.0
-                p.sub_(lr * (mhat / (torch.sqrt(vhat) + eps) + decay * p))
-        losses.append(total); norms.append(norm); lrs.append(lr)
-    clipped = sum(n > clip for n in norms) if clip > 0 else 0
-    assert clip == 0 or 0 < clipped < S, f"--grad-clip {clip}: {clipped} of {S} steps clip (norms {norms})"
+    loss_of = lambda x, y: torch.nn.functional.cross_entropy(m(x).logits.reshape(-1, V), y.reshape(-1))  # noqa: E731
+    losses, norms, lrs, ms, clipped = train(params, names, loss_of, lambda n: any(k in n for k in DECAYED), tokens, a)
     for p, mo in zip(params, ms):
         p.grad = mo  # file_tensors(use_grad) then lays the first moments out in the file's order
-    os.makedirs(a.out_dir, exist_ok=True)
-    with open(os.path.join(a.out_dir, "model.bin"), "wb") as f:
-        f.write(header(a, Vp).tobytes())
-        for _, t in p0:
-            f.write(t.astype("<f4").tobytes())
-    sh = np.zeros(256, dtype="<i4")
-    sh[:3] = [SHARD_MAGIC, SHARD_VERSION, ntok]
-    with open(os.path.join(a.out_dir, "train.bin"), "wb") as f:
-        f.write(sh.tobytes())
-        f.write(tokens.numpy().astype("<u2").tobytes())
+    write_inputs(a, header(a, Vp), [t for _, t in p0], tokens)
     np.savez(os.path.join(a.out_dir, "ref.npz"), losses=np.array(losses), norms=np.array(norms), lrs=np.array(lrs),
              V=V, names=np.array([n for n, _ in p0]), **{"p0_" + n: t for n, t in p0},
              **{"p_" + n: t for n, t in file_tensors(m, Vp)}, **{"m_" + n: t for n, t in file_tensors(m, Vp, True)})
-    flags = ["-e", os.path.join(a.out_dir, "model.bin"), "-i", os.path.join(a.out_dir, "train.bin"), "--shuffle", "0",
-             "-b", B, "-t", T, "--grad-accum", A, "-x", S, "-u", a.warmup, "-k", a.schedule, "-l", a.lr,
-             "-q", a.lr_final_frac, "--grad-clip", clip, "-c", wd, "--beta1", b1, "--beta2", b2, "--eps", eps,
-             "-v", 0, "-s", 0]
-    with open(os.path.join(a.out_dir, "args"), "w") as f:
-        f.write("\n".join(str(x) for x in flags) + "\n")
+    clip = a.grad_clip
     print(f"Llama reference: C={a.channels} NH={a.heads} KV={a.kv_heads} H={a.hidden} L={a.layers} "
           f"{'tied' if a.tied else 'untied'} B={B} T={T} A={A} steps={S}: losses {losses[0]:.5f} .. {losses[-1]:.5f}, "
           f"norms {norms[0]:.4f} .. {norms[-1]:.4f}, {clipped} of {S} steps clip at {clip}")
@@ -150,28 +107,10 @@ def cmd_make(a):
 def cmd_compare(a):
     ref = np.load(os.path.join(a.out_dir, "ref.npz"))
     S, names = len(ref["losses"]), [str(n) for n in ref["names"]]
-    fails = 0
-
-    def check(ok, what):
-        nonlocal fails
-        print(("PASS " if ok else "FAIL ") + a.label + what)
-        fails += 0 if ok else 1
-
-    log = read_log(a.log)
-    check(len(log) == S, f"the log has {len(log)} steps, the reference {S}")
-    if len(log) != S:
+    check = Checks(a.label)
+    if not compare_log(a, ref, check):
         return 1
-    for key, ref_key, tol in (("loss", "losses", a.tol_loss), ("norm", "norms", a.tol_norm), ("lr", "lrs", 1e-6)):
-        got = np.array([d[key] if d[key] is not None else np.inf for d in log], dtype=np.float64)
-        rel = np.abs(got - ref[ref_key]) / np.abs(ref[ref_key])
-        check(bool(np.all(rel <= tol)), f"{key} at every step within {tol:g} relative (worst {rel.max():.2e} at step "
-              f"{rel.argmax() + 1}: {got[rel.argmax()]:.7g} vs {ref[ref_key][rel.argmax()]:.7g})")
-    with open(os.path.join(a.ckpt_dir, f"model_{S:08d}.bin"), "rb") as f:
-        hdr = np.frombuffer(f.read(1024), dtype="<i4")
-        params = np.frombuffer(f.read(), dtype="<f4")
-    with open(os.path.join(a.ckpt_dir, f"state_{S:08d}.bin"), "rb") as f:
-        f.read(1024)
-        mv = np.frombuffer(f.read(), dtype="<f4")
+    hdr, params, mv = read_checkpoint(a.ckpt_dir, S)
     P = params.size
     check(hdr[0] == LLAMA_MAGIC and mv.size == 2 * P, f"checkpoint at step {S}: a Llama model file and a state of {P} parameters")
     bad_p, bad_m, worst_p, worst_m, off = [], [], (0, ""), (0, ""), 0
@@ -196,46 +135,16 @@ def cmd_compare(a):
     check(not bad_m, f"all {len(names)} AdamW first-moment tensors within {a.tol_moment:g} relative (worst {worst_m[1]} "
           f"{worst_m[0]:.2e})" + ("; off: " + ", ".join(bad_m) if bad_m else ""))
     check(pads_zero, "the padded vocabulary rows stay exactly zero")
-    return 1 if fails else 0
+    return 1 if check.fails else 0
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("cmd", choices=["make", "compare"])
-    ap.add_argument("--out-dir", required=True)
-    ap.add_argument("--layers", type=int, default=2)
-    ap.add_argument("--channels", type=int, default=64)
-    ap.add_argument("--heads", type=int, default=4)
+    add_args(ap, channels=64, accum=2, steps=20, warmup=3)
     ap.add_argument("--kv-heads", type=int, default=2)
     ap.add_argument("--hidden", type=int, default=96)
     ap.add_argument("--tied", type=int, default=0)
-    ap.add_argument("--vocab", type=int, default=101)
-    ap.add_argument("--max-seq", type=int, default=64)
-    ap.add_argument("--batch", type=int, default=3)
-    ap.add_argument("--seq", type=int, default=33)
-    ap.add_argument("--accum", type=int, default=2)
-    ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--lr", type=float, default=3e-3)
-    ap.add_argument("--lr-final-frac", type=float, default=0.1)
-    ap.add_argument("--schedule", default="cosine", choices=["cosine", "linear"])
-    ap.add_argument("--weight-decay", type=float, default=0.5)
-    ap.add_argument("--grad-clip", type=float, default=1.0)
-    ap.add_argument("--eps", type=float, default=1e-6)
-    ap.add_argument("--seed", type=int, default=2024)
-    ap.add_argument("--log")
-    ap.add_argument("--ckpt-dir")
-    ap.add_argument("--label", default="")
-    ap.add_argument("--tol-loss", type=float, default=1e-5)
-    ap.add_argument("--tol-norm", type=float, default=1e-4)
-    ap.add_argument("--tol-param", type=float, default=1e-3)
-    ap.add_argument("--tol-moment", type=float, default=1e-4)
-    ap.add_argument("--verbose", action="store_true")
-    a = ap.parse_args()
-    if a.cmd == "make":
-        cmd_make(a)
-        return 0
-    return cmd_compare(a)
+    return run(ap.parse_args(), cmd_make, cmd_compare)
 
 
 if __name__ == "__main__":

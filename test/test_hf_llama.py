@@ -18,7 +18,6 @@ import math
 import os
 import shutil
 import struct
-import subprocess
 import sys
 import tempfile
 import warnings
@@ -41,26 +40,11 @@ except ImportError as e:
     sys.exit(0)
 
 transformers.logging.set_verbosity_error()
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PY = sys.executable
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_hf  # noqa: E402  (the GPT-2 suite's set-up: check and its counts, script, expect_error)
+from test_hf import ROOT, check, expect_error, script  # noqa: E402
+
 HAVE_QWEN3 = hasattr(transformers, "Qwen3ForCausalLM")
-passed = failed = 0
-
-
-def check(name, ok, detail=""):
-    global passed, failed
-    if ok:
-        passed += 1
-        print("PASS %s" % name)
-    else:
-        failed += 1
-        print("FAIL %s%s" % (name, (": " + detail[-1500:]) if detail else ""))
-    sys.stdout.flush()
-
-
-def script(name, *args):
-    return subprocess.run([PY, os.path.join(ROOT, "scripts", name)] + [str(x) for x in args], cwd=ROOT,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def read(path):
@@ -423,13 +407,6 @@ def test_llmc(work, untied, tied, tied_bin):
                  ["llmc_llama.py"], os.path.join(work, "llmc_exp"))
 
 
-def expect_error(name, args, want, nothing):
-    r = script(*args)
-    check("%s: exit 1 naming %s, nothing written" % (name, " and ".join(want)),
-          r.returncode == 1 and all(w in r.stdout for w in want) and not os.path.exists(nothing)
-          and "Traceback" not in r.stdout, r.stdout.strip())
-
-
 def test_refusals(work, m, qwen2_hf):
     base = os.path.join(work, "ref_base")
     m.save_pretrained(base)
@@ -617,8 +594,8 @@ def main():
     finally:
         if not a.work:
             shutil.rmtree(work, ignore_errors=True)
-    print("%d passed, %d failed" % (passed, failed))
-    sys.exit(1 if failed else 0)
+    print("%d passed, %d failed" % (test_hf.passed, test_hf.failed))
+    sys.exit(1 if test_hf.failed else 0)
 
 
 if __name__ == "__main__":
