@@ -807,11 +807,13 @@ static void check_unbiased_updates(void) {
 // passes that). The step's update as zero.h runs it, one plan over two segments of unit 4 (16-byte aligned, and
 // misaligned: the one-by-one path), args.t the update count 1, 2, .., K as trainer.h advances it, over n parameters
 // of random sign and size in [0.5, 4), each moved by the same small update at every step (a constant gradient, so
-// Adam's step is lr: 256 x 4e-6 is a quarter of bf16's gap at 1, and an element's place between its two bf16
+// Adam's step is lr: 256 x 4e-6 is an eighth of bf16's gap at 1, and an element's place between its two bf16
 // neighbours hardly moves, as in late training); beside it, the copy model.h makes at stages 1-3, on load and on
 // resume (backend_weights_from_master at model.h's seed of the unit at that version). The error of a working
-// weight, e = (w - p) / (the gap between p's two bf16 neighbours), in ulps: with 16 fresh uniform bits a draw, w is
-// one of the two neighbours and e has mean 0 exactly, lies in an interval of width 1, and the draws are independent.
+// weight, e = (|w| - |p|) / (the gap between p's two bf16 neighbours), in ulps (the draw carries into the magnitude,
+// so a bias shows in |w| whatever the sign; a signed error cancels between the signs): with 16 fresh uniform bits a
+// draw, w is one of the two neighbours and e has mean 0 exactly, lies in an interval of width 1, and the draws are
+// independent.
 // Hoeffding: a mean of N such draws is beyond eps with probability <= 2 exp(-2 N eps^2); the bounds below put
 // 2 N eps^2 >= 18.8, so each (element, version, overall) misses with probability <= 1.3e-8 and all 2 x 4353 of them
 // together with < 3e-5 (the inputs are fixed, so the verdict is too):
@@ -857,7 +859,7 @@ static void check_rounding_per_element(void) {
                 memcpy(&lo, &lo_bits, 4);
                 memcpy(&hi, &hi_bits, 4);
                 if (back[i] != lo && back[i] != hi) off_grid[k]++;
-                double e = ((double)back[i] - p[i]) / fabs((double)hi - lo);
+                double e = (fabs((double)back[i]) - fabs((double)p[i])) / fabs((double)hi - lo);  // up in magnitude: > 0
                 sum_el[k * n + i] += e;
                 ver += e;
             }
