@@ -802,6 +802,100 @@ static void check_unbiased_updates(void) {
     x_prec = PREC_FP32; x_bytes = 4;
 }
 
+// Stochastic rounding per element (issue 35): a fresh draw at every version for every element, not only a mean
+// that is right over the elements (check_unbiased_updates: a draw fixed per element, the same at every update,
+// passes that). The step's update as zero.h runs it, one plan over two segments of unit 4 (16-byte aligned, and
+// misaligned: the one-by-one path), args.t the update count 1, 2, .., K as trainer.h advances it, over n parameters
+// of random sign and size in [0.5, 4), each moved by the same small update at every step (a constant gradient, so
+// Adam's step is lr: 256 x 4e-6 is an eighth of bf16's gap at 1, and an element's place between its two bf16
+// neighbours hardly moves, as in late training); beside it, the copy model.h makes at stages 1-3, on load and on
+// resume (backend_weights_from_master at model.h's seed of the unit at that version). The error of a working
+// weight, e = (|w| - |p|) / (the gap between p's two bf16 neighbours), in ulps (the draw carries into the magnitude,
+// so a bias shows in |w| whatever the sign; a signed error cancels between the signs): with 16 fresh uniform bits a
+// draw, w is one of the two neighbours and e has mean 0 exactly, lies in an interval of width 1, and the draws are
+// independent.
+// Hoeffding: a mean of N such draws is beyond eps with probability <= 2 exp(-2 N eps^2); the bounds below put
+// 2 N eps^2 >= 18.8, so each (element, version, overall) misses with probability <= 1.3e-8 and all 2 x 4353 of them
+// together with < 3e-5 (the inputs are fixed, so the verdict is too):
+//   per element, over K = 256 versions:        eps 0.2 ulp   (2 K eps^2 = 20.5; its standard error <= 1/32)
+//   per version, over the n = 4096 elements:   eps 0.05 ulp  (20.5)
+//   overall, over the n K = 2^20 draws:        eps 0.003 ulp (18.9)
+// A draw fixed per element (the seed not depending on the version) leaves each element's bias at whichever of -f
+// and 1 - f its draw picked (f its place between the neighbours): up to a whole ulp. The same bits for every
+// element shift a version's mean over elements by u - 1/2 (u that version's draw); truncation is -f everywhere.
+static void check_rounding_per_element(void) {
+    x_prec = PREC_BF16; x_bytes = 2;
+    const size_t n = 4096, split = 2049;  // the second segment starts misaligned
+    const int K = 256, unit = 4;
+    uint64_t rng = 35;
+    float *p = (float *)mallocCheck(n * 4), *g = (float *)mallocCheck(n * 4), *z = (float *)callocCheck(n, 4);
+    for (size_t i = 0; i < n; i++) {
+        float sign = random_f32(&rng) < 0.5f ? -1.0f : 1.0f;
+        p[i] = sign * exp2f(-1.0f + 3.0f * random_f32(&rng));         // |p| in [0.5, 4)
+        g[i] = (random_f32(&rng) < 0.5f ? -1.0f : 1.0f) * (0.5f + random_f32(&rng));
+    }
+    float *dp = to_dev_f(p, n), *dg = to_dev_f(g, n), *dm = to_dev_f(z, n), *dv = to_dev_f(z, n);
+    floatX *w[2];
+    for (int k = 0; k < 2; k++) cudaCheck(cudaMalloc(&w[k], n * 2 + 16));
+    AdamWSegment segs[2] = {{dp, dg, dm, dv, split, 0, (void *)w[0], 0, unit},
+                            {dp + split, dg + split, dm + split, dv + split, n - split, 0, (void *)((bf16 *)w[0] + split), split, unit}};
+    void *plan = backend_adamw_plan(segs, 2);
+    double *sum_el = (double *)callocCheck(2 * n, sizeof(double)), worst_ver[2] = {0.0, 0.0}, total[2] = {0.0, 0.0};
+    size_t off_grid[2] = {0, 0};
+    float *back = (float *)mallocCheck(n * 4);
+    for (int t = 1; t <= K; t++) {
+        AdamWArgs args = {4e-6f, 0.9f, 0.95f, 1e-8f, 0.0f, 1.0f, t};
+        backend_adamw_run(plan, &args, 0);
+        backend_weights_from_master(w[1], dp, n, mix_seed((uint64_t)t * 1000003u + unit));  // model.h's seed
+        from_dev_f(p, dp, n);
+        for (int k = 0; k < 2; k++) {
+            from_dev_x(back, w[k], n);
+            double ver = 0.0;
+            for (size_t i = 0; i < n; i++) {
+                uint32_t bits;
+                memcpy(&bits, &p[i], 4);
+                uint32_t lo_bits = bits & 0xffff0000u, hi_bits = lo_bits + 0x10000u;
+                float lo, hi;
+                memcpy(&lo, &lo_bits, 4);
+                memcpy(&hi, &hi_bits, 4);
+                if (back[i] != lo && back[i] != hi) off_grid[k]++;
+                double e = (fabs((double)back[i]) - fabs((double)p[i])) / fabs((double)hi - lo);  // up in magnitude: > 0
+                sum_el[k * n + i] += e;
+                ver += e;
+            }
+            worst_ver[k] = fmax(worst_ver[k], fabs(ver / n));
+            total[k] += ver;
+        }
+    }
+    const char *path[2] = {"backend_adamw_run (fused)", "backend_weights_from_master"};
+    for (int k = 0; k < 2; k++) {
+        double worst_el = 0.0, ms = 0.0;
+        for (size_t i = 0; i < n; i++) {
+            double me = sum_el[k * n + i] / K;
+            worst_el = fmax(worst_el, fabs(me));
+            ms += me * me;
+        }
+        double overall = total[k] / ((double)n * K);
+        int ok = worst_el <= 0.2 && off_grid[k] == 0;
+        printf("%s bf16 %s, %d versions: each element's mean within 0.2 ulp of its master's: worst %.4f ulp, rms %.4f ulp "
+               "(%zu draws not a neighbour)\n", ok ? "PASS" : "FAIL", path[k], K, worst_el, sqrt(ms / n), off_grid[k]);
+        ok ? passes++ : fails++;
+        ok = worst_ver[k] <= 0.05;
+        printf("%s bf16 %s: each version's mean over %zu elements within 0.05 ulp: worst %.4f ulp\n", ok ? "PASS" : "FAIL",
+               path[k], n, worst_ver[k]);
+        ok ? passes++ : fails++;
+        ok = fabs(overall) <= 0.003;
+        printf("%s bf16 %s: the mean over all %zu draws within 0.003 ulp: %+.5f ulp\n", ok ? "PASS" : "FAIL", path[k],
+               n * K, overall);
+        ok ? passes++ : fails++;
+    }
+    backend_adamw_plan_free(plan);
+    cudaCheck(cudaFree(dp)); cudaCheck(cudaFree(dg)); cudaCheck(cudaFree(dm)); cudaCheck(cudaFree(dv));
+    cudaCheck(cudaFree(w[0])); cudaCheck(cudaFree(w[1]));
+    free(p); free(g); free(z); free(back); free(sum_el);
+    x_prec = PREC_FP32; x_bytes = 4;
+}
+
 // ms per call of fn, after 3 warm-up calls, over 20
 template <typename F>
 static float time_ms(F fn) {
@@ -996,6 +1090,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 3; i++) check_multi_adamw(precs[i]);
     check_verdict();
     check_unbiased_updates();
+    check_rounding_per_element();
     printf("%d passed, %d failed\n", passes, fails);
     return fails ? 1 : 0;
 }
