@@ -90,26 +90,6 @@ __device__ __forceinline__ void rope_pair(float x1, float x2, float c, float s, 
     y2 = fmaf(x2, c, __fmul_rn(x1, sn));
 }
 
-// Rotates (or un-rotates) in place the rows [0, rows) of a shared tile (rows ld apart) that hold positions
-// pos0 + r < T, columns [0, hs); the block's nthreads threads share the pairs, a pair at a time. Rows >= T (zero
-// fill) are left alone. The caller brackets it with barriers: the tile's loads landed before, readers after.
-template <typename floatT>
-__device__ __forceinline__ void attn_rope_tile(floatT *tile, int ld, int rows, int pos0, int T, int hs,
-                                               const float *__restrict__ cos_t, const float *__restrict__ sin_t,
-                                               bool inverse, int nthreads) {
-    const int h2 = hs / 2;
-    for (int idx = threadIdx.x; idx < rows * h2; idx += nthreads) {
-        const int r = idx / h2, i = idx % h2, p = pos0 + r;
-        if (p >= T) continue;
-        floatT *x = tile + (long)r * ld;
-        float y1, y2;
-        rope_pair(attn_to_float(x[i]), attn_to_float(x[i + h2]), cos_t[(long)p * h2 + i], sin_t[(long)p * h2 + i],
-                  inverse, y1, y2);
-        x[i] = attn_from_float<floatT>(y1);
-        x[i + h2] = attn_from_float<floatT>(y2);
-    }
-}
-
 // The backward's step 1: D[b, h, t] = sum_c dout[b, t, h*hs + c] * out[b, t, h*hs + c]. One warp per (b, h, t),
 // fixed lane order and butterfly, so deterministic. It also zeroes the 16-bit backward's nzero turn counters
 // (cuda/attention_mma.cuh), fewer than the rows.

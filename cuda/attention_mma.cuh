@@ -300,6 +300,29 @@ __device__ __forceinline__ void attn_tc_write(floatT *dst, long ld, const float 
     }
 }
 
+// RoPE (rope_pair) in place on the rows [0, ROWS) of a row-major shared tile that hold positions pos0 + r < T, columns
+// [0, hs); rows >= T (zero fill) are left alone. The block's THREADS threads share the ROWS x HS/2 pairs in a fixed,
+// unrolled pattern (pairs past hs/2 skipped), without a division by the run-time head size. The caller brackets it
+// with barriers: the tile's copies landed before, the readers after.
+template <typename floatT, int HS, int ROWS, int THREADS>
+__device__ __forceinline__ void attn_tc_rope_tile(floatT *tile, int pos0, int T, int hs, const float *__restrict__ cos_t,
+                                                  const float *__restrict__ sin_t) {
+    using L = AttnTc<floatT, HS>;
+    static_assert(ROWS * (HS / 2) % THREADS == 0, "whole rounds of pairs");
+    const int h2 = hs / 2;
+#pragma unroll 1  // one pair at a time: unrolled, the loads run ahead and the registers of the kernel's loop spill
+    for (int k = 0; k < ROWS * (HS / 2) / THREADS; k++) {
+        const int idx = threadIdx.x + k * THREADS, r = idx / (HS / 2), i = idx % (HS / 2), p = pos0 + r;
+        if (i >= h2 || p >= T) continue;
+        floatT *x = tile + r * L::LDR;
+        float y1, y2;
+        rope_pair(attn_to_float(x[i]), attn_to_float(x[i + h2]), cos_t[(long)p * h2 + i], sin_t[(long)p * h2 + i], false,
+                  y1, y2);
+        x[i] = attn_from_float<floatT>(y1);
+        x[i + h2] = attn_from_float<floatT>(y2);
+    }
+}
+
 // RoPE's transpose on a warp's 16 gradient rows: stage (the warp's own 16 rows of a row-major shared tile, LDR
 // apart) holds them as floatT, rounded as they would be stored (attn_pack); rows pos0 .. pos0 + 15 below T go to dst
 // (the head's row 0, rows ld apart) un-rotated (rope_pair), two columns of each half a lane at a time: the bits of
@@ -366,7 +389,7 @@ attn_tc_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floa
     cp_async_wait<0>();
     __syncthreads();
     if (rope_cos) {  // RoPE on the loaded Q tile, in place
-        attn_rope_tile(sm + 2 * L::TILE, L::LDR, ATT_TC_BQ, q0, T, hs, rope_cos, rope_sin, false, ATT_TC_THREADS);
+        attn_tc_rope_tile<floatT, HS, ATT_TC_BQ, ATT_TC_THREADS>(sm + 2 * L::TILE, q0, T, hs, rope_cos, rope_sin);
         __syncthreads();
     }
     uint32_t qa[HS / 16][4];
@@ -390,7 +413,7 @@ attn_tc_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floa
         cp_async_commit();
         floatT *Ks = sm + (kb & 1) * 2 * L::TILE, *Vs = Ks + L::TILE;
         if (rope_cos) {  // RoPE on this K tile, in place, while the next one loads
-            attn_rope_tile(Ks, L::LDR, ATT_TC_BK, k0, T, hs, rope_cos, rope_sin, false, ATT_TC_THREADS);
+            attn_tc_rope_tile<floatT, HS, ATT_TC_BK, ATT_TC_THREADS>(Ks, k0, T, hs, rope_cos, rope_sin);
             __syncthreads();
         }
         const AttnDiag dg(r_lo, k0);
@@ -528,7 +551,7 @@ attn_tc_bwd_kernel(floatT *__restrict__ dqkv, float *__restrict__ dq_acc, int *_
     cp_async_wait<0>();
     __syncthreads();
     if (rope_cos) {  // RoPE on the block's K tile, in place (each Q tile is rotated in its step)
-        attn_rope_tile(Ks, L::LDR, ATT_BK, k0, T, hs, rope_cos, rope_sin, false, ATT_THREADS);
+        attn_tc_rope_tile<floatT, HS, ATT_BK, ATT_THREADS>(Ks, k0, T, hs, rope_cos, rope_sin);
         __syncthreads();
     }
     uint32_t ka[L::KV_SMEM ? 1 : HS / 16][4], va[L::KV_SMEM ? 1 : HS / 16][4];  // unused when KV_SMEM
@@ -559,7 +582,7 @@ attn_tc_bwd_kernel(floatT *__restrict__ dqkv, float *__restrict__ dq_acc, int *_
         cp_async_commit();
         floatT *Qs = sm + buf * 2 * L::TILE, *dOs = Qs + L::TILE;
         if (rope_cos) {  // RoPE on this Q tile, in place, while the next one loads
-            attn_rope_tile(Qs, L::LDR, ATT_BQ, q0, T, hs, rope_cos, rope_sin, false, ATT_THREADS);
+            attn_tc_rope_tile<floatT, HS, ATT_BQ, ATT_THREADS>(Qs, q0, T, hs, rope_cos, rope_sin);
             __syncthreads();
         }
         const float *lse_b = lse_s + buf * 64, *D_b = D_s + buf * 64;
