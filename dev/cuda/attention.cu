@@ -51,6 +51,15 @@
 //    255 (604 bytes at 128); v1's dQ 240 / 255 (432 bytes), dK/dV 255 / 255 (1032 bytes). Shared memory per block:
 //    forward 36,864 / 69,632 bytes, backward 56,320 / 97,280 (Q, dout x 2, K, dS^T 64 x 72, lse and D x 2).
 //    Not timed on a GPU (none was available for this change): `./dev/cuda/attention bench` prints new, v2 and v1.
+//  * RoPE in the loads (the Llama family without QK-norm; the rope_shapes cases): with the angle tables the kernels
+//    rotate each Q and K tile as it lands (16-bit: in shared memory, one extra barrier per tile; fp32: element by
+//    element from global memory) and un-rotate dQ and dK through the warp's own shared rows before writing them, so
+//    the model runs no RoPE pass over q and k. ptxas (nvcc 13.0, sm_90a), before -> after, hs 64 / 128: 16-bit forward
+//    128 / 228 registers, no spill -> 128 / 229, 4 / 0 bytes spilled; 16-bit backward 255 / 255, 0 / 32 bytes spilled
+//    -> 255 / 255, 8 / 8; fp32 forward 80 / 95 -> 80 / 96, dK/dV unchanged (128 / 250, 8 / 0 bytes), dQ 80 / 128 with
+//    12 / 0 bytes spilled -> 95 / 128, none. The tables are read from L2 in every block that loads a tile (at the d12
+//    GQA shape about 0.28 GB forward and 0.44 GB backward a layer, against the 0.126 GB of DRAM traffic the two
+//    passes cost): not yet timed on a GPU.
 //  * Measured on an H100 (B=8, T=1024, NH=12, hs=64, bf16) before issue #22 (the kernels now in
 //    attention_v1.cuh): forward 0.138 ms (93 TFLOP/s), backward 0.426 ms (76 TFLOP/s); Nsight Compute showed the
 //    forward latency-bound at 3 warps per scheduler (registers). The current kernels are not yet timed on a GPU:
