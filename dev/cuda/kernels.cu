@@ -987,6 +987,13 @@ static void bench_llama(int B, int T, int NH, int KV, int hd, int H) {
     printf("  %-34s %8.3f ms  %7.1f TFLOP/s\n", "attention_gqa_forward (flash)", ms, fl / (ms * 1e9));
     ms = time_ms([&] { attention_gqa_backward(c, a, b, a, lse, B, T, NH, KV, hd, NULL, NULL); });
     printf("  %-34s %8.3f ms  %7.1f TFLOP/s\n", "attention_gqa_backward (flash)", ms, 2.5 * fl / (ms * 1e9));
+    // RoPE in the kernels' loads (model.h without QK-norm) against the lines above plus the two rope passes
+    ms = time_ms([&] { attention_gqa_forward(a, lse, b, B, T, NH, KV, hd, dct, dst); });
+    printf("  %-34s %8.3f ms  %7.1f TFLOP/s\n", "attention_gqa_fwd + RoPE in loads", ms, fl / (ms * 1e9));
+    ms = time_ms([&] { attention_gqa_backward(c, a, b, a, lse, B, T, NH, KV, hd, dct, dst); });
+    printf("  %-34s %8.3f ms  %7.1f TFLOP/s\n", "attention_gqa_bwd + RoPE in loads", ms, 2.5 * fl / (ms * 1e9));
+    ms = time_ms([&] { rope_backward(a, dct, dst, B, T, NH, KV, hd); });
+    printf("  %-34s %8.3f ms  %7.0f GB/s\n", "rope_backward (in place, dq and dk)", ms, GBS(2 * BT * (NH + KV) * hd * xb));
 #undef GBS
     cudaCheck(cudaDeviceSynchronize());
 }
