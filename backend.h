@@ -113,13 +113,20 @@ static void rope_backward(floatX *dqkv, const float *cos, const float *sin, int 
 // backward OVERWRITES dinp (N, 2H).
 static void swiglu_forward(floatX *out, const floatX *inp, int N, int H);
 static void swiglu_backward(floatX *dinp, const floatX *dout, const floatX *inp, int N, int H);
-// Grouped-query causal attention on the packed qkv (after RoPE): query head h reads key/value head h / (NH / KV),
+// Grouped-query causal attention on the packed qkv: query head h reads key/value head h / (NH / KV),
 // scale 1 / sqrt(hd). out (B, T, NH hd); att: backend_att_saved_floats(B, NH, T) floats kept for the backward;
 // the workspace is attention_workspace's (backend_att_workspace_bytes(B, NH, T, NH * hd)). The backward OVERWRITES
 // dqkv (B, T, R). With KV = NH these are attention_forward/backward's maths (the CPU build's, bit for bit).
-static void attention_gqa_forward(floatX *out, float *att, const floatX *qkv, int B, int T, int NH, int KV, int hd);
+// rope_cos, rope_sin NULL: q and k in qkv are after RoPE. Not NULL (RoPE's tables, row t for token t): q and k are
+// before it, the calls are rope_forward on a copy and then attention, and the backward's dqkv is rope_backward's
+// (the gradient before RoPE). backend_fuses_rope says whether the build does that in the attention kernels' loads
+// (the CUDA build: no pass of its own over q and k), which is when model.h passes the tables.
+static int backend_fuses_rope(void);
+static void attention_gqa_forward(floatX *out, float *att, const floatX *qkv, int B, int T, int NH, int KV, int hd,
+                                  const float *rope_cos, const float *rope_sin);
 static void attention_gqa_backward(floatX *dqkv, const floatX *dout, const floatX *qkv, const floatX *out,
-                                   const float *att, int B, int T, int NH, int KV, int hd);
+                                   const float *att, int B, int T, int NH, int KV, int hd, const float *rope_cos,
+                                   const float *rope_sin);
 // Decoding one token at position t: q (NH hd, after RoPE) against the key/value cache rows 0..t (its own key and
 // value already stored at row t). kcache, vcache: (rows, KV hd) each, of one layer. out (NH hd).
 static void attention_gqa_decode(floatX *out, const floatX *q, const floatX *kcache, const floatX *vcache, int t, int NH,

@@ -502,14 +502,22 @@ static void block_norm_backward(const Model *m, floatX *dinp, float *dw, float *
     else layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, d->C);
 }
 
+// Whether attention applies RoPE as it reads q and k (backend_fuses_rope: the CUDA build), so that a->qkv keeps them
+// unrotated and no pass of RoPE's own runs, forward or backward: the Llama family without QK-norm, outside
+// decoding (the key/value cache holds rotated keys, so decoding rotates the new token's q and k in a pass).
+static int block_rope_in_attention(const Model *m) {
+    return m->llama && !m->config.llama.qk_norm && !m->decoding && backend_fuses_rope();
+}
+
 // The q/k/v matmul and what follows it, for B sequences of T tokens at positions pos0.. (pos0 > 0: decoding):
-// a->qkv ends as attention reads it. Where QK-norm is on, the matmul writes qkv_pre.
+// a->qkv ends as attention reads it (q and k unrotated where block_rope_in_attention). Where QK-norm is on, the
+// matmul writes qkv_pre.
 static void block_qkv_forward(const Model *m, const ActivationTensors *a, const LayerWeights *w, int B, int T, int pos0,
                               const BlockDims *d) {
     int BT = B * T;
     int qk_norm = m->llama && m->config.llama.qk_norm;
     matmul_forward(qk_norm ? a->qkv_pre : a->qkv, a->ln1, w->qkvw, w->qkvb, BT, d->C, d->QKV);
-    if (!m->llama) return;
+    if (!m->llama || block_rope_in_attention(m)) return;
     if (qk_norm) qknorm_forward(a->qkv, a->qk_rstd, a->qkv_pre, w->qnormw, w->knormw, BT, d->NH, d->KV, d->hd, d->eps);
     size_t row = (size_t)pos0 * (d->hd / 2);
     rope_forward(a->qkv, m->rope_cos + row, m->rope_sin + row, B, T, d->NH, d->KV, d->hd);
@@ -588,7 +596,11 @@ static void layer_forward(Model *m, int l, int B, int T) {
     PROF(MOD_QKV, MATMUL_FLOPS(BT, C, d.QKV));
     block_qkv_forward(m, &a, &w, B, T, 0, &d);
     PROF(MOD_ATTENTION, ATTENTION_FLOPS(B, T, d.ATT));
-    if (m->llama) attention_gqa_forward(a.atty, a.att, a.qkv, B, T, d.NH, d.KV, d.hd);
+    if (m->llama) {
+        int fused = block_rope_in_attention(m);
+        attention_gqa_forward(a.atty, a.att, a.qkv, B, T, d.NH, d.KV, d.hd, fused ? m->rope_cos : NULL,
+                              fused ? m->rope_sin : NULL);
+    }
     else attention_forward(a.atty, a.att, a.qkv, B, T, C, d.NH);
     proj_residual_forward(a.residual2, a.attproj, x, a.atty, w.attprojw, w.attprojb, BT, d.ATT, C, MOD_ATTPROJ, 1);
     PROF(MOD_LAYERNORM, 0);
@@ -654,8 +666,10 @@ static void layer_backward(Model *m, int l, int B, int T) {
     PROF(MOD_ATTENTION, 2.0 * ATTENTION_FLOPS(B, T, d.ATT));
     floatX *dqkv = ga->dqkv;
     if (m->llama) {
-        attention_gqa_backward(ga->dqkv, ga->datty, a.qkv, a.atty, a.att, B, T, d.NH, d.KV, d.hd);
-        rope_backward(ga->dqkv, m->rope_cos, m->rope_sin, B, T, d.NH, d.KV, d.hd);
+        int fused = block_rope_in_attention(m);  // dQ and dK come back un-rotated from the kernels
+        attention_gqa_backward(ga->dqkv, ga->datty, a.qkv, a.atty, a.att, B, T, d.NH, d.KV, d.hd, fused ? m->rope_cos : NULL,
+                               fused ? m->rope_sin : NULL);
+        if (!fused) rope_backward(ga->dqkv, m->rope_cos, m->rope_sin, B, T, d.NH, d.KV, d.hd);
         if (m->config.llama.qk_norm) {
             qknorm_backward(ga->dqkv_pre, g.qnormw, g.knormw, ga->dqkv, a.qkv_pre, w.qnormw, w.knormw, a.qk_rstd, BT,
                             d.NH, d.KV, d.hd);

@@ -14,6 +14,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 #include "../utils.h"
 #include "../arch.h"  // RopeParams and rope_table: the angle tables, shared with the CUDA build
 #include "attention.h"  // gqa_attention_*: the attention GPT-2 runs at KV = NH
@@ -209,14 +210,32 @@ static void gqa_attention_decode(float *out, const float *q, const float *kcache
     gqa_attention_decode_rows(out, q, kcache, vcache, (long)KV * hd, t, NH, KV, hd);
 }
 
-// backend.h's grouped-query attention, on the kernels above.
-static void attention_gqa_forward(float *out, float *att, const float *qkv, int B, int T, int NH, int KV, int hd) {
-    gqa_attention_forward(out, att, qkv, B, T, NH, KV, hd);
+// backend.h's grouped-query attention, on the kernels above. With RoPE's tables (q and k unrotated) the CPU build
+// rotates a copy of qkv first, the two kernels in turn; model.h does not ask for it (backend_fuses_rope: 0, it runs
+// rope_forward/backward as passes of their own), so this path costs the model nothing and keeps its numbers.
+static int backend_fuses_rope(void) { return 0; }
+static float *gqa_rope_copy(const float *qkv, const float *rope_cos, const float *rope_sin, int B, int T, int NH, int KV,
+                            int hd) {
+    size_t n = (size_t)B * T * (NH + 2 * KV) * hd;
+    float *r = (float *)mallocCheck(n * sizeof(float));
+    memcpy(r, qkv, n * sizeof(float));
+    rope_forward(r, rope_cos, rope_sin, B, T, NH, KV, hd);
+    return r;
+}
+static void attention_gqa_forward(float *out, float *att, const float *qkv, int B, int T, int NH, int KV, int hd,
+                                  const float *rope_cos, const float *rope_sin) {
+    float *r = rope_cos ? gqa_rope_copy(qkv, rope_cos, rope_sin, B, T, NH, KV, hd) : NULL;
+    gqa_attention_forward(out, att, r ? r : qkv, B, T, NH, KV, hd);
+    free(r);
 }
 static void attention_gqa_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
-                                   const float *att, int B, int T, int NH, int KV, int hd) {
+                                   const float *att, int B, int T, int NH, int KV, int hd, const float *rope_cos,
+                                   const float *rope_sin) {
     (void)out;  // the saved softmax is all the CPU backward needs
-    gqa_attention_backward(dqkv, dout, qkv, att, B, T, NH, KV, hd);
+    float *r = rope_cos ? gqa_rope_copy(qkv, rope_cos, rope_sin, B, T, NH, KV, hd) : NULL;
+    gqa_attention_backward(dqkv, dout, r ? r : qkv, att, B, T, NH, KV, hd);
+    if (r) rope_backward(dqkv, rope_cos, rope_sin, B, T, NH, KV, hd);
+    free(r);
 }
 static void attention_gqa_decode(float *out, const float *q, const float *kcache, const float *vcache, int t, int NH,
                                  int KV, int hd) {

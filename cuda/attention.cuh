@@ -75,9 +75,13 @@ static void attn_dispatch_hs(int hs_padded, F &&f) {
 
 // out (B, T, C) and lse (B, NH, T) from qkv (B, T, C + 2 KV hs): NH query heads, KV key/value heads (KV <= 0: NH,
 // GPT-2's (B, T, 3C)); query head h reads key/value head h / (NH / KV) in place.
+// RoPE (the Llama family): with the angle tables rope_cos, rope_sin ((>= T, hs/2) fp32 each, row t for position t)
+// qkv holds q and k unrotated, and the kernels rotate each Q and K tile as they load it (attention_common.cuh's
+// rope_pair: the bits of cuda/llama.cuh's rope_forward pass first); NULL: q and k are used as stored.
 template <typename floatT>
 static void flash_attention_forward(floatT *out, float *lse, const floatT *qkv, int B, int T, int C, int NH,
-                              cudaStream_t stream, int KV = 0) {
+                              cudaStream_t stream, int KV = 0, const float *rope_cos = nullptr,
+                              const float *rope_sin = nullptr) {
     if (KV <= 0) KV = NH;
     const int hsp = attn_check_shape<floatT>("attention_forward", B, T, C, NH, KV);
     if (sizeof(floatT) == 2) attn_check_aligned("attention_forward", "qkv", qkv);
@@ -89,11 +93,13 @@ static void flash_attention_forward(floatT *out, float *lse, const floatT *qkv, 
             const size_t smem = AttnTc<floatT, HS>::FWD_BYTES;
             const dim3 grid_tc((T + ATT_TC_BQ - 1) / ATT_TC_BQ, B * NH);
             attn_allow_smem(attn_tc_fwd_kernel<floatT, HS>, smem, "attention_forward", attn_type_name<floatT>(), B, T, C, NH);
-            LAUNCH(grid_tc, ATT_TC_THREADS, smem, stream, attn_tc_fwd_kernel<floatT, HS>)(out, lse, qkv, T, C, NH, KV, scale);
+            LAUNCH(grid_tc, ATT_TC_THREADS, smem, stream, attn_tc_fwd_kernel<floatT, HS>)(out, lse, qkv, T, C, NH, KV, scale,
+                                                                                         rope_cos, rope_sin);
         } else {
             const size_t smem = AttnSmem<floatT, HS>::FWD_BYTES;
             attn_allow_smem(attn_fwd_kernel<floatT, HS>, smem, "attention_forward", attn_type_name<floatT>(), B, T, C, NH);
-            LAUNCH(grid, ATT_THREADS, smem, stream, attn_fwd_kernel<floatT, HS>)(out, lse, qkv, T, C, NH, KV, scale);
+            LAUNCH(grid, ATT_THREADS, smem, stream, attn_fwd_kernel<floatT, HS>)(out, lse, qkv, T, C, NH, KV, scale, rope_cos,
+                                                                                rope_sin);
         }
         cudaCheck(cudaGetLastError());
     });
@@ -113,9 +119,12 @@ static inline size_t attn_bwd_scratch_floats(size_t elem_bytes, int B, int T, in
 // dqkv (B, T, C + 2 KV hs), every element overwritten, from dout (B, T, C), qkv, out and lse of the forward; dK and dV
 // of a key/value head summed over its group's query heads in order (KV <= 0: NH).
 // scratch: attn_bwd_scratch_floats(sizeof(floatT), B, T, C, NH) floats, 16-byte aligned.
+// RoPE as in the forward (the same tables, qkv unrotated): Q and K rotated as loaded, and dQ, dK rotated back (the
+// transpose) before they are written, so dqkv is the gradient with respect to the unrotated q and k.
 template <typename floatT>
 static void flash_attention_backward(floatT *dqkv, float *scratch, const floatT *dout, const floatT *qkv, const floatT *out,
-                               const float *lse, int B, int T, int C, int NH, cudaStream_t stream, int KV = 0) {
+                               const float *lse, int B, int T, int C, int NH, cudaStream_t stream, int KV = 0,
+                               const float *rope_cos = nullptr, const float *rope_sin = nullptr) {
     if (KV <= 0) KV = NH;
     const int hsp = attn_check_shape<floatT>("attention_backward", B, T, C, NH, KV);
     if (sizeof(floatT) == 2) {
@@ -140,16 +149,17 @@ static void flash_attention_backward(floatT *dqkv, float *scratch, const floatT 
             using L = AttnTc<floatT, HS>;
             attn_allow_smem(attn_tc_bwd_kernel<floatT, HS>, L::BWD_BYTES, "attention_backward", ty, B, T, C, NH);
             LAUNCH(grid_kv, ATT_THREADS, L::BWD_BYTES, stream, attn_tc_bwd_kernel<floatT, HS>)(dqkv, dq_acc, turns, dout, qkv, lse,
-                                                                                              scratch, T, C, NH, KV, scale);
+                                                                                              scratch, T, C, NH, KV, scale,
+                                                                                              rope_cos, rope_sin);
         } else {
             const size_t smem = AttnSmem<floatT, HS>::BWD_BYTES;
             attn_allow_smem(attn_bwd_dkdv_kernel<floatT, HS>, smem, "attention_backward", ty, B, T, C, NH);
             LAUNCH(grid_kv, ATT_THREADS, smem, stream, attn_bwd_dkdv_kernel<floatT, HS>)(dqkv, dout, qkv, lse, scratch, T, C, NH,
-                                                                                        KV, scale);
+                                                                                        KV, scale, rope_cos, rope_sin);
             cudaCheck(cudaGetLastError());
             attn_allow_smem(attn_bwd_dq_kernel<floatT, HS>, smem, "attention_backward", ty, B, T, C, NH);
             LAUNCH(grid, ATT_THREADS, smem, stream, attn_bwd_dq_kernel<floatT, HS>)(dqkv, dout, qkv, lse, scratch, T, C, NH, KV,
-                                                                                   scale);
+                                                                                   scale, rope_cos, rope_sin);
         }
         cudaCheck(cudaGetLastError());
     });
@@ -183,16 +193,21 @@ static void attention_backward(floatX *dqkv, const floatX *dout, const floatX *q
 // out (B, T, NH hd); att keeps each query row's logsumexp (B, NH, T) as attention_forward's does, not the CPU
 // build's softmax. The backward takes the forward's output as GPT-2's attention_backward does (its row dots D).
 // KV = NH runs GPT-2's kernels on the same addresses: the same bits as attention_forward and attention_backward.
-static void attention_gqa_forward(floatX *out, float *att, const floatX *qkv, int B, int T, int NH, int KV, int hd) {
-    WITH_X(flash_attention_forward((xt *)out, att, (const xt *)qkv, B, T, NH * hd, NH, main_stream, KV));
+// rope_cos, rope_sin (not NULL): RoPE in the kernels' loads of q and k (flash_attention_forward), which this build
+// offers (backend_fuses_rope): the bits of rope_forward and then these calls without tables, and in the backward of
+// these calls and then rope_backward.
+static int backend_fuses_rope(void) { return 1; }
+static void attention_gqa_forward(floatX *out, float *att, const floatX *qkv, int B, int T, int NH, int KV, int hd,
+                                  const float *rope_cos, const float *rope_sin) {
+    WITH_X(flash_attention_forward((xt *)out, att, (const xt *)qkv, B, T, NH * hd, NH, main_stream, KV, rope_cos, rope_sin));
 }
 static void attention_gqa_backward(floatX *dqkv, const floatX *dout, const floatX *qkv, const floatX *out, const float *att,
-                                   int B, int T, int NH, int KV, int hd) {
+                                   int B, int T, int NH, int KV, int hd, const float *rope_cos, const float *rope_sin) {
     WITH_X({
         const size_t n = attn_bwd_scratch_floats(sizeof(xt), B, T, NH * hd, NH);
         float *ws = n <= attn_ws_floats ? attn_ws : scratch_get(n);
         flash_attention_backward((xt *)dqkv, ws, (const xt *)dout, (const xt *)qkv, (const xt *)out, att, B, T, NH * hd, NH,
-                                 main_stream, KV);
+                                 main_stream, KV, rope_cos, rope_sin);
     });
 }
 

@@ -75,6 +75,21 @@ template <> inline __host__ __device__ float attn_from_float<float>(float x) { r
 template <> inline __host__ __device__ __nv_bfloat16 attn_from_float<__nv_bfloat16>(float x) { return __float2bfloat16(x); }
 template <> inline __host__ __device__ __half attn_from_float<__half>(float x) { return __float2half(x); }
 
+// ---- RoPE where attention reads q and k (the Llama family without QK-norm: cuda/attention.cuh's rope tables) ----
+// Rotate-half (cpu/llama.h's rope_heads): the pair (x1, x2) = (x[i], x[i + hs/2]) of a q or k row at position t
+// becomes (x1 c - x2 s, x2 c + x1 s), c and s row t, column i of the fp32 (maxT, hs/2) tables; `inverse` applies
+// the transpose (d1 c + d2 s, d2 c - d1 s), which takes a gradient with respect to the rotated row back to the
+// unrotated one. The rounding is spelled out, one product rounded (__fmul_rn, never contracted) and one fused
+// into the add (fmaf), so that no compiler can contract the two call sites differently (nvcc contracts a * b - c * d
+// as it sees fit, and so does g++ in C++ mode, the emulator's): cuda/llama.cuh's rope_kernel calls this too, so
+// the separate pass and the rotation on load compute the same fp32 value from the same stored one, and round it
+// once to the same bits.
+__device__ __forceinline__ void rope_pair(float x1, float x2, float c, float s, bool inverse, float &y1, float &y2) {
+    const float sn = inverse ? -s : s;  // negation is exact: x1 c + x2 s is x1 c - x2 (-s) to the bit
+    y1 = fmaf(x1, c, -__fmul_rn(x2, sn));
+    y2 = fmaf(x2, c, __fmul_rn(x1, sn));
+}
+
 // The backward's step 1: D[b, h, t] = sum_c dout[b, t, h*hs + c] * out[b, t, h*hs + c]. One warp per (b, h, t),
 // fixed lane order and butterfly, so deterministic. It also zeroes the 16-bit backward's nzero turn counters
 // (cuda/attention_mma.cuh), fewer than the rows.

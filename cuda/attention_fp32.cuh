@@ -36,13 +36,27 @@ struct AttnSmem {
 };
 
 // Rows [row0, row0 + 64) of one head's hs columns into a shared tile [64][LD]. src points at row 0 of the
-// head's columns, rows ld_src apart. Rows >= T and the pad columns hs..HS are zero.
+// head's columns, rows ld_src apart. Rows >= T and the pad columns hs..HS are zero. With RoPE's tables (cos_t not
+// NULL: q and k of the Llama family, stored unrotated) each element is rotated as it is loaded, from its pair's two
+// stored values (rope_pair: the separate pass's arithmetic, so the tile holds the same bits as after that pass).
 template <typename floatT, int HS, int LD>
-__device__ void attn_load_tile(floatT *dst, const floatT *__restrict__ src, long ld_src, int row0, int T, int hs) {
+__device__ void attn_load_tile(floatT *dst, const floatT *__restrict__ src, long ld_src, int row0, int T, int hs,
+                               const float *__restrict__ cos_t = nullptr, const float *__restrict__ sin_t = nullptr) {
+    const int h2 = hs / 2;
     for (int idx = threadIdx.x; idx < ATT_BQ * HS; idx += ATT_THREADS) {
         const int r = idx / HS, c = idx % HS;
         float v = 0.0f;
-        if (row0 + r < T && c < hs) v = src[(long)(row0 + r) * ld_src + c];
+        if (row0 + r < T && c < hs) {
+            const floatT *x = src + (long)(row0 + r) * ld_src;
+            v = x[c];
+            if (cos_t) {
+                const int i = c < h2 ? c : c - h2;
+                const long a = (long)(row0 + r) * h2 + i;
+                float y1, y2;
+                rope_pair(attn_to_float(x[i]), attn_to_float(x[i + h2]), cos_t[a], sin_t[a], false, y1, y2);
+                v = c < h2 ? y1 : y2;
+            }
+        }
         dst[r * LD + c] = v;
     }
 }
@@ -118,6 +132,28 @@ struct AttnWarpAcc {
             for (int q = 0; q < NQ; q++)
                 if (r < nrows && lane + 32 * q < hs) dst[r * ld_dst + lane + 32 * q] = mul * v[r][q];
     }
+    // write() for a gradient with respect to RoPE-rotated rows at positions pos0 .. pos0 + nrows - 1: the values are
+    // staged (as floatT stores them) in the warp's own 16 rows of shared memory, stage [16][ld_stage], and written
+    // un-rotated (RoPE's transpose, rope_pair), the bits of write() followed by the separate rope_backward pass.
+    __device__ void write_unrope(floatT *dst, long ld_dst, int nrows, int hs, float mul, floatT *stage, int ld_stage,
+                                 int pos0, const float *__restrict__ cos_t, const float *__restrict__ sin_t) {
+        const int lane = threadIdx.x & 31, h2 = hs / 2;
+#pragma unroll
+        for (int r = 0; r < 16; r++)
+#pragma unroll
+            for (int q = 0; q < NQ; q++)
+                if (lane + 32 * q < HS) stage[r * ld_stage + lane + 32 * q] = attn_from_float<floatT>(mul * v[r][q]);
+        __syncwarp();  // the pairs cross lanes
+        for (int idx = lane; idx < nrows * h2; idx += 32) {
+            const int r = idx / h2, i = idx % h2;
+            const long a = (long)(pos0 + r) * h2 + i;
+            float y1, y2;
+            rope_pair(attn_to_float(stage[r * ld_stage + i]), attn_to_float(stage[r * ld_stage + i + h2]), cos_t[a],
+                      sin_t[a], true, y1, y2);
+            dst[r * ld_dst + i] = attn_from_float<floatT>(y1);
+            dst[r * ld_dst + i + h2] = attn_from_float<floatT>(y2);
+        }
+    }
 };
 
 // Forward. Block (x, b*NH + h) owns query rows [64 qb, 64 qb + 64), qb = nqb - 1 - x (the longest rows start
@@ -128,7 +164,7 @@ struct AttnWarpAcc {
 template <typename floatT, int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
 attn_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floatT *__restrict__ qkv, int T, int C, int NH,
-                int KV, float scale) {
+                int KV, float scale, const float *__restrict__ rope_cos, const float *__restrict__ rope_sin) {
     using L = AttnSmem<floatT, HS>;
     DYNAMIC_SHARED(unsigned char, attn_smem);
     floatT *Qs = reinterpret_cast<floatT *>(attn_smem + L::FWD_Q);
@@ -144,7 +180,7 @@ attn_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floatT 
     const floatT *q_g = blk.q, *k_g = blk.k, *v_g = blk.v;  // row t of the head's q at q_g + t * C3 (k, v: its group's)
     const int q0 = qb * ATT_BQ;
 
-    attn_load_tile<floatT, HS, L::LDH>(Qs, q_g, C3, q0, T, hs);
+    attn_load_tile<floatT, HS, L::LDH>(Qs, q_g, C3, q0, T, hs, rope_cos, rope_sin);
     for (int i = threadIdx.x; i < ATT_BQ * L::LDO; i += ATT_THREADS) Os[i] = 0.0f;
 
     const floatT *Qw = Qs + warp * 16 * L::LDH;
@@ -159,7 +195,7 @@ attn_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floatT 
     for (int kb = 0; kb <= qb; kb++) {
         const int k0 = kb * ATT_BK;
         __syncthreads();  // every warp is done with the previous K, V (and Q, O are initialised)
-        attn_load_tile<floatT, HS, L::LDH>(Ks, k_g, C3, k0, T, hs);
+        attn_load_tile<floatT, HS, L::LDH>(Ks, k_g, C3, k0, T, hs, rope_cos, rope_sin);
         attn_load_tile<floatT, HS, L::LDH>(Vs, v_g, C3, k0, T, hs);
         __syncthreads();
         // On the diagonal tile (k0 == q0) warp w's rows see keys j <= 16 w + 15 only: 16-blocks 0..w.
@@ -216,7 +252,7 @@ template <typename floatT, int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
 attn_bwd_dkdv_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout, const floatT *__restrict__ qkv,
                      const float *__restrict__ lse, const float *__restrict__ rowdot, int T, int C, int NH, int KV,
-                     float scale) {
+                     float scale, const float *__restrict__ rope_cos, const float *__restrict__ rope_sin) {
     using L = AttnSmem<floatT, HS>;
     DYNAMIC_SHARED(unsigned char, attn_smem);
     floatT *Qs = reinterpret_cast<floatT *>(attn_smem + L::BWD_Q);
@@ -235,9 +271,9 @@ attn_bwd_dkdv_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout,
     const long C3 = blk.C3;
     const floatT *k_g = blk.k, *v_g = blk.v;
 
-    attn_load_tile<floatT, HS, L::LDH>(Ks, k_g, C3, k0, T, hs);
+    attn_load_tile<floatT, HS, L::LDH>(Ks, k_g, C3, k0, T, hs, rope_cos, rope_sin);
     attn_load_tile<floatT, HS, L::LDH>(Vs, v_g, C3, k0, T, hs);
-    const floatT *Kw = Ks + warp * 16 * L::LDH, *Vw = Vs + warp * 16 * L::LDH;
+    floatT *Kw = Ks + warp * 16 * L::LDH, *Vw = Vs + warp * 16 * L::LDH;
     float *Sw = Ss + warp * 16 * L::LDS, *dPw = dPs + warp * 16 * L::LDS;
     floatT *Pw = Ps + warp * 16 * L::LDP, *dSw = dSs + warp * 16 * L::LDP;
     AttnWarpAcc<floatT, HS> dk, dv;
@@ -251,7 +287,7 @@ attn_bwd_dkdv_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout,
         const int q0 = qb * ATT_BQ, bh = blk.bh;
         const floatT *q_g = blk.q, *do_g = blk.dout;
         __syncthreads();  // every warp is done with the previous Q, dout, lse, D (and K, V are loaded)
-        attn_load_tile<floatT, HS, L::LDH>(Qs, q_g, C3, q0, T, hs);
+        attn_load_tile<floatT, HS, L::LDH>(Qs, q_g, C3, q0, T, hs, rope_cos, rope_sin);
         attn_load_tile<floatT, HS, L::LDH>(dOs, do_g, C, q0, T, hs);
         for (int i = threadIdx.x; i < ATT_BQ; i += ATT_THREADS) {
             const int tq = q0 + i;
@@ -279,10 +315,14 @@ attn_bwd_dkdv_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout,
         dv.add(Pw, L::LDP, dOs, L::LDH, nb0, ATT_BQ / 16);
         dk.add(dSw, L::LDP, Qs, L::LDH, nb0, ATT_BQ / 16);
     }
-    // no barrier: write() goes from registers to global memory
+    // no barrier: write() goes from registers to global memory, and write_unrope stages in the warp's own K rows,
+    // which only this warp read
     const int key0 = k0 + warp * 16, nrows = T - key0 < 16 ? T - key0 : 16;
     if (nrows > 0) {
-        dk.write(dqkv + blk.k_at + (long)key0 * C3, C3, nrows, hs, scale);
+        if (rope_cos)
+            dk.write_unrope(dqkv + blk.k_at + (long)key0 * C3, C3, nrows, hs, scale, Kw, L::LDH, key0, rope_cos, rope_sin);
+        else
+            dk.write(dqkv + blk.k_at + (long)key0 * C3, C3, nrows, hs, scale);
         dv.write(dqkv + blk.v_at + (long)key0 * C3, C3, nrows, hs, 1.0f);
     }
 }
@@ -293,7 +333,8 @@ attn_bwd_dkdv_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout,
 template <typename floatT, int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
 attn_bwd_dq_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout, const floatT *__restrict__ qkv,
-                   const float *__restrict__ lse, const float *__restrict__ rowdot, int T, int C, int NH, int KV, float scale) {
+                   const float *__restrict__ lse, const float *__restrict__ rowdot, int T, int C, int NH, int KV, float scale,
+                   const float *__restrict__ rope_cos, const float *__restrict__ rope_sin) {
     using L = AttnSmem<floatT, HS>;
     DYNAMIC_SHARED(unsigned char, attn_smem);
     floatT *Qs = reinterpret_cast<floatT *>(attn_smem + L::BWD_Q);
@@ -311,14 +352,14 @@ attn_bwd_dq_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout, c
     const long C3 = blk.C3;
     const floatT *q_g = blk.q, *k_g = blk.k, *v_g = blk.v, *do_g = blk.dout;
 
-    attn_load_tile<floatT, HS, L::LDH>(Qs, q_g, C3, q0, T, hs);
+    attn_load_tile<floatT, HS, L::LDH>(Qs, q_g, C3, q0, T, hs, rope_cos, rope_sin);
     attn_load_tile<floatT, HS, L::LDH>(dOs, do_g, C, q0, T, hs);
     for (int i = threadIdx.x; i < ATT_BQ; i += ATT_THREADS) {
         const int tq = q0 + i;
         lse_s[i] = tq < T ? lse[(long)bh * T + tq] : 0.0f;
         D_s[i] = tq < T ? rowdot[(long)bh * T + tq] : 0.0f;
     }
-    const floatT *Qw = Qs + warp * 16 * L::LDH, *dOw = dOs + warp * 16 * L::LDH;
+    floatT *Qw = Qs + warp * 16 * L::LDH, *dOw = dOs + warp * 16 * L::LDH;
     float *Sw = Ss + warp * 16 * L::LDS, *dPw = dPs + warp * 16 * L::LDS;
     floatT *dSw = dSs + warp * 16 * L::LDP;
     const float *lse_w = lse_s + warp * 16, *D_w = D_s + warp * 16;
@@ -328,7 +369,7 @@ attn_bwd_dq_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout, c
     for (int kb = 0; kb <= qb; kb++) {
         const int k0 = kb * ATT_BK;
         __syncthreads();  // every warp is done with the previous K, V (and Q, dout, lse, D are loaded)
-        attn_load_tile<floatT, HS, L::LDH>(Ks, k_g, C3, k0, T, hs);
+        attn_load_tile<floatT, HS, L::LDH>(Ks, k_g, C3, k0, T, hs, rope_cos, rope_sin);
         attn_load_tile<floatT, HS, L::LDH>(Vs, v_g, C3, k0, T, hs);
         __syncthreads();
         const int nblk = (kb == qb) ? warp + 1 : ATT_BK / 16;
@@ -349,7 +390,11 @@ attn_bwd_dq_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout, c
         dq.add(dSw, L::LDP, Ks, L::LDH, 0, nblk);
     }
     const int row0 = q0 + warp * 16, nrows = T - row0 < 16 ? T - row0 : 16;
-    if (nrows > 0) dq.write(dqkv + blk.qkv_at + (long)row0 * C3, C3, nrows, hs, scale);
+    // RoPE: staged in the warp's own Q rows, which only this warp read (before the loop's last __syncwarp)
+    if (nrows > 0 && rope_cos)
+        dq.write_unrope(dqkv + blk.qkv_at + (long)row0 * C3, C3, nrows, hs, scale, Qw, L::LDH, row0, rope_cos, rope_sin);
+    else if (nrows > 0)
+        dq.write(dqkv + blk.qkv_at + (long)row0 * C3, C3, nrows, hs, scale);
 }
 
 #endif  // CUDA_ATTENTION_FP32_CUH

@@ -300,6 +300,53 @@ __device__ __forceinline__ void attn_tc_write(floatT *dst, long ld, const float 
     }
 }
 
+// RoPE (rope_pair) in place on the rows [0, ROWS) of a row-major shared tile that hold positions pos0 + r < T, columns
+// [0, hs); rows >= T (zero fill) are left alone. The block's THREADS threads share the ROWS x HS/2 pairs in a fixed,
+// unrolled pattern (pairs past hs/2 skipped), without a division by the run-time head size. The caller brackets it
+// with barriers: the tile's copies landed before, the readers after.
+template <typename floatT, int HS, int ROWS, int THREADS>
+__device__ __forceinline__ void attn_tc_rope_tile(floatT *tile, int pos0, int T, int hs, const float *__restrict__ cos_t,
+                                                  const float *__restrict__ sin_t) {
+    using L = AttnTc<floatT, HS>;
+    static_assert(ROWS * (HS / 2) % THREADS == 0, "whole rounds of pairs");
+    const int h2 = hs / 2;
+#pragma unroll 1  // one pair at a time: unrolled, the loads run ahead and the registers of the kernel's loop spill
+    for (int k = 0; k < ROWS * (HS / 2) / THREADS; k++) {
+        const int idx = threadIdx.x + k * THREADS, r = idx / (HS / 2), i = idx % (HS / 2), p = pos0 + r;
+        if (i >= h2 || p >= T) continue;
+        floatT *x = tile + r * L::LDR;
+        float y1, y2;
+        rope_pair(attn_to_float(x[i]), attn_to_float(x[i + h2]), cos_t[(long)p * h2 + i], sin_t[(long)p * h2 + i], false,
+                  y1, y2);
+        x[i] = attn_from_float<floatT>(y1);
+        x[i + h2] = attn_from_float<floatT>(y2);
+    }
+}
+
+// RoPE's transpose on a warp's 16 gradient rows: stage (the warp's own 16 rows of a row-major shared tile, LDR
+// apart) holds them as floatT, rounded as they would be stored (attn_pack); rows pos0 .. pos0 + 15 below T go to dst
+// (the head's row 0, rows ld apart) un-rotated (rope_pair), two columns of each half a lane at a time: the bits of
+// the plain write followed by the separate rope_backward pass.
+template <typename floatT, int HS>
+__device__ __forceinline__ void attn_tc_unrope_rows(floatT *dst, long ld, const floatT *stage, int pos0, int T, int hs,
+                                                    const float *__restrict__ cos_t, const float *__restrict__ sin_t) {
+    using L = AttnTc<floatT, HS>;
+    const int lane = threadIdx.x & 31, h2 = hs / 2, np = h2 / 2;  // hs % 16 == 0: h2 is even
+    __syncwarp();  // the warp's lanes have staged their rows; a pair crosses lanes
+    for (int idx = lane; idx < 16 * np; idx += 32) {
+        const int r = idx / np, i = 2 * (idx % np), p = pos0 + r;
+        if (p >= T) continue;
+        const floatT *x = stage + r * L::LDR;
+        const float *c = cos_t + (long)p * h2 + i, *sn = sin_t + (long)p * h2 + i;
+        float a0, a1, b0, b1;
+        rope_pair(attn_to_float(x[i]), attn_to_float(x[i + h2]), c[0], sn[0], true, a0, b0);
+        rope_pair(attn_to_float(x[i + 1]), attn_to_float(x[i + h2 + 1]), c[1], sn[1], true, a1, b1);
+        floatT *d = dst + (long)p * ld;
+        *reinterpret_cast<uint32_t *>(d + i) = attn_pack<floatT>(a0, a1);
+        *reinterpret_cast<uint32_t *>(d + i + h2) = attn_pack<floatT>(b0, b1);
+    }
+}
+
 // The causal geometry of a warp's 16 query rows [r_lo, r_lo + 16) against the key tile at k0: the 8-key chunks
 // it sees (0 .. n_end, even; <= 0: none), and whether the causal mask cuts the tile.
 struct AttnDiag {
@@ -325,7 +372,7 @@ __device__ __forceinline__ int attn_tc_key_tiles(int q0, int T) {
 template <typename floatT, int HS>
 __global__ void __launch_bounds__(ATT_TC_THREADS)
 attn_tc_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floatT *__restrict__ qkv, int T, int C, int NH,
-                   int KV, float scale) {
+                   int KV, float scale, const float *__restrict__ rope_cos, const float *__restrict__ rope_sin) {
     using L = AttnTc<floatT, HS>;
     DYNAMIC_SHARED(unsigned char, attn_smem);
     floatT *sm = reinterpret_cast<floatT *>(attn_smem);  // buffer b: K at tile 2b, V at 2b + 1; Q first in buffer 1
@@ -341,6 +388,10 @@ attn_tc_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floa
     cp_async_commit();
     cp_async_wait<0>();
     __syncthreads();
+    if (rope_cos) {  // RoPE on the loaded Q tile, in place
+        attn_tc_rope_tile<floatT, HS, ATT_TC_BQ, ATT_TC_THREADS>(sm + 2 * L::TILE, q0, T, hs, rope_cos, rope_sin);
+        __syncthreads();
+    }
     uint32_t qa[HS / 16][4];
     attn_tc_rows<floatT, HS>(qa, sm + 2 * L::TILE, warp * 16);
     float o[HS / 8][4];
@@ -360,7 +411,11 @@ attn_tc_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floa
             attn_tc_tile<floatT, HS, 64, ATT_TC_THREADS>(nx + L::TILE, blk.v, C3, k0 + ATT_TC_BK, T, hs);
         }
         cp_async_commit();
-        const floatT *Ks = sm + (kb & 1) * 2 * L::TILE, *Vs = Ks + L::TILE;
+        floatT *Ks = sm + (kb & 1) * 2 * L::TILE, *Vs = Ks + L::TILE;
+        if (rope_cos) {  // RoPE on this K tile, in place, while the next one loads
+            attn_tc_rope_tile<floatT, HS, ATT_TC_BK, ATT_TC_THREADS>(Ks, k0, T, hs, rope_cos, rope_sin);
+            __syncthreads();
+        }
         const AttnDiag dg(r_lo, k0);
         if (dg.n_end <= 0) continue;  // every key of the tile is after this warp's rows
         float s[8][4];
@@ -458,7 +513,8 @@ template <typename floatT, int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
 attn_tc_bwd_kernel(floatT *__restrict__ dqkv, float *__restrict__ dq_acc, int *__restrict__ turns,
                    const floatT *__restrict__ dout, const floatT *__restrict__ qkv, const float *__restrict__ lse,
-                   const float *__restrict__ rowdot, int T, int C, int NH, int KV, float scale) {
+                   const float *__restrict__ rowdot, int T, int C, int NH, int KV, float scale,
+                   const float *__restrict__ rope_cos, const float *__restrict__ rope_sin) {
     using L = AttnTc<floatT, HS>;
     DYNAMIC_SHARED(unsigned char, attn_smem);
     // buffer b: Q at tile 2b, dout at 2b + 1; K at tile 4, kept; V at 5, kept (KV_SMEM), else first at 3 until its
@@ -494,6 +550,10 @@ attn_tc_bwd_kernel(floatT *__restrict__ dqkv, float *__restrict__ dq_acc, int *_
     load_rows(h0, kb, 0);
     cp_async_wait<0>();
     __syncthreads();
+    if (rope_cos) {  // RoPE on the block's K tile, in place (each Q tile is rotated in its step)
+        attn_tc_rope_tile<floatT, HS, ATT_BK, ATT_THREADS>(Ks, k0, T, hs, rope_cos, rope_sin);
+        __syncthreads();
+    }
     uint32_t ka[L::KV_SMEM ? 1 : HS / 16][4], va[L::KV_SMEM ? 1 : HS / 16][4];  // unused when KV_SMEM
     if constexpr (!L::KV_SMEM) {
         attn_tc_rows<floatT, HS>(ka, Ks, warp * 16);
@@ -520,7 +580,11 @@ attn_tc_bwd_kernel(floatT *__restrict__ dqkv, float *__restrict__ dq_acc, int *_
             load_rows(hn, qn, buf ^ 1);
         }
         cp_async_commit();
-        const floatT *Qs = sm + buf * 2 * L::TILE, *dOs = Qs + L::TILE;
+        floatT *Qs = sm + buf * 2 * L::TILE, *dOs = Qs + L::TILE;
+        if (rope_cos) {  // RoPE on this Q tile, in place, while the next one loads
+            attn_tc_rope_tile<floatT, HS, ATT_BQ, ATT_THREADS>(Qs, q0, T, hs, rope_cos, rope_sin);
+            __syncthreads();
+        }
         const float *lse_b = lse_s + buf * 64, *D_b = D_s + buf * 64;
         float s[8][4], dp[8][4];
         if constexpr (L::KV_SMEM) {
@@ -576,15 +640,27 @@ attn_tc_bwd_kernel(floatT *__restrict__ dqkv, float *__restrict__ dq_acc, int *_
                     v.y = prev.y + v.y;
                 }
                 if (kb > 0) *reinterpret_cast<float2 *>(a + n * 8) = v;
+                else if (rope_cos)  // the last turn, RoPE: dQ staged in the warp's rows of this Q tile (read by none now)
+                    *reinterpret_cast<uint32_t *>(Qs + (warp * 16 + g + 8 * r) * L::LDR + n * 8 + 2 * t) =
+                        attn_pack<floatT>(v.x * scale, v.y * scale);
                 else if (qrow[r] < T && n * 8 + 2 * t < hs)  // the last turn: dQ itself
                     *reinterpret_cast<uint32_t *>(dst + n * 8) = attn_pack<floatT>(v.x * scale, v.y * scale);
             }
         }
+        if (kb == 0 && rope_cos)
+            attn_tc_unrope_rows<floatT, HS>(dq_g, C3, Qs + warp * 16 * L::LDR, q0 + warp * 16, T, hs, rope_cos, rope_sin);
     }
     __syncthreads();  // every thread's dQ adds to the last tile are done
     if (kb > 0 && threadIdx.x == 0) block_order_release(turn_of(h0 + blk.group - 1, nqb - 1));
     const float one[2] = {1.0f, 1.0f}, sc[2] = {scale, scale};
-    attn_tc_write<floatT, HS>(dqkv + blk.k_at, C3, dk, key, sc, T, hs);
+    if (rope_cos) {  // dK staged in the warp's 16 rows of tile 0 (free now), then un-rotated
+        floatT *stage = sm + warp * 16 * L::LDR;
+        const int lrow[2] = {g, g + 8};
+        attn_tc_write<floatT, HS>(stage, L::LDR, dk, lrow, sc, 16, HS);
+        attn_tc_unrope_rows<floatT, HS>(dqkv + blk.k_at, C3, stage, k0 + warp * 16, T, hs, rope_cos, rope_sin);
+    } else {
+        attn_tc_write<floatT, HS>(dqkv + blk.k_at, C3, dk, key, sc, T, hs);
+    }
     attn_tc_write<floatT, HS>(dqkv + blk.v_at, C3, dv, key, one, T, hs);
 }
 

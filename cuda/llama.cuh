@@ -17,6 +17,7 @@
 
 #include "common.cuh"
 #include "layernorm.cuh"  // COL_CHUNKS, column_reduce_kernel
+#include "attention_common.cuh"  // rope_pair, RoPE's arithmetic shared with the attention kernels' loads
 
 // ----------------------------------------------------------------------------
 // RMSNorm: out = w * (x * s), s = 1 / sqrt(mean(x^2) + eps), one warp per row (layernorm_forward_kernel's
@@ -295,14 +296,10 @@ __global__ void rope_kernel(T *qkv, const float *cos_t, const float *sin_t, int 
     const long row = idx / ((long)h2 * nk);
     const int t = (int)(row % T_);
     T *v = qkv + row * (long)(NH + 2 * KV) * hd + (long)h * hd;
-    const float x1 = to_f(v[i]), x2 = to_f(v[i + h2]), c = cos_t[(long)t * h2 + i], s = sin_t[(long)t * h2 + i];
-    if (!inverse) {
-        v[i] = from_f<T>(x1 * c - x2 * s);
-        v[i + h2] = from_f<T>(x2 * c + x1 * s);
-    } else {
-        v[i] = from_f<T>(x1 * c + x2 * s);
-        v[i + h2] = from_f<T>(x2 * c - x1 * s);
-    }
+    float y1, y2;  // attention_common.cuh's rope_pair: the arithmetic of RoPE in the attention kernels' loads
+    rope_pair(to_f(v[i]), to_f(v[i + h2]), cos_t[(long)t * h2 + i], sin_t[(long)t * h2 + i], inverse != 0, y1, y2);
+    v[i] = from_f<T>(y1);
+    v[i + h2] = from_f<T>(y2);
 }
 
 static void rope_launch(floatX *qkv, const float *cos_t, const float *sin_t, int B, int T, int NH, int KV, int hd,

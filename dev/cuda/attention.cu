@@ -51,6 +51,15 @@
 //    255 (604 bytes at 128); v1's dQ 240 / 255 (432 bytes), dK/dV 255 / 255 (1032 bytes). Shared memory per block:
 //    forward 36,864 / 69,632 bytes, backward 56,320 / 97,280 (Q, dout x 2, K, dS^T 64 x 72, lse and D x 2).
 //    Not timed on a GPU (none was available for this change): `./dev/cuda/attention bench` prints new, v2 and v1.
+//  * RoPE in the loads (the Llama family without QK-norm; the rope_shapes cases): with the angle tables the kernels
+//    rotate each Q and K tile as it lands (16-bit: in shared memory, one extra barrier per tile; fp32: element by
+//    element from global memory) and un-rotate dQ and dK through the warp's own shared rows before writing them, so
+//    the model runs no RoPE pass over q and k. ptxas (nvcc 13.0, sm_90a), before -> after, hs 64 / 128: 16-bit forward
+//    128 / 228 registers, no spill -> 128 / 229, 4 / 0 bytes spilled; 16-bit backward 255 / 255, 0 / 32 bytes spilled
+//    -> 255 / 255, 8 / 8; fp32 forward 80 / 95 -> 80 / 96, dK/dV unchanged (128 / 250, 8 / 0 bytes), dQ 80 / 128 with
+//    12 / 0 bytes spilled -> 95 / 128, none. The tables are read from L2 in every block that loads a tile (at the d12
+//    GQA shape about 0.28 GB forward and 0.44 GB backward a layer, against the 0.126 GB of DRAM traffic the two
+//    passes cost): not yet timed on a GPU.
 //  * Measured on an H100 (B=8, T=1024, NH=12, hs=64, bf16) before issue #22 (the kernels now in
 //    attention_v1.cuh): forward 0.138 ms (93 TFLOP/s), backward 0.426 ms (76 TFLOP/s); Nsight Compute showed the
 //    forward latency-bound at 3 warps per scheduler (registers). The current kernels are not yet timed on a GPU:
@@ -77,8 +86,38 @@
 
 // ---- dev check and benchmark ----
 
-// KV: key/value heads (grouped-query attention); 0 means NH (GPT-2's multi-head attention).
-struct AttnShape { int B, T, C, NH, KV = 0; };
+// KV: key/value heads (grouped-query attention); 0 means NH (GPT-2's multi-head attention). rope: the Llama family's
+// RoPE inside the kernels' loads (qkv holds q and k unrotated; flash_attention_* get the angle tables).
+struct AttnShape { int B, T, C, NH, KV = 0; bool rope = false; };
+
+// RoPE (rotate-half) on the q and k heads of every row of a host qkv (B, T, C3). Forward (the reference's input): the
+// kernels' own rotation, rope_pair's fp32 arithmetic rounded once to floatT, so the float64 attention below starts
+// from the Q and K tiles the kernels use (RoPE's arithmetic itself is checked against the CPU build by
+// dev/cuda/kernels.cu). inverse: the transpose in double (the reference's dq, dk back to the unrotated q, k).
+// cos_t, sin_t: (T, hs/2).
+template <typename floatT>
+static void attn_ref_rope(float *x, const float *cos_t, const float *sin_t, int B, int T, long C3, int nheads, int hs,
+                          bool inverse) {
+    const int h2 = hs / 2;
+    for (long r = 0; r < (long)B * T; r++) {
+        const int t = (int)(r % T);
+        for (int h = 0; h < nheads; h++) {
+            float *v = x + r * C3 + (long)h * hs;
+            for (int i = 0; i < h2; i++) {
+                const float c = cos_t[(long)t * h2 + i], sn = sin_t[(long)t * h2 + i];
+                if (inverse) {
+                    const double d1 = v[i], d2 = v[i + h2];
+                    v[i] = (float)(d1 * c + d2 * sn);
+                    v[i + h2] = (float)(d2 * c - d1 * sn);
+                } else {
+                    const float x1 = v[i], x2 = v[i + h2], p2 = x2 * sn, p1 = x1 * sn;
+                    v[i] = attn_to_float(attn_from_float<floatT>(fmaf(x1, c, -p2)));
+                    v[i + h2] = attn_to_float(attn_from_float<floatT>(fmaf(x2, c, p1)));
+                }
+            }
+        }
+    }
+}
 
 template <typename floatT>
 static bool run_check(const AttnShape &sh, uint64_t seed) {
@@ -94,8 +133,27 @@ static bool run_check(const AttnShape &sh, uint64_t seed) {
     for (long i = 0; i < nqkv; i++) { qkv_t[i] = attn_from_float<floatT>(qkv[i]); qkv[i] = attn_to_float(qkv_t[i]); }
     for (long i = 0; i < nout; i++) { dout_t[i] = attn_from_float<floatT>(dout[i]); dout[i] = attn_to_float(dout_t[i]); }
     std::vector<float> out_ref(nout), lse_ref(nlse), dqkv_ref(nqkv);
-    attn_ref_forward(out_ref.data(), lse_ref.data(), qkv.data(), B, T, C, NH, KV);
-    attn_ref_backward(dqkv_ref.data(), dout.data(), qkv.data(), B, T, C, NH, KV);
+    // RoPE: angles t θ^(-2i/hs), θ = 10000; the reference attends over the rotated q and k and its dq and dk are
+    // rotated back
+    const long ntab = (long)T * (hs / 2);
+    std::vector<float> cos_t(ntab), sin_t(ntab), qkv_rot(qkv);
+    float *d_cos = nullptr, *d_sin = nullptr;
+    if (sh.rope) {
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < hs / 2; i++) {
+                const double a = t * pow(10000.0, -2.0 * i / hs);
+                cos_t[(long)t * (hs / 2) + i] = (float)cos(a);
+                sin_t[(long)t * (hs / 2) + i] = (float)sin(a);
+            }
+        attn_ref_rope<floatT>(qkv_rot.data(), cos_t.data(), sin_t.data(), B, T, C3, NH + KV, hs, false);
+        cudaCheck(cudaMalloc(&d_cos, ntab * sizeof(float)));
+        cudaCheck(cudaMalloc(&d_sin, ntab * sizeof(float)));
+        cudaCheck(cudaMemcpy(d_cos, cos_t.data(), ntab * sizeof(float), cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(d_sin, sin_t.data(), ntab * sizeof(float), cudaMemcpyHostToDevice));
+    }
+    attn_ref_forward(out_ref.data(), lse_ref.data(), qkv_rot.data(), B, T, C, NH, KV);
+    attn_ref_backward(dqkv_ref.data(), dout.data(), qkv_rot.data(), B, T, C, NH, KV);
+    if (sh.rope) attn_ref_rope<floatT>(dqkv_ref.data(), cos_t.data(), sin_t.data(), B, T, C3, NH + KV, hs, true);
 
     floatT *d_qkv, *d_dout, *d_out, *d_dqkv, *d_dqkv2;
     float *d_lse, *d_scratch;
@@ -116,8 +174,8 @@ static bool run_check(const AttnShape &sh, uint64_t seed) {
     cudaCheck(cudaMemset(d_dqkv2, 0x00, nqkv * sizeof(floatT)));
     cudaCheck(cudaMemset(d_scratch, 0xff, nscratch * sizeof(float)));
 
-    flash_attention_forward(d_out, d_lse, d_qkv, B, T, C, NH, 0, KV);
-    flash_attention_backward(d_dqkv, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, 0, KV);
+    flash_attention_forward(d_out, d_lse, d_qkv, B, T, C, NH, 0, KV, d_cos, d_sin);
+    flash_attention_backward(d_dqkv, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, 0, KV, d_cos, d_sin);
     cudaCheck(cudaDeviceSynchronize());
     std::vector<floatT> out_t(nout), dqkv_t(nqkv), dqkv2_t(nqkv), out2_t(nout);
     std::vector<float> lse_g(nlse), lse2_g(nlse);
@@ -125,8 +183,8 @@ static bool run_check(const AttnShape &sh, uint64_t seed) {
     cudaCheck(cudaMemcpy(lse_g.data(), d_lse, nlse * sizeof(float), cudaMemcpyDeviceToHost));
     cudaCheck(cudaMemcpy(dqkv_t.data(), d_dqkv, nqkv * sizeof(floatT), cudaMemcpyDeviceToHost));
     // Determinism: forward and backward again (backward into a buffer poisoned differently), bit-compare.
-    flash_attention_forward(d_out, d_lse, d_qkv, B, T, C, NH, 0, KV);
-    flash_attention_backward(d_dqkv2, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, 0, KV);
+    flash_attention_forward(d_out, d_lse, d_qkv, B, T, C, NH, 0, KV, d_cos, d_sin);
+    flash_attention_backward(d_dqkv2, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, 0, KV, d_cos, d_sin);
     cudaCheck(cudaDeviceSynchronize());
     cudaCheck(cudaMemcpy(out2_t.data(), d_out, nout * sizeof(floatT), cudaMemcpyDeviceToHost));
     cudaCheck(cudaMemcpy(lse2_g.data(), d_lse, nlse * sizeof(float), cudaMemcpyDeviceToHost));
@@ -141,8 +199,8 @@ static bool run_check(const AttnShape &sh, uint64_t seed) {
     // here even where it stays inside the tolerance.
     char v1[96] = "";
     bool same = true;
-    // (v1 and v2 are multi-head only: GQA shapes skip the comparison)
-    if constexpr (sizeof(floatT) == 2) if (!gqa) {
+    // (v1 and v2 are multi-head only, without RoPE: GQA and RoPE shapes skip the comparison)
+    if constexpr (sizeof(floatT) == 2) if (!gqa && !sh.rope) {
         double dq_diff = 0.0, dq_max = 0.0;
         for (int ver = 1; ver <= 2; ver++) {
             cudaCheck(cudaMemset(d_dqkv2, 0xff, nqkv * sizeof(floatT)));
@@ -191,8 +249,8 @@ static bool run_check(const AttnShape &sh, uint64_t seed) {
     hash(out_t.data(), nout * sizeof(floatT));
     hash(lse_g.data(), nlse * sizeof(float));
     hash(dqkv_t.data(), nqkv * sizeof(floatT));
-    char kvs[16] = "";
-    if (gqa) snprintf(kvs, sizeof(kvs), " KV=%d", KV);
+    char kvs[24] = "";
+    if (gqa || sh.rope) snprintf(kvs, sizeof(kvs), " KV=%d%s", KV, sh.rope ? " rope" : "");
     printf("%s %-5s B=%d T=%4d C=%3d NH=%2d%s hs=%3d | rel err out %.2e lse %.2e dq %.2e dk %.2e dv %.2e "
            "(tol %.1e/%.1e/%.1e) | deterministic %s, bits %08x%s\n",
            ok ? "PASS" : "FAIL", ty, B, T, C, NH, kvs, hs, e_out, e_lse, e_dq, e_dk, e_dv, tol.out, tol.lse, tol.dqkv,
@@ -204,6 +262,10 @@ static bool run_check(const AttnShape &sh, uint64_t seed) {
     cudaCheck(cudaFree(d_dqkv2));
     cudaCheck(cudaFree(d_lse));
     cudaCheck(cudaFree(d_scratch));
+    if (sh.rope) {
+        cudaCheck(cudaFree(d_cos));
+        cudaCheck(cudaFree(d_sin));
+    }
     return ok;
 }
 
@@ -321,6 +383,17 @@ int main(int argc, char **argv) {
         // sum over the group's query heads; the 16-bit backward's blocks walk the group's heads in turn.
         const AttnShape gqa_shapes[] = {{2, 64, 128, 8, 2}, {1, 100, 256, 4, 1}, {1, 150, 128, 4, 2}, {1, 70, 384, 3, 1}};
         for (const AttnShape &sh : gqa_shapes) {
+            failures += !run_check<float>(sh, seed);
+            failures += !run_check<__nv_bfloat16>(sh, seed);
+            failures += !run_check<__half>(sh, seed);
+            seed++;
+        }
+        // RoPE inside the loads (the Llama family without QK-norm): 4:1 at hs 32 with a ragged tile, 1:1 at hs 16,
+        // multi-query at hs 64 over two 128-row forward blocks, and (GPU only) the d12 GQA 4:1 training shape.
+        const AttnShape rope_shapes[] = {{1, 100, 256, 8, 2, true}, {2, 70, 64, 4, 4, true}, {1, 150, 256, 4, 1, true},
+                                         {4, 1024, 768, 12, 3, true}};
+        for (const AttnShape &sh : rope_shapes) {
+            if (small && sh.T > 256) { seed++; continue; }
             failures += !run_check<float>(sh, seed);
             failures += !run_check<__nv_bfloat16>(sh, seed);
             failures += !run_check<__half>(sh, seed);

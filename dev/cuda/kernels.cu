@@ -480,12 +480,12 @@ static void check_gqa(int B, int T, int NH, int KV, int hd) {
     float *g = (float *)mallocCheck(nq * 4), *dq = (float *)mallocCheck(nq * 4);
     floatX *dqkv_in = to_dev_x(qkv, nq), *ddout = to_dev_x(dout, no), *dout_x = to_dev_x(out, no), *ddq = to_dev_x(dq, nq);
     float *lse = zeros_dev_f((size_t)B * NH * T);
-    attention_gqa_forward(dout_x, lse, dqkv_in, B, T, NH, KV, hd);
+    attention_gqa_forward(dout_x, lse, dqkv_in, B, T, NH, KV, hd, NULL, NULL);
     cpu::gqa_attention_forward(out, att, qkv, B, T, NH, KV, hd);
     from_dev_x(g, dout_x, no);
     snprintf(what, sizeof(what), "attention_gqa_forward NH=%d KV=%d hd=%d", NH, KV, hd);
     expect(what, rel_err(g, out, no), tol());
-    attention_gqa_backward(ddq, ddout, dqkv_in, dout_x, lse, B, T, NH, KV, hd);
+    attention_gqa_backward(ddq, ddout, dqkv_in, dout_x, lse, B, T, NH, KV, hd, NULL, NULL);
     cpu::gqa_attention_backward(dq, dout, qkv, att, B, T, NH, KV, hd);
     from_dev_x(g, ddq, nq);
     snprintf(what, sizeof(what), "attention_gqa_backward dqkv NH=%d KV=%d hd=%d", NH, KV, hd);
@@ -516,6 +516,51 @@ static void check_gqa(int B, int T, int NH, int KV, int hd) {
         attention_decode(dec2, dqkv_in, t, C, NH);
         expect("attention_gqa_decode with KV = NH vs attention_decode (bits differ)", (double)!same_bits(dec, dec2, C), 0.0);
     }
+}
+
+// RoPE in the attention kernels' loads (backend_fuses_rope: model.h's Llama family without QK-norm): qkv holds q and k
+// unrotated, attention_gqa_forward/backward get the angle tables. Against the CPU build's rope_forward followed by its
+// attention (and its attention backward followed by rope_backward), and, bit for bit, against this build's separate
+// pass (rope_forward in place, attention without tables; attention backward, then rope_backward in place): rotating
+// on load computes the same fp32 value from the same stored one and rounds it once, so the two must agree exactly.
+static void check_gqa_rope(int B, int T, int NH, int KV, int hd) {
+    const int R = (NH + 2 * KV) * hd, C = NH * hd;
+    const size_t BT = (size_t)B * T, nq = BT * R, no = BT * C, nt = (size_t)T * (hd / 2);
+    char what[128];
+    float *qkv = rand_host(nq, 1.0f), *dout = rand_host(no, 1.0f), *ct = (float *)mallocCheck(nt * 4),
+          *st = (float *)mallocCheck(nt * 4);
+    host_rope_table(ct, st, T, hd);
+    float *dct = to_dev_f(ct, nt), *dst = to_dev_f(st, nt);
+    float *rot = (float *)mallocCheck(nq * 4), *out = (float *)mallocCheck(no * 4), *g = (float *)mallocCheck(nq * 4);
+    float *att = (float *)mallocCheck((size_t)B * NH * T * T * 4), *dq = (float *)mallocCheck(nq * 4);
+    memcpy(rot, qkv, nq * 4);  // the CPU build: RoPE's pass, then attention
+    cpu::rope_forward(rot, ct, st, B, T, NH, KV, hd);
+    cpu::gqa_attention_forward(out, att, rot, B, T, NH, KV, hd);
+    cpu::gqa_attention_backward(dq, dout, rot, att, B, T, NH, KV, hd);
+    cpu::rope_backward(dq, ct, st, B, T, NH, KV, hd);
+    // fused: the tables go to attention, qkv stays unrotated
+    floatX *dqkv = to_dev_x(qkv, nq), *ddout = to_dev_x(dout, no), *o1 = to_dev_x(out, no), *d1 = to_dev_x(dq, nq);
+    float *lse1 = zeros_dev_f((size_t)B * NH * T);
+    attention_gqa_forward(o1, lse1, dqkv, B, T, NH, KV, hd, dct, dst);
+    from_dev_x(g, o1, no);
+    snprintf(what, sizeof(what), "attention_gqa_forward + RoPE on load NH=%d KV=%d hd=%d T=%d", NH, KV, hd, T);
+    expect(what, rel_err(g, out, no), tol());
+    attention_gqa_backward(d1, ddout, dqkv, o1, lse1, B, T, NH, KV, hd, dct, dst);
+    from_dev_x(g, d1, nq);
+    snprintf(what, sizeof(what), "attention_gqa_backward + RoPE^T on write NH=%d KV=%d hd=%d T=%d", NH, KV, hd, T);
+    expect(what, rel_err(g, dq, nq), tol());
+    // the separate passes on a copy: the same bits
+    floatX *dqkv2 = to_dev_x(qkv, nq), *o2 = to_dev_x(out, no), *d2 = to_dev_x(dq, nq);
+    float *lse2 = zeros_dev_f((size_t)B * NH * T);
+    rope_forward(dqkv2, dct, dst, B, T, NH, KV, hd);
+    attention_gqa_forward(o2, lse2, dqkv2, B, T, NH, KV, hd, NULL, NULL);
+    attention_gqa_backward(d2, ddout, dqkv2, o2, lse2, B, T, NH, KV, hd, NULL, NULL);
+    rope_backward(d2, dct, dst, B, T, NH, KV, hd);
+    snprintf(what, sizeof(what), "RoPE on load vs rope_forward/backward passes NH=%d KV=%d hd=%d (bits differ)", NH, KV, hd);
+    expect(what, (double)(!same_bits(o1, o2, no) + !same_bits(d1, d2, nq)), 0.0);
+    // the input is read only: q and k stay unrotated in qkv (the saved activation the backward reads)
+    floatX *dqkv3 = to_dev_x(qkv, nq);
+    expect("attention_gqa_* with RoPE tables left qkv as it was", (double)!same_bits(dqkv, dqkv3, nq), 0.0);
 }
 
 // The encoder without a position table (backend.h: the Llama family calls it with wpe = dwpe = NULL): out is the token's
@@ -554,6 +599,9 @@ static void check_llama(void) {
     check_gqa(2, 64, 4, 1, 16);    // multi-query
     check_gqa(1, 100, 8, 2, 32);   // 4:1, ragged T over two tiles
     check_gqa(1, 70, 4, 4, 16);    // KV = NH: GPT-2's bits
+    check_gqa_rope(1, 100, 8, 2, 32);  // RoPE in attention's loads: 4:1, ragged T over two tiles
+    check_gqa_rope(2, 70, 4, 4, 16);   // 1:1 (multi-head), B = 2
+    check_gqa_rope(1, 150, 4, 1, 48);  // 4:1, hd 48 (runs padded to 64), T past the 16-bit forward's 128-row tile
 }
 
 static void check_all(int B, int T, int C, int NH, int V, int Vp) {
@@ -1046,10 +1094,17 @@ static void bench_llama(int B, int T, int NH, int KV, int hd, int H) {
         printf("  %-34s %8.3f ms  %7.1f TFLOP/s\n", what, ms, 2 * mfl / (ms * 1e9));
     }
     const double fl = 4.0 * B * NH * (double)T * T * hd / 2;
-    ms = time_ms([&] { attention_gqa_forward(a, lse, b, B, T, NH, KV, hd); });
+    ms = time_ms([&] { attention_gqa_forward(a, lse, b, B, T, NH, KV, hd, NULL, NULL); });
     printf("  %-34s %8.3f ms  %7.1f TFLOP/s\n", "attention_gqa_forward (flash)", ms, fl / (ms * 1e9));
-    ms = time_ms([&] { attention_gqa_backward(c, a, b, a, lse, B, T, NH, KV, hd); });
+    ms = time_ms([&] { attention_gqa_backward(c, a, b, a, lse, B, T, NH, KV, hd, NULL, NULL); });
     printf("  %-34s %8.3f ms  %7.1f TFLOP/s\n", "attention_gqa_backward (flash)", ms, 2.5 * fl / (ms * 1e9));
+    // RoPE in the kernels' loads (model.h without QK-norm) against the lines above plus the two rope passes
+    ms = time_ms([&] { attention_gqa_forward(a, lse, b, B, T, NH, KV, hd, dct, dst); });
+    printf("  %-34s %8.3f ms  %7.1f TFLOP/s\n", "attention_gqa_fwd + RoPE in loads", ms, fl / (ms * 1e9));
+    ms = time_ms([&] { attention_gqa_backward(c, a, b, a, lse, B, T, NH, KV, hd, dct, dst); });
+    printf("  %-34s %8.3f ms  %7.1f TFLOP/s\n", "attention_gqa_bwd + RoPE in loads", ms, 2.5 * fl / (ms * 1e9));
+    ms = time_ms([&] { rope_backward(a, dct, dst, B, T, NH, KV, hd); });
+    printf("  %-34s %8.3f ms  %7.0f GB/s\n", "rope_backward (in place, dq and dk)", ms, GBS(2 * BT * (NH + KV) * hd * xb));
 #undef GBS
     cudaCheck(cudaDeviceSynchronize());
 }
