@@ -113,6 +113,15 @@ static float *scratch_get(size_t n) {
     return scratch;
 }
 
+// A lever read from the environment at start (TRAIN_GPT_GRAPHS, the matmul fusions, RoPE in attention): unset or
+// empty keeps the default, 0 or 1 sets it, anything else is an error naming the variable.
+static int switch_env(const char *name, int dflt) {
+    const char *v = getenv(name);
+    if (!v || !*v) return dflt;
+    if (strcmp(v, "0") && strcmp(v, "1")) fatal("%s=%s: 0 or 1", name, v);
+    return v[0] == '1';
+}
+
 static inline int ceil_div(long a, long b) { return (int)((a + b - 1) / b); }
 
 // Sums and maxima over a warp, in a fixed butterfly order.

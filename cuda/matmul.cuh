@@ -41,12 +41,6 @@ static cudaDataType_t x_cuda_type(void) {
 // through GELU or the add before it becomes bf16), so they change the numbers slightly; model.h asks
 // backend_fuses_gelu / backend_fuses_residual which way to go.
 static int fuse_bgrad = 1, fuse_gelu = 0, fuse_residual = 0;
-static int switch_env(const char *name, int dflt) {
-    const char *v = getenv(name);
-    if (!v || !*v) return dflt;
-    if (strcmp(v, "0") && strcmp(v, "1")) fatal("%s=%s: 0 or 1", name, v);
-    return v[0] == '1';
-}
 static void matmul_read_switches(void) {
     fuse_bgrad = switch_env("TRAIN_GPT_BGRAD", 1);
     fuse_gelu = switch_env("TRAIN_GPT_GELU_FUSION", 0);

@@ -21,7 +21,7 @@ if [ -z "$SHARD" ] || [ ! -s "$SHARD" ]; then SHARD="$W/rand.bin"; python3 dev/r
 time_one() {  # label, binary, env assignments...
     local label=$1 bin=$2; shift 2
     rm -f "$W/l.jsonl"
-    timeout -k 5 "$LIMIT" env "$@" "$bin" -i "$SHARD" -e d12 -b 16 -t 1024 -x "$STEPS" -v 0 -s 0 --log "$W/l.jsonl" \
+    timeout -k 5 "$LIMIT" env "$@" "$bin" -i "$SHARD" -e "${MODEL:-d12}" -b 16 -t 1024 -x "$STEPS" -v 0 -s 0 --log "$W/l.jsonl" \
         > "$W/out" 2>&1
     local rc=$?
     if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then echo "$label: stopped after its ${LIMIT} s limit"; return; fi
@@ -46,3 +46,6 @@ time_one "defaults (again, for the spread)" ./train_gpt
 if [ -n "${BASE_BIN:-}" ]; then  # its commit, where a file named rev beside it says (dev/gpu_session.sh prepare writes one)
     time_one "base build: $BASE_BIN$([ -f "$(dirname "$BASE_BIN")/rev" ] && echo " ($(cat "$(dirname "$BASE_BIN")/rev"))")" "$BASE_BIN"
 fi
+# the Llama family at d12 width (GQA 4:1, no QK-norm): RoPE inside attention's loads (the default) or as its own passes
+MODEL=llama-d12 time_one "llama-d12 defaults (RoPE in attention's loads)" ./train_gpt
+MODEL=llama-d12 time_one "llama-d12 TRAIN_GPT_ROPE_IN_ATTENTION=0 (RoPE passes)" ./train_gpt TRAIN_GPT_ROPE_IN_ATTENTION=0
