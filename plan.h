@@ -1,8 +1,8 @@
 // plan.h: the memory plan against the machine, the one answer to "does it fit". It serves the run's
 // plan phase (trainer.h: the run's own configuration, and when it does not fit the first one that
 // would) and the autotuner (autotune.h: which candidates are worth timing). The plan is exact: it is
-// what the build's model_memory_plan and zero.h's zero_memory_plan / zero_swap_plan say the run will
-// allocate, byte for byte (the tests compare it with what is allocated), so advice taken from it holds.
+// what the build's model_memory_plan and model_kv_cache_bytes (the samples' key/value cache) and zero.h's
+// zero_memory_plan / zero_swap_plan say the run will allocate, byte for byte (the tests compare it with what is allocated), so advice taken from it holds.
 #ifndef PLAN_H
 #define PLAN_H
 
