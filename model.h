@@ -125,6 +125,10 @@ typedef struct {
     // model_kv_width: GPT-2's whole q, k, v rows; the Llama family's k rows then, apart, its v rows).
     int decoding, kv_len, kv_pos;
     floatX *kv_cache;
+    // The run's cache, reserved once for the sample length the memory plan counts (model_kv_reserve): room for
+    // kv_reserved positions, or none (0: model_decode_begin allocates for each generation, as the tests' callers do).
+    floatX *kv_memory;
+    int kv_reserved;
     float *rope_cos, *rope_sin;          // the Llama family: RoPE's angle tables (maxT, hd/2) each, scratch
 } Model;
 
@@ -132,6 +136,7 @@ typedef struct {
 typedef struct {
     size_t params, grads, optimizer, activations, workspace;
     size_t working;         // the weights' copies in the compute precision (0 where that is fp32)
+    size_t kv_cache;        // generation's key/value cache (model_kv_cache_bytes; 0 where the run does not sample)
     int optimizer_on_host;  // --offload: the optimizer figure is host memory
 } MemoryPlan;
 
@@ -326,6 +331,7 @@ static void model_free(Model *m) {
     backend_free(m->slot_inputs);
     backend_free(m->slot_targets);
     if (m->rope_cos) backend_free(m->rope_cos);
+    if (m->kv_memory) backend_free(m->kv_memory);
     free(m->slot_B);
     free(m->slot_T);
     if (m->loss_host) backend_free_pinned(m->loss_host);
@@ -441,16 +447,37 @@ static OuterGrads outer_grads(const Model *m, float *u) {
 
 // Cached floatX per position and layer: GPT-2 keeps the whole q, k, v row (3C); the Llama family only its key and
 // value heads, KV hd each, in two blocks (keys, then values) so that attention_gqa_decode reads them as tables.
-static size_t model_kv_width(const Model *m) {
-    return m->llama ? 2 * (size_t)m->config.llama.num_kv_heads * m->config.llama.head_dim : 3 * (size_t)m->config.channels;
+static size_t model_kv_width_of(const GPT2Config *c) {
+    return c->family == FAMILY_LLAMA ? 2 * (size_t)c->llama.num_kv_heads * c->llama.head_dim : 3 * (size_t)c->channels;
+}
+static size_t model_kv_width(const Model *m) { return model_kv_width_of(&m->config); }
+
+// The cache of `tokens` positions in each of `layers` layers (a pipeline stage's own): the memory plan's figure
+// (plan.h) and what model_kv_reserve allocates, so that the two agree by construction.
+static size_t model_kv_cache_bytes(const GPT2Config *c, int layers, int tokens) {
+    return (size_t)layers * tokens * model_kv_width_of(c) * X_BYTES;
 }
 
-// Room for max_tokens positions in every layer this model runs.
+// The run's cache, allocated once at the start for its sample length (trainer.h's run_build, sized as the plan
+// counts it), rather than at every sample: the memory a run holds is then its plan from the first step, a run
+// that cannot hold it fails at the start instead of at its first sample hours in, and nothing is allocated or
+// freed between steps (a cudaFree synchronises the device).
+static void model_kv_reserve(Model *m, int tokens) {
+    if (m->kv_memory || tokens < 1) internal_fault("key/value cache reserved twice, or for %d tokens", tokens);
+    m->kv_memory = (floatX *)backend_alloc_scratch(model_kv_cache_bytes(&m->config, m->last - m->first, tokens));
+    m->kv_reserved = tokens;
+}
+
+// Room for max_tokens positions in every layer this model runs: the reserved cache where there is one (a
+// generation is never longer than what was reserved: the plan counted that), else allocated until model_decode_end.
 static void model_decode_begin(Model *m, int max_tokens) {
     if (m->llama && max_tokens > m->config.max_seq_len)
         internal_fault("decoding %d tokens, beyond the RoPE table of %d positions", max_tokens, m->config.max_seq_len);
+    if (m->kv_memory && max_tokens > m->kv_reserved)
+        internal_fault("decoding %d tokens, beyond the %d the key/value cache was reserved for", max_tokens, m->kv_reserved);
     m->kv_len = max_tokens;
-    m->kv_cache = (floatX *)backend_alloc_scratch((size_t)(m->last - m->first) * max_tokens * model_kv_width(m) * X_BYTES);
+    m->kv_cache = m->kv_memory ? m->kv_memory
+                               : (floatX *)backend_alloc_scratch(model_kv_cache_bytes(&m->config, m->last - m->first, max_tokens));
     m->decoding = 1;
     m->kv_pos = 0;
     backend_decode_begin();  // the weights stay as they are until model_decode_end
@@ -464,7 +491,7 @@ static void model_decode_at(Model *m, int pos) {
 
 static void model_decode_end(Model *m) {
     backend_decode_end();
-    backend_free(m->kv_cache);
+    if (m->kv_cache != m->kv_memory) backend_free(m->kv_cache);
     m->kv_cache = NULL;
     m->decoding = 0;
     m->kv_len = m->kv_pos = 0;

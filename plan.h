@@ -1,8 +1,8 @@
 // plan.h: the memory plan against the machine, the one answer to "does it fit". It serves the run's
 // plan phase (trainer.h: the run's own configuration, and when it does not fit the first one that
 // would) and the autotuner (autotune.h: which candidates are worth timing). The plan is exact: it is
-// what the build's model_memory_plan and zero.h's zero_memory_plan / zero_swap_plan say the run will
-// allocate, byte for byte (the tests compare it with what is allocated), so advice taken from it holds.
+// what the build's model_memory_plan and model_kv_cache_bytes (the samples' key/value cache) and zero.h's
+// zero_memory_plan / zero_swap_plan say the run will allocate, byte for byte (the tests compare it with what is allocated), so advice taken from it holds.
 #ifndef PLAN_H
 #define PLAN_H
 
@@ -25,6 +25,7 @@ typedef struct {
     int dp;                       // the data-parallel ranks the state is sharded over
     size_t bucket_bytes;          // --reduce-bucket-mb
     size_t nvme_buffer;           // --nvme-buffer-mb
+    int kv_tokens;                // the positions of the run's samples' key/value cache (run_sample_tokens; 0: no sampling)
 } PlanLayout;
 
 // What the advice varies: the ZeRO stage and what is offloaded where.
@@ -35,8 +36,9 @@ static PlanNeed plan_need(const PlanLayout *l, PlanChoice c, MemoryPlan *out) {
     zero_memory_plan(l->mc, c.zero, l->dp, l->holds_unit, l->bucket_bytes, c.offload, c.offload_params, c.nvme, &mp.params,
                      &mp.grads, &mp.optimizer);
     mp.optimizer_on_host = c.offload && !c.nvme;
+    mp.kv_cache = l->kv_tokens ? model_kv_cache_bytes(l->mc, l->layers, l->kv_tokens) : 0;  // reserved once, for the run
     PlanNeed n = {0, 0, 0};
-    n.device = mp.params + mp.grads + mp.working + mp.activations + mp.workspace + (c.offload ? 0 : mp.optimizer);
+    n.device = mp.params + mp.grads + mp.working + mp.activations + mp.workspace + mp.kv_cache + (c.offload ? 0 : mp.optimizer);
     if (c.offload && !c.nvme) n.host = mp.optimizer;
     if (c.nvme) zero_swap_plan(l->mc, c.zero, l->dp, l->holds_unit, l->nvme_buffer, &n.host, &n.disk);
     if (out) *out = mp;

@@ -43,8 +43,10 @@ static void report_memory_plan(const MemoryPlan *mp) {
     printf0("memory plan per rank: params %.1f MiB | grads %.1f MiB | AdamW state %.1f MiB%s | ", mp->params / mib,
             mp->grads / mib, mp->optimizer / mib, mp->optimizer_on_host ? " (host: moments, master copy, gradient staging)" : "");
     if (mp->working) printf0("working weights %.1f MiB | ", mp->working / mib);
-    printf0("activations %.1f MiB | workspace %.1f MiB | total %.1f MiB\n", mp->activations / mib, mp->workspace / mib,
-            (mp->params + mp->grads + mp->optimizer + mp->working + mp->activations + mp->workspace) / mib);
+    printf0("activations %.1f MiB | workspace %.1f MiB | ", mp->activations / mib, mp->workspace / mib);
+    if (mp->kv_cache) printf0("kv cache %.1f MiB | ", mp->kv_cache / mib);  // the samples' (-s, -g); none without them
+    printf0("total %.1f MiB\n", (mp->params + mp->grads + mp->optimizer + mp->working + mp->activations + mp->workspace +
+                                  mp->kv_cache) / mib);
 }
 
 // The plan against the machine: device, host RAM and disk per rank beside what there is, and when it
@@ -80,10 +82,10 @@ static void report_memory_fit(const Run *r) {
     const MemoryPlan *plan = &r->plan;
     fprintf(r->logf, "{\"memory_plan\": {\"world\": %d, \"zero_stage\": %d, \"params_bytes\": %zu, \"grads_bytes\": %zu, "
             "\"optimizer_bytes\": %zu, \"working_weights_bytes\": %zu, \"activations_bytes\": %zu, \"workspace_bytes\": %zu, "
-            "\"device_bytes\": %zu, \"host_bytes\": %zu, \"disk_bytes\": %zu, \"ram_per_rank_bytes\": %.0f, "
+            "\"kv_cache_bytes\": %zu, \"device_bytes\": %zu, \"host_bytes\": %zu, \"disk_bytes\": %zu, \"ram_per_rank_bytes\": %.0f, "
             "\"disk_free_per_rank_bytes\": %.0f, \"device_capacity_bytes\": %.0f, \"fits\": %s, \"advice\": ",
             r->world, cfg->zero_stage, plan->params, plan->grads, plan->optimizer, plan->working, plan->activations,
-            plan->workspace, r->need.device, r->need.host, r->need.disk, m.ram, m.disk, m.device, fits ? "true" : "false");
+            plan->workspace, plan->kv_cache, r->need.device, r->need.host, r->need.disk, m.ram, m.disk, m.device, fits ? "true" : "false");
     if (advice[0]) fprintf(r->logf, "\"%s\"}}\n", advice); else fprintf(r->logf, "null}}\n");
     fflush(r->logf);
 }

@@ -96,10 +96,18 @@ static int run_local_ranks(const Run *r) {
     return n;
 }
 
+// The positions a sample's key/value cache holds: the first token and -g more, at most a sequence (trainer.h's
+// run_sample); 0 where the run draws none (-s 0, or no step to sample after). The memory plan counts a cache this
+// long, and run_build reserves it.
+static int run_sample_tokens(const TrainConfig *cfg, int T) {
+    if (cfg->sample_every <= 0 || cfg->steps <= 0) return 0;
+    return cfg->gen_tokens + 1 < T ? cfg->gen_tokens + 1 : T;
+}
+
 // This rank's share of the run's layout, as the memory plan takes it (after run_plan has split the layers).
 static PlanLayout run_plan_layout(const Run *r) {
     PlanLayout l = {&r->mc, r->B, r->T, r->cfg.recompute, r->first[r->stage + 1] - r->first[r->stage], r->slots, r->holds_unit,
-                    r->dp, r->bucket_bytes, run_nvme_buffer(r)};
+                    r->dp, r->bucket_bytes, run_nvme_buffer(r), run_sample_tokens(&r->cfg, r->T)};
     return l;
 }
 

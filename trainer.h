@@ -103,6 +103,10 @@ static void run_build(Run *r) {
                             cfg->zero_stage == 3);
     const MemoryPlan *plan = &r->plan;
     size_t act_bytes = backend_scratch_allocated() - act_before, planned_act = plan->activations + plan->workspace + plan->working;
+    // the samples' key/value cache, once for the run at the length every sample uses (model_kv_reserve says why)
+    size_t kv_before = backend_scratch_allocated();
+    if (run_sample_tokens(cfg, r->T)) model_kv_reserve(r->model, run_sample_tokens(cfg, r->T));
+    size_t kv_bytes = backend_scratch_allocated() - kv_before;
     size_t allocated_before = backend_state_allocated();
     char note[512];
     zero_init(&r->zero, &r->dp_comm, cfg->zero_stage, r->model, r->holds_unit, r->bucket_bytes, r->offload, r->offload_params,
@@ -121,12 +125,15 @@ static void run_build(Run *r) {
     r->pipe = (Pipeline){r->pp_stages, stage, r->first[stage], r->first[stage + 1], r->slots, &r->pp_comm, &r->zero, 0.0};
     size_t model_state = backend_state_allocated() - allocated_before;
     size_t planned_state = plan->params + plan->grads + plan->optimizer;  // with nvme, AdamW's state is in the swap file
-    printf0("allocated per rank: model state %.1f MiB (planned %.1f MiB) | activations and workspace %.1f MiB (planned %.1f MiB)\n",
+    printf0("allocated per rank: model state %.1f MiB (planned %.1f MiB) | activations and workspace %.1f MiB (planned %.1f MiB)",
             model_state / 1048576.0, planned_state / 1048576.0, act_bytes / 1048576.0, planned_act / 1048576.0);
+    if (kv_bytes || plan->kv_cache) printf0(" | kv cache %.1f MiB (planned %.1f MiB)", kv_bytes / 1048576.0, plan->kv_cache / 1048576.0);
+    printf0("\n");
     if (r->logf) fprintf(r->logf, "{\"allocated\": {\"model_state_bytes\": %zu, \"planned_model_state_bytes\": %zu, "
-                         "\"activation_bytes\": %zu, \"planned_activation_bytes\": %zu, \"swap_file_bytes\": %zu, "
-                         "\"planned_disk_bytes\": %zu}}\n", model_state, planned_state, act_bytes, planned_act,
-                         r->nvme ? r->zero.swap.file_bytes : 0, r->need.disk);
+                         "\"activation_bytes\": %zu, \"planned_activation_bytes\": %zu, \"kv_cache_bytes\": %zu, "
+                         "\"planned_kv_cache_bytes\": %zu, \"swap_file_bytes\": %zu, \"planned_disk_bytes\": %zu}}\n", model_state,
+                         planned_state, act_bytes, planned_act, kv_bytes, plan->kv_cache, r->nvme ? r->zero.swap.file_bytes : 0,
+                         r->need.disk);
     zero_load_params(&r->zero, r->params, start_step > 0 ? r->resumed.updates : 0);
     free(r->params);
     r->params = NULL;
@@ -181,7 +188,7 @@ static void run_evaluate(Run *r, int step) {
 // Each new token runs the model on itself alone, against the key/value cache of the ones before it
 // (model_decode_*), so n tokens cost n one-token forwards rather than forwards of 1, 2, ..., n tokens.
 static void run_sample(Run *r) {
-    int n = r->cfg.gen_tokens + 1 < r->T ? r->cfg.gen_tokens + 1 : r->T;
+    int n = run_sample_tokens(&r->cfg, r->T);  // the length run_build reserved the cache for
     int *gen = r->gen, last_stage = r->stage == r->pp_stages - 1;
     gen[0] = decoder_first_token(&r->dec);
     printf0("sample: ");

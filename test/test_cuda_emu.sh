@@ -379,21 +379,35 @@ llama_runs() {
   # the plan counts the grouped sizes: against the same model with KV = NH (4:4), by hand, each of q/k/v's two
   # activations per layer (qkv after QK-norm and RoPE, qkv_pre before) is B*T*(NH + 2 KV)*hd elements, the
   # QK-norm statistics B*T*(NH + KV) floats (each tensor 256-byte aligned), and the workspace's two q/k/v-wide
-  # gradients (dqkv and, with QK-norm, the one before the norm) B*T*(NH + 2 KV)*hd elements each
-  $EMU --precision bf16 "${lc[@]}" -e "$W/gqa44.bin" --dry-run --log "$W/ll-44.jsonl" > "$W/ll-44.out" 2>&1
-  r=$($PY - "$W/ll-fp32.jsonl" "$W/ll-bf16.jsonl" "$W/ll-44.jsonl" <<'PYEOF'
+  # gradients (dqkv and, with QK-norm, the one before the norm) B*T*(NH + 2 KV)*hd elements each; the samples' key/value
+  # cache (the bf16 run's 8-token samples: g = 9 positions) L*g*2*KV*hd elements, allocated once as planned, none in
+  # the fp32 run (-s 0), one layer's on a --pp 2 stage, each rank's whole at ZeRO-3; GPT-2's L*g*3C
+  $EMU --precision bf16 "${lc[@]}" "${ev[@]}" -e "$W/gqa44.bin" --dry-run --log "$W/ll-44.jsonl" > "$W/ll-44.out" 2>&1
+  $EMU --precision bf16 -e d2 -t 32 -s 1 -g 8 --dry-run --log "$W/ll-gpt2.jsonl" > "$W/ll-gpt2.out" 2>&1
+  r=$($PY - "$W/ll-fp32.jsonl" "$W/ll-bf16.jsonl" "$W/ll-44.jsonl" "$W/ll-pp.jsonl" "$W/ll-z3.jsonl" "$W/ll-gpt2.jsonl" <<'PYEOF'
 import json, sys
 def rows(p): return [json.loads(l) for l in open(p)]
 msg, ok = [], True
-for p, x in ((sys.argv[1], "fp32"), (sys.argv[2], "bf16")):
+L, BT, NH, hd, X = 2, 2 * 80, 4, 16, 2
+cache = lambda layers, kv, x: layers * 9 * 2 * kv * hd * x  # g = 9: the first token and -g 8 more
+for p, x, want in ((sys.argv[1], "fp32", 0), (sys.argv[2], "bf16", cache(L, 1, 2)), (sys.argv[4], "--pp 2 stage 0, fp32", cache(1, 1, 4)),
+                   (sys.argv[5], "ZeRO-3 rank 0, fp32", cache(L, 1, 4))):
     a = next(d["allocated"] for d in rows(p) if "allocated" in d)
-    same = a["model_state_bytes"] == a["planned_model_state_bytes"] and a["activation_bytes"] == a["planned_activation_bytes"]
+    m = next(d["memory_plan"] for d in rows(p) if "memory_plan" in d)
+    same = a["model_state_bytes"] == a["planned_model_state_bytes"] and a["activation_bytes"] == a["planned_activation_bytes"] \
+        and a["kv_cache_bytes"] == a["planned_kv_cache_bytes"] == m["kv_cache_bytes"] == want
     ok &= same
-    msg.append(f"{x}: {a['model_state_bytes']} bytes of model state, {a['activation_bytes']} of activations and workspace"
-               + (" as planned" if same else f" (planned {a['planned_model_state_bytes']}, {a['planned_activation_bytes']})"))
+    msg.append(f"{x}: {a['model_state_bytes']} bytes of model state, {a['activation_bytes']} of activations and workspace, "
+               f"{a['kv_cache_bytes']} of key/value cache" + (" as planned" if same else
+               f" (planned {a['planned_model_state_bytes']}, {a['planned_activation_bytes']}, {m['kv_cache_bytes']}; by hand {want})"))
 p41 = next(d["memory_plan"] for d in rows(sys.argv[2]) if "memory_plan" in d)
 p44 = next(d["memory_plan"] for d in rows(sys.argv[3]) if "memory_plan" in d)
-L, BT, NH, hd, X = 2, 2 * 80, 4, 16, 2
+pg = next(d["memory_plan"] for d in rows(sys.argv[6]) if "memory_plan" in d)
+dk = p44["kv_cache_bytes"] - p41["kv_cache_bytes"]
+ok &= p44["kv_cache_bytes"] == cache(L, 4, X) and dk == cache(L, 4, X) - cache(L, 1, X) > 0
+msg.append(f"key/value cache KV 4 vs KV 1: {dk} bytes more (by hand {cache(L, 4, X) - cache(L, 1, X)})")
+ok &= pg["kv_cache_bytes"] == 2 * 9 * 3 * 128 * X
+msg.append(f"GPT-2 d2's: {pg['kv_cache_bytes']} (by hand {2 * 9 * 3 * 128 * X})")
 al = lambda b: (b + 255) // 256 * 256
 act = lambda kv: L * (2 * al(BT * (NH + 2 * kv) * hd * X) + al(BT * (NH + kv) * 4))
 ws = lambda kv: 2 * BT * (NH + 2 * kv) * hd * X

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_llama_cli.sh: the Llama family at the trainer's command line (CPU build): each preset's --dry-run prints the
 # published parameter count exactly (transformers' count of the Hugging Face model; these vocabularies are
-# multiples of 128, so no padding rows), a real step of smollm-135m allocates exactly its plan, and bad input is a
+# multiples of 128, so no padding rows), a real step of smollm-135m allocates exactly its plan, the plan's key/value
+# cache is the hand count for GQA and GPT-2 (and --mem-limit sees it), and bad input is a
 # clear error naming the file and field: n_head not a multiple of n_kv_head, an odd head_dim, an llm.c llama3-branch
 # file, a shard token outside the model's vocabulary, an unknown model name; the CUDA build (emulated, fp32) trains
 # the family with the CPU build's losses and norms.
@@ -21,6 +22,53 @@ set -- $alloc
 [ $# -eq 4 ] && [ "$1" = "$2" ] && [ "$3" = "$4" ] && grep -q "step     1/1 | loss" "$W/smol.out" \
   && ok "smollm-135m trains a step and allocates exactly its plan ($1 bytes of model state, $3 of activations and workspace)" \
   || bad "smollm-135m: allocated vs plan" "$alloc $(tail -3 "$W/smol.out")"
+
+# the key/value cache in the memory plan (issue 35): a run that samples holds one cache for its layers, sized by the
+# sample length g = min(-g + 1, -t) (the first token and -g more); by hand, L g 2 KV hd floats for the Llama family
+# (keys and values of the grouped heads only), L g 3C for GPT-2 (its whole q/k/v rows); against the same model with
+# KV = NH, exactly the grouped heads' share less; allocated once, as planned; none at all without sampling (-s 0)
+$PY test/llama_model.py "$W/gqa41.bin" 4 1 && $PY test/llama_model.py "$W/gqa44.bin" 4 4 || bad "writing the Llama model files (test/llama_model.py)"
+kvf=(-b 2 -t 32 -x 1 -v 0 -s 1 -g 8)
+$BIN -e "$W/gqa41.bin" "${kvf[@]}" --log "$W/kv41.jsonl" > "$W/kv41.out" 2>&1
+$BIN -e "$W/gqa44.bin" "${kvf[@]}" --dry-run --log "$W/kv44.jsonl" > "$W/kv44.out" 2>&1
+$BIN -e d2 -b 2 -t 32 -x 1 -v 0 -s 1 -g 100 --log "$W/kvg.jsonl" > "$W/kvg.out" 2>&1
+r=$($PY - "$W" <<'PYEOF'
+import json, re, sys
+W = sys.argv[1]
+def log(n): return {k: v for l in open(f"{W}/{n}.jsonl") for k, v in json.loads(l).items() if k in ("memory_plan", "allocated")}
+def line(n, what): return next((l for l in open(f"{W}/{n}.out") if l.startswith(what)), "")
+msg, ok = [], True
+L, hd, NH, X = 2, 16, 4, 4
+hand = lambda g, kv: L * g * 2 * kv * hd * X
+p41, p44, pg, smol = log("kv41"), log("kv44"), log("kvg"), log("smol")
+k41, k44, kg = p41["memory_plan"]["kv_cache_bytes"], p44["memory_plan"]["kv_cache_bytes"], pg["memory_plan"]["kv_cache_bytes"]
+ok &= k41 == hand(9, 1) and k44 == hand(9, 4) and k44 - k41 == L * 9 * 2 * (NH - 1) * hd * X
+msg.append(f"GQA 4:1 {k41} bytes, 4:4 {k44} (by hand {hand(9, 1)}, {hand(9, 4)})")
+ok &= kg == 2 * 32 * 3 * 128 * X  # GPT-2 d2: L 2, C 128, -g 100 capped at -t 32
+msg.append(f"GPT-2 d2 -g 100 -t 32: {kg} (by hand {2 * 32 * 3 * 128 * X})")
+for n, p in (("GQA", p41), ("GPT-2", pg)):
+    a, m = p["allocated"], p["memory_plan"]
+    ok &= a["kv_cache_bytes"] == a["planned_kv_cache_bytes"] == m["kv_cache_bytes"] and a["activation_bytes"] == a["planned_activation_bytes"]
+    # the device figure that --mem-limit and the advice test holds the cache
+    ok &= m["device_bytes"] == sum(m[k] for k in ("params_bytes", "grads_bytes", "optimizer_bytes", "working_weights_bytes",
+                                                  "activations_bytes", "workspace_bytes", "kv_cache_bytes"))
+    ok &= f"| kv cache {m['kv_cache_bytes'] / 1048576:.1f} MiB | total" in line("kv41" if n == "GQA" else "kvg", "memory plan per rank")
+ok &= smol["memory_plan"]["kv_cache_bytes"] == 0 == smol["allocated"]["kv_cache_bytes"] and "kv cache" not in line("smol", "memory plan") + line("smol", "allocated")
+msg.append("allocated as planned; -s 0: none")
+print("; ".join(msg))
+sys.exit(0 if ok else 1)
+PYEOF
+)
+[ $? -eq 0 ] && grep -q "^sample" "$W/kv41.out" && grep -q "^sample" "$W/kvg.out" && ok "the memory plan's key/value cache: $r" \
+  || bad "the memory plan's key/value cache" "$r $(tail -2 "$W/kv41.out") $(tail -2 "$W/kvg.out")"
+# --mem-limit sees the cache: a limit between the plan without it and with it fits the run with -s 0 only
+d0=$($BIN -e d2 -t 1024 -g 1000 -s 0 --dry-run --log "$W/m0.jsonl" >/dev/null 2>&1; $PY -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["memory_plan"]["device_bytes"])' "$W/m0.jsonl")
+kv=$((2 * 1001 * 3 * 128 * 4))
+lim=$($PY -c "print(($d0 + $kv / 2) / 2**30)")
+o0=$($BIN -e d2 -t 1024 -g 1000 -s 0 --dry-run --mem-limit "$lim" 2>&1); o1=$($BIN -e d2 -t 1024 -g 1000 -s 100 --dry-run --mem-limit "$lim" 2>&1)
+grep -q "memory per rank: .*: fits$" <<<"$o0" && grep -q "memory per rank: .*: does not fit$" <<<"$o1" \
+  && ok "--mem-limit between the plan without and with a 1001-token cache ($d0 + $kv bytes): -s 0 fits, -s 100 does not" \
+  || bad "--mem-limit and the key/value cache" "$(grep "memory per rank" <<<"$o0") $(grep "memory per rank" <<<"$o1")"
 
 # a Llama-family header (docs/llama.md) with fields set as given, and zero tensors of the size it needs
 # header FILE MAGIC NH KV C HD
