@@ -192,7 +192,7 @@ static const char *tune_bytes(double b, char *buf, size_t n) {
 // (the CPU build) the host's share is device memory too.
 static PlanNeed tune_need(const Run *r, const TuneCandidate *c, const int *first, int *holds_unit, int device_is_host) {
     const GPT2Config *mc = &r->mc;
-    int nu = gpt2_num_units(mc), dp = r->cfg.autotune_world / c->pp;
+    int nu = model_num_units(mc), dp = r->cfg.autotune_world / c->pp;
     PlanChoice choice = {c->zero, c->offload != OFFLOAD_NONE, c->offload == OFFLOAD_PARAMS, 0};
     PlanNeed worst = {0, 0, 0};
     for (int st = 0; st < c->pp; st++) {
@@ -261,7 +261,7 @@ static void tune_mark_levers(TuneCandidate *cs, int nc, int W, int device_is_hos
 static TuneCandidate *tune_enumerate(const Run *r, long total, const int *bs, int nb, const MachineCapacity *cap, int *count) {
     const GPT2Config *mc = &r->mc;
     int T = r->T, L = mc->num_layers, W = r->cfg.autotune_world;
-    int *holds_unit = (int *)mallocCheck(gpt2_num_units(mc) * sizeof(int));
+    int *holds_unit = (int *)mallocCheck(model_num_units(mc) * sizeof(int));
     int *first = (int *)mallocCheck((W + 1) * sizeof(int));
     TuneCandidate *cs = (TuneCandidate *)callocCheck((size_t)nb * 4 * 3 * 4 * (W + 1), sizeof(TuneCandidate));
     int nc = 0;

@@ -142,7 +142,7 @@ static void adamw_host(float *p, const float *g, float *mom, float *vel, size_t 
 // wte, wpe, lnfw, lnfb), unit 1+l layer l's (GPT-2's twelve, ln1w .. fcprojb), each in file order.
 
 #define NUM_LAYER_PIECES 12
-static int gpt2_num_units(const GPT2Config *c) { return c->num_layers + 1; }
+static int model_num_units(const GPT2Config *c) { return c->num_layers + 1; }
 
 static size_t gpt2_unit_size(const GPT2Config *c, int u) {
     ArchShape s = model_shape(c);

@@ -28,7 +28,7 @@ static inline floatX *x_at(const floatX *p, size_t n) { return (floatX *)((char 
 // Activations. A tensor is kept for every layer only if the recompute level needs it in backward;
 // otherwise one layer's copy is shared and backward recomputes it. The level-3 model keeps just
 // each layer's output (the next layer's input) and reruns the whole layer. What a family keeps, its
-// sizes and levels, is its activation table (arch.h: GPT2_ACTS, LLAMA_ACTS); the roles below are the
+// sizes and levels, is its activation table (arch.h's BLOCK_ACTS, rows present by the family's options); the roles below are the
 // names this file's block reads them by (a role the family's table lacks is NULL).
 
 enum {
@@ -36,17 +36,16 @@ enum {
     ACT_LN2, ACT_LN2_MEAN, ACT_LN2_RSTD, ACT_FCH, ACT_FCH_GELU, ACT_FCPROJ, ACT_RESIDUAL3, ACT_LNF,
     ACT_LNF_MEAN, ACT_LNF_RSTD, ACT_LOGITS, ACT_LOSSES, ACT_QKV_PRE, ACT_QK_RSTD, NUM_ACTS
 };
-// The tables' names of each role (the MLP's activation output is GELU's or SwiGLU's).
-static const char *const ACT_ROLE_NAMES[NUM_ACTS][2] = {
-    {"encoded", 0}, {"ln1", 0}, {"ln1_mean", 0}, {"ln1_rstd", 0}, {"qkv", 0}, {"atty", 0}, {"att", 0},
-    {"attproj", 0}, {"residual2", 0}, {"ln2", 0}, {"ln2_mean", 0}, {"ln2_rstd", 0}, {"fch", 0},
-    {"fch_gelu", "fch_swiglu"}, {"fcproj", 0}, {"residual3", 0}, {"lnf", 0}, {"lnf_mean", 0}, {"lnf_rstd", 0},
-    {"logits", 0}, {"losses", 0}, {"qkv_pre", 0}, {"qk_rstd", 0}};
+// The table's name of each role (the MLP's activation output, GELU's or SwiGLU's, is fch_gelu in both families).
+static const char *const ACT_ROLE_NAMES[NUM_ACTS] = {
+    "encoded", "ln1", "ln1_mean", "ln1_rstd", "qkv", "atty", "att", "attproj", "residual2", "ln2", "ln2_mean",
+    "ln2_rstd", "fch", "fch_gelu", "fcproj", "residual3", "lnf", "lnf_mean", "lnf_rstd", "logits", "losses",
+    "qkv_pre", "qk_rstd"};
 
 // The role of table entry i, or -1 for a name this file does not know (a table's mistake).
 static int act_role(const ArchAct *a) {
     for (int r = 0; r < NUM_ACTS; r++)
-        if (strcmp(a->name, ACT_ROLE_NAMES[r][0]) == 0 || (ACT_ROLE_NAMES[r][1] && strcmp(a->name, ACT_ROLE_NAMES[r][1]) == 0))
+        if (strcmp(a->name, ACT_ROLE_NAMES[r]) == 0)
             return r;
     return -1;
 }
@@ -209,9 +208,9 @@ static Model *model_create(const GPT2Config *config, int B, int T, int recompute
     m->num_params = gpt2_num_params(config);
     m->B = B; m->T = T; m->recompute = recompute;
     m->first = first; m->last = last; m->nslots = slots;
-    m->uparams = (float **)callocCheck(gpt2_num_units(config), sizeof(float *));
-    m->ugrads = (float **)callocCheck(gpt2_num_units(config), sizeof(float *));
-    int nu = gpt2_num_units(config), outer = first == 0 || last == config->num_layers;
+    m->uparams = (float **)callocCheck(model_num_units(config), sizeof(float *));
+    m->ugrads = (float **)callocCheck(model_num_units(config), sizeof(float *));
+    int nu = model_num_units(config), outer = first == 0 || last == config->num_layers;
     m->wparams = (floatX **)callocCheck(nu, sizeof(floatX *));
     m->wvalid = (int *)callocCheck(nu, sizeof(int));
     m->wcopy = backend_weights_need_copy();
@@ -286,7 +285,7 @@ static void model_set_unit(Model *m, int u, float *params, float *grads) {
 // rounds its working weights with the same seeds as the run that was never interrupted.
 static void model_weights_changed(Model *m, uint64_t version) {
     m->wversion = version;
-    memset(m->wvalid, 0, gpt2_num_units(&m->config) * sizeof(int));
+    memset(m->wvalid, 0, model_num_units(&m->config) * sizeof(int));
     m->wlayer = -1;
 }
 
@@ -297,7 +296,7 @@ static floatX *model_working_copy(Model *m, int u) { return m->wcopy && !m->stre
 // The update wrote every unit's working copy itself (from the master, at this version's rounding).
 static void model_weights_converted(Model *m, uint64_t version) {
     model_weights_changed(m, version);
-    for (int u = 0; u < gpt2_num_units(&m->config); u++) m->wvalid[u] = m->wparams[u] != NULL;
+    for (int u = 0; u < model_num_units(&m->config); u++) m->wvalid[u] = m->wparams[u] != NULL;
 }
 
 // An update issued on the device skipped itself (a non-finite gradient): nothing changed, the copies
@@ -756,7 +755,7 @@ static void model_embed_forward(Model *m, const int *inputs, int B, int T) {
 // rounding seed (the update count) it was recorded with, and one not recorded would be missing after the next
 // update. The seeds depend on the unit and the count only, so converting early changes no bit.
 static void model_weights_ready(Model *m) {
-    for (int u = 0; u < gpt2_num_units(&m->config); u++)
+    for (int u = 0; u < model_num_units(&m->config); u++)
         if (m->uparams[u]) model_weights(m, u);
 }
 

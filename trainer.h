@@ -74,7 +74,7 @@ static void run_plan(Run *r) {
     // this stage's layers, and the units it holds (the tied outer unit lives on the first and the last)
     r->first = (int *)mallocCheck((pp_stages + 1) * sizeof(int));
     r->imbalance = pp_split(mc, r->T, pp_stages, r->first);
-    r->holds_unit = (int *)callocCheck(gpt2_num_units(mc), sizeof(int));
+    r->holds_unit = (int *)callocCheck(model_num_units(mc), sizeof(int));
     r->holds_unit[0] = stage == 0 || stage == pp_stages - 1;
     for (int l = r->first[stage]; l < r->first[stage + 1]; l++) r->holds_unit[1 + l] = 1;
     r->slots = pp_max_in_flight(stage, pp_stages, A);

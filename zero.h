@@ -75,7 +75,7 @@ static void zero_init(Zero *z, Comm *comm, int stage, Model *model, const int *h
     z->comm = comm;
     z->model = model;
     z->config = model->config;
-    z->nu = gpt2_num_units(&z->config);
+    z->nu = model_num_units(&z->config);
     z->L = z->config.num_layers;
     z->bucket_layers = zero_bucket_layers(&z->config, comm->world, bucket_bytes);
     size_t **per_unit[] = {&z->usize, &z->ushard, &z->uoff, &z->slo, &z->slen, &z->sspan, &z->soff};

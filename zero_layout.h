@@ -135,7 +135,7 @@ static int zero_swap_pieces(const size_t *span, int nu, size_t chunk, size_t *fl
 // staging), for --offload-device nvme, without opening anything.
 static void zero_swap_plan(const GPT2Config *c, int stage, int world, const int *held, size_t buffer_bytes,
                            size_t *host, size_t *disk) {
-    int nu = gpt2_num_units(c);
+    int nu = model_num_units(c);
     size_t *span = (size_t *)mallocCheck(nu * sizeof(size_t)), chunk = zero_piece_floats(buffer_bytes);
     for (int u = 0; u < nu; u++) span[u] = zero_slice_span(stage, comm_shard_size(zero_unit_size(c, u, held), world), world);
     int n = zero_swap_pieces(span, nu, chunk, NULL, NULL, NULL);
@@ -151,7 +151,7 @@ static void zero_swap_plan(const GPT2Config *c, int stage, int world, const int 
 static void zero_memory_plan(const GPT2Config *c, int stage, int world, const int *held, size_t bucket_bytes,
                              int offload, int offload_params, int nvme, size_t *params, size_t *grads, size_t *opt) {
     int K = zero_bucket_layers(c, world, bucket_bytes);
-    int nu = gpt2_num_units(c);
+    int nu = model_num_units(c);
     size_t whole = 0, shard = 0, slices = 0, outer = 0, layer = 0;
     for (int u = 0; u < nu; u++) {
         size_t sh = comm_shard_size(zero_unit_size(c, u, held), world);

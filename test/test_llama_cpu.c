@@ -419,8 +419,8 @@ static void test_gpt2_table(const char *what, GPT2Config c) {
         if (got[k] != want[k] || strcmp(ARCH_GPT2.params[k].name, PARAM_NAMES[k]) != 0 ||
             ARCH_GPT2.params[k].decayed != PARAM_DECAYED[k]) ok = 0, bad = k;
     if (arch_num_params(&ARCH_GPT2, &s) != gpt2_num_params(&c)) ok = 0;
-    if (arch_num_units(&s) != gpt2_num_units(&c)) ok = 0;
-    for (int u = 0; u < gpt2_num_units(&c); u++) if (arch_unit_size(&ARCH_GPT2, &s, u) != gpt2_unit_size(&c, u)) ok = 0;
+    if (arch_num_units(&s) != model_num_units(&c)) ok = 0;
+    for (int u = 0; u < model_num_units(&c); u++) if (arch_unit_size(&ARCH_GPT2, &s, u) != gpt2_unit_size(&c, u)) ok = 0;
     size_t nr = 4 + (size_t)NUM_LAYER_PIECES * c.num_layers;
     ParamRun *a = (ParamRun *)callocCheck(nr, sizeof(ParamRun)), *b = (ParamRun *)callocCheck(nr, sizeof(ParamRun));
     int na = model_param_runs(&c, a), nb = arch_param_runs(&ARCH_GPT2, &s, b);
@@ -429,7 +429,7 @@ static void test_gpt2_table(const char *what, GPT2Config c) {
         if (a[i].flat != b[i].flat || a[i].len != b[i].len || a[i].unit != b[i].unit || a[i].unit_off != b[i].unit_off ||
             a[i].decayed != b[i].decayed) ok = 0;
     check(ok, "GPT-2 table = gpt2.h (%s: L %d, C %d, V %d, maxT %d): sizes, names, decay, count, %d unit sizes, %d runs%s%s",
-          what, c.num_layers, c.channels, c.vocab_size, c.max_seq_len, gpt2_num_units(&c), na, bad >= 0 ? "; first "
+          what, c.num_layers, c.channels, c.vocab_size, c.max_seq_len, model_num_units(&c), na, bad >= 0 ? "; first "
           "wrong tensor " : "", bad >= 0 ? PARAM_NAMES[bad] : "");
     free(a), free(b);
 }
@@ -612,7 +612,7 @@ static void test_act_tables(void) {
     llama_arch_shape(&lc, &s);
     size_t al = 256;
 #define AL(n) (((n) + al - 1) / al * al)
-    // per layer at level 0: ln1, ln1_rstd, qkv_pre, qk_rstd, qkv, atty, att, residual2, ln2, ln2_rstd, fch, fch_swiglu;
+    // per layer at level 0: ln1, ln1_rstd, qkv_pre, qk_rstd, qkv, atty, att, residual2, ln2, ln2_rstd, fch, fch_gelu (SwiGLU's);
     // one copy: encoded, attproj, fcproj, lnf, lnf_rstd, logits, losses; residual3 per layer always
     size_t layer0 = AL(BT * 32 * 4) + AL(BT * 4) + AL(BT * 64 * 4) + AL(BT * 6 * 4) + AL(BT * 64 * 4) + AL(BT * 32 * 4) +
                     AL((size_t)B * 4 * T * T * 4) + AL(BT * 32 * 4) + AL(BT * 32 * 4) + AL(BT * 4) + AL(BT * 80 * 4) +
@@ -620,7 +620,7 @@ static void test_act_tables(void) {
     size_t once = AL(BT * 32 * 4) * 4 + AL(BT * 4) + AL(BT * 384 * 4) + AL(BT * 4);
     size_t want0 = 2 * (layer0 + AL(BT * 32 * 4)) + once;
     size_t want3 = layer0 + AL(BT * 32 * 4) * 2 + once;
-    size_t dropped2 = 2 * AL(BT * 32 * 4) + AL(BT * 40 * 4);  // ln1, ln2 and fch_swiglu: one copy from level 2
+    size_t dropped2 = 2 * AL(BT * 32 * 4) + AL(BT * 40 * 4);  // ln1, ln2 and fch_gelu: one copy from level 2
     size_t want2 = 2 * (layer0 - dropped2 + AL(BT * 32 * 4)) + dropped2 + once;
     size_t latt = (size_t)B * 4 * T * T;
     size_t got0 = arch_act_bytes(&LLAMA_ACT_TABLE, &s, B, T, 0, 2, 4, latt);
