@@ -7,6 +7,8 @@
 # is the data directory only if it does not start with '-', so flags alone pass straight through
 # (scripts/tinyshakespeare.sh -x 10).
 set -euo pipefail
+SRC_DIR=${DATA_DIR:-}  # relative to where the script was started, so taken before the cd
+[ -n "$SRC_DIR" ] && [ -d "$SRC_DIR" ] && SRC_DIR=$(cd "$SRC_DIR" && pwd)
 cd "$(dirname "$0")/.."
 DATA=data
 if [ $# -gt 0 ] && [ "${1:0:1}" != "-" ]; then DATA=$1; shift; fi
@@ -15,7 +17,7 @@ fetch() {  # fetch NAME URL
   local name=$1 url=$2
   [ -f "$DATA/$name" ] && return
   local src
-  for src in "${DATA_DIR:-}" ../shared/data; do
+  for src in "$SRC_DIR" ../shared/data; do
     if [ -n "$src" ] && [ -f "$src/$name" ]; then cp "$src/$name" "$DATA/$name"; return; fi
   done
   echo "downloading $url"
