@@ -507,12 +507,13 @@ trainer() {
   r=$($PY test/profile_check.py "$W/prof.jsonl" 2 128 128 80 160 --no-peak --any-ratio) && ok "--profile from events: $r" \
     || bad "--profile from events" "$r $(tail -3 "$W/prof.out")"
   # --autotune on the emulated GPU (timings meaningless, plumbing not): device and host memory are apart here, so
-  # a --mem-limit below the run's own plan leaves only configurations that offload AdamW's state to the host
+  # a --mem-limit below the run's own plan leaves only configurations that offload AdamW's state to the host (the plan
+  # holds the samples' key/value cache too, 2 layers x 16 positions x 3C floats, which leaves -b 2 -r 2 out)
   out=$($EMU --precision fp32 -b 2 -t 16 -d 32 --autotune --mem-limit 0.0048 2>&1); rc=$?
   # a timed row: tok/s, the runs' range and spread, ms/step, runs, the plan's memory
   n=$(grep -cE "^  -b [12] --grad-accum [12] -r [0-3] -z 0 --offload optimizer +[0-9]+ +[0-9]+-[0-9]+ +[0-9.]+% +[0-9.]+ +[0-9]+ +[0-9.]+ MiB \+ host" <<<"$out")
-  [ $rc -eq 0 ] && grep -q "6 fit the memory plan" <<<"$out" && [ "$n" = 6 ] && grep -qE "^best: -b 2 --grad-accum 1 -r [0-3] -z 0 --offload optimizer$" <<<"$out" \
-    && ok "--autotune on the emulated GPU: 6 of 24 fit a 4.9 MiB device by offloading; $(grep '^best' <<<"$out")" || bad "--autotune (emulated)" "$out"
+  [ $rc -eq 0 ] && grep -q "5 fit the memory plan" <<<"$out" && [ "$n" = 5 ] && grep -qE "^best: -b 2 --grad-accum 1 -r [0-3] -z 0 --offload optimizer$" <<<"$out" \
+    && ok "--autotune on the emulated GPU: 5 of 24 fit a 4.9 MiB device by offloading; $(grep '^best' <<<"$out")" || bad "--autotune (emulated)" "$out"
   for l in z1 z3 pp; do
     r=$($PY test/breakdown.py "$W/$l.jsonl" 0.001) && ok "time breakdown from events, 2 ranks ($l): comm nonzero, $r" || bad "time breakdown ($l)" "$r"
   done
