@@ -460,7 +460,7 @@ static size_t model_kv_cache_bytes(const GPT2Config *c, int layers, int tokens) 
 // The run's cache, allocated once at the start for its sample length (trainer.h's run_build, sized as the plan
 // counts it), rather than at every sample: the memory a run holds is then its plan from the first step, a run
 // that cannot hold it fails at the start instead of at its first sample hours in, and nothing is allocated or
-// freed between steps (a cudaFree synchronises the device).
+// freed between steps (freeing device memory synchronises the GPU).
 static void model_kv_reserve(Model *m, int tokens) {
     if (m->kv_memory || tokens < 1) internal_fault("key/value cache reserved twice, or for %d tokens", tokens);
     m->kv_memory = (floatX *)backend_alloc_scratch(model_kv_cache_bytes(&m->config, m->last - m->first, tokens));
