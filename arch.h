@@ -216,8 +216,8 @@ static double arch_layer_forward_flops(const Arch *a, const ArchShape *s, int T)
 }
 static double arch_head_forward_flops(const ArchShape *s) { return 2.0 * (double)s->dim[DIM_VP] * (double)s->dim[DIM_C]; }
 
-// The random initialisation of the whole flat buffer from the table: gpt2_init_random's draws, tensor by
-// tensor in file order, so a GPT-2 table gives gpt2_init_random's bits.
+// The random initialisation of the whole flat buffer from the table: model_init_random's draws, tensor by
+// tensor in file order, so a GPT-2 table gives model_init_random's bits.
 static void arch_init_random(const Arch *a, const ArchShape *s, float *params, uint64_t seed) {
     uint64_t rng = mix_seed(seed ^ 0x6770743221ull);
     float residual_std = 0.02f / sqrtf(2.0f * s->num_layers);

@@ -191,7 +191,7 @@ static const char *tune_bytes(double b, char *buf, size_t n) {
 // first and last the tied embedding; micro-batches in flight per 1F1B). Where the device is the host
 // (the CPU build) the host's share is device memory too.
 static PlanNeed tune_need(const Run *r, const TuneCandidate *c, const int *first, int *holds_unit, int device_is_host) {
-    const GPT2Config *mc = &r->mc;
+    const ModelConfig *mc = &r->mc;
     int nu = model_num_units(mc), dp = r->cfg.autotune_world / c->pp;
     PlanChoice choice = {c->zero, c->offload != OFFLOAD_NONE, c->offload == OFFLOAD_PARAMS, 0};
     PlanNeed worst = {0, 0, 0};
@@ -259,7 +259,7 @@ static void tune_mark_levers(TuneCandidate *cs, int nc, int W, int device_is_hos
 // ZeRO-3 the layers' parameters too (with one data-parallel rank stage 3 is enumerated only where
 // offload params needs it).
 static TuneCandidate *tune_enumerate(const Run *r, long total, const int *bs, int nb, const MachineCapacity *cap, int *count) {
-    const GPT2Config *mc = &r->mc;
+    const ModelConfig *mc = &r->mc;
     int T = r->T, L = mc->num_layers, W = r->cfg.autotune_world;
     int *holds_unit = (int *)mallocCheck(model_num_units(mc) * sizeof(int));
     int *first = (int *)mallocCheck((W + 1) * sizeof(int));

@@ -17,7 +17,7 @@
 #define MODEL_VERSION_BF16 5
 #define NUM_PARAMETER_TENSORS 16
 
-// The model's config, of any family (the name is history: GPT-2 was the only one). The six shape fields hold
+// The model's config, of any family. The six shape fields hold
 // for every family; `family` says which table (arch.h) the rest of the code derives from, and a Llama-family
 // model keeps its whole config in `llama` (whose shape fields equal the six). A zeroed config is GPT-2's, so
 // code that fills only the six fields gets GPT-2 as before. Fill it after a memset: resume compares configs
@@ -32,11 +32,10 @@ typedef struct {
     int channels;           // C
     int family;             // FAMILY_
     LlamaConfig llama;      // FAMILY_LLAMA only (zero otherwise)
-} GPT2Config;
-typedef GPT2Config ModelConfig;
+} ModelConfig;
 
 // The family's tables and the config's values for their symbols.
-static void gpt2_arch_shape(const GPT2Config *c, ArchShape *s) {
+static void gpt2_arch_shape(const ModelConfig *c, ArchShape *s) {
     memset(s, 0, sizeof(*s));
     size_t C = c->channels;
     s->dim[DIM_ONE] = 1;
@@ -90,14 +89,14 @@ static const char *const PARAM_NAMES[NUM_PARAMETER_TENSORS] __attribute__((unuse
 // Weight decay applies to the matmul weights and the embeddings, not to biases or LayerNorm.
 static const int PARAM_DECAYED[NUM_PARAMETER_TENSORS] = {1, 1, 0, 0, 1, 0, 1, 0, 0, 0, 1, 0, 1, 0, 0, 0};
 
-static void gpt2_param_sizes(const GPT2Config *c, size_t sizes[NUM_PARAMETER_TENSORS]) {
+static void gpt2_param_sizes(const ModelConfig *c, size_t sizes[NUM_PARAMETER_TENSORS]) {
     ArchShape s;
     gpt2_arch_shape(c, &s);
     arch_param_sizes(&ARCH_GPT2, &s, sizes);
 }
 
 // Parameters of the model (the stored, padded vocabulary), from the family's table.
-static size_t gpt2_num_params(const GPT2Config *c) {
+static size_t model_num_params(const ModelConfig *c) {
     ArchShape s = model_shape(c);
     return arch_num_params(model_arch(c), &s);
 }
@@ -142,21 +141,21 @@ static void adamw_host(float *p, const float *g, float *mom, float *vel, size_t 
 // wte, wpe, lnfw, lnfb), unit 1+l layer l's (GPT-2's twelve, ln1w .. fcprojb), each in file order.
 
 #define NUM_LAYER_PIECES 12
-static int model_num_units(const GPT2Config *c) { return c->num_layers + 1; }
+static int model_num_units(const ModelConfig *c) { return c->num_layers + 1; }
 
-static size_t gpt2_unit_size(const GPT2Config *c, int u) {
+static size_t model_unit_size(const ModelConfig *c, int u) {
     ArchShape s = model_shape(c);
     return arch_unit_size(model_arch(c), &s, u);
 }
 
 // Fills runs (at most model_max_runs of them, in unit order) and returns their count.
-static size_t model_max_runs(const GPT2Config *c) { return (size_t)ARCH_MAX_PARAMS * (c->num_layers + 1); }
-static int model_param_runs(const GPT2Config *c, ParamRun *runs) {
+static size_t model_max_runs(const ModelConfig *c) { return (size_t)ARCH_MAX_PARAMS * (c->num_layers + 1); }
+static int model_param_runs(const ModelConfig *c, ParamRun *runs) {
     ArchShape s = model_shape(c);
     return arch_param_runs(model_arch(c), &s, runs);
 }
 
-static void gpt2_check_config(const GPT2Config *c, const char *where) {
+static void gpt2_check_config(const ModelConfig *c, const char *where) {
     if (c->max_seq_len < 1 || c->max_seq_len > 65536 || c->vocab_size < 1 || c->padded_vocab_size < c->vocab_size ||
         c->num_layers < 1 || c->num_heads < 1 || c->channels < 1 || c->channels % c->num_heads != 0) {
         fatal("%s: implausible model shape (maxT %d, V %d, Vp %d, L %d, NH %d, C %d)", where, c->max_seq_len,
@@ -166,7 +165,7 @@ static void gpt2_check_config(const GPT2Config *c, const char *where) {
 
 // "dN": the GPT-2 family as llm.c names it; any other depth gets 64*N channels in 64-wide heads.
 // Returns 0 if `desc` is not of that form.
-static int gpt2_config_from_descriptor(const char *desc, int vocab_size, GPT2Config *c) {
+static int gpt2_config_from_descriptor(const char *desc, int vocab_size, ModelConfig *c) {
     if (desc[0] != 'd' || desc[1] == '\0') return 0;
     for (const char *s = desc + 1; *s; s++) if (!isdigit((unsigned char)*s)) return 0;
     int depth = atoi(desc + 1);
@@ -285,7 +284,7 @@ static void model_count_note(const ModelConfig *c, char *buf, size_t n) {
 // gains, residual projections scaled by 1/sqrt(2L). Normal draws by Box-Muller from our own RNG so
 // the same seed gives the same model on every machine and in every build. The rules are the table's
 // (arch_init_random), which the Llama family shares (its norm gains 1).
-static void gpt2_init_random(const GPT2Config *c, float *params, uint64_t seed) {
+static void model_init_random(const ModelConfig *c, float *params, uint64_t seed) {
     ArchShape s = model_shape(c);
     arch_init_random(model_arch(c), &s, params, seed);
 }
@@ -299,7 +298,7 @@ static float bf16_to_f32(uint16_t h) {
 
 // Reads an llm.c model file (version 3 fp32 or 5 bf16) into a freshly malloc'd fp32 buffer. `what`
 // names where the path came from (a flag, "-e/--init"), so an error says which input is wrong.
-static float *gpt2_read_model_file_for(const char *what, const char *path, GPT2Config *c) {
+static float *model_read_file_for(const char *what, const char *path, ModelConfig *c) {
     char name[4200];
     snprintf(name, sizeof(name), "%s%s%s", what ? what : "", what ? ": " : "", path);
     struct stat st;
@@ -338,7 +337,7 @@ static float *gpt2_read_model_file_for(const char *what, const char *path, GPT2C
         c->padded_vocab_size = header[7];
         gpt2_check_config(c, name);
     }
-    size_t n = gpt2_num_params(c);
+    size_t n = model_num_params(c);
     size_t elem = version == MODEL_VERSION_FP32 ? 4 : 2;
     fseekCheck(fp, 0, SEEK_END, path);
     long size = ftell(fp);
@@ -359,10 +358,10 @@ static float *gpt2_read_model_file_for(const char *what, const char *path, GPT2C
     fclose(fp);
     return params;
 }
-static float *gpt2_read_model_file(const char *path, GPT2Config *c) { return gpt2_read_model_file_for(NULL, path, c); }
+static float *model_read_file(const char *path, ModelConfig *c) { return model_read_file_for(NULL, path, c); }
 
 // The model file's header, in the family's format.
-static void model_file_header(const GPT2Config *c, int header[256]) {
+static void model_file_header(const ModelConfig *c, int header[256]) {
     if (c->family == FAMILY_LLAMA) { llama_header_write(&c->llama, (int32_t *)header); return; }
     memset(header, 0, 256 * sizeof(int));
     header[0] = MODEL_MAGIC;

@@ -84,7 +84,7 @@ static size_t gradact_elems(const ArchShape *s, size_t BT) {
 }
 
 typedef struct {
-    GPT2Config config;
+    ModelConfig config;
     const Arch *arch;                    // the family's parameter table and its values (arch.h)
     ArchShape shape;
     int llama;                           // the family's switch points in the block: 0 GPT-2, 1 the Llama family
@@ -141,27 +141,27 @@ typedef struct {
 
 // Bytes of the weights' working copies of a model running `layers` layers (whether it holds the
 // outer unit too in `outer`), one layer copy only when the layers stream through (ZeRO-3).
-static size_t model_working_bytes(const GPT2Config *c, int layers, int outer, int stream_layers) {
+static size_t model_working_bytes(const ModelConfig *c, int layers, int outer, int stream_layers) {
     if (!backend_weights_need_copy()) return 0;
-    size_t n = outer ? gpt2_unit_size(c, 0) : 0;
-    n += (size_t)(stream_layers && layers > 0 ? 1 : layers) * gpt2_unit_size(c, 1);
+    size_t n = outer ? model_unit_size(c, 0) : 0;
+    n += (size_t)(stream_layers && layers > 0 ? 1 : layers) * model_unit_size(c, 1);
     return n * X_BYTES;
 }
 
 // RoPE's two angle tables (the Llama family; GPT-2 has a position table among its parameters instead).
-static size_t model_rope_bytes(const GPT2Config *c) {
+static size_t model_rope_bytes(const ModelConfig *c) {
     return c->family == FAMILY_LLAMA ? 2 * (size_t)c->max_seq_len * (c->llama.head_dim / 2) * sizeof(float) : 0;
 }
 
 // The plan of a model running `layers` layers with `slots` micro-batches in flight (a pipeline
 // stage; the whole model is layers = L, slots = 1). Parameter-sized figures are for one unsharded
 // copy; zero.h replaces them with the stage's own.
-static MemoryPlan model_memory_plan(const GPT2Config *c, int B, int T, int recompute, int layers, int slots, int outer,
+static MemoryPlan model_memory_plan(const ModelConfig *c, int B, int T, int recompute, int layers, int slots, int outer,
                                     int stream_layers) {
     MemoryPlan mp = {0};
     ArchShape s = model_shape(c);
     const ArchActs *t = model_act_table(c);
-    size_t n = gpt2_num_params(c), acts = 0;
+    size_t n = model_num_params(c), acts = 0;
     for (int i = 0; i < t->num_acts; i++)
         acts += act_entry_bytes(&t->acts[i], &s, c->num_heads, B, T) * arch_act_copies(&t->acts[i], layers, recompute);
     acts *= slots;
@@ -197,7 +197,7 @@ static void model_use_slot(Model *m, int k) {
 // Activations and scratch for (B, T) micro-batches through layers [first, last), with `slots`
 // micro-batches in flight; the parameters come from zero.h (model_set_unit). stream_layers: the
 // layers' parameters are resident one at a time (ZeRO-3), so one working copy serves them all.
-static Model *model_create(const GPT2Config *config, int B, int T, int recompute, int first, int last, int slots,
+static Model *model_create(const ModelConfig *config, int B, int T, int recompute, int first, int last, int slots,
                            int stream_layers) {
     Model *m = (Model *)callocCheck(1, sizeof(Model));
     m->config = *config;
@@ -205,7 +205,7 @@ static Model *model_create(const GPT2Config *config, int B, int T, int recompute
     m->shape = model_shape(config);
     m->llama = config->family == FAMILY_LLAMA;
     if (m->llama) timing.names = LLAMA_ROW_NAMES;
-    m->num_params = gpt2_num_params(config);
+    m->num_params = model_num_params(config);
     m->B = B; m->T = T; m->recompute = recompute;
     m->first = first; m->last = last; m->nslots = slots;
     m->uparams = (float **)callocCheck(model_num_units(config), sizeof(float *));
@@ -219,10 +219,10 @@ static Model *model_create(const GPT2Config *config, int B, int T, int recompute
     if (m->wcopy) {  // one allocation, carved: the outer unit, then a copy per layer (or one shared)
         m->wmemory = (floatX *)backend_alloc_scratch(model_working_bytes(config, last - first, outer, stream_layers));
         floatX *w = m->wmemory;
-        if (outer) { m->wparams[0] = w; w = x_at(w, gpt2_unit_size(config, 0)); }
+        if (outer) { m->wparams[0] = w; w = x_at(w, model_unit_size(config, 0)); }
         for (int l = first; l < last; l++) {
             m->wparams[1 + l] = w;
-            if (!stream_layers) w = x_at(w, gpt2_unit_size(config, 1));
+            if (!stream_layers) w = x_at(w, model_unit_size(config, 1));
         }
     }
 
@@ -310,7 +310,7 @@ static floatX *model_weights(Model *m, int u) {
     if (shared ? m->wlayer != u || !m->wvalid[u] : !m->wvalid[u]) {
         // the seed depends on the update count and the unit only, so a unit converted again (ZeRO-3
         // gathers it for backward too) gets the same bits
-        backend_weights_from_master(m->wparams[u], m->uparams[u], gpt2_unit_size(&m->config, u),
+        backend_weights_from_master(m->wparams[u], m->uparams[u], model_unit_size(&m->config, u),
                                     mix_seed(m->wversion * 1000003u + (uint64_t)u));
         m->wvalid[u] = 1;
         if (shared) m->wlayer = u;
@@ -446,14 +446,14 @@ static OuterGrads outer_grads(const Model *m, float *u) {
 
 // Cached floatX per position and layer: GPT-2 keeps the whole q, k, v row (3C); the Llama family only its key and
 // value heads, KV hd each, in two blocks (keys, then values) so that attention_gqa_decode reads them as tables.
-static size_t model_kv_width_of(const GPT2Config *c) {
+static size_t model_kv_width_of(const ModelConfig *c) {
     return c->family == FAMILY_LLAMA ? 2 * (size_t)c->llama.num_kv_heads * c->llama.head_dim : 3 * (size_t)c->channels;
 }
 static size_t model_kv_width(const Model *m) { return model_kv_width_of(&m->config); }
 
 // The cache of `tokens` positions in each of `layers` layers (a pipeline stage's own): the memory plan's figure
 // (plan.h) and what model_kv_reserve allocates, so that the two agree by construction.
-static size_t model_kv_cache_bytes(const GPT2Config *c, int layers, int tokens) {
+static size_t model_kv_cache_bytes(const ModelConfig *c, int layers, int tokens) {
     return (size_t)layers * tokens * model_kv_width_of(c) * X_BYTES;
 }
 
@@ -733,7 +733,7 @@ static void model_embed_inputs(Model *m, const int *inputs, int B, int T) {
 }
 
 static void model_embed_run(Model *m) {
-    const GPT2Config *c = &m->config;
+    const ModelConfig *c = &m->config;
     int B = m->cur_B, T = m->cur_T;
     OuterWeights o = outer_weights(m, model_weights(m, 0));
     const floatX *wpe = o.wpe;  // NULL for a family without a position table (RoPE positions q and k)
@@ -825,7 +825,7 @@ static void model_head_targets(Model *m, const int *targets) {
 
 // targets: the classifier's loss and gradient too (from model_head_targets' upload).
 static void model_head_run(Model *m, int targets, float dloss) {
-    const GPT2Config *c = &m->config;
+    const ModelConfig *c = &m->config;
     int C = c->channels, V = c->vocab_size, Vp = c->padded_vocab_size, BT = m->cur_B * m->cur_T;
     BlockDims d = block_dims(m);
     OuterWeights o = outer_weights(m, model_weights(m, 0));
@@ -855,7 +855,7 @@ static const float *model_logits(Model *m, int b, int t) {
 
 // Accumulates the head's gradients into the outer unit's and leaves dloss/d(last layer output).
 static void model_head_backward(Model *m) {
-    const GPT2Config *c = &m->config;
+    const ModelConfig *c = &m->config;
     int C = c->channels, Vp = c->padded_vocab_size, BT = m->cur_B * m->cur_T;
     BlockDims d = block_dims(m);
     OuterWeights o = outer_weights(m, model_weights(m, 0));

@@ -52,7 +52,7 @@ static double pp_bubble_formula(int stages, int micro) { return (double)(stages 
 // stage's cost: a layer costs its matmul and attention FLOPs per token; the last stage also pays for
 // the classifier (the first stage's embedding lookup is free). Returns the imbalance: the largest
 // stage cost over the mean.
-static double pp_split(const GPT2Config *c, int T, int stages, int *first) {
+static double pp_split(const ModelConfig *c, int T, int stages, int *first) {
     int L = c->num_layers;
     double layer = model_layer_forward_flops(c, T), head = model_head_forward_flops(c);  // the family's table
     // best[s][l]: the smallest possible largest cost when stages s.. take layers l..L-1

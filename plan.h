@@ -18,7 +18,7 @@ typedef struct { size_t device, host, disk; } PlanNeed;
 
 // One rank's share of a layout: everything the plan depends on besides the choice below.
 typedef struct {
-    const GPT2Config *mc;
+    const ModelConfig *mc;
     int B, T, recompute;
     int layers, slots;            // this stage's layers, and the micro-batches it keeps in flight (1F1B)
     const int *holds_unit;        // per unit (0: the tied embedding, 1 + l: layer l): does this stage hold it

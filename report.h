@@ -132,7 +132,7 @@ static void report_placement(const Run *r) {
 // the model, the batch and the data.
 static void report_run_header(const Run *r) {
     const TrainConfig *cfg = &r->cfg;
-    const GPT2Config *mc = &r->mc;
+    const ModelConfig *mc = &r->mc;
     int pp_stages = r->pp_stages, A = r->A;
     char scale[32];
     if (cfg->loss_scale == LOSS_SCALE_FIXED) snprintf(scale, sizeof(scale), "%g", cfg->loss_scale_fixed);
@@ -270,7 +270,7 @@ static void report_profile(Run *r) {
     if (r->rank != 0 || t->profiled_steps == 0) return;
     const char *source = "";
     double peak = backend_profile_peak_flops(&source);
-    const GPT2Config *mc = &r->mc;
+    const ModelConfig *mc = &r->mc;
     double L = mc->num_layers, C = model_attn_width(mc);  // C: attention's width (GPT-2's channels)
     double tokens = (double)r->B * r->T * r->A;  // this rank's tokens per step
     double formula = (6.0 * r->num_params + 6.0 * L * C * r->T) * tokens;

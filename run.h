@@ -34,7 +34,7 @@ typedef struct {
     int synthetic;                           // training on the embedded corpus
     // the model
     const char *init;
-    GPT2Config mc;
+    ModelConfig mc;
     size_t num_params;
     float *params;                           // the initial weights, until they are handed to zero.h
     // data
@@ -169,8 +169,8 @@ static void run_setup_model(Run *r) {
     int data_vocab = r->synthetic ? 0 : data_vocab_size(cfg->tokenizer, cfg->train_data);  // sample.h
     int vocab = r->synthetic ? SYNTH_VOCAB : data_vocab > 0 ? data_vocab : 50257;  // a fresh model takes the data's tokenizer's
     if (model_config_from_descriptor(r->init, vocab, &r->mc)) {
-        r->params = (float *)mallocCheck(gpt2_num_params(&r->mc) * sizeof(float));
-        gpt2_init_random(&r->mc, r->params, cfg->seed);
+        r->params = (float *)mallocCheck(model_num_params(&r->mc) * sizeof(float));
+        model_init_random(&r->mc, r->params, cfg->seed);
     } else {
         // "dN" that is no file: a depth out of range, not a file to open
         const char *s = r->init;
@@ -178,10 +178,10 @@ static void run_setup_model(Run *r) {
         for (const char *p = s + 1; digits && *p; p++) digits = *p >= '0' && *p <= '9';
         if (digits) usage_error("-e/--init: %s: depth %s is %s: a fresh GPT-2 has depth 1 to 1000 (d2, d6, d12, d24, ...)", s, s + 1,
                                 atol(s + 1) < 1 ? "too small" : "too large");
-        r->params = gpt2_read_model_file_for("-e/--init", r->init, &r->mc);
+        r->params = model_read_file_for("-e/--init", r->init, &r->mc);
     }
     config_check_model(cfg, r->mc.num_layers, r->mc.max_seq_len);
-    r->num_params = gpt2_num_params(&r->mc);
+    r->num_params = model_num_params(&r->mc);
 }
 
 // The data: the synthetic corpus's own train and validation streams, or the shards the flags name.
@@ -294,9 +294,9 @@ static void run_resume(Run *r) {
     }
     char mp[4200], sp[4200];
     checkpoint_paths(cfg->out_dir, steps[n - 1], mp, sp, sizeof(mp));
-    GPT2Config rc;
+    ModelConfig rc;
     free(r->params);
-    r->params = gpt2_read_model_file(mp, &rc);
+    r->params = model_read_file(mp, &rc);
     if (memcmp(&rc, &r->mc, sizeof(rc)) != 0) fatal("%s: model shape differs from -e/--init's", mp);
     TrainState *s = &r->resumed;
     state_read(sp, s, NULL, NULL);

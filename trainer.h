@@ -1,11 +1,11 @@
 // trainer.h: the training loop, shared by the CPU build (train_gpt.c) and the CUDA build
 // (train_gpt.cu): train_main and the phases of a run over one Run struct (run.h). It is included after
 // the build has defined its Model and these functions:
-//   Model *model_create(const GPT2Config *, int B, int T, int recompute, int first, int last, int slots,
+//   Model *model_create(const ModelConfig *, int B, int T, int recompute, int first, int last, int slots,
 //                       int stream_layers), model_free(Model *)
 //   const float *model_logits(Model *, int b, int t)      (host pointer to Vp logits, after a
 //                                                          forward without targets)
-//   MemoryPlan model_memory_plan(const GPT2Config *, int B, int T, int recompute, int layers, int slots, int outer,
+//   MemoryPlan model_memory_plan(const ModelConfig *, int B, int T, int recompute, int layers, int slots, int outer,
 //                                int stream_layers)
 //   void backend_init(int local_rank)                      (picks and prepares the device)
 //   const char *backend_device_name(void), backend_state_allocated(), backend_scratch_allocated() (bytes handed out
@@ -63,7 +63,7 @@ static float evaluate(Pipeline *pp, DataLoader *val, int batches, int B, int T) 
 // lines, and the log's first line.
 static void run_plan(Run *r) {
     TrainConfig *cfg = &r->cfg;
-    const GPT2Config *mc = &r->mc;
+    const ModelConfig *mc = &r->mc;
     // the log first: a path that cannot be written is an error before anything is printed
     r->logf = NULL;
     if (cfg->log_path && r->rank == 0) {

@@ -33,7 +33,7 @@ struct Zero {
     int stage;
     Comm *comm;
     Model *model;
-    GPT2Config config;
+    ModelConfig config;
     int nu, L;
     size_t *usize, *ushard;        // per unit: size, shard size
     size_t *uoff;                  // per unit: offset in the whole-unit buffers (each unit padded to world*shard)
@@ -92,8 +92,8 @@ static size_t zero_owned(const Zero *z, int u, int r) {
 }
 
 // A unit this rank holds: all of them, or those that `held` marks (a pipeline stage's).
-static size_t zero_unit_size(const GPT2Config *c, int u, const int *held) {
-    return held && !held[u] ? 0 : gpt2_unit_size(c, u);
+static size_t zero_unit_size(const ModelConfig *c, int u, const int *held) {
+    return held && !held[u] ? 0 : model_unit_size(c, u);
 }
 
 // The padded room of a rank's slice of a unit with shards of `shard` floats: the whole unit at
@@ -101,8 +101,8 @@ static size_t zero_unit_size(const GPT2Config *c, int u, const int *held) {
 static size_t zero_slice_span(int stage, size_t shard, int world) { return stage == 0 ? shard * world : shard; }
 
 // Layers per gradient bucket at stages 2-3: as many as fit in bucket_bytes, at least one.
-static int zero_bucket_layers(const GPT2Config *c, int world, size_t bucket_bytes) {
-    size_t layer = comm_shard_size(gpt2_unit_size(c, 1), world) * world * sizeof(float);
+static int zero_bucket_layers(const ModelConfig *c, int world, size_t bucket_bytes) {
+    size_t layer = comm_shard_size(model_unit_size(c, 1), world) * world * sizeof(float);
     size_t k = bucket_bytes / layer;
     if (k < 1) k = 1;
     if (k > (size_t)c->num_layers) k = c->num_layers;
@@ -133,7 +133,7 @@ static int zero_swap_pieces(const size_t *span, int nu, size_t chunk, size_t *fl
 
 // Per-rank bytes of the swap file and of the host memory it streams through (ring and gradient
 // staging), for --offload-device nvme, without opening anything.
-static void zero_swap_plan(const GPT2Config *c, int stage, int world, const int *held, size_t buffer_bytes,
+static void zero_swap_plan(const ModelConfig *c, int stage, int world, const int *held, size_t buffer_bytes,
                            size_t *host, size_t *disk) {
     int nu = model_num_units(c);
     size_t *span = (size_t *)mallocCheck(nu * sizeof(size_t)), chunk = zero_piece_floats(buffer_bytes);
@@ -148,7 +148,7 @@ static void zero_swap_plan(const GPT2Config *c, int stage, int world, const int 
 
 // Per-rank bytes of parameters, gradients and AdamW state for a stage, without allocating. With
 // nvme the optimizer's state is on disk (zero_swap_plan), so none of it is counted here.
-static void zero_memory_plan(const GPT2Config *c, int stage, int world, const int *held, size_t bucket_bytes,
+static void zero_memory_plan(const ModelConfig *c, int stage, int world, const int *held, size_t bucket_bytes,
                              int offload, int offload_params, int nvme, size_t *params, size_t *grads, size_t *opt) {
     int K = zero_bucket_layers(c, world, bucket_bytes);
     int nu = model_num_units(c);

@@ -14,7 +14,7 @@
 #include "train_gpt.c"
 
 typedef struct {
-    GPT2Config c;
+    ModelConfig c;
     Model *m;
     Zero z;
     Comm solo;
@@ -23,7 +23,7 @@ typedef struct {
 } Loaded;
 
 static void load(Loaded *l, const char *path, int B, int T) {
-    l->params = gpt2_read_model_file_for("MODEL", path, &l->c);
+    l->params = model_read_file_for("MODEL", path, &l->c);
     if (T > l->c.max_seq_len) fatal("T=%d exceeds the model's max_seq_len %d", T, l->c.max_seq_len);
     l->m = model_create(&l->c, B, T, 0, 0, l->c.num_layers, 1, 0);
     l->solo = comm_solo();
@@ -103,7 +103,7 @@ static void run_grads(const char *model, const char *in, const char *tg, int B, 
     for (int i = l.c.num_layers - 1; i >= 0; i--) model_layer_backward(m, i);
     model_embed_backward(m);
     float loss = (float)model_take_loss(m);
-    size_t n = gpt2_num_params(&l.c);
+    size_t n = model_num_params(&l.c);
     float *flat = (float *)callocCheck(n, sizeof(float));
     ParamRun *runs = (ParamRun *)mallocCheck(model_max_runs(&l.c) * sizeof(ParamRun));
     int nr = model_param_runs(&l.c, runs);

@@ -17,9 +17,9 @@
 
 // A model with sharp attention: random GPT-2 initialisation with the matmul weights scaled up, so
 // the softmax is far from uniform and a wrong key or position would show.
-static float *sharp_params(const GPT2Config *c, uint64_t seed) {
-    float *p = (float *)mallocCheck(gpt2_num_params(c) * sizeof(float));
-    gpt2_init_random(c, p, seed);
+static float *sharp_params(const ModelConfig *c, uint64_t seed) {
+    float *p = (float *)mallocCheck(model_num_params(c) * sizeof(float));
+    model_init_random(c, p, seed);
     const Arch *a = model_arch(c);
     ArchShape s = model_shape(c);
     size_t off = 0;
@@ -33,9 +33,9 @@ static float *sharp_params(const GPT2Config *c, uint64_t seed) {
 
 static double tolerance = 0.0;  // max |difference| of logits allowed; 0: bit for bit
 
-static void run_config(const GPT2Config *cp, int recompute, int n);
+static void run_config(const ModelConfig *cp, int recompute, int n);
 static void run_case(int L, int C, int NH, int recompute, int n) {
-    GPT2Config c = {64, 101, 128, L, NH, C, FAMILY_GPT2, {0}};
+    ModelConfig c = {64, 101, 128, L, NH, C, FAMILY_GPT2, {0}};
     run_config(&c, recompute, n);
 }
 
@@ -48,14 +48,14 @@ static void run_llama(int L, int NH, int KV, int hd, int tied, int qkv_bias, int
     l.qk_norm = qk_norm; l.norm_eps = 1e-5f; l.rope_theta = 10000.0f;
     if (scaling) { l.rope_scaling = 1; l.rope_factor = 8.0f; l.rope_low_freq_factor = 1.0f; l.rope_high_freq_factor = 4.0f; l.rope_original_max_pos = 16; }
     llama_check_config(&l, "test_generate");
-    GPT2Config c = model_config_llama(&l);
+    ModelConfig c = model_config_llama(&l);
     printf("Llama family: NH %d over KV %d of hd %d, %s%s%s%s\n", NH, KV, hd, tied ? "tied" : "untied",
            qkv_bias ? ", qkv bias" : "", qk_norm ? ", QK-norm" : "", scaling ? ", llama3 RoPE scaling" : "");
     run_config(&c, recompute, n);
 }
 
-static void run_config(const GPT2Config *cp, int recompute, int n) {
-    GPT2Config c = *cp;
+static void run_config(const ModelConfig *cp, int recompute, int n) {
+    ModelConfig c = *cp;
     int L = c.num_layers, C = c.channels, NH = c.num_heads;
     float *params = sharp_params(&c, 7 + L + NH);
     Model *m = model_create(&c, 1, n, recompute, 0, L, 1, 0);

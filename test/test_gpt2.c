@@ -108,7 +108,7 @@ static void check_logits(Zero *z, const Reference *r, int level) {
 
 // The loss and every parameter gradient of one step over the reference batch. Recomputation
 // must not change a bit of them: level0_grads[ai] keeps recompute 0's to compare with. Returns the loss.
-static float check_gradients(Zero *z, const Reference *r, const GPT2Config *c, const size_t *sizes, int level,
+static float check_gradients(Zero *z, const Reference *r, const ModelConfig *c, const size_t *sizes, int level,
                              int accum, float **level0_grads, int ai) {
     float *grads = (float *)mallocCheck(r->P * sizeof(float));
     float loss = forward_backward(z, r, accum);
@@ -182,12 +182,12 @@ int main(int argc, char **argv) {
     if (argc != 2) { fprintf(stderr, "usage: %s DIR\n", argv[0]); return 2; }
     char path[4096];
     snprintf(path, sizeof(path), "%s/model.bin", argv[1]);
-    GPT2Config c;
-    float *params = gpt2_read_model_file(path, &c);
+    ModelConfig c;
+    float *params = model_read_file(path, &c);
     snprintf(path, sizeof(path), "%s/ref.bin", argv[1]);
     Reference r;
     read_reference(path, &r);
-    if (r.P != gpt2_num_params(&c) || r.V != c.vocab_size) fatal("reference and model disagree on the shape");
+    if (r.P != model_num_params(&c) || r.V != c.vocab_size) fatal("reference and model disagree on the shape");
     backend_init(0);  // the CUDA build's cuBLASLt handle; nothing on the CPU
     size_t sizes[NUM_PARAMETER_TENSORS];
     gpt2_param_sizes(&c, sizes);

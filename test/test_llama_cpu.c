@@ -408,7 +408,7 @@ static void test_model(const char *tag, int NH, int KV, int tied, int qkv_bias) 
 
 // GPT-2's table against gpt2.h: sizes, count, units, runs (flat offset, length, unit, offset in unit, decay),
 // in one check per config.
-static void test_gpt2_table(const char *what, GPT2Config c) {
+static void test_gpt2_table(const char *what, ModelConfig c) {
     ArchShape s;
     gpt2_arch_shape(&c, &s);
     size_t want[NUM_PARAMETER_TENSORS], got[ARCH_MAX_PARAMS];
@@ -418,9 +418,9 @@ static void test_gpt2_table(const char *what, GPT2Config c) {
     for (int k = 0; ok && k < NUM_PARAMETER_TENSORS; k++)
         if (got[k] != want[k] || strcmp(ARCH_GPT2.params[k].name, PARAM_NAMES[k]) != 0 ||
             ARCH_GPT2.params[k].decayed != PARAM_DECAYED[k]) ok = 0, bad = k;
-    if (arch_num_params(&ARCH_GPT2, &s) != gpt2_num_params(&c)) ok = 0;
+    if (arch_num_params(&ARCH_GPT2, &s) != model_num_params(&c)) ok = 0;
     if (arch_num_units(&s) != model_num_units(&c)) ok = 0;
-    for (int u = 0; u < model_num_units(&c); u++) if (arch_unit_size(&ARCH_GPT2, &s, u) != gpt2_unit_size(&c, u)) ok = 0;
+    for (int u = 0; u < model_num_units(&c); u++) if (arch_unit_size(&ARCH_GPT2, &s, u) != model_unit_size(&c, u)) ok = 0;
     size_t nr = 4 + (size_t)NUM_LAYER_PIECES * c.num_layers;
     ParamRun *a = (ParamRun *)callocCheck(nr, sizeof(ParamRun)), *b = (ParamRun *)callocCheck(nr, sizeof(ParamRun));
     int na = model_param_runs(&c, a), nb = arch_param_runs(&ARCH_GPT2, &s, b);
@@ -467,25 +467,25 @@ static int runs_partition(const Arch *a, const ArchShape *s) {
 }
 
 static void test_tables(void) {
-    GPT2Config d12, d2, odd, d6;
+    ModelConfig d12, d2, odd, d6;
     gpt2_config_from_descriptor("d12", 50257, &d12);
     gpt2_config_from_descriptor("d2", 50257, &d2);
     gpt2_config_from_descriptor("d6", 65, &d6);
     d6.max_seq_len = 256;
-    odd = (GPT2Config){64, 1000, 1024, 3, 4, 48, FAMILY_GPT2, {0}};
+    odd = (ModelConfig){64, 1000, 1024, 3, 4, 48, FAMILY_GPT2, {0}};
     test_gpt2_table("d12", d12);
     test_gpt2_table("d2", d2);
     test_gpt2_table("d6, T 256, V 65", d6);
     test_gpt2_table("L 3, C 48", odd);
 
-    // the initialisation from the table draws gpt2_init_random's numbers in its order
+    // the initialisation from the table draws model_init_random's numbers in its order
     ArchShape s;
     gpt2_arch_shape(&d2, &s);
-    size_t N = gpt2_num_params(&d2);
+    size_t N = model_num_params(&d2);
     float *a = fbuf(N), *b = fbuf(N);
-    gpt2_init_random(&d2, a, 42);
+    model_init_random(&d2, a, 42);
     arch_init_random(&ARCH_GPT2, &s, b, 42);
-    check(memcmp(a, b, N * sizeof(float)) == 0, "GPT-2 table's initialisation = gpt2_init_random bit for bit (d2, %zu "
+    check(memcmp(a, b, N * sizeof(float)) == 0, "GPT-2 table's initialisation = model_init_random bit for bit (d2, %zu "
           "parameters)", N);
     free(a), free(b);
 
@@ -493,7 +493,7 @@ static void test_tables(void) {
     gpt2_arch_shape(&d12, &s);
     double L = d12.num_layers, C = d12.channels, Vp = d12.padded_vocab_size, T = 1024;
     double f = arch_flops_per_token(&ARCH_GPT2, &s, 1024);
-    double want = 6.0 * gpt2_num_params(&d12) + 6.0 * L * C * T;
+    double want = 6.0 * model_num_params(&d12) + 6.0 * L * C * T;
     double mm = (double)arch_matmul_params(&ARCH_GPT2, &s), want_mm = 12.0 * L * C * C + Vp * C;
     double lf = arch_layer_forward_flops(&ARCH_GPT2, &s, 1024), hf = arch_head_forward_flops(&s);
     check(f == want && mm == want_mm && lf == 24.0 * C * C + 4.0 * T * C && hf == 2.0 * Vp * C,
@@ -571,7 +571,7 @@ static void test_tables(void) {
 // from, and the bytes of every tensor and in all at each recompute level, for the CPU build (X_BYTES 4, the softmax
 // saved); and the Llama table's sizes by hand for a small QK-norm model.
 static void test_act_tables(void) {
-    GPT2Config c;
+    ModelConfig c;
     gpt2_config_from_descriptor("d2", 50257, &c);
     ArchShape s;
     gpt2_arch_shape(&c, &s);

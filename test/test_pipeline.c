@@ -168,7 +168,7 @@ int main(void) {
     }
 
     // the split: contiguous, at least a layer a stage, and no other split has a smaller largest stage
-    GPT2Config c = {0};
+    ModelConfig c = {0};
     if (!gpt2_config_from_descriptor("d8", 50257, &c)) fatal("d8 is not a descriptor");
     int T = 1024, good = 1;
     for (int S = 1; S <= 8 && good; S++) {
