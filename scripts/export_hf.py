@@ -16,7 +16,8 @@ encoder.json and vocab.bpe (the files scripts/tinyshakespeare.sh fetches; looked
 ../shared/data unless given).
 Llama family (magic 20261126): F32 tensors under Hugging Face's names; the padded vocabulary rows dropped;
 lm_head.weight only when untied; config.json has every field transformers reads (head_dim, rms_norm_eps,
-rope_theta, rope_scaling for llama3, tie_word_embeddings, num_key_value_heads, intermediate_size; floats
+rope_theta, rope_scaling for llama3 and the same RoPE as rope_parameters (transformers 5.x's form; 4.x reads
+the former, 5.x the latter), tie_word_embeddings, num_key_value_heads, intermediate_size; floats
 as the shortest decimal that reads back as the file's float32). bos/eos token ids are not in the model
 file: config.json has them null unless the tokenizer's tokenizer_config.json names the tokens.
 --tokenizer copies a tokenizer beside the model: a tokenizer.json file (then a minimal tokenizer_config.json
@@ -105,10 +106,15 @@ def llama_config(d, mt, arch, special):
         "attention_dropout": 0.0, "initializer_range": 0.02, "use_cache": True,
         "bos_token_id": special.get("bos"), "eos_token_id": special.get("eos"), "torch_dtype": "float32",
     }
+    # RoPE in both forms, saying the same: transformers 4.x reads only rope_theta and rope_scaling (it keeps
+    # rope_parameters as an unused attribute); 5.x reads rope_parameters, a non-empty rope_scaling in its place, and
+    # rope_theta where the dict has none, so it finds the same values whichever it takes.
+    c["rope_parameters"] = {"rope_theta": c["rope_theta"], "rope_type": "default"}
     if d["rope_scaling"]:
         c["rope_scaling"] = {"rope_type": "llama3", "factor": f32_json(d["rope_factor"]),
                              "low_freq_factor": f32_json(d["rope_low"]), "high_freq_factor": f32_json(d["rope_high"]),
                              "original_max_position_embeddings": d["rope_orig"]}
+        c["rope_parameters"] = dict(c["rope_scaling"], rope_theta=c["rope_theta"])
     if mt == "llama":
         c.update(attention_bias=False, mlp_bias=False, pretraining_tp=1)
     else:

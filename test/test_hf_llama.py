@@ -13,6 +13,7 @@ LlamaForCausalLM with q_norm/k_norm (LlamaRMSNorm over head_dim, eps rms_norm_ep
 k before RoPE, as Qwen3Attention does, under Qwen 3's tensor names; where transformers has the class, it is used.
 """
 import argparse
+import copy
 import json
 import math
 import os
@@ -433,6 +434,16 @@ def test_refusals(work, m, qwen2_hf):
         ("rope_scaling of type linear", dict(cfg=lambda c: c.update(rope_scaling={"rope_type": "linear", "factor": 2.0})),
          ["config.json", "rope_scaling.rope_type", "linear"]),
         ("an odd head_dim", dict(cfg=lambda c: c.update(head_dim=7)), ["config.json", "head_dim", "odd"]),
+        ("rope_parameters of rope_type yarn", dict(cfg=lambda c: c.update(rope_parameters={
+            "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32, "rope_theta": 10000.0})),
+         ["config.json", "rope_parameters.rope_type", "yarn"]),
+        ("a key inside rope_parameters it does not understand", dict(cfg=lambda c: c.update(rope_parameters={
+            "rope_type": "default", "rope_theta": 10000.0, "mscale": 1.0})), ["config.json", "rope_parameters.mscale"]),
+        ("a key inside rope_scaling it does not understand", dict(cfg=lambda c: c.update(rope_scaling={
+            "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 32, "beta_fast": 32})), ["config.json", "rope_scaling.beta_fast"]),
+        ("rope_parameters whose θ differs from the top-level rope_theta", dict(cfg=lambda c: c.update(rope_parameters={
+            "rope_type": "default", "rope_theta": 100000.0})), ["config.json", "rope_parameters", "rope_theta", "disagree"]),
         ("heads not divisible by key/value heads", dict(cfg=lambda c: c.update(num_key_value_heads=3)),
          ["config.json", "num_key_value_heads"]),
         ("hidden_act gelu", dict(cfg=lambda c: c.update(hidden_act="gelu")), ["config.json", "hidden_act"]),
@@ -456,6 +467,131 @@ def test_refusals(work, m, qwen2_hf):
     expect_error("import of a truncated model.safetensors", ["import_hf.py", tr, out], ["model.safetensors", "truncated"], out)
     left = [n for n in os.listdir(work) if ".tmp" in n or n.startswith(".export_hf.")]
     check("no temporary files left behind by the refusals", not left, str(left))
+
+
+def trainer_loss(work, binf, x, y):
+    """The trainer's own mean loss on (x, y): test/hf_forward grads runs model.h's forward as train_gpt_cpu does."""
+    hf = os.path.join(ROOT, "test", "hf_forward")
+    tok, tgt, out = (os.path.join(work, "loss." + e) for e in ("tok", "tgt", "f32"))
+    x.numpy().astype("<i4").tofile(tok)
+    y.numpy().astype("<i4").tofile(tgt)
+    r = test_hf.run([hf, "grads", binf, tok, tgt, str(x.shape[0]), str(x.shape[1]), out])
+    if r.returncode != 0:
+        return None, "%s: %s (make test/hf_forward)" % (hf, r.stdout)
+    return float(np.fromfile(out, dtype="<f4", count=1)[0]), ""
+
+
+def header_rope(binf):
+    """(theta, rope_scaling, factor, low, high, original max positions) from the Llama-family file's header."""
+    h = struct.unpack("<256i", read(binf)[:1024])
+    fl = [struct.unpack("<f", struct.pack("<i", h[i]))[0] for i in (16, 17, 18, 19)]
+    return (fl[0], h[14], fl[1], fl[2], fl[3], h[20])
+
+
+def v5_form(c):
+    """config.json as transformers 5.x saves it: RoPE only inside rope_parameters, no rope_theta or rope_scaling at
+    the top (written by hand: CI has transformers 4.45, which writes the older form)."""
+    c = dict(c)
+    rp = dict(c.pop("rope_scaling") or {}, rope_theta=c.pop("rope_theta"))
+    rp.setdefault("rope_type", "default")
+    c.update(rope_parameters=rp, transformers_version="5.0.0")
+    return c
+
+
+def test_v5_configs(work):
+    """Configs in transformers 5.x's form (rope_parameters) import with their θ and scaling, the trainer's loss equals
+    transformers' (4.45 on the same weights with the equivalent 4.x config) and the export carries the same
+    rope_parameters, beside 4.x's keys that 4.45 reads (its model equals the original)."""
+    base = dict(vocab_size=300, hidden_size=64, num_hidden_layers=2, max_position_embeddings=64, hidden_act="silu",
+                intermediate_size=96, num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-5)
+    llama3 = {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+              "original_max_position_embeddings": 16}  # a short original context: the scaling changes the loss at T 48
+    cases = [("LlamaForCausalLM, rope_parameters θ 100000", LlamaForCausalLM(LlamaConfig(**base, rope_theta=100000.0))),
+             ("LlamaForCausalLM, rope_parameters θ 500000 with llama3 scaling (factor 32)",
+              LlamaForCausalLM(LlamaConfig(**base, rope_theta=500000.0, rope_scaling=llama3, tie_word_embeddings=True))),
+             ("Qwen2ForCausalLM, rope_parameters θ 1e6", Qwen2ForCausalLM(Qwen2Config(**base, rope_theta=1e6)))]
+    for i, (label, m) in enumerate(cases):
+        randomize(m, 30 + i)
+        d = os.path.join(work, "v5_%d" % i)
+        m.save_pretrained(d)
+        p = os.path.join(d, "config.json")
+        c5 = v5_form(json.load(open(p)))
+        json.dump(c5, open(p, "w"), indent=2)
+        binf = d + ".bin"
+        r = script("import_hf.py", d, binf)
+        if r.returncode != 0:
+            check("%s: imports" % label, False, r.stdout)
+            continue
+        rs = m.config.rope_scaling or {}
+        want = (float(np.float32(m.config.rope_theta)), int(bool(rs)), rs.get("factor", 0.0), rs.get("low_freq_factor", 0.0),
+                rs.get("high_freq_factor", 0.0), rs.get("original_max_position_embeddings", 0))
+        got = header_rope(binf)
+        check("%s: the imported header's θ and scaling are the config's %s" % (label, got), got == want, "want %s" % (want,))
+        g = torch.Generator().manual_seed(40 + i)
+        x, y = (torch.randint(0, 300, (2, 48), generator=g) for _ in range(2))
+        md = copy.deepcopy(m).double()
+        with torch.no_grad():
+            ref = torch.nn.functional.cross_entropy(md(x).logits.reshape(-1, 300), y.reshape(-1)).item()
+        loss, err = trainer_loss(work, binf, x, y)
+        ok = loss is not None and abs(loss - ref) / ref <= 1e-5
+        check("%s: the trainer's loss %s equals transformers' %.7f within 1e-5 relative" % (
+            label, "%.7f" % loss if loss is not None else "(none)", ref), ok, err)
+        out = d + "_out"
+        r = script("export_hf.py", binf, out)
+        oc = json.load(open(os.path.join(out, "config.json"))) if r.returncode == 0 else {}
+        check("%s: exports with the same rope_parameters %s" % (label, json.dumps(oc.get("rope_parameters"))),
+              oc.get("rope_parameters") == c5["rope_parameters"], r.stdout + json.dumps(oc.get("rope_parameters")))
+        if r.returncode == 0:
+            m2 = load_hf(out)[0]
+            d2 = rel(logits(m2, x), logits(m, x))
+            check("%s: transformers %s loads the export with the same RoPE (logits within 1e-6 of the original's: %.1e)"
+                  % (label, transformers.__version__, d2), d2 <= 1e-6)
+
+
+MINIMAL = dict(vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+               max_position_embeddings=64)
+# Qwen3Config's defaults in transformers 5.x (4.45 has no Qwen 3): head_dim 128, not hidden_size / heads
+QWEN3_DEFAULTS = dict(head_dim=128, rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False)
+
+
+def test_missing_keys(work):
+    """config.json files that leave out tie_word_embeddings, rms_norm_eps, rope_theta, head_dim (and for Llama
+    num_key_value_heads), written by hand (save_pretrained writes every key): each field gets its model type's own
+    default as transformers' config class applies it (AutoConfig of 4.45 on the same file; Qwen 3: 5.x's Qwen3Config)."""
+    for mt, arch in (("llama", "LlamaForCausalLM"), ("qwen2", "Qwen2ForCausalLM"), ("qwen3", "Qwen3ForCausalLM")):
+        d = os.path.join(work, "minimal_" + mt)
+        os.makedirs(d)
+        c = dict(MINIMAL, architectures=[arch], model_type=mt)
+        if mt != "llama":
+            c["num_key_value_heads"] = 2  # Qwen's default, 32, would not divide 4 heads
+        json.dump(c, open(os.path.join(d, "config.json"), "w"), indent=2)
+        if mt == "qwen3":
+            cfg = LlamaConfig(**dict(c, **QWEN3_DEFAULTS))
+            m = randomize(Qwen3Shim(cfg), 50)
+            save = qwen3_save
+        else:
+            cfg = transformers.AutoConfig.from_pretrained(d)
+            m = randomize(AutoModelForCausalLM.from_config(cfg), 51)
+            save = lambda m, w: m.save_pretrained(w)  # noqa: E731
+        w = d + "_weights"
+        save(m, w)
+        shutil.copy(os.path.join(w, "model.safetensors"), d)
+        binf = d + ".bin"
+        r = script("import_hf.py", d, binf)
+        if r.returncode != 0:
+            check("%s config.json without the optional fields: imports" % arch, False, r.stdout)
+            continue
+        h = struct.unpack("<256i", read(binf)[:1024])
+        eps, theta = (struct.unpack("<f", struct.pack("<i", h[k]))[0] for k in (15, 16))
+        got = dict(num_key_value_heads=h[7], head_dim=h[9], tie_word_embeddings=bool(h[11]), rms_norm_eps=eps, rope_theta=theta)
+        hd = getattr(cfg, "head_dim", None) if mt != "qwen2" else None
+        want = dict(num_key_value_heads=cfg.num_key_value_heads, head_dim=hd or cfg.hidden_size // cfg.num_attention_heads,
+                    tie_word_embeddings=cfg.tie_word_embeddings, rms_norm_eps=float(np.float32(cfg.rms_norm_eps)),
+                    rope_theta=float(np.float32(cfg.rope_theta)))
+        x = torch.randint(0, 300, (2, 16), generator=torch.Generator().manual_seed(52))
+        dl = rel(ref_logits(binf, x), logits(m, x))
+        check("%s config.json without the optional fields: the header has transformers' defaults %s, and the file's "
+              "logits equal transformers' (%.1e)" % (arch, got, dl), got == want and dl <= 1e-5, "want %s" % want)
 
 
 def test_export_errors(work, binf):
@@ -580,6 +716,8 @@ def main():
         test_inputs(work, ms[0][1], bins[0])
         test_llmc(work, ms[0][1], ms[1][1], bins[1])
         test_refusals(work, ms[0][1], os.path.join(work, "m2_hf"))
+        test_v5_configs(work)
+        test_missing_keys(work)
         test_export_errors(work, bins[0])
         test_checkpoint_dir(work, bins[0], bins[2])
         from transformers import GPT2Config, GPT2LMHeadModel
