@@ -264,7 +264,7 @@ def test_model(work, i, label, m, save):
     check("%s: a forward written from the file format's spec, reading the imported file's bytes, equals transformers' "
           "logits within 1e-5 (max |diff| / scale %.1e, scale %.1f)" % (label, d, np.abs(want).max()), d <= 1e-5)
     out = os.path.join(work, "m%d_out" % i)
-    r = script("export_hf.py", binf, out)
+    r = script("export_hf.py", binf, out, "--no-tokenizer")
     if r.returncode != 0:
         check("%s: exports" % label, False, r.stdout)
         return binf
@@ -537,7 +537,7 @@ def test_v5_configs(work):
         check("%s: the trainer's loss %s equals transformers' %.7f within 1e-5 relative" % (
             label, "%.7f" % loss if loss is not None else "(none)", ref), ok, err)
         out = d + "_out"
-        r = script("export_hf.py", binf, out)
+        r = script("export_hf.py", binf, out, "--no-tokenizer")
         oc = json.load(open(os.path.join(out, "config.json"))) if r.returncode == 0 else {}
         check("%s: exports with the same rope_parameters %s" % (label, json.dumps(oc.get("rope_parameters"))),
               oc.get("rope_parameters") == c5["rope_parameters"], r.stdout + json.dumps(oc.get("rope_parameters")))
@@ -616,9 +616,9 @@ def test_checkpoint_dir(work, binf, other_bin):
         if state:
             open(os.path.join(run, "state_%08d.bin" % step), "wb").write(b"\0" * 1024)
     out = os.path.join(work, "run_hf")
-    r = script("export_hf.py", run, out)
+    r = script("export_hf.py", run, out, "--no-tokenizer")
     direct = os.path.join(work, "run_direct")
-    r2 = script("export_hf.py", binf, direct)
+    r2 = script("export_hf.py", binf, direct, "--no-tokenizer")
     check("export of an out dir takes its newest complete checkpoint (step 5, not step 9 without its state file)",
           r.returncode == r2.returncode == 0 and "model_00000005.bin" in r.stdout and
           read(os.path.join(out, "model.safetensors")) == read(os.path.join(direct, "model.safetensors")), r.stdout + r2.stdout)
@@ -669,6 +669,9 @@ def test_tokenizer(work, binf, gpt2_bin):
     tj2 = json.load(open(tj))
     tj2["added_tokens"].append(dict(tj2["added_tokens"][0], id=400, content="<big>"))
     json.dump(tj2, open(small, "w"))
+    expect_error("export with no tokenizer to be found (a vocabulary of 300, not GPT-2's)", ["export_hf.py", binf,
+                 os.path.join(work, "tok_none")], ["no tokenizer", "300", "--tokenizer", "--no-tokenizer"],
+                 os.path.join(work, "tok_none"))
     expect_error("--tokenizer with an id beyond the model's vocabulary", ["export_hf.py", binf, os.path.join(work, "tok_bad"),
                                                                           "--tokenizer", small],
                  ["tok_small.json", "token id 400", "300"], os.path.join(work, "tok_bad"))
