@@ -665,6 +665,35 @@ def test_tokenizer(work, binf, gpt2_bin):
     m = AutoModelForCausalLM.from_pretrained(out) if ok else None
     check("GPT-2 (an llm.c file of vocabulary 300) with --tokenizer tokenizer.json: AutoTokenizer and the model load",
           ok and t(sample)["input_ids"] == ids and type(m).__name__ == "GPT2LMHeadModel", r.stdout)
+    # the run's tokenizer.bin (./tokenize shards writes it and a copy of the tokenizer.json beside the shards): the
+    # tokenizer.json beside it is taken when its vocabulary is the .bin's, refused by name when not
+    text_in = os.path.join(work, "tok_text.txt")
+    open(text_in, "w").write("\n".join(text))
+    shards = os.path.join(work, "tok_shards")
+    r = test_hf.run(["./tokenize", "shards", "--tokenizer", tj, "--in", text_in, "--out-dir", shards, "--doc-token", "</s>",
+                     "--val-tokens", "200"])
+    m290 = randomize(LlamaForCausalLM(LlamaConfig(vocab_size=tok.get_vocab_size(), hidden_size=32, intermediate_size=48,
+                                                  num_hidden_layers=1, num_attention_heads=2, max_position_embeddings=32)), 7)
+    m290.save_pretrained(os.path.join(work, "tok_m290"))
+    b290 = os.path.join(work, "tok_m290.bin")
+    r2 = script("import_hf.py", os.path.join(work, "tok_m290"), b290)
+    out = os.path.join(work, "tok_bin")
+    r3 = script("export_hf.py", b290, out, "--tokenizer", os.path.join(shards, "tokenizer.bin"))
+    ok = r.returncode == r2.returncode == r3.returncode == 0
+    t = AutoTokenizer.from_pretrained(out) if ok else None
+    check("--tokenizer the run's tokenizer.bin (vocabulary %d): the tokenizer.json beside it, whose vocabulary is the "
+          ".bin's, is exported and encodes as tokenizers does" % tok.get_vocab_size(),
+          ok and t(sample)["input_ids"] == ids, r.stdout + r2.stdout + r3.stdout)
+    other = os.path.join(work, "tok_shards_other")
+    shutil.copytree(shards, other)
+    tj3 = json.load(open(os.path.join(other, "tokenizer.json")))
+    v = tj3["model"]["vocab"]
+    a_tok = next(k for k, i in v.items() if i == 100)
+    v["\u0100" + a_tok] = v.pop(a_tok)  # id 100's string gains a leading byte 0x00 (not a merge's result; only the ids count)
+    json.dump(tj3, open(os.path.join(other, "tokenizer.json"), "w"))
+    expect_error("--tokenizer tokenizer.bin beside a tokenizer.json of another vocabulary",
+                 ["export_hf.py", b290, os.path.join(work, "tok_bin_bad"), "--tokenizer", os.path.join(other, "tokenizer.bin")],
+                 ["tokenizer.bin", "token 100", "tokenizer.json"], os.path.join(work, "tok_bin_bad"))
     small = os.path.join(work, "tok_small.json")
     tj2 = json.load(open(tj))
     tj2["added_tokens"].append(dict(tj2["added_tokens"][0], id=400, content="<big>"))
