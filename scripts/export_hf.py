@@ -407,7 +407,7 @@ def tokenizer_plan(a, V, maxT, tc_default):
         if os.path.isfile(given) and file_magic(given) == LLMC_TOKENIZER_MAGIC:
             return tokenizer_from_bin(a, given, V, maxT, tc_default)
         return tokenizer_json_plan(tokenizer_sources(given), V, maxT, tc_default)
-    if V == GPT2_VOCAB:
+    if V == GPT2_VOCAB or a.encoder or a.merges:  # given GPT-2's files for another vocabulary: refused when written
         return gpt2_files(a, V, maxT, "the model's vocabulary is GPT-2's 50257 tokens")[2]
     raise HFError("no tokenizer for a vocabulary of %d tokens: give --tokenizer (the tokenizer.json the training shards "
                   "were written with; ./tokenize shards leaves a copy beside them), or --no-tokenizer to export the "
