@@ -3,7 +3,7 @@
 that AutoModelForCausalLM and AutoTokenizer load as they are: GPT2LMHeadModel from an llm.c GPT-2 file,
 LlamaForCausalLM (Qwen2ForCausalLM with q/k/v bias, Qwen3ForCausalLM with qk-norm) from a Llama-family file.
 
-    scripts/export_hf.py IN OUT_DIR [--tokenizer tokenizer.json|DIR]
+    scripts/export_hf.py IN OUT_DIR [--tokenizer tokenizer.json|DIR|tokenizer.bin]
                          [--encoder gpt2_encoder.json --merges gpt2_vocab.bpe] [--no-tokenizer] [--overwrite]
 
 IN: a model file or an out dir (-o of train_gpt), whose newest complete checkpoint (model_SSSSSSSS.bin beside
@@ -11,18 +11,23 @@ its state_SSSSSSSS.bin) is taken; the file's magic says which family it is. OUT_
 model.safetensors.
 GPT-2 (llm.c version 3 fp32 or 5 bf16): the tensors in the file's own precision (F32 or BF16); the padded
 vocabulary rows dropped; no lm_head.weight, since GPT-2 ties it to wte and transformers fills it from there.
-For GPT-2's 50257-token vocabulary the tokenizer is written too: vocab.json and merges.txt are OpenAI's
-encoder.json and vocab.bpe (the files scripts/tinyshakespeare.sh fetches; looked for in data/ and
-../shared/data unless given).
 Llama family (magic 20261126): F32 tensors under Hugging Face's names; the padded vocabulary rows dropped;
 lm_head.weight only when untied; config.json has every field transformers reads (head_dim, rms_norm_eps,
-rope_theta, rope_scaling for llama3, tie_word_embeddings, num_key_value_heads, intermediate_size; floats
+rope_theta, rope_scaling for llama3 and the same RoPE as rope_parameters (transformers 5.x's form; 4.x reads
+the former, 5.x the latter), tie_word_embeddings, num_key_value_heads, intermediate_size; floats
 as the shortest decimal that reads back as the file's float32). bos/eos token ids are not in the model
 file: config.json has them null unless the tokenizer's tokenizer_config.json names the tokens.
---tokenizer copies a tokenizer beside the model: a tokenizer.json file (then a minimal tokenizer_config.json
-is written), or a directory (a Hugging Face model's, say) whose tokenizer.json, tokenizer_config.json,
-special_tokens_map.json and tokenizer.model are copied. For GPT-2 it comes in addition to vocab.json and
-merges.txt when those are found.
+Every export gets a tokenizer that AutoTokenizer loads and that encodes as the training data was encoded
+(either family), or the export is refused unless --no-tokenizer:
+  --tokenizer tokenizer.json: copied (with a minimal tokenizer_config.json); a directory (a Hugging Face
+    model's, say): its tokenizer.json, tokenizer_config.json, special_tokens_map.json and tokenizer.model;
+  --tokenizer tokenizer.bin (llm.c's, or a directory holding one; the run's): it holds the tokens' bytes but no
+    merges, so it cannot encode; the tokenizer.json beside it (./tokenize shards leaves one) is taken when its
+    vocabulary is the same, else for GPT-2's 50257 tokens GPT-2's files once the .bin's tokens are checked
+    against encoder.json; otherwise an error says what to give;
+  without --tokenizer, a vocabulary of GPT-2's 50257 tokens gets vocab.json and merges.txt, OpenAI's
+    encoder.json and vocab.bpe (--encoder/--merges, or data/ and ../shared/data where
+    scripts/tinyshakespeare.sh leaves them), bos/eos 50256 in config.json.
 Everything is written to a temporary directory beside OUT_DIR and renamed into place at the end. Needs
 only numpy.
 """
@@ -105,10 +110,15 @@ def llama_config(d, mt, arch, special):
         "attention_dropout": 0.0, "initializer_range": 0.02, "use_cache": True,
         "bos_token_id": special.get("bos"), "eos_token_id": special.get("eos"), "torch_dtype": "float32",
     }
+    # RoPE in both forms, saying the same: transformers 4.x reads only rope_theta and rope_scaling (it keeps
+    # rope_parameters as an unused attribute); 5.x reads rope_parameters, a non-empty rope_scaling in its place, and
+    # rope_theta where the dict has none, so it finds the same values whichever it takes.
+    c["rope_parameters"] = {"rope_theta": c["rope_theta"], "rope_type": "default"}
     if d["rope_scaling"]:
         c["rope_scaling"] = {"rope_type": "llama3", "factor": f32_json(d["rope_factor"]),
                              "low_freq_factor": f32_json(d["rope_low"]), "high_freq_factor": f32_json(d["rope_high"]),
                              "original_max_position_embeddings": d["rope_orig"]}
+        c["rope_parameters"] = dict(c["rope_scaling"], rope_theta=c["rope_theta"])
     if mt == "llama":
         c.update(attention_bias=False, mlp_bias=False, pretraining_tp=1)
     else:
@@ -212,20 +222,18 @@ def copy_tokenizer(out, src, maxT, tc_default):
 def export_llama(a, path, out):
     d, t = read_llama(path)
     mt, arch = llama_arch(d, path)
-    src = {} if a.no_tokenizer or not a.tokenizer else tokenizer_sources(a.tokenizer)
-    special = special_ids(src, d["V"]) if src else {}
+    tok = tokenizer_plan(a, d["V"], d["maxT"], {"tokenizer_class": "PreTrainedTokenizerFast"})
 
     def write(tmp):
         write_safetensors(os.path.join(tmp, "model.safetensors"), llama_tensors(d, t), {"format": "pt"})
         with open(os.path.join(tmp, "config.json"), "w") as f:
-            json.dump(llama_config(d, mt, arch, special), f, indent=2)
+            json.dump(llama_config(d, mt, arch, tok.special), f, indent=2)
             f.write("\n")
-        if src:
-            copy_tokenizer(tmp, src, d["maxT"], {"tokenizer_class": "PreTrainedTokenizerFast"})
+        tok.write(tmp)
     write_dir(out, write)
     print("exported %s (%s: L=%d, C=%d, heads %d, kv heads %d, head_dim %d, MLP %d, vocab %d, %s) to %s%s" % (
         path, arch, d["L"], d["C"], d["NH"], d["KV"], d["hd"], d["H"], d["V"], "tied" if d["tied"] else "untied",
-        a.out_dir, " with the tokenizer" if src else " (no tokenizer files: give --tokenizer)"))
+        a.out_dir, tok.what))
 
 
 def write_dir(out, write):
@@ -275,6 +283,137 @@ def find_tokenizer_file(given, name, flag, required=True):
                   "or --no-tokenizer" % (name, flag))
 
 
+LLMC_TOKENIZER_MAGIC = 20240328
+
+
+def byte_decoder():
+    """GPT-2's byte-level alphabet: the printable character standing for each byte, inverted."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    cs, n = list(bs), 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(bs, cs)}
+
+
+def read_tokenizer_bin(path):
+    """The token byte strings of an llm.c tokenizer.bin (version 1 or 2) and its end-of-text id."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    h = struct.unpack("<256I", raw[:1024]) if len(raw) >= 1024 else None
+    if h is None or h[0] != LLMC_TOKENIZER_MAGIC or h[1] not in (1, 2):
+        raise HFError("--tokenizer %s: not an llm.c tokenizer.bin (magic %d, version 1 or 2)" % (path, LLMC_TOKENIZER_MAGIC))
+    toks, off = [], 1024
+    for i in range(h[2]):
+        n = raw[off] if off < len(raw) else 0
+        if n == 0 or off + 1 + n > len(raw):
+            raise HFError("--tokenizer %s: token %d runs past the end of the file (truncated?)" % (path, i))
+        toks.append(raw[off + 1:off + 1 + n])
+        off += 1 + n
+    return toks, (h[3] if h[1] == 2 else 50256)
+
+
+def json_vocab_bytes(vocab, added=()):
+    """{id: bytes} of a byte-level BPE vocabulary (GPT-2's alphabet) plus added tokens (their UTF-8 text)."""
+    dec = byte_decoder()
+    out = {}
+    for tokstr, i in vocab.items():
+        out[i] = bytes(dec[ch] for ch in tokstr) if all(ch in dec for ch in tokstr) else tokstr.encode("utf-8")
+    for a in added:
+        out[a["id"]] = a["content"].encode("utf-8")
+    return out
+
+
+def same_vocabulary(toks, ids):
+    """The first id whose bytes differ between a tokenizer.bin's tokens and {id: bytes}, or None."""
+    for i, b in enumerate(toks):
+        if ids.get(i) != b:
+            return i
+    return None if len(ids) == len(toks) else len(toks)
+
+
+class Tokenizer:
+    """What goes beside the model: write(tmp) writes the files, special the bos/eos ids for config.json, what the
+    words the summary line ends with."""
+
+    def __init__(self, write=lambda tmp: None, special=None, what=""):
+        self.write, self.special, self.what = write, special or {}, what
+
+
+def gpt2_files(a, V, maxT, why):
+    """GPT-2's encoder.json and vocab.bpe (given, or from data/ or ../shared/data) for a model of GPT-2's vocabulary."""
+    enc = find_tokenizer_file(a.encoder, "gpt2_encoder.json", "--encoder")
+    mer = find_tokenizer_file(a.merges, "gpt2_vocab.bpe", "--merges")
+    return enc, mer, Tokenizer(lambda tmp: write_tokenizer(tmp, {"V": V, "maxT": maxT}, enc, mer),
+                               {"bos": V - 1, "eos": V - 1}, " with GPT-2's tokenizer (%s)" % why)
+
+
+def tokenizer_from_bin(a, path, V, maxT, tc_default):
+    """An llm.c tokenizer.bin holds the vocabulary's bytes only: not the merges, not the pre-tokenizer, so it cannot
+    encode. What can: the tokenizer.json `./tokenize shards` copies beside it when it has the same vocabulary, or,
+    for GPT-2's vocabulary, GPT-2's encoder.json and vocab.bpe once the .bin's tokens are checked to be theirs."""
+    toks, eot = read_tokenizer_bin(path)
+    if len(toks) != V:
+        raise HFError("--tokenizer %s: %d tokens, but the model's vocabulary has %d" % (path, len(toks), V))
+    beside = os.path.join(os.path.dirname(os.path.abspath(path)), "tokenizer.json")
+    if os.path.isfile(beside):
+        try:
+            with open(beside, encoding="utf-8") as f:
+                tj = json.load(f)
+            ids = json_vocab_bytes(tj["model"]["vocab"], tj.get("added_tokens") or [])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+            raise HFError("%s (beside --tokenizer %s): not a byte-level BPE tokenizer.json (%s)" % (beside, path, e))
+        bad = same_vocabulary(toks, ids)
+        if bad is not None:
+            raise HFError("--tokenizer %s: token %d differs from %s's (%r vs %r): not the tokenizer the .bin was written "
+                          "from; give that tokenizer.json as --tokenizer" % (path, bad, beside, toks[bad] if bad < len(toks)
+                                                                             else None, ids.get(bad)))
+        return tokenizer_json_plan({"tokenizer.json": beside}, V, maxT, tc_default)
+    if V == GPT2_VOCAB and eot == V - 1:
+        enc = a.encoder or find_tokenizer_file(None, "gpt2_encoder.json", "--encoder", required=False)
+        if not enc or not (a.merges or find_tokenizer_file(None, "gpt2_vocab.bpe", "--merges", required=False)):
+            raise HFError("--tokenizer %s: an llm.c tokenizer.bin holds the tokens' bytes but not the merges, so it cannot "
+                          "encode; its 50257 tokens look like GPT-2's: give --encoder gpt2_encoder.json --merges "
+                          "gpt2_vocab.bpe (scripts/tinyshakespeare.sh fetches them) instead of it" % path)
+        with open(find_tokenizer_file(enc, "gpt2_encoder.json", "--encoder"), encoding="utf-8") as f:
+            bad = same_vocabulary(toks, json_vocab_bytes(json.load(f)))
+        if bad is not None:
+            raise HFError("--tokenizer %s: token %d is %r, not GPT-2's (%s): give the tokenizer.json the shards were "
+                          "written with" % (path, bad, toks[bad], enc))
+        return gpt2_files(a, V, maxT, "checked against %s" % path)[2]
+    raise HFError("--tokenizer %s: an llm.c tokenizer.bin holds the tokens' bytes but not the merges or the "
+                  "pre-tokenizer, so it cannot encode, and it is not GPT-2's: give the tokenizer.json the shards were "
+                  "written with (./tokenize shards leaves a copy beside its tokenizer.bin)" % path)
+
+
+def tokenizer_json_plan(src, V, maxT, tc_default):
+    special = special_ids(src, V)
+    return Tokenizer(lambda tmp: copy_tokenizer(tmp, src, maxT, tc_default), special, " with the tokenizer")
+
+
+def tokenizer_plan(a, V, maxT, tc_default):
+    """The tokenizer every export gets (any family): --tokenizer (a tokenizer.json, a directory holding one or a
+    tokenizer.bin, or an llm.c tokenizer.bin), else GPT-2's files for GPT-2's vocabulary; with none of them an
+    error, unless --no-tokenizer. Checked before anything is written."""
+    if a.no_tokenizer:
+        return Tokenizer(what=" (no tokenizer files: --no-tokenizer)")
+    if a.tokenizer:
+        given = a.tokenizer
+        if os.path.isdir(given) and not os.path.isfile(os.path.join(given, "tokenizer.json")) \
+                and os.path.isfile(os.path.join(given, "tokenizer.bin")):
+            given = os.path.join(given, "tokenizer.bin")
+        if os.path.isfile(given) and file_magic(given) == LLMC_TOKENIZER_MAGIC:
+            return tokenizer_from_bin(a, given, V, maxT, tc_default)
+        return tokenizer_json_plan(tokenizer_sources(given), V, maxT, tc_default)
+    if V == GPT2_VOCAB or a.encoder or a.merges:  # given GPT-2's files for another vocabulary: refused when written
+        return gpt2_files(a, V, maxT, "the model's vocabulary is GPT-2's 50257 tokens")[2]
+    raise HFError("no tokenizer for a vocabulary of %d tokens: give --tokenizer (the tokenizer.json the training shards "
+                  "were written with; ./tokenize shards leaves a copy beside them), or --no-tokenizer to export the "
+                  "model alone" % V)
+
+
 def write_tokenizer(out, d, encoder, merges):
     with open(encoder, encoding="utf-8") as f:
         try:
@@ -300,7 +439,7 @@ def main():
     ap.add_argument("input", help="model file, or a train_gpt out dir (its newest checkpoint)")
     ap.add_argument("out_dir")
     ap.add_argument("--tokenizer", help="tokenizer.json, or a directory with tokenizer.json (and tokenizer_config.json ...), "
-                    "copied beside the model")
+                    "copied beside the model; or the run's llm.c tokenizer.bin (see below)")
     ap.add_argument("--encoder", help="GPT-2 encoder.json (default: data/ or ../shared/data gpt2_encoder.json)")
     ap.add_argument("--merges", help="GPT-2 vocab.bpe (default: data/ or ../shared/data gpt2_vocab.bpe)")
     ap.add_argument("--no-tokenizer", action="store_true", help="write the model only")
@@ -318,33 +457,21 @@ def main():
             raise HFError("%s: an llm.c llama3-branch file (magic %d): convert it first with scripts/llmc_llama.py"
                           % (path, LLMC3_MAGIC))
         d, t, bf16 = read_llmc(path)
-        gpt2_vocab = not a.no_tokenizer and d["V"] == GPT2_VOCAB
-        src = {} if a.no_tokenizer or not a.tokenizer else tokenizer_sources(a.tokenizer)
-        if src:
-            tokenizer_json_ids(src["tokenizer.json"], d["V"])
-        enc = mer = None
-        if gpt2_vocab:
-            enc = find_tokenizer_file(a.encoder, "gpt2_encoder.json", "--encoder", not src)
-            mer = find_tokenizer_file(a.merges, "gpt2_vocab.bpe", "--merges", not src)
-        tok = bool(src) or bool(enc and mer)
+        tok = tokenizer_plan(a, d["V"], d["maxT"], {"tokenizer_class": "GPT2Tokenizer", "add_prefix_space": False,
+                                                    "bos_token": EOT, "eos_token": EOT, "unk_token": EOT})
 
         def write(tmp):
             write_safetensors(os.path.join(tmp, "model.safetensors"), hf_tensors(d, t, bf16), {"format": "pt"})
             with open(os.path.join(tmp, "config.json"), "w") as f:
                 json.dump(hf_config(d, bf16), f, indent=2)
                 f.write("\n")
-            if enc and mer:
-                write_tokenizer(tmp, d, enc, mer)
-            if src:
-                copy_tokenizer(tmp, src, d["maxT"], {"tokenizer_class": "GPT2Tokenizer", "add_prefix_space": False,
-                                                     "bos_token": EOT, "eos_token": EOT, "unk_token": EOT})
+            tok.write(tmp)
         write_dir(out, write)
     except HFError as e:
         print("error: %s" % e, file=sys.stderr)
         sys.exit(1)
     print("exported %s (L=%d, C=%d, heads %d, vocab %d, %s) to %s%s" %
-          (path, d["L"], d["C"], d["NH"], d["V"], "bf16" if bf16 else "fp32", a.out_dir,
-           "" if tok else " (no tokenizer files: %s)" % ("--no-tokenizer" if a.no_tokenizer else "not GPT-2's vocabulary")))
+          (path, d["L"], d["C"], d["NH"], d["V"], "bf16" if bf16 else "fp32", a.out_dir, tok.what))
 
 
 if __name__ == "__main__":

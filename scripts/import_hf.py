@@ -15,9 +15,12 @@ llm.c has no separate head). The vocabulary is padded to a multiple of 128 with 
 Llama family: every tensor is widened to fp32 exactly (bf16 and fp16 sources included); the vocabulary is
 padded to a multiple of 128 with zero rows; q and k rows are kept in Hugging Face's rotate-half order.
 Options the file cannot express are refused, naming the config.json field: hidden_act other than silu,
-attention_bias (it also puts a bias on o_proj), mlp_bias, rope_scaling other than none/default/llama3,
-partial_rotary_factor, use_sliding_window, an odd head_dim, num_attention_heads not divisible by
-num_key_value_heads.
+attention_bias (it also puts a bias on o_proj), mlp_bias, a rope_type other than default/llama3, a key
+inside rope_parameters or rope_scaling that is not understood, partial_rotary_factor, use_sliding_window,
+layer_types other than full_attention, an odd head_dim, num_attention_heads not divisible by num_key_value_heads.
+RoPE's θ and Llama 3.1's scaling are read from either form transformers writes: 4.x's top-level rope_theta and
+rope_scaling, 5.x's rope_parameters; a config holding both must say the same in both. A field left out gets
+the default the model type's transformers config class gives it (LLAMA_DEFAULTS; docs/huggingface.md).
 Checked before anything is written: the architecture and its options in config.json, every tensor's shape
 against config.json, missing and unknown tensors, and truncated files; each error names the file and the
 field. The output is written to a temporary name, flushed and renamed. Needs only numpy (and torch for
@@ -199,14 +202,78 @@ def gather(d, w, bf16):
 # ---------------------------------------------------------------- the Llama family
 
 LLAMA_TYPES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}
-# transformers' defaults for the fields a config.json may leave out (LlamaConfig, Qwen2Config, Qwen3Config)
+# transformers' defaults for the fields a config.json may leave out, as its config classes apply them when they load
+# the file: LlamaConfig and Qwen2Config (the same values in 4.45 and 5.x) and Qwen3Config (5.x; 4.45 has no Qwen 3).
+# num_key_value_heads None means num_attention_heads; head_dim None means hidden_size / num_attention_heads (Qwen 2
+# has no head_dim field: always that); rope_theta is 5.x's RotaryEmbeddingConfigMixin.default_theta, 4.45's argument.
+_LLAMA_COMMON = {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "hidden_act": "silu",
+                 "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "tie_word_embeddings": False, "head_dim": None}
 LLAMA_DEFAULTS = {
-    "llama": {"rms_norm_eps": 1e-6, "rope_theta": 10000.0, "max_position_embeddings": 2048, "num_key_value_heads": None},
-    "qwen2": {"rms_norm_eps": 1e-6, "rope_theta": 10000.0, "max_position_embeddings": 32768, "num_key_value_heads": 32},
-    "qwen3": {"rms_norm_eps": 1e-6, "rope_theta": 10000.0, "max_position_embeddings": 32768, "num_key_value_heads": 32,
-              "head_dim": 128},
+    "llama": dict(_LLAMA_COMMON, vocab_size=32000, intermediate_size=11008, max_position_embeddings=2048,
+                  num_key_value_heads=None),
+    "qwen2": dict(_LLAMA_COMMON, vocab_size=151936, intermediate_size=22016, max_position_embeddings=32768,
+                  num_key_value_heads=32),
+    "qwen3": dict(_LLAMA_COMMON, vocab_size=151936, intermediate_size=22016, max_position_embeddings=32768,
+                  num_key_value_heads=32, head_dim=128),
 }
 ROTARY_BUFFER = "self_attn.rotary_emb.inv_freq"  # a buffer older Llama checkpoints carry, not a weight
+# the keys a RoPE dictionary may hold, per rope_type (transformers 5.x's _validate_*_rope_parameters); "type" is
+# the older spelling of rope_type
+LLAMA3_KEYS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
+ROPE_KEYS = {"default": {"rope_type", "type", "rope_theta"},
+             "llama3": {"rope_type", "type", "rope_theta"} | set(LLAMA3_KEYS)}
+
+
+def read_rope(path, c, maxT, refuse):
+    """(theta, rope_scaling, factor, low, high, original max positions) from either form transformers writes:
+    4.x's top-level rope_theta and rope_scaling, or 5.x's rope_parameters (rope_theta and the scaling inside it).
+    5.x reads a non-empty legacy rope_scaling in place of rope_parameters and a top-level rope_theta where the dict
+    has none; 4.x reads only the legacy keys. So a config that holds both forms must say the same in both (what
+    export_hf.py writes), or it is refused: no version's reading is guessed. A key or rope_type not understood is
+    refused by name, never defaulted."""
+    dflt_theta = c.get("rope_theta", LLAMA_DEFAULTS[c["model_type"]]["rope_theta"])
+
+    def parse(r, name, theta, orig_default):
+        if not isinstance(r, dict):
+            refuse(name, r, "expected null or an object")
+        rt = r.get("rope_type", r.get("type", "default"))
+        if "type" in r and "rope_type" in r and r["type"] != r["rope_type"]:
+            refuse(name + ".type", r["type"], "differs from its rope_type %s" % json.dumps(r["rope_type"]))
+        if rt not in ROPE_KEYS:
+            refuse(name + ".rope_type", rt, "only \"default\" or \"llama3\" (Llama 3.1's scaling)")
+        allowed = ROPE_KEYS[rt] - ({"rope_theta"} if name == "rope_scaling" else set())
+        for k in r:
+            if k == "partial_rotary_factor" and r[k] == 1.0:
+                continue
+            if k not in allowed:
+                refuse(name + "." + k, r[k], "not understood for rope_type \"%s\" (it reads %s)" % (rt, ", ".join(sorted(allowed))))
+        theta = r.get("rope_theta", theta)
+        if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not theta > 0:
+            refuse(name + ".rope_theta" if "rope_theta" in r else "rope_theta", theta, "expected a positive number")
+        if rt == "default":
+            return (f32(theta), 0, 0.0, 0.0, 0.0, 0)
+        v = {k: r.get(k, orig_default if k == "original_max_position_embeddings" else None) for k in LLAMA3_KEYS}
+        for k in LLAMA3_KEYS:
+            ok = isinstance(v[k], int) and v[k] > 0 if k == LLAMA3_KEYS[3] else (
+                isinstance(v[k], (int, float)) and not isinstance(v[k], bool) and v[k] > 0)
+            if not ok:
+                refuse(name + "." + k, v[k], "llama3 scaling needs a positive %s" % ("integer" if k == LLAMA3_KEYS[3] else "number"))
+        return (f32(theta), 1, f32(v["factor"]), f32(v["low_freq_factor"]), f32(v["high_freq_factor"]),
+                v["original_max_position_embeddings"])
+    views = []
+    if c.get("rope_parameters") is not None:
+        # 5.x: original_max_position_embeddings defaults to max_position_embeddings (standardize_rope_params)
+        views.append(("rope_parameters", parse(c["rope_parameters"], "rope_parameters", dflt_theta, maxT)))
+    if not views or "rope_theta" in c or c.get("rope_scaling"):
+        rs = c.get("rope_scaling")  # 4.x requires original_max_position_embeddings for llama3
+        views.append(("rope_theta and rope_scaling", parse({} if rs is None else rs, "rope_scaling", dflt_theta, None)))
+    if len(views) == 2 and views[0][1] != views[1][1]:
+        raise HFError("%s: rope_parameters %s and the top-level rope_theta %s / rope_scaling %s disagree: transformers "
+                      "4.x reads the latter, 5.x %s; make them the same" % (
+                          path, json.dumps(c["rope_parameters"]), json.dumps(c.get("rope_theta")),
+                          json.dumps(c.get("rope_scaling")), "the legacy rope_scaling first" if c.get("rope_scaling")
+                          else "rope_parameters"))
+    return views[0][1]
 
 
 def read_llama_config(path, c):
@@ -234,7 +301,7 @@ def read_llama_config(path, c):
     if not isinstance(d["KV"], int) or d["KV"] <= 0 or d["NH"] % d["KV"]:
         raise HFError("%s: num_key_value_heads is %s, expected a positive integer dividing num_attention_heads %d"
                       % (path, json.dumps(kv), d["NH"]))
-    hd = get("head_dim")
+    hd = get("head_dim") if mt != "qwen2" else None
     if hd is None:
         hd = d["C"] // d["NH"]
         if d["C"] % d["NH"]:
@@ -244,11 +311,11 @@ def read_llama_config(path, c):
         raise HFError("%s: head_dim is %s, expected a positive integer" % (path, json.dumps(hd)))
     if hd % 2:
         refuse("head_dim", hd, "odd; RoPE rotates pairs of channels")
-    if mt == "qwen2" and hd * d["NH"] != d["C"]:
-        refuse("head_dim", hd, "Qwen2ForCausalLM (transformers 4.45) uses hidden_size / num_attention_heads = %s"
+    if mt == "qwen2" and c.get("head_dim") not in (None, hd):
+        refuse("head_dim", c["head_dim"], "Qwen2ForCausalLM (transformers 4.45) uses hidden_size / num_attention_heads = %s"
                % (d["C"] / d["NH"]))
     d["hd"] = hd
-    act = c.get("hidden_act", "silu")
+    act = get("hidden_act")
     if act != "silu":
         refuse("hidden_act", act, "the MLP is SwiGLU, expected \"silu\"")
     if mt in ("llama", "qwen3") and c.get("attention_bias", False):
@@ -258,29 +325,25 @@ def read_llama_config(path, c):
         refuse("mlp_bias", True, "the MLP has no biases")
     if c.get("use_sliding_window", False):
         refuse("use_sliding_window", True, "attention is full and causal, no sliding window")
+    lt = c.get("layer_types")  # 5.x's Qwen configs list each layer's attention
+    if lt is not None and (not isinstance(lt, list) or any(t != "full_attention" for t in lt)):
+        refuse("layer_types", lt, "attention is full and causal in every layer (\"full_attention\")")
     prf = c.get("partial_rotary_factor", 1.0)
     if prf != 1.0:
         refuse("partial_rotary_factor", prf, "RoPE covers the whole head")
     # pretraining_tp > 1 only slices the same matmuls, so it is accepted as it is
-    d["tied"] = int(bool(c.get("tie_word_embeddings", False)))
+    tied = get("tie_word_embeddings")
+    if not isinstance(tied, bool):
+        refuse("tie_word_embeddings", tied, "expected true or false")
+    d["tied"] = int(tied)
     d["qkv_bias"] = int(mt == "qwen2")
     d["qk_norm"] = int(mt == "qwen3")
-    d["eps"], d["theta"] = f32(get("rms_norm_eps")), f32(get("rope_theta"))
-    d.update(rope_scaling=0, rope_factor=0.0, rope_low=0.0, rope_high=0.0, rope_orig=0)
-    rs = c.get("rope_scaling")
-    if rs is not None:
-        if not isinstance(rs, dict):
-            refuse("rope_scaling", rs, "expected null or an object")
-        rt = rs.get("rope_type", rs.get("type"))
-        if rt == "llama3":
-            try:
-                d.update(rope_scaling=1, rope_factor=f32(rs["factor"]), rope_low=f32(rs["low_freq_factor"]),
-                         rope_high=f32(rs["high_freq_factor"]), rope_orig=int(rs["original_max_position_embeddings"]))
-            except (KeyError, TypeError, ValueError) as e:
-                refuse("rope_scaling", rs, "llama3 scaling needs factor, low_freq_factor, high_freq_factor and "
-                       "original_max_position_embeddings (%s)" % e)
-        elif rt != "default":
-            refuse("rope_scaling.rope_type", rt, "only \"llama3\" (Llama 3.1's) or none")
+    eps = get("rms_norm_eps")
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps > 0:
+        refuse("rms_norm_eps", eps, "expected a positive number")
+    d["eps"] = f32(eps)
+    keys = ("theta", "rope_scaling", "rope_factor", "rope_low", "rope_high", "rope_orig")
+    d.update(zip(keys, read_rope(path, c, d["maxT"], refuse)))
     d["Vp"] = padded_vocab(d["V"])
     d["mt"] = mt
     check_dims(d, path)

@@ -19,7 +19,7 @@ import warnings
 warnings.filterwarnings("ignore")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
+from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ref_train import (Checks, add_args, compare_log, make_tokens, read_checkpoint, run, train,  # noqa: E402
@@ -32,17 +32,21 @@ DECAYED = ("embed_tokens", "q_proj.weight", "k_proj.weight", "v_proj.weight", "o
 
 
 def build(a):
-    cfg = LlamaConfig(vocab_size=a.vocab, hidden_size=a.channels, num_hidden_layers=a.layers, intermediate_size=a.hidden,
-                      num_attention_heads=a.heads, num_key_value_heads=a.kv_heads, max_position_embeddings=a.max_seq,
-                      rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=bool(a.tied), hidden_act="silu")
+    """LlamaForCausalLM, or with --qkv-bias Qwen2ForCausalLM (q/k/v biases, which must not be decayed)."""
+    Config, Model = (Qwen2Config, Qwen2ForCausalLM) if a.qkv_bias else (LlamaConfig, LlamaForCausalLM)
+    cfg = Config(vocab_size=a.vocab, hidden_size=a.channels, num_hidden_layers=a.layers, intermediate_size=a.hidden,
+                 num_attention_heads=a.heads, num_key_value_heads=a.kv_heads, max_position_embeddings=a.max_seq,
+                 rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=bool(a.tied), hidden_act="silu")
     cfg._attn_implementation = "eager"
     torch.manual_seed(a.seed)
-    m = LlamaForCausalLM(cfg).to(DT)
+    m = Model(cfg).to(DT)
     g = torch.Generator().manual_seed(a.seed)
-    with torch.no_grad():  # norm gains near 1 (not 1: decaying them would show), weights ~ 1/sqrt(fan-in)
+    with torch.no_grad():  # norm gains near 1 and biases large (decaying them would show), weights ~ 1/sqrt(fan-in)
         for name, p in m.named_parameters():
             if "norm" in name:
                 t = 1.0 + 0.2 * torch.randn(p.shape, generator=g, dtype=DT)
+            elif name.endswith(".bias"):
+                t = 0.3 * torch.randn(p.shape, generator=g, dtype=DT)
             elif "embed" in name or "lm_head" in name:
                 t = 0.05 * torch.randn(p.shape, generator=g, dtype=DT)
             else:
@@ -60,12 +64,14 @@ def file_tensors(m, Vp, use_grad=False):
     lay = lambda f: np.stack([f("model.layers.%d." % l) for l in range(L)])  # noqa: E731
     out = [("wte", pad(get("model.embed_tokens.weight"))),
            ("attn_norm", lay(lambda p: get(p + "input_layernorm.weight"))),
-           ("wqkv", lay(lambda p: np.concatenate([get(p + "self_attn.%s_proj.weight" % x) for x in "qkv"]))),
-           ("wo", lay(lambda p: get(p + "self_attn.o_proj.weight"))),
-           ("mlp_norm", lay(lambda p: get(p + "post_attention_layernorm.weight"))),
-           ("wfc", lay(lambda p: np.concatenate([get(p + "mlp.up_proj.weight"), get(p + "mlp.gate_proj.weight")]))),
-           ("wproj", lay(lambda p: get(p + "mlp.down_proj.weight"))),
-           ("final_norm", get("model.norm.weight"))]
+           ("wqkv", lay(lambda p: np.concatenate([get(p + "self_attn.%s_proj.weight" % x) for x in "qkv"])))]
+    if "model.layers.0.self_attn.q_proj.bias" in sd:
+        out.append(("bqkv", lay(lambda p: np.concatenate([get(p + "self_attn.%s_proj.bias" % x) for x in "qkv"]))))
+    out += [("wo", lay(lambda p: get(p + "self_attn.o_proj.weight"))),
+            ("mlp_norm", lay(lambda p: get(p + "post_attention_layernorm.weight"))),
+            ("wfc", lay(lambda p: np.concatenate([get(p + "mlp.up_proj.weight"), get(p + "mlp.gate_proj.weight")]))),
+            ("wproj", lay(lambda p: get(p + "mlp.down_proj.weight"))),
+            ("final_norm", get("model.norm.weight"))]
     if not m.config.tie_word_embeddings:
         out.append(("lm_head", pad(get("lm_head.weight"))))
     return out
@@ -74,7 +80,7 @@ def file_tensors(m, Vp, use_grad=False):
 def header(a, Vp):
     h = [0] * 256
     h[:15] = [LLAMA_MAGIC, 1, a.max_seq, a.vocab, Vp, a.layers, a.heads, a.kv_heads, a.channels,
-              a.channels // a.heads, a.hidden, a.tied, 0, 0, 0]
+              a.channels // a.heads, a.hidden, a.tied, a.qkv_bias, 0, 0]
     h[15] = struct.unpack("<i", struct.pack("<f", 1e-5))[0]
     h[16] = struct.unpack("<i", struct.pack("<f", 10000.0))[0]
     return np.array(h, dtype="<i4")
@@ -99,7 +105,7 @@ def cmd_make(a):
              V=V, names=np.array([n for n, _ in p0]), **{"p0_" + n: t for n, t in p0},
              **{"p_" + n: t for n, t in file_tensors(m, Vp)}, **{"m_" + n: t for n, t in file_tensors(m, Vp, True)})
     clip = a.grad_clip
-    print(f"Llama reference: C={a.channels} NH={a.heads} KV={a.kv_heads} H={a.hidden} L={a.layers} "
+    print(f"{'Qwen 2 (q/k/v bias)' if a.qkv_bias else 'Llama'} reference: C={a.channels} NH={a.heads} KV={a.kv_heads} H={a.hidden} L={a.layers} "
           f"{'tied' if a.tied else 'untied'} B={B} T={T} A={A} steps={S}: losses {losses[0]:.5f} .. {losses[-1]:.5f}, "
           f"norms {norms[0]:.4f} .. {norms[-1]:.4f}, {clipped} of {S} steps clip at {clip}")
 
@@ -144,6 +150,7 @@ def main():
     ap.add_argument("--kv-heads", type=int, default=2)
     ap.add_argument("--hidden", type=int, default=96)
     ap.add_argument("--tied", type=int, default=0)
+    ap.add_argument("--qkv-bias", type=int, default=0, help="1: Qwen2ForCausalLM, q/k/v biases (not decayed)")
     return run(ap.parse_args(), cmd_make, cmd_compare)
 
 

@@ -219,6 +219,42 @@ def test_random_import(a, work):
               ok, r.stdout[-400:])
 
 
+def test_llama_gpt2_tokenizer(a, work):
+    """A Llama-family model trained on GPT-2's tokens exports with a tokenizer that AutoTokenizer loads and that
+    encodes as the training data was (./tokenize with GPT-2's files): from --encoder/--merges, and from the run's
+    tokenizer.bin (checked against encoder.json); a tokenizer.bin that is not GPT-2's is refused by name."""
+    enc, mer = os.path.join(a.data, "gpt2_encoder.json"), os.path.join(a.data, "gpt2_vocab.bpe")
+    ts, out = os.path.join(work, "ts"), os.path.join(work, "llama_out")  # ts: test_export's GPT-2 shards
+    r = run(["./train_gpt_cpu", "-i", ts + "/train_*.bin", "-j", ts + "/val_*.bin", "-e", "llama-d1", "-b", "2", "-t", "32",
+             "-x", "2", "-v", "0", "-s", "0", "-o", out, "-n", "2"])
+    check("a llama-d1 model trains 2 steps on Tiny Shakespeare's GPT-2 shards (vocabulary 50257)", r.returncode == 0 and
+          os.path.exists(os.path.join(out, "model_00000002.bin")), r.stdout[-500:])
+    with open(os.path.join(a.data, "tinyshakespeare.txt"), encoding="utf-8") as f:
+        text = f.read(5000)
+    want = [int(x) for x in run(["./tokenize", "encode", "--encoder", enc, "--merges", mer], input=text).stdout.split()]
+    for k, (how, flags) in enumerate((("--encoder/--merges", ["--encoder", enc, "--merges", mer]),
+                                      ("the run's tokenizer.bin", ["--tokenizer", os.path.join(ts, "tokenizer.bin"), "--encoder", enc]))):
+        hf = os.path.join(work, "llama_hf_%d" % k)
+        r = script("export_hf.py", out, hf, *flags)
+        ok = r.returncode == 0
+        tok = AutoTokenizer.from_pretrained(hf) if ok else None
+        ids = tok(text)["input_ids"] if ok else []
+        c = json.load(open(os.path.join(hf, "config.json"))) if ok else {}
+        first = next((i for i, (x, y) in enumerate(zip(ids, want)) if x != y), None)
+        check("Llama export with %s: AutoTokenizer encodes Tiny Shakespeare's first 5000 characters as ./tokenize does, "
+              "id for id (%d ids), and config.json's eos is 50256" % (how, len(want)),
+              ids == want and len(want) > 1000 and c.get("eos_token_id") == 50256 and c.get("architectures") == ["LlamaForCausalLM"],
+              r.stdout + " first difference at %s, %d vs %d ids" % (first, len(ids), len(want)))
+    bad = os.path.join(work, "tok_bad", "tokenizer.bin")
+    os.makedirs(os.path.dirname(bad))
+    raw = bytearray(open(os.path.join(ts, "tokenizer.bin"), "rb").read())
+    raw[1024 + 1] ^= 1  # token 0 ("!", one byte) becomes another byte
+    open(bad, "wb").write(raw)
+    expect_error("Llama export with a tokenizer.bin of 50257 tokens that are not GPT-2's",
+                 ["export_hf.py", out, os.path.join(work, "llama_bad"), "--tokenizer", bad, "--encoder", enc],
+                 ["tokenizer.bin", "token 0", "not GPT-2's"], os.path.join(work, "llama_bad"))
+
+
 def expect_error(name, args, want, nothing):
     r = script(*args)
     check("%s: exit 1 naming %s, nothing written" % (name, " and ".join(want)),
@@ -278,6 +314,7 @@ def main():
     a = ap.parse_args()
     hf, model_bin = test_export(a, a.work)
     test_roundtrip(a, a.work, hf, model_bin)
+    test_llama_gpt2_tokenizer(a, a.work)
     test_random_import(a, a.work)
     test_errors(a, a.work)
     print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))

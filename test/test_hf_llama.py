@@ -13,6 +13,7 @@ LlamaForCausalLM with q_norm/k_norm (LlamaRMSNorm over head_dim, eps rms_norm_ep
 k before RoPE, as Qwen3Attention does, under Qwen 3's tensor names; where transformers has the class, it is used.
 """
 import argparse
+import copy
 import json
 import math
 import os
@@ -263,7 +264,7 @@ def test_model(work, i, label, m, save):
     check("%s: a forward written from the file format's spec, reading the imported file's bytes, equals transformers' "
           "logits within 1e-5 (max |diff| / scale %.1e, scale %.1f)" % (label, d, np.abs(want).max()), d <= 1e-5)
     out = os.path.join(work, "m%d_out" % i)
-    r = script("export_hf.py", binf, out)
+    r = script("export_hf.py", binf, out, "--no-tokenizer")
     if r.returncode != 0:
         check("%s: exports" % label, False, r.stdout)
         return binf
@@ -433,6 +434,16 @@ def test_refusals(work, m, qwen2_hf):
         ("rope_scaling of type linear", dict(cfg=lambda c: c.update(rope_scaling={"rope_type": "linear", "factor": 2.0})),
          ["config.json", "rope_scaling.rope_type", "linear"]),
         ("an odd head_dim", dict(cfg=lambda c: c.update(head_dim=7)), ["config.json", "head_dim", "odd"]),
+        ("rope_parameters of rope_type yarn", dict(cfg=lambda c: c.update(rope_parameters={
+            "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32, "rope_theta": 10000.0})),
+         ["config.json", "rope_parameters.rope_type", "yarn"]),
+        ("a key inside rope_parameters it does not understand", dict(cfg=lambda c: c.update(rope_parameters={
+            "rope_type": "default", "rope_theta": 10000.0, "mscale": 1.0})), ["config.json", "rope_parameters.mscale"]),
+        ("a key inside rope_scaling it does not understand", dict(cfg=lambda c: c.update(rope_scaling={
+            "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 32, "beta_fast": 32})), ["config.json", "rope_scaling.beta_fast"]),
+        ("rope_parameters whose θ differs from the top-level rope_theta", dict(cfg=lambda c: c.update(rope_parameters={
+            "rope_type": "default", "rope_theta": 100000.0})), ["config.json", "rope_parameters", "rope_theta", "disagree"]),
         ("heads not divisible by key/value heads", dict(cfg=lambda c: c.update(num_key_value_heads=3)),
          ["config.json", "num_key_value_heads"]),
         ("hidden_act gelu", dict(cfg=lambda c: c.update(hidden_act="gelu")), ["config.json", "hidden_act"]),
@@ -458,6 +469,131 @@ def test_refusals(work, m, qwen2_hf):
     check("no temporary files left behind by the refusals", not left, str(left))
 
 
+def trainer_loss(work, binf, x, y):
+    """The trainer's own mean loss on (x, y): test/hf_forward grads runs model.h's forward as train_gpt_cpu does."""
+    hf = os.path.join(ROOT, "test", "hf_forward")
+    tok, tgt, out = (os.path.join(work, "loss." + e) for e in ("tok", "tgt", "f32"))
+    x.numpy().astype("<i4").tofile(tok)
+    y.numpy().astype("<i4").tofile(tgt)
+    r = test_hf.run([hf, "grads", binf, tok, tgt, str(x.shape[0]), str(x.shape[1]), out])
+    if r.returncode != 0:
+        return None, "%s: %s (make test/hf_forward)" % (hf, r.stdout)
+    return float(np.fromfile(out, dtype="<f4", count=1)[0]), ""
+
+
+def header_rope(binf):
+    """(theta, rope_scaling, factor, low, high, original max positions) from the Llama-family file's header."""
+    h = struct.unpack("<256i", read(binf)[:1024])
+    fl = [struct.unpack("<f", struct.pack("<i", h[i]))[0] for i in (16, 17, 18, 19)]
+    return (fl[0], h[14], fl[1], fl[2], fl[3], h[20])
+
+
+def v5_form(c):
+    """config.json as transformers 5.x saves it: RoPE only inside rope_parameters, no rope_theta or rope_scaling at
+    the top (written by hand: CI has transformers 4.45, which writes the older form)."""
+    c = dict(c)
+    rp = dict(c.pop("rope_scaling") or {}, rope_theta=c.pop("rope_theta"))
+    rp.setdefault("rope_type", "default")
+    c.update(rope_parameters=rp, transformers_version="5.0.0")
+    return c
+
+
+def test_v5_configs(work):
+    """Configs in transformers 5.x's form (rope_parameters) import with their θ and scaling, the trainer's loss equals
+    transformers' (4.45 on the same weights with the equivalent 4.x config) and the export carries the same
+    rope_parameters, beside 4.x's keys that 4.45 reads (its model equals the original)."""
+    base = dict(vocab_size=300, hidden_size=64, num_hidden_layers=2, max_position_embeddings=64, hidden_act="silu",
+                intermediate_size=96, num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-5)
+    llama3 = {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+              "original_max_position_embeddings": 16}  # a short original context: the scaling changes the loss at T 48
+    cases = [("LlamaForCausalLM, rope_parameters θ 100000", LlamaForCausalLM(LlamaConfig(**base, rope_theta=100000.0))),
+             ("LlamaForCausalLM, rope_parameters θ 500000 with llama3 scaling (factor 32)",
+              LlamaForCausalLM(LlamaConfig(**base, rope_theta=500000.0, rope_scaling=llama3, tie_word_embeddings=True))),
+             ("Qwen2ForCausalLM, rope_parameters θ 1e6", Qwen2ForCausalLM(Qwen2Config(**base, rope_theta=1e6)))]
+    for i, (label, m) in enumerate(cases):
+        randomize(m, 30 + i)
+        d = os.path.join(work, "v5_%d" % i)
+        m.save_pretrained(d)
+        p = os.path.join(d, "config.json")
+        c5 = v5_form(json.load(open(p)))
+        json.dump(c5, open(p, "w"), indent=2)
+        binf = d + ".bin"
+        r = script("import_hf.py", d, binf)
+        if r.returncode != 0:
+            check("%s: imports" % label, False, r.stdout)
+            continue
+        rs = m.config.rope_scaling or {}
+        want = (float(np.float32(m.config.rope_theta)), int(bool(rs)), rs.get("factor", 0.0), rs.get("low_freq_factor", 0.0),
+                rs.get("high_freq_factor", 0.0), rs.get("original_max_position_embeddings", 0))
+        got = header_rope(binf)
+        check("%s: the imported header's θ and scaling are the config's %s" % (label, got), got == want, "want %s" % (want,))
+        g = torch.Generator().manual_seed(40 + i)
+        x, y = (torch.randint(0, 300, (2, 48), generator=g) for _ in range(2))
+        md = copy.deepcopy(m).double()
+        with torch.no_grad():
+            ref = torch.nn.functional.cross_entropy(md(x).logits.reshape(-1, 300), y.reshape(-1)).item()
+        loss, err = trainer_loss(work, binf, x, y)
+        ok = loss is not None and abs(loss - ref) / ref <= 1e-5
+        check("%s: the trainer's loss %s equals transformers' %.7f within 1e-5 relative" % (
+            label, "%.7f" % loss if loss is not None else "(none)", ref), ok, err)
+        out = d + "_out"
+        r = script("export_hf.py", binf, out, "--no-tokenizer")
+        oc = json.load(open(os.path.join(out, "config.json"))) if r.returncode == 0 else {}
+        check("%s: exports with the same rope_parameters %s" % (label, json.dumps(oc.get("rope_parameters"))),
+              oc.get("rope_parameters") == c5["rope_parameters"], r.stdout + json.dumps(oc.get("rope_parameters")))
+        if r.returncode == 0:
+            m2 = load_hf(out)[0]
+            d2 = rel(logits(m2, x), logits(m, x))
+            check("%s: transformers %s loads the export with the same RoPE (logits within 1e-6 of the original's: %.1e)"
+                  % (label, transformers.__version__, d2), d2 <= 1e-6)
+
+
+MINIMAL = dict(vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+               max_position_embeddings=64)
+# Qwen3Config's defaults in transformers 5.x (4.45 has no Qwen 3): head_dim 128, not hidden_size / heads
+QWEN3_DEFAULTS = dict(head_dim=128, rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False)
+
+
+def test_missing_keys(work):
+    """config.json files that leave out tie_word_embeddings, rms_norm_eps, rope_theta, head_dim (and for Llama
+    num_key_value_heads), written by hand (save_pretrained writes every key): each field gets its model type's own
+    default as transformers' config class applies it (AutoConfig of 4.45 on the same file; Qwen 3: 5.x's Qwen3Config)."""
+    for mt, arch in (("llama", "LlamaForCausalLM"), ("qwen2", "Qwen2ForCausalLM"), ("qwen3", "Qwen3ForCausalLM")):
+        d = os.path.join(work, "minimal_" + mt)
+        os.makedirs(d)
+        c = dict(MINIMAL, architectures=[arch], model_type=mt)
+        if mt != "llama":
+            c["num_key_value_heads"] = 2  # Qwen's default, 32, would not divide 4 heads
+        json.dump(c, open(os.path.join(d, "config.json"), "w"), indent=2)
+        if mt == "qwen3":
+            cfg = LlamaConfig(**dict(c, **QWEN3_DEFAULTS))
+            m = randomize(Qwen3Shim(cfg), 50)
+            save = qwen3_save
+        else:
+            cfg = transformers.AutoConfig.from_pretrained(d)
+            m = randomize(AutoModelForCausalLM.from_config(cfg), 51)
+            save = lambda m, w: m.save_pretrained(w)  # noqa: E731
+        w = d + "_weights"
+        save(m, w)
+        shutil.copy(os.path.join(w, "model.safetensors"), d)
+        binf = d + ".bin"
+        r = script("import_hf.py", d, binf)
+        if r.returncode != 0:
+            check("%s config.json without the optional fields: imports" % arch, False, r.stdout)
+            continue
+        h = struct.unpack("<256i", read(binf)[:1024])
+        eps, theta = (struct.unpack("<f", struct.pack("<i", h[k]))[0] for k in (15, 16))
+        got = dict(num_key_value_heads=h[7], head_dim=h[9], tie_word_embeddings=bool(h[11]), rms_norm_eps=eps, rope_theta=theta)
+        hd = getattr(cfg, "head_dim", None) if mt != "qwen2" else None
+        want = dict(num_key_value_heads=cfg.num_key_value_heads, head_dim=hd or cfg.hidden_size // cfg.num_attention_heads,
+                    tie_word_embeddings=cfg.tie_word_embeddings, rms_norm_eps=float(np.float32(cfg.rms_norm_eps)),
+                    rope_theta=float(np.float32(cfg.rope_theta)))
+        x = torch.randint(0, 300, (2, 16), generator=torch.Generator().manual_seed(52))
+        dl = rel(ref_logits(binf, x), logits(m, x))
+        check("%s config.json without the optional fields: the header has transformers' defaults %s, and the file's "
+              "logits equal transformers' (%.1e)" % (arch, got, dl), got == want and dl <= 1e-5, "want %s" % want)
+
+
 def test_export_errors(work, binf):
     raw = bytearray(read(binf))
     bad = os.path.join(work, "bad_reserved.bin")
@@ -480,9 +616,9 @@ def test_checkpoint_dir(work, binf, other_bin):
         if state:
             open(os.path.join(run, "state_%08d.bin" % step), "wb").write(b"\0" * 1024)
     out = os.path.join(work, "run_hf")
-    r = script("export_hf.py", run, out)
+    r = script("export_hf.py", run, out, "--no-tokenizer")
     direct = os.path.join(work, "run_direct")
-    r2 = script("export_hf.py", binf, direct)
+    r2 = script("export_hf.py", binf, direct, "--no-tokenizer")
     check("export of an out dir takes its newest complete checkpoint (step 5, not step 9 without its state file)",
           r.returncode == r2.returncode == 0 and "model_00000005.bin" in r.stdout and
           read(os.path.join(out, "model.safetensors")) == read(os.path.join(direct, "model.safetensors")), r.stdout + r2.stdout)
@@ -529,10 +665,42 @@ def test_tokenizer(work, binf, gpt2_bin):
     m = AutoModelForCausalLM.from_pretrained(out) if ok else None
     check("GPT-2 (an llm.c file of vocabulary 300) with --tokenizer tokenizer.json: AutoTokenizer and the model load",
           ok and t(sample)["input_ids"] == ids and type(m).__name__ == "GPT2LMHeadModel", r.stdout)
+    # the run's tokenizer.bin (./tokenize shards writes it and a copy of the tokenizer.json beside the shards): the
+    # tokenizer.json beside it is taken when its vocabulary is the .bin's, refused by name when not
+    text_in = os.path.join(work, "tok_text.txt")
+    open(text_in, "w").write("\n".join(text))
+    shards = os.path.join(work, "tok_shards")
+    r = test_hf.run(["./tokenize", "shards", "--tokenizer", tj, "--in", text_in, "--out-dir", shards, "--doc-token", "</s>",
+                     "--val-tokens", "200"])
+    m290 = randomize(LlamaForCausalLM(LlamaConfig(vocab_size=tok.get_vocab_size(), hidden_size=32, intermediate_size=48,
+                                                  num_hidden_layers=1, num_attention_heads=2, max_position_embeddings=32)), 7)
+    m290.save_pretrained(os.path.join(work, "tok_m290"))
+    b290 = os.path.join(work, "tok_m290.bin")
+    r2 = script("import_hf.py", os.path.join(work, "tok_m290"), b290)
+    out = os.path.join(work, "tok_bin")
+    r3 = script("export_hf.py", b290, out, "--tokenizer", os.path.join(shards, "tokenizer.bin"))
+    ok = r.returncode == r2.returncode == r3.returncode == 0
+    t = AutoTokenizer.from_pretrained(out) if ok else None
+    check("--tokenizer the run's tokenizer.bin (vocabulary %d): the tokenizer.json beside it, whose vocabulary is the "
+          ".bin's, is exported and encodes as tokenizers does" % tok.get_vocab_size(),
+          ok and t(sample)["input_ids"] == ids, r.stdout + r2.stdout + r3.stdout)
+    other = os.path.join(work, "tok_shards_other")
+    shutil.copytree(shards, other)
+    tj3 = json.load(open(os.path.join(other, "tokenizer.json")))
+    v = tj3["model"]["vocab"]
+    a_tok = next(k for k, i in v.items() if i == 100)
+    v["\u0100" + a_tok] = v.pop(a_tok)  # id 100's string gains a leading byte 0x00 (not a merge's result; only the ids count)
+    json.dump(tj3, open(os.path.join(other, "tokenizer.json"), "w"))
+    expect_error("--tokenizer tokenizer.bin beside a tokenizer.json of another vocabulary",
+                 ["export_hf.py", b290, os.path.join(work, "tok_bin_bad"), "--tokenizer", os.path.join(other, "tokenizer.bin")],
+                 ["tokenizer.bin", "token 100", "tokenizer.json"], os.path.join(work, "tok_bin_bad"))
     small = os.path.join(work, "tok_small.json")
     tj2 = json.load(open(tj))
     tj2["added_tokens"].append(dict(tj2["added_tokens"][0], id=400, content="<big>"))
     json.dump(tj2, open(small, "w"))
+    expect_error("export with no tokenizer to be found (a vocabulary of 300, not GPT-2's)", ["export_hf.py", binf,
+                 os.path.join(work, "tok_none")], ["no tokenizer", "300", "--tokenizer", "--no-tokenizer"],
+                 os.path.join(work, "tok_none"))
     expect_error("--tokenizer with an id beyond the model's vocabulary", ["export_hf.py", binf, os.path.join(work, "tok_bad"),
                                                                           "--tokenizer", small],
                  ["tok_small.json", "token id 400", "300"], os.path.join(work, "tok_bad"))
@@ -580,6 +748,8 @@ def main():
         test_inputs(work, ms[0][1], bins[0])
         test_llmc(work, ms[0][1], ms[1][1], bins[1])
         test_refusals(work, ms[0][1], os.path.join(work, "m2_hf"))
+        test_v5_configs(work)
+        test_missing_keys(work)
         test_export_errors(work, bins[0])
         test_checkpoint_dir(work, bins[0], bins[2])
         from transformers import GPT2Config, GPT2LMHeadModel
