@@ -34,9 +34,10 @@ typedef struct {
     int synthetic;                           // training on the embedded corpus
     // the model
     const char *init;
+    int init_is_file;                        // -e names a model file (else a descriptor: fresh weights)
     ModelConfig mc;
     size_t num_params;
-    float *params;                           // the initial weights, until they are handed to zero.h
+    float *params;                           // the initial weights (run_load_weights), until they are handed to zero.h
     // data
     SynthSource synth;
     DataLoader train_loader, val_loader;
@@ -46,6 +47,7 @@ typedef struct {
     int start_step;
     int lr_span;                             // steps the learning-rate schedule spans (saved in checkpoints)
     TrainState resumed;
+    char resume_model[4200], resume_state[4200];  // the checkpoint's files, read by run_load_weights
     float *resume_m, *resume_v;
     // the plan: this stage's layers and units, and the memory they need
     int *first, *holds_unit, slots;          // first[s]: stage s's first layer; holds_unit[u]: this stage holds unit u
@@ -162,23 +164,23 @@ static void run_setup_world(Run *r, int argc, char **argv) {
     r->synthetic = cfg->train_data == NULL;
 }
 
-// The model: a checkpoint file, a dN descriptor, or (by default) d2 for the synthetic corpus.
+// The model's shape: a model file's header, a dN descriptor, or (by default) d2 for the synthetic corpus. No weight
+// is read or made here (run_load_weights does that, after the plan): --dry-run and --autotune's plan touch none.
 static void run_setup_model(Run *r) {
     TrainConfig *cfg = &r->cfg;
     r->init = cfg->init ? cfg->init : "d2";
     int data_vocab = r->synthetic ? 0 : data_vocab_size(cfg->tokenizer, cfg->train_data);  // sample.h
     int vocab = r->synthetic ? SYNTH_VOCAB : data_vocab > 0 ? data_vocab : 50257;  // a fresh model takes the data's tokenizer's
-    if (model_config_from_descriptor(r->init, vocab, &r->mc)) {
-        r->params = (float *)mallocCheck(model_num_params(&r->mc) * sizeof(float));
-        model_init_random(&r->mc, r->params, cfg->seed);
-    } else {
+    r->init_is_file = !model_config_from_descriptor(r->init, vocab, &r->mc);
+    if (r->init_is_file) {
         // "dN" that is no file: a depth out of range, not a file to open
         const char *s = r->init;
         int digits = s[0] == 'd' && s[1] != '\0' && !file_exists(s);
         for (const char *p = s + 1; digits && *p; p++) digits = *p >= '0' && *p <= '9';
         if (digits) usage_error("-e/--init: %s: depth %s is %s: a fresh GPT-2 has depth 1 to 1000 (d2, d6, d12, d24, ...)", s, s + 1,
                                 atol(s + 1) < 1 ? "too small" : "too large");
-        r->params = model_read_file_for("-e/--init", r->init, &r->mc);
+        int version;
+        fclose(model_open_file_for("-e/--init", r->init, &r->mc, &version));
     }
     config_check_model(cfg, r->mc.num_layers, r->mc.max_seq_len);
     r->num_params = model_num_params(&r->mc);
@@ -292,11 +294,11 @@ static void run_resume(Run *r) {
         printf0("resume: no complete checkpoint in %s, starting from scratch\n", cfg->out_dir);
         return;
     }
-    char mp[4200], sp[4200];
-    checkpoint_paths(cfg->out_dir, steps[n - 1], mp, sp, sizeof(mp));
+    char *mp = r->resume_model, *sp = r->resume_state;
+    checkpoint_paths(cfg->out_dir, steps[n - 1], mp, sp, sizeof(r->resume_model));
     ModelConfig rc;
-    free(r->params);
-    r->params = model_read_file(mp, &rc);
+    int version;
+    fclose(model_open_file_for(NULL, mp, &rc, &version));  // its weights are read by run_load_weights
     if (memcmp(&rc, &r->mc, sizeof(rc)) != 0) fatal("%s: model shape differs from -e/--init's", mp);
     TrainState *s = &r->resumed;
     state_read(sp, s, NULL, NULL);
@@ -308,12 +310,26 @@ static void run_resume(Run *r) {
     if (s->seed != cfg->seed || s->shuffle != cfg->shuffle) {
         fatal("%s: saved with --seed %llu --shuffle %d; pass the same to resume", sp, (unsigned long long)s->seed, s->shuffle);
     }
-    r->resume_m = (float *)mallocCheck(s->num_params * sizeof(float));
-    r->resume_v = (float *)mallocCheck(s->num_params * sizeof(float));
-    state_read(sp, s, r->resume_m, r->resume_v);
     r->start_step = s->step;
     printf0("resume: step %d from %s (saved by %d rank%s)\n", r->start_step, sp, s->world, s->world == 1 ? "" : "s");
     run_resume_schedule(r);
+}
+
+// The initial weights, once the plan is made and the run goes ahead: the checkpoint's (and its AdamW moments) on
+// resume, else -e's file, else a fresh initialisation from --seed.
+static void run_load_weights(Run *r) {
+    if (r->resume_model[0]) {
+        ModelConfig rc;
+        r->params = model_read_file(r->resume_model, &rc);
+        r->resume_m = (float *)mallocCheck(r->num_params * sizeof(float));
+        r->resume_v = (float *)mallocCheck(r->num_params * sizeof(float));
+        state_read(r->resume_state, &r->resumed, r->resume_m, r->resume_v);
+    } else if (r->init_is_file) {
+        r->params = model_read_file_for("-e/--init", r->init, &r->mc);
+    } else {
+        r->params = (float *)mallocCheck(r->num_params * sizeof(float));
+        model_init_random(&r->mc, r->params, r->cfg.seed);
+    }
 }
 
 // Teardown: everything the run holds, freed, and the world left.

@@ -368,6 +368,7 @@ static int train_main(int argc, char **argv) {
         comm_finalize(&r->comm);
         return 0;
     }
+    run_load_weights(r);
     run_build(r);
     const TrainConfig *cfg = &r->cfg;
     for (int step = r->start_step; step <= cfg->steps; step++) {
