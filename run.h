@@ -217,12 +217,123 @@ static void run_setup_data(Run *r) {
     }
 }
 
-// Set-up: the world, the flags, the model's shape and initial weights, the data and the decoder.
+// The model named as the tokenizer checks name it: "-e/--init FILE" (trained weights) or "-e/--init NAME (fresh)".
+static void run_model_name(const Run *r, char *buf, size_t n) {
+    snprintf(buf, n, "-e/--init %s%s", r->init, r->init_is_file ? "" : " (fresh weights)");
+}
+
+// A tokenizer against the model's vocabulary of V ids (issue 44). `what` names the file and where it came from.
+// A tokenizer with more tokens than V, or an end-of-text id >= V, is an error: the data (and a sample's first token)
+// hold ids the model has no row for. Fewer tokens than V is what a padded vocabulary looks like (Qwen 2.5's 151,936
+// rows for its tokenizer's 151,665): up to 1% of V is taken silently. More than that, a trained model (a file) was
+// made for another tokenizer: an error, since its rows would mean other tokens; a fresh model only wastes the rows
+// the tokenizer never uses: a warning.
+static void run_check_vocab(const Run *r, const char *what, int Vt, int eot) {
+    int V = r->mc.vocab_size;
+    char model[4300];
+    run_model_name(r, model, sizeof(model));
+    if (Vt > V) fatal("%s: a vocabulary of %d tokens, but the model (%s) has %d: ids %d to %d%s would be outside it. Give the "
+                      "tokenizer the model was made with (or a model made for this tokenizer)", what, Vt, model, V, V, Vt - 1,
+                      eot >= V ? " (the end-of-text token among them)" : "");
+    if (eot >= V) fatal("%s: its end-of-text token %d is outside the model's vocabulary of %d (%s)", what, eot, V, model);
+    if ((long)(V - Vt) * 100 <= V) return;
+    if (r->init_is_file) fatal("%s: a vocabulary of %d tokens, but the model (%s) has %d: it was made for another tokenizer, "
+                               "whose ids mean other tokens. Tokenize the data with the model's own tokenizer (the one "
+                               "beside the shards it was trained on, or its Hugging Face tokenizer.json)", what, Vt, model, V);
+    printf0("warning: %s: a vocabulary of %d tokens, but the model (%s) has %d: its embedding rows %d to %d are never "
+            "used (-e dN or llama-dN takes the tokenizer's size)\n", what, Vt, model, V, Vt, V - 1);
+}
+
+// Whether the first tokens of a shard (up to 65,536: cheap at any size) are ids of a vocabulary of V; 0 if not,
+// with the first that is not in *bad and its position in *at.
+static int shard_prefix_below(const Shard *s, int V, uint32_t *bad, long *at) {
+    long n = s->ntok < 65536 ? s->ntok : 65536;
+    unsigned char *buf = (unsigned char *)mallocCheck((size_t)n * 4);
+    FILE *fp = fopenCheck(s->path, "rb");
+    fseekCheck(fp, SHARD_HEADER_BYTES, SEEK_SET, s->path);
+    freadCheck(buf, (size_t)s->tok_bytes, (size_t)n, fp, s->path);
+    fclose(fp);
+    int ok = 1;
+    for (long i = 0; i < n && ok; i++) {
+        uint32_t t = s->tok_bytes == 4 ? ((uint32_t *)buf)[i] : ((uint16_t *)buf)[i];
+        if (t >= (uint32_t)V) { ok = 0; *bad = t; *at = i; }
+    }
+    free(buf);
+    return ok;
+}
+
+// A split's shards against the model and against their own tokenizer (the file ./tokenize wrote beside them):
+// ids within both (first tokens only), and uint16 tokens only where that tokenizer's ids fit in them.
+static void run_check_shards(const Run *r, const DataLoader *dl, const char *flag, const Decoder *own) {
+    for (int i = 0; i < dl->nshards; i += dl->nshards - 1 > 0 ? dl->nshards - 1 : 1) {  // the first and the last
+        const Shard *s = &dl->shards[i];
+        uint32_t bad;
+        long at;
+        if (!shard_prefix_below(s, r->mc.vocab_size, &bad, &at)) {
+            char model[4300];
+            run_model_name(r, model, sizeof(model));
+            fatal("%s %s: token %u at position %ld is outside the model's vocabulary of %d (%s)", flag, s->path, bad, at,
+                  r->mc.vocab_size, model);
+        }
+        if (own->kind != DECODE_TOKENIZER) continue;
+        if (!shard_prefix_below(s, own->tok.vocab_size, &bad, &at))
+            fatal("%s %s: token %u at position %ld is outside the vocabulary of the tokenizer beside it, %s (%d tokens): the "
+                  "shards were written by another tokenizer", flag, s->path, bad, at, own->path, own->tok.vocab_size);
+        if (s->tok_bytes == 2 && own->tok.vocab_size > 65536)
+            fatal("%s %s: uint16 tokens, which cannot hold the ids of the tokenizer beside it, %s (%d tokens): the shards "
+                  "were written by another tokenizer", flag, s->path, own->path, own->tok.vocab_size);
+    }
+}
+
+// The tokenizers against the model and the data, before anything is allocated or written: --tokenizer's and the
+// one beside the train shards (and the validation shards') must be one vocabulary, that of the model (run_check_vocab).
+static void run_check_tokenizers(Run *r) {
+    const TrainConfig *cfg = &r->cfg;
+    char what[4400];
+    if (r->dec.kind == DECODE_TOKENIZER) {
+        snprintf(what, sizeof(what), cfg->tokenizer ? "--tokenizer %s" : "-i/--train-data: the shards' tokenizer %s", r->dec.path);
+        run_check_vocab(r, what, r->dec.tok.vocab_size, tokenizer_eot(&r->dec.tok));
+    }
+    if (r->synthetic) return;
+    Decoder train, val;
+    char beside[4200];
+    const Decoder *ref = &r->dec;  // the train shards' own tokenizer: the decoder's, unless --tokenizer named another
+    train.kind = val.kind = DECODE_IDS;
+    if (cfg->tokenizer && tokenizer_beside(r->train_loader.shards[0].path, beside, sizeof(beside))) {
+        decoder_init(&train, beside, 0, NULL);
+        ref = &train;
+        if (train.tok.vocab_size != r->dec.tok.vocab_size)
+            fatal("--tokenizer %s has %d tokens, but the train shards' own tokenizer %s (beside them) has %d: the samples would "
+                  "be decoded by another tokenizer than the data's", r->dec.path, r->dec.tok.vocab_size, beside, train.tok.vocab_size);
+    }
+    run_check_shards(r, &r->train_loader, "-i/--train-data:", ref);
+    if (r->have_val) {
+        const Decoder *vref = ref;
+        if (tokenizer_beside(r->val_loader.shards[0].path, beside, sizeof(beside)) && (ref->kind != DECODE_TOKENIZER ||
+                                                                                        strcmp(beside, ref->path) != 0)) {
+            decoder_init(&val, beside, 0, NULL);
+            vref = &val;
+            if (ref->kind == DECODE_TOKENIZER && val.tok.vocab_size != ref->tok.vocab_size)
+                fatal("-j/--val-data: the validation shards' tokenizer %s has %d tokens, but the train shards' %s has %d: the "
+                      "two splits were written by different tokenizers", beside, val.tok.vocab_size, ref->path, ref->tok.vocab_size);
+            if (ref->kind != DECODE_TOKENIZER) {
+                snprintf(what, sizeof(what), "-j/--val-data: the shards' tokenizer %s", beside);
+                run_check_vocab(r, what, val.tok.vocab_size, tokenizer_eot(&val.tok));
+            }
+        }
+        run_check_shards(r, &r->val_loader, "-j/--val-data:", vref);
+    }
+    decoder_free(&train);
+    decoder_free(&val);
+}
+
+// Set-up: the world, the flags, the model's shape, the data, the decoder, and the tokenizers checked against them.
 static void run_setup(Run *r, int argc, char **argv) {
     run_setup_world(r, argc, argv);
     run_setup_model(r);
     run_setup_data(r);
     decoder_init(&r->dec, r->cfg.tokenizer, r->synthetic, r->synthetic ? NULL : r->train_loader.shards[0].path);
+    run_check_tokenizers(r);
 }
 
 // Every rank must see the same out dir: all of them write their shards into the checkpoint files rank 0

@@ -21,6 +21,7 @@ typedef enum {
 typedef struct {
     DecoderKind kind;
     Tokenizer tok;     // DECODE_TOKENIZER only
+    char path[4200];   // DECODE_TOKENIZER: the file it was loaded from
     // a byte-level BPE token may end inside a UTF-8 character (its other bytes come with the next token):
     // those bytes wait here until the character is whole, so a terminal never shows half of one
     unsigned char pend[4];
@@ -31,6 +32,18 @@ typedef struct {
 static void decoder_load(Decoder *d, const char *path) {
     if (tokenizer_file_is_json(path)) tokenizer_init_json(&d->tok, path); else tokenizer_init_bin(&d->tok, path);
     d->kind = DECODE_TOKENIZER;
+    snprintf(d->path, sizeof(d->path), "%s", path);
+}
+
+// The tokenizer file ./tokenize writes beside the shards it makes: tokenizer.bin, else tokenizer.json, in the
+// directory of `shard`. Returns 1 with its path in out, 0 where there is neither.
+static int tokenizer_beside(const char *shard, char *out, size_t n) {
+    const char *slash = strrchr(shard, '/');
+    int dir = slash ? (int)(slash - shard + 1) : 0;
+    snprintf(out, n, "%.*stokenizer.bin", dir, shard);
+    if (file_exists(out)) return 1;
+    snprintf(out, n, "%.*stokenizer.json", dir, shard);
+    return file_exists(out);
 }
 
 // The decoder for a run: --tokenizer (tokenizer_path: a .bin or a tokenizer.json), else the synthetic
@@ -39,6 +52,7 @@ static void decoder_load(Decoder *d, const char *path) {
 static void decoder_init(Decoder *d, const char *tokenizer_path, int synthetic, const char *first_shard) {
     d->kind = DECODE_IDS;
     d->npend = 0;
+    d->path[0] = '\0';
     if (tokenizer_path) {
         fclose(fopen_user("--tokenizer", tokenizer_path, "rb"));  // a missing file is named with its flag
         decoder_load(d, tokenizer_path);
@@ -46,12 +60,7 @@ static void decoder_init(Decoder *d, const char *tokenizer_path, int synthetic, 
         d->kind = DECODE_SYNTHETIC;
     } else {
         char guess[4200];
-        snprintf(guess, sizeof(guess), "%s", first_shard);
-        char *slash = strrchr(guess, '/');
-        char *name = slash ? slash + 1 : guess;
-        strcpy(name, "tokenizer.bin");
-        if (!file_exists(guess)) strcpy(name, "tokenizer.json");
-        if (file_exists(guess)) decoder_load(d, guess);
+        if (tokenizer_beside(first_shard, guess, sizeof(guess))) decoder_load(d, guess);
     }
 }
 
