@@ -164,6 +164,38 @@ static void run_setup_world(Run *r, int argc, char **argv) {
     r->synthetic = cfg->train_data == NULL;
 }
 
+// -e given a Hugging Face model (its directory, model.safetensors, a PyTorch checkpoint, config.json): the importer
+// makes an llm.c model file of it. Told by the directory's files or the file's first bytes (safetensors: an 8-byte
+// header length, then '{'; PyTorch's zip: "PK\3\4"; JSON: '{'); anything else is left to the model file's reader.
+static void run_refuse_hf_init(const char *path) {
+    char dir[4200], probe[4300];
+    struct stat st;
+    if (stat(path, &st) != 0) return;
+    if (S_ISDIR(st.st_mode)) {
+        static const char *const hf[] = {"config.json", "model.safetensors", "model.safetensors.index.json", "pytorch_model.bin"};
+        int found = 0;
+        for (int i = 0; i < 4; i++) { snprintf(probe, sizeof(probe), "%s/%s", path, hf[i]); found |= file_exists(probe); }
+        if (found) fatal("-e/--init: %s: a Hugging Face model directory, not an llm.c model file: convert it first with "
+                         "scripts/import_hf.py %s model.bin, then -e model.bin (docs/huggingface.md)", path, path);
+        return;
+    }
+    unsigned char b[9] = {0};
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(b, 1, 9, f) : 0;
+    if (f) fclose(f);
+    size_t len = strlen(path);
+    int named = len >= 12 && strcmp(path + len - 12, ".safetensors") == 0;
+    const char *what = named || (n == 9 && b[8] == '{' && b[6] == 0 && b[7] == 0) ? "a safetensors file"
+                     : n >= 4 && memcmp(b, "PK\3\4", 4) == 0 ? "a PyTorch checkpoint (zip)"
+                     : n >= 1 && b[0] == '{' ? "a JSON file (a Hugging Face config.json?)" : NULL;
+    if (!what) return;
+    snprintf(dir, sizeof(dir), "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = '\0'; else strcpy(dir, ".");
+    fatal("-e/--init: %s: %s, not an llm.c model file: a Hugging Face model is converted first, from its directory: "
+          "scripts/import_hf.py %s model.bin, then -e model.bin (docs/huggingface.md)", path, what, dir);
+}
+
 // The model's shape: a model file's header, a dN descriptor, or (by default) d2 for the synthetic corpus. No weight
 // is read or made here (run_load_weights does that, after the plan): --dry-run and --autotune's plan touch none.
 static void run_setup_model(Run *r) {
@@ -179,6 +211,7 @@ static void run_setup_model(Run *r) {
         for (const char *p = s + 1; digits && *p; p++) digits = *p >= '0' && *p <= '9';
         if (digits) usage_error("-e/--init: %s: depth %s is %s: a fresh GPT-2 has depth 1 to 1000 (d2, d6, d12, d24, ...)", s, s + 1,
                                 atol(s + 1) < 1 ? "too small" : "too large");
+        run_refuse_hf_init(r->init);
         int version;
         fclose(model_open_file_for("-e/--init", r->init, &r->mc, &version));
     }
@@ -371,6 +404,41 @@ static void run_check_out_dir(Run *r) {
     }
 }
 
+// The out dir as this run made it (-o with its missing parents), so that a run that stops before it has written
+// anything there leaves no empty directory behind: at exit, unless the run completed (run_keep_out_dir), the
+// directories it made are removed while they are empty (a checkpoint, or any file, keeps them).
+static char out_dir_made[4200], out_dir_top[4200];  // the out dir, and the outermost directory this run made
+static void run_unmake_out_dir(void) {
+    char p[4200];
+    snprintf(p, sizeof(p), "%s", out_dir_made);
+    size_t top = strlen(out_dir_top);
+    while (p[0] && strlen(p) >= top && rmdir(p) == 0) {
+        char *slash = strrchr(p, '/');
+        if (!slash) break;
+        *slash = '\0';
+    }
+}
+static void run_make_out_dir(const char *dir) {
+    char p[4200];
+    snprintf(p, sizeof(p), "%s", dir);
+    for (size_t n = strlen(p); n > 1 && p[n - 1] == '/'; n--) p[n - 1] = '\0';  // "out/" is out
+    if (!dir_exists(p) && !out_dir_made[0]) {
+        snprintf(out_dir_made, sizeof(out_dir_made), "%s", p);
+        for (size_t i = 1; i <= strlen(p); i++) {  // the first prefix that does not exist
+            if (p[i] != '/' && p[i] != '\0') continue;
+            char saved = p[i];
+            p[i] = '\0';
+            int missing = !dir_exists(p);
+            if (missing) snprintf(out_dir_top, sizeof(out_dir_top), "%s", p);
+            p[i] = saved;
+            if (missing) break;
+        }
+        atexit(run_unmake_out_dir);
+    }
+    make_dir("-o/--out-dir", dir);
+}
+static void run_keep_out_dir(void) { out_dir_made[0] = '\0'; }
+
 // The learning-rate schedule is part of the run: a resumed run keeps the one it was saved with (a
 // different -x only moves where it stops), unless --lr-steps says otherwise, and either way the user is told.
 static void run_resume_schedule(Run *r) {
@@ -396,7 +464,7 @@ static void run_resume(Run *r) {
     TrainConfig *cfg = &r->cfg;
     r->start_step = 0;
     r->lr_span = cfg->lr_steps > 0 ? cfg->lr_steps : cfg->steps;
-    if (cfg->out_dir) make_dir("-o/--out-dir", cfg->out_dir);
+    if (cfg->out_dir) run_make_out_dir(cfg->out_dir);
     if (cfg->out_dir) run_check_out_dir(r);
     if (!cfg->resume) return;
     int steps[4096];

@@ -164,6 +164,20 @@ out=$($BIN -e qwen2.5-0.5b -i "$W/tg/train_*.bin" "${small[@]}" --dry-run 2>&1);
 [ $rc -eq 0 ] && grep -q "warning: -i/--train-data: the shards' tokenizer $W/tg/tokenizer.bin: a vocabulary of 50257 tokens, but the model (-e/--init qwen2.5-0.5b (fresh weights)) has 151936: its embedding rows 50257 to 151935 are never used" <<<"$out" \
   && ok "a fresh preset larger than the data's tokenizer: a warning, and the run goes on" || bad "a fresh preset's unused rows warned (rc $rc)" "$out"
 
+# a Hugging Face model given where an llm.c file goes: named, with the converter (-e) or the file to give (--tokenizer);
+# and an -o made for a run that stops at start is removed again (parents included)
+mkdir -p "$W/hfm"
+printf '{"model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": 49152}\n' > "$W/hfm/config.json"
+printf '{"tokenizer_class": "GPT2Tokenizer", "model_max_length": 2048}\n' > "$W/hfm/tokenizer_config.json"
+$PY -c 'import json, struct, sys; h = json.dumps({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}).encode(); open(sys.argv[1], "wb").write(struct.pack("<Q", len(h)) + h + bytes(4))' "$W/hfm/model.safetensors"
+expect_error "-e a Hugging Face directory points to scripts/import_hf.py" "-e/--init: $W/hfm: a Hugging Face model directory, not an llm.c model file: convert it first with scripts/import_hf.py $W/hfm model.bin" -e "$W/hfm"
+expect_error "-e model.safetensors points to scripts/import_hf.py with its directory" "-e/--init: $W/hfm/model.safetensors: a safetensors file, not an llm.c model file: a Hugging Face model is converted first, from its directory: scripts/import_hf.py $W/hfm model.bin" -e "$W/hfm/model.safetensors"
+expect_error "--tokenizer config.json: not a tokenizer, and what is" "--tokenizer $W/hfm/config.json: not a tokenizer: a model's configuration (config.json). --tokenizer takes a Hugging Face tokenizer.json" --tokenizer "$W/hfm/config.json"
+expect_error "--tokenizer tokenizer_config.json: not a tokenizer's vocabulary" "--tokenizer $W/hfm/tokenizer_config.json: not a tokenizer: a tokenizer's settings (tokenizer_config.json), not its vocabulary" --tokenizer "$W/hfm/tokenizer_config.json"
+out=$($BIN -x 1 -o "$W/made/a/b" --eval-mc "$W/oov_mc.jsonl" 2>&1); rc=$?
+[ $rc -ne 0 ] && [ ! -e "$W/made" ] && ok "an -o made for a run that stops at start (a bad --eval-mc) is removed again, its new parents too" \
+  || bad "an -o made for a failed start is removed (rc $rc)" "$(ls -R "$W/made" 2>&1) $out"
+
 # --- dry run -----------------------------------------------------------------------------------
 out=$($BIN --dry-run -o "$W/dry" 2>&1); rc=$?
 if [ $rc -eq 0 ] && grep -q "memory plan per rank" <<<"$out" && ! grep -q "^step" <<<"$out" && [ -z "$(ls -A "$W/dry" 2>/dev/null)" ]; then
