@@ -255,7 +255,7 @@ static void run_model_name(const Run *r, char *buf, size_t n) {
     snprintf(buf, n, "-e/--init %s%s", r->init, r->init_is_file ? "" : " (fresh weights)");
 }
 
-// A tokenizer against the model's vocabulary of V ids (issue 44). `what` names the file and where it came from.
+// A tokenizer against the model's vocabulary of V ids. `what` names the file and where it came from.
 // A tokenizer with more tokens than V, or an end-of-text id >= V, is an error: the data (and a sample's first token)
 // hold ids the model has no row for. Fewer tokens than V is what a padded vocabulary looks like (Qwen 2.5's 151,936
 // rows for its tokenizer's 151,665): up to 1% of V is taken silently. More than that, a trained model (a file) was
@@ -281,6 +281,7 @@ static void run_check_vocab(const Run *r, const char *what, int Vt, int eot) {
 // with the first that is not in *bad and its position in *at.
 static int shard_prefix_below(const Shard *s, int V, uint32_t *bad, long *at) {
     long n = s->ntok < 65536 ? s->ntok : 65536;
+    if (n == 0) return 1;
     unsigned char *buf = (unsigned char *)mallocCheck((size_t)n * 4);
     FILE *fp = fopenCheck(s->path, "rb");
     fseekCheck(fp, SHARD_HEADER_BYTES, SEEK_SET, s->path);
