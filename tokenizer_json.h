@@ -183,32 +183,44 @@ static int tj_added_id(const Tokenizer *t, const char *s) {
 
 // Each byte's token. Published byte-level BPEs may lack some (SmolLM's lacks 21: 0xC0, 0xC1 and 0xF5-0xFF, which
 // UTF-8 never holds, and control bytes its training data did not): tokenizers' BPE then gives model.unk_token for
-// such a byte (one for a run of them with fuse_unk) or, without one, drops it. tokenizer.h does the same; this says
-// so once, on stderr, when the file lacks any.
+// such a byte (one for a run of them with fuse_unk) or, without one, drops it; tokenizer.h does the same.
 static void tj_byte_tokens(Tokenizer *t, const char *path, const JsonNode *model, const JsonNode *vocab) {
-    char missing[256 * 5 + 1];
     int n_missing = 0;
     for (int b = 0; b < 256; b++) {
         unsigned char c = (unsigned char)b;
         t->byte_id[b] = tj_vocab_id(t, &c, 1);
-        if (t->byte_id[b] < 0) { snprintf(missing + 5 * n_missing++, 6, " 0x%02X", b); }
+        n_missing += t->byte_id[b] < 0;
     }
     t->unk_id = -1;
     t->fuse_unk = tj_bool(path, model, "fuse_unk", "model.fuse_unk", 0);
     const char *unk = tj_str(path, model, "unk_token", "model.unk_token");
-    if (n_missing == 0) { return; }
-    if (unk != NULL) {
-        for (size_t k = 0; k < vocab->n && t->unk_id < 0; k++) {
-            if (strcmp(vocab->keys[k], unk) == 0) { t->unk_id = (int)vocab->kids[k].inum; }
-        }
-        if (t->unk_id < 0) {
-            tj_fail(path, "model.unk_token", "'%s' is not in model.vocab, and %d bytes have no token (tokenizers fails on "
-                    "such a byte)", unk, n_missing);
-        }
+    if (n_missing == 0 || unk == NULL) { return; }
+    for (size_t k = 0; k < vocab->n && t->unk_id < 0; k++) {
+        if (strcmp(vocab->keys[k], unk) == 0) { t->unk_id = (int)vocab->kids[k].inum; }
     }
-    fprintf(stderr, "note: %s: %d of the 256 bytes have no token (%s); as tokenizers does, such a byte in the text %s%s%s\n",
-            path, n_missing, missing + 1, unk ? "becomes model.unk_token " : "is dropped (model.unk_token is null)",
-            unk ? unk : "", unk && t->fuse_unk ? " (one for a run of them: fuse_unk)" : "");
+    if (t->unk_id < 0) {
+        tj_fail(path, "model.unk_token", "'%s' is not in model.vocab, and %d bytes have no token (tokenizers fails on "
+                "such a byte)", unk, n_missing);
+    }
+}
+
+// What an encoder says once when the tokenizer lacks byte tokens: into out (cap bytes) a line naming how many and
+// which, and what becomes of such a byte in the text; 0 (and out empty) when every byte has its token. tokenize prints
+// it (it encodes); the trainer, which only decodes, does not.
+TOK_FN int tokenizer_missing_bytes_note(const Tokenizer *t, const char *path, char *out, size_t cap) {
+    char list[256 * 5 + 1] = "";
+    int n = 0;
+    for (int b = 0; b < 256; b++) {
+        if (t->hf && t->byte_id[b] < 0) { snprintf(list + 5 * n++, 6, " 0x%02X", b); }
+    }
+    out[0] = '\0';
+    if (n == 0) { return 0; }
+    int ul = 0;
+    const unsigned char *u = t->unk_id >= 0 ? tokenizer_token_bytes((Tokenizer *)t, t->unk_id, &ul) : NULL;
+    snprintf(out, cap, "%s: %d of the 256 bytes have no token (%s); as tokenizers does, such a byte in the text %s%.*s%s",
+             path, n, list + 1, u ? "becomes model.unk_token " : "is dropped (model.unk_token is null)", u ? ul : 0,
+             u ? (const char *)u : "", u && t->fuse_unk ? " (one for a run of them: fuse_unk)" : "");
+    return n;
 }
 
 TOK_FN void tokenizer_init_json(Tokenizer *t, const char *path) {
