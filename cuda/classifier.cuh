@@ -18,6 +18,7 @@ __device__ float block_reduce(float x, int is_max) {
     return is_max ? warp_max(x) : warp_sum(x);
 }
 
+// The block's sum in double, in the same fixed tree order (the row's sum of exponentials: see below).
 __device__ double block_sum_double(double x) {
     __shared__ double shared_d[32];
     int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
