@@ -53,7 +53,7 @@ tokenize: tokenize.c tokenizer.h tokenizer_tables.h tokenizer_utf8.h tokenizer_f
 test/test_gpt2: test/test_gpt2.c test/check.h train_gpt.c $(CPU_HEADERS) $(HEADERS) .build-cpu
 	$(CC) $(CFLAGS) $(URING_FLAGS) -I. $< -o $@ $(LDLIBS) $(URING_LIBS)
 
-test/test_units: test/test_units.c test/check.h $(HEADERS) .build-cpu
+test/test_units: test/test_units.c test/check.h cpu/classifier.h $(HEADERS) .build-cpu
 	$(CC) $(CFLAGS) $(URING_FLAGS) -I. $< -o $@ $(LDLIBS) $(URING_LIBS)
 
 test/test_generate: test/test_generate.c test/check.h train_gpt.c $(CPU_HEADERS) $(HEADERS) .build-cpu

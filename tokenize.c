@@ -236,6 +236,10 @@ static void load_tokenizer(const Args *a, Tokenizer *t) {
         if (stat(a->tokenizer, &st) != 0) { runtime_error("--tokenizer %s: cannot open: %s", a->tokenizer, strerror(errno)); }
         if (tokenizer_file_is_json(a->tokenizer)) {
             tokenizer_init_json(t, a->tokenizer);
+            char note[1600];
+            if (strcmp(a->cmd, "decode") != 0 && tokenizer_missing_bytes_note(t, a->tokenizer, note, sizeof(note))) {
+                fprintf(stderr, "tokenize: note: %s\n", note);
+            }
         } else if (strcmp(a->cmd, "decode") == 0) {
             tokenizer_init_bin(t, a->tokenizer);
         } else {

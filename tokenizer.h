@@ -238,7 +238,9 @@ typedef struct {
     int hf;              // merges by the rank of the pair of ids (Hugging Face's BPE), not of the bytes
     int pretok;          // TOK_PRE_*
     int ignore_merges;   // a pre-token that is a whole vocabulary token is taken as it is
-    int byte_id[256];    // the token of each single byte
+    int byte_id[256];    // the token of each single byte; -1 where the vocabulary has none (published files lack some)
+    int unk_id;          // model.unk_token's id for such a byte, or -1: the byte is dropped (tokenizers' BPE)
+    int fuse_unk;        // a run of such bytes gives one unk_id
     TokPair *pairs;      // open-addressing (left, right) -> (merge rank, merged id)
     uint32_t pair_mask;
     TokAdded *added;     // added tokens matched in the text before pre-tokenising
@@ -430,11 +432,24 @@ TOK_FN size_t tok_bpe_hf(Tokenizer *t, const unsigned char *piece, size_t len, i
     uint32_t *next = t->bpe_next, *prev = t->bpe_prev, *rank = t->bpe_rank, *sym = t->bpe_sym;
     TokHeapItem *heap = t->bpe_heap;
     size_t nheap = 0;
-    uint32_t n = (uint32_t)len, id = 0;
+    // a byte with no token (byte_id -1) is dropped, so its neighbours may merge across it, or is unk_id (one
+    // for a run with fuse_unk): tokenizers' BPE::merge_word, where byte-level BPE has each byte a character
+    uint32_t n = 0, id = 0;
+    int after_unk = 0;
+    for (size_t k = 0; k < len; k++) {
+        int b = t->byte_id[piece[k]];
+        if (b < 0) {
+            if (t->unk_id < 0 || (t->fuse_unk && after_unk)) { continue; }
+            b = t->unk_id;
+            after_unk = 1;
+        } else {
+            after_unk = 0;
+        }
+        sym[n++] = (uint32_t)b;
+    }
     for (uint32_t p = 0; p < n; p++) {
         next[p] = p + 1;
         prev[p] = p == 0 ? UINT32_MAX : p - 1;
-        sym[p] = (uint32_t)t->byte_id[piece[p]];
     }
     for (uint32_t p = 0; p < n; p++) {
         rank[p] = p + 1 < n ? tok_pair(t, sym[p], sym[p + 1], &id) : TOK_RANK_NONE;
@@ -580,7 +595,7 @@ TOK_FN void tok_encode_plain(Tokenizer *t, const unsigned char *text, size_t len
         uint32_t r = whole_ok ? tok_rank(t, piece, plen) : TOK_RANK_NONE;
         if (r != TOK_RANK_NONE) {
             ids[n++] = (int)r;  // the whole piece is a token (common case)
-        } else if (plen == 1 && t->hf) {
+        } else if (plen == 1 && t->hf && t->byte_id[piece[0]] >= 0) {
             ids[n++] = t->byte_id[piece[0]];
         } else {
             uint64_t h = tok_hash(piece, plen);
@@ -712,6 +727,8 @@ TOK_FN void tokenizer_share(Tokenizer *dst, const Tokenizer *src) {
     dst->pretok = src->pretok;
     dst->ignore_merges = src->ignore_merges;
     memcpy(dst->byte_id, src->byte_id, sizeof(dst->byte_id));
+    dst->unk_id = src->unk_id;
+    dst->fuse_unk = src->fuse_unk;
     dst->pairs = src->pairs;
     dst->pair_mask = src->pair_mask;
     dst->added = src->added;

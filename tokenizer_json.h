@@ -4,7 +4,8 @@ Loading a Hugging Face tokenizer.json into tokenizer.h's Tokenizer: tokenizer_in
 What it honours exactly, token for token with the `tokenizers` library's
 encode(text, add_special_tokens=False):
 - model: BPE (byte-level: every vocabulary string in GPT-2's byte alphabet), its "vocab", its
-  "merges" as "a b" strings or as [a, b] pairs, "ignore_merges";
+  "merges" as "a b" strings or as [a, b] pairs, "ignore_merges"; a byte with no token is dropped
+  ("unk_token" null) or is "unk_token" (one for a run with "fuse_unk"), as the library does;
 - added_tokens: found in the text first (leftmost-longest; "normalized": false ones before
   "normalized": true ones), special or not; their "content" is their bytes;
 - pre_tokenizer: ByteLevel (its GPT-2 regex), or Sequence [Split(Regex P, Isolated), ByteLevel
@@ -89,7 +90,8 @@ static int tj_pre_tokenizer(const char *path, const JsonNode *root) {
         return TOK_PRE_GPT2;
     }
     if (!tj_is(type, "Sequence")) {
-        tj_fail(path, "pre_tokenizer.type", "'%s' is not supported (expected ByteLevel, or a Sequence of Split and ByteLevel)",
+        tj_fail(path, "pre_tokenizer.type", "'%s' is not supported (expected ByteLevel, or a Sequence of [Split, ByteLevel], "
+                "[Digits, ByteLevel] or [ByteLevel])",
                 type ? type : "(none)");
     }
     const JsonNode *seq = json_get(pt, "pretokenizers");
@@ -177,6 +179,48 @@ static int tj_added_id(const Tokenizer *t, const char *s) {
         if (t->token_off[id + 1] - t->token_off[id] == l && memcmp(t->token_bytes + t->token_off[id], s, l) == 0) { return id; }
     }
     return -1;
+}
+
+// Each byte's token. Published byte-level BPEs may lack some (SmolLM's lacks 21: 0xC0, 0xC1 and 0xF5-0xFF, which
+// UTF-8 never holds, and control bytes its training data did not): tokenizers' BPE then gives model.unk_token for
+// such a byte (one for a run of them with fuse_unk) or, without one, drops it; tokenizer.h does the same.
+static void tj_byte_tokens(Tokenizer *t, const char *path, const JsonNode *model, const JsonNode *vocab) {
+    int n_missing = 0;
+    for (int b = 0; b < 256; b++) {
+        unsigned char c = (unsigned char)b;
+        t->byte_id[b] = tj_vocab_id(t, &c, 1);
+        n_missing += t->byte_id[b] < 0;
+    }
+    t->unk_id = -1;
+    t->fuse_unk = tj_bool(path, model, "fuse_unk", "model.fuse_unk", 0);
+    const char *unk = tj_str(path, model, "unk_token", "model.unk_token");
+    if (n_missing == 0 || unk == NULL) { return; }
+    for (size_t k = 0; k < vocab->n && t->unk_id < 0; k++) {
+        if (strcmp(vocab->keys[k], unk) == 0) { t->unk_id = (int)vocab->kids[k].inum; }
+    }
+    if (t->unk_id < 0) {
+        tj_fail(path, "model.unk_token", "'%s' is not in model.vocab, and %d bytes have no token (tokenizers fails on "
+                "such a byte)", unk, n_missing);
+    }
+}
+
+// What an encoder says once when the tokenizer lacks byte tokens: into out (cap bytes) a line naming how many and
+// which, and what becomes of such a byte in the text; 0 (and out empty) when every byte has its token. tokenize prints
+// it (it encodes); the trainer, which only decodes, does not.
+TOK_FN int tokenizer_missing_bytes_note(const Tokenizer *t, const char *path, char *out, size_t cap) {
+    char list[256 * 5 + 1] = "";
+    int n = 0;
+    for (int b = 0; b < 256; b++) {
+        if (t->hf && t->byte_id[b] < 0) { snprintf(list + 5 * n++, 6, " 0x%02X", b); }
+    }
+    out[0] = '\0';
+    if (n == 0) { return 0; }
+    int ul = 0;
+    const unsigned char *u = t->unk_id >= 0 ? tokenizer_token_bytes((Tokenizer *)t, t->unk_id, &ul) : NULL;
+    snprintf(out, cap, "%s: %d of the 256 bytes have no token (%s); as tokenizers does, such a byte in the text %s%.*s%s",
+             path, n, list + 1, u ? "becomes model.unk_token " : "is dropped (model.unk_token is null)", u ? ul : 0,
+             u ? (const char *)u : "", u && t->fuse_unk ? " (one for a run of them: fuse_unk)" : "");
+    return n;
 }
 
 TOK_FN void tokenizer_init_json(Tokenizer *t, const char *path) {
@@ -336,14 +380,7 @@ TOK_FN void tokenizer_init_json(Tokenizer *t, const char *path) {
         t->rank_table[slot] = id;
         if ((int)len > t->max_token_len) { t->max_token_len = (int)len; }
     }
-    for (int b = 0; b < 256; b++) {
-        unsigned char c = (unsigned char)b;
-        t->byte_id[b] = tj_vocab_id(t, &c, 1);
-        if (t->byte_id[b] < 0) {
-            tj_fail(path, "model.vocab", "no token for the byte 0x%02X: a byte-level BPE has all 256 (train it with "
-                    "initial_alphabet=ByteLevel.alphabet())", b);
-        }
-    }
+    tj_byte_tokens(t, path, model, vocab);
     // merges
     size_t nm = merges->n;
     uint32_t psize = 1;

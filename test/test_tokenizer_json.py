@@ -214,6 +214,9 @@ def check_errors(res, tool, tmp, good_path):
     expect("merge_unknown_token", j, ["bad_merge_unknown_token.json", "model.merges[3]", "Ġzzqqxx", "not in model.vocab"])
     j = copy.deepcopy(good); j["model"]["merges"][5] = "a b c"
     expect("merge_malformed", j, ["bad_merge_malformed.json", "model.merges[5]"])
+    j = copy.deepcopy(good); j["pre_tokenizer"] = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": True}
+    expect("metaspace", j, ["bad_metaspace.json", "pre_tokenizer.type", "'Metaspace' is not supported", "[Split, ByteLevel]",
+                            "[Digits, ByteLevel]", "[ByteLevel]"])
     j = copy.deepcopy(good); j["decoder"] = {"type": "WordPiece", "prefix": "##", "cleanup": True}
     expect("decoder", j, ["bad_decoder.json", "decoder", "WordPiece"])
     j = copy.deepcopy(good); del j["model"]["vocab"]["Ġ"]
@@ -230,6 +233,112 @@ def check_errors(res, tool, tmp, good_path):
               and not os.path.exists(os.path.join(tmp, "err_out")), r.stderr.decode(errors="replace"))
     r = tool.run(["encode", "--tokenizer", good_path], b"ok \xff\xfe bad")
     res.check("error_invalid_utf8_refused", r.returncode == 1 and b"invalid UTF-8 at byte 3" in r.stderr, r.stderr.decode(errors="replace"))
+
+
+def byte_to_unicode():
+    """GPT-2's byte alphabet (what ByteLevel maps each byte to), as OpenAI's bytes_to_unicode builds it."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + len(cs) - 188)
+    return {b: chr(c) for b, c in zip(bs, cs)}
+
+
+# SmolLM's tokenizer.json lacks 21 byte tokens: 0xC0, 0xC1 and 0xF5-0xFF (never in UTF-8) and control bytes its
+# training data did not hold; here 8 control bytes stand for those
+MISSING_BYTES = [0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x0E, 0x0F, 0xC0, 0xC1] + list(range(0xF5, 0x100))
+
+
+def without_bytes(j, drop):
+    """A trained tokenizer.json made to look like a published one that lacks the byte tokens `drop`: every
+    vocabulary string holding one of them and every merge making or using one is removed, and the ids closed up
+    (added tokens' too)."""
+    gone = set(byte_to_unicode()[b] for b in drop)
+    vocab = j["model"]["vocab"]
+    keep = sorted((i, k) for k, i in vocab.items() if not gone.intersection(k))
+    ids = sorted(set([i for i, _ in keep] + [t["id"] for t in j["added_tokens"] if t["content"] not in vocab or
+                                             not gone.intersection(t["content"])]))
+    new_id = {old: n for n, old in enumerate(ids)}
+    j["model"]["vocab"] = {k: new_id[i] for i, k in keep}
+    j["model"]["merges"] = [m for m in j["model"]["merges"] if not gone.intersection("".join(m))]
+    for t in j["added_tokens"]:
+        t["id"] = new_id[t["id"]]
+    return j
+
+
+def check_missing_bytes(res, tool, tmp, texts, text_path):
+    """A byte-level BPE with a Digits pre-tokenizer (SmolLM's form) lacking 21 byte tokens: a byte with no token is
+    dropped (its neighbours may then merge across it), or is unk_token when one is set, as `tokenizers` does; the
+    ids are the library's token for token on Tiny Shakespeare with such bytes, digits, accents and emoji in it."""
+    ctl = [chr(b) for b in MISSING_BYTES if b < 0x80]
+    rng = random.Random(7)
+    train_texts = texts + ["".join(rng.choice(ctl + [".", "!", "a", "b", " ", "1"]) for _ in range(30)) for _ in range(300)]
+    src = os.path.join(tmp, "missing_trained.json")
+    train("digits1", train_texts, 1200, ["<|endoftext|>", "<|im_start|>"]).save(src)
+    with open(src, encoding="utf-8") as f:
+        j = without_bytes(json.load(f), MISSING_BYTES)
+    path = os.path.join(tmp, "missing_bytes.json")
+    write_json(path, j)
+    hf = Tokenizer.from_file(path)
+    words = ["the", "Thou", "art", "é", "café", "😀", "👩‍👩‍👧", "12345", "3.14", "2024", "...", "!!", "a.b", "x"]
+    gen = "".join(rng.choice(words) + rng.choice(["", " ", "\n", ".", "!"] + ctl) + rng.choice(ctl + ["", " "]) for _ in range(20000))
+    corpus = (open(text_path, encoding="utf-8").read() if text_path and os.path.isfile(text_path) else "") + gen
+    r = tool.run(["encode", "--tokenizer", path], corpus.encode())
+    got = [int(x) for x in r.stdout.split()] if r.returncode == 0 else []
+    want = hf.encode(corpus, add_special_tokens=False).ids
+    err = r.stderr.decode(errors="replace")
+    missing = sum(1 for b in range(256) if hf.token_to_id(byte_to_unicode()[b]) is None)
+    res.check("missing_byte_tokens_digits_as_tokenizers", r.returncode == 0 and got == want and missing == 21,
+              "exit %d %s, %d bytes without a token, %d vs %d ids, first difference at %d" % (
+                  r.returncode, err.strip()[-200:], missing, len(got), len(want), first_diff(got, want)))
+    res.check("missing_byte_tokens_said_once", err.count("have no token") == 1 and "21 of the 256 bytes have no token" in err
+              and "0x01" in err and "0xFF" in err and "dropped" in err, err[-300:])
+    r = tool.run(["encode", "--tokenizer", path], b"ok \xff bad")
+    res.check("missing_byte_tokens_invalid_utf8_refused", r.returncode == 1 and b"invalid UTF-8 at byte 3" in r.stderr, r.stderr.decode(errors="replace"))
+    # with an unk_token: each such byte is that token, or one for a run of them with fuse_unk
+    j["model"]["vocab"]["<unk>"] = 1 + max(list(j["model"]["vocab"].values()) + [t["id"] for t in j["added_tokens"]])
+    j["model"]["unk_token"] = "<unk>"
+    short = gen[:20000]
+    for fuse in (False, True):
+        j["model"]["fuse_unk"] = fuse
+        p = os.path.join(tmp, "missing_bytes_unk%d.json" % fuse)
+        write_json(p, j)
+        hf = Tokenizer.from_file(p)
+        want = hf.encode(short, add_special_tokens=False).ids
+        r = tool.run(["encode", "--tokenizer", p], short.encode())
+        got = [int(x) for x in r.stdout.split()] if r.returncode == 0 else []
+        unk = hf.token_to_id("<unk>")
+        res.check("missing_byte_tokens_unk_fuse_%s" % str(fuse).lower(), r.returncode == 0 and got == want and want.count(unk) > 100,
+                  "exit %d %s, %d unk, first difference at %d" % (r.returncode, r.stderr.decode(errors="replace")[-200:],
+                                                                  want.count(unk), first_diff(got, want)))
+
+
+def check_ignore_merges(res, tool, tmp):
+    """ignore_merges changes ids only where a pre-token is a vocabulary token that its merges do not make: by hand,
+    a vocabulary holding abc (and Ġabc) with the merges a b and b c only. With the flag, the word abc is that
+    token; without, BPE gives ab + c. Both ways the library's ids, and the two ways differ."""
+    b2u = byte_to_unicode()
+    vocab = {b2u[b]: b for b in range(256)}
+    for k in ["ab", "bc", "abc", "Ġabc"]:
+        vocab[k] = len(vocab)
+    text = "abc abc,abc\nabcabc xabc ab bc abcd 'abc'"
+    ids = {}
+    for flag in (False, True):
+        j = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+             "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+             "post_processor": None, "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+             "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None, "end_of_word_suffix": None,
+                       "fuse_unk": False, "byte_fallback": False, "ignore_merges": flag, "vocab": vocab, "merges": [["a", "b"], ["b", "c"]]}}
+        p = os.path.join(tmp, "ignore_merges_%s.json" % str(flag).lower())
+        write_json(p, j)
+        want = Tokenizer.from_file(p).encode(text, add_special_tokens=False).ids
+        got = tool.encode(["--tokenizer", p], text)
+        ids[flag] = want
+        res.check("ignore_merges_%s_hand_built" % str(flag).lower(), got == want, "got %s, tokenizers %s" % (got, want))
+    res.check("ignore_merges_changes_ids", vocab["abc"] in ids[True] and vocab["abc"] not in ids[False] and vocab["Ġabc"] in ids[True],
+              "with %s, without %s" % (ids[True], ids[False]))
 
 
 def check_shards(res, tool, tmp, name, path, hf, docs, want_kind, want_sep, extra=(), threads=(1, 3)):
@@ -488,6 +597,8 @@ def run_checks(a, res, tool, tmp):
     with open(os.path.join(tmp, "docs.txt"), "w") as f:
         f.write("one document\n\nanother one\n")
     check_errors(res, tool, tmp, paths["llama3"])
+    check_missing_bytes(res, tool, tmp, texts, a.text)
+    check_ignore_merges(res, tool, tmp)
     print("%d passed, %d failed, %d skipped" % (res.passed, res.failed, res.skipped))
     return 1 if res.failed else 0
 

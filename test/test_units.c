@@ -1,10 +1,11 @@
 // test_units.c: the pieces of the training loop that have exact answers: the learning-rate
 // schedules, the data loader's order and its rank-of-N view, the synthetic corpus's entropy floor,
-// and the training-state file.
+// the training-state file, and the CPU build's classifier on a trained model's kind of logits.
 #include <math.h>
 #include "config.h"
 #include "dataloader.h"
 #include "checkpoint_format.h"  // the state file's format, without zero.h's sharded writer
+#include "cpu/classifier.h"
 
 #include "check.h"
 static int near(float a, float b) { return fabsf(a - b) <= 1e-6f * fmaxf(1.0f, fabsf(b)); }
@@ -292,11 +293,70 @@ static void test_loss_scaler(void) {
     check(s.scale == 1024.0f && !s.dynamic, "a fixed --loss-scale is taken as given");
 }
 
+// Rows of logits as a trained model gives them (not random init's nearly flat ones): a bulk of GPT-2's padded
+// vocabulary (50,257 of 50,304 columns) normal around 0 with spread sd, 20 likely tokens up to `top` nats above it
+// and one above those, the target the top token, a likely one or one of the bulk (losses from ~0.01 to ~25).
+static void sharp_rows(float *logits, int *targets, int N, int V, int Vp, uint64_t *rng) {
+    for (int i = 0; i < N; i++) {
+        float *row = logits + (size_t)i * Vp;
+        const double sd = 1.5 + i % 3, top = 18.0 + 4 * (i % 4);
+        for (int v = 0; v < Vp; v++) {
+            double u = random_f32(rng) + 1e-9, w = random_f32(rng);
+            row[v] = (float)(sd * sqrt(-2.0 * log(u)) * cos(6.283185307179586 * w));
+        }
+        int best = (int)(random_u32(rng) % V), likely = best;
+        for (int k = 0; k < 20; k++) row[likely = (int)(random_u32(rng) % V)] = (float)(top - (i % 2 ? 14.0 : 8.0) + 7.0 * random_f32(rng));
+        row[best] = (float)top;
+        targets[i] = i % 3 == 0 ? best : i % 3 == 1 ? likely : (int)(random_u32(rng) % V);
+    }
+}
+
+// The classifier's loss and dlogits against the same arithmetic in long double (64-bit mantissa) on the same
+// logits, on sharp 50k-wide rows: a float running sum of the row's exponentials was off by up to 4e-4 relative
+// there, and so was every probability of the gradient. Bounds: 1e-6 relative on each row's loss, 1e-6 of the
+// row's largest gradient on each gradient (a float's rounding is 6e-8).
+static void test_classifier_sharp(void) {
+    const int N = 12, V = 50257, Vp = 50304;
+    const float dloss = 1.0f / N;
+    float *logits = (float *)mallocCheck((size_t)N * Vp * sizeof(float)), *losses = (float *)mallocCheck(N * sizeof(float));
+    int *targets = (int *)mallocCheck(N * sizeof(int));
+    uint64_t rng = 1234;
+    sharp_rows(logits, targets, N, V, Vp, &rng);
+    long double *ref = (long double *)mallocCheck((size_t)N * Vp * sizeof(long double)), *ref_loss = (long double *)mallocCheck(N * sizeof(long double));
+    for (int i = 0; i < N; i++) {
+        const float *row = logits + (size_t)i * Vp;
+        long double *g = ref + (size_t)i * Vp, m = -INFINITY, s = 0.0L;
+        for (int v = 0; v < V; v++) m = fmaxl(m, row[v]);
+        for (int v = 0; v < V; v++) s += g[v] = expl((long double)row[v] - m);
+        ref_loss[i] = logl(s) + m - row[targets[i]];
+        for (int v = 0; v < Vp; v++) g[v] = v < V ? g[v] / s * dloss : 0.0L;
+        g[targets[i]] -= dloss;
+    }
+    classifier_forward_backward(logits, losses, targets, N, V, Vp, dloss);
+    double loss_err = 0.0, grad_err = 0.0, lo = INFINITY, hi = 0.0;
+    for (int i = 0; i < N; i++) {
+        loss_err = fmax(loss_err, (double)(fabsl(losses[i] - ref_loss[i]) / ref_loss[i]));
+        lo = fmin(lo, (double)ref_loss[i]); hi = fmax(hi, (double)ref_loss[i]);
+        long double worst = 0.0L, scale = 0.0L;
+        for (int v = 0; v < Vp; v++) {
+            long double r = ref[(size_t)i * Vp + v];
+            worst = fmaxl(worst, fabsl(logits[(size_t)i * Vp + v] - r)); scale = fmaxl(scale, fabsl(r));
+        }
+        grad_err = fmax(grad_err, (double)(worst / scale));
+    }
+    check(loss_err < 1e-6, "classifier on %d sharp rows of %d (losses %.3g to %.3g): each loss within %.2e of long double's "
+          "(< 1e-6 relative)", N, V, lo, hi, loss_err);
+    check(grad_err < 1e-6, "classifier on the same rows: dlogits within %.2e of long double's, relative to the row's "
+          "largest (< 1e-6)", grad_err);
+    free(logits); free(losses); free(targets); free(ref); free(ref_loss);
+}
+
 int main(void) {
     test_schedules();
     test_dataloader();
     test_synthetic();
     test_state_file();
     test_loss_scaler();
+    test_classifier_sharp();
     return check_summary();
 }
