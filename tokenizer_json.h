@@ -329,9 +329,8 @@ static unsigned char *tj_token_bytes(Tokenizer *t, const char *path, const JsonN
     return in_vocab;
 }
 
-// The rank table (bytes -> id) over the ids BPE can reach (added tokens are found before BPE), and each byte's
-// own token, which a byte-level BPE must have.
-static void tj_rank_table(Tokenizer *t, const char *path, const unsigned char *in_vocab) {
+// The rank table (bytes -> id) over the ids BPE can reach (added tokens are found before BPE).
+static void tj_rank_table(Tokenizer *t, const unsigned char *in_vocab) {
     int V = t->vocab_size;
     uint32_t size = 1;
     while (size < 2u * (uint32_t)V) { size <<= 1; }
@@ -347,6 +346,10 @@ static void tj_rank_table(Tokenizer *t, const char *path, const unsigned char *i
         t->rank_table[slot] = id;
         if ((int)len > t->max_token_len) { t->max_token_len = (int)len; }
     }
+}
+
+// Each byte's own token, which a byte-level BPE must have.
+static void tj_byte_tokens(Tokenizer *t, const char *path) {
     for (int b = 0; b < 256; b++) {
         unsigned char c = (unsigned char)b;
         t->byte_id[b] = tj_vocab_id(t, &c, 1);
@@ -445,8 +448,9 @@ TOK_FN void tokenizer_init_json(Tokenizer *t, const char *path) {
     int cp_to_byte[TOK_ALPHABET_END];
     tok_unicode_to_bytes(cp_to_byte);
     unsigned char *in_vocab = tj_token_bytes(t, path, vocab, added, n_added, cp_to_byte);
-    tj_rank_table(t, path, in_vocab);
+    tj_rank_table(t, in_vocab);
     free(in_vocab);
+    tj_byte_tokens(t, path);
     tj_read_merges(t, path, merges, cp_to_byte);
     tj_group_added(t, path, added, n_added);
     int bot = tj_added_id(t, "<|begin_of_text|>"), eot = tj_added_id(t, "<|endoftext|>");
