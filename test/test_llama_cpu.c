@@ -562,7 +562,7 @@ static void test_tables(void) {
     }
     check(all_ok, "Llama table: tied/untied x qkv_bias x qk_norm, unit sizes by hand and runs partitioning the buffer");
 
-    // the file order of LLAMA_FORMAT.md with every option on (the model tests above cover the orders without
+    // the file order of docs/llama.md's model file with every option on (the model tests above cover the orders without
     // qk_norm against transformers; Qwen 3 is newer than transformers 4.45)
     t.tied = 0, t.qkv_bias = 1, t.qk_norm = 1;
     llama_arch_shape(&t, &s);
@@ -578,7 +578,7 @@ static void test_tables(void) {
             order_ok = 0;
         off += sizes[k];
     }
-    check(order_ok, "Llama table: LLAMA_FORMAT.md's tensor order, offsets and sizes with every option on");
+    check(order_ok, "Llama table: the model file's tensor order (docs/llama.md), offsets and sizes with every option on");
 }
 
 // GPT-2's activation table against model.h's layout: names, float or floatX, per layer, the level each is shared

@@ -43,7 +43,7 @@
 //    forward and dQ blocks are per query head as before; the dK/dV blocks (fp32: attn_bwd_dkdv_kernel; 16-bit:
 //    attn_tc_bwd_kernel) are per key/value head and walk the group's query heads in order, so dK and dV are summed
 //    over the group in registers in a fixed order; the 16-bit kernel's dQ turns are per query head as before.
-//    KV = NH is the old kernels step for step: the GPT-2 shapes print the same bits as before GQA. The GQA shapes
+//    KV = NH makes each group one head: multi-head attention's arithmetic in its order (GPT-2's bits). The GQA shapes
 //    (4:1, multi-query at hs 64 and 128, 2:1) are checked against the float64 reference's GQA form.
 //  * Registers (ptxas, nvcc 13.0, sm_90a; bf16 and fp16 alike), hs 64 / 128: forward 128 / 223, no spills (v1:
 //    160 / 254 at half the threads per block); backward (5 products) 255 / 255, 12 / 448 bytes spilled (stores;
