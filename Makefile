@@ -17,7 +17,7 @@ NVCC := $(shell command -v nvcc 2>/dev/null)
 MPICC := $(shell command -v mpicc 2>/dev/null)
 CPU_CC = $(if $(MPICC),$(MPICC) -DUSE_MPI,$(CC))
 
-HEADERS = backend.h utils.h gpt2.h arch.h adamw.h config.h checkpoint.h dataloader.h tokenizer.h $(TOKENIZER_HEADERS) json.h trainer.h run.h plan.h report.h sample.h fault.h comm.h watchdog.h zero.h zero_layout.h zero_store.h swap.h pipeline.h pipeline_schedule.h checkpoint_format.h model.h timing.h timing_marks.h autotune.h eval_mc.h
+HEADERS = backend.h utils.h block.h gpt2.h llama.h family.h model_config.h rope.h arch.h adamw.h config.h checkpoint.h dataloader.h tokenizer.h $(TOKENIZER_HEADERS) json.h trainer.h run.h plan.h report.h sample.h fault.h comm.h watchdog.h zero.h zero_layout.h zero_store.h swap.h pipeline.h pipeline_schedule.h checkpoint_format.h model.h timing.h timing_marks.h autotune.h eval_mc.h
 # The tokenizer's parts beside tokenizer.h: its file formats, tokenizer.json, UTF-8, NFC and the generated Unicode
 # tables (the trainer decodes with them too); tokenizer/corpus.h and tokenizer/shards.h are tokenize's alone.
 TOKENIZER_HEADERS = tokenizer/tokenizer_files.h tokenizer/tokenizer_json.h tokenizer/tokenizer_utf8.h tokenizer/tokenizer_nfc.h \
@@ -69,12 +69,15 @@ test/hf_forward: test/hf_forward.c train_gpt.c $(CPU_HEADERS) $(HEADERS) .build-
 test/test_pipeline: test/test_pipeline.c test/check.h pipeline_schedule.h gpt2.h utils.h .build-cpu
 	$(CC) $(CFLAGS) $(URING_FLAGS) -I. $< -o $@ $(LDLIBS) $(URING_LIBS)
 
-test/test_llama_cpu: test/test_llama_cpu.c test/check.h cpu/llama.h arch.h train_gpt.c $(HEADERS) .build-cpu
+test/test_llama_cpu: test/test_llama_cpu.c test/check.h test/llama_cfg.h train_gpt.c $(CPU_HEADERS) $(HEADERS) .build-cpu
+	$(CC) $(CFLAGS) $(URING_FLAGS) -I. $< -o $@ $(LDLIBS) $(URING_LIBS)
+
+test/test_arch: test/test_arch.c test/check.h test/llama_cfg.h train_gpt.c $(CPU_HEADERS) $(HEADERS) .build-cpu
 	$(CC) $(CFLAGS) $(URING_FLAGS) -I. $< -o $@ $(LDLIBS) $(URING_LIBS)
 
 # test/test_headers.sh compiles every header alone with the flags of the build that uses it: these.
 HEADER_CHECK_ENV = HEADER_CC="$(CPU_CC)" HEADER_CFLAGS="$(CFLAGS) $(URING_FLAGS)" HEADER_CXX="$(EMU_CXX)" HEADER_CXXFLAGS="$(EMU_FLAGS)"
-test: train_gpt_cpu tokenize test/test_gpt2 test/test_units test/test_pipeline test/test_generate test/hf_forward test/test_llama_cpu $(if $(EMU_OK),$(EMU_BINS))
+test: train_gpt_cpu tokenize test/test_gpt2 test/test_units test/test_pipeline test/test_generate test/hf_forward test/test_llama_cpu test/test_arch $(if $(EMU_OK),$(EMU_BINS))
 	$(HEADER_CHECK_ENV) PYTHON=$(PYTHON) TORCH_PYTHON=$(TORCH_PYTHON) bash test/run_tests.sh
 
 # The Slurm suites (test/test_slurm.sh, test/test_multinode.sh), as root: installs slurm-wlm, munge and
@@ -215,5 +218,5 @@ bench-data: tokenize
 	$(PYTHON) scripts/bench_data.py --mb $(or $(BENCH_DATA_MB),200) --rss-mb $(or $(BENCH_DATA_RSS_MB),0)
 
 clean:
-	rm -f .build-cpu .build-cuda train_gpt_cpu train_gpt tokenize test/test_gpt2 test/test_gpt2_gpu test/test_units test/test_pipeline test/test_generate test/hf_forward test/test_llama_cpu test/test_generate_gpu dev/cuda/kernels dev/cuda/attention dev/cuda/attention_emu_race $(EMU_BINS)
+	rm -f .build-cpu .build-cuda train_gpt_cpu train_gpt tokenize test/test_gpt2 test/test_gpt2_gpu test/test_units test/test_pipeline test/test_generate test/hf_forward test/test_llama_cpu test/test_arch test/test_generate_gpu dev/cuda/kernels dev/cuda/attention dev/cuda/attention_emu_race $(EMU_BINS)
 	rm -rf build/emu

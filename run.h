@@ -204,7 +204,10 @@ static void run_setup_model(Run *r) {
     int data_vocab = r->synthetic ? 0 : data_vocab_size(cfg->tokenizer, cfg->train_data);  // sample.h
     int vocab = r->synthetic ? SYNTH_VOCAB : data_vocab > 0 ? data_vocab : 50257;  // a fresh model takes the data's tokenizer's
     r->init_is_file = !model_config_from_descriptor(r->init, vocab, &r->mc);
-    if (r->init_is_file) {
+    if (!r->init_is_file) {
+        char why[512];
+        if (cfg->mlp && model_choose_mlp(&r->mc, cfg->mlp - 1, why, sizeof(why))) usage_error("--mlp %s", why);
+    } else {
         // "dN" that is no file: a depth out of range, not a file to open
         const char *s = r->init;
         int digits = s[0] == 'd' && s[1] != '\0' && !file_exists(s);
@@ -212,8 +215,11 @@ static void run_setup_model(Run *r) {
         if (digits) usage_error("-e/--init: %s: depth %s is %s: a fresh GPT-2 has depth 1 to 1000 (d2, d6, d12, d24, ...)", s, s + 1,
                                 atol(s + 1) < 1 ? "too small" : "too large");
         run_refuse_hf_init(r->init);
-        int version;
-        fclose(model_open_file_for("-e/--init", r->init, &r->mc, &version));
+        int bf16;
+        fclose(model_open_file_for("-e/--init", r->init, &r->mc, &bf16));
+        if (cfg->mlp && cfg->mlp - 1 != r->mc.mlp)
+            usage_error("--mlp %s: %s is a model file, whose header says %s; --mlp chooses the activation of a fresh model "
+                        "(-e llama-dN or a preset)", MLP_NAMES[cfg->mlp - 1], r->init, MLP_NAMES[r->mc.mlp]);
     }
     config_check_model(cfg, r->mc.num_layers, r->mc.max_seq_len);
     r->num_params = model_num_params(&r->mc);
@@ -477,8 +483,8 @@ static void run_resume(Run *r) {
     char *mp = r->resume_model, *sp = r->resume_state;
     checkpoint_paths(cfg->out_dir, steps[n - 1], mp, sp, sizeof(r->resume_model));
     ModelConfig rc;
-    int version;
-    fclose(model_open_file_for(NULL, mp, &rc, &version));  // its weights are read by run_load_weights
+    int bf16;
+    fclose(model_open_file_for(NULL, mp, &rc, &bf16));  // its weights are read by run_load_weights
     if (memcmp(&rc, &r->mc, sizeof(rc)) != 0) fatal("%s: model shape differs from -e/--init's", mp);
     TrainState *s = &r->resumed;
     state_read(sp, s, NULL, NULL);

@@ -53,13 +53,14 @@ run_suite "sizes of files and functions" "$PY" test/test_sizes.py
 run_suite units ./test/test_units
 run_suite "pipeline schedule and split" ./test/test_pipeline
 run_suite "generation with the key/value cache" ./test/test_generate
+run_suite "architecture tables (arch.h, the families)" ./test/test_arch
 
 if "$TORCH_PY" -c "import torch" 2>/dev/null; then
   "$TORCH_PY" test/ref_gpt2.py --out-dir "$W/ref" > "$W/ref.log" 2>&1 || { cat "$W/ref.log"; }
   run_suite "model vs PyTorch" ./test/test_gpt2 "$W/ref"
   run_suite "training runs vs PyTorch" bash test/test_reference.sh
   "$TORCH_PY" test/ref_llama.py --out-dir "$W/llama" > "$W/llama.log" 2>&1 || { cat "$W/llama.log"; }
-  run_suite "Llama family: CPU kernels vs PyTorch, architecture tables" ./test/test_llama_cpu "$W/llama"
+  run_suite "Llama family: CPU kernels vs PyTorch" ./test/test_llama_cpu "$W/llama"
 else
   skip "model vs PyTorch: $TORCH_PY cannot import torch (apt-get install python3-torch, or set TORCH_PYTHON to a Python that has it)"
 fi

@@ -89,6 +89,10 @@ fi
 if llama_reference qwen2 --qkv-bias 1 --grad-clip 1.2; then
   llama_against qwen2 "cpu, Qwen 2 (q/k/v bias, not decayed)" $BIN --
 fi
+# ReLU² (--mlp relu2) in the same model, H = 4C = 256: the model file's slot 21 carries it to the trainer
+if llama_reference llama_relu2 --mlp relu2 --hidden 256 --grad-clip 1.45; then
+  llama_against llama_relu2 "cpu, Llama ReLU² GQA 2:1 untied" $BIN --
+fi
 
 if [ "${REF_EMU:-1}" = 0 ]; then
   skip "the CUDA build vs PyTorch: REF_EMU=0 (the CPU build only)"
