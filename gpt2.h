@@ -11,6 +11,7 @@
 #include <math.h>
 #include "utils.h"
 #include "arch.h"  // the families' parameter tables: every size, unit and run below derives from them
+#include "tp_layout.h"  // --tp: a rank's slice of the table
 
 #define MODEL_MAGIC 20240326
 #define MODEL_VERSION_FP32 3
@@ -32,6 +33,11 @@ typedef struct {
     int channels;           // C
     int family;             // FAMILY_
     LlamaConfig llama;      // FAMILY_LLAMA only (zero otherwise)
+    // --tp: a config with tp_size > 1 describes rank tp_rank's slice of the model (tp_layout.h): every size, unit
+    // and run derived from it is the slice's, each run placed in the whole model's file order. Model files and
+    // checkpoints hold whole models, whose configs have tp_size 0. seq_parallel: --sp (replicated tensors'
+    // gradients are then parts).
+    int tp_size, tp_rank, seq_parallel;
 } ModelConfig;
 
 // The family's tables and the config's values for their symbols.
@@ -60,12 +66,27 @@ static const Arch *model_arch(const ModelConfig *c) { return c->family == FAMILY
 static const ArchActs *model_act_table(const ModelConfig *c) {
     return c->family == FAMILY_LLAMA ? &LLAMA_ACT_TABLE : &GPT2_ACT_TABLE;
 }
-static ArchShape model_shape(const ModelConfig *c) {
+static TpDims model_tp_dims(const ModelConfig *c) {
+    TpDims t = {c->tp_size > 1 ? c->tp_size : 1, c->tp_rank, c->num_heads,
+                c->family == FAMILY_LLAMA ? c->llama.num_kv_heads : c->num_heads};
+    return t;
+}
+// The whole model's shape, and the one a config describes (its TP rank's slice where tp_size > 1).
+static ArchShape model_whole_shape(const ModelConfig *c) {
     ArchShape s;
     if (c->family == FAMILY_LLAMA) llama_arch_shape(&c->llama, &s);
     else gpt2_arch_shape(c, &s);
     return s;
 }
+static ArchShape model_shape(const ModelConfig *c) {
+    ArchShape s = model_whole_shape(c);
+    TpDims t = model_tp_dims(c);
+    tp_local_shape(&s, &t);
+    return s;
+}
+// Query and key/value heads this config's attention runs (a TP rank's own).
+static int model_heads(const ModelConfig *c) { TpDims t = model_tp_dims(c); return tp_local_heads(&t); }
+static int model_kv_heads(const ModelConfig *c) { TpDims t = model_tp_dims(c); return tp_local_kv_heads(&t); }
 
 // A Llama config as the model's (the six shape fields copied out).
 static ModelConfig model_config_llama(const LlamaConfig *l) {
@@ -149,8 +170,21 @@ static size_t model_unit_size(const ModelConfig *c, int u) {
 }
 
 // Fills runs (at most model_max_runs of them, in unit order) and returns their count.
-static size_t model_max_runs(const ModelConfig *c) { return (size_t)ARCH_MAX_PARAMS * (c->num_layers + 1); }
+// A TP rank's runs are pieces of the whole model's tensors (tp_param_runs).
+static size_t model_max_runs(const ModelConfig *c) {
+    if (c->tp_size > 1) {
+        ArchShape s = model_whole_shape(c);
+        TpDims t = model_tp_dims(c);
+        return (size_t)tp_param_runs(model_arch(c), &s, &t, c->seq_parallel, NULL, NULL);
+    }
+    return (size_t)ARCH_MAX_PARAMS * (c->num_layers + 1);
+}
 static int model_param_runs(const ModelConfig *c, ParamRun *runs) {
+    if (c->tp_size > 1) {
+        ArchShape s = model_whole_shape(c);
+        TpDims t = model_tp_dims(c);
+        return tp_param_runs(model_arch(c), &s, &t, c->seq_parallel, runs, NULL);
+    }
     ArchShape s = model_shape(c);
     return arch_param_runs(model_arch(c), &s, runs);
 }

@@ -7,6 +7,7 @@
 #define MODEL_H
 #include "backend.h"
 #include "timing.h"
+#include "tensor_parallel.h"  // --tp: the collectives around the block's matmuls, the vocabulary-parallel head
 
 // --profile: each kernel call below is preceded by the module it belongs to and the FLOPs it does
 // (timing.h charges its time there). FLOPs are counted for the matmuls (2 per multiply-add; backward
@@ -129,6 +130,9 @@ typedef struct {
     floatX *kv_memory;
     int kv_reserved;
     float *rope_cos, *rope_sin;          // the Llama family: RoPE's angle tables (maxT, hd/2) each, scratch
+    // --tp: this rank's TP group (NULL without), the cross-entropy's scratch, and a gathered row of logits (host)
+    TpGroup *tp;
+    float *tp_scratch, *tp_logits;
 } Model;
 
 // Bytes of each kind of memory, for the memory plan printed at start.
@@ -163,7 +167,7 @@ static MemoryPlan model_memory_plan(const ModelConfig *c, int B, int T, int reco
     const ArchActs *t = model_act_table(c);
     size_t n = model_num_params(c), acts = 0;
     for (int i = 0; i < t->num_acts; i++)
-        acts += act_entry_bytes(&t->acts[i], &s, c->num_heads, B, T) * arch_act_copies(&t->acts[i], layers, recompute);
+        acts += act_entry_bytes(&t->acts[i], &s, model_heads(c), B, T) * arch_act_copies(&t->acts[i], layers, recompute);
     acts *= slots;
     size_t BT = (size_t)B * T;
     mp.params = n * sizeof(float);
@@ -171,7 +175,8 @@ static MemoryPlan model_memory_plan(const ModelConfig *c, int B, int T, int reco
     mp.optimizer = 2 * n * sizeof(float);
     mp.activations = acts;
     mp.workspace = gradact_elems(&s, BT) * X_BYTES + 2 * slots * BT * sizeof(int) +
-                   backend_att_workspace_bytes(B, c->num_heads, T, (int)s.dim[DIM_ATT]) + model_rope_bytes(c);
+                   backend_att_workspace_bytes(B, model_heads(c), T, (int)s.dim[DIM_ATT]) + model_rope_bytes(c) +
+                   tp_scratch_floats(c->tp_size, BT) * sizeof(float);
     mp.working = model_working_bytes(c, layers, outer, stream_layers);
     return mp;
 }
@@ -232,7 +237,7 @@ static Model *model_create(const ModelConfig *config, int B, int T, int recomput
         const ArchAct *a = &t->acts[i];
         int r = act_role(a);
         if (r < 0) internal_fault("activation %s of the %s table has no role in model.h", a->name, m->arch->family);
-        size_t per = act_entry_bytes(a, &m->shape, config->num_heads, B, T);
+        size_t per = act_entry_bytes(a, &m->shape, model_heads(config), B, T);
         int copies = arch_act_copies(a, last - first, recompute);
         m->act_has[r] = per > 0;
         m->act_off[r] = m->act_bytes;
@@ -244,7 +249,8 @@ static Model *model_create(const ModelConfig *config, int B, int T, int recomput
     const size_t *d = m->shape.dim;
     m->gradact_elems = gradact_elems(&m->shape, BT);
     m->gradact_memory = (floatX *)backend_alloc_scratch(m->gradact_elems * X_BYTES);
-    const size_t att_ws = backend_att_workspace_bytes(B, config->num_heads, T, (int)d[DIM_ATT]);
+    const size_t att_ws = backend_att_workspace_bytes(B, model_heads(config), T, (int)d[DIM_ATT]);
+    if (tp_scratch_floats(config->tp_size, BT)) m->tp_scratch = (float *)backend_alloc_scratch(tp_scratch_floats(config->tp_size, BT) * sizeof(float));
     if (att_ws) attention_workspace(backend_alloc_scratch(att_ws), att_ws);
     floatX *q = m->gradact_memory;
     m->ga.dresidual = q; q = x_at(q, BT * C);
@@ -272,6 +278,12 @@ static Model *model_create(const ModelConfig *config, int B, int T, int recomput
     }
     model_use_slot(m, 0);
     return m;
+}
+
+// --tp: the rank's TP group (its config's tp_size > 1), which the block's collectives run over.
+static void model_set_tp(Model *m, TpGroup *tp) {
+    if ((tp != NULL) != (m->config.tp_size > 1)) internal_fault("a TP group for a model of tp_size %d", m->config.tp_size);
+    m->tp = tp;
 }
 
 static void model_set_unit(Model *m, int u, float *params, float *grads) {
@@ -330,6 +342,8 @@ static void model_free(Model *m) {
     backend_free(m->slot_inputs);
     backend_free(m->slot_targets);
     if (m->rope_cos) backend_free(m->rope_cos);
+    if (m->tp_scratch) backend_free(m->tp_scratch);
+    free(m->tp_logits);
     if (m->kv_memory) backend_free(m->kv_memory);
     free(m->slot_B);
     free(m->slot_T);
@@ -447,7 +461,7 @@ static OuterGrads outer_grads(const Model *m, float *u) {
 // Cached floatX per position and layer: GPT-2 keeps the whole q, k, v row (3C); the Llama family only its key and
 // value heads, KV hd each, in two blocks (keys, then values) so that attention_gqa_decode reads them as tables.
 static size_t model_kv_width_of(const ModelConfig *c) {
-    return c->family == FAMILY_LLAMA ? 2 * (size_t)c->llama.num_kv_heads * c->llama.head_dim : 3 * (size_t)c->channels;
+    return c->family == FAMILY_LLAMA ? 2 * (size_t)model_kv_heads(c) * c->llama.head_dim : model_shape(c).dim[DIM_QKV];
 }
 static size_t model_kv_width(const Model *m) { return model_kv_width_of(&m->config); }
 
@@ -508,7 +522,7 @@ typedef struct {
 } BlockDims;
 static BlockDims block_dims(const Model *m) {
     const size_t *d = m->shape.dim;
-    BlockDims b = {m->config.channels, m->config.num_heads, m->llama ? m->config.llama.num_kv_heads : m->config.num_heads,
+    BlockDims b = {m->config.channels, model_heads(&m->config), m->llama ? model_kv_heads(&m->config) : model_heads(&m->config),
                    (int)d[DIM_HD], (int)d[DIM_QKV], (int)d[DIM_ATT], (int)d[DIM_FC], (int)d[DIM_HID],
                    m->llama ? m->config.llama.norm_eps : 1e-5f};
     return b;
@@ -567,9 +581,17 @@ static void mlp_up_forward(const Model *m, const ActivationTensors *a, const Lay
 
 // A projection (IC -> C) and the residual stream: out = res + (inp @ weight^T + bias), proj holding the projection,
 // or one matmul adding onto res where the backend fuses the residual (rounded once; proj is then not written).
-static void proj_residual_forward(floatX *out, floatX *proj, const floatX *res, const floatX *inp, const floatX *weight,
-                                  const floatX *bias, int BT, int IC, int C, int module, int prof) {
+// With --tp the matmul is row-parallel: each rank's part (the bias added by one rank) all-reduced before the residual.
+static void proj_residual_forward(const Model *m, floatX *out, floatX *proj, const floatX *res, const floatX *inp,
+                                  const floatX *weight, const floatX *bias, int BT, int IC, int C, int module, int prof) {
     if (prof) PROF(module, MATMUL_FLOPS(BT, IC, C));
+    if (m->tp) {
+        matmul_forward(proj, inp, weight, m->tp->r == 0 ? bias : NULL, BT, IC, C);
+        tp_allreduce_x(m->tp, proj, (size_t)BT * C);
+        if (prof) PROF(MOD_RESIDUAL, 0);
+        residual_forward(out, res, proj, (long)BT * C);
+        return;
+    }
     if (backend_fuses_residual()) {
         matmul_forward_residual(out, res, inp, weight, bias, BT, IC, C);
         return;
@@ -600,14 +622,14 @@ static void layer_decode(Model *m, int l) {
                      kvd * X_BYTES / sizeof(float));
         attention_gqa_decode(a.atty, a.qkv, kc, vc, m->kv_pos, d.NH, d.KV, d.hd);
     } else {
-        floatX *qkv = x_at(cache, (size_t)m->kv_pos * 3 * C);
-        matmul_forward(qkv, a.ln1, w.qkvw, w.qkvb, 1, C, 3 * C);
-        attention_decode(a.atty, cache, m->kv_pos, C, d.NH);
+        floatX *qkv = x_at(cache, (size_t)m->kv_pos * d.QKV);
+        matmul_forward(qkv, a.ln1, w.qkvw, w.qkvb, 1, C, d.QKV);
+        attention_decode(a.atty, cache, m->kv_pos, d.ATT, d.NH);
     }
-    proj_residual_forward(a.residual2, a.attproj, x, a.atty, w.attprojw, w.attprojb, 1, d.ATT, C, MOD_ATTPROJ, 0);
+    proj_residual_forward(m, a.residual2, a.attproj, x, a.atty, w.attprojw, w.attprojb, 1, d.ATT, C, MOD_ATTPROJ, 0);
     block_norm_forward(m, a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, 1, &d);
     mlp_up_forward(m, &a, &w, 1, &d, 0);
-    proj_residual_forward(a.residual3, a.fcproj, a.residual2, a.fch_gelu, w.fcprojw, w.fcprojb, 1, d.HID, C, MOD_MLP_DOWN, 0);
+    proj_residual_forward(m, a.residual3, a.fcproj, a.residual2, a.fch_gelu, w.fcprojw, w.fcprojb, 1, d.HID, C, MOD_MLP_DOWN, 0);
 }
 
 static void layer_forward(Model *m, int l, int B, int T) {
@@ -627,12 +649,12 @@ static void layer_forward(Model *m, int l, int B, int T) {
         attention_gqa_forward(a.atty, a.att, a.qkv, B, T, d.NH, d.KV, d.hd, fused ? m->rope_cos : NULL,
                               fused ? m->rope_sin : NULL);
     }
-    else attention_forward(a.atty, a.att, a.qkv, B, T, C, d.NH);
-    proj_residual_forward(a.residual2, a.attproj, x, a.atty, w.attprojw, w.attprojb, BT, d.ATT, C, MOD_ATTPROJ, 1);
+    else attention_forward(a.atty, a.att, a.qkv, B, T, d.ATT, d.NH);
+    proj_residual_forward(m, a.residual2, a.attproj, x, a.atty, w.attprojw, w.attprojb, BT, d.ATT, C, MOD_ATTPROJ, 1);
     PROF(MOD_LAYERNORM, 0);
     block_norm_forward(m, a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, BT, &d);
     mlp_up_forward(m, &a, &w, BT, &d, 1);
-    proj_residual_forward(a.residual3, a.fcproj, a.residual2, a.fch_gelu, w.fcprojw, w.fcprojb, BT, d.HID, C, MOD_MLP_DOWN, 1);
+    proj_residual_forward(m, a.residual3, a.fcproj, a.residual2, a.fch_gelu, w.fcprojw, w.fcprojb, BT, d.HID, C, MOD_MLP_DOWN, 1);
     PROF(MOD_NONE, 0);
 }
 
@@ -684,6 +706,7 @@ static void layer_backward(Model *m, int l, int B, int T) {
     }
     PROF(MOD_MLP_UP, 2.0 * MATMUL_FLOPS(BT, C, d.FC));
     matmul_backward(ga->dln, g.fcw, g.fcb, ga->dfch, a.ln2, w.fcw, BT, C, d.FC);
+    if (m->tp) tp_allreduce_x(m->tp, ga->dln, (size_t)BT * C);  // column-parallel: each rank's part of dln
     PROF(MOD_LAYERNORM, 0);
     block_norm_backward(m, ga->dresidual, g.ln2w, g.ln2b, ga->dln, a.residual2, w.ln2w, a.ln2_mean, a.ln2_rstd, BT, &d);
     // residual2 = x + attproj(attention(post(qkv(norm1(x)))))
@@ -702,10 +725,11 @@ static void layer_backward(Model *m, int l, int B, int T) {
             dqkv = ga->dqkv_pre;
         }
     } else {
-        attention_backward(ga->dqkv, ga->datty, a.qkv, a.atty, a.att, B, T, C, d.NH);
+        attention_backward(ga->dqkv, ga->datty, a.qkv, a.atty, a.att, B, T, d.ATT, d.NH);
     }
     PROF(MOD_QKV, 2.0 * MATMUL_FLOPS(BT, C, d.QKV));
     matmul_backward(ga->dln, g.qkvw, g.qkvb, dqkv, a.ln1, w.qkvw, BT, C, d.QKV);
+    if (m->tp) tp_allreduce_x(m->tp, ga->dln, (size_t)BT * C);
     PROF(MOD_LAYERNORM, 0);
     block_norm_backward(m, ga->dresidual, g.ln1w, g.ln1b, ga->dln, x, w.ln1w, a.ln1_mean, a.ln1_rstd, BT, &d);
     PROF(MOD_NONE, 0);
@@ -742,7 +766,14 @@ static void model_embed_run(Model *m) {
         if (wpe) wpe = x_at(o.wpe, (size_t)m->kv_pos * c->channels);
     }
     PROF(MOD_EMBED, 0);
-    encoder_forward((floatX *)m->act_ptr[ACT_ENCODED], m->inputs, o.wte, wpe, B, T, c->channels);
+    if (m->tp) {  // vocabulary-parallel: this rank's rows (the positions added by one rank), then the sum
+        int Vpl = (int)m->shape.dim[DIM_VP];
+        floatX *out = (floatX *)m->act_ptr[ACT_ENCODED];
+        encoder_forward_vocab(out, m->inputs, o.wte, m->tp->r == 0 ? wpe : NULL, B, T, c->channels, m->tp->r * Vpl, Vpl);
+        tp_allreduce_x(m->tp, out, (size_t)B * T * c->channels);
+    } else {
+        encoder_forward((floatX *)m->act_ptr[ACT_ENCODED], m->inputs, o.wte, wpe, B, T, c->channels);
+    }
     PROF(MOD_NONE, 0);
 }
 
@@ -826,7 +857,8 @@ static void model_head_targets(Model *m, const int *targets) {
 // targets: the classifier's loss and gradient too (from model_head_targets' upload).
 static void model_head_run(Model *m, int targets, float dloss) {
     const ModelConfig *c = &m->config;
-    int C = c->channels, V = c->vocab_size, Vp = c->padded_vocab_size, BT = m->cur_B * m->cur_T;
+    // the head's rows (this rank's part of the vocabulary with --tp): Vp of them, the first V valid
+    int C = c->channels, V = (int)m->shape.dim[DIM_V], Vp = (int)m->shape.dim[DIM_VP], BT = m->cur_B * m->cur_T;
     BlockDims d = block_dims(m);
     OuterWeights o = outer_weights(m, model_weights(m, 0));
     ActivationTensors a = layer_acts(m, c->num_layers - 1);
@@ -834,7 +866,8 @@ static void model_head_run(Model *m, int targets, float dloss) {
     block_norm_forward(m, a.lnf, a.lnf_mean, a.lnf_rstd, a.residual3, o.lnfw, o.lnfb, BT, &d);
     PROF(MOD_HEAD, MATMUL_FLOPS(BT, C, Vp));
     matmul_forward(a.logits, a.lnf, o.head, NULL, BT, C, Vp);
-    if (targets) classifier_forward_backward(a.logits, a.losses, m->targets, BT, V, Vp, dloss);
+    if (targets && m->tp) tp_classifier(m->tp, a.logits, a.losses, m->targets, BT, V, Vp, m->tp->r * Vp, dloss, m->tp_scratch);
+    else if (targets) classifier_forward_backward(a.logits, a.losses, m->targets, BT, V, Vp, dloss);
     PROF(MOD_NONE, 0);
 }
 
@@ -848,15 +881,20 @@ static void model_head_forward(Model *m, const int *targets, float dloss) {
     if (targets) model_head_losses(m);
 }
 
+// A row of the logits, all Vp of them (with --tp gathered from the ranks' columns, every rank the same row).
 static const float *model_logits(Model *m, int b, int t) {
-    return backend_logits_row(x_at((const floatX *)m->act_ptr[ACT_LOGITS], ((size_t)b * m->cur_T + t) * m->config.padded_vocab_size),
-                              m->config.padded_vocab_size);
+    size_t Vp = m->shape.dim[DIM_VP];
+    const float *row = backend_logits_row(x_at((const floatX *)m->act_ptr[ACT_LOGITS], ((size_t)b * m->cur_T + t) * Vp), Vp);
+    if (!m->tp) return row;
+    if (!m->tp_logits) m->tp_logits = (float *)mallocCheck(Vp * m->tp->n * sizeof(float));
+    comm_allgather_bytes(m->tp->comm, row, m->tp_logits, Vp * sizeof(float));
+    return m->tp_logits;
 }
 
 // Accumulates the head's gradients into the outer unit's and leaves dloss/d(last layer output).
 static void model_head_backward(Model *m) {
     const ModelConfig *c = &m->config;
-    int C = c->channels, Vp = c->padded_vocab_size, BT = m->cur_B * m->cur_T;
+    int C = c->channels, Vp = (int)m->shape.dim[DIM_VP], BT = m->cur_B * m->cur_T;
     BlockDims d = block_dims(m);
     OuterWeights o = outer_weights(m, model_weights(m, 0));
     OuterGrads g = outer_grads(m, m->ugrads[0]);
@@ -864,6 +902,7 @@ static void model_head_backward(Model *m) {
     GradActTensors *ga = &m->ga;
     PROF(MOD_HEAD, 2.0 * MATMUL_FLOPS(BT, C, Vp));
     matmul_backward(ga->dlnf, g.head, NULL, a.logits, a.lnf, o.head, BT, C, Vp);
+    if (m->tp) tp_allreduce_x(m->tp, ga->dlnf, (size_t)BT * C);  // the vocabulary's parts of dlnf
     backend_zero_scratch(ga->dresidual, (size_t)BT * C * X_BYTES);
     PROF(MOD_LAYERNORM, 0);
     block_norm_backward(m, ga->dresidual, g.lnfw, g.lnfb, ga->dlnf, a.residual3, o.lnfw, a.lnf_mean, a.lnf_rstd, BT, &d);
@@ -875,7 +914,12 @@ static void model_layer_backward(Model *m, int l) { layer_backward(m, l, m->cur_
 static void model_embed_backward(Model *m) {
     OuterGrads g = outer_grads(m, m->ugrads[0]);
     PROF(MOD_EMBED, 0);
-    encoder_backward(g.wte, g.wpe, m->ga.dresidual, m->inputs, m->cur_B, m->cur_T, m->config.channels);
+    if (m->tp) {
+        int Vpl = (int)m->shape.dim[DIM_VP];
+        encoder_backward_vocab(g.wte, g.wpe, m->ga.dresidual, m->inputs, m->cur_B, m->cur_T, m->config.channels, m->tp->r * Vpl, Vpl);
+    } else {
+        encoder_backward(g.wte, g.wpe, m->ga.dresidual, m->inputs, m->cur_B, m->cur_T, m->config.channels);
+    }
     PROF(MOD_NONE, 0);
 }
 
