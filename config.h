@@ -214,7 +214,7 @@ static const OptSpec OPTIONS[] = {
     OPT(NULL, "--nvme-buffer-mb", OPT_FLOAT, nvme_buffer_mb, "--offload-device nvme: size of each of the ring's 4 host buffers (one piece of master weights, m and v)"),
     OPT(NULL, "--pp", OPT_INT, pp, "pipeline stages (1F1B); the world is pp x data-parallel ranks"),
     OPT(NULL, "--tp", OPT_INT, tp, "tensor-parallel ranks per layer (Megatron's split: heads, the MLP's hidden columns, the vocabulary); the world is tp x data-parallel x pp, TP ranks consecutive"),
-    OPTD(NULL, "--sp", OPT_INT, sp, "sequence parallelism with --tp > 1 (the residual stream and the norms on T/tp positions per rank): not built yet, 0 only", "0"),
+    OPTD(NULL, "--sp", OPT_INT, sp, "sequence parallelism with --tp > 1: 1 keeps the residual stream, the norms and their saved activations on B*T/tp token rows per rank (all-gathered before the column-parallel matmuls, reduce-scattered after the row-parallel ones); 0 replicates them", "1 with --tp > 1"),
     OPTE(NULL, "--comm", comm, COMM_NAMES, "mpi (host-staged; several ranks may share a GPU) or nccl (CUDA build, one GPU per rank)"),
     OPT(NULL, "--comm-timeout", OPT_FLOAT, comm_timeout, "abort the job if a rank waits this many seconds on the others; 0 = off"),
     OPTE(NULL, "--precision", precision, PRECISION_NAMES, "bf16 | fp16 | fp32: activations and matmuls (master weights and AdamW stay fp32)"),

@@ -72,6 +72,23 @@ static size_t act_entry_bytes(const ArchAct *a, const ArchShape *s, int NH, int 
     return (n * (a->is_float ? sizeof(float) : X_BYTES) + 255) / 256 * 256;
 }
 
+// --sp: the roles of the residual stream and the norms, which keep B T / tp token rows per rank.
+static int act_seq_sharded(int role) {
+    static const int roles[] = {ACT_ENCODED, ACT_LN1, ACT_LN1_MEAN, ACT_LN1_RSTD, ACT_ATTPROJ, ACT_RESIDUAL2, ACT_LN2, ACT_LN2_MEAN,
+                                ACT_LN2_RSTD, ACT_FCPROJ, ACT_RESIDUAL3, ACT_LNF, ACT_LNF_MEAN, ACT_LNF_RSTD};
+    for (size_t i = 0; i < sizeof(roles) / sizeof(roles[0]); i++) if (roles[i] == role) return 1;
+    return 0;
+}
+// An entry's bytes for a config: its TP rank's widths, and with --sp the sharded roles' rows.
+static size_t act_config_bytes(const ModelConfig *c, const ArchAct *a, const ArchShape *s, int B, int T) {
+    if (c->seq_parallel && c->tp_size > 1 && act_seq_sharded(act_role(a))) return act_entry_bytes(a, s, model_heads(c), 1, B * T / c->tp_size);
+    return act_entry_bytes(a, s, model_heads(c), B, T);
+}
+// --sp: the full (B T, C) buffer the gathered rows and the row-parallel matmuls' partial sums pass through.
+static size_t model_sp_full_bytes(const ModelConfig *c, size_t BT) {
+    return c->seq_parallel && c->tp_size > 1 ? BT * c->channels * X_BYTES : 0;
+}
+
 // Scratch for one layer's backward: gradients of activations never need more than one layer. Widths from
 // the table's dims: dresidual, dln, dlnf (C), datty (attention's output width), a spare (C; with QK-norm the
 // gradient before the norm, q/k/v wide), dqkv, dfch (the fc matmul's rows), dfch_gelu (the MLP's hidden width).
@@ -133,6 +150,7 @@ typedef struct {
     // --tp: this rank's TP group (NULL without), the cross-entropy's scratch, and a gathered row of logits (host)
     TpGroup *tp;
     float *tp_scratch, *tp_logits;
+    floatX *tp_full;                     // --sp: model_sp_full_bytes
 } Model;
 
 // Bytes of each kind of memory, for the memory plan printed at start.
@@ -167,7 +185,7 @@ static MemoryPlan model_memory_plan(const ModelConfig *c, int B, int T, int reco
     const ArchActs *t = model_act_table(c);
     size_t n = model_num_params(c), acts = 0;
     for (int i = 0; i < t->num_acts; i++)
-        acts += act_entry_bytes(&t->acts[i], &s, model_heads(c), B, T) * arch_act_copies(&t->acts[i], layers, recompute);
+        acts += act_config_bytes(c, &t->acts[i], &s, B, T) * arch_act_copies(&t->acts[i], layers, recompute);
     acts *= slots;
     size_t BT = (size_t)B * T;
     mp.params = n * sizeof(float);
@@ -176,7 +194,7 @@ static MemoryPlan model_memory_plan(const ModelConfig *c, int B, int T, int reco
     mp.activations = acts;
     mp.workspace = gradact_elems(&s, BT) * X_BYTES + 2 * slots * BT * sizeof(int) +
                    backend_att_workspace_bytes(B, model_heads(c), T, (int)s.dim[DIM_ATT]) + model_rope_bytes(c) +
-                   tp_scratch_floats(c->tp_size, BT) * sizeof(float);
+                   tp_scratch_floats(c->tp_size, BT) * sizeof(float) + model_sp_full_bytes(c, BT);
     mp.working = model_working_bytes(c, layers, outer, stream_layers);
     return mp;
 }
@@ -237,7 +255,7 @@ static Model *model_create(const ModelConfig *config, int B, int T, int recomput
         const ArchAct *a = &t->acts[i];
         int r = act_role(a);
         if (r < 0) internal_fault("activation %s of the %s table has no role in model.h", a->name, m->arch->family);
-        size_t per = act_entry_bytes(a, &m->shape, model_heads(config), B, T);
+        size_t per = act_config_bytes(config, a, &m->shape, B, T);
         int copies = arch_act_copies(a, last - first, recompute);
         m->act_has[r] = per > 0;
         m->act_off[r] = m->act_bytes;
@@ -250,6 +268,7 @@ static Model *model_create(const ModelConfig *config, int B, int T, int recomput
     m->gradact_elems = gradact_elems(&m->shape, BT);
     m->gradact_memory = (floatX *)backend_alloc_scratch(m->gradact_elems * X_BYTES);
     const size_t att_ws = backend_att_workspace_bytes(B, model_heads(config), T, (int)d[DIM_ATT]);
+    if (model_sp_full_bytes(config, BT)) m->tp_full = (floatX *)backend_alloc_scratch(model_sp_full_bytes(config, BT));
     if (tp_scratch_floats(config->tp_size, BT)) m->tp_scratch = (float *)backend_alloc_scratch(tp_scratch_floats(config->tp_size, BT) * sizeof(float));
     if (att_ws) attention_workspace(backend_alloc_scratch(att_ws), att_ws);
     floatX *q = m->gradact_memory;
@@ -343,6 +362,7 @@ static void model_free(Model *m) {
     backend_free(m->slot_targets);
     if (m->rope_cos) backend_free(m->rope_cos);
     if (m->tp_scratch) backend_free(m->tp_scratch);
+    if (m->tp_full) backend_free(m->tp_full);
     free(m->tp_logits);
     if (m->kv_memory) backend_free(m->kv_memory);
     free(m->slot_B);
@@ -542,6 +562,29 @@ static void block_norm_backward(const Model *m, floatX *dinp, float *dw, float *
     else layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, d->C);
 }
 
+// --sp in force: a TP group with sequence parallelism, outside decoding (one token, which every TP rank runs whole).
+static int block_sp(const Model *m) { return m->tp && m->tp->sp && !m->decoding; }
+// Token rows of the residual stream, the norms and their statistics this rank holds of BT.
+static int block_rows(const Model *m, int BT) { return block_sp(m) ? BT / m->tp->n : BT; }
+// A norm's output (this rank's rows) as a column-parallel matmul reads it: all BT rows, gathered with --sp.
+static const floatX *block_full_rows(const Model *m, const floatX *mine, int BT) {
+    if (!block_sp(m)) return mine;
+    return tp_gather_rows(m->tp, m->tp_full, mine, (size_t)block_rows(m, BT) * m->config.channels);
+}
+// (BT, C) values of which each TP rank holds a part (a row-parallel matmul's output, a column-parallel matmul's input
+// gradient) summed across the group: all-reduced in place, or with --sp reduce-scattered; returns where this rank's
+// rows of the sum are. Without --tp, buf itself.
+static floatX *block_sum_parts(const Model *m, floatX *buf, int BT) {
+    size_t C = m->config.channels;
+    if (!m->tp) return buf;
+    if (block_sp(m)) return tp_scatter_rows(m->tp, buf, (size_t)block_rows(m, BT) * C);
+    tp_allreduce_x(m->tp, buf, (size_t)BT * C);
+    return buf;
+}
+// Where a replicated tensor's gradient goes that is computed from all BT rows: with --sp each rank's gradients of
+// replicated tensors are parts summed over the group, so this one is counted by TP rank 0 only (NULL elsewhere).
+static float *block_whole_grad(const Model *m, float *g) { return block_sp(m) && m->tp->r != 0 ? NULL : g; }
+
 // Whether attention applies RoPE as it reads q and k (backend_fuses_rope: the CUDA build), so that a->qkv keeps them
 // unrotated and no pass of RoPE's own runs, forward or backward: the Llama family without QK-norm, outside
 // decoding (the key/value cache holds rotated keys, so decoding rotates the new token's q and k in a pass).
@@ -553,10 +596,10 @@ static int block_rope_in_attention(const Model *m) {
 // a->qkv ends as attention reads it (q and k unrotated where block_rope_in_attention). Where QK-norm is on, the
 // matmul writes qkv_pre.
 static void block_qkv_forward(const Model *m, const ActivationTensors *a, const LayerWeights *w, int B, int T, int pos0,
-                              const BlockDims *d) {
+                              const BlockDims *d, const floatX *ln1) {
     int BT = B * T;
     int qk_norm = m->llama && m->config.llama.qk_norm;
-    matmul_forward(qk_norm ? a->qkv_pre : a->qkv, a->ln1, w->qkvw, w->qkvb, BT, d->C, d->QKV);
+    matmul_forward(qk_norm ? a->qkv_pre : a->qkv, ln1, w->qkvw, w->qkvb, BT, d->C, d->QKV);
     if (!m->llama || block_rope_in_attention(m)) return;
     if (qk_norm) qknorm_forward(a->qkv, a->qk_rstd, a->qkv_pre, w->qnormw, w->knormw, BT, d->NH, d->KV, d->hd, d->eps);
     size_t row = (size_t)pos0 * (d->hd / 2);
@@ -567,13 +610,13 @@ static void block_qkv_forward(const Model *m, const ActivationTensors *a, const 
 // where the backend fuses it into the epilogue (rounded once, so not the bits of the two kernels: backward recomputes
 // fch_gelu the same way). prof: mark --profile's modules (a full forward; decoding is not profiled).
 static void mlp_up_forward(const Model *m, const ActivationTensors *a, const LayerWeights *w, int BT, const BlockDims *d,
-                           int prof) {
+                           int prof, const floatX *ln2) {
     if (prof) PROF(MOD_MLP_UP, MATMUL_FLOPS(BT, d->C, d->FC));
     if (!m->llama && backend_fuses_gelu()) {
-        matmul_forward_gelu(a->fch_gelu, a->fch, a->ln2, w->fcw, w->fcb, BT, d->C, d->FC);
+        matmul_forward_gelu(a->fch_gelu, a->fch, ln2, w->fcw, w->fcb, BT, d->C, d->FC);
         return;
     }
-    matmul_forward(a->fch, a->ln2, w->fcw, w->fcb, BT, d->C, d->FC);
+    matmul_forward(a->fch, ln2, w->fcw, w->fcb, BT, d->C, d->FC);
     if (prof) PROF(MOD_GELU, 0);
     if (m->llama) swiglu_forward(a->fch_gelu, a->fch, BT, d->HID);
     else gelu_forward(a->fch_gelu, a->fch, (long)BT * d->FC);
@@ -581,15 +624,17 @@ static void mlp_up_forward(const Model *m, const ActivationTensors *a, const Lay
 
 // A projection (IC -> C) and the residual stream: out = res + (inp @ weight^T + bias), proj holding the projection,
 // or one matmul adding onto res where the backend fuses the residual (rounded once; proj is then not written).
-// With --tp the matmul is row-parallel: each rank's part (the bias added by one rank) all-reduced before the residual.
+// With --tp the matmul is row-parallel: each rank's part (the bias added by one rank) summed (block_sum_parts) before
+// the residual, which with --sp is this rank's rows (out, res) of the BT the matmul ran.
 static void proj_residual_forward(const Model *m, floatX *out, floatX *proj, const floatX *res, const floatX *inp,
                                   const floatX *weight, const floatX *bias, int BT, int IC, int C, int module, int prof) {
     if (prof) PROF(module, MATMUL_FLOPS(BT, IC, C));
     if (m->tp) {
-        matmul_forward(proj, inp, weight, m->tp->r == 0 ? bias : NULL, BT, IC, C);
-        tp_allreduce_x(m->tp, proj, (size_t)BT * C);
+        floatX *part = block_sp(m) ? m->tp_full : proj;
+        matmul_forward(part, inp, weight, m->tp->r == 0 ? bias : NULL, BT, IC, C);
+        const floatX *sum = block_sum_parts(m, part, BT);
         if (prof) PROF(MOD_RESIDUAL, 0);
-        residual_forward(out, res, proj, (long)BT * C);
+        residual_forward(out, res, sum, (long)block_rows(m, BT) * C);
         return;
     }
     if (backend_fuses_residual()) {
@@ -612,7 +657,7 @@ static void layer_decode(Model *m, int l) {
     floatX *cache = x_at(m->kv_cache, (size_t)(l - m->first) * m->kv_len * model_kv_width(m));
     block_norm_forward(m, a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1w, w.ln1b, 1, &d);
     if (m->llama) {
-        block_qkv_forward(m, &a, &w, 1, 1, m->kv_pos, &d);
+        block_qkv_forward(m, &a, &w, 1, 1, m->kv_pos, &d, a.ln1);
         size_t kvd = (size_t)d.KV * d.hd;  // this token's keys and values into the cache's two blocks
         floatX *kc = cache, *vc = x_at(cache, (size_t)m->kv_len * kvd);
         // floatX moved as floats: KV hd is even (hd is), so its bytes are whole floats at any X_BYTES
@@ -628,7 +673,7 @@ static void layer_decode(Model *m, int l) {
     }
     proj_residual_forward(m, a.residual2, a.attproj, x, a.atty, w.attprojw, w.attprojb, 1, d.ATT, C, MOD_ATTPROJ, 0);
     block_norm_forward(m, a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, 1, &d);
-    mlp_up_forward(m, &a, &w, 1, &d, 0);
+    mlp_up_forward(m, &a, &w, 1, &d, 0, a.ln2);
     proj_residual_forward(m, a.residual3, a.fcproj, a.residual2, a.fch_gelu, w.fcprojw, w.fcprojb, 1, d.HID, C, MOD_MLP_DOWN, 0);
 }
 
@@ -639,10 +684,11 @@ static void layer_forward(Model *m, int l, int B, int T) {
     ActivationTensors a = layer_acts(m, l);
     LayerWeights w = layer_weights(m, model_weights(m, 1 + l));
     const floatX *x = layer_input(m, l);
+    int rows = block_rows(m, BT);  // --sp: the norms run on this rank's rows
     PROF(MOD_LAYERNORM, 0);
-    block_norm_forward(m, a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1w, w.ln1b, BT, &d);
+    block_norm_forward(m, a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1w, w.ln1b, rows, &d);
     PROF(MOD_QKV, MATMUL_FLOPS(BT, C, d.QKV));
-    block_qkv_forward(m, &a, &w, B, T, 0, &d);
+    block_qkv_forward(m, &a, &w, B, T, 0, &d, block_full_rows(m, a.ln1, BT));
     PROF(MOD_ATTENTION, ATTENTION_FLOPS(B, T, d.ATT));
     if (m->llama) {
         int fused = block_rope_in_attention(m);
@@ -652,8 +698,8 @@ static void layer_forward(Model *m, int l, int B, int T) {
     else attention_forward(a.atty, a.att, a.qkv, B, T, d.ATT, d.NH);
     proj_residual_forward(m, a.residual2, a.attproj, x, a.atty, w.attprojw, w.attprojb, BT, d.ATT, C, MOD_ATTPROJ, 1);
     PROF(MOD_LAYERNORM, 0);
-    block_norm_forward(m, a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, BT, &d);
-    mlp_up_forward(m, &a, &w, BT, &d, 1);
+    block_norm_forward(m, a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, rows, &d);
+    mlp_up_forward(m, &a, &w, BT, &d, 1, block_full_rows(m, a.ln2, BT));
     proj_residual_forward(m, a.residual3, a.fcproj, a.residual2, a.fch_gelu, w.fcprojw, w.fcprojb, BT, d.HID, C, MOD_MLP_DOWN, 1);
     PROF(MOD_NONE, 0);
 }
@@ -670,12 +716,12 @@ static void layer_recompute(Model *m, int l, int B, int T) {
     LayerWeights w = layer_weights(m, model_weights(m, 1 + l));
     if (m->recompute >= 2) {
         PROF(MOD_LAYERNORM, 0);
-        block_norm_forward(m, a.ln1, a.ln1_mean, a.ln1_rstd, layer_input(m, l), w.ln1w, w.ln1b, BT, &d);
+        block_norm_forward(m, a.ln1, a.ln1_mean, a.ln1_rstd, layer_input(m, l), w.ln1w, w.ln1b, block_rows(m, BT), &d);
         PROF(MOD_LAYERNORM, 0);
-        block_norm_forward(m, a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, BT, &d);
+        block_norm_forward(m, a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, block_rows(m, BT), &d);
     }
     if (m->recompute >= 1 && !m->llama && backend_fuses_gelu()) {
-        mlp_up_forward(m, &a, &w, BT, &d, 1);
+        mlp_up_forward(m, &a, &w, BT, &d, 1, block_full_rows(m, a.ln2, BT));
     } else if (m->recompute >= 1) {
         PROF(MOD_GELU, 0);
         if (m->llama) swiglu_forward(a.fch_gelu, a.fch, BT, d.HID);
@@ -694,24 +740,27 @@ static void layer_backward(Model *m, int l, int B, int T) {
     LayerGrads g = layer_grads(m, m->ugrads[1 + l]);
     GradActTensors *ga = &m->ga;
     const floatX *x = layer_input(m, l);
+    int rows = block_rows(m, BT);  // --sp: dresidual and the norms are this rank's rows, gathered for the matmuls
     // residual3 = residual2 + fcproj(act(fc(norm2(residual2))))
     PROF(MOD_MLP_DOWN, 2.0 * MATMUL_FLOPS(BT, d.HID, C));
+    const floatX *dres = block_full_rows(m, ga->dresidual, BT);
     if (!m->llama && backend_fuses_gelu()) {  // GELU's backward in the matmul's epilogue: dfch directly
-        matmul_backward_dgelu(ga->dfch, g.fcprojw, g.fcprojb, ga->dresidual, a.fch_gelu, w.fcprojw, a.fch, BT, d.HID, C);
+        matmul_backward_dgelu(ga->dfch, g.fcprojw, block_whole_grad(m, g.fcprojb), dres, a.fch_gelu, w.fcprojw, a.fch, BT, d.HID, C);
     } else {
-        matmul_backward(ga->dfch_gelu, g.fcprojw, g.fcprojb, ga->dresidual, a.fch_gelu, w.fcprojw, BT, d.HID, C);
+        matmul_backward(ga->dfch_gelu, g.fcprojw, block_whole_grad(m, g.fcprojb), dres, a.fch_gelu, w.fcprojw, BT, d.HID, C);
         PROF(MOD_GELU, 0);
         if (m->llama) swiglu_backward(ga->dfch, ga->dfch_gelu, a.fch, BT, d.HID);
         else gelu_backward(ga->dfch, a.fch, ga->dfch_gelu, (long)BT * d.FC);
     }
     PROF(MOD_MLP_UP, 2.0 * MATMUL_FLOPS(BT, C, d.FC));
-    matmul_backward(ga->dln, g.fcw, g.fcb, ga->dfch, a.ln2, w.fcw, BT, C, d.FC);
-    if (m->tp) tp_allreduce_x(m->tp, ga->dln, (size_t)BT * C);  // column-parallel: each rank's part of dln
+    matmul_backward(ga->dln, g.fcw, g.fcb, ga->dfch, block_full_rows(m, a.ln2, BT), w.fcw, BT, C, d.FC);
+    floatX *dln = block_sum_parts(m, ga->dln, BT);  // column-parallel: each rank's part of dln
     PROF(MOD_LAYERNORM, 0);
-    block_norm_backward(m, ga->dresidual, g.ln2w, g.ln2b, ga->dln, a.residual2, w.ln2w, a.ln2_mean, a.ln2_rstd, BT, &d);
+    block_norm_backward(m, ga->dresidual, g.ln2w, g.ln2b, dln, a.residual2, w.ln2w, a.ln2_mean, a.ln2_rstd, rows, &d);
     // residual2 = x + attproj(attention(post(qkv(norm1(x)))))
     PROF(MOD_ATTPROJ, 2.0 * MATMUL_FLOPS(BT, d.ATT, C));
-    matmul_backward(ga->datty, g.attprojw, g.attprojb, ga->dresidual, a.atty, w.attprojw, BT, d.ATT, C);
+    dres = block_full_rows(m, ga->dresidual, BT);
+    matmul_backward(ga->datty, g.attprojw, block_whole_grad(m, g.attprojb), dres, a.atty, w.attprojw, BT, d.ATT, C);
     PROF(MOD_ATTENTION, 2.0 * ATTENTION_FLOPS(B, T, d.ATT));
     floatX *dqkv = ga->dqkv;
     if (m->llama) {
@@ -728,10 +777,10 @@ static void layer_backward(Model *m, int l, int B, int T) {
         attention_backward(ga->dqkv, ga->datty, a.qkv, a.atty, a.att, B, T, d.ATT, d.NH);
     }
     PROF(MOD_QKV, 2.0 * MATMUL_FLOPS(BT, C, d.QKV));
-    matmul_backward(ga->dln, g.qkvw, g.qkvb, dqkv, a.ln1, w.qkvw, BT, C, d.QKV);
-    if (m->tp) tp_allreduce_x(m->tp, ga->dln, (size_t)BT * C);
+    matmul_backward(ga->dln, g.qkvw, g.qkvb, dqkv, block_full_rows(m, a.ln1, BT), w.qkvw, BT, C, d.QKV);
+    dln = block_sum_parts(m, ga->dln, BT);
     PROF(MOD_LAYERNORM, 0);
-    block_norm_backward(m, ga->dresidual, g.ln1w, g.ln1b, ga->dln, x, w.ln1w, a.ln1_mean, a.ln1_rstd, BT, &d);
+    block_norm_backward(m, ga->dresidual, g.ln1w, g.ln1b, dln, x, w.ln1w, a.ln1_mean, a.ln1_rstd, rows, &d);
     PROF(MOD_NONE, 0);
 }
 
@@ -768,9 +817,10 @@ static void model_embed_run(Model *m) {
     PROF(MOD_EMBED, 0);
     if (m->tp) {  // vocabulary-parallel: this rank's rows (the positions added by one rank), then the sum
         int Vpl = (int)m->shape.dim[DIM_VP];
-        floatX *out = (floatX *)m->act_ptr[ACT_ENCODED];
-        encoder_forward_vocab(out, m->inputs, o.wte, m->tp->r == 0 ? wpe : NULL, B, T, c->channels, m->tp->r * Vpl, Vpl);
-        tp_allreduce_x(m->tp, out, (size_t)B * T * c->channels);
+        floatX *out = (floatX *)m->act_ptr[ACT_ENCODED], *full = block_sp(m) ? m->tp_full : out;
+        encoder_forward_vocab(full, m->inputs, o.wte, m->tp->r == 0 ? wpe : NULL, B, T, c->channels, m->tp->r * Vpl, Vpl);
+        const floatX *mine = block_sum_parts(m, full, B * T);
+        if (mine != out) backend_copy((float *)out, (const float *)mine, (size_t)block_rows(m, B * T) * c->channels * X_BYTES / sizeof(float));
     } else {
         encoder_forward((floatX *)m->act_ptr[ACT_ENCODED], m->inputs, o.wte, wpe, B, T, c->channels);
     }
@@ -803,6 +853,8 @@ static float *model_stage_input(Model *m, int B, int T) {
 }
 static float *model_stage_output(Model *m) { return (float *)layer_acts(m, m->last - 1).residual3; }
 static float *model_stage_grad(Model *m) { return (float *)m->ga.dresidual; }
+// Elements of a stage boundary's message (the residual stream's rows this rank holds: with --sp its B T / tp).
+static size_t model_stage_count(const Model *m, int B, int T) { return (size_t)block_rows(m, B * T) * m->config.channels; }
 
 // The micro-batch's B*T losses queued for model_take_loss. The host buffer grows in a run's first step;
 // a copy still in flight into the old one is waited for first.
@@ -863,9 +915,9 @@ static void model_head_run(Model *m, int targets, float dloss) {
     OuterWeights o = outer_weights(m, model_weights(m, 0));
     ActivationTensors a = layer_acts(m, c->num_layers - 1);
     PROF(MOD_LAYERNORM, 0);
-    block_norm_forward(m, a.lnf, a.lnf_mean, a.lnf_rstd, a.residual3, o.lnfw, o.lnfb, BT, &d);
+    block_norm_forward(m, a.lnf, a.lnf_mean, a.lnf_rstd, a.residual3, o.lnfw, o.lnfb, block_rows(m, BT), &d);
     PROF(MOD_HEAD, MATMUL_FLOPS(BT, C, Vp));
-    matmul_forward(a.logits, a.lnf, o.head, NULL, BT, C, Vp);
+    matmul_forward(a.logits, block_full_rows(m, a.lnf, BT), o.head, NULL, BT, C, Vp);
     if (targets && m->tp) tp_classifier(m->tp, a.logits, a.losses, m->targets, BT, V, Vp, m->tp->r * Vp, dloss, m->tp_scratch);
     else if (targets) classifier_forward_backward(a.logits, a.losses, m->targets, BT, V, Vp, dloss);
     PROF(MOD_NONE, 0);
@@ -901,11 +953,11 @@ static void model_head_backward(Model *m) {
     ActivationTensors a = layer_acts(m, c->num_layers - 1);
     GradActTensors *ga = &m->ga;
     PROF(MOD_HEAD, 2.0 * MATMUL_FLOPS(BT, C, Vp));
-    matmul_backward(ga->dlnf, g.head, NULL, a.logits, a.lnf, o.head, BT, C, Vp);
-    if (m->tp) tp_allreduce_x(m->tp, ga->dlnf, (size_t)BT * C);  // the vocabulary's parts of dlnf
+    matmul_backward(ga->dlnf, g.head, NULL, a.logits, block_full_rows(m, a.lnf, BT), o.head, BT, C, Vp);
+    floatX *dlnf = block_sum_parts(m, ga->dlnf, BT);  // the vocabulary's parts of dlnf
     backend_zero_scratch(ga->dresidual, (size_t)BT * C * X_BYTES);
     PROF(MOD_LAYERNORM, 0);
-    block_norm_backward(m, ga->dresidual, g.lnfw, g.lnfb, ga->dlnf, a.residual3, o.lnfw, a.lnf_mean, a.lnf_rstd, BT, &d);
+    block_norm_backward(m, ga->dresidual, g.lnfw, g.lnfb, dlnf, a.residual3, o.lnfw, a.lnf_mean, a.lnf_rstd, block_rows(m, BT), &d);
     PROF(MOD_NONE, 0);
 }
 
@@ -916,7 +968,9 @@ static void model_embed_backward(Model *m) {
     PROF(MOD_EMBED, 0);
     if (m->tp) {
         int Vpl = (int)m->shape.dim[DIM_VP];
-        encoder_backward_vocab(g.wte, g.wpe, m->ga.dresidual, m->inputs, m->cur_B, m->cur_T, m->config.channels, m->tp->r * Vpl, Vpl);
+        const floatX *dout = block_full_rows(m, m->ga.dresidual, m->cur_B * m->cur_T);
+        encoder_backward_vocab(g.wte, block_whole_grad(m, g.wpe), dout, m->inputs, m->cur_B, m->cur_T, m->config.channels,
+                               m->tp->r * Vpl, Vpl);
     } else {
         encoder_backward(g.wte, g.wpe, m->ga.dresidual, m->inputs, m->cur_B, m->cur_T, m->config.channels);
     }

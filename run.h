@@ -153,8 +153,7 @@ static void run_setup_world(Run *r, int argc, char **argv) {
     TpMesh mesh = tp_mesh(r->rank, r->tp, r->dp, r->pp_stages);
     r->tp_rank = mesh.tp_rank; r->stage = mesh.stage; r->dp_rank = mesh.dp_rank;
     if (cfg->sp == 1 && r->tp == 1) usage_error("--sp 1: sequence parallelism shards the tensor-parallel ranks' sequence; it needs --tp > 1");
-    if (cfg->sp == 1) usage_error("--sp 1: sequence parallelism is not built yet; pass --sp 0 with --tp %d", r->tp);
-    cfg->sp = 0;
+    if (cfg->sp < 0) cfg->sp = r->tp > 1;  // on by default with --tp (Megatron's advice)
     config_resolve_batch(cfg, r->dp);
     // which node each rank runs on, for the placement line and the out dir's check
     char me[RUN_HOST] = {0};

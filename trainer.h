@@ -238,6 +238,8 @@ static StepResult run_step(Run *r, int step) {
     comm_watchdog_step(step + 1);
     fault_step_begin(r->rank, step + 1);
     zero_clear_grads(zero);
+    double tp_before[TP_NUM_KINDS];
+    tp_bytes_take(r->tp > 1 ? &r->tpg : NULL, tp_before);  // what ran since the last step (evaluation, sampling) is not this step's
     float dloss = 1.0f / ((float)B * T * A * dp), step_scale = scaler->scale;
     if (fault_overflow(step + 1)) dloss = INFINITY;
     dloss *= step_scale;  // a power of two: every gradient is scaled exactly
@@ -303,6 +305,7 @@ static StepResult run_step(Run *r, int step) {
     }
     s.disk_read = (double)(sw->bytes_read - rd0); s.disk_written = (double)(sw->bytes_written - wr0);
     s.disk_wait_ms = (sw->wait_s - wait0) * 1e3;
+    tp_bytes_take(r->tp > 1 ? &r->tpg : NULL, s.tp_bytes);
     s.loss = loss; s.ms = ms; s.tps = tps; s.lr = lr; s.norm = norm; s.step_scale = step_scale; s.skip = skip;
     return s;
 }
