@@ -16,7 +16,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "gpt2.h"
+#include "family.h"  // ModelConfig, the families and their tables
 
 // ---- the element of activations and working weights ----
 // floatX, X_BYTES: a build whose element is chosen at run time (the CUDA build) declares floatX as an incomplete

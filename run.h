@@ -178,7 +178,7 @@ static void run_setup_tp(Run *r) {
     if (!backend_has_tp())
         usage_error("--tp %d: the %s build does not split layers yet; the CPU build (./train_gpt_cpu) does", r->tp, backend_build_name());
     ArchShape s = model_whole_shape(&r->mc);
-    TpDims t = {r->tp, 0, r->mc.num_heads, r->mc.family == FAMILY_LLAMA ? r->mc.llama.num_kv_heads : r->mc.num_heads};
+    TpDims t = {r->tp, 0, r->mc.num_heads, r->mc.num_kv_heads};
     char msg[400];
     if (tp_shape_error(&s, &t, msg, sizeof(msg))) usage_error("%s (-e/--init %s)", msg, r->init);
     if (cfg->sp && r->T % r->tp != 0)
