@@ -65,7 +65,7 @@ test/hf_forward: test/hf_forward.c train_gpt.c $(CPU_HEADERS) $(HEADERS) .build-
 test/test_pipeline: test/test_pipeline.c test/check.h pipeline_schedule.h gpt2.h utils.h .build-cpu
 	$(CC) $(CFLAGS) $(URING_FLAGS) -I. $< -o $@ $(LDLIBS) $(URING_LIBS)
 
-test/test_llama_cpu: test/test_llama_cpu.c test/check.h cpu/llama.h arch.h train_gpt.c $(HEADERS) .build-cpu
+test/test_llama_cpu: test/test_llama_cpu.c test/check.h train_gpt.c $(CPU_HEADERS) $(HEADERS) .build-cpu
 	$(CC) $(CFLAGS) $(URING_FLAGS) -I. $< -o $@ $(LDLIBS) $(URING_LIBS)
 
 # test/test_headers.sh compiles every header alone with the flags of the build that uses it: these.

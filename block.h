@@ -128,6 +128,7 @@ static void block_mlp_act_forward(const Block *d, floatX *out, const floatX *fch
     switch (d->c->mlp) {
         case MLP_GELU: gelu_forward(out, fch, (long)BT * d->FC); break;
         case MLP_SWIGLU: swiglu_forward(out, fch, BT, d->HID); break;
+        case MLP_RELU2: relu2_forward(out, fch, (long)BT * d->HID); break;
     }
 }
 // dfch = act'(fch) dout (overwritten).
@@ -135,6 +136,7 @@ static void block_mlp_act_backward(const Block *d, floatX *dfch, const floatX *d
     switch (d->c->mlp) {
         case MLP_GELU: gelu_backward(dfch, fch, dout, (long)BT * d->FC); break;
         case MLP_SWIGLU: swiglu_backward(dfch, dout, fch, BT, d->HID); break;
+        case MLP_RELU2: relu2_backward(dfch, fch, dout, (long)BT * d->HID); break;
     }
 }
 // GELU in the matmuls' epilogues where the backend fuses it (rounded once, so not the bits of the two kernels:

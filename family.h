@@ -74,6 +74,28 @@ static int model_config_from_descriptor(const char *desc, int vocab_size, ModelC
     return 0;
 }
 
+// --mlp: the MLP's activation of a fresh model, one the family's file can store; ReLU² takes modded-nanogpt's
+// hidden width 4C. Returns NULL, or why not in msg.
+static const char *model_choose_mlp(ModelConfig *c, int mlp, char *msg, size_t len) {
+    if (!(c->family->mlps >> mlp & 1)) {
+        char can[64] = "";
+        for (int k = 0; k < (int)(sizeof(MLP_NAMES) / sizeof(MLP_NAMES[0])); k++)
+            if (c->family->mlps >> k & 1) snprintf(can + strlen(can), sizeof(can) - strlen(can), "%s%s", can[0] ? " or " : "", MLP_NAMES[k]);
+        int n = snprintf(msg, len, "%s: %s stores only %s (its header has no slot for another)", MLP_NAMES[mlp],
+                         c->family->file_kind, can);
+        for (int f = 0; f < NUM_FAMILIES; f++)
+            if (FAMILIES[f]->mlps >> mlp & 1 && n >= 0 && (size_t)n < len) {
+                snprintf(msg + n, len - n, "; %s does: -e %s --mlp %s", FAMILIES[f]->file_kind, FAMILIES[f]->fresh,
+                         MLP_NAMES[mlp]);
+                break;
+            }
+        return msg;
+    }
+    if (mlp == MLP_RELU2 && c->mlp != MLP_RELU2) c->ffn_hidden = 4 * c->channels;
+    c->mlp = mlp;
+    return NULL;
+}
+
 // FLOPs from the family's table (arch.h): training FLOPs per token at sequence length T (the MFU formula, GPT-2's
 // 6N + 6LCT), a layer's and the head's forward FLOPs per token (pipeline.h's stage costs), the matmul weights.
 static double model_flops_per_token(const ModelConfig *c, int T) {

@@ -194,7 +194,7 @@ static void gpt2_shape_text(const ModelConfig *c, char *buf, size_t n) {
 }
 
 static const ModelFamily GPT2_FAMILY = {
-    "gpt2", &ARCH_GPT2, MODEL_MAGIC, "an llm.c GPT-2 model file", "6N + 6LCT", 0, gpt2_config_from_descriptor,
+    "gpt2", &ARCH_GPT2, MODEL_MAGIC, "an llm.c GPT-2 model file", "dN", "6N + 6LCT", 0, 1 << MLP_GELU, gpt2_config_from_descriptor,
     gpt2_header_read, gpt2_header_write, gpt2_shape_text};
 static const ModelFamily *gpt2_family(void) { return &GPT2_FAMILY; }
 

@@ -73,6 +73,10 @@ static const char *llama_config_error(const ModelConfig *c, char *msg, size_t le
         snprintf(msg, len, "head_dim %d is odd: RoPE rotates the two halves of each head, so it must be even", c->head_dim);
         return msg;
     }
+    if (c->mlp != MLP_SWIGLU && c->mlp != MLP_RELU2) {
+        snprintf(msg, len, "MLP activation %d, expected swiglu or relu2 (the family's file stores no other)", c->mlp);
+        return msg;
+    }
     if (c->tied != 0 && c->tied != 1) { snprintf(msg, len, "tied is %d, expected 0 or 1", c->tied); return msg; }
     if (c->qkv_bias != 0 && c->qkv_bias != 1) { snprintf(msg, len, "qkv_bias is %d, expected 0 or 1", c->qkv_bias); return msg; }
     if (c->qk_norm != 0 && c->qk_norm != 1) { snprintf(msg, len, "qk_norm is %d, expected 0 or 1", c->qk_norm); return msg; }
@@ -165,6 +169,7 @@ static void llama_header_write(const ModelConfig *c, int32_t h[256]) {
     h[18] = llama_f32_bits(c->rope.low_freq_factor);
     h[19] = llama_f32_bits(c->rope.high_freq_factor);
     h[20] = c->rope.original_max_pos;
+    h[21] = c->mlp == MLP_RELU2;  // the MLP's activation: 0 SwiGLU (every file before the slot), 1 ReLU²
 }
 
 // Fills c from a header; returns NULL, or the error ("FILE: ...", naming the slot and field) in msg. The
@@ -183,7 +188,7 @@ static const char *llama_header_read(const int32_t h[256], const char *file, Mod
                  h[1] > LLAMA_VERSION_FP32 ? ": written by a newer train_gpt" : "");
         return msg;
     }
-    for (int k = 21; k < 256; k++)
+    for (int k = 22; k < 256; k++)
         if (h[k] != 0) {
             snprintf(msg, len, "%s: reserved header slot %d is %d, expected 0 (written by a newer train_gpt?)", file, k, h[k]);
             return msg;
@@ -209,6 +214,11 @@ static const char *llama_header_read(const int32_t h[256], const char *file, Mod
     c->rope.low_freq_factor = llama_bits_f32(h[18]);
     c->rope.high_freq_factor = llama_bits_f32(h[19]);
     c->rope.original_max_pos = h[20];
+    if (h[21] != 0 && h[21] != 1) {
+        snprintf(msg, len, "%s: MLP activation %d in slot 21, expected 0 (SwiGLU) or 1 (ReLU²)", file, h[21]);
+        return msg;
+    }
+    c->mlp = h[21] ? MLP_RELU2 : MLP_SWIGLU;
     if (c->padded_vocab_size != model_padded_vocab(c->vocab_size) && c->vocab_size > 0) {
         snprintf(msg, len, "%s: padded_vocab_size %d in slot 4, expected %d (vocab_size %d rounded up to a multiple of "
                  "128)", file, c->padded_vocab_size, model_padded_vocab(c->vocab_size), c->vocab_size);
@@ -253,14 +263,16 @@ static int llama_from_descriptor(const char *desc, int vocab_size, ModelConfig *
 }
 
 static void llama_shape_text(const ModelConfig *c, char *buf, size_t n) {
-    snprintf(buf, n, "Llama family: L %d | C %d | NH %d | KV %d | hd %d | SwiGLU H %d | %s head%s%s | RMSNorm eps %g | "
-             "RoPE theta %g%s", c->num_layers, c->channels, c->num_heads, c->num_kv_heads, c->head_dim, c->ffn_hidden,
+    snprintf(buf, n, "Llama family: L %d | C %d | NH %d | KV %d | hd %d | %s H %d | %s head%s%s | RMSNorm eps %g | "
+             "RoPE theta %g%s", c->num_layers, c->channels, c->num_heads, c->num_kv_heads, c->head_dim,
+             c->mlp == MLP_RELU2 ? "ReLU²" : "SwiGLU", c->ffn_hidden,
              c->tied ? "tied" : "untied", c->qkv_bias ? " | qkv bias" : "", c->qk_norm ? " | QK-norm" : "", c->norm_eps,
              c->rope.theta, c->rope.scaling ? " (llama3 scaling)" : "");
 }
 
 static const ModelFamily LLAMA_FAMILY = {
-    "llama", &ARCH_LLAMA, LLAMA_MAGIC, "a Llama-family model file", "6N + 6L(NH hd)T", 1, llama_from_descriptor,
+    "llama", &ARCH_LLAMA, LLAMA_MAGIC, "a Llama-family model file", "llama-dN", "6N + 6L(NH hd)T", 1,
+    1 << MLP_SWIGLU | 1 << MLP_RELU2, llama_from_descriptor,
     llama_header_read, llama_header_write, llama_shape_text};
 static const ModelFamily *llama_family(void) { return &LLAMA_FAMILY; }
 

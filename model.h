@@ -391,9 +391,11 @@ static OuterGrads outer_grads(const Model *m, float *u) {
 // (model_embed_forward, model_layer_forward, model_head_forward), so pipeline stages and ZeRO-3's
 // gathers need no change.
 
-// Cached floatX per position and layer: a learned-position model keeps llm.c's whole q, k, v row ((NH + 2 KV) hd);
-// a RoPE model only its key and value heads, KV hd each, in two blocks (keys, then values) so that
-// attention_gqa_decode reads them as tables.
+// Cached floatX per position and layer: a learned-position model (GPT-2) keeps llm.c's whole q, k, v row
+// ((NH + 2 KV) hd) and attends with attention_decode; a RoPE model only its key and value heads, KV hd each, in two
+// blocks (keys, then values) that attention_gqa_decode reads as tables. One layout for both would shrink GPT-2's
+// cache to 2C a position: a change of the memory plan's figure (which test_generate and test_llama_cli count by
+// hand), so it is a change of its own, not part of this file's choices.
 static int model_kv_whole_rows(const ModelConfig *c) { return c->positions == POS_LEARNED; }
 static size_t model_kv_width_of(const ModelConfig *c) {
     size_t kvd = (size_t)model_kv_heads(c) * c->head_dim;  // a TP rank's own heads

@@ -56,8 +56,10 @@ typedef struct ModelFamily {
     const Arch *arch;           // its parameter table, in its file's order
     int magic;                  // slot 0 of its model file's header
     const char *file_kind;      // what its files are called in errors ("an llm.c GPT-2 model file")
+    const char *fresh;          // the descriptor of its fresh models, for errors ("dN")
     const char *flops_formula;  // --profile's words for the training FLOPs per token
     int count_unpadded;         // the run's parameter count adds the count without the vocabulary's padding rows
+    int mlps;                   // the MLP activations its file can store (bits 1 << MLP_)
     // a fresh model or a preset named `desc` (vocab_size: the data's, for the fresh ones); 0 if desc is not one
     int (*from_descriptor)(const char *desc, int vocab_size, ModelConfig *c);
     // a header with this family's magic into c (after a memset); *bf16: the payload is bf16, else fp32. NULL, or the

@@ -171,6 +171,17 @@ static void test_swiglu(void) {
     free(out), free(dinp);
 }
 
+static void test_relu2(void) {
+    long N = 7 * 24;
+    float *out = fbuf(N), *dinp = fbuf(N);
+    const float *inp = ref("r2.inp", N);
+    relu2_forward(out, inp, N);
+    check_close("ReLU² forward relu(x)^2 (cpu/gelu.h)", out, ref("r2.out", N), N);
+    relu2_backward(dinp, inp, ref("r2.dout", N), N);
+    check_close("ReLU² backward 2 relu(x) dout", dinp, ref("r2.dinp", N), N);
+    free(out), free(dinp);
+}
+
 static void test_attention(const char *tag, int NH, int KV) {
     int B = 2, T = 9, hd = 16, R = (NH + 2 * KV) * hd, O = NH * hd;
     char name[64], what[160];
@@ -608,6 +619,11 @@ static void test_pieces(void) {
           pieces_are(&ARCH_LLAMA, &s, "wfc", 2, upgate, h2) && !pieces_are(&ARCH_LLAMA, &s, "q_norm", 1, qn, hd),
           "pieces: Llama GQA 4:1 (NH 8, KV 2, hd 16) wqkv and bqkv are q | k | v of 128, 32, 32 rows, SwiGLU's wfc up | "
           "gate of H = 352 each; q_norm absent without QK-norm");
+    l.mlp = MLP_RELU2, l.ffn_hidden = 4 * 128;
+    s = model_shape(&l);
+    const char *wfc[] = {"wfc"};
+    size_t h4[] = {512};
+    check(pieces_are(&ARCH_LLAMA, &s, "wfc", 1, wfc, h4), "pieces: ReLU²'s wfc is one piece of H = 4C = 512 rows (no gate)");
 }
 
 // The role column against the names each family's rows had before it (the block's W_ roles and ACT_ roles): a model
@@ -740,6 +756,15 @@ static void test_config_and_header(void) {
     check(!e && memcmp(&w, &r, sizeof(w)) == 0 && h[0] == LLAMA_MAGIC && h[1] == 1 && h[15] == llama_f32_bits(1e-6f) &&
           h[16] == 0x48f42400, "Llama header round trip: every field (rope_theta 500000 stored as 0x%08x)%s%s", h[16],
           e ? ": " : "", e ? e : "");
+    w.mlp = MLP_RELU2, w.ffn_hidden = 4 * w.channels;  // --mlp relu2's config: slot 21 keeps it
+    llama_header_write(&w, h);
+    e = llama_header_read(h, "m.bin", &r, &bf16, msg, sizeof(msg));
+    check(!e && memcmp(&w, &r, sizeof(w)) == 0 && h[21] == 1 && r.mlp == MLP_RELU2 && h[10] == 8192,
+          "Llama header round trip with ReLU²: slot 21 = 1, H = 4C = 8192%s%s", e ? ": " : "", e ? e : "");
+    h[21] = 0;
+    e = llama_header_read(h, "m.bin", &r, &bf16, msg, sizeof(msg));
+    check(!e && r.mlp == MLP_SWIGLU, "slot 21 = 0 (every file written before the slot) reads as SwiGLU");
+    w.mlp = MLP_SWIGLU, w.ffn_hidden = 8192;
     struct { int slot, value; const char *want; } bad[] = {
         {0, 20240326, "m.bin: bad magic 20240326 in slot 0"},
         {0, 20240803, "llm.c's llama3 branch"},
@@ -747,6 +772,7 @@ static void test_config_and_header(void) {
         {37, 5, "m.bin: reserved header slot 37 is 5"},
         {4, 128257, "m.bin: padded_vocab_size 128257 in slot 4"},
         {7, 5, "m.bin: n_head 32 is not a multiple of n_kv_head 5"},
+        {21, 2, "m.bin: MLP activation 2 in slot 21, expected 0 (SwiGLU) or 1 (ReLU²)"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         llama_header_write(&w, h);
@@ -769,6 +795,7 @@ int main(int argc, char **argv) {
     test_rope_apply("ropea", 16, rope_params(10000.0f, 0, 0, 0, 0));
     test_rope_apply("ropes", 16, rope_params(500000.0f, 8.0f, 1.0f, 4.0f, 4));
     test_swiglu();
+    test_relu2();
     test_attention("gqa41", 8, 2);
     test_attention("gqa11", 4, 4);
     test_attention("mqa", 4, 1);
