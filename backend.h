@@ -89,6 +89,26 @@ static void relu2_backward(floatX *dinp, const floatX *inp, const floatX *dout, 
 static void residual_forward(floatX *out, const floatX *a, const floatX *b, long N);
 static void classifier_forward_backward(floatX *logits, float *losses, const int *targets, int N, int V, int Vp,
                                         float dloss);  // targets NULL: logits only; dloss 0: no gradient
+// ---- tensor parallelism's kernels (--tp; tensor_parallel.h) ----
+// backend_has_tp: whether the build runs --tp > 1 (the CPU build; the CUDA build refuses it at start).
+// The vocabulary-parallel embedding: this rank holds wte's rows [v0, v0 + vn) (row id - v0 here); a token outside
+// them contributes zero, so the TP all-reduce leaves the owner's row. wpe, dwpe as encoder_forward's (NULL: none).
+// The vocabulary-parallel cross-entropy over this rank's Vpl logit columns (global v0 + j), the first Vl valid, in
+// three steps around the TP collectives: _max writes each row's max (-inf with no valid column) to rowmax; _exp
+// takes the row's max over the nshards gathered maxima (maxes: nshards blocks of N), replaces the valid logits by
+// exp(logit - max), and writes the row's sum of them to sums[i] and its target's logit to sums[N + i] (0 where the
+// target is another rank's); _finish, with sums added over the ranks, writes the loss (the whole vocabulary's, the
+// same on every rank) and replaces the row by dloss/dlogits = (softmax - onehot(target)) * dloss (0 in padding).
+static int backend_has_tp(void);
+static void encoder_forward_vocab(floatX *out, const int *inp, const floatX *wte, const floatX *wpe, int B, int T, int C,
+                                  int v0, int vn);
+static void encoder_backward_vocab(float *dwte, float *dwpe, const floatX *dout, const int *inp, int B, int T, int C,
+                                   int v0, int vn);
+static void classifier_vocab_max(const floatX *logits, float *rowmax, int N, int Vl, int Vpl);
+static void classifier_vocab_exp(floatX *logits, float *sums, const float *maxes, int nshards, const int *targets, int N,
+                                 int Vl, int Vpl, int v0);
+static void classifier_vocab_finish(floatX *logits, float *losses, const float *sums, const float *maxes, int nshards,
+                                    const int *targets, int N, int Vl, int Vpl, int v0, float dloss);
 // ---- kernels of the Llama family (issue 31; arch.h's LLAMA tables, docs/llama.md) ----
 // The CPU build implements them from cpu/llama.h; the CUDA build's are cuda/llama.cuh's. Conventions as above: floatX
 // activations and weights, float statistics and parameter gradients, a backward accumulates (+=) into parameter

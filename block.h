@@ -78,10 +78,12 @@ static void block_norm_backward(const Block *d, floatX *dinp, float *dw, float *
 // The q/k/v matmul and what follows it, for B sequences of T tokens at positions pos0.. (pos0 > 0: decoding):
 // a->qkv ends as attention reads it (q and k unrotated where rope_in_attention). Where QK-norm is on, the matmul
 // writes qkv_pre.
-static void block_qkv_forward(const Block *d, const ActivationTensors *a, const LayerWeights *w, int B, int T, int pos0) {
+// ln1: the norm's output as the matmul reads it (a->ln1, or with --sp its rows gathered).
+static void block_qkv_forward(const Block *d, const ActivationTensors *a, const LayerWeights *w, int B, int T, int pos0,
+                              const floatX *ln1) {
     const ModelConfig *c = d->c;
     int BT = B * T;
-    matmul_forward(c->qk_norm ? a->qkv_pre : a->qkv, a->ln1, w->qkvw, w->qkvb, BT, d->C, d->QKV);
+    matmul_forward(c->qk_norm ? a->qkv_pre : a->qkv, ln1, w->qkvw, w->qkvb, BT, d->C, d->QKV);
     if (c->qk_norm) qknorm_forward(a->qkv, a->qk_rstd, a->qkv_pre, w->qnormw, w->knormw, BT, d->NH, d->KV, d->hd, d->eps);
     switch (c->positions) {
         case POS_LEARNED: break;  // the embedding added them

@@ -93,6 +93,8 @@ typedef struct {
     int zero_stage;             // 0..3
     float comm_timeout;         // seconds a rank may wait on the others; 0 = no watchdog
     int pp;                     // pipeline stages
+    int tp;                     // tensor-parallel degree (ranks that split each layer)
+    int sp;                     // sequence parallelism with --tp: 1 on, 0 off, -1 (default) on where tp > 1
     CommFlag comm;              // how device buffers move between ranks
     float reduce_bucket_mb;     // ZeRO-2/3 gradient bucket size; 0 = one layer per bucket
     OffloadWhat offload;
@@ -141,6 +143,8 @@ static void config_defaults(TrainConfig *c) {
     c->resume = 0;
     c->comm_timeout = 900.0f;
     c->pp = 1;
+    c->tp = 1;
+    c->sp = -1;
     c->comm = COMM_FLAG_MPI;
     c->offload = OFFLOAD_NONE;
     c->offload_device = OFFLOAD_TO_CPU;
@@ -213,6 +217,8 @@ static const OptSpec OPTIONS[] = {
     OPTD(NULL, "--nvme-path", OPT_STR, nvme_path, "--offload-device nvme: directory for the swap file (one per rank, made per run, removed at exit)", "none"),
     OPT(NULL, "--nvme-buffer-mb", OPT_FLOAT, nvme_buffer_mb, "--offload-device nvme: size of each of the ring's 4 host buffers (one piece of master weights, m and v)"),
     OPT(NULL, "--pp", OPT_INT, pp, "pipeline stages (1F1B); the world is pp x data-parallel ranks"),
+    OPT(NULL, "--tp", OPT_INT, tp, "tensor-parallel ranks per layer (Megatron's split: heads, the MLP's hidden columns, the vocabulary); the world is tp x data-parallel x pp, TP ranks consecutive"),
+    OPTD(NULL, "--sp", OPT_INT, sp, "sequence parallelism with --tp > 1: 1 keeps the residual stream, the norms and their saved activations on B*T/tp token rows per rank (all-gathered before the column-parallel matmuls, reduce-scattered after the row-parallel ones); 0 replicates them", "1 with --tp > 1"),
     OPTE(NULL, "--comm", comm, COMM_NAMES, "mpi (host-staged; several ranks may share a GPU) or nccl (CUDA build, one GPU per rank)"),
     OPT(NULL, "--comm-timeout", OPT_FLOAT, comm_timeout, "abort the job if a rank waits this many seconds on the others; 0 = off"),
     OPTE(NULL, "--precision", precision, PRECISION_NAMES, "bf16 | fp16 | fp32: activations and matmuls (master weights and AdamW stay fp32)"),
@@ -460,7 +466,12 @@ static void config_resolve_precision(TrainConfig *c, const char *build_default, 
 // The checks that need the world's size: the pipeline's stages divide it, and ZeRO 2-3 (layer by layer
 // within one micro-batch's backward) do not meet 1F1B (which interleaves micro-batches).
 static void config_check_world(const TrainConfig *c, int world) {
+    if (c->tp < 1) usage_error("--tp: %d, expected a tensor-parallel degree >= 1", c->tp);
+    if (c->sp < -1 || c->sp > 1) usage_error("--sp: %d, expected 0 or 1", c->sp);
     if (c->pp < 1 || world % c->pp != 0) usage_error("--pp: %d stages do not divide the world of %d ranks", c->pp, world);
+    if (world % ((long)c->tp * c->pp) != 0)
+        usage_error("--tp %d x --pp %d = %ld ranks does not divide the world of %d ranks (the world is tp x data-parallel x "
+                    "pp)", c->tp, c->pp, (long)c->tp * c->pp, world);
     if (c->pp > 1 && c->zero_stage >= 2)
         usage_error("-z/--zero-stage %d with --pp %d: stages 2 and 3 reduce gradients and gather weights layer by layer within "
                     "one micro-batch's backward, which 1F1B interleaves across micro-batches; use -z 0 or 1", c->zero_stage, c->pp);

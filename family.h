@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include "utils.h"
 #include "model_config.h"
+#include "tp_layout.h"  // model_shape: a config's shape, its TP rank's slice where tp_size > 1
 #include "gpt2.h"
 #include "llama.h"
 
@@ -42,8 +43,21 @@ static size_t model_unit_size(const ModelConfig *c, int u) {
 }
 
 // Fills runs (at most model_max_runs of them, in unit order) and returns their count.
-static size_t model_max_runs(const ModelConfig *c) { return (size_t)ARCH_MAX_PARAMS * (c->num_layers + 1); }
+// A TP rank's runs are pieces of the whole model's tensors (tp_param_runs).
+static size_t model_max_runs(const ModelConfig *c) {
+    if (c->tp_size > 1) {
+        ArchShape s = model_whole_shape(c);
+        TpDims t = model_tp_dims(c);
+        return (size_t)tp_param_runs(model_arch(c), &s, &t, c->seq_parallel, NULL, NULL);
+    }
+    return (size_t)ARCH_MAX_PARAMS * (c->num_layers + 1);
+}
 static int model_param_runs(const ModelConfig *c, ParamRun *runs) {
+    if (c->tp_size > 1) {
+        ArchShape s = model_whole_shape(c);
+        TpDims t = model_tp_dims(c);
+        return tp_param_runs(model_arch(c), &s, &t, c->seq_parallel, runs, NULL);
+    }
     ArchShape s = model_shape(c);
     return arch_param_runs(model_arch(c), &s, runs);
 }

@@ -46,7 +46,7 @@ static void llama_defaults(ModelConfig *c) {
 }
 
 // The shape symbols' values (model_shape's; the tests' name for them).
-static void llama_arch_shape(const ModelConfig *c, ArchShape *s) { *s = model_shape(c); }
+static void llama_arch_shape(const ModelConfig *c, ArchShape *s) { *s = model_whole_shape(c); }
 
 static int llama_ffn_hidden(int C, int multiple_of, double ffn_dim_multiplier) {
     long h = (long)(2 * (4L * C) / 3);

@@ -9,6 +9,7 @@
 #include "backend.h"
 #include "timing.h"
 #include "block.h"  // the block's choice points and the tensors a layer reads
+#include "tensor_parallel.h"  // --tp: the collectives around the block's matmuls, the vocabulary-parallel head
 
 // --profile: each kernel call below is preceded by the module it belongs to and the FLOPs it does
 // (timing.h charges its time there). FLOPs are counted for the matmuls (2 per multiply-add; backward
@@ -37,6 +38,23 @@ static inline floatX *x_at(const floatX *p, size_t n) { return (floatX *)((char 
 static size_t act_entry_bytes(const ArchAct *a, const ArchShape *s, int NH, int B, int T) {
     size_t n = arch_act_elems(a, s, B, T, backend_att_saved_floats(B, NH, T));
     return (n * (a->is_float ? sizeof(float) : X_BYTES) + 255) / 256 * 256;
+}
+
+// --sp: the roles of the residual stream and the norms, which keep B T / tp token rows per rank.
+static int act_seq_sharded(int role) {
+    static const int roles[] = {ACT_ENCODED, ACT_LN1, ACT_LN1_MEAN, ACT_LN1_RSTD, ACT_ATTPROJ, ACT_RESIDUAL2, ACT_LN2, ACT_LN2_MEAN,
+                                ACT_LN2_RSTD, ACT_FCPROJ, ACT_RESIDUAL3, ACT_LNF, ACT_LNF_MEAN, ACT_LNF_RSTD};
+    for (size_t i = 0; i < sizeof(roles) / sizeof(roles[0]); i++) if (roles[i] == role) return 1;
+    return 0;
+}
+// An entry's bytes for a config: its TP rank's widths, and with --sp the sharded roles' rows.
+static size_t act_config_bytes(const ModelConfig *c, const ArchAct *a, const ArchShape *s, int B, int T) {
+    if (c->seq_parallel && c->tp_size > 1 && act_seq_sharded(a->role)) return act_entry_bytes(a, s, model_heads(c), 1, B * T / c->tp_size);
+    return act_entry_bytes(a, s, model_heads(c), B, T);
+}
+// --sp: the full (B T, C) buffer the gathered rows and the row-parallel matmuls' partial sums pass through.
+static size_t model_sp_full_bytes(const ModelConfig *c, size_t BT) {
+    return c->seq_parallel && c->tp_size > 1 ? BT * c->channels * X_BYTES : 0;
 }
 
 // The backward's scratch (block.h's GradActTensors), elements.
@@ -92,6 +110,11 @@ typedef struct {
     floatX *kv_memory;
     int kv_reserved;
     float *rope_cos, *rope_sin;          // POS_ROPE: the angle tables (maxT, hd/2) each, scratch
+    // --tp: this rank's TP group (NULL without), the cross-entropy's scratch, a gathered row of logits (host), and
+    // with --sp the full buffer (model_sp_full_bytes)
+    TpGroup *tp;
+    float *tp_scratch, *tp_logits;
+    floatX *tp_full;
 } Model;
 
 // Bytes of the weights' working copies of a model running `layers` layers (whether it holds the
@@ -184,7 +207,7 @@ static Model *model_create(const ModelConfig *config, int B, int T, int recomput
     for (int i = 0; i < t->num_acts; i++) {  // in the table's order
         const ArchAct *a = &t->acts[i];
         int r = a->role;
-        size_t per = act_entry_bytes(a, &m->shape, config->num_heads, B, T);
+        size_t per = act_config_bytes(config, a, &m->shape, B, T);
         int copies = arch_act_copies(a, last - first, recompute);
         m->act_has[r] = per > 0;
         m->act_off[r] = m->act_bytes;
@@ -196,7 +219,9 @@ static Model *model_create(const ModelConfig *config, int B, int T, int recomput
     const size_t *d = m->shape.dim;
     m->gradact_elems = gradact_elems(&m->shape, BT);
     m->gradact_memory = (floatX *)backend_alloc_scratch(m->gradact_elems * X_BYTES);
-    const size_t att_ws = backend_att_workspace_bytes(B, config->num_heads, T, (int)d[DIM_ATT]);
+    const size_t att_ws = backend_att_workspace_bytes(B, model_heads(config), T, (int)d[DIM_ATT]);
+    if (model_sp_full_bytes(config, BT)) m->tp_full = (floatX *)backend_alloc_scratch(model_sp_full_bytes(config, BT));
+    if (tp_scratch_floats(config->tp_size, BT)) m->tp_scratch = (float *)backend_alloc_scratch(tp_scratch_floats(config->tp_size, BT) * sizeof(float));
     if (att_ws) attention_workspace(backend_alloc_scratch(att_ws), att_ws);
     floatX *q = m->gradact_memory;
     m->ga.dresidual = q; q = x_at(q, BT * C);
@@ -223,6 +248,12 @@ static Model *model_create(const ModelConfig *config, int B, int T, int recomput
     }
     model_use_slot(m, 0);
     return m;
+}
+
+// --tp: the rank's TP group (its config's tp_size > 1), which the block's collectives run over.
+static void model_set_tp(Model *m, TpGroup *tp) {
+    if ((tp != NULL) != (m->config.tp_size > 1)) internal_fault("a TP group for a model of tp_size %d", m->config.tp_size);
+    m->tp = tp;
 }
 
 static void model_set_unit(Model *m, int u, float *params, float *grads) {
@@ -281,6 +312,9 @@ static void model_free(Model *m) {
     backend_free(m->slot_inputs);
     backend_free(m->slot_targets);
     if (m->rope_cos) backend_free(m->rope_cos);
+    if (m->tp_scratch) backend_free(m->tp_scratch);
+    if (m->tp_full) backend_free(m->tp_full);
+    free(m->tp_logits);
     if (m->kv_memory) backend_free(m->kv_memory);
     free(m->slot_B);
     free(m->slot_T);
@@ -364,8 +398,8 @@ static OuterGrads outer_grads(const Model *m, float *u) {
 // hand), so it is a change of its own, not part of this file's choices.
 static int model_kv_whole_rows(const ModelConfig *c) { return c->positions == POS_LEARNED; }
 static size_t model_kv_width_of(const ModelConfig *c) {
-    size_t kvd = (size_t)c->num_kv_heads * c->head_dim;
-    return model_kv_whole_rows(c) ? (size_t)c->num_heads * c->head_dim + 2 * kvd : 2 * kvd;
+    size_t kvd = (size_t)model_kv_heads(c) * c->head_dim;  // a TP rank's own heads
+    return model_kv_whole_rows(c) ? (size_t)model_heads(c) * c->head_dim + 2 * kvd : 2 * kvd;
 }
 static size_t model_kv_width(const Model *m) { return model_kv_width_of(&m->config); }
 
@@ -420,30 +454,64 @@ static void model_decode_end(Model *m) {
 static Block block_of(const Model *m) {
     const size_t *d = m->shape.dim;
     const ModelConfig *c = &m->config;
-    Block b = {c, c->channels, c->num_heads, c->num_kv_heads, (int)d[DIM_HD], (int)d[DIM_QKV], (int)d[DIM_ATT],
+    Block b = {c, c->channels, m->shape.num_heads, m->shape.num_kv_heads, (int)d[DIM_HD], (int)d[DIM_QKV], (int)d[DIM_ATT],
                (int)d[DIM_FC], (int)d[DIM_HID], c->norm_eps, m->rope_cos, m->rope_sin,
                block_rope_in_attention(c, m->decoding)};
     return b;
 }
 
+// --sp in force: a TP group with sequence parallelism, outside decoding (one token, which every TP rank runs whole).
+static int block_sp(const Model *m) { return m->tp && m->tp->sp && !m->decoding; }
+// Token rows of the residual stream, the norms and their statistics this rank holds of BT.
+static int block_rows(const Model *m, int BT) { return block_sp(m) ? BT / m->tp->n : BT; }
+// A norm's output (this rank's rows) as a column-parallel matmul reads it: all BT rows, gathered with --sp.
+static const floatX *block_full_rows(const Model *m, const floatX *mine, int BT) {
+    if (!block_sp(m)) return mine;
+    return tp_gather_rows(m->tp, m->tp_full, mine, (size_t)block_rows(m, BT) * m->config.channels);
+}
+// (BT, C) values of which each TP rank holds a part (a row-parallel matmul's output, a column-parallel matmul's input
+// gradient) summed across the group: all-reduced in place, or with --sp reduce-scattered; returns where this rank's
+// rows of the sum are. Without --tp, buf itself.
+static floatX *block_sum_parts(const Model *m, floatX *buf, int BT) {
+    size_t C = m->config.channels;
+    if (!m->tp) return buf;
+    if (block_sp(m)) return tp_scatter_rows(m->tp, buf, (size_t)block_rows(m, BT) * C);
+    tp_allreduce_x(m->tp, buf, (size_t)BT * C);
+    return buf;
+}
+// Where a replicated tensor's gradient goes that is computed from all BT rows: with --sp each rank's gradients of
+// replicated tensors are parts summed over the group, so this one is counted by TP rank 0 only (NULL elsewhere).
+static float *block_whole_grad(const Model *m, float *g) { return block_sp(m) && m->tp->r != 0 ? NULL : g; }
+
 // The MLP's first matmul and its activation: fch = ln2 @ fcw^T + fcb, fch_gelu = act(fch). prof: mark --profile's
-// modules (a full forward; decoding is not profiled).
-static void mlp_up_forward(const Block *d, const ActivationTensors *a, const LayerWeights *w, int BT, int prof) {
+// modules (a full forward; decoding is not profiled). ln2: the norm's output as the matmul reads it.
+static void mlp_up_forward(const Block *d, const ActivationTensors *a, const LayerWeights *w, int BT, int prof,
+                           const floatX *ln2) {
     if (prof) PROF(MOD_MLP_UP, MATMUL_FLOPS(BT, d->C, d->FC));
     if (block_gelu_fused(d)) {
-        matmul_forward_gelu(a->fch_gelu, a->fch, a->ln2, w->fcw, w->fcb, BT, d->C, d->FC);
+        matmul_forward_gelu(a->fch_gelu, a->fch, ln2, w->fcw, w->fcb, BT, d->C, d->FC);
         return;
     }
-    matmul_forward(a->fch, a->ln2, w->fcw, w->fcb, BT, d->C, d->FC);
+    matmul_forward(a->fch, ln2, w->fcw, w->fcb, BT, d->C, d->FC);
     if (prof) PROF(MOD_GELU, 0);
     block_mlp_act_forward(d, a->fch_gelu, a->fch, BT);
 }
 
 // A projection (IC -> C) and the residual stream: out = res + (inp @ weight^T + bias), proj holding the projection,
 // or one matmul adding onto res where the backend fuses the residual (rounded once; proj is then not written).
-static void proj_residual_forward(floatX *out, floatX *proj, const floatX *res, const floatX *inp, const floatX *weight,
-                                  const floatX *bias, int BT, int IC, int C, int module, int prof) {
+// With --tp the matmul is row-parallel: each rank's part (the bias added by one rank) summed (block_sum_parts) before
+// the residual, which with --sp is this rank's rows (out, res) of the BT the matmul ran.
+static void proj_residual_forward(const Model *m, floatX *out, floatX *proj, const floatX *res, const floatX *inp,
+                                  const floatX *weight, const floatX *bias, int BT, int IC, int C, int module, int prof) {
     if (prof) PROF(module, MATMUL_FLOPS(BT, IC, C));
+    if (m->tp) {
+        floatX *part = block_sp(m) ? m->tp_full : proj;
+        matmul_forward(part, inp, weight, m->tp->r == 0 ? bias : NULL, BT, IC, C);
+        const floatX *sum = block_sum_parts(m, part, BT);
+        if (prof) PROF(MOD_RESIDUAL, 0);
+        residual_forward(out, res, sum, (long)block_rows(m, BT) * C);
+        return;
+    }
     if (backend_fuses_residual()) {
         matmul_forward_residual(out, res, inp, weight, bias, BT, IC, C);
         return;
@@ -466,9 +534,9 @@ static void layer_decode(Model *m, int l) {
     if (model_kv_whole_rows(&m->config)) {
         floatX *qkv = x_at(cache, (size_t)m->kv_pos * d.QKV);
         matmul_forward(qkv, a.ln1, w.qkvw, w.qkvb, 1, C, d.QKV);
-        attention_decode(a.atty, cache, m->kv_pos, C, d.NH);
+        attention_decode(a.atty, cache, m->kv_pos, d.ATT, d.NH);
     } else {
-        block_qkv_forward(&d, &a, &w, 1, 1, m->kv_pos);
+        block_qkv_forward(&d, &a, &w, 1, 1, m->kv_pos, a.ln1);
         size_t kvd = (size_t)d.KV * d.hd;  // this token's keys and values into the cache's two blocks
         floatX *kc = cache, *vc = x_at(cache, (size_t)m->kv_len * kvd);
         // floatX moved as floats: KV hd is even (hd is), so its bytes are whole floats at any X_BYTES
@@ -478,10 +546,10 @@ static void layer_decode(Model *m, int l) {
                      kvd * X_BYTES / sizeof(float));
         attention_gqa_decode(a.atty, a.qkv, kc, vc, m->kv_pos, d.NH, d.KV, d.hd);
     }
-    proj_residual_forward(a.residual2, a.attproj, x, a.atty, w.attprojw, w.attprojb, 1, d.ATT, C, MOD_ATTPROJ, 0);
+    proj_residual_forward(m, a.residual2, a.attproj, x, a.atty, w.attprojw, w.attprojb, 1, d.ATT, C, MOD_ATTPROJ, 0);
     block_norm_forward(&d, a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, 1);
-    mlp_up_forward(&d, &a, &w, 1, 0);
-    proj_residual_forward(a.residual3, a.fcproj, a.residual2, a.fch_gelu, w.fcprojw, w.fcprojb, 1, d.HID, C, MOD_MLP_DOWN, 0);
+    mlp_up_forward(&d, &a, &w, 1, 0, a.ln2);
+    proj_residual_forward(m, a.residual3, a.fcproj, a.residual2, a.fch_gelu, w.fcprojw, w.fcprojb, 1, d.HID, C, MOD_MLP_DOWN, 0);
 }
 
 static void layer_forward(Model *m, int l, int B, int T) {
@@ -490,17 +558,18 @@ static void layer_forward(Model *m, int l, int B, int T) {
     ActivationTensors a = layer_acts(m, l);
     LayerWeights w = layer_weights(m, model_weights(m, 1 + l));
     const floatX *x = layer_input(m, l);
+    int rows = block_rows(m, BT);  // --sp: the norms run on this rank's rows
     PROF(MOD_LAYERNORM, 0);
-    block_norm_forward(&d, a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1w, w.ln1b, BT);
+    block_norm_forward(&d, a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1w, w.ln1b, rows);
     PROF(MOD_QKV, MATMUL_FLOPS(BT, C, d.QKV));
-    block_qkv_forward(&d, &a, &w, B, T, 0);
+    block_qkv_forward(&d, &a, &w, B, T, 0, block_full_rows(m, a.ln1, BT));
     PROF(MOD_ATTENTION, ATTENTION_FLOPS(B, T, d.ATT));
     block_attention_forward(&d, &a, B, T);
-    proj_residual_forward(a.residual2, a.attproj, x, a.atty, w.attprojw, w.attprojb, BT, d.ATT, C, MOD_ATTPROJ, 1);
+    proj_residual_forward(m, a.residual2, a.attproj, x, a.atty, w.attprojw, w.attprojb, BT, d.ATT, C, MOD_ATTPROJ, 1);
     PROF(MOD_LAYERNORM, 0);
-    block_norm_forward(&d, a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, BT);
-    mlp_up_forward(&d, &a, &w, BT, 1);
-    proj_residual_forward(a.residual3, a.fcproj, a.residual2, a.fch_gelu, w.fcprojw, w.fcprojb, BT, d.HID, C, MOD_MLP_DOWN, 1);
+    block_norm_forward(&d, a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, rows);
+    mlp_up_forward(&d, &a, &w, BT, 1, block_full_rows(m, a.ln2, BT));
+    proj_residual_forward(m, a.residual3, a.fcproj, a.residual2, a.fch_gelu, w.fcprojw, w.fcprojb, BT, d.HID, C, MOD_MLP_DOWN, 1);
     PROF(MOD_NONE, 0);
 }
 
@@ -516,12 +585,12 @@ static void layer_recompute(Model *m, int l, int B, int T) {
     LayerWeights w = layer_weights(m, model_weights(m, 1 + l));
     if (m->recompute >= 2) {
         PROF(MOD_LAYERNORM, 0);
-        block_norm_forward(&d, a.ln1, a.ln1_mean, a.ln1_rstd, layer_input(m, l), w.ln1w, w.ln1b, BT);
+        block_norm_forward(&d, a.ln1, a.ln1_mean, a.ln1_rstd, layer_input(m, l), w.ln1w, w.ln1b, block_rows(m, BT));
         PROF(MOD_LAYERNORM, 0);
-        block_norm_forward(&d, a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, BT);
+        block_norm_forward(&d, a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, block_rows(m, BT));
     }
     if (m->recompute >= 1 && block_gelu_fused(&d)) {
-        mlp_up_forward(&d, &a, &w, BT, 1);
+        mlp_up_forward(&d, &a, &w, BT, 1, block_full_rows(m, a.ln2, BT));
     } else if (m->recompute >= 1) {
         PROF(MOD_GELU, 0);
         block_mlp_act_forward(&d, a.fch_gelu, a.fch, BT);
@@ -539,29 +608,34 @@ static void layer_backward(Model *m, int l, int B, int T) {
     LayerGrads g = layer_grads(m, m->ugrads[1 + l]);
     GradActTensors *ga = &m->ga;
     const floatX *x = layer_input(m, l);
+    int rows = block_rows(m, BT);  // --sp: dresidual and the norms are this rank's rows, gathered for the matmuls
     // residual3 = residual2 + fcproj(act(fc(norm2(residual2))))
     PROF(MOD_MLP_DOWN, 2.0 * MATMUL_FLOPS(BT, d.HID, C));
+    const floatX *dres = block_full_rows(m, ga->dresidual, BT);
     if (block_gelu_fused(&d)) {  // GELU's backward in the matmul's epilogue: dfch directly
-        matmul_backward_dgelu(ga->dfch, g.fcprojw, g.fcprojb, ga->dresidual, a.fch_gelu, w.fcprojw, a.fch, BT, d.HID, C);
+        matmul_backward_dgelu(ga->dfch, g.fcprojw, block_whole_grad(m, g.fcprojb), dres, a.fch_gelu, w.fcprojw, a.fch, BT, d.HID, C);
     } else {
-        matmul_backward(ga->dfch_gelu, g.fcprojw, g.fcprojb, ga->dresidual, a.fch_gelu, w.fcprojw, BT, d.HID, C);
+        matmul_backward(ga->dfch_gelu, g.fcprojw, block_whole_grad(m, g.fcprojb), dres, a.fch_gelu, w.fcprojw, BT, d.HID, C);
         PROF(MOD_GELU, 0);
         block_mlp_act_backward(&d, ga->dfch, ga->dfch_gelu, a.fch, BT);
     }
     PROF(MOD_MLP_UP, 2.0 * MATMUL_FLOPS(BT, C, d.FC));
-    matmul_backward(ga->dln, g.fcw, g.fcb, ga->dfch, a.ln2, w.fcw, BT, C, d.FC);
+    matmul_backward(ga->dln, g.fcw, g.fcb, ga->dfch, block_full_rows(m, a.ln2, BT), w.fcw, BT, C, d.FC);
+    floatX *dln = block_sum_parts(m, ga->dln, BT);  // column-parallel: each rank's part of dln
     PROF(MOD_LAYERNORM, 0);
-    block_norm_backward(&d, ga->dresidual, g.ln2w, g.ln2b, ga->dln, a.residual2, w.ln2w, a.ln2_mean, a.ln2_rstd, BT);
+    block_norm_backward(&d, ga->dresidual, g.ln2w, g.ln2b, dln, a.residual2, w.ln2w, a.ln2_mean, a.ln2_rstd, rows);
     // residual2 = x + attproj(attention(post(qkv(norm1(x)))))
     PROF(MOD_ATTPROJ, 2.0 * MATMUL_FLOPS(BT, d.ATT, C));
-    matmul_backward(ga->datty, g.attprojw, g.attprojb, ga->dresidual, a.atty, w.attprojw, BT, d.ATT, C);
+    dres = block_full_rows(m, ga->dresidual, BT);
+    matmul_backward(ga->datty, g.attprojw, block_whole_grad(m, g.attprojb), dres, a.atty, w.attprojw, BT, d.ATT, C);
     PROF(MOD_ATTENTION, 2.0 * ATTENTION_FLOPS(B, T, d.ATT));
     block_attention_backward(&d, ga, &a, B, T);
     const floatX *dqkv = block_qkv_backward(&d, ga, &a, &w, &g, B, T);
     PROF(MOD_QKV, 2.0 * MATMUL_FLOPS(BT, C, d.QKV));
-    matmul_backward(ga->dln, g.qkvw, g.qkvb, dqkv, a.ln1, w.qkvw, BT, C, d.QKV);
+    matmul_backward(ga->dln, g.qkvw, g.qkvb, dqkv, block_full_rows(m, a.ln1, BT), w.qkvw, BT, C, d.QKV);
+    dln = block_sum_parts(m, ga->dln, BT);
     PROF(MOD_LAYERNORM, 0);
-    block_norm_backward(&d, ga->dresidual, g.ln1w, g.ln1b, ga->dln, x, w.ln1w, a.ln1_mean, a.ln1_rstd, BT);
+    block_norm_backward(&d, ga->dresidual, g.ln1w, g.ln1b, dln, x, w.ln1w, a.ln1_mean, a.ln1_rstd, rows);
     PROF(MOD_NONE, 0);
 }
 
@@ -596,7 +670,15 @@ static void model_embed_run(Model *m) {
         if (wpe) wpe = x_at(o.wpe, (size_t)m->kv_pos * c->channels);
     }
     PROF(MOD_EMBED, 0);
-    encoder_forward((floatX *)m->act_ptr[ACT_ENCODED], m->inputs, o.wte, wpe, B, T, c->channels);
+    if (m->tp) {  // vocabulary-parallel: this rank's rows (the positions added by one rank), then the sum
+        int Vpl = (int)m->shape.dim[DIM_VP];
+        floatX *out = (floatX *)m->act_ptr[ACT_ENCODED], *full = block_sp(m) ? m->tp_full : out;
+        encoder_forward_vocab(full, m->inputs, o.wte, m->tp->r == 0 ? wpe : NULL, B, T, c->channels, m->tp->r * Vpl, Vpl);
+        const floatX *mine = block_sum_parts(m, full, B * T);
+        if (mine != out) backend_copy((float *)out, (const float *)mine, (size_t)block_rows(m, B * T) * c->channels * X_BYTES / sizeof(float));
+    } else {
+        encoder_forward((floatX *)m->act_ptr[ACT_ENCODED], m->inputs, o.wte, wpe, B, T, c->channels);
+    }
     PROF(MOD_NONE, 0);
 }
 
@@ -629,6 +711,8 @@ static float *model_stage_input(Model *m, int B, int T) {
 }
 static float *model_stage_output(Model *m) { return (float *)layer_acts(m, m->last - 1).residual3; }
 static float *model_stage_grad(Model *m) { return (float *)m->ga.dresidual; }
+// Elements of a stage boundary's message (the residual stream's rows this rank holds: with --sp its B T / tp).
+static size_t model_stage_count(const Model *m, int B, int T) { return (size_t)block_rows(m, B * T) * m->config.channels; }
 
 // The micro-batch's B*T losses queued for model_take_loss. The host buffer grows in a run's first step;
 // a copy still in flight into the old one is waited for first.
@@ -683,15 +767,17 @@ static void model_head_targets(Model *m, const int *targets) {
 // targets: the classifier's loss and gradient too (from model_head_targets' upload).
 static void model_head_run(Model *m, int targets, float dloss) {
     const ModelConfig *c = &m->config;
-    int C = c->channels, V = c->vocab_size, Vp = c->padded_vocab_size, BT = m->cur_B * m->cur_T;
+    // the head's rows (this rank's part of the vocabulary with --tp): Vp of them, the first V valid
+    int C = c->channels, V = (int)m->shape.dim[DIM_V], Vp = (int)m->shape.dim[DIM_VP], BT = m->cur_B * m->cur_T;
     Block d = block_of(m);
     OuterWeights o = outer_weights(m, model_weights(m, 0));
     ActivationTensors a = layer_acts(m, c->num_layers - 1);
     PROF(MOD_LAYERNORM, 0);
-    block_norm_forward(&d, a.lnf, a.lnf_mean, a.lnf_rstd, a.residual3, o.lnfw, o.lnfb, BT);
+    block_norm_forward(&d, a.lnf, a.lnf_mean, a.lnf_rstd, a.residual3, o.lnfw, o.lnfb, block_rows(m, BT));
     PROF(MOD_HEAD, MATMUL_FLOPS(BT, C, Vp));
-    matmul_forward(a.logits, a.lnf, o.head, NULL, BT, C, Vp);
-    if (targets) classifier_forward_backward(a.logits, a.losses, m->targets, BT, V, Vp, dloss);
+    matmul_forward(a.logits, block_full_rows(m, a.lnf, BT), o.head, NULL, BT, C, Vp);
+    if (targets && m->tp) tp_classifier(m->tp, a.logits, a.losses, m->targets, BT, V, Vp, m->tp->r * Vp, dloss, m->tp_scratch);
+    else if (targets) classifier_forward_backward(a.logits, a.losses, m->targets, BT, V, Vp, dloss);
     PROF(MOD_NONE, 0);
 }
 
@@ -705,25 +791,31 @@ static void model_head_forward(Model *m, const int *targets, float dloss) {
     if (targets) model_head_losses(m);
 }
 
+// A row of the logits, all Vp of them (with --tp gathered from the ranks' columns, every rank the same row).
 static const float *model_logits(Model *m, int b, int t) {
-    return backend_logits_row(x_at((const floatX *)m->act_ptr[ACT_LOGITS], ((size_t)b * m->cur_T + t) * m->config.padded_vocab_size),
-                              m->config.padded_vocab_size);
+    size_t Vp = m->shape.dim[DIM_VP];
+    const float *row = backend_logits_row(x_at((const floatX *)m->act_ptr[ACT_LOGITS], ((size_t)b * m->cur_T + t) * Vp), Vp);
+    if (!m->tp) return row;
+    if (!m->tp_logits) m->tp_logits = (float *)mallocCheck(Vp * m->tp->n * sizeof(float));
+    comm_allgather_bytes(m->tp->comm, row, m->tp_logits, Vp * sizeof(float));
+    return m->tp_logits;
 }
 
 // Accumulates the head's gradients into the outer unit's and leaves dloss/d(last layer output).
 static void model_head_backward(Model *m) {
     const ModelConfig *c = &m->config;
-    int C = c->channels, Vp = c->padded_vocab_size, BT = m->cur_B * m->cur_T;
+    int C = c->channels, Vp = (int)m->shape.dim[DIM_VP], BT = m->cur_B * m->cur_T;
     Block d = block_of(m);
     OuterWeights o = outer_weights(m, model_weights(m, 0));
     OuterGrads g = outer_grads(m, m->ugrads[0]);
     ActivationTensors a = layer_acts(m, c->num_layers - 1);
     GradActTensors *ga = &m->ga;
     PROF(MOD_HEAD, 2.0 * MATMUL_FLOPS(BT, C, Vp));
-    matmul_backward(ga->dlnf, g.head, NULL, a.logits, a.lnf, o.head, BT, C, Vp);
+    matmul_backward(ga->dlnf, g.head, NULL, a.logits, block_full_rows(m, a.lnf, BT), o.head, BT, C, Vp);
+    floatX *dlnf = block_sum_parts(m, ga->dlnf, BT);  // the vocabulary's parts of dlnf
     backend_zero_scratch(ga->dresidual, (size_t)BT * C * X_BYTES);
     PROF(MOD_LAYERNORM, 0);
-    block_norm_backward(&d, ga->dresidual, g.lnfw, g.lnfb, ga->dlnf, a.residual3, o.lnfw, a.lnf_mean, a.lnf_rstd, BT);
+    block_norm_backward(&d, ga->dresidual, g.lnfw, g.lnfb, dlnf, a.residual3, o.lnfw, a.lnf_mean, a.lnf_rstd, block_rows(m, BT));
     PROF(MOD_NONE, 0);
 }
 
@@ -732,7 +824,14 @@ static void model_layer_backward(Model *m, int l) { layer_backward(m, l, m->cur_
 static void model_embed_backward(Model *m) {
     OuterGrads g = outer_grads(m, m->ugrads[0]);
     PROF(MOD_EMBED, 0);
-    encoder_backward(g.wte, g.wpe, m->ga.dresidual, m->inputs, m->cur_B, m->cur_T, m->config.channels);
+    if (m->tp) {
+        int Vpl = (int)m->shape.dim[DIM_VP];
+        const floatX *dout = block_full_rows(m, m->ga.dresidual, m->cur_B * m->cur_T);
+        encoder_backward_vocab(g.wte, block_whole_grad(m, g.wpe), dout, m->inputs, m->cur_B, m->cur_T, m->config.channels,
+                               m->tp->r * Vpl, Vpl);
+    } else {
+        encoder_backward(g.wte, g.wpe, m->ga.dresidual, m->inputs, m->cur_B, m->cur_T, m->config.channels);
+    }
     PROF(MOD_NONE, 0);
 }
 

@@ -42,6 +42,11 @@ typedef struct {
     int qk_norm;            // RMSNorm over hd on each q and k head before RoPE (Qwen 3, OLMo 2)
     int qkv_bias;           // the q/k/v projection has a bias
     int tied;               // the head is wte (else its own tensor)
+    // --tp: a config with tp_size > 1 describes rank tp_rank's slice of the model (tp_layout.h): every size, unit
+    // and run derived from it is the slice's, each run placed in the whole model's file order. Model files and
+    // checkpoints hold whole models, whose configs have tp_size 0. seq_parallel: --sp (replicated tensors'
+    // gradients are then parts).
+    int tp_size, tp_rank, seq_parallel;
 } ModelConfig;
 
 // A family: its parameter table, its model file format, the descriptors that name its fresh models and presets, and
@@ -71,9 +76,10 @@ static int model_padded_vocab(int V) { return (V + 127) / 128 * 128; }
 // Whether the MLP's first matmul packs a gate beside up (the table's ARCH_OPT_GATED).
 static int model_mlp_gated(const ModelConfig *c) { return c->mlp == MLP_SWIGLU; }
 
-// The shape symbols' values for a config: the same formulas for every family (GPT-2: KV = NH, hd = C / NH, H = 4C
-// give its 3C q/k/v rows, C attention width and 4C MLP rows).
-static ArchShape model_shape(const ModelConfig *c) {
+// The shape symbols' values for a whole model: the same formulas for every family (GPT-2: KV = NH, hd = C / NH,
+// H = 4C give its 3C q/k/v rows, C attention width and 4C MLP rows). tp_layout.h's model_shape: a config's, its TP
+// rank's slice where tp_size > 1.
+static ArchShape model_whole_shape(const ModelConfig *c) {
     ArchShape s;
     memset(&s, 0, sizeof(s));
     size_t NH = c->num_heads, KV = c->num_kv_heads, hd = c->head_dim, H = c->ffn_hidden;
@@ -101,6 +107,7 @@ static ArchShape model_shape(const ModelConfig *c) {
     s.attn_flop_width = NH * hd;
     return s;
 }
+
 
 // ----------------------------------------------------------------------------
 // Roles: the column of a table row that says what the block does with the tensor. model.h finds each weight by

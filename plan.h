@@ -30,7 +30,7 @@ static MemoryPlan model_memory_plan(const ModelConfig *c, int B, int T, int reco
     const ArchActs *t = model_act_table(c);
     size_t n = model_num_params(c), acts = 0;
     for (int i = 0; i < t->num_acts; i++)
-        acts += act_entry_bytes(&t->acts[i], &s, c->num_heads, B, T) * arch_act_copies(&t->acts[i], layers, recompute);
+        acts += act_config_bytes(c, &t->acts[i], &s, B, T) * arch_act_copies(&t->acts[i], layers, recompute);
     acts *= slots;
     size_t BT = (size_t)B * T;
     mp.params = n * sizeof(float);
@@ -38,7 +38,8 @@ static MemoryPlan model_memory_plan(const ModelConfig *c, int B, int T, int reco
     mp.optimizer = 2 * n * sizeof(float);
     mp.activations = acts;
     mp.workspace = gradact_elems(&s, BT) * X_BYTES + 2 * slots * BT * sizeof(int) +
-                   backend_att_workspace_bytes(B, c->num_heads, T, (int)s.dim[DIM_ATT]) + model_rope_bytes(c);
+                   backend_att_workspace_bytes(B, model_heads(c), T, (int)s.dim[DIM_ATT]) + model_rope_bytes(c) +
+                   tp_scratch_floats(c->tp_size, BT) * sizeof(float) + model_sp_full_bytes(c, BT);
     mp.working = model_working_bytes(c, layers, outer, stream_layers);
     return mp;
 }

@@ -21,6 +21,7 @@ typedef struct {
     double eta_s;                            // the run's time left at its pace so far
     double time_ms[NUM_PHASES];              // where the step's time went (timing.h): data, forward, ...
     double disk_read, disk_written, disk_wait_ms;  // --offload-device nvme: the step's swap traffic, and time blocked on it
+    double tp_bytes[TP_NUM_KINDS];           // --tp: this rank's TP collectives' bytes this step, by kind (tensor_parallel.h)
 } StepResult;
 
 static double peak_rss_mib(void) {
@@ -108,23 +109,33 @@ static void report_placement(const Run *r) {
         for (int i = 0; i < r->world; i++) {
             if (node_of[i] != n) continue;
             if (first) printf(" %s:", r->hosts + (size_t)i * RUN_HOST);
-            printf("%s rank %d (stage %d, dp %d)", first ? "" : ",", i, i / r->dp, i % r->dp);
+            TpMesh at = tp_mesh(i, r->tp, r->dp, r->pp_stages);
+            if (r->tp > 1) printf("%s rank %d (stage %d, dp %d, tp %d)", first ? "" : ",", i, at.stage, at.dp_rank, at.tp_rank);
+            else printf("%s rank %d (stage %d, dp %d)", first ? "" : ",", i, at.stage, at.dp_rank);
             first = 0;
         }
         fputs(n + 1 < nodes ? " |" : "\n", stdout);
     }
-    // rank = stage * dp + dp index, so stage s's data-parallel group is ranks s*dp .. s*dp+dp-1
-    int dp_across = 0, hops = 0, hops_across = 0;
-    for (int s = 0; s < r->pp_stages; s++) {
-        for (int d = 1; d < r->dp; d++)
-            if (node_of[s * r->dp + d] != node_of[s * r->dp]) { dp_across++; break; }
-        for (int d = 0; d < r->dp && s + 1 < r->pp_stages; d++) {
-            hops++;
-            hops_across += node_of[s * r->dp + d] != node_of[(s + 1) * r->dp + d];
+    // rank = tp index + tp (dp index + dp stage) (tensor_parallel.h's mesh)
+    TpMesh mesh = tp_mesh(0, r->tp, r->dp, r->pp_stages);
+    int dp_across = 0, hops = 0, hops_across = 0, tp_across = 0, groups = r->pp_stages * r->tp;
+    for (int s = 0; s < r->pp_stages; s++)
+        for (int t = 0; t < r->tp; t++) {
+            for (int d = 1; d < r->dp; d++)
+                if (node_of[tp_mesh_rank(&mesh, t, d, s)] != node_of[tp_mesh_rank(&mesh, t, 0, s)]) { dp_across++; break; }
+            for (int d = 0; d < r->dp && s + 1 < r->pp_stages; d++) {
+                hops++;
+                hops_across += node_of[tp_mesh_rank(&mesh, t, d, s)] != node_of[tp_mesh_rank(&mesh, t, d, s + 1)];
+            }
         }
-    }
-    if (nodes > 1) printf("placement: data-parallel groups spanning nodes: %d of %d | pipeline hops between nodes: %d of %d\n",
-                          dp_across, r->pp_stages, hops_across, hops);
+    for (int s = 0; s < r->pp_stages; s++)
+        for (int d = 0; d < r->dp; d++)
+            for (int t = 1; t < r->tp; t++)
+                if (node_of[tp_mesh_rank(&mesh, t, d, s)] != node_of[tp_mesh_rank(&mesh, 0, d, s)]) { tp_across++; break; }
+    if (nodes > 1) printf("placement: data-parallel groups spanning nodes: %d of %d | pipeline hops between nodes: %d of %d%s",
+                          dp_across, groups, hops_across, hops, r->tp > 1 ? "" : "\n");
+    if (nodes > 1 && r->tp > 1) printf(" | tensor-parallel groups spanning nodes: %d of %d (keep them in a node)\n", tp_across,
+                                       r->pp_stages * r->dp);
     free(node_of);
 }
 
@@ -139,8 +150,10 @@ static void report_run_header(const Run *r) {
     else snprintf(scale, sizeof(scale), "%s", LOSS_SCALE_NAMES[cfg->loss_scale]);
     char where[64] = "";
     if (r->nvme) snprintf(where, sizeof(where), " to nvme");
-    printf0("train_gpt (%s build) on %s | world %d = data-parallel %d x pipeline %d | ZeRO stage %d | offload %s%s | "
-            "precision %s%s | loss scale %s\n", backend_build_name(), backend_device_name(), r->world, r->dp, pp_stages, cfg->zero_stage,
+    char tp[64] = "";
+    if (r->tp > 1) snprintf(tp, sizeof(tp), "tensor-parallel %d (sequence parallel %s) x ", r->tp, cfg->sp ? "on" : "off");
+    printf0("train_gpt (%s build) on %s | world %d = %sdata-parallel %d x pipeline %d | ZeRO stage %d | offload %s%s | "
+            "precision %s%s | loss scale %s\n", backend_build_name(), backend_device_name(), r->world, tp, r->dp, pp_stages, cfg->zero_stage,
             OFFLOAD_NAMES[cfg->offload], where, PRECISION_NAMES[cfg->precision], cfg->tf32 ? " (TF32 matmuls)" : "", scale);
     report_placement(r);
     if (pp_stages > 1) {
@@ -234,6 +247,10 @@ static void report_step(Run *r, int step, const StepResult *s) {
         printf0("  time ms:");
         for (int k = 0; k < NUM_PHASES; k++) printf0(" %s %.1f%s", PHASE_NAMES[k], s->time_ms[k], k < NUM_PHASES - 1 ? " |" : "");
         printf0(" (sum %.1f of %.1f)\n", timing_sum(s->time_ms), s->ms);
+        if (r->tp > 1) {
+            printf0("  tp bytes:");
+            for (int k = 0; k < TP_NUM_KINDS; k++) printf0(" %s %.0f%s", TP_KIND_NAMES[k], s->tp_bytes[k], k < TP_NUM_KINDS - 1 ? " |" : "\n");
+        }
     }
     FILE *logf = r->logf;
     if (!logf) return;
@@ -252,6 +269,11 @@ static void report_step(Run *r, int step, const StepResult *s) {
     // rank 0's swap traffic this step; the wait is part of the phases above (the optimizer's, mostly)
     if (r->nvme) fprintf(logf, ", \"nvme\": {\"read_bytes\": %.0f, \"write_bytes\": %.0f, \"wait_ms\": %.3f}", s->disk_read,
                          s->disk_written, s->disk_wait_ms);
+    if (r->tp > 1) {  // rank 0's TP traffic this step
+        fprintf(logf, ", \"tp_bytes\": {");
+        for (int k = 0; k < TP_NUM_KINDS; k++) fprintf(logf, "%s\"%s\": %.0f", k ? ", " : "", TP_KIND_NAMES[k], s->tp_bytes[k]);
+        fprintf(logf, "}");
+    }
     if (s->idle) {
         fprintf(logf, ", \"bubble\": [");
         for (int k = 0; k < pp_stages; k++) fprintf(logf, "%s%.4f", k ? ", " : "", s->idle[k]);

@@ -27,15 +27,19 @@ static int log_rank = 0;
 typedef struct {
     TrainConfig cfg;
     Comm comm, dp_comm, pp_comm, tied_comm;  // the world; this stage's data-parallel group; the pipeline; the tied embedding's pair
+    Comm tp_comm, kv_comm;                   // --tp: this rank's TP group; those of it holding its key/value heads
     int world, rank;
-    int pp_stages, dp, stage, dp_rank;       // the world is pp_stages x dp; rank = stage * dp + dp_rank
+    int pp_stages, dp, stage, dp_rank;       // the world is tp x dp x pp_stages; rank = tp_rank + tp (dp_rank + dp stage)
+    int tp, tp_rank;
+    TpGroup tpg;                             // --tp > 1: the group the model's collectives and gradient sums use
     char *hosts;                             // each rank's node (host name), RUN_HOST bytes per rank
     int B, T, A;
     int synthetic;                           // training on the embedded corpus
     // the model
     const char *init;
+    ModelConfig mc;                          // the whole model
+    ModelConfig mc_rank;                     // what this rank holds of it: mc, or with --tp its TP rank's slice
     int init_is_file;                        // -e names a model file (else a descriptor: fresh weights)
-    ModelConfig mc;
     size_t num_params;
     float *params;                           // the initial weights (run_load_weights), until they are handed to zero.h
     // data
@@ -108,7 +112,7 @@ static int run_sample_tokens(const TrainConfig *cfg, int T) {
 
 // This rank's share of the run's layout, as the memory plan takes it (after run_plan has split the layers).
 static PlanLayout run_plan_layout(const Run *r) {
-    PlanLayout l = {&r->mc, r->B, r->T, r->cfg.recompute, r->first[r->stage + 1] - r->first[r->stage], r->slots, r->holds_unit,
+    PlanLayout l = {&r->mc_rank, r->B, r->T, r->cfg.recompute, r->first[r->stage + 1] - r->first[r->stage], r->slots, r->holds_unit,
                     r->dp, r->bucket_bytes, run_nvme_buffer(r), run_sample_tokens(&r->cfg, r->T)};
     return l;
 }
@@ -146,8 +150,12 @@ static void run_setup_world(Run *r, int argc, char **argv) {
     config_validate(cfg);
     config_resolve_precision(cfg, backend_precision_default(), backend_precisions_built());
     config_check_world(cfg, r->world);
-    // the world is pipeline stages x data-parallel ranks; rank = stage * dp + dp index
-    r->pp_stages = cfg->pp; r->dp = r->world / r->pp_stages; r->stage = r->rank / r->dp; r->dp_rank = r->rank % r->dp;
+    // the world is TP x data-parallel x pipeline stages, TP innermost (tensor_parallel.h's mesh)
+    r->tp = cfg->tp; r->pp_stages = cfg->pp; r->dp = r->world / (r->pp_stages * r->tp);
+    TpMesh mesh = tp_mesh(r->rank, r->tp, r->dp, r->pp_stages);
+    r->tp_rank = mesh.tp_rank; r->stage = mesh.stage; r->dp_rank = mesh.dp_rank;
+    if (cfg->sp == 1 && r->tp == 1) usage_error("--sp 1: sequence parallelism shards the tensor-parallel ranks' sequence; it needs --tp > 1");
+    if (cfg->sp < 0) cfg->sp = r->tp > 1;  // on by default with --tp (Megatron's advice)
     config_resolve_batch(cfg, r->dp);
     // which node each rank runs on, for the placement line and the out dir's check
     char me[RUN_HOST] = {0};
@@ -162,6 +170,24 @@ static void run_setup_world(Run *r, int argc, char **argv) {
     fault_parse(getenv("TRAIN_GPT_FAULT"));
     r->B = cfg->micro_batch; r->T = cfg->seq_len; r->A = cfg->grad_accum;
     r->synthetic = cfg->train_data == NULL;
+}
+
+// --tp: whether the model splits N ways (errors name the flag and the numbers), and this rank's slice's config.
+static void run_setup_tp(Run *r) {
+    const TrainConfig *cfg = &r->cfg;
+    r->mc_rank = r->mc;
+    if (r->tp == 1) return;
+    if (!backend_has_tp())
+        usage_error("--tp %d: the %s build does not split layers yet; the CPU build (./train_gpt_cpu) does", r->tp, backend_build_name());
+    ArchShape s = model_whole_shape(&r->mc);
+    TpDims t = {r->tp, 0, r->mc.num_heads, r->mc.num_kv_heads};
+    char msg[400];
+    if (tp_shape_error(&s, &t, msg, sizeof(msg))) usage_error("%s (-e/--init %s)", msg, r->init);
+    if (cfg->sp && r->T % r->tp != 0)
+        usage_error("--sp 1: -t/--seq-len %d is not a multiple of --tp %d (each rank keeps T / tp positions)", r->T, r->tp);
+    r->mc_rank.tp_size = r->tp;
+    r->mc_rank.tp_rank = r->tp_rank;
+    r->mc_rank.seq_parallel = cfg->sp;
 }
 
 // -e given a Hugging Face model (its directory, model.safetensors, a PyTorch checkpoint, config.json): the importer
@@ -223,6 +249,7 @@ static void run_setup_model(Run *r) {
     }
     config_check_model(cfg, r->mc.num_layers, r->mc.max_seq_len);
     r->num_params = model_num_params(&r->mc);
+    run_setup_tp(r);
 }
 
 // The data: the synthetic corpus's own train and validation streams, or the shards the flags name.
@@ -533,6 +560,9 @@ static void run_free(Run *r) {
     comm_free_group(&r->dp_comm);
     comm_free_group(&r->pp_comm);
     comm_free_group(&r->tied_comm);
+    comm_free_group(&r->tp_comm);
+    comm_free_group(&r->kv_comm);
+    if (r->tp > 1) tp_group_free(&r->tpg);
     comm_finalize(&r->comm);
 }
 

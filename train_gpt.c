@@ -8,6 +8,7 @@
 #include "cpu/attention.h"   // defines: attention_forward, attention_backward, attention_decode
 #include "cpu/gelu.h"        // defines: gelu_*, relu2_* (the MLP's activations), residual_forward
 #include "cpu/classifier.h"  // defines: classifier_forward_backward
+#include "cpu/vocab.h"       // defines: --tp's vocabulary-parallel encoder_*_vocab, classifier_vocab_*, backend_has_tp
 #include "cpu/llama.h"       // defines: the Llama family's rmsnorm_*, qknorm_*, rope_*, swiglu_*, attention_gqa_*
 #include "cpu/backend.h"     // defines: backend_* (host memory, copies, AdamW, the CPU's device facts)
 

@@ -87,12 +87,22 @@ static void run_plan(Run *r) {
 static void run_build(Run *r) {
     TrainConfig *cfg = &r->cfg;
     int stage = r->stage, dp = r->dp, start_step = r->start_step;
-    comm_split(&r->comm, stage, r->dp_rank, &r->dp_comm);
-    comm_split(&r->comm, r->dp_rank, stage, &r->pp_comm);
-    comm_split(&r->comm, r->holds_unit[0] ? r->dp_rank : r->world + r->rank, stage, &r->tied_comm);
+    // the groups of the mesh (tensor_parallel.h): data-parallel ranks share a stage and TP index, a pipeline its
+    // data-parallel and TP index, a TP group its data-parallel index and stage
+    int tp = r->tp, tpr = r->tp_rank;
+    comm_split(&r->comm, stage * tp + tpr, r->dp_rank, &r->dp_comm);
+    comm_split(&r->comm, r->dp_rank * tp + tpr, stage, &r->pp_comm);
+    comm_split(&r->comm, r->holds_unit[0] ? r->dp_rank * tp + tpr : r->world + r->rank, stage, &r->tied_comm);
+    comm_split(&r->comm, r->rank / tp, tpr, &r->tp_comm);
+    TpDims td = model_tp_dims(&r->mc_rank);
+    comm_split(&r->comm, (r->rank / tp) * tp + tpr / tp_kv_replicas(&td), tpr, &r->kv_comm);
     size_t act_before = backend_scratch_allocated();
-    r->model = model_create(&r->mc, r->B, r->T, cfg->recompute, r->first[stage], r->first[stage + 1], r->slots,
+    r->model = model_create(&r->mc_rank, r->B, r->T, cfg->recompute, r->first[stage], r->first[stage + 1], r->slots,
                             cfg->zero_stage == 3);
+    if (tp > 1) {
+        tp_group_init(&r->tpg, &r->mc_rank, &r->tp_comm, &r->kv_comm);
+        model_set_tp(r->model, &r->tpg);
+    }
     timing.names = model_row_names(&r->mc);  // --profile's rows as the block's choices call them
     const MemoryPlan *plan = &r->plan;
     size_t act_bytes = backend_scratch_allocated() - act_before, planned_act = plan->activations + plan->workspace + plan->working;
@@ -221,6 +231,8 @@ static StepResult run_step(Run *r, int step) {
     comm_watchdog_step(step + 1);
     fault_step_begin(r->rank, step + 1);
     zero_clear_grads(zero);
+    double tp_before[TP_NUM_KINDS];
+    tp_bytes_take(r->tp > 1 ? &r->tpg : NULL, tp_before);  // what ran since the last step (evaluation, sampling) is not this step's
     float dloss = 1.0f / ((float)B * T * A * dp), step_scale = scaler->scale;
     if (fault_overflow(step + 1)) dloss = INFINITY;
     dloss *= step_scale;  // a power of two: every gradient is scaled exactly
@@ -245,7 +257,8 @@ static StepResult run_step(Run *r, int step) {
     timing_step_end();  // the CUDA build's one synchronisation: everything the step queued has run
     // the host's collectives on what came back are comm, by the host's clock (a straggler's wait shows here)
     double tail0 = wall_seconds();
-    double loss = comm_allreduce_sum_f64(&r->comm, model_take_loss(r->model)) / ((double)A * dp);  // only last stages contribute
+    double mine = model_take_loss(r->model);  // only last stages contribute, and of a TP group its first rank
+    double loss = comm_allreduce_sum_f64(&r->comm, r->tp_rank == 0 ? mine : 0.0) / ((double)A * dp);
     double ss = zero_grad_sum_squares_finish(zero);
     float norm = (float)sqrt(comm_allreduce_sum_f64(&r->pp_comm, ss)) / step_scale;
     timing_charge(PH_COMM, MOD_NONE, (wall_seconds() - tail0) * 1e3);
@@ -285,6 +298,7 @@ static StepResult run_step(Run *r, int step) {
     }
     s.disk_read = (double)(sw->bytes_read - rd0); s.disk_written = (double)(sw->bytes_written - wr0);
     s.disk_wait_ms = (sw->wait_s - wait0) * 1e3;
+    tp_bytes_take(r->tp > 1 ? &r->tpg : NULL, s.tp_bytes);
     s.loss = loss; s.ms = ms; s.tps = tps; s.lr = lr; s.norm = norm; s.step_scale = step_scale; s.skip = skip;
     return s;
 }

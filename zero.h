@@ -92,9 +92,12 @@ static void zero_init(Zero *z, Comm *comm, int stage, Model *model, const int *h
         z->whole_floats += z->ushard[u] * W;
         z->slice_floats += z->sspan[u];
     }
-    z->ss_x = (const float **)callocCheck(z->nu, sizeof(float *));
-    z->ss_n = (size_t *)callocCheck(z->nu, sizeof(size_t));
-    z->ss_sum = (double *)callocCheck(z->nu, sizeof(double));
+    // the norm's pieces: a slice per unit, or with --tp each unit's slice less the replicas others count
+    size_t nss = z->nu + (model->tp ? (size_t)z->nu * (model->tp->nskip + 1) : 0);
+    z->ss_x = (const float **)callocCheck(nss, sizeof(float *));
+    z->ss_n = (size_t *)callocCheck(nss, sizeof(size_t));
+    z->ss_sum = (double *)callocCheck(nss, sizeof(double));
+    if (model->tp) z->ss_tp = (size_t *)callocCheck(2 * ((size_t)model->tp->nskip + 1), sizeof(size_t));
     z->runs = (ParamRun *)mallocCheck(model_max_runs(&z->config) * sizeof(ParamRun));
     z->nruns = model_param_runs(&z->config, z->runs);
     size_t outer = z->ushard[0] * W, layer = 0;
@@ -139,7 +142,7 @@ static void zero_free(Zero *z) {
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) if (bufs[i]) backend_free(bufs[i]);
     z->store->close(z);
     free(z->usize); free(z->ushard); free(z->uoff); free(z->slo); free(z->slen); free(z->sspan); free(z->soff); free(z->runs);
-    free(z->ss_x); free(z->ss_n); free(z->ss_sum);
+    free(z->ss_x); free(z->ss_n); free(z->ss_sum); free(z->ss_tp);
 }
 
 // ----------------------------------------------------------------------------
@@ -277,6 +280,7 @@ static void zero_drop_layer(Zero *z, int l) {
 // Stages 2-3: unit u's gradient of this micro-batch (in buf, whole) reduce-scattered, this rank's
 // shard added to its accumulated gradient shard, and buf cleared for the next use.
 static void zero_bucket_done(Zero *z, int u, float *buf) {
+    tp_sum_grads(z->model->tp, u, buf);  // --tp: the parts of replicated tensors completed first
     comm_reduce_scatter_sum(z->comm, buf, z->ushard[u]);
     backend_add(z->gshard + z->soff[u], buf + (size_t)z->comm->rank * z->ushard[u], z->ushard[u]);
     backend_zero_state(buf, z->ushard[u] * z->comm->world);
@@ -301,6 +305,7 @@ static void zero_layer_forward(Zero *z, int l) {
 static void zero_flush_bucket(Zero *z, int lowest_layer, int n) {
     int W = z->comm->world, r = z->comm->rank;
     size_t sh = z->ushard[1], whole = sh * W;
+    for (int j = 0; j < n; j++) tp_sum_grads(z->model->tp, 1 + lowest_layer + (n - 1 - j), z->layer_grad + (size_t)j * whole);
     for (int q = 0; q < W; q++)
         for (int j = 0; j < n; j++)
             backend_copy(z->bucket_pack + ((size_t)q * n + j) * sh, z->layer_grad + (size_t)j * whole + (size_t)q * sh, sh);
@@ -332,6 +337,8 @@ static void zero_embed_backward(Zero *z) {
 // (the first's lookup plus the last's classifier), then the gradients of all ranks combined (stages
 // 0-1; stages 2-3 did it layer by layer during backward).
 static void zero_reduce_gradients(Zero *z) {
+    if (z->stage <= 1)  // --tp: the parts of replicated tensors completed (stages 2-3: per layer, zero_bucket_done)
+        for (int u = 0; u < z->nu; u++) if (z->usize[u]) tp_sum_grads(z->model->tp, u, z->grads + z->uoff[u]);
     if (z->tied) comm_allreduce_sum(z->tied, z->grads + z->uoff[0], z->ushard[0] * z->comm->world);
     if (z->stage == 0) comm_allreduce_sum(z->comm, z->grads, z->whole_floats);
     else if (z->stage == 1)
@@ -344,6 +351,18 @@ static void zero_reduce_gradients(Zero *z) {
 // another group counts (the tied outer unit on the last pipeline stage) is left out.
 static void zero_grad_sum_squares_start(Zero *z) {
     int k = 0;
+    TpGroup *tp = z->model->tp;
+    if (tp) {  // --tp: a replica another TP rank counts is left out (ss arrays sized for the pieces: zero_init)
+        for (int u = 0; u < z->nu; u++) {
+            if (zero_counted_elsewhere(z, u) || z->usize[u] == 0) continue;
+            size_t *off = z->ss_tp, *len = z->ss_tp + tp->nskip + 1;
+            int np = tp_counted(tp, u, z->slo[u], z->slen[u], off, len);
+            for (int i = 0; i < np; i++) { z->ss_x[k] = zero_grad_slice(z, u) + (off[i] - z->slo[u]); z->ss_n[k++] = len[i]; }
+        }
+        z->ss_count = k;
+        backend_sum_squares_start(z->ss_x, z->ss_n, k);
+        return;
+    }
     for (int u = 0; u < z->nu; u++) {
         if (zero_counted_elsewhere(z, u) || z->usize[u] == 0) continue;
         z->ss_x[k] = zero_grad_slice(z, u);
@@ -356,6 +375,7 @@ static double zero_grad_sum_squares_finish(Zero *z) {
     backend_sum_squares_finish(z->ss_sum, z->ss_count);
     double local = 0.0;
     for (int i = 0; i < z->ss_count; i++) local += z->ss_sum[i];
+    if (z->model->tp) local = comm_allreduce_sum_f64(z->model->tp->comm, local);  // the TP ranks' slices
     if (z->stage == 0 || z->comm->world == 1) return local;  // at stage 0 every rank has it all
     // the ranks' sums added in rank order, as the device's verdict adds them (zero_update_verdict)
     double *all = (double *)mallocCheck(z->comm->world * sizeof(double)), sum = 0.0;
@@ -401,7 +421,7 @@ static void zero_update(Zero *z, const AdamWArgs *args) { zero_update_with(z, ar
 static int zero_update_on_device(const Zero *z) {
     int local = z->stage == 0 || z->comm->world == 1;
     int exchange = z->comm->transport != COMM_MPI_STAGED;
-    return z->store == &ZERO_STORE_DEVICE && (local || exchange) && !z->tied;
+    return z->store == &ZERO_STORE_DEVICE && (local || exchange) && !z->tied && !z->model->tp;
 }
 
 // The device's verdict on this step's update (backend.h): this rank's sum of squares, every rank's gathered

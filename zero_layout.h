@@ -78,6 +78,7 @@ struct Zero {
     size_t *ss_n;
     double *ss_sum;
     int ss_count;
+    size_t *ss_tp;                 // --tp: tp_counted's pieces of one unit (offsets, then lengths)
     // --offload-device nvme: m, v and hmaster are records of a swap file (NULL here); hgrad stages one piece
     int nvme;
     Swap swap;

@@ -1,0 +1,87 @@
+// cpu/vocab.h: tensor parallelism's vocabulary-parallel kernels (backend.h's contract; tensor_parallel.h runs them
+// around the TP collectives): the embedding of a rank's rows of the vocabulary, and the cross-entropy over a rank's
+// logit columns in three steps (the row's max, the exponentials and their sum, the loss and the gradient).
+#ifndef CPU_VOCAB_H
+#define CPU_VOCAB_H
+
+#include <math.h>
+#include <stddef.h>
+
+static int backend_has_tp(void) { return 1; }
+
+static void encoder_forward_vocab(float *out, const int *inp, const float *wte, const float *wpe, int B, int T, int C, int v0,
+                                  int vn) {
+#pragma omp parallel for collapse(2)
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            float *o = out + ((long)b * T + t) * C;
+            int id = inp[b * T + t] - v0;
+            const float *we = id >= 0 && id < vn ? wte + (long)id * C : NULL;
+            const float *pe = wpe ? wpe + (long)t * C : NULL;
+            for (int i = 0; i < C; i++) o[i] = (we ? we[i] : 0.0f) + (pe ? pe[i] : 0.0f);
+        }
+}
+
+// Serial over tokens, as encoder_backward: two tokens may share a row.
+static void encoder_backward_vocab(float *dwte, float *dwpe, const float *dout, const int *inp, int B, int T, int C, int v0,
+                                   int vn) {
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const float *d = dout + ((long)b * T + t) * C;
+            int id = inp[b * T + t] - v0;
+            if (id >= 0 && id < vn) {
+                float *dwt = dwte + (long)id * C;
+                for (int i = 0; i < C; i++) dwt[i] += d[i];
+            }
+            if (dwpe) {
+                float *dwp = dwpe + (long)t * C;
+                for (int i = 0; i < C; i++) dwp[i] += d[i];
+            }
+        }
+}
+
+static void classifier_vocab_max(const float *logits, float *rowmax, int N, int Vl, int Vpl) {
+#pragma omp parallel for
+    for (int i = 0; i < N; i++) {
+        const float *row = logits + (long)i * Vpl;
+        float m = -INFINITY;
+        for (int v = 0; v < Vl; v++) if (row[v] > m) m = row[v];
+        rowmax[i] = m;
+    }
+}
+
+static float vocab_row_max(const float *maxes, int nshards, int N, int i) {
+    float m = -INFINITY;
+    for (int s = 0; s < nshards; s++) if (maxes[(long)s * N + i] > m) m = maxes[(long)s * N + i];
+    return m;
+}
+
+static void classifier_vocab_exp(float *logits, float *sums, const float *maxes, int nshards, const int *targets, int N, int Vl,
+                                 int Vpl, int v0) {
+#pragma omp parallel for
+    for (int i = 0; i < N; i++) {
+        float *row = logits + (long)i * Vpl;
+        float m = vocab_row_max(maxes, nshards, N, i), sum = 0.0f;
+        int y = targets[i] - v0;
+        sums[N + i] = y >= 0 && y < Vl ? row[y] : 0.0f;
+        for (int v = 0; v < Vl; v++) { row[v] = expf(row[v] - m); sum += row[v]; }
+        sums[i] = sum;
+    }
+}
+
+static void classifier_vocab_finish(float *logits, float *losses, const float *sums, const float *maxes, int nshards,
+                                    const int *targets, int N, int Vl, int Vpl, int v0, float dloss) {
+#pragma omp parallel for
+    for (int i = 0; i < N; i++) {
+        float *row = logits + (long)i * Vpl;
+        float m = vocab_row_max(maxes, nshards, N, i);
+        losses[i] = logf(sums[i]) + m - sums[N + i];
+        float scale = dloss / sums[i];
+        for (int v = 0; v < Vl; v++) row[v] *= scale;
+        int y = targets[i] - v0;
+        if (y >= 0 && y < Vl) row[y] -= dloss;
+        for (int v = Vl; v < Vpl; v++) row[v] = 0.0f;
+    }
+}
+
+#endif

@@ -1,0 +1,183 @@
+// tensor_parallel.h: tensor parallelism (--tp N, Megatron's split; tp_layout.h says how each tensor is cut) as the
+// shared code runs it: the mesh (which rank is which TP rank, data-parallel index and pipeline stage), the TP
+// group and the collectives around the block's matmuls, the vocabulary-parallel cross-entropy, and the gradient
+// sums and the norm's bookkeeping that replicated tensors need. It calls comm.h and the backend's kernels only.
+//
+// Per layer and micro-batch (without sequence parallelism): the activations entering attention and the MLP are
+// replicated on the TP ranks; q/k/v and the MLP's first matmul are column-parallel (each rank its heads, its
+// hidden columns), attention runs on the rank's own heads, and attention's output projection and the MLP's second
+// matmul are row-parallel, their partial sums all-reduced (2 all-reduces of B T C forward). Backward mirrors it:
+// the gradients entering the two column-parallel matmuls' inputs are partial and are all-reduced before the norms'
+// backward (2 more). The embedding (vocabulary-parallel: each rank its rows, others' tokens zero) takes one
+// all-reduce; the head's cross-entropy reduces each row's max (gathered), sum of exponentials and target logit,
+// and the head's input gradient is all-reduced: the logits are never gathered.
+#ifndef TENSOR_PARALLEL_H
+#define TENSOR_PARALLEL_H
+
+#include "comm.h"
+
+// The mesh: world = TP x data-parallel x pipeline stages, TP innermost (consecutive ranks, one node), then the
+// data-parallel index, then the stage (Megatron's order).
+typedef struct {
+    int tp, dp, pp;              // the degrees
+    int tp_rank, dp_rank, stage;
+} TpMesh;
+
+static TpMesh tp_mesh(int rank, int tp, int dp, int pp) {
+    TpMesh m = {tp, dp, pp, rank % tp, (rank / tp) % dp, rank / (tp * dp)};
+    return m;
+}
+static int tp_mesh_rank(const TpMesh *m, int tp_rank, int dp_rank, int stage) {
+    return tp_rank + m->tp * (dp_rank + m->dp * stage);
+}
+
+// The TP collectives' traffic this step, by kind: the bytes of each collective's whole buffer on a rank (an
+// all-reduce's n values; an all-gather's or a reduce-scatter's N shards), summed.
+enum { TP_ALLREDUCE, TP_ALLGATHER, TP_REDUCE_SCATTER, TP_NUM_KINDS };
+static const char *const TP_KIND_NAMES[TP_NUM_KINDS] = {"all_reduce", "all_gather", "reduce_scatter"};
+
+// A rank's TP group. comm: the N ranks of its (data-parallel index, stage); kv: those of them holding the same
+// key/value heads (N > KV), whose gradients of those heads are summed.
+typedef struct {
+    int n, r, sp;
+    Comm *comm, *kv;
+    // where this rank's gradients need completing (TP_SYNC_ALL / _KV), and the ranges it does not count in the
+    // gradient norm: per local unit, merged runs (unit, offset, length)
+    int nsync, nskip;
+    int *sync_unit, *sync_kind;
+    size_t *sync_off, *sync_len;
+    int *skip_unit;
+    size_t *skip_off, *skip_len;
+    double bytes[TP_NUM_KINDS];  // since tp_bytes_take
+} TpGroup;
+
+// Adds run (u, off, len) to a list, merged with the last entry where it continues it.
+static void tp_range_add(int *n, int **unit, size_t **off, size_t **len, int **kind, int u, size_t o, size_t l, int k) {
+    int i = *n - 1;
+    if (i >= 0 && (*unit)[i] == u && (*off)[i] + (*len)[i] == o && (!kind || (*kind)[i] == k)) { (*len)[i] += l; return; }
+    *unit = (int *)reallocCheck(*unit, (*n + 1) * sizeof(int));
+    *off = (size_t *)reallocCheck(*off, (*n + 1) * sizeof(size_t));
+    *len = (size_t *)reallocCheck(*len, (*n + 1) * sizeof(size_t));
+    if (kind) { *kind = (int *)reallocCheck(*kind, (*n + 1) * sizeof(int)); (*kind)[*n] = k; }
+    (*unit)[*n] = u; (*off)[*n] = o; (*len)[*n] = l;
+    (*n)++;
+}
+
+// The group of a TP rank whose local config is c (tp_size > 1), over comm (its TP ranks) and kv.
+static void tp_group_init(TpGroup *g, const ModelConfig *c, Comm *comm, Comm *kv) {
+    memset(g, 0, sizeof(*g));
+    g->n = c->tp_size; g->r = c->tp_rank; g->sp = c->seq_parallel;
+    g->comm = comm; g->kv = kv;
+    ArchShape s = model_whole_shape(c);
+    TpDims t = model_tp_dims(c);
+    int n = tp_param_runs(model_arch(c), &s, &t, c->seq_parallel, NULL, NULL);
+    ParamRun *runs = (ParamRun *)mallocCheck((size_t)n * sizeof(ParamRun));
+    TpRunInfo *info = (TpRunInfo *)mallocCheck((size_t)n * sizeof(TpRunInfo));
+    tp_param_runs(model_arch(c), &s, &t, c->seq_parallel, runs, info);
+    for (int i = 0; i < n; i++) {
+        if (info[i].sync != TP_SYNC_NONE)
+            tp_range_add(&g->nsync, &g->sync_unit, &g->sync_off, &g->sync_len, &g->sync_kind, runs[i].unit, runs[i].unit_off,
+                         runs[i].len, info[i].sync);
+        if (!info[i].counted)
+            tp_range_add(&g->nskip, &g->skip_unit, &g->skip_off, &g->skip_len, NULL, runs[i].unit, runs[i].unit_off, runs[i].len, 0);
+    }
+    free(runs); free(info);
+}
+
+static void tp_group_free(TpGroup *g) {
+    free(g->sync_unit); free(g->sync_kind); free(g->sync_off); free(g->sync_len);
+    free(g->skip_unit); free(g->skip_off); free(g->skip_len);
+}
+
+// The activations' all-reduce over the TP group (floatX, in the build's memory).
+static void tp_allreduce_x(TpGroup *g, floatX *buf, size_t n) {
+    if (X_BYTES != sizeof(float)) internal_fault("--tp's activation collectives move fp32 only (the CPU build's)");
+    timing_push(PH_COMM);
+    comm_allreduce_sum(g->comm, (float *)buf, n);
+    timing_pop();
+    g->bytes[TP_ALLREDUCE] += (double)n * X_BYTES;
+}
+
+// Sequence parallelism (--sp): the residual stream, the norms and their saved activations hold B T / N token rows
+// per rank (rank r rows r B T / N ..). Before a column-parallel matmul the rows are all-gathered into the full
+// buffer; after a row-parallel one, its partial sums are reduce-scattered: each rank keeps the sum of its rows.
+// tp_gather_rows: this rank's `n` values (its rows) into full, then every rank's; returns full.
+static floatX *tp_gather_rows(TpGroup *g, floatX *full, const floatX *mine, size_t n) {
+    if (X_BYTES != sizeof(float)) internal_fault("--tp's activation collectives move fp32 only (the CPU build's)");
+    floatX *at = (floatX *)((char *)full + (size_t)g->r * n * X_BYTES);
+    if (at != mine) backend_copy((float *)at, (const float *)mine, n * X_BYTES / sizeof(float));
+    timing_push(PH_COMM);
+    comm_allgather(g->comm, (float *)full, n);
+    timing_pop();
+    g->bytes[TP_ALLGATHER] += (double)n * g->n * X_BYTES;
+    return full;
+}
+// tp_scatter_rows: full holds this rank's partial sums of every row; returns where the sums of its own `n` values
+// (its rows) are, inside full.
+static floatX *tp_scatter_rows(TpGroup *g, floatX *full, size_t n) {
+    if (X_BYTES != sizeof(float)) internal_fault("--tp's activation collectives move fp32 only (the CPU build's)");
+    timing_push(PH_COMM);
+    comm_reduce_scatter_sum(g->comm, (float *)full, n);
+    timing_pop();
+    g->bytes[TP_REDUCE_SCATTER] += (double)n * g->n * X_BYTES;
+    return (floatX *)((char *)full + (size_t)g->r * n * X_BYTES);
+}
+
+// The vocabulary-parallel cross-entropy of this rank's logit columns [v0, v0 + Vpl), the first Vl valid: each
+// row's max gathered, its sum of exponentials and target logit all-reduced (2 N floats), so every rank has the
+// whole vocabulary's losses and its own columns of the gradient. scratch: (n + 2) N floats (tp_scratch_floats).
+static size_t tp_scratch_floats(int n, size_t N) { return n > 1 ? ((size_t)n + 2) * N : 0; }
+static void tp_classifier(TpGroup *g, floatX *logits, float *losses, const int *targets, int N, int Vl, int Vpl, int v0,
+                          float dloss, float *scratch) {
+    float *maxes = scratch, *sums = scratch + (size_t)g->n * N;
+    classifier_vocab_max(logits, maxes + (size_t)g->r * N, N, Vl, Vpl);
+    timing_push(PH_COMM);
+    comm_allgather(g->comm, maxes, (size_t)N);
+    timing_pop();
+    g->bytes[TP_ALLGATHER] += (double)N * g->n * sizeof(float);
+    classifier_vocab_exp(logits, sums, maxes, g->n, targets, N, Vl, Vpl, v0);
+    timing_push(PH_COMM);
+    comm_allreduce_sum(g->comm, sums, 2 * (size_t)N);
+    timing_pop();
+    g->bytes[TP_ALLREDUCE] += 2.0 * N * sizeof(float);
+    classifier_vocab_finish(logits, losses, sums, maxes, g->n, targets, N, Vl, Vpl, v0, dloss);
+}
+
+// Unit u's gradient (its whole local unit at grad) completed across the TP group where this rank's is a part: the
+// replicated tensors applied head by head (and, with --sp, every replicated tensor) summed over the group, the
+// key/value heads that N / KV ranks hold summed over those ranks. Linear, so it may run before or after the
+// data-parallel sums, on one micro-batch's gradient or on the step's.
+static void tp_sum_grads(TpGroup *g, int u, float *grad) {
+    if (!g) return;
+    for (int i = 0; i < g->nsync; i++) {
+        if (g->sync_unit[i] != u) continue;
+        Comm *c = g->sync_kind[i] == TP_SYNC_KV ? g->kv : g->comm;
+        timing_push(PH_COMM);
+        comm_allreduce_sum(c, grad + g->sync_off[i], g->sync_len[i]);
+        timing_pop();
+        g->bytes[TP_ALLREDUCE] += (double)g->sync_len[i] * sizeof(float);
+    }
+}
+
+// The pieces of [lo, lo + n) of unit u that this rank counts in the gradient norm (replicas counted once, by
+// their first holder), as (offset, length) pairs into out; returns how many (at most nskip + 1).
+static int tp_counted(const TpGroup *g, int u, size_t lo, size_t n, size_t *off, size_t *len) {
+    int k = 0;
+    size_t at = lo, end = lo + n;
+    for (int i = 0; g && i < g->nskip && at < end; i++) {
+        if (g->skip_unit[i] != u) continue;
+        size_t a = g->skip_off[i], b = a + g->skip_len[i];
+        if (b <= at || a >= end) continue;
+        if (a > at) { off[k] = at; len[k++] = a - at; }
+        at = b;
+    }
+    if (at < end) { off[k] = at; len[k++] = end - at; }
+    return k;
+}
+
+// The traffic since the last call, by kind, and the counters cleared.
+static void tp_bytes_take(TpGroup *g, double out[TP_NUM_KINDS]) {
+    for (int k = 0; k < TP_NUM_KINDS; k++) { out[k] = g ? g->bytes[k] : 0.0; if (g) g->bytes[k] = 0.0; }
+}
+
+#endif
