@@ -143,6 +143,9 @@ static void run_setup_world(Run *r, int argc, char **argv) {
     parse_args(cfg, argc, argv);
     config_validate(cfg);
     config_resolve_precision(cfg, backend_precision_default(), backend_precisions_built());
+    if (cfg->optimizer == OPTIMIZER_MUON && !backend_has_muon())
+        usage_error("--optimizer muon: the %s build has no Muon yet (its Newton-Schulz waits for the device's matmuls); "
+                    "use ./train_gpt_cpu, or --optimizer adamw", backend_build_name());
     config_check_world(cfg, r->world);
     // the world is pipeline stages x data-parallel ranks; rank = stage * dp + dp index
     r->pp_stages = cfg->pp; r->dp = r->world / r->pp_stages; r->stage = r->rank / r->dp; r->dp_rank = r->rank % r->dp;
@@ -307,6 +310,11 @@ static void run_resume(Run *r) {
     }
     if (s->seed != cfg->seed || s->shuffle != cfg->shuffle) {
         fatal("%s: saved with --seed %llu --shuffle %d; pass the same to resume", sp, (unsigned long long)s->seed, s->shuffle);
+    }
+    if (s->optimizer != (int)cfg->optimizer) {
+        fatal("%s: saved by a run with --optimizer %s; this run has --optimizer %s (the state's moments are %s's; resume "
+              "with --optimizer %s)", sp, s->optimizer == OPTIMIZER_MUON ? "muon" : "adamw", OPTIMIZER_NAMES[cfg->optimizer],
+              s->optimizer == OPTIMIZER_MUON ? "Muon" : "AdamW", s->optimizer == OPTIMIZER_MUON ? "muon" : "adamw");
     }
     r->resume_m = (float *)mallocCheck(s->num_params * sizeof(float));
     r->resume_v = (float *)mallocCheck(s->num_params * sizeof(float));

@@ -10,6 +10,7 @@
 #include "cpu/classifier.h"  // defines: classifier_forward_backward
 #include "cpu/llama.h"       // defines: the Llama family's rmsnorm_*, qknorm_*, rope_*, swiglu_*, attention_gqa_*
 #include "cpu/backend.h"     // defines: backend_* (host memory, copies, AdamW, the CPU's device facts)
+#include "cpu/muon.h"        // defines: backend_muon_* (Muon's momentum, Newton-Schulz through gemm, step)
 
 #include "backend.h"  // declares: the contract the headers above implement (a mismatch fails the build)
 

@@ -56,7 +56,7 @@ static void zero_adamw_plan(Zero *z) {
         if (z->fused_copy && backend_weights_need_copy() && !w) z->fused_copy = 0;
         for (int i = 0; i < z->nruns; i++) {
             size_t a, b, lo = z->slo[u], off = z->soff[u];
-            if (!run_overlap(&z->runs[i], u, lo, z->slen[u], &a, &b)) continue;
+            if (!run_overlap(&z->runs[i], u, lo, z->slen[u], &a, &b) || (z->muon && z->muon->run_is_muon[i])) continue;
             segs[n++] = (AdamWSegment){zero_master(z, u) + (a - lo), zero_grad_slice(z, u) + (a - lo), z->m + off + (a - lo),
                                        z->v + off + (a - lo), b - a, z->runs[i].decayed, w ? (void *)x_at(w, a) : NULL, a, u};
         }
@@ -121,6 +121,17 @@ static void zero_init(Zero *z, Comm *comm, int stage, Model *model, const int *h
     z->norm_slots = (float *)backend_alloc_scratch(2 * (size_t)W * sizeof(float));
 }
 
+// --optimizer muon: Muon takes the matrices inside the blocks (muon.h), its momentum in m; AdamW's table is made
+// again without them. The host tier holds Muon's buffers where it holds the state (--offload).
+static void zero_use_muon(Zero *z, const TrainConfig *cfg) {
+    if (z->nvme) internal_fault("Muon with the NVMe store (config_validate refuses it)");
+    size_t widest = 0;
+    for (int u = 1; u < z->nu; u++) if (z->ushard[u] * z->comm->world > widest) widest = z->ushard[u] * z->comm->world;
+    z->muon = (Muon *)callocCheck(1, sizeof(Muon));
+    muon_init(z->muon, cfg, &z->config, z->usize, z->runs, z->nruns, z->comm->world, widest, z->offload);
+    if (z->adamw_plan) { backend_adamw_plan_free(z->adamw_plan); z->adamw_plan = NULL; zero_adamw_plan(z); }
+}
+
 // --pp: the outer unit is also held by another pipeline stage, over `tied` (the first and the last
 // stage of this data-parallel rank); its gradient is summed over that pair before the data-parallel
 // reduction, and the stage with counted_elsewhere leaves it out of the norm and the checkpoint.
@@ -133,6 +144,7 @@ static void zero_tie_outer_unit(Zero *z, Comm *tied, int counted_elsewhere) {
 static int zero_counted_elsewhere(const Zero *z, int u) { return u == 0 && z->tied_counted_elsewhere; }
 
 static void zero_free(Zero *z) {
+    if (z->muon) { muon_free(z->muon); free(z->muon); z->muon = NULL; }
     backend_adamw_plan_free(z->adamw_plan);
     backend_free(z->norm_slots);
     float *bufs[] = {z->params, z->grads, z->layer_grad, z->bucket_pack, z->layer_param[0], z->layer_param[1], z->pshard, z->gshard};
@@ -382,6 +394,9 @@ static void zero_update_with(Zero *z, const AdamWArgs *args, int verdict) {
     int device = z->store == &ZERO_STORE_DEVICE;
     z->store->begin(z, args, verdict);  // the device store: every unit's slice, one launch
     for (int u = 0; u < z->nu; u++) {
+        if (z->muon && device)  // the host store runs it in its update, on the host tier
+            muon_update_unit(z->muon, z->comm, z->stage, u, z->slo[u], z->slen[u], z->ushard[u], zero_master(z, u),
+                             zero_grad_slice(z, u), z->m + z->soff[u], args->grad_scale, args->weight_decay);
         z->store->update(z, u, args);
         if (z->stage >= 1 && zero_resident(z, u)) {
             z->store->join(z);  // the all-gather reads what was just copied back
@@ -401,7 +416,7 @@ static void zero_update(Zero *z, const AdamWArgs *args) { zero_update_with(z, ar
 static int zero_update_on_device(const Zero *z) {
     int local = z->stage == 0 || z->comm->world == 1;
     int exchange = z->comm->transport != COMM_MPI_STAGED;
-    return z->store == &ZERO_STORE_DEVICE && (local || exchange) && !z->tied;
+    return z->store == &ZERO_STORE_DEVICE && (local || exchange) && !z->tied && !z->muon;
 }
 
 // The device's verdict on this step's update (backend.h): this rank's sum of squares, every rank's gathered

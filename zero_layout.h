@@ -9,6 +9,7 @@
 #include "comm.h"
 #include "swap.h"
 #include "model.h"
+#include "muon.h"
 
 enum { ZS_MASTER, ZS_M, ZS_V, ZS_ARRAYS };  // the arrays of a swap record
 
@@ -72,6 +73,7 @@ struct Zero {
     int offload;
     int offload_params;            // --offload params (stage 3): the host master copy is the only copy of the layer shards
     float *hmaster, *hgrad;
+    Muon *muon;                    // --optimizer muon (zero_use_muon): the runs it owns, AdamW skips; its momentum is m
     // the gradient norm's per-unit slices and sums, between zero_grad_sum_squares_start and _finish
     const float **ss_x;
     size_t *ss_n;
@@ -216,7 +218,7 @@ static void zero_adamw_range(Zero *z, int u, size_t lo, size_t cnt, float *p, co
     for (int i = 0; i < z->nruns; i++) {
         const ParamRun *run = &z->runs[i];
         size_t a, b;
-        if (!run_overlap(run, u, lo, cnt, &a, &b)) continue;
+        if (!run_overlap(run, u, lo, cnt, &a, &b) || (z->muon && z->muon->run_is_muon[i])) continue;
         adamw_host(p + (a - lo), g + (a - lo), m + (a - lo), v + (a - lo), b - a, run->decayed, args);
     }
 }

@@ -46,6 +46,8 @@ static void store_host_update(Zero *z, int u, const AdamWArgs *args) {
     size_t off = z->soff[u], cnt = z->slen[u];
     if (cnt == 0) return;
     backend_offload_wait(u);  // the gradient's copy, started by store_host_begin
+    if (z->muon) muon_update_unit(z->muon, z->comm, z->stage, u, z->slo[u], cnt, z->ushard[u], z->hmaster + off,
+                                  z->hgrad + off, z->m + off, args->grad_scale, args->weight_decay);
     zero_adamw_range(z, u, z->slo[u], cnt, z->hmaster + off, z->hgrad + off, z->m + off, z->v + off, args);
     float *dev = zero_master(z, u);  // NULL with --offload params: the host copy is the only one
     if (dev) backend_offload_from_host(dev, z->hmaster + off, cnt);
