@@ -58,4 +58,67 @@ against $G g8o "gpt2 muon, Nesterov off, lr adjust original" TOL8 $BIN -- --grad
 against $L l8 "llama muon" TOL8 $BIN --
 against $L l1 "llama muon, one step" TOL1 $BIN --
 
+# vs_one LABEL A B: two runs' logs (one process and a layout), every step's loss and norm within 2e-5 relative
+vs_one() {
+  local out
+  out=$($PY - "$W/$2.jsonl" "$W/$3.jsonl" <<'PYEOF'
+import json, sys
+def steps(p): return {d["step"]: d for d in map(json.loads, open(p)) if "loss" in d and "norm" in d}
+a, b = steps(sys.argv[1]), steps(sys.argv[2])
+if not a or sorted(a) != sorted(b): print(f"steps differ: {sorted(a)} vs {sorted(b)}"); sys.exit(1)
+err = max(abs(a[s][k] - b[s][k]) / abs(a[s][k]) for s in a for k in ("loss", "norm"))
+print(f"{len(a)} steps' losses and norms within {err:.1e} of one process's (< 2e-5)"); sys.exit(0 if err < 2e-5 else 1)
+PYEOF
+) && ok "$1: $out" || bad "$1: $out"
+}
+g8one="g8.$(tr -c 'a-z0-9\n' _ <<<"gpt2 muon")"; l8one="l8.$(tr -c 'a-z0-9\n' _ <<<"llama muon")"
+if have_mpi "Muon on several ranks"; then
+  # every matrix orthogonalised by one owner of 3 (or 2), the others' places zeroed, the sum handed back
+  for z in 0 1 2 3; do
+    against $G g8 "gpt2 muon, 3 ranks at ZeRO-$z" TOL8 "${MPI[@]}" -np 3 $BIN -- --grad-accum 1 -z $z
+    vs_one "gpt2 muon, 3 ranks at ZeRO-$z" "$g8one" "g8.$(tr -c 'a-z0-9\n' _ <<<"gpt2 muon, 3 ranks at ZeRO-$z")"
+  done
+  against $G g8 "gpt2 muon, offload optimizer at ZeRO-2" TOL8 "${MPI[@]}" -np 3 $BIN -- --grad-accum 1 -z 2 --offload optimizer
+  against $L l8 "llama muon, 2 ranks at ZeRO-3, offload params" TOL8 "${MPI[@]}" -np 2 $BIN -- --grad-accum 1 -z 3 --offload params
+  against $L l8 "llama muon, 2 pipeline stages" TOL8 "${MPI[@]}" -np 2 $BIN -- --pp 2
+  vs_one "llama muon, 2 pipeline stages" "$l8one" "l8.$(tr -c 'a-z0-9\n' _ <<<"llama muon, 2 pipeline stages")"
+fi
+against $L l8 "llama muon, offload optimizer" TOL8 $BIN -- --offload optimizer
+
+# the banner and the log's first line say which tensors each optimizer owns
+grep -q "^optimizer: muon on each layer's q of wqkv, k of wqkv, v of wqkv, wo, up of wfc, gate of wfc, wproj (momentum 0.95 Nesterov, 5 Newton-Schulz steps, lr 0.003 adjusted by match_rms_adamw) | adamw on wte, attn_norm, mlp_norm, final_norm, lm_head$" "$W/$l8one.out" \
+  && head -1 "$W/$l8one.jsonl" | grep -q '"optimizer": {"muon": "q of wqkv, k of wqkv, v of wqkv, wo, up of wfc, gate of wfc, wproj", "adamw": "wte, attn_norm, mlp_norm, final_norm, lm_head"' \
+  && ok "the banner and the log's first line name Muon's matrices (q, k, v of wqkv; up, gate of wfc; wo, wproj) and AdamW's tensors" \
+  || bad "the banner and the log's first line name what each optimizer owns" "$(grep optimizer "$W/$l8one.out"; head -1 "$W/$l8one.jsonl")"
+
+# resume: 3 steps, then 3 more, is the uninterrupted 6 bit for bit (the momentum is in the state file); an AdamW run
+# resumed from Muon's state, or the reverse, stops naming both, with nothing written
+R=(-x 6 -u 2 -v 0 -s 0 --optimizer muon -e llama-d2 --grad-accum 2)
+$BIN "${R[@]}" -o "$W/full" > "$W/full.out" 2>&1
+$BIN "${R[@]}" --lr-steps 6 -x 3 -o "$W/part" > /dev/null 2>&1 && $BIN "${R[@]}" -o "$W/part" -y 1 > "$W/part.out" 2>&1
+cmp -s "$W/full/model_00000006.bin" "$W/part/model_00000006.bin" && cmp -s "$W/full/state_00000006.bin" "$W/part/state_00000006.bin" \
+  && ok "Muon resumed after 3 of 6 steps: the model and state files of the uninterrupted run, byte for byte" \
+  || bad "Muon resumed after 3 of 6 steps equals the uninterrupted run" "$(tail -3 "$W/part.out")"
+if have_mpi "a Muon checkpoint of 2 ranks at ZeRO-3 resumed in 1 process"; then
+  "${MPI[@]}" -np 2 $BIN "${R[@]}" --grad-accum 1 --lr-steps 6 -x 3 -z 3 -o "$W/z3" > /dev/null 2>&1 && $BIN "${R[@]}" -o "$W/z3" -y 1 > "$W/z3.out" 2>&1
+  out=$($PY - "$W/full/model_00000006.bin" "$W/z3/model_00000006.bin" <<'PYEOF'
+import sys, numpy as np
+a, b = (np.fromfile(p, dtype="<f4", offset=1024) for p in sys.argv[1:])
+err = float(np.abs(a - b).max()); print(f"max parameter difference {err:.1e} (< 2e-5)"); sys.exit(0 if err < 2e-5 else 1)
+PYEOF
+  ) && ok "Muon checkpoint of 2 ranks at ZeRO-3 resumed in 1 process: $out" || bad "Muon ZeRO-3 checkpoint resumed in 1 process: $out" "$(tail -3 "$W/z3.out")"
+fi
+before=$(ls "$W/full" | tr '\n' ' ')
+out=$($BIN "${R[@]}" -x 8 --optimizer adamw -o "$W/full" -y 1 2>&1); rc=$?
+[ $rc -ne 0 ] && grep -q "saved by a run with --optimizer muon; this run has --optimizer adamw" <<<"$out" && [ "$(ls "$W/full" | tr '\n' ' ')" = "$before" ] \
+  && ok "Muon's state resumed with --optimizer adamw: an error naming both ($(tail -1 <<<"$out" | cut -c1-80)...), nothing written" \
+  || bad "Muon's state resumed with --optimizer adamw is an error naming both" "$out"
+$BIN -x 2 -v 0 -s 0 -e llama-d2 -o "$W/adam" > /dev/null 2>&1
+out=$($BIN -x 4 -v 0 -s 0 -e llama-d2 --optimizer muon -o "$W/adam" -y 1 2>&1); rc=$?
+[ $rc -ne 0 ] && grep -q "saved by a run with --optimizer adamw; this run has --optimizer muon" <<<"$out" \
+  && ok "AdamW's state resumed with --optimizer muon: an error naming both" || bad "AdamW's state resumed with --optimizer muon is an error naming both" "$out"
+out=$($BIN --optimizer muon --offload optimizer --offload-device nvme --nvme-path "$W" 2>&1); rc=$?
+[ $rc -eq 2 ] && grep -q "^error: --optimizer muon: does not run with --offload-device nvme" <<<"$out" \
+  && ok "--optimizer muon with --offload-device nvme: a usage error naming both" || bad "--optimizer muon with nvme is refused" "$out"
+
 finish
