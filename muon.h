@@ -192,6 +192,18 @@ static double muon_step_flops(const ModelConfig *c, int steps) {
 
 static void muon_set_lr(Muon *mu, float lr) { mu->lr = lr; }
 
+// Floats of Muon's matrices (of n) that fall in [lo, lo + cnt) of unit u.
+static size_t muon_floats_in(const MuonMatrix *mats, int n, int u, size_t lo, size_t cnt) {
+    size_t sum = 0;
+    for (int j = 0; j < n; j++) {
+        if (mats[j].unit != u) continue;
+        size_t a = mats[j].off > lo ? mats[j].off : lo, end = mats[j].off + (size_t)mats[j].rows * mats[j].cols;
+        size_t b = end < lo + cnt ? end : lo + cnt;
+        if (a < b) sum += b - a;
+    }
+    return sum;
+}
+
 static int muon_overlap(const MuonMatrix *m, size_t lo, size_t cnt, size_t *a, size_t *b) {
     size_t end = m->off + (size_t)m->rows * m->cols;
     *a = m->off > lo ? m->off : lo;

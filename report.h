@@ -149,6 +149,9 @@ static void report_run_header(const Run *r) {
         printf0("optimizer: muon on each layer's %s (momentum %g%s, %d Newton-Schulz steps, lr %g adjusted by %s) | adamw "
                 "on %s\n", muon, cfg->muon_momentum, cfg->muon_nesterov ? " Nesterov" : "", cfg->muon_ns_steps,
                 cfg->muon_lr > 0 ? cfg->muon_lr : cfg->lr, MUON_LR_ADJUST_NAMES[cfg->muon_lr_adjust], adamw);
+        printf0("optimizer: Newton-Schulz %.4g GFLOP per step over all ranks, beside the model's %.4g (6N + attention, "
+                "%ld tokens)\n", muon_step_flops(mc, cfg->muon_ns_steps) / 1e9,
+                model_flops_per_token(mc, r->T) * (double)cfg->total_batch_tokens / 1e9, cfg->total_batch_tokens);
         if (r->logf && r->start_step == 0)
             fprintf(r->logf, "{\"optimizer\": {\"muon\": \"%s\", \"adamw\": \"%s\", \"muon_lr\": %.9g, \"muon_momentum\": %.9g, "
                     "\"muon_nesterov\": %d, \"muon_ns_steps\": %d, \"muon_lr_adjust\": \"%s\"}}\n", muon, adamw,

@@ -107,7 +107,8 @@ static int run_sample_tokens(const TrainConfig *cfg, int T) {
 // This rank's share of the run's layout, as the memory plan takes it (after run_plan has split the layers).
 static PlanLayout run_plan_layout(const Run *r) {
     PlanLayout l = {&r->mc, r->B, r->T, r->cfg.recompute, r->first[r->stage + 1] - r->first[r->stage], r->slots, r->holds_unit,
-                    r->dp, r->bucket_bytes, run_nvme_buffer(r), run_sample_tokens(&r->cfg, r->T)};
+                    r->dp, r->bucket_bytes, run_nvme_buffer(r), run_sample_tokens(&r->cfg, r->T),
+                    r->cfg.optimizer == OPTIMIZER_MUON};
     return l;
 }
 

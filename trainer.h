@@ -110,8 +110,8 @@ static void run_build(Run *r) {
     size_t allocated_before = backend_state_allocated();
     char note[512];
     zero_init(&r->zero, &r->dp_comm, cfg->zero_stage, r->model, r->holds_unit, r->bucket_bytes, r->offload, r->offload_params,
-              r->nvme ? cfg->nvme_path : NULL, run_nvme_buffer(r), note, sizeof(note));
-    if (cfg->optimizer == OPTIMIZER_MUON) zero_use_muon(&r->zero, cfg);
+              r->nvme ? cfg->nvme_path : NULL, run_nvme_buffer(r), note, sizeof(note),
+              cfg->optimizer == OPTIMIZER_MUON ? cfg : NULL);
     if (r->pp_stages > 1 && r->holds_unit[0]) zero_tie_outer_unit(&r->zero, &r->tied_comm, stage == r->pp_stages - 1);
     if (r->nvme) {
         const Swap *sw = &r->zero.swap;

@@ -85,6 +85,17 @@ if have_mpi "Muon on several ranks"; then
 fi
 against $L l8 "llama muon, offload optimizer" TOL8 $BIN -- --offload optimizer
 
+# the memory plan counts Muon's state (one buffer per matrix: v leaves them out) and workspace: allocated = planned
+for label in "l8:llama muon" "l8:llama muon, 2 ranks at ZeRO-3, offload params" "g8:gpt2 muon, 3 ranks at ZeRO-2"; do
+  run="${label%%:*}.$(tr -c 'a-z0-9\n' _ <<<"${label#*:}")"
+  [ -f "$W/$run.jsonl" ] || continue
+  out=$($PY -c '
+import json, sys
+a = next(d["allocated"] for d in map(json.loads, open(sys.argv[1])) if "allocated" in d)
+print(a["model_state_bytes"], a["planned_model_state_bytes"]); sys.exit(a["model_state_bytes"] != a["planned_model_state_bytes"])' "$W/$run.jsonl") \
+    && ok "${label#*:}: Muon's model state allocated as planned ($out bytes)" || bad "${label#*:}: Muon's model state as planned" "$out"
+done
+
 # the banner and the log's first line say which tensors each optimizer owns
 grep -q "^optimizer: muon on each layer's q of wqkv, k of wqkv, v of wqkv, wo, up of wfc, gate of wfc, wproj (momentum 0.95 Nesterov, 5 Newton-Schulz steps, lr 0.003 adjusted by match_rms_adamw) | adamw on wte, attn_norm, mlp_norm, final_norm, lm_head$" "$W/$l8one.out" \
   && head -1 "$W/$l8one.jsonl" | grep -q '"optimizer": {"muon": "q of wqkv, k of wqkv, v of wqkv, wo, up of wfc, gate of wfc, wproj", "adamw": "wte, attn_norm, mlp_norm, final_norm, lm_head"' \
