@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "gpt2.h"
+#include "adamw.h"  // AdamWArgs and AdamWSegment, which the optimizer's calls take
 
 // ---- the element of activations and working weights ----
 // floatX, X_BYTES: a build whose element is chosen at run time (the CUDA build) declares floatX as an incomplete
@@ -229,7 +230,6 @@ static void backend_sum_squares_finish(double *out, int count);
 // w_index the index of p[0] in its unit) in the same pass. verdict 1: the gradients' scale and whether to skip
 // come from the last backend_update_verdict, not from a->grad_scale, so the update can be issued before the
 // host has seen the norm.
-// (AdamWSegment is gpt2.h's, beside AdamWArgs.)
 static void *backend_adamw_plan(const AdamWSegment *segs, int count);
 static void backend_adamw_run(void *plan, const AdamWArgs *a, int verdict);
 static void backend_adamw_plan_free(void *plan);

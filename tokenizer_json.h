@@ -179,17 +179,10 @@ static int tj_added_id(const Tokenizer *t, const char *s) {
     return -1;
 }
 
-TOK_FN void tokenizer_init_json(Tokenizer *t, const char *path) {
-    memset(t, 0, sizeof(*t));
-    size_t flen;
-    unsigned char *text = tok_read_file(path, &flen);
-    t->fingerprint = tj_fnv(text, flen) | 1;  // never 0, which means GPT-2's files
-    JsonNode root;
-    json_parse(&root, path, (char *)text, flen);
-    if (root.type != JSON_OBJECT) { fatal("%s: expected a JSON object (a Hugging Face tokenizer.json), found %s", path, json_type_name(root.type)); }
-
-    // the parts that change the text before the model sees it
-    const JsonNode *norm = json_get(&root, "normalizer");
+// The parts that change the text before the model sees it, or the ids after: the normalizer (none or NFC),
+// no truncation or padding, the pre-tokeniser, the decoder (ByteLevel).
+static void tj_read_text_steps(Tokenizer *t, const char *path, const JsonNode *root) {
+    const JsonNode *norm = json_get(root, "normalizer");
     if (norm != NULL && norm->type != JSON_NULL) {
         const char *nt = tj_str(path, norm, "type", "normalizer.type");
         const JsonNode *ns = json_get(norm, "normalizers");
@@ -204,20 +197,23 @@ TOK_FN void tokenizer_init_json(Tokenizer *t, const char *path) {
                     nt ? nt : "(no type)");
         }
     }
-    const JsonNode *trunc = json_get(&root, "truncation"), *pad = json_get(&root, "padding");
+    const JsonNode *trunc = json_get(root, "truncation"), *pad = json_get(root, "padding");
     if (trunc && trunc->type != JSON_NULL) { tj_fail(path, "truncation", "set; tokenize encodes whole documents (expected null)"); }
     if (pad && pad->type != JSON_NULL) { tj_fail(path, "padding", "set; tokenize does not pad (expected null)"); }
-    t->pretok = tj_pre_tokenizer(path, &root);
-    const JsonNode *dec = json_get(&root, "decoder");
+    t->pretok = tj_pre_tokenizer(path, root);
+    const JsonNode *dec = json_get(root, "decoder");
     const char *dt = dec && dec->type == JSON_OBJECT ? tj_str(path, dec, "type", "decoder.type") : NULL;
     if (tj_is(dt, "Sequence")) {
         const JsonNode *ds = json_get(dec, "decoders");
         dt = ds && ds->type == JSON_ARRAY && ds->n == 1 ? tj_str(path, &ds->kids[0], "type", "decoder.decoders[0].type") : "Sequence";
     }
     if (!tj_is(dt, "ByteLevel")) { tj_fail(path, "decoder", "'%s' is not supported (expected ByteLevel)", dt ? dt : "null"); }
+}
 
-    // the model
-    const JsonNode *model = json_get(&root, "model");
+// The model: a byte-level BPE with none of the options tokenize does not implement; its vocabulary and merges.
+static void tj_read_model(Tokenizer *t, const char *path, const JsonNode *root, const JsonNode **vocab_out,
+                          const JsonNode **merges_out) {
+    const JsonNode *model = json_get(root, "model");
     if (model == NULL || model->type != JSON_OBJECT) { tj_fail(path, "model", "missing or not an object"); }
     const char *mt = tj_str(path, model, "type", "model.type");
     if (mt == NULL && json_get(model, "merges") != NULL) { mt = "BPE"; }
@@ -237,11 +233,13 @@ TOK_FN void tokenizer_init_json(Tokenizer *t, const char *path) {
     const JsonNode *vocab = json_get(model, "vocab"), *merges = json_get(model, "merges");
     if (vocab == NULL || vocab->type != JSON_OBJECT || vocab->n == 0) { tj_fail(path, "model.vocab", "missing, empty or not an object"); }
     if (merges == NULL || merges->type != JSON_ARRAY) { tj_fail(path, "model.merges", "missing or not an array"); }
+    *vocab_out = vocab;
+    *merges_out = merges;
+}
 
-    // added tokens
-    const JsonNode *added = json_get(&root, "added_tokens");
-    size_t n_added = added && added->type == JSON_ARRAY ? added->n : 0;
-    if (added && added->type != JSON_ARRAY && added->type != JSON_NULL) { tj_fail(path, "added_tokens", "expected an array"); }
+// The vocabulary's size: one past the largest id of an added token or of model.vocab, each id checked, and
+// each added token's options (none is implemented).
+static int tj_vocab_size(const char *path, const JsonNode *added, size_t n_added, const JsonNode *vocab) {
     long long max_id = -1;
     char field[256];
     for (size_t k = 0; k < n_added; k++) {
@@ -268,11 +266,16 @@ TOK_FN void tokenizer_init_json(Tokenizer *t, const char *path) {
         }
         if (id->inum > max_id) { max_id = id->inum; }
     }
-    int V = (int)max_id + 1;
-    t->vocab_size = V;
-    // each id's bytes: a vocabulary string through the byte alphabet, an added token's content
-    int cp_to_byte[TOK_ALPHABET_END];
-    tok_unicode_to_bytes(cp_to_byte);
+    return (int)max_id + 1;
+}
+
+// Each id's bytes (t->token_off, t->token_bytes): a vocabulary string through the byte alphabet, an added
+// token's content; every id from 0 to V-1 has one. Returns, per id, whether BPE can reach it (it is in the
+// vocabulary, so in the rank table).
+static unsigned char *tj_token_bytes(Tokenizer *t, const char *path, const JsonNode *vocab, const JsonNode *added,
+                                     size_t n_added, const int cp_to_byte[TOK_ALPHABET_END]) {
+    int V = t->vocab_size;
+    char field[256];
     int32_t *src_of = (int32_t *)mallocCheck((size_t)V * sizeof(int32_t));   // vocab member index, or -1
     int32_t *added_of = (int32_t *)mallocCheck((size_t)V * sizeof(int32_t)); // added_tokens index, or -1
     for (int i = 0; i < V; i++) { src_of[i] = -1; added_of[i] = -1; }
@@ -295,7 +298,7 @@ TOK_FN void tokenizer_init_json(Tokenizer *t, const char *path) {
     }
     t->token_off = (uint32_t *)mallocCheck(((size_t)V + 1) * sizeof(uint32_t));
     t->token_bytes = (unsigned char *)mallocCheck(total + 1);
-    unsigned char *in_vocab = (unsigned char *)mallocCheck((size_t)V);  // reachable by BPE: in the rank table
+    unsigned char *in_vocab = (unsigned char *)mallocCheck((size_t)V);
     uint32_t off = 0;
     for (int i = 0; i < V; i++) {
         t->token_off[i] = off;
@@ -321,7 +324,14 @@ TOK_FN void tokenizer_init_json(Tokenizer *t, const char *path) {
         off += (uint32_t)nb;
     }
     t->token_off[V] = off;
-    // rank table: bytes -> id, over the model's vocabulary (added tokens are found before BPE)
+    free(src_of);
+    free(added_of);
+    return in_vocab;
+}
+
+// The rank table (bytes -> id) over the ids BPE can reach (added tokens are found before BPE).
+static void tj_rank_table(Tokenizer *t, const unsigned char *in_vocab) {
+    int V = t->vocab_size;
     uint32_t size = 1;
     while (size < 2u * (uint32_t)V) { size <<= 1; }
     t->rank_mask = size - 1;
@@ -336,6 +346,10 @@ TOK_FN void tokenizer_init_json(Tokenizer *t, const char *path) {
         t->rank_table[slot] = id;
         if ((int)len > t->max_token_len) { t->max_token_len = (int)len; }
     }
+}
+
+// Each byte's own token, which a byte-level BPE must have.
+static void tj_byte_tokens(Tokenizer *t, const char *path) {
     for (int b = 0; b < 256; b++) {
         unsigned char c = (unsigned char)b;
         t->byte_id[b] = tj_vocab_id(t, &c, 1);
@@ -344,8 +358,12 @@ TOK_FN void tokenizer_init_json(Tokenizer *t, const char *path) {
                     "initial_alphabet=ByteLevel.alphabet())", b);
         }
     }
-    // merges
+}
+
+// The merges ("a b" or ["a", "b"]), in rank order: both parts and their join must be vocabulary tokens.
+static void tj_read_merges(Tokenizer *t, const char *path, const JsonNode *merges, const int cp_to_byte[TOK_ALPHABET_END]) {
     size_t nm = merges->n;
+    char field[256];
     uint32_t psize = 1;
     while (psize < 2u * (uint32_t)nm + 2) { psize <<= 1; }
     t->pair_mask = psize - 1;
@@ -386,7 +404,11 @@ TOK_FN void tokenizer_init_json(Tokenizer *t, const char *path) {
         tj_pair_insert(t, (uint32_t)ids[0], (uint32_t)ids[1], (uint32_t)k, (uint32_t)res);
     }
     free(buf);
-    // added tokens, grouped by first byte for the scan
+}
+
+// The added tokens, grouped by first byte for the scan that finds them in the text before BPE.
+static void tj_group_added(Tokenizer *t, const char *path, const JsonNode *added, size_t n_added) {
+    char field[256];
     t->n_added = (int)n_added;
     t->added = (TokAdded *)mallocCheck((n_added + 1) * sizeof(TokAdded));
     int32_t count[257] = {0};
@@ -404,6 +426,33 @@ TOK_FN void tokenizer_init_json(Tokenizer *t, const char *path) {
         snprintf(field, sizeof(field), "added_tokens[%zu].normalized", k);
         t->added[slot].normalized = tj_bool(path, a, "normalized", field, 0);
     }
+}
+
+// The file is read in the order a tokenizer applies it (the text's steps, the model, its tokens), each part
+// checked before the next is built on it, so the first error names the first field that is wrong.
+TOK_FN void tokenizer_init_json(Tokenizer *t, const char *path) {
+    memset(t, 0, sizeof(*t));
+    size_t flen;
+    unsigned char *text = tok_read_file(path, &flen);
+    t->fingerprint = tj_fnv(text, flen) | 1;  // never 0, which means GPT-2's files
+    JsonNode root;
+    json_parse(&root, path, (char *)text, flen);
+    if (root.type != JSON_OBJECT) { fatal("%s: expected a JSON object (a Hugging Face tokenizer.json), found %s", path, json_type_name(root.type)); }
+    tj_read_text_steps(t, path, &root);
+    const JsonNode *vocab, *merges;
+    tj_read_model(t, path, &root, &vocab, &merges);
+    const JsonNode *added = json_get(&root, "added_tokens");
+    size_t n_added = added && added->type == JSON_ARRAY ? added->n : 0;
+    if (added && added->type != JSON_ARRAY && added->type != JSON_NULL) { tj_fail(path, "added_tokens", "expected an array"); }
+    t->vocab_size = tj_vocab_size(path, added, n_added, vocab);
+    int cp_to_byte[TOK_ALPHABET_END];
+    tok_unicode_to_bytes(cp_to_byte);
+    unsigned char *in_vocab = tj_token_bytes(t, path, vocab, added, n_added, cp_to_byte);
+    tj_rank_table(t, in_vocab);
+    free(in_vocab);
+    tj_byte_tokens(t, path);
+    tj_read_merges(t, path, merges, cp_to_byte);
+    tj_group_added(t, path, added, n_added);
     int bot = tj_added_id(t, "<|begin_of_text|>"), eot = tj_added_id(t, "<|endoftext|>");
     if (eot < 0) {
         const unsigned char *e = (const unsigned char *)"<|endoftext|>";
@@ -412,9 +461,6 @@ TOK_FN void tokenizer_init_json(Tokenizer *t, const char *path) {
     t->eot_token = bot >= 0 ? bot : eot;
     t->hf = 1;
     t->can_encode = 1;
-    free(src_of);
-    free(added_of);
-    free(in_vocab);
     json_free(&root);
     free(text);
 }

@@ -1,20 +1,12 @@
-// trainer.h: the training loop, shared by the CPU build (train_gpt.c) and the CUDA build
-// (train_gpt.cu): train_main and the phases of a run over one Run struct (run.h). It is included after
-// the build has defined its Model and these functions:
-//   Model *model_create(const ModelConfig *, int B, int T, int recompute, int first, int last, int slots,
-//                       int stream_layers), model_free(Model *)
-//   const float *model_logits(Model *, int b, int t)      (host pointer to Vp logits, after a
-//                                                          forward without targets)
-//   MemoryPlan model_memory_plan(const ModelConfig *, int B, int T, int recompute, int layers, int slots, int outer,
-//                                int stream_layers)
-//   void backend_init(int local_rank)                      (picks and prepares the device)
-//   const char *backend_device_name(void), backend_state_allocated(), backend_scratch_allocated() (bytes handed out
-//                                                          for model state, and for activations)
-//   double backend_peak_flops(void)                          (dense peak FLOP/s of one device; 0 = unknown)
-// the model's pieces and the backend that zero.h drives (see there), and backend_build_name(). Everything the user
-// sees of a run (flags, files, logs) is decided here once: the flags in config.h, the run record and its
-// set-up in run.h, the memory plan in plan.h, what is printed and logged in report.h, samples in sample.h,
-// injected faults in fault.h, --autotune in autotune.h.
+// trainer.h: the training loop both builds share (train_gpt.c, train_gpt.cu): train_main and the phases of a run
+// over one Run struct (run.h): plan, build, then per step evaluate, sample, step, log, checkpoint; and finish.
+// It stands on shared headers only: the model through model.h (model_create, model_logits, its memory plan), the
+// step's data parallelism and optimizer through zero.h (AdamW's settings, adamw.h, are made here each step), the
+// pipeline through pipeline.h, and the device through backend.h's contract, which the build implements (cpu/ or
+// cuda/, included before this file). Everything the user sees of a run (flags, files, logs) is decided here once:
+// the flags in config.h, the run record and its set-up in run.h, the memory plan in plan.h, what is printed and
+// logged in report.h, samples in sample.h, injected faults in fault.h, --autotune in autotune.h, --eval-mc in
+// eval_mc.h.
 #ifndef TRAINER_H
 #define TRAINER_H
 

@@ -6,6 +6,7 @@
 #define ZERO_LAYOUT_H
 
 #include "backend.h"
+#include "adamw.h"  // adamw_host: the host and swap-file stores update their slices on the CPU
 #include "comm.h"
 #include "swap.h"
 #include "model.h"

@@ -1,5 +1,5 @@
 // cpu/backend.h: the CPU build's side of backend.h beside its kernels: every buffer is host memory, copies are
-// memcpy, there are no graphs and no streams, AdamW runs on the host (gpt2.h's adamw_host), and the device
+// memcpy, there are no graphs and no streams, AdamW runs on the host (adamw.h's adamw_host), and the device
 // facts (name, peak FLOP/s) are the CPU's.
 #ifndef CPU_BACKEND_H
 #define CPU_BACKEND_H
@@ -15,6 +15,7 @@
 #endif
 #include "../utils.h"
 #include "../gpt2.h"
+#include "../adamw.h"  // adamw_host, the update backend_adamw_run applies
 #include "../backend.h"  // BackendComm, and the contract this file implements
 #include "../timing_marks.h"  // backend_mark's array
 

@@ -24,7 +24,7 @@ static_assert(ATT_BQ == 16 * ATT_WARPS && ATT_BK == ATT_BQ, "the diagonal-tile l
 // to the end) from the first.
 // Grouped-query attention: qkv rows hold NH query heads, then KV key heads, then KV value heads (cpu/llama.h's
 // packing), C = NH hs is the query width (out, dout), C3 = C + 2 KV hs the qkv row; query head h reads key/value
-// head h / (NH / KV) in place. KV = NH is GPT-2's (B, T, 3C) layout, the same addresses as before GQA.
+// head h / (NH / KV) in place. KV = NH is GPT-2's (B, T, 3C) layout, the addresses of multi-head attention.
 // q, k, v and dout point at row 0 of the head's columns (q, k, v rows C3 apart, dout rows C apart); qkv_at, k_at,
 // v_at and row_at are those rows' offsets in a qkv-shaped and a (B, T, C) tensor, for the outputs dqkv and out.
 template <typename floatT>

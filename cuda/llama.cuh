@@ -110,27 +110,12 @@ static void rmsnorm_backward(floatX *dinp, float *dweight, const floatX *dout, c
 }
 
 // ----------------------------------------------------------------------------
-// QK-norm: RMSNorm over hd on each query head (q_w) and key head (k_w) of the packed qkv; value heads copied.
-// One warp per (row, head) of the NH + 2 KV heads. rstd (BT, NH + KV).
-// The same kernels apply RoPE in the same pass where the caller gives them the angle tables (cos_t non-NULL;
-// qknorm_rope_forward/backward below): the normalised q and k are rotated before they are stored, and the backward
-// un-rotates the gradient as it reads it, so RoPE costs no pass over memory of its own. Rows are tokens b * T_ + t at
-// position t. Without tables these are cpu/llama.h's qknorm_forward/backward.
-
-// The gradient reaching the norm's output at column c of a head (d: that head's dout): d itself, or through RoPE's
-// transpose, whose pair (c, c + hd/2) mixes by position t's angles cr, sr.
-template <typename T>
-__device__ __forceinline__ float qknorm_rope_grad(const T *d, int c, int hd, const float *cr, const float *sr) {
-    if (!cr) return to_f(d[c]);
-    const int h2 = hd / 2;
-    if (c < h2) return to_f(d[c]) * cr[c] + to_f(d[c + h2]) * sr[c];
-    const int i = c - h2;
-    return to_f(d[c]) * cr[i] - to_f(d[i]) * sr[i];
-}
+// QK-norm: RMSNorm over hd on each query head (q_w) and key head (k_w) of the packed qkv; value heads copied
+// (cpu/llama.h's qknorm_forward/backward). One warp per (row, head) of the NH + 2 KV heads. rstd (BT, NH + KV).
 
 template <typename T>
 __global__ void qknorm_forward_kernel(T *out, float *rstd, const T *inp, const T *q_w, const T *k_w, int BT, int NH,
-                                      int KV, int hd, float eps, const float *cos_t, const float *sin_t, int T_) {
+                                      int KV, int hd, float eps) {
     const long task = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;  // row * (NH + 2 KV) + head
     const int lane = threadIdx.x % 32, nh = NH + 2 * KV, nk = NH + KV;
     if (task >= (long)BT * nh) return;
@@ -146,40 +131,23 @@ __global__ void qknorm_forward_kernel(T *out, float *rstd, const T *inp, const T
     float ss = 0.0f;
     for (int c = lane; c < hd; c += 32) { const float v = to_f(x[c]); ss += v * v; }
     const float s = 1.0f / sqrtf(warp_sum(ss) / hd + eps);
-    if (!cos_t) {
-        for (int c = lane; c < hd; c += 32) o[c] = from_f<T>(to_f(w[c]) * (to_f(x[c]) * s));
-    } else {  // RoPE on the normalised pair (rope_kernel's arithmetic), rounded once
-        const int h2 = hd / 2, t = (int)(row % T_);
-        const float *cr = cos_t + (long)t * h2, *sr = sin_t + (long)t * h2;
-        for (int i = lane; i < h2; i += 32) {
-            const float y1 = to_f(w[i]) * (to_f(x[i]) * s), y2 = to_f(w[i + h2]) * (to_f(x[i + h2]) * s);
-            o[i] = from_f<T>(y1 * cr[i] - y2 * sr[i]);
-            o[i + h2] = from_f<T>(y2 * cr[i] + y1 * sr[i]);
-        }
-    }
+    for (int c = lane; c < hd; c += 32) o[c] = from_f<T>(to_f(w[c]) * (to_f(x[c]) * s));
     if (lane == 0) rstd[row * nk + h] = s;
-}
-
-static void qknorm_launch(floatX *out, float *rstd, const floatX *inp, const floatX *q_w, const floatX *k_w, int BT,
-                          int NH, int KV, int hd, float eps, const float *cos_t, const float *sin_t, int T) {
-    const long tasks = (long)BT * (NH + 2 * KV);
-    WITH_X(LAUNCH(ceil_div(tasks, 8), 256, 0, main_stream, qknorm_forward_kernel<xt>)((xt *)out, rstd, (const xt *)inp,
-                                                                                     (const xt *)q_w, (const xt *)k_w, BT,
-                                                                                     NH, KV, hd, eps, cos_t, sin_t, T));
-    launchCheck();
 }
 
 static void qknorm_forward(floatX *out, float *rstd, const floatX *inp, const floatX *q_w, const floatX *k_w, int BT,
                            int NH, int KV, int hd, float eps) {
-    qknorm_launch(out, rstd, inp, q_w, k_w, BT, NH, KV, hd, eps, NULL, NULL, 1);
+    const long tasks = (long)BT * (NH + 2 * KV);
+    WITH_X(LAUNCH(ceil_div(tasks, 8), 256, 0, main_stream, qknorm_forward_kernel<xt>)((xt *)out, rstd, (const xt *)inp,
+                                                                                     (const xt *)q_w, (const xt *)k_w, BT,
+                                                                                     NH, KV, hd, eps));
+    launchCheck();
 }
 
-// dinp overwritten: one warp per (row, head), the q and k heads through the norm (and RoPE's transpose first, with
-// tables), the v heads copied.
+// dinp overwritten: one warp per (row, head), the q and k heads through the norm, the v heads copied.
 template <typename T>
 __global__ void qknorm_backward_dinp_kernel(T *dinp, const T *dout, const T *inp, const T *q_w, const T *k_w,
-                                            const float *rstd, int BT, int NH, int KV, int hd, const float *cos_t,
-                                            const float *sin_t, int T_) {
+                                            const float *rstd, int BT, int NH, int KV, int hd) {
     const long task = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     const int lane = threadIdx.x % 32, nh = NH + 2 * KV, nk = NH + KV;
     if (task >= (long)BT * nh) return;
@@ -191,19 +159,12 @@ __global__ void qknorm_backward_dinp_kernel(T *dinp, const T *dout, const T *inp
         for (int c = lane; c < hd; c += 32) dx[c] = d[c];
         return;
     }
-    const float *cr = NULL, *sr = NULL;
-    if (cos_t) {
-        const long t = row % T_;
-        cr = cos_t + t * (hd / 2);
-        sr = sin_t + t * (hd / 2);
-    }
     const T *w = h < NH ? q_w : k_w;
     const float s = rstd[row * nk + h];
     float dot = 0.0f;
-    for (int c = lane; c < hd; c += 32) dot += to_f(w[c]) * qknorm_rope_grad(d, c, hd, cr, sr) * to_f(x[c]);
+    for (int c = lane; c < hd; c += 32) dot += to_f(w[c]) * to_f(d[c]) * to_f(x[c]);
     const float kx = s * s * s * warp_sum(dot) / hd;
-    for (int c = lane; c < hd; c += 32)
-        dx[c] = from_f<T>(s * (to_f(w[c]) * qknorm_rope_grad(d, c, hd, cr, sr)) - kx * to_f(x[c]));
+    for (int c = lane; c < hd; c += 32) dx[c] = from_f<T>(s * (to_f(w[c]) * to_f(d[c])) - kx * to_f(x[c]));
 }
 
 // The weights' gradients: column j < 2 hd (q_w's hd, then k_w's), chunk blockIdx.y of the rows; thread row y of the
@@ -211,7 +172,7 @@ __global__ void qknorm_backward_dinp_kernel(T *dinp, const T *dout, const T *inp
 // in order (column_partials_kernel's scheme).
 template <typename T>
 __global__ void qknorm_dw_partials_kernel(float *partial, const T *dout, const T *inp, const float *rstd, int BT, int NH,
-                                          int KV, int hd, const float *cos_t, const float *sin_t, int T_) {
+                                          int KV, int hd) {
     __shared__ float sw[8][33];
     const int j = blockIdx.x * 32 + threadIdx.x, chunk = blockIdx.y, nk = NH + KV;
     const long R = (long)(NH + 2 * KV) * hd;
@@ -220,10 +181,9 @@ __global__ void qknorm_dw_partials_kernel(float *partial, const T *dout, const T
     if (j < 2 * hd) {
         const int is_k = j >= hd, c = is_k ? j - hd : j, h0 = is_k ? NH : 0, h1 = is_k ? nk : NH;
         for (long i = lo + threadIdx.y; i < hi; i += 8) {
-            const float *cr = cos_t ? cos_t + (i % T_) * (hd / 2) : NULL, *sr = cos_t ? sin_t + (i % T_) * (hd / 2) : NULL;
             for (int h = h0; h < h1; h++) {
                 const long at = i * R + (long)h * hd;
-                w += qknorm_rope_grad(dout + at, c, hd, cr, sr) * (to_f(inp[at + c]) * rstd[i * nk + h]);
+                w += to_f(dout[at + c]) * (to_f(inp[at + c]) * rstd[i * nk + h]);
             }
         }
     }
@@ -245,41 +205,20 @@ __global__ void qknorm_dw_reduce_kernel(float *dq_w, float *dk_w, const float *p
     else dk_w[j - hd] += s;
 }
 
-static void qknorm_backward_launch(floatX *dinp, float *dq_w, float *dk_w, const floatX *dout, const floatX *inp,
-                                   const floatX *q_w, const floatX *k_w, const float *rstd, int BT, int NH, int KV,
-                                   int hd, const float *cos_t, const float *sin_t, int T) {
+static void qknorm_backward(floatX *dinp, float *dq_w, float *dk_w, const floatX *dout, const floatX *inp,
+                            const floatX *q_w, const floatX *k_w, const float *rstd, int BT, int NH, int KV, int hd) {
     const long tasks = (long)BT * (NH + 2 * KV);
     float *pw = scratch_get((size_t)COL_CHUNKS * 2 * hd);
     WITH_X({
         LAUNCH(ceil_div(tasks, 8), 256, 0, main_stream, qknorm_backward_dinp_kernel<xt>)(
-            (xt *)dinp, (const xt *)dout, (const xt *)inp, (const xt *)q_w, (const xt *)k_w, rstd, BT, NH, KV, hd, cos_t,
-            sin_t, T);
+            (xt *)dinp, (const xt *)dout, (const xt *)inp, (const xt *)q_w, (const xt *)k_w, rstd, BT, NH, KV, hd);
         launchCheck();
         LAUNCH(dim3(ceil_div(2 * hd, 32), COL_CHUNKS), dim3(32, 8), 0, main_stream, qknorm_dw_partials_kernel<xt>)(
-            pw, (const xt *)dout, (const xt *)inp, rstd, BT, NH, KV, hd, cos_t, sin_t, T);
+            pw, (const xt *)dout, (const xt *)inp, rstd, BT, NH, KV, hd);
         launchCheck();
     });
     LAUNCH(ceil_div(2 * hd, 256), 256, 0, main_stream, qknorm_dw_reduce_kernel)(dq_w, dk_w, pw, hd);
     launchCheck();
-}
-
-static void qknorm_backward(floatX *dinp, float *dq_w, float *dk_w, const floatX *dout, const floatX *inp,
-                            const floatX *q_w, const floatX *k_w, const float *rstd, int BT, int NH, int KV, int hd) {
-    qknorm_backward_launch(dinp, dq_w, dk_w, dout, inp, q_w, k_w, rstd, BT, NH, KV, hd, NULL, NULL, 1);
-}
-
-// QK-norm and then RoPE in one pass (B * T rows, token t at position t): out = rope_forward(qknorm_forward(inp)),
-// rounded once. The backward takes dout after RoPE: dinp = qknorm_backward(rope_backward(dout)), and dq_w, dk_w +=
-// as qknorm_backward's, with dout left unchanged. Not (yet) in backend.h: a caller whose model runs QK-norm may take
-// these in place of the two calls (the CPU build's equivalent is those two calls).
-static void qknorm_rope_forward(floatX *out, float *rstd, const floatX *inp, const floatX *q_w, const floatX *k_w,
-                                const float *cos_t, const float *sin_t, int B, int T, int NH, int KV, int hd, float eps) {
-    qknorm_launch(out, rstd, inp, q_w, k_w, B * T, NH, KV, hd, eps, cos_t, sin_t, T);
-}
-static void qknorm_rope_backward(floatX *dinp, float *dq_w, float *dk_w, const floatX *dout, const floatX *inp,
-                                 const floatX *q_w, const floatX *k_w, const float *rstd, const float *cos_t,
-                                 const float *sin_t, int B, int T, int NH, int KV, int hd) {
-    qknorm_backward_launch(dinp, dq_w, dk_w, dout, inp, q_w, k_w, rstd, B * T, NH, KV, hd, cos_t, sin_t, T);
 }
 
 // ----------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """llmc_llama.py: the trainer's Llama-family model file (magic 20261126, version 1, fp32; the layout is in
-docs/huggingface.md), shared by scripts/export_hf.py and scripts/import_hf.py, and a converter from llm.c's
+docs/llama.md, "The model file"), shared by scripts/export_hf.py and scripts/import_hf.py, and a converter from llm.c's
 `llama3` branch model files (magic 20240803) to it:
 
     scripts/llmc_llama.py IN.bin OUT.bin [--untie] [--rope-factor F --rope-low-freq-factor F

@@ -91,7 +91,7 @@ def rope_apply_case(tag, hd, theta, scaling):
 def swiglu_case():
     N, H = 7, 24
     inp, d = rand(N, 2 * H, scale=2.0), torch.randn(N, H)
-    up, gate = inp.split([H, H], dim=-1)  # up_proj's rows first, gate_proj's second (LLAMA_FORMAT.md)
+    up, gate = inp.split([H, H], dim=-1)  # up_proj's rows first, gate_proj's second (docs/llama.md, "The model file")
     out = torch.nn.functional.silu(gate) * up
     out.backward(d)
     put("swi.inp", inp); put("swi.dout", d); put("swi.out", out); put("swi.dinp", inp.grad)
@@ -138,7 +138,7 @@ def chain_case():
 
 def model_case(tag, NH, KV, tied, qkv_bias):
     """A whole LlamaForCausalLM (Qwen2ForCausalLM for qkv_bias) in fp32: its parameters in the model file's order
-    (LLAMA_FORMAT.md), tokens, logits, the mean cross-entropy and every parameter's gradient in the same order."""
+    (docs/llama.md, "The model file"), tokens, logits, the mean cross-entropy and every parameter's gradient in the same order."""
     from transformers import Qwen2Config, Qwen2ForCausalLM, LlamaForCausalLM
     V, C, L, hd, H, B, T = 200, 32, 2, 8, 48, 2, 8
     Vp = (V + 127) // 128 * 128

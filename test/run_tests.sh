@@ -49,6 +49,7 @@ run_suite() {
 
 run_suite "builds that follow the machine" bash test/test_build.sh
 run_suite "headers that stand alone" bash test/test_headers.sh
+run_suite "sizes of files and functions" "$PY" test/test_sizes.py
 run_suite units ./test/test_units
 run_suite "pipeline schedule and split" ./test/test_pipeline
 run_suite "generation with the key/value cache" ./test/test_generate

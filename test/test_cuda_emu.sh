@@ -559,8 +559,8 @@ trainer() {
     || bad "per-step counters" "$(tail -3 "$W/counts.out")"
   # what a step asks of the runtime once the first has set up (issue 14): no allocation or free, no cuBLASLt
   # descriptor or heuristic query (plans are cached), no copy from pageable memory, and one synchronisation:
-  # the step's end, where the losses, the norm's partial sums and the timing events come back together
-  # (was 20 at 2 micro-batches, then 8); with 2 ranks over NCCL too, whose collectives the host never waits for
+  # the step's end, where the losses, the norm's partial sums and the timing events come back together; with 2
+  # ranks over NCCL too, whose collectives the host never waits for
   TRAIN_GPT_EMU_COUNTS=1 $EMU --precision bf16 -e d2 -b 4 -t 64 -x 3 -v 0 -s 0 --grad-accum 2 > "$W/counts2.out" 2>&1
   TRAIN_GPT_GRAPHS=0 TRAIN_GPT_EMU_COUNTS=1 $EMU --precision bf16 -e d2 -b 4 -t 64 -x 2 -v 0 -s 0 --grad-accum 2 > "$W/counts2e.out" 2>&1
   "${MPI[@]}" -np 2 -x TRAIN_GPT_EMU_COUNTS=1 $EMU --precision bf16 -e d2 -b 4 -t 64 -x 3 -v 0 -s 0 --grad-accum 2 -z 2 \
@@ -577,10 +577,10 @@ trainer() {
   # issue 23: the step's update is issued inside its own step, before its one synchronisation (the device decides
   # clipping and skipping; at ZeRO-2 over NCCL from the ranks' sums gathered on the device), so the first step
   # launches as many kernels as the next (the update deferred to the next step left the first 28 short) and nothing
-  # is issued after the host's wait; and a bf16 d2 step at 2 micro-batches hands the device at most 16 operations
-  # (was 222: an AdamW launch per tensor, a working-copy launch per unit, a sum-of-squares launch per unit, four
-  # launches per LayerNorm backward; then 152 eager, which TRAIN_GPT_GRAPHS=0 still is: the forward and backward
-  # of each micro-batch are now a graph launch each, beside its 2 token uploads and its losses' copy back)
+  # is issued after the host's wait; and a bf16 d2 step at 2 micro-batches hands the device at most 16 operations:
+  # the forward and backward of each micro-batch are a graph launch each, beside its 2 token uploads and its
+  # losses' copy back, and the update, the working copies and the sums of squares are one launch each over every
+  # tensor (TRAIN_GPT_GRAPHS=0 launches each kernel eagerly: at most 152)
   local f1 f2 b2 z1 z2 e2
   la() { grep -m1 "^emu counts step $1:" "$2" | sed -E 's/.* launches ([0-9]+) .* after_sync ([0-9]+) .*/\1 \2/'; }
   f1=$(la 1 "$W/counts.out"); f2=$(la 2 "$W/counts.out"); z1=$(la 1 "$W/counts3.out"); z2=$(la 2 "$W/counts3.out")

@@ -34,6 +34,8 @@ static float *sharp_params(const ModelConfig *c, uint64_t seed) {
 static double tolerance = 0.0;  // max |difference| of logits allowed; 0: bit for bit
 
 static void run_config(const ModelConfig *cp, int recompute, int n);
+static void check_sampling(Pipeline *pp, Model *m, const ModelConfig *c, const float *full, const float *cached, int n,
+                           int recompute);
 static void run_case(int L, int C, int NH, int recompute, int n) {
     ModelConfig c = {64, 101, 128, L, NH, C, FAMILY_GPT2, {0}};
     run_config(&c, recompute, n);
@@ -103,18 +105,29 @@ static void run_config(const ModelConfig *cp, int recompute, int n) {
     check(same, "L=%d C=%d NH=%d recompute %d: cached logits equal the full-prefix forward's at all %d positions, %s "
           "(first beyond it at %d; max difference %.3g)", L, C, NH, recompute, n, tolerance == 0.0 ? "bit for bit" : "within tolerance",
           first_bad, worst);
+    check_sampling(&p, m, &c, full, cached, n, recompute);
+    free(tokens); free(full); free(cached); free(params);
+    zero_free(&z);
+    model_free(m);
+}
+
+// Sampling: the same draws through the cache and through the full prefix give the same tokens (bit for bit), or,
+// within a tolerance, differ at no more positions than the logits' differences (full, cached: n rows of V) allow.
+static void check_sampling(Pipeline *pp, Model *m, const ModelConfig *c, const float *full, const float *cached, int n,
+                           int recompute) {
+    int L = c->num_layers, NH = c->num_heads, V = c->vocab_size;
     // sampling: the same draws through both paths give the same tokens
     int *a = (int *)mallocCheck(n * sizeof(int)), *b = (int *)mallocCheck(n * sizeof(int));
     a[0] = b[0] = 0;
     uint64_t ra = 99, rb = 99;
     for (int t = 1; t < n; t++) {
-        pp_forward_only(&p, a, NULL, 1, t);
+        pp_forward_only(pp, a, NULL, 1, t);
         a[t] = sample_token(model_logits(m, 0, t - 1), V, random_f32(&ra));
     }
     model_decode_begin(m, n);
     for (int t = 1; t < n; t++) {
         model_decode_at(m, t - 1);
-        pp_forward_only(&p, &b[t - 1], NULL, 1, 1);
+        pp_forward_only(pp, &b[t - 1], NULL, 1, 1);
         b[t] = sample_token(model_logits(m, 0, 0), V, random_f32(&rb));
     }
     model_decode_end(m);
@@ -157,9 +170,7 @@ static void run_config(const ModelConfig *cp, int recompute, int n) {
               "expected, plus 3 sigma; %d changes of token in a free run)", L, NH, recompute, differ, n, allowed, expect_differ,
               distinct);
     }
-    free(a); free(b); free(tokens); free(full); free(cached); free(params);
-    zero_free(&z);
-    model_free(m);
+    free(a); free(b);
 }
 
 int main(int argc, char **argv) {

@@ -298,6 +298,38 @@ static float *tensor_at(float *base, const ArchShape *s, const char *name, int l
     return base + arch_tensor_offset(&ARCH_LLAMA, s, k) + (p->per_layer ? (size_t)l * (sz / s->num_layers) : 0);
 }
 
+// The mean cross-entropy over the real vocabulary (V of the Vp columns) of BT rows of logits, with its gradient
+// (dlogits, Vp wide, zero in the padding) and the logits' real columns copied to lg (V wide) for the comparison.
+static double cross_entropy(float *lg, float *dlogits, const float *logits, const int *tgt, int BT, int V, int Vp) {
+    double loss = 0.0;
+    for (int i = 0; i < BT; i++) {
+        const float *z = logits + (long)i * Vp;
+        float mx = -INFINITY, sum = 0.0f;
+        for (int v = 0; v < V; v++) { lg[(long)i * V + v] = z[v]; if (z[v] > mx) mx = z[v]; }
+        for (int v = 0; v < V; v++) sum += expf(z[v] - mx);
+        loss += -(z[tgt[i]] - mx - logf(sum)) / BT;
+        for (int v = 0; v < V; v++) dlogits[(long)i * Vp + v] = (expf(z[v] - mx) / sum - (v == tgt[i])) / BT;
+    }
+    return loss;
+}
+
+// Every parameter's gradient (P of them, in the table's order) against transformers' (TAG.grads): one check on
+// the worst tensor's relative error.
+static void check_grads(const char *tag, const float *grads, const ArchShape *s, size_t P) {
+    char name[64];
+    snprintf(name, sizeof(name), "%s.grads", tag);
+    const float *rg = ref(name, P);
+    double worst = 0.0;
+    const char *worst_name = "";
+    for (int k = 0; k < ARCH_LLAMA.num_params; k++) {
+        size_t n = arch_tensor_size(&ARCH_LLAMA.params[k], s), off = arch_tensor_offset(&ARCH_LLAMA, s, k);
+        if (n == 0) continue;
+        double e = rel_err(grads + off, rg + off, n);
+        if (e > worst || e != e) worst = e, worst_name = ARCH_LLAMA.params[k].name;
+    }
+    check(worst <= TOL, "%s: every parameter's gradient vs transformers (worst %s, relative error %.2e)", tag, worst_name, worst);
+}
+
 static void test_model(const char *tag, int NH, int KV, int tied, int qkv_bias) {
     LlamaConfig c = {64, 200, 256, 2, NH, KV, 32, 8, 48, tied, qkv_bias, 0, qkv_bias ? 0 : 1, 1e-5f, 10000.0f,
                      qkv_bias ? 0.0f : 8.0f, qkv_bias ? 0.0f : 1.0f, qkv_bias ? 0.0f : 4.0f, qkv_bias ? 0 : 4};
@@ -345,15 +377,7 @@ static void test_model(const char *tag, int NH, int KV, int tied, int qkv_bias) 
     mm_fwd(logits, lnf, head, NULL, BT, C, Vp);
     // the loss (mean cross-entropy over the real vocabulary) and its gradient, the logits' rows reused
     float *lg = fbuf((size_t)BT * V), *dlogits = fbuf((size_t)BT * Vp);
-    double loss = 0.0;
-    for (int i = 0; i < BT; i++) {
-        const float *z = logits + (long)i * Vp;
-        float mx = -INFINITY, sum = 0.0f;
-        for (int v = 0; v < V; v++) { lg[(long)i * V + v] = z[v]; if (z[v] > mx) mx = z[v]; }
-        for (int v = 0; v < V; v++) sum += expf(z[v] - mx);
-        loss += -(z[tgt[i]] - mx - logf(sum)) / BT;
-        for (int v = 0; v < V; v++) dlogits[(long)i * Vp + v] = (expf(z[v] - mx) / sum - (v == tgt[i])) / BT;
-    }
+    double loss = cross_entropy(lg, dlogits, logits, tgt, BT, V, Vp);
     snprintf(name, sizeof(name), "%s.logits", tag);
     snprintf(what, sizeof(what), "%s: logits vs transformers", tag);
     check_close(what, lg, ref(name, (size_t)BT * V), (size_t)BT * V);
@@ -386,17 +410,7 @@ static void test_model(const char *tag, int NH, int KV, int tied, int qkv_bias) 
     }
     for (int i = 0; i < BT; i++)  // serial: two tokens may share a row
         for (int j = 0; j < C; j++) dwte[(long)inp[i] * C + j] += dres[(long)i * C + j];
-    snprintf(name, sizeof(name), "%s.grads", tag);
-    const float *rg = ref(name, P);
-    double worst = 0.0;
-    const char *worst_name = "";
-    for (int k = 0; k < ARCH_LLAMA.num_params; k++) {
-        size_t n = arch_tensor_size(&ARCH_LLAMA.params[k], &s), off = arch_tensor_offset(&ARCH_LLAMA, &s, k);
-        if (n == 0) continue;
-        double e = rel_err(grads + off, rg + off, n);
-        if (e > worst || e != e) worst = e, worst_name = ARCH_LLAMA.params[k].name;
-    }
-    check(worst <= TOL, "%s: every parameter's gradient vs transformers (worst %s, relative error %.2e)", tag, worst_name, worst);
+    check_grads(tag, grads, &s, P);
     float *bufs[] = {grads, cs, sn, res, ln1, r1, qkv, att, ao, mid, ln2, r2, fc, sw, lnf, rf, logits, tmp, lg, dlogits,
                      dres, dm, dsw, dfc, dln, dao, dq};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) free(bufs[i]);
@@ -548,7 +562,7 @@ static void test_tables(void) {
     }
     check(all_ok, "Llama table: tied/untied x qkv_bias x qk_norm, unit sizes by hand and runs partitioning the buffer");
 
-    // the file order of LLAMA_FORMAT.md with every option on (the model tests above cover the orders without
+    // the file order of docs/llama.md's model file with every option on (the model tests above cover the orders without
     // qk_norm against transformers; Qwen 3 is newer than transformers 4.45)
     t.tied = 0, t.qkv_bias = 1, t.qk_norm = 1;
     llama_arch_shape(&t, &s);
@@ -564,7 +578,7 @@ static void test_tables(void) {
             order_ok = 0;
         off += sizes[k];
     }
-    check(order_ok, "Llama table: LLAMA_FORMAT.md's tensor order, offsets and sizes with every option on");
+    check(order_ok, "Llama table: the model file's tensor order (docs/llama.md), offsets and sizes with every option on");
 }
 
 // GPT-2's activation table against model.h's layout: names, float or floatX, per layer, the level each is shared

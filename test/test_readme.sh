@@ -271,7 +271,8 @@ def check_formats():
         return struct.unpack("<2i", open(files[-1], "rb").read(8))
     real = {"Model": file_header("model_*.bin"), "Training state": file_header("state_*.bin"),
             "Token shard": (define("SHARD_MAGIC"), define("SHARD_VERSION")),
-            "Tokenizer": (define("TOKENIZER_MAGIC"), define("TOKENIZER_VERSION"))}
+            "Tokenizer": (define("TOKENIZER_MAGIC"), define("TOKENIZER_VERSION")),
+            "Llama-family model": (define("LLAMA_MAGIC"), define("LLAMA_VERSION_FP32"))}
     for title, (magic, version) in real.items():
         d = doc_header(title)
         if d != (magic, version): problems.append(f"{title}: formats.md says magic {d[0]} version {d[1]}, the code {magic} {version}")
@@ -283,7 +284,7 @@ def check_formats():
     for line in open(os.path.join(W, "run", "log.jsonl")): walk(json.loads(line))
     undocumented = sorted(k for k in keys if f'"{k}"' not in log)
     if undocumented: problems.append("log keys not in formats.md: " + ", ".join(undocumented))
-    result(not problems, f"formats.md: 4 magic numbers and versions as the code writes them, {len(keys)} log keys of a real run all documented", "; ".join(problems))
+    result(not problems, f"formats.md: {len(real)} magic numbers and versions as the code writes them, {len(keys)} log keys of a real run all documented", "; ".join(problems))
 
 # 6. outputs shown as real runs are what the runs print, in order (timings, threads and memory aside)
 def mask(s):

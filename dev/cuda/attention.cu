@@ -43,7 +43,7 @@
 //    forward and dQ blocks are per query head as before; the dK/dV blocks (fp32: attn_bwd_dkdv_kernel; 16-bit:
 //    attn_tc_bwd_kernel) are per key/value head and walk the group's query heads in order, so dK and dV are summed
 //    over the group in registers in a fixed order; the 16-bit kernel's dQ turns are per query head as before.
-//    KV = NH is the old kernels step for step: the GPT-2 shapes print the same bits as before GQA. The GQA shapes
+//    KV = NH makes each group one head: multi-head attention's arithmetic in its order (GPT-2's bits). The GQA shapes
 //    (4:1, multi-query at hs 64 and 128, 2:1) are checked against the float64 reference's GQA form.
 //  * Registers (ptxas, nvcc 13.0, sm_90a; bf16 and fp16 alike), hs 64 / 128: forward 128 / 223, no spills (v1:
 //    160 / 254 at half the threads per block); backward (5 products) 255 / 255, 12 / 448 bytes spilled (stores;
@@ -119,6 +119,91 @@ static void attn_ref_rope(float *x, const float *cos_t, const float *sin_t, int 
     }
 }
 
+// A check's device buffers: the inputs (qkv, dout) uploaded from the host's rounded copies, the outputs, a second
+// dqkv for the determinism rerun, lse and the backward's scratch.
+template <typename floatT> struct AttnDev {
+    floatT *qkv, *dout, *out, *dqkv, *dqkv2;
+    float *lse, *scratch;
+};
+
+template <typename floatT>
+static AttnDev<floatT> attn_dev_alloc(const std::vector<floatT> &qkv_t, const std::vector<floatT> &dout_t, int B, int T,
+                                      int C, int NH) {
+    const long nqkv = (long)qkv_t.size(), nout = (long)dout_t.size(), nlse = (long)B * NH * T;
+    AttnDev<floatT> d;
+    cudaCheck(cudaMalloc(&d.qkv, nqkv * sizeof(floatT)));
+    cudaCheck(cudaMalloc(&d.dout, nout * sizeof(floatT)));
+    cudaCheck(cudaMalloc(&d.out, nout * sizeof(floatT)));
+    cudaCheck(cudaMalloc(&d.dqkv, nqkv * sizeof(floatT)));
+    cudaCheck(cudaMalloc(&d.dqkv2, nqkv * sizeof(floatT)));
+    cudaCheck(cudaMalloc(&d.lse, nlse * sizeof(float)));
+    const size_t nscratch = attn_bwd_scratch_floats(sizeof(floatT), B, T, C, NH);
+    cudaCheck(cudaMalloc(&d.scratch, nscratch * sizeof(float)));
+    cudaCheck(cudaMemcpy(d.qkv, qkv_t.data(), nqkv * sizeof(floatT), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(d.dout, dout_t.data(), nout * sizeof(floatT), cudaMemcpyHostToDevice));
+    // Poison every output (all-ones bytes are NaN in all three types): anything not written shows up.
+    cudaCheck(cudaMemset(d.out, 0xff, nout * sizeof(floatT)));
+    cudaCheck(cudaMemset(d.lse, 0xff, nlse * sizeof(float)));
+    cudaCheck(cudaMemset(d.dqkv, 0xff, nqkv * sizeof(floatT)));
+    cudaCheck(cudaMemset(d.dqkv2, 0x00, nqkv * sizeof(floatT)));
+    cudaCheck(cudaMemset(d.scratch, 0xff, nscratch * sizeof(float)));
+    return d;
+}
+
+template <typename floatT> static void attn_dev_free(const AttnDev<floatT> &d) {
+    cudaCheck(cudaFree(d.qkv));
+    cudaCheck(cudaFree(d.dout));
+    cudaCheck(cudaFree(d.out));
+    cudaCheck(cudaFree(d.dqkv));
+    cudaCheck(cudaFree(d.dqkv2));
+    cudaCheck(cudaFree(d.lse));
+    cudaCheck(cudaFree(d.scratch));
+}
+
+// 16-bit: the kernels before issue #22 (v1) and the 7-product backward (v2) do the same arithmetic per row in the
+// same order for out, lse, dK and dV (other tiles per block, other loads), so they must give the same bits; dQ is
+// now summed over key blocks in fp32 memory, another order (dq vs v2: its largest difference, relative to dQ's
+// largest magnitude). Independent of the reference: a change in the order of a sum shows here even where it stays
+// inside the tolerance. v1 and v2 are multi-head only, without RoPE. Writes the note for the PASS/FAIL line to v1.
+template <typename floatT>
+static bool same_bits_as_v1_v2(const AttnDev<floatT> &dev, int B, int T, int C, int NH, const std::vector<floatT> &out_t,
+                               const std::vector<float> &lse_g, const std::vector<floatT> &dqkv_t, char *v1, size_t v1_len) {
+    const long nqkv = (long)dqkv_t.size(), nout = (long)out_t.size(), nlse = (long)lse_g.size();
+    floatT *d_qkv = dev.qkv, *d_dout = dev.dout, *d_out = dev.out, *d_dqkv2 = dev.dqkv2;
+    float *d_lse = dev.lse, *d_scratch = dev.scratch;
+    std::vector<floatT> dqkv2_t(nqkv), out2_t(nout);
+    std::vector<float> lse2_g(nlse);
+    bool same = true;
+    double dq_diff = 0.0, dq_max = 0.0;
+    for (int ver = 1; ver <= 2; ver++) {
+        cudaCheck(cudaMemset(d_dqkv2, 0xff, nqkv * sizeof(floatT)));
+        if (ver == 1) {
+            attn_v1_forward(d_out, d_lse, d_qkv, B, T, C, NH, 0);
+            attn_v1_backward(d_dqkv2, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, 0);
+        } else {
+            attn_v2_backward(d_dqkv2, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, 0);
+        }
+        cudaCheck(cudaDeviceSynchronize());
+        cudaCheck(cudaMemcpy(out2_t.data(), d_out, nout * sizeof(floatT), cudaMemcpyDeviceToHost));
+        cudaCheck(cudaMemcpy(lse2_g.data(), d_lse, nlse * sizeof(float), cudaMemcpyDeviceToHost));
+        cudaCheck(cudaMemcpy(dqkv2_t.data(), d_dqkv2, nqkv * sizeof(floatT), cudaMemcpyDeviceToHost));
+        same &= memcmp(out_t.data(), out2_t.data(), nout * sizeof(floatT)) == 0 &&
+                memcmp(lse_g.data(), lse2_g.data(), nlse * sizeof(float)) == 0;
+        for (long r = 0; r < (long)B * T; r++) {
+            same &= memcmp(&dqkv_t[r * 3 * C + C], &dqkv2_t[r * 3 * C + C], 2 * C * sizeof(floatT)) == 0;
+            if (ver == 2)
+                for (int c = 0; c < C; c++) {
+                    const double a = attn_to_float(dqkv_t[r * 3 * C + c]), b = attn_to_float(dqkv2_t[r * 3 * C + c]);
+                    dq_diff = fmax(dq_diff, fabs(a - b));
+                    dq_max = fmax(dq_max, fabs(b));
+                }
+        }
+    }
+    snprintf(v1, v1_len, " | %s v1, v2 bits; dq vs v2 %.1e", same ? "=" : "DIFFER from",
+             dq_max > 0 ? dq_diff / dq_max : dq_diff);
+    return same;
+}
+
 template <typename floatT>
 static bool run_check(const AttnShape &sh, uint64_t seed) {
     const int B = sh.B, T = sh.T, C = sh.C, NH = sh.NH, hs = C / NH, KV = sh.KV > 0 ? sh.KV : NH;
@@ -155,24 +240,9 @@ static bool run_check(const AttnShape &sh, uint64_t seed) {
     attn_ref_backward(dqkv_ref.data(), dout.data(), qkv_rot.data(), B, T, C, NH, KV);
     if (sh.rope) attn_ref_rope<floatT>(dqkv_ref.data(), cos_t.data(), sin_t.data(), B, T, C3, NH + KV, hs, true);
 
-    floatT *d_qkv, *d_dout, *d_out, *d_dqkv, *d_dqkv2;
-    float *d_lse, *d_scratch;
-    cudaCheck(cudaMalloc(&d_qkv, nqkv * sizeof(floatT)));
-    cudaCheck(cudaMalloc(&d_dout, nout * sizeof(floatT)));
-    cudaCheck(cudaMalloc(&d_out, nout * sizeof(floatT)));
-    cudaCheck(cudaMalloc(&d_dqkv, nqkv * sizeof(floatT)));
-    cudaCheck(cudaMalloc(&d_dqkv2, nqkv * sizeof(floatT)));
-    cudaCheck(cudaMalloc(&d_lse, nlse * sizeof(float)));
-    const size_t nscratch = attn_bwd_scratch_floats(sizeof(floatT), B, T, C, NH);
-    cudaCheck(cudaMalloc(&d_scratch, nscratch * sizeof(float)));
-    cudaCheck(cudaMemcpy(d_qkv, qkv_t.data(), nqkv * sizeof(floatT), cudaMemcpyHostToDevice));
-    cudaCheck(cudaMemcpy(d_dout, dout_t.data(), nout * sizeof(floatT), cudaMemcpyHostToDevice));
-    // Poison every output (all-ones bytes are NaN in all three types): anything not written shows up.
-    cudaCheck(cudaMemset(d_out, 0xff, nout * sizeof(floatT)));
-    cudaCheck(cudaMemset(d_lse, 0xff, nlse * sizeof(float)));
-    cudaCheck(cudaMemset(d_dqkv, 0xff, nqkv * sizeof(floatT)));
-    cudaCheck(cudaMemset(d_dqkv2, 0x00, nqkv * sizeof(floatT)));
-    cudaCheck(cudaMemset(d_scratch, 0xff, nscratch * sizeof(float)));
+    const AttnDev<floatT> dev = attn_dev_alloc(qkv_t, dout_t, B, T, C, NH);
+    floatT *d_qkv = dev.qkv, *d_dout = dev.dout, *d_out = dev.out, *d_dqkv = dev.dqkv, *d_dqkv2 = dev.dqkv2;
+    float *d_lse = dev.lse, *d_scratch = dev.scratch;
 
     flash_attention_forward(d_out, d_lse, d_qkv, B, T, C, NH, 0, KV, d_cos, d_sin);
     flash_attention_backward(d_dqkv, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, 0, KV, d_cos, d_sin);
@@ -192,44 +262,11 @@ static bool run_check(const AttnShape &sh, uint64_t seed) {
     const bool det = memcmp(out_t.data(), out2_t.data(), nout * sizeof(floatT)) == 0 &&
                      memcmp(lse_g.data(), lse2_g.data(), nlse * sizeof(float)) == 0 &&
                      memcmp(dqkv_t.data(), dqkv2_t.data(), nqkv * sizeof(floatT)) == 0;
-    // 16-bit: the kernels before issue #22 (v1) and the 7-product backward (v2) do the same arithmetic per row
-    // in the same order for out, lse, dK and dV (other tiles per block, other loads), so they must give the same
-    // bits; dQ is now summed over key blocks in fp32 memory, another order (dq vs v2: its largest difference,
-    // relative to dQ's largest magnitude). Independent of the reference: a change in the order of a sum shows
-    // here even where it stays inside the tolerance.
     char v1[96] = "";
     bool same = true;
     // (v1 and v2 are multi-head only, without RoPE: GQA and RoPE shapes skip the comparison)
-    if constexpr (sizeof(floatT) == 2) if (!gqa && !sh.rope) {
-        double dq_diff = 0.0, dq_max = 0.0;
-        for (int ver = 1; ver <= 2; ver++) {
-            cudaCheck(cudaMemset(d_dqkv2, 0xff, nqkv * sizeof(floatT)));
-            if (ver == 1) {
-                attn_v1_forward(d_out, d_lse, d_qkv, B, T, C, NH, 0);
-                attn_v1_backward(d_dqkv2, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, 0);
-            } else {
-                attn_v2_backward(d_dqkv2, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, 0);
-            }
-            cudaCheck(cudaDeviceSynchronize());
-            cudaCheck(cudaMemcpy(out2_t.data(), d_out, nout * sizeof(floatT), cudaMemcpyDeviceToHost));
-            cudaCheck(cudaMemcpy(lse2_g.data(), d_lse, nlse * sizeof(float), cudaMemcpyDeviceToHost));
-            cudaCheck(cudaMemcpy(dqkv2_t.data(), d_dqkv2, nqkv * sizeof(floatT), cudaMemcpyDeviceToHost));
-            same &= memcmp(out_t.data(), out2_t.data(), nout * sizeof(floatT)) == 0 &&
-                    memcmp(lse_g.data(), lse2_g.data(), nlse * sizeof(float)) == 0;
-            for (long r = 0; r < (long)B * T; r++) {
-                same &= memcmp(&dqkv_t[r * 3 * C + C], &dqkv2_t[r * 3 * C + C], 2 * C * sizeof(floatT)) == 0;
-                if (ver == 2)
-                    for (int c = 0; c < C; c++) {
-                        const double a = attn_to_float(dqkv_t[r * 3 * C + c]), b = attn_to_float(dqkv2_t[r * 3 * C + c]);
-                        dq_diff = fmax(dq_diff, fabs(a - b));
-                        dq_max = fmax(dq_max, fabs(b));
-                    }
-            }
-        }
-        snprintf(v1, sizeof(v1), " | %s v1, v2 bits; dq vs v2 %.1e", same ? "=" : "DIFFER from",
-                 dq_max > 0 ? dq_diff / dq_max : dq_diff);
-    }
-
+    if constexpr (sizeof(floatT) == 2)
+        if (!gqa && !sh.rope) same = same_bits_as_v1_v2(dev, B, T, C, NH, out_t, lse_g, dqkv_t, v1, sizeof(v1));
     std::vector<float> out_g(nout), dqkv_g(nqkv);
     for (long i = 0; i < nout; i++) out_g[i] = attn_to_float(out_t[i]);
     for (long i = 0; i < nqkv; i++) dqkv_g[i] = attn_to_float(dqkv_t[i]);
@@ -255,13 +292,7 @@ static bool run_check(const AttnShape &sh, uint64_t seed) {
            "(tol %.1e/%.1e/%.1e) | deterministic %s, bits %08x%s\n",
            ok ? "PASS" : "FAIL", ty, B, T, C, NH, kvs, hs, e_out, e_lse, e_dq, e_dk, e_dv, tol.out, tol.lse, tol.dqkv,
            det ? "yes" : "NO", fnv, v1);
-    cudaCheck(cudaFree(d_qkv));
-    cudaCheck(cudaFree(d_dout));
-    cudaCheck(cudaFree(d_out));
-    cudaCheck(cudaFree(d_dqkv));
-    cudaCheck(cudaFree(d_dqkv2));
-    cudaCheck(cudaFree(d_lse));
-    cudaCheck(cudaFree(d_scratch));
+    attn_dev_free(dev);
     if (sh.rope) {
         cudaCheck(cudaFree(d_cos));
         cudaCheck(cudaFree(d_sin));

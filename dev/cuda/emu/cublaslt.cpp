@@ -422,64 +422,11 @@ static void bias_gradient(const Problem &p, int epi, const char *Ab, const char 
     }
 }
 
-extern "C" cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, const void *alpha,
-                                         const void *A, cublasLtMatrixLayout_t Adesc, const void *B,
-                                         cublasLtMatrixLayout_t Bdesc, const void *beta, const void *C,
-                                         cublasLtMatrixLayout_t Cdesc, void *D, cublasLtMatrixLayout_t Ddesc,
-                                         const cublasLtMatmulAlgo_t *algo, void *workspace, size_t workspace_bytes,
-                                         cudaStream_t stream) {
-    if (!live(h)) return refuse(CUBLAS_STATUS_NOT_INITIALIZED, "cublasLtMatmul: the handle was not created by cublasLtCreate");
-    Problem p;
-    cublasStatus_t st = check_problem("cublasLtMatmul", desc, Adesc, Bdesc, Cdesc, Ddesc, &p);
-    if (st != CUBLAS_STATUS_SUCCESS) return st;
-    emu_check_stream("cublasLtMatmul", stream);
-    if (!alpha || !beta || !A || !B || !D) return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: a NULL pointer");
-    Algo al = {ALGO_MAGIC, p.d->compute, p.a->type, p.b->type, p.dl->type, {16, 16, 16, 16}};
-    if (algo) {
-        memcpy(&al, algo, sizeof(al));
-        if (al.magic != ALGO_MAGIC)
-            return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: the algorithm is not one the heuristic returned");
-        if (al.compute != p.d->compute || al.a_type != p.a->type || al.b_type != p.b->type || al.d_type != p.dl->type)
-            return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: the algorithm was chosen for another problem");
-    }
-    (void)workspace;
-    (void)workspace_bytes;  // ours needs none
-    const void *Cp = C ? C : D;
-    check_buffer("A", A, p.a, al.align[0], 0);
-    check_buffer("B", B, p.b, al.align[1], 1);
-    check_buffer("D", D, p.dl, al.align[3], 3);
-    float a_s, b_s;
-    if (p.d->pointer_mode == CUBLASLT_POINTER_MODE_DEVICE) {
-        emu_require_device("cublasLtMatmul", "alpha", alpha, 4);
-        emu_require_device("cublasLtMatmul", "beta", beta, 4);
-    }
-    memcpy(&a_s, alpha, 4);
-    memcpy(&b_s, beta, 4);
-    if (b_s != 0.0f) check_buffer("C", Cp, p.c, al.align[2], 2);  // beta 0: C is not read (and may hold NaN)
-    const int bias_type = p.d->bias_type == -1 ? p.dl->type : p.d->bias_type;
-    const int epi = epilogue_flags(p.d->epilogue), use_bias = epi & EPI_BIAS;
-    if (epi & (EPI_BIAS | EPI_BGRADA | EPI_BGRADB)) {
-        if (!p.d->bias) return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: epilogue %u without a bias pointer", p.d->epilogue);
-        // a bias is as long as D has rows; a bias gradient reduces op(A) to D's rows or op(B) to its columns
-        const size_t len = (epi & EPI_BGRADB) ? (size_t)p.n : (size_t)p.m;
-        for (int b = 0; b < p.batch; b++)
-            emu_require_device("cublasLtMatmul", "the bias", (const char *)p.d->bias + (size_t)b * p.d->bias_batch_stride *
-                               type_bytes(bias_type), len * type_bytes(bias_type));
-    }
-    if (epi & (EPI_AUX_OUT | EPI_DGELU)) {
-        if (!p.d->aux) return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: epilogue %u without CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER", p.d->epilogue);
-        const Layout aux = {LAYOUT_MAGIC, p.dl->type, CUBLASLT_ORDER_COL, 1, p.dl->rows, p.dl->cols, p.d->aux_ld, 0};
-        check_buffer("the GELU input (aux)", p.d->aux, &aux, (uint32_t)type_bytes(p.dl->type), 3);
-    }
-    // the product runs when the device gets to it, from copies of the descriptors as they are now
-    const Desc dq = *p.d;
-    const Layout la = *p.a, lb = *p.b, lc = *p.c, ld = *p.dl;
-    const Problem pq = {p.m, p.n, p.k, p.batch, &dq, &la, &lb, &lc, &ld};
-    emu_counts.matmuls++;
-    const void *refs[] = {A, B, Cp, D, p.d->bias, p.d->aux, alpha, beta, workspace};
-    emu_node_refs("cublasLtMatmul", refs, 9);
-    emu_enqueue(stream, [=]() {
-    const Problem p = {pq.m, pq.n, pq.k, pq.batch, &dq, &la, &lb, &lc, &ld};
+// The product itself, on the device's turn: D = alpha op(A) op(B) + beta C, then the epilogue (bias, GELU's input
+// kept or its gradient applied, GELU), per batch; the bias gradient first where the epilogue asks for it.
+static void run_product(const Problem &p, const void *A, const void *B, const void *Cp, void *D, float a_s, float b_s,
+                        int epi, int bias_type) {
+    const int use_bias = epi & EPI_BIAS;
     const int m = p.m, n = p.n, k = p.k;
     const int tf32 = p.d->compute == CUBLAS_COMPUTE_32F_FAST_TF32;
     std::vector<float> ap((size_t)m * k), bp((size_t)n * k);
@@ -528,6 +475,67 @@ extern "C" cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_
             }
         }
     }
+}
+
+extern "C" cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, const void *alpha,
+                                         const void *A, cublasLtMatrixLayout_t Adesc, const void *B,
+                                         cublasLtMatrixLayout_t Bdesc, const void *beta, const void *C,
+                                         cublasLtMatrixLayout_t Cdesc, void *D, cublasLtMatrixLayout_t Ddesc,
+                                         const cublasLtMatmulAlgo_t *algo, void *workspace, size_t workspace_bytes,
+                                         cudaStream_t stream) {
+    if (!live(h)) return refuse(CUBLAS_STATUS_NOT_INITIALIZED, "cublasLtMatmul: the handle was not created by cublasLtCreate");
+    Problem p;
+    cublasStatus_t st = check_problem("cublasLtMatmul", desc, Adesc, Bdesc, Cdesc, Ddesc, &p);
+    if (st != CUBLAS_STATUS_SUCCESS) return st;
+    emu_check_stream("cublasLtMatmul", stream);
+    if (!alpha || !beta || !A || !B || !D) return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: a NULL pointer");
+    Algo al = {ALGO_MAGIC, p.d->compute, p.a->type, p.b->type, p.dl->type, {16, 16, 16, 16}};
+    if (algo) {
+        memcpy(&al, algo, sizeof(al));
+        if (al.magic != ALGO_MAGIC)
+            return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: the algorithm is not one the heuristic returned");
+        if (al.compute != p.d->compute || al.a_type != p.a->type || al.b_type != p.b->type || al.d_type != p.dl->type)
+            return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: the algorithm was chosen for another problem");
+    }
+    (void)workspace;
+    (void)workspace_bytes;  // ours needs none
+    const void *Cp = C ? C : D;
+    check_buffer("A", A, p.a, al.align[0], 0);
+    check_buffer("B", B, p.b, al.align[1], 1);
+    check_buffer("D", D, p.dl, al.align[3], 3);
+    float a_s, b_s;
+    if (p.d->pointer_mode == CUBLASLT_POINTER_MODE_DEVICE) {
+        emu_require_device("cublasLtMatmul", "alpha", alpha, 4);
+        emu_require_device("cublasLtMatmul", "beta", beta, 4);
+    }
+    memcpy(&a_s, alpha, 4);
+    memcpy(&b_s, beta, 4);
+    if (b_s != 0.0f) check_buffer("C", Cp, p.c, al.align[2], 2);  // beta 0: C is not read (and may hold NaN)
+    const int bias_type = p.d->bias_type == -1 ? p.dl->type : p.d->bias_type;
+    const int epi = epilogue_flags(p.d->epilogue);
+    if (epi & (EPI_BIAS | EPI_BGRADA | EPI_BGRADB)) {
+        if (!p.d->bias) return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: epilogue %u without a bias pointer", p.d->epilogue);
+        // a bias is as long as D has rows; a bias gradient reduces op(A) to D's rows or op(B) to its columns
+        const size_t len = (epi & EPI_BGRADB) ? (size_t)p.n : (size_t)p.m;
+        for (int b = 0; b < p.batch; b++)
+            emu_require_device("cublasLtMatmul", "the bias", (const char *)p.d->bias + (size_t)b * p.d->bias_batch_stride *
+                               type_bytes(bias_type), len * type_bytes(bias_type));
+    }
+    if (epi & (EPI_AUX_OUT | EPI_DGELU)) {
+        if (!p.d->aux) return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: epilogue %u without CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER", p.d->epilogue);
+        const Layout aux = {LAYOUT_MAGIC, p.dl->type, CUBLASLT_ORDER_COL, 1, p.dl->rows, p.dl->cols, p.d->aux_ld, 0};
+        check_buffer("the GELU input (aux)", p.d->aux, &aux, (uint32_t)type_bytes(p.dl->type), 3);
+    }
+    // the product runs when the device gets to it, from copies of the descriptors as they are now
+    const Desc dq = *p.d;
+    const Layout la = *p.a, lb = *p.b, lc = *p.c, ld = *p.dl;
+    const Problem pq = {p.m, p.n, p.k, p.batch, &dq, &la, &lb, &lc, &ld};
+    emu_counts.matmuls++;
+    const void *refs[] = {A, B, Cp, D, p.d->bias, p.d->aux, alpha, beta, workspace};
+    emu_node_refs("cublasLtMatmul", refs, 9);
+    emu_enqueue(stream, [=]() {
+        const Problem p = {pq.m, pq.n, pq.k, pq.batch, &dq, &la, &lb, &lc, &ld};
+        run_product(p, A, B, Cp, D, a_s, b_s, epi, bias_type);
     });
     return CUBLAS_STATUS_SUCCESS;
 }
