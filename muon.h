@@ -1,6 +1,6 @@
 // muon.h: the Muon optimizer (--optimizer muon) as torch.optim.Muon defines it, on each matrix inside the blocks
 // (q, k and v apart from the fused q/k/v tensor, attention's output, the MLP's matrices: GPT-2's fc and proj, the
-// Llama family's up, gate and down apart); AdamW keeps the rest (zero.h skips the runs Muon owns). Per matrix:
+// Llama family's up, gate and down apart: the pieces arch.h's table says each tensor packs); AdamW keeps the rest (zero.h skips the runs Muon owns). Per matrix:
 //   B = mu B + (1 - mu) g                     (g already scaled by the clipping factor)
 //   U = (1 - mu) g + mu B  (Nesterov), else B
 //   O = Newton-Schulz(U): transpose when rows > cols, X = U / max(|U|_F, 1e-7), steps x { A = X X^T;
@@ -41,25 +41,6 @@ typedef struct {
     int host;                  // the buffers are the host tier's (--offload: the host runs Newton-Schulz)
 } Muon;
 
-// The pieces a fused matmul weight packs, each its own Muon matrix: their rows (top to bottom) and names. Derived
-// from the config until the table says it (the q/k/v rows: NH hd, KV hd, KV hd; the Llama MLP's: up H, gate H).
-static int muon_pieces(const ModelConfig *c, const ArchParam *p, const ArchShape *s, int rows[3], const char *names[3]) {
-    if (p->rows == DIM_QKV) {
-        int q = (int)s->dim[DIM_ATT], kv = (int)(s->dim[DIM_QKV] - s->dim[DIM_ATT]) / 2;
-        rows[0] = q, rows[1] = kv, rows[2] = kv;
-        names[0] = "q", names[1] = "k", names[2] = "v";
-        return 3;
-    }
-    if (p->rows == DIM_FC && c->family == FAMILY_LLAMA) {
-        rows[0] = rows[1] = (int)s->dim[DIM_HID];
-        names[0] = "up", names[1] = "gate";
-        return 2;
-    }
-    rows[0] = (int)s->dim[p->rows];
-    names[0] = p->name;
-    return 1;
-}
-
 // Newton-Schulz's FLOPs and workspace for a rows x cols matrix: m = min, n = max; per step X X^T (2 m m n),
 // A A (2 m^3), (..) X (2 m m n); X and its next value (m n each), A and b A + c A A (m m each).
 static double muon_ns_flops(int rows, int cols, int steps) {
@@ -71,8 +52,8 @@ static size_t muon_ns_workspace(int rows, int cols) {
     return 2 * m * n + 2 * m * m;
 }
 
-// Every Muon matrix of the model in unit order (a layer's tensors in file order, a tensor's pieces top to bottom);
-// mats NULL: only the count.
+// Every Muon matrix of the model in unit order (a layer's tensors in file order, a fused tensor's pieces as its table
+// row packs them: arch_param_pieces); mats NULL: only the count.
 static int muon_matrices(const ModelConfig *c, int steps, MuonMatrix *mats) {
     const Arch *a = model_arch(c);
     ArchShape s = model_shape(c);
@@ -83,20 +64,17 @@ static int muon_matrices(const ModelConfig *c, int steps, MuonMatrix *mats) {
             const ArchParam *p = &a->params[k];
             size_t per = arch_tensor_size(p, &s) / s.num_layers;
             if (!p->per_layer || per == 0) continue;
-            if (p->matmul != ARCH_NEVER && p->cols != DIM_ONE) {
-                int rows[3], cols = (int)s.dim[p->cols];
-                const char *names[3];
-                size_t off = uoff;
-                for (int j = 0, np = muon_pieces(c, p, &s, rows, names); j < np; j++) {
-                    if (mats) {
-                        MuonMatrix *m = &mats[n];
-                        memset(m, 0, sizeof(*m));
-                        m->unit = 1 + l, m->off = off, m->rows = rows[j], m->cols = cols, m->tensor = k;
-                        snprintf(m->name, sizeof(m->name), "%s", names[j]);
-                        m->flops = muon_ns_flops(rows[j], cols, steps);
-                    }
-                    off += (size_t)rows[j] * cols;
-                    n++;
+            if (p->matmul != ARCH_NEVER && p->cols != DIM_ONE) {  // a matrix inside the block: each piece its own
+                ArchPiece pieces[ARCH_MAX_PIECES];
+                int cols = (int)s.dim[p->cols];
+                for (int j = 0, np = arch_param_pieces(a, &s, k, pieces); j < np; j++, n++) {
+                    if (!mats) continue;
+                    MuonMatrix *m = &mats[n];
+                    memset(m, 0, sizeof(*m));
+                    m->unit = 1 + l, m->off = uoff + pieces[j].row * cols, m->rows = (int)pieces[j].rows, m->cols = cols;
+                    m->tensor = k;
+                    snprintf(m->name, sizeof(m->name), "%s", pieces[j].name);
+                    m->flops = muon_ns_flops(m->rows, cols, steps);
                 }
             }
             uoff += per;

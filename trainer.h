@@ -93,6 +93,7 @@ static void run_build(Run *r) {
     size_t act_before = backend_scratch_allocated();
     r->model = model_create(&r->mc, r->B, r->T, cfg->recompute, r->first[stage], r->first[stage + 1], r->slots,
                             cfg->zero_stage == 3);
+    timing.names = model_row_names(&r->mc);  // --profile's rows as the block's choices call them
     const MemoryPlan *plan = &r->plan;
     size_t act_bytes = backend_scratch_allocated() - act_before, planned_act = plan->activations + plan->workspace + plan->working;
     // the samples' key/value cache, once for the run at the length every sample uses (model_kv_reserve says why)
