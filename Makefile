@@ -17,7 +17,11 @@ NVCC := $(shell command -v nvcc 2>/dev/null)
 MPICC := $(shell command -v mpicc 2>/dev/null)
 CPU_CC = $(if $(MPICC),$(MPICC) -DUSE_MPI,$(CC))
 
-HEADERS = backend.h utils.h block.h gpt2.h llama.h family.h model_config.h rope.h arch.h adamw.h config.h checkpoint.h dataloader.h tokenizer.h tokenizer_tables.h tokenizer_utf8.h tokenizer_files.h tokenizer_json.h tokenizer_nfc.h tokenizer_nfc_tables.h json.h trainer.h run.h plan.h report.h sample.h fault.h comm.h watchdog.h zero.h zero_layout.h zero_store.h swap.h pipeline.h pipeline_schedule.h checkpoint_format.h model.h timing.h timing_marks.h autotune.h eval_mc.h muon.h
+HEADERS = backend.h utils.h block.h gpt2.h llama.h family.h model_config.h rope.h arch.h adamw.h config.h checkpoint.h dataloader.h tokenizer.h $(TOKENIZER_HEADERS) json.h trainer.h run.h plan.h report.h sample.h fault.h comm.h watchdog.h zero.h zero_layout.h zero_store.h swap.h pipeline.h pipeline_schedule.h checkpoint_format.h model.h timing.h timing_marks.h autotune.h eval_mc.h muon.h
+# The tokenizer's parts beside tokenizer.h: its file formats, tokenizer.json, UTF-8, NFC and the generated Unicode
+# tables (the trainer decodes with them too); tokenizer/corpus.h and tokenizer/shards.h are tokenize's alone.
+TOKENIZER_HEADERS = tokenizer/tokenizer_files.h tokenizer/tokenizer_json.h tokenizer/tokenizer_utf8.h tokenizer/tokenizer_nfc.h \
+  tokenizer/tokenizer_tables.h tokenizer/tokenizer_nfc_tables.h
 # The CPU build's kernels and host-memory backend, one header per layer family (train_gpt.c includes them).
 CPU_HEADERS = cpu/encoder.h cpu/layernorm.h cpu/matmul.h cpu/attention.h cpu/gelu.h cpu/classifier.h cpu/llama.h cpu/backend.h cpu/muon.h
 # The CUDA build's kernels and device backend, one header per layer family (train_gpt.cu includes them).
@@ -47,7 +51,7 @@ all: train_gpt_cpu tokenize $(if $(and $(NVCC),$(wildcard train_gpt.cu)),train_g
 train_gpt_cpu: train_gpt.c $(CPU_HEADERS) $(HEADERS) .build-cpu
 	$(CPU_CC) $(CFLAGS) $(URING_FLAGS) $< -o $@ $(LDLIBS) $(URING_LIBS)
 
-tokenize: tokenize.c tokenizer.h tokenizer_tables.h tokenizer_utf8.h tokenizer_files.h tokenizer_json.h tokenizer_nfc.h tokenizer_nfc_tables.h json.h corpus.h shards.h utils.h .build-cpu
+tokenize: tokenize.c tokenizer.h $(TOKENIZER_HEADERS) tokenizer/corpus.h tokenizer/shards.h json.h utils.h .build-cpu
 	$(CC) -O2 -std=gnu11 -Wall -Wextra -Wno-unused-function $< -o $@ $(LDLIBS) -lpthread
 
 test/test_gpt2: test/test_gpt2.c test/check.h train_gpt.c $(CPU_HEADERS) $(HEADERS) .build-cpu

@@ -31,10 +31,10 @@ Build: gcc -O2 -Wall -Wextra -std=gnu11 tokenize.c -o tokenize -lm -lpthread
 #include <unistd.h>
 #include <glob.h>
 #include "utils.h"
-#include "tokenizer_files.h"  // tokenizer_init_bpe and _bin, tokenizer_write_bin, and tokenizer.h
-#include "tokenizer_json.h"   // tokenizer_init_json, tokenizer_file_is_json: Hugging Face tokenizer.json
-#include "corpus.h"
-#include "shards.h"
+#include "tokenizer/tokenizer_files.h"  // tokenizer_init_bpe and _bin, tokenizer_write_bin, and tokenizer.h
+#include "tokenizer/tokenizer_json.h"   // tokenizer_init_json, tokenizer_file_is_json: Hugging Face tokenizer.json
+#include "tokenizer/corpus.h"
+#include "tokenizer/shards.h"
 
 #define DEFAULT_VAL_TOKENS 32768          // without --name (the small layout)
 #define DEFAULT_SHARD_TOKENS 100000000LL  // llm.c's FineWeb shards

@@ -2,7 +2,7 @@
 """gen_nfc_tables.py: writes tokenizer_nfc_tables.h, tokenizer_nfc.h's tables (Unicode NFC for tokenizer.json's "NFC" normalizer) from
 Python's unicodedata: canonical combining classes, one-step canonical decompositions, the primary composites
 (pairs that NFC composes), and the code points that are not NFC-stable on their own (a text with none of them is
-its own NFC). Run: python3 dev/gen_nfc_tables.py > tokenizer_nfc_tables.h"""
+its own NFC). Run: python3 dev/gen_nfc_tables.py > tokenizer/tokenizer_nfc_tables.h"""
 import sys
 import unicodedata as u
 

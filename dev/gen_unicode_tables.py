@@ -2,7 +2,7 @@
 """
 Generates the Unicode range tables used by tokenizer.h's hand-written GPT-2
 pre-tokeniser and writes them between the BEGIN/END GENERATED UNICODE TABLES
-markers in tokenizer_tables.h (in place; the rest of the file is left alone).
+markers in tokenizer/tokenizer_tables.h (in place; the rest of the file is left alone).
 
 The regex being emulated is tiktoken's gpt2 pattern
     's|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+
@@ -19,7 +19,7 @@ Python running this script (printed into the table). tiktoken's regex crate may 
 on a newer Unicode version; characters assigned after ours are then classed as
 "other" here. Regenerate with a newer Python to catch up.
 
-Usage: python3 dev/gen_unicode_tables.py [--header tokenizer_tables.h] [--check]
+Usage: python3 dev/gen_unicode_tables.py [--header tokenizer/tokenizer_tables.h] [--check]
 """
 import argparse
 import os
@@ -81,7 +81,7 @@ def render(ranges):
 def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--header", default=os.path.join(root, "tokenizer_tables.h"), help="header to update in place")
+    ap.add_argument("--header", default=os.path.join(root, "tokenizer", "tokenizer_tables.h"), help="header to update in place")
     ap.add_argument("--check", action="store_true", help="only check that the header is up to date")
     args = ap.parse_args()
 

@@ -5,7 +5,7 @@
 # by mpirun as 2 ranks stops with an error instead of running two independent copies.
 source "$(dirname "$0")/lib.sh"
 mkdir -p "$W/src"
-cp -p Makefile ./*.c ./*.h "$W/src/" && cp -rp cpu "$W/src/"
+cp -p Makefile ./*.c ./*.h "$W/src/" && cp -rp cpu tokenizer "$W/src/"
 build() { make --no-print-directory -C "$W/src" "$@" train_gpt_cpu 2>&1; }
 uptodate() { make --no-print-directory -C "$W/src" -q "$@" train_gpt_cpu; }
 mpi_of() { "$W/src/train_gpt_cpu" --help | sed -nE 's/.*MPI: (yes|no).*/\1/p'; }
@@ -44,7 +44,7 @@ grep -qF "pread/pwrite (this build has no liburing: apt-get install liburing-dev
   || bad "build without liburing" "$out"
 # the backend contract (backend.h): the shared headers ask the build for everything through backend_* functions,
 # so none of them names the CUDA runtime, NCCL, cuBLAS, the CUDA build's stream or its macro
-leaks=$(grep -nE 'cuda[A-Z]|nccl[A-Z_]|cublas|main_stream|TRAIN_GPT_CUDA' "$(dirname "$0")"/../*.h)
+leaks=$(grep -nE 'cuda[A-Z]|nccl[A-Z_]|cublas|main_stream|TRAIN_GPT_CUDA' "$(dirname "$0")"/../*.h "$(dirname "$0")"/../tokenizer/*.h)
 [ -z "$leaks" ] && ok "no shared header calls CUDA or NCCL or tests TRAIN_GPT_CUDA: the build is reached through backend.h" \
   || bad "the backend contract leaks" "$leaks"
 finish

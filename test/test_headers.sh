@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_headers.sh: every header stands alone. Each one is compiled as a translation unit of its own
 # (-fsyntax-only), with nothing before it, by the compiler and flags of the build that uses it: the top-level
-# headers and cpu/ as C with the CPU build's (make passes HEADER_CC, HEADER_CFLAGS), cuda/ as C++ with the
+# headers, cpu/ and tokenizer/ as C with the CPU build's (make passes HEADER_CC, HEADER_CFLAGS), cuda/ as C++ with the
 # emulator's (HEADER_CXX, HEADER_CXXFLAGS; -include dev/cuda/emu/emu.h stands in for what nvcc includes
 # before every file, the CUDA runtime). A header that needs a type, a function or a macro it does not include,
 # or that only compiles after another header (an include-order contract), fails here.
@@ -26,7 +26,7 @@ check() {
   else bad "$h does not compile alone" "$(grep -E '(error|warning):' <<<"$out" | head -4)"; fi
 }
 
-for h in ./*.h cpu/*.h; do
+for h in ./*.h cpu/*.h tokenizer/*.h; do
   h=${h#./}
   # shellcheck disable=SC2086
   check "$h" $CC_ $CFLAGS_ -x c

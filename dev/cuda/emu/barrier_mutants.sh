@@ -26,7 +26,7 @@ caught=0; missed=0
 for FL in "${lines[@]}"; do
   F=${FL%%:*} L=${FL#*:}
   rm -rf "$W/m" && mkdir -p "$W/m/build" "$W/m/dev"
-  cp -r ./*.h ./*.c ./*.cu Makefile test cuda $(ls -d cpu 2>/dev/null) "$W/m/" && cp -r dev/cuda "$W/m/dev/" && cp -r build/emu "$W/m/build/"
+  cp -r ./*.h ./*.c ./*.cu Makefile test cuda $(ls -d cpu tokenizer 2>/dev/null) "$W/m/" && cp -r dev/cuda "$W/m/dev/" && cp -r build/emu "$W/m/build/"
   what=$(sed -n "${L}p" "$F" | sed -E 's/^ +//')
   sed -i -E "${L}s/$BARRIER/; \/* barrier deleted *\//" "$W/m/$F"
   if [ "${CHECKS:-kernels}" = attention ]; then bins="dev/cuda/attention_emu dev/cuda/attention_emu_race"; run="check small"

@@ -37,7 +37,7 @@ corpus_die, which runs the caller's cleanup hook (the shard writer removes its t
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "tokenizer.h"
+#include "../tokenizer.h"
 
 #define CORPUS_READ_CHUNK (1 << 16)
 

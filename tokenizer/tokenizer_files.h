@@ -8,7 +8,7 @@ naming the file (and line, for vocab.bpe).
 #ifndef TOKENIZER_FILES_H
 #define TOKENIZER_FILES_H
 
-#include "tokenizer.h"
+#include "../tokenizer.h"
 
 // Reads a whole regular file into memory (NUL-terminated for the parsers' convenience).
 // Directories are rejected explicitly: on Linux fopen() of a directory succeeds and only
