@@ -17,13 +17,13 @@ NVCC := $(shell command -v nvcc 2>/dev/null)
 MPICC := $(shell command -v mpicc 2>/dev/null)
 CPU_CC = $(if $(MPICC),$(MPICC) -DUSE_MPI,$(CC))
 
-HEADERS = backend.h utils.h block.h gpt2.h llama.h family.h model_config.h rope.h arch.h tp_layout.h tensor_parallel.h adamw.h config.h checkpoint.h dataloader.h tokenizer.h $(TOKENIZER_HEADERS) json.h trainer.h run.h plan.h report.h sample.h fault.h comm.h watchdog.h zero.h zero_layout.h zero_store.h swap.h pipeline.h pipeline_schedule.h checkpoint_format.h model.h timing.h timing_marks.h autotune.h eval_mc.h
+HEADERS = backend.h utils.h block.h gpt2.h llama.h family.h model_config.h rope.h arch.h tp_layout.h tensor_parallel.h adamw.h config.h checkpoint.h dataloader.h tokenizer.h $(TOKENIZER_HEADERS) json.h trainer.h run.h plan.h report.h sample.h fault.h comm.h watchdog.h zero.h zero_layout.h zero_store.h swap.h pipeline.h pipeline_schedule.h checkpoint_format.h model.h timing.h timing_marks.h autotune.h eval_mc.h muon.h
 # The tokenizer's parts beside tokenizer.h: its file formats, tokenizer.json, UTF-8, NFC and the generated Unicode
 # tables (the trainer decodes with them too); tokenizer/corpus.h and tokenizer/shards.h are tokenize's alone.
 TOKENIZER_HEADERS = tokenizer/tokenizer_files.h tokenizer/tokenizer_json.h tokenizer/tokenizer_utf8.h tokenizer/tokenizer_nfc.h \
   tokenizer/tokenizer_tables.h tokenizer/tokenizer_nfc_tables.h
 # The CPU build's kernels and host-memory backend, one header per layer family (train_gpt.c includes them).
-CPU_HEADERS = cpu/encoder.h cpu/vocab.h cpu/layernorm.h cpu/matmul.h cpu/attention.h cpu/gelu.h cpu/classifier.h cpu/llama.h cpu/backend.h
+CPU_HEADERS = cpu/encoder.h cpu/vocab.h cpu/layernorm.h cpu/matmul.h cpu/attention.h cpu/gelu.h cpu/classifier.h cpu/llama.h cpu/backend.h cpu/muon.h
 # The CUDA build's kernels and device backend, one header per layer family (train_gpt.cu includes them).
 CUDA_HEADERS = cuda/common.cuh cuda/encoder.cuh cuda/layernorm.cuh cuda/matmul.cuh cuda/async_copy.cuh cuda/block_order.cuh cuda/attention_common.cuh \
   cuda/attention_fp32.cuh cuda/attention_mma.cuh cuda/attention.cuh cuda/decode.cuh cuda/gelu.cuh cuda/classifier.cuh \

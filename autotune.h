@@ -198,7 +198,7 @@ static PlanNeed tune_need(const Run *r, const TuneCandidate *c, const int *first
     for (int st = 0; st < c->pp; st++) {
         for (int u = 0; u < nu; u++) holds_unit[u] = u == 0 ? (st == 0 || st == c->pp - 1) : (u - 1 >= first[st] && u - 1 < first[st + 1]);
         PlanLayout l = {mc, c->B, r->T, c->recompute, first[st + 1] - first[st], pp_max_in_flight(st, c->pp, c->A), holds_unit, dp, 0, 0,
-                        run_sample_tokens(&r->cfg, r->T)};  // the run's samples, whichever candidate it takes
+                        run_sample_tokens(&r->cfg, r->T), r->cfg.optimizer == OPTIMIZER_MUON};  // the run's samples, whichever candidate it takes
         PlanNeed n = plan_need(&l, choice, NULL);
         if (device_is_host) { n.device += n.host; n.host = 0; }
         if (n.device > worst.device) worst.device = n.device;

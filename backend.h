@@ -265,6 +265,18 @@ static void backend_adamw_plan_free(void *plan);
 // step's synchronisation are the same numbers.
 static void backend_norm_local(float *slot);
 static void backend_update_verdict(const float *slots, int count, float loss_scale, float clip);
+// Muon (muon.h) on state memory, or with host = 1 on the host tier (--offload: the host runs them). backend_has_muon
+// 0: the build refuses --optimizer muon. _momentum on n floats: b = mu b + (1 - mu) g scale, u = nesterov ?
+// (1 - mu) g scale + mu b : b. _orthogonalize: x (rows x cols, row-major) becomes its Newton-Schulz
+// orthogonalisation in place (muon.h's formula, the coefficients MUON_NS_A, _B, _C, `steps` iterations), work holding
+// muon_ns_workspace(rows, cols) floats. _apply: p = p decay - step o.
+#define MUON_NS_A 3.4445f
+#define MUON_NS_B (-4.7750f)
+#define MUON_NS_C 2.0315f
+static int backend_has_muon(void);
+static void backend_muon_momentum(float *b, float *u, const float *g, size_t n, float mu, float scale, int nesterov, int host);
+static void backend_muon_orthogonalize(float *x, int rows, int cols, int steps, float *work, int host);
+static void backend_muon_apply(float *p, const float *o, size_t n, float decay, float step, int host);
 static int backend_weights_need_copy(void);  // 1: kernels read a floatX working copy of the float master
 static void backend_weights_from_master(floatX *dst, const float *src, size_t n, uint64_t seed);  // stochastic rounding
 

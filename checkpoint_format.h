@@ -10,9 +10,12 @@
 //     RNG state (lo, hi), [14..15] parameter count P (lo, hi), [16] steps the learning-rate schedule spans (-x, or --lr-steps),
 //     [17] vocab size V; from version 2: [18] AdamW updates applied (steps less skipped ones),
 //     [19] loss scale (float32 bits), [20] loss-scaler steps seen, [21] its step of the last
-//     overflow (-1 none), [22] hysteresis left, [23] steps skipped for overflow; the rest 0.
+//     overflow (-1 none), [22] hysteresis left, [23] steps skipped for overflow; from version 3: [24] the
+//     optimizer (0 AdamW, 1 Muon: muon.h); the rest 0. A run with AdamW writes version 2, which holds all it has
+//     (older builds read it); one with Muon version 3, which they refuse rather than take its momentum for AdamW's.
 //     Version 1 files (no loss scaler) still load: updates = step, and the scaler starts afresh
-//   float32 m[P], v[P]: AdamW first and second moments in the model file's parameter order
+//   float32 m[P], v[P]: AdamW first and second moments in the model file's parameter order (with Muon, its
+//     momentum buffers in m where it owns the matrices, and 0 in v there)
 // Here: the format, its atomic single-writer form, and the files' names; checkpoint.h writes a ZeRO rank's share
 // of both files. Needs no model (test/test_units.c checks it alone).
 #ifndef CHECKPOINT_FORMAT_H
@@ -23,7 +26,7 @@
 #include "utils.h"
 
 #define STATE_MAGIC 20241122
-#define STATE_VERSION 2
+#define STATE_VERSION 3
 
 typedef struct {
     int step, B, T, grad_accum, world, shuffle, total_steps, vocab_size;
@@ -31,6 +34,7 @@ typedef struct {
     int updates;                 // AdamW's t: steps applied, not skipped
     float loss_scale;            // 0 in a version 1 file: no scaler state saved
     int scaler_iter, scaler_last_overflow, scaler_hysteresis_left, scaler_skipped;
+    int optimizer;               // 0 AdamW (versions 1 and 2), 1 Muon (config.h's OptimizerKind)
 } TrainState;
 
 static void put_u64(int *h, int i, uint64_t x) { h[i] = (int)(uint32_t)x; h[i + 1] = (int)(uint32_t)(x >> 32); }
@@ -66,6 +70,7 @@ static void state_read(const char *path, TrainState *s, float *m, float *v) {
         memcpy(&s->loss_scale, &h[19], sizeof(float));
         s->scaler_iter = h[20]; s->scaler_last_overflow = h[21]; s->scaler_hysteresis_left = h[22]; s->scaler_skipped = h[23];
     }
+    s->optimizer = h[1] >= 3 ? h[24] : 0;
     fseekCheck(fp, 0, SEEK_END, path);
     long size = ftell(fp);
     long want = 1024 + 8 * (long)s->num_params;
@@ -112,13 +117,14 @@ static void ckpt_commit(const char *tmp, const char *path) {
 
 static void state_header(int h[256], const TrainState *s) {
     memset(h, 0, 256 * sizeof(int));
-    h[0] = STATE_MAGIC; h[1] = STATE_VERSION; h[2] = s->step; h[3] = s->B; h[4] = s->T; h[5] = s->grad_accum;
+    h[0] = STATE_MAGIC; h[1] = s->optimizer ? 3 : 2; h[2] = s->step; h[3] = s->B; h[4] = s->T; h[5] = s->grad_accum;
     h[6] = s->world; h[7] = s->shuffle;
     put_u64(h, 8, s->seed); put_u64(h, 10, s->loader_pos); put_u64(h, 12, s->sample_rng); put_u64(h, 14, s->num_params);
     h[16] = s->total_steps; h[17] = s->vocab_size;
     h[18] = s->updates;
     memcpy(&h[19], &s->loss_scale, sizeof(float));
     h[20] = s->scaler_iter; h[21] = s->scaler_last_overflow; h[22] = s->scaler_hysteresis_left; h[23] = s->scaler_skipped;
+    if (s->optimizer) h[24] = s->optimizer;
 }
 
 static void checkpoint_paths(const char *dir, int step, char *model_path, char *state_path, size_t n) {

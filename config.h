@@ -50,6 +50,10 @@ typedef enum { PRECISION_BUILD_DEFAULT = -1, PRECISION_BF16, PRECISION_FP16, PRE
 static const char *const PRECISION_NAMES[] = {"bf16", "fp16", "fp32", NULL};
 typedef enum { LOSS_SCALE_BY_PRECISION = -1, LOSS_SCALE_DYNAMIC, LOSS_SCALE_NONE, LOSS_SCALE_FIXED } LossScaleMode;
 static const char *const LOSS_SCALE_NAMES[] = {"dynamic", "none", NULL};  // or a number: LOSS_SCALE_FIXED
+typedef enum { OPTIMIZER_ADAMW, OPTIMIZER_MUON } OptimizerKind;  // --optimizer (muon.h)
+static const char *const OPTIMIZER_NAMES[] = {"adamw", "muon", NULL};
+typedef enum { MUON_ADJUST_MATCH_RMS_ADAMW, MUON_ADJUST_ORIGINAL } MuonLrAdjust;  // --muon-lr-adjust
+static const char *const MUON_LR_ADJUST_NAMES[] = {"match_rms_adamw", "original", NULL};
 // --mlp: model (the model's own), or an activation in model_config.h's MLP_ order (MLP_ = the flag's value - 1)
 static const char *const MLP_FLAG_NAMES[] = {"model", "gelu", "swiglu", "relu2", NULL};
 
@@ -74,6 +78,10 @@ typedef struct {
     int warmup;
     LrSchedule lr_schedule;
     float weight_decay, beta1, beta2, eps, grad_clip;
+    OptimizerKind optimizer;    // what updates the matrices inside the blocks (muon.h); AdamW keeps the rest
+    float muon_momentum, muon_lr;  // muon_lr 0: --lr
+    int muon_nesterov, muon_ns_steps;
+    MuonLrAdjust muon_lr_adjust;
     int recompute;              // 0..3
     uint64_t seed;
     int shuffle;
@@ -130,6 +138,11 @@ static void config_defaults(TrainConfig *c) {
     c->beta2 = 0.95f;
     c->eps = 1e-8f;
     c->grad_clip = 1.0f;
+    c->optimizer = OPTIMIZER_ADAMW;
+    c->muon_momentum = 0.95f;
+    c->muon_nesterov = 1;
+    c->muon_ns_steps = 5;
+    c->muon_lr_adjust = MUON_ADJUST_MATCH_RMS_ADAMW;
     c->recompute = 0;
     c->seed = 1337;
     c->shuffle = 1;
@@ -198,6 +211,12 @@ static const OptSpec OPTIONS[] = {
     OPT(NULL, "--beta2", OPT_FLOAT, beta2, "AdamW beta2"),
     OPT(NULL, "--eps", OPT_FLOAT, eps, "AdamW epsilon"),
     OPT(NULL, "--grad-clip", OPT_FLOAT, grad_clip, "clip the global gradient norm to this; 0 = off"),
+    OPTE(NULL, "--optimizer", optimizer, OPTIMIZER_NAMES, "adamw | muon: Muon (torch.optim.Muon's update) on each matrix inside the blocks (q, k, v apart, attention's output, the MLP's matrices: GPT-2's fc and proj, the Llama family's up, gate and down apart); AdamW keeps the embeddings, the head, the norms and the biases"),
+    OPT(NULL, "--muon-momentum", OPT_FLOAT, muon_momentum, "Muon's momentum mu: B = mu B + (1 - mu) g"),
+    OPT(NULL, "--muon-nesterov", OPT_INT, muon_nesterov, "1: Muon orthogonalises (1 - mu) g + mu B (Nesterov); 0: B"),
+    OPT(NULL, "--muon-ns-steps", OPT_INT, muon_ns_steps, "Newton-Schulz iterations of Muon's orthogonalisation"),
+    OPTD(NULL, "--muon-lr", OPT_FLOAT, muon_lr, "Muon's peak learning rate (the same schedule, warmup and decay; 0: --lr)", "--lr"),
+    OPTE(NULL, "--muon-lr-adjust", muon_lr_adjust, MUON_LR_ADJUST_NAMES, "match_rms_adamw: lr 0.2 sqrt(max(rows, cols)) (Moonshot's, so Muon shares AdamW's lr and decay) | original: lr sqrt(max(1, rows/cols)) (Keller Jordan's)"),
     OPT("-r", "--recompute", OPT_INT, recompute, "0 store all; 1 recompute GELU; 2 also LayerNorm; 3 keep only layer inputs"),
     OPT(NULL, "--seed", OPT_U64, seed, "seed for initialisation, data order and sampling"),
     OPT(NULL, "--shuffle", OPT_INT, shuffle, "1 shuffle the training order each epoch, 0 read in order"),
@@ -404,6 +423,13 @@ static void config_validate(const TrainConfig *c) {
     if (c->beta2 < 0 || c->beta2 >= 1) bad_value("--beta2", "must be in [0, 1)");
     if (c->eps <= 0) bad_value("--eps", "must be > 0");
     if (c->grad_clip < 0) bad_value("--grad-clip", "must be >= 0 (0 turns clipping off)");
+    if (c->muon_momentum < 0 || c->muon_momentum >= 1) bad_value("--muon-momentum", "must be in [0, 1)");
+    if (c->muon_nesterov != 0 && c->muon_nesterov != 1) bad_value("--muon-nesterov", "must be 0 or 1");
+    if (c->muon_ns_steps < 1 || c->muon_ns_steps > 100) bad_value("--muon-ns-steps", "must be in [1, 100]");
+    if (c->muon_lr < 0) bad_value("--muon-lr", "must be >= 0");
+    if (c->optimizer == OPTIMIZER_MUON && c->offload_device == OFFLOAD_TO_NVME)
+        bad_value("--optimizer muon", "does not run with --offload-device nvme yet (its momentum is not streamed through the swap "
+                  "file); use --offload-device cpu");
     if (c->recompute < 0 || c->recompute > 3) bad_value("-r/--recompute", "must be 0, 1, 2 or 3");
     if (c->shuffle != 0 && c->shuffle != 1) bad_value("--shuffle", "must be 0 or 1");
     if (c->val_every < 0) bad_value("-v/--val-every", "must be >= 0 (0 turns it off)");

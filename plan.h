@@ -58,6 +58,7 @@ typedef struct {
     size_t bucket_bytes;          // --reduce-bucket-mb
     size_t nvme_buffer;           // --nvme-buffer-mb
     int kv_tokens;                // the positions of the run's samples' key/value cache (run_sample_tokens; 0: no sampling)
+    int muon;                     // --optimizer muon: v leaves out Muon's matrices, and Muon's workspace
 } PlanLayout;
 
 // What the advice varies: the ZeRO stage and what is offloaded where.
@@ -65,7 +66,7 @@ typedef struct { int zero, offload, offload_params, nvme; } PlanChoice;
 
 static PlanNeed plan_need(const PlanLayout *l, PlanChoice c, MemoryPlan *out) {
     MemoryPlan mp = model_memory_plan(l->mc, l->B, l->T, l->recompute, l->layers, l->slots, l->holds_unit[0], c.zero == 3);
-    zero_memory_plan(l->mc, c.zero, l->dp, l->holds_unit, l->bucket_bytes, c.offload, c.offload_params, c.nvme, &mp.params,
+    zero_memory_plan(l->mc, c.zero, l->dp, l->holds_unit, l->bucket_bytes, c.offload, c.offload_params, c.nvme, l->muon, &mp.params,
                      &mp.grads, &mp.optimizer);
     mp.optimizer_on_host = c.offload && !c.nvme;
     mp.kv_cache = l->kv_tokens ? model_kv_cache_bytes(l->mc, l->layers, l->kv_tokens) : 0;  // reserved once, for the run

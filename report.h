@@ -156,6 +156,21 @@ static void report_run_header(const Run *r) {
             "precision %s%s | loss scale %s\n", backend_build_name(), backend_device_name(), r->world, tp, r->dp, pp_stages, cfg->zero_stage,
             OFFLOAD_NAMES[cfg->offload], where, PRECISION_NAMES[cfg->precision], cfg->tf32 ? " (TF32 matmuls)" : "", scale);
     report_placement(r);
+    if (cfg->optimizer == OPTIMIZER_MUON) {
+        char muon[1024], adamw[1024];
+        muon_owner_text(mc, muon, adamw, sizeof(muon));
+        printf0("optimizer: muon on each layer's %s (momentum %g%s, %d Newton-Schulz steps, lr %g adjusted by %s) | adamw "
+                "on %s\n", muon, cfg->muon_momentum, cfg->muon_nesterov ? " Nesterov" : "", cfg->muon_ns_steps,
+                cfg->muon_lr > 0 ? cfg->muon_lr : cfg->lr, MUON_LR_ADJUST_NAMES[cfg->muon_lr_adjust], adamw);
+        printf0("optimizer: Newton-Schulz %.4g GFLOP per step over all ranks, beside the model's %.4g (6N + attention, "
+                "%ld tokens)\n", muon_step_flops(mc, cfg->muon_ns_steps) / 1e9,
+                model_flops_per_token(mc, r->T) * (double)cfg->total_batch_tokens / 1e9, cfg->total_batch_tokens);
+        if (r->logf && r->start_step == 0)
+            fprintf(r->logf, "{\"optimizer\": {\"muon\": \"%s\", \"adamw\": \"%s\", \"muon_lr\": %.9g, \"muon_momentum\": %.9g, "
+                    "\"muon_nesterov\": %d, \"muon_ns_steps\": %d, \"muon_lr_adjust\": \"%s\"}}\n", muon, adamw,
+                    cfg->muon_lr > 0 ? cfg->muon_lr : cfg->lr, cfg->muon_momentum, cfg->muon_nesterov, cfg->muon_ns_steps,
+                    MUON_LR_ADJUST_NAMES[cfg->muon_lr_adjust]);
+    }
     if (pp_stages > 1) {
         printf0("pipeline split (1F1B, %d micro-batches; bubble (p-1)/(m+p-1) = %.3f):", A, pp_bubble_formula(pp_stages, A));
         for (int s = 0; s < pp_stages; s++) printf0(" stage %d: layers %d-%d%s%s |", s, r->first[s], r->first[s + 1] - 1,

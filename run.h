@@ -113,7 +113,8 @@ static int run_sample_tokens(const TrainConfig *cfg, int T) {
 // This rank's share of the run's layout, as the memory plan takes it (after run_plan has split the layers).
 static PlanLayout run_plan_layout(const Run *r) {
     PlanLayout l = {&r->mc_rank, r->B, r->T, r->cfg.recompute, r->first[r->stage + 1] - r->first[r->stage], r->slots, r->holds_unit,
-                    r->dp, r->bucket_bytes, run_nvme_buffer(r), run_sample_tokens(&r->cfg, r->T)};
+                    r->dp, r->bucket_bytes, run_nvme_buffer(r), run_sample_tokens(&r->cfg, r->T),
+                    r->cfg.optimizer == OPTIMIZER_MUON};
     return l;
 }
 
@@ -149,6 +150,9 @@ static void run_setup_world(Run *r, int argc, char **argv) {
     parse_args(cfg, argc, argv);
     config_validate(cfg);
     config_resolve_precision(cfg, backend_precision_default(), backend_precisions_built());
+    if (cfg->optimizer == OPTIMIZER_MUON && !backend_has_muon())
+        usage_error("--optimizer muon: the %s build has no Muon yet (its Newton-Schulz waits for the device's matmuls); "
+                    "use ./train_gpt_cpu, or --optimizer adamw", backend_build_name());
     config_check_world(cfg, r->world);
     // the world is TP x data-parallel x pipeline stages, TP innermost (tensor_parallel.h's mesh)
     r->tp = cfg->tp; r->pp_stages = cfg->pp; r->dp = r->world / (r->pp_stages * r->tp);
@@ -156,6 +160,9 @@ static void run_setup_world(Run *r, int argc, char **argv) {
     r->tp_rank = mesh.tp_rank; r->stage = mesh.stage; r->dp_rank = mesh.dp_rank;
     if (cfg->sp == 1 && r->tp == 1) usage_error("--sp 1: sequence parallelism shards the tensor-parallel ranks' sequence; it needs --tp > 1");
     if (cfg->sp < 0) cfg->sp = r->tp > 1;  // on by default with --tp (Megatron's advice)
+    if (cfg->optimizer == OPTIMIZER_MUON && r->tp > 1)
+        usage_error("--optimizer muon with --tp %d: Muon orthogonalises whole matrices, and a TP rank holds a slice of each; "
+                    "it does not gather them yet (use --tp 1, or --optimizer adamw)", r->tp);
     config_resolve_batch(cfg, r->dp);
     // which node each rank runs on, for the placement line and the out dir's check
     char me[RUN_HOST] = {0};
@@ -522,6 +529,11 @@ static void run_resume(Run *r) {
     }
     if (s->seed != cfg->seed || s->shuffle != cfg->shuffle) {
         fatal("%s: saved with --seed %llu --shuffle %d; pass the same to resume", sp, (unsigned long long)s->seed, s->shuffle);
+    }
+    if (s->optimizer != (int)cfg->optimizer) {
+        fatal("%s: saved by a run with --optimizer %s; this run has --optimizer %s (the state's moments are %s's; resume "
+              "with --optimizer %s)", sp, s->optimizer == OPTIMIZER_MUON ? "muon" : "adamw", OPTIMIZER_NAMES[cfg->optimizer],
+              s->optimizer == OPTIMIZER_MUON ? "Muon" : "AdamW", s->optimizer == OPTIMIZER_MUON ? "muon" : "adamw");
     }
     r->start_step = s->step;
     printf0("resume: step %d from %s (saved by %d rank%s)\n", r->start_step, sp, s->world, s->world == 1 ? "" : "s");

@@ -11,6 +11,7 @@
 #include "cpu/vocab.h"       // defines: --tp's vocabulary-parallel encoder_*_vocab, classifier_vocab_*, backend_has_tp
 #include "cpu/llama.h"       // defines: the Llama family's rmsnorm_*, qknorm_*, rope_*, swiglu_*, attention_gqa_*
 #include "cpu/backend.h"     // defines: backend_* (host memory, copies, AdamW, the CPU's device facts)
+#include "cpu/muon.h"        // defines: backend_muon_* (Muon's momentum, Newton-Schulz through gemm, step)
 
 #include "backend.h"  // declares: the contract the headers above implement (a mismatch fails the build)
 

@@ -113,7 +113,8 @@ static void run_build(Run *r) {
     size_t allocated_before = backend_state_allocated();
     char note[512];
     zero_init(&r->zero, &r->dp_comm, cfg->zero_stage, r->model, r->holds_unit, r->bucket_bytes, r->offload, r->offload_params,
-              r->nvme ? cfg->nvme_path : NULL, run_nvme_buffer(r), note, sizeof(note));
+              r->nvme ? cfg->nvme_path : NULL, run_nvme_buffer(r), note, sizeof(note),
+              cfg->optimizer == OPTIMIZER_MUON ? cfg : NULL);
     if (r->pp_stages > 1 && r->holds_unit[0]) zero_tie_outer_unit(&r->zero, &r->tied_comm, stage == r->pp_stages - 1);
     if (r->nvme) {
         const Swap *sw = &r->zero.swap;
@@ -246,6 +247,7 @@ static StepResult run_step(Run *r, int step) {
     zero_grad_sum_squares_start(zero);
     float lr = lr_at(cfg, step, r->lr_span);
     AdamWArgs adam = {lr, cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay, 1.0f, r->updates + 1};
+    if (zero->muon) muon_set_lr(zero->muon, muon_lr_at(cfg, step, r->lr_span));
     // where this rank's sums are the whole norm, the device decides clipping and skipping itself and the
     // update follows the backward at once; elsewhere it waits for the host's verdict (below)
     int now = pp_stages == 1 && zero_update_on_device(zero);
@@ -320,7 +322,7 @@ static void run_checkpoint(Run *r, int done) {
         const LossScaler *sc = &r->scaler;
         TrainState st = {done, r->B, r->T, r->A, r->dp, cfg->shuffle, r->lr_span, r->mc.vocab_size, cfg->seed,
                          r->train_loader.pos * (uint64_t)r->dp, r->sample_rng, r->num_params, r->updates, sc->scale,
-                         sc->iter, sc->last_overflow, sc->hysteresis_left, sc->skipped};
+                         sc->iter, sc->last_overflow, sc->hysteresis_left, sc->skipped, (int)cfg->optimizer};
         state_header(h, &st);
         ckpt_create(stmp, h, 2 * r->num_params * sizeof(float));
     }

@@ -56,9 +56,9 @@ static void zero_adamw_plan(Zero *z) {
         if (z->fused_copy && backend_weights_need_copy() && !w) z->fused_copy = 0;
         for (int i = 0; i < z->nruns; i++) {
             size_t a, b, lo = z->slo[u], off = z->soff[u];
-            if (!run_overlap(&z->runs[i], u, lo, z->slen[u], &a, &b)) continue;
+            if (!run_overlap(&z->runs[i], u, lo, z->slen[u], &a, &b) || (z->muon && z->muon->run_is_muon[i])) continue;
             segs[n++] = (AdamWSegment){zero_master(z, u) + (a - lo), zero_grad_slice(z, u) + (a - lo), z->m + off + (a - lo),
-                                       z->v + off + (a - lo), b - a, z->runs[i].decayed, w ? (void *)x_at(w, a) : NULL, a, u};
+                                       zero_v_at(z, u, a - lo), b - a, z->runs[i].decayed, w ? (void *)x_at(w, a) : NULL, a, u};
         }
     }
     if (!z->fused_copy) for (int i = 0; i < n; i++) segs[i].w = NULL;
@@ -66,10 +66,29 @@ static void zero_adamw_plan(Zero *z) {
     free(segs);
 }
 
+// --optimizer muon: Muon takes the matrices inside the blocks (muon.h), its momentum in m, and v leaves them out
+// (zero_v_span); the host tier holds Muon's buffers where it holds the state (--offload). Before the store opens.
+static void zero_use_muon(Zero *z, const TrainConfig *cfg) {
+    size_t widest = 0;
+    for (int u = 1; u < z->nu; u++) if (z->ushard[u] * z->comm->world > widest) widest = z->ushard[u] * z->comm->world;
+    z->muon = (Muon *)callocCheck(1, sizeof(Muon));
+    muon_init(z->muon, cfg, &z->config, z->usize, z->runs, z->nruns, z->comm->world, widest, z->offload);
+    int n = muon_matrices(&z->config, 1, NULL);
+    MuonMatrix *mats = (MuonMatrix *)callocCheck(n > 0 ? n : 1, sizeof(MuonMatrix));
+    muon_matrices(&z->config, 1, mats);
+    z->voff = (size_t *)callocCheck(z->nu, sizeof(size_t));
+    for (int u = 0; u < z->nu; u++) {
+        z->voff[u] = z->v_floats;
+        z->v_floats += zero_v_span(mats, n, u, z->stage, z->ushard[u], z->comm->world);
+    }
+    free(mats);
+}
+
 // nvme_path: with --offload-device nvme, the directory of the swap file (NULL: host memory), whose
 // ring buffers are nvme_buffer_bytes each; `note` receives what swap_open says the user should know.
 static void zero_init(Zero *z, Comm *comm, int stage, Model *model, const int *held, size_t bucket_bytes, int offload,
-                      int offload_params, const char *nvme_path, size_t nvme_buffer_bytes, char *note, size_t note_len) {
+                      int offload_params, const char *nvme_path, size_t nvme_buffer_bytes, char *note, size_t note_len,
+                      const TrainConfig *muon) {
     memset(z, 0, sizeof(*z));
     z->stage = stage;
     z->comm = comm;
@@ -118,6 +137,8 @@ static void zero_init(Zero *z, Comm *comm, int stage, Model *model, const int *h
     }
     z->offload = offload || offload_params;
     z->offload_params = offload_params;
+    if (muon && z->offload && nvme_path) internal_fault("Muon with the NVMe store (config_validate refuses it)");
+    if (muon) zero_use_muon(z, muon);  // before the store: its v leaves out Muon's matrices
     zero_store_open(z, z->offload ? nvme_path : NULL, nvme_buffer_bytes, note, note_len);
     for (int u = 0; u < z->nu; u++) zero_point_unit(z, u, zero_resident(z, u) && z->usize[u] > 0 ? z->params + z->uoff[u] : NULL);
     if (z->store == &ZERO_STORE_DEVICE) zero_adamw_plan(z);  // now: its copy to the device waits for it
@@ -136,6 +157,8 @@ static void zero_tie_outer_unit(Zero *z, Comm *tied, int counted_elsewhere) {
 static int zero_counted_elsewhere(const Zero *z, int u) { return u == 0 && z->tied_counted_elsewhere; }
 
 static void zero_free(Zero *z) {
+    if (z->muon) { muon_free(z->muon); free(z->muon); z->muon = NULL; }
+    free(z->voff);
     backend_adamw_plan_free(z->adamw_plan);
     backend_free(z->norm_slots);
     float *bufs[] = {z->params, z->grads, z->layer_grad, z->bucket_pack, z->layer_param[0], z->layer_param[1], z->pshard, z->gshard};
@@ -402,6 +425,9 @@ static void zero_update_with(Zero *z, const AdamWArgs *args, int verdict) {
     int device = z->store == &ZERO_STORE_DEVICE;
     z->store->begin(z, args, verdict);  // the device store: every unit's slice, one launch
     for (int u = 0; u < z->nu; u++) {
+        if (z->muon && device)  // the host store runs it in its update, on the host tier
+            muon_update_unit(z->muon, z->comm, z->stage, u, z->slo[u], z->slen[u], z->ushard[u], zero_master(z, u),
+                             zero_grad_slice(z, u), z->m + z->soff[u], args->grad_scale, args->weight_decay);
         z->store->update(z, u, args);
         if (z->stage >= 1 && zero_resident(z, u)) {
             z->store->join(z);  // the all-gather reads what was just copied back
@@ -421,7 +447,7 @@ static void zero_update(Zero *z, const AdamWArgs *args) { zero_update_with(z, ar
 static int zero_update_on_device(const Zero *z) {
     int local = z->stage == 0 || z->comm->world == 1;
     int exchange = z->comm->transport != COMM_MPI_STAGED;
-    return z->store == &ZERO_STORE_DEVICE && (local || exchange) && !z->tied && !z->model->tp;
+    return z->store == &ZERO_STORE_DEVICE && (local || exchange) && !z->tied && !z->model->tp && !z->muon;
 }
 
 // The device's verdict on this step's update (backend.h): this rank's sum of squares, every rank's gathered

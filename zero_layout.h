@@ -10,6 +10,7 @@
 #include "comm.h"
 #include "swap.h"
 #include "model.h"
+#include "muon.h"
 
 enum { ZS_MASTER, ZS_M, ZS_V, ZS_ARRAYS };  // the arrays of a swap record
 
@@ -73,6 +74,8 @@ struct Zero {
     int offload;
     int offload_params;            // --offload params (stage 3): the host master copy is the only copy of the layer shards
     float *hmaster, *hgrad;
+    Muon *muon;                    // --optimizer muon (zero_use_muon): the runs it owns, AdamW skips; its momentum is m
+    size_t *voff, v_floats;        // with Muon: per unit, where its AdamW floats start in v, which skips Muon's matrices
     // the gradient norm's per-unit slices and sums, between zero_grad_sum_squares_start and _finish
     const float **ss_x;
     size_t *ss_n;
@@ -148,10 +151,41 @@ static void zero_swap_plan(const ModelConfig *c, int stage, int world, const int
     free(floats); free(span);
 }
 
+// With Muon, the room of unit u's second moments: its slice less Muon's matrices in it, the most over the ranks (so
+// that every rank's v, and the plan, have one size). mats: every Muon matrix of the model (muon_matrices).
+static size_t zero_v_span(const MuonMatrix *mats, int n, int u, int stage, size_t shard, int world) {
+    size_t span = zero_slice_span(stage, shard, world), most = 0;
+    for (int r = 0; r < (stage == 0 ? 1 : world); r++) {
+        size_t adamw = span - muon_floats_in(mats, n, u, (size_t)r * shard, span);
+        if (adamw > most) most = adamw;
+    }
+    return most;
+}
+
+// With Muon: its share of the optimizer's memory per rank (the plan's): the compact second moments' room (v_floats)
+// and the workspace, one layer unit whole and the largest matrix's Newton-Schulz.
+static size_t zero_muon_plan_floats(const ModelConfig *c, int stage, int world, const int *held, size_t *v_floats) {
+    int n = muon_matrices(c, 1, NULL), nu = model_num_units(c);
+    MuonMatrix *mats = (MuonMatrix *)callocCheck(n > 0 ? n : 1, sizeof(MuonMatrix));
+    muon_matrices(c, 1, mats);
+    size_t work = 0, widest = 0;
+    *v_floats = 0;
+    for (int u = 0; u < nu; u++) {
+        size_t sh = comm_shard_size(zero_unit_size(c, u, held), world);
+        *v_floats += zero_v_span(mats, n, u, stage, sh, world);
+        if (u > 0 && sh * world > widest) widest = sh * world;
+    }
+    for (int j = 0; j < n; j++)
+        if (zero_unit_size(c, mats[j].unit, held) > 0 && muon_ns_workspace(mats[j].rows, mats[j].cols) > work)
+            work = muon_ns_workspace(mats[j].rows, mats[j].cols);
+    free(mats);
+    return work > 0 ? widest + work : 0;
+}
+
 // Per-rank bytes of parameters, gradients and AdamW state for a stage, without allocating. With
 // nvme the optimizer's state is on disk (zero_swap_plan), so none of it is counted here.
 static void zero_memory_plan(const ModelConfig *c, int stage, int world, const int *held, size_t bucket_bytes,
-                             int offload, int offload_params, int nvme, size_t *params, size_t *grads, size_t *opt) {
+                             int offload, int offload_params, int nvme, int muon, size_t *params, size_t *grads, size_t *opt) {
     int K = zero_bucket_layers(c, world, bucket_bytes);
     int nu = model_num_units(c);
     size_t whole = 0, shard = 0, slices = 0, outer = 0, layer = 0;
@@ -166,6 +200,11 @@ static void zero_memory_plan(const ModelConfig *c, int stage, int world, const i
     *params = (stage <= 2 ? whole : outer + 2 * layer + (offload_params ? 0 : shard - outer_shard)) * sizeof(float);
     *grads = (stage <= 1 ? whole : outer + (K > 1 ? 2 * K : 1) * layer + shard) * sizeof(float);
     *opt = nvme ? 0 : (offload ? 4 : 2) * slices * sizeof(float);  // offloaded: m, v, master, grads
+    if (muon && !nvme) {  // v without Muon's matrices, and Muon's workspace
+        size_t v, ws = zero_muon_plan_floats(c, stage, world, held, &v);
+        *opt -= (slices - v) * sizeof(float);
+        *opt += ws * sizeof(float);
+    }
 }
 
 // Whether unit u stays whole in params on every rank: every unit at stages 0-2; at stage 3 only the
@@ -210,6 +249,40 @@ static int run_overlap(const ParamRun *run, int u, size_t lo, size_t cnt, size_t
     return *a < *b;
 }
 
+// This rank's second moments of unit u's slice position pos (an AdamW float): the slice's own place, or with Muon
+// the compact place that skips Muon's matrices, which keep none.
+static float *zero_v_at(Zero *z, int u, size_t pos) {
+    if (!z->muon) return z->v + z->soff[u] + pos;
+    return z->v + z->voff[u] + pos - muon_floats_in(z->muon->mats, z->muon->nmats, u, z->slo[u], pos);
+}
+
+// With Muon, floats [lo, lo + n) of unit u's slice of v to the host (0 at Muon's matrices) or from it (Muon's parts
+// left out); host_tier: v is the host tier's (--offload).
+static void zero_v_transfer(Zero *z, int u, size_t lo, size_t n, float *host, int to_host, int host_tier) {
+    size_t cur = lo, end = lo + n, slo = z->slo[u];
+    for (int j = 0; j <= z->muon->nmats && cur < end; j++) {
+        size_t ms = end, me = end;  // the next Muon range in slice coordinates (none: the rest is AdamW's)
+        if (j < z->muon->nmats) {
+            const MuonMatrix *m = &z->muon->mats[j];
+            size_t mend = m->off + (size_t)m->rows * m->cols;
+            if (m->unit != u || mend <= slo + cur) continue;
+            ms = m->off > slo ? m->off - slo : 0, me = mend - slo;
+            if (ms >= end) ms = me = end;
+        }
+        if (ms > cur) {
+            float *v = zero_v_at(z, u, cur);
+            size_t k = ms - cur;
+            if (host_tier) memcpy(to_host ? host + (cur - lo) : v, to_host ? v : host + (cur - lo), k * sizeof(float));
+            else if (to_host) backend_to_host(host + (cur - lo), v, k);
+            else backend_from_host(v, host + (cur - lo), k);
+            cur = ms;
+        }
+        size_t stop = me < end ? me : end;
+        if (to_host && stop > cur) memset(host + (cur - lo), 0, (stop - cur) * sizeof(float));
+        if (stop > cur) cur = stop;
+    }
+}
+
 // AdamW on the host (the offloaded stores) on floats [lo, lo + cnt) of unit u: weight decay differs between
 // the unit's tensors, so it walks the runs that overlap the range. Pointers are at the range's start. (The
 // device store's update is one backend_adamw_run over every unit, store_device_begin.)
@@ -218,8 +291,9 @@ static void zero_adamw_range(Zero *z, int u, size_t lo, size_t cnt, float *p, co
     for (int i = 0; i < z->nruns; i++) {
         const ParamRun *run = &z->runs[i];
         size_t a, b;
-        if (!run_overlap(run, u, lo, cnt, &a, &b)) continue;
-        adamw_host(p + (a - lo), g + (a - lo), m + (a - lo), v + (a - lo), b - a, run->decayed, args);
+        if (!run_overlap(run, u, lo, cnt, &a, &b) || (z->muon && z->muon->run_is_muon[i])) continue;
+        float *va = z->muon ? zero_v_at(z, u, a - z->slo[u]) : v + (a - lo);  // Muon's v skips its matrices
+        adamw_host(p + (a - lo), g + (a - lo), m + (a - lo), va, b - a, run->decayed, args);
     }
 }
 

@@ -14,9 +14,11 @@ static void zero_store_nothing(Zero *z) { (void)z; }
 
 // ---- device memory: m and v beside the parameters, AdamW by the backend
 static void store_device_get(Zero *z, int a, int u, size_t lo, size_t n, float *dst) {
+    if (a == ZS_V && z->muon) { zero_v_transfer(z, u, lo, n, dst, 1, 0); return; }
     backend_to_host(dst, zero_store_array(z, a) + z->soff[u] + lo, n);
 }
 static void store_device_put(Zero *z, int a, int u, const float *src, size_t n) {
+    if (a == ZS_V && z->muon) { zero_v_transfer(z, u, 0, n, (float *)src, 0, 0); return; }
     backend_from_host(zero_store_array(z, a) + z->soff[u], src, n);
 }
 // The master copy is the device's own (zero_master), never only in this store.
@@ -30,9 +32,11 @@ static void store_device_close(Zero *z) { backend_free(z->m); backend_free(z->v)
 // ---- host memory (--offload): every unit's gradient leaves for the host at once (begin), each unit
 // waits only for its own, and its updated master goes back while the host updates the next
 static void store_host_get(Zero *z, int a, int u, size_t lo, size_t n, float *dst) {
+    if (a == ZS_V && z->muon) { zero_v_transfer(z, u, lo, n, dst, 1, 1); return; }
     memcpy(dst, zero_store_array(z, a) + z->soff[u] + lo, n * sizeof(float));
 }
 static void store_host_put(Zero *z, int a, int u, const float *src, size_t n) {
+    if (a == ZS_V && z->muon) { zero_v_transfer(z, u, 0, n, (float *)src, 0, 1); return; }
     memcpy(zero_store_array(z, a) + z->soff[u], src, n * sizeof(float));
 }
 static void store_host_master(Zero *z, int u, float *dst) { backend_from_host(dst, z->hmaster + z->soff[u], z->ushard[u]); }
@@ -46,6 +50,8 @@ static void store_host_update(Zero *z, int u, const AdamWArgs *args) {
     size_t off = z->soff[u], cnt = z->slen[u];
     if (cnt == 0) return;
     backend_offload_wait(u);  // the gradient's copy, started by store_host_begin
+    if (z->muon) muon_update_unit(z->muon, z->comm, z->stage, u, z->slo[u], cnt, z->ushard[u], z->hmaster + off,
+                                  z->hgrad + off, z->m + off, args->grad_scale, args->weight_decay);
     zero_adamw_range(z, u, z->slo[u], cnt, z->hmaster + off, z->hgrad + off, z->m + off, z->v + off, args);
     float *dev = zero_master(z, u);  // NULL with --offload params: the host copy is the only one
     if (dev) backend_offload_from_host(dev, z->hmaster + off, cnt);
@@ -140,13 +146,13 @@ static void zero_store_open(Zero *z, const char *nvme_path, size_t nvme_buffer_b
     } else if (z->offload) {
         z->store = &ZERO_STORE_HOST;
         z->m = backend_alloc_host_state(z->slice_floats);
-        z->v = backend_alloc_host_state(z->slice_floats);
+        z->v = backend_alloc_host_state(z->muon ? z->v_floats : z->slice_floats);
         z->hmaster = backend_alloc_host_state(z->slice_floats);
         z->hgrad = backend_alloc_host_state(z->slice_floats);
     } else {
         z->store = &ZERO_STORE_DEVICE;
         z->m = backend_alloc_state(z->slice_floats);
-        z->v = backend_alloc_state(z->slice_floats);
+        z->v = backend_alloc_state(z->muon ? z->v_floats : z->slice_floats);
     }
 }
 

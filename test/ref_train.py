@@ -83,12 +83,39 @@ def lr_at(step, lr, warmup, steps, final_frac, schedule):
     return lr - prog * (lr - lo)
 
 
-def train(params, names, loss_of, decayed, tokens, a):
+def newton_schulz(G, steps):
+    """torch.optim.Muon's orthogonalisation, in float64: the wider way round, normalised, `steps` iterations."""
+    a, b, c = 3.4445, -4.7750, 2.0315
+    tall = G.shape[0] > G.shape[1]
+    X = G.T if tall else G
+    X = X / max(np.linalg.norm(X), 1e-7)
+    for _ in range(steps):
+        A = X @ X.T
+        X = a * X + (b * A + c * (A @ A)) @ X
+    return X.T if tall else X
+
+
+def muon_step(p, g, buf, lr, wd, a):
+    """One Muon update of the matrix p (numpy views, in place): momentum buffer, Nesterov, Newton-Schulz, decoupled
+    decay with the unadjusted lr, the adjusted step (torch.optim.Muon's, issue 42)."""
+    mu = a.muon_momentum
+    buf *= mu
+    buf += (1 - mu) * g
+    u = (1 - mu) * g + mu * buf if a.muon_nesterov else buf
+    rows, cols = p.shape
+    ratio = 0.2 * math.sqrt(max(rows, cols)) if a.muon_lr_adjust == "match_rms_adamw" else math.sqrt(max(1, rows / cols))
+    o = newton_schulz(u, a.muon_ns_steps)
+    p *= 1 - lr * wd
+    p -= lr * ratio * o
+
+
+def train(params, names, loss_of, decayed, tokens, a, muon_pieces=None):
     """The trainer's recipe on `params` (named `names`) from float64 PyTorch, shared with ref_train_llama.py:
     micro-batch g = s*A + acc of the stream, the mean loss's gradient summed over the accumulation, the pre-clip
     norm and clipping, lr_at's schedule, AdamW with bias correction and decoupled weight decay where
     decayed(name). loss_of(x, y) is the model's mean loss. Returns the per-step losses, norms and lrs, and the
-    first moments."""
+    first moments (Muon's momentum buffers for its matrices). With --optimizer muon, muon_pieces(name, shape) lists
+    the Muon matrices of a tensor as index tuples into it (none: AdamW's)."""
     B, T, A, S = a.batch, a.seq, a.accum, a.steps
     ntok = tokens.numel()
     ms = [torch.zeros_like(p) for p in params]
@@ -111,9 +138,16 @@ def train(params, names, loss_of, decayed, tokens, a):
         scale = clip / (norm + 1e-6) if clip > 0 and norm > clip else 1.0
         lr = lr_at(s, a.lr, a.warmup, S, a.lr_final_frac, a.schedule)
         t = s + 1
+        muon_lr = lr_at(s, a.muon_lr or a.lr, a.warmup, S, a.lr_final_frac, a.schedule)
         with torch.no_grad():
             for name, p, gr, m, v in zip(names, params, grads, ms, vs):
                 gr = gr * scale
+                pieces = muon_pieces(name, tuple(p.shape)) if a.optimizer == "muon" else []
+                if pieces:  # numpy views of the tensors: the update lands in p and m
+                    pn, gn, mn = p.detach().numpy(), gr.numpy(), m.numpy()
+                    for ix in pieces:
+                        muon_step(pn[ix], gn[ix], mn[ix], muon_lr, wd, a)
+                    continue
                 m.mul_(b1).add_((1 - b1) * gr)
                 v.mul_(b2).add_((1 - b2) * gr * gr)
                 mhat, vhat = m / (1 - b1 ** t), v / (1 - b2 ** t)
@@ -123,6 +157,21 @@ def train(params, names, loss_of, decayed, tokens, a):
     # the recipe must exercise both sides of the clip, or a clipping bug could hide
     assert clip == 0 or 0 < clipped < S, f"--grad-clip {clip}: {clipped} of {S} steps clip (norms {norms})"
     return losses, norms, lrs, ms, clipped
+
+
+def gpt2_muon_pieces(name, shape):
+    """GPT-2's Muon matrices: per layer, q, k and v of qkvw (C rows each), attprojw, fcw, fcprojw."""
+    if name not in ("qkvw", "attprojw", "fcw", "fcprojw"):
+        return []
+    L, rows = shape[0], shape[1]
+    split = [rows // 3] * 3 if name == "qkvw" else [rows]
+    out = []
+    for l in range(L):
+        r0 = 0
+        for r in split:
+            out.append((l, slice(r0, r0 + r)))
+            r0 += r
+    return out
 
 
 def write_inputs(a, header, tensors, tokens):
@@ -142,6 +191,11 @@ def write_inputs(a, header, tensors, tokens):
              "-b", a.batch, "-t", a.seq, "--grad-accum", a.accum, "-x", a.steps, "-u", a.warmup, "-k", a.schedule,
              "-l", a.lr, "-q", a.lr_final_frac, "--grad-clip", a.grad_clip, "-c", a.weight_decay, "--beta1", 0.9,
              "--beta2", 0.95, "--eps", a.eps, "-v", 0, "-s", 0]
+    if a.optimizer == "muon":
+        flags += ["--optimizer", "muon", "--muon-momentum", a.muon_momentum, "--muon-nesterov", a.muon_nesterov,
+                  "--muon-ns-steps", a.muon_ns_steps, "--muon-lr-adjust", a.muon_lr_adjust]
+        if a.muon_lr:
+            flags += ["--muon-lr", a.muon_lr]
     with open(os.path.join(a.out_dir, "args"), "w") as f:
         f.write("\n".join(str(x) for x in flags) + "\n")
 
@@ -158,7 +212,7 @@ def cmd_make(a):
 
     params = [p.clone().requires_grad_(True) for p in params0]
     losses, norms, lrs, ms, clipped = train(params, PARAM_NAMES, lambda x, y: forward(params, x, y, V, NH)[1],
-                                            lambda name: name in DECAY, tokens, a)
+                                            lambda name: name in DECAY, tokens, a, gpt2_muon_pieces)
     hdr = np.zeros(256, dtype="<i4")
     hdr[:8] = [MODEL_MAGIC, MODEL_VERSION, maxT, V, L, NH, C, Vp]
     write_inputs(a, hdr, [p.numpy() for p in params0], tokens)
@@ -258,6 +312,11 @@ def cmd_compare(a):
         if ep > a.tol_param: bad_p.append(f"{n} {ep:.2e}")
         if em > a.tol_moment: bad_m.append(f"{n} {em:.2e}")
         worst_p, worst_m = max(worst_p, (ep, n)), max(worst_m, (em, n))
+    if a.tol_param_abs > 0:
+        muon = ("qkvw", "attprojw", "fcw", "fcprojw")
+        worst = max((float(np.abs(p[n] - ref["p_" + n]).max()), n) for n in muon)
+        check(worst[0] <= a.tol_param_abs, f"every parameter of Muon's tensors ({', '.join(muon)}) within "
+              f"{a.tol_param_abs:g} (worst {worst[1]} {worst[0]:.2e})")
     V = int(ref["V"])
     check(not bad_p, f"all 16 parameter tensors within {a.tol_param:g} of their movement (worst {worst_p[1]} "
           f"{worst_p[0]:.2e})" + ("; off: " + ", ".join(bad_p) if bad_p else ""))
@@ -296,6 +355,13 @@ def add_args(ap, channels, accum, steps, warmup):
     ap.add_argument("--tol-param", type=float, default=1e-3)
     ap.add_argument("--tol-moment", type=float, default=1e-4)
     ap.add_argument("--verbose", action="store_true", help="print every tensor's errors")
+    ap.add_argument("--optimizer", default="adamw", choices=["adamw", "muon"])
+    ap.add_argument("--muon-momentum", type=float, default=0.95)
+    ap.add_argument("--muon-nesterov", type=int, default=1)
+    ap.add_argument("--muon-ns-steps", type=int, default=5)
+    ap.add_argument("--muon-lr", type=float, default=0.0, help="0: --lr")
+    ap.add_argument("--muon-lr-adjust", default="match_rms_adamw", choices=["match_rms_adamw", "original"])
+    ap.add_argument("--tol-param-abs", type=float, default=0.0, help="> 0: also every parameter of Muon's tensors within this, absolute")
 
 
 def run(a, make, compare):

@@ -31,6 +31,14 @@ DECAYED = ("embed_tokens", "q_proj.weight", "k_proj.weight", "v_proj.weight", "o
            "down_proj", "lm_head")
 
 
+MUON_TENSORS = ("wqkv", "wo", "wfc", "wproj")  # the file's tensors that hold Muon's matrices
+
+
+def muon_pieces(name, shape):
+    """The Llama family's Muon matrices: each projection of the blocks, q, k, v, o, up, gate and down apart."""
+    return [()] if name.startswith("model.layers.") and name.endswith("_proj.weight") else []
+
+
 class ReLU2MLP(torch.nn.Module):
     """modded-nanogpt's MLP: down(relu(up x)^2), no gate (the trainer's --mlp relu2)."""
 
@@ -115,7 +123,8 @@ def cmd_make(a):
     params = [p for _, p in m.named_parameters()]
     names = [n for n, _ in m.named_parameters()]
     loss_of = lambda x, y: torch.nn.functional.cross_entropy(m(x).logits.reshape(-1, V), y.reshape(-1))  # noqa: E731
-    losses, norms, lrs, ms, clipped = train(params, names, loss_of, lambda n: any(k in n for k in DECAYED), tokens, a)
+    losses, norms, lrs, ms, clipped = train(params, names, loss_of, lambda n: any(k in n for k in DECAYED), tokens, a,
+                                            muon_pieces)
     for p, mo in zip(params, ms):
         p.grad = mo  # file_tensors(use_grad) then lays the first moments out in the file's order
     write_inputs(a, header(a, Vp), [t for _, t in p0], tokens)
@@ -153,6 +162,16 @@ def cmd_compare(a):
         if ep > a.tol_param: bad_p.append(f"{n} {ep:.2e}")
         if em > a.tol_moment: bad_m.append(f"{n} {em:.2e}")
         worst_p, worst_m = max(worst_p, (ep, n)), max(worst_m, (em, n))
+    if a.tol_param_abs > 0:
+        worst, off2 = (0.0, ""), 0
+        for n in names:
+            rp = ref["p_" + n]
+            gp = params[off2:off2 + rp.size].reshape(rp.shape).astype(np.float64)
+            off2 += rp.size
+            if n in MUON_TENSORS:
+                worst = max(worst, (float(np.abs(gp - rp).max()), n))
+        check(worst[0] <= a.tol_param_abs, f"every parameter of Muon's tensors ({', '.join(MUON_TENSORS)}) within "
+              f"{a.tol_param_abs:g} (worst {worst[1]} {worst[0]:.2e})")
     check(off == P, f"the checkpoint holds the reference's {off} parameters in the file's order ({P})")
     check(not bad_p, f"all {len(names)} parameter tensors within {a.tol_param:g} of their movement (worst {worst_p[1]} "
           f"{worst_p[0]:.2e})" + ("; off: " + ", ".join(bad_p) if bad_p else ""))

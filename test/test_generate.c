@@ -63,7 +63,7 @@ static void run_config(const ModelConfig *cp, int recompute, int n) {
     Model *m = model_create(&c, 1, n, recompute, 0, L, 1, 0);
     Comm solo = comm_solo();
     Zero z;
-    zero_init(&z, &solo, 0, m, NULL, 0, 0, 0, NULL, 0, NULL, 0);
+    zero_init(&z, &solo, 0, m, NULL, 0, 0, 0, NULL, 0, NULL, 0, NULL);
     zero_load_params(&z, params, 0);
     Pipeline p = {1, 0, 0, L, 1, &solo, &z, 0.0};
     int V = c.vocab_size;

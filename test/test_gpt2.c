@@ -203,7 +203,7 @@ int main(int argc, char **argv) {
             Model *m = model_create(&c, r.B / accum, r.T, level, 0, c.num_layers, 1, 0);
             Comm solo = comm_solo();
             Zero z;
-            zero_init(&z, &solo, 0, m, NULL, 0, 0, 0, NULL, 0, NULL, 0);
+            zero_init(&z, &solo, 0, m, NULL, 0, 0, 0, NULL, 0, NULL, 0, NULL);
             zero_load_params(&z, params, 0);
             if (accum == 1) check_logits(&z, &r, level);
             float loss = check_gradients(&z, &r, &c, sizes, level, accum, level0_grads, ai);

@@ -241,7 +241,7 @@ static void test_state_file(void) {
     int fd = mkstemp(path);
     close(fd);
     TrainState s = {12, 4, 64, 3, 2, 1, 100, 50257, 0x123456789abcull, 777, 0xfedcba9876543210ull, 1000,
-                    10, 32768.0f, 12, 7, 1, 2};
+                    10, 32768.0f, 12, 7, 1, 2, 1};  // optimizer 1: Muon, a version 3 file
     float m[1000], v[1000], m2[1000], v2[1000];
     for (int i = 0; i < 1000; i++) { m[i] = i * 0.5f; v[i] = -i * 0.25f; }
     state_write(path, &s, m, v);
@@ -249,6 +249,16 @@ static void test_state_file(void) {
     state_read(path, &r, m2, v2);
     check(memcmp(&s, &r, sizeof(s)) == 0 && memcmp(m, m2, sizeof(m)) == 0 && memcmp(v, v2, sizeof(v)) == 0,
           "training-state file round-trips every field and both moment vectors");
+    // AdamW's state is version 2, as before Muon (older builds read it); Muon's is version 3 and says so
+    FILE *vp = fopen(path, "rb");
+    int hv[25];
+    check(vp && fread(hv, sizeof(int), 25, vp) == 25 && hv[1] == 3 && hv[24] == 1, "a Muon state file is version 3 with [24] = 1");
+    if (vp) fclose(vp);
+    s.optimizer = 0;
+    state_write(path, &s, m, v);
+    vp = fopen(path, "rb");
+    check(vp && fread(hv, sizeof(int), 25, vp) == 25 && hv[1] == 2 && hv[24] == 0, "an AdamW state file is version 2, as before");
+    if (vp) fclose(vp);
     // a version 1 file (before loss scaling) still loads: updates = step, no scaler state
     FILE *fp = fopen(path, "r+b");
     int one = 1;

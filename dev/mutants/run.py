@@ -34,6 +34,7 @@ SUITES = {
     "gpt2": ([], f"{TORCH_PY} test/ref_gpt2.py --out-dir $MUT_TMP/ref >/dev/null && ./test/test_gpt2 $MUT_TMP/ref"),
     "reference": ([], "REF_EMU=0 bash test/test_reference.sh"),
     "reference-emu": (["train_gpt_emu"], "bash test/test_reference.sh"),
+    "muon": ([], "bash test/test_muon.sh"),
     "cli": ([], "bash test/test_cli.sh"),
     "precision": ([], "bash test/test_precision.sh"),
     "zero": ([], "bash test/test_zero.sh"),

@@ -1,0 +1,255 @@
+// muon.h: the Muon optimizer (--optimizer muon) as torch.optim.Muon defines it, on each matrix inside the blocks
+// (q, k and v apart from the fused q/k/v tensor, attention's output, the MLP's matrices: GPT-2's fc and proj, the
+// Llama family's up, gate and down apart: the pieces arch.h's table says each tensor packs); AdamW keeps the rest (zero.h skips the runs Muon owns). Per matrix:
+//   B = mu B + (1 - mu) g                     (g already scaled by the clipping factor)
+//   U = (1 - mu) g + mu B  (Nesterov), else B
+//   O = Newton-Schulz(U): transpose when rows > cols, X = U / max(|U|_F, 1e-7), steps x { A = X X^T;
+//       X = a X + (b A + c A A) X } with (a, b, c) = (3.4445, -4.7750, 2.0315), transposed back
+//   p = p (1 - lr wd); p = p - lr' O, lr' = lr 0.2 sqrt(max(rows, cols)) (match_rms_adamw) or lr sqrt(max(1, rows/cols))
+// The momentum B lives where AdamW's first moment would (zero.h's m, sharded as it is); the element-wise parts run
+// on this rank's slice, the orthogonalisation needs a whole matrix: each unit's U is gathered whole, every rank
+// orthogonalises the matrices it is assigned (balanced by Newton-Schulz FLOPs over the ranks), the others' places are
+// zeroed, and one reduce-scatter (all-reduce at ZeRO-0) of that sum hands every rank exactly the owners' O for its
+// slice. The arithmetic is the backend's (backend_muon_*): the CPU build's in fp32 through its gemm.
+#ifndef MUON_H
+#define MUON_H
+
+#include "backend.h"
+#include "comm.h"
+#include "config.h"
+
+typedef struct {
+    int unit;        // 1 + layer
+    size_t off;      // offset inside the unit (rows x cols floats from here, row-major)
+    int rows, cols;
+    int tensor;      // the table's row (arch.h) it is a piece of
+    char name[16];   // its piece's name: "q", "fc", ...
+    int owner;       // the data-parallel rank that orthogonalises it
+    double flops;    // one Newton-Schulz run's
+} MuonMatrix;
+
+typedef struct {
+    float momentum, lr;        // lr: this step's (muon_set_lr), before the adjustment
+    int nesterov, ns_steps;
+    MuonLrAdjust lr_adjust;
+    MuonMatrix *mats;
+    int nmats;
+    unsigned char *run_is_muon;  // per ParamRun of zero.h: a whole run Muon owns (AdamW skips it)
+    float *ubuf;               // one unit whole: U gathered, then the owners' O
+    float *work;               // Newton-Schulz's workspace for the largest matrix
+    size_t ubuf_floats, work_floats;
+    int host;                  // the buffers are the host tier's (--offload: the host runs Newton-Schulz)
+} Muon;
+
+// Newton-Schulz's FLOPs and workspace for a rows x cols matrix: m = min, n = max; per step X X^T (2 m m n),
+// A A (2 m^3), (..) X (2 m m n); X and its next value (m n each), A and b A + c A A (m m each).
+static double muon_ns_flops(int rows, int cols, int steps) {
+    double m = rows < cols ? rows : cols, n = rows < cols ? cols : rows;
+    return steps * (4.0 * m * m * n + 2.0 * m * m * m);
+}
+static size_t muon_ns_workspace(int rows, int cols) {
+    size_t m = rows < cols ? rows : cols, n = rows < cols ? cols : rows;
+    return 2 * m * n + 2 * m * m;
+}
+
+// Every Muon matrix of the model in unit order (a layer's tensors in file order, a fused tensor's pieces as its table
+// row packs them: arch_param_pieces); mats NULL: only the count.
+static int muon_matrices(const ModelConfig *c, int steps, MuonMatrix *mats) {
+    const Arch *a = model_arch(c);
+    ArchShape s = model_shape(c);
+    int n = 0;
+    for (int l = 0; l < c->num_layers; l++) {
+        size_t uoff = 0;
+        for (int k = 0; k < a->num_params; k++) {
+            const ArchParam *p = &a->params[k];
+            size_t per = arch_tensor_size(p, &s) / s.num_layers;
+            if (!p->per_layer || per == 0) continue;
+            if (p->matmul != ARCH_NEVER && p->cols != DIM_ONE) {  // a matrix inside the block: each piece its own
+                ArchPiece pieces[ARCH_MAX_PIECES];
+                int cols = (int)s.dim[p->cols];
+                for (int j = 0, np = arch_param_pieces(a, &s, k, pieces); j < np; j++, n++) {
+                    if (!mats) continue;
+                    MuonMatrix *m = &mats[n];
+                    memset(m, 0, sizeof(*m));
+                    m->unit = 1 + l, m->off = uoff + pieces[j].row * cols, m->rows = (int)pieces[j].rows, m->cols = cols;
+                    m->tensor = k;
+                    snprintf(m->name, sizeof(m->name), "%s", pieces[j].name);
+                    m->flops = muon_ns_flops(m->rows, cols, steps);
+                }
+            }
+            uoff += per;
+        }
+    }
+    return n;
+}
+
+// Owners balanced by FLOPs: largest first (ties in unit order), each to the least loaded rank (ties: the lowest).
+static void muon_assign(MuonMatrix *mats, int n, int world) {
+    double *load = (double *)callocCheck(world, sizeof(double));
+    unsigned char *done = (unsigned char *)callocCheck(n > 0 ? n : 1, 1);
+    for (int it = 0; it < n; it++) {
+        int best = -1;
+        for (int i = 0; i < n; i++) if (!done[i] && (best < 0 || mats[i].flops > mats[best].flops)) best = i;
+        int r = 0;
+        for (int q = 1; q < world; q++) if (load[q] < load[r]) r = q;
+        mats[best].owner = r;
+        load[r] += mats[best].flops;
+        done[best] = 1;
+    }
+    free(load); free(done);
+}
+
+// The lr adjustment of a rows x cols matrix.
+static double muon_lr_ratio(MuonLrAdjust adj, int rows, int cols) {
+    if (adj == MUON_ADJUST_ORIGINAL) return sqrt(rows > cols ? (double)rows / cols : 1.0);
+    return 0.2 * sqrt((double)(rows > cols ? rows : cols));
+}
+
+// The optimizer for a data-parallel group of `world` ranks holding the units where usize[u] > 0 (a pipeline stage's);
+// runs: zero.h's. host: the buffers in the host tier (--offload). unit_floats: the widest held unit, padded.
+static void muon_init(Muon *mu, const TrainConfig *cfg, const ModelConfig *c, const size_t *usize, const ParamRun *runs,
+                      int nruns, int world, size_t unit_floats, int host) {
+    memset(mu, 0, sizeof(*mu));
+    mu->momentum = cfg->muon_momentum;
+    mu->nesterov = cfg->muon_nesterov;
+    mu->ns_steps = cfg->muon_ns_steps;
+    mu->lr_adjust = cfg->muon_lr_adjust;
+    mu->host = host;
+    int all = muon_matrices(c, mu->ns_steps, NULL);
+    MuonMatrix *every = (MuonMatrix *)callocCheck(all > 0 ? all : 1, sizeof(MuonMatrix));
+    muon_matrices(c, mu->ns_steps, every);
+    mu->mats = (MuonMatrix *)callocCheck(all > 0 ? all : 1, sizeof(MuonMatrix));
+    for (int i = 0; i < all; i++) if (usize[every[i].unit] > 0) mu->mats[mu->nmats++] = every[i];
+    free(every);
+    muon_assign(mu->mats, mu->nmats, world);
+    mu->run_is_muon = (unsigned char *)callocCheck(nruns > 0 ? nruns : 1, 1);
+    for (int i = 0; i < nruns; i++)
+        for (int j = 0; j < mu->nmats; j++)
+            if (mu->mats[j].unit == runs[i].unit && mu->mats[j].off >= runs[i].unit_off &&
+                mu->mats[j].off < runs[i].unit_off + runs[i].len) mu->run_is_muon[i] = 1;
+    for (int j = 0; j < mu->nmats; j++) {
+        size_t w = muon_ns_workspace(mu->mats[j].rows, mu->mats[j].cols);
+        if (w > mu->work_floats) mu->work_floats = w;
+    }
+    if (mu->nmats == 0) return;
+    mu->ubuf_floats = unit_floats;
+    mu->ubuf = host ? backend_alloc_host_state(unit_floats) : backend_alloc_state(unit_floats);
+    mu->work = host ? backend_alloc_host_state(mu->work_floats) : backend_alloc_state(mu->work_floats);
+}
+
+static void muon_free(Muon *mu) {
+    if (mu->ubuf) { if (mu->host) { backend_free_host_state(mu->ubuf); backend_free_host_state(mu->work); }
+                    else { backend_free(mu->ubuf); backend_free(mu->work); } }
+    free(mu->mats); free(mu->run_is_muon);
+    memset(mu, 0, sizeof(*mu));
+}
+
+// Bytes of Muon's workspace per rank (the memory plan's): one unit whole and the largest matrix's Newton-Schulz.
+static size_t muon_workspace_bytes(const ModelConfig *c, int steps, size_t unit_floats) {
+    int n = muon_matrices(c, steps, NULL);
+    if (n == 0) return 0;
+    MuonMatrix *m = (MuonMatrix *)callocCheck(n, sizeof(MuonMatrix));
+    muon_matrices(c, steps, m);
+    size_t w = 0;
+    for (int i = 0; i < n; i++) if (muon_ns_workspace(m[i].rows, m[i].cols) > w) w = muon_ns_workspace(m[i].rows, m[i].cols);
+    free(m);
+    return (unit_floats + w) * sizeof(float);
+}
+
+// Newton-Schulz FLOPs of one step, all matrices of the model.
+static double muon_step_flops(const ModelConfig *c, int steps) {
+    int n = muon_matrices(c, steps, NULL);
+    if (n == 0) return 0.0;
+    MuonMatrix *m = (MuonMatrix *)callocCheck(n, sizeof(MuonMatrix));
+    muon_matrices(c, steps, m);
+    double f = 0.0;
+    for (int i = 0; i < n; i++) f += m[i].flops;
+    free(m);
+    return f;
+}
+
+static void muon_set_lr(Muon *mu, float lr) { mu->lr = lr; }
+
+// Floats of Muon's matrices (of n) that fall in [lo, lo + cnt) of unit u.
+static size_t muon_floats_in(const MuonMatrix *mats, int n, int u, size_t lo, size_t cnt) {
+    size_t sum = 0;
+    for (int j = 0; j < n; j++) {
+        if (mats[j].unit != u) continue;
+        size_t a = mats[j].off > lo ? mats[j].off : lo, end = mats[j].off + (size_t)mats[j].rows * mats[j].cols;
+        size_t b = end < lo + cnt ? end : lo + cnt;
+        if (a < b) sum += b - a;
+    }
+    return sum;
+}
+
+static int muon_overlap(const MuonMatrix *m, size_t lo, size_t cnt, size_t *a, size_t *b) {
+    size_t end = m->off + (size_t)m->rows * m->cols;
+    *a = m->off > lo ? m->off : lo;
+    *b = end < lo + cnt ? end : lo + cnt;
+    return *a < *b;
+}
+
+// Unit u's Muon matrices on this rank: its slice is floats [slo, slo + slen) of the unit (the whole unit at ZeRO-0),
+// shards of `shard` floats; p, g and mom point at the slice's first float (in the buffers' memory: the host tier's
+// where mu->host). stage: ZeRO's (0: every rank holds the whole unit, and the owners' results are all-reduced).
+static void muon_update_unit(Muon *mu, Comm *comm, int stage, int u, size_t slo, size_t slen, size_t shard, float *p,
+                             const float *g, float *mom, float grad_scale, float weight_decay) {
+    int first = -1, last = -1, W = comm->world, rank = comm->rank;
+    for (int j = 0; j < mu->nmats; j++) if (mu->mats[j].unit == u) { if (first < 0) first = j; last = j; }
+    if (first < 0 || slen == 0) return;
+    float *U = mu->ubuf;
+    size_t a, b;
+    for (int j = first; j <= last; j++)
+        if (muon_overlap(&mu->mats[j], slo, slen, &a, &b))
+            backend_muon_momentum(mom + (a - slo), U + a, g + (a - slo), b - a, mu->momentum, grad_scale, mu->nesterov, mu->host);
+    if (W > 1 && stage >= 1) comm_allgather(comm, U, shard);  // every matrix of the unit whole on every rank
+    for (int j = first; j <= last; j++) {
+        MuonMatrix *m = &mu->mats[j];
+        if (m->owner == rank) backend_muon_orthogonalize(U + m->off, m->rows, m->cols, mu->ns_steps, mu->work, mu->host);
+        else if (mu->host) memset(U + m->off, 0, (size_t)m->rows * m->cols * sizeof(float));
+        else backend_zero_state(U + m->off, (size_t)m->rows * m->cols);
+    }
+    if (W > 1) {  // x + 0 + ... + 0 is x exactly: every rank gets the owners' O
+        if (stage >= 1) comm_reduce_scatter_sum(comm, U, shard);
+        else comm_allreduce_sum(comm, U, shard * W);
+    }
+    float decay = (float)(1.0 - (double)mu->lr * weight_decay);
+    for (int j = first; j <= last; j++) {
+        MuonMatrix *m = &mu->mats[j];
+        float step = (float)((double)mu->lr * muon_lr_ratio(mu->lr_adjust, m->rows, m->cols));
+        if (muon_overlap(m, slo, slen, &a, &b)) backend_muon_apply(p + (a - slo), U + a, b - a, decay, step, mu->host);
+    }
+}
+
+// The banner's and the log's words for which tensors each optimizer owns: Muon's matrices of a layer ("q of qkvw,
+// k of qkvw, ..., fcprojw") and AdamW's tensors.
+static void muon_owner_text(const ModelConfig *c, char *muon, char *adamw, size_t n) {
+    const Arch *a = model_arch(c);
+    ArchShape s = model_shape(c);
+    int count = muon_matrices(c, 1, NULL), per_layer = count / c->num_layers;
+    MuonMatrix *m = (MuonMatrix *)callocCheck(count > 0 ? count : 1, sizeof(MuonMatrix));
+    muon_matrices(c, 1, m);
+    size_t used = 0;
+    muon[0] = adamw[0] = '\0';
+    for (int j = 0; j < per_layer && used < n; j++) {
+        const char *t = a->params[m[j].tensor].name;
+        int piece = strcmp(m[j].name, t) != 0;
+        used += snprintf(muon + used, n - used, "%s%s%s%s", j ? ", " : "", m[j].name, piece ? " of " : "", piece ? t : "");
+    }
+    free(m);
+    used = 0;
+    for (int k = 0, shown = 0; k < a->num_params && used < n; k++) {
+        const ArchParam *p = &a->params[k];
+        if (!arch_present(p, &s) || (p->per_layer && p->matmul != ARCH_NEVER && p->cols != DIM_ONE)) continue;
+        used += snprintf(adamw + used, n - used, "%s%s", shown++ ? ", " : "", p->name);
+    }
+}
+
+// This step's Muon learning rate: --muon-lr (or --lr) through the same schedule as AdamW's.
+static float muon_lr_at(const TrainConfig *cfg, int step, int span) {
+    TrainConfig c = *cfg;
+    if (c.muon_lr > 0) c.lr = c.muon_lr;
+    return lr_at(&c, step, span);
+}
+
+#endif

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# test_muon.sh: --optimizer muon against an independent reference: test/ref_train.py (GPT-2) and
+# test/ref_train_llama.py (the Llama family, GQA 2:1) run the trainer's recipe in float64 PyTorch with Muon written
+# in numpy from torch.optim.Muon's definition (CI's torch predates torch.optim.Muon): momentum, Nesterov,
+# Newton-Schulz on q, k and v apart (and up and gate apart), the decay with the unadjusted lr, the adjusted step;
+# AdamW on the rest. The trainer runs through its CLI and is judged by its log and checkpoint: 8 steps' losses,
+# norms and lrs, every tensor after 8 steps against how far it moved, Muon's momentum buffers (the state file's m),
+# and after one step every parameter of Muon's tensors within 1e-6 absolute (3.9e-8 seen; the issue asks 1e-5,
+# which a 1% error in a coefficient, ~2.5e-6 here, would pass). The layouts (ZeRO 0-3, --pp 2, --offload) against
+# the same reference, and state files: resume bit for bit, the optimizer recorded and checked.
+source "$(dirname "$0")/lib.sh"
+TORCH_PY=${TORCH_PYTHON:-/usr/bin/python3}
+if ! "$TORCH_PY" -c "import torch, transformers" 2>/dev/null; then
+  skip "Muon vs its reference: $TORCH_PY cannot import torch and transformers (apt-get install python3-torch; pip install transformers)"
+  finish; exit
+fi
+if ! $BIN --help >/dev/null; then bad "./train_gpt_cpu is needed"; finish; exit 1; fi
+
+# measured (worst seen): loss 1.0e-7 relative, norm 1.6e-7, params 1.1e-5 of their movement, momentum 1.7e-6
+TOL8=(--tol-loss 5e-5 --tol-norm 1e-5 --tol-param 5e-5 --tol-moment 1e-5)
+# one step: AdamW's first step is m / sqrt(v), +-lr wherever a gradient is rounding noise (wte's rare rows), so
+# the relative bound is loose there; Muon's tensors are held absolutely
+TOL1=(--tol-loss 1e-6 --tol-norm 1e-5 --tol-param 1e-3 --tol-moment 1e-5 --tol-param-abs 1e-6)
+
+# reference SCRIPT NAME OPTIONS...: writes $W/NAME/{model.bin,train.bin,args,ref.npz}
+reference() {
+  local script=$1 name=$2; shift 2
+  "$TORCH_PY" "test/$script" make --out-dir "$W/$name" --optimizer muon "$@" > "$W/$name.ref.out" 2>&1 \
+    && ok "$(tail -1 "$W/$name.ref.out") (Muon)" || { bad "reference $name" "$(cat "$W/$name.ref.out")"; return 1; }
+}
+# against SCRIPT NAME LABEL TOL-ARRAY-NAME LAUNCH... -- FLAGS...
+against() {
+  local script=$1 name=$2 label=$3 tol=$4; shift 4
+  local launch=() run="$W/$name.$(tr -c 'a-z0-9\n' _ <<<"$label")"
+  [ -f "$W/$name/ref.npz" ] || { bad "$label: no reference to compare with"; return; }
+  while [ "$1" != "--" ]; do launch+=("$1"); shift; done; shift
+  mapfile -t args < "$W/$name/args"
+  local tolv="$tol[@]"
+  "${launch[@]}" "${args[@]}" "$@" --log "$run.jsonl" -o "$run" -n 1000 > "$run.out" 2>&1 \
+    || { bad "$label: the run failed" "$(tail -5 "$run.out")"; return; }
+  local out
+  out=$("$TORCH_PY" "test/$script" compare --out-dir "$W/$name" --log "$run.jsonl" --ckpt-dir "$run" --label "$label: " "${!tolv}" 2>&1)
+  while IFS= read -r line; do
+    case "$line" in PASS\ *) ok "${line#PASS }" ;; FAIL\ *) bad "${line#FAIL }" ;; *) echo "$line" ;; esac
+  done <<<"$out"
+}
+
+G=ref_train.py; L=ref_train_llama.py
+reference $G g8 --steps 8 --grad-clip 1.3
+reference $G g1 --steps 1 --grad-clip 0
+# the other settings: plain momentum, Keller Jordan's lr adjustment, another mu, lr and step count
+reference $G g8o --steps 8 --grad-clip 1.3 --muon-nesterov 0 --muon-lr-adjust original --muon-momentum 0.9 --muon-lr 0.02 --muon-ns-steps 4 --seed 7
+reference $L l8 --steps 8 --grad-clip 1.45
+reference $L l1 --steps 1 --grad-clip 0
+against $G g8 "gpt2 muon" TOL8 $BIN -- --grad-accum 3
+against $G g1 "gpt2 muon, one step" TOL1 $BIN -- --grad-accum 3
+against $G g8o "gpt2 muon, Nesterov off, lr adjust original" TOL8 $BIN -- --grad-accum 3
+against $L l8 "llama muon" TOL8 $BIN --
+against $L l1 "llama muon, one step" TOL1 $BIN --
+
+# vs_one LABEL A B: two runs' logs (one process and a layout), every step's loss and norm within 2e-5 relative
+vs_one() {
+  local out
+  out=$($PY - "$W/$2.jsonl" "$W/$3.jsonl" <<'PYEOF'
+import json, sys
+def steps(p): return {d["step"]: d for d in map(json.loads, open(p)) if "loss" in d and "norm" in d}
+a, b = steps(sys.argv[1]), steps(sys.argv[2])
+if not a or sorted(a) != sorted(b): print(f"steps differ: {sorted(a)} vs {sorted(b)}"); sys.exit(1)
+err = max(abs(a[s][k] - b[s][k]) / abs(a[s][k]) for s in a for k in ("loss", "norm"))
+print(f"{len(a)} steps' losses and norms within {err:.1e} of one process's (< 2e-5)"); sys.exit(0 if err < 2e-5 else 1)
+PYEOF
+) && ok "$1: $out" || bad "$1: $out"
+}
+g8one="g8.$(tr -c 'a-z0-9\n' _ <<<"gpt2 muon")"; l8one="l8.$(tr -c 'a-z0-9\n' _ <<<"llama muon")"
+if have_mpi "Muon on several ranks"; then
+  # every matrix orthogonalised by one owner of 3 (or 2), the others' places zeroed, the sum handed back
+  for z in 0 1 2 3; do
+    against $G g8 "gpt2 muon, 3 ranks at ZeRO-$z" TOL8 "${MPI[@]}" -np 3 $BIN -- --grad-accum 1 -z $z
+    vs_one "gpt2 muon, 3 ranks at ZeRO-$z" "$g8one" "g8.$(tr -c 'a-z0-9\n' _ <<<"gpt2 muon, 3 ranks at ZeRO-$z")"
+  done
+  against $G g8 "gpt2 muon, offload optimizer at ZeRO-2" TOL8 "${MPI[@]}" -np 3 $BIN -- --grad-accum 1 -z 2 --offload optimizer
+  against $L l8 "llama muon, 2 ranks at ZeRO-3, offload params" TOL8 "${MPI[@]}" -np 2 $BIN -- --grad-accum 1 -z 3 --offload params
+  against $L l8 "llama muon, 2 pipeline stages" TOL8 "${MPI[@]}" -np 2 $BIN -- --pp 2
+  vs_one "llama muon, 2 pipeline stages" "$l8one" "l8.$(tr -c 'a-z0-9\n' _ <<<"llama muon, 2 pipeline stages")"
+fi
+against $L l8 "llama muon, offload optimizer" TOL8 $BIN -- --offload optimizer
+
+# the memory plan counts Muon's state (one buffer per matrix: v leaves them out) and workspace: allocated = planned
+for label in "l8:llama muon" "l8:llama muon, 2 ranks at ZeRO-3, offload params" "g8:gpt2 muon, 3 ranks at ZeRO-2"; do
+  run="${label%%:*}.$(tr -c 'a-z0-9\n' _ <<<"${label#*:}")"
+  [ -f "$W/$run.jsonl" ] || continue
+  out=$($PY -c '
+import json, sys
+a = next(d["allocated"] for d in map(json.loads, open(sys.argv[1])) if "allocated" in d)
+print(a["model_state_bytes"], a["planned_model_state_bytes"]); sys.exit(a["model_state_bytes"] != a["planned_model_state_bytes"])' "$W/$run.jsonl") \
+    && ok "${label#*:}: Muon's model state allocated as planned ($out bytes)" || bad "${label#*:}: Muon's model state as planned" "$out"
+done
+
+# the banner and the log's first line say which tensors each optimizer owns
+grep -q "^optimizer: muon on each layer's q of wqkv, k of wqkv, v of wqkv, wo, up of wfc, gate of wfc, wproj (momentum 0.95 Nesterov, 5 Newton-Schulz steps, lr 0.003 adjusted by match_rms_adamw) | adamw on wte, attn_norm, mlp_norm, final_norm, lm_head$" "$W/$l8one.out" \
+  && head -1 "$W/$l8one.jsonl" | grep -q '"optimizer": {"muon": "q of wqkv, k of wqkv, v of wqkv, wo, up of wfc, gate of wfc, wproj", "adamw": "wte, attn_norm, mlp_norm, final_norm, lm_head"' \
+  && ok "the banner and the log's first line name Muon's matrices (q, k, v of wqkv; up, gate of wfc; wo, wproj) and AdamW's tensors" \
+  || bad "the banner and the log's first line name what each optimizer owns" "$(grep optimizer "$W/$l8one.out"; head -1 "$W/$l8one.jsonl")"
+
+# resume: 3 steps, then 3 more, is the uninterrupted 6 bit for bit (the momentum is in the state file); an AdamW run
+# resumed from Muon's state, or the reverse, stops naming both, with nothing written
+R=(-x 6 -u 2 -v 0 -s 0 --optimizer muon -e llama-d2 --grad-accum 2)
+$BIN "${R[@]}" -o "$W/full" > "$W/full.out" 2>&1
+$BIN "${R[@]}" --lr-steps 6 -x 3 -o "$W/part" > /dev/null 2>&1 && $BIN "${R[@]}" -o "$W/part" -y 1 > "$W/part.out" 2>&1
+cmp -s "$W/full/model_00000006.bin" "$W/part/model_00000006.bin" && cmp -s "$W/full/state_00000006.bin" "$W/part/state_00000006.bin" \
+  && ok "Muon resumed after 3 of 6 steps: the model and state files of the uninterrupted run, byte for byte" \
+  || bad "Muon resumed after 3 of 6 steps equals the uninterrupted run" "$(tail -3 "$W/part.out")"
+if have_mpi "a Muon checkpoint of 2 ranks at ZeRO-3 resumed in 1 process"; then
+  "${MPI[@]}" -np 2 $BIN "${R[@]}" --grad-accum 1 --lr-steps 6 -x 3 -z 3 -o "$W/z3" > /dev/null 2>&1 && $BIN "${R[@]}" -o "$W/z3" -y 1 > "$W/z3.out" 2>&1
+  out=$($PY - "$W/full/model_00000006.bin" "$W/z3/model_00000006.bin" <<'PYEOF'
+import sys, numpy as np
+a, b = (np.fromfile(p, dtype="<f4", offset=1024) for p in sys.argv[1:])
+err = float(np.abs(a - b).max()); print(f"max parameter difference {err:.1e} (< 2e-5)"); sys.exit(0 if err < 2e-5 else 1)
+PYEOF
+  ) && ok "Muon checkpoint of 2 ranks at ZeRO-3 resumed in 1 process: $out" || bad "Muon ZeRO-3 checkpoint resumed in 1 process: $out" "$(tail -3 "$W/z3.out")"
+fi
+before=$(ls "$W/full" | tr '\n' ' ')
+out=$($BIN "${R[@]}" -x 8 --optimizer adamw -o "$W/full" -y 1 2>&1); rc=$?
+[ $rc -ne 0 ] && grep -q "saved by a run with --optimizer muon; this run has --optimizer adamw" <<<"$out" && [ "$(ls "$W/full" | tr '\n' ' ')" = "$before" ] \
+  && ok "Muon's state resumed with --optimizer adamw: an error naming both ($(tail -1 <<<"$out" | cut -c1-80)...), nothing written" \
+  || bad "Muon's state resumed with --optimizer adamw is an error naming both" "$out"
+$BIN -x 2 -v 0 -s 0 -e llama-d2 -o "$W/adam" > /dev/null 2>&1
+out=$($BIN -x 4 -v 0 -s 0 -e llama-d2 --optimizer muon -o "$W/adam" -y 1 2>&1); rc=$?
+[ $rc -ne 0 ] && grep -q "saved by a run with --optimizer adamw; this run has --optimizer muon" <<<"$out" \
+  && ok "AdamW's state resumed with --optimizer muon: an error naming both" || bad "AdamW's state resumed with --optimizer muon is an error naming both" "$out"
+out=$($BIN --optimizer muon --offload optimizer --offload-device nvme --nvme-path "$W" 2>&1); rc=$?
+[ $rc -eq 2 ] && grep -q "^error: --optimizer muon: does not run with --offload-device nvme" <<<"$out" \
+  && ok "--optimizer muon with --offload-device nvme: a usage error naming both" || bad "--optimizer muon with nvme is refused" "$out"
+
+finish
