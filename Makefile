@@ -17,23 +17,18 @@ NVCC := $(shell command -v nvcc 2>/dev/null)
 MPICC := $(shell command -v mpicc 2>/dev/null)
 CPU_CC = $(if $(MPICC),$(MPICC) -DUSE_MPI,$(CC))
 
-HEADERS = backend.h utils.h block.h gpt2.h llama.h family.h model_config.h rope.h arch.h tp_layout.h tensor_parallel.h adamw.h config.h checkpoint.h dataloader.h tokenizer.h $(TOKENIZER_HEADERS) json.h trainer.h run.h plan.h report.h sample.h fault.h comm.h watchdog.h zero.h zero_layout.h zero_store.h swap.h pipeline.h pipeline_schedule.h checkpoint_format.h model.h timing.h timing_marks.h autotune.h eval_mc.h muon.h
-# The tokenizer's parts beside tokenizer.h: its file formats, tokenizer.json, UTF-8, NFC and the generated Unicode
-# tables (the trainer decodes with them too); tokenizer/corpus.h and tokenizer/shards.h are tokenize's alone.
-TOKENIZER_HEADERS = tokenizer/tokenizer_files.h tokenizer/tokenizer_json.h tokenizer/tokenizer_utf8.h tokenizer/tokenizer_nfc.h \
-  tokenizer/tokenizer_tables.h tokenizer/tokenizer_nfc_tables.h
-# The CPU build's kernels and host-memory backend, one header per layer family (train_gpt.c includes them).
-CPU_HEADERS = cpu/encoder.h cpu/vocab.h cpu/layernorm.h cpu/matmul.h cpu/attention.h cpu/gelu.h cpu/classifier.h cpu/llama.h cpu/backend.h cpu/muon.h
-# The CUDA build's kernels and device backend, one header per layer family (train_gpt.cu includes them).
-CUDA_HEADERS = cuda/common.cuh cuda/encoder.cuh cuda/layernorm.cuh cuda/matmul.cuh cuda/async_copy.cuh cuda/block_order.cuh cuda/attention_common.cuh \
-  cuda/attention_fp32.cuh cuda/attention_mma.cuh cuda/attention.cuh cuda/decode.cuh cuda/gelu.cuh cuda/classifier.cuh \
-  cuda/adamw.cuh cuda/backend.cuh cuda/comm_nccl.cuh cuda/llama.cuh cuda/vocab.cuh
+# Which headers a target is made from is the compiler's word, not a list kept by hand: every compile writes
+# the files it read (-MMD: not the system's headers; -MP: a header deleted later is no error) to
+# build/dep/TARGET.d, included at the end, so touching any header rebuilds exactly what includes it.
+DEPDIR = build/dep
+DEPFLAGS = -MMD -MP -MT $@ -MF $(DEPDIR)/$(subst /,__,$@).d
 
 # The build configuration is part of what a binary is made from: installing Open MPI after a first
 # build, or another CC, CFLAGS or nvcc, must rebuild. Each configuration is written to a stamp file
 # only when it differs from what the file holds, and the binaries depend on the stamp, so make
-# compares it like a source. .build-cpu: the CPU build, the tests and tokenize; .build-cuda: nvcc's.
-CPU_CONFIG := cc $(CPU_CC) | $(CC) $(shell $(CC) -dumpfullversion 2>/dev/null) | cflags $(CFLAGS) | ldlibs $(LDLIBS) | liburing $(or $(URING),no)
+# compares it like a source. .build-cpu: the CPU build, the tests and tokenize; .build-cuda: nvcc's;
+# .build-emu: the emulated CUDA build's objects and binaries.
+CPU_CONFIG := cc $(CPU_CC) | $(CC) $(shell $(CC) -dumpfullversion 2>/dev/null) | cflags $(CFLAGS) | ldlibs $(LDLIBS) | liburing $(or $(URING),no) | deps $(DEPDIR)
 ifneq ($(file <.build-cpu),$(CPU_CONFIG))
 $(file >.build-cpu,$(CPU_CONFIG))
 endif
@@ -48,32 +43,32 @@ EMU_BINS = train_gpt_emu train_gpt_emu_race test/test_gpt2_emu test/test_generat
 .PHONY: bench-data all test test-gpu test-cuda-emu test-cluster test-multinode bench bench-levers bench-cpu mutants clean print-config gpu-prepare
 all: train_gpt_cpu tokenize $(if $(and $(NVCC),$(wildcard train_gpt.cu)),train_gpt)
 
-train_gpt_cpu: train_gpt.c $(CPU_HEADERS) $(HEADERS) .build-cpu
-	$(CPU_CC) $(CFLAGS) $(URING_FLAGS) $< -o $@ $(LDLIBS) $(URING_LIBS)
+train_gpt_cpu: train_gpt.c .build-cpu
+	$(CPU_CC) $(CFLAGS) $(URING_FLAGS) $(DEPFLAGS) $< -o $@ $(LDLIBS) $(URING_LIBS)
 
-tokenize: tokenize.c tokenizer.h $(TOKENIZER_HEADERS) tokenizer/corpus.h tokenizer/shards.h json.h utils.h .build-cpu
-	$(CC) -O2 -std=gnu11 -Wall -Wextra -Wno-unused-function $< -o $@ $(LDLIBS) -lpthread
+tokenize: tokenize.c .build-cpu
+	$(CC) -O2 -std=gnu11 -Wall -Wextra -Wno-unused-function $(DEPFLAGS) $< -o $@ $(LDLIBS) -lpthread
 
-test/test_gpt2: test/test_gpt2.c test/check.h train_gpt.c $(CPU_HEADERS) $(HEADERS) .build-cpu
-	$(CC) $(CFLAGS) $(URING_FLAGS) -I. $< -o $@ $(LDLIBS) $(URING_LIBS)
+test/test_gpt2: test/test_gpt2.c .build-cpu
+	$(CC) $(CFLAGS) $(URING_FLAGS) $(DEPFLAGS) -I. $< -o $@ $(LDLIBS) $(URING_LIBS)
 
-test/test_units: test/test_units.c test/check.h cpu/classifier.h $(HEADERS) .build-cpu
-	$(CC) $(CFLAGS) $(URING_FLAGS) -I. $< -o $@ $(LDLIBS) $(URING_LIBS)
+test/test_units: test/test_units.c .build-cpu
+	$(CC) $(CFLAGS) $(URING_FLAGS) $(DEPFLAGS) -I. $< -o $@ $(LDLIBS) $(URING_LIBS)
 
-test/test_generate: test/test_generate.c test/check.h train_gpt.c $(CPU_HEADERS) $(HEADERS) .build-cpu
-	$(CC) $(CFLAGS) $(URING_FLAGS) -I. $< -o $@ $(LDLIBS) $(URING_LIBS)
+test/test_generate: test/test_generate.c .build-cpu
+	$(CC) $(CFLAGS) $(URING_FLAGS) $(DEPFLAGS) -I. $< -o $@ $(LDLIBS) $(URING_LIBS)
 
-test/hf_forward: test/hf_forward.c train_gpt.c $(CPU_HEADERS) $(HEADERS) .build-cpu
-	$(CC) $(CFLAGS) $(URING_FLAGS) -I. $< -o $@ $(LDLIBS) $(URING_LIBS)
+test/hf_forward: test/hf_forward.c .build-cpu
+	$(CC) $(CFLAGS) $(URING_FLAGS) $(DEPFLAGS) -I. $< -o $@ $(LDLIBS) $(URING_LIBS)
 
-test/test_pipeline: test/test_pipeline.c test/check.h pipeline_schedule.h gpt2.h utils.h .build-cpu
-	$(CC) $(CFLAGS) $(URING_FLAGS) -I. $< -o $@ $(LDLIBS) $(URING_LIBS)
+test/test_pipeline: test/test_pipeline.c .build-cpu
+	$(CC) $(CFLAGS) $(URING_FLAGS) $(DEPFLAGS) -I. $< -o $@ $(LDLIBS) $(URING_LIBS)
 
-test/test_llama_cpu: test/test_llama_cpu.c test/check.h test/llama_cfg.h train_gpt.c $(CPU_HEADERS) $(HEADERS) .build-cpu
-	$(CC) $(CFLAGS) $(URING_FLAGS) -I. $< -o $@ $(LDLIBS) $(URING_LIBS)
+test/test_llama_cpu: test/test_llama_cpu.c .build-cpu
+	$(CC) $(CFLAGS) $(URING_FLAGS) $(DEPFLAGS) -I. $< -o $@ $(LDLIBS) $(URING_LIBS)
 
-test/test_arch: test/test_arch.c test/check.h test/llama_cfg.h train_gpt.c $(CPU_HEADERS) $(HEADERS) .build-cpu
-	$(CC) $(CFLAGS) $(URING_FLAGS) -I. $< -o $@ $(LDLIBS) $(URING_LIBS)
+test/test_arch: test/test_arch.c .build-cpu
+	$(CC) $(CFLAGS) $(URING_FLAGS) $(DEPFLAGS) -I. $< -o $@ $(LDLIBS) $(URING_LIBS)
 
 # test/test_headers.sh compiles every header alone with the flags of the build that uses it: these.
 HEADER_CHECK_ENV = HEADER_CC="$(CPU_CC)" HEADER_CFLAGS="$(CFLAGS) $(URING_FLAGS)" HEADER_CXX="$(EMU_CXX)" HEADER_CXXFLAGS="$(EMU_FLAGS)"
@@ -105,23 +100,23 @@ $(file >.build-cuda,$(CUDA_CONFIG))
 endif
 # Without nvcc the CUDA targets say what is missing rather than running an empty command.
 NVCC_OR_FAIL = $(or $(NVCC),$(error nvcc is not on the PATH: the CUDA build needs the CUDA toolkit (make train_gpt_cpu builds the CPU trainer)))
-train_gpt: train_gpt.cu $(CUDA_HEADERS) $(HEADERS) .build-cuda
-	$(NVCC_OR_FAIL) $(NVCC_FLAGS) $(MPI_CFLAGS) $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp $(URING_LIBS)
+train_gpt: train_gpt.cu .build-cuda
+	$(NVCC_OR_FAIL) $(NVCC_FLAGS) $(MPI_CFLAGS) $(DEPFLAGS) $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp $(URING_LIBS)
 
-test/test_gpt2_gpu: test/test_gpt2.c train_gpt.cu $(CUDA_HEADERS) $(HEADERS) .build-cuda
-	$(NVCC_OR_FAIL) $(NVCC_FLAGS) $(MPI_CFLAGS) -DTRAIN_GPT_CUDA -I. -x cu $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp $(URING_LIBS)
+test/test_gpt2_gpu: test/test_gpt2.c .build-cuda
+	$(NVCC_OR_FAIL) $(NVCC_FLAGS) $(MPI_CFLAGS) $(DEPFLAGS) -DTRAIN_GPT_CUDA -I. -x cu $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp $(URING_LIBS)
 
 # Generation with the key/value cache against the full-prefix forward, on the GPU.
-test/test_generate_gpu: test/test_generate.c test/check.h train_gpt.cu $(CUDA_HEADERS) $(HEADERS) .build-cuda
-	$(NVCC_OR_FAIL) $(NVCC_FLAGS) $(MPI_CFLAGS) -DTRAIN_GPT_CUDA -I. -x cu $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp $(URING_LIBS)
+test/test_generate_gpu: test/test_generate.c .build-cuda
+	$(NVCC_OR_FAIL) $(NVCC_FLAGS) $(MPI_CFLAGS) $(DEPFLAGS) -DTRAIN_GPT_CUDA -I. -x cu $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp $(URING_LIBS)
 
 # Every kernel against the CPU build's, in each precision, and their benchmark.
-dev/cuda/kernels: dev/cuda/kernels.cu dev/cuda/kernels_update.cuh dev/cuda/kernels_bench.cuh $(CPU_HEADERS) $(CUDA_HEADERS) $(HEADERS) .build-cuda
-	$(NVCC_OR_FAIL) $(NVCC_FLAGS) $(MPI_CFLAGS) -I. $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp $(URING_LIBS)
+dev/cuda/kernels: dev/cuda/kernels.cu .build-cuda
+	$(NVCC_OR_FAIL) $(NVCC_FLAGS) $(MPI_CFLAGS) $(DEPFLAGS) -I. $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp $(URING_LIBS)
 
 # The attention kernels alone against a float64 reference, and their benchmark.
-dev/cuda/attention: dev/cuda/attention.cu dev/cuda/attention_ref.h dev/cuda/attention_v1.cuh dev/cuda/attention_v2.cuh $(CUDA_HEADERS) $(HEADERS) .build-cuda
-	$(NVCC_OR_FAIL) $(NVCC_FLAGS) $(MPI_CFLAGS) -I. $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp $(URING_LIBS)
+dev/cuda/attention: dev/cuda/attention.cu .build-cuda
+	$(NVCC_OR_FAIL) $(NVCC_FLAGS) $(MPI_CFLAGS) $(DEPFLAGS) -I. $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp $(URING_LIBS)
 
 # On a machine with an NVIDIA GPU: the kernels and the CUDA build against the PyTorch reference and the CPU build.
 test-gpu: train_gpt train_gpt_cpu test/test_gpt2_gpu test/test_generate_gpu dev/cuda/kernels
@@ -139,43 +134,48 @@ EMU_OPT ?= -O2 -march=native -mno-red-zone
 EMU_FLAGS = $(EMU_OPT) -fno-strict-aliasing -std=c++17 -fopenmp -Wall -Wextra -Wno-unused-function -Wno-missing-field-initializers \
   -Wno-unknown-pragmas -Wno-class-memaccess -DTRAIN_GPT_CUDA -DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1 -isystem $(CUDA_HOME)/include $(MPI_CFLAGS) $(URING_FLAGS)
 EMU_DEV = -I. -x c++ -include dev/cuda/emu/emu.h
-EMU_RT_H = dev/cuda/emu/emu.h dev/cuda/emu/emu_internal.h
 EMU_OBJS = build/emu/emu.o build/emu/emu_threads.o build/emu/emu_blocks.o build/emu/emu_queue.o build/emu/emu_race.o \
   build/emu/cublaslt.o build/emu/nccl.o
 EMU_ASAN = -fsanitize=address -fno-omit-frame-pointer -g
 EMU_RACE = -fsanitize=thread -g -O1
 EMU_LINK = $(MPI_LDFLAGS) -lgomp $(URING_LIBS)
-build/emu/%.o: dev/cuda/emu/%.cpp $(EMU_RT_H)
+# the emulated build's configuration stamp (see .build-cpu above): Open MPI appearing after a first build
+# changes EMU_FLAGS and EMU_LINK, and every emulator object and binary is rebuilt with it
+EMU_CONFIG := cxx $(EMU_CXX) $(shell $(EMU_CXX) -dumpfullversion 2>/dev/null) | flags $(EMU_FLAGS) | asan $(EMU_ASAN) | race $(EMU_RACE) | link $(EMU_LINK) | deps $(DEPDIR)
+ifneq ($(file <.build-emu),$(EMU_CONFIG))
+$(file >.build-emu,$(EMU_CONFIG))
+endif
+build/emu/%.o: dev/cuda/emu/%.cpp .build-emu
 	@mkdir -p $(@D)
-	$(EMU_CXX) $(EMU_FLAGS) -c $< -o $@
-build/emu/asan/%.o: dev/cuda/emu/%.cpp $(EMU_RT_H)
+	$(EMU_CXX) $(EMU_FLAGS) $(DEPFLAGS) -c $< -o $@
+build/emu/asan/%.o: dev/cuda/emu/%.cpp .build-emu
 	@mkdir -p $(@D)
-	$(EMU_CXX) $(EMU_FLAGS) $(EMU_ASAN) -c $< -o $@
+	$(EMU_CXX) $(EMU_FLAGS) $(EMU_ASAN) $(DEPFLAGS) -c $< -o $@
 
-train_gpt_emu: train_gpt.cu $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
-	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
-test/test_gpt2_emu: test/test_gpt2.c test/check.h train_gpt.cu $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
-	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
-test/test_generate_emu: test/test_generate.c test/check.h train_gpt.cu $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
-	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
-dev/cuda/kernels_emu: dev/cuda/kernels.cu dev/cuda/kernels_update.cuh dev/cuda/kernels_bench.cuh $(CPU_HEADERS) $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
-	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
-dev/cuda/attention_emu: dev/cuda/attention.cu dev/cuda/attention_ref.h dev/cuda/attention_v1.cuh dev/cuda/attention_v2.cuh $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
-	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
+train_gpt_emu: train_gpt.cu $(EMU_OBJS) .build-emu
+	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $(DEPFLAGS) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
+test/test_gpt2_emu: test/test_gpt2.c $(EMU_OBJS) .build-emu
+	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $(DEPFLAGS) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
+test/test_generate_emu: test/test_generate.c $(EMU_OBJS) .build-emu
+	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $(DEPFLAGS) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
+dev/cuda/kernels_emu: dev/cuda/kernels.cu $(EMU_OBJS) .build-emu
+	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $(DEPFLAGS) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
+dev/cuda/attention_emu: dev/cuda/attention.cu $(EMU_OBJS) .build-emu
+	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $(DEPFLAGS) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
 # instrumented for the race detector only (no ThreadSanitizer runtime: the hooks are the emulator's)
-train_gpt_emu_race: train_gpt.cu $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
-	$(EMU_CXX) $(EMU_FLAGS) $(EMU_RACE) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
-dev/cuda/kernels_emu_race: dev/cuda/kernels.cu dev/cuda/kernels_update.cuh dev/cuda/kernels_bench.cuh $(CPU_HEADERS) $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
-	$(EMU_CXX) $(EMU_FLAGS) $(EMU_RACE) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
-dev/cuda/attention_emu_race: dev/cuda/attention.cu dev/cuda/attention_ref.h dev/cuda/attention_v1.cuh dev/cuda/attention_v2.cuh $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
-	$(EMU_CXX) $(EMU_FLAGS) $(EMU_RACE) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
-dev/cuda/kernels_emu_asan: dev/cuda/kernels.cu dev/cuda/kernels_update.cuh dev/cuda/kernels_bench.cuh $(CPU_HEADERS) $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS:build/emu/%=build/emu/asan/%)
-	$(EMU_CXX) $(EMU_FLAGS) $(EMU_ASAN) $(EMU_DEV) $< -x none $(EMU_OBJS:build/emu/%=build/emu/asan/%) -o $@ $(EMU_LINK) -fsanitize=address
+train_gpt_emu_race: train_gpt.cu $(EMU_OBJS) .build-emu
+	$(EMU_CXX) $(EMU_FLAGS) $(EMU_RACE) $(EMU_DEV) $(DEPFLAGS) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
+dev/cuda/kernels_emu_race: dev/cuda/kernels.cu $(EMU_OBJS) .build-emu
+	$(EMU_CXX) $(EMU_FLAGS) $(EMU_RACE) $(EMU_DEV) $(DEPFLAGS) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
+dev/cuda/attention_emu_race: dev/cuda/attention.cu $(EMU_OBJS) .build-emu
+	$(EMU_CXX) $(EMU_FLAGS) $(EMU_RACE) $(EMU_DEV) $(DEPFLAGS) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
+dev/cuda/kernels_emu_asan: dev/cuda/kernels.cu $(EMU_OBJS:build/emu/%=build/emu/asan/%) .build-emu
+	$(EMU_CXX) $(EMU_FLAGS) $(EMU_ASAN) $(EMU_DEV) $(DEPFLAGS) $< -x none $(EMU_OBJS:build/emu/%=build/emu/asan/%) -o $@ $(EMU_LINK) -fsanitize=address
 # the emulator's own checks, plain and with the race detector
-dev/cuda/emu/selftest: dev/cuda/emu/selftest.cu cuda/async_copy.cuh cuda/attention_mma.cuh cuda/block_order.cuh $(EMU_OBJS)
-	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
-dev/cuda/emu/selftest_race: dev/cuda/emu/selftest.cu cuda/async_copy.cuh cuda/attention_mma.cuh cuda/block_order.cuh $(EMU_OBJS)
-	$(EMU_CXX) $(EMU_FLAGS) $(EMU_RACE) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
+dev/cuda/emu/selftest: dev/cuda/emu/selftest.cu $(EMU_OBJS) .build-emu
+	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $(DEPFLAGS) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
+dev/cuda/emu/selftest_race: dev/cuda/emu/selftest.cu $(EMU_OBJS) .build-emu
+	$(EMU_CXX) $(EMU_FLAGS) $(EMU_RACE) $(EMU_DEV) $(DEPFLAGS) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
 
 # The CUDA build's test matrix on the emulator: ends with its own "N passed, N failed".
 test-cuda-emu: train_gpt_cpu $(EMU_BINS)
@@ -197,11 +197,12 @@ bench: train_gpt dev/cuda/kernels dev/cuda/attention
 bench-levers: train_gpt
 	bash scripts/bench_levers.sh
 
-# The configuration stamps' text as this machine computes it (.build-cuda, .build-cpu): dev/gpu_session.sh
+# The configuration stamps' text as this machine computes it (.build-cuda, .build-cpu, .build-emu): dev/gpu_session.sh
 # compares it with the prebuilt binaries' (.bench/MANIFEST.txt), since a stamp that differs rebuilds everything.
 print-config:
 	@echo 'cuda: $(CUDA_CONFIG)'
 	@echo 'cpu: $(CPU_CONFIG)'
+	@echo 'emu: $(EMU_CONFIG)'
 
 # Here, for a later GPU window: the sm_90a binaries without Open MPI or liburing (the GPU machine's configuration)
 # and llm.c's train_gpt2cu, into the ignored .bench/ that the device tool carries (dev/gpu_session.sh prepare).
@@ -218,5 +219,14 @@ bench-data: tokenize
 	$(PYTHON) scripts/bench_data.py --mb $(or $(BENCH_DATA_MB),200) --rss-mb $(or $(BENCH_DATA_RSS_MB),0)
 
 clean:
-	rm -f .build-cpu .build-cuda train_gpt_cpu train_gpt tokenize test/test_gpt2 test/test_gpt2_gpu test/test_units test/test_pipeline test/test_generate test/hf_forward test/test_llama_cpu test/test_arch test/test_generate_gpu dev/cuda/kernels dev/cuda/attention dev/cuda/attention_emu_race $(EMU_BINS)
-	rm -rf build/emu
+	rm -f .build-cpu .build-cuda .build-emu train_gpt_cpu train_gpt tokenize test/test_gpt2 test/test_gpt2_gpu test/test_units test/test_pipeline test/test_generate test/hf_forward test/test_llama_cpu test/test_arch test/test_generate_gpu dev/cuda/kernels dev/cuda/attention dev/cuda/attention_emu_race $(EMU_BINS)
+	rm -rf build/emu $(DEPDIR)
+
+# the dependency files' directory exists before any compile writes one; then what the compiles said
+COMPILED = train_gpt_cpu tokenize test/test_gpt2 test/test_units test/test_pipeline test/test_generate test/hf_forward test/test_llama_cpu test/test_arch \
+  train_gpt test/test_gpt2_gpu test/test_generate_gpu dev/cuda/kernels dev/cuda/attention $(EMU_BINS) dev/cuda/attention_emu_race \
+  $(EMU_OBJS) $(EMU_OBJS:build/emu/%=build/emu/asan/%)
+$(COMPILED): | $(DEPDIR)
+$(DEPDIR):
+	@mkdir -p $@
+-include $(wildcard $(DEPDIR)/*.d)

@@ -8,7 +8,8 @@
 //                         after that long (a straggler, which the time breakdown shows as the others' comm)
 //   die:RANK:STEP         that rank kills itself with SIGKILL at the start of that step (a node lost)
 //   signal:SIG:STEP[:RANK] TERM or USR1 raised on itself at the start of that step, by every rank or one
-//                         (preemption, as slurm's scancel --signal delivers it)
+//                         (preemption, as slurm's scancel --signal delivers it); SEGV: a crash (the
+//                         multinode suite's check that a dead rank's core and stack are reported)
 //   overflow:S1,S2,...    the loss gradient is infinite at those steps, as an fp16 overflow would make it
 //   nvme-short:STEP       (--offload-device nvme) the swap file loses its second half at that step: a short read
 //   nvme-eio:STEP         (--offload-device nvme) the swap file's next read at that step fails with EIO
@@ -55,10 +56,10 @@ static void fault_parse(const char *spec) {
     else if (strcmp(spec, "nvme-nodirect") == 0) f->swap_no_direct = 1;
     else if ((sscanf(spec, "signal:%7[A-Z0-9]:%d%n", sig, &f->signal_step, &n) == 2 && !spec[n]) ||
              (sscanf(spec, "signal:%7[A-Z0-9]:%d:%d%n", sig, &f->signal_step, &f->signal_rank, &n) == 3 && !spec[n])) {
-        f->signal_num = strcmp(sig, "TERM") == 0 ? SIGTERM : strcmp(sig, "USR1") == 0 ? SIGUSR1 : 0;
-        if (!f->signal_num) fatal("TRAIN_GPT_FAULT: signal '%s' is not TERM or USR1", sig);
+        f->signal_num = strcmp(sig, "TERM") == 0 ? SIGTERM : strcmp(sig, "USR1") == 0 ? SIGUSR1 : strcmp(sig, "SEGV") == 0 ? SIGSEGV : 0;
+        if (!f->signal_num) fatal("TRAIN_GPT_FAULT: signal '%s' is not TERM, USR1 or SEGV", sig);
     } else {
-        fatal("TRAIN_GPT_FAULT: '%s' is not stall:RANK:STEP[:SECONDS], die:RANK:STEP, signal:TERM|USR1:STEP[:RANK] or "
+        fatal("TRAIN_GPT_FAULT: '%s' is not stall:RANK:STEP[:SECONDS], die:RANK:STEP, signal:TERM|USR1|SEGV:STEP[:RANK] or "
               "overflow:STEP[,STEP...], nvme-short:STEP, nvme-eio:STEP or nvme-nodirect", spec);
     }
 }
@@ -76,7 +77,8 @@ static void fault_step_begin(int rank, int step) {
         else f->swap_eio_armed = 1;
     }
     if (f->signal_num && step == f->signal_step && (f->signal_rank < 0 || f->signal_rank == rank)) {
-        fprintf(stderr, "fault injection: rank %d raises SIG%s at step %d\n", rank, f->signal_num == SIGTERM ? "TERM" : "USR1", step);
+        fprintf(stderr, "fault injection: rank %d raises SIG%s at step %d\n", rank,
+                f->signal_num == SIGTERM ? "TERM" : f->signal_num == SIGUSR1 ? "USR1" : "SEGV", step);
         raise(f->signal_num);
     }
 }

@@ -157,6 +157,13 @@ EOF
     echo "NodeName=$name NodeAddr=$CLUSTER_NET.$((10 + ${name#node})) $node State=UNKNOWN" >> "$CLUSTER_CONF"
   done
   echo "PartitionName=ci Nodes=node[1-$n] Default=YES MaxTime=INFINITE State=UP" >> "$CLUSTER_CONF"
+  # Every PMIx fence by the ring algorithm. By default the pmix plugin (22.05) runs a fence that carries no data
+  # by its tree, and here each node's slurmstepd is the root of a tree of one (its log: "child_cntr=0 ... local
+  # delivery"), so such a fence returns at once on each node. Open MPI 4.1's last step of MPI_Init is such a
+  # fence, its only barrier: a rank left MPI_Init while its peer on the other node still waited for the modex
+  # fence, and its first message hit that peer's TCP BTL before ob1 had registered a handler, a call through
+  # NULL (the two-node jobs' rare "Segmentation fault ... Failing at address: (nil)" in PMPI_Init).
+  echo "PMIxCollFence=ring" > "$CLUSTER_DIR/mpi.conf"
   login timeout 30 slurmctld -f "$CLUSTER_CONF" > "$CLUSTER_DIR/log/slurmctld.start" 2>&1
   for name in "${CLUSTER_NODES[@]}"; do
     on_node "$name" timeout 30 slurmd -f "$CLUSTER_CONF" -N "$name" > "$CLUSTER_DIR/log/slurmd.$name.start" 2>&1

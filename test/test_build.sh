@@ -2,17 +2,34 @@
 # test_build.sh: the build follows the machine. In a copy of the sources: a second make is a no-op;
 # a change of configuration (flags, or mpicc appearing or going: MPICC= stands for a machine
 # without it) rebuilds; --help tells whether the binary has MPI; and a binary without MPI started
-# by mpirun as 2 ranks stops with an error instead of running two independent copies.
+# by mpirun as 2 ranks stops with an error instead of running two independent copies. A header
+# touched rebuilds exactly what includes it (the compiler's dependencies, -MMD); the emulated CUDA
+# build has its configuration stamp too (built before Open MPI, rebuilt whole after it, and linked);
+# and no build of any configuration make supports (with and without MPI and liburing) warns.
 source "$(dirname "$0")/lib.sh"
-mkdir -p "$W/src"
-cp -p Makefile ./*.c ./*.h "$W/src/" && cp -rp cpu tokenizer "$W/src/"
-build() { make --no-print-directory -C "$W/src" "$@" train_gpt_cpu 2>&1; }
-uptodate() { make --no-print-directory -C "$W/src" -q "$@" train_gpt_cpu; }
-mpi_of() { "$W/src/train_gpt_cpu" --help | sed -nE 's/.*MPI: (yes|no).*/\1/p'; }
+S=$W/src
+mkdir -p "$S/test"
+cp -p Makefile ./*.c ./*.h "$S/" && cp -rp cpu tokenizer "$S/" && cp -p test/*.c test/*.h "$S/test/"
+EMU=""
+if [ -e "${CUDA_HOME:-/usr/local/cuda}/include/cuda_bf16.h" ]; then
+  EMU=1
+  mkdir -p "$S/dev/cuda/emu" && cp -p train_gpt.cu "$S/" && cp -rp cuda "$S/" && cp -p dev/cuda/emu/*.cpp dev/cuda/emu/*.h "$S/dev/cuda/emu/"
+fi
+# build [VAR=VALUE...] [TARGET...]: make in the copy (train_gpt_cpu unless targets are given); its output is
+# printed, and every warning in it is kept with the configuration that gave it
+build() {
+  local vars=() targets=() a out
+  for a in "$@"; do case $a in *=*) vars+=("$a") ;; *) targets+=("$a") ;; esac; done
+  out=$(make --no-print-directory -j2 -C "$S" "${vars[@]}" "${targets[@]:-train_gpt_cpu}" 2>&1)
+  grep -i "warning" <<<"$out" | sed "s|^|[${vars[*]:-default}] |" >> "$W/warnings"
+  echo "$out"
+}
+uptodate() { make --no-print-directory -C "$S" -q "$@" train_gpt_cpu; }
+mpi_of() { "$S/${1:-train_gpt_cpu}" --help | sed -nE 's/.*MPI: (yes|no).*/\1/p'; }
 
 build MPICC= >/dev/null
 uptodate MPICC=; up=$?
-[ -x "$W/src/train_gpt_cpu" ] && [ $up -eq 0 ] && [ "$(mpi_of)" = no ] \
+[ -x "$S/train_gpt_cpu" ] && [ $up -eq 0 ] && [ "$(mpi_of)" = no ] \
   && ok "built without mpicc: --help says 'MPI: no', and a second make has nothing to do" || bad "first build (up to date: $up, MPI: $(mpi_of))"
 uptodate MPICC= CFLAGS="-O1 -fopenmp"; changed=$?
 uptodate MPICC=; again=$?
@@ -20,7 +37,7 @@ build MPICC= >/dev/null
 [ $changed -ne 0 ] && [ $again -ne 0 ] && ok "other CFLAGS rebuild, and so does going back to the old ones" \
   || bad "a flag change rebuilds (after -O1: $changed, back: $again)"
 if have_mpi "a binary without MPI under mpirun"; then
-  out=$("${MPI[@]}" -np 2 "$W/src/train_gpt_cpu" -x 2 -s 0 -o "$W/out" 2>&1); rc=$?
+  out=$("${MPI[@]}" -np 2 "$S/train_gpt_cpu" -x 2 -s 0 -o "$W/out" 2>&1); rc=$?
   [ $rc -ne 0 ] && grep -q "this binary was built without MPI, but a launcher started it as one of 2 ranks" <<<"$out" \
     && [ -z "$(ls -A "$W/out" 2>/dev/null)" ] && ! grep -q "^step" <<<"$out" \
     && ok "a binary without MPI started by mpirun -np 2 stops with an error, training and writing nothing" \
@@ -35,13 +52,49 @@ fi
 build URING= >/dev/null
 mkdir -p "$W/disk"
 d2=(-e d2 -b 2 -t 32 -x 3 -v 0 -s 0)
-out=$(OMP_NUM_THREADS=1 "$W/src/train_gpt_cpu" "${d2[@]}" --offload optimizer --offload-device nvme --nvme-path "$W/disk" --log "$W/nv.jsonl" 2>&1)
-OMP_NUM_THREADS=1 "$W/src/train_gpt_cpu" "${d2[@]}" --log "$W/no.jsonl" > /dev/null 2>&1
+out=$(OMP_NUM_THREADS=1 "$S/train_gpt_cpu" "${d2[@]}" --offload optimizer --offload-device nvme --nvme-path "$W/disk" --log "$W/nv.jsonl" 2>&1)
+OMP_NUM_THREADS=1 "$S/train_gpt_cpu" "${d2[@]}" --log "$W/no.jsonl" > /dev/null 2>&1
 losses() { grep -o '"loss": [0-9.e-]*, "lr": [0-9.e-]*, "norm": [0-9.e-]*' "$1"; }
 grep -qF "pread/pwrite (this build has no liburing: apt-get install liburing-dev, then make)" <<<"$out" && [ -s "$W/nv.jsonl" ] \
   && [ "$(losses "$W/nv.jsonl")" = "$(losses "$W/no.jsonl")" ] \
   && ok "built without liburing: --offload-device nvme uses pread/pwrite, says so and names the package, and trains bit-identically" \
   || bad "build without liburing" "$out"
+# the fourth configuration (neither), and every other program of the CPU build in it and in the machine's own
+build MPICC= URING= > /dev/null
+TESTS=(tokenize test/test_gpt2 test/test_units test/test_pipeline test/test_generate test/hf_forward test/test_llama_cpu test/test_arch)
+build MPICC= URING= "${TESTS[@]}" > /dev/null
+build train_gpt_cpu "${TESTS[@]}" > /dev/null
+
+# dependencies from the compiler: a header touched rebuilds what includes it and nothing else (test_llama_cpu
+# once ran stale after an edit of cpu/attention.h, which its hand-written list lacked)
+sleep 1; touch "$S/cpu/attention.h"
+q() { make --no-print-directory -C "$S" -q "$1"; echo $?; }
+deps="train_gpt_cpu $(q train_gpt_cpu), test/test_llama_cpu $(q test/test_llama_cpu), test/test_gpt2 $(q test/test_gpt2), test/test_pipeline $(q test/test_pipeline), tokenize $(q tokenize)"
+[ "$deps" = "train_gpt_cpu 1, test/test_llama_cpu 1, test/test_gpt2 1, test/test_pipeline 0, tokenize 0" ] \
+  && ok "touching cpu/attention.h puts train_gpt_cpu, test/test_llama_cpu and test/test_gpt2 out of date, not test_pipeline or tokenize" \
+  || bad "header dependencies (make -q after touching cpu/attention.h, 1 = out of date)" "$deps"
+
+# the emulated CUDA build, first on a machine without Open MPI or liburing, then with both: the configuration
+# stamp rebuilds every emulator object (build/emu/nccl.o from before MPI once failed to link: undefined
+# ncclGetErrorString) and binary, and the binary has MPI. The first at -O3, what nvcc gives the host compiler:
+# the GPU machine builds train_gpt without MPI, where g++ -O3 once warned (zero.h: `all` may be used uninitialized)
+if [ -z "$EMU" ]; then
+  skip "the emulated build's configuration stamp: no CUDA headers in ${CUDA_HOME:-/usr/local/cuda}/include (make train_gpt_emu needs them)"
+else
+  build MPICC= URING= EMU_OPT="-O3 -march=native -mno-red-zone" train_gpt_emu > /dev/null
+  first=$(mpi_of train_gpt_emu)
+  plan=$(make --no-print-directory -C "$S" -n train_gpt_emu 2>&1)
+  recompiled=$(grep -c -- "-c dev/cuda/emu/.*\.cpp" <<<"$plan")
+  out=$(build train_gpt_emu)
+  if [ "$first" = no ] && [ "$recompiled" -eq 7 ] && [ -x "$S/train_gpt_emu" ] && [ "$(mpi_of train_gpt_emu)" = "$(command -v mpicc > /dev/null && echo yes || echo no)" ]; then
+    ok "train_gpt_emu built without mpicc and liburing ('MPI: no'), then with the machine's: all 7 emulator objects and the binary rebuilt, linked, 'MPI: $(mpi_of train_gpt_emu)'"
+  else bad "the emulated build follows the configuration (first MPI: $first, objects recompiled: $recompiled of 7, then MPI: $(mpi_of train_gpt_emu))" "$out"; fi
+fi
+
+if [ ! -s "$W/warnings" ]; then
+  ok "no warning from any build: train_gpt_cpu with and without MPI and liburing, tokenize and the tests with and without liburing$([ -n "$EMU" ] && echo ", train_gpt_emu without both (at -O3, as nvcc's host compiler) and with both")"
+else bad "builds without warnings" "$(cat "$W/warnings")"; fi
+
 # the backend contract (backend.h): the shared headers ask the build for everything through backend_* functions,
 # so none of them names the CUDA runtime, NCCL, cuBLAS, the CUDA build's stream or its macro
 leaks=$(grep -nE 'cuda[A-Z]|nccl[A-Z_]|cublas|main_stream|TRAIN_GPT_CUDA' "$(dirname "$0")"/../*.h "$(dirname "$0")"/../tokenizer/*.h)
