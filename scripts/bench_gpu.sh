@@ -11,6 +11,7 @@
 # B=16 T=1024 bf16, one micro-batch. Output goes to stdout and to dev/bench/bench_gpu_<gpu>.txt.
 #
 #   make bench [LLMC_DIR=~/llm.c] [CUDNN_FRONTEND_PATH=~/cudnn-frontend/include] [STEPS=20] [ACCUM_STEPS=8]
+#   TP=2 [SP=0|1] bash scripts/bench_gpu.sh rows1 llama   # train_gpt's rows at tensor parallelism (see TP below)
 #   bash scripts/bench_gpu.sh [--append] [rows1] [rows32] [llama] [kernels] [attention]   # some parts (default: all)
 #
 # rows1: the three programs at one micro-batch; rows32: at the 0.5M-token recipe; llama: train_gpt and PyTorch on
@@ -22,6 +23,9 @@
 #                      set, llm.c is built here and run again
 #   BENCH_LIMIT_TRAIN_GPT, BENCH_LIMIT_PYTORCH, BENCH_LIMIT_LLMC, BENCH_LIMIT_LLMC_BUILD: seconds each run (or the
 #                      build) may take before it is stopped and its row says so (defaults 120, 300, 180, 300)
+#   TP=N [SP=0|1]      train_gpt's rows on N GPUs under mpirun (MPIRUN: the launcher and its flags, default mpirun),
+#                      train_gpt --tp N [--sp SP], the same tokens per step; their MFU is over N GPUs' peak. PyTorch's
+#                      and llm.c's rows stay on one GPU
 # and for a rehearsal without a GPU (the llama part at a tiny shape on the CPU build, PyTorch on the CPU; no MFU,
 # PyTorch eager where it has no torch.compile):
 #   BENCH_TRAIN_GPT=./train_gpt_cpu BENCH_DEVICE=cpu BENCH_B=2 BENCH_T=64 BENCH_LLAMA_DEPTH=2 STEPS=5
@@ -52,6 +56,14 @@ TORCH_PY=${TORCH_PYTHON:-python3}   # the Python that holds PyTorch (with CUDA)
 B=${BENCH_B:-16} T=${BENCH_T:-1024} ACCUM=32
 N_PARAMS=124439808 L=12 C=768
 TRAIN_GPT=${BENCH_TRAIN_GPT:-./train_gpt} DEVICE=${BENCH_DEVICE:-cuda}
+TP=${TP:-1}
+case "$TP" in ''|*[!0-9]*|0) echo "bench_gpu.sh: TP=$TP, expected a tensor-parallel degree >= 1" >&2; exit 2 ;; esac
+TG_LAUNCH=() TG_TP=()  # train_gpt at TP > 1: mpirun -np TP ... --tp TP
+if [ "$TP" -gt 1 ]; then
+    read -r -a TG_LAUNCH <<< "${MPIRUN:-mpirun}"
+    TG_LAUNCH+=(-np "$TP" -x OMP_NUM_THREADS) TG_TP=(--tp "$TP")
+    if [ -n "${SP:-}" ]; then TG_TP+=(--sp "$SP"); fi
+fi
 # the Llama row: train_gpt's llama-dN (gpt2.h's llama_config_from_descriptor) and its unpadded parameter count
 LLAMA_DEPTH=${BENCH_LLAMA_DEPTH:-12}
 read -r LLAMA_N LLAMA_W LLAMA_SHAPE < <(python3 - "$LLAMA_DEPTH" <<'PYEOF'
@@ -80,11 +92,12 @@ fi
 PEAK=""
 MODEL=d12 MODEL_N=$N_PARAMS MODEL_L=$L MODEL_W=$C   # the rows' model: GPT-2 124M; the llama part sets its own
 row() {  # name, accum, file of step times in ms, extra text
-    python3 - "$1" "$2" "$3" "$4" "$PEAK" $B $T "$MODEL_N" "$MODEL_L" "$MODEL_W" "$MODEL" <<'PYEOF'
+    python3 - "$1" "$2" "$3" "$4" "$PEAK" $B $T "$MODEL_N" "$MODEL_L" "$MODEL_W" "$MODEL" "${ROW_GPUS:-1}" <<'PYEOF'
 import statistics, sys
 name, accum, path, extra, peak = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 B, T, N, L, C = map(int, sys.argv[6:11])
-model = sys.argv[11]
+model, gpus = sys.argv[11], int(sys.argv[12])
+peak = str(float(peak) * gpus) if peak else peak  # train_gpt --tp N: N GPUs' peak
 ms = [float(x) for x in open(path).read().split()]
 ms = ms[3:] if len(ms) > 4 else ms[1:] if len(ms) > 1 else ms
 if not ms: sys.exit(f"{name}: no step times")
@@ -100,8 +113,8 @@ PYEOF
 run_train_gpt() {  # accum, steps (the model: $MODEL, a descriptor -e takes)
     local acc=$1 steps=$2 f="$W/${MODEL}_tg$1" what; what="$MODEL B=$B$([ "$1" -gt 1 ] && echo " x$1") T=$T"
     local log="$f.jsonl"
-    timeout -k 5 "$LIM_TG" "$TRAIN_GPT" -i "$SHARD" -e "$MODEL" -b $B -t $T --grad-accum "$acc" -x "$steps" -v 0 -s 0 --log "$log" \
-        > "$f.out" 2>&1
+    timeout -k 5 "$LIM_TG" "${TG_LAUNCH[@]}" "$TRAIN_GPT" -i "$SHARD" -e "$MODEL" -b $B -t $T --grad-accum "$acc" -x "$steps" \
+        -v 0 -s 0 "${TG_TP[@]}" --log "$log" > "$f.out" 2>&1
     local rc=$?
     if stopped $rc; then echo "train_gpt $what: stopped after its ${LIM_TG} s limit: $(tail -1 "$f.out")"; return 1; fi
     if [ $rc -ne 0 ]; then echo "train_gpt $what: failed: $(grep -m1 -iE 'error|out of' "$f.out")"; return 1; fi
@@ -117,7 +130,8 @@ r=[json.loads(l) for l in open(sys.argv[1]) if "\"mfu\"" in l]
 r=[d for d in r if d.get("mfu")]
 print(r[-1]["flops_per_s"]/r[-1]["mfu"] if r else "")' "$log")
     fi
-    row train_gpt "$acc" "$f.ms" "$(grep -E '^step ' "$f.out" | tail -1 | grep -oE 'peak [^|]*[^ |]')"
+    ROW_GPUS=$TP row train_gpt "$acc" "$f.ms" \
+        "$(grep -E '^step ' "$f.out" | tail -1 | grep -oE 'peak [^|]*[^ |]')${TG_TP[*]:+, ${TG_TP[*]} on $TP ranks}"
 }
 
 run_pytorch() {  # accum, steps (the model: $MODEL, d12 or llama-dN: transformers' LlamaForCausalLM)

@@ -4,7 +4,10 @@
 # is an environment variable that train_gpt reads at start (cuda/matmul.cuh, cuda/classifier.cuh), so one
 # binary times them all. BASE_BIN=path adds a row for another build (an earlier commit) at its defaults.
 #
-#   make bench-levers [STEPS=20] [BASE_BIN=...]
+#   make bench-levers [STEPS=20] [BASE_BIN=...] [TP=2 [SP=0|1]]
+#
+# TP=N times every row at tensor parallelism: N ranks (N GPUs) under mpirun, train_gpt --tp N (and --sp SP where
+# given), the same tokens per step; MPIRUN is the launcher and its flags (default mpirun).
 #
 # dev/gpu_session.sh sets BENCH_NO_BUILD=1 (train_gpt is there), BENCH_SHARD (the random shard it made once) and
 # BENCH_LIMIT_TRAIN_GPT (seconds a run may take before it is stopped and its row says so; default 120).
@@ -15,14 +18,22 @@ LIMIT=${BENCH_LIMIT_TRAIN_GPT:-120}
 [ "${BENCH_NO_BUILD:-0}" = 1 ] || make -s train_gpt || exit 1
 W=$(mktemp -d /tmp/bench_levers.XXXXXX)
 trap 'rm -rf "$W"' EXIT
+TP=${TP:-1}
+case "$TP" in ''|*[!0-9]*|0) echo "bench_levers.sh: TP=$TP, expected a tensor-parallel degree >= 1" >&2; exit 2 ;; esac
+LAUNCH=() TPF=()  # at TP > 1: mpirun -np TP, then env sets each row's variables on every rank
+if [ "$TP" -gt 1 ]; then
+    read -r -a LAUNCH <<< "${MPIRUN:-mpirun}"
+    LAUNCH+=(-np "$TP") TPF=(--tp "$TP")
+    if [ -n "${SP:-}" ]; then TPF+=(--sp "$SP"); fi
+fi
 SHARD=${BENCH_SHARD:-}
 if [ -z "$SHARD" ] || [ ! -s "$SHARD" ]; then SHARD="$W/rand.bin"; python3 dev/rand_shard.py "$SHARD" || exit 1; fi
 
 time_one() {  # label, binary, env assignments...
     local label=$1 bin=$2; shift 2
     rm -f "$W/l.jsonl"
-    timeout -k 5 "$LIMIT" env "$@" "$bin" -i "$SHARD" -e "${MODEL:-d12}" -b 16 -t 1024 -x "$STEPS" -v 0 -s 0 --log "$W/l.jsonl" \
-        > "$W/out" 2>&1
+    timeout -k 5 "$LIMIT" "${LAUNCH[@]}" env "$@" "$bin" -i "$SHARD" -e "${MODEL:-d12}" -b 16 -t 1024 -x "$STEPS" -v 0 -s 0 \
+        "${TPF[@]}" --log "$W/l.jsonl" > "$W/out" 2>&1
     local rc=$?
     if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then echo "$label: stopped after its ${LIMIT} s limit"; return; fi
     if [ $rc -ne 0 ]; then echo "$label: failed: $(grep -m1 -iE 'error|out of' "$W/out")"; return; fi
@@ -34,7 +45,7 @@ PYEOF
 }
 
 echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), train_gpt ${BENCH_REV:-$(git rev-parse --short HEAD 2>/dev/null)}"
-echo "# d12 B=16 T=1024 bf16, one micro-batch per step; defaults: BGRAD=1 GELU_FUSION=0 RESIDUAL_FUSION=0 CLASSIFIER_STAGED=1 GRAPHS=1"
+echo "# d12 B=16 T=1024 bf16, one micro-batch per step$([ "$TP" -gt 1 ] && echo ", ${TPF[*]} on $TP GPUs"); defaults: BGRAD=1 GELU_FUSION=0 RESIDUAL_FUSION=0 CLASSIFIER_STAGED=1 GRAPHS=1"
 time_one "defaults" ./train_gpt
 time_one "TRAIN_GPT_BGRAD=0 (bias gradients by our kernel)" ./train_gpt TRAIN_GPT_BGRAD=0
 time_one "TRAIN_GPT_GELU_FUSION=1 (GELU in cuBLASLt's epilogues)" ./train_gpt TRAIN_GPT_GELU_FUSION=1

@@ -10,7 +10,9 @@
 # process and a one-process checkpoint at --tp 4, each continuing like the uninterrupted run. And the refusals: a
 # degree that does not divide the heads, the key/value heads, the MLP, the vocabulary or the world. Sequence
 # parallelism (--sp, on by default) runs in every layout but the --sp 0 ones; its plan is checked against a count by
-# hand, and the TP traffic each step logs against the collectives counted by hand.
+# hand, and the TP traffic each step logs against the collectives counted by hand. A --tp 2 run's export
+# (scripts/export_hf.py) loads in transformers, whose logits are the trainer's (needs test/hf_forward and
+# TORCH_PYTHON, default /usr/bin/python3, with torch, transformers and safetensors).
 source "$(dirname "$0")/lib.sh"
 have_mpi "tensor parallelism" || { finish; exit; }
 
@@ -136,6 +138,48 @@ print(f"{len(a)} parameters, headers {'equal' if ha == hb else 'differ'}, max di
 sys.exit(0 if ha == hb and diff < 1e-4 else 1)
 PYEOF
 ) && ok "--tp 2's model file is one process's: $r" || bad "--tp 2's model file vs one process's" "$r"
+
+# a --tp 2 run's export loads in transformers: GPT-2 d2 and the GQA 4:2 untied model with q/k/v biases (no QK-norm:
+# Qwen2ForCausalLM, which transformers 4.45 has) train 4 steps at --tp 2 and in one process on the same tokens;
+# scripts/export_hf.py exports the --tp 2 run's final checkpoint, and transformers' logits on 2 x 16 random tokens
+# (float32) are compared with the trainer's own forward (test/hf_forward, one process) of that checkpoint, and of the
+# one-process run's: the largest difference over the largest logit, within 1e-5 (the orders of the sums differ)
+TORCH_PY=${TORCH_PYTHON:-/usr/bin/python3}
+hf_export() {  # hf_export NAME MODEL: the checks above for one model
+  local name=$1 run=(-e "$2" -b 4 -t 32 -x 4 -v 0 -s 0 -l 1e-3 -u 3) tag; tag=$(echo "$1" | tr -c 'a-zA-Z0-9' _)
+  "${MPI[@]}" -np 2 $BIN "${run[@]}" --tp 2 -o "$W/hf_$tag.tp2" > "$W/hf_$tag.tp2.out" 2>&1 || { bad "$name --tp 2 for the export" "$(cat "$W/hf_$tag.tp2.out")"; return; }
+  $BIN "${run[@]}" -o "$W/hf_$tag.tp1" > "$W/hf_$tag.tp1.out" 2>&1 || { bad "$name in one process for the export" "$(cat "$W/hf_$tag.tp1.out")"; return; }
+  local out; out=$("$TORCH_PY" scripts/export_hf.py "$W/hf_$tag.tp2" "$W/hf_$tag.hf" --no-tokenizer 2>&1) || { bad "$name: export_hf.py of the --tp 2 run" "$out"; return; }
+  r=$(OMP_NUM_THREADS=1 "$TORCH_PY" - "$W/hf_$tag.hf" "$W/hf_$tag.tp2/model_00000004.bin" "$W/hf_$tag.tp1/model_00000004.bin" "$W/hf_$tag" <<'PYEOF'
+import subprocess, sys
+import numpy as np, torch
+from transformers import AutoModelForCausalLM, logging
+logging.set_verbosity_error()
+hf, tp2, tp1, work = sys.argv[1:]
+m = AutoModelForCausalLM.from_pretrained(hf).float().eval()
+V, B, T = m.config.vocab_size, 2, 16
+x = torch.randint(0, V, (B, T), generator=torch.Generator().manual_seed(7))
+with torch.no_grad():
+    got = m(x).logits.numpy()
+x.numpy().astype("<i4").tofile(work + ".tok")
+res = []
+for f in (tp2, tp1):
+    r = subprocess.run(["test/hf_forward", "logits", f, work + ".tok", str(B), str(T), work + ".f32"], capture_output=True, text=True)
+    if r.returncode: print(r.stdout + r.stderr); sys.exit(1)
+    ref = np.fromfile(work + ".f32", dtype="<f4").reshape(B, T, V)
+    res.append(float(np.abs(got - ref).max() / np.abs(ref).max()))
+print(f"{type(m).__name__}, {B}x{T} tokens x {V} logits: {res[0]:.1e} vs the trainer's forward of the --tp 2 checkpoint, "
+      f"{res[1]:.1e} of the one-process run's (< 1e-5)")
+sys.exit(0 if max(res) < 1e-5 else 1)
+PYEOF
+) && ok "$name --tp 2's export loads in transformers: $r" || bad "$name --tp 2's export in transformers vs the trainer" "$r"
+}
+if [ ! -x test/hf_forward ]; then bad "export to transformers: test/hf_forward is not built (make test/hf_forward)"
+elif "$TORCH_PY" -c "import torch, transformers, safetensors" 2>/dev/null; then
+  $PY test/llama_model.py "$W/qwen42.bin" 4 2 --no-qk-norm || bad "writing the GQA 4:2 q/k/v-bias model file (test/llama_model.py)"
+  hf_export "GQA 4:2 untied, q/k/v bias" "$W/qwen42.bin"
+  hf_export "GPT-2 d2" d2
+else bad "export to transformers: $TORCH_PY cannot import torch, transformers and safetensors (.ci/run shows the pip line)"; fi
 
 # refusals, each naming the flag and the numbers
 expect() {  # expect LABEL WANT ARGS...: a non-zero exit whose output contains WANT
