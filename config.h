@@ -231,7 +231,7 @@ static const OptSpec OPTIONS[] = {
     OPTD(NULL, "--mem-limit", OPT_FLOAT, mem_limit, "GiB per rank the autotuner and the memory plan's check may plan for (pretend a smaller device; in the CPU build, less RAM)", "the device's memory; on CPUs the machine's"),
     OPT(NULL, "--target-tokens", OPT_LONG, target_tokens, "the training length (tokens) that --autotune and --dry-run give days for"),
     OPTD(NULL, "--tokens-per-s", OPT_FLOAT, tokens_per_s, "a measured speed (the step line's tok/s): --dry-run then says how many days --target-tokens take", "none"),
-    OPT(NULL, "--dry-run", OPT_FLAG, dry_run, "print the configuration and memory plan, then exit"),
+    OPT(NULL, "--dry-run", OPT_FLAG, dry_run, "print the configuration and memory plan, then exit (no model memory is allocated, no weight read or made)"),
 };
 #undef OPT
 #undef OPTD

@@ -330,9 +330,10 @@ static float bf16_to_f32(uint16_t h) {
     return f;
 }
 
-// Reads an llm.c model file (version 3 fp32 or 5 bf16) into a freshly malloc'd fp32 buffer. `what`
-// names where the path came from (a flag, "-e/--init"), so an error says which input is wrong.
-static float *model_read_file_for(const char *what, const char *path, ModelConfig *c) {
+// Opens an llm.c model file (version 3 fp32 or 5 bf16) and checks its header and size against the shape it
+// states (into *c), reading no weight: returns the file positioned at the weights, and *version. `what` names
+// where the path came from (a flag, "-e/--init"), so an error says which input is wrong.
+static FILE *model_open_file_for(const char *what, const char *path, ModelConfig *c, int *version_out) {
     char name[4200];
     snprintf(name, sizeof(name), "%s%s%s", what ? what : "", what ? ": " : "", path);
     struct stat st;
@@ -380,6 +381,15 @@ static float *model_read_file_for(const char *what, const char *path, ModelConfi
               name, size, 1024 + n * elem, n, elem);
     }
     fseekCheck(fp, 1024, SEEK_SET, path);
+    *version_out = version;
+    return fp;
+}
+
+// Reads an llm.c model file into a freshly malloc'd fp32 buffer (model_open_file_for checks it first).
+static float *model_read_file_for(const char *what, const char *path, ModelConfig *c) {
+    int version;
+    FILE *fp = model_open_file_for(what, path, c, &version);
+    size_t n = model_num_params(c);
     float *params = (float *)mallocCheck(n * sizeof(float));
     if (version == MODEL_VERSION_FP32) {
         freadCheck(params, sizeof(float), n, fp, path);

@@ -39,8 +39,9 @@ typedef struct {
     const char *init;
     ModelConfig mc;                          // the whole model
     ModelConfig mc_rank;                     // what this rank holds of it: mc, or with --tp its TP rank's slice
+    int init_is_file;                        // -e names a model file (else a descriptor: fresh weights)
     size_t num_params;
-    float *params;                           // the initial weights, until they are handed to zero.h
+    float *params;                           // the initial weights (run_load_weights), until they are handed to zero.h
     // data
     SynthSource synth;
     DataLoader train_loader, val_loader;
@@ -50,6 +51,7 @@ typedef struct {
     int start_step;
     int lr_span;                             // steps the learning-rate schedule spans (saved in checkpoints)
     TrainState resumed;
+    char resume_model[4200], resume_state[4200];  // the checkpoint's files, read by run_load_weights
     float *resume_m, *resume_v;
     // the plan: this stage's layers and units, and the memory they need
     int *first, *holds_unit, slots;          // first[s]: stage s's first layer; holds_unit[u]: this stage holds unit u
@@ -189,23 +191,56 @@ static void run_setup_tp(Run *r) {
     r->mc_rank.seq_parallel = cfg->sp;
 }
 
-// The model: a checkpoint file, a dN descriptor, or (by default) d2 for the synthetic corpus.
+// -e given a Hugging Face model (its directory, model.safetensors, a PyTorch checkpoint, config.json): the importer
+// makes an llm.c model file of it. Told by the directory's files or the file's first bytes (safetensors: an 8-byte
+// header length, then '{'; PyTorch's zip: "PK\3\4"; JSON: '{'); anything else is left to the model file's reader.
+static void run_refuse_hf_init(const char *path) {
+    char dir[4200], probe[4300];
+    struct stat st;
+    if (stat(path, &st) != 0) return;
+    if (S_ISDIR(st.st_mode)) {
+        static const char *const hf[] = {"config.json", "model.safetensors", "model.safetensors.index.json", "pytorch_model.bin"};
+        int found = 0;
+        for (int i = 0; i < 4; i++) { snprintf(probe, sizeof(probe), "%s/%s", path, hf[i]); found |= file_exists(probe); }
+        if (found) fatal("-e/--init: %s: a Hugging Face model directory, not an llm.c model file: convert it first with "
+                         "scripts/import_hf.py %s model.bin, then -e model.bin (docs/huggingface.md)", path, path);
+        return;
+    }
+    unsigned char b[9] = {0};
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(b, 1, 9, f) : 0;
+    if (f) fclose(f);
+    size_t len = strlen(path);
+    int named = len >= 12 && strcmp(path + len - 12, ".safetensors") == 0;
+    const char *what = named || (n == 9 && b[8] == '{' && b[6] == 0 && b[7] == 0) ? "a safetensors file"
+                     : n >= 4 && memcmp(b, "PK\3\4", 4) == 0 ? "a PyTorch checkpoint (zip)"
+                     : n >= 1 && b[0] == '{' ? "a JSON file (a Hugging Face config.json?)" : NULL;
+    if (!what) return;
+    snprintf(dir, sizeof(dir), "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = '\0'; else strcpy(dir, ".");
+    fatal("-e/--init: %s: %s, not an llm.c model file: a Hugging Face model is converted first, from its directory: "
+          "scripts/import_hf.py %s model.bin, then -e model.bin (docs/huggingface.md)", path, what, dir);
+}
+
+// The model's shape: a model file's header, a dN descriptor, or (by default) d2 for the synthetic corpus. No weight
+// is read or made here (run_load_weights does that, after the plan): --dry-run and --autotune's plan touch none.
 static void run_setup_model(Run *r) {
     TrainConfig *cfg = &r->cfg;
     r->init = cfg->init ? cfg->init : "d2";
     int data_vocab = r->synthetic ? 0 : data_vocab_size(cfg->tokenizer, cfg->train_data);  // sample.h
     int vocab = r->synthetic ? SYNTH_VOCAB : data_vocab > 0 ? data_vocab : 50257;  // a fresh model takes the data's tokenizer's
-    if (model_config_from_descriptor(r->init, vocab, &r->mc)) {
-        r->params = (float *)mallocCheck(model_num_params(&r->mc) * sizeof(float));
-        model_init_random(&r->mc, r->params, cfg->seed);
-    } else {
+    r->init_is_file = !model_config_from_descriptor(r->init, vocab, &r->mc);
+    if (r->init_is_file) {
         // "dN" that is no file: a depth out of range, not a file to open
         const char *s = r->init;
         int digits = s[0] == 'd' && s[1] != '\0' && !file_exists(s);
         for (const char *p = s + 1; digits && *p; p++) digits = *p >= '0' && *p <= '9';
         if (digits) usage_error("-e/--init: %s: depth %s is %s: a fresh GPT-2 has depth 1 to 1000 (d2, d6, d12, d24, ...)", s, s + 1,
                                 atol(s + 1) < 1 ? "too small" : "too large");
-        r->params = model_read_file_for("-e/--init", r->init, &r->mc);
+        run_refuse_hf_init(r->init);
+        int version;
+        fclose(model_open_file_for("-e/--init", r->init, &r->mc, &version));
     }
     config_check_model(cfg, r->mc.num_layers, r->mc.max_seq_len);
     r->num_params = model_num_params(&r->mc);
@@ -243,12 +278,123 @@ static void run_setup_data(Run *r) {
     }
 }
 
-// Set-up: the world, the flags, the model's shape and initial weights, the data and the decoder.
+// The model named as the tokenizer checks name it: "-e/--init FILE" (trained weights) or "-e/--init NAME (fresh)".
+static void run_model_name(const Run *r, char *buf, size_t n) {
+    snprintf(buf, n, "-e/--init %s%s", r->init, r->init_is_file ? "" : " (fresh weights)");
+}
+
+// A tokenizer against the model's vocabulary of V ids (issue 44). `what` names the file and where it came from.
+// A tokenizer with more tokens than V, or an end-of-text id >= V, is an error: the data (and a sample's first token)
+// hold ids the model has no row for. Fewer tokens than V is what a padded vocabulary looks like (Qwen 2.5's 151,936
+// rows for its tokenizer's 151,665): up to 1% of V is taken silently. More than that, a trained model (a file) was
+// made for another tokenizer: an error, since its rows would mean other tokens; a fresh model only wastes the rows
+// the tokenizer never uses: a warning.
+static void run_check_vocab(const Run *r, const char *what, int Vt, int eot) {
+    int V = r->mc.vocab_size;
+    char model[4300];
+    run_model_name(r, model, sizeof(model));
+    if (Vt > V) fatal("%s: a vocabulary of %d tokens, but the model (%s) has %d: ids %d to %d%s would be outside it. Give the "
+                      "tokenizer the model was made with (or a model made for this tokenizer)", what, Vt, model, V, V, Vt - 1,
+                      eot >= V ? " (the end-of-text token among them)" : "");
+    if (eot >= V) fatal("%s: its end-of-text token %d is outside the model's vocabulary of %d (%s)", what, eot, V, model);
+    if ((long)(V - Vt) * 100 <= V) return;
+    if (r->init_is_file) fatal("%s: a vocabulary of %d tokens, but the model (%s) has %d: it was made for another tokenizer, "
+                               "whose ids mean other tokens. Tokenize the data with the model's own tokenizer (the one "
+                               "beside the shards it was trained on, or its Hugging Face tokenizer.json)", what, Vt, model, V);
+    printf0("warning: %s: a vocabulary of %d tokens, but the model (%s) has %d: its embedding rows %d to %d are never "
+            "used (-e dN or llama-dN takes the tokenizer's size)\n", what, Vt, model, V, Vt, V - 1);
+}
+
+// Whether the first tokens of a shard (up to 65,536: cheap at any size) are ids of a vocabulary of V; 0 if not,
+// with the first that is not in *bad and its position in *at.
+static int shard_prefix_below(const Shard *s, int V, uint32_t *bad, long *at) {
+    long n = s->ntok < 65536 ? s->ntok : 65536;
+    unsigned char *buf = (unsigned char *)mallocCheck((size_t)n * 4);
+    FILE *fp = fopenCheck(s->path, "rb");
+    fseekCheck(fp, SHARD_HEADER_BYTES, SEEK_SET, s->path);
+    freadCheck(buf, (size_t)s->tok_bytes, (size_t)n, fp, s->path);
+    fclose(fp);
+    int ok = 1;
+    for (long i = 0; i < n && ok; i++) {
+        uint32_t t = s->tok_bytes == 4 ? ((uint32_t *)buf)[i] : ((uint16_t *)buf)[i];
+        if (t >= (uint32_t)V) { ok = 0; *bad = t; *at = i; }
+    }
+    free(buf);
+    return ok;
+}
+
+// A split's shards against the model and against their own tokenizer (the file ./tokenize wrote beside them):
+// ids within both (first tokens only), and uint16 tokens only where that tokenizer's ids fit in them.
+static void run_check_shards(const Run *r, const DataLoader *dl, const char *flag, const Decoder *own) {
+    for (int i = 0; i < dl->nshards; i += dl->nshards - 1 > 0 ? dl->nshards - 1 : 1) {  // the first and the last
+        const Shard *s = &dl->shards[i];
+        uint32_t bad;
+        long at;
+        if (!shard_prefix_below(s, r->mc.vocab_size, &bad, &at)) {
+            char model[4300];
+            run_model_name(r, model, sizeof(model));
+            fatal("%s %s: token %u at position %ld is outside the model's vocabulary of %d (%s)", flag, s->path, bad, at,
+                  r->mc.vocab_size, model);
+        }
+        if (own->kind != DECODE_TOKENIZER) continue;
+        if (!shard_prefix_below(s, own->tok.vocab_size, &bad, &at))
+            fatal("%s %s: token %u at position %ld is outside the vocabulary of the tokenizer beside it, %s (%d tokens): the "
+                  "shards were written by another tokenizer", flag, s->path, bad, at, own->path, own->tok.vocab_size);
+        if (s->tok_bytes == 2 && own->tok.vocab_size > 65536)
+            fatal("%s %s: uint16 tokens, which cannot hold the ids of the tokenizer beside it, %s (%d tokens): the shards "
+                  "were written by another tokenizer", flag, s->path, own->path, own->tok.vocab_size);
+    }
+}
+
+// The tokenizers against the model and the data, before anything is allocated or written: --tokenizer's and the
+// one beside the train shards (and the validation shards') must be one vocabulary, that of the model (run_check_vocab).
+static void run_check_tokenizers(Run *r) {
+    const TrainConfig *cfg = &r->cfg;
+    char what[4400];
+    if (r->dec.kind == DECODE_TOKENIZER) {
+        snprintf(what, sizeof(what), cfg->tokenizer ? "--tokenizer %s" : "-i/--train-data: the shards' tokenizer %s", r->dec.path);
+        run_check_vocab(r, what, r->dec.tok.vocab_size, tokenizer_eot(&r->dec.tok));
+    }
+    if (r->synthetic) return;
+    Decoder train, val;
+    char beside[4200];
+    const Decoder *ref = &r->dec;  // the train shards' own tokenizer: the decoder's, unless --tokenizer named another
+    train.kind = val.kind = DECODE_IDS;
+    if (cfg->tokenizer && tokenizer_beside(r->train_loader.shards[0].path, beside, sizeof(beside))) {
+        decoder_init(&train, beside, 0, NULL);
+        ref = &train;
+        if (train.tok.vocab_size != r->dec.tok.vocab_size)
+            fatal("--tokenizer %s has %d tokens, but the train shards' own tokenizer %s (beside them) has %d: the samples would "
+                  "be decoded by another tokenizer than the data's", r->dec.path, r->dec.tok.vocab_size, beside, train.tok.vocab_size);
+    }
+    run_check_shards(r, &r->train_loader, "-i/--train-data:", ref);
+    if (r->have_val) {
+        const Decoder *vref = ref;
+        if (tokenizer_beside(r->val_loader.shards[0].path, beside, sizeof(beside)) && (ref->kind != DECODE_TOKENIZER ||
+                                                                                        strcmp(beside, ref->path) != 0)) {
+            decoder_init(&val, beside, 0, NULL);
+            vref = &val;
+            if (ref->kind == DECODE_TOKENIZER && val.tok.vocab_size != ref->tok.vocab_size)
+                fatal("-j/--val-data: the validation shards' tokenizer %s has %d tokens, but the train shards' %s has %d: the "
+                      "two splits were written by different tokenizers", beside, val.tok.vocab_size, ref->path, ref->tok.vocab_size);
+            if (ref->kind != DECODE_TOKENIZER) {
+                snprintf(what, sizeof(what), "-j/--val-data: the shards' tokenizer %s", beside);
+                run_check_vocab(r, what, val.tok.vocab_size, tokenizer_eot(&val.tok));
+            }
+        }
+        run_check_shards(r, &r->val_loader, "-j/--val-data:", vref);
+    }
+    decoder_free(&train);
+    decoder_free(&val);
+}
+
+// Set-up: the world, the flags, the model's shape, the data, the decoder, and the tokenizers checked against them.
 static void run_setup(Run *r, int argc, char **argv) {
     run_setup_world(r, argc, argv);
     run_setup_model(r);
     run_setup_data(r);
     decoder_init(&r->dec, r->cfg.tokenizer, r->synthetic, r->synthetic ? NULL : r->train_loader.shards[0].path);
+    run_check_tokenizers(r);
 }
 
 // Every rank must see the same out dir: all of them write their shards into the checkpoint files rank 0
@@ -286,6 +432,41 @@ static void run_check_out_dir(Run *r) {
     }
 }
 
+// The out dir as this run made it (-o with its missing parents), so that a run that stops before it has written
+// anything there leaves no empty directory behind: at exit, unless the run completed (run_keep_out_dir), the
+// directories it made are removed while they are empty (a checkpoint, or any file, keeps them).
+static char out_dir_made[4200], out_dir_top[4200];  // the out dir, and the outermost directory this run made
+static void run_unmake_out_dir(void) {
+    char p[4200];
+    snprintf(p, sizeof(p), "%s", out_dir_made);
+    size_t top = strlen(out_dir_top);
+    while (p[0] && strlen(p) >= top && rmdir(p) == 0) {
+        char *slash = strrchr(p, '/');
+        if (!slash) break;
+        *slash = '\0';
+    }
+}
+static void run_make_out_dir(const char *dir) {
+    char p[4200];
+    snprintf(p, sizeof(p), "%s", dir);
+    for (size_t n = strlen(p); n > 1 && p[n - 1] == '/'; n--) p[n - 1] = '\0';  // "out/" is out
+    if (!dir_exists(p) && !out_dir_made[0]) {
+        snprintf(out_dir_made, sizeof(out_dir_made), "%s", p);
+        for (size_t i = 1; i <= strlen(p); i++) {  // the first prefix that does not exist
+            if (p[i] != '/' && p[i] != '\0') continue;
+            char saved = p[i];
+            p[i] = '\0';
+            int missing = !dir_exists(p);
+            if (missing) snprintf(out_dir_top, sizeof(out_dir_top), "%s", p);
+            p[i] = saved;
+            if (missing) break;
+        }
+        atexit(run_unmake_out_dir);
+    }
+    make_dir("-o/--out-dir", dir);
+}
+static void run_keep_out_dir(void) { out_dir_made[0] = '\0'; }
+
 // The learning-rate schedule is part of the run: a resumed run keeps the one it was saved with (a
 // different -x only moves where it stops), unless --lr-steps says otherwise, and either way the user is told.
 static void run_resume_schedule(Run *r) {
@@ -311,7 +492,7 @@ static void run_resume(Run *r) {
     TrainConfig *cfg = &r->cfg;
     r->start_step = 0;
     r->lr_span = cfg->lr_steps > 0 ? cfg->lr_steps : cfg->steps;
-    if (cfg->out_dir) make_dir("-o/--out-dir", cfg->out_dir);
+    if (cfg->out_dir) run_make_out_dir(cfg->out_dir);
     if (cfg->out_dir) run_check_out_dir(r);
     if (!cfg->resume) return;
     int steps[4096];
@@ -320,11 +501,11 @@ static void run_resume(Run *r) {
         printf0("resume: no complete checkpoint in %s, starting from scratch\n", cfg->out_dir);
         return;
     }
-    char mp[4200], sp[4200];
-    checkpoint_paths(cfg->out_dir, steps[n - 1], mp, sp, sizeof(mp));
+    char *mp = r->resume_model, *sp = r->resume_state;
+    checkpoint_paths(cfg->out_dir, steps[n - 1], mp, sp, sizeof(r->resume_model));
     ModelConfig rc;
-    free(r->params);
-    r->params = model_read_file(mp, &rc);
+    int version;
+    fclose(model_open_file_for(NULL, mp, &rc, &version));  // its weights are read by run_load_weights
     if (memcmp(&rc, &r->mc, sizeof(rc)) != 0) fatal("%s: model shape differs from -e/--init's", mp);
     TrainState *s = &r->resumed;
     state_read(sp, s, NULL, NULL);
@@ -336,12 +517,26 @@ static void run_resume(Run *r) {
     if (s->seed != cfg->seed || s->shuffle != cfg->shuffle) {
         fatal("%s: saved with --seed %llu --shuffle %d; pass the same to resume", sp, (unsigned long long)s->seed, s->shuffle);
     }
-    r->resume_m = (float *)mallocCheck(s->num_params * sizeof(float));
-    r->resume_v = (float *)mallocCheck(s->num_params * sizeof(float));
-    state_read(sp, s, r->resume_m, r->resume_v);
     r->start_step = s->step;
     printf0("resume: step %d from %s (saved by %d rank%s)\n", r->start_step, sp, s->world, s->world == 1 ? "" : "s");
     run_resume_schedule(r);
+}
+
+// The initial weights, once the plan is made and the run goes ahead: the checkpoint's (and its AdamW moments) on
+// resume, else -e's file, else a fresh initialisation from --seed.
+static void run_load_weights(Run *r) {
+    if (r->resume_model[0]) {
+        ModelConfig rc;
+        r->params = model_read_file(r->resume_model, &rc);
+        r->resume_m = (float *)mallocCheck(r->num_params * sizeof(float));
+        r->resume_v = (float *)mallocCheck(r->num_params * sizeof(float));
+        state_read(r->resume_state, &r->resumed, r->resume_m, r->resume_v);
+    } else if (r->init_is_file) {
+        r->params = model_read_file_for("-e/--init", r->init, &r->mc);
+    } else {
+        r->params = (float *)mallocCheck(r->num_params * sizeof(float));
+        model_init_random(&r->mc, r->params, r->cfg.seed);
+    }
 }
 
 // Teardown: everything the run holds, freed, and the world left.

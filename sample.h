@@ -21,16 +21,52 @@ typedef enum {
 typedef struct {
     DecoderKind kind;
     Tokenizer tok;     // DECODE_TOKENIZER only
+    char path[4200];   // DECODE_TOKENIZER: the file it was loaded from
     // a byte-level BPE token may end inside a UTF-8 character (its other bytes come with the next token):
     // those bytes wait here until the character is whole, so a terminal never shows half of one
     unsigned char pend[4];
     int npend, need;   // bytes held, and the length of the character they start
 } Decoder;
 
+// A JSON file that is not a tokenizer.json (a model's config.json, a tokenizer_config.json) is named as such, with
+// what --tokenizer takes, rather than refused by the tokenizer's reader for a field it lacks. Such files are small;
+// one over 1 MiB is left to the reader.
+static void decoder_refuse_other_json(const char *path) {
+    struct stat st;
+    if (stat(path, &st) != 0 || st.st_size > (1 << 20)) return;
+    size_t n;
+    unsigned char *text = tok_read_file(path, &n);
+    JsonNode root;
+    json_parse(&root, path, (char *)text, n);
+    const char *what = json_get(&root, "model") ? NULL
+                     : json_get(&root, "model_type") || json_get(&root, "architectures") ? "a model's configuration (config.json)"
+                     : json_get(&root, "tokenizer_class") || json_get(&root, "added_tokens_decoder")
+                         ? "a tokenizer's settings (tokenizer_config.json), not its vocabulary"
+                         : "JSON without a \"model\" (the vocabulary and merges of a tokenizer.json)";
+    json_free(&root);
+    free(text);
+    if (what) fatal("--tokenizer %s: not a tokenizer: %s. --tokenizer takes a Hugging Face tokenizer.json (in the model's "
+                    "directory beside config.json) or an llm.c tokenizer.bin (./tokenize shards writes one beside its shards)",
+                    path, what);
+}
+
 // Loads an llm.c tokenizer .bin, or a Hugging Face tokenizer.json (told apart by their first bytes).
 static void decoder_load(Decoder *d, const char *path) {
+    if (tokenizer_file_is_json(path)) decoder_refuse_other_json(path);
     if (tokenizer_file_is_json(path)) tokenizer_init_json(&d->tok, path); else tokenizer_init_bin(&d->tok, path);
     d->kind = DECODE_TOKENIZER;
+    snprintf(d->path, sizeof(d->path), "%s", path);
+}
+
+// The tokenizer file ./tokenize writes beside the shards it makes: tokenizer.bin, else tokenizer.json, in the
+// directory of `shard`. Returns 1 with its path in out, 0 where there is neither.
+static int tokenizer_beside(const char *shard, char *out, size_t n) {
+    const char *slash = strrchr(shard, '/');
+    int dir = slash ? (int)(slash - shard + 1) : 0;
+    snprintf(out, n, "%.*stokenizer.bin", dir, shard);
+    if (file_exists(out)) return 1;
+    snprintf(out, n, "%.*stokenizer.json", dir, shard);
+    return file_exists(out);
 }
 
 // The decoder for a run: --tokenizer (tokenizer_path: a .bin or a tokenizer.json), else the synthetic
@@ -39,19 +75,21 @@ static void decoder_load(Decoder *d, const char *path) {
 static void decoder_init(Decoder *d, const char *tokenizer_path, int synthetic, const char *first_shard) {
     d->kind = DECODE_IDS;
     d->npend = 0;
+    d->path[0] = '\0';
     if (tokenizer_path) {
+        struct stat st;
+        char inside[4300];
+        snprintf(inside, sizeof(inside), "%s/tokenizer.json", tokenizer_path);
+        if (stat(tokenizer_path, &st) == 0 && S_ISDIR(st.st_mode))
+            fatal("--tokenizer %s: a directory; give the tokenizer file%s%s", tokenizer_path, file_exists(inside) ? ": " : "",
+                  file_exists(inside) ? inside : " (a tokenizer.json or an llm.c tokenizer.bin)");
         fclose(fopen_user("--tokenizer", tokenizer_path, "rb"));  // a missing file is named with its flag
         decoder_load(d, tokenizer_path);
     } else if (synthetic) {
         d->kind = DECODE_SYNTHETIC;
     } else {
         char guess[4200];
-        snprintf(guess, sizeof(guess), "%s", first_shard);
-        char *slash = strrchr(guess, '/');
-        char *name = slash ? slash + 1 : guess;
-        strcpy(name, "tokenizer.bin");
-        if (!file_exists(guess)) strcpy(name, "tokenizer.json");
-        if (file_exists(guess)) decoder_load(d, guess);
+        if (tokenizer_beside(first_shard, guess, sizeof(guess))) decoder_load(d, guess);
     }
 }
 

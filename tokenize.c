@@ -659,10 +659,11 @@ static int cmd_shards(const Args *a) {
     getrusage(RUSAGE_THREAD, &ru);
     double main_cpu = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_sec
                       + 1e-6 * (double)ru.ru_stime.tv_usec;
-    printf("%d input(s), %.1f MB read, %.1f MB skipped (--resume), %lld documents, %lld tokens in %.2f s (%.1f MB/s, "
-           "%.2fM tokens/s, %d threads, %.2f CPU-s reading and writing); %lld shard(s) written, %lld kept\n", inputs.n,
-           (double)pr.bytes_before / 1e6, (double)pr.skipped / 1e6, pool.docs, w.tokens, dt, (double)pr.bytes_before / 1e6 / dt, (double)w.tokens / 1e6 / dt, threads, main_cpu,
-           w.shards_written, w.shards_kept);
+    printf("%d input(s), %.1f MB read", inputs.n, (double)pr.bytes_before / 1e6);
+    if (w.resume) printf(", %.1f MB skipped (--resume)", (double)pr.skipped / 1e6);  // only a resumed run skips any
+    printf(", %lld documents, %lld tokens in %.2f s (%.1f MB/s, %.2fM tokens/s, %d threads, %.2f CPU-s reading and "
+           "writing); %lld shard(s) written, %lld kept\n", pool.docs, w.tokens, dt, (double)pr.bytes_before / 1e6 / dt,
+           (double)w.tokens / 1e6 / dt, threads, main_cpu, w.shards_written, w.shards_kept);
     shards_remove_stale(a, &w);
     check_stdout();
     free(tok_path);

@@ -338,7 +338,7 @@ static void run_checkpoint(Run *r, int done) {
         ckpt_commit(mtmp, mp);
         ckpt_commit(stmp, sp);  // last: its presence marks the checkpoint complete
         checkpoint_prune(cfg->out_dir, cfg->keep_checkpoints);
-        printf("checkpoint: %s\n", sp);
+        printf("checkpoint: %s and %s\n", mp, sp);
     }
     comm_barrier(&r->comm);
 }
@@ -379,6 +379,7 @@ static int train_main(int argc, char **argv) {
         comm_finalize(&r->comm);
         return 0;
     }
+    run_load_weights(r);
     run_build(r);
     const TrainConfig *cfg = &r->cfg;
     for (int step = r->start_step; step <= cfg->steps; step++) {
@@ -403,6 +404,7 @@ static int train_main(int argc, char **argv) {
             break;
         }
     }
+    run_keep_out_dir();  // the run completed: an out dir it made stays, even if nothing was written there
     run_finish(r);
     return 0;
 }

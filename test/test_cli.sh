@@ -104,6 +104,80 @@ mkdir -p "$W/ck_bad"
 $BIN -i "$W/trunc.bin" -o "$W/ck_bad" -n 1 -x 2 >/dev/null 2>&1
 [ -z "$(ls -A "$W/ck_bad")" ] && ok "a failed start writes nothing to the out dir" || bad "a failed start writes nothing" "$(ls "$W/ck_bad")"
 
+# --- the tokenizer against the model, at start (issue 44) ---------------------------------------------------
+# A tokenizer of more ids than the model (V 49152 with GPT-2's 50257) used to train and then stop at the first sample
+# with an internal fault; shards of a 49152-token tokenizer fed to a model of 50257 trained at loss 10 without a word.
+# Both are errors at start naming the flag, both files and sizes, before -o is made. A model up to 1% larger than
+# its tokenizer (padding rows, as Qwen 2.5's) is taken silently; a fresh preset larger than the data's tokenizer warns.
+# tokdir DIR V EOT [MAXID [EXTRA [WIDTH]]]: DIR/tokenizer.bin of V tokens, and train/val shards of ids below MAXID
+tokdir() { $PY - "$@" <<'PYEOF'
+import os, random, struct, sys
+d, V, eot = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+maxid = int(sys.argv[4]) if len(sys.argv) > 4 else 1000
+extra = int(sys.argv[5]) if len(sys.argv) > 5 else -1
+width = int(sys.argv[6]) if len(sys.argv) > 6 else 2
+os.makedirs(d, exist_ok=True)
+with open(d + "/tokenizer.bin", "wb") as f:
+    f.write(struct.pack("<256I", 20240328, 2, V, eot, *[0] * 252))
+    for i in range(V): f.write(bytes([len(b" t%d" % i)]) + b" t%d" % i)
+rng = random.Random(V)
+for split, n in (("train", 3000), ("val", 1000)):
+    toks = [rng.randrange(maxid) for _ in range(n)]
+    if extra >= 0: toks[7] = extra
+    magic, version, fmt = (20240520, 1, "H") if width == 2 else (20240801, 7, "I")
+    open("%s/%s_000000.bin" % (d, split), "wb").write(struct.pack("<256i", magic, version, n, *[0] * 253) + struct.pack("<%d%s" % (n, fmt), *toks))
+PYEOF
+}
+tokdir "$W/tg" 50257 50256          # GPT-2's size
+tokdir "$W/ts" 49152 0              # SmolLM's size
+tokdir "$W/tq" 50000 0              # 257 fewer than GPT-2's: within 1%
+tokdir "$W/tx" 50000 0 1000 50100   # a shard id beyond the tokenizer beside it (but within a GPT-2 model)
+tokdir "$W/tw" 70000 0              # more ids than uint16 shards hold
+small=(-b 1 -t 16 -x 1 -v 0 -s 0)
+$BIN -e d2 -i "$W/tg/train_*.bin" "${small[@]}" -o "$W/m50257" > /dev/null 2>&1
+$BIN -e d2 -i "$W/ts/train_*.bin" "${small[@]}" -o "$W/m49152" > /dev/null 2>&1
+g_model=$W/m50257/model_00000001.bin s_model=$W/m49152/model_00000001.bin
+expect_error "--tokenizer larger than the model (GPT-2's 50257 on a V 49152 model): at start, naming flag, files and sizes" \
+  "--tokenizer $W/tg/tokenizer.bin: a vocabulary of 50257 tokens, but the model (-e/--init $s_model) has 49152: ids 49152 to 50256 (the end-of-text token among them)" \
+  -e "$s_model" --tokenizer "$W/tg/tokenizer.bin" -b 1 -t 16 -x 2 -s 2 -v 0 -o "$W/o_tok4"
+[ ! -e "$W/o_tok4" ] && ok "... and -o is not created" || bad "a wrong --tokenizer leaves no -o" "$(ls -la "$W/o_tok4")"
+expect_error "shards of a 49152-token tokenizer on a trained model of 50257: an error naming both files and sizes" \
+  "-i/--train-data: the shards' tokenizer $W/ts/tokenizer.bin: a vocabulary of 49152 tokens, but the model (-e/--init $g_model) has 50257: it was made for another tokenizer" \
+  -e "$g_model" -i "$W/ts/train_*.bin" "${small[@]}" -o "$W/o_tok5"
+[ ! -e "$W/o_tok5" ] && ok "... and -o is not created" || bad "a wrong shards' tokenizer leaves no -o" "$(ls -la "$W/o_tok5")"
+expect_error "--tokenizer and the shards' own tokenizer differ" \
+  "--tokenizer $W/tg/tokenizer.bin has 50257 tokens, but the train shards' own tokenizer $W/ts/tokenizer.bin (beside them) has 49152" \
+  -e d2 -i "$W/ts/train_*.bin" --tokenizer "$W/tg/tokenizer.bin" "${small[@]}"
+expect_error "train and validation shards of different tokenizers" \
+  "-j/--val-data: the validation shards' tokenizer $W/tg/tokenizer.bin has 50257 tokens, but the train shards' $W/ts/tokenizer.bin has 49152" \
+  -e d2 -i "$W/ts/train_*.bin" -j "$W/tg/val_*.bin" "${small[@]}"
+expect_error "a shard id beyond the tokenizer beside it" \
+  "-i/--train-data: $W/tx/train_000000.bin: token 50100 at position 7 is outside the vocabulary of the tokenizer beside it, $W/tx/tokenizer.bin (50000 tokens)" \
+  -e "$g_model" -i "$W/tx/train_*.bin" "${small[@]}"
+expect_error "uint16 shards beside a tokenizer of more than 65,536 ids" \
+  "-i/--train-data: $W/tw/train_000000.bin: uint16 tokens, which cannot hold the ids of the tokenizer beside it, $W/tw/tokenizer.bin (70000 tokens)" \
+  -e d2 -i "$W/tw/train_*.bin" "${small[@]}" --dry-run
+out=$($BIN -e "$g_model" -i "$W/tq/train_*.bin" -j "$W/tq/val_*.bin" "${small[@]}" 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -q "^step     1/1" <<<"$out" && ! grep -qE "warning|error" <<<"$out" \
+  && ok "a model 257 rows (under 1%) larger than the data's tokenizer (padding, as Qwen 2.5's) trains without a word" || bad "padding rows taken silently (rc $rc)" "$out"
+out=$($BIN -e qwen2.5-0.5b -i "$W/tg/train_*.bin" "${small[@]}" --dry-run 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -q "warning: -i/--train-data: the shards' tokenizer $W/tg/tokenizer.bin: a vocabulary of 50257 tokens, but the model (-e/--init qwen2.5-0.5b (fresh weights)) has 151936: its embedding rows 50257 to 151935 are never used" <<<"$out" \
+  && ok "a fresh preset larger than the data's tokenizer: a warning, and the run goes on" || bad "a fresh preset's unused rows warned (rc $rc)" "$out"
+
+# a Hugging Face model given where an llm.c file goes: named, with the converter (-e) or the file to give (--tokenizer);
+# and an -o made for a run that stops at start is removed again (parents included)
+mkdir -p "$W/hfm"
+printf '{"model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": 49152}\n' > "$W/hfm/config.json"
+printf '{"tokenizer_class": "GPT2Tokenizer", "model_max_length": 2048}\n' > "$W/hfm/tokenizer_config.json"
+$PY -c 'import json, struct, sys; h = json.dumps({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}).encode(); open(sys.argv[1], "wb").write(struct.pack("<Q", len(h)) + h + bytes(4))' "$W/hfm/model.safetensors"
+expect_error "-e a Hugging Face directory points to scripts/import_hf.py" "-e/--init: $W/hfm: a Hugging Face model directory, not an llm.c model file: convert it first with scripts/import_hf.py $W/hfm model.bin" -e "$W/hfm"
+expect_error "-e model.safetensors points to scripts/import_hf.py with its directory" "-e/--init: $W/hfm/model.safetensors: a safetensors file, not an llm.c model file: a Hugging Face model is converted first, from its directory: scripts/import_hf.py $W/hfm model.bin" -e "$W/hfm/model.safetensors"
+expect_error "--tokenizer config.json: not a tokenizer, and what is" "--tokenizer $W/hfm/config.json: not a tokenizer: a model's configuration (config.json). --tokenizer takes a Hugging Face tokenizer.json" --tokenizer "$W/hfm/config.json"
+expect_error "--tokenizer tokenizer_config.json: not a tokenizer's vocabulary" "--tokenizer $W/hfm/tokenizer_config.json: not a tokenizer: a tokenizer's settings (tokenizer_config.json), not its vocabulary" --tokenizer "$W/hfm/tokenizer_config.json"
+out=$($BIN -x 1 -o "$W/made/a/b" --eval-mc "$W/oov_mc.jsonl" 2>&1); rc=$?
+[ $rc -ne 0 ] && [ ! -e "$W/made" ] && ok "an -o made for a run that stops at start (a bad --eval-mc) is removed again, its new parents too" \
+  || bad "an -o made for a failed start is removed (rc $rc)" "$(ls -R "$W/made" 2>&1) $out"
+
 # --- dry run -----------------------------------------------------------------------------------
 out=$($BIN --dry-run -o "$W/dry" 2>&1); rc=$?
 if [ $rc -eq 0 ] && grep -q "memory plan per rank" <<<"$out" && ! grep -q "^step" <<<"$out" && [ -z "$(ls -A "$W/dry" 2>/dev/null)" ]; then

@@ -16,6 +16,23 @@ for pc in smollm-135m:134515008 llama-3.2-1b:1235814400 tinyllama-1.1b:110004838
     && ok "--dry-run -e $p: the published $n parameters, exactly" || bad "--dry-run -e $p: parameter count" "$(grep model: <<<"$out")"
 done
 
+# --dry-run allocates no model memory (issue 44): each preset's plan in well under 100 MiB of RSS (before, qwen2.5-0.5b
+# took 1.9 GB and llama-3.2-1b a minute, initialising weights nobody used), and a model file's weights are not read
+# (a sparse file of a d12's size: reading it would take its 498 MB). RSS is asserted; the time is only printed.
+$PY -c 'import struct, sys; f = open(sys.argv[1], "wb"); f.write(struct.pack("<256i", 20240326, 3, 1024, 50257, 12, 12, 768, 50304, *[0] * 248)); f.truncate(1024 + 124475904 * 4)' "$W/d12_sparse.bin"
+for p in llama-3.2-1b qwen2.5-0.5b tinyllama-1.1b "$W/d12_sparse.bin"; do
+  r=$($PY - "$BIN" "$p" <<'PYEOF'
+import resource, subprocess, sys, time
+t0 = time.time()
+p = subprocess.run([sys.argv[1], "--dry-run", "-e", sys.argv[2]], capture_output=True, text=True)
+dt, rss = time.time() - t0, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+print(f"max RSS {rss:.1f} MiB, {dt:.2f} s")
+sys.exit(0 if p.returncode == 0 and "memory per rank:" in p.stdout and rss < 100 else 1)
+PYEOF
+)
+  [ $? -eq 0 ] && ok "--dry-run -e ${p##*/} allocates no model memory: $r" || bad "--dry-run -e ${p##*/}: RSS under 100 MiB" "$r"
+done
+
 $BIN -e smollm-135m -b 1 -t 16 -x 1 -v 0 -s 0 --log "$W/smol.jsonl" > "$W/smol.out" 2>&1
 alloc=$($PY -c 'import json,sys; d=[json.loads(l) for l in open(sys.argv[1])][1]["allocated"]; print(d["model_state_bytes"], d["planned_model_state_bytes"], d["activation_bytes"], d["planned_activation_bytes"])' "$W/smol.jsonl" 2>&1)
 set -- $alloc

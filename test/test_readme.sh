@@ -5,7 +5,11 @@
 # does not have; or when an output shown as a real run's differs from what the run prints (timings,
 # thread counts and memory aside). Code blocks are tagged: ```sh holds commands (every line is checked),
 # ```text holds output (lines starting with "$ " are commands, and are checked too). An output block right
-# after <!-- output of: CMD --> is CMD's real output, line for line ("..." skips lines).
+# after <!-- output of: CMD --> is CMD's real output, line for line ("..." skips lines); one that does not open
+# with "..." shows the run from its start, so it has a line of every kind the run prints (by prefix: "model:",
+# "memory per rank:", "step", ...). And what the docs say the program does (a final checkpoint with -o alone, what the
+# checkpoint line names, --dry-run allocating nothing, -o left unmade by an error at start, the shards summary's
+# resume figure) is done: each claim is found in its doc and checked on a real run (7).
 source "$(dirname "$0")/lib.sh"
 
 # the CUDA build's --help too, when one is built here (make test builds ./train_gpt_emu where the toolkit's
@@ -289,7 +293,8 @@ def check_formats():
 def mask(s):
     for a, b in [(r"[0-9]+ OpenMP threads?", "N OpenMP threads"), (r"[0-9.]+ ms(/step)?", r"T ms\1"), (r"[0-9]+ tok/s", "T tok/s"),
                  (r"[0-9.]+ GFLOP/s", "F GFLOP/s"), (r"RSS [0-9]+ MiB", "RSS M MiB"), (r"ETA [0-9.dhms]+", "ETA E"),
-                 (r"(data|forward|backward|comm|optimizer|other) [0-9.]+", r"\1 T"), (r"sum [0-9.]+ of [0-9.]+", "sum T of T")]:
+                 (r"(data|forward|backward|comm|optimizer|other) [0-9.]+", r"\1 T"), (r"sum [0-9.]+ of [0-9.]+", "sum T of T"),
+                 (r"(available|free) [0-9.]+ per rank", r"\1 M per rank")]:
         s = re.sub(a, b, s)
     return s
 def check_outputs(flag_line):
@@ -303,6 +308,11 @@ def check_outputs(flag_line):
             argv = shlex.split(m.group(1))
             if argv[0] not in TRAINERS: problems.append(f"{f}:{i+1}: only the trainer's runs are checked"); continue
             got = mask(run(argv, timeout=300).stdout).splitlines()
+            shown = [x for x in block[3] if x.strip()]
+            if shown and shown[0].strip() != "...":  # the run from its start: a line of every kind it prints
+                kind = lambda x: re.match(r"[^:|0-9]*", x).group().strip()
+                a, b = {kind(mask(x)) for x in shown if x.strip() != "..."}, {kind(x) for x in got}
+                if a != b: problems.append(f"{f}:{i+1}: the lines shown are not of the kinds {m.group(1)} prints: missing {sorted(b - a)}, not printed {sorted(a - b)}")
             k = 0
             for w in (mask(x) for x in block[3] if x.strip() != "..."):
                 while k < len(got) and got[k] != w: k += 1
@@ -321,7 +331,47 @@ def check_outputs(flag_line):
         if not flag_line.startswith(l): problems.append(f"the README's make test sketch shows '{l}', the check prints '{flag_line}'")
     result(not problems and n > 0, f"{n} outputs shown as real runs are what those runs print; the make test sketch's suites and total are test/checks.txt's", "; ".join(problems))
 
-checks = [check_flags, check_commands, check_names, check_links, check_formats]
+# 7. what the docs say the program does, it does: each claim is looked for in its doc (a reworded claim fails here
+# until this list follows it), and checked on a real run; no doc may say the opposite
+def peak_rss_mib(argv):  # run in a Python of its own, whose only child is this one
+    r = run([sys.executable, "-c", "import resource, subprocess, sys; r = subprocess.run(sys.argv[1:], capture_output=True); "
+             "print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"] + argv)
+    rc, kib = map(int, r.stdout.split())
+    return rc, kib / 1024
+def check_claims():
+    problems, n = [], 0
+    def claim(f, pattern, ok, detail):
+        nonlocal n
+        if not re.search(pattern, re.sub(r"\s+", " ", text[f])): problems.append(f"{f}: no longer says /{pattern}/ (update this check)")
+        elif not ok: problems.append(f"{f} says /{pattern}/, but {detail}")
+        n += 1
+    for f in DOCS:  # the opposite, as docs/formats.md and docs/huggingface.md said before issue 44
+        if re.search(r"without `?-n`? writes no checkpoint|`-o` alone writes none", re.sub(r"\s+", " ", text[f])):
+            problems.append(f"{f}: says -o without -n writes no final checkpoint")
+    out = W + "/claims"
+    r = run([BIN, "-x", "2", "-v", "0", "-s", "0", "-o", out + "/final"])
+    files = sorted(os.listdir(out + "/final")) if os.path.isdir(out + "/final") else []
+    claim("README.md", r"given `-o` writes its final checkpoint there", files == ["model_00000002.bin", "state_00000002.bin"], f"-x 2 -o without -n left {files}")
+    claim("docs/formats.md", r"With `-o DIR` the run writes a checkpoint after its last step", files == ["model_00000002.bin", "state_00000002.bin"], f"it left {files}")
+    line = next((l for l in r.stdout.splitlines() if l.startswith("checkpoint: ")), "")
+    claim("docs/formats.md", r"The console's `checkpoint:` line names both files", f"{out}/final/model_00000002.bin" in line and f"{out}/final/state_00000002.bin" in line, f"it prints '{line}'")
+    rc, rss = peak_rss_mib([BIN, "--dry-run", "-e", "qwen2.5-0.5b"])
+    claim("README.md", r"`--dry-run` \| \| print the configuration and the memory plan, then exit \(no model memory is allocated", rc == 0 and 0 < rss < 100, f"--dry-run -e qwen2.5-0.5b peaked at {rss:.0f} MiB of RSS (rc {rc})")
+    os.makedirs(out + "/hf", exist_ok=True)
+    open(out + "/hf/config.json", "w").write('{"model_type": "llama", "architectures": ["LlamaForCausalLM"]}')
+    r = run([BIN, "-x", "1", "-o", out + "/made/a/b", "--log", out + "/no/such/log.jsonl"])  # the log is opened after -o is made
+    claim("README.md", r"an error at start leaves no directory behind", r.returncode != 0 and not os.path.exists(out + "/made"), f"-o {out}/made/a/b with a --log that cannot be written (rc {r.returncode}) left {out}/made")
+    r = run([BIN, "-e", out + "/hf", "-x", "1"])
+    claim("docs/huggingface.md", r"`-e` given a Hugging Face directory or file says to convert it with `scripts/import_hf.py`", "scripts/import_hf.py " + out + "/hf model.bin" in r.stderr, f"-e HF_DIR says: {r.stderr.strip()[:200]}")
+    open(out + "/t.txt", "w").write("Hello there.\n\nGeneral Kenobi.\n" * 50)
+    data = os.environ.get("DATA_DIR", "../shared/data")  # as run_tests.sh finds GPT-2's tokenizer files
+    tk = ["./tokenize", "shards", "--encoder", data + "/gpt2_encoder.json", "--merges", data + "/gpt2_vocab.bpe", "--in", out + "/t.txt", "--out-dir", out + "/shards", "--val-tokens", "100"]
+    if not os.path.exists(data + "/gpt2_encoder.json"): raise MissingDependency(f"{data}/gpt2_encoder.json (GPT-2's tokenizer files; set DATA_DIR) is missing")
+    fresh, again = run(tk).stdout, run(tk + ["--resume"]).stdout
+    claim("docs/data.md", r"the summary counts the MB skipped only on `--resume`", " MB read, " in fresh and "skipped" not in fresh and "MB skipped (--resume)" in again, f"fresh: '{fresh.strip().splitlines()[-1:]}', resumed: '{again.strip().splitlines()[-1:]}'")
+    result(not problems, f"{n} claims of the docs about what the program does hold on real runs (final checkpoint with -o alone, the checkpoint line, --dry-run's memory, -o after an error, -e of a Hugging Face model, the shards summary)", "; ".join(problems))
+
+checks = [check_flags, check_commands, check_names, check_links, check_formats, check_claims]
 flag_line = ""
 for c in checks:
     try:
@@ -340,5 +390,5 @@ while IFS= read -r line; do
   detail=$($PY -c 'import json,sys; print(json.loads(sys.argv[1])["detail"])' "$line")
   if [ "$ok" = True ]; then ok "$msg"; elif [ "$ok" = None ]; then skip "$msg"; else bad "$msg" "$(tr ';' '\n' <<<"$detail")"; fi
 done < "$W/results"
-[ "$(wc -l < "$W/results")" -eq 6 ] || bad "the checker printed $(wc -l < "$W/results") results, not 6"
+[ "$(wc -l < "$W/results")" -eq 7 ] || bad "the checker printed $(wc -l < "$W/results") results, not 7"
 finish
