@@ -251,7 +251,7 @@ static int llama_config_from_descriptor(const char *desc, int vocab_size, LlamaC
 }
 
 // A model named by a descriptor: "dN" (GPT-2), "llama-dN" (a fresh Llama), or a Llama preset's name
-// (smollm-135m, llama-3.2-1b, tinyllama-1.1b, qwen2.5-0.5b: their published shapes and vocabularies). vocab_size is
+// (smollm-135m, llama-3.2-1b, tinyllama-1.1b, qwen2.5-0.5b, llama-3.1-8b: their published shapes and vocabularies). vocab_size is
 // the data's for the fresh ones. Returns 0 if `desc` is none of these (a model file, then).
 static int model_config_from_descriptor(const char *desc, int vocab_size, ModelConfig *c) {
     memset(c, 0, sizeof(*c));
@@ -340,7 +340,7 @@ static FILE *model_open_file_for(const char *what, const char *path, ModelConfig
     if (what && stat(path, &st) != 0) {
         fatal("%s: cannot open: %s (expected an llm.c model file, or dN for a fresh GPT-2 of depth N such as d2, d6, "
               "d12; a Llama-family model file, llama-dN for a fresh Llama, or a Llama preset: smollm-135m, llama-3.2-1b, "
-              "tinyllama-1.1b, qwen2.5-0.5b)", name, strerror(errno));
+              "tinyllama-1.1b, qwen2.5-0.5b, llama-3.1-8b)", name, strerror(errno));
     }
     FILE *fp = fopen_user(what, path, "rb");
     int header[256];

@@ -149,6 +149,11 @@ static void run_setup_world(Run *r, int argc, char **argv) {
     parse_args(cfg, argc, argv);
     config_validate(cfg);
     config_resolve_precision(cfg, backend_precision_default(), backend_precisions_built());
+    if (cfg->world > 0) {  // --dry-run --world N: one process plans the layout as its N ranks would (report_stage_plans)
+        if (r->world > 1) usage_error("--world %d: the layout is planned by one process; start it without mpirun (it runs as %d "
+                                      "ranks)", cfg->world, r->world);
+        r->world = cfg->world;
+    }
     config_check_world(cfg, r->world);
     // the world is TP x data-parallel x pipeline stages, TP innermost (tensor_parallel.h's mesh)
     r->tp = cfg->tp; r->pp_stages = cfg->pp; r->dp = r->world / (r->pp_stages * r->tp);
