@@ -36,6 +36,7 @@
 #define TUNE_MAX_RUNS 8
 typedef struct {
     int B, A, recompute, zero, pp, tp, ok, same_b;
+    int sp;                  // --tp > 1: sequence parallelism (on where T divides by tp, as Megatron advises)
     int lever_only;          // fits, but a memory lever where the layout fits without it: not timed (why says so)
     OffloadWhat offload;
     double device_bytes, host_bytes;
@@ -111,14 +112,15 @@ static void tune_time(TuneCandidate *c, int argc, char **argv, long total, const
         args[n++] = argv[i];
         if (takes_value && i + 1 < argc) args[n++] = argv[++i];
     }
-    char b[16], a[16], r[16], z[16], d[32], x[16], pp[16], tp[16];
+    char b[16], a[16], r[16], z[16], d[32], x[16], pp[16], tp[16], sp[16];
     snprintf(pp, sizeof(pp), "%d", c->pp);
     snprintf(tp, sizeof(tp), "%d", c->tp);
+    snprintf(sp, sizeof(sp), "%d", c->sp);
     snprintf(b, sizeof(b), "%d", c->B); snprintf(a, sizeof(a), "%d", c->A); snprintf(r, sizeof(r), "%d", c->recompute);
     snprintf(z, sizeof(z), "%d", c->zero); snprintf(d, sizeof(d), "%ld", total); snprintf(x, sizeof(x), "%d", TUNE_TIMED_STEPS + 1);
     const char *extra[] = {"-b", b, "--grad-accum", a, "-d", d, "-r", r, "-z", z, "--offload", OFFLOAD_NAMES[c->offload], "--pp", pp,
-                           "-x", x, "-v", "0", "-s", "0", "--log", logp, "--tp", tp, "--sp", "0"};
-    // --sp only with --tp > 1: the TP candidates run without sequence parallelism (their plan, tune_need, says so)
+                           "-x", x, "-v", "0", "-s", "0", "--log", logp, "--tp", tp, "--sp", sp};
+    // --sp only with --tp > 1
     for (size_t i = 0; i < sizeof(extra) / sizeof(extra[0]) - (c->tp > 1 ? 0 : 2); i++) args[n++] = (char *)extra[i];
     args[n] = NULL;
     fflush(stdout);
@@ -192,11 +194,11 @@ static const char *tune_bytes(double b, char *buf, size_t n) {
 
 // A candidate's memory per rank: the largest of its stages' plans (each stage holds its layers, and the
 // first and last the tied embedding; micro-batches in flight per 1F1B), of its TP rank's slice of the model
-// (--tp, without sequence parallelism). Where the device is the host (the CPU build) the host's share is
-// device memory too.
+// (--tp, with sequence parallelism where T divides by the degree). Where the device is the host (the CPU
+// build) the host's share is device memory too.
 static PlanNeed tune_need(const Run *r, const TuneCandidate *c, const int *first, int *holds_unit, int device_is_host) {
     ModelConfig slice = r->mc;
-    slice.tp_size = c->tp; slice.tp_rank = 0; slice.seq_parallel = 0;  // the TP ranks' slices are the same sizes
+    slice.tp_size = c->tp; slice.tp_rank = 0; slice.seq_parallel = c->sp;  // the TP ranks' slices are the same sizes
     const ModelConfig *mc = &slice;
     int dp = r->cfg.autotune_world / (c->pp * c->tp);
     PlanChoice choice = {c->zero, c->offload != OFFLOAD_NONE, c->offload == OFFLOAD_PARAMS, 0};
@@ -226,7 +228,7 @@ static void tune_fill(const Run *r, TuneCandidate *c, const int *first, int *hol
                          tune_bytes(on_dev > limit ? limit : host_limit, have, sizeof(have)));
     const char *off = OFFLOAD_NAMES[c->offload];
     char tp[32] = "";
-    if (c->tp > 1) snprintf(tp, sizeof(tp), " --tp %d --sp 0", c->tp);
+    if (c->tp > 1) snprintf(tp, sizeof(tp), " --tp %d --sp %d", c->tp, c->sp);
     if (W > 1) snprintf(c->flags, sizeof(c->flags), "-b %d --grad-accum %d -r %d -z %d --offload %s --pp %d%s", c->B, c->A, c->recompute,
                         c->zero, off, c->pp, tp);
     else snprintf(c->flags, sizeof(c->flags), "-b %d --grad-accum %d -r %d -z %d --offload %s", c->B, c->A, c->recompute, c->zero, off);
@@ -267,14 +269,14 @@ static int tune_tp_splits(const ModelConfig *mc, int n) {
     if (n == 1) return 1;
     if (!backend_has_tp()) return 0;
     ArchShape s = model_whole_shape(mc);
-    TpDims t = {n, 0, mc->num_heads, mc->family == FAMILY_LLAMA ? mc->llama.num_kv_heads : mc->num_heads};
+    TpDims t = {n, 0, mc->num_heads, mc->num_kv_heads};
     char msg[400];
     return tp_shape_error(&s, &t, msg, sizeof(msg)) == NULL;
 }
 
 // The candidates: micro-batch sizes bs[0..nb) x layouts x recompute x offload. Layouts: tensor-parallel degrees
-// that divide the world and split the model (tune_tp_splits), times pipeline stages that divide the rest (at most
-// one per layer); ZeRO stages where there is more than one data-parallel rank to shard over (2-3 not with a
+// that divide the world and split the model (tune_tp_splits; with sequence parallelism where they divide T), times
+// pipeline stages that divide the rest (at most one per layer); ZeRO stages where there is more than one data-parallel rank to shard over (2-3 not with a
 // pipeline); offload none, the AdamW state on the host, and with ZeRO-3 the layers' parameters too (with one
 // data-parallel rank stage 3 is enumerated only where offload params needs it).
 static TuneCandidate *tune_enumerate(const Run *r, long total, const int *bs, int nb, const MachineCapacity *cap, int *count) {
@@ -304,7 +306,8 @@ static TuneCandidate *tune_enumerate(const Run *r, long total, const int *bs, in
                         if (dp == 1 && z == 3 && oi != OFFLOAD_PARAMS) continue;  // one rank: stage 3 only for offload params
                         TuneCandidate *c = &cs[nc++];
                         c->B = bs[bi]; c->A = (int)(total / ((long)c->B * T * dp)); c->recompute = rc; c->offload = (OffloadWhat)oi;
-                        c->zero = z; c->pp = pp; c->tp = tp; c->same_b = c->B == r->B; c->max_loss_diff = -1.0;
+                        c->zero = z; c->pp = pp; c->tp = tp; c->sp = tp > 1 && T % tp == 0;
+                        c->same_b = c->B == r->B; c->max_loss_diff = -1.0;
                         tune_fill(r, c, first, holds_unit, cap);
                     }
             }

@@ -28,7 +28,7 @@ typedef struct {
 
 // What passes between stages: a micro-batch's activations or their gradients, B*T*C values of the
 // model's activation type (floatX), moved bit for bit.
-static size_t pp_message_count(const Model *m, int B, int T) { return (size_t)B * T * m->config.channels; }
+static size_t pp_message_count(const Model *m, int B, int T) { return model_stage_count(m, B, T); }
 static CommType pp_message_type(void) { return X_BYTES == 2 ? COMM_FLOAT16 : COMM_FLOAT32; }
 
 // Sends are buffered and non-blocking (comm_isend), so the stage moves on at once.

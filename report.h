@@ -21,6 +21,7 @@ typedef struct {
     double eta_s;                            // the run's time left at its pace so far
     double time_ms[NUM_PHASES];              // where the step's time went (timing.h): data, forward, ...
     double disk_read, disk_written, disk_wait_ms;  // --offload-device nvme: the step's swap traffic, and time blocked on it
+    double tp_bytes[TP_NUM_KINDS];           // --tp: this rank's TP collectives' bytes this step, by kind (tensor_parallel.h)
 } StepResult;
 
 static double peak_rss_mib(void) {
@@ -301,6 +302,10 @@ static void report_step(Run *r, int step, const StepResult *s) {
         printf0("  time ms:");
         for (int k = 0; k < NUM_PHASES; k++) printf0(" %s %.1f%s", PHASE_NAMES[k], s->time_ms[k], k < NUM_PHASES - 1 ? " |" : "");
         printf0(" (sum %.1f of %.1f)\n", timing_sum(s->time_ms), s->ms);
+        if (r->tp > 1) {
+            printf0("  tp bytes:");
+            for (int k = 0; k < TP_NUM_KINDS; k++) printf0(" %s %.0f%s", TP_KIND_NAMES[k], s->tp_bytes[k], k < TP_NUM_KINDS - 1 ? " |" : "\n");
+        }
     }
     FILE *logf = r->logf;
     if (!logf) return;
@@ -319,6 +324,11 @@ static void report_step(Run *r, int step, const StepResult *s) {
     // rank 0's swap traffic this step; the wait is part of the phases above (the optimizer's, mostly)
     if (r->nvme) fprintf(logf, ", \"nvme\": {\"read_bytes\": %.0f, \"write_bytes\": %.0f, \"wait_ms\": %.3f}", s->disk_read,
                          s->disk_written, s->disk_wait_ms);
+    if (r->tp > 1) {  // rank 0's TP traffic this step
+        fprintf(logf, ", \"tp_bytes\": {");
+        for (int k = 0; k < TP_NUM_KINDS; k++) fprintf(logf, "%s\"%s\": %.0f", k ? ", " : "", TP_KIND_NAMES[k], s->tp_bytes[k]);
+        fprintf(logf, "}");
+    }
     if (s->idle) {
         fprintf(logf, ", \"bubble\": [");
         for (int k = 0; k < pp_stages; k++) fprintf(logf, "%s%.4f", k ? ", " : "", s->idle[k]);

@@ -160,8 +160,7 @@ static void run_setup_world(Run *r, int argc, char **argv) {
     TpMesh mesh = tp_mesh(r->rank, r->tp, r->dp, r->pp_stages);
     r->tp_rank = mesh.tp_rank; r->stage = mesh.stage; r->dp_rank = mesh.dp_rank;
     if (cfg->sp == 1 && r->tp == 1) usage_error("--sp 1: sequence parallelism shards the tensor-parallel ranks' sequence; it needs --tp > 1");
-    if (cfg->sp == 1) usage_error("--sp 1: sequence parallelism is not built yet; pass --sp 0 with --tp %d", r->tp);
-    cfg->sp = 0;
+    if (cfg->sp < 0) cfg->sp = r->tp > 1;  // on by default with --tp (Megatron's advice)
     config_resolve_batch(cfg, r->dp);
     // which node each rank runs on, for the placement line and the out dir's check
     char me[RUN_HOST] = {0};
@@ -186,7 +185,7 @@ static void run_setup_tp(Run *r) {
     if (!backend_has_tp())
         usage_error("--tp %d: the %s build does not split layers yet; the CPU build (./train_gpt_cpu) does", r->tp, backend_build_name());
     ArchShape s = model_whole_shape(&r->mc);
-    TpDims t = {r->tp, 0, r->mc.num_heads, r->mc.family == FAMILY_LLAMA ? r->mc.llama.num_kv_heads : r->mc.num_heads};
+    TpDims t = {r->tp, 0, r->mc.num_heads, r->mc.num_kv_heads};
     char msg[400];
     if (tp_shape_error(&s, &t, msg, sizeof(msg))) usage_error("%s (-e/--init %s)", msg, r->init);
     if (cfg->sp && r->T % r->tp != 0)
@@ -236,7 +235,10 @@ static void run_setup_model(Run *r) {
     int data_vocab = r->synthetic ? 0 : data_vocab_size(cfg->tokenizer, cfg->train_data);  // sample.h
     int vocab = r->synthetic ? SYNTH_VOCAB : data_vocab > 0 ? data_vocab : 50257;  // a fresh model takes the data's tokenizer's
     r->init_is_file = !model_config_from_descriptor(r->init, vocab, &r->mc);
-    if (r->init_is_file) {
+    if (!r->init_is_file) {  // a fresh model: its weights are made by run_load_weights, after the plan
+        char why[512];
+        if (cfg->mlp && model_choose_mlp(&r->mc, cfg->mlp - 1, why, sizeof(why))) usage_error("--mlp %s", why);
+    } else {
         // "dN" that is no file: a depth out of range, not a file to open
         const char *s = r->init;
         int digits = s[0] == 'd' && s[1] != '\0' && !file_exists(s);
@@ -244,8 +246,11 @@ static void run_setup_model(Run *r) {
         if (digits) usage_error("-e/--init: %s: depth %s is %s: a fresh GPT-2 has depth 1 to 1000 (d2, d6, d12, d24, ...)", s, s + 1,
                                 atol(s + 1) < 1 ? "too small" : "too large");
         run_refuse_hf_init(r->init);
-        int version;
-        fclose(model_open_file_for("-e/--init", r->init, &r->mc, &version));
+        int bf16;
+        fclose(model_open_file_for("-e/--init", r->init, &r->mc, &bf16));
+        if (cfg->mlp && cfg->mlp - 1 != r->mc.mlp)
+            usage_error("--mlp %s: %s is a model file, whose header says %s; --mlp chooses the activation of a fresh model "
+                        "(-e llama-dN or a preset)", MLP_NAMES[cfg->mlp - 1], r->init, MLP_NAMES[r->mc.mlp]);
     }
     config_check_model(cfg, r->mc.num_layers, r->mc.max_seq_len);
     r->num_params = model_num_params(&r->mc);
@@ -509,8 +514,8 @@ static void run_resume(Run *r) {
     char *mp = r->resume_model, *sp = r->resume_state;
     checkpoint_paths(cfg->out_dir, steps[n - 1], mp, sp, sizeof(r->resume_model));
     ModelConfig rc;
-    int version;
-    fclose(model_open_file_for(NULL, mp, &rc, &version));  // its weights are read by run_load_weights
+    int bf16;
+    fclose(model_open_file_for(NULL, mp, &rc, &bf16));  // its weights are read by run_load_weights
     if (memcmp(&rc, &r->mc, sizeof(rc)) != 0) fatal("%s: model shape differs from -e/--init's", mp);
     TrainState *s = &r->resumed;
     state_read(sp, s, NULL, NULL);

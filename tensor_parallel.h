@@ -31,7 +31,8 @@ static int tp_mesh_rank(const TpMesh *m, int tp_rank, int dp_rank, int stage) {
     return tp_rank + m->tp * (dp_rank + m->dp * stage);
 }
 
-// The TP collectives' traffic this step, by kind (bytes each rank sends into the collective, as its payload).
+// The TP collectives' traffic this step, by kind: the bytes of each collective's whole buffer on a rank (an
+// all-reduce's n values; an all-gather's or a reduce-scatter's N shards), summed.
 enum { TP_ALLREDUCE, TP_ALLGATHER, TP_REDUCE_SCATTER, TP_NUM_KINDS };
 static const char *const TP_KIND_NAMES[TP_NUM_KINDS] = {"all_reduce", "all_gather", "reduce_scatter"};
 
@@ -97,6 +98,31 @@ static void tp_allreduce_x(TpGroup *g, floatX *buf, size_t n) {
     g->bytes[TP_ALLREDUCE] += (double)n * X_BYTES;
 }
 
+// Sequence parallelism (--sp): the residual stream, the norms and their saved activations hold B T / N token rows
+// per rank (rank r rows r B T / N ..). Before a column-parallel matmul the rows are all-gathered into the full
+// buffer; after a row-parallel one, its partial sums are reduce-scattered: each rank keeps the sum of its rows.
+// tp_gather_rows: this rank's `n` values (its rows) into full, then every rank's; returns full.
+static floatX *tp_gather_rows(TpGroup *g, floatX *full, const floatX *mine, size_t n) {
+    if (X_BYTES != sizeof(float)) internal_fault("--tp's activation collectives move fp32 only (the CPU build's)");
+    floatX *at = (floatX *)((char *)full + (size_t)g->r * n * X_BYTES);
+    if (at != mine) backend_copy((float *)at, (const float *)mine, n * X_BYTES / sizeof(float));
+    timing_push(PH_COMM);
+    comm_allgather(g->comm, (float *)full, n);
+    timing_pop();
+    g->bytes[TP_ALLGATHER] += (double)n * g->n * X_BYTES;
+    return full;
+}
+// tp_scatter_rows: full holds this rank's partial sums of every row; returns where the sums of its own `n` values
+// (its rows) are, inside full.
+static floatX *tp_scatter_rows(TpGroup *g, floatX *full, size_t n) {
+    if (X_BYTES != sizeof(float)) internal_fault("--tp's activation collectives move fp32 only (the CPU build's)");
+    timing_push(PH_COMM);
+    comm_reduce_scatter_sum(g->comm, (float *)full, n);
+    timing_pop();
+    g->bytes[TP_REDUCE_SCATTER] += (double)n * g->n * X_BYTES;
+    return (floatX *)((char *)full + (size_t)g->r * n * X_BYTES);
+}
+
 // The vocabulary-parallel cross-entropy of this rank's logit columns [v0, v0 + Vpl), the first Vl valid: each
 // row's max gathered, its sum of exponentials and target logit all-reduced (2 N floats), so every rank has the
 // whole vocabulary's losses and its own columns of the gradient. scratch: (n + 2) N floats (tp_scratch_floats).
@@ -108,7 +134,7 @@ static void tp_classifier(TpGroup *g, floatX *logits, float *losses, const int *
     timing_push(PH_COMM);
     comm_allgather(g->comm, maxes, (size_t)N);
     timing_pop();
-    g->bytes[TP_ALLGATHER] += (double)N * sizeof(float);
+    g->bytes[TP_ALLGATHER] += (double)N * g->n * sizeof(float);
     classifier_vocab_exp(logits, sums, maxes, g->n, targets, N, Vl, Vpl, v0);
     timing_push(PH_COMM);
     comm_allreduce_sum(g->comm, sums, 2 * (size_t)N);

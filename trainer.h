@@ -112,6 +112,7 @@ static void run_build(Run *r) {
         tp_group_init(&r->tpg, &r->mc_rank, &r->tp_comm, &r->kv_comm);
         model_set_tp(r->model, &r->tpg);
     }
+    timing.names = model_row_names(&r->mc);  // --profile's rows as the block's choices call them
     const MemoryPlan *plan = &r->plan;
     size_t act_bytes = backend_scratch_allocated() - act_before, planned_act = plan->activations + plan->workspace + plan->working;
     // the samples' key/value cache, once for the run at the length every sample uses (model_kv_reserve says why)
@@ -248,6 +249,8 @@ static StepResult run_step(Run *r, int step) {
     comm_watchdog_step(step + 1);
     fault_step_begin(r->rank, step + 1);
     zero_clear_grads(zero);
+    double tp_before[TP_NUM_KINDS];
+    tp_bytes_take(r->tp > 1 ? &r->tpg : NULL, tp_before);  // what ran since the last step (evaluation, sampling) is not this step's
     float dloss = 1.0f / ((float)B * T * A * dp), step_scale = scaler->scale;
     if (fault_overflow(step + 1)) dloss = INFINITY;
     dloss *= step_scale;  // a power of two: every gradient is scaled exactly
@@ -313,6 +316,7 @@ static StepResult run_step(Run *r, int step) {
     }
     s.disk_read = (double)(sw->bytes_read - rd0); s.disk_written = (double)(sw->bytes_written - wr0);
     s.disk_wait_ms = (sw->wait_s - wait0) * 1e3;
+    tp_bytes_take(r->tp > 1 ? &r->tpg : NULL, s.tp_bytes);
     s.loss = loss; s.ms = ms; s.tps = tps; s.lr = lr; s.norm = norm; s.step_scale = step_scale; s.skip = skip;
     return s;
 }

@@ -395,10 +395,10 @@ out=$($BIN -b 2 -t 16 -d 32 --autotune --mem-limit 0.001 2>&1); rc=$?
 if command -v mpirun > /dev/null && $BIN --help | grep -q "MPI: yes"; then
   out=$($BIN -b 2 -t 16 -d 64 --autotune --autotune-world 2 --mem-limit 0.0069 2>&1); rc=$?
   best=$(sed -n 's/^best: //p' <<<"$out")
-  n=$(grep -cE "^  -b [0-9]+ --grad-accum [0-9]+ -r [0-9] -z [0-9] --offload [a-z]+ --pp [12]( --tp 2 --sp 0)? +[0-9]+ +[0-9]+-[0-9]+ +[0-9.]+% +[0-9.]+ +2 " <<<"$out")
+  n=$(grep -cE "^  -b [0-9]+ --grad-accum [0-9]+ -r [0-9] -z [0-9] --offload [a-z]+ --pp [12]( --tp 2 --sp 1)? +[0-9]+ +[0-9]+-[0-9]+ +[0-9.]+% +[0-9.]+ +2 " <<<"$out")
   [ $rc -eq 0 ] && grep -q "x ZeRO stage x pipeline stages x tensor-parallel degrees" <<<"$out" \
-    && grep -q -- "--pp 2 .*same up to the order of sums" <<<"$out" && grep -q -- "--pp 1 --tp 2 --sp 0 .*same up to the order of sums" <<<"$out" \
-    && grep -qE -- "^best: -b 2 .*--pp [12]( --tp 2 --sp 0)?$" <<<"$out" && [ "$n" -ge 4 ] \
+    && grep -q -- "--pp 2 .*same up to the order of sums" <<<"$out" && grep -q -- "--pp 1 --tp 2 --sp 1 .*same up to the order of sums" <<<"$out" \
+    && grep -qE -- "^best: -b 2 .*--pp [12]( --tp 2 --sp 1)?$" <<<"$out" && [ "$n" -ge 4 ] \
     && ok "--autotune-world 2: $n layouts timed twice each through mpirun (ZeRO, pipeline stages and --tp 2), best: $best" || bad "--autotune-world 2" "$out"
 else  # without them the trainer must say which is missing rather than time nothing
   out=$($BIN -b 2 -t 16 -d 64 --autotune --autotune-world 2 2>&1); rc=$?

@@ -8,7 +8,9 @@
 # head) with a tied head; GPT-2 d4. --tp 2 and --tp 4: for the first, 4 ranks exceed its 2 key/value heads (each
 # held by 2 ranks), for the second every degree does. Checkpoints stay whole: a --tp 2 checkpoint resumes in one
 # process and a one-process checkpoint at --tp 4, each continuing like the uninterrupted run. And the refusals: a
-# degree that does not divide the heads, the key/value heads, the MLP, the vocabulary or the world.
+# degree that does not divide the heads, the key/value heads, the MLP, the vocabulary or the world. Sequence
+# parallelism (--sp, on by default) runs in every layout but the --sp 0 ones; its plan is checked against a count by
+# hand, and the TP traffic each step logs against the collectives counted by hand.
 source "$(dirname "$0")/lib.sh"
 have_mpi "tensor parallelism" || { finish; exit; }
 
@@ -56,17 +58,18 @@ common=(-b 4 -t 32 -x 8 -v 4 -m 2 -s 4 -g 12 -l 1e-3 -u 3)
 for model in "$W/gqa42.bin" llama-d4 d4; do
   name=$(basename "$model" .bin)
   $BIN -e "$model" "${common[@]}" --log "$W/$name.ref.jsonl" > "$W/$name.ref.out" 2>&1 || { bad "$name: one process" "$(cat "$W/$name.ref.out")"; continue; }
-  for tp in 2 4; do
-    label="$name --tp $tp --sp 0"
-    out=$("${MPI[@]}" -np $tp $BIN -e "$model" "${common[@]}" --tp $tp --sp 0 --log "$W/$name.$tp.jsonl" 2>&1)
+  for layout in "2" "4" "2 --sp 0"; do
+    tp=${layout%% *}; tag=$(echo "$layout" | tr -d ' -')
+    label="$name --tp $layout"
+    out=$("${MPI[@]}" -np $tp $BIN -e "$model" "${common[@]}" --tp $layout --log "$W/$name.$tag.jsonl" 2>&1)
     if [ $? -ne 0 ]; then bad "$label runs" "$out"; continue; fi
-    r=$(compare_losses "$W/$name.ref.jsonl" "$W/$name.$tp.jsonl") && ok "$label: $r vs 1 process" || bad "$label: losses vs 1 process" "$r"
-    r=$(compare_eval "$W/$name.ref.jsonl" "$W/$name.ref.out" "$W/$name.$tp.jsonl" <(echo "$out") 2e-5) && ok "$label: $r" \
+    r=$(compare_losses "$W/$name.ref.jsonl" "$W/$name.$tag.jsonl") && ok "$label: $r vs 1 process" || bad "$label: losses vs 1 process" "$r"
+    r=$(compare_eval "$W/$name.ref.jsonl" "$W/$name.ref.out" "$W/$name.$tag.jsonl" <(echo "$out") 2e-5) && ok "$label: $r" \
       || bad "$label: validation and samples vs 1 process" "$r"
-    set -- $(allocated "$W/$name.$tp.jsonl")
+    set -- $(allocated "$W/$name.$tag.jsonl")
     [ $# -eq 4 ] && [ "$1" = "$2" ] && [ "$3" = "$4" ] && ok "$label: allocates what the plan says ($1 bytes of model state, $3 of activations per rank)" \
       || bad "$label: allocated vs plan" "$*"
-    dry_matches "$label" $tp "$W/$name.$tp.jsonl" -e "$model" "${common[@]}" --tp $tp --sp 0
+    dry_matches "$label" $tp "$W/$name.$tag.jsonl" -e "$model" "${common[@]}" --tp $layout
   done
 done
 # composed with the other axes (4 ranks, against one process reading the same tokens): --tp 2 x 2 data-parallel
@@ -82,19 +85,60 @@ compose() {  # compose LABEL MODEL REF_ACCUM ARGS...: 6 steps against one proces
   set -- $(allocated "$W/$tag.jsonl")
   [ $# -eq 4 ] && [ "$1" = "$2" ] && [ "$3" = "$4" ] && ok "$label: allocates what the plan says" || bad "$label: allocated vs plan" "$*"
 }
-for z in 1 2 3; do compose "GQA 4:2 --tp 2 x 2 ranks, ZeRO-$z" "$W/gqa42.bin" 2 --tp 2 --sp 0 -z $z; done
-compose "GPT-2 d4 --tp 2 x 2 ranks, ZeRO-3, accumulation 2, recompute 3" d4 4 --tp 2 --sp 0 -z 3 --grad-accum 2 -r 3
-compose "GPT-2 d4 --tp 2 x 2 ranks, ZeRO-2, accumulation 2, recompute 1" d4 4 --tp 2 --sp 0 -z 2 --grad-accum 2 -r 1
-compose "MQA tied llama-d4 --tp 2 x --pp 2, accumulation 2" llama-d4 2 --tp 2 --sp 0 --pp 2 --grad-accum 2
-out=$("${MPI[@]}" -np 4 $BIN -e llama-d4 -b 4 -t 32 -x 1 -v 0 -s 0 --tp 2 --sp 0 2>&1)
-grep -qF "world 4 = tensor-parallel 2 (sequence parallel off) x data-parallel 2 x pipeline 1" <<<"$out" \
+for z in 1 2 3; do compose "GQA 4:2 --tp 2 x 2 ranks, ZeRO-$z" "$W/gqa42.bin" 2 --tp 2 -z $z; done
+compose "GQA 4:2 --tp 2 --sp 0 x 2 ranks, ZeRO-1" "$W/gqa42.bin" 2 --tp 2 --sp 0 -z 1
+compose "GPT-2 d4 --tp 2 x 2 ranks, ZeRO-3, accumulation 2, recompute 3" d4 4 --tp 2 -z 3 --grad-accum 2 -r 3
+compose "GPT-2 d4 --tp 2 --sp 0 x 2 ranks, ZeRO-2, accumulation 2, recompute 1" d4 4 --tp 2 --sp 0 -z 2 --grad-accum 2 -r 1
+compose "MQA tied llama-d4 --tp 2 x --pp 2, accumulation 2, recompute 2" llama-d4 2 --tp 2 --pp 2 --grad-accum 2 -r 2
+# what sequence parallelism saves, from the plan of the d4 runs above against a count by hand: the residual stream
+# and the norms' rows (per layer ln1, residual2, ln2, residual3 of B T C floats and 4 statistics of B T; once:
+# encoded, attproj, fcproj, lnf of B T C and lnf's 2 statistics) kept on B T / 2 rows, and the full (B T, C) buffer
+# the gathers and the reduce-scatters pass through added to the workspace
+r=$($PY - "$W/d4.2.jsonl" "$W/d4.2sp0.jsonl" <<'PYEOF'
+import json, sys
+sp, nosp = (json.loads(open(p).readline())["memory_plan"] for p in sys.argv[1:])
+L, B, T, C, N = 4, 4, 32, 256, 2
+sharded = 4 * (L * (4 * B * T * C + 4 * B * T) + 4 * B * T * C + 2 * B * T)
+saved = nosp["activations_bytes"] - sp["activations_bytes"]
+extra = sp["workspace_bytes"] - nosp["workspace_bytes"]
+print(f"activations {nosp['activations_bytes']} -> {sp['activations_bytes']} bytes per rank: {saved} saved (by hand "
+      f"{sharded * (N - 1) // N}), workspace +{extra} (by hand {4 * B * T * C})")
+sys.exit(0 if saved == sharded * (N - 1) // N and extra == 4 * B * T * C else 1)
+PYEOF
+) && ok "--sp 1's plan, GPT-2 d4 --tp 2: $r" || bad "--sp 1's plan vs the count by hand" "$r"
+# communication counted: rank 0's TP bytes per step in the log, by kind (each collective's whole buffer), against the
+# count by hand for GPT-2 d4 (L 4, C 256, B 4, T 32, maxT 1024) at --tp 2, every step alike. Without --sp: all-reduces
+# of B T C floats, 2 per layer forward and 2 backward, the embedding's and the head's input gradient, and the
+# cross-entropy's sums (2 B T); the row maxima's all-gather (N B T). With --sp: per layer forward 2 all-gathers (the
+# norms' rows) and 2 reduce-scatters (the projections), backward 4 all-gathers (the residual gradient twice, the
+# norms' rows again) and 2 reduce-scatters (the input gradients); the embedding 1 reduce-scatter and 1 all-gather,
+# the head 2 all-gathers (its input, forward and backward) and 1 reduce-scatter; and the replicated tensors'
+# gradients all-reduced (per layer 6 C: 2 LayerNorms' weights and biases and 2 row-parallel biases; wpe's maxT C, lnf's 2 C)
+r=$($PY - "$W/d4.2sp0.jsonl" "$W/d4.2.jsonl" <<'PYEOF'
+import json, sys
+L, C, B, T, N, maxT, f = 4, 256, 4, 32, 2, 1024, 4
+BTC = B * T * C * f
+want = [{"all_reduce": BTC * (4 * L + 2) + 2 * B * T * f, "all_gather": N * B * T * f, "reduce_scatter": 0},
+        {"all_reduce": 2 * B * T * f + (6 * C * L + maxT * C + 2 * C) * f, "all_gather": BTC * (6 * L + 3) + N * B * T * f,
+         "reduce_scatter": BTC * (4 * L + 2)}]
+ok = True
+for p, w in zip(sys.argv[1:], want):
+    got = [d["tp_bytes"] for d in map(json.loads, open(p)) if "tp_bytes" in d]
+    ok &= len(got) == 8 and all(g == w for g in got)
+    if not ok: print(f"{p}: {got[:1]} per step, by hand {w}")
+print(f"8 steps each: --sp 0 {want[0]}, --sp 1 {want[1]}")
+sys.exit(0 if ok else 1)
+PYEOF
+) && ok "TP bytes per step as counted by hand: $r" || bad "TP bytes per step vs the count by hand" "$r"
+out=$("${MPI[@]}" -np 4 $BIN -e llama-d4 -b 4 -t 32 -x 1 -v 0 -s 0 --tp 2 2>&1)
+grep -qF "world 4 = tensor-parallel 2 (sequence parallel on) x data-parallel 2 x pipeline 1" <<<"$out" \
   && grep -qF "rank 0 (stage 0, dp 0, tp 0), rank 1 (stage 0, dp 0, tp 1), rank 2 (stage 0, dp 1, tp 0), rank 3 (stage 0, dp 1, tp 1)" <<<"$out" \
   && ok "the mesh: TP ranks consecutive, then data parallel (placement line)" || bad "the mesh's placement line" "$out"
 
 # checkpoints stay whole: --tp 2 saves at step 4 and one process goes on; one process saves and --tp 4 goes on
 ck=(-e "$W/gqa42.bin" -b 4 -t 32 -v 0 -s 0 -l 1e-3 -u 3 --lr-steps 8)
 $BIN "${ck[@]}" -x 8 --log "$W/ck.ref.jsonl" > "$W/ck.ref.out" 2>&1 || bad "checkpoint reference run" "$(cat "$W/ck.ref.out")"
-"${MPI[@]}" -np 2 $BIN "${ck[@]}" -x 4 --tp 2 --sp 0 -o "$W/ck2" > "$W/ck2a.out" 2>&1 || bad "--tp 2 saving" "$(cat "$W/ck2a.out")"
+"${MPI[@]}" -np 2 $BIN "${ck[@]}" -x 4 --tp 2 -o "$W/ck2" > "$W/ck2a.out" 2>&1 || bad "--tp 2 saving" "$(cat "$W/ck2a.out")"
 $BIN "${ck[@]}" -x 8 -o "$W/ck2" -y 1 --log "$W/ck2.jsonl" > "$W/ck2b.out" 2>&1 || bad "one process resuming --tp 2's checkpoint" "$(cat "$W/ck2b.out")"
 r=$(compare_losses "$W/ck.ref.jsonl" "$W/ck2.jsonl") && grep -q "resume: step 4" "$W/ck2b.out" \
   && ok "a --tp 2 checkpoint resumed in one process: steps 5-8, $r vs the uninterrupted run" || bad "--tp 2 checkpoint resumed in one process" "$r"
@@ -131,4 +175,7 @@ expect "a degree neither dividing the key/value heads nor a multiple of them" "-
 expect "a degree not dividing the MLP's hidden size" "--tp 3 does not divide the MLP's hidden size 512" "${MPI[@]}" -np 3 $BIN -e llama-d3 --tp 3 --sp 0 -x 1
 expect "a degree not dividing the padded vocabulary" "--tp 3 does not divide the padded vocabulary's 128 rows" "${MPI[@]}" -np 3 $BIN -e d3 --tp 3 --sp 0 -x 1
 expect "--tp 0" "--tp: 0, expected a tensor-parallel degree >= 1" $BIN --tp 0 -x 1
+expect "--sp 1 with a sequence the degree does not divide" "--sp 1: -t/--seq-len 30 is not a multiple of --tp 4" \
+  "${MPI[@]}" -np 4 $BIN -e d4 --tp 4 -t 30 -x 1
+expect "--sp 1 without --tp" "--sp 1: sequence parallelism shards the tensor-parallel ranks' sequence; it needs --tp > 1" $BIN --sp 1 -x 1
 finish

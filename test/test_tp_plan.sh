@@ -4,9 +4,9 @@
 # data-parallel group of N / (tp pp)) without starting them. The parameters each rank holds are checked against a
 # count by hand from Llama 3.1 8B's published shape (the split of tp_layout.h written out here, not taken from the
 # code), AdamW's state against ZeRO-1's shards over 2 data-parallel ranks, and every preset plans a cluster in a
-# fraction of a second of CPU and well under 100 MiB. test_tp.sh checks the other half: the same plan, made this
-# way, is what each rank of a real layout allocates. (Sequence parallelism's smaller activations are not built yet:
-# --sp 1 is refused, so the plan has no SP figures to compare.)
+# fraction of a second of CPU and well under 100 MiB, and sequence parallelism (on by default with --tp) plans fewer
+# activation bytes than --sp 0 on every stage, by the count by hand. test_tp.sh checks the other half: the same plan,
+# made this way, is what each rank of a real layout allocates.
 source "$(dirname "$0")/lib.sh"
 if ! $BIN --help >/dev/null; then bad "./train_gpt_cpu is needed"; finish; exit 1; fi
 
@@ -15,6 +15,8 @@ $BIN -e llama-3.1-8b --dry-run --world 16 --tp 8 --pp 2 -b 1 -t 8192 --grad-accu
   || bad "--dry-run --world 16 --tp 8 --pp 2 -e llama-3.1-8b" "$(cat "$W/w16.out")"
 $BIN -e llama-3.1-8b --dry-run --world 32 --tp 8 --pp 2 -z 1 -b 1 -t 8192 --grad-accum 8 --log "$W/w32.jsonl" > "$W/w32.out" 2>&1 \
   || bad "--dry-run --world 32 --tp 8 --pp 2 -z 1 -e llama-3.1-8b" "$(cat "$W/w32.out")"
+$BIN -e llama-3.1-8b --dry-run --world 16 --tp 8 --pp 2 --sp 0 -b 1 -t 8192 --grad-accum 8 --log "$W/w16sp0.jsonl" > "$W/w16sp0.out" 2>&1 \
+  || bad "--dry-run --world 16 --tp 8 --pp 2 --sp 0 -e llama-3.1-8b" "$(cat "$W/w16sp0.out")"
 r=$($PY - "$W/w16.jsonl" "$W/w32.jsonl" "$W/w16.out" <<'PYEOF'
 import json, re, sys
 # the published shape (meta-llama/Llama-3.1-8B's config.json): untied, grouped-query attention 32:8
@@ -58,13 +60,36 @@ sys.exit(0 if ok else 1)
 PYEOF
 ) && ok "llama-3.1-8b --world 16 --tp 8 --pp 2 as counted by hand: $r" || bad "llama-3.1-8b's stages vs the count by hand" "$r"
 
+# sequence parallelism against --sp 0, stage by stage: the residual stream and the norms' rows kept on B T / 8 rows
+# (per layer ln1, residual2, ln2, residual3 of B T C floats and the two RMSNorms' rstd of B T; once per stage encoded,
+# attproj, fcproj, lnf of B T C and lnf's rstd), times the micro-batches in flight, and the (B T, C) buffer the
+# gathers and reduce-scatters pass through added to the workspace; the parameters unchanged
+r=$($PY - "$W/w16.jsonl" "$W/w16sp0.jsonl" <<'PYEOF'
+import json, sys
+def stages(p): return [d["stage_plan"] for d in map(json.loads, open(p)) if "stage_plan" in d]
+sp, nosp = stages(sys.argv[1]), stages(sys.argv[2])
+B, T, C, N = 1, 8192, 4096, 8
+ok, msgs = len(sp) == len(nosp) == 2, []
+for a, b in zip(sp, nosp):
+    layers = a["last_layer"] - a["first_layer"] + 1
+    sharded = 4 * a["slots"] * (layers * (4 * B * T * C + 2 * B * T) + 4 * B * T * C + B * T)
+    saved, extra = b["activations_bytes"] - a["activations_bytes"], a["workspace_bytes"] - b["workspace_bytes"]
+    ok &= saved == sharded * (N - 1) // N and extra == 4 * B * T * C and a["params"] == b["params"] and a["slots"] == b["slots"]
+    msgs.append(f"stage {a['stage']}: activations {b['activations_bytes']} -> {a['activations_bytes']} bytes, {saved} saved (by hand "
+                f"{sharded * (N - 1) // N}), workspace +{extra} (by hand {4 * B * T * C})")
+print("; ".join(msgs))
+sys.exit(0 if ok else 1)
+PYEOF
+) && ok "llama-3.1-8b --world 16 --tp 8 --pp 2: --sp 1 plans fewer activations than --sp 0, as counted by hand: $r" \
+  || bad "--sp 1's plan vs --sp 0's, by hand" "$r"
+
 # every preset (and GPT-2 d24, 350M) plans a cluster without allocating: CPU time and RSS of the whole process
 for pc in smollm-135m:3 qwen2.5-0.5b:2 tinyllama-1.1b:4 llama-3.2-1b:8 llama-3.1-8b:8 d24:4; do
   p=${pc%%:*} n=${pc##*:}
   r=$($PY - "$BIN" "$p" "$n" <<'PYEOF'
 import resource, subprocess, sys
 bin, p, n = sys.argv[1:]
-args = [bin, "--dry-run", "-e", p, "--world", str(4 * int(n)), "--tp", n, "--pp", "2", "-z", "1", "-b", "1", "-t", "1024", "--grad-accum", "8"]
+args = [bin, "--dry-run", "-e", p, "--world", str(4 * int(n)), "--tp", n, "--pp", "2", "-z", "1", "-b", "1", "-t", "960", "--grad-accum", "8"]
 q = subprocess.run(args, capture_output=True, text=True)
 ru = resource.getrusage(resource.RUSAGE_CHILDREN)
 cpu, rss = ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024
