@@ -35,7 +35,8 @@
 
 #define TUNE_MAX_RUNS 8
 typedef struct {
-    int B, A, recompute, zero, pp, ok, same_b;
+    int B, A, recompute, zero, pp, tp, ok, same_b;
+    int sp;                  // --tp > 1: sequence parallelism (on where T divides by tp, as Megatron advises)
     int lever_only;          // fits, but a memory lever where the layout fits without it: not timed (why says so)
     OffloadWhat offload;
     double device_bytes, host_bytes;
@@ -64,7 +65,8 @@ static int tune_dropped(const OptSpec *o) {
     static const char *const drop[] = {"--autotune", "--mem-limit", "--target-tokens", "--tokens-per-s", "--log", "--out-dir",
                                        "--checkpoint-every", "--resume", "--profile", "--timing", "--dry-run", "--steps",
                                        "--val-every", "--sample-every", "--micro-batch", "--grad-accum", "--recompute",
-                                       "--zero-stage", "--offload", "--total-batch-tokens", "--pp", "--autotune-world"};
+                                       "--zero-stage", "--offload", "--total-batch-tokens", "--pp", "--autotune-world",
+                                       "--tp", "--sp"};
     for (size_t i = 0; i < sizeof(drop) / sizeof(drop[0]); i++) if (strcmp(o->longname, drop[i]) == 0) return 1;
     return 0;
 }
@@ -110,13 +112,16 @@ static void tune_time(TuneCandidate *c, int argc, char **argv, long total, const
         args[n++] = argv[i];
         if (takes_value && i + 1 < argc) args[n++] = argv[++i];
     }
-    char b[16], a[16], r[16], z[16], d[32], x[16], pp[16];
+    char b[16], a[16], r[16], z[16], d[32], x[16], pp[16], tp[16], sp[16];
     snprintf(pp, sizeof(pp), "%d", c->pp);
+    snprintf(tp, sizeof(tp), "%d", c->tp);
+    snprintf(sp, sizeof(sp), "%d", c->sp);
     snprintf(b, sizeof(b), "%d", c->B); snprintf(a, sizeof(a), "%d", c->A); snprintf(r, sizeof(r), "%d", c->recompute);
     snprintf(z, sizeof(z), "%d", c->zero); snprintf(d, sizeof(d), "%ld", total); snprintf(x, sizeof(x), "%d", TUNE_TIMED_STEPS + 1);
     const char *extra[] = {"-b", b, "--grad-accum", a, "-d", d, "-r", r, "-z", z, "--offload", OFFLOAD_NAMES[c->offload], "--pp", pp,
-                           "-x", x, "-v", "0", "-s", "0", "--log", logp};
-    for (size_t i = 0; i < sizeof(extra) / sizeof(extra[0]); i++) args[n++] = (char *)extra[i];
+                           "-x", x, "-v", "0", "-s", "0", "--log", logp, "--tp", tp, "--sp", sp};
+    // --sp only with --tp > 1
+    for (size_t i = 0; i < sizeof(extra) / sizeof(extra[0]) - (c->tp > 1 ? 0 : 2); i++) args[n++] = (char *)extra[i];
     args[n] = NULL;
     fflush(stdout);
     pid_t pid = fork();
@@ -188,17 +193,20 @@ static const char *tune_bytes(double b, char *buf, size_t n) {
 }
 
 // A candidate's memory per rank: the largest of its stages' plans (each stage holds its layers, and the
-// first and last the tied embedding; micro-batches in flight per 1F1B). Where the device is the host
-// (the CPU build) the host's share is device memory too.
+// first and last the tied embedding; micro-batches in flight per 1F1B), of its TP rank's slice of the model
+// (--tp, with sequence parallelism where T divides by the degree). Where the device is the host (the CPU
+// build) the host's share is device memory too.
 static PlanNeed tune_need(const Run *r, const TuneCandidate *c, const int *first, int *holds_unit, int device_is_host) {
-    const ModelConfig *mc = &r->mc;
-    int nu = model_num_units(mc), dp = r->cfg.autotune_world / c->pp;
+    ModelConfig slice = r->mc;
+    slice.tp_size = c->tp; slice.tp_rank = 0; slice.seq_parallel = c->sp;  // the TP ranks' slices are the same sizes
+    const ModelConfig *mc = &slice;
+    int dp = r->cfg.autotune_world / (c->pp * c->tp);
     PlanChoice choice = {c->zero, c->offload != OFFLOAD_NONE, c->offload == OFFLOAD_PARAMS, 0};
     PlanNeed worst = {0, 0, 0};
     for (int st = 0; st < c->pp; st++) {
-        for (int u = 0; u < nu; u++) holds_unit[u] = u == 0 ? (st == 0 || st == c->pp - 1) : (u - 1 >= first[st] && u - 1 < first[st + 1]);
-        PlanLayout l = {mc, c->B, r->T, c->recompute, first[st + 1] - first[st], pp_max_in_flight(st, c->pp, c->A), holds_unit, dp, 0, 0,
-                        run_sample_tokens(&r->cfg, r->T), r->cfg.optimizer == OPTIMIZER_MUON};  // the run's samples, whichever candidate it takes
+        PlanLayout l = {mc, c->B, r->T, c->recompute, 0, 0, NULL, dp, 0, 0, run_sample_tokens(&r->cfg, r->T),
+                        r->cfg.optimizer == OPTIMIZER_MUON};  // the run's samples, whichever candidate it takes
+        plan_stage(&l, first, c->pp, st, c->A, holds_unit);
         PlanNeed n = plan_need(&l, choice, NULL);
         if (device_is_host) { n.device += n.host; n.host = 0; }
         if (n.device > worst.device) worst.device = n.device;
@@ -220,8 +228,10 @@ static void tune_fill(const Run *r, TuneCandidate *c, const int *first, int *hol
                          on_dev > limit ? (cpu ? "of memory" : "on the device") : "on the host",
                          tune_bytes(on_dev > limit ? limit : host_limit, have, sizeof(have)));
     const char *off = OFFLOAD_NAMES[c->offload];
-    if (W > 1) snprintf(c->flags, sizeof(c->flags), "-b %d --grad-accum %d -r %d -z %d --offload %s --pp %d", c->B, c->A, c->recompute,
-                        c->zero, off, c->pp);
+    char tp[32] = "";
+    if (c->tp > 1) snprintf(tp, sizeof(tp), " --tp %d --sp %d", c->tp, c->sp);
+    if (W > 1) snprintf(c->flags, sizeof(c->flags), "-b %d --grad-accum %d -r %d -z %d --offload %s --pp %d%s", c->B, c->A, c->recompute,
+                        c->zero, off, c->pp, tp);
     else snprintf(c->flags, sizeof(c->flags), "-b %d --grad-accum %d -r %d -z %d --offload %s", c->B, c->A, c->recompute, c->zero, off);
 }
 
@@ -239,12 +249,13 @@ static void tune_mark_levers(TuneCandidate *cs, int nc, int W, int device_is_hos
                      "memory) and only adds copies");
             continue;
         }
-        int dp = W / c->pp;
+        int dp = W / (c->pp * c->tp);
         OffloadWhat lighter = c->offload == OFFLOAD_PARAMS ? OFFLOAD_OPTIMIZER : OFFLOAD_NONE;
         int lighter_zero = c->offload == OFFLOAD_PARAMS && dp == 1 ? 0 : c->zero;
         for (int j = 0; j < nc; j++) {
             const TuneCandidate *o = &cs[j];
-            if (o->ok && o->B == c->B && o->recompute == c->recompute && o->pp == c->pp && o->offload == lighter && o->zero == lighter_zero) {
+            if (o->ok && o->B == c->B && o->recompute == c->recompute && o->pp == c->pp && o->tp == c->tp && o->offload == lighter &&
+                o->zero == lighter_zero) {
                 c->lever_only = 1;
                 snprintf(c->why, sizeof(c->why), "not timed: %s fits, and offload only adds copies", o->flags);
                 break;
@@ -253,21 +264,38 @@ static void tune_mark_levers(TuneCandidate *cs, int nc, int W, int device_is_hos
     }
 }
 
-// The candidates: micro-batch sizes bs[0..nb) x layouts x recompute x offload. Layouts: pipeline stages
-// that divide the world (at most one per layer); ZeRO stages where there is more than one data-parallel
-// rank to shard over (2-3 not with a pipeline); offload none, the AdamW state on the host, and with
-// ZeRO-3 the layers' parameters too (with one data-parallel rank stage 3 is enumerated only where
-// offload params needs it).
+// Whether --tp N splits this model (tp_layout.h: N divides the query heads, the MLP and the padded vocabulary, and
+// divides the key/value heads or is a multiple of them) in a build that runs it.
+static int tune_tp_splits(const ModelConfig *mc, int n) {
+    if (n == 1) return 1;
+    if (!backend_has_tp()) return 0;
+    ArchShape s = model_whole_shape(mc);
+    TpDims t = {n, 0, mc->num_heads, mc->num_kv_heads};
+    char msg[400];
+    return tp_shape_error(&s, &t, msg, sizeof(msg)) == NULL;
+}
+
+// The candidates: micro-batch sizes bs[0..nb) x layouts x recompute x offload. Layouts: tensor-parallel degrees
+// that divide the world and split the model (tune_tp_splits; with sequence parallelism where they divide T), times
+// pipeline stages that divide the rest (at most one per layer); ZeRO stages where there is more than one data-parallel rank to shard over (2-3 not with a
+// pipeline); offload none, the AdamW state on the host, and with ZeRO-3 the layers' parameters too (with one
+// data-parallel rank stage 3 is enumerated only where offload params needs it).
 static TuneCandidate *tune_enumerate(const Run *r, long total, const int *bs, int nb, const MachineCapacity *cap, int *count) {
     const ModelConfig *mc = &r->mc;
-    int T = r->T, L = mc->num_layers, W = r->cfg.autotune_world;
+    int T = r->T, L = mc->num_layers, W = r->cfg.autotune_world, layouts = 0;
+    // the layouts: (TP degree, stages) pairs, counted, then listed
+    for (int tp = 1; tp <= W; tp++)
+        for (int pp = 1; pp <= W / tp && pp <= L; pp++) layouts += W % (tp * pp) == 0 && tune_tp_splits(mc, tp);
+    int *lay_tp = (int *)mallocCheck(2 * (size_t)layouts * sizeof(int)), *lay_pp = lay_tp + layouts, nl = 0;
+    for (int tp = 1; tp <= W; tp++)
+        for (int pp = 1; pp <= W / tp && pp <= L; pp++)
+            if (W % (tp * pp) == 0 && tune_tp_splits(mc, tp)) { lay_tp[nl] = tp; lay_pp[nl++] = pp; }
     int *holds_unit = (int *)mallocCheck(model_num_units(mc) * sizeof(int));
     int *first = (int *)mallocCheck((W + 1) * sizeof(int));
-    TuneCandidate *cs = (TuneCandidate *)callocCheck((size_t)nb * 4 * 3 * 4 * (W + 1), sizeof(TuneCandidate));
+    TuneCandidate *cs = (TuneCandidate *)callocCheck((size_t)nb * 4 * 3 * 4 * layouts, sizeof(TuneCandidate));
     int nc = 0;
-    for (int pp = 1; pp <= W && pp <= L; pp++) {
-        if (W % pp) continue;
-        int dp = W / pp;
+    for (int li = 0; li < layouts; li++) {
+        int tp = lay_tp[li], pp = lay_pp[li], dp = W / (tp * pp);
         pp_split(mc, T, pp, first);
         for (int bi = 0; bi < nb; bi++) {
             if (total % ((long)bs[bi] * T * dp)) continue;
@@ -279,7 +307,8 @@ static TuneCandidate *tune_enumerate(const Run *r, long total, const int *bs, in
                         if (dp == 1 && z == 3 && oi != OFFLOAD_PARAMS) continue;  // one rank: stage 3 only for offload params
                         TuneCandidate *c = &cs[nc++];
                         c->B = bs[bi]; c->A = (int)(total / ((long)c->B * T * dp)); c->recompute = rc; c->offload = (OffloadWhat)oi;
-                        c->zero = z; c->pp = pp; c->same_b = c->B == r->B; c->max_loss_diff = -1.0;
+                        c->zero = z; c->pp = pp; c->tp = tp; c->sp = tp > 1 && T % tp == 0;
+                        c->same_b = c->B == r->B; c->max_loss_diff = -1.0;
                         tune_fill(r, c, first, holds_unit, cap);
                     }
             }
@@ -287,6 +316,7 @@ static TuneCandidate *tune_enumerate(const Run *r, long total, const int *bs, in
     }
     free(holds_unit);
     free(first);
+    free(lay_tp);
     tune_mark_levers(cs, nc, W, cap->device_is_host);
     *count = nc;
     return cs;
@@ -324,9 +354,9 @@ static void tune_print_row(const TuneCandidate *c, double target, double same_to
     else snprintf(same, sizeof(same), "not compared");
     char range[48];
     if (c->tps > 0) snprintf(range, sizeof(range), "%.0f-%.0f", c->lo_tps, c->hi_tps);
-    if (c->tps > 0) printf("  %-56s %9.0f %13s %6.1f%% %10.1f %5d %26s %12s  %s\n", c->flags, c->tps, range, 100.0 * tune_spread(c),
+    if (c->tps > 0) printf("  %-70s %9.0f %13s %6.1f%% %10.1f %5d %26s %12s  %s\n", c->flags, c->tps, range, 100.0 * tune_spread(c),
                            c->ms, c->runs, mem, days, same);
-    else printf("  %-56s %9s %13s %7s %10s %5s %26s %12s  %s\n", c->flags, "-", "-", "-", "-", "-", mem, "-", c->why);
+    else printf("  %-70s %9s %13s %7s %10s %5s %26s %12s  %s\n", c->flags, "-", "-", "-", "-", "-", mem, "-", c->why);
 }
 
 // The table, sorted by tokens/s, and the verdict: the fastest overall, and `best:`, the fastest that
@@ -340,7 +370,7 @@ static int tune_verdict(TuneCandidate *cs, int nc, const TrainConfig *cfg) {
     TuneCandidate *own = NULL;
     for (int i = 0; i < nc; i++) if (cs[i].own) own = &cs[i];
     double target = (double)cfg->target_tokens;
-    printf("\n  %-56s %9s %13s %7s %10s %5s %26s %12s  %s\n", "flags", "tok/s", "runs' range", "+-", "ms/step", "runs",
+    printf("\n  %-70s %9s %13s %7s %10s %5s %26s %12s  %s\n", "flags", "tok/s", "runs' range", "+-", "ms/step", "runs",
            "memory/rank (plan)", "days/target", "weights");
     int shown_best = -1, shown_fast = -1;
     for (int i = 0; i < nc; i++) {
@@ -440,14 +470,15 @@ static int autotune_main(Run *r, int argc, char **argv) {
     for (int i = 0; i < nb; i++) printf("%s%d", i ? ", " : " ", bs[i]);
     printf(" x recompute 0-3 x offload none, optimizer, params at ZeRO-3%s); %d fit the memory plan; %d of them offload where "
            "the layout fits without it (memory levers that cannot be faster: not timed); timing the other %d, %d runs each in "
-           "interleaved rounds, each run %d steps after a warm-up step (their median counts)\n", W > 1 ? " x ZeRO stage x pipeline stages" : "",
+           "interleaved rounds, each run %d steps after a warm-up step (their median counts)\n",
+           W > 1 ? " x ZeRO stage x pipeline stages x tensor-parallel degrees" : "",
            fit, levers, fit - levers, runs, TUNE_TIMED_STEPS);
     char dir[] = "/tmp/train_gpt_autotune.XXXXXX";
     if (!mkdtemp(dir)) fatal("--autotune: cannot make a scratch directory: %s", strerror(errno));
     TuneCandidate *own = NULL;
     for (int i = 0; i < nc; i++)
         if (cs[i].ok && cs[i].same_b && cs[i].recompute == cfg->recompute && cs[i].zero == cfg->zero_stage && cs[i].pp == 1 &&
-            cs[i].offload == cfg->offload) {
+            cs[i].tp == 1 && cs[i].offload == cfg->offload) {
             own = &cs[i];
             own->own = 1;
             own->lever_only = 0;  // the run's own configuration is always timed: it is what the others must beat
@@ -464,8 +495,8 @@ static int autotune_main(Run *r, int argc, char **argv) {
             memcpy(losses, c->losses, sizeof(losses));
             tune_time(c, argc, argv, total, dir, i, W);
             if (round > 0) { c->nlosses = nl; memcpy(c->losses, losses, sizeof(losses)); }
-            if (c->tps > 0) printf("  %-56s %9.0f tok/s (this run %.0f)\n", c->flags, c->tps, c->run_tps[c->runs - 1 < TUNE_MAX_RUNS ? c->runs - 1 : TUNE_MAX_RUNS - 1]);
-            else printf("  %-56s %s\n", c->flags, c->why);
+            if (c->tps > 0) printf("  %-70s %9.0f tok/s (this run %.0f)\n", c->flags, c->tps, c->run_tps[c->runs - 1 < TUNE_MAX_RUNS ? c->runs - 1 : TUNE_MAX_RUNS - 1]);
+            else printf("  %-70s %s\n", c->flags, c->why);
             fflush(stdout);
         }
     }

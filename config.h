@@ -91,6 +91,7 @@ typedef struct {
     const char *eval_mc;        // multiple-choice JSONL scored with each validation (eval_mc.h); NULL = none
     int checkpoint_every, keep_checkpoints, resume;
     int dry_run;
+    int world;                  // --dry-run --world N: plan a layout of N ranks in this one process; 0 = the ranks started
     int timing;                 // print the step's time breakdown on the console
     int profile;                // time and count FLOPs per model module; a table at the end
     int autotune;               // time the configurations that fit, print them, and the best
@@ -190,7 +191,7 @@ typedef struct {
 static const OptSpec OPTIONS[] = {
     OPTD("-i", "--train-data", OPT_STR, train_data, "glob of train token shards", "built-in synthetic corpus"),
     OPTD("-j", "--val-data", OPT_STR, val_data, "glob of validation token shards (the synthetic corpus has its own)", "none"),
-    OPT("-e", "--init", OPT_STR, init, "model .bin (llm.c GPT-2 v3/v5, or a Llama-family file), dN for a fresh GPT-2 of depth N, llama-dN for a fresh Llama, or a Llama preset: smollm-135m, llama-3.2-1b, tinyllama-1.1b, qwen2.5-0.5b (docs/llama.md)"),
+    OPT("-e", "--init", OPT_STR, init, "model .bin (llm.c GPT-2 v3/v5, or a Llama-family file), dN for a fresh GPT-2 of depth N, llama-dN for a fresh Llama, or a Llama preset: smollm-135m, llama-3.2-1b, tinyllama-1.1b, qwen2.5-0.5b, llama-3.1-8b (docs/llama.md)"),
     OPTE(NULL, "--mlp", mlp, MLP_FLAG_NAMES, "model | gelu | swiglu | relu2: the MLP's activation of a fresh model; relu2 is down(relu(up x)^2), no gate, hidden width 4C (modded-nanogpt), for the Llama family (-e llama-dN --mlp relu2: its file's header keeps it); model: the model's own (GPT-2 gelu, the Llama family swiglu, a file its header's)"),
     OPTD("-o", "--out-dir", OPT_STR, out_dir, "directory for checkpoints and training state, made with its parents if missing: the run's end is always saved there, -n adds periodic checkpoints (none: nothing is saved)", "none"),
     OPTD(NULL, "--tokenizer", OPT_STR, tokenizer, "llm.c tokenizer .bin or Hugging Face tokenizer.json used to decode samples", "tokenizer.bin (else tokenizer.json) beside the train shards"),
@@ -250,11 +251,12 @@ static const OptSpec OPTIONS[] = {
     OPT(NULL, "--timing", OPT_FLAG, timing, "print each step's time breakdown (data, forward, backward, comm, optimizer, other) under its line"),
     OPT(NULL, "--profile", OPT_FLAG, profile, "time each module (embedding, LayerNorm, matmuls, attention, head, optimizer, collectives) over the run; a table of calls, ms, share, GFLOP, GFLOP/s and fraction of peak at the end, and one JSON line in the log"),
     OPT(NULL, "--autotune", OPT_FLAG, autotune, "time every micro-batch size x recompute level x offload that fits the memory plan for this model, data and batch; print them by tokens/s and a 'best:' line of flags"),
-    OPT(NULL, "--autotune-world", OPT_INT, autotune_world, "--autotune for a run of this many ranks: also enumerates ZeRO stages and pipeline stages, timing each through mpirun"),
+    OPT(NULL, "--autotune-world", OPT_INT, autotune_world, "--autotune for a run of this many ranks: also enumerates ZeRO stages, TP degrees and pipeline stages, timing each through mpirun"),
     OPTD(NULL, "--mem-limit", OPT_FLOAT, mem_limit, "GiB per rank the autotuner and the memory plan's check may plan for (pretend a smaller device; in the CPU build, less RAM)", "the device's memory; on CPUs the machine's"),
     OPT(NULL, "--target-tokens", OPT_LONG, target_tokens, "the training length (tokens) that --autotune and --dry-run give days for"),
     OPTD(NULL, "--tokens-per-s", OPT_FLOAT, tokens_per_s, "a measured speed (the step line's tok/s): --dry-run then says how many days --target-tokens take", "none"),
     OPT(NULL, "--dry-run", OPT_FLAG, dry_run, "print the configuration and memory plan, then exit (no model memory is allocated, no weight read or made)"),
+    OPTD(NULL, "--world", OPT_INT, world, "with --dry-run: plan a layout of N ranks (with --tp, --pp, -z) in this one process, without starting them: the memory plan of each pipeline stage's ranks", "the ranks started"),
 };
 #undef OPT
 #undef OPTD
@@ -460,6 +462,11 @@ static void config_validate(const TrainConfig *c) {
     if (!(c->nvme_buffer_mb > 0) || c->nvme_buffer_mb > 1024) bad_value("--nvme-buffer-mb", "must be in (0, 1024]: one buffer is one transfer");
     if (c->reduce_bucket_mb < 0) bad_value("--reduce-bucket-mb", "must be >= 0");
     if (c->autotune_world < 1) bad_value("--autotune-world", "must be >= 1");
+    if (c->world < 0) bad_value("--world", "must be >= 1 (the ranks of the layout to plan)");
+    if (c->world > 0 && (!c->dry_run || c->autotune))
+        usage_error("--world %d plans a layout without starting it: it needs --dry-run%s (to train on %d ranks, start them: "
+                    "mpirun -np %d ...)", c->world, c->autotune ? ", not --autotune (which takes --autotune-world)" : "",
+                    c->world, c->world);
     if (c->mem_limit < 0) bad_value("--mem-limit", "must be > 0 GiB (or 0: the device's memory)");
     if (c->target_tokens < 1) bad_value("--target-tokens", "must be >= 1");
     if (c->tokens_per_s < 0) bad_value("--tokens-per-s", "must be > 0");

@@ -156,7 +156,7 @@ static float bf16_to_f32(uint16_t h) {
 
 // Opens a model file (any family's, by the magic in its first slot; llm.c's GPT-2 files as version 3 fp32 or 5 bf16)
 // and checks its header and size against the shape it states (into *c), reading no weight: returns the file
-// positioned at the weights, and whether they are bf16. `what` names where the path came from (a flag,
+// positioned at the weights, and in *bf16_out whether they are bf16. `what` names where the path came from (a flag,
 // "-e/--init"), so an error says which input is wrong.
 static FILE *model_open_file_for(const char *what, const char *path, ModelConfig *c, int *bf16_out) {
     char name[4200];
@@ -165,7 +165,7 @@ static FILE *model_open_file_for(const char *what, const char *path, ModelConfig
     if (what && stat(path, &st) != 0) {
         fatal("%s: cannot open: %s (expected an llm.c model file, or dN for a fresh GPT-2 of depth N such as d2, d6, "
               "d12; a Llama-family model file, llama-dN for a fresh Llama, or a Llama preset: smollm-135m, llama-3.2-1b, "
-              "tinyllama-1.1b, qwen2.5-0.5b)", name, strerror(errno));
+              "tinyllama-1.1b, qwen2.5-0.5b, llama-3.1-8b)", name, strerror(errno));
     }
     FILE *fp = fopen_user(what, path, "rb");
     int32_t header[256];

@@ -127,6 +127,11 @@ static int llama_preset(const char *name, ModelConfig *c) {
         c->channels = 2048; c->ffn_hidden = 8192; c->tied = 1; c->rope.theta = 500000.0f;
         c->rope.scaling = 1; c->rope.factor = 32.0f; c->rope.low_freq_factor = 1.0f; c->rope.high_freq_factor = 4.0f;
         c->rope.original_max_pos = 8192;
+    } else if (strcmp(name, "llama-3.1-8b") == 0) {  // meta-llama/Llama-3.1-8B
+        c->max_seq_len = 131072; c->vocab_size = 128256; c->num_layers = 32; c->num_heads = 32; c->num_kv_heads = 8;
+        c->channels = 4096; c->ffn_hidden = 14336; c->tied = 0; c->rope.theta = 500000.0f;
+        c->rope.scaling = 1; c->rope.factor = 8.0f; c->rope.low_freq_factor = 1.0f; c->rope.high_freq_factor = 4.0f;
+        c->rope.original_max_pos = 8192;
     } else if (strcmp(name, "tinyllama-1.1b") == 0) {  // TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T
         c->max_seq_len = 2048; c->vocab_size = 32000; c->num_layers = 22; c->num_heads = 32; c->num_kv_heads = 4;
         c->channels = 2048; c->ffn_hidden = 5632; c->tied = 0;
@@ -141,7 +146,7 @@ static int llama_preset(const char *name, ModelConfig *c) {
     c->head_dim = c->channels / c->num_heads;
     return 1;
 }
-static const char *const LLAMA_PRESETS[] = {"smollm-135m", "llama-3.2-1b", "tinyllama-1.1b", "qwen2.5-0.5b"};
+static const char *const LLAMA_PRESETS[] = {"smollm-135m", "llama-3.2-1b", "tinyllama-1.1b", "qwen2.5-0.5b", "llama-3.1-8b"};
 
 static int32_t llama_f32_bits(float f) { int32_t i; memcpy(&i, &f, 4); return i; }
 static float llama_bits_f32(int32_t i) { float f; memcpy(&f, &i, 4); return f; }

@@ -11,6 +11,7 @@
 #include "utils.h"
 #include "zero.h"
 #include "swap.h"
+#include "pipeline_schedule.h"
 
 // Bytes of each kind of memory, for the memory plan printed at start.
 typedef struct {
@@ -60,6 +61,17 @@ typedef struct {
     int kv_tokens;                // the positions of the run's samples' key/value cache (run_sample_tokens; 0: no sampling)
     int muon;                     // --optimizer muon: v leaves out Muon's matrices, and Muon's workspace
 } PlanLayout;
+
+// Stage s of a pipeline of pp stages split at first[] (pp_split's), with A micro-batches per step: its layers, the
+// micro-batches it keeps in flight (1F1B) and the units it holds, into l (holds_unit: model_num_units entries, filled
+// here; unit 0, the outer one, lives on the first and the last stage).
+static void plan_stage(PlanLayout *l, const int *first, int pp, int s, int A, int *holds_unit) {
+    int nu = model_num_units(l->mc);
+    for (int u = 0; u < nu; u++) holds_unit[u] = u == 0 ? (s == 0 || s == pp - 1) : (u - 1 >= first[s] && u - 1 < first[s + 1]);
+    l->layers = first[s + 1] - first[s];
+    l->slots = pp_max_in_flight(s, pp, A);
+    l->holds_unit = holds_unit;
+}
 
 // What the advice varies: the ZeRO stage and what is offloaded where.
 typedef struct { int zero, offload, offload_params, nvme; } PlanChoice;

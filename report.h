@@ -91,11 +91,66 @@ static void report_memory_fit(const Run *r) {
     fflush(r->logf);
 }
 
+// --dry-run --world N: the plan of every pipeline stage's ranks, computed here as those ranks compute their own
+// (run_plan): the stage's layers and micro-batches in flight, the TP rank's slice of the model (each TP rank's,
+// the largest kept: the slices are the same sizes), its state sharded by ZeRO over the data-parallel group. The
+// machine this runs on is not the layout's: each stage is checked against --mem-limit (GiB per rank) when given.
+static void report_stage_plans(const Run *r) {
+    const TrainConfig *cfg = &r->cfg;
+    const double gib = 1073741824.0;
+    int pp = r->pp_stages, per_stage = r->tp * r->dp, nu = model_num_units(&r->mc), all_fit = 1;
+    int *holds = (int *)mallocCheck(nu * sizeof(int));
+    for (int s = 0; s < pp; s++) {
+        PlanLayout l = run_plan_layout(r);
+        MemoryPlan mp = {0};
+        PlanNeed need = {0, 0, 0};
+        ModelConfig mc = r->mc_rank;
+        for (int t = 0; t < r->tp; t++) {  // each TP rank's slice as that rank would plan it
+            ModelConfig mt = r->mc_rank;
+            mt.tp_rank = t;
+            l.mc = &mt;
+            plan_stage(&l, r->first, pp, s, r->A, holds);
+            MemoryPlan m;
+            PlanNeed n = plan_need(&l, run_plan_choice(r), &m);
+            if (t == 0 || n.device + n.host > need.device + need.host) { need = n; mp = m; mc = mt; }
+        }
+        size_t count = 0;  // the parameters of the stage's slice a rank holds, before ZeRO shards their state
+        for (int u = 0; u < nu; u++) count += zero_unit_size(&mc, u, holds);
+        printf0("stage %d of %d: ranks %d-%d (tp %d x dp %d) | layers %d-%d%s | %d micro-batch%s in flight | %zu parameters per "
+                "rank\n  ", s, pp, s * per_stage, (s + 1) * per_stage - 1, r->tp, r->dp, r->first[s], r->first[s + 1] - 1,
+                holds[0] ? " + the outer unit (embedding, final norm, head)" : "", l.slots, l.slots == 1 ? "" : "es", count);
+        report_memory_plan(&mp);
+        int fits = cfg->mem_limit <= 0 || (double)need.device + (backend_memory_is_host() ? need.host : 0) <= cfg->mem_limit * gib;
+        all_fit &= fits;
+        if (cfg->mem_limit > 0) printf0("  %.2f GiB device state | host RAM %.2f GiB | disk %.2f GiB: %s --mem-limit %g GiB\n",
+                                        need.device / gib, need.host / gib, need.disk / gib, fits ? "fits" : "does not fit", cfg->mem_limit);
+        if (!r->logf) continue;
+        fprintf(r->logf, "{\"stage_plan\": {\"world\": %d, \"stage\": %d, \"first_rank\": %d, \"last_rank\": %d, \"first_layer\": %d, "
+                "\"last_layer\": %d, \"slots\": %d, \"params\": %zu, \"params_bytes\": %zu, \"grads_bytes\": %zu, "
+                "\"optimizer_bytes\": %zu, \"working_weights_bytes\": %zu, \"activations_bytes\": %zu, \"workspace_bytes\": %zu, "
+                "\"kv_cache_bytes\": %zu, \"model_state_bytes\": %zu, \"activation_bytes\": %zu, \"device_bytes\": %zu, "
+                "\"host_bytes\": %zu, \"disk_bytes\": %zu}}\n", r->world, s, s * per_stage, (s + 1) * per_stage - 1, r->first[s],
+                r->first[s + 1] - 1, l.slots, count, mp.params, mp.grads, mp.optimizer, mp.working, mp.activations, mp.workspace,
+                mp.kv_cache, mp.params + mp.grads + mp.optimizer, mp.activations + mp.workspace + mp.working, need.device,
+                need.host, need.disk);
+    }
+    free(holds);
+    if (cfg->mem_limit <= 0) printf0("memory: planned for a layout of %d ranks, not started; this machine is not checked (give "
+                                     "--mem-limit GiB per rank to check each stage against a device)\n", r->world);
+    else if (!all_fit) printf0("memory: a stage does not fit --mem-limit %g GiB per rank\n", cfg->mem_limit);
+    if (r->logf) fflush(r->logf);
+}
+
 // The placement line: which node each rank runs on, with its stage and data-parallel index, and how the
 // groups fall on the nodes (a data-parallel group inside one node keeps the gradient reduction off the
 // network; a pipeline boundary between nodes moves one micro-batch's activations per send).
 static void report_placement(const Run *r) {
     if (r->world == 1 || r->rank != 0) return;
+    if (r->cfg.world) {  // --world N: planned, not started; the mesh alone
+        printf("placement: planned, not started: rank = tp index + %d (dp index + %d stage): TP groups of %d consecutive ranks; "
+               "stage s holds ranks %d s to %d s + %d\n", r->tp, r->dp, r->tp, r->tp * r->dp, r->tp * r->dp, r->tp * r->dp - 1);
+        return;
+    }
     int nodes = 0;
     int *node_of = (int *)callocCheck(r->world, sizeof(int));
     for (int i = 0; i < r->world; i++) {

@@ -153,6 +153,11 @@ static void run_setup_world(Run *r, int argc, char **argv) {
     if (cfg->optimizer == OPTIMIZER_MUON && !backend_has_muon())
         usage_error("--optimizer muon: the %s build has no Muon yet (its Newton-Schulz waits for the device's matmuls); "
                     "use ./train_gpt_cpu, or --optimizer adamw", backend_build_name());
+    if (cfg->world > 0) {  // --dry-run --world N: one process plans the layout as its N ranks would (report_stage_plans)
+        if (r->world > 1) usage_error("--world %d: the layout is planned by one process; start it without mpirun (it runs as %d "
+                                      "ranks)", cfg->world, r->world);
+        r->world = cfg->world;
+    }
     config_check_world(cfg, r->world);
     // the world is TP x data-parallel x pipeline stages, TP innermost (tensor_parallel.h's mesh)
     r->tp = cfg->tp; r->pp_stages = cfg->pp; r->dp = r->world / (r->pp_stages * r->tp);
@@ -237,7 +242,7 @@ static void run_setup_model(Run *r) {
     int data_vocab = r->synthetic ? 0 : data_vocab_size(cfg->tokenizer, cfg->train_data);  // sample.h
     int vocab = r->synthetic ? SYNTH_VOCAB : data_vocab > 0 ? data_vocab : 50257;  // a fresh model takes the data's tokenizer's
     r->init_is_file = !model_config_from_descriptor(r->init, vocab, &r->mc);
-    if (!r->init_is_file) {
+    if (!r->init_is_file) {  // a fresh model: its weights are made by run_load_weights, after the plan
         char why[512];
         if (cfg->mlp && model_choose_mlp(&r->mc, cfg->mlp - 1, why, sizeof(why))) usage_error("--mlp %s", why);
     } else {

@@ -67,9 +67,9 @@ static void run_plan(Run *r) {
     r->first = (int *)mallocCheck((pp_stages + 1) * sizeof(int));
     r->imbalance = pp_split(mc, r->T, pp_stages, r->first);
     r->holds_unit = (int *)callocCheck(model_num_units(mc), sizeof(int));
-    r->holds_unit[0] = stage == 0 || stage == pp_stages - 1;
-    for (int l = r->first[stage]; l < r->first[stage + 1]; l++) r->holds_unit[1 + l] = 1;
-    r->slots = pp_max_in_flight(stage, pp_stages, A);
+    PlanLayout mine = run_plan_layout(r);
+    plan_stage(&mine, r->first, pp_stages, stage, A, r->holds_unit);
+    r->slots = mine.slots;
     // activations: this stage's layers, times the micro-batches it keeps in flight
     r->bucket_bytes = (size_t)(cfg->reduce_bucket_mb * 1048576.0);
     r->offload_params = cfg->offload == OFFLOAD_PARAMS;
@@ -78,6 +78,7 @@ static void run_plan(Run *r) {
     PlanLayout layout = run_plan_layout(r);
     r->need = plan_need(&layout, run_plan_choice(r), &r->plan);
     report_run_header(r);
+    if (cfg->world) { report_stage_plans(r); return; }  // --dry-run --world N: every stage's ranks, not this machine's
     report_memory_plan(&r->plan);
     report_memory_fit(r);
 }
@@ -133,11 +134,20 @@ static void run_build(Run *r) {
             model_state / 1048576.0, planned_state / 1048576.0, act_bytes / 1048576.0, planned_act / 1048576.0);
     if (kv_bytes || plan->kv_cache) printf0(" | kv cache %.1f MiB (planned %.1f MiB)", kv_bytes / 1048576.0, plan->kv_cache / 1048576.0);
     printf0("\n");
-    if (r->logf) fprintf(r->logf, "{\"allocated\": {\"model_state_bytes\": %zu, \"planned_model_state_bytes\": %zu, "
-                         "\"activation_bytes\": %zu, \"planned_activation_bytes\": %zu, \"kv_cache_bytes\": %zu, "
-                         "\"planned_kv_cache_bytes\": %zu, \"swap_file_bytes\": %zu, \"planned_disk_bytes\": %zu}}\n", model_state,
-                         planned_state, act_bytes, planned_act, kv_bytes, plan->kv_cache, r->nvme ? r->zero.swap.file_bytes : 0,
-                         r->need.disk);
+    // every rank's figures, for the log: what --dry-run --world plans for each stage's ranks is checked against them
+    size_t mine[3] = {model_state, act_bytes, kv_bytes}, *ranks = (size_t *)mallocCheck((size_t)r->world * sizeof(mine));
+    comm_allgather_bytes(&r->comm, mine, ranks, sizeof(mine));
+    if (r->logf) {
+        fprintf(r->logf, "{\"allocated\": {\"model_state_bytes\": %zu, \"planned_model_state_bytes\": %zu, "
+                "\"activation_bytes\": %zu, \"planned_activation_bytes\": %zu, \"kv_cache_bytes\": %zu, "
+                "\"planned_kv_cache_bytes\": %zu, \"swap_file_bytes\": %zu, \"planned_disk_bytes\": %zu", model_state,
+                planned_state, act_bytes, planned_act, kv_bytes, plan->kv_cache, r->nvme ? r->zero.swap.file_bytes : 0, r->need.disk);
+        for (int i = 0; i < r->world && r->world > 1; i++)  // [model state, activations and workspace, kv cache] per rank
+            fprintf(r->logf, "%s[%zu, %zu, %zu]%s", i ? ", " : ", \"ranks\": [", ranks[3 * i], ranks[3 * i + 1], ranks[3 * i + 2],
+                    i == r->world - 1 ? "]" : "");
+        fprintf(r->logf, "}}\n");
+    }
+    free(ranks);
     zero_load_params(&r->zero, r->params, start_step > 0 ? r->resumed.updates : 0);
     free(r->params);
     r->params = NULL;

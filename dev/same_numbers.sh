@@ -28,6 +28,7 @@ for line in open(sys.argv[1]):
     for k in ("ram_per_rank_bytes", "disk_free_per_rank_bytes"):  # free memory and disk when it started
         d.get("memory_plan", {}).pop(k, None)
     d.get("nvme", {}).pop("wait_ms", None)
+    d.get("allocated", {}).pop("ranks", None)  # every rank allocation, logged since issue 41 (rank 0 figures stay compared)
     print(json.dumps(d, sort_keys=True))
 ' "$1"; }
 # (the checkpoint line, which named only the state file before issue 44, is compared by that file)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # sbatch_cpu.sh: the CPU trainer under Slurm, one node or several, one MPI rank per task (data parallelism
-# with ZeRO, or pipeline stages with EXTRA_ARGS="--pp N"), one OpenMP thread per CPU of the task.
+# with ZeRO, pipeline stages with EXTRA_ARGS="--pp N", tensor parallelism with "--tp N"), one OpenMP thread per
+# CPU of the task.
 # Preemptible: on SIGUSR1 (sent by Slurm 120 s before the time limit, see --signal below, or by hand with
 # `scancel --signal=USR1 JOBID`) or SIGTERM every rank finishes its step, rank 0 writes a checkpoint to
 # $OUT_DIR and the job exits 0. Every run passes `-y 1`, so submitting the same script again with the same
@@ -13,6 +14,7 @@
 #   OUT_DIR=out/d4 STEPS=2000 sbatch --ntasks=4 --time=02:00:00 scripts/sbatch_cpu.sh
 #   sbatch --nodes=2 --ntasks-per-node=1 scripts/sbatch_cpu.sh      # one rank on each of 2 nodes
 #   EXTRA_ARGS="--pp 2" sbatch --nodes=2 --ntasks=4 scripts/sbatch_cpu.sh   # a stage per node, 2 ranks each
+#   MODEL=llama-d4 EXTRA_ARGS="--tp 2 --pp 2" sbatch --nodes=2 --ntasks=8 scripts/sbatch_cpu.sh   # 3D: 2 TP x 2 DP x 2 stages
 #   (on several nodes give the total --ntasks: this script's own --ntasks=2 caps --ntasks-per-node)
 #   TRAIN_DATA='data/tinyshakespeare/train_*.bin' VAL_DATA='data/tinyshakespeare/val_*.bin' MODEL=d4 \
 #     OUT_DIR=out/shakespeare sbatch scripts/sbatch_cpu.sh
@@ -21,8 +23,8 @@
 # number of tasks or ZERO_STAGE on resubmission is allowed (checkpoints are layout-free), but only the same
 # rank count and flags give bit-identical losses.
 # Several nodes: Slurm places ranks in blocks (ranks 0..k-1 on the first node), and the trainer makes
-# rank = stage * data-parallel + index, so each pipeline stage's data-parallel group shares a node when the
-# tasks per node are a multiple of the data-parallel size. OUT_DIR must be a directory every node sees (a
+# rank = tp index + tp * (data-parallel index + data-parallel size * stage) (tp 1 without --tp), so each TP group and
+# each pipeline stage's data-parallel group share a node when the tasks per node are a multiple of tp x data-parallel. OUT_DIR must be a directory every node sees (a
 # shared file system): the trainer checks that at start and stops if a rank cannot see rank 0's files.
 #
 # sbatch options given on the command line override the #SBATCH lines below (--ntasks, --cpus-per-task,

@@ -115,6 +115,7 @@ run_suite "data parallel / ZeRO under mpirun" bash test/test_zero.sh
 run_suite "ZeRO-Infinity: offload to NVMe" bash test/test_nvme.sh
 run_suite "1F1B pipeline under mpirun" bash test/test_pipeline.sh
 run_suite "tensor parallelism under mpirun" bash test/test_tp.sh
+run_suite "a cluster's plan without the cluster (--dry-run --world)" bash test/test_tp_plan.sh
 run_suite "hangs, dead ranks, plots" bash test/test_cluster.sh
 # The Slurm suites start daemons (munged, slurmctld, slurmd) and, for two nodes, network namespaces; they
 # run only where the stack is installed, which `make test` never does itself: `make test-cluster` (as root)

@@ -109,8 +109,8 @@ static void test_tables(void) {
           "%.6g and the head's %.6g (pipeline.h's 24C^2 + 4TC, 2VpC)", f, want, mm, want_mm, lf, hf);
 
     // the Llama presets count what transformers counts
-    const size_t published[4] = {134515008, 1235814400, 1100048384, 494032768};
-    for (int i = 0; i < 4; i++) {
+    const size_t published[5] = {134515008, 1235814400, 1100048384, 494032768, 8030261248};
+    for (int i = 0; i < 5; i++) {
         ModelConfig lc;
         llama_preset(LLAMA_PRESETS[i], &lc);
         char msg[512];

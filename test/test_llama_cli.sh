@@ -9,7 +9,7 @@
 source "$(dirname "$0")/lib.sh"
 if ! $BIN --help >/dev/null; then bad "./train_gpt_cpu is needed"; finish; exit 1; fi
 
-for pc in smollm-135m:134515008 llama-3.2-1b:1235814400 tinyllama-1.1b:1100048384 qwen2.5-0.5b:494032768; do
+for pc in smollm-135m:134515008 llama-3.2-1b:1235814400 tinyllama-1.1b:1100048384 qwen2.5-0.5b:494032768 llama-3.1-8b:8030261248; do
   p=${pc%%:*} n=${pc##*:}
   out=$($BIN -e "$p" --dry-run 2>&1)
   grep -q "^model: $p | Llama family: .* | $n parameters$" <<<"$out" \

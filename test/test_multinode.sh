@@ -9,7 +9,8 @@
 #       as the one-node tests require (1e-5 relative: 2 ranks sum the micro-batches' gradients in another
 #       order than one process accumulating them, so the last bits differ from the 8th step on);
 #   (b) placement: the banner names the node of every rank, and with 2 stages x 2 data-parallel ranks on 2
-#       nodes each stage's data-parallel group is on one node and both pipeline hops cross nodes;
+#       nodes each stage's data-parallel group is on one node and both pipeline hops cross nodes; a 3D layout
+#       passed through EXTRA_ARGS (--tp 2 x --pp 2) keeps each TP group in a node;
 #   (c) preemption: `scancel --signal=USR1` on a running 2-node job: checkpoint, exit 0; the same job
 #       resubmitted resumes from it; losses and norms of the two together equal an uninterrupted run's of
 #       the same 2 ranks bit for bit, and so does the final model file;
@@ -135,6 +136,7 @@ if [ -x ./train_gpt_emu ]; then
 fi
 JOB[place]=$(submit place "$W/place" 20 1 "--pp 2 --dry-run" --nodes=2 --ntasks=4)
 JOB[segv]=$(JOB_ENV=TRAIN_GPT_FAULT=signal:SEGV:2:1 submit segv "$W/segv" 5 1 "" --nodes=2 --ntasks-per-node=1)
+JOB[place3d]=$(submit place3d "$W/place3d" 20 1 "--tp 2 --pp 2 --dry-run" --nodes=2 --ntasks=4)
 # the references for the same layouts, and for (c), while the jobs run
 for z in 1 2 3; do ref "mpi_z$z" 20 2 -z "$z"; done
 ref mpi_pp 20 2 -z 1 --pp 2 --grad-accum 2
@@ -145,9 +147,10 @@ if [ -x ./train_gpt_emu ]; then
   # shellcheck disable=SC2086
   ./train_gpt_emu $EMU_FLAGS --grad-accum 2 --log "$W/one_gpu.jsonl" > "$W/one_gpu.out" 2>&1 || bad "one-process reference of the emulated build" "$(tail -n 5 "$W/one_gpu.out")"
 fi
-for k in z1 z2 z3 pp place; do
+for k in z1 z2 z3 pp place place3d; do
   id=${JOB[$k]}
-  case $k in z*) name="ZeRO-${k#z}, one rank on each node" ;; pp) name="--pp 2, one stage on each node" ;; place) name="--pp 2 x 2 ranks on 2 nodes (--dry-run)" ;; esac
+  case $k in z*) name="ZeRO-${k#z}, one rank on each node" ;; pp) name="--pp 2, one stage on each node" ;; place) name="--pp 2 x 2 ranks on 2 nodes (--dry-run)" ;;
+    place3d) name="--tp 2 x --pp 2 on 2 nodes (--dry-run)" ;; esac
   if [ -z "$id" ] || ! wait_job "$id" 120 || [ "$JOB_STATE" != COMPLETED ] || [ "$JOB_EXIT" != 0:0 ]; then
     badj "(a) job $k ($name) completes" "$(job_info "$k")"; continue
   fi
@@ -157,6 +160,13 @@ for k in z1 z2 z3 pp place; do
     want2="placement: data-parallel groups spanning nodes: 0 of 2 | pipeline hops between nodes: 2 of 2"
     grep -qxF "$want" <<<"$out" && grep -qxF "$want2" <<<"$out" \
       && ok "(b) job $id, $name: '${want#placement: }'; '${want2#placement: }'" || bad "(b) placement of 2 stages x 2 ranks" "$(grep placement <<<"$out")"
+    continue
+  fi
+  if [ "$k" = place3d ]; then
+    want="placement: 4 ranks on 2 nodes | node1: rank 0 (stage 0, dp 0, tp 0), rank 1 (stage 0, dp 0, tp 1) | node2: rank 2 (stage 1, dp 0, tp 0), rank 3 (stage 1, dp 0, tp 1)"
+    want2="placement: data-parallel groups spanning nodes: 0 of 4 | pipeline hops between nodes: 2 of 2 | tensor-parallel groups spanning nodes: 0 of 2 (keep them in a node)"
+    grep -qxF "$want" <<<"$out" && grep -qxF "$want2" <<<"$out" && grep -qF "world 4 = tensor-parallel 2" <<<"$out" \
+      && ok "(b) job $id, $name: '${want#placement: }'; '${want2#placement: }'" || bad "(b) placement of --tp 2 x --pp 2" "$(grep -E 'placement|world' <<<"$out")"
     continue
   fi
   if [ "$k" = pp ]; then want="placement: 2 ranks on 2 nodes | node1: rank 0 (stage 0, dp 0) | node2: rank 1 (stage 1, dp 0)"
