@@ -71,6 +71,26 @@ static int tune_dropped(const OptSpec *o) {
     return 0;
 }
 
+// A candidate's log: its losses into c, the timed steps' milliseconds (after the warm-up step) into times;
+// returns how many were timed.
+static int tune_read_log(TuneCandidate *c, const char *logp, double times[16]) {
+    FILE *lf = fopen(logp, "r");
+    int timed = 0;
+    c->nlosses = 0;
+    char line[4096];
+    while (lf && fgets(line, sizeof(line), lf)) {
+        int step;
+        double loss, ms;
+        const char *pm = strstr(line, "\"ms\": ");
+        if (sscanf(line, "{\"step\": %d, \"loss\": %lf", &step, &loss) == 2 && pm && sscanf(pm + 6, "%lf", &ms) == 1) {
+            if (c->nlosses < 16) c->losses[c->nlosses++] = loss;
+            if (step > 1 && timed < 16) times[timed++] = ms;
+        }
+    }
+    if (lf) fclose(lf);
+    return timed;
+}
+
 // Runs one candidate: this binary with the user's flags (less the dropped ones) and the candidate's;
 // fills ms, tps and the losses from its log.
 static void tune_time(TuneCandidate *c, int argc, char **argv, long total, const char *dir, int idx, int world) {
@@ -141,21 +161,8 @@ static void tune_time(TuneCandidate *c, int argc, char **argv, long total, const
     }
     int status = 0;
     waitpid(pid, &status, 0);
-    FILE *lf = fopen(logp, "r");
     double times[16];
-    int timed = 0;
-    c->nlosses = 0;
-    char line[4096];
-    while (lf && fgets(line, sizeof(line), lf)) {
-        int step;
-        double loss, ms;
-        const char *pm = strstr(line, "\"ms\": ");
-        if (sscanf(line, "{\"step\": %d, \"loss\": %lf", &step, &loss) == 2 && pm && sscanf(pm + 6, "%lf", &ms) == 1) {
-            if (c->nlosses < 16) c->losses[c->nlosses++] = loss;
-            if (step > 1 && timed < 16) times[timed++] = ms;
-        }
-    }
-    if (lf) fclose(lf);
+    int timed = tune_read_log(c, logp, times);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || timed == 0) {
         if (c->runs > 0) return;  // a later run that failed keeps the earlier figure
         snprintf(c->why, sizeof(c->why), "failed (exit %d; see its output: %s)", WIFEXITED(status) ? WEXITSTATUS(status) : -1, outp);
