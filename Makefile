@@ -109,7 +109,7 @@ test/test_generate_gpu: test/test_generate.c test/check.h train_gpt.cu $(CUDA_HE
 	$(NVCC_OR_FAIL) $(NVCC_FLAGS) $(MPI_CFLAGS) -DTRAIN_GPT_CUDA -I. -x cu $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp $(URING_LIBS)
 
 # Every kernel against the CPU build's, in each precision, and their benchmark.
-dev/cuda/kernels: dev/cuda/kernels.cu $(CPU_HEADERS) $(CUDA_HEADERS) $(HEADERS) .build-cuda
+dev/cuda/kernels: dev/cuda/kernels.cu dev/cuda/kernels_vocab.h $(CPU_HEADERS) $(CUDA_HEADERS) $(HEADERS) .build-cuda
 	$(NVCC_OR_FAIL) $(NVCC_FLAGS) $(MPI_CFLAGS) -I. $< -o $@ -lcublasLt $(if $(MPICC),-lnccl) $(MPI_LDFLAGS) -lgomp $(URING_LIBS)
 
 # The attention kernels alone against a float64 reference, and their benchmark.
@@ -151,18 +151,18 @@ test/test_gpt2_emu: test/test_gpt2.c test/check.h train_gpt.cu $(CUDA_HEADERS) $
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
 test/test_generate_emu: test/test_generate.c test/check.h train_gpt.cu $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
-dev/cuda/kernels_emu: dev/cuda/kernels.cu $(CPU_HEADERS) $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
+dev/cuda/kernels_emu: dev/cuda/kernels.cu dev/cuda/kernels_vocab.h $(CPU_HEADERS) $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
 dev/cuda/attention_emu: dev/cuda/attention.cu dev/cuda/attention_ref.h dev/cuda/attention_v1.cuh dev/cuda/attention_v2.cuh $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
 # instrumented for the race detector only (no ThreadSanitizer runtime: the hooks are the emulator's)
 train_gpt_emu_race: train_gpt.cu $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_RACE) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
-dev/cuda/kernels_emu_race: dev/cuda/kernels.cu $(CPU_HEADERS) $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
+dev/cuda/kernels_emu_race: dev/cuda/kernels.cu dev/cuda/kernels_vocab.h $(CPU_HEADERS) $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_RACE) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
 dev/cuda/attention_emu_race: dev/cuda/attention.cu dev/cuda/attention_ref.h dev/cuda/attention_v1.cuh dev/cuda/attention_v2.cuh $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_RACE) $(EMU_DEV) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
-dev/cuda/kernels_emu_asan: dev/cuda/kernels.cu $(CPU_HEADERS) $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS:build/emu/%=build/emu/asan/%)
+dev/cuda/kernels_emu_asan: dev/cuda/kernels.cu dev/cuda/kernels_vocab.h $(CPU_HEADERS) $(CUDA_HEADERS) $(HEADERS) $(EMU_OBJS:build/emu/%=build/emu/asan/%)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_ASAN) $(EMU_DEV) $< -x none $(EMU_OBJS:build/emu/%=build/emu/asan/%) -o $@ $(EMU_LINK) -fsanitize=address
 # the emulator's own checks, plain and with the race detector
 dev/cuda/emu/selftest: dev/cuda/emu/selftest.cu cuda/async_copy.cuh cuda/attention_mma.cuh cuda/block_order.cuh $(EMU_OBJS)
