@@ -17,7 +17,7 @@ NVCC := $(shell command -v nvcc 2>/dev/null)
 MPICC := $(shell command -v mpicc 2>/dev/null)
 CPU_CC = $(if $(MPICC),$(MPICC) -DUSE_MPI,$(CC))
 
-HEADERS = backend.h utils.h gpt2.h arch.h tp_layout.h tensor_parallel.h config.h checkpoint.h dataloader.h tokenizer.h tokenizer_tables.h tokenizer_utf8.h tokenizer_files.h tokenizer_json.h tokenizer_nfc.h tokenizer_nfc_tables.h json.h trainer.h run.h plan.h report.h sample.h fault.h comm.h watchdog.h zero.h zero_layout.h zero_store.h swap.h pipeline.h pipeline_schedule.h checkpoint_format.h model.h timing.h timing_marks.h autotune.h eval_mc.h
+HEADERS = backend.h utils.h block.h gpt2.h llama.h family.h model_config.h rope.h arch.h tp_layout.h tensor_parallel.h config.h checkpoint.h dataloader.h tokenizer.h tokenizer_tables.h tokenizer_utf8.h tokenizer_files.h tokenizer_json.h tokenizer_nfc.h tokenizer_nfc_tables.h json.h trainer.h run.h plan.h report.h sample.h fault.h comm.h watchdog.h zero.h zero_layout.h zero_store.h swap.h pipeline.h pipeline_schedule.h checkpoint_format.h model.h timing.h timing_marks.h autotune.h eval_mc.h
 # The CPU build's kernels and host-memory backend, one header per layer family (train_gpt.c includes them).
 CPU_HEADERS = cpu/encoder.h cpu/vocab.h cpu/layernorm.h cpu/matmul.h cpu/attention.h cpu/gelu.h cpu/classifier.h cpu/llama.h cpu/backend.h
 # The CUDA build's kernels and device backend, one header per layer family (train_gpt.cu includes them).
@@ -65,7 +65,7 @@ test/hf_forward: test/hf_forward.c train_gpt.c $(CPU_HEADERS) $(HEADERS) .build-
 test/test_pipeline: test/test_pipeline.c test/check.h pipeline_schedule.h gpt2.h utils.h .build-cpu
 	$(CC) $(CFLAGS) $(URING_FLAGS) -I. $< -o $@ $(LDLIBS) $(URING_LIBS)
 
-test/test_llama_cpu: test/test_llama_cpu.c test/check.h cpu/llama.h arch.h train_gpt.c $(HEADERS) .build-cpu
+test/test_llama_cpu: test/test_llama_cpu.c test/check.h train_gpt.c $(CPU_HEADERS) $(HEADERS) .build-cpu
 	$(CC) $(CFLAGS) $(URING_FLAGS) -I. $< -o $@ $(LDLIBS) $(URING_LIBS)
 
 # test/test_headers.sh compiles every header alone with the flags of the build that uses it: these.

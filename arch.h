@@ -1,11 +1,11 @@
 // arch.h: an architecture is data. A family is a table of its parameter tensors (name, shape in the config's
-// symbols, per layer or outer, weight-decayed or not, initialisation rule, the option that makes it present),
-// listed in its model file's order; everything the distributed code and the reports need about parameters
-// derives from the table by the pure functions below: tensor sizes and file offsets, the units (unit 0
-// outer, unit 1 + l layer l, each contiguous), the ParamRuns mapping file order to unit order, parameter
-// counts (with and without the vocabulary's padding rows), FLOPs per token, and the random initialisation.
-// Two tables: GPT-2 (which must derive exactly what gpt2.h derives; test/test_llama_cpu.c checks it) and
-// the Llama family (LLAMA_FORMAT.md, docs/llama.md), with the Llama model file's header as pure functions.
+// symbols, per layer or outer, weight-decayed or not, initialisation rule, the option that makes it present, the
+// role it plays in the block, how a fused tensor packs its pieces), listed in its model file's order; everything the
+// distributed code and the reports need about parameters derives from the table by the pure functions below: tensor
+// sizes and file offsets, the units (unit 0 outer, unit 1 + l layer l, each contiguous), the ParamRuns mapping file
+// order to unit order, a fused tensor's pieces, parameter counts (with and without the vocabulary's padding rows),
+// FLOPs per token, and the random initialisation. The tables are the families' (gpt2.h, llama.h); the roles and the
+// block's activation table are model_config.h's.
 #ifndef ARCH_H
 #define ARCH_H
 
@@ -47,15 +47,19 @@ typedef struct {
 
 // Options a tensor may depend on (ARCH_ALWAYS for none).
 // ARCH_OPT_LAYERNORM: the block's norms are LayerNorms, which keep each row's mean beside its rstd (GPT-2); the
-// Llama family's RMSNorms keep only the rstd.
+// Llama family's RMSNorms keep only the rstd. ARCH_OPT_GATED: the MLP's first matmul packs up and gate (SwiGLU).
 enum {
     ARCH_NEVER = -1, ARCH_ALWAYS, ARCH_OPT_QKV_BIAS, ARCH_OPT_QK_NORM, ARCH_OPT_UNTIED, ARCH_OPT_TIED, ARCH_OPT_LAYERNORM,
-    NUM_ARCH_OPTS
+    ARCH_OPT_GATED, NUM_ARCH_OPTS
 };
 
 // Initialisation rules (GPT-2's, which the Llama family shares: N(0, 0.02) weights, residual projections
 // N(0, 0.02 / sqrt(2L)), norm gains 1, biases 0; rows of the padded vocabulary 0).
 enum { INIT_NORMAL, INIT_RESIDUAL, INIT_ONES, INIT_ZEROS };
+
+// How a fused tensor packs its pieces along its rows (ArchParam's pack; arch_param_pieces): q | k | v by head
+// counts (NH hd, KV hd, KV hd rows), or up | gate (H rows each) where ARCH_OPT_GATED is on (else one piece).
+enum { PACK_ONE, PACK_QKV, PACK_UP_GATE };
 
 typedef struct {
     const char *name;  // as the file, --profile and errors call it
@@ -66,6 +70,8 @@ typedef struct {
     int present;       // ARCH_ALWAYS or the ARCH_OPT_ that the tensor needs
     int matmul;        // when it is a matmul's weight (6 FLOPs per element per token in training): an option
                        // (ARCH_OPT_TIED for an embedding that is also the head), ARCH_ALWAYS or ARCH_NEVER
+    int role;          // what the block does with it (model_config.h's W_ roles)
+    int pack;          // PACK_: the pieces of a fused tensor
 } ArchParam;
 
 #define ARCH_MAX_PARAMS 24
@@ -79,6 +85,7 @@ typedef struct {
 typedef struct {
     size_t dim[NUM_DIMS];
     int num_layers;
+    int num_heads, num_kv_heads;  // NH and KV: the q | k | v pieces' head counts
     int opt[NUM_ARCH_OPTS];  // opt[ARCH_ALWAYS] is 1
     size_t attn_flop_width;  // per layer and per token, attention's QK^T and AV cost 2 * 2 * width * T forward
 } ArchShape;
@@ -182,6 +189,36 @@ static int arch_find(const Arch *a, const char *name) {
     return -1;
 }
 
+// A piece of a fused tensor: its rows [row, row + rows) of each layer's (rows, cols) matrix.
+typedef struct {
+    const char *name;
+    size_t row, rows;
+} ArchPiece;
+#define ARCH_MAX_PIECES 3
+
+// The pieces of tensor k (at most ARCH_MAX_PIECES), in row order; returns their count (1 for an unfused tensor, 0
+// for an absent one). q | k | v: NH hd, KV hd, KV hd rows; up | gate: H rows each (SwiGLU; cpu/llama.h's order).
+static int arch_param_pieces(const Arch *a, const ArchShape *s, int k, ArchPiece *out) {
+    const ArchParam *p = &a->params[k];
+    if (!arch_present(p, s)) return 0;
+    size_t rows = s->dim[p->rows], hd = s->dim[DIM_HD];
+    if (p->pack == PACK_QKV) {
+        size_t q = (size_t)s->num_heads * hd, kv = (size_t)s->num_kv_heads * hd;
+        out[0] = (ArchPiece){"q", 0, q};
+        out[1] = (ArchPiece){"k", q, kv};
+        out[2] = (ArchPiece){"v", q + kv, kv};
+        return 3;
+    }
+    if (p->pack == PACK_UP_GATE && s->opt[ARCH_OPT_GATED]) {
+        size_t H = s->dim[DIM_HID];
+        out[0] = (ArchPiece){"up", 0, H};
+        out[1] = (ArchPiece){"gate", H, H};
+        return 2;
+    }
+    out[0] = (ArchPiece){p->name, 0, rows};
+    return 1;
+}
+
 // Matmul weights per model (the head counted once: a tied head is wte, an untied one lm_head).
 static size_t arch_matmul_params(const Arch *a, const ArchShape *s) {
     size_t n = 0;
@@ -240,12 +277,11 @@ static void arch_init_random(const Arch *a, const ArchShape *s, float *params, u
 }
 
 // ----------------------------------------------------------------------------
-// Activations: what the forward keeps for the backward, per family. A per-layer tensor is kept for every layer
-// below its recompute level and shared by the layers (rebuilt in backward) from it; the rest are one copy.
-// Sizes are per token in a DIM_ symbol (DIM_ONE for a row statistic), or attention's saved state, whose size
-// is the build's (backend_att_saved_floats: the softmax on the CPU, its row statistics on a GPU). model.h's enum,
-// ACT_SHARED_FROM_LEVEL, ACT_PER_LAYER, ACT_IS_FLOAT and act_sizes became this table: model.h lays activations out
-// from it, by role.
+// Activations: what the forward keeps for the backward. A per-layer tensor is kept for every layer below its
+// recompute level and shared by the layers (rebuilt in backward) from it; the rest are one copy. Sizes are per
+// token in a DIM_ symbol (DIM_ONE for a row statistic), or attention's saved state, whose size is the build's
+// (backend_att_saved_floats: the softmax on the CPU, its row statistics on a GPU). model.h lays activations out
+// from the table (model_config.h's BLOCK_ACTS), by role.
 
 #define ARCH_ACT_ATT (-1)         // width: attention's saved state, backend_att_saved_floats(B, NH, T) floats
 #define ARCH_ACT_ALWAYS_KEPT 99   // shared_from: kept for every layer at every level
@@ -256,6 +292,7 @@ typedef struct {
     int per_layer;    // one per layer (below shared_from) or one for the model
     int shared_from;  // recompute level from which one copy is shared (0: always one copy)
     int present;      // ARCH_ALWAYS or the option it needs
+    int role;         // model_config.h's ACT_ role: the tensor model.h's block reads it as
 } ArchAct;
 
 typedef struct {
@@ -286,372 +323,6 @@ static size_t arch_act_bytes(const ArchActs *t, const ArchShape *s, int B, int T
         total += per * arch_act_copies(a, layers, recompute);
     }
     return total;
-}
-
-// The pre-norm block's activations, in model.h's order; each family's options choose its rows (an absent row takes
-// no bytes). Level 1 drops the MLP's activation output (GELU or SwiGLU reruns from fch), level 2 the norm outputs
-// too, level 3 everything but each layer's output (the whole layer reruns). LayerNorm (GPT-2) keeps each row's mean
-// and rstd, RMSNorm (the Llama family) the rstd alone. With QK-norm the block keeps q and k before the norm
-// (qkv_pre) and the norm's per-head rstd; qkv is then after QK-norm and RoPE, what attention reads.
-static const ArchAct BLOCK_ACTS[] = {
-    {"encoded", DIM_C, 0, 0, ARCH_ACT_ALWAYS_KEPT, ARCH_ALWAYS},
-    {"ln1", DIM_C, 0, 1, 2, ARCH_ALWAYS},
-    {"ln1_mean", DIM_ONE, 1, 1, 3, ARCH_OPT_LAYERNORM},
-    {"ln1_rstd", DIM_ONE, 1, 1, 3, ARCH_ALWAYS},
-    {"qkv_pre", DIM_QKV, 0, 1, 3, ARCH_OPT_QK_NORM},
-    {"qk_rstd", DIM_QKHEADS, 1, 1, 3, ARCH_OPT_QK_NORM},
-    {"qkv", DIM_QKV, 0, 1, 3, ARCH_ALWAYS},
-    {"atty", DIM_ATT, 0, 1, 3, ARCH_ALWAYS},
-    {"att", ARCH_ACT_ATT, 1, 1, 3, ARCH_ALWAYS},
-    {"attproj", DIM_C, 0, 1, 0, ARCH_ALWAYS},
-    {"residual2", DIM_C, 0, 1, 3, ARCH_ALWAYS},
-    {"ln2", DIM_C, 0, 1, 2, ARCH_ALWAYS},
-    {"ln2_mean", DIM_ONE, 1, 1, 3, ARCH_OPT_LAYERNORM},
-    {"ln2_rstd", DIM_ONE, 1, 1, 3, ARCH_ALWAYS},
-    {"fch", DIM_FC, 0, 1, 3, ARCH_ALWAYS},
-    {"fch_gelu", DIM_HID, 0, 1, 1, ARCH_ALWAYS},  // the MLP's activation output: GELU's, or SwiGLU's (model.h's role)
-    {"fcproj", DIM_C, 0, 1, 0, ARCH_ALWAYS},
-    {"residual3", DIM_C, 0, 1, ARCH_ACT_ALWAYS_KEPT, ARCH_ALWAYS},
-    {"lnf", DIM_C, 0, 0, 0, ARCH_ALWAYS},
-    {"lnf_mean", DIM_ONE, 1, 0, 0, ARCH_OPT_LAYERNORM},
-    {"lnf_rstd", DIM_ONE, 1, 0, 0, ARCH_ALWAYS},
-    {"logits", DIM_VP, 0, 0, 0, ARCH_ALWAYS},
-    {"losses", DIM_ONE, 1, 0, 0, ARCH_ALWAYS},
-};
-
-// ----------------------------------------------------------------------------
-// GPT-2: llm.c's 16 tensors.
-
-static const ArchParam GPT2_PARAMS[] = {
-    {"wte", DIM_VP, DIM_C, 0, 1, INIT_NORMAL, ARCH_ALWAYS, ARCH_OPT_TIED},  // also the head (GPT-2 is tied)
-    {"wpe", DIM_MAXT, DIM_C, 0, 1, INIT_NORMAL, ARCH_ALWAYS, ARCH_NEVER},
-    {"ln1w", DIM_C, DIM_ONE, 1, 0, INIT_ONES, ARCH_ALWAYS, ARCH_NEVER},
-    {"ln1b", DIM_C, DIM_ONE, 1, 0, INIT_ZEROS, ARCH_ALWAYS, ARCH_NEVER},
-    {"qkvw", DIM_QKV, DIM_C, 1, 1, INIT_NORMAL, ARCH_ALWAYS, ARCH_ALWAYS},
-    {"qkvb", DIM_QKV, DIM_ONE, 1, 0, INIT_ZEROS, ARCH_ALWAYS, ARCH_NEVER},
-    {"attprojw", DIM_C, DIM_ATT, 1, 1, INIT_RESIDUAL, ARCH_ALWAYS, ARCH_ALWAYS},
-    {"attprojb", DIM_C, DIM_ONE, 1, 0, INIT_ZEROS, ARCH_ALWAYS, ARCH_NEVER},
-    {"ln2w", DIM_C, DIM_ONE, 1, 0, INIT_ONES, ARCH_ALWAYS, ARCH_NEVER},
-    {"ln2b", DIM_C, DIM_ONE, 1, 0, INIT_ZEROS, ARCH_ALWAYS, ARCH_NEVER},
-    {"fcw", DIM_FC, DIM_C, 1, 1, INIT_NORMAL, ARCH_ALWAYS, ARCH_ALWAYS},
-    {"fcb", DIM_FC, DIM_ONE, 1, 0, INIT_ZEROS, ARCH_ALWAYS, ARCH_NEVER},
-    {"fcprojw", DIM_C, DIM_HID, 1, 1, INIT_RESIDUAL, ARCH_ALWAYS, ARCH_ALWAYS},
-    {"fcprojb", DIM_C, DIM_ONE, 1, 0, INIT_ZEROS, ARCH_ALWAYS, ARCH_NEVER},
-    {"lnfw", DIM_C, DIM_ONE, 0, 0, INIT_ONES, ARCH_ALWAYS, ARCH_NEVER},
-    {"lnfb", DIM_C, DIM_ONE, 0, 0, INIT_ZEROS, ARCH_ALWAYS, ARCH_NEVER},
-};
-static const Arch ARCH_GPT2 = {"gpt2", GPT2_PARAMS, (int)(sizeof(GPT2_PARAMS) / sizeof(GPT2_PARAMS[0]))};
-
-// GPT-2's activations: the pre-norm block's table below, with LayerNorm's means.
-static const ArchActs GPT2_ACT_TABLE = {BLOCK_ACTS, (int)(sizeof(BLOCK_ACTS) / sizeof(BLOCK_ACTS[0]))};
-
-
-// ----------------------------------------------------------------------------
-// The Llama family (LLAMA_FORMAT.md): Llama 2/3, TinyLlama, SmolLM; Qwen 2 (qkv_bias), Qwen 3 / OLMo 2 (qk_norm).
-
-#define LLAMA_MAGIC 20261126
-#define LLAMA_VERSION_FP32 1
-
-typedef struct {
-    int max_seq_len;        // maxT
-    int vocab_size;         // V
-    int padded_vocab_size;  // Vp: V rounded up to a multiple of 128 (rows V..Vp-1 of wte and lm_head are zero)
-    int num_layers;         // L
-    int num_heads;          // NH
-    int num_kv_heads;       // KV: divides NH; NH is multi-head attention, 1 multi-query
-    int channels;           // C
-    int head_dim;           // hd: usually C / NH (Qwen 3 may differ); even, for RoPE's halves
-    int ffn_hidden;         // H: SwiGLU's hidden width
-    int tied;               // the head is wte (no lm_head tensor)
-    int qkv_bias;           // q, k, v projections have a bias (Qwen 2)
-    int qk_norm;            // RMSNorm over hd on each head's q and k before RoPE (Qwen 3, OLMo 2)
-    int rope_scaling;       // 0 none, 1 Llama 3.1's ("rope_type": "llama3")
-    float norm_eps;         // RMSNorm's epsilon
-    float rope_theta;       // θ
-    float rope_factor, rope_low_freq_factor, rope_high_freq_factor;  // rope_scaling 1 only, else 0
-    int rope_original_max_pos;                                       // rope_scaling 1 only, else 0
-} LlamaConfig;
-
-static const ArchParam LLAMA_PARAMS[] = {
-    {"wte", DIM_VP, DIM_C, 0, 1, INIT_NORMAL, ARCH_ALWAYS, ARCH_OPT_TIED},  // the head when tied
-    {"attn_norm", DIM_C, DIM_ONE, 1, 0, INIT_ONES, ARCH_ALWAYS, ARCH_NEVER},
-    {"wqkv", DIM_QKV, DIM_C, 1, 1, INIT_NORMAL, ARCH_ALWAYS, ARCH_ALWAYS},
-    {"bqkv", DIM_QKV, DIM_ONE, 1, 0, INIT_ZEROS, ARCH_OPT_QKV_BIAS, ARCH_NEVER},
-    {"q_norm", DIM_HD, DIM_ONE, 1, 0, INIT_ONES, ARCH_OPT_QK_NORM, ARCH_NEVER},
-    {"k_norm", DIM_HD, DIM_ONE, 1, 0, INIT_ONES, ARCH_OPT_QK_NORM, ARCH_NEVER},
-    {"wo", DIM_C, DIM_ATT, 1, 1, INIT_RESIDUAL, ARCH_ALWAYS, ARCH_ALWAYS},
-    {"mlp_norm", DIM_C, DIM_ONE, 1, 0, INIT_ONES, ARCH_ALWAYS, ARCH_NEVER},
-    {"wfc", DIM_FC, DIM_C, 1, 1, INIT_NORMAL, ARCH_ALWAYS, ARCH_ALWAYS},
-    {"wproj", DIM_C, DIM_HID, 1, 1, INIT_RESIDUAL, ARCH_ALWAYS, ARCH_ALWAYS},
-    {"final_norm", DIM_C, DIM_ONE, 0, 0, INIT_ONES, ARCH_ALWAYS, ARCH_NEVER},
-    {"lm_head", DIM_VP, DIM_C, 0, 1, INIT_NORMAL, ARCH_OPT_UNTIED, ARCH_ALWAYS},
-};
-static const Arch ARCH_LLAMA = {"llama", LLAMA_PARAMS, (int)(sizeof(LLAMA_PARAMS) / sizeof(LLAMA_PARAMS[0]))};
-
-// The Llama family's activations: the pre-norm block's table, RMSNorm keeping no mean, QK-norm's rows with the option.
-static const ArchActs LLAMA_ACT_TABLE = {BLOCK_ACTS, (int)(sizeof(BLOCK_ACTS) / sizeof(BLOCK_ACTS[0]))};
-
-static void llama_arch_shape(const LlamaConfig *c, ArchShape *s) {
-    memset(s, 0, sizeof(*s));
-    size_t C = c->channels, hd = c->head_dim, H = c->ffn_hidden;
-    s->dim[DIM_ONE] = 1;
-    s->dim[DIM_V] = c->vocab_size;
-    s->dim[DIM_VP] = c->padded_vocab_size;
-    s->dim[DIM_MAXT] = c->max_seq_len;
-    s->dim[DIM_C] = C;
-    s->dim[DIM_QKV] = (size_t)(c->num_heads + 2 * c->num_kv_heads) * hd;
-    s->dim[DIM_ATT] = (size_t)c->num_heads * hd;
-    s->dim[DIM_HD] = hd;
-    s->dim[DIM_FC] = 2 * H;
-    s->dim[DIM_HID] = H;
-    s->dim[DIM_QKHEADS] = (size_t)(c->num_heads + c->num_kv_heads);
-    s->num_layers = c->num_layers;
-    s->opt[ARCH_ALWAYS] = 1;
-    s->opt[ARCH_OPT_QKV_BIAS] = c->qkv_bias != 0;
-    s->opt[ARCH_OPT_QK_NORM] = c->qk_norm != 0;
-    s->opt[ARCH_OPT_UNTIED] = !c->tied;
-    s->opt[ARCH_OPT_TIED] = c->tied != 0;
-    s->attn_flop_width = (size_t)c->num_heads * hd;
-}
-
-// SwiGLU's hidden width from Meta's recipe: h = int(2 * 4C / 3), h = int(ffn_dim_multiplier * h) when a
-// multiplier is given (> 0), then rounded up to a multiple of multiple_of (Llama 3.2 1B: C 2048, 1.4, 1024 → 8192).
-static int llama_ffn_hidden(int C, int multiple_of, double ffn_dim_multiplier) {
-    long h = (long)(2 * (4L * C) / 3);
-    if (ffn_dim_multiplier > 0) h = (long)(ffn_dim_multiplier * (double)h);
-    return (int)((h + multiple_of - 1) / multiple_of * multiple_of);
-}
-
-// The first thing wrong with a config, in words naming the field and what was expected; NULL when it is fine.
-// msg holds the text (returned when not NULL).
-static const char *llama_config_error(const LlamaConfig *c, char *msg, size_t len) {
-    if (c->num_layers < 1 || c->num_heads < 1 || c->num_kv_heads < 1 || c->channels < 1 || c->head_dim < 1 ||
-        c->ffn_hidden < 1 || c->max_seq_len < 1 || c->vocab_size < 1 || c->padded_vocab_size < c->vocab_size) {
-        snprintf(msg, len, "implausible Llama shape (maxT %d, V %d, Vp %d, L %d, NH %d, KV %d, C %d, hd %d, H %d): "
-                 "every size must be positive and Vp >= V", c->max_seq_len, c->vocab_size, c->padded_vocab_size,
-                 c->num_layers, c->num_heads, c->num_kv_heads, c->channels, c->head_dim, c->ffn_hidden);
-        return msg;
-    }
-    if (c->num_heads % c->num_kv_heads != 0) {
-        snprintf(msg, len, "n_head %d is not a multiple of n_kv_head %d: grouped-query attention needs the key/value "
-                 "heads to divide the query heads (equal for multi-head, 1 for multi-query)", c->num_heads, c->num_kv_heads);
-        return msg;
-    }
-    if (c->head_dim % 2 != 0) {
-        snprintf(msg, len, "head_dim %d is odd: RoPE rotates the two halves of each head, so it must be even", c->head_dim);
-        return msg;
-    }
-    if (c->tied != 0 && c->tied != 1) { snprintf(msg, len, "tied is %d, expected 0 or 1", c->tied); return msg; }
-    if (c->qkv_bias != 0 && c->qkv_bias != 1) { snprintf(msg, len, "qkv_bias is %d, expected 0 or 1", c->qkv_bias); return msg; }
-    if (c->qk_norm != 0 && c->qk_norm != 1) { snprintf(msg, len, "qk_norm is %d, expected 0 or 1", c->qk_norm); return msg; }
-    if (!(c->norm_eps > 0.0f) || !isfinite(c->norm_eps)) {
-        snprintf(msg, len, "norm_eps %g, expected a positive number such as 1e-5", c->norm_eps);
-        return msg;
-    }
-    if (!(c->rope_theta > 0.0f) || !isfinite(c->rope_theta)) {
-        snprintf(msg, len, "rope_theta %g, expected a positive number such as 10000 or 500000", c->rope_theta);
-        return msg;
-    }
-    if (c->rope_scaling == 0) {
-        if (c->rope_factor != 0.0f || c->rope_low_freq_factor != 0.0f || c->rope_high_freq_factor != 0.0f ||
-            c->rope_original_max_pos != 0) {
-            snprintf(msg, len, "rope_scaling 0 (none) with non-zero scaling fields (factor %g, low %g, high %g, "
-                     "original %d): expected all 0", c->rope_factor, c->rope_low_freq_factor, c->rope_high_freq_factor,
-                     c->rope_original_max_pos);
-            return msg;
-        }
-    } else if (c->rope_scaling == 1) {
-        if (!(c->rope_factor >= 1.0f) || !(c->rope_low_freq_factor > 0.0f) ||
-            !(c->rope_high_freq_factor > c->rope_low_freq_factor) || c->rope_original_max_pos < 1) {
-            snprintf(msg, len, "rope_scaling 1 (llama3) needs factor >= 1, 0 < low_freq_factor < high_freq_factor and "
-                     "original_max_position_embeddings >= 1 (got factor %g, low %g, high %g, original %d)",
-                     c->rope_factor, c->rope_low_freq_factor, c->rope_high_freq_factor, c->rope_original_max_pos);
-            return msg;
-        }
-    } else {
-        snprintf(msg, len, "rope_scaling %d, expected 0 (none) or 1 (llama3)", c->rope_scaling);
-        return msg;
-    }
-    return NULL;
-}
-
-static void llama_check_config(const LlamaConfig *c, const char *where) {
-    char msg[512];
-    if (llama_config_error(c, msg, sizeof(msg))) fatal("%s: %s", where, msg);
-}
-
-static int arch_padded_vocab(int V) { return (V + 127) / 128 * 128; }
-
-// The presets: published shapes (their configs on the Hugging Face hub). Returns 0 for an unknown name.
-static int llama_preset(const char *name, LlamaConfig *c) {
-    memset(c, 0, sizeof(*c));
-    c->norm_eps = 1e-5f;
-    c->rope_theta = 10000.0f;
-    if (strcmp(name, "smollm-135m") == 0) {  // HuggingFaceTB/SmolLM-135M
-        c->max_seq_len = 2048; c->vocab_size = 49152; c->num_layers = 30; c->num_heads = 9; c->num_kv_heads = 3;
-        c->channels = 576; c->ffn_hidden = 1536; c->tied = 1;
-    } else if (strcmp(name, "llama-3.2-1b") == 0) {  // meta-llama/Llama-3.2-1B
-        c->max_seq_len = 131072; c->vocab_size = 128256; c->num_layers = 16; c->num_heads = 32; c->num_kv_heads = 8;
-        c->channels = 2048; c->ffn_hidden = 8192; c->tied = 1; c->rope_theta = 500000.0f;
-        c->rope_scaling = 1; c->rope_factor = 32.0f; c->rope_low_freq_factor = 1.0f; c->rope_high_freq_factor = 4.0f;
-        c->rope_original_max_pos = 8192;
-    } else if (strcmp(name, "tinyllama-1.1b") == 0) {  // TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T
-        c->max_seq_len = 2048; c->vocab_size = 32000; c->num_layers = 22; c->num_heads = 32; c->num_kv_heads = 4;
-        c->channels = 2048; c->ffn_hidden = 5632; c->tied = 0;
-    } else if (strcmp(name, "qwen2.5-0.5b") == 0) {  // Qwen/Qwen2.5-0.5B
-        c->max_seq_len = 32768; c->vocab_size = 151936; c->num_layers = 24; c->num_heads = 14; c->num_kv_heads = 2;
-        c->channels = 896; c->ffn_hidden = 4864; c->tied = 1; c->qkv_bias = 1; c->rope_theta = 1000000.0f;
-        c->norm_eps = 1e-6f;
-    } else {
-        return 0;
-    }
-    c->padded_vocab_size = arch_padded_vocab(c->vocab_size);
-    c->head_dim = c->channels / c->num_heads;
-    return 1;
-}
-static const char *const LLAMA_PRESETS[] = {"smollm-135m", "llama-3.2-1b", "tinyllama-1.1b", "qwen2.5-0.5b"};
-
-// ----------------------------------------------------------------------------
-// RoPE's angle tables (host code, shared by both builds; the kernels are the builds'). Frequencies
-// f_i = 1 / θ^(2i/hd), i < hd/2, optionally rescaled as Llama 3.1 ("rope_type": "llama3"): wavelengths 2π/f
-// longer than original/low_freq_factor are divided by factor, shorter than original/high_freq_factor kept, and in
-// between interpolated. cos and sin (maxT, hd/2) hold the angle t * f_i, computed in fp32 in the same steps as
-// transformers' LlamaRotaryEmbedding (fp32 inv_freq, the fp32 product t * f_i), so that at long positions the
-// angles are the same floats and not merely close: at t = 8192 one ulp of f is already 1e-3 radians.
-
-typedef struct {
-    int scaling;  // 0 none, 1 Llama 3.1's
-    float theta, factor, low_freq_factor, high_freq_factor;
-    int original_max_pos;
-} RopeParams;
-
-static void rope_inv_freq(float *inv_freq, int hd, const RopeParams *p) {
-    for (int i = 0; i < hd / 2; i++) {
-        float e = (float)(2 * i) / (float)hd;
-        inv_freq[i] = 1.0f / powf(p->theta, e);
-    }
-    if (p->scaling != 1) return;
-    float old = (float)p->original_max_pos;
-    float low_wavelen = old / p->low_freq_factor, high_wavelen = old / p->high_freq_factor;
-    for (int i = 0; i < hd / 2; i++) {
-        float f = inv_freq[i];
-        float wavelen = (float)(2.0 * M_PI) / f;
-        float g = wavelen > low_wavelen ? f / p->factor : f;  // long wavelengths: slowed by factor
-        if (!(wavelen < high_wavelen) && !(wavelen > low_wavelen)) {  // in between: interpolated
-            float smooth = (old / wavelen - p->low_freq_factor) / (p->high_freq_factor - p->low_freq_factor);
-            // each product rounded on its own as PyTorch's elementwise ops do: the volatile keeps the compiler
-            // from fusing the sum into a multiply-add, which moves the last bit
-            volatile float slow = (1.0f - smooth) * g / p->factor, fast = smooth * g;
-            g = slow + fast;
-        }
-        inv_freq[i] = g;
-    }
-}
-
-// cos, sin: (maxT, hd/2) each.
-static void rope_table(float *cos_t, float *sin_t, int maxT, int hd, const RopeParams *p) {
-    int h2 = hd / 2;
-    float *f = (float *)mallocCheck((size_t)h2 * sizeof(float));
-    rope_inv_freq(f, hd, p);
-#pragma omp parallel for
-    for (int t = 0; t < maxT; t++)
-        for (int i = 0; i < h2; i++) {
-            float a = (float)t * f[i];
-            cos_t[(long)t * h2 + i] = cosf(a);
-            sin_t[(long)t * h2 + i] = sinf(a);
-        }
-    free(f);
-}
-
-static RopeParams llama_rope_params(const LlamaConfig *c) {
-    RopeParams p = {c->rope_scaling, c->rope_theta, c->rope_factor, c->rope_low_freq_factor, c->rope_high_freq_factor,
-                    c->rope_original_max_pos};
-    return p;
-}
-
-// ----------------------------------------------------------------------------
-// The Llama model file's header (LLAMA_FORMAT.md): 256 int32, floats stored as their float32 bits. Pure
-// functions on the buffer; gpt2.h's model file reader and writer (dispatched by magic) call them.
-
-static int32_t arch_f32_bits(float f) { int32_t i; memcpy(&i, &f, 4); return i; }
-static float arch_bits_f32(int32_t i) { float f; memcpy(&f, &i, 4); return f; }
-
-static void llama_header_write(const LlamaConfig *c, int32_t h[256]) {
-    memset(h, 0, 256 * sizeof(int32_t));
-    h[0] = LLAMA_MAGIC;
-    h[1] = LLAMA_VERSION_FP32;
-    h[2] = c->max_seq_len;
-    h[3] = c->vocab_size;
-    h[4] = c->padded_vocab_size;
-    h[5] = c->num_layers;
-    h[6] = c->num_heads;
-    h[7] = c->num_kv_heads;
-    h[8] = c->channels;
-    h[9] = c->head_dim;
-    h[10] = c->ffn_hidden;
-    h[11] = c->tied;
-    h[12] = c->qkv_bias;
-    h[13] = c->qk_norm;
-    h[14] = c->rope_scaling;
-    h[15] = arch_f32_bits(c->norm_eps);
-    h[16] = arch_f32_bits(c->rope_theta);
-    h[17] = arch_f32_bits(c->rope_factor);
-    h[18] = arch_f32_bits(c->rope_low_freq_factor);
-    h[19] = arch_f32_bits(c->rope_high_freq_factor);
-    h[20] = c->rope_original_max_pos;
-}
-
-// Fills c from a header; returns NULL, or the error ("FILE: ...", naming the slot and field) in msg. The
-// config is checked too (llama_config_error), so a header that reads is one the kernels accept.
-static const char *llama_header_read(const int32_t h[256], const char *file, LlamaConfig *c, char *msg, size_t len) {
-    if (h[0] != LLAMA_MAGIC) {
-        snprintf(msg, len, "%s: bad magic %d in slot 0, expected %d (a Llama-family model file of train_gpt)%s", file,
-                 h[0], LLAMA_MAGIC, h[0] == 20240803 ? "; this is llm.c's llama3 branch file, whose interleaved q/k "
-                 "rows and lost norm_eps need a conversion (docs/llama.md)" : h[0] == 20240326 ? "; this is a GPT-2 "
-                 "model file" : "");
-        return msg;
-    }
-    if (h[1] != LLAMA_VERSION_FP32) {
-        snprintf(msg, len, "%s: version %d in slot 1, expected %d (fp32 tensors)%s", file, h[1], LLAMA_VERSION_FP32,
-                 h[1] > LLAMA_VERSION_FP32 ? ": written by a newer train_gpt" : "");
-        return msg;
-    }
-    for (int k = 21; k < 256; k++)
-        if (h[k] != 0) {
-            snprintf(msg, len, "%s: reserved header slot %d is %d, expected 0 (written by a newer train_gpt?)", file, k, h[k]);
-            return msg;
-        }
-    memset(c, 0, sizeof(*c));
-    c->max_seq_len = h[2];
-    c->vocab_size = h[3];
-    c->padded_vocab_size = h[4];
-    c->num_layers = h[5];
-    c->num_heads = h[6];
-    c->num_kv_heads = h[7];
-    c->channels = h[8];
-    c->head_dim = h[9];
-    c->ffn_hidden = h[10];
-    c->tied = h[11];
-    c->qkv_bias = h[12];
-    c->qk_norm = h[13];
-    c->rope_scaling = h[14];
-    c->norm_eps = arch_bits_f32(h[15]);
-    c->rope_theta = arch_bits_f32(h[16]);
-    c->rope_factor = arch_bits_f32(h[17]);
-    c->rope_low_freq_factor = arch_bits_f32(h[18]);
-    c->rope_high_freq_factor = arch_bits_f32(h[19]);
-    c->rope_original_max_pos = h[20];
-    if (c->padded_vocab_size != arch_padded_vocab(c->vocab_size) && c->vocab_size > 0) {
-        snprintf(msg, len, "%s: padded_vocab_size %d in slot 4, expected %d (vocab_size %d rounded up to a multiple of "
-                 "128)", file, c->padded_vocab_size, arch_padded_vocab(c->vocab_size), c->vocab_size);
-        return msg;
-    }
-    char why[400];
-    if (llama_config_error(c, why, sizeof(why))) {
-        snprintf(msg, len, "%s: %s", file, why);
-        return msg;
-    }
-    return NULL;
 }
 
 #endif

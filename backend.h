@@ -16,7 +16,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "gpt2.h"
+#include "family.h"  // ModelConfig, the families and their tables
 
 // ---- the element of activations and working weights ----
 // floatX, X_BYTES: a build whose element is chosen at run time (the CUDA build) declares floatX as an incomplete
@@ -82,6 +82,9 @@ static void attention_decode(floatX *out, const floatX *qkv, int t, int C, int N
 static void attention_workspace(void *p, size_t bytes);
 static void gelu_forward(floatX *out, const floatX *inp, long N);
 static void gelu_backward(floatX *dinp, const floatX *inp, const floatX *dout, long N);
+// ReLU² (--mlp relu2): out = relu(x)^2; dinp = 2 relu(x) dout (overwritten).
+static void relu2_forward(floatX *out, const floatX *inp, long N);
+static void relu2_backward(floatX *dinp, const floatX *inp, const floatX *dout, long N);
 static void residual_forward(floatX *out, const floatX *a, const floatX *b, long N);
 static void classifier_forward_backward(floatX *logits, float *losses, const int *targets, int N, int V, int Vp,
                                         float dloss);  // targets NULL: logits only; dloss 0: no gradient

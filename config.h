@@ -50,12 +50,15 @@ typedef enum { PRECISION_BUILD_DEFAULT = -1, PRECISION_BF16, PRECISION_FP16, PRE
 static const char *const PRECISION_NAMES[] = {"bf16", "fp16", "fp32", NULL};
 typedef enum { LOSS_SCALE_BY_PRECISION = -1, LOSS_SCALE_DYNAMIC, LOSS_SCALE_NONE, LOSS_SCALE_FIXED } LossScaleMode;
 static const char *const LOSS_SCALE_NAMES[] = {"dynamic", "none", NULL};  // or a number: LOSS_SCALE_FIXED
+// --mlp: model (the model's own), or an activation in model_config.h's MLP_ order (MLP_ = the flag's value - 1)
+static const char *const MLP_FLAG_NAMES[] = {"model", "gelu", "swiglu", "relu2", NULL};
 
 typedef struct {
     // data and files
     const char *train_data;     // glob of train shards; NULL = the embedded synthetic corpus
     const char *val_data;       // glob of val shards
     const char *init;           // checkpoint file or "dN"
+    int mlp;                    // --mlp: 0 the model's own, else MLP_ + 1
     const char *out_dir;        // checkpoints go here; NULL = none written
     const char *tokenizer;      // llm.c tokenizer .bin or tokenizer.json for decoding samples
     const char *log_path;       // JSON-lines log
@@ -175,6 +178,7 @@ static const OptSpec OPTIONS[] = {
     OPTD("-i", "--train-data", OPT_STR, train_data, "glob of train token shards", "built-in synthetic corpus"),
     OPTD("-j", "--val-data", OPT_STR, val_data, "glob of validation token shards (the synthetic corpus has its own)", "none"),
     OPT("-e", "--init", OPT_STR, init, "model .bin (llm.c GPT-2 v3/v5, or a Llama-family file), dN for a fresh GPT-2 of depth N, llama-dN for a fresh Llama, or a Llama preset: smollm-135m, llama-3.2-1b, tinyllama-1.1b, qwen2.5-0.5b (docs/llama.md)"),
+    OPTE(NULL, "--mlp", mlp, MLP_FLAG_NAMES, "model | gelu | swiglu | relu2: the MLP's activation of a fresh model; relu2 is down(relu(up x)^2), no gate, hidden width 4C (modded-nanogpt), for the Llama family (-e llama-dN --mlp relu2: its file's header keeps it); model: the model's own (GPT-2 gelu, the Llama family swiglu, a file its header's)"),
     OPTD("-o", "--out-dir", OPT_STR, out_dir, "directory for checkpoints and training state, made with its parents if missing: the run's end is always saved there, -n adds periodic checkpoints (none: nothing is saved)", "none"),
     OPTD(NULL, "--tokenizer", OPT_STR, tokenizer, "llm.c tokenizer .bin or Hugging Face tokenizer.json used to decode samples", "tokenizer.bin (else tokenizer.json) beside the train shards"),
     OPTD(NULL, "--log", OPT_STR, log_path, "write a JSON-lines log here (one line per step, and val lines)", "none"),

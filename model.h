@@ -1,12 +1,14 @@
-// model.h: the model as both builds run it, for every family (GPT-2 and the Llama family, arch.h's tables): the
-// activation layout and its recompute levels, activation slots for pipelined micro-batches, and the model's pieces
-// (embedding, each layer, the head, and their backward passes) that zero.h and pipeline.h drive. The block is
-// written once, with the families' switch points. It calls only the kernels and memory that
-// backend.h declares, so the order of operations, and with it every number, is defined once.
+// model.h: the model as both builds run it, for every family: the activation layout and its recompute levels,
+// activation slots for pipelined micro-batches, and the model's pieces (embedding, each layer, the head, and their
+// backward passes) that zero.h and pipeline.h drive. The block is written once; at each choice point (the norm, what
+// follows the q/k/v matmul, the MLP's activation) it calls one function that switches on the config's choice
+// (model_config.h), never on a family. It calls only the kernels and memory that backend.h declares, so the order
+// of operations, and with it every number, is defined once.
 #ifndef MODEL_H
 #define MODEL_H
 #include "backend.h"
 #include "timing.h"
+#include "block.h"  // the block's choice points and the tensors a layer reads
 #include "tensor_parallel.h"  // --tp: the collectives around the block's matmuls, the vocabulary-parallel head
 
 // --profile: each kernel call below is preceded by the module it belongs to and the FLOPs it does
@@ -28,43 +30,9 @@ static inline floatX *x_at(const floatX *p, size_t n) { return (floatX *)((char 
 
 // Activations. A tensor is kept for every layer only if the recompute level needs it in backward;
 // otherwise one layer's copy is shared and backward recomputes it. The level-3 model keeps just
-// each layer's output (the next layer's input) and reruns the whole layer. What a family keeps, its
-// sizes and levels, is its activation table (arch.h's BLOCK_ACTS, rows present by the family's options); the roles below are the
-// names this file's block reads them by (a role the family's table lacks is NULL).
-
-enum {
-    ACT_ENCODED, ACT_LN1, ACT_LN1_MEAN, ACT_LN1_RSTD, ACT_QKV, ACT_ATTY, ACT_ATT, ACT_ATTPROJ, ACT_RESIDUAL2,
-    ACT_LN2, ACT_LN2_MEAN, ACT_LN2_RSTD, ACT_FCH, ACT_FCH_GELU, ACT_FCPROJ, ACT_RESIDUAL3, ACT_LNF,
-    ACT_LNF_MEAN, ACT_LNF_RSTD, ACT_LOGITS, ACT_LOSSES, ACT_QKV_PRE, ACT_QK_RSTD, NUM_ACTS
-};
-// The table's name of each role (the MLP's activation output, GELU's or SwiGLU's, is fch_gelu in both families).
-static const char *const ACT_ROLE_NAMES[NUM_ACTS] = {
-    "encoded", "ln1", "ln1_mean", "ln1_rstd", "qkv", "atty", "att", "attproj", "residual2", "ln2", "ln2_mean",
-    "ln2_rstd", "fch", "fch_gelu", "fcproj", "residual3", "lnf", "lnf_mean", "lnf_rstd", "logits", "losses",
-    "qkv_pre", "qk_rstd"};
-
-// The role of table entry i, or -1 for a name this file does not know (a table's mistake).
-static int act_role(const ArchAct *a) {
-    for (int r = 0; r < NUM_ACTS; r++)
-        if (strcmp(a->name, ACT_ROLE_NAMES[r]) == 0)
-            return r;
-    return -1;
-}
-
-typedef struct {
-    floatX *encoded, *ln1;
-    float *ln1_mean, *ln1_rstd;
-    floatX *qkv, *atty;
-    float *att;  // what attention's backward needs of the softmax: backend_att_saved_floats
-    floatX *attproj, *residual2, *ln2;
-    float *ln2_mean, *ln2_rstd;
-    floatX *fch, *fch_gelu, *fcproj, *residual3, *lnf;  // fch_gelu: the MLP's activation (GELU or SwiGLU)
-    float *lnf_mean, *lnf_rstd;
-    floatX *logits;
-    float *losses;
-    floatX *qkv_pre;  // QK-norm: q, k, v before the norm and RoPE
-    float *qk_rstd;   // QK-norm's statistics, (B*T, NH + KV)
-} ActivationTensors;
+// each layer's output (the next layer's input) and reruns the whole layer. What the block keeps, its
+// sizes and levels, is model_config.h's BLOCK_ACTS (rows present by the config's options), each row naming
+// the ACT_ role this file reads it by (a role the options leave out is NULL).
 
 // Bytes of one copy of each table entry (each tensor starts 256-byte aligned, as cuBLASLt's fastest kernels want).
 static size_t act_entry_bytes(const ArchAct *a, const ArchShape *s, int NH, int B, int T) {
@@ -81,7 +49,7 @@ static int act_seq_sharded(int role) {
 }
 // An entry's bytes for a config: its TP rank's widths, and with --sp the sharded roles' rows.
 static size_t act_config_bytes(const ModelConfig *c, const ArchAct *a, const ArchShape *s, int B, int T) {
-    if (c->seq_parallel && c->tp_size > 1 && act_seq_sharded(act_role(a))) return act_entry_bytes(a, s, model_heads(c), 1, B * T / c->tp_size);
+    if (c->seq_parallel && c->tp_size > 1 && act_seq_sharded(a->role)) return act_entry_bytes(a, s, model_heads(c), 1, B * T / c->tp_size);
     return act_entry_bytes(a, s, model_heads(c), B, T);
 }
 // --sp: the full (B T, C) buffer the gathered rows and the row-parallel matmuls' partial sums pass through.
@@ -89,12 +57,7 @@ static size_t model_sp_full_bytes(const ModelConfig *c, size_t BT) {
     return c->seq_parallel && c->tp_size > 1 ? BT * c->channels * X_BYTES : 0;
 }
 
-// Scratch for one layer's backward: gradients of activations never need more than one layer. Widths from
-// the table's dims: dresidual, dln, dlnf (C), datty (attention's output width), a spare (C; with QK-norm the
-// gradient before the norm, q/k/v wide), dqkv, dfch (the fc matmul's rows), dfch_gelu (the MLP's hidden width).
-typedef struct {
-    floatX *dresidual, *dln, *dqkv, *datty, *dfch, *dfch_gelu, *dlnf, *dqkv_pre;
-} GradActTensors;
+// The backward's scratch (block.h's GradActTensors), elements.
 static size_t gradact_elems(const ArchShape *s, size_t BT) {
     const size_t *d = s->dim;
     size_t spare = s->opt[ARCH_OPT_QK_NORM] ? d[DIM_QKV] : d[DIM_C];
@@ -105,7 +68,7 @@ typedef struct {
     ModelConfig config;
     const Arch *arch;                    // the family's parameter table and its values (arch.h)
     ArchShape shape;
-    int llama;                           // the family's switch points in the block: 0 GPT-2, 1 the Llama family
+    size_t w_off[NUM_WEIGHT_ROLES];      // where each weight role starts in its unit (SIZE_MAX: none), from the table
     size_t num_params;
     // Each unit's full parameters and where its gradient accumulates (gpt2.h's unit layout). zero.h
     // owns the memory and points these: at every moment, to whatever is resident for that unit.
@@ -146,20 +109,13 @@ typedef struct {
     // kv_reserved positions, or none (0: model_decode_begin allocates for each generation, as the tests' callers do).
     floatX *kv_memory;
     int kv_reserved;
-    float *rope_cos, *rope_sin;          // the Llama family: RoPE's angle tables (maxT, hd/2) each, scratch
-    // --tp: this rank's TP group (NULL without), the cross-entropy's scratch, and a gathered row of logits (host)
+    float *rope_cos, *rope_sin;          // POS_ROPE: the angle tables (maxT, hd/2) each, scratch
+    // --tp: this rank's TP group (NULL without), the cross-entropy's scratch, a gathered row of logits (host), and
+    // with --sp the full buffer (model_sp_full_bytes)
     TpGroup *tp;
     float *tp_scratch, *tp_logits;
-    floatX *tp_full;                     // --sp: model_sp_full_bytes
+    floatX *tp_full;
 } Model;
-
-// Bytes of each kind of memory, for the memory plan printed at start.
-typedef struct {
-    size_t params, grads, optimizer, activations, workspace;
-    size_t working;         // the weights' copies in the compute precision (0 where that is fp32)
-    size_t kv_cache;        // generation's key/value cache (model_kv_cache_bytes; 0 where the run does not sample)
-    int optimizer_on_host;  // --offload: the optimizer figure is host memory
-} MemoryPlan;
 
 // Bytes of the weights' working copies of a model running `layers` layers (whether it holds the
 // outer unit too in `outer`), one layer copy only when the layers stream through (ZeRO-3).
@@ -170,41 +126,37 @@ static size_t model_working_bytes(const ModelConfig *c, int layers, int outer, i
     return n * X_BYTES;
 }
 
-// RoPE's two angle tables (the Llama family; GPT-2 has a position table among its parameters instead).
+// RoPE's two angle tables (a learned position table is among the parameters instead).
 static size_t model_rope_bytes(const ModelConfig *c) {
-    return c->family == FAMILY_LLAMA ? 2 * (size_t)c->max_seq_len * (c->llama.head_dim / 2) * sizeof(float) : 0;
+    return c->positions == POS_ROPE ? 2 * (size_t)c->max_seq_len * (c->head_dim / 2) * sizeof(float) : 0;
 }
 
-// The plan of a model running `layers` layers with `slots` micro-batches in flight (a pipeline
-// stage; the whole model is layers = L, slots = 1). Parameter-sized figures are for one unsharded
-// copy; zero.h replaces them with the stage's own.
-static MemoryPlan model_memory_plan(const ModelConfig *c, int B, int T, int recompute, int layers, int slots, int outer,
-                                    int stream_layers) {
-    MemoryPlan mp = {0};
-    ArchShape s = model_shape(c);
-    const ArchActs *t = model_act_table(c);
-    size_t n = model_num_params(c), acts = 0;
-    for (int i = 0; i < t->num_acts; i++)
-        acts += act_config_bytes(c, &t->acts[i], &s, B, T) * arch_act_copies(&t->acts[i], layers, recompute);
-    acts *= slots;
-    size_t BT = (size_t)B * T;
-    mp.params = n * sizeof(float);
-    mp.grads = n * sizeof(float);
-    mp.optimizer = 2 * n * sizeof(float);
-    mp.activations = acts;
-    mp.workspace = gradact_elems(&s, BT) * X_BYTES + 2 * slots * BT * sizeof(int) +
-                   backend_att_workspace_bytes(B, model_heads(c), T, (int)s.dim[DIM_ATT]) + model_rope_bytes(c) +
-                   tp_scratch_floats(c->tp_size, BT) * sizeof(float) + model_sp_full_bytes(c, BT);
-    mp.working = model_working_bytes(c, layers, outer, stream_layers);
-    return mp;
+// --profile's rows as the block's choices name them (NULL: timing.h's name): the norm row is RMSNorm's, the q/k/v
+// row holds QK-norm and RoPE, the attention row grouped-query attention's, the activation row the MLP's activation.
+// The caller hands them to timing.h (trainer.h); one model per process, so one array serves.
+static const char *const *model_row_names(const ModelConfig *c) {
+    static const char *names[NUM_ROWS];
+    memset(names, 0, sizeof(names));
+    if (c->norm == NORM_RMSNORM) names[MOD_LAYERNORM] = "rmsnorm";
+    if (c->positions == POS_ROPE) names[MOD_QKV] = "qkv+rope";
+    if (c->num_kv_heads != c->num_heads) names[MOD_ATTENTION] = "gqa attention";
+    if (c->mlp != MLP_GELU) names[MOD_GELU] = MLP_NAMES[c->mlp];
+    return names;
 }
 
-// --profile's rows as the Llama family's block fills them: its norms in the norm row, QK-norm and RoPE with the q/k/v
-// matmul, SwiGLU in the activation row (timing.h names the rest).
-// In ProfileRow's order (NULL: timing.h's name); positional, as C++ (the CUDA build) has no designated array elements.
-static const char *const LLAMA_ROW_NAMES[NUM_ROWS] = {
-    NULL, NULL, "rmsnorm" /* MOD_LAYERNORM */, "qkv+rope" /* MOD_QKV */, "gqa attention" /* MOD_ATTENTION */, NULL, NULL,
-    NULL, "swiglu" /* MOD_GELU */};
+// Where each weight role starts inside its unit, by walking the family's table once: outer tensors in unit 0, a
+// layer's in its unit, each in file order; a role the table or the options leave out stays SIZE_MAX.
+static void model_find_roles(Model *m) {
+    for (int r = 0; r < NUM_WEIGHT_ROLES; r++) m->w_off[r] = SIZE_MAX;
+    size_t off[2] = {0, 0};  // outer, per layer
+    for (int k = 0; k < m->arch->num_params; k++) {
+        const ArchParam *p = &m->arch->params[k];
+        size_t sz = arch_tensor_size(p, &m->shape);
+        if (sz == 0) continue;
+        if (p->role != W_NONE) m->w_off[p->role] = off[p->per_layer];
+        off[p->per_layer] += p->per_layer ? sz / m->shape.num_layers : sz;
+    }
+}
 
 static void model_use_slot(Model *m, int k) {
     m->slot = k;
@@ -226,8 +178,9 @@ static Model *model_create(const ModelConfig *config, int B, int T, int recomput
     m->config = *config;
     m->arch = model_arch(config);
     m->shape = model_shape(config);
-    m->llama = config->family == FAMILY_LLAMA;
-    if (m->llama) timing.names = LLAMA_ROW_NAMES;
+    model_find_roles(m);
+    if (config->norm == NORM_LAYERNORM && config->norm_eps != 1e-5f)
+        internal_fault("LayerNorm with eps %g: the layernorm kernels are built for llm.c's 1e-5", config->norm_eps);
     m->num_params = model_num_params(config);
     m->B = B; m->T = T; m->recompute = recompute;
     m->first = first; m->last = last; m->nslots = slots;
@@ -253,8 +206,7 @@ static Model *model_create(const ModelConfig *config, int B, int T, int recomput
     m->act_bytes = 0;
     for (int i = 0; i < t->num_acts; i++) {  // in the table's order
         const ArchAct *a = &t->acts[i];
-        int r = act_role(a);
-        if (r < 0) internal_fault("activation %s of the %s table has no role in model.h", a->name, m->arch->family);
+        int r = a->role;
         size_t per = act_config_bytes(config, a, &m->shape, B, T);
         int copies = arch_act_copies(a, last - first, recompute);
         m->act_has[r] = per > 0;
@@ -286,10 +238,9 @@ static Model *model_create(const ModelConfig *config, int B, int T, int recomput
     m->slot_B = (int *)callocCheck(slots, sizeof(int));
     m->slot_T = (int *)callocCheck(slots, sizeof(int));
     if (model_rope_bytes(config)) {  // RoPE's angles, computed on the host as transformers computes them
-        size_t n = (size_t)config->max_seq_len * (config->llama.head_dim / 2);
+        size_t n = (size_t)config->max_seq_len * (config->head_dim / 2);
         float *host = (float *)mallocCheck(2 * n * sizeof(float));
-        RopeParams rp = llama_rope_params(&config->llama);
-        rope_table(host, host + n, config->max_seq_len, config->llama.head_dim, &rp);
+        rope_table(host, host + n, config->max_seq_len, config->head_dim, &config->rope);
         m->rope_cos = (float *)backend_alloc_scratch(2 * n * sizeof(float));
         m->rope_sin = m->rope_cos + n;
         backend_from_host(m->rope_cos, host, 2 * n);
@@ -395,49 +346,17 @@ static const floatX *layer_input(const Model *m, int l) {
     return l == m->first ? (const floatX *)m->act_ptr[ACT_ENCODED] : layer_acts(m, l - 1).residual3;
 }
 
-// A layer's weights as the kernels read them (floatX), and its gradients (float), by role: each family's table
-// names (GPT-2's, then the Llama family's); a role the family or its options leave out is NULL.
-enum { LW_LN1W, LW_LN1B, LW_QKVW, LW_QKVB, LW_QNORM, LW_KNORM, LW_ATTPROJW, LW_ATTPROJB, LW_LN2W, LW_LN2B, LW_FCW, LW_FCB,
-       LW_FCPROJW, LW_FCPROJB, NUM_LW };
-static const char *const LW_NAMES[NUM_LW][2] = {
-    {"ln1w", "attn_norm"}, {"ln1b", 0}, {"qkvw", "wqkv"}, {"qkvb", "bqkv"}, {0, "q_norm"}, {0, "k_norm"},
-    {"attprojw", "wo"}, {"attprojb", 0}, {"ln2w", "mlp_norm"}, {"ln2b", 0}, {"fcw", "wfc"}, {"fcb", 0},
-    {"fcprojw", "wproj"}, {"fcprojb", 0}};
-enum { OW_WTE, OW_WPE, OW_LNFW, OW_LNFB, OW_LM_HEAD, NUM_OW };
-static const char *const OW_NAMES[NUM_OW][2] = {{"wte", "wte"}, {"wpe", 0}, {"lnfw", "final_norm"}, {"lnfb", 0},
-                                                {0, "lm_head"}};
-
-// Where a role's tensor starts inside its unit (elements), or SIZE_MAX when the model has none.
-static size_t model_role_offset(const Model *m, const char *const names[2]) {
-    const char *name = names[m->llama];
-    int k = name ? arch_find(m->arch, name) : -1;
-    if (k < 0 || !arch_present(&m->arch->params[k], &m->shape)) return SIZE_MAX;
-    return arch_unit_offset(m->arch, &m->shape, k);
-}
-
-typedef struct {
-    floatX *ln1w, *ln1b, *qkvw, *qkvb, *qnormw, *knormw, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
-} LayerWeights;
-typedef struct {
-    float *ln1w, *ln1b, *qkvw, *qkvb, *qnormw, *knormw, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
-} LayerGrads;
-
+// A layer's weights (floatX) and gradients (float) by role, at model_find_roles' offsets.
 static LayerWeights layer_weights(const Model *m, floatX *u) {
-    floatX *p[NUM_LW];
-    for (int r = 0; r < NUM_LW; r++) {
-        size_t o = model_role_offset(m, LW_NAMES[r]);
-        p[r] = o == SIZE_MAX ? NULL : x_at(u, o);
-    }
+    floatX *p[NUM_LAYER_ROLES];
+    for (int r = 0; r < NUM_LAYER_ROLES; r++) p[r] = m->w_off[r] == SIZE_MAX ? NULL : x_at(u, m->w_off[r]);
     LayerWeights w = {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11], p[12], p[13]};
     return w;
 }
 
 static LayerGrads layer_grads(const Model *m, float *u) {
-    float *p[NUM_LW];
-    for (int r = 0; r < NUM_LW; r++) {
-        size_t o = model_role_offset(m, LW_NAMES[r]);
-        p[r] = o == SIZE_MAX ? NULL : u + o;
-    }
+    float *p[NUM_LAYER_ROLES];
+    for (int r = 0; r < NUM_LAYER_ROLES; r++) p[r] = m->w_off[r] == SIZE_MAX ? NULL : u + m->w_off[r];
     LayerGrads g = {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11], p[12], p[13]};
     return g;
 }
@@ -448,22 +367,16 @@ typedef struct { floatX *wte, *wpe, *lnfw, *lnfb, *head; } OuterWeights;
 typedef struct { float *wte, *wpe, *lnfw, *lnfb, *head; } OuterGrads;
 
 static OuterWeights outer_weights(const Model *m, floatX *u) {
-    floatX *p[NUM_OW];
-    for (int r = 0; r < NUM_OW; r++) {
-        size_t o = model_role_offset(m, OW_NAMES[r]);
-        p[r] = o == SIZE_MAX ? NULL : x_at(u, o);
-    }
-    OuterWeights w = {p[OW_WTE], p[OW_WPE], p[OW_LNFW], p[OW_LNFB], p[OW_LM_HEAD] ? p[OW_LM_HEAD] : p[OW_WTE]};
+    floatX *p[NUM_WEIGHT_ROLES] = {0};
+    for (int r = W_WTE; r < NUM_WEIGHT_ROLES; r++) p[r] = m->w_off[r] == SIZE_MAX ? NULL : x_at(u, m->w_off[r]);
+    OuterWeights w = {p[W_WTE], p[W_WPE], p[W_LNFW], p[W_LNFB], p[W_LM_HEAD] ? p[W_LM_HEAD] : p[W_WTE]};
     return w;
 }
 
 static OuterGrads outer_grads(const Model *m, float *u) {
-    float *p[NUM_OW];
-    for (int r = 0; r < NUM_OW; r++) {
-        size_t o = model_role_offset(m, OW_NAMES[r]);
-        p[r] = o == SIZE_MAX ? NULL : u + o;
-    }
-    OuterGrads g = {p[OW_WTE], p[OW_WPE], p[OW_LNFW], p[OW_LNFB], p[OW_LM_HEAD] ? p[OW_LM_HEAD] : p[OW_WTE]};
+    float *p[NUM_WEIGHT_ROLES] = {0};
+    for (int r = W_WTE; r < NUM_WEIGHT_ROLES; r++) p[r] = m->w_off[r] == SIZE_MAX ? NULL : u + m->w_off[r];
+    OuterGrads g = {p[W_WTE], p[W_WPE], p[W_LNFW], p[W_LNFB], p[W_LM_HEAD] ? p[W_LM_HEAD] : p[W_WTE]};
     return g;
 }
 
@@ -478,10 +391,15 @@ static OuterGrads outer_grads(const Model *m, float *u) {
 // (model_embed_forward, model_layer_forward, model_head_forward), so pipeline stages and ZeRO-3's
 // gathers need no change.
 
-// Cached floatX per position and layer: GPT-2 keeps the whole q, k, v row (3C); the Llama family only its key and
-// value heads, KV hd each, in two blocks (keys, then values) so that attention_gqa_decode reads them as tables.
+// Cached floatX per position and layer: a learned-position model (GPT-2) keeps llm.c's whole q, k, v row
+// ((NH + 2 KV) hd) and attends with attention_decode; a RoPE model only its key and value heads, KV hd each, in two
+// blocks (keys, then values) that attention_gqa_decode reads as tables. One layout for both would shrink GPT-2's
+// cache to 2C a position: a change of the memory plan's figure (which test_generate and test_llama_cli count by
+// hand), so it is a change of its own, not part of this file's choices.
+static int model_kv_whole_rows(const ModelConfig *c) { return c->positions == POS_LEARNED; }
 static size_t model_kv_width_of(const ModelConfig *c) {
-    return c->family == FAMILY_LLAMA ? 2 * (size_t)model_kv_heads(c) * c->llama.head_dim : model_shape(c).dim[DIM_QKV];
+    size_t kvd = (size_t)model_kv_heads(c) * c->head_dim;  // a TP rank's own heads
+    return model_kv_whole_rows(c) ? (size_t)model_heads(c) * c->head_dim + 2 * kvd : 2 * kvd;
 }
 static size_t model_kv_width(const Model *m) { return model_kv_width_of(&m->config); }
 
@@ -504,7 +422,7 @@ static void model_kv_reserve(Model *m, int tokens) {
 // Room for max_tokens positions in every layer this model runs: the reserved cache where there is one (a
 // generation is never longer than what was reserved: the plan counted that), else allocated until model_decode_end.
 static void model_decode_begin(Model *m, int max_tokens) {
-    if (m->llama && max_tokens > m->config.max_seq_len)
+    if (m->config.positions == POS_ROPE && max_tokens > m->config.max_seq_len)
         internal_fault("decoding %d tokens, beyond the RoPE table of %d positions", max_tokens, m->config.max_seq_len);
     if (m->kv_memory && max_tokens > m->kv_reserved)
         internal_fault("decoding %d tokens, beyond the %d the key/value cache was reserved for", max_tokens, m->kv_reserved);
@@ -531,35 +449,15 @@ static void model_decode_end(Model *m) {
 }
 
 // ----------------------------------------------------------------------------
-// The block, written once for both families. Its switch points: the norm (LayerNorm with a bias, or RMSNorm),
-// what follows the q/k/v matmul (nothing, or QK-norm where the option is on and then RoPE), attention (GPT-2's
-// own kernels, or grouped-query attention over KV key/value heads), and the MLP's activation (GELU, fused into the
-// matmuls where the backend fuses it, or SwiGLU). Widths come from the table's dims.
+// The layer: block.h's choice points composed, forward, backward and for one decoded token.
 
-typedef struct {
-    int C, NH, KV, hd, QKV, ATT, FC, HID;
-    float eps;
-} BlockDims;
-static BlockDims block_dims(const Model *m) {
+static Block block_of(const Model *m) {
     const size_t *d = m->shape.dim;
-    BlockDims b = {m->config.channels, model_heads(&m->config), m->llama ? model_kv_heads(&m->config) : model_heads(&m->config),
-                   (int)d[DIM_HD], (int)d[DIM_QKV], (int)d[DIM_ATT], (int)d[DIM_FC], (int)d[DIM_HID],
-                   m->llama ? m->config.llama.norm_eps : 1e-5f};
+    const ModelConfig *c = &m->config;
+    Block b = {c, c->channels, m->shape.num_heads, m->shape.num_kv_heads, (int)d[DIM_HD], (int)d[DIM_QKV], (int)d[DIM_ATT],
+               (int)d[DIM_FC], (int)d[DIM_HID], c->norm_eps, m->rope_cos, m->rope_sin,
+               block_rope_in_attention(c, m->decoding)};
     return b;
-}
-
-// The norm before attention, the MLP or the head: out = norm(inp).
-static void block_norm_forward(const Model *m, floatX *out, float *mean, float *rstd, const floatX *inp, const floatX *w,
-                               const floatX *b, int N, const BlockDims *d) {
-    if (m->llama) rmsnorm_forward(out, rstd, inp, w, N, d->C, d->eps);
-    else layernorm_forward(out, mean, rstd, inp, w, b, N, d->C);
-}
-
-// dinp += norm'(dout), the weights' gradients += theirs.
-static void block_norm_backward(const Model *m, floatX *dinp, float *dw, float *db, const floatX *dout, const floatX *inp,
-                                const floatX *w, const float *mean, const float *rstd, int N, const BlockDims *d) {
-    if (m->llama) rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, d->C);
-    else layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, d->C);
 }
 
 // --sp in force: a TP group with sequence parallelism, outside decoding (one token, which every TP rank runs whole).
@@ -585,41 +483,18 @@ static floatX *block_sum_parts(const Model *m, floatX *buf, int BT) {
 // replicated tensors are parts summed over the group, so this one is counted by TP rank 0 only (NULL elsewhere).
 static float *block_whole_grad(const Model *m, float *g) { return block_sp(m) && m->tp->r != 0 ? NULL : g; }
 
-// Whether attention applies RoPE as it reads q and k (backend_fuses_rope: the CUDA build), so that a->qkv keeps them
-// unrotated and no pass of RoPE's own runs, forward or backward: the Llama family without QK-norm, outside
-// decoding (the key/value cache holds rotated keys, so decoding rotates the new token's q and k in a pass).
-static int block_rope_in_attention(const Model *m) {
-    return m->llama && !m->config.llama.qk_norm && !m->decoding && backend_fuses_rope();
-}
-
-// The q/k/v matmul and what follows it, for B sequences of T tokens at positions pos0.. (pos0 > 0: decoding):
-// a->qkv ends as attention reads it (q and k unrotated where block_rope_in_attention). Where QK-norm is on, the
-// matmul writes qkv_pre.
-static void block_qkv_forward(const Model *m, const ActivationTensors *a, const LayerWeights *w, int B, int T, int pos0,
-                              const BlockDims *d, const floatX *ln1) {
-    int BT = B * T;
-    int qk_norm = m->llama && m->config.llama.qk_norm;
-    matmul_forward(qk_norm ? a->qkv_pre : a->qkv, ln1, w->qkvw, w->qkvb, BT, d->C, d->QKV);
-    if (!m->llama || block_rope_in_attention(m)) return;
-    if (qk_norm) qknorm_forward(a->qkv, a->qk_rstd, a->qkv_pre, w->qnormw, w->knormw, BT, d->NH, d->KV, d->hd, d->eps);
-    size_t row = (size_t)pos0 * (d->hd / 2);
-    rope_forward(a->qkv, m->rope_cos + row, m->rope_sin + row, B, T, d->NH, d->KV, d->hd);
-}
-
-// The MLP's first matmul and its activation: fch = ln2 @ fcw^T + fcb, fch_gelu = act(fch). GPT-2's GELU is one matmul
-// where the backend fuses it into the epilogue (rounded once, so not the bits of the two kernels: backward recomputes
-// fch_gelu the same way). prof: mark --profile's modules (a full forward; decoding is not profiled).
-static void mlp_up_forward(const Model *m, const ActivationTensors *a, const LayerWeights *w, int BT, const BlockDims *d,
-                           int prof, const floatX *ln2) {
+// The MLP's first matmul and its activation: fch = ln2 @ fcw^T + fcb, fch_gelu = act(fch). prof: mark --profile's
+// modules (a full forward; decoding is not profiled). ln2: the norm's output as the matmul reads it.
+static void mlp_up_forward(const Block *d, const ActivationTensors *a, const LayerWeights *w, int BT, int prof,
+                           const floatX *ln2) {
     if (prof) PROF(MOD_MLP_UP, MATMUL_FLOPS(BT, d->C, d->FC));
-    if (!m->llama && backend_fuses_gelu()) {
+    if (block_gelu_fused(d)) {
         matmul_forward_gelu(a->fch_gelu, a->fch, ln2, w->fcw, w->fcb, BT, d->C, d->FC);
         return;
     }
     matmul_forward(a->fch, ln2, w->fcw, w->fcb, BT, d->C, d->FC);
     if (prof) PROF(MOD_GELU, 0);
-    if (m->llama) swiglu_forward(a->fch_gelu, a->fch, BT, d->HID);
-    else gelu_forward(a->fch_gelu, a->fch, (long)BT * d->FC);
+    block_mlp_act_forward(d, a->fch_gelu, a->fch, BT);
 }
 
 // A projection (IC -> C) and the residual stream: out = res + (inp @ weight^T + bias), proj holding the projection,
@@ -649,15 +524,19 @@ static void proj_residual_forward(const Model *m, floatX *out, floatX *proj, con
 // One layer for the token at kv_pos: layer_forward's kernels on one row, its keys and values appended to the
 // cache, and attention over the cache.
 static void layer_decode(Model *m, int l) {
-    BlockDims d = block_dims(m);
+    Block d = block_of(m);
     int C = d.C;
     ActivationTensors a = layer_acts(m, l);
     LayerWeights w = layer_weights(m, model_weights(m, 1 + l));
     const floatX *x = layer_input(m, l);
     floatX *cache = x_at(m->kv_cache, (size_t)(l - m->first) * m->kv_len * model_kv_width(m));
-    block_norm_forward(m, a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1w, w.ln1b, 1, &d);
-    if (m->llama) {
-        block_qkv_forward(m, &a, &w, 1, 1, m->kv_pos, &d, a.ln1);
+    block_norm_forward(&d, a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1w, w.ln1b, 1);
+    if (model_kv_whole_rows(&m->config)) {
+        floatX *qkv = x_at(cache, (size_t)m->kv_pos * d.QKV);
+        matmul_forward(qkv, a.ln1, w.qkvw, w.qkvb, 1, C, d.QKV);
+        attention_decode(a.atty, cache, m->kv_pos, d.ATT, d.NH);
+    } else {
+        block_qkv_forward(&d, &a, &w, 1, 1, m->kv_pos, a.ln1);
         size_t kvd = (size_t)d.KV * d.hd;  // this token's keys and values into the cache's two blocks
         floatX *kc = cache, *vc = x_at(cache, (size_t)m->kv_len * kvd);
         // floatX moved as floats: KV hd is even (hd is), so its bytes are whole floats at any X_BYTES
@@ -666,40 +545,30 @@ static void layer_decode(Model *m, int l) {
         backend_copy((float *)x_at(vc, (size_t)m->kv_pos * kvd), (const float *)x_at(a.qkv, (size_t)(d.NH + d.KV) * d.hd),
                      kvd * X_BYTES / sizeof(float));
         attention_gqa_decode(a.atty, a.qkv, kc, vc, m->kv_pos, d.NH, d.KV, d.hd);
-    } else {
-        floatX *qkv = x_at(cache, (size_t)m->kv_pos * d.QKV);
-        matmul_forward(qkv, a.ln1, w.qkvw, w.qkvb, 1, C, d.QKV);
-        attention_decode(a.atty, cache, m->kv_pos, d.ATT, d.NH);
     }
     proj_residual_forward(m, a.residual2, a.attproj, x, a.atty, w.attprojw, w.attprojb, 1, d.ATT, C, MOD_ATTPROJ, 0);
-    block_norm_forward(m, a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, 1, &d);
-    mlp_up_forward(m, &a, &w, 1, &d, 0, a.ln2);
+    block_norm_forward(&d, a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, 1);
+    mlp_up_forward(&d, &a, &w, 1, 0, a.ln2);
     proj_residual_forward(m, a.residual3, a.fcproj, a.residual2, a.fch_gelu, w.fcprojw, w.fcprojb, 1, d.HID, C, MOD_MLP_DOWN, 0);
 }
 
 static void layer_forward(Model *m, int l, int B, int T) {
-    if (m->decoding) { layer_decode(m, l); return; }
-    BlockDims d = block_dims(m);
+    Block d = block_of(m);
     int C = d.C, BT = B * T;
     ActivationTensors a = layer_acts(m, l);
     LayerWeights w = layer_weights(m, model_weights(m, 1 + l));
     const floatX *x = layer_input(m, l);
     int rows = block_rows(m, BT);  // --sp: the norms run on this rank's rows
     PROF(MOD_LAYERNORM, 0);
-    block_norm_forward(m, a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1w, w.ln1b, rows, &d);
+    block_norm_forward(&d, a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1w, w.ln1b, rows);
     PROF(MOD_QKV, MATMUL_FLOPS(BT, C, d.QKV));
-    block_qkv_forward(m, &a, &w, B, T, 0, &d, block_full_rows(m, a.ln1, BT));
+    block_qkv_forward(&d, &a, &w, B, T, 0, block_full_rows(m, a.ln1, BT));
     PROF(MOD_ATTENTION, ATTENTION_FLOPS(B, T, d.ATT));
-    if (m->llama) {
-        int fused = block_rope_in_attention(m);
-        attention_gqa_forward(a.atty, a.att, a.qkv, B, T, d.NH, d.KV, d.hd, fused ? m->rope_cos : NULL,
-                              fused ? m->rope_sin : NULL);
-    }
-    else attention_forward(a.atty, a.att, a.qkv, B, T, d.ATT, d.NH);
+    block_attention_forward(&d, &a, B, T);
     proj_residual_forward(m, a.residual2, a.attproj, x, a.atty, w.attprojw, w.attprojb, BT, d.ATT, C, MOD_ATTPROJ, 1);
     PROF(MOD_LAYERNORM, 0);
-    block_norm_forward(m, a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, rows, &d);
-    mlp_up_forward(m, &a, &w, BT, &d, 1, block_full_rows(m, a.ln2, BT));
+    block_norm_forward(&d, a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, rows);
+    mlp_up_forward(&d, &a, &w, BT, 1, block_full_rows(m, a.ln2, BT));
     proj_residual_forward(m, a.residual3, a.fcproj, a.residual2, a.fch_gelu, w.fcprojw, w.fcprojb, BT, d.HID, C, MOD_MLP_DOWN, 1);
     PROF(MOD_NONE, 0);
 }
@@ -709,30 +578,29 @@ static void layer_forward(Model *m, int l, int B, int T) {
 // into the fc matmul, fch_gelu is not gelu(fch) to the bit, so the matmul runs again (its same call: the
 // same bits, fch rewritten unchanged): a matmul more per layer at levels 1 and 2.
 static void layer_recompute(Model *m, int l, int B, int T) {
-    BlockDims d = block_dims(m);
+    Block d = block_of(m);
     int BT = B * T;
     if (m->recompute >= 3) { layer_forward(m, l, B, T); return; }
     ActivationTensors a = layer_acts(m, l);
     LayerWeights w = layer_weights(m, model_weights(m, 1 + l));
     if (m->recompute >= 2) {
         PROF(MOD_LAYERNORM, 0);
-        block_norm_forward(m, a.ln1, a.ln1_mean, a.ln1_rstd, layer_input(m, l), w.ln1w, w.ln1b, block_rows(m, BT), &d);
+        block_norm_forward(&d, a.ln1, a.ln1_mean, a.ln1_rstd, layer_input(m, l), w.ln1w, w.ln1b, block_rows(m, BT));
         PROF(MOD_LAYERNORM, 0);
-        block_norm_forward(m, a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, block_rows(m, BT), &d);
+        block_norm_forward(&d, a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, block_rows(m, BT));
     }
-    if (m->recompute >= 1 && !m->llama && backend_fuses_gelu()) {
-        mlp_up_forward(m, &a, &w, BT, &d, 1, block_full_rows(m, a.ln2, BT));
+    if (m->recompute >= 1 && block_gelu_fused(&d)) {
+        mlp_up_forward(&d, &a, &w, BT, 1, block_full_rows(m, a.ln2, BT));
     } else if (m->recompute >= 1) {
         PROF(MOD_GELU, 0);
-        if (m->llama) swiglu_forward(a.fch_gelu, a.fch, BT, d.HID);
-        else gelu_forward(a.fch_gelu, a.fch, (long)BT * d.FC);
+        block_mlp_act_forward(&d, a.fch_gelu, a.fch, BT);
     }
     PROF(MOD_NONE, 0);
 }
 
 // dresidual holds dloss/d(layer output) on entry and dloss/d(layer input) on return.
 static void layer_backward(Model *m, int l, int B, int T) {
-    BlockDims d = block_dims(m);
+    Block d = block_of(m);
     int C = d.C, BT = B * T;
     layer_recompute(m, l, B, T);
     ActivationTensors a = layer_acts(m, l);
@@ -744,43 +612,30 @@ static void layer_backward(Model *m, int l, int B, int T) {
     // residual3 = residual2 + fcproj(act(fc(norm2(residual2))))
     PROF(MOD_MLP_DOWN, 2.0 * MATMUL_FLOPS(BT, d.HID, C));
     const floatX *dres = block_full_rows(m, ga->dresidual, BT);
-    if (!m->llama && backend_fuses_gelu()) {  // GELU's backward in the matmul's epilogue: dfch directly
+    if (block_gelu_fused(&d)) {  // GELU's backward in the matmul's epilogue: dfch directly
         matmul_backward_dgelu(ga->dfch, g.fcprojw, block_whole_grad(m, g.fcprojb), dres, a.fch_gelu, w.fcprojw, a.fch, BT, d.HID, C);
     } else {
         matmul_backward(ga->dfch_gelu, g.fcprojw, block_whole_grad(m, g.fcprojb), dres, a.fch_gelu, w.fcprojw, BT, d.HID, C);
         PROF(MOD_GELU, 0);
-        if (m->llama) swiglu_backward(ga->dfch, ga->dfch_gelu, a.fch, BT, d.HID);
-        else gelu_backward(ga->dfch, a.fch, ga->dfch_gelu, (long)BT * d.FC);
+        block_mlp_act_backward(&d, ga->dfch, ga->dfch_gelu, a.fch, BT);
     }
     PROF(MOD_MLP_UP, 2.0 * MATMUL_FLOPS(BT, C, d.FC));
     matmul_backward(ga->dln, g.fcw, g.fcb, ga->dfch, block_full_rows(m, a.ln2, BT), w.fcw, BT, C, d.FC);
     floatX *dln = block_sum_parts(m, ga->dln, BT);  // column-parallel: each rank's part of dln
     PROF(MOD_LAYERNORM, 0);
-    block_norm_backward(m, ga->dresidual, g.ln2w, g.ln2b, dln, a.residual2, w.ln2w, a.ln2_mean, a.ln2_rstd, rows, &d);
+    block_norm_backward(&d, ga->dresidual, g.ln2w, g.ln2b, dln, a.residual2, w.ln2w, a.ln2_mean, a.ln2_rstd, rows);
     // residual2 = x + attproj(attention(post(qkv(norm1(x)))))
     PROF(MOD_ATTPROJ, 2.0 * MATMUL_FLOPS(BT, d.ATT, C));
     dres = block_full_rows(m, ga->dresidual, BT);
     matmul_backward(ga->datty, g.attprojw, block_whole_grad(m, g.attprojb), dres, a.atty, w.attprojw, BT, d.ATT, C);
     PROF(MOD_ATTENTION, 2.0 * ATTENTION_FLOPS(B, T, d.ATT));
-    floatX *dqkv = ga->dqkv;
-    if (m->llama) {
-        int fused = block_rope_in_attention(m);  // dQ and dK come back un-rotated from the kernels
-        attention_gqa_backward(ga->dqkv, ga->datty, a.qkv, a.atty, a.att, B, T, d.NH, d.KV, d.hd, fused ? m->rope_cos : NULL,
-                               fused ? m->rope_sin : NULL);
-        if (!fused) rope_backward(ga->dqkv, m->rope_cos, m->rope_sin, B, T, d.NH, d.KV, d.hd);
-        if (m->config.llama.qk_norm) {
-            qknorm_backward(ga->dqkv_pre, g.qnormw, g.knormw, ga->dqkv, a.qkv_pre, w.qnormw, w.knormw, a.qk_rstd, BT,
-                            d.NH, d.KV, d.hd);
-            dqkv = ga->dqkv_pre;
-        }
-    } else {
-        attention_backward(ga->dqkv, ga->datty, a.qkv, a.atty, a.att, B, T, d.ATT, d.NH);
-    }
+    block_attention_backward(&d, ga, &a, B, T);
+    const floatX *dqkv = block_qkv_backward(&d, ga, &a, &w, &g, B, T);
     PROF(MOD_QKV, 2.0 * MATMUL_FLOPS(BT, C, d.QKV));
     matmul_backward(ga->dln, g.qkvw, g.qkvb, dqkv, block_full_rows(m, a.ln1, BT), w.qkvw, BT, C, d.QKV);
     dln = block_sum_parts(m, ga->dln, BT);
     PROF(MOD_LAYERNORM, 0);
-    block_norm_backward(m, ga->dresidual, g.ln1w, g.ln1b, dln, x, w.ln1w, a.ln1_mean, a.ln1_rstd, rows, &d);
+    block_norm_backward(&d, ga->dresidual, g.ln1w, g.ln1b, dln, x, w.ln1w, a.ln1_mean, a.ln1_rstd, rows);
     PROF(MOD_NONE, 0);
 }
 
@@ -840,7 +695,10 @@ static void model_weights_ready(Model *m) {
         if (m->uparams[u]) model_weights(m, u);
 }
 
-static void model_layer_forward(Model *m, int l) { layer_forward(m, l, m->cur_B, m->cur_T); }
+static void model_layer_forward(Model *m, int l) {
+    if (m->decoding) layer_decode(m, l);
+    else layer_forward(m, l, m->cur_B, m->cur_T);
+}
 
 // A pipeline stage's boundary: the input of its first layer (received from the stage before, in
 // place of the embedding), its last layer's output, and the gradient buffer that holds dloss/d(output)
@@ -911,11 +769,11 @@ static void model_head_run(Model *m, int targets, float dloss) {
     const ModelConfig *c = &m->config;
     // the head's rows (this rank's part of the vocabulary with --tp): Vp of them, the first V valid
     int C = c->channels, V = (int)m->shape.dim[DIM_V], Vp = (int)m->shape.dim[DIM_VP], BT = m->cur_B * m->cur_T;
-    BlockDims d = block_dims(m);
+    Block d = block_of(m);
     OuterWeights o = outer_weights(m, model_weights(m, 0));
     ActivationTensors a = layer_acts(m, c->num_layers - 1);
     PROF(MOD_LAYERNORM, 0);
-    block_norm_forward(m, a.lnf, a.lnf_mean, a.lnf_rstd, a.residual3, o.lnfw, o.lnfb, block_rows(m, BT), &d);
+    block_norm_forward(&d, a.lnf, a.lnf_mean, a.lnf_rstd, a.residual3, o.lnfw, o.lnfb, block_rows(m, BT));
     PROF(MOD_HEAD, MATMUL_FLOPS(BT, C, Vp));
     matmul_forward(a.logits, block_full_rows(m, a.lnf, BT), o.head, NULL, BT, C, Vp);
     if (targets && m->tp) tp_classifier(m->tp, a.logits, a.losses, m->targets, BT, V, Vp, m->tp->r * Vp, dloss, m->tp_scratch);
@@ -947,7 +805,7 @@ static const float *model_logits(Model *m, int b, int t) {
 static void model_head_backward(Model *m) {
     const ModelConfig *c = &m->config;
     int C = c->channels, Vp = (int)m->shape.dim[DIM_VP], BT = m->cur_B * m->cur_T;
-    BlockDims d = block_dims(m);
+    Block d = block_of(m);
     OuterWeights o = outer_weights(m, model_weights(m, 0));
     OuterGrads g = outer_grads(m, m->ugrads[0]);
     ActivationTensors a = layer_acts(m, c->num_layers - 1);
@@ -957,7 +815,7 @@ static void model_head_backward(Model *m) {
     floatX *dlnf = block_sum_parts(m, ga->dlnf, BT);  // the vocabulary's parts of dlnf
     backend_zero_scratch(ga->dresidual, (size_t)BT * C * X_BYTES);
     PROF(MOD_LAYERNORM, 0);
-    block_norm_backward(m, ga->dresidual, g.lnfw, g.lnfb, dlnf, a.residual3, o.lnfw, a.lnf_mean, a.lnf_rstd, block_rows(m, BT), &d);
+    block_norm_backward(&d, ga->dresidual, g.lnfw, g.lnfb, dlnf, a.residual3, o.lnfw, a.lnf_mean, a.lnf_rstd, block_rows(m, BT));
     PROF(MOD_NONE, 0);
 }
 

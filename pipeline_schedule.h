@@ -7,7 +7,7 @@
 
 #include <math.h>
 #include "utils.h"
-#include "gpt2.h"
+#include "family.h"  // the model_* FLOP counts of any family
 
 typedef enum { PP_RECV_ACT, PP_FWD, PP_SEND_ACT, PP_RECV_GRAD, PP_BWD, PP_SEND_GRAD } PPOpKind;
 static const char *const PP_OP_NAMES[] __attribute__((unused)) = {"recv-act", "fwd", "send-act", "recv-grad", "bwd", "send-grad"};

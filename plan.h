@@ -12,6 +12,38 @@
 #include "zero.h"
 #include "swap.h"
 
+// Bytes of each kind of memory, for the memory plan printed at start.
+typedef struct {
+    size_t params, grads, optimizer, activations, workspace;
+    size_t working;         // the weights' copies in the compute precision (0 where that is fp32)
+    size_t kv_cache;        // generation's key/value cache (model_kv_cache_bytes; 0 where the run does not sample)
+    int optimizer_on_host;  // --offload: the optimizer figure is host memory
+} MemoryPlan;
+
+// The plan of a model running `layers` layers with `slots` micro-batches in flight (a pipeline
+// stage; the whole model is layers = L, slots = 1). Parameter-sized figures are for one unsharded
+// copy; zero.h replaces them with the stage's own.
+static MemoryPlan model_memory_plan(const ModelConfig *c, int B, int T, int recompute, int layers, int slots, int outer,
+                                    int stream_layers) {
+    MemoryPlan mp = {0};
+    ArchShape s = model_shape(c);
+    const ArchActs *t = model_act_table(c);
+    size_t n = model_num_params(c), acts = 0;
+    for (int i = 0; i < t->num_acts; i++)
+        acts += act_config_bytes(c, &t->acts[i], &s, B, T) * arch_act_copies(&t->acts[i], layers, recompute);
+    acts *= slots;
+    size_t BT = (size_t)B * T;
+    mp.params = n * sizeof(float);
+    mp.grads = n * sizeof(float);
+    mp.optimizer = 2 * n * sizeof(float);
+    mp.activations = acts;
+    mp.workspace = gradact_elems(&s, BT) * X_BYTES + 2 * slots * BT * sizeof(int) +
+                   backend_att_workspace_bytes(B, model_heads(c), T, (int)s.dim[DIM_ATT]) + model_rope_bytes(c) +
+                   tp_scratch_floats(c->tp_size, BT) * sizeof(float) + model_sp_full_bytes(c, BT);
+    mp.working = model_working_bytes(c, layers, outer, stream_layers);
+    return mp;
+}
+
 // What a configuration needs per rank: device memory (host memory in the CPU build), host RAM for the
 // offloaded state (with nvme: the swap ring and gradient staging), disk for the swap file.
 typedef struct { size_t device, host, disk; } PlanNeed;

@@ -178,7 +178,7 @@ static void run_setup_tp(Run *r) {
     if (!backend_has_tp())
         usage_error("--tp %d: the %s build does not split layers yet; the CPU build (./train_gpt_cpu) does", r->tp, backend_build_name());
     ArchShape s = model_whole_shape(&r->mc);
-    TpDims t = {r->tp, 0, r->mc.num_heads, r->mc.family == FAMILY_LLAMA ? r->mc.llama.num_kv_heads : r->mc.num_heads};
+    TpDims t = {r->tp, 0, r->mc.num_heads, r->mc.num_kv_heads};
     char msg[400];
     if (tp_shape_error(&s, &t, msg, sizeof(msg))) usage_error("%s (-e/--init %s)", msg, r->init);
     if (X_BYTES != sizeof(float) && cfg->comm != COMM_FLAG_NCCL)
@@ -198,6 +198,8 @@ static void run_setup_model(Run *r) {
     int data_vocab = r->synthetic ? 0 : data_vocab_size(cfg->tokenizer, cfg->train_data);  // sample.h
     int vocab = r->synthetic ? SYNTH_VOCAB : data_vocab > 0 ? data_vocab : 50257;  // a fresh model takes the data's tokenizer's
     if (model_config_from_descriptor(r->init, vocab, &r->mc)) {
+        char why[512];
+        if (cfg->mlp && model_choose_mlp(&r->mc, cfg->mlp - 1, why, sizeof(why))) usage_error("--mlp %s", why);
         r->params = (float *)mallocCheck(model_num_params(&r->mc) * sizeof(float));
         model_init_random(&r->mc, r->params, cfg->seed);
     } else {
@@ -208,6 +210,9 @@ static void run_setup_model(Run *r) {
         if (digits) usage_error("-e/--init: %s: depth %s is %s: a fresh GPT-2 has depth 1 to 1000 (d2, d6, d12, d24, ...)", s, s + 1,
                                 atol(s + 1) < 1 ? "too small" : "too large");
         r->params = model_read_file_for("-e/--init", r->init, &r->mc);
+        if (cfg->mlp && cfg->mlp - 1 != r->mc.mlp)
+            usage_error("--mlp %s: %s is a model file, whose header says %s; --mlp chooses the activation of a fresh model "
+                        "(-e llama-dN or a preset)", MLP_NAMES[cfg->mlp - 1], r->init, MLP_NAMES[r->mc.mlp]);
     }
     config_check_model(cfg, r->mc.num_layers, r->mc.max_seq_len);
     r->num_params = model_num_params(&r->mc);

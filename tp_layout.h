@@ -1,6 +1,7 @@
 // tp_layout.h: how tensor parallelism (--tp N, Megatron's split) cuts the parameters, as pure functions of a
 // family's table (arch.h) and the config's numbers; tensor_parallel.h runs the split, the communication and the
-// gradient sums on top of it. Each tensor says which of its dimensions TP divides:
+// gradient sums on top of it. Each tensor's row of the table says, by the role it plays (tp_split_of_role) and how
+// it packs its pieces (arch_param_pieces), which of its dimensions TP divides:
 //   rows        column-parallel matmuls (q/k/v, the MLP's first matmul) and their biases: each rank its rows;
 //   columns     row-parallel matmuls (attention's output, the MLP's second matmul): each rank its columns;
 //   vocabulary  the embedding and the head: each rank Vp / N rows;
@@ -15,51 +16,27 @@
 #ifndef TP_LAYOUT_H
 #define TP_LAYOUT_H
 
-#include "arch.h"
+#include "model_config.h"  // the table's roles and pieces (arch.h), ModelConfig
 
 enum { TP_NONE, TP_ROWS, TP_COLS, TP_VOCAB };
-// A piece's kind: the query heads, the key/value heads, or an even split of a DIM_ symbol's size.
-enum { TP_PIECE_Q = NUM_DIMS, TP_PIECE_KV };
 // How a replicated tensor's gradient is formed on a rank: whole (computed from the replicated stream, equal on
 // every rank: nothing to sum), or a part (applied per head to the rank's own heads, so the ranks' parts add up).
 enum { TP_GRAD_WHOLE, TP_GRAD_PARTIAL };
 
-typedef struct {
-    const char *name;  // the table's name (either family's)
-    int split;         // TP_ROWS, TP_COLS, TP_VOCAB (TP_NONE: not listed)
-    int npieces;
-    int piece[3];      // along the split dimension, in order: TP_PIECE_Q, TP_PIECE_KV or a DIM_ symbol
-} TpSplit;
-
-// The split of every tensor that TP divides; a tensor not listed is replicated.
-static const TpSplit TP_SPLITS[] = {
-    {"wte", TP_VOCAB, 1, {DIM_VP}},
-    {"lm_head", TP_VOCAB, 1, {DIM_VP}},
-    {"qkvw", TP_ROWS, 3, {TP_PIECE_Q, TP_PIECE_KV, TP_PIECE_KV}},
-    {"qkvb", TP_ROWS, 3, {TP_PIECE_Q, TP_PIECE_KV, TP_PIECE_KV}},
-    {"wqkv", TP_ROWS, 3, {TP_PIECE_Q, TP_PIECE_KV, TP_PIECE_KV}},
-    {"bqkv", TP_ROWS, 3, {TP_PIECE_Q, TP_PIECE_KV, TP_PIECE_KV}},
-    {"attprojw", TP_COLS, 1, {TP_PIECE_Q}},
-    {"wo", TP_COLS, 1, {TP_PIECE_Q}},
-    {"fcw", TP_ROWS, 1, {DIM_FC}},
-    {"fcb", TP_ROWS, 1, {DIM_FC}},
-    {"wfc", TP_ROWS, 2, {DIM_HID, DIM_HID}},  // up | gate, each split alike
-    {"fcprojw", TP_COLS, 1, {DIM_HID}},
-    {"wproj", TP_COLS, 1, {DIM_HID}},
-};
-// Replicated tensors whose gradient is a part on each rank (applied head by head: QK-norm's gains).
-static const char *const TP_PARTIAL_GRADS[] = {"q_norm", "k_norm"};
-
-static const TpSplit *tp_split_of(const char *name) {
-    for (size_t i = 0; i < sizeof(TP_SPLITS) / sizeof(TP_SPLITS[0]); i++)
-        if (strcmp(TP_SPLITS[i].name, name) == 0) return &TP_SPLITS[i];
-    return NULL;
+// The dimension TP divides of a tensor playing `role` (model_config.h's W_ roles; the table's role column says which
+// a row plays): the column-parallel matmuls' weights and biases their rows (by the pieces arch_param_pieces gives:
+// q by query heads, k and v by key/value heads, up and gate alike), the row-parallel matmuls' weights their columns
+// (attention's by query heads, the MLP's evenly), the embedding and the head the vocabulary; the rest none.
+static int tp_split_of_role(int role) {
+    switch (role) {
+        case W_QKVW: case W_QKVB: case W_FCW: case W_FCB: return TP_ROWS;
+        case W_ATTPROJW: case W_FCPROJW: return TP_COLS;
+        case W_WTE: case W_LM_HEAD: return TP_VOCAB;
+        default: return TP_NONE;
+    }
 }
-static int tp_grad_kind(const char *name) {
-    for (size_t i = 0; i < sizeof(TP_PARTIAL_GRADS) / sizeof(TP_PARTIAL_GRADS[0]); i++)
-        if (strcmp(TP_PARTIAL_GRADS[i], name) == 0) return TP_GRAD_PARTIAL;
-    return TP_GRAD_WHOLE;
-}
+// QK-norm's gains are replicated but applied head by head to the rank's own heads: their gradients are parts.
+static int tp_grad_kind(int role) { return role == W_QNORM || role == W_KNORM ? TP_GRAD_PARTIAL : TP_GRAD_WHOLE; }
 
 // The degree and this rank's place, with the heads: what every split is computed from.
 typedef struct {
@@ -107,28 +84,50 @@ static void tp_local_shape(ArchShape *s, const TpDims *t) {
     s->dim[DIM_FC] /= n;
     s->dim[DIM_HID] /= n;
     if (s->dim[DIM_QKHEADS]) s->dim[DIM_QKHEADS] = NHl + KVl;
+    s->num_heads = (int)NHl;
+    s->num_kv_heads = (int)KVl;
     s->attn_flop_width /= n;
 }
 
-// Piece p of a split (in the whole tensor's split dimension): where it starts in the whole, and the rank's part
-// of it (start inside the piece, length); *replicas: ranks that hold the same part (key/value heads when N > KV).
-static void tp_piece(const ArchShape *whole, const TpDims *t, int kind, size_t *size, size_t *at, size_t *len, int *replicas) {
-    size_t hd = whole->dim[DIM_HD];
+// The kinds of piece a split dimension is cut into: query heads, key/value heads, or an even split.
+enum { TP_PIECE_Q, TP_PIECE_KV, TP_PIECE_EVEN };
+
+// A piece of `size` (in the whole tensor's split dimension): the rank's part of it (where it starts inside the piece,
+// its length); *replicas: ranks that hold the same part (key/value heads when N > KV).
+static void tp_piece(const TpDims *t, int kind, size_t size, size_t hd, size_t *at, size_t *len, int *replicas) {
     *replicas = 1;
     if (kind == TP_PIECE_Q) {
-        *size = (size_t)t->NH * hd;
         *len = (size_t)tp_local_heads(t) * hd;
         *at = (size_t)t->r * *len;
     } else if (kind == TP_PIECE_KV) {
-        *size = (size_t)t->KV * hd;
         *len = (size_t)tp_local_kv_heads(t) * hd;
         *replicas = tp_kv_replicas(t);
         *at = (size_t)(t->r / *replicas) * *len;  // the key/value head(s) of this rank's query heads
     } else {
-        *size = whole->dim[kind];
-        *len = *size / (size_t)t->n;
+        *len = size / (size_t)t->n;
         *at = (size_t)t->r * *len;
     }
+}
+
+// Tensor k's split dimension as pieces (sizes and kinds, in order), from the table: a row split takes the fused
+// tensor's pieces (arch_param_pieces: q | k | v by heads, up | gate), a column split the attention output's query
+// heads or the MLP's hidden columns, the vocabulary one even piece. Returns the count (0: not split).
+static int tp_split_pieces(const Arch *a, const ArchShape *whole, int k, size_t *size, int *kind) {
+    const ArchParam *p = &a->params[k];
+    int split = tp_split_of_role(p->role);
+    if (split == TP_NONE) return 0;
+    if (split == TP_COLS) {
+        size[0] = whole->dim[p->cols];
+        kind[0] = p->role == W_ATTPROJW ? TP_PIECE_Q : TP_PIECE_EVEN;
+        return 1;
+    }
+    ArchPiece pc[ARCH_MAX_PIECES];
+    int np = arch_param_pieces(a, whole, k, pc);
+    for (int q = 0; q < np; q++) {
+        size[q] = pc[q].rows;
+        kind[q] = p->pack == PACK_QKV ? (q == 0 ? TP_PIECE_Q : TP_PIECE_KV) : TP_PIECE_EVEN;
+    }
+    return np;
 }
 
 // What a run of the local model is, besides where it goes: how its gradient is completed across the TP group
@@ -158,26 +157,27 @@ static int tp_param_runs(const Arch *a, const ArchShape *whole, const TpDims *t,
             size_t per = arch_tensor_size(p, whole) / (p->per_layer ? L : 1);
             size_t base = toff[k] + (p->per_layer ? (size_t)(u - 1) * per : 0);
             size_t rows = whole->dim[p->rows], cols = whole->dim[p->cols];
-            const TpSplit *sp = t->n > 1 ? tp_split_of(p->name) : NULL;
+            size_t psize[ARCH_MAX_PIECES];
+            int pkind[ARCH_MAX_PIECES], split = t->n > 1 ? tp_split_of_role(p->role) : TP_NONE;
+            int np = split == TP_NONE ? 1 : tp_split_pieces(a, whole, k, psize, pkind);
+            if (split == TP_NONE) { psize[0] = per; pkind[0] = TP_PIECE_EVEN; }
             // each piece of the split dimension; a column split repeats them for every row
-            int reps = sp && sp->split == TP_COLS ? (int)rows : 1, np = sp ? sp->npieces : 1;
+            int reps = split == TP_COLS ? (int)rows : 1;
             for (int i = 0; i < reps; i++) {
                 size_t start = 0;  // where the piece starts in the whole split dimension
                 for (int q = 0; q < np; q++) {
-                    size_t size, at, len, flat, cnt;
+                    size_t at = 0, len = psize[q], flat, cnt;
                     int replicas = 1;
-                    if (!sp) { size = len = per; at = 0; }
-                    else if (sp->split == TP_VOCAB) { size = rows; len = rows / t->n; at = (size_t)t->r * len; }
-                    else tp_piece(whole, t, sp->piece[q], &size, &at, &len, &replicas);
-                    if (!sp) { flat = base; cnt = per; }
-                    else if (sp->split == TP_COLS) { flat = base + (size_t)i * cols + start + at; cnt = len; }
+                    if (split != TP_NONE) tp_piece(t, pkind[q], psize[q], whole->dim[DIM_HD], &at, &len, &replicas);
+                    if (split == TP_NONE) { flat = base; cnt = per; }
+                    else if (split == TP_COLS) { flat = base + (size_t)i * cols + start + at; cnt = len; }
                     else { flat = base + (start + at) * cols; cnt = len * cols; }
-                    start += size;
+                    start += psize[q];
                     if (runs) runs[n] = (ParamRun){flat, cnt, u, uoff, p->decayed};
                     if (info) {
-                        int partial = !sp && t->n > 1 && (seq_parallel || tp_grad_kind(p->name) == TP_GRAD_PARTIAL);
+                        int partial = split == TP_NONE && t->n > 1 && (seq_parallel || tp_grad_kind(p->role) == TP_GRAD_PARTIAL);
                         info[n].sync = replicas > 1 ? TP_SYNC_KV : partial ? TP_SYNC_ALL : TP_SYNC_NONE;
-                        info[n].counted = sp ? t->r % replicas == 0 : t->r == 0;
+                        info[n].counted = split != TP_NONE ? t->r % replicas == 0 : t->r == 0;
                     }
                     uoff += cnt;
                     n++;
@@ -187,5 +187,21 @@ static int tp_param_runs(const Arch *a, const ArchShape *whole, const TpDims *t,
     }
     return n;
 }
+
+// A config's TP degree and rank with its heads, and its shape: the whole model's, or with tp_size > 1 its TP
+// rank's slice (every size, unit and run derived from a config comes through here).
+static TpDims model_tp_dims(const ModelConfig *c) {
+    TpDims t = {c->tp_size > 1 ? c->tp_size : 1, c->tp_rank, c->num_heads, c->num_kv_heads};
+    return t;
+}
+static ArchShape model_shape(const ModelConfig *c) {
+    ArchShape s = model_whole_shape(c);
+    TpDims t = model_tp_dims(c);
+    tp_local_shape(&s, &t);
+    return s;
+}
+// Query and key/value heads this config's attention runs (a TP rank's own).
+static int model_heads(const ModelConfig *c) { return model_shape(c).num_heads; }
+static int model_kv_heads(const ModelConfig *c) { return model_shape(c).num_kv_heads; }
 
 #endif

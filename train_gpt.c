@@ -6,7 +6,7 @@
 #include "cpu/layernorm.h"   // defines: layernorm_forward, layernorm_backward
 #include "cpu/matmul.h"      // defines: matmul_forward, matmul_backward and their fused forms (gemm, gemv)
 #include "cpu/attention.h"   // defines: attention_forward, attention_backward, attention_decode
-#include "cpu/gelu.h"        // defines: gelu_forward, gelu_backward, residual_forward
+#include "cpu/gelu.h"        // defines: gelu_*, relu2_* (the MLP's activations), residual_forward
 #include "cpu/classifier.h"  // defines: classifier_forward_backward
 #include "cpu/vocab.h"       // defines: --tp's vocabulary-parallel encoder_*_vocab, classifier_vocab_*, backend_has_tp
 #include "cpu/llama.h"       // defines: the Llama family's rmsnorm_*, qknorm_*, rope_*, swiglu_*, attention_gqa_*

@@ -10,7 +10,7 @@
 #include "cuda/matmul.cuh"      // defines: matmul_forward, matmul_backward and their fused forms (cuBLASLt epilogues, plan cache)
 #include "cuda/attention.cuh"   // defines: attention_forward, attention_backward (flash, fp32 and mma.sync)
 #include "cuda/decode.cuh"      // defines: attention_decode (one token against the key/value cache)
-#include "cuda/gelu.cuh"        // defines: gelu_forward, gelu_backward, residual_forward
+#include "cuda/gelu.cuh"        // defines: gelu_*, relu2_* (the MLP's activations), residual_forward
 #include "cuda/classifier.cuh"  // defines: classifier_forward_backward
 #include "cuda/vocab.cuh"       // defines: --tp's encoder_*_vocab, classifier_vocab_* (not built yet: backend_has_tp 0)
 #include "cuda/llama.cuh"       // defines: the Llama family's rmsnorm_*, qknorm_*, rope_*, swiglu_* (GQA: attention.cuh, decode.cuh)

@@ -111,6 +111,7 @@ static void run_build(Run *r) {
         tp_group_init(&r->tpg, &r->mc_rank, &r->tp_comm, &r->kv_comm);
         model_set_tp(r->model, &r->tpg);
     }
+    timing.names = model_row_names(&r->mc);  // --profile's rows as the block's choices call them
     const MemoryPlan *plan = &r->plan;
     size_t act_bytes = backend_scratch_allocated() - act_before, planned_act = plan->activations + plan->workspace + plan->working;
     // the samples' key/value cache, once for the run at the length every sample uses (model_kv_reserve says why)

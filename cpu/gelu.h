@@ -1,4 +1,5 @@
-// cpu/gelu.h: GELU (tanh approximation) forward and backward, and the residual sum.
+// cpu/gelu.h: the MLP's element-wise activations, GELU (tanh approximation) and ReLU² (modded-nanogpt's), forward
+// and backward, and the residual sum.
 #ifndef CPU_GELU_H
 #define CPU_GELU_H
 
@@ -22,6 +23,23 @@ static void gelu_backward(float *dinp, const float *inp, const float *dout, long
         float sech2 = 1.0f - th * th;
         float local = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_SCALING_FACTOR * (1.0f + 3.0f * 0.044715f * x * x);
         dinp[i] = local * dout[i];
+    }
+}
+
+// ReLU²: out = relu(x)^2; dinp = 2 relu(x) dout.
+static void relu2_forward(float *out, const float *inp, long N) {
+#pragma omp parallel for simd
+    for (long i = 0; i < N; i++) {
+        float r = inp[i] > 0.0f ? inp[i] : 0.0f;
+        out[i] = r * r;
+    }
+}
+
+static void relu2_backward(float *dinp, const float *inp, const float *dout, long N) {
+#pragma omp parallel for simd
+    for (long i = 0; i < N; i++) {
+        float r = inp[i] > 0.0f ? inp[i] : 0.0f;
+        dinp[i] = 2.0f * r * dout[i];
     }
 }
 

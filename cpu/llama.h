@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "../utils.h"
-#include "../arch.h"  // RopeParams and rope_table: the angle tables, shared with the CUDA build
+#include "../rope.h"  // RopeParams and rope_table: the angle tables, shared with the CUDA build
 #include "attention.h"  // gqa_attention_*: the attention GPT-2 runs at KV = NH
 
 // ----------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-// cuda/gelu.cuh: the element-wise kernels of the CUDA build (train_gpt.cu, called by model.h): GELU forward
-// and backward (tanh approximation) and the residual add.
+// cuda/gelu.cuh: the element-wise kernels of the CUDA build (train_gpt.cu, called by model.h): the MLP's
+// activations forward and backward, GELU (tanh approximation) and ReLU², and the residual add.
 #ifndef CUDA_GELU_CUH
 #define CUDA_GELU_CUH
 
@@ -50,6 +50,48 @@ static void gelu_backward(floatX *dinp, const floatX *inp, const floatX *dout, l
     WITH_X(with_vec_width<xt>(N % vec16<xt>() == 0 && aligned16(dinp, inp, dout), [&](auto width) {
         constexpr int V = decltype(width)::value;
         LAUNCH(ceil_div(N / V, 256), 256, 0, main_stream, gelu_backward_kernel<xt, V>)((xt *)dinp, (const xt *)inp, (const xt *)dout, N);
+    }));
+    launchCheck();
+}
+
+// ReLU²: out = relu(x)^2, dinp = 2 relu(x) dout (cpu/gelu.h's, in fp32 per element).
+template <typename T, int V>
+__global__ void relu2_forward_kernel(T *out, const T *inp, long N) {
+    long i = ((long)blockIdx.x * blockDim.x + threadIdx.x) * V;
+    if (i >= N) return;
+    const XVec<T, V> x = *reinterpret_cast<const XVec<T, V> *>(inp + i);
+    XVec<T, V> o;
+#pragma unroll
+    for (int k = 0; k < V; k++) {
+        const float r = fmaxf(to_f(x.v[k]), 0.0f);
+        o.v[k] = from_f<T>(r * r);
+    }
+    *reinterpret_cast<XVec<T, V> *>(out + i) = o;
+}
+
+static void relu2_forward(floatX *out, const floatX *inp, long N) {
+    WITH_X(with_vec_width<xt>(N % vec16<xt>() == 0 && aligned16(out, inp), [&](auto width) {
+        constexpr int V = decltype(width)::value;
+        LAUNCH(ceil_div(N / V, 256), 256, 0, main_stream, relu2_forward_kernel<xt, V>)((xt *)out, (const xt *)inp, N);
+    }));
+    launchCheck();
+}
+
+template <typename T, int V>
+__global__ void relu2_backward_kernel(T *dinp, const T *inp, const T *dout, long N) {
+    long i = ((long)blockIdx.x * blockDim.x + threadIdx.x) * V;
+    if (i >= N) return;
+    const XVec<T, V> x = *reinterpret_cast<const XVec<T, V> *>(inp + i), d = *reinterpret_cast<const XVec<T, V> *>(dout + i);
+    XVec<T, V> o;
+#pragma unroll
+    for (int k = 0; k < V; k++) o.v[k] = from_f<T>(2.0f * fmaxf(to_f(x.v[k]), 0.0f) * to_f(d.v[k]));
+    *reinterpret_cast<XVec<T, V> *>(dinp + i) = o;
+}
+
+static void relu2_backward(floatX *dinp, const floatX *inp, const floatX *dout, long N) {
+    WITH_X(with_vec_width<xt>(N % vec16<xt>() == 0 && aligned16(dinp, inp, dout), [&](auto width) {
+        constexpr int V = decltype(width)::value;
+        LAUNCH(ceil_div(N / V, 256), 256, 0, main_stream, relu2_backward_kernel<xt, V>)((xt *)dinp, (const xt *)inp, (const xt *)dout, N);
     }));
     launchCheck();
 }

@@ -8,6 +8,8 @@
 #     mpirun, real token shards when ../shared/data is there.
 #   CUDA build (train_gpt or the emulated train_gpt_emu, told apart by --help): fp32, bf16 and fp16 (with a
 #     real overflow), ZeRO 0-3 over NCCL, --pp 2, the same offloads; tiny models, a few steps each.
+#   Both builds: the Llama family too, a fresh llama-d2 (grouped-query 2:1, tied) and test/llama_model.py's file
+#     (grouped-query 4:1, QK-norm, untied, q/k/v bias), with recompute, resume, ZeRO-3 and --pp 2.
 # Every run validates and samples too. E.g. dev/same_numbers.sh /work/base/train_gpt_emu ./train_gpt_emu
 set -u
 OLD=$(realpath "$1"); NEW=$(realpath "$2")
@@ -58,7 +60,25 @@ same() {
 resume_from() {  # copy checkpoint STEP of run NAME into run NAME2's out dir, for both binaries
   for v in old new; do mkdir -p "$W/$v/$3/ck"; cp "$W/$v/$1/ck/model_$(printf %08d $2).bin" "$W/$v/$1/ck/state_$(printf %08d $2).bin" "$W/$v/$3/ck/"; done
 }
+# the Llama family: llama-d2 and a 4:1 model with every option on (QK-norm, untied, bias), each sampling through the
+# key/value cache; PREFIX: flags every run gets (the CUDA build's precision)
+python3 test/llama_model.py "$W/gqa41.bin" 4 1 || { echo "DIFFERENT llama: test/llama_model.py failed"; exit 1; }
+llama_same() {
+  local tag=$1; shift
+  local l1=(-e llama-d2 -b 2 -t 32 -x 6 -v 3 -m 2 -s 3 -g 8 -n 3 --keep-checkpoints 5)
+  local l2=(-e "$W/gqa41.bin" -b 2 -t 32 --grad-accum 2 -r 2 -x 6 -v 3 -m 2 -s 3 -g 8 -n 3 --keep-checkpoints 5)
+  same llama-d2$tag -- "$@" "${l1[@]}"
+  same llama-gqa41-qknorm-untied-bias$tag -- "$@" "${l2[@]}"
+  resume_from llama-gqa41-qknorm-untied-bias$tag 3 llama-resumed$tag
+  same llama-resumed$tag -- "$@" "${l2[@]}" -y 1
+  if command -v mpirun >/dev/null; then
+    same llama-np2-zero3$tag "${MPI[@]}" -np 2 -- "$@" "${l2[@]}" -z 3
+    same llama-pp2$tag "${MPI[@]}" -np 2 -- "$@" "${l2[@]}" --pp 2
+  fi
+}
 if "$NEW" --help 2>&1 | grep -q "^this binary: cuda build"; then
+  llama_same -fp32 --precision fp32
+  llama_same -bf16 --precision bf16
   # the CUDA build: 2 layers, T = 32, four steps; validation and an 8-token sample at steps 2 and 4
   mkdir -p "$W/disk"
   g=(-e d2 -b 2 -t 32 -x 4 -v 2 -m 2 -s 2 -g 8 -n 2 --keep-checkpoints 5)
@@ -80,6 +100,7 @@ if "$NEW" --help 2>&1 | grep -q "^this binary: cuda build"; then
   exit $fail
 fi
 same default -- -x 40 -v 20 -s 20 -n 20
+llama_same ""
 same accum-recompute -- -e d2 -b 4 -t 32 --grad-accum 2 -r 2 -x 12 -v 4 -s 6 -n 4 --keep-checkpoints 5
 resume_from accum-recompute 4 resumed
 same resumed -- -e d2 -b 4 -t 32 --grad-accum 2 -r 2 -x 12 -v 4 -s 6 -n 4 --keep-checkpoints 5 -y 1

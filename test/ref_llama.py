@@ -97,6 +97,14 @@ def swiglu_case():
     put("swi.inp", inp); put("swi.dout", d); put("swi.out", out); put("swi.dinp", inp.grad)
 
 
+def relu2_case():
+    N = 7 * 24  # ReLU² (modded-nanogpt's MLP activation): relu(x)^2, elementwise
+    inp, d = rand(N, scale=2.0), torch.randn(N)
+    out = torch.relu(inp).square()
+    out.backward(d)
+    put("r2.inp", inp); put("r2.dout", d); put("r2.out", out); put("r2.dinp", inp.grad)
+
+
 def attention(qkv, B, T, NH, KV, hd):
     q, k, v = qkv.split([NH * hd, KV * hd, KV * hd], dim=-1)
     q = q.view(B, T, NH, hd).transpose(1, 2)
@@ -197,6 +205,7 @@ def main():
     rope_apply_case("ropea", 16, 10000.0, None)
     rope_apply_case("ropes", 16, 500000.0, (8.0, 1.0, 4.0, 4))  # a small original context so T = 9 spans it
     swiglu_case()
+    relu2_case()
     attention_case("gqa41", 8, 2)
     attention_case("gqa11", 4, 4)
     attention_case("mqa", 4, 1)

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Independent float64 reference for whole training runs of a Llama-family model (test/test_reference.sh): the
-model is transformers' LlamaForCausalLM in float64, the recipe ref_train.py's (data order, accumulation, the
+model is transformers' LlamaForCausalLM in float64 (with --mlp relu2 its MLPs replaced by down(relu(up x)^2)), the recipe ref_train.py's (data order, accumulation, the
 pre-clip norm, clipping, warmup and decay, AdamW with bias correction and decoupled weight decay on the matmul
 weights and embeddings only). It shares with the trainer only the input files it writes itself (the model file
 from the format's specification, docs/llama.md, and a token shard) and reads the trainer's results through its
@@ -31,13 +31,29 @@ DECAYED = ("embed_tokens", "q_proj.weight", "k_proj.weight", "v_proj.weight", "o
            "down_proj", "lm_head")
 
 
+class ReLU2MLP(torch.nn.Module):
+    """modded-nanogpt's MLP: down(relu(up x)^2), no gate (the trainer's --mlp relu2)."""
+
+    def __init__(self, C, H):
+        super().__init__()
+        self.up_proj = torch.nn.Linear(C, H, bias=False)
+        self.down_proj = torch.nn.Linear(H, C, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(torch.relu(self.up_proj(x)).square())
+
+
 def build(a):
     cfg = LlamaConfig(vocab_size=a.vocab, hidden_size=a.channels, num_hidden_layers=a.layers, intermediate_size=a.hidden,
                       num_attention_heads=a.heads, num_key_value_heads=a.kv_heads, max_position_embeddings=a.max_seq,
                       rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=bool(a.tied), hidden_act="silu")
     cfg._attn_implementation = "eager"
     torch.manual_seed(a.seed)
-    m = LlamaForCausalLM(cfg).to(DT)
+    m = LlamaForCausalLM(cfg)
+    if a.mlp == "relu2":
+        for layer in m.model.layers:
+            layer.mlp = ReLU2MLP(a.channels, a.hidden)
+    m = m.to(DT)
     g = torch.Generator().manual_seed(a.seed)
     with torch.no_grad():  # norm gains near 1 (not 1: decaying them would show), weights ~ 1/sqrt(fan-in)
         for name, p in m.named_parameters():
@@ -63,7 +79,8 @@ def file_tensors(m, Vp, use_grad=False):
            ("wqkv", lay(lambda p: np.concatenate([get(p + "self_attn.%s_proj.weight" % x) for x in "qkv"]))),
            ("wo", lay(lambda p: get(p + "self_attn.o_proj.weight"))),
            ("mlp_norm", lay(lambda p: get(p + "post_attention_layernorm.weight"))),
-           ("wfc", lay(lambda p: np.concatenate([get(p + "mlp.up_proj.weight"), get(p + "mlp.gate_proj.weight")]))),
+           ("wfc", lay(lambda p: np.concatenate([get(p + "mlp.up_proj.weight")] + ([get(p + "mlp.gate_proj.weight")]
+                                                 if p + "mlp.gate_proj.weight" in sd else [])))),
            ("wproj", lay(lambda p: get(p + "mlp.down_proj.weight"))),
            ("final_norm", get("model.norm.weight"))]
     if not m.config.tie_word_embeddings:
@@ -77,6 +94,7 @@ def header(a, Vp):
               a.channels // a.heads, a.hidden, a.tied, 0, 0, 0]
     h[15] = struct.unpack("<i", struct.pack("<f", 1e-5))[0]
     h[16] = struct.unpack("<i", struct.pack("<f", 10000.0))[0]
+    h[21] = int(a.mlp == "relu2")  # the MLP's activation: 0 SwiGLU, 1 ReLU²
     return np.array(h, dtype="<i4")
 
 
@@ -99,7 +117,7 @@ def cmd_make(a):
              V=V, names=np.array([n for n, _ in p0]), **{"p0_" + n: t for n, t in p0},
              **{"p_" + n: t for n, t in file_tensors(m, Vp)}, **{"m_" + n: t for n, t in file_tensors(m, Vp, True)})
     clip = a.grad_clip
-    print(f"Llama reference: C={a.channels} NH={a.heads} KV={a.kv_heads} H={a.hidden} L={a.layers} "
+    print(f"Llama reference ({a.mlp}): C={a.channels} NH={a.heads} KV={a.kv_heads} H={a.hidden} L={a.layers} "
           f"{'tied' if a.tied else 'untied'} B={B} T={T} A={A} steps={S}: losses {losses[0]:.5f} .. {losses[-1]:.5f}, "
           f"norms {norms[0]:.4f} .. {norms[-1]:.4f}, {clipped} of {S} steps clip at {clip}")
 
@@ -144,6 +162,7 @@ def main():
     ap.add_argument("--kv-heads", type=int, default=2)
     ap.add_argument("--hidden", type=int, default=96)
     ap.add_argument("--tied", type=int, default=0)
+    ap.add_argument("--mlp", choices=("swiglu", "relu2"), default="swiglu")
     return run(ap.parse_args(), cmd_make, cmd_compare)
 
 

@@ -323,6 +323,17 @@ llama_runs() {
   [ -s "$W/ll-ropein.jsonl" ] && [ "$(losses "$W/ll-ropein.jsonl")" = "$(losses "$W/ll-ropepass.jsonl")" ] && [ -n "$la" ] && [ "$la" -lt "$lb" ] \
     && ok "llama-d2 bf16: RoPE in attention's loads = TRAIN_GPT_ROPE_IN_ATTENTION=0's passes, 3 losses and norms bit-identical; step 1 launches $la vs $lb" \
     || bad "RoPE in attention vs its passes" "$la vs $lb launches; $(diff <(losses "$W/ll-ropein.jsonl") <(losses "$W/ll-ropepass.jsonl"))"
+  # ReLU² (--mlp relu2: down(relu(up x)^2), no gate, H = 4C): cuda/gelu.cuh's relu2 kernels beside cpu/gelu.h's, 6
+  # steps of a fresh llama-d2; bounds ~4x what they measure (fp32 1.2e-7 / 7e-7, bf16 1.2e-4 / 1.3e-3, fp16 8.8e-6 /
+  # 2.0e-4). The derivative without its factor 2 moves the fp32 norms by far more.
+  local r2=(-e llama-d2 --mlp relu2 -b 2 -t 32 -x 6 -v 0 -s 0) p2 pr tl tn
+  ./train_gpt_cpu "${r2[@]}" --log "$W/r2-cpu.jsonl" > "$W/r2-cpu.out" 2>&1 || bad "ReLU² CPU run" "$(tail -3 "$W/r2-cpu.out")"
+  for p2 in "fp32 1e-6 3e-6" "bf16 5e-4 5e-3" "fp16 4e-5 8e-4"; do
+    read -r pr tl tn <<<"$p2"
+    $EMU --precision $pr "${r2[@]}" --log "$W/r2-$pr.jsonl" > "$W/r2-$pr.out" 2>&1 || bad "ReLU² $pr run" "$(tail -3 "$W/r2-$pr.out")"
+    r=$(close "$W/r2-cpu.jsonl" "$W/r2-$pr.jsonl" $tl $tn) && ok "llama-d2 --mlp relu2, $pr, 6 steps beside the CPU build: $r" \
+      || bad "ReLU² $pr vs the CPU build" "$r"
+  done
   # bf16 with graphs (the default), validation and a sample between steps, the emulator's counters on
   TRAIN_GPT_EMU_COUNTS=1 $EMU --precision bf16 "${lc[@]}" "${ck[@]}" "${ev[@]}" -o "$W/ll-bf16" --log "$W/ll-bf16.jsonl" > "$W/ll-bf16.out" 2>&1 \
     || bad "Llama bf16 run" "$(tail -3 "$W/ll-bf16.out")"

@@ -35,20 +35,20 @@ static double tolerance = 0.0;  // max |difference| of logits allowed; 0: bit fo
 
 static void run_config(const ModelConfig *cp, int recompute, int n);
 static void run_case(int L, int C, int NH, int recompute, int n) {
-    ModelConfig c = {64, 101, 128, L, NH, C, FAMILY_GPT2, {0}};
+    ModelConfig c = gpt2_config(64, 101, 128, L, NH, C);
     run_config(&c, recompute, n);
 }
 
 // The Llama family: NH query heads over KV key/value heads of hd, with its options; the cache holds only the KV heads.
 static void run_llama(int L, int NH, int KV, int hd, int tied, int qkv_bias, int qk_norm, int scaling, int recompute, int n) {
-    LlamaConfig l;
-    memset(&l, 0, sizeof(l));
+    ModelConfig l;
+    llama_defaults(&l);
     l.max_seq_len = 64; l.vocab_size = 101; l.padded_vocab_size = 128; l.num_layers = L; l.num_heads = NH;
     l.num_kv_heads = KV; l.channels = 48; l.head_dim = hd; l.ffn_hidden = 80; l.tied = tied; l.qkv_bias = qkv_bias;
-    l.qk_norm = qk_norm; l.norm_eps = 1e-5f; l.rope_theta = 10000.0f;
-    if (scaling) { l.rope_scaling = 1; l.rope_factor = 8.0f; l.rope_low_freq_factor = 1.0f; l.rope_high_freq_factor = 4.0f; l.rope_original_max_pos = 16; }
+    l.qk_norm = qk_norm; l.norm_eps = 1e-5f; l.rope.theta = 10000.0f;
+    if (scaling) { l.rope.scaling = 1; l.rope.factor = 8.0f; l.rope.low_freq_factor = 1.0f; l.rope.high_freq_factor = 4.0f; l.rope.original_max_pos = 16; }
     llama_check_config(&l, "test_generate");
-    ModelConfig c = model_config_llama(&l);
+    ModelConfig c = l;
     printf("Llama family: NH %d over KV %d of hd %d, %s%s%s%s\n", NH, KV, hd, tied ? "tied" : "untied",
            qkv_bias ? ", qkv bias" : "", qk_norm ? ", QK-norm" : "", scaling ? ", llama3 RoPE scaling" : "");
     run_config(&c, recompute, n);
@@ -80,7 +80,7 @@ static void run_config(const ModelConfig *cp, int recompute, int n) {
     model_decode_begin(m, n);
     // the cache holds, per layer and position, GPT-2's whole q, k, v row (3C) or the Llama family's key and value
     // heads only (2 KV hd: grouped-query attention's cache is NH/KV times smaller than multi-head attention's)
-    size_t width = c.family == FAMILY_LLAMA ? 2 * (size_t)c.llama.num_kv_heads * c.llama.head_dim : 3 * (size_t)C;
+    size_t width = c.positions == POS_ROPE ? 2 * (size_t)c.num_kv_heads * c.head_dim : 3 * (size_t)C;
     size_t cache = backend_scratch_allocated() - scratch0, want = (size_t)L * n * width * X_BYTES;
     check(cache == want, "L=%d NH=%d: the key/value cache is %zu bytes (by hand: %d layers x %d positions x %zu elements of %zu bytes = %zu)",
           L, NH, cache, L, n, width, (size_t)X_BYTES, want);

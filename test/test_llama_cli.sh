@@ -95,6 +95,24 @@ expect "an odd head_dim is refused (RoPE rotates halves)" "odd.bin: head_dim 15 
 header "$W/llmc.bin" 20240803 4 2 64 16
 expect "an llm.c llama3-branch file is refused, naming the converter" "convert it first with scripts/llmc_llama.py" $BIN -e "$W/llmc.bin" -x 1
 expect "an unknown model name lists what -e takes" "llama-dN for a fresh Llama, or a Llama preset: smollm-135m" $BIN -e llama-7b -x 1
+# --mlp relu2 (modded-nanogpt's MLP, H = 4C): a fresh llama-d2 trains, its checkpoint's header keeps the choice (slot 21)
+# so a run from it is the same model with no flag, and resuming continues it; GPT-2's llm.c file has no slot for it
+r2=(-b 2 -t 32 -v 0 -s 0)
+$BIN -e llama-d2 --mlp relu2 "${r2[@]}" -x 4 -n 2 --keep-checkpoints 5 -o "$W/r2" --log "$W/r2.jsonl" > "$W/r2.out" 2>&1
+mkdir -p "$W/r2y" && cp "$W/r2/model_00000002.bin" "$W/r2/state_00000002.bin" "$W/r2y/"
+$BIN -e llama-d2 --mlp relu2 "${r2[@]}" -x 4 -n 2 -o "$W/r2y" -y 1 --log "$W/r2y.jsonl" > "$W/r2y.out" 2>&1
+$BIN -e "$W/r2/model_00000004.bin" "${r2[@]}" -x 1 --dry-run > "$W/r2f.out" 2>&1
+h21=$($PY -c 'import struct,sys; print(struct.unpack("<256i", open(sys.argv[1], "rb").read(1024))[21])' "$W/r2/model_00000004.bin" 2>&1)
+grep -q "ReLU² H 512" "$W/r2.out" && grep -q "ReLU² H 512" "$W/r2f.out" && [ "$h21" = 1 ] \
+  && [ "$(grep -o '"loss": [0-9.e-]*' "$W/r2.jsonl" | tail -2)" = "$(grep -o '"loss": [0-9.e-]*' "$W/r2y.jsonl" | tail -2)" ] \
+  && [ -n "$(grep -o '"loss": [0-9.e-]*' "$W/r2y.jsonl")" ] \
+  && ok "--mlp relu2: llama-d2 trains with ReLU² H 4C = 512, its model file's slot 21 is 1, the file reads back as ReLU², and a resume from step 2 repeats steps 3-4" \
+  || bad "--mlp relu2 round trip" "slot 21 $h21; $(grep -h 'model:' "$W/r2.out" "$W/r2f.out"; tail -2 "$W/r2y.out")"
+expect "--mlp relu2 with GPT-2 is refused: llm.c's file has no slot for it" \
+  "--mlp relu2: an llm.c GPT-2 model file stores only gelu (its header has no slot for another); a Llama-family model file does: -e llama-dN --mlp relu2" \
+  $BIN -e d2 --mlp relu2 -x 1
+expect "--mlp with a model file whose header says otherwise is refused, naming both" \
+  "--mlp swiglu: $W/r2/model_00000004.bin is a model file, whose header says relu2" $BIN -e "$W/r2/model_00000004.bin" --mlp swiglu -x 1
 $PY - "$W/tok.bin" <<'PYEOF'
 import struct, sys
 toks = [i % 60 for i in range(300)]

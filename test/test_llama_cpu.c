@@ -171,6 +171,17 @@ static void test_swiglu(void) {
     free(out), free(dinp);
 }
 
+static void test_relu2(void) {
+    long N = 7 * 24;
+    float *out = fbuf(N), *dinp = fbuf(N);
+    const float *inp = ref("r2.inp", N);
+    relu2_forward(out, inp, N);
+    check_close("ReLU² forward relu(x)^2 (cpu/gelu.h)", out, ref("r2.out", N), N);
+    relu2_backward(dinp, inp, ref("r2.dout", N), N);
+    check_close("ReLU² backward 2 relu(x) dout", dinp, ref("r2.dinp", N), N);
+    free(out), free(dinp);
+}
+
 static void test_attention(const char *tag, int NH, int KV) {
     int B = 2, T = 9, hd = 16, R = (NH + 2 * KV) * hd, O = NH * hd;
     char name[64], what[160];
@@ -288,6 +299,18 @@ static void mm_bwd(float *dinp, float *dw, float *db, const float *dout, const f
     }
 }
 
+// A Llama-family config from its fields in the order of the family's file header (slots 2..20).
+static ModelConfig llama_cfg(int maxT, int V, int Vp, int L, int NH, int KV, int C, int hd, int H, int tied, int qkv_bias,
+                             int qk_norm, int scaling, float eps, float theta, float factor, float low, float high, int orig) {
+    ModelConfig c;
+    llama_defaults(&c);
+    c.max_seq_len = maxT, c.vocab_size = V, c.padded_vocab_size = Vp, c.num_layers = L, c.num_heads = NH;
+    c.num_kv_heads = KV, c.channels = C, c.head_dim = hd, c.ffn_hidden = H, c.tied = tied, c.qkv_bias = qkv_bias;
+    c.qk_norm = qk_norm, c.norm_eps = eps;
+    c.rope = (RopeParams){scaling, theta, factor, low, high, orig};
+    return c;
+}
+
 // Pointer to layer l of tensor `name` in a flat buffer (NULL when the option leaves it out).
 static float *tensor_at(float *base, const ArchShape *s, const char *name, int l) {
     int k = arch_find(&ARCH_LLAMA, name);
@@ -299,8 +322,8 @@ static float *tensor_at(float *base, const ArchShape *s, const char *name, int l
 }
 
 static void test_model(const char *tag, int NH, int KV, int tied, int qkv_bias) {
-    LlamaConfig c = {64, 200, 256, 2, NH, KV, 32, 8, 48, tied, qkv_bias, 0, qkv_bias ? 0 : 1, 1e-5f, 10000.0f,
-                     qkv_bias ? 0.0f : 8.0f, qkv_bias ? 0.0f : 1.0f, qkv_bias ? 0.0f : 4.0f, qkv_bias ? 0 : 4};
+    ModelConfig c = llama_cfg(64, 200, 256, 2, NH, KV, 32, 8, 48, tied, qkv_bias, 0, qkv_bias ? 0 : 1, 1e-5f, 10000.0f,
+                     qkv_bias ? 0.0f : 8.0f, qkv_bias ? 0.0f : 1.0f, qkv_bias ? 0.0f : 4.0f, qkv_bias ? 0 : 4);
     char msg[512], name[64], what[200];
     if (llama_config_error(&c, msg, sizeof(msg))) fatal("%s", msg);
     ArchShape s;
@@ -315,8 +338,7 @@ static void test_model(const char *tag, int NH, int KV, int tied, int qkv_bias) 
     int *inp = (int *)mallocCheck(BT * sizeof(int)), *tgt = (int *)mallocCheck(BT * sizeof(int));
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) inp[b * T + t] = (int)tokf[b * (T + 1) + t], tgt[b * T + t] = (int)tokf[b * (T + 1) + t + 1];
-    RopeParams rp = {c.rope_scaling, c.rope_theta, c.rope_factor, c.rope_low_freq_factor, c.rope_high_freq_factor,
-                     c.rope_original_max_pos};
+    RopeParams rp = c.rope;
     float *cs = fbuf(T * hd / 2), *sn = fbuf(T * hd / 2);
     rope_table(cs, sn, T, hd, &rp);
     // activations per layer: the residual in, its norm, qkv after RoPE, attention, the residual mid, its norm, fc, swiglu
@@ -472,7 +494,7 @@ static void test_tables(void) {
     gpt2_config_from_descriptor("d2", 50257, &d2);
     gpt2_config_from_descriptor("d6", 65, &d6);
     d6.max_seq_len = 256;
-    odd = (ModelConfig){64, 1000, 1024, 3, 4, 48, FAMILY_GPT2, {0}};
+    odd = gpt2_config(64, 1000, 1024, 3, 4, 48);
     test_gpt2_table("d12", d12);
     test_gpt2_table("d2", d2);
     test_gpt2_table("d6, T 256, V 65", d6);
@@ -503,7 +525,7 @@ static void test_tables(void) {
     // the Llama presets count what transformers counts
     const size_t published[4] = {134515008, 1235814400, 1100048384, 494032768};
     for (int i = 0; i < 4; i++) {
-        LlamaConfig lc;
+        ModelConfig lc;
         llama_preset(LLAMA_PRESETS[i], &lc);
         char msg[512];
         const char *err = llama_config_error(&lc, msg, sizeof(msg));
@@ -514,7 +536,7 @@ static void test_tables(void) {
               n, published[i], arch_num_params(&ARCH_LLAMA, &s));
     }
     {  // FLOPs: the matmul weights of SmolLM-135M (tied: wte is the head) and of TinyLlama (untied: lm_head is)
-        LlamaConfig sm, ti;
+        ModelConfig sm, ti;
         llama_preset("smollm-135m", &sm);
         llama_preset("tinyllama-1.1b", &ti);
         ArchShape ss, st;
@@ -533,7 +555,7 @@ static void test_tables(void) {
           "%d (8192), Llama 3.1 8B %d (14336), TinyLlama %d (5632)", h1, h2, h3);
 
     // every option combination: the optional tensors come and go, the runs still partition the buffer
-    LlamaConfig t = {64, 300, 384, 2, 4, 2, 32, 8, 40, 1, 0, 0, 0, 1e-5f, 10000.0f, 0, 0, 0, 0};
+    ModelConfig t = llama_cfg(64, 300, 384, 2, 4, 2, 32, 8, 40, 1, 0, 0, 0, 1e-5f, 10000.0f, 0, 0, 0, 0);
     int all_ok = 1;
     for (int m = 0; m < 8; m++) {
         t.tied = m & 1, t.qkv_bias = (m >> 1) & 1, t.qk_norm = (m >> 2) & 1;
@@ -567,6 +589,80 @@ static void test_tables(void) {
     check(order_ok, "Llama table: LLAMA_FORMAT.md's tensor order, offsets and sizes with every option on");
 }
 
+// A fused tensor's pieces (arch_param_pieces) against hand counts: GPT-2's q | k | v of C rows each and its one-piece
+// fcw; a 4:1 grouped-query Llama's q | k | v of NH hd, KV hd, KV hd rows and SwiGLU's up | gate of H rows each.
+static int pieces_are(const Arch *a, const ArchShape *s, const char *tensor, int n, const char *const *names,
+                      const size_t *rows) {
+    ArchPiece p[ARCH_MAX_PIECES];
+    int k = arch_find(a, tensor), got = k < 0 ? -1 : arch_param_pieces(a, s, k, p), ok = got == n;
+    size_t at = 0;
+    for (int i = 0; ok && i < n; i++) {
+        if (strcmp(p[i].name, names[i]) != 0 || p[i].row != at || p[i].rows != rows[i]) ok = 0;
+        at += rows[i];
+    }
+    return ok && (n == 0 || at == s->dim[a->params[k].rows]);
+}
+
+static void test_pieces(void) {
+    ModelConfig g = gpt2_config(64, 1000, 1024, 2, 4, 48);
+    ArchShape s = model_shape(&g);
+    const char *qkv[] = {"q", "k", "v"}, *fcw[] = {"fcw"}, *upgate[] = {"up", "gate"};
+    size_t c3[] = {48, 48, 48}, fc4[] = {192};
+    check(pieces_are(&ARCH_GPT2, &s, "qkvw", 3, qkv, c3) && pieces_are(&ARCH_GPT2, &s, "qkvb", 3, qkv, c3) &&
+          pieces_are(&ARCH_GPT2, &s, "fcw", 1, fcw, fc4), "pieces: GPT-2 (C 48, NH 4) qkvw and qkvb are q | k | v of 48 "
+          "rows each, fcw one piece of 4C = 192");
+    ModelConfig l = llama_cfg(64, 300, 384, 2, 8, 2, 128, 16, 352, 1, 1, 0, 0, 1e-5f, 10000.0f, 0, 0, 0, 0);
+    s = model_shape(&l);
+    size_t gqa[] = {8 * 16, 2 * 16, 2 * 16}, h2[] = {352, 352}, hd[] = {16};
+    const char *qn[] = {"q_norm"};
+    check(pieces_are(&ARCH_LLAMA, &s, "wqkv", 3, qkv, gqa) && pieces_are(&ARCH_LLAMA, &s, "bqkv", 3, qkv, gqa) &&
+          pieces_are(&ARCH_LLAMA, &s, "wfc", 2, upgate, h2) && !pieces_are(&ARCH_LLAMA, &s, "q_norm", 1, qn, hd),
+          "pieces: Llama GQA 4:1 (NH 8, KV 2, hd 16) wqkv and bqkv are q | k | v of 128, 32, 32 rows, SwiGLU's wfc up | "
+          "gate of H = 352 each; q_norm absent without QK-norm");
+    l.mlp = MLP_RELU2, l.ffn_hidden = 4 * 128;
+    s = model_shape(&l);
+    const char *wfc[] = {"wfc"};
+    size_t h4[] = {512};
+    check(pieces_are(&ARCH_LLAMA, &s, "wfc", 1, wfc, h4), "pieces: ReLU²'s wfc is one piece of H = 4C = 512 rows (no gate)");
+}
+
+// The role column against the names each family's rows had before it (the block's W_ roles and ACT_ roles): a model
+// finds every weight at the offset of the tensor of that name, and every activation row names its role's tensor.
+static void test_roles(void) {
+    static const char *const names[NUM_WEIGHT_ROLES][2] = {
+        {"ln1w", "attn_norm"}, {"ln1b", 0}, {"qkvw", "wqkv"}, {"qkvb", "bqkv"}, {0, "q_norm"}, {0, "k_norm"},
+        {"attprojw", "wo"}, {"attprojb", 0}, {"ln2w", "mlp_norm"}, {"ln2b", 0}, {"fcw", "wfc"}, {"fcb", 0},
+        {"fcprojw", "wproj"}, {"fcprojb", 0}, {"wte", "wte"}, {"wpe", 0}, {"lnfw", "final_norm"}, {"lnfb", 0},
+        {0, "lm_head"}};
+    ModelConfig cs[2] = {gpt2_config(64, 1000, 1024, 2, 4, 48),
+                         llama_cfg(64, 300, 384, 2, 4, 2, 32, 8, 40, 0, 1, 1, 0, 1e-5f, 10000.0f, 0, 0, 0, 0)};
+    int ok = 1, bad_role = -1;
+    for (int f = 0; f < 2; f++) {
+        Model *m = model_create(&cs[f], 1, 4, 0, 0, cs[f].num_layers, 1, 0);
+        for (int r = 0; r < NUM_WEIGHT_ROLES; r++) {
+            int k = names[r][f] ? arch_find(m->arch, names[r][f]) : -1;
+            size_t want = k < 0 ? SIZE_MAX : arch_unit_offset(m->arch, &m->shape, k);
+            if (m->w_off[r] != want) ok = 0, bad_role = r;
+        }
+        model_free(m);
+    }
+    static const char *const acts[NUM_ACTS] = {
+        "encoded", "ln1", "ln1_mean", "ln1_rstd", "qkv", "atty", "att", "attproj", "residual2", "ln2", "ln2_mean",
+        "ln2_rstd", "fch", "fch_gelu", "fcproj", "residual3", "lnf", "lnf_mean", "lnf_rstd", "logits", "losses",
+        "qkv_pre", "qk_rstd"};
+    int seen[NUM_ACTS] = {0};
+    for (int i = 0; i < BLOCK_ACT_TABLE.num_acts; i++) {
+        const ArchAct *a = &BLOCK_ACT_TABLE.acts[i];
+        if (a->role < 0 || a->role >= NUM_ACTS || strcmp(acts[a->role], a->name) != 0 || seen[a->role]++) ok = 0;
+    }
+    char why[64] = "";
+    if (bad_role >= 0) snprintf(why, sizeof(why), "; first wrong weight role %d", bad_role);
+    check(ok && BLOCK_ACT_TABLE.num_acts == NUM_ACTS, "roles: GPT-2's and a Llama's (untied, bias, QK-norm) %d weight "
+          "roles at their named tensors' unit offsets, %d activation rows each naming its own role%s", NUM_WEIGHT_ROLES,
+          NUM_ACTS, why);
+}
+
+
 // GPT-2's activation table against model.h's layout: names, float or floatX, per layer, the level each is shared
 // from, and the bytes of every tensor and in all at each recompute level, for the CPU build (X_BYTES 4, the softmax
 // saved); and the Llama table's sizes by hand for a small QK-norm model.
@@ -584,8 +680,8 @@ static void test_act_tables(void) {
     // the table's rows GPT-2's options choose (the Llama family's QK-norm rows are absent, and take no bytes)
     const ArchAct *rows[NA];
     int B = 3, T = 64, n = 0;
-    for (int i = 0; i < GPT2_ACT_TABLE.num_acts; i++)
-        if (s.opt[GPT2_ACT_TABLE.acts[i].present] && n < NA) rows[n++] = &GPT2_ACT_TABLE.acts[i];
+    for (int i = 0; i < BLOCK_ACT_TABLE.num_acts; i++)
+        if (s.opt[BLOCK_ACT_TABLE.acts[i].present] && n < NA) rows[n++] = &BLOCK_ACT_TABLE.acts[i];
     int ok = n == NA;
     size_t BT = (size_t)B * T, C = c.channels, per[NA];
     size_t elems[NA] = {BT * C, BT * C, BT, BT, BT * 3 * C, BT * C, backend_att_saved_floats(B, c.num_heads, T), BT * C, BT * C,
@@ -602,13 +698,13 @@ static void test_act_tables(void) {
     for (int r = 0; ok && r <= 3; r++) {
         size_t want = 0;
         for (int i = 0; i < NA; i++) want += per[i] * (!per_layer[i] ? 1 : r < shared[i] ? c.num_layers : 1);
-        if (arch_act_bytes(&GPT2_ACT_TABLE, &s, B, T, r, c.num_layers, X_BYTES, att) != want) ok = 0;
+        if (arch_act_bytes(&BLOCK_ACT_TABLE, &s, B, T, r, c.num_layers, X_BYTES, att) != want) ok = 0;
         // and the memory plan model.h now derives from the table
         if (model_memory_plan(&c, B, T, r, c.num_layers, 1, 1, 0).activations != want) ok = 0;
     }
     check(ok, "GPT-2 activation table = model.h's layout (21 tensors; bytes at recompute 0-3, d2, B 3, T 64)");
 
-    LlamaConfig lc = {64, 300, 384, 2, 4, 2, 32, 8, 40, 1, 0, 1, 0, 1e-5f, 10000.0f, 0, 0, 0, 0};
+    ModelConfig lc = llama_cfg(64, 300, 384, 2, 4, 2, 32, 8, 40, 1, 0, 1, 0, 1e-5f, 10000.0f, 0, 0, 0, 0);
     llama_arch_shape(&lc, &s);
     size_t al = 256;
 #define AL(n) (((n) + al - 1) / al * al)
@@ -623,12 +719,12 @@ static void test_act_tables(void) {
     size_t dropped2 = 2 * AL(BT * 32 * 4) + AL(BT * 40 * 4);  // ln1, ln2 and fch_gelu: one copy from level 2
     size_t want2 = 2 * (layer0 - dropped2 + AL(BT * 32 * 4)) + dropped2 + once;
     size_t latt = (size_t)B * 4 * T * T;
-    size_t got0 = arch_act_bytes(&LLAMA_ACT_TABLE, &s, B, T, 0, 2, 4, latt);
-    size_t got2 = arch_act_bytes(&LLAMA_ACT_TABLE, &s, B, T, 2, 2, 4, latt);
-    size_t got3 = arch_act_bytes(&LLAMA_ACT_TABLE, &s, B, T, 3, 2, 4, latt);
+    size_t got0 = arch_act_bytes(&BLOCK_ACT_TABLE, &s, B, T, 0, 2, 4, latt);
+    size_t got2 = arch_act_bytes(&BLOCK_ACT_TABLE, &s, B, T, 2, 2, 4, latt);
+    size_t got3 = arch_act_bytes(&BLOCK_ACT_TABLE, &s, B, T, 3, 2, 4, latt);
     lc.qk_norm = 0;
     llama_arch_shape(&lc, &s);
-    size_t got0n = arch_act_bytes(&LLAMA_ACT_TABLE, &s, B, T, 0, 2, 4, latt);
+    size_t got0n = arch_act_bytes(&BLOCK_ACT_TABLE, &s, B, T, 0, 2, 4, latt);
     size_t want0n = want0 - 2 * (AL(BT * 64 * 4) + AL(BT * 6 * 4));
 #undef AL
     check(got0 == want0 && got2 == want2 && got3 == want3 && got0n == want0n, "Llama activation table: with QK-norm %zu "
@@ -638,7 +734,7 @@ static void test_act_tables(void) {
 
 static void test_config_and_header(void) {
     char msg[512];
-    LlamaConfig c;
+    ModelConfig c;
     llama_preset("smollm-135m", &c);
     c.num_kv_heads = 2;  // 9 heads
     const char *e = llama_config_error(&c, msg, sizeof(msg));
@@ -649,16 +745,26 @@ static void test_config_and_header(void) {
     check(e && strstr(e, "head_dim 63") && strstr(e, "RoPE"), "refused: odd head_dim for RoPE (%s)", e ? e : "accepted");
 
     // header round trip: every field, floats by their bits
-    LlamaConfig w, r;
+    ModelConfig w, r;
     llama_preset("llama-3.2-1b", &w);
     w.qk_norm = 1;
     w.norm_eps = 1e-6f;
     int32_t h[256];
+    int bf16;
     llama_header_write(&w, h);
-    e = llama_header_read(h, "m.bin", &r, msg, sizeof(msg));
-    check(!e && memcmp(&w, &r, sizeof(w)) == 0 && h[0] == LLAMA_MAGIC && h[1] == 1 && h[15] == arch_f32_bits(1e-6f) &&
+    e = llama_header_read(h, "m.bin", &r, &bf16, msg, sizeof(msg));
+    check(!e && memcmp(&w, &r, sizeof(w)) == 0 && h[0] == LLAMA_MAGIC && h[1] == 1 && h[15] == llama_f32_bits(1e-6f) &&
           h[16] == 0x48f42400, "Llama header round trip: every field (rope_theta 500000 stored as 0x%08x)%s%s", h[16],
           e ? ": " : "", e ? e : "");
+    w.mlp = MLP_RELU2, w.ffn_hidden = 4 * w.channels;  // --mlp relu2's config: slot 21 keeps it
+    llama_header_write(&w, h);
+    e = llama_header_read(h, "m.bin", &r, &bf16, msg, sizeof(msg));
+    check(!e && memcmp(&w, &r, sizeof(w)) == 0 && h[21] == 1 && r.mlp == MLP_RELU2 && h[10] == 8192,
+          "Llama header round trip with ReLU²: slot 21 = 1, H = 4C = 8192%s%s", e ? ": " : "", e ? e : "");
+    h[21] = 0;
+    e = llama_header_read(h, "m.bin", &r, &bf16, msg, sizeof(msg));
+    check(!e && r.mlp == MLP_SWIGLU, "slot 21 = 0 (every file written before the slot) reads as SwiGLU");
+    w.mlp = MLP_SWIGLU, w.ffn_hidden = 8192;
     struct { int slot, value; const char *want; } bad[] = {
         {0, 20240326, "m.bin: bad magic 20240326 in slot 0"},
         {0, 20240803, "llm.c's llama3 branch"},
@@ -666,11 +772,12 @@ static void test_config_and_header(void) {
         {37, 5, "m.bin: reserved header slot 37 is 5"},
         {4, 128257, "m.bin: padded_vocab_size 128257 in slot 4"},
         {7, 5, "m.bin: n_head 32 is not a multiple of n_kv_head 5"},
+        {21, 2, "m.bin: MLP activation 2 in slot 21, expected 0 (SwiGLU) or 1 (ReLU²)"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         llama_header_write(&w, h);
         h[bad[i].slot] = bad[i].value;
-        e = llama_header_read(h, "m.bin", &r, msg, sizeof(msg));
+        e = llama_header_read(h, "m.bin", &r, &bf16, msg, sizeof(msg));
         check(e && strstr(e, bad[i].want), "header slot %d = %d refused naming it: %s", bad[i].slot, bad[i].value,
               e ? e : "accepted");
     }
@@ -688,6 +795,7 @@ int main(int argc, char **argv) {
     test_rope_apply("ropea", 16, rope_params(10000.0f, 0, 0, 0, 0));
     test_rope_apply("ropes", 16, rope_params(500000.0f, 8.0f, 1.0f, 4.0f, 4));
     test_swiglu();
+    test_relu2();
     test_attention("gqa41", 8, 2);
     test_attention("gqa11", 4, 4);
     test_attention("mqa", 4, 1);
@@ -698,6 +806,8 @@ int main(int argc, char **argv) {
     test_model("m_mqa_qwen2", 4, 1, 1, 1);
     test_tables();
     test_act_tables();
+    test_pieces();
+    test_roles();
     test_config_and_header();
     return check_summary();
 }

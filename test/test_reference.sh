@@ -56,20 +56,22 @@ if have_mpi "training runs vs PyTorch on several ranks"; then
 fi
 # The Llama family (CPU build): transformers' LlamaForCausalLM in float64 under the same recipe, GQA 2:1, an untied
 # head, 20 steps with accumulation 2 and clipping on 11 of them (test/ref_train_llama.py).
+# LLAMA: the reference's directory (llama, or llama_relu2: ReLU²'s MLP, H = 4C, the model file's slot 21 saying so).
+LLAMA=llama
 llama_reference() {
-  "$TORCH_PY" test/ref_train_llama.py make --out-dir "$W/llama" --grad-clip 1.45 > "$W/llama.ref.out" 2>&1 \
-    && ok "$(tail -1 "$W/llama.ref.out")" || { bad "reference llama" "$(cat "$W/llama.ref.out")"; return 1; }
+  "$TORCH_PY" test/ref_train_llama.py make --out-dir "$W/$LLAMA" --grad-clip 1.45 "$@" > "$W/$LLAMA.ref.out" 2>&1 \
+    && ok "$(tail -1 "$W/$LLAMA.ref.out")" || { bad "reference $LLAMA" "$(cat "$W/$LLAMA.ref.out")"; return 1; }
 }
 # llama_against LABEL LAUNCH... -- FLAGS...
 llama_against() {
   local label=$1; shift
-  local launch=() run="$W/llama.$(tr -c 'a-z0-9\n' _ <<<"$label")"
+  local launch=() run="$W/$LLAMA.$(tr -c 'a-z0-9\n' _ <<<"$label")"
   while [ "$1" != "--" ]; do launch+=("$1"); shift; done; shift
-  mapfile -t args < "$W/llama/args"
+  mapfile -t args < "$W/$LLAMA/args"
   "${launch[@]}" "${args[@]}" "$@" --log "$run.jsonl" -o "$run" -n 1000 > "$run.out" 2>&1 \
     || { bad "$label: the run failed" "$(tail -5 "$run.out")"; return; }
   local out
-  out=$("$TORCH_PY" test/ref_train_llama.py compare --out-dir "$W/llama" --log "$run.jsonl" --ckpt-dir "$run" \
+  out=$("$TORCH_PY" test/ref_train_llama.py compare --out-dir "$W/$LLAMA" --log "$run.jsonl" --ckpt-dir "$run" \
         --label "$label: " "${TOL_FP32[@]}" 2>&1)
   while IFS= read -r line; do
     case "$line" in PASS\ *) ok "${line#PASS }" ;; FAIL\ *) bad "${line#FAIL }" ;; *) echo "$line" ;; esac
@@ -81,6 +83,11 @@ if llama_reference; then
     llama_against "cpu, Llama on 2 ranks at ZeRO-3" "${MPI[@]}" -np 2 $BIN -- --grad-accum 1 -z 3
     llama_against "cpu, Llama on 2 pipeline stages" "${MPI[@]}" -np 2 $BIN -- --pp 2
   fi
+fi
+# ReLU² (--mlp relu2) in the same model, H = 4C = 256: the model file's slot 21 carries it to the trainer
+LLAMA=llama_relu2
+if llama_reference --mlp relu2 --hidden 256; then
+  llama_against "cpu, Llama ReLU² GQA 2:1 untied" $BIN --
 fi
 
 if [ "${REF_EMU:-1}" = 0 ]; then

@@ -305,6 +305,14 @@ static void check_gelu_residual(KernelCase *k) {
     cpu::gelu_backward(r1, h1, h2, n4);
     from_dev_x(g1, x2, n4);
     expect("gelu_backward", rel_err(g1, r1, n4), tol());
+    relu2_forward(x2, x1, n4);  // ReLU² (--mlp relu2): the same elementwise shape
+    cpu::relu2_forward(r1, h1, n4);
+    from_dev_x(g1, x2, n4);
+    expect("relu2_forward", rel_err(g1, r1, n4), tol());
+    relu2_backward(x2, x1, x3, n4);
+    cpu::relu2_backward(r1, h1, h2, n4);
+    from_dev_x(g1, x2, n4);
+    expect("relu2_backward", rel_err(g1, r1, n4), tol());
     residual_forward(x2, x1, x3, n4);
     cpu::residual_forward(r1, h1, h2, n4);
     from_dev_x(g1, x2, n4);

@@ -1,0 +1,163 @@
+// model_config.h: what a model is, for every family: its shape and its block's choices (ModelConfig), the values of
+// the table's shape symbols that follow from them (model_shape), the roles a parameter or an activation plays in the
+// block (the tables' role column: model.h reads tensors by role, never by name), and the block's activation table.
+// A family (gpt2.h, llama.h) is a parameter table, a model file format and presets; it fills a ModelConfig, and
+// from then on the block (model.h) and everything else read the choices, never the family. A new norm, activation
+// or position scheme is a value here, its kernels, and one case in model.h's function for that choice point.
+#ifndef MODEL_CONFIG_H
+#define MODEL_CONFIG_H
+
+#include <stdint.h>
+#include <string.h>
+#include "utils.h"
+#include "arch.h"  // the table machinery: ArchShape, ArchParam, ArchAct
+#include "rope.h"  // RopeParams
+
+// The block's choice points.
+enum { NORM_LAYERNORM, NORM_RMSNORM };       // LayerNorm (weight and bias, keeps the mean) or RMSNorm (weight only)
+enum { POS_LEARNED, POS_ROPE };              // a learned position table added to the embedding, or RoPE on q and k
+enum { MLP_GELU, MLP_SWIGLU, MLP_RELU2 };    // down(gelu(up x)), down(silu(gate x) * up x), down(relu(up x)^2)
+
+struct ModelFamily;  // below: a family's table, model file and descriptors
+
+// A model's config. The six shape fields first; then the family (its parameter table and file format); then the
+// block's choices, which the family fills (gpt2_config, llama.h's presets and file header). Fill it after a memset:
+// resume compares configs with memcmp.
+typedef struct {
+    int max_seq_len;        // maxT
+    int vocab_size;         // V
+    int padded_vocab_size;  // Vp, V rounded up to a multiple of 128 (the padding rows are zero)
+    int num_layers;         // L
+    int num_heads;          // NH: query heads
+    int channels;           // C
+    const struct ModelFamily *family;
+    int num_kv_heads;       // KV: key/value heads, dividing NH (NH: multi-head, as GPT-2; 1: multi-query)
+    int head_dim;           // hd (C / NH unless the family says otherwise); even with RoPE
+    int ffn_hidden;         // H: the MLP's hidden width (the rows of its down projection's input)
+    int norm;               // NORM_
+    float norm_eps;         // the norm's epsilon
+    int positions;          // POS_
+    RopeParams rope;        // POS_ROPE's θ and scaling (zero otherwise)
+    int mlp;                // MLP_
+    int qk_norm;            // RMSNorm over hd on each q and k head before RoPE (Qwen 3, OLMo 2)
+    int qkv_bias;           // the q/k/v projection has a bias
+    int tied;               // the head is wte (else its own tensor)
+    // --tp: a config with tp_size > 1 describes rank tp_rank's slice of the model (tp_layout.h): every size, unit
+    // and run derived from it is the slice's, each run placed in the whole model's file order. Model files and
+    // checkpoints hold whole models, whose configs have tp_size 0. seq_parallel: --sp (replicated tensors'
+    // gradients are then parts).
+    int tp_size, tp_rank, seq_parallel;
+} ModelConfig;
+
+// A family: its parameter table, its model file format, the descriptors that name its fresh models and presets, and
+// how the run's lines describe it. gpt2.h and llama.h each define one; family.h lists them.
+typedef struct ModelFamily {
+    const char *name;           // "gpt2", "llama"
+    const Arch *arch;           // its parameter table, in its file's order
+    int magic;                  // slot 0 of its model file's header
+    const char *file_kind;      // what its files are called in errors ("an llm.c GPT-2 model file")
+    const char *fresh;          // the descriptor of its fresh models, for errors ("dN")
+    const char *flops_formula;  // --profile's words for the training FLOPs per token
+    int count_unpadded;         // the run's parameter count adds the count without the vocabulary's padding rows
+    int mlps;                   // the MLP activations its file can store (bits 1 << MLP_)
+    // a fresh model or a preset named `desc` (vocab_size: the data's, for the fresh ones); 0 if desc is not one
+    int (*from_descriptor)(const char *desc, int vocab_size, ModelConfig *c);
+    // a header with this family's magic into c (after a memset); *bf16: the payload is bf16, else fp32. NULL, or the
+    // error in msg ("FILE: ...", naming the slot and what was expected)
+    const char *(*header_read)(const int32_t h[256], const char *file, ModelConfig *c, int *bf16, char *msg, size_t len);
+    void (*header_write)(const ModelConfig *c, int32_t h[256]);
+    void (*shape_text)(const ModelConfig *c, char *buf, size_t n);  // the run's model line
+} ModelFamily;
+
+static const char *const MLP_NAMES[] = {"gelu", "swiglu", "relu2"};  // as --mlp spells them
+
+static int model_padded_vocab(int V) { return (V + 127) / 128 * 128; }
+
+// Whether the MLP's first matmul packs a gate beside up (the table's ARCH_OPT_GATED).
+static int model_mlp_gated(const ModelConfig *c) { return c->mlp == MLP_SWIGLU; }
+
+// The shape symbols' values for a whole model: the same formulas for every family (GPT-2: KV = NH, hd = C / NH,
+// H = 4C give its 3C q/k/v rows, C attention width and 4C MLP rows). tp_layout.h's model_shape: a config's, its TP
+// rank's slice where tp_size > 1.
+static ArchShape model_whole_shape(const ModelConfig *c) {
+    ArchShape s;
+    memset(&s, 0, sizeof(s));
+    size_t NH = c->num_heads, KV = c->num_kv_heads, hd = c->head_dim, H = c->ffn_hidden;
+    s.dim[DIM_ONE] = 1;
+    s.dim[DIM_V] = c->vocab_size;
+    s.dim[DIM_VP] = c->padded_vocab_size;
+    s.dim[DIM_MAXT] = c->max_seq_len;
+    s.dim[DIM_C] = c->channels;
+    s.dim[DIM_QKV] = (NH + 2 * KV) * hd;
+    s.dim[DIM_ATT] = NH * hd;
+    s.dim[DIM_HD] = hd;
+    s.dim[DIM_FC] = model_mlp_gated(c) ? 2 * H : H;
+    s.dim[DIM_HID] = H;
+    s.dim[DIM_QKHEADS] = NH + KV;
+    s.num_layers = c->num_layers;
+    s.num_heads = c->num_heads;
+    s.num_kv_heads = c->num_kv_heads;
+    s.opt[ARCH_ALWAYS] = 1;
+    s.opt[ARCH_OPT_QKV_BIAS] = c->qkv_bias != 0;
+    s.opt[ARCH_OPT_QK_NORM] = c->qk_norm != 0;
+    s.opt[ARCH_OPT_UNTIED] = !c->tied;
+    s.opt[ARCH_OPT_TIED] = c->tied != 0;
+    s.opt[ARCH_OPT_LAYERNORM] = c->norm == NORM_LAYERNORM;
+    s.opt[ARCH_OPT_GATED] = model_mlp_gated(c);
+    s.attn_flop_width = NH * hd;
+    return s;
+}
+
+
+// ----------------------------------------------------------------------------
+// Roles: the column of a table row that says what the block does with the tensor. model.h finds each weight by
+// walking its family's rows once (no name is looked up on a step's path); a role the table or the options leave out
+// is NULL there. Adding a weight: a role here, a row in the family's table, and the kernels that read it.
+
+enum {
+    W_NONE = -1,
+    W_LN1W, W_LN1B, W_QKVW, W_QKVB, W_QNORM, W_KNORM, W_ATTPROJW, W_ATTPROJB, W_LN2W, W_LN2B, W_FCW, W_FCB,
+    W_FCPROJW, W_FCPROJB, NUM_LAYER_ROLES,   // per layer
+    W_WTE = NUM_LAYER_ROLES, W_WPE, W_LNFW, W_LNFB, W_LM_HEAD, NUM_WEIGHT_ROLES  // outer
+};
+
+// Activations, by role: what the forward keeps for the backward.
+enum {
+    ACT_ENCODED, ACT_LN1, ACT_LN1_MEAN, ACT_LN1_RSTD, ACT_QKV, ACT_ATTY, ACT_ATT, ACT_ATTPROJ, ACT_RESIDUAL2,
+    ACT_LN2, ACT_LN2_MEAN, ACT_LN2_RSTD, ACT_FCH, ACT_FCH_GELU, ACT_FCPROJ, ACT_RESIDUAL3, ACT_LNF,
+    ACT_LNF_MEAN, ACT_LNF_RSTD, ACT_LOGITS, ACT_LOSSES, ACT_QKV_PRE, ACT_QK_RSTD, NUM_ACTS
+};
+
+// The pre-norm block's activations, in model.h's layout order; the options choose the rows (an absent row takes
+// no bytes). Level 1 drops the MLP's activation output (it reruns from fch), level 2 the norm outputs too, level 3
+// everything but each layer's output (the whole layer reruns). LayerNorm keeps each row's mean and rstd, RMSNorm
+// the rstd alone. With QK-norm the block keeps q and k before the norm (qkv_pre) and the norm's per-head rstd; qkv
+// is then after QK-norm and RoPE, what attention reads.
+static const ArchAct BLOCK_ACTS[] = {
+    {"encoded", DIM_C, 0, 0, ARCH_ACT_ALWAYS_KEPT, ARCH_ALWAYS, ACT_ENCODED},
+    {"ln1", DIM_C, 0, 1, 2, ARCH_ALWAYS, ACT_LN1},
+    {"ln1_mean", DIM_ONE, 1, 1, 3, ARCH_OPT_LAYERNORM, ACT_LN1_MEAN},
+    {"ln1_rstd", DIM_ONE, 1, 1, 3, ARCH_ALWAYS, ACT_LN1_RSTD},
+    {"qkv_pre", DIM_QKV, 0, 1, 3, ARCH_OPT_QK_NORM, ACT_QKV_PRE},
+    {"qk_rstd", DIM_QKHEADS, 1, 1, 3, ARCH_OPT_QK_NORM, ACT_QK_RSTD},
+    {"qkv", DIM_QKV, 0, 1, 3, ARCH_ALWAYS, ACT_QKV},
+    {"atty", DIM_ATT, 0, 1, 3, ARCH_ALWAYS, ACT_ATTY},
+    {"att", ARCH_ACT_ATT, 1, 1, 3, ARCH_ALWAYS, ACT_ATT},
+    {"attproj", DIM_C, 0, 1, 0, ARCH_ALWAYS, ACT_ATTPROJ},
+    {"residual2", DIM_C, 0, 1, 3, ARCH_ALWAYS, ACT_RESIDUAL2},
+    {"ln2", DIM_C, 0, 1, 2, ARCH_ALWAYS, ACT_LN2},
+    {"ln2_mean", DIM_ONE, 1, 1, 3, ARCH_OPT_LAYERNORM, ACT_LN2_MEAN},
+    {"ln2_rstd", DIM_ONE, 1, 1, 3, ARCH_ALWAYS, ACT_LN2_RSTD},
+    {"fch", DIM_FC, 0, 1, 3, ARCH_ALWAYS, ACT_FCH},
+    {"fch_gelu", DIM_HID, 0, 1, 1, ARCH_ALWAYS, ACT_FCH_GELU},  // the MLP's activation output, whichever it is
+    {"fcproj", DIM_C, 0, 1, 0, ARCH_ALWAYS, ACT_FCPROJ},
+    {"residual3", DIM_C, 0, 1, ARCH_ACT_ALWAYS_KEPT, ARCH_ALWAYS, ACT_RESIDUAL3},
+    {"lnf", DIM_C, 0, 0, 0, ARCH_ALWAYS, ACT_LNF},
+    {"lnf_mean", DIM_ONE, 1, 0, 0, ARCH_OPT_LAYERNORM, ACT_LNF_MEAN},
+    {"lnf_rstd", DIM_ONE, 1, 0, 0, ARCH_ALWAYS, ACT_LNF_RSTD},
+    {"logits", DIM_VP, 0, 0, 0, ARCH_ALWAYS, ACT_LOGITS},
+    {"losses", DIM_ONE, 1, 0, 0, ARCH_ALWAYS, ACT_LOSSES},
+};
+static const ArchActs BLOCK_ACT_TABLE = {BLOCK_ACTS, (int)(sizeof(BLOCK_ACTS) / sizeof(BLOCK_ACTS[0]))};
+
+#endif
