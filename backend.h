@@ -90,14 +90,15 @@ static void residual_forward(floatX *out, const floatX *a, const floatX *b, long
 static void classifier_forward_backward(floatX *logits, float *losses, const int *targets, int N, int V, int Vp,
                                         float dloss);  // targets NULL: logits only; dloss 0: no gradient
 // ---- tensor parallelism's kernels (--tp; tensor_parallel.h) ----
-// backend_has_tp: whether the build runs --tp > 1 (the CPU build; the CUDA build refuses it at start).
+// backend_has_tp: whether the build runs --tp > 1 (both builds do).
 // The vocabulary-parallel embedding: this rank holds wte's rows [v0, v0 + vn) (row id - v0 here); a token outside
 // them contributes zero, so the TP all-reduce leaves the owner's row. wpe, dwpe as encoder_forward's (NULL: none).
 // The vocabulary-parallel cross-entropy over this rank's Vpl logit columns (global v0 + j), the first Vl valid, in
 // three steps around the TP collectives: _max writes each row's max (-inf with no valid column) to rowmax; _exp
 // takes the row's max over the nshards gathered maxima (maxes: nshards blocks of N), replaces the valid logits by
-// exp(logit - max), and writes the row's sum of them to sums[i] and its target's logit to sums[N + i] (0 where the
-// target is another rank's); _finish, with sums added over the ranks, writes the loss (the whole vocabulary's, the
+// exp(logit - max) (the row until _finish is the backend's own: the CUDA build keeps the logits and recomputes them),
+// and writes the row's sum of them but the target's to sums[i] and its target's logit to sums[N + i] (0 where the
+// target is another rank's; every rank remakes the target's term from it); _finish, with sums added over the ranks, writes the loss (the whole vocabulary's, the
 // same on every rank) and replaces the row by dloss/dlogits = (softmax - onehot(target)) * dloss (0 in padding).
 static int backend_has_tp(void);
 static void encoder_forward_vocab(floatX *out, const int *inp, const floatX *wte, const floatX *wpe, int B, int T, int C,
@@ -201,6 +202,11 @@ static void backend_comm_close(BackendComm *dc);
 static void backend_comm_allreduce_sum(BackendComm *dc, float *buf, size_t n);
 static void backend_comm_reduce_scatter_sum(BackendComm *dc, float *buf, size_t shard, int rank);
 static void backend_comm_allgather(BackendComm *dc, float *buf, size_t shard, int rank);
+// The same three on the build's floatX (--tp's activations, tensor_parallel.h), summed in that type: in the CUDA
+// build fp32, bf16 or fp16 (NCCL's sums of them).
+static void backend_comm_allreduce_sum_x(BackendComm *dc, floatX *buf, size_t n);
+static void backend_comm_reduce_scatter_sum_x(BackendComm *dc, floatX *buf, size_t shard, int rank);
+static void backend_comm_allgather_x(BackendComm *dc, floatX *buf, size_t shard, int rank);
 static void backend_comm_join(void);
 
 // ---- memory ----

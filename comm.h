@@ -328,6 +328,36 @@ static void comm_allgather(Comm *c, float *buf, size_t shard) {
 #endif
 }
 
+// The same three on the build's floatX (--tp's activations, tensor_parallel.h): fp32 as above; 16-bit elements
+// (the CUDA build's bf16 and fp16) over the device transport only, summed in their type as NCCL sums them (run.h
+// refuses --tp in 16 bits without --comm nccl: MPI has no 16-bit float sum).
+static int comm_x_direct(Comm *c, const char *what) {
+    if (X_BYTES == sizeof(float) || c->world == 1) return 0;
+    if (c->transport != COMM_DEVICE) internal_fault("comm: %s of 16-bit floats needs the device transport (--comm nccl)", what);
+    return 1;
+}
+static void comm_allreduce_sum_x(Comm *c, floatX *buf, size_t n) {
+    if (!comm_x_direct(c, "an all-reduce")) { comm_allreduce_sum(c, (float *)buf, n); return; }
+    watch_enter("all-reduce", n);
+    backend_comm_allreduce_sum_x(c->device, buf, n);
+    backend_comm_join();
+    watch_leave();
+}
+static void comm_reduce_scatter_sum_x(Comm *c, floatX *buf, size_t shard) {
+    if (!comm_x_direct(c, "a reduce-scatter")) { comm_reduce_scatter_sum(c, (float *)buf, shard); return; }
+    watch_enter("reduce-scatter", shard * c->world);
+    backend_comm_reduce_scatter_sum_x(c->device, buf, shard, c->rank);
+    backend_comm_join();
+    watch_leave();
+}
+static void comm_allgather_x(Comm *c, floatX *buf, size_t shard) {
+    if (!comm_x_direct(c, "an all-gather")) { comm_allgather(c, (float *)buf, shard); return; }
+    watch_enter("all-gather", shard * c->world);
+    backend_comm_allgather_x(c->device, buf, shard, c->rank);
+    backend_comm_join();
+    watch_leave();
+}
+
 // Every rank's `bytes` bytes at `mine`, in rank order, into `all` (world * bytes); small host buffers only.
 static void comm_allgather_bytes(Comm *c, const void *mine, void *all, size_t bytes) {
     if (c->world == 1) { memcpy(all, mine, bytes); return; }

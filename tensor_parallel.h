@@ -89,11 +89,10 @@ static void tp_group_free(TpGroup *g) {
     free(g->skip_unit); free(g->skip_off); free(g->skip_len);
 }
 
-// The activations' all-reduce over the TP group (floatX, in the build's memory).
+// The activations' all-reduce over the TP group (floatX, in the build's memory, summed in its type).
 static void tp_allreduce_x(TpGroup *g, floatX *buf, size_t n) {
-    if (X_BYTES != sizeof(float)) internal_fault("--tp's activation collectives move fp32 only (the CPU build's)");
     timing_push(PH_COMM);
-    comm_allreduce_sum(g->comm, (float *)buf, n);
+    comm_allreduce_sum_x(g->comm, buf, n);
     timing_pop();
     g->bytes[TP_ALLREDUCE] += (double)n * X_BYTES;
 }
@@ -103,11 +102,10 @@ static void tp_allreduce_x(TpGroup *g, floatX *buf, size_t n) {
 // buffer; after a row-parallel one, its partial sums are reduce-scattered: each rank keeps the sum of its rows.
 // tp_gather_rows: this rank's `n` values (its rows) into full, then every rank's; returns full.
 static floatX *tp_gather_rows(TpGroup *g, floatX *full, const floatX *mine, size_t n) {
-    if (X_BYTES != sizeof(float)) internal_fault("--tp's activation collectives move fp32 only (the CPU build's)");
     floatX *at = (floatX *)((char *)full + (size_t)g->r * n * X_BYTES);
     if (at != mine) backend_copy((float *)at, (const float *)mine, n * X_BYTES / sizeof(float));
     timing_push(PH_COMM);
-    comm_allgather(g->comm, (float *)full, n);
+    comm_allgather_x(g->comm, full, n);
     timing_pop();
     g->bytes[TP_ALLGATHER] += (double)n * g->n * X_BYTES;
     return full;
@@ -115,9 +113,8 @@ static floatX *tp_gather_rows(TpGroup *g, floatX *full, const floatX *mine, size
 // tp_scatter_rows: full holds this rank's partial sums of every row; returns where the sums of its own `n` values
 // (its rows) are, inside full.
 static floatX *tp_scatter_rows(TpGroup *g, floatX *full, size_t n) {
-    if (X_BYTES != sizeof(float)) internal_fault("--tp's activation collectives move fp32 only (the CPU build's)");
     timing_push(PH_COMM);
-    comm_reduce_scatter_sum(g->comm, (float *)full, n);
+    comm_reduce_scatter_sum_x(g->comm, full, n);
     timing_pop();
     g->bytes[TP_REDUCE_SCATTER] += (double)n * g->n * X_BYTES;
     return (floatX *)((char *)full + (size_t)g->r * n * X_BYTES);

@@ -1,6 +1,11 @@
 // cpu/vocab.h: tensor parallelism's vocabulary-parallel kernels (backend.h's contract; tensor_parallel.h runs them
 // around the TP collectives): the embedding of a rank's rows of the vocabulary, and the cross-entropy over a rank's
-// logit columns in three steps (the row's max, the exponentials and their sum, the loss and the gradient).
+// logit columns in three steps (the row's max, the exponentials and their sum, the loss and the gradient). Each
+// rank's sum of exponentials is accumulated in double and the log in double: a trained model's rows are sharp (one
+// term near 1, thousands near 1e-5), and a float running sum loses the small terms' low bits at every add. The sum
+// the TP all-reduce adds (in float) leaves out the target's term, which every rank remakes from the target's logit:
+// the target's gradient (p - 1) dloss is then -(that sum / the whole) dloss, with no cancellation where p is near 1
+// (p - 1 from a sum rounded to float would be off by 1e-7 / (1 - p) relative).
 #ifndef CPU_VOCAB_H
 #define CPU_VOCAB_H
 
@@ -61,11 +66,15 @@ static void classifier_vocab_exp(float *logits, float *sums, const float *maxes,
 #pragma omp parallel for
     for (int i = 0; i < N; i++) {
         float *row = logits + (long)i * Vpl;
-        float m = vocab_row_max(maxes, nshards, N, i), sum = 0.0f;
+        float m = vocab_row_max(maxes, nshards, N, i);
+        double rest = 0.0;  // every exponential but the target's
         int y = targets[i] - v0;
         sums[N + i] = y >= 0 && y < Vl ? row[y] : 0.0f;
-        for (int v = 0; v < Vl; v++) { row[v] = expf(row[v] - m); sum += row[v]; }
-        sums[i] = sum;
+        for (int v = 0; v < Vl; v++) {
+            row[v] = expf(row[v] - m);
+            if (v != y) rest += row[v];
+        }
+        sums[i] = (float)rest;
     }
 }
 
@@ -75,11 +84,12 @@ static void classifier_vocab_finish(float *logits, float *losses, const float *s
     for (int i = 0; i < N; i++) {
         float *row = logits + (long)i * Vpl;
         float m = vocab_row_max(maxes, nshards, N, i);
-        losses[i] = logf(sums[i]) + m - sums[N + i];
-        float scale = dloss / sums[i];
-        for (int v = 0; v < Vl; v++) row[v] *= scale;
+        const double sum = (double)sums[i] + expf(sums[N + i] - m);  // the target's exponential, as its owner made it
+        losses[i] = (float)(log(sum) + ((double)m - sums[N + i]));
+        const double scale = dloss / sum;
         int y = targets[i] - v0;
-        if (y >= 0 && y < Vl) row[y] -= dloss;
+        for (int v = 0; v < Vl; v++) row[v] = (float)(row[v] * scale);
+        if (y >= 0 && y < Vl) row[y] = (float)(-sums[i] * scale);  // (p - 1) dloss = -(the others' share) dloss
         for (int v = Vl; v < Vpl; v++) row[v] = 0.0f;
     }
 }

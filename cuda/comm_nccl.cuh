@@ -70,6 +70,21 @@ static void backend_comm_allgather(BackendComm *dc, float *buf, size_t shard, in
     nccl_enter();
     ncclCheck(ncclAllGather(buf + (size_t)rank * shard, buf, shard, ncclFloat, dc->nccl, nccl_stream));
 }
+// The same on floatX (--tp's activations), in its type: NCCL sums bf16 and fp16 as such.
+static ncclDataType_t nccl_x_type(void) { return x_prec == PREC_BF16 ? ncclBfloat16 : x_prec == PREC_FP16 ? ncclHalf : ncclFloat; }
+static void backend_comm_allreduce_sum_x(BackendComm *dc, floatX *buf, size_t n) {
+    nccl_enter();
+    ncclCheck(ncclAllReduce(buf, buf, n, nccl_x_type(), ncclSum, dc->nccl, nccl_stream));
+}
+static void backend_comm_reduce_scatter_sum_x(BackendComm *dc, floatX *buf, size_t shard, int rank) {
+    nccl_enter();
+    ncclCheck(ncclReduceScatter(buf, (char *)buf + (size_t)rank * shard * X_BYTES, shard, nccl_x_type(), ncclSum, dc->nccl,
+                                nccl_stream));
+}
+static void backend_comm_allgather_x(BackendComm *dc, floatX *buf, size_t shard, int rank) {
+    nccl_enter();
+    ncclCheck(ncclAllGather((char *)buf + (size_t)rank * shard * X_BYTES, buf, shard, nccl_x_type(), dc->nccl, nccl_stream));
+}
 // Everything issued on the NCCL stream so far is done before the compute stream's next work: one event
 // serves every collective, the stream being in order.
 static void backend_comm_join(void) {
@@ -99,6 +114,18 @@ static void backend_comm_reduce_scatter_sum(BackendComm *dc, float *buf, size_t 
     internal_fault("NCCL: this build has no MPI");
 }
 static void backend_comm_allgather(BackendComm *dc, float *buf, size_t shard, int rank) {
+    (void)dc; (void)buf; (void)shard; (void)rank;
+    internal_fault("NCCL: this build has no MPI");
+}
+static void backend_comm_allreduce_sum_x(BackendComm *dc, floatX *buf, size_t n) {
+    (void)dc; (void)buf; (void)n;
+    internal_fault("NCCL: this build has no MPI");
+}
+static void backend_comm_reduce_scatter_sum_x(BackendComm *dc, floatX *buf, size_t shard, int rank) {
+    (void)dc; (void)buf; (void)shard; (void)rank;
+    internal_fault("NCCL: this build has no MPI");
+}
+static void backend_comm_allgather_x(BackendComm *dc, floatX *buf, size_t shard, int rank) {
     (void)dc; (void)buf; (void)shard; (void)rank;
     internal_fault("NCCL: this build has no MPI");
 }

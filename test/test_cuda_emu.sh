@@ -11,7 +11,8 @@
 #            across the builds, 2 ranks at ZeRO 0-3 (validation and samples too), --pp 2, offload, --comm nccl, counters,
 #            CUDA graphs against the same runs eager (`test_cuda_emu.sh graphs` runs those alone); the Llama family
 #            (GQA 4:1 with QK-norm) through the same: the CPU build's numbers, resume, graphs, recompute, ZeRO-3 over
-#            NCCL, --pp 2, the memory plan at grouped sizes (`test_cuda_emu.sh llama` runs those alone).
+#            NCCL, --pp 2, the memory plan at grouped sizes (`test_cuda_emu.sh llama` runs those alone); tensor
+#            parallelism (--tp 2, --sp 0 and 1) over NCCL against the CPU build (`test_cuda_emu.sh tp` alone).
 # `make test-gpu` is the same list for a real GPU.
 source "$(dirname "$0")/lib.sh"
 EMU=./train_gpt_emu
@@ -121,6 +122,7 @@ kernels() {
     out=$(./test/test_gpt2_emu "$W/ref" 2>&1); rc=$?
     [ $rc -eq 0 ] && ok "CUDA model vs PyTorch (test_gpt2.c): $(summary "$out")" || bad "CUDA model vs PyTorch: $(summary "$out")" "$out"
   else bad "PyTorch reference ($TORCH_PY)" "$(cat "$W/ref.log")"; fi
+  tp_runs
 }
 
 # A real fp16 overflow: from a loss scale of 2^20 the backward of step 2 overflows fp16 and the gradients are
@@ -431,6 +433,67 @@ PYEOF
   ) && ok "Llama memory plan (GQA 4:1, CUDA build): $r" || bad "Llama memory plan" "$r $(tail -2 "$W/ll-44.out")"
 }
 
+# Tensor parallelism (--tp 2: tensor_parallel.h over comm.h, cuda/vocab.cuh's vocabulary-parallel kernels) on the
+# emulated GPU in fp32 over NCCL (the emulator's, over MPI): GPT-2 d2, the Llama family's GQA 4:2 untied with q/k/v
+# bias and QK-norm (test/llama_model.py) and llama-d2 (multi-query, tied: its one key/value head held by both ranks),
+# each with sequence parallelism (--sp 1) and without: 8 losses and gradient norms within 2e-5 relative of the CPU
+# build's --tp 2 and of one CPU process (they differ in the order of sums only), each rank allocating what its plan
+# says. d2 at --sp 1 also validates and samples between steps (against one process), and runs once more over MPI
+# staged through the host (--comm mpi). GQA 4:2 at --tp 4 too (key/value heads replicated, tokens on 2 vocabulary
+# shards). In bf16 (collectives in bf16, NCCL only) d2 and GQA 4:2 against the CPU build's fp32.
+tp_runs() {
+  local r m name sp tag M="$W/tp-gqa42.bin" base=(-b 2 -t 32 -x 8 -l 1e-3 -u 3)
+  $PY test/llama_model.py "$M" 4 2 || { bad "writing the GQA 4:2 model file (test/llama_model.py)"; return; }
+  alloc() { $PY -c 'import json,sys; d=[json.loads(l) for l in open(sys.argv[1]) if "allocated" in l][0]["allocated"]; print(d["model_state_bytes"], d["planned_model_state_bytes"], d["activation_bytes"], d["planned_activation_bytes"])' "$1" 2>/dev/null; }
+  for m in d2 "$M" llama-d2; do
+    name=$(basename "$m" .bin)
+    local e=(-v 0 -s 0); [ "$m" = d2 ] && e=(-v 4 -m 2 -s 4 -g 8)
+    ./train_gpt_cpu -e "$m" "${base[@]}" "${e[@]}" --log "$W/tp-$name.jsonl" > "$W/tp-$name.out" 2>&1 \
+      || { bad "--tp: $name in one CPU process" "$(tail -3 "$W/tp-$name.out")"; continue; }
+    for sp in 1 0; do
+      tag=$name-sp$sp
+      "${MPI[@]}" -np 2 ./train_gpt_cpu -e "$m" "${base[@]}" "${e[@]}" --tp 2 --sp $sp --log "$W/tp-$tag-cpu.jsonl" > "$W/tp-$tag-cpu.out" 2>&1
+      "${MPI[@]}" -np 2 $EMU --precision fp32 -e "$m" "${base[@]}" "${e[@]}" --tp 2 --sp $sp --comm nccl --log "$W/tp-$tag.jsonl" \
+        > "$W/tp-$tag.out" 2>&1 || { bad "--tp 2 --sp $sp: $name over NCCL runs" "$(tail -3 "$W/tp-$tag.out")"; continue; }
+      r=$(close "$W/tp-$tag-cpu.jsonl" "$W/tp-$tag.jsonl" 2e-5) && ok "--tp 2 --sp $sp, $name, fp32 over NCCL vs the CPU build's --tp 2: $r" \
+        || bad "--tp 2 --sp $sp, $name vs the CPU build's --tp 2" "$r"
+      r=$(close "$W/tp-$name.jsonl" "$W/tp-$tag.jsonl" 2e-5) && ok "--tp 2 --sp $sp, $name, fp32 over NCCL vs one process: $r" \
+        || bad "--tp 2 --sp $sp, $name vs one process" "$r"
+      set -- $(alloc "$W/tp-$tag.jsonl")
+      [ $# -eq 4 ] && [ "$1" = "$2" ] && [ "$3" = "$4" ] && ok "--tp 2 --sp $sp, $name: each rank allocates what the plan says ($1 bytes of model state, $3 of activations)" \
+        || bad "--tp 2 --sp $sp, $name: allocated vs plan" "$*"
+    done
+  done
+  # --tp 4 on GQA 4:2: each key/value head held by 2 ranks, and the vocabulary (64 tokens, padded 128) in 4 shards of
+  # 32 rows, so the tokens fall on two ranks (at --tp 2 all are rank 0's, and rank 1's rows are zero padding): each
+  # rank's embedding must zero the other's tokens, its cross-entropy take the target's logit from its owner only
+  "${MPI[@]}" -np 4 ./train_gpt_cpu -e "$M" "${base[@]}" -v 0 -s 0 --tp 4 --log "$W/tp-tp4-cpu.jsonl" > "$W/tp-tp4-cpu.out" 2>&1
+  "${MPI[@]}" -np 4 $EMU --precision fp32 -e "$M" "${base[@]}" -v 0 -s 0 --tp 4 --comm nccl --log "$W/tp-tp4.jsonl" > "$W/tp-tp4.out" 2>&1
+  local r2 rc=0
+  r=$(close "$W/tp-tp4-cpu.jsonl" "$W/tp-tp4.jsonl" 2e-5) || rc=1
+  r2=$(close "$W/tp-tp-gqa42.jsonl" "$W/tp-tp4.jsonl" 2e-5) || rc=1
+  r+="; vs one process: $r2"
+  [ $rc = 0 ] && ok "--tp 4, GQA 4:2 (key/value heads on 2 ranks each, tokens on 2 vocabulary shards), fp32 over NCCL vs the CPU build's --tp 4: $r" \
+    || bad "--tp 4, GQA 4:2 over NCCL vs the CPU build's --tp 4 and one process" "$r $(tail -3 "$W/tp-tp4.out")"
+  r=$(compare_eval "$W/tp-d2.jsonl" "$W/tp-d2.out" "$W/tp-d2-sp1.jsonl" "$W/tp-d2-sp1.out" 2e-5) && ok "--tp 2, d2 over NCCL vs one process: $r" \
+    || bad "--tp 2, d2 over NCCL: validation and samples" "$r"
+  # bf16 (the activations' collectives in bf16 over NCCL) against the CPU build's fp32 in one process: bounds ~4x
+  # what these runs measure (d2: losses 1.7e-4, norms 1.1e-3; GQA 4:2: 9.2e-5, 1.0e-3; one bf16 process is as far)
+  for m in d2 "$M"; do
+    name=$(basename "$m" .bin)
+    "${MPI[@]}" -np 2 $EMU --precision bf16 -e "$m" "${base[@]}" -v 0 -s 0 --tp 2 --comm nccl --log "$W/tp-$name-bf16.jsonl" \
+      > "$W/tp-$name-bf16.out" 2>&1 || { bad "--tp 2 bf16: $name over NCCL runs" "$(tail -3 "$W/tp-$name-bf16.out")"; continue; }
+    r=$(close "$W/tp-$name.jsonl" "$W/tp-$name-bf16.jsonl" 7e-4 4.5e-3) && ok "--tp 2, $name, bf16 over NCCL vs one CPU process (fp32): $r" \
+      || bad "--tp 2, $name, bf16 vs one CPU process" "$r"
+  done
+  local out; out=$("${MPI[@]}" -np 2 $EMU --precision bf16 -e d2 -x 1 --tp 2 --comm mpi 2>&1)
+  [ $? -ne 0 ] && grep -q -- '--precision bf16: the activations.* add --comm nccl' <<<"$out" && ok "--tp 2 in bf16 over --comm mpi is refused, naming --comm nccl" \
+    || bad "--tp 2 bf16 over --comm mpi: no refusal" "$(tail -3 <<<"$out")"
+  "${MPI[@]}" -np 2 $EMU --precision fp32 -e d2 "${base[@]}" -v 4 -m 2 -s 4 -g 8 --tp 2 --comm mpi --log "$W/tp-mpi.jsonl" > "$W/tp-mpi.out" 2>&1
+  r=$(close "$W/tp-d2.jsonl" "$W/tp-mpi.jsonl" 2e-5) && r+="; $(compare_eval "$W/tp-d2.jsonl" "$W/tp-d2.out" "$W/tp-mpi.jsonl" "$W/tp-mpi.out" 2e-5)" \
+    && ok "--tp 2, d2 over MPI staged (--comm mpi) vs one process: $r" || bad "--tp 2 over --comm mpi" "$r $(tail -3 "$W/tp-mpi.out")"
+}
+
 trainer() {
   local r
   # ten steps beside the CPU build, from the same initialisation and data: two micro-batches a step, T = 80
@@ -628,6 +691,11 @@ PYEOF
 # Llama family's runs and the emulated generation checks alone
 if [ "${1:-}" = graphs ]; then
   if [ -x $EMU ]; then graphs; else bad "$EMU is missing: make train_gpt_emu"; fi
+  finish; exit
+fi
+if [ "${1:-}" = tp ]; then
+  if [ -x $EMU ] && [ -x ./train_gpt_cpu ] && command -v mpirun > /dev/null; then tp_runs
+  else bad "$EMU, ./train_gpt_cpu or mpirun is missing: make train_gpt_emu train_gpt_cpu (and install openmpi-bin)"; fi
   finish; exit
 fi
 if [ "${1:-}" = llama ]; then

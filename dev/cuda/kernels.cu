@@ -4,6 +4,7 @@
 //   make dev/cuda/kernels && ./dev/cuda/kernels check     # PASS/FAIL per kernel and precision
 //   ./dev/cuda/kernels check llama                         # only the Llama family's (cuda/llama.cuh, GQA)
 //   ./dev/cuda/kernels check classifier                    # only the classifier on sharp 50k-wide rows
+//                                                          # (--tp's vocabulary-parallel kernels: kernels_vocab.h)
 //   ./dev/cuda/kernels bench                               # ms and GB/s or TFLOP/s per kernel, bf16
 //                                                          # (fused epilogues and staged classifier beside the unfused)
 // Inputs are random; in bf16 and fp16 they are rounded to that precision first, so both sides see
@@ -644,6 +645,8 @@ static void check_llama(void) {
     check_gqa_rope(1, 150, 4, 1, 48);  // 4:1, hd 48 (runs padded to 64), T past the 16-bit forward's 128-row tile
 }
 
+#include "dev/cuda/kernels_vocab.h"  // --tp's vocabulary-parallel kernels: check_vocab
+
 static void check_all(int B, int T, int C, int NH, int V, int Vp) {
     KernelCase k = {};
     k.B = B; k.T = T; k.C = C; k.NH = NH; k.V = V; k.Vp = Vp;
@@ -719,6 +722,8 @@ int main(int argc, char **argv) {
         check_rows(3, 200, 1024);  // C = 1024: LayerNorm's backward over 48 KiB of shared memory
         check_classifier_sharp();
         check_llama();
+        check_vocab(2, 40, 64, 70, 32, 3);  // --tp 3's vocabulary: two shards of tokens, the third 6 rows of them and padding
+        check_vocab(1, 64, 36, 60, 64, 2);  // the second shard all padding; C 36: 16-bit rows not in 16-byte vectors
     }
     check_stochastic_rounding();
     check_backend();
