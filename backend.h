@@ -98,8 +98,9 @@ static void classifier_forward_backward(floatX *logits, float *losses, const int
 // takes the row's max over the nshards gathered maxima (maxes: nshards blocks of N), replaces the valid logits by
 // exp(logit - max) (the row until _finish is the backend's own: the CUDA build keeps the logits and recomputes them),
 // and writes the row's sum of them but the target's to sums[i] and its target's logit to sums[N + i] (0 where the
-// target is another rank's; every rank remakes the target's term from it); _finish, with sums added over the ranks, writes the loss (the whole vocabulary's, the
-// same on every rank) and replaces the row by dloss/dlogits = (softmax - onehot(target)) * dloss (0 in padding).
+// target is another rank's; every rank remakes the target's term from it); _finish, with sums added over the ranks,
+// writes the loss (the whole vocabulary's, the same on every rank) and replaces the row by
+// dloss/dlogits = (softmax - onehot(target)) * dloss (0 in padding).
 static int backend_has_tp(void);
 static void encoder_forward_vocab(floatX *out, const int *inp, const floatX *wte, const floatX *wpe, int B, int T, int C,
                                   int v0, int vn);

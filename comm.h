@@ -333,7 +333,8 @@ static void comm_allgather(Comm *c, float *buf, size_t shard) {
 // refuses --tp in 16 bits without --comm nccl: MPI has no 16-bit float sum).
 static int comm_x_direct(Comm *c, const char *what) {
     if (X_BYTES == sizeof(float) || c->world == 1) return 0;
-    if (c->transport != COMM_DEVICE) internal_fault("comm: %s of 16-bit floats needs the device transport (--comm nccl)", what);
+    if (c->transport != COMM_DEVICE)
+        internal_fault("comm: %s of 16-bit floats needs the device transport (--comm nccl)", what);
     return 1;
 }
 static void comm_allreduce_sum_x(Comm *c, floatX *buf, size_t n) {

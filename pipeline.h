@@ -67,8 +67,8 @@ static void pp_stage_backward(Pipeline *p) {
 // A micro-batch's forward and backward as CUDA graphs (backend.h), where they are nothing but the device's
 // work: one stage holding the whole model (no pipeline messages), ZeRO-0 or 1 (whose collectives come after the
 // backward, not inside it), no --tp (its collectives run inside the layers), no --offload (host copies), no
-// --profile (events between kernels). The rest run eagerly. The graphs freeze the micro-batch's shape (B, T and its activation slot) and the loss gradient's
-// weight dloss (the loss scale): a new one records them again.
+// --profile (events between kernels). The rest run eagerly. The graphs freeze the micro-batch's shape (B, T and
+// its activation slot) and the loss gradient's weight dloss (the loss scale): a new one records them again.
 static int pp_graphed(const Pipeline *p) {
     return p->stages == 1 && p->z->stage <= 1 && !p->z->model->tp && !p->z->offload && !timing.profile;
 }

@@ -108,7 +108,9 @@ static void backend_comm_allgather(BackendComm *dc, float *buf, size_t shard, in
     (void)dc; (void)buf; (void)shard; (void)rank;
     internal_fault("the CPU build has no device transport");
 }
-static void backend_comm_allreduce_sum_x(BackendComm *dc, floatX *buf, size_t n) { backend_comm_allreduce_sum(dc, (float *)buf, n); }
+static void backend_comm_allreduce_sum_x(BackendComm *dc, floatX *buf, size_t n) {
+    backend_comm_allreduce_sum(dc, (float *)buf, n);
+}
 static void backend_comm_reduce_scatter_sum_x(BackendComm *dc, floatX *buf, size_t shard, int rank) {
     backend_comm_reduce_scatter_sum(dc, (float *)buf, shard, rank);
 }

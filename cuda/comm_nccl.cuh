@@ -71,7 +71,9 @@ static void backend_comm_allgather(BackendComm *dc, float *buf, size_t shard, in
     ncclCheck(ncclAllGather(buf + (size_t)rank * shard, buf, shard, ncclFloat, dc->nccl, nccl_stream));
 }
 // The same on floatX (--tp's activations), in its type: NCCL sums bf16 and fp16 as such.
-static ncclDataType_t nccl_x_type(void) { return x_prec == PREC_BF16 ? ncclBfloat16 : x_prec == PREC_FP16 ? ncclHalf : ncclFloat; }
+static ncclDataType_t nccl_x_type(void) {
+    return x_prec == PREC_BF16 ? ncclBfloat16 : x_prec == PREC_FP16 ? ncclHalf : ncclFloat;
+}
 static void backend_comm_allreduce_sum_x(BackendComm *dc, floatX *buf, size_t n) {
     nccl_enter();
     ncclCheck(ncclAllReduce(buf, buf, n, nccl_x_type(), ncclSum, dc->nccl, nccl_stream));
@@ -83,7 +85,8 @@ static void backend_comm_reduce_scatter_sum_x(BackendComm *dc, floatX *buf, size
 }
 static void backend_comm_allgather_x(BackendComm *dc, floatX *buf, size_t shard, int rank) {
     nccl_enter();
-    ncclCheck(ncclAllGather((char *)buf + (size_t)rank * shard * X_BYTES, buf, shard, nccl_x_type(), dc->nccl, nccl_stream));
+    ncclCheck(ncclAllGather((char *)buf + (size_t)rank * shard * X_BYTES, buf, shard, nccl_x_type(), dc->nccl,
+                            nccl_stream));
 }
 // Everything issued on the NCCL stream so far is done before the compute stream's next work: one event
 // serves every collective, the stream being in order.

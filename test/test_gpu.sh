@@ -108,7 +108,7 @@ r=$(close "$W/res.jsonl" "$W/c2g.jsonl" 1e-4) && ok "a CPU checkpoint resumes in
 # Open MPI (no mpicc where it was built) runs as one process only: these checks are skipped, with that reason.
 has_mpi=0; ldd ./train_gpt 2>/dev/null | grep -q 'libmpi' && has_mpi=1
 if [ $has_mpi = 0 ]; then
-  skip "2 ranks via MPI at ZeRO 0-3, --pp 2, --offload optimizer|params (7 checks): this train_gpt was built without Open MPI"
+  skip "2 ranks via MPI at ZeRO 0-3, --pp 2, --tp 2, --offload optimizer|params (8 checks): this train_gpt was built without Open MPI"
 elif command -v mpirun >/dev/null; then
   ./train_gpt --precision fp32 -e d2 -b 4 -t 64 -x 10 -v 0 -s 0 --grad-accum 4 --log "$W/one.jsonl" > /dev/null 2>&1
   for z in 0 1 2 3; do
@@ -119,6 +119,10 @@ elif command -v mpirun >/dev/null; then
   mpirun --allow-run-as-root --oversubscribe -np 2 ./train_gpt --precision fp32 -e d2 -b 4 -t 64 -x 10 -v 0 -s 0 --grad-accum 4 --pp 2 \
     --log "$W/pp.jsonl" > "$W/pp.out" 2>&1
   r=$(close "$W/one.jsonl" "$W/pp.jsonl" 1e-5) && ok "--pp 2 on one GPU via MPI vs 1 process: $r" || bad "pipeline on GPU" "$r $(tail -3 "$W/pp.out")"
+  # tensor parallelism (cuda/vocab.cuh, the collectives staged through the host: --comm mpi, fp32)
+  mpirun --allow-run-as-root --oversubscribe -np 2 ./train_gpt --precision fp32 -e d2 -b 4 -t 64 -x 10 -v 0 -s 0 --grad-accum 4 --tp 2 \
+    --log "$W/tp.jsonl" > "$W/tp.out" 2>&1
+  r=$(close "$W/one.jsonl" "$W/tp.jsonl" 2e-5) && ok "--tp 2 on one GPU via MPI vs 1 process: $r" || bad "--tp 2 on GPU" "$r $(tail -3 "$W/tp.out")"
   # 5a. optimizer offload on the GPU: host AdamW on pinned memory, same numbers as on the device
   for o in optimizer params; do
     z=1; [ $o = params ] && z=3
@@ -143,6 +147,8 @@ fi
 if [ $has_mpi = 1 ] && command -v mpirun >/dev/null && [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
   mpirun --allow-run-as-root -np 2 ./train_gpt --precision fp32 -e d2 -b 4 -t 64 -x 10 -v 0 -s 0 --grad-accum 2 -z 1 --comm nccl     --log "$W/nccl2.jsonl" > "$W/nccl2.out" 2>&1
   r=$(close "$W/one.jsonl" "$W/nccl2.jsonl" 1e-5) && ok "2 GPUs through NCCL at ZeRO-1 vs 1 process: $r" || bad "NCCL on 2 GPUs" "$r"
+  mpirun --allow-run-as-root -np 2 ./train_gpt --precision fp32 -e d2 -b 4 -t 64 -x 10 -v 0 -s 0 --grad-accum 4 --tp 2 --comm nccl --log "$W/tpn.jsonl" > "$W/tpn.out" 2>&1
+  r=$(close "$W/one.jsonl" "$W/tpn.jsonl" 2e-5) && ok "--tp 2 on 2 GPUs through NCCL vs 1 process: $r" || bad "--tp 2 over NCCL on 2 GPUs" "$r $(tail -3 "$W/tpn.out")"
 fi
 
 # 5c. the Llama family (issue 35): a model with grouped-query attention 4:1 and QK-norm (test/llama_model.py: NH 4 over
