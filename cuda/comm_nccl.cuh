@@ -74,18 +74,20 @@ static void backend_comm_allgather(BackendComm *dc, float *buf, size_t shard, in
 static ncclDataType_t nccl_x_type(void) {
     return x_prec == PREC_BF16 ? ncclBfloat16 : x_prec == PREC_FP16 ? ncclHalf : ncclFloat;
 }
+// its bytes, from the same x_prec (this header stands alone: backend.cuh's X_BYTES comes after it)
+static size_t nccl_x_bytes(void) { return x_prec == PREC_FP32 ? 4 : 2; }
 static void backend_comm_allreduce_sum_x(BackendComm *dc, floatX *buf, size_t n) {
     nccl_enter();
     ncclCheck(ncclAllReduce(buf, buf, n, nccl_x_type(), ncclSum, dc->nccl, nccl_stream));
 }
 static void backend_comm_reduce_scatter_sum_x(BackendComm *dc, floatX *buf, size_t shard, int rank) {
     nccl_enter();
-    ncclCheck(ncclReduceScatter(buf, (char *)buf + (size_t)rank * shard * X_BYTES, shard, nccl_x_type(), ncclSum, dc->nccl,
+    ncclCheck(ncclReduceScatter(buf, (char *)buf + (size_t)rank * shard * nccl_x_bytes(), shard, nccl_x_type(), ncclSum, dc->nccl,
                                 nccl_stream));
 }
 static void backend_comm_allgather_x(BackendComm *dc, floatX *buf, size_t shard, int rank) {
     nccl_enter();
-    ncclCheck(ncclAllGather((char *)buf + (size_t)rank * shard * X_BYTES, buf, shard, nccl_x_type(), dc->nccl,
+    ncclCheck(ncclAllGather((char *)buf + (size_t)rank * shard * nccl_x_bytes(), buf, shard, nccl_x_type(), dc->nccl,
                             nccl_stream));
 }
 // Everything issued on the NCCL stream so far is done before the compute stream's next work: one event
