@@ -219,6 +219,11 @@ static void check_matmul(KernelCase *k) {
 static double fused_bound(void) {
     return x_prec == PREC_BF16 ? 2 * 0x1p-7 : x_prec == PREC_FP16 ? 2 * 0x1p-10 : 1e-5;
 }
+// cuBLASLt's DGELU epilogue computes GELU's slope its own way (not the CPU build's tanh formula): on the H200
+// (2026-11-27) its fp32 output sat 1.02e-5 from the CPU build's and 1.03e-5 from matmul + gelu_backward, over
+// tol()'s 1e-5, while every other fp32 kernel stayed under 1.2e-6. The bound is three times that worst, as for every
+// tolerance here; bf16 and fp16 keep theirs (their roundings are far larger than the slope's difference).
+static double dgelu_bound(double base) { return x_prec == PREC_FP32 ? 3e-5 : base; }
 
 // The matmuls with GELU or the residual in cuBLASLt's epilogue (TRAIN_GPT_GELU_FUSION, TRAIN_GPT_RESIDUAL_FUSION)
 // against the CPU build's two kernels (cpu/matmul.h's matmul_forward_gelu, ... are them), at the fc, fc projection
@@ -247,7 +252,7 @@ static void check_matmul_fused(KernelCase *k) {
     matmul_backward_dgelu(ddinp, ddW, ddB, k->ddout, dout, dw2, dpre, (int)BT, IC, C);
     cpu::matmul_backward_dgelu(dinp, dW, dB, k->dout, out, w2, pre, (int)BT, IC, C);
     from_dev_x(g, ddinp, n4);
-    expect("matmul_backward_dgelu dinp (DGELU epilogue)", rel_err(g, dinp, n4), tol());
+    expect("matmul_backward_dgelu dinp (DGELU epilogue)", rel_err(g, dinp, n4), dgelu_bound(tol()));
     float *hW = (float *)mallocCheck((size_t)IC * C * 4);
     from_dev_f(hW, ddW, (size_t)IC * C);
     expect("matmul_backward_dgelu dweight", rel_err(hW, dW, (size_t)IC * C), tol());
@@ -257,7 +262,7 @@ static void check_matmul_fused(KernelCase *k) {
     matmul_backward(ddg, scratch_w, NULL, k->ddout, dout, dw2, (int)BT, IC, C);
     gelu_backward(ddinp2, dpre, ddg, (long)n4);
     from_dev_x(g2, ddinp2, n4);
-    expect("matmul_backward_dgelu vs matmul + gelu_backward (rounding)", rel_err(g, g2, n4), fused_bound());
+    expect("matmul_backward_dgelu vs matmul + gelu_backward (rounding)", rel_err(g, g2, n4), dgelu_bound(fused_bound()));
     // the attention projection and the residual: out = res + inp @ w^T + b
     float *res = rand_host(n, 1.0f), *o = (float *)mallocCheck(n * 4);
     floatX *dres = to_dev_x(res, n), *dox = to_dev_x(o, n), *dox2 = to_dev_x(o, n), *dproj = to_dev_x(o, n);
