@@ -103,6 +103,15 @@ while :; do
 done
 
 last=$(grep -o '"step": [0-9]*, "loss"' "$OUT_DIR/log.jsonl" 2>/dev/null | tail -1 | grep -o '[0-9][0-9]*')
+# Exit 3 is the watchdog's: a rank waited --comm-timeout in a collective a peer never joined, so a node or a rank
+# is gone. Slurm requeues a --requeue job on a node failure only once it has marked the node down (SlurmdTimeout
+# after its last answer), and srun may return before that: the job would end FAILED, not go back to the queue.
+# A requeueable job is put back here (Slurm keeps it pending until nodes are free; it resumes from the checkpoint).
+if [ "$rc" -eq 3 ] && [ -n "${SLURM_JOB_ID:-}" ] && scontrol show job -o "$SLURM_JOB_ID" 2>/dev/null | grep -q ' Requeue=1 '; then
+  echo "sbatch_cpu.sh: a rank's peer was lost (the watchdog's exit 3 after step ${last:-0}): requeueing job $SLURM_JOB_ID; it resumes from the last checkpoint in $OUT_DIR"
+  scontrol requeue "$SLURM_JOB_ID" && exit 3
+  echo "sbatch_cpu.sh: scontrol requeue $SLURM_JOB_ID failed; resubmit the same job to resume"
+fi
 if [ "$rc" -ne 0 ]; then
   echo "sbatch_cpu.sh: the trainer failed (exit $rc) after step ${last:-0} of $STEPS"
 elif [ "${last:-0}" -lt "$STEPS" ]; then

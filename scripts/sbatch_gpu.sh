@@ -28,4 +28,12 @@ mkdir -p "$OUT_DIR"
 args=()
 if [ "$RECIPE" != none ]; then read -r -a args <<<"$(recipe_args "$RECIPE")"; fi
 export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1}
-srun --mpi=pmix --kill-on-bad-exit=1 "$BIN" "${args[@]}" -o "$OUT_DIR" -y 1 --log "$OUT_DIR/log.jsonl" ${EXTRA_ARGS:-}
+rc=0
+srun --mpi=pmix --kill-on-bad-exit=1 "$BIN" "${args[@]}" -o "$OUT_DIR" -y 1 --log "$OUT_DIR/log.jsonl" ${EXTRA_ARGS:-} || rc=$?
+# Exit 3 is the watchdog's (a peer never joined a collective: a node or a rank is gone). srun may return before
+# Slurm has marked the node down and requeued a --requeue job itself; put such a job back here (sbatch_cpu.sh too).
+if [ "$rc" -eq 3 ] && [ -n "${SLURM_JOB_ID:-}" ] && scontrol show job -o "$SLURM_JOB_ID" 2>/dev/null | grep -q ' Requeue=1 '; then
+  echo "sbatch_gpu.sh: a rank's peer was lost (the watchdog's exit 3): requeueing job $SLURM_JOB_ID; it resumes from the last checkpoint in $OUT_DIR"
+  scontrol requeue "$SLURM_JOB_ID" || echo "sbatch_gpu.sh: scontrol requeue $SLURM_JOB_ID failed; resubmit the same job to resume"
+fi
+exit "$rc"

@@ -9,7 +9,15 @@ trap 'rm -rf "$W"' EXIT
 pass=0; fail=0; skipped=0
 ok() { echo "PASS $1"; pass=$((pass+1)); }
 skip() { echo "SKIP $1"; skipped=$((skipped+1)); }
-bad() { echo "FAIL $1"; [ -n "${2:-}" ] && echo "$2" | head -5 | sed 's/^/    /'; fail=$((fail+1)); }
+# bad NAME DETAIL: the detail's first 3 lines and its last 8 (a failure is often at the end of a long output)
+bad() {
+  echo "FAIL $1"
+  if [ -n "${2:-}" ]; then
+    if [ "$(wc -l <<<"$2")" -gt 11 ]; then { head -3 <<<"$2"; echo "[...]"; tail -8 <<<"$2"; } | sed 's/^/    /'
+    else sed 's/^/    /' <<<"$2"; fi
+  fi
+  fail=$((fail+1))
+}
 
 # expect_error NAME EXPECTED_TEXT ARGS...: non-zero exit and a message containing EXPECTED_TEXT, in
 # the user's words: bad input is not a bug, so the message carries no source location
@@ -423,7 +431,8 @@ if command -v mpirun > /dev/null && $BIN --help | grep -q "MPI: yes"; then
   [ $rc -eq 0 ] && grep -q "x ZeRO stage x pipeline stages x tensor-parallel degrees" <<<"$out" \
     && grep -q -- "--pp 2 .*same up to the order of sums" <<<"$out" && grep -q -- "--pp 1 --tp 2 --sp 1 .*same up to the order of sums" <<<"$out" \
     && grep -qE -- "^best: -b 2 .*--pp [12]( --tp 2 --sp 1)?$" <<<"$out" && [ "$n" -ge 4 ] \
-    && ok "--autotune-world 2: $n layouts timed twice each through mpirun (ZeRO, pipeline stages and --tp 2), best: $best" || bad "--autotune-world 2" "$out"
+    && ok "--autotune-world 2: $n layouts timed twice each through mpirun (ZeRO, pipeline stages and --tp 2), best: $best" \
+    || bad "--autotune-world 2 (exit $rc, $n layouts timed, best '$best'; the output's last lines follow)" "$out"
 else  # without them the trainer must say which is missing rather than time nothing
   out=$($BIN -b 2 -t 16 -d 64 --autotune --autotune-world 2 2>&1); rc=$?
   if [ $rc -eq 1 ] && grep -qE -- "--autotune-world 2: (mpirun is not on the PATH|this binary was built without MPI)" <<<"$out"; then
