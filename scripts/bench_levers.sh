@@ -59,4 +59,4 @@ if [ -n "${BASE_BIN:-}" ]; then  # its commit, where a file named rev beside it 
 fi
 # the Llama family at d12 width (GQA 4:1, no QK-norm): RoPE inside attention's loads (the default) or as its own passes
 MODEL=llama-d12 time_one "llama-d12 defaults (RoPE in attention's loads)" ./train_gpt
-MODEL=llama-d12 time_one "llama-d12 TRAIN_GPT_ROPE_IN_ATTENTION=0 (RoPE passes)" ./train_gpt TRAIN_GPT_ROPE_IN_ATTENTION=0
+MODEL=llama-d12 time_one "llama-d12 TRAIN_GPT_ROPE_IN_ATTENTION=1 (RoPE in attention's loads)" ./train_gpt TRAIN_GPT_ROPE_IN_ATTENTION=1

@@ -313,15 +313,15 @@ llama_runs() {
     || bad "Llama fp32 run" "$(tail -3 "$W/ll-fp32.out")"
   r=$(close "$W/ll-cpu.jsonl" "$W/ll-fp32.jsonl" 1e-5) && ok "Llama GQA 4:1 with QK-norm, fp32, 8 steps beside the CPU build: $r" \
     || bad "Llama fp32 vs the CPU build" "$r"
-  # without QK-norm RoPE runs inside attention's loads; TRAIN_GPT_ROPE_IN_ATTENTION=0 runs its passes instead: same bits
+  # without QK-norm, TRAIN_GPT_ROPE_IN_ATTENTION=1 runs RoPE inside attention's loads; by default (0) its own passes: same bits
   local rp=(--precision bf16 -e llama-d2 -b 2 -t 48 -x 3 -v 0 -s 0)
-  $EMU "${rp[@]}" --log "$W/ll-ropein.jsonl" > /dev/null 2>&1
-  TRAIN_GPT_ROPE_IN_ATTENTION=0 TRAIN_GPT_EMU_COUNTS=1 $EMU "${rp[@]}" --log "$W/ll-ropepass.jsonl" > "$W/ll-ropepass.out" 2>&1
-  TRAIN_GPT_EMU_COUNTS=1 $EMU "${rp[@]}" > "$W/ll-ropein.out" 2>&1
+  TRAIN_GPT_ROPE_IN_ATTENTION=1 $EMU "${rp[@]}" --log "$W/ll-ropein.jsonl" > /dev/null 2>&1
+  TRAIN_GPT_EMU_COUNTS=1 $EMU "${rp[@]}" --log "$W/ll-ropepass.jsonl" > "$W/ll-ropepass.out" 2>&1
+  TRAIN_GPT_ROPE_IN_ATTENTION=1 TRAIN_GPT_EMU_COUNTS=1 $EMU "${rp[@]}" > "$W/ll-ropein.out" 2>&1
   local la lb; la=$(grep -m1 '^emu counts step 1:' "$W/ll-ropein.out" | sed -E 's/.* launches ([0-9]+) .*/\1/')
   lb=$(grep -m1 '^emu counts step 1:' "$W/ll-ropepass.out" | sed -E 's/.* launches ([0-9]+) .*/\1/')
   [ -s "$W/ll-ropein.jsonl" ] && [ "$(losses "$W/ll-ropein.jsonl")" = "$(losses "$W/ll-ropepass.jsonl")" ] && [ -n "$la" ] && [ "$la" -lt "$lb" ] \
-    && ok "llama-d2 bf16: RoPE in attention's loads = TRAIN_GPT_ROPE_IN_ATTENTION=0's passes, 3 losses and norms bit-identical; step 1 launches $la vs $lb" \
+    && ok "llama-d2 bf16: RoPE in attention's loads (TRAIN_GPT_ROPE_IN_ATTENTION=1) = the default's passes, 3 losses and norms bit-identical; step 1 launches $la vs $lb" \
     || bad "RoPE in attention vs its passes" "$la vs $lb launches; $(diff <(losses "$W/ll-ropein.jsonl") <(losses "$W/ll-ropepass.jsonl"))"
   # ReLU² (--mlp relu2: down(relu(up x)^2), no gate, H = 4C): cuda/gelu.cuh's relu2 kernels beside cpu/gelu.h's, 6
   # steps of a fresh llama-d2; bounds ~4x what they measure (fp32 1.2e-7 / 7e-7, bf16 1.2e-4 / 1.3e-3, fp16 8.8e-6 /
