@@ -306,6 +306,9 @@ if [ "${n:-0}" -ge 30 ]; then
   if [ -n "$exited" ] && [ "$exited" -le 12 ] && grep -q "watchdog: rank 0 has waited 5 s inside collective .* on node1" <<<"$out" &&
      grep -qE "srun: error: Node failure on node2|sbatch_cpu.sh: a rank's peer was lost \(the watchdog's exit 3 after step [0-9]+\): requeueing job $id" <<<"$out" && grep -q "node2: rank 1 (stage 0, dp 1)" <<<"$out" && [ "${restarts:-0}" -ge 1 ]; then
     ok "(f) node2 lost at step $n: rank 0's watchdog ends the step $exited s later ('$(grep -o 'watchdog: rank 0 has waited 5 s inside collective #[0-9]*' <<<"$out") ... on node1'), $(grep -qF "Node failure on node2" <<<"$out" && echo "Slurm says 'Node failure on node2'" || echo "sbatch_cpu.sh requeued it before Slurm marked node2 down") (rank 1's node in the banner), job $id $st, restarts $restarts"
+    # the replacement comes once Slurm has marked node2 down (SlurmdTimeout): revived before that, its new slurmd
+    # registered while slurmctld still counted the old one's missed answers, which then failed the requeued job
+    for _ in $(seq 160); do case "$(sl sinfo -h -n node2 -o %T 2>/dev/null)" in *down*|*fail*) break ;; esac; sleep 0.25; done
     node_revive node2
     # a requeued job waits for its begin time; start it as soon as the replacement node is up
     for _ in $(seq 80); do [ "$(sl sinfo -h -n node2 -o %T 2>/dev/null)" = idle ] && break; sleep 0.25; done
