@@ -10,7 +10,9 @@
 // on this rank's slice, the orthogonalisation needs a whole matrix: each unit's U is gathered whole, every rank
 // orthogonalises the matrices it is assigned (balanced by Newton-Schulz FLOPs over the ranks), the others' places are
 // zeroed, and one reduce-scatter (all-reduce at ZeRO-0) of that sum hands every rank exactly the owners' O for its
-// slice. The arithmetic is the backend's (backend_muon_*): the CPU build's in fp32 through its gemm.
+// slice. With --tp a rank's unit holds a slice of each matrix (rows or columns, tp_layout.h): the owners are spread
+// over TP x data-parallel ranks, and each owner assembles its matrices whole from the TP group's gathered units
+// (muon_orthogonalize_tp). The arithmetic is the backend's (backend_muon_*): the CPU build's in fp32 through its gemm.
 #ifndef MUON_H
 #define MUON_H
 
