@@ -139,12 +139,18 @@ if have_mpi "Muon offloaded to nvme on 3 ranks"; then
   against $G g8 "gpt2 muon, offload optimizer to nvme at ZeRO-2" TOL8 "${MPI[@]}" -np 3 $BIN -- --grad-accum 1 -z 2 "${NV[@]}"
   bitwise "gpt2 muon, 3 ranks at ZeRO-2, nvme vs host memory" "g8.$(tag "gpt2 muon, offload optimizer at ZeRO-2")" \
     "g8.$(tag "gpt2 muon, offload optimizer to nvme at ZeRO-2")"
+  # all of it at once: --tp 2 x 2 ranks at ZeRO-3, the parameters' shards and the momentum in the swap file
+  label="llama muon, --tp 2 x 2 ranks at ZeRO-3, offload params to nvme"
+  against $L l8 "$label" TOL8 "${MPI[@]}" -np 4 $BIN -- --grad-accum 1 --tp 2 --sp 0 -z 3 --offload params \
+    --offload-device nvme --nvme-path "$W" --nvme-buffer-mb 0.05
+  vs_one "$label" "$l8one" "l8.$(tag "$label")"
 fi
 
 # the memory plan counts Muon's state (one buffer per matrix: v leaves them out) and workspace: allocated = planned
 for label in "l8:llama muon" "l8:llama muon, 2 ranks at ZeRO-3, offload params" "g8:gpt2 muon, 3 ranks at ZeRO-2" \
              "l8:llama muon, --tp 2 x 2 ranks at ZeRO-3" "l8:llama muon, --tp 4 (2 ranks per key/value head)" \
-             "l8:llama muon, offload optimizer to nvme" "g8:gpt2 muon, offload optimizer to nvme at ZeRO-2"; do
+             "l8:llama muon, offload optimizer to nvme" "g8:gpt2 muon, offload optimizer to nvme at ZeRO-2" \
+             "l8:llama muon, --tp 2 x 2 ranks at ZeRO-3, offload params to nvme"; do
   run="${label%%:*}.$(tr -c 'a-z0-9\n' _ <<<"${label#*:}")"
   [ -f "$W/$run.jsonl" ] || continue
   out=$($PY -c '
