@@ -429,9 +429,6 @@ static void config_validate(const TrainConfig *c) {
     if (c->muon_nesterov != 0 && c->muon_nesterov != 1) bad_value("--muon-nesterov", "must be 0 or 1");
     if (c->muon_ns_steps < 1 || c->muon_ns_steps > 100) bad_value("--muon-ns-steps", "must be in [1, 100]");
     if (c->muon_lr < 0) bad_value("--muon-lr", "must be >= 0");
-    if (c->optimizer == OPTIMIZER_MUON && c->offload_device == OFFLOAD_TO_NVME)
-        bad_value("--optimizer muon", "does not run with --offload-device nvme yet (its momentum is not streamed through the swap "
-                  "file); use --offload-device cpu");
     if (c->recompute < 0 || c->recompute > 3) bad_value("-r/--recompute", "must be 0, 1, 2 or 3");
     if (c->shuffle != 0 && c->shuffle != 1) bad_value("--shuffle", "must be 0 or 1");
     if (c->val_every < 0) bad_value("-v/--val-every", "must be >= 0 (0 turns it off)");

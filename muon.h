@@ -10,7 +10,9 @@
 // on this rank's slice, the orthogonalisation needs a whole matrix: each unit's U is gathered whole, every rank
 // orthogonalises the matrices it is assigned (balanced by Newton-Schulz FLOPs over the ranks), the others' places are
 // zeroed, and one reduce-scatter (all-reduce at ZeRO-0) of that sum hands every rank exactly the owners' O for its
-// slice. The arithmetic is the backend's (backend_muon_*): the CPU build's in fp32 through its gemm.
+// slice. With --tp a rank's unit holds a slice of each matrix (rows or columns, tp_layout.h): the owners are spread
+// over TP x data-parallel ranks, and each owner assembles its matrices whole from the TP group's gathered units
+// (muon_orthogonalize_tp). The arithmetic is the backend's (backend_muon_*): the CPU build's in fp32 through its gemm.
 #ifndef MUON_H
 #define MUON_H
 
@@ -24,8 +26,10 @@ typedef struct {
     int rows, cols;
     int tensor;      // the table's row (arch.h) it is a piece of
     char name[16];   // its piece's name: "q", "fc", ...
-    int owner;       // the data-parallel rank that orthogonalises it
-    double flops;    // one Newton-Schulz run's
+    int owner;       // who orthogonalises it: data-parallel rank x TP degree + TP rank (--tp 1: the data-parallel rank)
+    double flops;    // one Newton-Schulz run's (of the whole matrix)
+    int wrows, wcols;  // the whole matrix's shape; with --tp this rank's rows x cols are a slice of it
+    int split, kind;   // which dimension TP cuts (tp_layout.h's TP_NONE, TP_ROWS, TP_COLS) and into what (TP_PIECE_*)
 } MuonMatrix;
 
 typedef struct {
@@ -39,6 +43,12 @@ typedef struct {
     float *work;               // Newton-Schulz's workspace for the largest matrix
     size_t ubuf_floats, work_floats;
     int host;                  // the buffers are the host tier's (--offload: the host runs Newton-Schulz)
+    // --tp: every TP rank's unit (tbuf, N x ubuf_floats, ubuf the rank's own place in it) and one whole matrix (whole)
+    Comm *tp;
+    TpDims td;
+    size_t hd;
+    float *tbuf, *whole;
+    size_t whole_floats;
 } Muon;
 
 // Newton-Schulz's FLOPs and workspace for a rows x cols matrix: m = min, n = max; per step X X^T (2 m m n),
@@ -54,9 +64,11 @@ static size_t muon_ns_workspace(int rows, int cols) {
 
 // Every Muon matrix of the model in unit order (a layer's tensors in file order, a fused tensor's pieces as its table
 // row packs them: arch_param_pieces); mats NULL: only the count.
+// With --tp (c a TP rank's slice) each is this rank's slice of a whole matrix, whose shape and cut it records.
 static int muon_matrices(const ModelConfig *c, int steps, MuonMatrix *mats) {
     const Arch *a = model_arch(c);
-    ArchShape s = model_shape(c);
+    ArchShape s = model_shape(c), ws = model_whole_shape(c);
+    TpDims t = model_tp_dims(c);
     int n = 0;
     for (int l = 0; l < c->num_layers; l++) {
         size_t uoff = 0;
@@ -65,8 +77,11 @@ static int muon_matrices(const ModelConfig *c, int steps, MuonMatrix *mats) {
             size_t per = arch_tensor_size(p, &s) / s.num_layers;
             if (!p->per_layer || per == 0) continue;
             if (p->matmul != ARCH_NEVER && p->cols != DIM_ONE) {  // a matrix inside the block: each piece its own
-                ArchPiece pieces[ARCH_MAX_PIECES];
-                int cols = (int)s.dim[p->cols];
+                ArchPiece pieces[ARCH_MAX_PIECES], wp[ARCH_MAX_PIECES];
+                int cols = (int)s.dim[p->cols], split = t.n > 1 ? tp_split_of_role(p->role) : TP_NONE, kinds[ARCH_MAX_PIECES];
+                size_t sizes[ARCH_MAX_PIECES];
+                arch_param_pieces(a, &ws, k, wp);
+                if (split != TP_NONE) tp_split_pieces(a, &ws, k, sizes, kinds);
                 for (int j = 0, np = arch_param_pieces(a, &s, k, pieces); j < np; j++, n++) {
                     if (!mats) continue;
                     MuonMatrix *m = &mats[n];
@@ -74,7 +89,9 @@ static int muon_matrices(const ModelConfig *c, int steps, MuonMatrix *mats) {
                     m->unit = 1 + l, m->off = uoff + pieces[j].row * cols, m->rows = (int)pieces[j].rows, m->cols = cols;
                     m->tensor = k;
                     snprintf(m->name, sizeof(m->name), "%s", pieces[j].name);
-                    m->flops = muon_ns_flops(m->rows, cols, steps);
+                    m->wrows = (int)wp[j].rows, m->wcols = (int)ws.dim[p->cols];
+                    m->split = split, m->kind = split == TP_ROWS ? kinds[j] : split == TP_COLS ? kinds[0] : TP_PIECE_EVEN;
+                    m->flops = muon_ns_flops(m->wrows, m->wcols, steps);
                 }
             }
             uoff += per;
@@ -99,16 +116,35 @@ static void muon_assign(MuonMatrix *mats, int n, int world) {
     free(load); free(done);
 }
 
-// The lr adjustment of a rows x cols matrix.
+// Where matrix m overlaps floats [lo, lo + cnt) of its unit: [a, b); 0 where it does not.
+static int muon_overlap(const MuonMatrix *m, size_t lo, size_t cnt, size_t *a, size_t *b) {
+    size_t end = m->off + (size_t)m->rows * m->cols;
+    *a = m->off > lo ? m->off : lo;
+    *b = end < lo + cnt ? end : lo + cnt;
+    return *a < *b;
+}
+
+// The lr adjustment of a rows x cols matrix (the whole matrix's shape, with --tp too).
 static double muon_lr_ratio(MuonLrAdjust adj, int rows, int cols) {
     if (adj == MUON_ADJUST_ORIGINAL) return sqrt(rows > cols ? (double)rows / cols : 1.0);
     return 0.2 * sqrt((double)(rows > cols ? rows : cols));
 }
 
+// With --tp, Muon's workspace besides one unit: every TP rank's unit (N - 1 more) and one whole matrix, the largest
+// held (held: per unit, whether this rank holds it; NULL: all); 0 without --tp.
+static size_t muon_tp_floats(const MuonMatrix *m, int n, const ModelConfig *c, const size_t *usize, size_t unit_floats) {
+    if (c->tp_size <= 1) return 0;
+    size_t w = 0;
+    for (int j = 0; j < n; j++)
+        if ((!usize || usize[m[j].unit] > 0) && (size_t)m[j].wrows * m[j].wcols > w) w = (size_t)m[j].wrows * m[j].wcols;
+    return (size_t)(c->tp_size - 1) * unit_floats + w;
+}
+
 // The optimizer for a data-parallel group of `world` ranks holding the units where usize[u] > 0 (a pipeline stage's);
-// runs: zero.h's. host: the buffers in the host tier (--offload). unit_floats: the widest held unit, padded.
+// runs: zero.h's. host: the buffers in the host tier (--offload). unit_floats: the widest held unit, padded. tp: with
+// --tp (c a TP rank's slice), the TP group whose ranks hold the other slices of each matrix; NULL without.
 static void muon_init(Muon *mu, const TrainConfig *cfg, const ModelConfig *c, const size_t *usize, const ParamRun *runs,
-                      int nruns, int world, size_t unit_floats, int host) {
+                      int nruns, int world, size_t unit_floats, int host, Comm *tp) {
     memset(mu, 0, sizeof(*mu));
     mu->momentum = cfg->muon_momentum;
     mu->nesterov = cfg->muon_nesterov;
@@ -121,25 +157,33 @@ static void muon_init(Muon *mu, const TrainConfig *cfg, const ModelConfig *c, co
     mu->mats = (MuonMatrix *)callocCheck(all > 0 ? all : 1, sizeof(MuonMatrix));
     for (int i = 0; i < all; i++) if (usize[every[i].unit] > 0) mu->mats[mu->nmats++] = every[i];
     free(every);
-    muon_assign(mu->mats, mu->nmats, world);
+    mu->tp = tp && c->tp_size > 1 ? tp : NULL;
+    mu->td = model_tp_dims(c);
+    mu->hd = model_whole_shape(c).dim[DIM_HD];
+    muon_assign(mu->mats, mu->nmats, world * mu->td.n);  // over every rank of the data-parallel x TP group
     mu->run_is_muon = (unsigned char *)callocCheck(nruns > 0 ? nruns : 1, 1);
-    for (int i = 0; i < nruns; i++)
-        for (int j = 0; j < mu->nmats; j++)
-            if (mu->mats[j].unit == runs[i].unit && mu->mats[j].off >= runs[i].unit_off &&
-                mu->mats[j].off < runs[i].unit_off + runs[i].len) mu->run_is_muon[i] = 1;
+    for (int i = 0; i < nruns; i++)  // (--tp: a row-parallel slice is a run per row)
+        for (int j = 0; j < mu->nmats; j++) {
+            size_t a, b;
+            if (mu->mats[j].unit == runs[i].unit && muon_overlap(&mu->mats[j], runs[i].unit_off, runs[i].len, &a, &b))
+                mu->run_is_muon[i] = 1;
+        }
     for (int j = 0; j < mu->nmats; j++) {
-        size_t w = muon_ns_workspace(mu->mats[j].rows, mu->mats[j].cols);
+        size_t w = muon_ns_workspace(mu->mats[j].wrows, mu->mats[j].wcols);
         if (w > mu->work_floats) mu->work_floats = w;
     }
     if (mu->nmats == 0) return;
     mu->ubuf_floats = unit_floats;
-    mu->ubuf = host ? backend_alloc_host_state(unit_floats) : backend_alloc_state(unit_floats);
+    size_t tpf = muon_tp_floats(mu->mats, mu->nmats, c, usize, unit_floats), n = unit_floats + tpf;
+    mu->tbuf = host ? backend_alloc_host_state(n) : backend_alloc_state(n);
+    mu->ubuf = mu->tbuf + (mu->tp ? (size_t)mu->td.r * unit_floats : 0);
+    if (mu->tp) mu->whole = mu->tbuf + (size_t)mu->td.n * unit_floats, mu->whole_floats = n - (size_t)mu->td.n * unit_floats;
     mu->work = host ? backend_alloc_host_state(mu->work_floats) : backend_alloc_state(mu->work_floats);
 }
 
 static void muon_free(Muon *mu) {
-    if (mu->ubuf) { if (mu->host) { backend_free_host_state(mu->ubuf); backend_free_host_state(mu->work); }
-                    else { backend_free(mu->ubuf); backend_free(mu->work); } }
+    if (mu->tbuf) { if (mu->host) { backend_free_host_state(mu->tbuf); backend_free_host_state(mu->work); }
+                    else { backend_free(mu->tbuf); backend_free(mu->work); } }
     free(mu->mats); free(mu->run_is_muon);
     memset(mu, 0, sizeof(*mu));
 }
@@ -151,7 +195,8 @@ static size_t muon_workspace_bytes(const ModelConfig *c, int steps, size_t unit_
     MuonMatrix *m = (MuonMatrix *)callocCheck(n, sizeof(MuonMatrix));
     muon_matrices(c, steps, m);
     size_t w = 0;
-    for (int i = 0; i < n; i++) if (muon_ns_workspace(m[i].rows, m[i].cols) > w) w = muon_ns_workspace(m[i].rows, m[i].cols);
+    for (int i = 0; i < n; i++) if (muon_ns_workspace(m[i].wrows, m[i].wcols) > w) w = muon_ns_workspace(m[i].wrows, m[i].wcols);
+    w += muon_tp_floats(m, n, c, NULL, unit_floats);
     free(m);
     return (unit_floats + w) * sizeof(float);
 }
@@ -182,11 +227,104 @@ static size_t muon_floats_in(const MuonMatrix *mats, int n, int u, size_t lo, si
     return sum;
 }
 
-static int muon_overlap(const MuonMatrix *m, size_t lo, size_t cnt, size_t *a, size_t *b) {
-    size_t end = m->off + (size_t)m->rows * m->cols;
-    *a = m->off > lo ? m->off : lo;
-    *b = end < lo + cnt ? end : lo + cnt;
-    return *a < *b;
+// Unit u's Muon matrices [*first, *last] of mu->mats; 0 where it has none.
+static int muon_unit_mats(const Muon *mu, int u, int *first, int *last) {
+    *first = *last = -1;
+    for (int j = 0; j < mu->nmats; j++) if (mu->mats[j].unit == u) { if (*first < 0) *first = j; *last = j; }
+    return *first >= 0;
+}
+
+// The momentum of floats [lo, lo + n) of unit u (g and mom at lo; g not yet scaled), and U at its place in the
+// unit's buffer. The update of a slice is muon_momentum, muon_orthogonalize, muon_apply; the swap file's store
+// streams its pieces through the first and the last (zero_store.h).
+static void muon_momentum(Muon *mu, int u, size_t lo, size_t n, const float *g, float *mom, float grad_scale) {
+    size_t a, b;
+    for (int j = 0; j < mu->nmats; j++)
+        if (mu->mats[j].unit == u && muon_overlap(&mu->mats[j], lo, n, &a, &b))
+            backend_muon_momentum(mom + (a - lo), mu->ubuf + a, g + (a - lo), b - a, mu->momentum, grad_scale, mu->nesterov, mu->host);
+}
+
+static void muon_copy(const Muon *mu, float *dst, const float *src, size_t n) {
+    if (mu->host) memcpy(dst, src, n * sizeof(float)); else backend_copy(dst, src, n);
+}
+
+// --tp: matrix m's slice on TP rank q, at its place in that rank's unit (tbuf), to (to_whole) or from its place in the
+// whole matrix: the rows of its heads (column-parallel; a key/value head the N / KV ranks that use it hold alike) or
+// the columns (row-parallel).
+static void muon_tp_slice(Muon *mu, const MuonMatrix *m, int q, int to_whole) {
+    TpDims t = mu->td;
+    t.r = q;
+    size_t at, len;
+    int replicas;
+    tp_piece(&t, m->kind, m->split == TP_ROWS ? (size_t)m->wrows : (size_t)m->wcols, mu->hd, &at, &len, &replicas);
+    float *slice = mu->tbuf + (size_t)q * mu->ubuf_floats + m->off;
+    if (m->split == TP_ROWS) {
+        float *w = mu->whole + at * m->wcols;
+        muon_copy(mu, to_whole ? w : slice, to_whole ? slice : w, len * m->wcols);
+    } else if (m->split == TP_COLS) {
+        for (int i = 0; i < m->rows; i++) {
+            float *w = mu->whole + (size_t)i * m->wcols + at, *s = slice + (size_t)i * len;
+            muon_copy(mu, to_whole ? w : s, to_whole ? s : w, len);
+        }
+    } else {
+        internal_fault("Muon: matrix %s is not cut by --tp", m->name);
+    }
+}
+
+// --tp: unit u's matrices whole. Every TP rank's unit is gathered (tbuf); each owner assembles its matrices whole,
+// orthogonalises them and puts every TP rank's slice of the result in that rank's place; the places of matrices this
+// rank does not own are zeroed, so the reduce-scatter hands every TP rank its slices of the owners' O.
+static void muon_orthogonalize_tp(Muon *mu, int me, int first, int last) {
+    size_t uf = mu->ubuf_floats;
+    comm_allgather(mu->tp, mu->tbuf, uf);
+    for (int j = first; j <= last; j++) {
+        MuonMatrix *m = &mu->mats[j];
+        if (m->owner == me) {
+            for (int q = 0; q < mu->td.n; q++) muon_tp_slice(mu, m, q, 1);
+            backend_muon_orthogonalize(mu->whole, m->wrows, m->wcols, mu->ns_steps, mu->work, mu->host);
+        }
+        for (int q = 0; q < mu->td.n; q++) {
+            if (m->owner == me) { muon_tp_slice(mu, m, q, 0); continue; }
+            float *at = mu->tbuf + (size_t)q * uf + m->off;
+            if (mu->host) memset(at, 0, (size_t)m->rows * m->cols * sizeof(float));
+            else backend_zero_state(at, (size_t)m->rows * m->cols);
+        }
+    }
+    comm_reduce_scatter_sum(mu->tp, mu->tbuf, uf);
+}
+
+// Unit u's U (every rank's slice of it in place: muon_momentum) into the owners' O: gathered whole over the
+// data-parallel group (shards of `shard` floats; ZeRO-0: every rank has it whole already), each matrix orthogonalised
+// by its owner (with --tp over the TP group too: muon_orthogonalize_tp), the others' places zeroed, and one
+// reduce-scatter (all-reduce at ZeRO-0) of that sum hands every rank exactly the owners' O for its slice.
+static void muon_orthogonalize(Muon *mu, Comm *comm, int stage, int u, size_t shard) {
+    int first, last, W = comm->world, me = comm->rank * mu->td.n + (mu->tp ? mu->td.r : 0);
+    if (!muon_unit_mats(mu, u, &first, &last)) return;
+    float *U = mu->ubuf;
+    if (W > 1 && stage >= 1) comm_allgather(comm, U, shard);  // every matrix of the unit whole on every rank
+    if (mu->tp) muon_orthogonalize_tp(mu, me, first, last);
+    else
+        for (int j = first; j <= last; j++) {
+            MuonMatrix *m = &mu->mats[j];
+            if (m->owner == me) backend_muon_orthogonalize(U + m->off, m->rows, m->cols, mu->ns_steps, mu->work, mu->host);
+            else if (mu->host) memset(U + m->off, 0, (size_t)m->rows * m->cols * sizeof(float));
+            else backend_zero_state(U + m->off, (size_t)m->rows * m->cols);
+        }
+    if (W > 1) {  // x + 0 + ... + 0 is x exactly: every rank gets the owners' O
+        if (stage >= 1) comm_reduce_scatter_sum(comm, U, shard);
+        else comm_allreduce_sum(comm, U, shard * W);
+    }
+}
+
+// The step on floats [lo, lo + n) of unit u (p at lo): decay with the unadjusted lr, then the adjusted step along O.
+static void muon_apply(Muon *mu, int u, size_t lo, size_t n, float *p, float weight_decay) {
+    float decay = (float)(1.0 - (double)mu->lr * weight_decay);
+    size_t a, b;
+    for (int j = 0; j < mu->nmats; j++) {
+        MuonMatrix *m = &mu->mats[j];
+        float step = (float)((double)mu->lr * muon_lr_ratio(mu->lr_adjust, m->wrows, m->wcols));
+        if (m->unit == u && muon_overlap(m, lo, n, &a, &b)) backend_muon_apply(p + (a - lo), mu->ubuf + a, b - a, decay, step, mu->host);
+    }
 }
 
 // Unit u's Muon matrices on this rank: its slice is floats [slo, slo + slen) of the unit (the whole unit at ZeRO-0),
@@ -194,31 +332,11 @@ static int muon_overlap(const MuonMatrix *m, size_t lo, size_t cnt, size_t *a, s
 // where mu->host). stage: ZeRO's (0: every rank holds the whole unit, and the owners' results are all-reduced).
 static void muon_update_unit(Muon *mu, Comm *comm, int stage, int u, size_t slo, size_t slen, size_t shard, float *p,
                              const float *g, float *mom, float grad_scale, float weight_decay) {
-    int first = -1, last = -1, W = comm->world, rank = comm->rank;
-    for (int j = 0; j < mu->nmats; j++) if (mu->mats[j].unit == u) { if (first < 0) first = j; last = j; }
-    if (first < 0 || slen == 0) return;
-    float *U = mu->ubuf;
-    size_t a, b;
-    for (int j = first; j <= last; j++)
-        if (muon_overlap(&mu->mats[j], slo, slen, &a, &b))
-            backend_muon_momentum(mom + (a - slo), U + a, g + (a - slo), b - a, mu->momentum, grad_scale, mu->nesterov, mu->host);
-    if (W > 1 && stage >= 1) comm_allgather(comm, U, shard);  // every matrix of the unit whole on every rank
-    for (int j = first; j <= last; j++) {
-        MuonMatrix *m = &mu->mats[j];
-        if (m->owner == rank) backend_muon_orthogonalize(U + m->off, m->rows, m->cols, mu->ns_steps, mu->work, mu->host);
-        else if (mu->host) memset(U + m->off, 0, (size_t)m->rows * m->cols * sizeof(float));
-        else backend_zero_state(U + m->off, (size_t)m->rows * m->cols);
-    }
-    if (W > 1) {  // x + 0 + ... + 0 is x exactly: every rank gets the owners' O
-        if (stage >= 1) comm_reduce_scatter_sum(comm, U, shard);
-        else comm_allreduce_sum(comm, U, shard * W);
-    }
-    float decay = (float)(1.0 - (double)mu->lr * weight_decay);
-    for (int j = first; j <= last; j++) {
-        MuonMatrix *m = &mu->mats[j];
-        float step = (float)((double)mu->lr * muon_lr_ratio(mu->lr_adjust, m->rows, m->cols));
-        if (muon_overlap(m, slo, slen, &a, &b)) backend_muon_apply(p + (a - slo), U + a, b - a, decay, step, mu->host);
-    }
+    int first, last;
+    if (!muon_unit_mats(mu, u, &first, &last) || slen == 0) return;
+    muon_momentum(mu, u, slo, slen, g, mom, grad_scale);
+    muon_orthogonalize(mu, comm, stage, u, shard);
+    muon_apply(mu, u, slo, slen, p, weight_decay);
 }
 
 // The banner's and the log's words for which tensors each optimizer owns: Muon's matrices of a layer ("q of qkvw,

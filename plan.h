@@ -86,6 +86,7 @@ static PlanNeed plan_need(const PlanLayout *l, PlanChoice c, MemoryPlan *out) {
     n.device = mp.params + mp.grads + mp.working + mp.activations + mp.workspace + mp.kv_cache + (c.offload ? 0 : mp.optimizer);
     if (c.offload && !c.nvme) n.host = mp.optimizer;
     if (c.nvme) zero_swap_plan(l->mc, c.zero, l->dp, l->holds_unit, l->nvme_buffer, &n.host, &n.disk);
+    if (c.nvme) n.host += mp.optimizer;  // Muon's workspace (0 with AdamW): the host runs Newton-Schulz
     if (out) *out = mp;
     return n;
 }

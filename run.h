@@ -165,9 +165,6 @@ static void run_setup_world(Run *r, int argc, char **argv) {
     r->tp_rank = mesh.tp_rank; r->stage = mesh.stage; r->dp_rank = mesh.dp_rank;
     if (cfg->sp == 1 && r->tp == 1) usage_error("--sp 1: sequence parallelism shards the tensor-parallel ranks' sequence; it needs --tp > 1");
     if (cfg->sp < 0) cfg->sp = r->tp > 1;  // on by default with --tp (Megatron's advice)
-    if (cfg->optimizer == OPTIMIZER_MUON && r->tp > 1)
-        usage_error("--optimizer muon with --tp %d: Muon orthogonalises whole matrices, and a TP rank holds a slice of each; "
-                    "it does not gather them yet (use --tp 1, or --optimizer adamw)", r->tp);
     config_resolve_batch(cfg, r->dp);
     // which node each rank runs on, for the placement line and the out dir's check
     char me[RUN_HOST] = {0};

@@ -72,7 +72,8 @@ static void zero_use_muon(Zero *z, const TrainConfig *cfg) {
     size_t widest = 0;
     for (int u = 1; u < z->nu; u++) if (z->ushard[u] * z->comm->world > widest) widest = z->ushard[u] * z->comm->world;
     z->muon = (Muon *)callocCheck(1, sizeof(Muon));
-    muon_init(z->muon, cfg, &z->config, z->usize, z->runs, z->nruns, z->comm->world, widest, z->offload);
+    muon_init(z->muon, cfg, &z->config, z->usize, z->runs, z->nruns, z->comm->world, widest, z->offload,
+              z->model->tp ? z->model->tp->comm : NULL);  // --tp: a matrix's slices gathered over the TP group
     int n = muon_matrices(&z->config, 1, NULL);
     MuonMatrix *mats = (MuonMatrix *)callocCheck(n > 0 ? n : 1, sizeof(MuonMatrix));
     muon_matrices(&z->config, 1, mats);
@@ -137,7 +138,6 @@ static void zero_init(Zero *z, Comm *comm, int stage, Model *model, const int *h
     }
     z->offload = offload || offload_params;
     z->offload_params = offload_params;
-    if (muon && z->offload && nvme_path) internal_fault("Muon with the NVMe store (config_validate refuses it)");
     if (muon) zero_use_muon(z, muon);  // before the store: its v leaves out Muon's matrices
     zero_store_open(z, z->offload ? nvme_path : NULL, nvme_buffer_bytes, note, note_len);
     for (int u = 0; u < z->nu; u++) zero_point_unit(z, u, zero_resident(z, u) && z->usize[u] > 0 ? z->params + z->uoff[u] : NULL);

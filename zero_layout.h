@@ -176,14 +176,18 @@ static size_t zero_muon_plan_floats(const ModelConfig *c, int stage, int world, 
         if (u > 0 && sh * world > widest) widest = sh * world;
     }
     for (int j = 0; j < n; j++)
-        if (zero_unit_size(c, mats[j].unit, held) > 0 && muon_ns_workspace(mats[j].rows, mats[j].cols) > work)
-            work = muon_ns_workspace(mats[j].rows, mats[j].cols);
-    free(mats);
-    return work > 0 ? widest + work : 0;
+        if (zero_unit_size(c, mats[j].unit, held) > 0 && muon_ns_workspace(mats[j].wrows, mats[j].wcols) > work)
+            work = muon_ns_workspace(mats[j].wrows, mats[j].wcols);
+    size_t *usize = (size_t *)mallocCheck(nu * sizeof(size_t));
+    for (int u = 0; u < nu; u++) usize[u] = zero_unit_size(c, u, held);
+    size_t tp = muon_tp_floats(mats, n, c, usize, widest);  // --tp: the other TP ranks' units, one whole matrix
+    free(mats); free(usize);
+    return work > 0 ? widest + tp + work : 0;
 }
 
 // Per-rank bytes of parameters, gradients and AdamW state for a stage, without allocating. With
-// nvme the optimizer's state is on disk (zero_swap_plan), so none of it is counted here.
+// nvme the optimizer's state is on disk (zero_swap_plan), so none of it is counted here but Muon's workspace
+// (host memory, where the host runs Newton-Schulz).
 static void zero_memory_plan(const ModelConfig *c, int stage, int world, const int *held, size_t bucket_bytes,
                              int offload, int offload_params, int nvme, int muon, size_t *params, size_t *grads, size_t *opt) {
     int K = zero_bucket_layers(c, world, bucket_bytes);
@@ -200,9 +204,9 @@ static void zero_memory_plan(const ModelConfig *c, int stage, int world, const i
     *params = (stage <= 2 ? whole : outer + 2 * layer + (offload_params ? 0 : shard - outer_shard)) * sizeof(float);
     *grads = (stage <= 1 ? whole : outer + (K > 1 ? 2 * K : 1) * layer + shard) * sizeof(float);
     *opt = nvme ? 0 : (offload ? 4 : 2) * slices * sizeof(float);  // offloaded: m, v, master, grads
-    if (muon && !nvme) {  // v without Muon's matrices, and Muon's workspace
+    if (muon) {  // v without Muon's matrices (not in the swap file's records: one size each), and Muon's workspace
         size_t v, ws = zero_muon_plan_floats(c, stage, world, held, &v);
-        *opt -= (slices - v) * sizeof(float);
+        if (!nvme) *opt -= (slices - v) * sizeof(float);
         *opt += ws * sizeof(float);
     }
 }
@@ -292,7 +296,8 @@ static void zero_adamw_range(Zero *z, int u, size_t lo, size_t cnt, float *p, co
         const ParamRun *run = &z->runs[i];
         size_t a, b;
         if (!run_overlap(run, u, lo, cnt, &a, &b) || (z->muon && z->muon->run_is_muon[i])) continue;
-        float *va = z->muon ? zero_v_at(z, u, a - z->slo[u]) : v + (a - lo);  // Muon's v skips its matrices
+        // Muon's v skips its matrices (the swap file's records keep their room: every array of a record is one size)
+        float *va = z->muon && !z->nvme ? zero_v_at(z, u, a - z->slo[u]) : v + (a - lo);
         adamw_host(p + (a - lo), g + (a - lo), m + (a - lo), va, b - a, run->decayed, args);
     }
 }

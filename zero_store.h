@@ -91,13 +91,15 @@ static void store_nvme_master(Zero *z, int u, float *dst) {
     for (int p = z->piece_first[u]; p < z->piece_first[u + 1]; p++)
         backend_from_host(dst + z->piece_lo[p], swap_read(&z->swap, p, ZS_MASTER, 1), z->piece_n[p]);
 }
+// With Muon each unit streams by itself (store_nvme_update); otherwise one stream runs through every record.
 static void store_nvme_begin(Zero *z, const AdamWArgs *args, int verdict) {
     (void)args, (void)verdict;
-    swap_stream_begin(&z->swap, 0, z->swap.nrec);
+    if (!z->muon) swap_stream_begin(&z->swap, 0, z->swap.nrec);
 }
-// Unit u's update, piece by piece as the swap stream hands them in (master, m, v read; the next
-// pieces already being read and the previous written back meanwhile).
-static void store_nvme_update(Zero *z, int u, const AdamWArgs *args) {
+// Unit u's pieces as the swap stream hands them in (master, m, v read; the next pieces already being read and the
+// previous written back meanwhile). pass 0: the update, AdamW's; with Muon's matrices in the unit, pass 1 takes each
+// piece's gradient into Muon's momentum (m) and pass 2, after the orthogonalisation, steps the master, Muon's and AdamW's.
+static void store_nvme_pieces(Zero *z, int u, const AdamWArgs *args, int pass) {
     size_t lo = z->slo[u], cnt = z->slen[u];
     float *g = zero_grad_slice(z, u), *dev = zero_master(z, u);
     for (int p = z->piece_first[u]; p < z->piece_first[u + 1]; p++) {
@@ -105,17 +107,37 @@ static void store_nvme_update(Zero *z, int u, const AdamWArgs *args) {
         float *rec = swap_stream_next(&z->swap, &r);
         size_t plo = z->piece_lo[p], n = cnt > plo ? (cnt - plo < z->piece_n[p] ? cnt - plo : z->piece_n[p]) : 0;
         if (r != p) internal_fault("swap stream out of step: record %d for piece %d", r, p);
-        float *master = swap_array(&z->swap, rec, p, ZS_MASTER);
+        float *master = swap_array(&z->swap, rec, p, ZS_MASTER), *m = swap_array(&z->swap, rec, p, ZS_M);
         if (n > 0) {
             backend_to_host(z->hgrad, g + plo, n);
-            zero_adamw_range(z, u, lo + plo, n, master, z->hgrad, swap_array(&z->swap, rec, p, ZS_M),
-                             swap_array(&z->swap, rec, p, ZS_V), args);
-            if (dev) backend_from_host(dev + plo, master, n);
+            if (pass == 1) muon_momentum(z->muon, u, lo + plo, n, z->hgrad, m, args->grad_scale);
+            if (pass == 2) muon_apply(z->muon, u, lo + plo, n, master, args->weight_decay);
+            if (pass != 1) {
+                zero_adamw_range(z, u, lo + plo, n, master, z->hgrad, m, swap_array(&z->swap, rec, p, ZS_V), args);
+                if (dev) backend_from_host(dev + plo, master, n);
+            }
         }
         swap_stream_done(&z->swap);
     }
 }
-static void store_nvme_end(Zero *z) { swap_stream_end(&z->swap); }
+// Unit u's update. With Muon, a stream of the unit's records per pass: Newton-Schulz needs every piece's momentum
+// before any piece's step, so a unit with Muon's matrices is read and written twice.
+static void store_nvme_update(Zero *z, int u, const AdamWArgs *args) {
+    int first, last, np = z->piece_first[u + 1] - z->piece_first[u];
+    if (!z->muon) { store_nvme_pieces(z, u, args, 0); return; }
+    if (np == 0) return;
+    int muon = muon_unit_mats(z->muon, u, &first, &last) && z->slen[u] > 0;
+    if (muon) {
+        swap_stream_begin(&z->swap, z->piece_first[u], np);
+        store_nvme_pieces(z, u, args, 1);
+        swap_stream_end(&z->swap);
+        muon_orthogonalize(z->muon, z->comm, z->stage, u, z->ushard[u]);
+    }
+    swap_stream_begin(&z->swap, z->piece_first[u], np);
+    store_nvme_pieces(z, u, args, muon ? 2 : 0);
+    swap_stream_end(&z->swap);
+}
+static void store_nvme_end(Zero *z) { if (!z->muon) swap_stream_end(&z->swap); }
 static void store_nvme_close(Zero *z) {
     free(z->hgrad);
     swap_close(&z->swap);
