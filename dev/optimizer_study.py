@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Steps to a loss: Muon against AdamW on Tiny Shakespeare (issue 42), with the CPU build.
 
-    python3 dev/optimizer_study.py [--models d4,llama-d4] [--lrs 3e-3,1e-2,3e-2] [-x 80] [--out DIR]
+    python3 dev/optimizer_study.py [--models d4,llama-d4] [--lrs 3e-4,1e-3,3e-3,1e-2] [-x 80] [--out DIR]
 
 For each model it trains once per optimizer and learning rate of the sweep (same seed, same data order, same
 schedule), picks each optimizer's best lr by its final validation loss, and reports the first validated step at
@@ -103,22 +103,34 @@ def make_shards(a):
 
 
 def run_sweep(a):
+    """Each run not yet complete, --jobs at a time (each with --threads OpenMP threads), its console in a .out file
+    beside its log."""
+    todo = []
     for model in a.models:
         for opt in ("adamw", "muon"):
             for lr in a.lrs[opt]:
                 log = os.path.join(a.out, f"{model}_{opt}_lr{lr_name(lr)}.jsonl")
-                if complete(log, a.steps):
-                    continue
-                if os.path.exists(log):
-                    os.remove(log)  # an interrupted run starts again (the trainer appends to a log)
-                cmd = train_cmd(a, model, opt, lr, log)
-                print("$ " + " ".join(cmd), flush=True)
-                t0 = time.time()
-                r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-                tail = r.stdout.strip().splitlines()[-1:] or [""]
-                print(f"  {time.time() - t0:.0f} s wall: {tail[0]}", flush=True)
-                if r.returncode != 0 and not os.path.exists(log):
-                    sys.exit(f"error: {' '.join(cmd)} failed:\n{r.stdout[-2000:]}")
+                if not complete(log, a.steps):
+                    todo.append((train_cmd(a, model, opt, lr, log), log))
+    env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
+    running = []
+    while todo or running:
+        while todo and len(running) < a.jobs:
+            cmd, log = todo.pop(0)
+            if os.path.exists(log):
+                os.remove(log)  # an interrupted run starts again (the trainer appends to a log)
+            print("$ " + " ".join(cmd), flush=True)
+            out = open(log[:-len(".jsonl")] + ".out", "w")
+            running.append((subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env), cmd, log, out, time.time()))
+        time.sleep(1)
+        for r in [r for r in running if r[0].poll() is not None]:
+            running.remove(r)
+            p, cmd, log, out, t0 = r
+            out.close()
+            tail = open(out.name).read().strip().splitlines()[-1:] or [""]
+            print(f"  {time.time() - t0:.0f} s wall, {os.path.basename(log)}: {tail[0]}", flush=True)
+            if p.returncode != 0 and not os.path.exists(log):
+                sys.exit(f"error: {' '.join(cmd)} failed: see {out.name}")
 
 
 def analyse(a):
@@ -160,6 +172,7 @@ def report(a, res):
          f"each run: -b {a.b} -t {a.t} ({a.b * a.t} tokens per step) -x {a.steps} ({a.b * a.t * a.steps} tokens) "
          f"-u {a.warmup}, cosine to 0.1, -c 0.1, clip 1, --seed {a.seed} (the same data order for all), "
          f"validation every {a.val_every} steps on {a.val_batches} x {a.b * a.t} tokens",
+         f"runs: {a.jobs} at a time, {a.threads} OpenMP thread(s) each",
          f"sweep: AdamW lr {', '.join(map(lr_name, a.lrs['adamw']))}; Muon lr {', '.join(map(lr_name, a.lrs['muon']))} "
          "(--muon-lr-adjust match_rms_adamw: Muon's matrices and AdamW's rest share -l)",
          "seconds: the logged step times summed (forward, backward, the optimizer with Newton-Schulz; validation "
@@ -232,11 +245,11 @@ def plot(a, res):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default="d4,llama-d4", help="comma-separated -e models (default: d4,llama-d4)")
-    ap.add_argument("--lrs", default="3e-3,1e-2,3e-2", help="the lr sweep of both optimizers (default: 3e-3,1e-2,3e-2)")
+    ap.add_argument("--lrs", default="3e-4,1e-3,3e-3,1e-2", help="the lr sweep of both optimizers (default: 3e-4,1e-3,3e-3,1e-2)")
     ap.add_argument("--lrs-adamw", help="AdamW's sweep (default: --lrs)")
     ap.add_argument("--lrs-muon", help="Muon's sweep (default: --lrs)")
     ap.add_argument("-x", "--steps", type=int, default=80, help="steps per run (default: 80)")
-    ap.add_argument("-b", type=int, default=8, help="micro-batch (default: 8)")
+    ap.add_argument("-b", type=int, default=4, help="micro-batch (default: 4)")
     ap.add_argument("-t", type=int, default=64, help="sequence length (default: 64)")
     ap.add_argument("-u", "--warmup", type=int, default=10, help="warmup steps (default: 10)")
     ap.add_argument("-v", "--val-every", type=int, default=4, help="validate every N steps (default: 4)")
@@ -248,6 +261,8 @@ def main():
     ap.add_argument("--plot", help="PNG of both best curves per model, vs step and vs seconds")
     ap.add_argument("--bin", default="./train_gpt_cpu", help="the trainer (default: ./train_gpt_cpu)")
     ap.add_argument("--tokenize", default="./tokenize", help="the tokenizer program (default: ./tokenize)")
+    ap.add_argument("--jobs", type=int, default=1, help="runs at once (default: 1)")
+    ap.add_argument("--threads", type=int, default=2, help="OpenMP threads of each run (default: 2)")
     ap.add_argument("--from-logs", action="store_true", help="run nothing: report on the logs already in --out")
     a = ap.parse_args()
     a.models = a.models.split(",")
