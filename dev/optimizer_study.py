@@ -187,6 +187,9 @@ def report(a, res):
         for opt in ("adamw", "muon"):
             if len(a.lrs[opt]) > 2 and r["best"][opt] in (min(a.lrs[opt]), max(a.lrs[opt])):
                 L.append(f"{opt}'s best lr is at the sweep's edge: a wider sweep might find a better one")
+        ns = banner_line(a, r["model"], r["best"]["muon"], "optimizer: Newton-Schulz")
+        if ns:
+            L.append(ns[len("optimizer: "):])
         L.append(f"AdamW (lr {lr_name(r['best']['adamw'])}) ends at val {r['target']:.4f} after {r['adamw_steps']} steps, "
                  f"{r['adamw_s']:.1f} s")
         if r["muon_steps"] is None:
@@ -201,6 +204,15 @@ def report(a, res):
         for opt, lr in r["runs"]:
             L.append("  " + " ".join(train_cmd(a, r["model"], opt, lr, f"{r['model']}_{opt}_lr{lr_name(lr)}.jsonl")))
     return "\n".join(L) + "\n"
+
+
+def banner_line(a, model, lr, prefix):
+    """The line of Muon's run's console (its .out) that starts with prefix, or None."""
+    try:
+        with open(os.path.join(a.out, f"{model}_muon_lr{lr_name(lr)}.out")) as f:
+            return next((ln.strip() for ln in f if ln.startswith(prefix)), None)
+    except OSError:
+        return None
 
 
 def opt_ms(a, model, opt, lr):
@@ -229,11 +241,11 @@ def plot(a, res):
             label = f"{opt} lr {lr_name(r['best'][opt])}"
             row[0].plot(vs, [vals[s] for s in vs], "o-", ms=2, color=color, label=label)
             row[1].plot([seconds_to(steps, s) for s in vs], [vals[s] for s in vs], "o-", ms=2, color=color, label=label)
-        for ax, x in zip(row, ("step", "training seconds (Newton-Schulz included)")):
+        for ax, x, by in zip(row, ("step", "training seconds (Newton-Schulz included)"), ("steps", "seconds")):
             ax.axhline(r["target"], ls="--", lw=1, color="gray", label="AdamW's final")
             ax.set_xlabel(x)
             ax.set_ylabel("validation loss")
-            ax.set_title(r["model"])
+            ax.set_title(f"{r['model']}: Tiny Shakespeare, by {by}")
             ax.set_ylim(r["target"] - 0.5, r["target"] + 2.5)
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8)
