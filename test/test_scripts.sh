@@ -41,5 +41,44 @@ out2=$(PATH="$W/bin:$PATH" DATA_DIR="$W/empty" bash "$W/lone/repo/scripts/tinysh
   && [ -z "$(ls -A "$W/lone/d2")" ] \
   && ok "no ../shared/data: the files come from DATA_DIR; a failed download is an error naming the file and where to put it, with nothing left behind" \
   || bad "DATA_DIR and a failed download" "$out $out2"
+# dev/optimizer_study.py (Muon against AdamW, steps to a loss): its judgement on logs written by hand, whose answers
+# are known: AdamW's best lr is the lowest *final* validation loss (lr 1e-2 dips lower mid-run, then ends higher),
+# a diverged run (null losses) never wins, Muon's steps to AdamW's final loss is the first validation at or below it
+# (step 4 equals it exactly), the last line of a step repeated by a resume wins, and the seconds are the step
+# times summed through that step (100·s ms at step s: 1.0 s to step 4, 3.6 s to step 8)
+mkdir -p "$W/study"
+${PYTHON:-python3} - "$W/study" <<'PYEOF'
+import json, sys
+vals = {"adamw_lr0.001": {0: 11, 2: 9, 4: 8, 6: 7, 8: 6.0}, "adamw_lr0.003": {0: 11, 2: 8, 4: 7, 6: 6, 8: 5.5},
+        "adamw_lr0.01": {0: 11, 2: 6, 4: 5.0, 6: 5.4, 8: 5.8}, "muon_lr0.001": {0: 11, 2: 8, 4: 6.5, 6: 6, 8: 5.6},
+        "muon_lr0.003": {0: 11, 2: 5.6, 4: 5.5, 6: 5.2, 8: 5.1}, "muon_lr0.01": {0: 11, 2: 4.0, 4: None, 6: None, 8: None}}
+for name, v in vals.items():
+    with open(f"{sys.argv[1]}/d4_{name}.jsonl", "w") as f:
+        f.write(json.dumps({"optimizer": name}) + "\n")
+        for s in range(9):
+            if s > 0:
+                f.write(json.dumps({"step": s, "loss": 9.0, "ms": 100.0 * s, "time_ms": {"optimizer": 10.0}}) + "\n")
+            if s == 4 and name == "muon_lr0.003":
+                f.write(json.dumps({"step": 4, "val_loss": 5.9}) + "\n")  # a run resumed from step 3 logs step 4 again
+            if s in v:
+                f.write(json.dumps({"step": s, "val_loss": v[s]}) + "\n")
+PYEOF
+out=$(${PYTHON:-python3} dev/optimizer_study.py --from-logs --out "$W/study" --models d4 --lrs 1e-3,3e-3,1e-2 -x 8 -v 2 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -q "^adamw        0.003     5.5000      3.6         10.0  <- best$" <<<"$out" \
+  && grep -q "^muon         0.003     5.1000      3.6         10.0  <- best$" <<<"$out" \
+  && grep -q "^AdamW (lr 0.003) ends at val 5.5000 after 8 steps, 3.6 s$" <<<"$out" \
+  && grep -q "^Muon (lr 0.003) reaches it at step 4 (0.50 of AdamW's steps; goal <= 0.67), 1.0 s (0.28 of AdamW's seconds)$" <<<"$out" \
+  && ok "optimizer_study.py on hand-written logs: best lr by final loss (not a mid-run dip, not a diverged run), Muon's steps and seconds to AdamW's final loss" \
+  || bad "optimizer_study.py's judgement on hand-written logs" "$out"
+# and end to end on real runs (d2, 4 steps, two lrs each): the shards, the runs, the report, the plot (where
+# matplotlib is: the plot is the one part that needs it)
+PY=${PYTHON:-python3}
+plot=(); $PY -c "import matplotlib" 2>/dev/null && plot=(--plot "$W/study2/plot.png")
+out=$($PY dev/optimizer_study.py --data-dir "$DATA" --tokenize ./tokenize --out "$W/study2" --models d2 --lrs 1e-3,3e-3 \
+  -x 4 -b 4 -t 32 -u 1 -v 2 -m 1 --result "$W/study2/result.txt" "${plot[@]}" 2>&1); rc=$?
+rows=$(grep -cE "^(adamw|muon) +0\.00[13] +[0-9.]+ +[0-9.]+ +[0-9.]+" "$W/study2/result.txt" 2>/dev/null)
+[ $rc -eq 0 ] && [ "$rows" = 4 ] && grep -q "^AdamW (lr 0.00[13]) ends at val" "$W/study2/result.txt" && { [ ${#plot[@]} -eq 0 ] || [ -s "$W/study2/plot.png" ]; } \
+  && ok "optimizer_study.py end to end on d2 (4 runs of 4 steps): shards, runs, report$([ ${#plot[@]} -gt 0 ] && echo " and plot" || echo "; no plot: $PY has no matplotlib")" \
+  || bad "optimizer_study.py end to end" "$out"
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
