@@ -199,6 +199,10 @@ static void muon_update_unit(Muon *mu, Comm *comm, int stage, int u, size_t slo,
     if (first < 0 || slen == 0) return;
     float *U = mu->ubuf;
     size_t a, b;
+    // the host tier's buffers (--offload) are host memory: MPI takes them as they are, whatever way the group moves
+    // device memory (the CUDA build's staging and device transport read device memory)
+    CommTransport device = comm->transport;
+    if (mu->host && W > 1) comm->transport = COMM_MPI_HOST;
     for (int j = first; j <= last; j++)
         if (muon_overlap(&mu->mats[j], slo, slen, &a, &b))
             backend_muon_momentum(mom + (a - slo), U + a, g + (a - slo), b - a, mu->momentum, grad_scale, mu->nesterov, mu->host);
@@ -213,6 +217,7 @@ static void muon_update_unit(Muon *mu, Comm *comm, int stage, int u, size_t slo,
         if (stage >= 1) comm_reduce_scatter_sum(comm, U, shard);
         else comm_allreduce_sum(comm, U, shard * W);
     }
+    comm->transport = device;
     float decay = (float)(1.0 - (double)mu->lr * weight_decay);
     for (int j = first; j <= last; j++) {
         MuonMatrix *m = &mu->mats[j];
