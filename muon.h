@@ -334,8 +334,15 @@ static void muon_update_unit(Muon *mu, Comm *comm, int stage, int u, size_t slo,
                              const float *g, float *mom, float grad_scale, float weight_decay) {
     int first, last;
     if (!muon_unit_mats(mu, u, &first, &last) || slen == 0) return;
+    // the host tier's buffers (--offload) are host memory: MPI takes them as they are, whatever way the groups move
+    // device memory (the CUDA build's staging and device transport read device memory)
+    CommTransport device = comm->transport, tp_device = mu->tp ? mu->tp->transport : device;
+    if (mu->host && comm->world > 1) comm->transport = COMM_MPI_HOST;
+    if (mu->host && mu->tp) mu->tp->transport = COMM_MPI_HOST;
     muon_momentum(mu, u, slo, slen, g, mom, grad_scale);
     muon_orthogonalize(mu, comm, stage, u, shard);
+    comm->transport = device;
+    if (mu->tp) mu->tp->transport = tp_device;
     muon_apply(mu, u, slo, slen, p, weight_decay);
 }
 

@@ -151,8 +151,7 @@ static void run_setup_world(Run *r, int argc, char **argv) {
     config_validate(cfg);
     config_resolve_precision(cfg, backend_precision_default(), backend_precisions_built());
     if (cfg->optimizer == OPTIMIZER_MUON && !backend_has_muon())
-        usage_error("--optimizer muon: the %s build has no Muon yet (its Newton-Schulz waits for the device's matmuls); "
-                    "use ./train_gpt_cpu, or --optimizer adamw", backend_build_name());
+        usage_error("--optimizer muon: the %s build has no Muon; use --optimizer adamw", backend_build_name());
     if (cfg->world > 0) {  // --dry-run --world N: one process plans the layout as its N ranks would (report_stage_plans)
         if (r->world > 1) usage_error("--world %d: the layout is planned by one process; start it without mpirun (it runs as %d "
                                       "ranks)", cfg->world, r->world);

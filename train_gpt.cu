@@ -16,6 +16,7 @@
 #include "cuda/llama.cuh"       // defines: the Llama family's rmsnorm_*, qknorm_*, rope_*, swiglu_* (GQA: attention.cuh, decode.cuh)
 #include "cuda/adamw.cuh"       // defines: adamw_kernel, weights_bf16_kernel, weights_fp16_kernel
 #include "cuda/backend.cuh"     // defines: backend_* (memory, copies, offload stream, AdamW launch, the step's clock, device facts)
+#include "cuda/muon.cuh"        // defines: backend_muon_* (Muon's momentum and step kernels, Newton-Schulz on cuBLASLt)
 #include "cuda/comm_nccl.cuh"   // defines: backend_comm_* (NCCL, the device transport for comm.h's collectives)
 
 #include "backend.h"  // declares: the contract the headers above implement (a mismatch fails the build)

@@ -48,7 +48,7 @@
 static void zero_adamw_plan(Zero *z) {
     if (z->adamw_plan) return;
     AdamWSegment *segs = (AdamWSegment *)callocCheck(z->nruns > 0 ? z->nruns : 1, sizeof(AdamWSegment));
-    z->fused_copy = z->stage == 0;
+    z->fused_copy = z->stage == 0 && !z->muon;  // Muon updates its matrices after this table: model.h converts them
     int n = 0;
     for (int u = 0; u < z->nu; u++) {
         if (z->slen[u] == 0) continue;

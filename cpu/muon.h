@@ -1,57 +1,26 @@
-// cpu/muon.h: Muon's arithmetic for the CPU build (backend.h's backend_muon_*, muon.h's formulas): the momentum and
-// the step element-wise, Newton-Schulz in fp32 through the build's gemm. Host memory is the build's memory, so the
-// host tier (--offload) runs the same code.
+// cpu/muon.h: Muon's arithmetic for the CPU build (backend.h's backend_muon_*): cpu/muon_host.h's, in fp32 on the
+// build's memory, which is host memory, so the host tier (--offload) runs the same code.
 #ifndef CPU_MUON_H
 #define CPU_MUON_H
 
-#include <math.h>
-#include "matmul.h"
+#include "muon_host.h"
 #include "../backend.h"
 
 static int backend_has_muon(void) { return 1; }
 
 static void backend_muon_momentum(float *b, float *u, const float *g, size_t n, float mu, float scale, int nesterov, int host) {
     (void)host;
-#pragma omp parallel for simd
-    for (size_t i = 0; i < n; i++) {
-        float gi = g[i] * scale;
-        float bi = mu * b[i] + (1.0f - mu) * gi;
-        b[i] = bi;
-        u[i] = nesterov ? (1.0f - mu) * gi + mu * bi : bi;
-    }
+    muon_momentum_host(b, u, g, n, mu, scale, nesterov);
 }
 
 static void backend_muon_apply(float *p, const float *o, size_t n, float decay, float step, int host) {
     (void)host;
-#pragma omp parallel for simd
-    for (size_t i = 0; i < n; i++) p[i] = p[i] * decay - step * o[i];
+    muon_apply_host(p, o, n, decay, step);
 }
 
-// X (m x n, m <= n: x itself, or x^T when x has more rows than columns) / max(|x|_F, 1e-7); then per step
-// A = X X^T, G = b A + c A A, X = a X + G X; written back (transposed back).
 static void backend_muon_orthogonalize(float *x, int rows, int cols, int steps, float *work, int host) {
     (void)host;
-    int tr = rows > cols, m = tr ? cols : rows, n = tr ? rows : cols;
-    float *X = work, *Y = X + (size_t)m * n, *A = Y + (size_t)m * n, *G = A + (size_t)m * m;
-    double ss = 0.0;
-    for (size_t i = 0; i < (size_t)rows * cols; i++) ss += (double)x[i] * x[i];
-    float norm = (float)sqrt(ss);
-    if (norm < 1e-7f) norm = 1e-7f;
-    for (int i = 0; i < m; i++)
-        for (int j = 0; j < n; j++) X[(size_t)i * n + j] = (tr ? x[(size_t)j * cols + i] : x[(size_t)i * cols + j]) / norm;
-    for (int s = 0; s < steps; s++) {
-        gemm(m, m, n, X, n, 1, X, 1, n, A, m, 1, 0);  // A = X X^T
-        gemm(m, m, m, A, m, 1, A, m, 1, G, m, 1, 0);  // A A
-        for (size_t i = 0; i < (size_t)m * m; i++) G[i] = MUON_NS_B * A[i] + MUON_NS_C * G[i];
-        gemm(m, n, m, G, m, 1, X, n, 1, Y, n, 1, 0);  // G X
-        for (size_t i = 0; i < (size_t)m * n; i++) Y[i] = MUON_NS_A * X[i] + Y[i];
-        float *t = X; X = Y; Y = t;
-    }
-    for (int i = 0; i < m; i++)
-        for (int j = 0; j < n; j++) {
-            if (tr) x[(size_t)j * cols + i] = X[(size_t)i * n + j];
-            else x[(size_t)i * cols + j] = X[(size_t)i * n + j];
-        }
+    muon_orthogonalize_host(x, rows, cols, steps, work);
 }
 
 #endif

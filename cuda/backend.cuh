@@ -376,20 +376,6 @@ static float *backend_alloc_host_state(size_t n) {
 }
 static void backend_free_host_state(float *p) { cudaCheck(cudaFreeHost(p)); }
 
-// Muon (backend.h): not in this build yet (run.h refuses --optimizer muon, naming the flag, before any is called).
-static int backend_has_muon(void) { return 0; }
-static void backend_muon_momentum(float *b, float *u, const float *g, size_t n, float mu, float scale, int nesterov, int host) {
-    (void)b, (void)u, (void)g, (void)n, (void)mu, (void)scale, (void)nesterov, (void)host;
-    internal_fault("the CUDA build has no Muon");
-}
-static void backend_muon_orthogonalize(float *x, int rows, int cols, int steps, float *work, int host) {
-    (void)x, (void)rows, (void)cols, (void)steps, (void)work, (void)host;
-    internal_fault("the CUDA build has no Muon");
-}
-static void backend_muon_apply(float *p, const float *o, size_t n, float decay, float step, int host) {
-    (void)p, (void)o, (void)n, (void)decay, (void)step, (void)host;
-    internal_fault("the CUDA build has no Muon");
-}
 static int backend_weights_need_copy(void) { return x_prec != PREC_FP32; }
 
 static void backend_weights_from_master(floatX *dst, const float *src, size_t n, uint64_t seed) {

@@ -158,10 +158,10 @@ static MatmulPlan *matmul_plan(const MatmulKey *key, Epilogue e) {
     return p;
 }
 
-// D (m x n, column-major, leading dimension ldd) = op(A) op(B) + beta C, then the epilogue; C (NULL: D) has D's layout.
-// Returns 0, doing nothing, where cuBLASLt has no algorithm for the fused epilogue.
-static int cublaslt_matmul(void *d, int d_float, const floatX *a, const floatX *b, const void *c, int m, int n, int k,
-                            int lda, int ldb, int ldd, int trans_a, int trans_b, float beta, Epilogue e) {
+// D (m x n, column-major, leading dimension ldd) = alpha op(A) op(B) + beta C, then the epilogue; C (NULL: D) has D's
+// layout. Returns 0, doing nothing, where cuBLASLt has no algorithm for the fused epilogue.
+static int cublaslt_matmul_scaled(void *d, int d_float, const floatX *a, const floatX *b, const void *c, int m, int n, int k,
+                                  int lda, int ldb, int ldd, int trans_a, int trans_b, float alpha, float beta, Epilogue e) {
     if (!c) c = d;
     MatmulKey key;
     memset(&key, 0, sizeof(key));  // the key is compared bytewise, padding included
@@ -173,10 +173,14 @@ static int cublaslt_matmul(void *d, int d_float, const floatX *a, const floatX *
     MatmulPlan *p = matmul_plan(&key, e);
     if (!p->ok) return 0;
     matmul_set_pointers(p->desc, e);
-    float alpha = 1.0f;
     cublasCheck(cublasLtMatmul(cublaslt_handle, p->desc, &alpha, a, p->la, b, p->lb, &beta, c, p->ld, d, p->ld, &p->algo,
                                cublaslt_workspace, CUBLASLT_WORKSPACE_BYTES, main_stream));
     return 1;
+}
+// The model's products: alpha 1.
+static int cublaslt_matmul(void *d, int d_float, const floatX *a, const floatX *b, const void *c, int m, int n, int k,
+                           int lda, int ldb, int ldd, int trans_a, int trans_b, float beta, Epilogue e) {
+    return cublaslt_matmul_scaled(d, d_float, a, b, c, m, n, k, lda, ldb, ldd, trans_a, trans_b, 1.0f, beta, e);
 }
 
 // Row-major out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias. Column-major, that is

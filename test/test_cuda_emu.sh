@@ -12,9 +12,12 @@
 #            CUDA graphs against the same runs eager (`test_cuda_emu.sh graphs` runs those alone); the Llama family
 #            (GQA 4:1 with QK-norm) through the same: the CPU build's numbers, resume, graphs, recompute, ZeRO-3 over
 #            NCCL, --pp 2, the memory plan at grouped sizes (`test_cuda_emu.sh llama` runs those alone); tensor
-#            parallelism (--tp 2, --sp 0 and 1) over NCCL against the CPU build (`test_cuda_emu.sh tp` alone).
+#            parallelism (--tp 2, --sp 0 and 1) over NCCL against the CPU build (`test_cuda_emu.sh tp` alone); Muon
+#            (--optimizer muon, test/cuda_emu_muon.sh) against the CPU build's in fp32 and bf16, its layouts against
+#            one process, exact resume (`test_cuda_emu.sh muon` alone).
 # `make test-gpu` is the same list for a real GPU.
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/cuda_emu_muon.sh"  # muon_runs
 EMU=./train_gpt_emu
 TORCH_PY=${TORCH_PYTHON:-/usr/bin/python3}
 # step, loss and gradient norm of every step: a wrongly scaled gradient shows in the norm, not the loss
@@ -524,6 +527,7 @@ trainer() {
   epilogues
   graphs
   llama_runs
+  muon_runs
   # the order the emulator runs threads and blocks in must not change a bit
   for order in reverse random:7; do
     TRAIN_GPT_EMU_ORDER=$order $EMU --precision bf16 "${common[@]}" -x 4 --log "$W/o.jsonl" > "$W/o.out" 2>&1
@@ -696,6 +700,11 @@ fi
 if [ "${1:-}" = tp ]; then
   if [ -x $EMU ] && [ -x ./train_gpt_cpu ] && command -v mpirun > /dev/null; then tp_runs
   else bad "$EMU, ./train_gpt_cpu or mpirun is missing: make train_gpt_emu train_gpt_cpu (and install openmpi-bin)"; fi
+  finish; exit
+fi
+if [ "${1:-}" = muon ]; then
+  if [ -x $EMU ] && [ -x ./train_gpt_cpu ] && [ -x ./dev/cuda/kernels_emu ]; then muon_runs
+  else bad "$EMU, ./train_gpt_cpu or ./dev/cuda/kernels_emu is missing: make train_gpt_emu train_gpt_cpu dev/cuda/kernels_emu"; fi
   finish; exit
 fi
 if [ "${1:-}" = llama ]; then

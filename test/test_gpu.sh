@@ -195,6 +195,21 @@ if $PY test/llama_model.py "$LM" 4 1; then
   fi
 else bad "writing the Llama model file (test/llama_model.py)"; fi
 
+# 5b. Muon (--optimizer muon, cuda/muon.cuh: Newton-Schulz on cuBLASLt in the run's precision), as test_cuda_emu.sh's
+# muon_runs checks it on the emulator: 8 steps of d2 and llama-d2 beside the CPU build's Muon, fp32 within this list's
+# fp32 bound (1e-4; the emulator measures 5.8e-8) and bf16 within the emulator's bound (1e-3; it measures 1.1e-4).
+# Not yet run on a GPU (written without one); kernels.cu's `check muon` is in check 0.
+for m in d2:48 llama-d2:32; do
+  ma=(-e ${m%:*} -b 2 -t ${m#*:} -x 8 -v 0 -s 0 --grad-accum 2 --optimizer muon); n=${m%:*}
+  ./train_gpt_cpu "${ma[@]}" --log "$W/mu-$n-cpu.jsonl" > /dev/null 2>&1
+  for p in fp32:1e-4 bf16:1e-3; do
+    ./train_gpt --precision ${p%%:*} "${ma[@]}" --log "$W/mu-$n-${p%%:*}.jsonl" > "$W/mu-$n.out" 2>&1 \
+      || bad "Muon ${p%%:*} run ($n)" "$(tail -3 "$W/mu-$n.out")"
+    r=$(close "$W/mu-$n-cpu.jsonl" "$W/mu-$n-${p%%:*}.jsonl" ${p##*:}) && ok "Muon ${p%%:*} ($n), 8 steps vs the CPU build's fp32 Muon: $r" \
+      || bad "Muon ${p%%:*} ($n) vs the CPU build's" "$r"
+  done
+done
+
 # 6. compute-sanitizer on a short run
 if command -v compute-sanitizer >/dev/null; then
   for tool in memcheck racecheck; do

@@ -3,6 +3,7 @@
 // `make test-gpu` (check) and `make bench` (bench):
 //   make dev/cuda/kernels && ./dev/cuda/kernels check     # PASS/FAIL per kernel and precision
 //   ./dev/cuda/kernels check llama                         # only the Llama family's (cuda/llama.cuh, GQA)
+//   ./dev/cuda/kernels check muon                          # only Muon's (cuda/muon.cuh: momentum, step, Newton-Schulz)
 //   ./dev/cuda/kernels check classifier                    # only the classifier on sharp 50k-wide rows
 //                                                          # (--tp's vocabulary-parallel kernels: kernels_vocab.h)
 //   ./dev/cuda/kernels bench                               # ms and GB/s or TFLOP/s per kernel, bf16
@@ -20,6 +21,7 @@
 #include "cuda/llama.cuh"
 #include "cuda/decode.cuh"
 #include <omp.h>
+#include "cpu/gemm.h"
 // The CPU build's kernels and backend (cpu/), the reference. The two builds implement one contract (backend.h),
 // so their functions have the same names: the CPU's are put in a namespace of their own and called as
 // cpu::matmul_forward beside the CUDA build's matmul_forward. What cpu/ includes (the C library, omp.h, utils.h,
@@ -39,6 +41,10 @@ namespace cpu {
 namespace cpu {
 #include "cpu/llama.h"
 }
+// Muon's device arithmetic after them: its host tier is cpu/muon_host.h's, global beside cuda/muon.cuh's and on the
+// global gemm (cpu/gemm.h, included before the namespace, so that cpu/matmul.h finds it there too); backend.h, which
+// the namespace already holds, is not included again.
+#include "cuda/muon.cuh"
 
 static uint64_t rng_state = 42;
 static float frand(void) { return random_f32(&rng_state) * 2.0f - 1.0f; }
@@ -707,6 +713,11 @@ int main(int argc, char **argv) {
         printf("%d passed, %d failed\n", passes, fails);
         return fails ? 1 : 0;
     }
+    if (argc > 2 && strcmp(argv[2], "muon") == 0) {  // `check muon`: only Muon's (its momentum, step, Newton-Schulz)
+        for (int i = 0; i < 3; i++) check_muon(precs[i]);
+        printf("%d passed, %d failed\n", passes, fails);
+        return fails ? 1 : 0;
+    }
     if (argc > 2 && strcmp(argv[2], "llama") == 0) {  // `check llama`: only the Llama family's kernels
         for (int i = 0; i < 3; i++) {
             x_prec = precs[i]; x_bytes = x_prec == PREC_FP32 ? 4 : 2;
@@ -733,6 +744,7 @@ int main(int argc, char **argv) {
     check_stochastic_rounding();
     check_backend();
     for (int i = 0; i < 3; i++) check_multi_adamw(precs[i]);
+    for (int i = 0; i < 3; i++) check_muon(precs[i]);
     check_verdict();
     check_unbiased_updates();
     check_rounding_per_element();

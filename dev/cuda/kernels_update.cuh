@@ -312,3 +312,59 @@ static void check_rounding_per_element(void) {
     free(p); free(g); free(z); free(back); free(sum_el);
     x_prec = PREC_FP32; x_bytes = 4;
 }
+
+// Muon (cuda/muon.cuh) against the CPU build's (cpu/muon_host.h): the momentum, with Nesterov and without, and the
+// step (fp32, the same formulas: 1e-6; once); Newton-Schulz (5 steps) on random fp32 matrices, tall (transposed
+// inside: 100 x 36, the transposes' 32 x 32 tiles ragged), wide (36 x 100) and square (48 x 48), in the run's
+// precision against the fp32 reference, relative to the result's largest value. fp32: the products' sums in another
+// order (the emulator measures 3.5e-6; 1e-5). bf16 and fp16 round X, A, B = b A + c A A and a X + B X to 16 bits
+// every step as torch's bf16 Newton-Schulz does: the emulator measures 3.7e-2 (bf16) and 3.7e-3 (fp16); bounds 8e-2
+// and 1e-2. Its own random numbers, so the bounds hold for the same matrices in `check muon` and the full check.
+static void check_muon(int prec) {
+    uint64_t saved = rng_state;
+    rng_state = 4242;
+    x_prec = PREC_FP32; x_bytes = 4;
+    const size_t n = 5000;
+    float *g = rand_host(n, 1.0f), *b = rand_host(n, 0.1f), *p = rand_host(n, 1.0f);
+    float *u = (float *)callocCheck(n, 4), *back = (float *)mallocCheck(n * 4);
+    float *dg = to_dev_f(g, n), *db = to_dev_f(b, n), *dp = to_dev_f(p, n), *du = to_dev_f(u, n);
+    char what[96];
+    for (int nesterov = 1; nesterov >= 0 && prec == PREC_FP32; nesterov--) {
+        backend_muon_momentum(db, du, dg, n, 0.95f, 0.5f, nesterov, 0);
+        muon_momentum_host(b, u, g, n, 0.95f, 0.5f, nesterov);
+        from_dev_f(back, db, n);
+        snprintf(what, sizeof(what), "backend_muon_momentum%s: buffer", nesterov ? " (Nesterov)" : "");
+        expect(what, rel_err(back, b, n), 1e-6);
+        from_dev_f(back, du, n);
+        snprintf(what, sizeof(what), "backend_muon_momentum%s: update", nesterov ? " (Nesterov)" : "");
+        expect(what, rel_err(back, u, n), 1e-6);
+    }
+    if (prec == PREC_FP32) {
+        backend_muon_apply(dp, du, n, 0.999f, 0.01f, 0);
+        muon_apply_host(p, u, n, 0.999f, 0.01f);
+        from_dev_f(back, dp, n);
+        expect("backend_muon_apply", rel_err(back, p, n), 1e-6);
+    }
+    const int shapes[3][2] = {{100, 36}, {36, 100}, {48, 48}};
+    for (int s = 0; s < 3; s++) {
+        int rows = shapes[s][0], cols = shapes[s][1], m = rows < cols ? rows : cols, k = rows < cols ? cols : rows;
+        size_t len = (size_t)rows * cols, ws = 2 * (size_t)m * k + 2 * (size_t)m * m;  // muon.h's muon_ns_workspace
+        x_prec = PREC_FP32; x_bytes = 4;
+        float *x = rand_host(len, 1.0f), *work = (float *)mallocCheck(ws * 4), *got = (float *)mallocCheck(len * 4);
+        float *dx = to_dev_f(x, len), *dwork;
+        cudaCheck(cudaMalloc(&dwork, ws * 4));
+        x_prec = prec; x_bytes = prec == PREC_FP32 ? 4 : 2;
+        backend_muon_orthogonalize(dx, rows, cols, 5, dwork, 0);
+        muon_orthogonalize_host(x, rows, cols, 5, work);
+        from_dev_f(got, dx, len);
+        snprintf(what, sizeof(what), "backend_muon_orthogonalize %dx%d (%s)", rows, cols,
+                 rows > cols ? "tall" : rows < cols ? "wide" : "square");
+        expect(what, rel_err(got, x, len), prec == PREC_BF16 ? 8e-2 : prec == PREC_FP16 ? 1e-2 : 1e-5);
+        cudaCheck(cudaFree(dx)); cudaCheck(cudaFree(dwork));
+        free(x); free(work); free(got);
+    }
+    cudaCheck(cudaFree(dg)); cudaCheck(cudaFree(db)); cudaCheck(cudaFree(dp)); cudaCheck(cudaFree(du));
+    free(g); free(b); free(p); free(u); free(back);
+    x_prec = PREC_FP32; x_bytes = 4;
+    rng_state = saved;
+}

@@ -52,6 +52,7 @@ SUITES = {
                  f"{TORCH_PY} test/ref_gpt2.py --out-dir $MUT_TMP/ref >/dev/null && ./test/test_gpt2_emu $MUT_TMP/ref"),
     "emu-graphs": (["train_gpt_emu"], "bash test/test_cuda_emu.sh graphs"),
     "emu-llama": (["train_gpt_emu", "test/test_generate_emu"], "bash test/test_cuda_emu.sh llama"),
+    "emu-muon": (["train_gpt_emu", "dev/cuda/kernels_emu", "train_gpt_cpu"], "bash test/test_cuda_emu.sh muon"),
     "emu": (["train_gpt_emu", "train_gpt_emu_race", "test/test_gpt2_emu", "dev/cuda/kernels_emu", "dev/cuda/attention_emu",
              "dev/cuda/kernels_emu_race", "dev/cuda/kernels_emu_asan", "dev/cuda/emu/selftest", "dev/cuda/emu/selftest_race"],
             "bash test/test_cuda_emu.sh"),
