@@ -48,6 +48,7 @@ typedef struct {
     int profile;                  // --profile: model.h's module marks count
     int phase, module;            // what the current interval is charged to
     int stack[TIMING_STACK], depth;  // phases to return to (nested comm inside forward, ...)
+    int mstack[TIMING_STACK];     // and their modules (--tp's collectives inside a module: its matmul after the gather)
     double step_ms[NUM_PHASES];   // the last step's parts
     // --profile, summed over the run's steps
     double row_ms[NUM_ROWS], row_flops[NUM_ROWS];
@@ -119,7 +120,7 @@ static void timing_phase(int phase) {
 // Enter a phase nested in the current one (a collective inside a layer's forward), and return.
 static void timing_push(int phase) {
     Timing *t = &timing;
-    if (t->depth < TIMING_STACK) t->stack[t->depth] = t->phase;
+    if (t->depth < TIMING_STACK) { t->stack[t->depth] = t->phase; t->mstack[t->depth] = t->module; }
     t->depth++;
     if (phase == PH_COMM && t->on && t->profile && t->phase != PH_COMM) t->row_calls[ROW_COMM]++;
     timing_switch(phase, MOD_NONE);
@@ -128,7 +129,8 @@ static void timing_pop(void) {
     Timing *t = &timing;
     if (t->depth == 0) return;
     t->depth--;
-    timing_switch(t->depth < TIMING_STACK ? t->stack[t->depth] : PH_OTHER, MOD_NONE);
+    if (t->depth < TIMING_STACK) timing_switch(t->stack[t->depth], t->mstack[t->depth]);
+    else timing_switch(PH_OTHER, MOD_NONE);
 }
 
 // model.h, before each kernel: the module it belongs to and the FLOPs it does (0 for the
