@@ -45,6 +45,7 @@ static const char *const ROW_NAMES[NUM_ROWS] __attribute__((unused)) = {
 
 typedef struct {
     int on;                       // inside a step: switches are recorded
+    int held;                     // inside a graph's work (timing_hold): switches are followed, not marked
     int profile;                  // --profile: model.h's module marks count
     int phase, module;            // what the current interval is charged to
     int stack[TIMING_STACK], depth;  // phases to return to (nested comm inside forward, ...)
@@ -101,7 +102,7 @@ static void timing_record(void) {
 static void timing_switch(int phase, int module) {
     Timing *t = &timing;
     if (phase == t->phase && module == t->module) return;
-    if (t->on) timing_record();
+    if (t->on && !t->held) timing_record();
     t->phase = phase;
     t->module = module;
 }
@@ -132,6 +133,11 @@ static void timing_pop(void) {
     if (t->depth < TIMING_STACK) timing_switch(t->stack[t->depth], t->mstack[t->depth]);
     else timing_switch(PH_OTHER, MOD_NONE);
 }
+
+// A graph's work (pipeline.h: a micro-batch's forward or backward, --tp's collectives inside it) is charged whole
+// to the phase it starts in: a capture may not record the marks' events between its kernels (they would time
+// nothing when replayed), so the switches inside it only move the phase and module, back where they began.
+static void timing_hold(int on) { timing.held = on; }
 
 // model.h, before each kernel: the module it belongs to and the FLOPs it does (0 for the
 // memory-bound elementwise kernels, which the model's FLOP count leaves out too). MOD_NONE after

@@ -486,12 +486,30 @@ tp_runs() {
     r=$(close "$W/tp-$name.jsonl" "$W/tp-$name-bf16.jsonl" 7e-4 4.5e-3) && ok "--tp 2, $name, bf16 over NCCL vs one CPU process (fp32): $r" \
       || bad "--tp 2, $name, bf16 vs one CPU process" "$r"
   done
+  # CUDA graphs with --tp over NCCL (the collectives recorded in line on the compute stream) against the same run
+  # eager (TRAIN_GPT_GRAPHS=0): GQA 4:2 in bf16 with --sp, 2 micro-batches a step, validation and samples between
+  # steps: losses, norms, validation losses and samples bit-identical, steps 2-4 replaying a forward and a backward
+  # graph per micro-batch on both ranks; over MPI staged (--comm mpi: host copies) the forward stays eager
+  local v gv=(--precision bf16 -e "$M" -b 2 -t 32 -x 4 -l 1e-3 -u 3 --grad-accum 2 -v 2 -m 1 -s 3 -g 6 --tp 2 --comm nccl)
+  for v in 1 0; do
+    TRAIN_GPT_GRAPHS=$v TRAIN_GPT_EMU_COUNTS=1 "${MPI[@]}" -x TRAIN_GPT_GRAPHS -x TRAIN_GPT_EMU_COUNTS -np 2 $EMU "${gv[@]}" \
+      --log "$W/tp-gr$v.jsonl" > "$W/tp-gr$v.out" 2>&1 || bad "--tp 2 with TRAIN_GPT_GRAPHS=$v runs" "$(tail -3 "$W/tp-gr$v.out")"
+  done
+  local used; used=$(grep -c '^emu counts step [2-4]: .* graphs 4 nodes [1-9][0-9]* ' "$W/tp-gr1.out")
+  [ -s "$W/tp-gr1.jsonl" ] && [ "$(losses "$W/tp-gr1.jsonl")" = "$(losses "$W/tp-gr0.jsonl")" ] && [ "$used" = 6 ] \
+    && ! grep -q '^emu counts .* graphs [1-9]' "$W/tp-gr0.out" \
+    && [ "$(grep -o '"val_loss": [^,}]*' "$W/tp-gr1.jsonl")" = "$(grep -o '"val_loss": [^,}]*' "$W/tp-gr0.jsonl")" ] \
+    && [ "$(grep '^sample' "$W/tp-gr1.out")" = "$(grep '^sample' "$W/tp-gr0.out")" ] && grep -q '^sample' "$W/tp-gr1.out" \
+    && ok "--tp 2 --sp 1 over NCCL, GQA 4:2 bf16 at 2 micro-batches, graphs on vs TRAIN_GPT_GRAPHS=0 with validation and samples between steps: losses, norms, validation and samples bit-identical; steps 2-4 replay 4 graphs on each rank" \
+    || bad "--tp 2 graphs vs eager" "$(diff <(losses "$W/tp-gr1.jsonl") <(losses "$W/tp-gr0.jsonl")) rank-steps replaying 4 graphs: $used of 6; $(grep -m2 -E 'cuda-emu|error' "$W/tp-gr1.out")"
   local out; out=$("${MPI[@]}" -np 2 $EMU --precision bf16 -e d2 -x 1 --tp 2 --comm mpi 2>&1)
   [ $? -ne 0 ] && grep -q -- '--precision bf16: the activations.* add --comm nccl' <<<"$out" && ok "--tp 2 in bf16 over --comm mpi is refused, naming --comm nccl" \
     || bad "--tp 2 bf16 over --comm mpi: no refusal" "$(tail -3 <<<"$out")"
-  "${MPI[@]}" -np 2 $EMU --precision fp32 -e d2 "${base[@]}" -v 4 -m 2 -s 4 -g 8 --tp 2 --comm mpi --log "$W/tp-mpi.jsonl" > "$W/tp-mpi.out" 2>&1
+  TRAIN_GPT_EMU_COUNTS=1 "${MPI[@]}" -x TRAIN_GPT_EMU_COUNTS -np 2 $EMU --precision fp32 -e d2 "${base[@]}" -v 4 -m 2 -s 4 -g 8 --tp 2 \
+    --comm mpi --log "$W/tp-mpi.jsonl" > "$W/tp-mpi.out" 2>&1
   r=$(close "$W/tp-d2.jsonl" "$W/tp-mpi.jsonl" 2e-5) && r+="; $(compare_eval "$W/tp-d2.jsonl" "$W/tp-d2.out" "$W/tp-mpi.jsonl" "$W/tp-mpi.out" 2e-5)" \
-    && ok "--tp 2, d2 over MPI staged (--comm mpi) vs one process: $r" || bad "--tp 2 over --comm mpi" "$r $(tail -3 "$W/tp-mpi.out")"
+    && grep -q '^emu counts step 2:' "$W/tp-mpi.out" && ! grep -q '^emu counts .* graphs [1-9]' "$W/tp-mpi.out" \
+    && ok "--tp 2, d2 over MPI staged (--comm mpi, eager: no graph) vs one process: $r" || bad "--tp 2 over --comm mpi" "$r $(tail -3 "$W/tp-mpi.out")"
 }
 
 trainer() {
