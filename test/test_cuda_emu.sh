@@ -502,6 +502,24 @@ tp_runs() {
     && [ "$(grep '^sample' "$W/tp-gr1.out")" = "$(grep '^sample' "$W/tp-gr0.out")" ] && grep -q '^sample' "$W/tp-gr1.out" \
     && ok "--tp 2 --sp 1 over NCCL, GQA 4:2 bf16 at 2 micro-batches, graphs on vs TRAIN_GPT_GRAPHS=0 with validation and samples between steps: losses, norms, validation and samples bit-identical; steps 2-4 replay 4 graphs on each rank" \
     || bad "--tp 2 graphs vs eager" "$(diff <(losses "$W/tp-gr1.jsonl") <(losses "$W/tp-gr0.jsonl")) rank-steps replaying 4 graphs: $used of 6; $(grep -m2 -E 'cuda-emu|error' "$W/tp-gr1.out")"
+  # --tp with --offload: each TP rank's slice sharded over its data-parallel pair (--tp 2 x 2 ranks), AdamW on the host
+  # (zero_store.h) against the same layout on the device: --offload optimizer at ZeRO-1 in fp32, --offload params at
+  # ZeRO-3 in bf16 (the working copies made from the host's masters), 2 micro-batches a step: 6 losses and norms and
+  # the final checkpoint (model and optimizer state) bit-identical
+  local z o p
+  for o in optimizer:1:fp32 params:3:bf16; do
+    IFS=: read -r o z p <<<"$o"
+    for v in none $o; do
+      "${MPI[@]}" -np 4 $EMU --precision $p -e "$M" -b 2 -t 32 -x 6 -l 1e-3 -u 3 -v 0 -s 0 --grad-accum 2 --tp 2 --comm nccl -z $z \
+        --offload $v -n 6 -o "$W/tp-off-$v" --log "$W/tp-off-$v.jsonl" > "$W/tp-off-$v.out" 2>&1 || bad "--tp 2 x 2 ranks, ZeRO-$z --offload $v runs" "$(tail -3 "$W/tp-off-$v.out")"
+    done
+    [ -s "$W/tp-off-$o.jsonl" ] && [ "$(losses "$W/tp-off-$o.jsonl")" = "$(losses "$W/tp-off-none.jsonl")" ] \
+      && cmp -s "$W/tp-off-$o/model_00000006.bin" "$W/tp-off-none/model_00000006.bin" \
+      && cmp -s "$W/tp-off-$o/state_00000006.bin" "$W/tp-off-none/state_00000006.bin" \
+      && ok "--tp 2 x 2 ranks, ZeRO-$z --offload $o ($p) vs on the device: 6 losses, norms and the final checkpoint bit-identical" \
+      || bad "--tp 2 x 2 ranks, ZeRO-$z --offload $o vs on the device" "$(diff <(losses "$W/tp-off-$o.jsonl") <(losses "$W/tp-off-none.jsonl"))"
+    rm -rf "$W/tp-off-none" "$W/tp-off-$o"
+  done
   local out; out=$("${MPI[@]}" -np 2 $EMU --precision bf16 -e d2 -x 1 --tp 2 --comm mpi 2>&1)
   [ $? -ne 0 ] && grep -q -- '--precision bf16: the activations.* add --comm nccl' <<<"$out" && ok "--tp 2 in bf16 over --comm mpi is refused, naming --comm nccl" \
     || bad "--tp 2 bf16 over --comm mpi: no refusal" "$(tail -3 <<<"$out")"
