@@ -376,7 +376,8 @@ static void report_profile(Run *r) {
     for (int k = 1; k < NUM_ROWS; k++) { counted += t->row_flops[k]; total_ms += t->row_ms[k]; }
     counted /= t->profiled_steps;
     int n = t->profiled_steps;
-    printf("profile: rank 0%s, %d step%s%s\n", r->tp > 1 ? " (its slice of --tp's: the FLOPs it does)" : "", n, n == 1 ? "" : "s",
+    printf("profile: rank 0%s, %d step%s%s\n", r->tp > 1 ? " (its slice of --tp's: the FLOPs it does)" : "", n,
+           n == 1 ? "" : "s",
            n < r->cfg.steps - r->start_step ? " (the run's first is left out: it warms caches)" : "");
     if (peak > 0) printf("  peak %.1f GFLOP/s: %s\n", peak / 1e9, source);
     else printf("  peak unknown for this device: the 'of peak' column is empty\n");
@@ -432,7 +433,8 @@ static void report_profile(Run *r) {
         fprintf(r->logf, "]");
         if (r->tp > 1) {  // the TP group's sum, module by module (rank 0's table is its own slice)
             fprintf(r->logf, ", \"tp_group_flops\": {");
-            for (int k = 1; k < NUM_ROWS; k++) fprintf(r->logf, "%s\"%s\": %.17g", k > 1 ? ", " : "", timing_row_name(k), group[k]);
+            for (int k = 1; k < NUM_ROWS; k++)
+                fprintf(r->logf, "%s\"%s\": %.17g", k > 1 ? ", " : "", timing_row_name(k), group[k]);
             fprintf(r->logf, "}");
         }
         fprintf(r->logf, "}}\n");
