@@ -238,6 +238,9 @@ static const float *backend_logits_row(const floatX *row, int Vp);  // a row of 
 static int backend_memory_is_host(void);  // 1: the build's memory is host memory, which MPI may move directly
 static void backend_bytes_to_host(void *host, const void *buf, size_t bytes);
 static void backend_bytes_from_host(void *buf, const void *host, size_t bytes);
+// inout[i] += in[i] for n values of the build's floatX in host memory, each sum rounded once to floatX: comm.h's
+// MPI path for --tp's 16-bit collectives (fp32 in the CPU build), as NCCL sums two 16-bit values.
+static void backend_x_add_host(void *inout, const void *in, size_t n);
 
 // ---- offload: the update's copies on a stream of their own (a ticket per unit) ----
 static void backend_offload_begin(void);  // after the gradients are complete

@@ -235,6 +235,51 @@ static void comm_finalize(Comm *c) {
     c->initialized = 0;
 }
 
+#ifdef USE_MPI
+// The MPI side of the three collectives, on elements of `es` bytes of MPI type t summed by op: the floats' (MPI_FLOAT,
+// MPI_SUM) and --tp's 16-bit activations' (comm_x_op), staged through host memory where the buffer is the device's.
+static void comm_mpi_allreduce(Comm *c, void *buf, size_t n, size_t es, MPI_Datatype t, MPI_Op op) {
+    char *h = (char *)comm_stage(c, buf, n * es);
+    COMM_FOR_CHUNKS(off, k, n) mpiCheck(MPI_Allreduce(MPI_IN_PLACE, h + off * es, (int)k, t, op, c->mpi));
+    comm_unstage(buf, h, n * es);
+}
+static void comm_mpi_reduce_scatter(Comm *c, void *buf, size_t shard, size_t es, MPI_Datatype t, MPI_Op op) {
+    size_t bytes = shard * c->world * es;
+    char *h = (char *)comm_stage(c, buf, bytes), *mine = h + (size_t)c->rank * shard * es;
+    COMM_FOR_CHUNKS(off, k, shard) {
+        // each chunk is a reduce-scatter over the chunk-th piece of every shard: gather those pieces
+        // into a contiguous buffer, so the per-rank layout MPI wants is met
+        char *tmp = (char *)comm_reserve(&c->regroup, &c->regroup_bytes, k * c->world * es);
+        for (int r = 0; r < c->world; r++) memcpy(tmp + (size_t)r * k * es, h + ((size_t)r * shard + off) * es, k * es);
+        mpiCheck(MPI_Reduce_scatter_block(tmp, mine + off * es, (int)k, t, op, c->mpi));
+    }
+    comm_unstage(buf, h, bytes);
+}
+static void comm_mpi_allgather(Comm *c, void *buf, size_t shard, size_t es, MPI_Datatype t) {
+    size_t bytes = shard * c->world * es;
+    char *h = (char *)comm_stage(c, buf, bytes);
+    if (shard <= COMM_CHUNK) {
+        mpiCheck(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, h, (int)shard, t, c->mpi));
+    } else {
+        for (int r = 0; r < c->world; r++)
+            COMM_FOR_CHUNKS(off, k, shard)
+                mpiCheck(MPI_Bcast(h + ((size_t)r * shard + off) * es, (int)k, t, r, c->mpi));
+    }
+    comm_unstage(buf, h, bytes);
+}
+// 16-bit floats have no MPI type or sum: they move as MPI_UINT16_T, summed by an operation of ours that adds each
+// pair in fp32 and rounds once to the build's type (backend_x_add_host), the correctly rounded sum NCCL gives.
+static void comm_x_sum(void *in, void *inout, int *len, MPI_Datatype *type) {
+    (void)type;
+    backend_x_add_host(inout, in, (size_t)*len);
+}
+static MPI_Op comm_x_op(void) {
+    static MPI_Op op = MPI_OP_NULL;
+    if (op == MPI_OP_NULL) mpiCheck(MPI_Op_create(comm_x_sum, 1, &op));
+    return op;
+}
+#endif
+
 // Sum over ranks, in place.
 static void comm_allreduce_sum(Comm *c, float *buf, size_t n) {
     (void)buf; (void)n;
@@ -247,9 +292,7 @@ static void comm_allreduce_sum(Comm *c, float *buf, size_t n) {
         watch_leave();
         return;
     }
-    float *h = (float *)comm_stage(c, buf, n * sizeof(float));
-    COMM_FOR_CHUNKS(off, k, n) mpiCheck(MPI_Allreduce(MPI_IN_PLACE, h + off, (int)k, MPI_FLOAT, MPI_SUM, c->mpi));
-    comm_unstage(buf, h, n * sizeof(float));
+    comm_mpi_allreduce(c, buf, n, sizeof(float), MPI_FLOAT, MPI_SUM);
     watch_leave();
 #endif
 }
@@ -289,16 +332,7 @@ static void comm_reduce_scatter_sum(Comm *c, float *buf, size_t shard) {
         watch_leave();
         return;
     }
-    size_t bytes = shard * c->world * sizeof(float);
-    float *h = (float *)comm_stage(c, buf, bytes), *mine = h + (size_t)c->rank * shard;
-    COMM_FOR_CHUNKS(off, k, shard) {
-        // each chunk is a reduce-scatter over the chunk-th piece of every shard: gather those pieces
-        // into a contiguous buffer, so the per-rank layout MPI wants is met
-        float *tmp = (float *)comm_reserve(&c->regroup, &c->regroup_bytes, k * c->world * sizeof(float));
-        for (int r = 0; r < c->world; r++) memcpy(tmp + (size_t)r * k, h + (size_t)r * shard + off, k * sizeof(float));
-        mpiCheck(MPI_Reduce_scatter_block(tmp, mine + off, (int)k, MPI_FLOAT, MPI_SUM, c->mpi));
-    }
-    comm_unstage(buf, h, bytes);
+    comm_mpi_reduce_scatter(c, buf, shard, sizeof(float), MPI_FLOAT, MPI_SUM);
     watch_leave();
 #endif
 }
@@ -315,48 +349,53 @@ static void comm_allgather(Comm *c, float *buf, size_t shard) {
         watch_leave();
         return;
     }
-    size_t bytes = shard * c->world * sizeof(float);
-    float *h = (float *)comm_stage(c, buf, bytes);
-    if (shard <= COMM_CHUNK) {
-        mpiCheck(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, h, (int)shard, MPI_FLOAT, c->mpi));
-    } else {
-        for (int r = 0; r < c->world; r++)
-            COMM_FOR_CHUNKS(off, k, shard) mpiCheck(MPI_Bcast(h + (size_t)r * shard + off, (int)k, MPI_FLOAT, r, c->mpi));
-    }
-    comm_unstage(buf, h, bytes);
+    comm_mpi_allgather(c, buf, shard, sizeof(float), MPI_FLOAT);
     watch_leave();
 #endif
 }
 
-// The same three on the build's floatX (--tp's activations, tensor_parallel.h): fp32 as above; 16-bit elements
-// (the CUDA build's bf16 and fp16) over the device transport only, summed in their type as NCCL sums them (run.h
-// refuses --tp in 16 bits without --comm nccl: MPI has no 16-bit float sum).
-static int comm_x_direct(Comm *c, const char *what) {
-    if (X_BYTES == sizeof(float) || c->world == 1) return 0;
-    if (c->transport != COMM_DEVICE)
-        internal_fault("comm: %s of 16-bit floats needs the device transport (--comm nccl)", what);
-    return 1;
-}
+// The same three on the build's floatX (--tp's activations, tensor_parallel.h): fp32 as above; 16-bit elements (the
+// CUDA build's bf16 and fp16) summed in their type, each pair's sum rounded once: over the device transport as
+// NCCL sums them, over MPI by comm_x_op (the same bits for two ranks; for more, the two add in their own orders).
+static int comm_x_direct(Comm *c) { return X_BYTES != sizeof(float) && c->world > 1; }
 static void comm_allreduce_sum_x(Comm *c, floatX *buf, size_t n) {
-    if (!comm_x_direct(c, "an all-reduce")) { comm_allreduce_sum(c, (float *)buf, n); return; }
+    if (!comm_x_direct(c)) { comm_allreduce_sum(c, (float *)buf, n); return; }
+#ifdef USE_MPI
     watch_enter("all-reduce", n);
-    backend_comm_allreduce_sum_x(c->device, buf, n);
-    backend_comm_join();
+    if (c->transport == COMM_DEVICE) {
+        backend_comm_allreduce_sum_x(c->device, buf, n);
+        backend_comm_join();
+    } else {
+        comm_mpi_allreduce(c, buf, n, X_BYTES, MPI_UINT16_T, comm_x_op());
+    }
     watch_leave();
+#endif
 }
 static void comm_reduce_scatter_sum_x(Comm *c, floatX *buf, size_t shard) {
-    if (!comm_x_direct(c, "a reduce-scatter")) { comm_reduce_scatter_sum(c, (float *)buf, shard); return; }
+    if (!comm_x_direct(c)) { comm_reduce_scatter_sum(c, (float *)buf, shard); return; }
+#ifdef USE_MPI
     watch_enter("reduce-scatter", shard * c->world);
-    backend_comm_reduce_scatter_sum_x(c->device, buf, shard, c->rank);
-    backend_comm_join();
+    if (c->transport == COMM_DEVICE) {
+        backend_comm_reduce_scatter_sum_x(c->device, buf, shard, c->rank);
+        backend_comm_join();
+    } else {
+        comm_mpi_reduce_scatter(c, buf, shard, X_BYTES, MPI_UINT16_T, comm_x_op());
+    }
     watch_leave();
+#endif
 }
 static void comm_allgather_x(Comm *c, floatX *buf, size_t shard) {
-    if (!comm_x_direct(c, "an all-gather")) { comm_allgather(c, (float *)buf, shard); return; }
+    if (!comm_x_direct(c)) { comm_allgather(c, (float *)buf, shard); return; }
+#ifdef USE_MPI
     watch_enter("all-gather", shard * c->world);
-    backend_comm_allgather_x(c->device, buf, shard, c->rank);
-    backend_comm_join();
+    if (c->transport == COMM_DEVICE) {
+        backend_comm_allgather_x(c->device, buf, shard, c->rank);
+        backend_comm_join();
+    } else {
+        comm_mpi_allgather(c, buf, shard, X_BYTES, MPI_UINT16_T);
+    }
     watch_leave();
+#endif
 }
 
 // Every rank's `bytes` bytes at `mine`, in rank order, into `all` (world * bytes); small host buffers only.

@@ -66,11 +66,14 @@ static void pp_stage_backward(Pipeline *p) {
 
 // A micro-batch's forward and backward as CUDA graphs (backend.h), where they are nothing but the device's
 // work: one stage holding the whole model (no pipeline messages), ZeRO-0 or 1 (whose collectives come after the
-// backward, not inside it), no --tp (its collectives run inside the layers), no --offload (host copies), no
-// --profile (events between kernels). The rest run eagerly. The graphs freeze the micro-batch's shape (B, T and
-// its activation slot) and the loss gradient's weight dloss (the loss scale): a new one records them again.
+// backward, not inside it), no --offload (host copies), no --profile (events between kernels); --tp where its
+// collectives are the device's (--comm nccl: the graph records them in line), not MPI's through host copies. The
+// rest run eagerly. The graphs freeze the micro-batch's shape (B, T and its activation slot) and the loss
+// gradient's weight dloss (the loss scale): a new one records them again.
 static int pp_graphed(const Pipeline *p) {
-    return p->stages == 1 && p->z->stage <= 1 && !p->z->model->tp && !p->z->offload && !timing.profile;
+    const TpGroup *tp = p->z->model->tp;
+    return p->stages == 1 && p->z->stage <= 1 && (!tp || tp->comm->transport == COMM_DEVICE) && !p->z->offload &&
+           !timing.profile;
 }
 static uint64_t pp_graph_shape(const Model *m) {
     return (uint64_t)m->cur_B << 40 | (uint64_t)m->cur_T << 16 | (uint64_t)m->slot;
@@ -87,24 +90,28 @@ static void pp_forward_graphed(Pipeline *p, const int *inputs, const int *target
     model_embed_inputs(m, inputs, B, T);
     model_head_targets(m, targets);
     model_weights_ready(m);
+    timing_hold(1);  // --tp's collectives inside: a graph has no marks between its kernels (the forward's time)
     if (!backend_graph_begin(GRAPH_FORWARD, pp_graph_shape(m), pp_float_bits(dloss))) {
         model_embed_run(m);
         pp_stage_forward(p);
         model_head_run(m, 1, dloss);
         backend_graph_end(GRAPH_FORWARD);
     }
+    timing_hold(0);
     model_head_losses(m);
 }
 
 static void pp_backward_graphed(Pipeline *p) {
     Model *m = p->z->model;
     model_weights_ready(m);
+    timing_hold(1);
     if (!backend_graph_begin(GRAPH_BACKWARD, pp_graph_shape(m), 0)) {
         model_head_backward(m);
         pp_stage_backward(p);
         zero_embed_backward(p->z);
         backend_graph_end(GRAPH_BACKWARD);
     }
+    timing_hold(0);
 }
 
 // One optimizer step's micro-batches through the pipeline, accumulating gradients. Each forward

@@ -359,19 +359,25 @@ static void report_step(Run *r, int step, const StepResult *s) {
 // LayerNorm weights), which the table names, so the comparison is exact rather than approximate.
 static void report_profile(Run *r) {
     Timing *t = &timing;
+    // --tp: what the rank's TP group counted together, module by module (its ranks' slices add up to the model)
+    double group[NUM_ROWS];
+    memcpy(group, t->row_flops, sizeof(group));
+    for (int k = 1; r->tp > 1 && k < NUM_ROWS; k++) group[k] = comm_allreduce_sum_f64(&r->tp_comm, group[k]);
     if (r->rank != 0 || t->profiled_steps == 0) return;
     const char *source = "";
     double peak = backend_profile_peak_flops(&source);
-    const ModelConfig *mc = &r->mc;
+    const ModelConfig *mc = &r->mc_rank;  // the rank's slice with --tp: its matmuls, its heads, its vocabulary rows
     double L = mc->num_layers, C = model_attn_width(mc);  // C: attention's width (GPT-2's channels)
     double tokens = (double)r->B * r->T * r->A;  // this rank's tokens per step
-    double formula = (6.0 * r->num_params + 6.0 * L * C * r->T) * tokens;
-    double matmul_params = model_matmul_params(mc), other_params = r->num_params - matmul_params;
+    double params = (double)model_num_params(mc);
+    double formula = (6.0 * params + 6.0 * L * C * r->T) * tokens;
+    double matmul_params = model_matmul_params(mc), other_params = params - matmul_params;
     double counted = 0.0, total_ms = 0.0;
     for (int k = 1; k < NUM_ROWS; k++) { counted += t->row_flops[k]; total_ms += t->row_ms[k]; }
     counted /= t->profiled_steps;
     int n = t->profiled_steps;
-    printf("profile: rank 0, %d step%s%s\n", n, n == 1 ? "" : "s",
+    printf("profile: rank 0%s, %d step%s%s\n", r->tp > 1 ? " (its slice of --tp's: the FLOPs it does)" : "", n,
+           n == 1 ? "" : "s",
            n < r->cfg.steps - r->start_step ? " (the run's first is left out: it warms caches)" : "");
     if (peak > 0) printf("  peak %.1f GFLOP/s: %s\n", peak / 1e9, source);
     else printf("  peak unknown for this device: the 'of peak' column is empty\n");
@@ -403,7 +409,13 @@ static void report_profile(Run *r) {
                "formula %s: %.4f GFLOP | counted / formula %.4f: %.0f of N's %zu parameters are in no matmul "
                "(%s)\n", counted / 1e9, matmul_params,
                tokens, exact / 1e9, r->cfg.recompute == 3 ? "; recompute 3 reruns the layers' forward, counted too" : "",
-               model_flops_formula(mc), formula / 1e9, counted / formula, other_params, r->num_params, what);
+               model_flops_formula(mc), formula / 1e9, counted / formula, other_params, (size_t)params, what);
+    }
+    if (r->tp > 1) {
+        double sum = 0.0;
+        for (int k = 1; k < NUM_ROWS; k++) sum += group[k];
+        printf("  the TP group's %d ranks counted %.4f GFLOP per step together (one process counts the whole model's; "
+               "key/value heads held by several ranks count on each)\n", r->tp, sum / n / 1e9);
     }
     if (r->logf) {
         fprintf(r->logf, "{\"profile\": {\"steps\": %d, \"step_ms\": %.3f, \"peak_flops\": ", n, t->profiled_ms);
@@ -418,7 +430,14 @@ static void report_profile(Run *r) {
                     ms / t->profiled_ms, fl, ms > 0 ? fl / (ms / 1e3) : 0.0);
             if (peak > 0 && fl > 0 && ms > 0) fprintf(r->logf, "%.5f}", fl / (ms / 1e3) / peak); else fprintf(r->logf, "null}");
         }
-        fprintf(r->logf, "]}}\n");
+        fprintf(r->logf, "]");
+        if (r->tp > 1) {  // the TP group's sum, module by module (rank 0's table is its own slice)
+            fprintf(r->logf, ", \"tp_group_flops\": {");
+            for (int k = 1; k < NUM_ROWS; k++)
+                fprintf(r->logf, "%s\"%s\": %.17g", k > 1 ? ", " : "", timing_row_name(k), group[k]);
+            fprintf(r->logf, "}");
+        }
+        fprintf(r->logf, "}}\n");
         fflush(r->logf);
     }
 }

@@ -191,9 +191,6 @@ static void run_setup_tp(Run *r) {
     TpDims t = {r->tp, 0, r->mc.num_heads, r->mc.num_kv_heads};
     char msg[400];
     if (tp_shape_error(&s, &t, msg, sizeof(msg))) usage_error("%s (-e/--init %s)", msg, r->init);
-    if (X_BYTES != sizeof(float) && cfg->comm != COMM_FLAG_NCCL)
-        usage_error("--tp %d --precision %s: the activations' sums in 16 bits go through NCCL only; add --comm nccl (or use "
-                    "--precision fp32)", r->tp, PRECISION_NAMES[cfg->precision]);
     if (cfg->sp && r->T % r->tp != 0)
         usage_error("--sp 1: -t/--seq-len %d is not a multiple of --tp %d (each rank keeps T / tp positions)", r->T, r->tp);
     r->mc_rank.tp_size = r->tp;

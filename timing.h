@@ -45,9 +45,11 @@ static const char *const ROW_NAMES[NUM_ROWS] __attribute__((unused)) = {
 
 typedef struct {
     int on;                       // inside a step: switches are recorded
+    int held;                     // inside a graph's work (timing_hold): switches are followed, not marked
     int profile;                  // --profile: model.h's module marks count
     int phase, module;            // what the current interval is charged to
     int stack[TIMING_STACK], depth;  // phases to return to (nested comm inside forward, ...)
+    int mstack[TIMING_STACK];     // and their modules (--tp's collectives inside a module: its matmul after the gather)
     double step_ms[NUM_PHASES];   // the last step's parts
     // --profile, summed over the run's steps
     double row_ms[NUM_ROWS], row_flops[NUM_ROWS];
@@ -100,7 +102,7 @@ static void timing_record(void) {
 static void timing_switch(int phase, int module) {
     Timing *t = &timing;
     if (phase == t->phase && module == t->module) return;
-    if (t->on) timing_record();
+    if (t->on && !t->held) timing_record();
     t->phase = phase;
     t->module = module;
 }
@@ -119,7 +121,7 @@ static void timing_phase(int phase) {
 // Enter a phase nested in the current one (a collective inside a layer's forward), and return.
 static void timing_push(int phase) {
     Timing *t = &timing;
-    if (t->depth < TIMING_STACK) t->stack[t->depth] = t->phase;
+    if (t->depth < TIMING_STACK) { t->stack[t->depth] = t->phase; t->mstack[t->depth] = t->module; }
     t->depth++;
     if (phase == PH_COMM && t->on && t->profile && t->phase != PH_COMM) t->row_calls[ROW_COMM]++;
     timing_switch(phase, MOD_NONE);
@@ -128,8 +130,14 @@ static void timing_pop(void) {
     Timing *t = &timing;
     if (t->depth == 0) return;
     t->depth--;
-    timing_switch(t->depth < TIMING_STACK ? t->stack[t->depth] : PH_OTHER, MOD_NONE);
+    if (t->depth < TIMING_STACK) timing_switch(t->stack[t->depth], t->mstack[t->depth]);
+    else timing_switch(PH_OTHER, MOD_NONE);
 }
+
+// A graph's work (pipeline.h: a micro-batch's forward or backward, --tp's collectives inside it) is charged whole
+// to the phase it starts in: a capture may not record the marks' events between its kernels (they would time
+// nothing when replayed), so the switches inside it only move the phase and module, back where they began.
+static void timing_hold(int on) { timing.held = on; }
 
 // model.h, before each kernel: the module it belongs to and the FLOPs it does (0 for the
 // memory-bound elementwise kernels, which the model's FLOP count leaves out too). MOD_NONE after

@@ -298,8 +298,9 @@ static StepResult run_step(Run *r, int step) {
     if (timing.profile) { timing.profiled_ms += ms; timing.profiled_steps++; }
     double tps = cfg->total_batch_tokens / (ms / 1e3);
     // model FLOPs per token, as llm.c and PaLM count them: 6N for the matmuls' forward and
-    // backward, plus 6*L*C*T for attention; per device
-    s.flops = model_flops_per_token(&r->mc, T) * tps / r->world;
+    // backward, plus 6*L*C*T for attention; per device: with --tp its slice's (its N, its heads) on the tokens
+    // of its data-parallel group
+    s.flops = model_flops_per_token(&r->mc_rank, T) * tps * r->tp / r->world;
     s.peak = backend_peak_flops();
     if (step > r->start_step) { r->total_ms += ms; r->timed_steps++; }  // the first step warms caches
     // the pipeline's measured bubble: the share of each stage's step spent waiting for a neighbour

@@ -84,6 +84,9 @@ static void backend_from_host(float *buf, const float *host, size_t n) { memcpy(
 static int backend_memory_is_host(void) { return 1; }
 static void backend_bytes_to_host(void *host, const void *buf, size_t bytes) { memcpy(host, buf, bytes); }
 static void backend_bytes_from_host(void *buf, const void *host, size_t bytes) { memcpy(buf, host, bytes); }
+static void backend_x_add_host(void *inout, const void *in, size_t n) {
+    for (size_t i = 0; i < n; i++) ((float *)inout)[i] += ((const float *)in)[i];
+}
 // No device transport: comm.h keeps every collective on MPI and never calls the others.
 static size_t backend_comm_id_bytes(void) { return 0; }
 static void backend_comm_id(void *id) { (void)id; internal_fault("the CPU build has no device transport"); }

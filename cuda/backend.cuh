@@ -235,6 +235,21 @@ static void backend_bytes_to_host(void *host, const void *buf, size_t bytes) {
 static void backend_bytes_from_host(void *buf, const void *host, size_t bytes) {
     if (cudaMemcpy(buf, host, bytes, cudaMemcpyHostToDevice) != cudaSuccess) internal_fault("comm: host-to-device staging failed");
 }
+// Two bf16 or fp16 values added in fp32 are exact unless their exponents are far apart (then the smaller is below
+// half the result's last place), so one rounding to 16 bits gives the correctly rounded sum, NCCL's __hadd's.
+static void backend_x_add_host(void *inout, const void *in, size_t n) {
+    if (x_prec == PREC_BF16) {
+        bf16 *a = (bf16 *)inout;
+        const bf16 *b = (const bf16 *)in;
+        for (size_t i = 0; i < n; i++) a[i] = __float2bfloat16_rn(__bfloat162float(a[i]) + __bfloat162float(b[i]));
+    } else if (x_prec == PREC_FP16) {
+        __half *a = (__half *)inout;
+        const __half *b = (const __half *)in;
+        for (size_t i = 0; i < n; i++) a[i] = __float2half_rn(__half2float(a[i]) + __half2float(b[i]));
+    } else {
+        for (size_t i = 0; i < n; i++) ((float *)inout)[i] += ((const float *)in)[i];
+    }
+}
 
 // The step's clock (timing.h): a mark is an event on the compute stream (every kernel, copy and matmul of the
 // build runs there; NCCL's stream and the offload stream join it through events). The events are made once

@@ -26,11 +26,24 @@ static void nccl_check(ncclResult_t r, const char *file, int line) {
 // collective (a host-side reader copies the buffer back, which waits); one that another rank never
 // joins shows as the step's synchronisation not returning, which the watchdog's "not reached" timer
 // catches.
+//
+// While the compute stream captures a graph (pipeline.h's forward and backward with --tp, whose collectives run
+// inside the layers), a collective goes on the compute stream itself, in line: the graph then holds it between the
+// kernels that fill and read its buffer, with no second stream to fork into the capture and join back, and it
+// runs the same work in the same order as the eager run (the same bits).
 static cudaStream_t nccl_stream = NULL;
 static cudaEvent_t nccl_ready = NULL, nccl_done = NULL;
-static void nccl_enter(void) {
+static int nccl_in_capture(void) {
+    cudaStreamCaptureStatus st;
+    cudaCheck(cudaStreamIsCapturing(main_stream, &st));
+    return st != cudaStreamCaptureStatusNone;
+}
+// The stream the next collective runs on, ordered after the compute stream's work so far.
+static cudaStream_t nccl_enter(void) {
+    if (nccl_in_capture()) return main_stream;
     cudaCheck(cudaEventRecord(nccl_ready, main_stream));
     cudaCheck(cudaStreamWaitEvent(nccl_stream, nccl_ready, 0));
+    return nccl_stream;
 }
 
 static size_t backend_comm_id_bytes(void) { return sizeof(ncclUniqueId); }
@@ -57,18 +70,18 @@ static void backend_comm_close(BackendComm *dc) {
     free(dc);
 }
 static void backend_comm_allreduce_sum(BackendComm *dc, float *buf, size_t n) {
-    nccl_enter();
-    ncclCheck(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, dc->nccl, nccl_stream));
+    cudaStream_t st = nccl_enter();
+    ncclCheck(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, dc->nccl, st));
 }
 // In place: this rank's shard receives the sum.
 static void backend_comm_reduce_scatter_sum(BackendComm *dc, float *buf, size_t shard, int rank) {
-    nccl_enter();
-    ncclCheck(ncclReduceScatter(buf, buf + (size_t)rank * shard, shard, ncclFloat, ncclSum, dc->nccl, nccl_stream));
+    cudaStream_t st = nccl_enter();
+    ncclCheck(ncclReduceScatter(buf, buf + (size_t)rank * shard, shard, ncclFloat, ncclSum, dc->nccl, st));
 }
 // In place: this rank's shard is already in position.
 static void backend_comm_allgather(BackendComm *dc, float *buf, size_t shard, int rank) {
-    nccl_enter();
-    ncclCheck(ncclAllGather(buf + (size_t)rank * shard, buf, shard, ncclFloat, dc->nccl, nccl_stream));
+    cudaStream_t st = nccl_enter();
+    ncclCheck(ncclAllGather(buf + (size_t)rank * shard, buf, shard, ncclFloat, dc->nccl, st));
 }
 // The same on floatX (--tp's activations), in its type: NCCL sums bf16 and fp16 as such.
 static ncclDataType_t nccl_x_type(void) {
@@ -77,22 +90,23 @@ static ncclDataType_t nccl_x_type(void) {
 // its bytes, from the same x_prec (this header stands alone: backend.cuh's X_BYTES comes after it)
 static size_t nccl_x_bytes(void) { return x_prec == PREC_FP32 ? 4 : 2; }
 static void backend_comm_allreduce_sum_x(BackendComm *dc, floatX *buf, size_t n) {
-    nccl_enter();
-    ncclCheck(ncclAllReduce(buf, buf, n, nccl_x_type(), ncclSum, dc->nccl, nccl_stream));
+    cudaStream_t st = nccl_enter();
+    ncclCheck(ncclAllReduce(buf, buf, n, nccl_x_type(), ncclSum, dc->nccl, st));
 }
 static void backend_comm_reduce_scatter_sum_x(BackendComm *dc, floatX *buf, size_t shard, int rank) {
-    nccl_enter();
+    cudaStream_t st = nccl_enter();
     ncclCheck(ncclReduceScatter(buf, (char *)buf + (size_t)rank * shard * nccl_x_bytes(), shard, nccl_x_type(), ncclSum, dc->nccl,
-                                nccl_stream));
+                                st));
 }
 static void backend_comm_allgather_x(BackendComm *dc, floatX *buf, size_t shard, int rank) {
-    nccl_enter();
+    cudaStream_t st = nccl_enter();
     ncclCheck(ncclAllGather((char *)buf + (size_t)rank * shard * nccl_x_bytes(), buf, shard, nccl_x_type(), dc->nccl,
-                            nccl_stream));
+                            st));
 }
 // Everything issued on the NCCL stream so far is done before the compute stream's next work: one event
 // serves every collective, the stream being in order.
 static void backend_comm_join(void) {
+    if (nccl_in_capture()) return;  // it ran in line
     cudaCheck(cudaEventRecord(nccl_done, nccl_stream));
     cudaCheck(cudaStreamWaitEvent(main_stream, nccl_done, 0));
 }

@@ -443,7 +443,7 @@ PYEOF
 # build's --tp 2 and of one CPU process (they differ in the order of sums only), each rank allocating what its plan
 # says. d2 at --sp 1 also validates and samples between steps (against one process), and runs once more over MPI
 # staged through the host (--comm mpi). GQA 4:2 at --tp 4 too (key/value heads replicated, tokens on 2 vocabulary
-# shards). In bf16 (collectives in bf16, NCCL only) d2 and GQA 4:2 against the CPU build's fp32.
+# shards). In bf16 (collectives in bf16) d2 and GQA 4:2 against the CPU build's fp32, over NCCL and over MPI.
 tp_runs() {
   local r m name sp tag M="$W/tp-gqa42.bin" base=(-b 2 -t 32 -x 8 -l 1e-3 -u 3)
   $PY test/llama_model.py "$M" 4 2 || { bad "writing the GQA 4:2 model file (test/llama_model.py)"; return; }
@@ -489,12 +489,64 @@ tp_runs() {
     r=$(close "$W/tp-$name.jsonl" "$W/tp-$name-bf16.jsonl" 7e-4 4.5e-3) && ok "--tp 2, $name, bf16 over NCCL vs one CPU process (fp32): $r" \
       || bad "--tp 2, $name, bf16 vs one CPU process" "$r"
   done
-  local out; out=$("${MPI[@]}" -np 2 $EMU --precision bf16 -e d2 -x 1 --tp 2 --comm mpi 2>&1)
-  [ $? -ne 0 ] && grep -q -- '--precision bf16: the activations.* add --comm nccl' <<<"$out" && ok "--tp 2 in bf16 over --comm mpi is refused, naming --comm nccl" \
-    || bad "--tp 2 bf16 over --comm mpi: no refusal" "$(tail -3 <<<"$out")"
-  "${MPI[@]}" -np 2 $EMU --precision fp32 -e d2 "${base[@]}" -v 4 -m 2 -s 4 -g 8 --tp 2 --comm mpi --log "$W/tp-mpi.jsonl" > "$W/tp-mpi.out" 2>&1
+  # CUDA graphs with --tp over NCCL (the collectives recorded in line on the compute stream) against the same run
+  # eager (TRAIN_GPT_GRAPHS=0): GQA 4:2 in bf16 with --sp, 2 micro-batches a step, validation and samples between
+  # steps: losses, norms, validation losses and samples bit-identical, steps 2-4 replaying a forward and a backward
+  # graph per micro-batch on both ranks; over MPI staged (--comm mpi: host copies) the forward stays eager
+  local v gv=(--precision bf16 -e "$M" -b 2 -t 32 -x 4 -l 1e-3 -u 3 --grad-accum 2 -v 2 -m 1 -s 3 -g 6 --tp 2 --comm nccl)
+  for v in 1 0; do
+    TRAIN_GPT_GRAPHS=$v TRAIN_GPT_EMU_COUNTS=1 "${MPI[@]}" -x TRAIN_GPT_GRAPHS -x TRAIN_GPT_EMU_COUNTS -np 2 $EMU "${gv[@]}" \
+      --log "$W/tp-gr$v.jsonl" > "$W/tp-gr$v.out" 2>&1 || bad "--tp 2 with TRAIN_GPT_GRAPHS=$v runs" "$(tail -3 "$W/tp-gr$v.out")"
+  done
+  local used; used=$(grep -c '^emu counts step [2-4]: .* graphs 4 nodes [1-9][0-9]* ' "$W/tp-gr1.out")
+  [ -s "$W/tp-gr1.jsonl" ] && [ "$(losses "$W/tp-gr1.jsonl")" = "$(losses "$W/tp-gr0.jsonl")" ] && [ "$used" = 6 ] \
+    && ! grep -q '^emu counts .* graphs [1-9]' "$W/tp-gr0.out" \
+    && [ "$(grep -o '"val_loss": [^,}]*' "$W/tp-gr1.jsonl")" = "$(grep -o '"val_loss": [^,}]*' "$W/tp-gr0.jsonl")" ] \
+    && [ "$(grep '^sample' "$W/tp-gr1.out")" = "$(grep '^sample' "$W/tp-gr0.out")" ] && grep -q '^sample' "$W/tp-gr1.out" \
+    && ok "--tp 2 --sp 1 over NCCL, GQA 4:2 bf16 at 2 micro-batches, graphs on vs TRAIN_GPT_GRAPHS=0 with validation and samples between steps: losses, norms, validation and samples bit-identical; steps 2-4 replay 4 graphs on each rank" \
+    || bad "--tp 2 graphs vs eager" "$(diff <(losses "$W/tp-gr1.jsonl") <(losses "$W/tp-gr0.jsonl")) rank-steps replaying 4 graphs: $used of 6; $(grep -m2 -E 'cuda-emu|error' "$W/tp-gr1.out")"
+  # --tp with --offload: each TP rank's slice sharded over its data-parallel pair (--tp 2 x 2 ranks), AdamW on the host
+  # (zero_store.h) against the same layout on the device: --offload optimizer at ZeRO-1 in fp32, --offload params at
+  # ZeRO-3 in bf16 (the working copies made from the host's masters), 2 micro-batches a step: 6 losses and norms and
+  # the final checkpoint (model and optimizer state) bit-identical
+  local z o p
+  for o in optimizer:1:fp32 params:3:bf16; do
+    IFS=: read -r o z p <<<"$o"
+    for v in none $o; do
+      "${MPI[@]}" -np 4 $EMU --precision $p -e "$M" -b 2 -t 32 -x 6 -l 1e-3 -u 3 -v 0 -s 0 --grad-accum 2 --tp 2 --comm nccl -z $z \
+        --offload $v -n 6 -o "$W/tp-off-$v" --log "$W/tp-off-$v.jsonl" > "$W/tp-off-$v.out" 2>&1 || bad "--tp 2 x 2 ranks, ZeRO-$z --offload $v runs" "$(tail -3 "$W/tp-off-$v.out")"
+    done
+    [ -s "$W/tp-off-$o.jsonl" ] && [ "$(losses "$W/tp-off-$o.jsonl")" = "$(losses "$W/tp-off-none.jsonl")" ] \
+      && cmp -s "$W/tp-off-$o/model_00000006.bin" "$W/tp-off-none/model_00000006.bin" \
+      && cmp -s "$W/tp-off-$o/state_00000006.bin" "$W/tp-off-none/state_00000006.bin" \
+      && ok "--tp 2 x 2 ranks, ZeRO-$z --offload $o ($p) vs on the device: 6 losses, norms and the final checkpoint bit-identical" \
+      || bad "--tp 2 x 2 ranks, ZeRO-$z --offload $o vs on the device" "$(diff <(losses "$W/tp-off-$o.jsonl") <(losses "$W/tp-off-none.jsonl"))"
+    rm -rf "$W/tp-off-none" "$W/tp-off-$o"
+  done
+  # 16-bit --tp over MPI staged (--comm mpi: comm.h's own 16-bit sum, each pair added in fp32 and rounded once, as
+  # NCCL adds two 16-bit values) against NCCL: for 2 ranks the same bits, bf16 with --sp (reduce-scatters and
+  # all-gathers) on the bf16 runs above and fp16 with --sp 0 (all-reduces; its loss scaler)
+  for m in d2 "$M"; do
+    name=$(basename "$m" .bin)
+    "${MPI[@]}" -np 2 $EMU --precision bf16 -e "$m" "${base[@]}" -v 0 -s 0 --tp 2 --comm mpi --log "$W/tp-$name-bf16-mpi.jsonl" \
+      > "$W/tp-$name-bf16-mpi.out" 2>&1 || { bad "--tp 2 bf16: $name over --comm mpi runs" "$(tail -3 "$W/tp-$name-bf16-mpi.out")"; continue; }
+    [ "$(losses "$W/tp-$name-bf16-mpi.jsonl")" = "$(losses "$W/tp-$name-bf16.jsonl")" ] \
+      && ok "--tp 2 --sp 1, $name, bf16 over MPI staged vs over NCCL: 8 losses and norms bit-identical" \
+      || bad "--tp 2, $name, bf16 over MPI vs NCCL" "$(diff <(losses "$W/tp-$name-bf16-mpi.jsonl") <(losses "$W/tp-$name-bf16.jsonl"))"
+  done
+  for v in nccl mpi; do
+    "${MPI[@]}" -np 2 $EMU --precision fp16 -e "$M" "${base[@]}" -v 0 -s 0 --tp 2 --sp 0 --comm $v --log "$W/tp-fp16-$v.jsonl" \
+      > "$W/tp-fp16-$v.out" 2>&1 || bad "--tp 2 --sp 0 fp16 over --comm $v runs" "$(tail -3 "$W/tp-fp16-$v.out")"
+  done
+  [ -s "$W/tp-fp16-mpi.jsonl" ] && [ "$(losses "$W/tp-fp16-mpi.jsonl")" = "$(losses "$W/tp-fp16-nccl.jsonl")" ] \
+    && r=$(close "$W/tp-tp-gqa42.jsonl" "$W/tp-fp16-mpi.jsonl" 7e-4 4.5e-3) \
+    && ok "--tp 2 --sp 0, GQA 4:2, fp16 over MPI staged vs over NCCL: 8 losses and norms bit-identical; vs one CPU process (fp32): $r" \
+    || bad "--tp 2 --sp 0, fp16 over MPI vs NCCL" "$r $(diff <(losses "$W/tp-fp16-mpi.jsonl") <(losses "$W/tp-fp16-nccl.jsonl"))"
+  TRAIN_GPT_EMU_COUNTS=1 "${MPI[@]}" -x TRAIN_GPT_EMU_COUNTS -np 2 $EMU --precision fp32 -e d2 "${base[@]}" -v 4 -m 2 -s 4 -g 8 --tp 2 \
+    --comm mpi --log "$W/tp-mpi.jsonl" > "$W/tp-mpi.out" 2>&1
   r=$(close "$W/tp-d2.jsonl" "$W/tp-mpi.jsonl" 2e-5) && r+="; $(compare_eval "$W/tp-d2.jsonl" "$W/tp-d2.out" "$W/tp-mpi.jsonl" "$W/tp-mpi.out" 2e-5)" \
-    && ok "--tp 2, d2 over MPI staged (--comm mpi) vs one process: $r" || bad "--tp 2 over --comm mpi" "$r $(tail -3 "$W/tp-mpi.out")"
+    && grep -q '^emu counts step 2:' "$W/tp-mpi.out" && ! grep -q '^emu counts .* graphs [1-9]' "$W/tp-mpi.out" \
+    && ok "--tp 2, d2 over MPI staged (--comm mpi, eager: no graph) vs one process: $r" || bad "--tp 2 over --comm mpi" "$r $(tail -3 "$W/tp-mpi.out")"
 }
 
 trainer() {

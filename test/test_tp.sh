@@ -204,6 +204,45 @@ elif "$TORCH_PY" -c "import torch, transformers, safetensors" 2>/dev/null; then
   hf_export "GPT-2 d2" d2
 else bad "export to transformers: $TORCH_PY cannot import torch, transformers and safetensors (.ci/run shows the pip line)"; fi
 
+# --profile under --tp: each rank counts the FLOPs of its slice (its q/k/v and MLP columns, attention on its heads,
+# its vocabulary rows), so the TP group's counts, module by module, add up to one process's: exactly where every
+# tensor splits (GQA 4:2 at --tp 2, GPT-2 d4 at --tp 2), and at --tp 4 beyond the 2 key/value heads with the q/k/v
+# module over by the k/v projections each pair of ranks holds twice (6 x tokens x 2 KV hd C x L per step). And the
+# step line's FLOP rate is the slice's formula, 6 N_rank + 6 L C_rank T per token (the profile line's formula per
+# step) on the step's tokens
+prof=(-b 4 -t 32 -x 3 -v 0 -s 0 --profile)
+for model in "$W/gqa42.bin" d4; do
+  name=$(basename "$model" .bin)
+  $BIN -e "$model" "${prof[@]}" --log "$W/prof.$name.1.jsonl" > "$W/prof.$name.1.out" 2>&1 || { bad "$name --profile, one process" "$(cat "$W/prof.$name.1.out")"; continue; }
+  for tp in 2 4; do
+    [ $name = d4 ] && [ $tp = 4 ] && continue
+    out=$("${MPI[@]}" -np $tp $BIN -e "$model" "${prof[@]}" --tp $tp --log "$W/prof.$name.$tp.jsonl" 2>&1) || { bad "$name --tp $tp --profile runs" "$out"; continue; }
+    extra=0; [ $name = gqa42 ] && [ $tp = 4 ] && extra=$((6 * 4 * 32 * 2 * 2 * 16 * 64 * 2 * 2))  # 2 profiled steps
+    r=$($PY - "$W/prof.$name.1.jsonl" "$W/prof.$name.$tp.jsonl" $tp $extra <<'PYEOF'
+import json, sys
+one, tp, n, extra = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+prof = lambda p: [d["profile"] for d in map(json.loads, open(p)) if "profile" in d][0]
+p1, pt = prof(one), prof(tp)
+whole = {m["module"]: m["flops"] for m in p1["modules"]}
+group, mine = pt["tp_group_flops"], {m["module"]: m["flops"] for m in pt["modules"]}
+bad, qkv = [], list(whole)[2]  # the q/k/v row, named by the family ("qkv matmul", "qkv+rope")
+for k, v in whole.items():
+    want = v + (extra if k == qkv else 0)
+    if abs(group[k] - want) > 1e-12 * max(want, 1): bad.append(f"{k}: the group's {group[k]:.6g}, one process {v:.6g} (+{extra:.6g})")
+    if extra == 0 and abs(mine[k] * n - v) > 1e-12 * max(v, 1): bad.append(f"{k}: rank 0's {mine[k]:.6g} x {n} vs {v:.6g}")
+steps = [d["flops_per_s"] * d["ms"] / 1e3 for d in map(json.loads, open(tp)) if "flops_per_s" in d]
+f = pt["formula_flops_per_step"]
+if not steps or any(abs(s - f) > 2e-3 * f for s in steps): bad.append(f"step lines' FLOPs {steps} vs the slice's formula {f:.6g}")
+print("; ".join(bad) or f"{len(whole)} modules: the group's sum = one process's {sum(whole.values()) / 1e9:.4f} GFLOP"
+      + (f" + the shared k/v heads' {extra / 1e9:.4f}" if extra else f", rank 0's = 1/{n} of each")
+      + f"; the step line's FLOPs = the slice's formula {f / 1e9:.4f} GFLOP (one process {p1['formula_flops_per_step'] / 1e9:.4f})")
+sys.exit(1 if bad else 0)
+PYEOF
+)
+    [ $? -eq 0 ] && ok "$name --tp $tp --profile: $r" || bad "$name --tp $tp --profile: the slices' FLOPs" "$r"
+  done
+done
+
 # refusals, each naming the flag and the numbers
 expect() {  # expect LABEL WANT ARGS...: a non-zero exit whose output contains WANT
   local label=$1 want=$2; shift 2
