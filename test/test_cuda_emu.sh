@@ -296,6 +296,26 @@ PYEOF
     || bad "graphs: exact resume" "$(diff <(losses "$W/grr-a.jsonl" | tail -n 3) <(losses "$W/grs.jsonl"))"
 }
 
+# TRAIN_GPT_ATTN_BWD_V3=1 (cuda/attention_bwd_v3.cuh) against the default attention backward, whole runs: GPT-2 d2
+# (multi-head, hs 32) and llama-d2 (grouped-query) in bf16 and fp16 at T = 160 (two key blocks of 128, the second
+# ragged). The forward is the same; the gradients differ only in dQ's fp32 summation order before it is rounded, so
+# step 1's loss is the same bits and the later steps move apart by rounding alone. Bounds 4-9x what the emulator
+# measured over the 4 steps: d2 bf16 0 and 0 (the same bits), d2 fp16 1.1e-6 and 1.3e-5, llama-d2 (2:1) bf16 1.1e-5
+# and 2.8e-5 (losses, norms).
+attn_bwd_v3_runs() {
+  local m pr tl tn r a=(-b 2 -t 160 -x 4 -v 0 -s 0)
+  for m in "d2 bf16 1e-4 2e-4" "d2 fp16 5e-6 5e-5" "llama-d2 bf16 1e-4 2e-4"; do
+    read -r m pr tl tn <<<"$m"
+    $EMU -e $m --precision $pr "${a[@]}" --log "$W/v3-$m-$pr-off.jsonl" > "$W/v3-off.out" 2>&1 || { bad "attention v3: $m $pr default run" "$(tail -3 "$W/v3-off.out")"; continue; }
+    TRAIN_GPT_ATTN_BWD_V3=1 $EMU -e $m --precision $pr "${a[@]}" --log "$W/v3-$m-$pr-on.jsonl" > "$W/v3-on.out" 2>&1 \
+      || { bad "attention v3: $m $pr run with TRAIN_GPT_ATTN_BWD_V3=1" "$(tail -3 "$W/v3-on.out")"; continue; }
+    r=$(close "$W/v3-$m-$pr-off.jsonl" "$W/v3-$m-$pr-on.jsonl" $tl $tn) \
+      && [ "$(losses "$W/v3-$m-$pr-off.jsonl" | head -1 | cut -d' ' -f2)" = "$(losses "$W/v3-$m-$pr-on.jsonl" | head -1 | cut -d' ' -f2)" ] \
+      && ok "$m $pr: TRAIN_GPT_ATTN_BWD_V3=1 beside the default attention backward, step 1's loss the same bits: $r" \
+      || bad "attention v3 vs the default backward, $m $pr" "$r"
+  done
+}
+
 # The Llama family (issue 35) as GPT-2's runs above check the CUDA build: a model with grouped-query attention 4:1
 # (NH 4 over KV 1) and QK-norm, untied, with q/k/v bias, through cuda/llama.cuh and the grouped-query attention
 # kernels: fp32 the CPU build's numbers, bf16/fp16 within GPT-2's bounds, exact resume, graphs = eager, the recompute
@@ -509,6 +529,7 @@ trainer() {
   done
   grep -q '"loss_scale": 65536' "$W/fp16.jsonl" && ok "fp16 runs with dynamic loss scaling from 2^16 (logged)" || bad "fp16 loss scale in the log"
   fp16_overflow
+  attn_bwd_v3_runs
   # --tf32 1: the matmuls round their inputs to 10 mantissa bits (2^-11 relative), so the losses must move off
   # fp32's, but only by about that much
   $EMU --precision fp32 --tf32 1 "${common[@]}" --log "$W/tf32.jsonl" > "$W/tf32.out" 2>&1
@@ -688,7 +709,8 @@ PYEOF
 }
 
 # `test_cuda_emu.sh graphs`: the graph checks alone (make mutants' emu-graphs suite); `test_cuda_emu.sh llama`: the
-# Llama family's runs and the emulated generation checks alone
+# Llama family's runs and the emulated generation checks alone; `test_cuda_emu.sh attnbwd`: the attention backward
+# v3's whole runs alone
 if [ "${1:-}" = graphs ]; then
   if [ -x $EMU ]; then graphs; else bad "$EMU is missing: make train_gpt_emu"; fi
   finish; exit
@@ -696,6 +718,10 @@ fi
 if [ "${1:-}" = tp ]; then
   if [ -x $EMU ] && [ -x ./train_gpt_cpu ] && command -v mpirun > /dev/null; then tp_runs
   else bad "$EMU, ./train_gpt_cpu or mpirun is missing: make train_gpt_emu train_gpt_cpu (and install openmpi-bin)"; fi
+  finish; exit
+fi
+if [ "${1:-}" = attnbwd ]; then
+  if [ -x $EMU ]; then attn_bwd_v3_runs; else bad "$EMU is missing: make train_gpt_emu"; fi
   finish; exit
 fi
 if [ "${1:-}" = llama ]; then
