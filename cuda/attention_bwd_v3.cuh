@@ -84,7 +84,7 @@ __device__ __forceinline__ void attn_v3_dsk(float out[][4], const floatT *St, in
 }
 
 // One step's products for warp `warp` (its keys kw .. kw + 15 against the query tile at q0): S^T and dP^T, the
-// probabilities and dS^T (to St), dV and dK. kc0: the first 16-query chunk that any of its keys sees (4: none).
+// probabilities and dS^T (to St), dV and dK; lse_b in natural log (as stored). kc0: the first 16-query chunk that any of its keys sees (4: none).
 template <typename floatT, int HS>
 __device__ __forceinline__ void attn_v3_kv_products(float dk[][4], float dv[][4], const uint32_t ka[][4],
                                                     const uint32_t va[][4], const floatT *Ks, const floatT *Vs,
@@ -109,7 +109,7 @@ __device__ __forceinline__ void attn_v3_kv_products(float dk[][4], float dv[][4]
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int i = n * 8 + 2 * t + (e & 1), q = q0 + i;
-                float p = attn_exp2(fmaf(s[n][e], sl2, -lse_b[i]));
+                float p = attn_exp2(fmaf(s[n][e], sl2, -(lse_b[i] * 1.4426950408889634f)));  // the default's bits
                 if (masked && (q < key[e >> 1] || q >= T)) p = 0.0f;
                 s[n][e] = p;
                 dp[n][e] = p * (dp[n][e] - D_b[i]);
@@ -184,15 +184,27 @@ attn_v3_bwd_kernel(floatT *__restrict__ dqkv, float *__restrict__ dq_acc, const 
     const int nkb = (T + ATT_V3_BN - 1) / ATT_V3_BN, nqb = (T + ATT_BQ - 1) / ATT_BQ, h0 = blk.kvh * blk.group;
     const long C3 = blk.C3, tpad = (long)nqb * ATT_BQ, bnh = (long)(gridDim.y / KV) * NH;  // B * NH
     const float sl2 = scale * 1.4426950408889634f;
-    auto load_rows = [&](int h, int qb, int buf) {  // lse (log2 domain) and D of a query tile; rows past T zero
+    // lse (natural log, scaled to log2 at use) and D of a query tile: with T % 4 == 0 (and both 16-byte aligned) by
+    // cp.async beside the tile (16-byte chunks, each wholly below T or wholly zero-filled), so that no warp waits on
+    // their latency; else plain loads.
+    const bool rows_async = T % 4 == 0 && ((uintptr_t)lse | (uintptr_t)rowdot) % 16 == 0;
+    auto load_rows = [&](int h, int qb, int buf) {
         const long bh = (long)blk.b * NH + h;
-        for (int i = threadIdx.x; i < 64; i += ATT_V3_THREADS) {
-            const int q = qb * ATT_BQ + i;
-            lse_s[buf * 64 + i] = q < T ? lse[bh * T + q] * 1.4426950408889634f : 0.0f;
-            D_s[buf * 64 + i] = q < T ? rowdot[bh * T + q] : 0.0f;
+        if (rows_async) {
+            if (threadIdx.x < 32) {
+                const int j = threadIdx.x & 15, q = qb * ATT_BQ + 4 * j;
+                const float *src = (threadIdx.x < 16 ? lse : rowdot) + bh * T;
+                cp_async_16((threadIdx.x < 16 ? lse_s : D_s) + buf * 64 + 4 * j, q < T ? src + q : src, q < T);
+            }
+        } else {
+            for (int i = threadIdx.x; i < 64; i += ATT_V3_THREADS) {
+                const int q = qb * ATT_BQ + i;
+                lse_s[buf * 64 + i] = q < T ? lse[bh * T + q] : 0.0f;
+                D_s[buf * 64 + i] = q < T ? rowdot[bh * T + q] : 0.0f;
+            }
         }
     };
-    auto load_q = [&](int h, int qb, int buf) {  // Q and dout tiles of head h, query tile qb
+    auto load_q = [&](int h, int qb, int buf) {  // Q and dout tiles of head h, query tile qb (cp.async)
         blk.set_head(h);
         floatT *Qs = Qbuf + 2 * buf * L::QTILE;
         attn_tc_tile<floatT, HS, ATT_BQ, ATT_V3_THREADS>(Qs, blk.q, C3, qb * ATT_BQ, T, hs);

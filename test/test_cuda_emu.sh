@@ -310,7 +310,7 @@ attn_bwd_v3_runs() {
     TRAIN_GPT_ATTN_BWD_V3=1 $EMU -e $m --precision $pr "${a[@]}" --log "$W/v3-$m-$pr-on.jsonl" > "$W/v3-on.out" 2>&1 \
       || { bad "attention v3: $m $pr run with TRAIN_GPT_ATTN_BWD_V3=1" "$(tail -3 "$W/v3-on.out")"; continue; }
     r=$(close "$W/v3-$m-$pr-off.jsonl" "$W/v3-$m-$pr-on.jsonl" $tl $tn) \
-      && [ "$(losses "$W/v3-$m-$pr-off.jsonl" | head -1 | cut -d' ' -f2)" = "$(losses "$W/v3-$m-$pr-on.jsonl" | head -1 | cut -d' ' -f2)" ] \
+      && [ "$(losses "$W/v3-$m-$pr-off.jsonl" | sed -n 1p | cut -d' ' -f2)" = "$(losses "$W/v3-$m-$pr-on.jsonl" | sed -n 1p | cut -d' ' -f2)" ] \
       && ok "$m $pr: TRAIN_GPT_ATTN_BWD_V3=1 beside the default attention backward, step 1's loss the same bits: $r" \
       || bad "attention v3 vs the default backward, $m $pr" "$r"
   done
