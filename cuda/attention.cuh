@@ -8,6 +8,7 @@
 
 #include "attention_fp32.cuh"
 #include "attention_mma.cuh"
+#include "attention_bwd_v3.cuh"
 
 template <typename floatT> static const char *attn_type_name() {
     return std::is_same<floatT, float>::value ? "float" : std::is_same<floatT, __half>::value ? "half" : "bf16";
@@ -105,15 +106,51 @@ static void flash_attention_forward(floatT *out, float *lse, const floatT *qkv, 
     });
 }
 
+// TRAIN_GPT_ATTN_BWD_V3=1: the 16-bit backward runs attention_bwd_v3.cuh's kernels (not with RoPE in the loads: there
+// the default kernel runs). Off by default until a GPU has timed it (docs/tuning.md); deterministic either way.
+static int attn_bwd_v3_on(void) {
+    static int on = -1;
+    if (on < 0) on = switch_env("TRAIN_GPT_ATTN_BWD_V3", 0);
+    return on;
+}
+
+// The padded head size the kernels run (attn_dispatch_hs's).
+static inline size_t attn_hs_built(int C, int NH) {
+    const size_t hsp = (size_t)(C / NH + 15) / 16 * 16;
+    return hsp <= 16 ? 16 : hsp <= 32 ? 32 : hsp <= 64 ? 64 : 128;
+}
 // The backward's scratch, in floats: the row dots D (B*NH*T); in 16-bit also the turn counters (one int per 64-row
 // query tile of each (b, h), rounded up to 16 bytes) and the fp32 dQ accumulator (B*NH 64-row query tiles of the
-// padded head size's columns).
+// padded head size's columns). v3 (attn_v3_scratch_floats): D and its splits' dQ accumulators.
+static inline size_t attn_v3_scratch_floats(int B, int T, int C, int NH) {
+    const size_t rows = (size_t)B * NH * T;
+    return (rows + 3) / 4 * 4 + (size_t)attn_v3_splits(B, T, NH) * B * NH * attn_v3_tpad(T) * attn_hs_built(C, NH);
+}
 static inline size_t attn_bwd_scratch_floats(size_t elem_bytes, int B, int T, int C, int NH) {
     const size_t rows = (size_t)B * NH * T;
     if (elem_bytes == 4) return rows;
-    const size_t tiles = (size_t)B * NH * ((T + ATT_BQ - 1) / ATT_BQ), hsp = (size_t)(C / NH + 15) / 16 * 16;
-    const size_t HS = hsp <= 16 ? 16 : hsp <= 32 ? 32 : hsp <= 64 ? 64 : 128;  // attn_dispatch_hs's
-    return (rows + 3) / 4 * 4 + (tiles + 3) / 4 * 4 + tiles * ATT_BQ * HS;
+    const size_t tiles = (size_t)B * NH * ((T + ATT_BQ - 1) / ATT_BQ), HS = attn_hs_built(C, NH);
+    const size_t dflt = (rows + 3) / 4 * 4 + (tiles + 3) / 4 * 4 + tiles * ATT_BQ * HS;
+    if (!attn_bwd_v3_on()) return dflt;
+    const size_t v3 = attn_v3_scratch_floats(B, T, C, NH);
+    return v3 > dflt ? v3 : dflt;  // RoPE runs the default kernel with the lever on
+}
+
+// The v3 backward (attention_bwd_v3.cuh) after the row dots: dK, dV and the splits' dQ parts, then dQ. 16-bit, no RoPE.
+template <typename floatT, int HS>
+static void attn_v3_backward(floatT *dqkv, float *scratch, const floatT *dout, const floatT *qkv, const float *lse, int B,
+                             int T, int C, int NH, int KV, float scale, cudaStream_t stream) {
+    const long rows = (long)B * NH * T;
+    float *dq_acc = scratch + (rows + 3) / 4 * 4;
+    const int ns = attn_v3_splits(B, T, NH);
+    using L = AttnV3<floatT, HS>;
+    attn_allow_smem(attn_v3_bwd_kernel<floatT, HS>, L::BYTES, "attention_backward", attn_type_name<floatT>(), B, T, C, NH);
+    LAUNCH(dim3(ns, B * KV), ATT_V3_THREADS, L::BYTES, stream, attn_v3_bwd_kernel<floatT, HS>)(dqkv, dq_acc, dout, qkv, lse,
+                                                                                                 scratch, T, C, NH, KV, scale);
+    cudaCheck(cudaGetLastError());
+    const long n = rows * (C / NH / 2);
+    LAUNCH((unsigned)((n + 255) / 256), 256, 0, stream, attn_v3_dq_kernel<floatT>)(dqkv, dq_acc, B, T, C, NH, KV, HS, ns,
+                                                                                  scale);
 }
 
 // dqkv (B, T, C + 2 KV hs), every element overwritten, from dout (B, T, C), qkv, out and lse of the forward; dK and dV
@@ -124,8 +161,10 @@ static inline size_t attn_bwd_scratch_floats(size_t elem_bytes, int B, int T, in
 template <typename floatT>
 static void flash_attention_backward(floatT *dqkv, float *scratch, const floatT *dout, const floatT *qkv, const floatT *out,
                                const float *lse, int B, int T, int C, int NH, cudaStream_t stream, int KV = 0,
-                               const float *rope_cos = nullptr, const float *rope_sin = nullptr) {
+                               const float *rope_cos = nullptr, const float *rope_sin = nullptr, int v3 = -1) {
     if (KV <= 0) KV = NH;
+    if (v3 < 0) v3 = attn_bwd_v3_on();
+    v3 = v3 && sizeof(floatT) == 2 && !rope_cos;
     const int hsp = attn_check_shape<floatT>("attention_backward", B, T, C, NH, KV);
     if (sizeof(floatT) == 2) {
         attn_check_aligned("attention_backward", "qkv", qkv);
@@ -137,12 +176,18 @@ static void flash_attention_backward(floatT *dqkv, float *scratch, const floatT 
     const long rows = (long)B * NH * T, tiles = (long)B * NH * ((T + ATT_BQ - 1) / ATT_BQ);
     int *turns = reinterpret_cast<int *>(scratch + (rows + 3) / 4 * 4);
     float *dq_acc = scratch + (rows + 3) / 4 * 4 + (tiles + 3) / 4 * 4;
+    const bool counters = sizeof(floatT) == 2 && !v3;
     LAUNCH((unsigned)((rows + 7) / 8), 256, 0, stream, attn_bwd_rowdot_kernel<floatT>)(
-        scratch, dout, out, B, T, C, NH, sizeof(floatT) == 2 ? turns : nullptr, sizeof(floatT) == 2 ? (int)tiles : 0);
+        scratch, dout, out, B, T, C, NH, counters ? turns : nullptr, counters ? (int)tiles : 0);
     cudaCheck(cudaGetLastError());
     attn_dispatch_hs(hsp, [&](auto hs_tag) {
         constexpr int HS = decltype(hs_tag)::value;
         const char *ty = attn_type_name<floatT>();
+        if constexpr (sizeof(floatT) == 2) if (v3) {
+            attn_v3_backward<floatT, HS>(dqkv, scratch, dout, qkv, lse, B, T, C, NH, KV, scale, stream);
+            cudaCheck(cudaGetLastError());
+            return;
+        }
         if constexpr (sizeof(floatT) == 2) {
             // dK, dV and dQ in one kernel, a block per key/value head's key tile; dQ summed over key blocks in dq_acc,
             // in a fixed order

@@ -45,8 +45,11 @@ PYEOF
 }
 
 echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), train_gpt ${BENCH_REV:-$(git rev-parse --short HEAD 2>/dev/null)}"
-echo "# d12 B=16 T=1024 bf16, one micro-batch per step$([ "$TP" -gt 1 ] && echo ", ${TPF[*]} on $TP GPUs"); defaults: BGRAD=1 GELU_FUSION=0 RESIDUAL_FUSION=0 CLASSIFIER_STAGED=1 GRAPHS=1"
+echo "# d12 B=16 T=1024 bf16, one micro-batch per step$([ "$TP" -gt 1 ] && echo ", ${TPF[*]} on $TP GPUs"); defaults: BGRAD=1 GELU_FUSION=0 RESIDUAL_FUSION=0 CLASSIFIER_STAGED=1 GRAPHS=1 ATTN_BWD_V3=0"
 time_one "defaults" ./train_gpt
+# the attention backward v3 (cuda/attention_bwd_v3.cuh; off by default until timed): early, so a short window times it
+time_one "TRAIN_GPT_ATTN_BWD_V3=1 (attention backward v3)" ./train_gpt TRAIN_GPT_ATTN_BWD_V3=1
+MODEL=llama-d12 time_one "llama-d12 TRAIN_GPT_ATTN_BWD_V3=1 (attention backward v3, GQA 4:1)" ./train_gpt TRAIN_GPT_ATTN_BWD_V3=1
 time_one "TRAIN_GPT_BGRAD=0 (bias gradients by our kernel)" ./train_gpt TRAIN_GPT_BGRAD=0
 time_one "TRAIN_GPT_GELU_FUSION=1 (GELU in cuBLASLt's epilogues)" ./train_gpt TRAIN_GPT_GELU_FUSION=1
 time_one "TRAIN_GPT_RESIDUAL_FUSION=1 (residual add as beta=1)" ./train_gpt TRAIN_GPT_RESIDUAL_FUSION=1

@@ -18,6 +18,7 @@
 # `make test-gpu` is the same list for a real GPU.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/cuda_emu_muon.sh"  # muon_runs
+source "$(dirname "$0")/cuda_emu_attention.sh"  # attn_bwd_v3_runs
 EMU=./train_gpt_emu
 TORCH_PY=${TORCH_PYTHON:-/usr/bin/python3}
 # step, loss and gradient norm of every step: a wrongly scaled gradient shows in the norm, not the loss
@@ -564,6 +565,7 @@ trainer() {
   done
   grep -q '"loss_scale": 65536' "$W/fp16.jsonl" && ok "fp16 runs with dynamic loss scaling from 2^16 (logged)" || bad "fp16 loss scale in the log"
   fp16_overflow
+  attn_bwd_v3_runs
   # --tf32 1: the matmuls round their inputs to 10 mantissa bits (2^-11 relative), so the losses must move off
   # fp32's, but only by about that much
   $EMU --precision fp32 --tf32 1 "${common[@]}" --log "$W/tf32.jsonl" > "$W/tf32.out" 2>&1
@@ -744,7 +746,8 @@ PYEOF
 }
 
 # `test_cuda_emu.sh graphs`: the graph checks alone (make mutants' emu-graphs suite); `test_cuda_emu.sh llama`: the
-# Llama family's runs and the emulated generation checks alone
+# Llama family's runs and the emulated generation checks alone; `test_cuda_emu.sh attnbwd`: the attention backward
+# v3's whole runs alone
 if [ "${1:-}" = graphs ]; then
   if [ -x $EMU ]; then graphs; else bad "$EMU is missing: make train_gpt_emu"; fi
   finish; exit
@@ -757,6 +760,10 @@ fi
 if [ "${1:-}" = muon ]; then
   if [ -x $EMU ] && [ -x ./train_gpt_cpu ] && [ -x ./dev/cuda/kernels_emu ]; then muon_runs
   else bad "$EMU, ./train_gpt_cpu or ./dev/cuda/kernels_emu is missing: make train_gpt_emu train_gpt_cpu dev/cuda/kernels_emu"; fi
+  finish; exit
+fi
+if [ "${1:-}" = attnbwd ]; then
+  if [ -x $EMU ]; then attn_bwd_v3_runs; else bad "$EMU is missing: make train_gpt_emu"; fi
   finish; exit
 fi
 if [ "${1:-}" = llama ]; then

@@ -51,6 +51,10 @@
 //    255 (604 bytes at 128); v1's dQ 240 / 255 (432 bytes), dK/dV 255 / 255 (1032 bytes). Shared memory per block:
 //    forward 36,864 / 69,632 bytes, backward 56,320 / 97,280 (Q, dout x 2, K, dS^T 64 x 72, lse and D x 2).
 //    Not timed on a GPU (none was available for this change): `./dev/cuda/attention bench` prints new, v2 and v1.
+//  * Backward v3 (TRAIN_GPT_ATTN_BWD_V3=1, cuda/attention_bwd_v3.cuh; off by default until timed): 128-key blocks of 8
+//    warps, dQ's parts in one fp32 copy per split (a block walks its split's key blocks in turn), summed by a small
+//    kernel in split order: no waits, no atomics. `check` runs it beside the default kernel at every 16-bit shape
+//    without RoPE (and the v3_shapes: 3 and 4 splits); `bench` times it in its own column.
 //  * RoPE in the loads (the Llama family without QK-norm; the rope_shapes cases): with the angle tables the kernels
 //    rotate each Q and K tile as it lands (16-bit: in shared memory, one extra barrier per tile; fp32: element by
 //    element from global memory) and un-rotate dQ and dK through the warp's own shared rows before writing them, so
@@ -119,6 +123,13 @@ static void attn_ref_rope(float *x, const float *cos_t, const float *sin_t, int 
     }
 }
 
+// Scratch for either 16-bit backward (the default kernel's and v3's, which the checks and the bench run both).
+static size_t attn_check_scratch_floats(size_t elem_bytes, int B, int T, int C, int NH) {
+    const size_t a = attn_bwd_scratch_floats(elem_bytes, B, T, C, NH);
+    const size_t b = elem_bytes == 2 ? attn_v3_scratch_floats(B, T, C, NH) : 0;
+    return a > b ? a : b;
+}
+
 // A check's device buffers: the inputs (qkv, dout) uploaded from the host's rounded copies, the outputs, a second
 // dqkv for the determinism rerun, lse and the backward's scratch.
 template <typename floatT> struct AttnDev {
@@ -137,7 +148,7 @@ static AttnDev<floatT> attn_dev_alloc(const std::vector<floatT> &qkv_t, const st
     cudaCheck(cudaMalloc(&d.dqkv, nqkv * sizeof(floatT)));
     cudaCheck(cudaMalloc(&d.dqkv2, nqkv * sizeof(floatT)));
     cudaCheck(cudaMalloc(&d.lse, nlse * sizeof(float)));
-    const size_t nscratch = attn_bwd_scratch_floats(sizeof(floatT), B, T, C, NH);
+    const size_t nscratch = attn_check_scratch_floats(sizeof(floatT), B, T, C, NH);
     cudaCheck(cudaMalloc(&d.scratch, nscratch * sizeof(float)));
     cudaCheck(cudaMemcpy(d.qkv, qkv_t.data(), nqkv * sizeof(floatT), cudaMemcpyHostToDevice));
     cudaCheck(cudaMemcpy(d.dout, dout_t.data(), nout * sizeof(floatT), cudaMemcpyHostToDevice));
@@ -202,6 +213,46 @@ static bool same_bits_as_v1_v2(const AttnDev<floatT> &dev, int B, int T, int C, 
     snprintf(v1, v1_len, " | %s v1, v2 bits; dq vs v2 %.1e", same ? "=" : "DIFFER from",
              dq_max > 0 ? dq_diff / dq_max : dq_diff);
     return same;
+}
+
+// The v3 backward (TRAIN_GPT_ATTN_BWD_V3, attention_bwd_v3.cuh) on the same inputs and forward outputs: dq, dk, dv
+// against the reference at the same tolerance, and twice (into buffers poisoned differently) for the same bits.
+// Its dK and dV must also be the default kernel's bits (dflt): each key row's warp runs the same products over the
+// same query tiles in the same order (only dQ is summed in another order). Prints its own PASS/FAIL line; 16-bit
+// without RoPE only (with RoPE the lever runs the default kernel).
+template <typename floatT>
+static bool check_v3(const AttnDev<floatT> &dev, const AttnShape &sh, const std::vector<float> &dqkv_ref,
+                     const std::vector<floatT> &dflt) {
+    const int B = sh.B, T = sh.T, C = sh.C, NH = sh.NH, hs = C / NH, KV = sh.KV > 0 ? sh.KV : NH;
+    const long kvw = (long)KV * hs, C3 = C + 2 * kvw, nqkv = (long)B * T * C3;
+    std::vector<floatT> a(nqkv), b(nqkv);
+    cudaCheck(cudaMemset(dev.dqkv, 0xff, nqkv * sizeof(floatT)));
+    cudaCheck(cudaMemset(dev.dqkv2, 0x00, nqkv * sizeof(floatT)));
+    cudaCheck(cudaMemset(dev.scratch, 0xff, attn_check_scratch_floats(sizeof(floatT), B, T, C, NH) * sizeof(float)));
+    flash_attention_backward(dev.dqkv, dev.scratch, dev.dout, dev.qkv, dev.out, dev.lse, B, T, C, NH, 0, KV, nullptr,
+                             nullptr, 1);
+    flash_attention_backward(dev.dqkv2, dev.scratch, dev.dout, dev.qkv, dev.out, dev.lse, B, T, C, NH, 0, KV, nullptr,
+                             nullptr, 1);
+    cudaCheck(cudaDeviceSynchronize());
+    cudaCheck(cudaMemcpy(a.data(), dev.dqkv, nqkv * sizeof(floatT), cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(b.data(), dev.dqkv2, nqkv * sizeof(floatT), cudaMemcpyDeviceToHost));
+    const bool det = memcmp(a.data(), b.data(), nqkv * sizeof(floatT)) == 0;
+    bool same_kv = true;
+    for (long r = 0; r < (long)B * T; r++) same_kv &= memcmp(&a[r * C3 + C], &dflt[r * C3 + C], 2 * kvw * sizeof(floatT)) == 0;
+    std::vector<float> g(nqkv);
+    for (long i = 0; i < nqkv; i++) g[i] = attn_to_float(a[i]);
+    const AttnTol tol = attn_tolerance(sizeof(floatT), std::is_same<floatT, __nv_bfloat16>::value);
+    const double e_dq = attn_rel_err(g.data(), dqkv_ref.data(), (long)B * T, C3, 0, C);
+    const double e_dk = attn_rel_err(g.data(), dqkv_ref.data(), (long)B * T, C3, C, kvw);
+    const double e_dv = attn_rel_err(g.data(), dqkv_ref.data(), (long)B * T, C3, C + kvw, kvw);
+    const bool ok = e_dq <= tol.dqkv && e_dk <= tol.dqkv && e_dv <= tol.dqkv && det && same_kv;
+    uint32_t fnv = 2166136261u;
+    for (long i = 0; i < nqkv * (long)sizeof(floatT); i++) fnv = (fnv ^ ((const unsigned char *)a.data())[i]) * 16777619u;
+    printf("%s %-5s B=%d T=%4d C=%3d NH=%2d KV=%d hs=%3d | v3 backward (%d splits): rel err dq %.2e dk %.2e dv %.2e "
+           "(tol %.1e) | deterministic %s, bits %08x | dk, dv %s the default kernel's bits\n", ok ? "PASS" : "FAIL",
+           attn_type_name<floatT>(), B, T, C, NH, KV, hs, attn_v3_splits(B, T, NH), e_dq, e_dk, e_dv, tol.dqkv,
+           det ? "yes" : "NO", fnv, same_kv ? "=" : "DIFFER from");
+    return ok;
 }
 
 template <typename floatT>
@@ -292,12 +343,15 @@ static bool run_check(const AttnShape &sh, uint64_t seed) {
            "(tol %.1e/%.1e/%.1e) | deterministic %s, bits %08x%s\n",
            ok ? "PASS" : "FAIL", ty, B, T, C, NH, kvs, hs, e_out, e_lse, e_dq, e_dk, e_dv, tol.out, tol.lse, tol.dqkv,
            det ? "yes" : "NO", fnv, v1);
+    bool ok_v3 = true;
+    if constexpr (sizeof(floatT) == 2)
+        if (!sh.rope) ok_v3 = check_v3(dev, sh, dqkv_ref, dqkv_t);
     attn_dev_free(dev);
     if (sh.rope) {
         cudaCheck(cudaFree(d_cos));
         cudaCheck(cudaFree(d_sin));
     }
-    return ok;
+    return ok && ok_v3;
 }
 
 // Milliseconds per call of f (after warm-up), by CUDA events.
@@ -317,7 +371,8 @@ template <typename F> static float time_ms(F &&f, int warmup, int iters) {
     return ms / iters;
 }
 
-// One row of the benchmark table: the current kernels ("new") and those before issue #22 ("v1") at one shape,
+// One row of the benchmark table: the current kernels ("new"), those before issue #22 ("v1"), the 7-product backward
+// ("v2") and the lever TRAIN_GPT_ATTN_BWD_V3's backward ("v3", 16-bit) at one shape,
 // TFLOP/s in FlashAttention's convention (causal: forward 4 B NH T^2 hs / 2, backward 2.5 x forward; the
 // backward's row dot and recomputation are not counted). dev/bench_sdpa.py prints PyTorch's at the same shapes.
 template <typename floatT>
@@ -336,7 +391,7 @@ static void run_bench(int B, int T, int C, int NH, int KV = 0) {
     cudaCheck(cudaMalloc(&d_out, nout * sizeof(floatT)));
     cudaCheck(cudaMalloc(&d_dqkv, nqkv * sizeof(floatT)));
     cudaCheck(cudaMalloc(&d_lse, nlse * sizeof(float)));
-    cudaCheck(cudaMalloc(&d_scratch, attn_bwd_scratch_floats(sizeof(floatT), B, T, C, NH) * sizeof(float)));
+    cudaCheck(cudaMalloc(&d_scratch, attn_check_scratch_floats(sizeof(floatT), B, T, C, NH) * sizeof(float)));
     cudaCheck(cudaMemcpy(d_qkv, qkv_t.data(), nqkv * sizeof(floatT), cudaMemcpyHostToDevice));
     cudaCheck(cudaMemcpy(d_dout, dout_t.data(), nout * sizeof(floatT), cudaMemcpyHostToDevice));
     const int warmup = 3, iters = 20;
@@ -344,7 +399,10 @@ static void run_bench(int B, int T, int C, int NH, int KV = 0) {
     const float f_new = time_ms([&] { flash_attention_forward(d_out, d_lse, d_qkv, B, T, C, NH, 0, KV); }, warmup, iters);
     const float b_new = time_ms([&] {
         flash_attention_backward(d_dqkv, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, 0, KV); }, warmup, iters);
-    float f_v1 = 0.0f, b_v1 = 0.0f, b_v2 = 0.0f;
+    float f_v1 = 0.0f, b_v1 = 0.0f, b_v2 = 0.0f, b_v3 = 0.0f;
+    if constexpr (sizeof(floatT) == 2)  // v3: TRAIN_GPT_ATTN_BWD_V3's kernels, whatever the lever says
+        b_v3 = time_ms([&] { flash_attention_backward(d_dqkv, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, 0, KV, nullptr,
+                                                      nullptr, 1); }, warmup, iters);
     if constexpr (sizeof(floatT) == 2) if (KV == NH) {  // v1 and v2 are multi-head only
         f_v1 = time_ms([&] { attn_v1_forward(d_out, d_lse, d_qkv, B, T, C, NH, 0); }, warmup, iters);
         b_v1 = time_ms([&] { attn_v1_backward(d_dqkv, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, 0); }, warmup, iters);
@@ -353,9 +411,9 @@ static void run_bench(int B, int T, int C, int NH, int KV = 0) {
     auto tf = [](double flops, float ms) { return ms > 0.0f ? flops / (ms * 1e-3) / 1e12 : 0.0; };
     char kvs[16] = "";
     if (KV != NH) snprintf(kvs, sizeof(kvs), " (KV %d)", KV);
-    printf("bench %-5s %3d %5d %3d%s %4d | %8.3f %7.1f %7.1f | %8.3f %7.1f %7.1f %7.1f\n", attn_type_name<floatT>(), B, T,
-           NH, kvs, C / NH, f_new, tf(fwd_flops, f_new), tf(fwd_flops, f_v1), b_new, tf(bwd_flops, b_new), tf(bwd_flops, b_v2),
-           tf(bwd_flops, b_v1));
+    printf("bench %-5s %3d %5d %3d%s %4d | %8.3f %7.1f %7.1f | %8.3f %7.1f %7.1f %7.1f | %8.3f %7.1f\n", attn_type_name<floatT>(),
+           B, T, NH, kvs, C / NH, f_new, tf(fwd_flops, f_new), tf(fwd_flops, f_v1), b_new, tf(bwd_flops, b_new),
+           tf(bwd_flops, b_v2), tf(bwd_flops, b_v1), b_v3, tf(bwd_flops, b_v3));
     cudaCheck(cudaFree(d_qkv));
     cudaCheck(cudaFree(d_dout));
     cudaCheck(cudaFree(d_out));
@@ -367,7 +425,7 @@ static void run_bench(int B, int T, int C, int NH, int KV = 0) {
 // The table: T 512..4096 at 16k tokens per call (B = 16384 / T), head sizes 64 (NH 12, GPT-2 124M's) and 128
 // (NH 6, the same C), bf16 and fp16; then GPT-2 124M's training shape B = 8, T = 1024.
 static void bench_table(void) {
-    printf("bench type    B     T  NH   hs |  fwd ms  TFLOP/s (v1) |  bwd ms  TFLOP/s (v2) (v1)\n");
+    printf("bench type    B     T  NH   hs |  fwd ms  TFLOP/s (v1) |  bwd ms  TFLOP/s (v2) (v1) |  v3 bwd ms TFLOP/s\n");
     for (int hs : {64, 128})
         for (int T : {512, 1024, 2048, 4096}) {
             run_bench<__nv_bfloat16>(16384 / T, T, 768, 768 / hs);
@@ -426,6 +484,15 @@ int main(int argc, char **argv) {
         for (const AttnShape &sh : rope_shapes) {
             if (small && sh.T > 256) { seed++; continue; }
             failures += !run_check<float>(sh, seed);
+            failures += !run_check<__nv_bfloat16>(sh, seed);
+            failures += !run_check<__half>(sh, seed);
+            seed++;
+        }
+        // The v3 backward's splits (TRAIN_GPT_ATTN_BWD_V3; every 16-bit shape above checks it too, at 1 or 2 splits):
+        // 4 splits over 5 key blocks of 128 (snake order 0 1 2 3 | 3: split 3 takes two), ragged, 1:1 at hs 16 and 4:1
+        // at hs 64 over 4 key blocks; 3 splits at hs 128, 4:1, ragged.
+        const AttnShape v3_shapes[] = {{1, 520, 32, 2}, {1, 390, 256, 4, 1}, {1, 300, 512, 4, 1}};
+        for (const AttnShape &sh : v3_shapes) {
             failures += !run_check<__nv_bfloat16>(sh, seed);
             failures += !run_check<__half>(sh, seed);
             seed++;
