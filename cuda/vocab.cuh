@@ -8,7 +8,7 @@
 
 #include "common.cuh"
 #include "encoder.cuh"     // encoder_links_kernel, encoder_backward_wpe_kernel
-#include "classifier.cuh"  // block_reduce
+#include "classifier.cuh"  // block_reduce, block_sum_double
 
 static int backend_has_tp(void) { return 1; }
 
@@ -76,18 +76,8 @@ static void encoder_backward_vocab(float *dwte, float *dwpe, const floatX *dout,
     launchCheck();
 }
 
-// The cross-entropy's three steps, one block per row. A double's tree sum over the block (fixed order).
-__device__ double vocab_block_sum(double x) {
-    __shared__ double part[32];
-    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
-    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffff, x, o);
-    __syncthreads();
-    if (lane == 0) part[warp] = x;
-    __syncthreads();
-    x = lane < nwarps ? part[lane] : 0.0;
-    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffff, x, o);
-    return x;
-}
+// The cross-entropy's three steps, one block per row; the sums of exponentials in double through classifier.cuh's
+// block_sum_double (a fixed tree order).
 
 // The row's max over the nshards gathered maxima, in shard order (as the CPU build).
 __device__ float vocab_row_max(const float *maxes, int nshards, int N, int i) {
@@ -119,7 +109,7 @@ __global__ void classifier_vocab_exp_kernel(const T *logits, float *sums, const 
     const int y = targets[i] - v0;
     double s = 0.0;  // every exponential but the target's (cpu/vocab.h says why)
     for (int v = threadIdx.x; v < Vl; v += blockDim.x) s += v == y ? 0.0f : expf(to_f(row[v]) - m);
-    s = vocab_block_sum(s);
+    s = block_sum_double(s);
     if (threadIdx.x == 0) {
         sums[i] = (float)s;
         sums[N + i] = y >= 0 && y < Vl ? to_f(row[y]) : 0.0f;
