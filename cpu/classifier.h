@@ -4,6 +4,16 @@
 
 #include <math.h>
 
+// row[v] = exp(row[v] - m) for v < n, and their sum in double in column order, column skip left out of it (-1:
+// none; cpu/vocab.h leaves out the target's). A float running sum would lose the small terms' low bits (below).
+static double exp_row_sum(float *row, int n, float m, int skip) {
+    double sum = 0.0;
+    for (int v = 0; v < n; v++) {
+        row[v] = expf(row[v] - m);
+        if (v != skip) sum += row[v];
+    }
+    return sum;
+}
 
 // Softmax and cross-entropy over the first V of Vp logit columns, fused with the gradient: each row
 // of logits is replaced by dloss/dlogits = (softmax - onehot(target)) * dloss, so no probability
@@ -22,8 +32,7 @@ static void classifier_forward_backward(float *logits, float *losses, const int 
         int y = targets[i];
         float ly = row[y];
         // one exp per logit: keep exp(x - max) in the row, then scale it into the gradient
-        double sum = 0.0;
-        for (int v = 0; v < V; v++) { row[v] = expf(row[v] - maxv); sum += row[v]; }
+        const double sum = exp_row_sum(row, V, maxv, -1);
         losses[i] = (float)(log(sum) + ((double)maxv - ly));
         // the target's gradient (p - 1) * dloss in double too: where p is near 1 a float p would cancel to noise
         const double scale = dloss / sum, ey = row[y];

@@ -11,6 +11,7 @@
 
 #include <math.h>
 #include <stddef.h>
+#include "classifier.h"  // exp_row_sum
 
 static int backend_has_tp(void) { return 1; }
 
@@ -67,14 +68,9 @@ static void classifier_vocab_exp(float *logits, float *sums, const float *maxes,
     for (int i = 0; i < N; i++) {
         float *row = logits + (long)i * Vpl;
         float m = vocab_row_max(maxes, nshards, N, i);
-        double rest = 0.0;  // every exponential but the target's
         int y = targets[i] - v0;
         sums[N + i] = y >= 0 && y < Vl ? row[y] : 0.0f;
-        for (int v = 0; v < Vl; v++) {
-            row[v] = expf(row[v] - m);
-            if (v != y) rest += row[v];
-        }
-        sums[i] = (float)rest;
+        sums[i] = (float)exp_row_sum(row, Vl, m, y);  // every exponential but the target's
     }
 }
 

@@ -5,6 +5,7 @@
 #ifndef CUDA_ENCODER_CUH
 #define CUDA_ENCODER_CUH
 
+#include <limits.h>
 #include "common.cuh"
 
 // V consecutive channels a thread (16 bytes where C and the pointers allow).
@@ -58,16 +59,17 @@ __global__ void encoder_links_kernel(int *next, int *first, const int *tokens, i
     if (i < BT) { next[i] = nx; first[i] = is_first; }
 }
 
+// The rows v0 .. v0 + vn - 1 of dwte (--tp's vocabulary shard, cuda/vocab.cuh; 0 and INT_MAX: all of them): a token
+// of another rank's rows adds nothing.
 template <typename T>
 __global__ void encoder_backward_wte_kernel(float *dwte, const T *dout, const int *tokens, const int *next,
-                                            const int *first, int C) {
-    const int i = blockIdx.x;
-    if (!first[i]) return;
-    const int tok = tokens[i];
+                                            const int *first, int C, int v0, int vn) {
+    const int i = blockIdx.x, id = tokens[i] - v0;
+    if (!first[i] || id < 0 || id >= vn) return;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        float s = dwte[(long)tok * C + c];
+        float s = dwte[(long)id * C + c];
         for (int j = i; j >= 0; j = next[j]) s += to_f(dout[(long)j * C + c]);
-        dwte[(long)tok * C + c] = s;
+        dwte[(long)id * C + c] = s;
     }
 }
 
@@ -81,7 +83,9 @@ __global__ void encoder_backward_wpe_kernel(float *dwpe, const T *dout, int B, i
     dwpe[idx] += s;
 }
 
-static void encoder_backward(float *dwte, float *dwpe, const floatX *dout, const int *inp, int B, int T, int C) {
+// encoder_backward of the rows v0 .. v0 + vn - 1 of wte (encoder_backward_vocab's shard; encoder_backward's all).
+static void encoder_backward_rows(float *dwte, float *dwpe, const floatX *dout, const int *inp, int B, int T, int C,
+                                  int v0, int vn) {
     const int BT = B * T;
     static int *links = NULL, cap = 0;  // next and first, BT each; grows once, at the first step
     if (BT > cap) {
@@ -91,12 +95,17 @@ static void encoder_backward(float *dwte, float *dwpe, const floatX *dout, const
     }
     LAUNCH(ceil_div(BT, 256), 256, 0, main_stream, encoder_links_kernel)(links, links + BT, inp, BT);
     launchCheck();
-    WITH_X(LAUNCH(BT, 256, 0, main_stream, encoder_backward_wte_kernel<xt>)(dwte, (const xt *)dout, inp, links, links + BT, C));
+    WITH_X(LAUNCH(BT, 256, 0, main_stream, encoder_backward_wte_kernel<xt>)(dwte, (const xt *)dout, inp, links, links + BT,
+                                                                           C, v0, vn));
     launchCheck();
     if (!dwpe) return;  // no position table
     WITH_X(LAUNCH(ceil_div((long)T * C, 256), 256, 0, main_stream, encoder_backward_wpe_kernel<xt>)(dwpe, (const xt *)dout,
                                                                                           B, T, C));
     launchCheck();
+}
+
+static void encoder_backward(float *dwte, float *dwpe, const floatX *dout, const int *inp, int B, int T, int C) {
+    encoder_backward_rows(dwte, dwpe, dout, inp, B, T, C, 0, INT_MAX);
 }
 
 #endif  // CUDA_ENCODER_CUH

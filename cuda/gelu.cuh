@@ -6,113 +6,88 @@
 #include "common.cuh"
 
 #define GELU_SCALING_FACTOR 0.7978845608028654f  // sqrt(2 / pi)
-// Element-wise kernels take V consecutive values a thread (16 bytes where N and the pointers allow).
-template <typename T, int V>
-__global__ void gelu_forward_kernel(T *out, const T *inp, long N) {
-    long i = ((long)blockIdx.x * blockDim.x + threadIdx.x) * V;
-    if (i >= N) return;
-    const XVec<T, V> x = *reinterpret_cast<const XVec<T, V> *>(inp + i);
-    XVec<T, V> o;
-#pragma unroll
-    for (int k = 0; k < V; k++) {
-        const float v = to_f(x.v[k]);
-        o.v[k] = from_f<T>(0.5f * v * (1.0f + tanhf(GELU_SCALING_FACTOR * (v + 0.044715f * v * v * v))));
+
+// The element-wise maps, each a functor of one value (x) or two (x and the output gradient d, or a and b).
+struct GeluForward {
+    __device__ float operator()(float v) const {
+        return 0.5f * v * (1.0f + tanhf(GELU_SCALING_FACTOR * (v + 0.044715f * v * v * v)));
     }
-    *reinterpret_cast<XVec<T, V> *>(out + i) = o;
-}
-
-static void gelu_forward(floatX *out, const floatX *inp, long N) {
-    WITH_X(with_vec_width<xt>(N % vec16<xt>() == 0 && aligned16(out, inp), [&](auto width) {
-        constexpr int V = decltype(width)::value;
-        LAUNCH(ceil_div(N / V, 256), 256, 0, main_stream, gelu_forward_kernel<xt, V>)((xt *)out, (const xt *)inp, N);
-    }));
-    launchCheck();
-}
-
-template <typename T, int V>
-__global__ void gelu_backward_kernel(T *dinp, const T *inp, const T *dout, long N) {
-    long i = ((long)blockIdx.x * blockDim.x + threadIdx.x) * V;
-    if (i >= N) return;
-    const XVec<T, V> x = *reinterpret_cast<const XVec<T, V> *>(inp + i), d = *reinterpret_cast<const XVec<T, V> *>(dout + i);
-    XVec<T, V> o;
-#pragma unroll
-    for (int k = 0; k < V; k++) {
-        const float v = to_f(x.v[k]);
+};
+struct GeluBackward {
+    __device__ float operator()(float v, float d) const {
         float th = tanhf(GELU_SCALING_FACTOR * (v + 0.044715f * v * v * v));
         float sech2 = 1.0f - th * th;
         float local = 0.5f * (1.0f + th) + 0.5f * v * sech2 * GELU_SCALING_FACTOR * (1.0f + 3.0f * 0.044715f * v * v);
-        o.v[k] = from_f<T>(local * to_f(d.v[k]));
+        return local * d;
     }
-    *reinterpret_cast<XVec<T, V> *>(dinp + i) = o;
-}
-
-static void gelu_backward(floatX *dinp, const floatX *inp, const floatX *dout, long N) {
-    WITH_X(with_vec_width<xt>(N % vec16<xt>() == 0 && aligned16(dinp, inp, dout), [&](auto width) {
-        constexpr int V = decltype(width)::value;
-        LAUNCH(ceil_div(N / V, 256), 256, 0, main_stream, gelu_backward_kernel<xt, V>)((xt *)dinp, (const xt *)inp, (const xt *)dout, N);
-    }));
-    launchCheck();
-}
-
+};
 // ReLU²: out = relu(x)^2, dinp = 2 relu(x) dout (cpu/gelu.h's, in fp32 per element).
-template <typename T, int V>
-__global__ void relu2_forward_kernel(T *out, const T *inp, long N) {
+struct Relu2Forward {
+    __device__ float operator()(float x) const {
+        const float r = fmaxf(x, 0.0f);
+        return r * r;
+    }
+};
+struct Relu2Backward {
+    __device__ float operator()(float x, float d) const { return 2.0f * fmaxf(x, 0.0f) * d; }
+};
+struct ResidualAdd {
+    __device__ float operator()(float a, float b) const { return a + b; }
+};
+
+// out = F(a) element-wise, V consecutive values a thread (16 bytes where N and the pointers allow); each value
+// through float and rounded once to T.
+template <typename T, int V, typename F>
+__global__ void elementwise_kernel(T *out, const T *a, long N) {
     long i = ((long)blockIdx.x * blockDim.x + threadIdx.x) * V;
     if (i >= N) return;
-    const XVec<T, V> x = *reinterpret_cast<const XVec<T, V> *>(inp + i);
+    const XVec<T, V> x = *reinterpret_cast<const XVec<T, V> *>(a + i);
     XVec<T, V> o;
 #pragma unroll
-    for (int k = 0; k < V; k++) {
-        const float r = fmaxf(to_f(x.v[k]), 0.0f);
-        o.v[k] = from_f<T>(r * r);
-    }
+    for (int k = 0; k < V; k++) o.v[k] = from_f<T>(F()(to_f(x.v[k])));
     *reinterpret_cast<XVec<T, V> *>(out + i) = o;
 }
 
-static void relu2_forward(floatX *out, const floatX *inp, long N) {
-    WITH_X(with_vec_width<xt>(N % vec16<xt>() == 0 && aligned16(out, inp), [&](auto width) {
-        constexpr int V = decltype(width)::value;
-        LAUNCH(ceil_div(N / V, 256), 256, 0, main_stream, relu2_forward_kernel<xt, V>)((xt *)out, (const xt *)inp, N);
-    }));
-    launchCheck();
-}
-
-template <typename T, int V>
-__global__ void relu2_backward_kernel(T *dinp, const T *inp, const T *dout, long N) {
-    long i = ((long)blockIdx.x * blockDim.x + threadIdx.x) * V;
-    if (i >= N) return;
-    const XVec<T, V> x = *reinterpret_cast<const XVec<T, V> *>(inp + i), d = *reinterpret_cast<const XVec<T, V> *>(dout + i);
-    XVec<T, V> o;
-#pragma unroll
-    for (int k = 0; k < V; k++) o.v[k] = from_f<T>(2.0f * fmaxf(to_f(x.v[k]), 0.0f) * to_f(d.v[k]));
-    *reinterpret_cast<XVec<T, V> *>(dinp + i) = o;
-}
-
-static void relu2_backward(floatX *dinp, const floatX *inp, const floatX *dout, long N) {
-    WITH_X(with_vec_width<xt>(N % vec16<xt>() == 0 && aligned16(dinp, inp, dout), [&](auto width) {
-        constexpr int V = decltype(width)::value;
-        LAUNCH(ceil_div(N / V, 256), 256, 0, main_stream, relu2_backward_kernel<xt, V>)((xt *)dinp, (const xt *)inp, (const xt *)dout, N);
-    }));
-    launchCheck();
-}
-
-template <typename T, int V>
-__global__ void residual_forward_kernel(T *out, const T *a, const T *b, long N) {
+// out = F(a, b) element-wise, as elementwise_kernel.
+template <typename T, int V, typename F>
+__global__ void elementwise2_kernel(T *out, const T *a, const T *b, long N) {
     long i = ((long)blockIdx.x * blockDim.x + threadIdx.x) * V;
     if (i >= N) return;
     const XVec<T, V> x = *reinterpret_cast<const XVec<T, V> *>(a + i), y = *reinterpret_cast<const XVec<T, V> *>(b + i);
     XVec<T, V> o;
 #pragma unroll
-    for (int k = 0; k < V; k++) o.v[k] = from_f<T>(to_f(x.v[k]) + to_f(y.v[k]));
+    for (int k = 0; k < V; k++) o.v[k] = from_f<T>(F()(to_f(x.v[k]), to_f(y.v[k])));
     *reinterpret_cast<XVec<T, V> *>(out + i) = o;
 }
 
-static void residual_forward(floatX *out, const floatX *a, const floatX *b, long N) {
-    WITH_X(with_vec_width<xt>(N % vec16<xt>() == 0 && aligned16(out, a, b), [&](auto width) {
+template <typename F>
+static void elementwise(floatX *out, const floatX *a, long N) {
+    WITH_X(with_vec_width<xt>(N % vec16<xt>() == 0 && aligned16(out, a), [&](auto width) {
         constexpr int V = decltype(width)::value;
-        LAUNCH(ceil_div(N / V, 256), 256, 0, main_stream, residual_forward_kernel<xt, V>)((xt *)out, (const xt *)a, (const xt *)b, N);
+        LAUNCH(ceil_div(N / V, 256), 256, 0, main_stream, elementwise_kernel<xt, V, F>)((xt *)out, (const xt *)a, N);
     }));
     launchCheck();
+}
+
+template <typename F>
+static void elementwise2(floatX *out, const floatX *a, const floatX *b, long N) {
+    WITH_X(with_vec_width<xt>(N % vec16<xt>() == 0 && aligned16(out, a, b), [&](auto width) {
+        constexpr int V = decltype(width)::value;
+        LAUNCH(ceil_div(N / V, 256), 256, 0, main_stream, elementwise2_kernel<xt, V, F>)((xt *)out, (const xt *)a, (const xt *)b, N);
+    }));
+    launchCheck();
+}
+
+static void gelu_forward(floatX *out, const floatX *inp, long N) { elementwise<GeluForward>(out, inp, N); }
+static void gelu_backward(floatX *dinp, const floatX *inp, const floatX *dout, long N) {
+    elementwise2<GeluBackward>(dinp, inp, dout, N);
+}
+static void relu2_forward(floatX *out, const floatX *inp, long N) { elementwise<Relu2Forward>(out, inp, N); }
+static void relu2_backward(floatX *dinp, const floatX *inp, const floatX *dout, long N) {
+    elementwise2<Relu2Backward>(dinp, inp, dout, N);
+}
+static void residual_forward(floatX *out, const floatX *a, const floatX *b, long N) {
+    elementwise2<ResidualAdd>(out, a, b, N);
 }
 
 #endif  // CUDA_GELU_CUH

@@ -7,8 +7,8 @@
 #define CUDA_VOCAB_CUH
 
 #include "common.cuh"
-#include "encoder.cuh"     // encoder_links_kernel, encoder_backward_wpe_kernel
-#include "classifier.cuh"  // block_reduce
+#include "encoder.cuh"     // encoder_backward_rows
+#include "classifier.cuh"  // block_reduce, block_sum_double
 
 static int backend_has_tp(void) { return 1; }
 
@@ -42,52 +42,15 @@ static void encoder_forward_vocab(floatX *out, const int *inp, const floatX *wte
     launchCheck();
 }
 
-// dwte's rows this rank holds: as encoder_backward's, one block per distinct token (its first position), adding the
-// token's positions in increasing order (the CPU build's order); a token of another rank's rows adds nothing.
-template <typename T>
-__global__ void encoder_backward_vocab_wte_kernel(float *dwte, const T *dout, const int *tokens, const int *next,
-                                                  const int *first, int C, int v0, int vn) {
-    const int i = blockIdx.x, id = tokens[i] - v0;
-    if (!first[i] || id < 0 || id >= vn) return;
-    for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        float s = dwte[(long)id * C + c];
-        for (int j = i; j >= 0; j = next[j]) s += to_f(dout[(long)j * C + c]);
-        dwte[(long)id * C + c] = s;
-    }
-}
-
+// dwte's rows this rank holds: encoder_backward's kernels (one block per distinct token, adding the token's positions
+// in increasing order, the CPU build's order); a token of another rank's rows adds nothing.
 static void encoder_backward_vocab(float *dwte, float *dwpe, const floatX *dout, const int *inp, int B, int T, int C,
                                    int v0, int vn) {
-    const int BT = B * T;
-    static int *links = NULL, cap = 0;  // next and first, BT each; grows once, at the first step
-    if (BT > cap) {
-        if (links) cudaCheck(cudaFree(links));
-        cudaCheck(cudaMalloc(&links, (size_t)2 * BT * sizeof(int)));
-        cap = BT;
-    }
-    LAUNCH(ceil_div(BT, 256), 256, 0, main_stream, encoder_links_kernel)(links, links + BT, inp, BT);
-    launchCheck();
-    WITH_X(LAUNCH(BT, 256, 0, main_stream, encoder_backward_vocab_wte_kernel<xt>)(dwte, (const xt *)dout, inp, links,
-                                                                                 links + BT, C, v0, vn));
-    launchCheck();
-    if (!dwpe) return;
-    WITH_X(LAUNCH(ceil_div((long)T * C, 256), 256, 0, main_stream, encoder_backward_wpe_kernel<xt>)(dwpe, (const xt *)dout,
-                                                                                          B, T, C));
-    launchCheck();
+    encoder_backward_rows(dwte, dwpe, dout, inp, B, T, C, v0, vn);
 }
 
-// The cross-entropy's three steps, one block per row. A double's tree sum over the block (fixed order).
-__device__ double vocab_block_sum(double x) {
-    __shared__ double part[32];
-    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
-    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffff, x, o);
-    __syncthreads();
-    if (lane == 0) part[warp] = x;
-    __syncthreads();
-    x = lane < nwarps ? part[lane] : 0.0;
-    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffff, x, o);
-    return x;
-}
+// The cross-entropy's three steps, one block per row; the sums of exponentials in double through classifier.cuh's
+// block_sum_double (a fixed tree order).
 
 // The row's max over the nshards gathered maxima, in shard order (as the CPU build).
 __device__ float vocab_row_max(const float *maxes, int nshards, int N, int i) {
@@ -119,7 +82,7 @@ __global__ void classifier_vocab_exp_kernel(const T *logits, float *sums, const 
     const int y = targets[i] - v0;
     double s = 0.0;  // every exponential but the target's (cpu/vocab.h says why)
     for (int v = threadIdx.x; v < Vl; v += blockDim.x) s += v == y ? 0.0f : expf(to_f(row[v]) - m);
-    s = vocab_block_sum(s);
+    s = block_sum_double(s);
     if (threadIdx.x == 0) {
         sums[i] = (float)s;
         sums[N + i] = y >= 0 && y < Vl ? to_f(row[y]) : 0.0f;

@@ -1,7 +1,8 @@
 # lib.sh: the start every multi-rank shell test shares (sourced): the repo root, the CPU build, one
 # OpenMP thread per rank, mpirun as it must be called here, a scratch directory removed on exit, and
 # PASS/FAIL/SKIP counting that ends with the "N passed, N failed, N skipped" line run_tests.sh adds
-# up. A test that lacks an optional dependency is a SKIP that names it and how to install it.
+# up. A test that lacks an optional dependency is a SKIP that names it and how to install it. Below: helpers a few
+# suites share (MPI and matplotlib present, the runs against the PyTorch references, validation and samples).
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BIN=./train_gpt_cpu
@@ -31,6 +32,40 @@ have_matplotlib() {
   $PY -c "import matplotlib" 2>/dev/null && return 0
   skip "$1: $PY has no matplotlib (pip install matplotlib, or apt-get install python3-matplotlib)"
   return 1
+}
+# Training runs against test/ref_train.py or test/ref_train_llama.py, float64 PyTorch (test_reference.sh, test_muon.sh).
+TORCH_PY=${TORCH_PYTHON:-/usr/bin/python3}
+# ref_start WHAT [MODULE]: a SKIP that ends the suite where $TORCH_PY cannot import torch (and MODULE), a FAIL where
+# ./train_gpt_cpu is not built
+ref_start() {
+  if ! "$TORCH_PY" -c "import torch${2:+, $2}" 2>/dev/null; then
+    skip "$1: $TORCH_PY cannot import torch${2:+ and $2} (apt-get install python3-torch${2:+; pip install $2}, or set TORCH_PYTHON)"
+    finish; exit
+  fi
+  if ! $BIN --help >/dev/null; then bad "./train_gpt_cpu is needed"; finish; exit 1; fi
+}
+# ref_make SCRIPT NAME OPTIONS...: test/SCRIPT writes $W/NAME/{model.bin,train.bin,args,ref.npz}; PASS with its summary
+ref_make() {
+  local script=$1 name=$2; shift 2
+  "$TORCH_PY" "test/$script" make --out-dir "$W/$name" "$@" > "$W/$name.ref.out" 2>&1 \
+    && ok "$(tail -1 "$W/$name.ref.out")" || { bad "reference $name" "$(cat "$W/$name.ref.out")"; return 1; }
+}
+# ref_against SCRIPT NAME LABEL TOL-ARRAY-NAME LAUNCH... -- FLAGS...: runs LAUNCH with the recipe's flags and FLAGS,
+# then test/SCRIPT compares its log and checkpoint with the reference within the tolerances of the array named
+ref_against() {
+  local script=$1 name=$2 label=$3 tol=$4; shift 4
+  local launch=() run="$W/$name.$(tr -c 'a-z0-9\n' _ <<<"$label")"
+  [ -f "$W/$name/ref.npz" ] || { bad "$label: no reference to compare with"; return; }
+  while [ "$1" != "--" ]; do launch+=("$1"); shift; done; shift
+  mapfile -t args < "$W/$name/args"
+  local tolv="$tol[@]"
+  "${launch[@]}" "${args[@]}" "$@" --log "$run.jsonl" -o "$run" -n 1000 > "$run.out" 2>&1 \
+    || { bad "$label: the run failed" "$(tail -5 "$run.out")"; return; }
+  local out
+  out=$("$TORCH_PY" "test/$script" compare --out-dir "$W/$name" --log "$run.jsonl" --ckpt-dir "$run" --label "$label: " "${!tolv}" 2>&1)
+  while IFS= read -r line; do
+    case "$line" in PASS\ *) ok "${line#PASS }" ;; FAIL\ *) bad "${line#FAIL }" ;; *) echo "$line" ;; esac
+  done <<<"$out"
 }
 # compare_eval REF.jsonl REF.out GOT.jsonl GOT.out [TOL]: what a layout logs besides its step lines, against
 # one process: every validation loss (same steps, within TOL relative, 1e-5 unless given) and every sample

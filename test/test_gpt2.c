@@ -11,17 +11,6 @@
 
 #include "check.h"
 
-// max |a - b| / max |b|: relative to the tensor's scale, so tiny entries do not dominate
-static double rel_err(const float *a, const float *b, size_t n) {
-    double maxdiff = 0.0, maxref = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - b[i]);
-        if (d > maxdiff || d != d) maxdiff = d != d ? INFINITY : d;
-        if (fabs(b[i]) > maxref) maxref = fabs(b[i]);
-    }
-    return maxref > 0 ? maxdiff / maxref : maxdiff;
-}
-
 typedef struct {
     int B, T, S, V, Vp;
     size_t P;

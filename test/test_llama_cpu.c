@@ -47,17 +47,6 @@ static float *ref(const char *name, size_t n) {
     fatal("reference has no record %s (rerun test/ref_llama.py)", name);
 }
 
-// max |a - b| / max |b|: relative to the tensor's scale, so tiny entries do not dominate
-static double rel_err(const float *a, const float *b, size_t n) {
-    double maxdiff = 0.0, maxref = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - b[i]);
-        if (d > maxdiff || d != d) maxdiff = d != d ? INFINITY : d;
-        if (fabs(b[i]) > maxref) maxref = fabs(b[i]);
-    }
-    return maxref > 0 ? maxdiff / maxref : maxdiff;
-}
-
 static double max_abs_diff(const float *a, const float *b, size_t n) {
     double m = 0.0;
     for (size_t i = 0; i < n; i++) {

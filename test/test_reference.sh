@@ -9,12 +9,7 @@
 # Runs: the CPU build (1 process; 3 ranks at ZeRO-2; 2 pipeline stages), and, where it is built, the CUDA
 # build on the CPU emulator in fp32 (tolerances as tight as the CPU build's) and in bf16 and fp16 (loose).
 source "$(dirname "$0")/lib.sh"
-TORCH_PY=${TORCH_PYTHON:-/usr/bin/python3}
-if ! "$TORCH_PY" -c "import torch" 2>/dev/null; then
-  skip "training runs vs PyTorch: $TORCH_PY cannot import torch (apt-get install python3-torch, or set TORCH_PYTHON)"
-  finish; exit
-fi
-if ! $BIN --help >/dev/null; then bad "./train_gpt_cpu is needed"; finish; exit 1; fi
+ref_start "training runs vs PyTorch"
 
 # tolerances, measured (worst seen): fp32 loss 4e-8, norm 2e-7, params 1.2e-5 of their movement, first
 # moments 1.2e-6; bf16 1.6e-4, 1.5e-3, 5e-2, 1.7e-2; fp16 2.1e-5, 1.2e-4, 1e-2, 3e-3
@@ -22,28 +17,9 @@ TOL_FP32=(--tol-loss 1e-6 --tol-norm 1e-5 --tol-param 1e-4 --tol-moment 1e-5)
 TOL_BF16=(--tol-loss 1e-3 --tol-norm 5e-3 --tol-param 0.15 --tol-moment 0.05)
 TOL_FP16=(--tol-loss 2e-4 --tol-norm 1e-3 --tol-param 0.03 --tol-moment 0.01)
 
-# reference NAME OPTIONS...: writes $W/NAME/{model.bin,train.bin,args,ref.npz}
-reference() {
-  local name=$1; shift
-  "$TORCH_PY" test/ref_train.py make --out-dir "$W/$name" "$@" > "$W/$name.ref.out" 2>&1 \
-    && ok "$(cat "$W/$name.ref.out")" || { bad "reference $name" "$(cat "$W/$name.ref.out")"; return 1; }
-}
-# against NAME LABEL TOL-ARRAY-NAME LAUNCH... -- FLAGS...: runs LAUNCH with the recipe's flags and FLAGS, then compares
-against() {
-  local name=$1 label=$2 tol=$3; shift 3
-  local launch=() run="$W/$name.$(tr -c 'a-z0-9\n' _ <<<"$label")"
-  [ -f "$W/$name/ref.npz" ] || { bad "$label: no reference to compare with"; return; }
-  while [ "$1" != "--" ]; do launch+=("$1"); shift; done; shift
-  mapfile -t args < "$W/$name/args"
-  local tolv="$tol[@]"
-  "${launch[@]}" "${args[@]}" "$@" --log "$run.jsonl" -o "$run" -n 1000 > "$run.out" 2>&1 \
-    || { bad "$label: the run failed" "$(tail -5 "$run.out")"; return; }
-  local out
-  out=$("$TORCH_PY" test/ref_train.py compare --out-dir "$W/$name" --log "$run.jsonl" --ckpt-dir "$run" --label "$label: " "${!tolv}" 2>&1)
-  while IFS= read -r line; do
-    case "$line" in PASS\ *) ok "${line#PASS }" ;; FAIL\ *) bad "${line#FAIL }" ;; *) echo "$line" ;; esac
-  done <<<"$out"
-}
+# reference NAME OPTIONS...; against NAME LABEL TOL-ARRAY-NAME LAUNCH... -- FLAGS... (lib.sh's ref_make, ref_against)
+reference() { ref_make ref_train.py "$@"; }
+against() { ref_against ref_train.py "$@"; }
 
 reference h32 --channels 128 --heads 4 --batch 3 --seq 33 --accum 3 --steps 8 --warmup 2 --schedule cosine --grad-clip 1.0
 reference h64 --channels 128 --heads 2 --batch 2 --seq 41 --accum 2 --steps 7 --warmup 3 --schedule linear --grad-clip 1.2 --seed 7
@@ -57,27 +33,9 @@ fi
 # The Llama family (CPU build): transformers' LlamaForCausalLM in float64 under the same recipe, GQA 2:1, an untied
 # head, 20 steps with accumulation 2 and clipping on 11 of them (test/ref_train_llama.py); and Qwen2ForCausalLM, whose
 # q/k/v biases (large at the start) must not be decayed: the one run that shows the Llama family's decay mask on them.
-# llama_reference NAME FLAGS...: writes $W/NAME/{model.bin,train.bin,args,ref.npz}
-llama_reference() {
-  local name=$1; shift
-  "$TORCH_PY" test/ref_train_llama.py make --out-dir "$W/$name" "$@" > "$W/$name.ref.out" 2>&1 \
-    && ok "$(tail -1 "$W/$name.ref.out")" || { bad "reference $name" "$(cat "$W/$name.ref.out")"; return 1; }
-}
-# llama_against NAME LABEL LAUNCH... -- FLAGS...
-llama_against() {
-  local name=$1 label=$2; shift 2
-  local launch=() run="$W/$name.$(tr -c 'a-z0-9\n' _ <<<"$label")"
-  while [ "$1" != "--" ]; do launch+=("$1"); shift; done; shift
-  mapfile -t args < "$W/$name/args"
-  "${launch[@]}" "${args[@]}" "$@" --log "$run.jsonl" -o "$run" -n 1000 > "$run.out" 2>&1 \
-    || { bad "$label: the run failed" "$(tail -5 "$run.out")"; return; }
-  local out
-  out=$("$TORCH_PY" test/ref_train_llama.py compare --out-dir "$W/$name" --log "$run.jsonl" --ckpt-dir "$run" \
-        --label "$label: " "${TOL_FP32[@]}" 2>&1)
-  while IFS= read -r line; do
-    case "$line" in PASS\ *) ok "${line#PASS }" ;; FAIL\ *) bad "${line#FAIL }" ;; *) echo "$line" ;; esac
-  done <<<"$out"
-}
+# llama_reference NAME FLAGS...; llama_against NAME LABEL LAUNCH... -- FLAGS... (fp32's tolerances)
+llama_reference() { ref_make ref_train_llama.py "$@"; }
+llama_against() { local name=$1 label=$2; shift 2; ref_against ref_train_llama.py "$name" "$label" TOL_FP32 "$@"; }
 if llama_reference llama --grad-clip 1.45; then
   llama_against llama "cpu, Llama GQA 2:1 untied" $BIN --
   if have_mpi "Llama training runs vs PyTorch on several ranks"; then
