@@ -181,15 +181,17 @@ PYEOF
 # The fusions of issue 23 (cuda/matmul.cuh, cuda/classifier.cuh), each against the run without it. GELU and the
 # residual in the matmuls' epilogues round once where the separate kernels round twice: bf16's numbers move by
 # about a rounding (kernels.cu bounds each call at 2 ulp), so the fused run is held to the CPU build's fp32 as the
-# unfused one is (1e-2), and to the unfused one within 1e-3 (measured 6.1e-5 in the losses, 2.2e-4 in the norms)
-# while differing from it (the switch is taken); every recompute level gives the fused run's bits; in fp32 the
+# unfused one is (1e-2), and to the unfused one within 1e-3 in the losses and 5e-3 in the norms while differing from
+# it (the switch is taken). Measured since the classifier sums in double (2026-11-28): 6.9e-5 and 1.3e-3 (before it,
+# 6.1e-5 and 2.2e-4: 10 steps of bf16 wander that far on another trajectory); a bf16 run's norms are as far from the
+# CPU build's fp32 (2.5e-3 unfused, 1.2e-3 fused), so the norms' bound is twice that, not the losses' 1e-3; every recompute level gives the fused run's bits; in fp32 the
 # fused epilogues are the CPU build's numbers to 1e-5. The bias gradients by BGRADB (the default) against
 # column_sums (TRAIN_GPT_BGRAD=0): the same sums in another order, fp32 within 1e-6 (measured 7e-8). The
 # classifier's row staged in shared memory (the default) or read twice: the same bits.
 epilogues() {
   local r r2 fz=(TRAIN_GPT_GELU_FUSION=1 TRAIN_GPT_RESIDUAL_FUSION=1) common=(-e d2 -b 2 -t 80 -x 10 -v 0 -s 0 --grad-accum 2)
   env "${fz[@]}" $EMU --precision bf16 "${common[@]}" --log "$W/fz.jsonl" > "$W/fz.out" 2>&1 || bad "fused bf16 run" "$(tail -3 "$W/fz.out")"
-  r=$(close "$W/cpu.jsonl" "$W/fz.jsonl" 1e-2) && r2=$(close "$W/bf16.jsonl" "$W/fz.jsonl" 1e-3) \
+  r=$(close "$W/cpu.jsonl" "$W/fz.jsonl" 1e-2) && r2=$(close "$W/bf16.jsonl" "$W/fz.jsonl" 1e-3 5e-3) \
     && [ "$(losses "$W/fz.jsonl")" != "$(losses "$W/bf16.jsonl")" ] \
     && ok "bf16 with GELU and the residual in the matmul epilogues: vs the CPU build's fp32 $r; vs the separate kernels (not bit-identical) $r2" \
     || bad "bf16 fused epilogues" "$r / $r2"

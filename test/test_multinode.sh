@@ -200,8 +200,10 @@ fi
 
 # (h) the crash of rank 1 on node2 at step 2: the job fails, and its core and stack are there to read
 if id=${JOB[segv]:-}; [ -n "$id" ] && wait_job "$id" 120 && [ "$JOB_STATE" = FAILED ]; then
-  rep=$(job_info segv)
-  if grep -q "fault injection: rank 1 raises SIGSEGV at step 2" <<<"$rep" && grep -q "Signal: Segmentation fault" <<<"$rep" \
+  # the whole output for the two messages: rank 0's banner is flushed with its first step line, after rank 1's
+  # message may have landed, so job_info's last 30 lines can miss it; the stack comes from job_info
+  rep=$(job_info segv); all=$(cat "$W"/segv.sbatch.err "$W"/segv-*.out 2>/dev/null)
+  if grep -q "fault injection: rank 1 raises SIGSEGV at step 2" <<<"$all" && grep -q "Signal: Segmentation fault" <<<"$all" \
      && grep -qE "(^#[0-9]+ .* in |: )train_main" <<<"$rep" && grep -qE "(^#[0-9]+ .* in |: )(fault_step_begin|raise|__pthread_kill)" <<<"$rep"; then
     ok "(h) rank 1 crashed on node2 (job $id $JOB_STATE): $(grep -m1 -o '^core of .*' <<<"$rep" || echo 'no core; Open MPI frames named by addr2line'), the trainer's frames: $(grep -oE ' in [A-Za-z_][A-Za-z0-9_.]* \(\)$|train_gpt_[a-z]+\(\+0x[0-9a-f]+\): [A-Za-z_][A-Za-z0-9_.]*' <<<"$rep" | sed -E 's/^ in //; s/ \(\)$//; s/^.*: //' | awk '!s[$0]++' | paste -sd' ')"
   else badj "(h) a crashed rank's core and stack are reported" "$rep"; fi
