@@ -105,18 +105,18 @@ def make_shards(a):
 def run_sweep(a):
     """Each run not yet complete, --jobs at a time (each with --threads OpenMP threads), its console in a .out file
     beside its log."""
-    todo = []
+    queued = []
     for model in a.models:
         for opt in ("adamw", "muon"):
             for lr in a.lrs[opt]:
                 log = os.path.join(a.out, f"{model}_{opt}_lr{lr_name(lr)}.jsonl")
                 if not complete(log, a.steps):
-                    todo.append((train_cmd(a, model, opt, lr, log), log))
+                    queued.append((train_cmd(a, model, opt, lr, log), log))
     env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
     running = []
-    while todo or running:
-        while todo and len(running) < a.jobs:
-            cmd, log = todo.pop(0)
+    while queued or running:
+        while queued and len(running) < a.jobs:
+            cmd, log = queued.pop(0)
             if os.path.exists(log):
                 os.remove(log)  # an interrupted run starts again (the trainer appends to a log)
             print("$ " + " ".join(cmd), flush=True)
