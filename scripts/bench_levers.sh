@@ -29,11 +29,11 @@ fi
 SHARD=${BENCH_SHARD:-}
 if [ -z "$SHARD" ] || [ ! -s "$SHARD" ]; then SHARD="$W/rand.bin"; python3 dev/rand_shard.py "$SHARD" || exit 1; fi
 
-time_one() {  # label, binary, env assignments...
+time_one() {  # label, binary, env assignments... (FLAGS="...": more train_gpt flags for this row)
     local label=$1 bin=$2; shift 2
     rm -f "$W/l.jsonl"
     timeout -k 5 "$LIMIT" "${LAUNCH[@]}" env "$@" "$bin" -i "$SHARD" -e "${MODEL:-d12}" -b 16 -t 1024 -x "$STEPS" -v 0 -s 0 \
-        "${TPF[@]}" --log "$W/l.jsonl" > "$W/out" 2>&1
+        "${TPF[@]}" ${FLAGS:-} --log "$W/l.jsonl" > "$W/out" 2>&1
     local rc=$?
     if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then echo "$label: stopped after its ${LIMIT} s limit"; return; fi
     if [ $rc -ne 0 ]; then echo "$label: failed: $(grep -m1 -iE 'error|out of' "$W/out")"; return; fi
@@ -50,6 +50,8 @@ time_one "defaults" ./train_gpt
 # the attention backward v3 (cuda/attention_bwd_v3.cuh; off by default until timed): early, so a short window times it
 time_one "TRAIN_GPT_ATTN_BWD_V3=1 (attention backward v3)" ./train_gpt TRAIN_GPT_ATTN_BWD_V3=1
 MODEL=llama-d12 time_one "llama-d12 TRAIN_GPT_ATTN_BWD_V3=1 (attention backward v3, GQA 4:1)" ./train_gpt TRAIN_GPT_ATTN_BWD_V3=1
+# Muon (--optimizer muon): Newton-Schulz on the 2-D matrices each step, AdamW on the rest; its cost over AdamW's step
+FLAGS="--optimizer muon" time_one "--optimizer muon (Newton-Schulz, 5 iterations a matrix)" ./train_gpt
 time_one "TRAIN_GPT_BGRAD=0 (bias gradients by our kernel)" ./train_gpt TRAIN_GPT_BGRAD=0
 time_one "TRAIN_GPT_GELU_FUSION=1 (GELU in cuBLASLt's epilogues)" ./train_gpt TRAIN_GPT_GELU_FUSION=1
 time_one "TRAIN_GPT_RESIDUAL_FUSION=1 (residual add as beta=1)" ./train_gpt TRAIN_GPT_RESIDUAL_FUSION=1
@@ -60,6 +62,7 @@ time_one "defaults (again, for the spread)" ./train_gpt
 if [ -n "${BASE_BIN:-}" ]; then  # its commit, where a file named rev beside it says (dev/gpu_session.sh prepare writes one)
     time_one "base build: $BASE_BIN$([ -f "$(dirname "$BASE_BIN")/rev" ] && echo " ($(cat "$(dirname "$BASE_BIN")/rev"))")" "$BASE_BIN"
 fi
-# the Llama family at d12 width (GQA 4:1, no QK-norm): RoPE inside attention's loads (the default) or as its own passes
-MODEL=llama-d12 time_one "llama-d12 defaults (RoPE in attention's loads)" ./train_gpt
+# the Llama family at d12 width (GQA 4:1, no QK-norm): RoPE as its own passes (the default since the H200 window of
+# 2026-11-28) or inside attention's loads
+MODEL=llama-d12 time_one "llama-d12 defaults (RoPE as its own passes)" ./train_gpt
 MODEL=llama-d12 time_one "llama-d12 TRAIN_GPT_ROPE_IN_ATTENTION=1 (RoPE in attention's loads)" ./train_gpt TRAIN_GPT_ROPE_IN_ATTENTION=1
