@@ -251,6 +251,9 @@ static void backend_offload_end(void);  // the compute stream waits for the copi
 
 // ---- element-wise and reductions on state ----
 static void backend_copy(float *dst, const float *src, size_t n);
+// rows x cols floats between strided matrices (row i at dst + i * dst_stride, src + i * src_stride): a column block
+// of a row-major matrix in one launch, not one copy a row.
+static void backend_copy_rows(float *dst, size_t dst_stride, const float *src, size_t src_stride, size_t rows, size_t cols);
 static void backend_add(float *dst, const float *src, size_t n);
 // Sums of squares of `count` buffers in a fixed order: _start issues them, _finish waits and returns doubles.
 static void backend_sum_squares_start(const float **xs, const size_t *ns, int count);

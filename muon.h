@@ -261,10 +261,16 @@ static void muon_tp_slice(Muon *mu, const MuonMatrix *m, int q, int to_whole) {
     if (m->split == TP_ROWS) {
         float *w = mu->whole + at * m->wcols;
         muon_copy(mu, to_whole ? w : slice, to_whole ? slice : w, len * m->wcols);
-    } else if (m->split == TP_COLS) {
-        for (int i = 0; i < m->rows; i++) {
-            float *w = mu->whole + (size_t)i * m->wcols + at, *s = slice + (size_t)i * len;
-            muon_copy(mu, to_whole ? w : s, to_whole ? s : w, len);
+    } else if (m->split == TP_COLS) {  // columns [at, at + len) of each row: a strided block, one copy
+        float *w = mu->whole + at;
+        const size_t rows = (size_t)m->rows, ws = (size_t)m->wcols;
+        if (mu->host) {
+            for (size_t i = 0; i < rows; i++)
+                memcpy(to_whole ? w + i * ws : slice + i * len, to_whole ? slice + i * len : w + i * ws, len * sizeof(float));
+        } else if (to_whole) {
+            backend_copy_rows(w, ws, slice, len, rows, len);
+        } else {
+            backend_copy_rows(slice, len, w, ws, rows, len);
         }
     } else {
         internal_fault("Muon: matrix %s is not cut by --tp", m->name);

@@ -137,6 +137,9 @@ static void backend_offload_wait(int ticket) { (void)ticket; }
 static void backend_offload_from_host(float *buf, const float *host, size_t n) { memcpy(buf, host, n * sizeof(float)); }
 static void backend_offload_end(void) {}
 static void backend_copy(float *dst, const float *src, size_t n) { memcpy(dst, src, n * sizeof(float)); }
+static void backend_copy_rows(float *dst, size_t dst_stride, const float *src, size_t src_stride, size_t rows, size_t cols) {
+    for (size_t i = 0; i < rows; i++) memcpy(dst + i * dst_stride, src + i * src_stride, cols * sizeof(float));
+}
 static void backend_zero_state(float *buf, size_t n) { memset(buf, 0, n * sizeof(float)); }
 static void backend_add(float *dst, const float *src, size_t n) {
 #pragma omp parallel for simd

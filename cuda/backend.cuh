@@ -310,6 +310,20 @@ static void backend_copy(float *dst, const float *src, size_t n) {
     cudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, main_stream));
 }
 
+// A strided block copy: a thread a value, blockIdx.y strides over the rows (so a launch has no grid-size limit).
+__global__ void copy_rows_kernel(float *dst, size_t dst_stride, const float *src, size_t src_stride, size_t rows,
+                                 size_t cols) {
+    const size_t c = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= cols) return;
+    for (size_t r = blockIdx.y; r < rows; r += gridDim.y) dst[r * dst_stride + c] = src[r * src_stride + c];
+}
+static void backend_copy_rows(float *dst, size_t dst_stride, const float *src, size_t src_stride, size_t rows, size_t cols) {
+    if (rows == 0 || cols == 0) return;
+    const dim3 grid((unsigned)ceil_div((long)cols, 256), (unsigned)(rows < 65535 ? rows : 65535));
+    LAUNCH(grid, 256, 0, main_stream, copy_rows_kernel)(dst, dst_stride, src, src_stride, rows, cols);
+    launchCheck();
+}
+
 // The fp32 kernels below take 4 values a thread where the pointers are 16-byte aligned (one load or
 // store each), the last thread what is left of n one by one; each value is computed alone, as before.
 template <int V>

@@ -43,6 +43,18 @@ print(a["model_state_bytes"], a["planned_model_state_bytes"]); sys.exit(a["model
       r=$(close "$W/mu-llama-d2-fp32.jsonl" "$W/mu-lay$k.jsonl" 2e-5) && ok "Muon, 2 ranks, ${lay#*:} vs 1 process: $r" \
         || bad "Muon, 2 ranks, ${lay#*:}" "$r $(tail -3 "$W/mu-lay$k.out")"
     done
+    # --tp 2 over NCCL (cuda/muon.cuh's Newton-Schulz on each matrix gathered whole from its two slices: q, k, v, up
+    # and gate by rows, wo and down by columns, a strided block copy each way) against the CPU build's --tp 2 and
+    # one process; measured 0 and 0 (fp32, llama-d2, 8 steps)
+    local tp=(-e llama-d2 -b 2 -t 32 -x 8 -v 0 -s 0 -l 1e-3 "${M[@]}")
+    ./train_gpt_cpu "${tp[@]}" --log "$W/mu-tp-one.jsonl" > "$W/mu-tp-one.out" 2>&1
+    "${MPI[@]}" -np 2 ./train_gpt_cpu "${tp[@]}" --tp 2 --sp 0 --log "$W/mu-tp-cpu.jsonl" > "$W/mu-tp-cpu.out" 2>&1
+    "${MPI[@]}" -np 2 $EMU --precision fp32 "${tp[@]}" --tp 2 --sp 0 --comm nccl --log "$W/mu-tp.jsonl" > "$W/mu-tp.out" 2>&1
+    local r2 rc=0
+    r=$(close "$W/mu-tp-cpu.jsonl" "$W/mu-tp.jsonl" 2e-5) || rc=1
+    r2=$(close "$W/mu-tp-one.jsonl" "$W/mu-tp.jsonl" 2e-5) || rc=1
+    [ $rc = 0 ] && ok "Muon --tp 2 over NCCL (llama-d2 fp32) vs the CPU build's --tp 2: $r; vs one CPU process: $r2" \
+      || bad "Muon --tp 2 over NCCL vs the CPU build's --tp 2 and one process" "$r; $r2 $(tail -3 "$W/mu-tp.out")"
   else bad "mpirun is not on the PATH: no Muon layouts (install openmpi-bin)"; fi
   # resume: killed at the start of step 5 (TRAIN_GPT_FAULT) after step 4's checkpoint, then resumed, is the
   # uninterrupted 6 steps bit for bit (the momentum in the state file, the bf16 working copies remade)
