@@ -8,6 +8,7 @@
 
 #include "attention_fp32.cuh"
 #include "attention_mma.cuh"
+#include "attention_bwd_2pass.cuh"
 #include "attention_bwd_v3.cuh"
 
 template <typename floatT> static const char *attn_type_name() {
@@ -106,12 +107,22 @@ static void flash_attention_forward(floatT *out, float *lse, const floatT *qkv, 
     });
 }
 
-// TRAIN_GPT_ATTN_BWD_V3=1: the 16-bit backward runs attention_bwd_v3.cuh's kernels (not with RoPE in the loads: there
-// the default kernel runs). Off by default until a GPU has timed it (docs/tuning.md); deterministic either way.
-static int attn_bwd_v3_on(void) {
-    static int on = -1;
-    if (on < 0) on = switch_env("TRAIN_GPT_ATTN_BWD_V3", 0);
-    return on;
+// The 16-bit backward's kernels (TRAIN_GPT_ATTN_BWD): 2pass (attention_bwd_2pass.cuh, the default: dQ, then dK and
+// dV), fused (attention_mma.cuh's one kernel of 5 products whose blocks take turns on dQ: the default until the H200
+// window of 2026-11-28 timed it at 0.73x the two-pass one) or v3 (attention_bwd_v3.cuh, not yet timed on a GPU). With
+// RoPE in the loads the fused kernel runs whatever is chosen. Deterministic, each; dK and dV the same bits in all
+// three, dQ summed in another order.
+enum { ATT_BWD_2PASS = 0, ATT_BWD_FUSED = 1, ATT_BWD_V3 = 2 };
+static int attn_bwd_kernel_choice(void) {
+    static int k = -1;
+    if (k >= 0) return k;
+    if (getenv("TRAIN_GPT_ATTN_BWD_V3")) fatal("TRAIN_GPT_ATTN_BWD_V3 is now TRAIN_GPT_ATTN_BWD=v3 (2pass, fused or v3)");
+    const char *v = getenv("TRAIN_GPT_ATTN_BWD");
+    if (!v || !*v || !strcmp(v, "2pass")) k = ATT_BWD_2PASS;
+    else if (!strcmp(v, "fused")) k = ATT_BWD_FUSED;
+    else if (!strcmp(v, "v3")) k = ATT_BWD_V3;
+    else fatal("TRAIN_GPT_ATTN_BWD=%s: expected 2pass (the default), fused or v3", v);
+    return k;
 }
 
 // The padded head size the kernels run (attn_dispatch_hs's).
@@ -119,21 +130,41 @@ static inline size_t attn_hs_built(int C, int NH) {
     const size_t hsp = (size_t)(C / NH + 15) / 16 * 16;
     return hsp <= 16 ? 16 : hsp <= 32 ? 32 : hsp <= 64 ? 64 : 128;
 }
-// The backward's scratch, in floats: the row dots D (B*NH*T); in 16-bit also the turn counters (one int per 64-row
-// query tile of each (b, h), rounded up to 16 bytes) and the fp32 dQ accumulator (B*NH 64-row query tiles of the
-// padded head size's columns). v3 (attn_v3_scratch_floats): D and its splits' dQ accumulators.
+// The backward's scratch, in floats: the row dots D (B*NH*T); the fused kernel's also the turn counters (one int
+// per 64-row query tile of each (b, h), rounded up to 16 bytes) and the fp32 dQ accumulator (B*NH 64-row query tiles
+// of the padded head size's columns); v3's (attn_v3_scratch_floats) D and its splits' dQ accumulators. kernel: an
+// ATT_BWD_* (-1: the chosen one, and the fused one's room too where RoPE in the loads may run it).
 static inline size_t attn_v3_scratch_floats(int B, int T, int C, int NH) {
     const size_t rows = (size_t)B * NH * T;
     return (rows + 3) / 4 * 4 + (size_t)attn_v3_splits(B, T, NH) * B * NH * attn_v3_tpad(T) * attn_hs_built(C, NH);
 }
-static inline size_t attn_bwd_scratch_floats(size_t elem_bytes, int B, int T, int C, int NH) {
+static int backend_fuses_rope(void);
+static inline size_t attn_bwd_scratch_floats(size_t elem_bytes, int B, int T, int C, int NH, int kernel = -1) {
     const size_t rows = (size_t)B * NH * T;
     if (elem_bytes == 4) return rows;
     const size_t tiles = (size_t)B * NH * ((T + ATT_BQ - 1) / ATT_BQ), HS = attn_hs_built(C, NH);
-    const size_t dflt = (rows + 3) / 4 * 4 + (tiles + 3) / 4 * 4 + tiles * ATT_BQ * HS;
-    if (!attn_bwd_v3_on()) return dflt;
-    const size_t v3 = attn_v3_scratch_floats(B, T, C, NH);
-    return v3 > dflt ? v3 : dflt;  // RoPE runs the default kernel with the lever on
+    const size_t fused = (rows + 3) / 4 * 4 + (tiles + 3) / 4 * 4 + tiles * ATT_BQ * HS;
+    const int k = kernel >= 0 ? kernel : attn_bwd_kernel_choice();
+    const size_t n = k == ATT_BWD_FUSED ? fused : k == ATT_BWD_V3 ? attn_v3_scratch_floats(B, T, C, NH) : rows;
+    return kernel < 0 && backend_fuses_rope() && fused > n ? fused : n;
+}
+
+// dqkv from dout, qkv, out and lse: the dQ pass (writing D to scratch), then dK and dV. scratch: B*NH*T floats.
+template <typename floatT, int HS>
+static void attn_2pass_backward(floatT *dqkv, float *scratch, const floatT *dout, const floatT *qkv, const floatT *out,
+                                const float *lse, int B, int T, int C, int NH, int KV, float scale, const char *ty,
+                                cudaStream_t stream) {
+    using L = AttnTc<floatT, HS>;
+    const size_t dq_bytes = Attn2Pass<floatT, HS>::DQ_BYTES;
+    const dim3 grid_q((T + ATT_TC_BQ - 1) / ATT_TC_BQ, B * NH), grid_kv((T + ATT_BQ - 1) / ATT_BQ, B * KV);
+    attn_allow_smem(attn_2pass_dq_kernel<floatT, HS>, dq_bytes, "attention_backward", ty, B, T, C, NH);
+    LAUNCH(grid_q, ATT_TC_THREADS, dq_bytes, stream, attn_2pass_dq_kernel<floatT, HS>)(dqkv, scratch, dout, qkv, out, lse, T, C,
+                                                                                      NH, KV, scale);
+    cudaCheck(cudaGetLastError());
+    attn_allow_smem(attn_tc_bwd_kernel<floatT, HS, false>, L::BWD_BYTES, "attention_backward", ty, B, T, C, NH);
+    LAUNCH(grid_kv, ATT_THREADS, L::BWD_BYTES, stream, attn_tc_bwd_kernel<floatT, HS, false>)(
+        dqkv, nullptr, nullptr, dout, qkv, lse, scratch, T, C, NH, KV, scale, nullptr, nullptr);
+    cudaCheck(cudaGetLastError());
 }
 
 // The v3 backward (attention_bwd_v3.cuh) after the row dots: dK, dV and the splits' dQ parts, then dQ. 16-bit, no RoPE.
@@ -161,10 +192,11 @@ static void attn_v3_backward(floatT *dqkv, float *scratch, const floatT *dout, c
 template <typename floatT>
 static void flash_attention_backward(floatT *dqkv, float *scratch, const floatT *dout, const floatT *qkv, const floatT *out,
                                const float *lse, int B, int T, int C, int NH, cudaStream_t stream, int KV = 0,
-                               const float *rope_cos = nullptr, const float *rope_sin = nullptr, int v3 = -1) {
+                               const float *rope_cos = nullptr, const float *rope_sin = nullptr, int kernel = -1) {
     if (KV <= 0) KV = NH;
-    if (v3 < 0) v3 = attn_bwd_v3_on();
-    v3 = v3 && sizeof(floatT) == 2 && !rope_cos;
+    if (kernel < 0) kernel = attn_bwd_kernel_choice();
+    if (rope_cos) kernel = ATT_BWD_FUSED;  // the only 16-bit backward with RoPE in its loads
+    const bool v3 = sizeof(floatT) == 2 && kernel == ATT_BWD_V3, two_pass = sizeof(floatT) == 2 && kernel == ATT_BWD_2PASS;
     const int hsp = attn_check_shape<floatT>("attention_backward", B, T, C, NH, KV);
     if (sizeof(floatT) == 2) {
         attn_check_aligned("attention_backward", "qkv", qkv);
@@ -172,7 +204,16 @@ static void flash_attention_backward(floatT *dqkv, float *scratch, const floatT 
     }
     const float scale = 1.0f / sqrtf((float)(C / NH));
     const dim3 grid((T + ATT_BQ - 1) / ATT_BQ, B * NH), grid_kv((T + ATT_BQ - 1) / ATT_BQ, B * KV);
-    // D first (and, 16-bit, the turn counters zeroed)
+    if (two_pass) {  // its dQ pass computes D
+        attn_dispatch_hs(hsp, [&](auto hs_tag) {
+            constexpr int HS = decltype(hs_tag)::value;
+            if constexpr (sizeof(floatT) == 2)
+                attn_2pass_backward<floatT, HS>(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH, KV, scale,
+                                                attn_type_name<floatT>(), stream);
+        });
+        return;
+    }
+    // D first (and, the fused 16-bit kernel, the turn counters zeroed)
     const long rows = (long)B * NH * T, tiles = (long)B * NH * ((T + ATT_BQ - 1) / ATT_BQ);
     int *turns = reinterpret_cast<int *>(scratch + (rows + 3) / 4 * 4);
     float *dq_acc = scratch + (rows + 3) / 4 * 4 + (tiles + 3) / 4 * 4;

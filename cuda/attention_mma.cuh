@@ -509,7 +509,9 @@ __device__ __forceinline__ void attn_tc_dsk(float out[][4], const floatT *St, in
 // dQ tiles keep their own counters and accumulators, taken in turns as above (a block's waits are still only on
 // blocks of lower x of its row: those never wait on it, so the order cannot deadlock). KV = NH is one head a block,
 // GPT-2's kernel step for step.
-template <typename floatT, int HS>
+// DQ = false (the two-pass backward's second pass, cuda/attention_bwd_2pass.cuh): dK and dV only, the same products
+// in the same order (so the same bits), no dS^T tile, no turns; its blocks start with the longest loops (kb = x).
+template <typename floatT, int HS, bool DQ = true>
 __global__ void __launch_bounds__(ATT_THREADS)
 attn_tc_bwd_kernel(floatT *__restrict__ dqkv, float *__restrict__ dq_acc, int *__restrict__ turns,
                    const floatT *__restrict__ dout, const floatT *__restrict__ qkv, const float *__restrict__ lse,
@@ -522,7 +524,7 @@ attn_tc_bwd_kernel(floatT *__restrict__ dqkv, float *__restrict__ dq_acc, int *_
     floatT *sm = reinterpret_cast<floatT *>(attn_smem), *Ks = sm + 4 * L::TILE, *Vs = sm + (L::KV_SMEM ? 5 : 3) * L::TILE,
            *St = sm + (L::KV_SMEM ? 6 : 5) * L::TILE;
     float *lse_s = reinterpret_cast<float *>(St + 64 * ATT_TC_LDS), *D_s = lse_s + 2 * 64;
-    AttnBlock<floatT> blk(qkv, dout, T, C, NH, KV, true, ATT_BQ, true);
+    AttnBlock<floatT> blk(qkv, dout, T, C, NH, KV, DQ, ATT_BQ, true);
     const int nqb = blk.nqb, kb = blk.tile, hs = blk.hs, warp = blk.warp, lane = blk.lane, g = lane >> 2, t = lane & 3;
     const long C3 = blk.C3;
     const int k0 = kb * ATT_BK, key[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};
@@ -569,7 +571,7 @@ attn_tc_bwd_kernel(floatT *__restrict__ dqkv, float *__restrict__ dq_acc, int *_
         const int h = h0 + step / nper, qb = kb + step % nper, q0 = qb * ATT_BQ, buf = step & 1;
         cp_async_wait<0>();
         __syncthreads();  // tile qb is in for every thread; every warp is done with the last step's tile (and V), dS^T and dQ
-        if (kb > 0 && step > 0 && threadIdx.x == 0)  // the last step's dQ tile: its turn passes on
+        if (DQ && kb > 0 && step > 0 && threadIdx.x == 0)  // the last step's dQ tile: its turn passes on
             block_order_release(turn_of(h0 + (step - 1) / nper, kb + (step - 1) % nper));
         if (step + 1 < nsteps) {
             const int hn = h0 + (step + 1) / nper, qn = kb + (step + 1) % nper;
@@ -606,16 +608,19 @@ attn_tc_bwd_kernel(floatT *__restrict__ dqkv, float *__restrict__ dq_acc, int *_
                 dp[n][e] = p * (dp[n][e] - D_b[i]);
             }
         // dS^T to shared memory, rounded to floatT as the products round it
+        if constexpr (DQ) {
 #pragma unroll
-        for (int n = 0; n < 8; n++) {
-            floatT *row = St + (warp * 16 + g) * ATT_TC_LDS + n * 8 + 2 * t;
-            *reinterpret_cast<uint32_t *>(row) = attn_pack<floatT>(dp[n][0], dp[n][1]);
-            *reinterpret_cast<uint32_t *>(row + 8 * ATT_TC_LDS) = attn_pack<floatT>(dp[n][2], dp[n][3]);
+            for (int n = 0; n < 8; n++) {
+                floatT *row = St + (warp * 16 + g) * ATT_TC_LDS + n * 8 + 2 * t;
+                *reinterpret_cast<uint32_t *>(row) = attn_pack<floatT>(dp[n][0], dp[n][1]);
+                *reinterpret_cast<uint32_t *>(row + 8 * ATT_TC_LDS) = attn_pack<floatT>(dp[n][2], dp[n][3]);
+            }
         }
         // On the diagonal tile warp w's keys see queries >= 16 w only: 16-query chunks w..3.
         const int kc0 = qb == kb ? warp : 0;
         attn_tc_pv<floatT, HS>(dv, s, dOs, kc0, 4);
         attn_tc_pv<floatT, HS>(dk, dp, Qs, kc0, 4);
+        if constexpr (!DQ) continue;
         // this block's turn on head h's dQ tile qb: after key blocks qb .. kb + 1
         if (qb > kb && threadIdx.x == 0) block_order_wait(turn_of(h, qb), qb - kb);
         __syncthreads();  // dS^T is complete, and the turn is this block's
@@ -650,8 +655,8 @@ attn_tc_bwd_kernel(floatT *__restrict__ dqkv, float *__restrict__ dq_acc, int *_
         if (kb == 0 && rope_cos)
             attn_tc_unrope_rows<floatT, HS>(dq_g, C3, Qs + warp * 16 * L::LDR, q0 + warp * 16, T, hs, rope_cos, rope_sin);
     }
-    __syncthreads();  // every thread's dQ adds to the last tile are done
-    if (kb > 0 && threadIdx.x == 0) block_order_release(turn_of(h0 + blk.group - 1, nqb - 1));
+    __syncthreads();  // every thread's dQ adds to the last tile are done (and every warp's reads of tile 0)
+    if (DQ && kb > 0 && threadIdx.x == 0) block_order_release(turn_of(h0 + blk.group - 1, nqb - 1));
     const float one[2] = {1.0f, 1.0f}, sc[2] = {scale, scale};
     if (rope_cos) {  // dK staged in the warp's 16 rows of tile 0 (free now), then un-rotated
         floatT *stage = sm + warp * 16 * L::LDR;

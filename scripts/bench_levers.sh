@@ -45,11 +45,12 @@ PYEOF
 }
 
 echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), train_gpt ${BENCH_REV:-$(git rev-parse --short HEAD 2>/dev/null)}"
-echo "# d12 B=16 T=1024 bf16, one micro-batch per step$([ "$TP" -gt 1 ] && echo ", ${TPF[*]} on $TP GPUs"); defaults: BGRAD=1 GELU_FUSION=0 RESIDUAL_FUSION=0 CLASSIFIER_STAGED=1 GRAPHS=1 ATTN_BWD_V3=0"
+echo "# d12 B=16 T=1024 bf16, one micro-batch per step$([ "$TP" -gt 1 ] && echo ", ${TPF[*]} on $TP GPUs"); defaults: BGRAD=1 GELU_FUSION=0 RESIDUAL_FUSION=0 CLASSIFIER_STAGED=1 GRAPHS=1 ATTN_BWD=2pass"
 time_one "defaults" ./train_gpt
-# the attention backward v3 (cuda/attention_bwd_v3.cuh; off by default until timed): early, so a short window times it
-time_one "TRAIN_GPT_ATTN_BWD_V3=1 (attention backward v3)" ./train_gpt TRAIN_GPT_ATTN_BWD_V3=1
-MODEL=llama-d12 time_one "llama-d12 TRAIN_GPT_ATTN_BWD_V3=1 (attention backward v3, GQA 4:1)" ./train_gpt TRAIN_GPT_ATTN_BWD_V3=1
+# the other attention backwards (the default is 2pass): early, so a short window times them
+time_one "TRAIN_GPT_ATTN_BWD=v3 (attention backward v3)" ./train_gpt TRAIN_GPT_ATTN_BWD=v3
+time_one "TRAIN_GPT_ATTN_BWD=fused (one kernel, turns on dQ)" ./train_gpt TRAIN_GPT_ATTN_BWD=fused
+MODEL=llama-d12 time_one "llama-d12 TRAIN_GPT_ATTN_BWD=v3 (attention backward v3, GQA 4:1)" ./train_gpt TRAIN_GPT_ATTN_BWD=v3
 # Muon (--optimizer muon): Newton-Schulz on the 2-D matrices each step, AdamW on the rest; its cost over AdamW's step
 FLAGS="--optimizer muon" time_one "--optimizer muon (Newton-Schulz, 5 iterations a matrix)" ./train_gpt
 time_one "TRAIN_GPT_BGRAD=0 (bias gradients by our kernel)" ./train_gpt TRAIN_GPT_BGRAD=0

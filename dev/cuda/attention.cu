@@ -35,9 +35,14 @@
 //    counter (cuda/block_order.cuh: acquire load, release fence + increment) - FlashAttention-3's deterministic
 //    backward, with no atomics on data. Blocks are numbered kb = nqb - 1 - x, so a block waits only on blocks of
 //    lower x in its row of the grid, which a GPU dispatches first; the wait is placed after the block's own dV/dK
-//    work on the tile, and in steady state the block before it finished that tile one step earlier. The 7-product
-//    kernels (a dQ kernel that recomputes S and dP) are in attention_v2.cuh. fp32: a row-dot kernel, then dK/dV,
-//    then dQ, unchanged.
+//    work on the tile, and in steady state the block before it finished that tile one step earlier. Now
+//    TRAIN_GPT_ATTN_BWD=fused (see "Backward, two passes" below). fp32: a row-dot kernel, then dK/dV, then dQ, unchanged.
+//  * Backward, two passes (the default 16-bit backward since the H200 window of 2026-11-28; issue #22's first round,
+//    then dev/cuda/attention_v2.cuh, multi-head only): a dQ kernel on 128-row query blocks that computes D and
+//    recomputes S and dP, then the fused kernel without its dQ part (attn_tc_bwd_kernel<.., false>) for dK and dV: 7
+//    products per tile pair, no waits. Timed there (bf16, B=16 T=1024 hs 64): 0.665 ms (96.9 TFLOP/s) against the
+//    fused kernel's 0.914 (70.5), and ahead at every shape of the table (cuda/attention_bwd_2pass.cuh). Grouped-query
+//    attention added when it became the default: its dK/dV blocks walk the group as the fused kernel's do.
 //  * Grouped-query attention (the Llama family, issue 35): qkv rows of NH query heads, then KV key and KV value
 //    heads (C + 2 KV hs); query head h reads key/value head h / (NH / KV) in place, no copy to full width. The
 //    forward and dQ blocks are per query head as before; the dK/dV blocks (fp32: attn_bwd_dkdv_kernel; 16-bit:
@@ -47,14 +52,14 @@
 //    (4:1, multi-query at hs 64 and 128, 2:1) are checked against the float64 reference's GQA form.
 //  * Registers (ptxas, nvcc 13.0, sm_90a; bf16 and fp16 alike), hs 64 / 128: forward 128 / 223, no spills (v1:
 //    160 / 254 at half the threads per block); backward (5 products) 255 / 255, 12 / 448 bytes spilled (stores;
-//    24 / 556 loaded), hs 16 / 32: 126 / 166, none; v2's dQ 205 / 255 (16 bytes spilled at 128) and dK/dV 250 /
+//    24 / 556 loaded), hs 16 / 32: 126 / 166, none; the two-pass dQ 205 / 255 (16 bytes spilled at 128) and dK/dV 250 /
 //    255 (604 bytes at 128); v1's dQ 240 / 255 (432 bytes), dK/dV 255 / 255 (1032 bytes). Shared memory per block:
 //    forward 36,864 / 69,632 bytes, backward 56,320 / 97,280 (Q, dout x 2, K, dS^T 64 x 72, lse and D x 2).
-//    Not timed on a GPU (none was available for this change): `./dev/cuda/attention bench` prints new, v2 and v1.
-//  * Backward v3 (TRAIN_GPT_ATTN_BWD_V3=1, cuda/attention_bwd_v3.cuh; off by default until timed): 128-key blocks of 8
+//    `./dev/cuda/attention bench` prints the default (new), fused, v1 and v3 side by side.
+//  * Backward v3 (TRAIN_GPT_ATTN_BWD=v3, cuda/attention_bwd_v3.cuh; off by default until timed): 128-key blocks of 8
 //    warps, dQ's parts in one fp32 copy per split (a block walks its split's key blocks in turn), summed by a small
-//    kernel in split order: no waits, no atomics. `check` runs it beside the default kernel at every 16-bit shape
-//    without RoPE (and the v3_shapes: 3 and 4 splits); `bench` times it in its own column.
+//    kernel in split order: no waits, no atomics. `check` runs it and the fused kernel beside the default at every
+//    16-bit shape without RoPE (and the v3_shapes: 3 and 4 splits); `bench` times it in its own column.
 //  * RoPE in the loads (the Llama family without QK-norm; the rope_shapes cases): with the angle tables the kernels
 //    rotate each Q and K tile as it lands (16-bit: in shared memory, one extra barrier per tile; fp32: element by
 //    element from global memory) and un-rotate dQ and dK through the warp's own shared rows before writing them, so
@@ -85,8 +90,6 @@
 #include "../../cuda/attention.cuh"
 // The 16-bit kernels before issue #22, for the bit comparison below and the old-vs-new benchmark.
 #include "attention_v1.cuh"
-// The 16-bit backward of 7 products per tile pair (issue #22's first round), for the same.
-#include "attention_v2.cuh"
 
 // ---- dev check and benchmark ----
 
@@ -123,11 +126,14 @@ static void attn_ref_rope(float *x, const float *cos_t, const float *sin_t, int 
     }
 }
 
-// Scratch for either 16-bit backward (the default kernel's and v3's, which the checks and the bench run both).
+// Scratch for any 16-bit backward (the checks and the bench run each of them).
 static size_t attn_check_scratch_floats(size_t elem_bytes, int B, int T, int C, int NH) {
-    const size_t a = attn_bwd_scratch_floats(elem_bytes, B, T, C, NH);
-    const size_t b = elem_bytes == 2 ? attn_v3_scratch_floats(B, T, C, NH) : 0;
-    return a > b ? a : b;
+    size_t n = attn_bwd_scratch_floats(elem_bytes, B, T, C, NH);
+    for (int k : {ATT_BWD_2PASS, ATT_BWD_FUSED, ATT_BWD_V3}) {
+        const size_t m = attn_bwd_scratch_floats(elem_bytes, B, T, C, NH, k);
+        if (m > n) n = m;
+    }
+    return n;
 }
 
 // A check's device buffers: the inputs (qkv, dout) uploaded from the host's rounded copies, the outputs, a second
@@ -171,58 +177,49 @@ template <typename floatT> static void attn_dev_free(const AttnDev<floatT> &d) {
     cudaCheck(cudaFree(d.scratch));
 }
 
-// 16-bit: the kernels before issue #22 (v1) and the 7-product backward (v2) do the same arithmetic per row in the
-// same order for out, lse, dK and dV (other tiles per block, other loads), so they must give the same bits; dQ is
-// now summed over key blocks in fp32 memory, another order (dq vs v2: its largest difference, relative to dQ's
-// largest magnitude). Independent of the reference: a change in the order of a sum shows here even where it stays
-// inside the tolerance. v1 and v2 are multi-head only, without RoPE. Writes the note for the PASS/FAIL line to v1.
+// 16-bit: the kernels before issue #22 (v1) do the same arithmetic per row in the same order for out, lse, dK and dV
+// (other tiles per block, other loads), so they must give the same bits; dQ is summed in another order (dq vs v1: its
+// largest difference, relative to dQ's largest magnitude). Independent of the reference: a change in the order of a
+// sum shows here even where it stays inside the tolerance. v1 is multi-head only, without RoPE. Writes the note for
+// the PASS/FAIL line to v1.
 template <typename floatT>
-static bool same_bits_as_v1_v2(const AttnDev<floatT> &dev, int B, int T, int C, int NH, const std::vector<floatT> &out_t,
-                               const std::vector<float> &lse_g, const std::vector<floatT> &dqkv_t, char *v1, size_t v1_len) {
+static bool same_bits_as_v1(const AttnDev<floatT> &dev, int B, int T, int C, int NH, const std::vector<floatT> &out_t,
+                            const std::vector<float> &lse_g, const std::vector<floatT> &dqkv_t, char *v1, size_t v1_len) {
     const long nqkv = (long)dqkv_t.size(), nout = (long)out_t.size(), nlse = (long)lse_g.size();
     floatT *d_qkv = dev.qkv, *d_dout = dev.dout, *d_out = dev.out, *d_dqkv2 = dev.dqkv2;
     float *d_lse = dev.lse, *d_scratch = dev.scratch;
     std::vector<floatT> dqkv2_t(nqkv), out2_t(nout);
     std::vector<float> lse2_g(nlse);
-    bool same = true;
-    double dq_diff = 0.0, dq_max = 0.0;
-    for (int ver = 1; ver <= 2; ver++) {
-        cudaCheck(cudaMemset(d_dqkv2, 0xff, nqkv * sizeof(floatT)));
-        if (ver == 1) {
-            attn_v1_forward(d_out, d_lse, d_qkv, B, T, C, NH, 0);
-            attn_v1_backward(d_dqkv2, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, 0);
-        } else {
-            attn_v2_backward(d_dqkv2, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, 0);
-        }
-        cudaCheck(cudaDeviceSynchronize());
-        cudaCheck(cudaMemcpy(out2_t.data(), d_out, nout * sizeof(floatT), cudaMemcpyDeviceToHost));
-        cudaCheck(cudaMemcpy(lse2_g.data(), d_lse, nlse * sizeof(float), cudaMemcpyDeviceToHost));
-        cudaCheck(cudaMemcpy(dqkv2_t.data(), d_dqkv2, nqkv * sizeof(floatT), cudaMemcpyDeviceToHost));
-        same &= memcmp(out_t.data(), out2_t.data(), nout * sizeof(floatT)) == 0 &&
+    cudaCheck(cudaMemset(d_dqkv2, 0xff, nqkv * sizeof(floatT)));
+    attn_v1_forward(d_out, d_lse, d_qkv, B, T, C, NH, 0);
+    attn_v1_backward(d_dqkv2, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, 0);
+    cudaCheck(cudaDeviceSynchronize());
+    cudaCheck(cudaMemcpy(out2_t.data(), d_out, nout * sizeof(floatT), cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(lse2_g.data(), d_lse, nlse * sizeof(float), cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(dqkv2_t.data(), d_dqkv2, nqkv * sizeof(floatT), cudaMemcpyDeviceToHost));
+    bool same = memcmp(out_t.data(), out2_t.data(), nout * sizeof(floatT)) == 0 &&
                 memcmp(lse_g.data(), lse2_g.data(), nlse * sizeof(float)) == 0;
-        for (long r = 0; r < (long)B * T; r++) {
-            same &= memcmp(&dqkv_t[r * 3 * C + C], &dqkv2_t[r * 3 * C + C], 2 * C * sizeof(floatT)) == 0;
-            if (ver == 2)
-                for (int c = 0; c < C; c++) {
-                    const double a = attn_to_float(dqkv_t[r * 3 * C + c]), b = attn_to_float(dqkv2_t[r * 3 * C + c]);
-                    dq_diff = fmax(dq_diff, fabs(a - b));
-                    dq_max = fmax(dq_max, fabs(b));
-                }
+    double dq_diff = 0.0, dq_max = 0.0;
+    for (long r = 0; r < (long)B * T; r++) {
+        same &= memcmp(&dqkv_t[r * 3 * C + C], &dqkv2_t[r * 3 * C + C], 2 * C * sizeof(floatT)) == 0;
+        for (int c = 0; c < C; c++) {
+            const double a = attn_to_float(dqkv_t[r * 3 * C + c]), b = attn_to_float(dqkv2_t[r * 3 * C + c]);
+            dq_diff = fmax(dq_diff, fabs(a - b));
+            dq_max = fmax(dq_max, fabs(b));
         }
     }
-    snprintf(v1, v1_len, " | %s v1, v2 bits; dq vs v2 %.1e", same ? "=" : "DIFFER from",
-             dq_max > 0 ? dq_diff / dq_max : dq_diff);
+    snprintf(v1, v1_len, " | %s v1 bits; dq vs v1 %.1e", same ? "=" : "DIFFER from", dq_max > 0 ? dq_diff / dq_max : dq_diff);
     return same;
 }
 
-// The v3 backward (TRAIN_GPT_ATTN_BWD_V3, attention_bwd_v3.cuh) on the same inputs and forward outputs: dq, dk, dv
-// against the reference at the same tolerance, and twice (into buffers poisoned differently) for the same bits.
-// Its dK and dV must also be the default kernel's bits (dflt): each key row's warp runs the same products over the
-// same query tiles in the same order (only dQ is summed in another order). Prints its own PASS/FAIL line; 16-bit
-// without RoPE only (with RoPE the lever runs the default kernel).
+// Another 16-bit backward (TRAIN_GPT_ATTN_BWD's kernel `kernel`: the fused one or v3, beside the default 2pass) on
+// the same inputs and forward outputs: dq, dk, dv against the reference at the same tolerance, and twice (into
+// buffers poisoned differently) for the same bits. Its dK and dV must also be the default kernel's bits (dflt): each
+// key row's warp runs the same products over the same query tiles in the same order (only dQ is summed in another
+// order). Prints its own PASS/FAIL line; without RoPE only (with RoPE the fused kernel runs whatever is chosen).
 template <typename floatT>
-static bool check_v3(const AttnDev<floatT> &dev, const AttnShape &sh, const std::vector<float> &dqkv_ref,
-                     const std::vector<floatT> &dflt) {
+static bool check_alt(const AttnDev<floatT> &dev, const AttnShape &sh, const std::vector<float> &dqkv_ref,
+                      const std::vector<floatT> &dflt, int kernel) {
     const int B = sh.B, T = sh.T, C = sh.C, NH = sh.NH, hs = C / NH, KV = sh.KV > 0 ? sh.KV : NH;
     const long kvw = (long)KV * hs, C3 = C + 2 * kvw, nqkv = (long)B * T * C3;
     std::vector<floatT> a(nqkv), b(nqkv);
@@ -230,9 +227,9 @@ static bool check_v3(const AttnDev<floatT> &dev, const AttnShape &sh, const std:
     cudaCheck(cudaMemset(dev.dqkv2, 0x00, nqkv * sizeof(floatT)));
     cudaCheck(cudaMemset(dev.scratch, 0xff, attn_check_scratch_floats(sizeof(floatT), B, T, C, NH) * sizeof(float)));
     flash_attention_backward(dev.dqkv, dev.scratch, dev.dout, dev.qkv, dev.out, dev.lse, B, T, C, NH, 0, KV, nullptr,
-                             nullptr, 1);
+                             nullptr, kernel);
     flash_attention_backward(dev.dqkv2, dev.scratch, dev.dout, dev.qkv, dev.out, dev.lse, B, T, C, NH, 0, KV, nullptr,
-                             nullptr, 1);
+                             nullptr, kernel);
     cudaCheck(cudaDeviceSynchronize());
     cudaCheck(cudaMemcpy(a.data(), dev.dqkv, nqkv * sizeof(floatT), cudaMemcpyDeviceToHost));
     cudaCheck(cudaMemcpy(b.data(), dev.dqkv2, nqkv * sizeof(floatT), cudaMemcpyDeviceToHost));
@@ -248,10 +245,13 @@ static bool check_v3(const AttnDev<floatT> &dev, const AttnShape &sh, const std:
     const bool ok = e_dq <= tol.dqkv && e_dk <= tol.dqkv && e_dv <= tol.dqkv && det && same_kv;
     uint32_t fnv = 2166136261u;
     for (long i = 0; i < nqkv * (long)sizeof(floatT); i++) fnv = (fnv ^ ((const unsigned char *)a.data())[i]) * 16777619u;
-    printf("%s %-5s B=%d T=%4d C=%3d NH=%2d KV=%d hs=%3d | v3 backward (%d splits): rel err dq %.2e dk %.2e dv %.2e "
+    char name[40] = "fused backward";
+    if (kernel == ATT_BWD_V3) snprintf(name, sizeof(name), "v3 backward (%d splits)", attn_v3_splits(B, T, NH));
+    if (kernel == ATT_BWD_2PASS) snprintf(name, sizeof(name), "2pass backward");
+    printf("%s %-5s B=%d T=%4d C=%3d NH=%2d KV=%d hs=%3d | %s: rel err dq %.2e dk %.2e dv %.2e "
            "(tol %.1e) | deterministic %s, bits %08x | dk, dv %s the default kernel's bits\n", ok ? "PASS" : "FAIL",
-           attn_type_name<floatT>(), B, T, C, NH, KV, hs, attn_v3_splits(B, T, NH), e_dq, e_dk, e_dv, tol.dqkv,
-           det ? "yes" : "NO", fnv, same_kv ? "=" : "DIFFER from");
+           attn_type_name<floatT>(), B, T, C, NH, KV, hs, name, e_dq, e_dk, e_dv, tol.dqkv, det ? "yes" : "NO", fnv,
+           same_kv ? "=" : "DIFFER from");
     return ok;
 }
 
@@ -315,9 +315,9 @@ static bool run_check(const AttnShape &sh, uint64_t seed) {
                      memcmp(dqkv_t.data(), dqkv2_t.data(), nqkv * sizeof(floatT)) == 0;
     char v1[96] = "";
     bool same = true;
-    // (v1 and v2 are multi-head only, without RoPE: GQA and RoPE shapes skip the comparison)
+    // (v1 is multi-head only, without RoPE: GQA and RoPE shapes skip the comparison)
     if constexpr (sizeof(floatT) == 2)
-        if (!gqa && !sh.rope) same = same_bits_as_v1_v2(dev, B, T, C, NH, out_t, lse_g, dqkv_t, v1, sizeof(v1));
+        if (!gqa && !sh.rope) same = same_bits_as_v1(dev, B, T, C, NH, out_t, lse_g, dqkv_t, v1, sizeof(v1));
     std::vector<float> out_g(nout), dqkv_g(nqkv);
     for (long i = 0; i < nout; i++) out_g[i] = attn_to_float(out_t[i]);
     for (long i = 0; i < nqkv; i++) dqkv_g[i] = attn_to_float(dqkv_t[i]);
@@ -343,9 +343,11 @@ static bool run_check(const AttnShape &sh, uint64_t seed) {
            "(tol %.1e/%.1e/%.1e) | deterministic %s, bits %08x%s\n",
            ok ? "PASS" : "FAIL", ty, B, T, C, NH, kvs, hs, e_out, e_lse, e_dq, e_dk, e_dv, tol.out, tol.lse, tol.dqkv,
            det ? "yes" : "NO", fnv, v1);
-    bool ok_v3 = true;
+    bool ok_v3 = true;  // the other 16-bit backwards
     if constexpr (sizeof(floatT) == 2)
-        if (!sh.rope) ok_v3 = check_v3(dev, sh, dqkv_ref, dqkv_t);
+        if (!sh.rope)
+            for (int k : {ATT_BWD_2PASS, ATT_BWD_FUSED, ATT_BWD_V3})
+                if (k != attn_bwd_kernel_choice()) ok_v3 &= check_alt(dev, sh, dqkv_ref, dqkv_t, k);
     attn_dev_free(dev);
     if (sh.rope) {
         cudaCheck(cudaFree(d_cos));
@@ -371,8 +373,9 @@ template <typename F> static float time_ms(F &&f, int warmup, int iters) {
     return ms / iters;
 }
 
-// One row of the benchmark table: the current kernels ("new"), those before issue #22 ("v1"), the 7-product backward
-// ("v2") and the lever TRAIN_GPT_ATTN_BWD_V3's backward ("v3", 16-bit) at one shape,
+// One row of the benchmark table: the current kernels ("new": the backward TRAIN_GPT_ATTN_BWD chooses, 2pass by
+// default), those before issue #22 ("v1"), and the other 16-bit backwards, "fused" (5 products, blocks taking turns
+// on dQ) and "v3", at one shape,
 // TFLOP/s in FlashAttention's convention (causal: forward 4 B NH T^2 hs / 2, backward 2.5 x forward; the
 // backward's row dot and recomputation are not counted). dev/bench_sdpa.py prints PyTorch's at the same shapes.
 template <typename floatT>
@@ -399,21 +402,23 @@ static void run_bench(int B, int T, int C, int NH, int KV = 0) {
     const float f_new = time_ms([&] { flash_attention_forward(d_out, d_lse, d_qkv, B, T, C, NH, 0, KV); }, warmup, iters);
     const float b_new = time_ms([&] {
         flash_attention_backward(d_dqkv, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, 0, KV); }, warmup, iters);
-    float f_v1 = 0.0f, b_v1 = 0.0f, b_v2 = 0.0f, b_v3 = 0.0f;
-    if constexpr (sizeof(floatT) == 2)  // v3: TRAIN_GPT_ATTN_BWD_V3's kernels, whatever the lever says
+    float f_v1 = 0.0f, b_v1 = 0.0f, b_fused = 0.0f, b_v3 = 0.0f;
+    if constexpr (sizeof(floatT) == 2) {  // the fused and v3 backwards, whatever TRAIN_GPT_ATTN_BWD says
+        b_fused = time_ms([&] { flash_attention_backward(d_dqkv, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, 0, KV,
+                                                         nullptr, nullptr, ATT_BWD_FUSED); }, warmup, iters);
         b_v3 = time_ms([&] { flash_attention_backward(d_dqkv, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, 0, KV, nullptr,
-                                                      nullptr, 1); }, warmup, iters);
-    if constexpr (sizeof(floatT) == 2) if (KV == NH) {  // v1 and v2 are multi-head only
+                                                      nullptr, ATT_BWD_V3); }, warmup, iters);
+    }
+    if constexpr (sizeof(floatT) == 2) if (KV == NH) {  // v1 is multi-head only
         f_v1 = time_ms([&] { attn_v1_forward(d_out, d_lse, d_qkv, B, T, C, NH, 0); }, warmup, iters);
         b_v1 = time_ms([&] { attn_v1_backward(d_dqkv, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, 0); }, warmup, iters);
-        b_v2 = time_ms([&] { attn_v2_backward(d_dqkv, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, 0); }, warmup, iters);
     }
     auto tf = [](double flops, float ms) { return ms > 0.0f ? flops / (ms * 1e-3) / 1e12 : 0.0; };
     char kvs[16] = "";
     if (KV != NH) snprintf(kvs, sizeof(kvs), " (KV %d)", KV);
     printf("bench %-5s %3d %5d %3d%s %4d | %8.3f %7.1f %7.1f | %8.3f %7.1f %7.1f %7.1f | %8.3f %7.1f\n", attn_type_name<floatT>(),
            B, T, NH, kvs, C / NH, f_new, tf(fwd_flops, f_new), tf(fwd_flops, f_v1), b_new, tf(bwd_flops, b_new),
-           tf(bwd_flops, b_v2), tf(bwd_flops, b_v1), b_v3, tf(bwd_flops, b_v3));
+           tf(bwd_flops, b_fused), tf(bwd_flops, b_v1), b_v3, tf(bwd_flops, b_v3));
     cudaCheck(cudaFree(d_qkv));
     cudaCheck(cudaFree(d_dout));
     cudaCheck(cudaFree(d_out));
@@ -425,7 +430,7 @@ static void run_bench(int B, int T, int C, int NH, int KV = 0) {
 // The table: T 512..4096 at 16k tokens per call (B = 16384 / T), head sizes 64 (NH 12, GPT-2 124M's) and 128
 // (NH 6, the same C), bf16 and fp16; then GPT-2 124M's training shape B = 8, T = 1024.
 static void bench_table(void) {
-    printf("bench type    B     T  NH   hs |  fwd ms  TFLOP/s (v1) |  bwd ms  TFLOP/s (v2) (v1) |  v3 bwd ms TFLOP/s\n");
+    printf("bench type    B     T  NH   hs |  fwd ms  TFLOP/s (v1) |  bwd ms  TFLOP/s (fused) (v1) |  v3 bwd ms TFLOP/s\n");
     for (int hs : {64, 128})
         for (int T : {512, 1024, 2048, 4096}) {
             run_bench<__nv_bfloat16>(16384 / T, T, 768, 768 / hs);
@@ -488,7 +493,7 @@ int main(int argc, char **argv) {
             failures += !run_check<__half>(sh, seed);
             seed++;
         }
-        // The v3 backward's splits (TRAIN_GPT_ATTN_BWD_V3; every 16-bit shape above checks it too, at 1 or 2 splits):
+        // The v3 backward's splits (TRAIN_GPT_ATTN_BWD=v3; every 16-bit shape above checks it too, at 1 or 2 splits):
         // 4 splits over 5 key blocks of 128 (snake order 0 1 2 3 | 3: split 3 takes two), ragged, 1:1 at hs 16 and 4:1
         // at hs 64 over 4 key blocks; 3 splits at hs 128, 4:1, ragged.
         const AttnShape v3_shapes[] = {{1, 520, 32, 2}, {1, 390, 256, 4, 1}, {1, 300, 512, 4, 1}};
