@@ -1,11 +1,11 @@
 // arch.h: an architecture is data. A family is a table of its parameter tensors (name, shape in the config's
 // symbols, per layer or outer, weight-decayed or not, initialisation rule, the option that makes it present, the
-// role it plays in the block, how a fused tensor packs its pieces), listed in its model file's order; everything the
-// distributed code and the reports need about parameters derives from the table by the pure functions below: tensor
-// sizes and file offsets, the units (unit 0 outer, unit 1 + l layer l, each contiguous), the ParamRuns mapping file
-// order to unit order, a fused tensor's pieces, parameter counts (with and without the vocabulary's padding rows),
-// FLOPs per token, and the random initialisation. The tables are the families' (gpt2.h, llama.h); the roles and the
-// block's activation table are model_config.h's.
+// role it plays in the block, how a fused tensor packs its pieces, which end of the model uses an outer tensor),
+// listed in its model file's order; everything the distributed code and the reports need about parameters derives
+// from the table by the pure functions below: tensor sizes and file offsets, the units (unit 0 outer, unit 1 + l
+// layer l, each contiguous), the ParamRuns mapping file order to unit order, a fused tensor's pieces, parameter
+// counts (with and without the vocabulary's padding rows), FLOPs per token, and the random initialisation. The tables
+// are the families' (gpt2.h, llama.h); the roles and the block's activation table are model_config.h's.
 #ifndef ARCH_H
 #define ARCH_H
 
@@ -43,7 +43,13 @@ typedef struct {
     int unit;
     size_t unit_off;  // offset inside the unit
     int decayed;      // AdamW weight decay applies
+    int ends;         // an outer tensor's: which ends of the model use it (ARCH_END_ bits; 0 for a layer's run)
 } ParamRun;
+
+// The ends of the model an outer tensor is used at (ParamRun's ends): the input end (the embedding, the first
+// pipeline stage) and the output end (the head, the last stage). With --pp each end stage holds the outer unit,
+// and only a tensor both use (a tied embedding) has gradients at both, to be summed between them (zero.h).
+enum { ARCH_END_INPUT = 1, ARCH_END_OUTPUT = 2, ARCH_END_BOTH = 3 };
 
 // Options a tensor may depend on (ARCH_ALWAYS for none).
 // ARCH_OPT_LAYERNORM: the block's norms are LayerNorms, which keep each row's mean beside its rstd (GPT-2); the
@@ -72,6 +78,8 @@ typedef struct {
                        // (ARCH_OPT_TIED for an embedding that is also the head), ARCH_ALWAYS or ARCH_NEVER
     int role;          // what the block does with it (model_config.h's W_ roles)
     int pack;          // PACK_: the pieces of a fused tensor
+    int at_input, at_output;  // an outer tensor: the option under which the input end (the embedding) and the output
+                              // end (the head) use it (ARCH_ALWAYS, ARCH_NEVER, an option); a layer's: ARCH_NEVER
 } ArchParam;
 
 #define ARCH_MAX_PARAMS 24
@@ -91,6 +99,13 @@ typedef struct {
 } ArchShape;
 
 static int arch_present(const ArchParam *p, const ArchShape *s) { return s->opt[p->present]; }
+static int arch_opt_on(const ArchShape *s, int opt) { return opt != ARCH_NEVER && s->opt[opt]; }
+
+// ARCH_END_ bits: the ends of the model that use tensor p (0 for a layer's tensor and an absent one).
+static int arch_param_ends(const ArchParam *p, const ArchShape *s) {
+    if (!arch_present(p, s)) return 0;
+    return (arch_opt_on(s, p->at_input) ? ARCH_END_INPUT : 0) | (arch_opt_on(s, p->at_output) ? ARCH_END_OUTPUT : 0);
+}
 
 // Elements of tensor k (all layers for a per-layer tensor; 0 when absent), its rows counted as `rows_dim`
 // says (DIM_VP for the stored size; the published counts use DIM_V).
@@ -145,7 +160,7 @@ static int arch_param_runs(const Arch *a, const ArchShape *s, ParamRun *runs) {
         const ArchParam *p = &a->params[k];
         size_t sz = arch_tensor_size(p, s);
         if (p->per_layer || sz == 0) continue;
-        runs[n++] = (ParamRun){toff[k], sz, 0, uoff, p->decayed};
+        runs[n++] = (ParamRun){toff[k], sz, 0, uoff, p->decayed, arch_param_ends(p, s)};
         uoff += sz;
     }
     int L = s->num_layers;
@@ -155,7 +170,7 @@ static int arch_param_runs(const Arch *a, const ArchShape *s, ParamRun *runs) {
             const ArchParam *p = &a->params[k];
             size_t per = arch_tensor_size(p, s) / L;
             if (!p->per_layer || per == 0) continue;
-            runs[n++] = (ParamRun){toff[k] + (size_t)l * per, per, 1 + l, uoff, p->decayed};
+            runs[n++] = (ParamRun){toff[k] + (size_t)l * per, per, 1 + l, uoff, p->decayed, 0};
             uoff += per;
         }
     }

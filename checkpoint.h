@@ -11,8 +11,8 @@
 // shared filesystem): its shard of each unit it holds, of the parameters into the model file and of
 // AdamW's moments into the state file, each at its place in llm.c's flat order. Together the ranks
 // write every parameter once (at ZeRO-0, where every rank owns everything, they still split the
-// writing by shard), and no rank ever holds the whole model. A unit another pipeline stage counts
-// (the tied one on the last stage) is left to that stage.
+// writing by shard), and no rank ever holds the whole model. An outer tensor is written by the pipeline
+// end that uses it (zero_counts_run), the first where both do.
 static void ckpt_write_shards(Zero *z, int fd_model, int fd_state, const char *model_path, const char *state_path,
                               size_t num_params) {
     int r = z->comm->rank;
@@ -20,7 +20,7 @@ static void ckpt_write_shards(Zero *z, int fd_model, int fd_state, const char *m
     for (int u = 0; u < z->nu; u++) if (z->ushard[u] > maxs) maxs = z->ushard[u];
     float *host = (float *)mallocCheck(maxs * sizeof(float));
     for (int u = 0; u < z->nu; u++) {
-        if (zero_counted_elsewhere(z, u) || z->usize[u] == 0) continue;
+        if (z->usize[u] == 0) continue;
         size_t lo = (size_t)r * z->ushard[u], cnt = zero_owned(z, u, r);
         if (cnt == 0) continue;
         for (int k = 0; k < 3; k++) {  // ZS_MASTER into the model file; ZS_M, ZS_V into the state file
@@ -31,7 +31,7 @@ static void ckpt_write_shards(Zero *z, int fd_model, int fd_state, const char *m
             for (int i = 0; i < z->nruns; i++) {
                 const ParamRun *run = &z->runs[i];
                 size_t a, b;
-                if (!run_overlap(run, u, lo, cnt, &a, &b)) continue;
+                if (!zero_counts_run(z, run) || !run_overlap(run, u, lo, cnt, &a, &b)) continue;
                 size_t bytes = (b - a) * sizeof(float);
                 off_t at = (off_t)(base + (run->flat + (a - run->unit_off)) * sizeof(float));
                 if (pwrite(fd, host + (a - lo), bytes, at) != (ssize_t)bytes) fatal("%s: write failed: %s", path, strerror(errno));

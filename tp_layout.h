@@ -173,7 +173,7 @@ static int tp_param_runs(const Arch *a, const ArchShape *whole, const TpDims *t,
                     else if (split == TP_COLS) { flat = base + (size_t)i * cols + start + at; cnt = len; }
                     else { flat = base + (start + at) * cols; cnt = len * cols; }
                     start += psize[q];
-                    if (runs) runs[n] = (ParamRun){flat, cnt, u, uoff, p->decayed};
+                    if (runs) runs[n] = (ParamRun){flat, cnt, u, uoff, p->decayed, arch_param_ends(p, whole)};
                     if (info) {
                         int partial = split == TP_NONE && t->n > 1 && (seq_parallel || tp_grad_kind(p->role) == TP_GRAD_PARTIAL);
                         info[n].sync = replicas > 1 ? TP_SYNC_KV : partial ? TP_SYNC_ALL : TP_SYNC_NONE;

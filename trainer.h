@@ -116,7 +116,8 @@ static void run_build(Run *r) {
     zero_init(&r->zero, &r->dp_comm, cfg->zero_stage, r->model, r->holds_unit, r->bucket_bytes, r->offload, r->offload_params,
               r->nvme ? cfg->nvme_path : NULL, run_nvme_buffer(r), note, sizeof(note),
               cfg->optimizer == OPTIMIZER_MUON ? cfg : NULL);
-    if (r->pp_stages > 1 && r->holds_unit[0]) zero_tie_outer_unit(&r->zero, &r->tied_comm, stage == r->pp_stages - 1);
+    if (r->pp_stages > 1 && r->holds_unit[0])  // the ends of the model this stage runs (one of them: holds_unit)
+        zero_tie_outer_unit(&r->zero, &r->tied_comm, stage == 0 ? ARCH_END_INPUT : ARCH_END_OUTPUT);
     if (r->nvme) {
         const Swap *sw = &r->zero.swap;
         printf0("offload to nvme: rank 0's swap file %s, %.2f GiB in %d records (unlinked at once: removed when the process ends, "
@@ -253,7 +254,7 @@ static StepResult run_step(Run *r, int step) {
     fault_stall(r->rank, step + 1);
     zero_reduce_gradients(zero);  // the tied embedding's pair first (zero_tie_outer_unit)
     timing_phase(PH_OPTIMIZER);  // the norm, clipping and the update, as DeepSpeed's "step" counts them
-    // each stage sums its own units (the tied unit once), then the pipeline adds the stages up
+    // each stage sums its own units (each outer tensor at one end), then the pipeline adds the stages up
     zero_grad_sum_squares_start(zero);
     float lr = lr_at(cfg, step, r->lr_span);
     AdamWArgs adam = {lr, cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay, 1.0f, r->updates + 1};

@@ -112,14 +112,19 @@ static void zero_init(Zero *z, Comm *comm, int stage, Model *model, const int *h
         z->whole_floats += z->ushard[u] * W;
         z->slice_floats += z->sspan[u];
     }
-    // the norm's pieces: a slice per unit, or with --tp each unit's slice less the replicas others count
-    size_t nss = z->nu + (model->tp ? (size_t)z->nu * (model->tp->nskip + 1) : 0);
+    z->runs = (ParamRun *)mallocCheck(model_max_runs(&z->config) * sizeof(ParamRun));
+    z->nruns = model_param_runs(&z->config, z->runs);
+    z->ends = ARCH_END_BOTH;  // until zero_tie_outer_unit says this is one end of a pipeline
+    // the norm's pieces: a slice per unit (the outer unit's: up to one per run, zero_counted_pieces), or with --tp
+    // each of those less the replicas others count
+    size_t outer_runs = 0;
+    for (int i = 0; i < z->nruns; i++) outer_runs += z->runs[i].unit == 0;
+    size_t npieces = z->nu + outer_runs, nss = npieces + (model->tp ? npieces * (model->tp->nskip + 1) : 0);
     z->ss_x = (const float **)callocCheck(nss, sizeof(float *));
     z->ss_n = (size_t *)callocCheck(nss, sizeof(size_t));
     z->ss_sum = (double *)callocCheck(nss, sizeof(double));
+    z->ss_piece = (size_t *)callocCheck(2 * ((size_t)z->nruns + 1), sizeof(size_t));
     if (model->tp) z->ss_tp = (size_t *)callocCheck(2 * ((size_t)model->tp->nskip + 1), sizeof(size_t));
-    z->runs = (ParamRun *)mallocCheck(model_max_runs(&z->config) * sizeof(ParamRun));
-    z->nruns = model_param_runs(&z->config, z->runs);
     size_t outer = z->ushard[0] * W, layer = 0;
     for (int u = 1; u < z->nu; u++) if (z->ushard[u] * W > layer) layer = z->ushard[u] * W;
     z->params = backend_alloc_state(stage <= 2 ? z->whole_floats : outer);
@@ -145,16 +150,39 @@ static void zero_init(Zero *z, Comm *comm, int stage, Model *model, const int *h
     z->norm_slots = (float *)backend_alloc_scratch(2 * (size_t)W * sizeof(float));
 }
 
-// --pp: the outer unit is also held by another pipeline stage, over `tied` (the first and the last
-// stage of this data-parallel rank); its gradient is summed over that pair before the data-parallel
-// reduction, and the stage with counted_elsewhere leaves it out of the norm and the checkpoint.
-static void zero_tie_outer_unit(Zero *z, Comm *tied, int counted_elsewhere) {
+// --pp: the outer unit is also held by another pipeline stage, over `tied` (the first and the last stage of
+// this data-parallel rank); `ends` (ARCH_END_ bits) says which end of the model this one runs. Each end holds
+// the whole outer unit, but the table says which end uses each outer tensor (ArchParam's at_input, at_output):
+// only a tensor both use (a tied embedding) has gradients at both, summed over the pair before the
+// data-parallel reduction (zero_reduce_gradients). A tensor one end never uses gets no gradient there, and that
+// end's copy is dead: its AdamW update sees zero gradients (weight decay still shrinks it), and nothing reads
+// it, since the end's compute never touches it and the norm and the checkpoint take each tensor from the end
+// that uses it (zero_counts_run). Skipping its update instead would need every optimizer store to know.
+static void zero_tie_outer_unit(Zero *z, Comm *tied, int ends) {
     z->tied = tied;
-    z->tied_counted_elsewhere = counted_elsewhere;
+    z->ends = ends;
 }
 
-// A unit another stage counts: the tied outer unit on the last pipeline stage.
-static int zero_counted_elsewhere(const Zero *z, int u) { return u == 0 && z->tied_counted_elsewhere; }
+// Whether this stage counts run r in the norm and the checkpoint: a layer's, yes (one stage holds it); an outer
+// tensor's at the end that uses it, the input end where both do.
+static int zero_counts_run(const Zero *z, const ParamRun *r) {
+    if (r->unit != 0) return 1;
+    return (z->ends & (r->ends & ARCH_END_INPUT ? ARCH_END_INPUT : ARCH_END_OUTPUT)) != 0;
+}
+
+// The pieces of unit u's slice that this stage counts, as offsets in the unit and lengths, adjacent runs merged:
+// the whole slice but for the outer unit at an end of a pipeline. Returns their count (at most the unit's runs).
+static int zero_counted_pieces(const Zero *z, int u, size_t *off, size_t *len) {
+    if (u != 0 || z->ends == ARCH_END_BOTH) { off[0] = z->slo[u]; len[0] = z->slen[u]; return 1; }
+    int k = 0;
+    for (int i = 0; i < z->nruns; i++) {
+        size_t a, b;
+        if (!zero_counts_run(z, &z->runs[i]) || !run_overlap(&z->runs[i], u, z->slo[u], z->slen[u], &a, &b)) continue;
+        if (k > 0 && off[k - 1] + len[k - 1] == a) len[k - 1] += b - a;
+        else { off[k] = a; len[k++] = b - a; }
+    }
+    return k;
+}
 
 static void zero_free(Zero *z) {
     if (z->muon) { muon_free(z->muon); free(z->muon); z->muon = NULL; }
@@ -165,7 +193,7 @@ static void zero_free(Zero *z) {
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) if (bufs[i]) backend_free(bufs[i]);
     z->store->close(z);
     free(z->usize); free(z->ushard); free(z->uoff); free(z->slo); free(z->slen); free(z->sspan); free(z->soff); free(z->runs);
-    free(z->ss_x); free(z->ss_n); free(z->ss_sum); free(z->ss_tp);
+    free(z->ss_x); free(z->ss_n); free(z->ss_sum); free(z->ss_tp); free(z->ss_piece);
 }
 
 // ----------------------------------------------------------------------------
@@ -356,13 +384,27 @@ static void zero_embed_backward(Zero *z) {
     if (z->stage >= 2) zero_bucket_done(z, 0, z->grads);
 }
 
-// After the step's micro-batches: the tied embedding's gradient summed over its two pipeline stages
-// (the first's lookup plus the last's classifier), then the gradients of all ranks combined (stages
-// 0-1; stages 2-3 did it layer by layer during backward).
+// --pp: the gradients of the outer tensors both ends use (a tied embedding: the first stage's lookup plus the
+// last's classifier) summed over the two end stages, adjacent runs in one call.
+static void zero_sum_tied(Zero *z) {
+    for (int i = 0; i < z->nruns; i++) {
+        const ParamRun *r = &z->runs[i];
+        if (r->unit != 0 || r->ends != ARCH_END_BOTH) continue;
+        size_t n = r->len;
+        while (i + 1 < z->nruns && z->runs[i + 1].unit == 0 && z->runs[i + 1].ends == ARCH_END_BOTH &&
+               z->runs[i + 1].unit_off == r->unit_off + n)
+            n += z->runs[++i].len;
+        comm_allreduce_sum(z->tied, z->grads + z->uoff[0] + r->unit_off, n);
+    }
+}
+
+// After the step's micro-batches: the tied outer tensors' gradients summed over the pipeline's end stages
+// (zero_sum_tied), then the gradients of all ranks combined (stages 0-1; stages 2-3 did it layer by layer
+// during backward).
 static void zero_reduce_gradients(Zero *z) {
     if (z->stage <= 1)  // --tp: the parts of replicated tensors completed (stages 2-3: per layer, zero_bucket_done)
         for (int u = 0; u < z->nu; u++) if (z->usize[u]) tp_sum_grads(z->model->tp, u, z->grads + z->uoff[u]);
-    if (z->tied) comm_allreduce_sum(z->tied, z->grads + z->uoff[0], z->ushard[0] * z->comm->world);
+    if (z->tied) zero_sum_tied(z);
     if (z->stage == 0) comm_allreduce_sum(z->comm, z->grads, z->whole_floats);
     else if (z->stage == 1)
         for (int u = 0; u < z->nu; u++) comm_reduce_scatter_sum(z->comm, z->grads + z->uoff[u], z->ushard[u]);
@@ -370,26 +412,22 @@ static void zero_reduce_gradients(Zero *z) {
 
 // Sum of squares of this group's combined gradient (identical on every rank of the group), in two
 // calls: _start hands every unit's slice to the backend in one call (on a GPU, kernels whose partial
-// sums come back with the step's one synchronisation), _finish adds them up after it. A unit that
-// another group counts (the tied outer unit on the last pipeline stage) is left out.
+// sums come back with the step's one synchronisation), _finish adds them up after it. What another group
+// counts is left out: at a pipeline's end, the outer tensors the other end counts (zero_counted_pieces).
 static void zero_grad_sum_squares_start(Zero *z) {
     int k = 0;
     TpGroup *tp = z->model->tp;
-    if (tp) {  // --tp: a replica another TP rank counts is left out (ss arrays sized for the pieces: zero_init)
-        for (int u = 0; u < z->nu; u++) {
-            if (zero_counted_elsewhere(z, u) || z->usize[u] == 0) continue;
-            size_t *off = z->ss_tp, *len = z->ss_tp + tp->nskip + 1;
-            int np = tp_counted(tp, u, z->slo[u], z->slen[u], off, len);
-            for (int i = 0; i < np; i++) { z->ss_x[k] = zero_grad_slice(z, u) + (off[i] - z->slo[u]); z->ss_n[k++] = len[i]; }
-        }
-        z->ss_count = k;
-        backend_sum_squares_start(z->ss_x, z->ss_n, k);
-        return;
-    }
+    size_t *poff = z->ss_piece, *plen = z->ss_piece + z->nruns + 1;
     for (int u = 0; u < z->nu; u++) {
-        if (zero_counted_elsewhere(z, u) || z->usize[u] == 0) continue;
-        z->ss_x[k] = zero_grad_slice(z, u);
-        z->ss_n[k++] = z->slen[u];
+        if (z->usize[u] == 0) continue;
+        int np = zero_counted_pieces(z, u, poff, plen);
+        for (int p = 0; p < np; p++) {
+            if (!tp) { z->ss_x[k] = zero_grad_slice(z, u) + (poff[p] - z->slo[u]); z->ss_n[k++] = plen[p]; continue; }
+            // --tp: a replica another TP rank counts is left out (ss arrays sized for the pieces: zero_init)
+            size_t *off = z->ss_tp, *len = z->ss_tp + tp->nskip + 1;
+            int nt = tp_counted(tp, u, poff[p], plen[p], off, len);
+            for (int i = 0; i < nt; i++) { z->ss_x[k] = zero_grad_slice(z, u) + (off[i] - z->slo[u]); z->ss_n[k++] = len[i]; }
+        }
     }
     z->ss_count = k;
     backend_sum_squares_start(z->ss_x, z->ss_n, k);
@@ -443,7 +481,7 @@ static void zero_update(Zero *z, const AdamWArgs *args) { zero_update_with(z, ar
 // Whether the step's update can be issued before the host has seen the norm: AdamW runs on the device, and
 // the device can add the ranks' sums of squares up itself: the whole norm is this rank's (stage 0, one rank),
 // or the ranks exchange their sums without the host waiting (the device transport, or host memory). Not
-// across pipeline stages: the caller knows whether there are several, and the tied unit is counted by one.
+// across pipeline stages: the caller knows whether there are several, and each outer tensor is counted by one end.
 static int zero_update_on_device(const Zero *z) {
     int local = z->stage == 0 || z->comm->world == 1;
     int exchange = z->comm->transport != COMM_MPI_STAGED;

@@ -57,10 +57,11 @@ struct Zero {
     float *pshard;                 // stage 3: this rank's shards of the layers' parameters (the master copy;
                                    // the outer unit's master is its whole copy in params)
     float *gshard;                 // stages 2-3: this rank's gradient shards, accumulated over micro-batches
-    // the tied embedding (--pp): the outer unit is held by the first and the last pipeline stage, whose
-    // gradients are summed over `tied`; the last stage's copy is counted by the first (norm, checkpoint)
+    // --pp: the outer unit is held by the first and the last pipeline stage (zero_tie_outer_unit): the gradients
+    // of the tensors both ends use are summed over `tied`, and each outer tensor is counted (norm, checkpoint)
+    // by one end, the one that uses it (the input end where both do)
     Comm *tied;
-    int tied_counted_elsewhere;
+    int ends;                      // ARCH_END_ bits: the ends of the model this stage runs (both without --pp)
     // the device store's update: every tensor's slice in one backend_adamw_run (made at the first update);
     // at stage 0 the working copies are written in the same pass (fused_copy)
     void *adamw_plan;
@@ -81,7 +82,8 @@ struct Zero {
     size_t *ss_n;
     double *ss_sum;
     int ss_count;
-    size_t *ss_tp;                 // --tp: tp_counted's pieces of one unit (offsets, then lengths)
+    size_t *ss_piece;              // zero_counted_pieces' pieces of one unit (offsets, then lengths)
+    size_t *ss_tp;                 // --tp: tp_counted's pieces of one of those (offsets, then lengths)
     // --offload-device nvme: m, v and hmaster are records of a swap file (NULL here); hgrad stages one piece
     int nvme;
     Swap swap;

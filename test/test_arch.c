@@ -369,8 +369,48 @@ static void test_config_and_header(void) {
     }
 }
 
+// The ends of the model each outer tensor is used at (ArchParam's at_input, at_output), as zero.h reads them from the
+// runs: a pipeline's end stages sum only what both use (zero_sum_tied), and each tensor is counted by the end using it.
+// Floats summed between the end stages per step: before, the whole outer unit; now the runs both ends use. By hand:
+// GPT-2 124M: wte 50304 x 768 of the unit's wte + wpe 1024 x 768 + lnf 2 x 768; Llama 3.2 1B (tied): wte 128256 x 2048
+// of it + final_norm 2048; Llama 3.1 8B (untied): none of wte 128256 x 4096 + final_norm 4096 + lm_head 128256 x 4096.
+static void test_ends(void) {
+    struct { const char *desc; size_t outer, both; const char *input, *output; } want[] = {
+        {"d12", 50304ul * 768 + 1024 * 768 + 2 * 768, 50304ul * 768, "wte wpe", "wte lnfw lnfb"},
+        {"llama-3.2-1b", 128256ul * 2048 + 2048, 128256ul * 2048, "wte", "wte final_norm"},
+        {"llama-3.1-8b", 2 * 128256ul * 4096 + 4096, 0, "wte", "final_norm lm_head"},
+    };
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        ModelConfig c;
+        model_config_from_descriptor(want[i].desc, 50257, &c);
+        ArchShape s = model_shape(&c);
+        const Arch *a = model_arch(&c);
+        ParamRun *runs = (ParamRun *)callocCheck(model_max_runs(&c), sizeof(ParamRun));
+        int n = model_param_runs(&c, runs), ok = 1;
+        size_t outer = 0, both = 0;
+        for (int k = 0; k < n; k++) {
+            if (runs[k].unit != 0) { ok &= runs[k].ends == 0; continue; }
+            outer += runs[k].len;
+            if (runs[k].ends == ARCH_END_BOTH) both += runs[k].len;
+        }
+        char in[128] = "", out[128] = "";
+        for (int k = 0; k < a->num_params; k++) {
+            int e = arch_param_ends(&a->params[k], &s);
+            ok &= (e != 0) == (!a->params[k].per_layer && arch_present(&a->params[k], &s));
+            if (e & ARCH_END_INPUT) snprintf(in + strlen(in), sizeof(in) - strlen(in), "%s%s", in[0] ? " " : "", a->params[k].name);
+            if (e & ARCH_END_OUTPUT) snprintf(out + strlen(out), sizeof(out) - strlen(out), "%s%s", out[0] ? " " : "", a->params[k].name);
+        }
+        ok &= outer == model_unit_size(&c, 0) && outer == want[i].outer && both == want[i].both;
+        ok &= strcmp(in, want[i].input) == 0 && strcmp(out, want[i].output) == 0;
+        check(ok, "%s's ends: input [%s], output [%s]; --pp's end stages sum %zu floats per step (%.1f MiB), of the outer "
+              "unit's %zu (%.1f MiB)", want[i].desc, in, out, both, both * 4.0 / 1048576, outer, outer * 4.0 / 1048576);
+        free(runs);
+    }
+}
+
 int main(void) {
     test_tables();
+    test_ends();
     test_act_tables();
     test_pieces();
     test_roles();

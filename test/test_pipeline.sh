@@ -63,6 +63,34 @@ for layout in "2 1 0 4" "2 2 1 2"; do
   a=$($PY -c 'import json,sys; d=[json.loads(l) for l in open(sys.argv[1])][1]["allocated"]; print(int(d["model_state_bytes"] == d["planned_model_state_bytes"] and d["activation_bytes"] == d["planned_activation_bytes"]))' "$W/lpp$pp$dp.jsonl")
   [ "$a" = 1 ] && ok "$name: stage 0 allocates what its plan says" || bad "$name: allocation vs plan"
 done
+# an untied head (test/llama_model.py: GQA 4:1, QK-norm, q/k/v bias): each end stage holds wte and lm_head, but
+# only the first uses wte and only the last lm_head, so nothing is summed between them and each tensor's norm and
+# checkpoint come from the end that uses it. 2 stages, and x 2 ranks at ZeRO-0 and -1, train like one process (the
+# final model file's lm_head too, which the first stage's unused copy would not be); a checkpoint taken at --pp 2
+# x 2 ranks resumes in one process and at --pp 2 like the uninterrupted run.
+if $PY test/llama_model.py "$W/untied.bin" 4 1; then
+  ucommon=(-e "$W/untied.bin" -b 2 -t 32 -x 6 -v 3 -s 3 -g 8 -m 2 -l 1e-3 -u 2)
+  $BIN "${ucommon[@]}" --grad-accum 4 -n 6 -o "$W/uref" --log "$W/uref.jsonl" > "$W/uref.out" 2>&1 || bad "untied one-process reference" "$(tail -3 "$W/uref.out")"
+  for layout in "2 1 0 4" "2 2 0 2" "2 2 1 2"; do
+    set -- $layout
+    pp=$1 dp=$2 z=$3 A=$4
+    name="untied Llama --pp $pp x data-parallel $dp at ZeRO-$z"
+    out=$("${MPI[@]}" -np $((pp * dp)) $BIN "${ucommon[@]}" --pp $pp -z $z --grad-accum $A -n 3 -o "$W/upp$dp$z" --log "$W/upp$dp$z.jsonl" 2>&1)
+    if [ $? -ne 0 ]; then bad "$name runs" "$out"; continue; fi
+    r=$(compare "$W/uref.jsonl" "$W/upp$dp$z.jsonl" "$W/uref/model_00000006.bin" "$W/upp$dp$z/model_00000006.bin") \
+      && ok "$name vs one process: $r" || bad "$name vs one process" "$r"
+    r=$(compare_eval "$W/uref.jsonl" "$W/uref.out" "$W/upp$dp$z.jsonl" <(echo "$out")) && ok "$name: $r vs one process" \
+      || bad "$name: validation and samples vs one process" "$r"
+  done
+  for l in "1 4" "2 4"; do
+    set -- $l
+    d="$W/uresume$1"; mkdir -p "$d"; cp "$W/upp21/model_00000003.bin" "$W/upp21/state_00000003.bin" "$d/"
+    if [ "$1" -eq 1 ]; then run=($BIN); else run=("${MPI[@]}" -np $1 $BIN --pp $1); fi
+    out=$("${run[@]}" "${ucommon[@]}" --grad-accum $2 -n 3 -o "$d" -y 1 --log "$d/log.jsonl" 2>&1)
+    r=$(compare "$W/uref.jsonl" "$d/log.jsonl" "$W/uref/model_00000006.bin" "$d/model_00000006.bin" 4) && grep -q "resume: step 3" <<<"$out" \
+      && ok "untied Llama saved at --pp 2 x 2 ranks (ZeRO-1), resumed with $1 stage(s): steps 4-6 $r" || bad "untied resume with $1 stage(s)" "$r $out"
+  done
+else bad "writing the untied Llama model file (test/llama_model.py)"; fi
 grep -q "pipeline split (1F1B, 8 micro-batches; bubble (p-1)/(m+p-1) = 0.273): stage 0: layers 0-0 + embedding" <<<"$("${MPI[@]}" -np 4 $BIN "${common[@]}" --pp 4 --grad-accum 8 --dry-run 2>&1)" \
   && ok "the split and the 1F1B bubble are printed at start" || bad "split printed"
 r=$($PY - "$W/pp41.jsonl" <<'PYEOF'

@@ -76,7 +76,7 @@ for model in "$W/gqa42.bin" llama-d4 d4; do
 done
 # composed with the other axes (4 ranks, against one process reading the same tokens): --tp 2 x 2 data-parallel
 # ranks at ZeRO-1, -2 and -3 (each TP rank's slice sharded over its data-parallel pair), with gradient accumulation
-# and recompute levels; --tp 2 x --pp 2 with the tied embedding (its gradient summed between the pipeline's ends)
+# and recompute levels; --tp 2 x --pp 2 with the tied embedding (its gradient summed between the pipeline's ends) and untied
 compose() {  # compose LABEL MODEL REF_ACCUM ARGS...: 6 steps against one process at accumulation REF_ACCUM
   local label=$1 model=$2 acc=$3; shift 3
   local base=(-e "$model" -b 4 -t 32 -x 6 -v 0 -s 0 -l 1e-3 -u 3) tag; tag=$(echo "$label" | tr -c 'a-z0-9' _)
@@ -92,6 +92,8 @@ compose "GQA 4:2 --tp 2 --sp 0 x 2 ranks, ZeRO-1" "$W/gqa42.bin" 2 --tp 2 --sp 0
 compose "GPT-2 d4 --tp 2 x 2 ranks, ZeRO-3, accumulation 2, recompute 3" d4 4 --tp 2 -z 3 --grad-accum 2 -r 3
 compose "GPT-2 d4 --tp 2 --sp 0 x 2 ranks, ZeRO-2, accumulation 2, recompute 1" d4 4 --tp 2 --sp 0 -z 2 --grad-accum 2 -r 1
 compose "MQA tied llama-d4 --tp 2 x --pp 2, accumulation 2, recompute 2" llama-d4 2 --tp 2 --pp 2 --grad-accum 2 -r 2
+# untied: each end stage counts its own end's tensors (wte on the first, lm_head's row slices on the last), none summed
+compose "GQA 4:2 untied --tp 2 x --pp 2, accumulation 2" "$W/gqa42.bin" 2 --tp 2 --pp 2 --grad-accum 2
 # what sequence parallelism saves, from the plan of the d4 runs above against a count by hand: the residual stream
 # and the norms' rows (per layer ln1, residual2, ln2, residual3 of B T C floats and 4 statistics of B T; once:
 # encoded, attproj, fcproj, lnf of B T C and lnf's 2 statistics) kept on B T / 2 rows, and the full (B T, C) buffer
