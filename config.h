@@ -242,7 +242,7 @@ static const OptSpec OPTIONS[] = {
     OPTE(NULL, "--comm", comm, COMM_NAMES, "mpi (host-staged; several ranks may share a GPU) or nccl (CUDA build, one GPU per rank)"),
     OPT(NULL, "--comm-timeout", OPT_FLOAT, comm_timeout, "abort the job if a rank waits this many seconds on the others; 0 = off"),
     OPTE(NULL, "--precision", precision, PRECISION_NAMES, "bf16 | fp16 | fp32: activations and matmuls (master weights and AdamW stay fp32)"),
-    OPT(NULL, "--tf32", OPT_FLAG, tf32, "with --precision fp32: let matmuls use TF32 tensor cores"),
+    OPT(NULL, "--tf32", OPT_FLAG, tf32, "with --precision fp32 in the CUDA build: let matmuls use TF32 tensor cores (the CPU build refuses it)"),
     OPTD(NULL, "--loss-scale", OPT_LOSS_SCALE, loss_scale, "dynamic | none | a fixed scale", "dynamic with fp16, else none"),
     OPT(NULL, "--loss-scale-power", OPT_INT, loss_scale_power, "dynamic scaling starts at 2^K"),
     OPT(NULL, "--loss-scale-window", OPT_INT, loss_scale_window, "dynamic: double the scale after this many steps without overflow"),
