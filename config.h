@@ -496,12 +496,16 @@ static void config_resolve_precision(TrainConfig *c, const char *build_default, 
 // The checks that need the world's size: the pipeline's stages divide it, and ZeRO 2-3 (layer by layer
 // within one micro-batch's backward) do not meet 1F1B (which interleaves micro-batches).
 static void config_check_world(const TrainConfig *c, int world) {
+    // a newcomer's first --pp 2 or --tp 2 is often one process: say how to get a world of several
+    const char *one = world == 1 ? "; one process is a world of 1: start the ranks with mpirun -np N, or plan the layout "
+                                   "in one process with --dry-run --world N" : "";
     if (c->tp < 1) usage_error("--tp: %d, expected a tensor-parallel degree >= 1", c->tp);
     if (c->sp < -1 || c->sp > 1) usage_error("--sp: %d, expected 0 or 1", c->sp);
-    if (c->pp < 1 || world % c->pp != 0) usage_error("--pp: %d stages do not divide the world of %d ranks", c->pp, world);
+    if (c->pp < 1) usage_error("--pp: %d, expected a number of pipeline stages >= 1", c->pp);
+    if (world % c->pp != 0) usage_error("--pp: %d stages do not divide the world of %d ranks%s", c->pp, world, one);
     if (world % ((long)c->tp * c->pp) != 0)
         usage_error("--tp %d x --pp %d = %ld ranks does not divide the world of %d ranks (the world is tp x data-parallel x "
-                    "pp)", c->tp, c->pp, (long)c->tp * c->pp, world);
+                    "pp%s)", c->tp, c->pp, (long)c->tp * c->pp, world, one);
     if (c->pp > 1 && c->zero_stage >= 2)
         usage_error("-z/--zero-stage %d with --pp %d: stages 2 and 3 reduce gradients and gather weights layer by layer within "
                     "one micro-batch's backward, which 1F1B interleaves across micro-batches; use -z 0 or 1", c->zero_stage, c->pp);
