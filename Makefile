@@ -39,6 +39,12 @@ CUDA_HOME ?= /usr/local/cuda
 EMU_OK := $(wildcard $(CUDA_HOME)/include/cuda_bf16.h)
 EMU_BINS = train_gpt_emu train_gpt_emu_race test/test_gpt2_emu test/test_generate_emu dev/cuda/kernels_emu dev/cuda/attention_emu dev/cuda/kernels_emu_race \
   dev/cuda/kernels_emu_asan dev/cuda/emu/selftest dev/cuda/emu/selftest_race
+# Asked for by name without those headers, the emulated targets say what is missing, not a compiler error per file.
+ifeq ($(EMU_OK),)
+ifneq ($(filter $(EMU_BINS) dev/cuda/attention_emu_race test-cuda-emu,$(MAKECMDGOALS)),)
+$(error no CUDA toolkit headers (cuda_bf16.h) in $(CUDA_HOME)/include: the emulated CUDA build compiles the device code with them, needing no GPU or nvcc; install NVIDIA's CUDA toolkit, or set CUDA_HOME to where it is (make train_gpt_cpu builds the CPU trainer))
+endif
+endif
 
 .PHONY: bench-data all test test-gpu test-cuda-emu test-cluster test-multinode bench bench-levers bench-cpu mutants clean print-config gpu-prepare
 all: train_gpt_cpu tokenize $(if $(and $(NVCC),$(wildcard train_gpt.cu)),train_gpt)

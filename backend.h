@@ -43,6 +43,7 @@ static size_t backend_att_workspace_bytes(int B, int NH, int T, int C);
 // ---- the device ----
 static void backend_init(int local_rank);                        // picks this rank's device and prepares it
 static void backend_set_precision(const char *precision, int tf32);
+static int backend_has_tf32(void);  // 1: --tf32 1 runs fp32 matmuls on TF32 tensor cores; 0: the build refuses it
 static const char *backend_device_name(void);                    // for the banner: the card, or the CPU's threads
 static double backend_peak_flops(void);                          // dense peak FLOP/s of one device, 0 = unknown
 static double backend_profile_peak_flops(const char **source);   // the same for --profile, measured if need be;

@@ -233,16 +233,16 @@ static const OptSpec OPTIONS[] = {
     OPT("-z", "--zero-stage", OPT_INT, zero_stage, "ZeRO: 0 replicate; 1 shard AdamW state; 2 also gradients; 3 also parameters"),
     OPT(NULL, "--reduce-bucket-mb", OPT_FLOAT, reduce_bucket_mb, "ZeRO-2/3: reduce-scatter gradients in buckets of whole layers up to this size"),
     OPTE(NULL, "--offload", offload, OFFLOAD_NAMES, "none | optimizer (AdamW state and master weights in host memory, or on disk with --offload-device nvme, updated on the CPU) | params (also the ZeRO-3 parameter shards)"),
-    OPTE(NULL, "--offload-device", offload_device, OFFLOAD_DEVICE_NAMES, "cpu | nvme: where --offload keeps what it offloads: host memory, or a swap file under --nvme-path streamed through a ring of aligned buffers with asynchronous direct I/O (ZeRO-Infinity)"),
+    OPTE(NULL, "--offload-device", offload_device, OFFLOAD_DEVICE_NAMES, "cpu | nvme: where --offload keeps what it offloads: host memory, or a swap file under --nvme-path streamed through a ring of aligned buffers with direct I/O (ZeRO-Infinity), asynchronous through io_uring where the build has liburing (the run's banner says which)"),
     OPTD(NULL, "--nvme-path", OPT_STR, nvme_path, "--offload-device nvme: directory for the swap file (one per rank, made per run, removed at exit)", "none"),
     OPT(NULL, "--nvme-buffer-mb", OPT_FLOAT, nvme_buffer_mb, "--offload-device nvme: size of each of the ring's 4 host buffers (one piece of master weights, m and v)"),
-    OPT(NULL, "--pp", OPT_INT, pp, "pipeline stages (1F1B); the world is pp x data-parallel ranks"),
+    OPT(NULL, "--pp", OPT_INT, pp, "pipeline stages (1F1B); the world is tp x data-parallel x pp ranks"),
     OPT(NULL, "--tp", OPT_INT, tp, "tensor-parallel ranks per layer (Megatron's split: heads, the MLP's hidden columns, the vocabulary); the world is tp x data-parallel x pp, TP ranks consecutive"),
     OPTD(NULL, "--sp", OPT_INT, sp, "sequence parallelism with --tp > 1: 1 keeps the residual stream, the norms and their saved activations on B*T/tp token rows per rank (all-gathered before the column-parallel matmuls, reduce-scattered after the row-parallel ones); 0 replicates them", "1 with --tp > 1"),
     OPTE(NULL, "--comm", comm, COMM_NAMES, "mpi (host-staged; several ranks may share a GPU) or nccl (CUDA build, one GPU per rank)"),
     OPT(NULL, "--comm-timeout", OPT_FLOAT, comm_timeout, "abort the job if a rank waits this many seconds on the others; 0 = off"),
     OPTE(NULL, "--precision", precision, PRECISION_NAMES, "bf16 | fp16 | fp32: activations and matmuls (master weights and AdamW stay fp32)"),
-    OPT(NULL, "--tf32", OPT_FLAG, tf32, "with --precision fp32: let matmuls use TF32 tensor cores"),
+    OPT(NULL, "--tf32", OPT_FLAG, tf32, "with --precision fp32 in the CUDA build: let matmuls use TF32 tensor cores (the CPU build refuses it)"),
     OPTD(NULL, "--loss-scale", OPT_LOSS_SCALE, loss_scale, "dynamic | none | a fixed scale", "dynamic with fp16, else none"),
     OPT(NULL, "--loss-scale-power", OPT_INT, loss_scale_power, "dynamic scaling starts at 2^K"),
     OPT(NULL, "--loss-scale-window", OPT_INT, loss_scale_window, "dynamic: double the scale after this many steps without overflow"),
@@ -496,12 +496,16 @@ static void config_resolve_precision(TrainConfig *c, const char *build_default, 
 // The checks that need the world's size: the pipeline's stages divide it, and ZeRO 2-3 (layer by layer
 // within one micro-batch's backward) do not meet 1F1B (which interleaves micro-batches).
 static void config_check_world(const TrainConfig *c, int world) {
+    // a newcomer's first --pp 2 or --tp 2 is often one process: say how to get a world of several
+    const char *one = world == 1 ? "; one process is a world of 1: start the ranks with mpirun -np N, or plan the layout "
+                                   "in one process with --dry-run --world N" : "";
     if (c->tp < 1) usage_error("--tp: %d, expected a tensor-parallel degree >= 1", c->tp);
     if (c->sp < -1 || c->sp > 1) usage_error("--sp: %d, expected 0 or 1", c->sp);
-    if (c->pp < 1 || world % c->pp != 0) usage_error("--pp: %d stages do not divide the world of %d ranks", c->pp, world);
+    if (c->pp < 1) usage_error("--pp: %d, expected a number of pipeline stages >= 1", c->pp);
+    if (world % c->pp != 0) usage_error("--pp: %d stages do not divide the world of %d ranks%s", c->pp, world, one);
     if (world % ((long)c->tp * c->pp) != 0)
         usage_error("--tp %d x --pp %d = %ld ranks does not divide the world of %d ranks (the world is tp x data-parallel x "
-                    "pp)", c->tp, c->pp, (long)c->tp * c->pp, world);
+                    "pp%s)", c->tp, c->pp, (long)c->tp * c->pp, world, one);
     if (c->pp > 1 && c->zero_stage >= 2)
         usage_error("-z/--zero-stage %d with --pp %d: stages 2 and 3 reduce gradients and gather weights layer by layer within "
                     "one micro-batch's backward, which 1F1B interleaves across micro-batches; use -z 0 or 1", c->zero_stage, c->pp);

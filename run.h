@@ -152,6 +152,9 @@ static void run_setup_world(Run *r, int argc, char **argv) {
     config_resolve_precision(cfg, backend_precision_default(), backend_precisions_built());
     if (cfg->optimizer == OPTIMIZER_MUON && !backend_has_muon())
         usage_error("--optimizer muon: the %s build has no Muon; use --optimizer adamw", backend_build_name());
+    if (cfg->tf32 && !backend_has_tf32())
+        usage_error("--tf32 1: the %s build's matmuls are plain fp32, with no TF32 mode (TF32 is the CUDA build's tensor "
+                    "cores: ./train_gpt)", backend_build_name());
     if (cfg->world > 0) {  // --dry-run --world N: one process plans the layout as its N ranks would (report_stage_plans)
         if (r->world > 1) usage_error("--world %d: the layout is planned by one process; start it without mpirun (it runs as %d "
                                       "ranks)", cfg->world, r->world);

@@ -209,6 +209,7 @@ static void backend_graphs_drop(void) {}
 static void backend_init(int local_rank) { (void)local_rank; }
 
 static void backend_set_precision(const char *precision, int tf32) { (void)precision; (void)tf32; }
+static int backend_has_tf32(void) { return 0; }  // plain fp32 arithmetic: no tensor cores to round for
 static size_t backend_peak_device_bytes(void) { return 0; }  // no device: the step line reports RSS
 // The memory the autotuner plans against: the machine's (the CPU build's device memory is host memory).
 static size_t backend_device_capacity(void) {

@@ -534,6 +534,7 @@ static void backend_set_precision(const char *precision, int tf32) {
     x_bytes = x_prec == PREC_FP32 ? 4 : 2;
     use_tf32 = tf32;
 }
+static int backend_has_tf32(void) { return 1; }
 
 // The device's high-water mark of memory in use (cudaMalloc'd by us, plus cuBLASLt and the context).
 static size_t backend_peak_device_bytes(void) {

@@ -13,6 +13,14 @@ cd "$(dirname "$0")/.."
 [ $# -ge 3 ] || { echo "usage: scripts/lm_eval.sh MODEL SET.jsonl OUT_DIR [lm_eval flags...]" >&2; exit 2; }
 MODEL=$1; SET=$2; OUT=$3; shift 3
 PY=${PYTHON:-python3}
+# before anything is exported or written: a Python without the harness is one line naming it, not a traceback
+missing=$("$PY" -c 'import importlib.util as u; print(" ".join(m for m in ("lm_eval", "transformers", "torch") if u.find_spec(m) is None))' 2>/dev/null) \
+  || { echo "error: scripts/lm_eval.sh: cannot run $PY (PYTHON names a Python with lm-eval, transformers and torch)" >&2; exit 1; }
+if [ -n "$missing" ]; then
+  echo "error: scripts/lm_eval.sh needs lm-eval, transformers and torch in $PY, which lacks: $missing (the pip install" \
+    "line in .ci/run installs them; PYTHON names another Python, e.g. PYTHON=/usr/bin/python3)" >&2
+  exit 1
+fi
 [ -f "$SET" ] || { echo "error: $SET: no such file (expected a JSON-lines multiple-choice set)" >&2; exit 1; }
 mkdir -p "$OUT/task"
 if [ -f "$MODEL/config.json" ]; then HF=$MODEL

@@ -9,6 +9,8 @@ cd "$(dirname "$0")/.."
 source scripts/gpt2_recipes.sh
 BIN=${TRAIN_BIN:-./train_gpt}
 size=${1:?usage: run_node.sh RECIPE|none [flags...]}; shift
+command -v mpirun >/dev/null || { echo "error: run_node.sh needs mpirun (apt-get install libopenmpi-dev openmpi-bin; make then builds the trainers with MPI)" >&2; exit 1; }
+[ -x "$BIN" ] || { echo "error: run_node.sh: no $BIN (make train_gpt needs the CUDA toolkit's nvcc; TRAIN_BIN=./train_gpt_cpu runs the CPU build)" >&2; exit 1; }
 NGPU=${NGPU:-$(command -v nvidia-smi >/dev/null && nvidia-smi -L | wc -l || echo 1)}
 args=()
 if [ "$size" != none ]; then read -r -a args <<<"$(recipe_args "$size")"; fi

@@ -109,7 +109,7 @@ fi
 if [ -f "${CUDA_HOME:-/usr/local/cuda}/include/cuda_bf16.h" ]; then
   run_suite "CUDA build on the CPU emulator (dev/cuda/emu)" bash test/test_cuda_emu.sh
 else
-  skip "CUDA build on the CPU emulator: no CUDA toolkit headers in ${CUDA_HOME:-/usr/local/cuda}/include"
+  skip "CUDA build on the CPU emulator: no CUDA toolkit headers in ${CUDA_HOME:-/usr/local/cuda}/include (install NVIDIA's CUDA toolkit, or set CUDA_HOME to where it is; no GPU or nvcc needed)"
 fi
 run_suite "data parallel / ZeRO under mpirun" bash test/test_zero.sh
 run_suite "ZeRO-Infinity: offload to NVMe" bash test/test_nvme.sh

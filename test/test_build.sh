@@ -5,7 +5,8 @@
 # by mpirun as 2 ranks stops with an error instead of running two independent copies. A header
 # touched rebuilds exactly what includes it (the compiler's dependencies, -MMD); the emulated CUDA
 # build has its configuration stamp too (built before Open MPI, rebuilt whole after it, and linked);
-# and no build of any configuration make supports (with and without MPI and liburing) warns.
+# without the CUDA headers make train_gpt_emu says so; and no build of any configuration make supports (with and
+# without MPI and liburing) warns.
 source "$(dirname "$0")/lib.sh"
 S=$W/src
 mkdir -p "$S/test"
@@ -90,6 +91,13 @@ else
     ok "train_gpt_emu built without mpicc and liburing ('MPI: no'), then with the machine's: all 7 emulator objects and the binary rebuilt, linked, 'MPI: $(mpi_of train_gpt_emu)'"
   else bad "the emulated build follows the configuration (first MPI: $first, objects recompiled: $recompiled of 7, then MPI: $(mpi_of train_gpt_emu))" "$out"; fi
 fi
+
+# a machine without the CUDA toolkit's headers (CUDA_HOME= a directory without them): make train_gpt_emu, which the
+# README offers to anyone without a GPU, names what is missing instead of a compiler error from each of its files
+out=$(make --no-print-directory -C "$S" -j2 CUDA_HOME="$W/nocuda" train_gpt_emu 2>&1); rc=$?
+[ $rc -ne 0 ] && grep -qF "no CUDA toolkit headers (cuda_bf16.h) in $W/nocuda/include" <<<"$out" && ! grep -qE "^(g\+\+|cc|gcc) " <<<"$out" \
+  && ok "without the CUDA toolkit's headers, make train_gpt_emu stops before compiling, naming the headers and CUDA_HOME" \
+  || bad "make train_gpt_emu without the CUDA headers (exit $rc)" "$out"
 
 if [ ! -s "$W/warnings" ]; then
   ok "no warning from any build: train_gpt_cpu with and without MPI and liburing, tokenize and the tests with and without liburing$([ -n "$EMU" ] && echo ", train_gpt_emu without both (at -O3, as nvcc's host compiler) and with both")"

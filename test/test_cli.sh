@@ -66,6 +66,10 @@ expect_error "conflicting -d and --grad-accum" "total batch tokens 512 != micro-
 expect_error "seq longer than the model" "-t/--seq-len: 2048 is longer than the model's maximum sequence length 1024" -t 2048 -x 1
 expect_error "resume needs an out dir" "-y/--resume: needs -o/--out-dir" -y 1
 expect_error "an unquoted glob's extra files: quote the glob" "-i/--train-data: '$W/b_2.bin' after its value: an unquoted glob that the shell expanded into several files? quote the glob (-i 'data/train_*.bin')" -i "$W/b_1.bin" "$W/b_2.bin" -x 1
+# --pp or --tp in one process (a first try, or a build without MPI): how to get ranks, not just the arithmetic; and
+# --pp 0 is not a stage count (it once read "0 stages do not divide the world of 1 ranks")
+expect_error "--pp 2 in one process says how to start ranks or plan them" "--pp: 2 stages do not divide the world of 1 ranks; one process is a world of 1: start the ranks with mpirun -np N, or plan the layout in one process with --dry-run --world N" --pp 2 -x 1
+expect_error "--pp 0 is refused as a stage count" "--pp: 0, expected a number of pipeline stages >= 1" --pp 0 -x 1
 expect_error "a stray word is an unexpected argument" "unexpected argument 'foo': every value follows its flag" -x 1 foo
 expect_error "-e d5000: a depth too large, not a file" "-e/--init: d5000: depth 5000 is too large: a fresh GPT-2 has depth 1 to 1000" -e d5000
 

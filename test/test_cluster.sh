@@ -2,7 +2,9 @@
 # test_cluster.sh: a multi-rank job never hangs silently. A rank that stops outside any collective
 # is named by the watchdog and the job ends non-zero; a rank that is killed (by the fault hook,
 # TRAIN_GPT_FAULT=die:RANK:STEP) takes the job down;
-# the plot script draws a real log into a PNG. (Without mpirun or matplotlib, those parts SKIP.)
+# the plot script draws a real log into a PNG. (Without mpirun or matplotlib, those parts SKIP.) The scripts that
+# launch on what a machine may lack (scripts/run_node.sh: mpirun and ./train_gpt; scripts/lm_eval.sh: lm-eval,
+# transformers, torch) name it in one line before doing anything, on every machine.
 source "$(dirname "$0")/lib.sh"
 run=(-e d2 -b 2 -t 32 -v 0 -s 0)
 
@@ -52,5 +54,26 @@ echo "not a log" > "$W/notalog.jsonl"
 out=$($PY scripts/plot_logs.py -o "$W/x.png" "$W/notalog.jsonl" 2>&1); rc=$?
 [ $rc -ne 0 ] && grep -q "notalog.jsonl:1: not JSON" <<<"$out" && [ ! -e "$W/x.png" ] && ok "plot_logs.py names a file that is not a log" \
   || bad "plot_logs.py rejects a non-log" "$out"
+
+# scripts/run_node.sh on a PATH without mpirun (only what the script runs before its check), then with an mpirun
+# that must not be reached and no trainer binary: each says what is missing and how to get it (they once ended in
+# "exec: mpirun: not found" and in mpirun's own error about the binary)
+mkdir -p "$W/nompi" "$W/fakempi"
+ln -s "$(command -v dirname)" "$W/nompi/dirname"
+printf '#!/bin/sh\necho "mpirun reached" >&2; exit 9\n' > "$W/fakempi/mpirun"; chmod +x "$W/fakempi/mpirun"
+out=$(PATH="$W/nompi" "$BASH" scripts/run_node.sh none -x 1 2>&1); rc=$?
+[ $rc -eq 1 ] && [ "$out" = "error: run_node.sh needs mpirun (apt-get install libopenmpi-dev openmpi-bin; make then builds the trainers with MPI)" ] \
+  && ok "scripts/run_node.sh without mpirun: one line naming it and its packages" || bad "run_node.sh without mpirun (exit $rc)" "$out"
+out=$(PATH="$W/fakempi:$W/nompi" TRAIN_BIN="$W/no_train_gpt" "$BASH" scripts/run_node.sh none -x 1 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -qF "error: run_node.sh: no $W/no_train_gpt (make train_gpt needs the CUDA toolkit's nvcc; TRAIN_BIN=./train_gpt_cpu" <<<"$out" \
+  && ! grep -q "mpirun reached" <<<"$out" && ok "scripts/run_node.sh without its trainer binary: names it and how to build it, before mpirun" \
+  || bad "run_node.sh without the binary (exit $rc)" "$out"
+# scripts/lm_eval.sh with a Python that has no site-packages (-S), so neither lm-eval nor transformers nor torch
+printf '#!/bin/sh\nexec %s -S "$@"\n' "$(command -v "$PY")" > "$W/bare_python"; chmod +x "$W/bare_python"
+echo '{"context": "a", "endings": [" b", " c"], "label": 0}' > "$W/set.jsonl"
+out=$(PYTHON="$W/bare_python" bash scripts/lm_eval.sh "$W/no_model" "$W/set.jsonl" "$W/lm" 2>&1); rc=$?
+[ $rc -eq 1 ] && [ "$(wc -l <<<"$out")" -eq 1 ] && grep -qF "error: scripts/lm_eval.sh needs lm-eval, transformers and torch in $W/bare_python, which lacks: lm_eval transformers torch" <<<"$out" \
+  && [ ! -e "$W/lm" ] && ok "scripts/lm_eval.sh without the harness: one line naming what the Python lacks, nothing written" \
+  || bad "lm_eval.sh without lm-eval (exit $rc)" "$out"
 
 finish

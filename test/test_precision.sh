@@ -107,6 +107,8 @@ expect_err() {  # expect_err "what" "message fragment" flags...
   [ $rc -eq 2 ] && grep -q -- "$frag" <<<"$out" && ok "$what" || bad "$what (exit $rc)" "$out"
 }
 expect_err "--precision bf16 in the CPU build is refused, pointing at ./train_gpt" "this build computes in fp32 only" --precision bf16
+# the CPU build has no TF32: it once took --tf32 1 and its banner said "fp32 (TF32 matmuls)" over plain fp32 ones
+expect_err "--tf32 1 in the CPU build is refused (plain fp32 matmuls), pointing at ./train_gpt" "--tf32 1: the cpu build's matmuls are plain fp32, with no TF32 mode" --tf32 1
 expect_err "--precision fp8 is named as not a precision" "'fp8' is not one of bf16, fp16, fp32" --precision fp8
 expect_err "--loss-scale abc is refused" "'abc' is not dynamic, none or a positive number" --loss-scale abc
 expect_err "--loss-scale-window 0 is refused" "--loss-scale-window: must be >= 1" --loss-scale-window 0
