@@ -9,17 +9,13 @@
 #include "matmul.cuh"  // the cuBLASLt handle and workspace that backend_init makes
 #include "adamw.cuh"
 #include "../timing_marks.h"  // backend_mark's array
+#include "../backend_bytes.h"  // the state and scratch bytes handed out, counted below
 
 static int backend_ready = 0;
 
 // ----------------------------------------------------------------------------
 // Memory backend: device memory.
 
-static size_t backend_state_bytes = 0;  // model-state bytes handed out, so a run can report them beside its plan
-
-static size_t backend_scratch_bytes = 0;   // every byte backend_alloc_scratch handed out (activations, workspace)
-static size_t backend_state_allocated(void) { return backend_state_bytes; }
-static size_t backend_scratch_allocated(void) { return backend_scratch_bytes; }
 static void *backend_alloc_scratch(size_t bytes) {
     backend_scratch_bytes += bytes;
     void *p = NULL;
