@@ -18,6 +18,7 @@
 #include "../adamw.h"  // adamw_host, the update backend_adamw_run applies
 #include "../backend.h"  // BackendComm, and the contract this file implements
 #include "../timing_marks.h"  // backend_mark's array
+#include "../backend_bytes.h"  // the state and scratch bytes handed out, counted below
 
 // The build (backend.h). The reference computes in fp32 only (config_resolve_precision refuses the others).
 static const char *backend_build_name(void) { return "cpu"; }
@@ -27,10 +28,6 @@ static const char *backend_build_extra(void) { return NULL; }
 
 // ----------------------------------------------------------------------------
 // Memory: on the CPU every buffer is host memory.
-static size_t backend_state_bytes = 0;  // model-state bytes handed out, so a run can report them beside its plan
-static size_t backend_scratch_bytes = 0;   // every byte backend_alloc_scratch handed out (activations, workspace)
-static size_t backend_state_allocated(void) { return backend_state_bytes; }
-static size_t backend_scratch_allocated(void) { return backend_scratch_bytes; }
 static void *backend_alloc_scratch(size_t bytes) {
     backend_scratch_bytes += bytes;
     return callocCheck(bytes, 1);

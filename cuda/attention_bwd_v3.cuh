@@ -43,7 +43,6 @@ static_assert(ATT_V3_BN == 2 * ATT_BQ, "a key block is two query tiles: the diag
 template <typename floatT, int HS>
 struct AttnV3 {
     static constexpr int LDR = AttnTc<floatT, HS>::LDR, KTILE = ATT_V3_BN * LDR, QTILE = ATT_BQ * LDR;
-    static constexpr bool KV_SMEM = AttnTc<floatT, HS>::KV_SMEM;
     static constexpr size_t BYTES = sizeof(floatT) * (2 * KTILE + 4 * QTILE + ATT_V3_BN * ATT_TC_LDS) + 4 * 64 * sizeof(float);
 };
 
@@ -62,77 +61,6 @@ __device__ __forceinline__ int attn_v3_key_block(int s, int i, int ns) {
     return 2 * ns * (i / 2) + ((i & 1) ? 2 * ns - 1 - s : s);
 }
 
-// A warp's dQ part: out[NCOL / 8] += A . K, A the warp's 16 query rows (the transpose of columns [col0, col0 + 16) of
-// St, [128 keys][ATT_TC_LDS]) over key chunks [0, kc1) of 16, K the row-major [128][LDR] tile from column Kc on.
-template <typename floatT, int HS, int NCOL>
-__device__ __forceinline__ void attn_v3_dsk(float out[][4], const floatT *St, int col0, const floatT *Kc, int kc1) {
-    using L = AttnV3<floatT, HS>;
-    const int lane = threadIdx.x & 31, j = lane >> 3, r = lane & 7;
-#pragma unroll
-    for (int kc = 0; kc < ATT_V3_BN / 16; kc++) {
-        if (kc >= kc1) break;
-        uint32_t a[4];
-        ldmatrix_x4_trans(a, St + (kc * 16 + (j >> 1) * 8 + r) * ATT_TC_LDS + col0 + (j & 1) * 8);
-#pragma unroll
-        for (int n = 0; n < NCOL / 8; n += 2) {
-            uint32_t b[4];
-            attn_tc_b2t<L::LDR>(b, Kc, n, kc);
-            mma_16x8x16<floatT>(out[n], a, b);
-            mma_16x8x16<floatT>(out[n + 1], a, b + 2);
-        }
-    }
-}
-
-// One step's products for warp `warp` (its keys kw .. kw + 15 against the query tile at q0): S^T and dP^T, the
-// probabilities and dS^T (to St), dV and dK; lse_b in natural log (as stored). kc0: the first 16-query chunk that any of its keys sees (4: none).
-template <typename floatT, int HS>
-__device__ __forceinline__ void attn_v3_kv_products(float dk[][4], float dv[][4], const uint32_t ka[][4],
-                                                    const uint32_t va[][4], const floatT *Ks, const floatT *Vs,
-                                                    const floatT *Qs, const floatT *dOs, floatT *St, const float *lse_b,
-                                                    const float *D_b, int warp, int kw, int q0, int T, float sl2) {
-    using L = AttnV3<floatT, HS>;
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int kc0 = kw <= q0 ? 0 : min(4, (kw - q0) / 16);  // kw - q0 is a multiple of 16
-    float s[8][4], dp[8][4];
-    if (kc0 < 4) {
-        if constexpr (L::KV_SMEM) {
-            attn_tc_scores_tile<floatT, HS>(s, Ks, warp * 16, Qs);
-            attn_tc_scores_tile<floatT, HS>(dp, Vs, warp * 16, dOs);
-        } else {
-            attn_tc_scores<floatT, HS>(s, ka, Qs, 8);
-            attn_tc_scores<floatT, HS>(dp, va, dOs, 8);
-        }
-        const bool masked = q0 < kw + 15 || q0 + ATT_BQ > T;  // some query before some key, or rows past T
-        const int key[2] = {kw + g, kw + g + 8};
-#pragma unroll
-        for (int n = 0; n < 8; n++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int i = n * 8 + 2 * t + (e & 1), q = q0 + i;
-                float p = attn_exp2(fmaf(s[n][e], sl2, -(lse_b[i] * 1.4426950408889634f)));  // the default's bits
-                if (masked && (q < key[e >> 1] || q >= T)) p = 0.0f;
-                s[n][e] = p;
-                dp[n][e] = p * (dp[n][e] - D_b[i]);
-            }
-    } else {
-#pragma unroll
-        for (int n = 0; n < 8; n++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) dp[n][e] = 0.0f;
-    }
-    // dS^T to shared memory, rounded to floatT as the products round it (zeros where the warp sees no query)
-#pragma unroll
-    for (int n = 0; n < 8; n++) {
-        floatT *row = St + (warp * 16 + g) * ATT_TC_LDS + n * 8 + 2 * t;
-        *reinterpret_cast<uint32_t *>(row) = attn_pack<floatT>(dp[n][0], dp[n][1]);
-        *reinterpret_cast<uint32_t *>(row + 8 * ATT_TC_LDS) = attn_pack<floatT>(dp[n][2], dp[n][3]);
-    }
-    if (kc0 < 4) {
-        attn_tc_pv<floatT, HS>(dv, s, dOs, kc0, 4);
-        attn_tc_pv<floatT, HS>(dk, dp, Qs, kc0, 4);
-    }
-}
-
 // One step's dQ part for warp `warp`, added to (first: stored in) the split's accumulator rows of the tile. (At HS 128
 // two passes of 32 columns spilled more than one of 64: 92 bytes against 72, ptxas sm_90a.)
 template <typename floatT, int HS>
@@ -148,9 +76,8 @@ __device__ __forceinline__ void attn_v3_dq_step(float *acc_tile, const floatT *S
 #pragma unroll
     for (int col0 = (warp >> 2) * NCOL; col0 < (warp >> 2) * NCOL + NCOL; col0 += PASS) {
         float dq[PASS / 8][4];
-#pragma unroll
-        for (int n = 0; n < PASS / 8; n++) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
-        if (kc1 > 0) attn_v3_dsk<floatT, HS, PASS>(dq, St, 16 * rg, Ks + col0, kc1);
+        attn_tc_zero<PASS / 8>(dq);
+        if (kc1 > 0) attn_tc_dsk<floatT, HS, ATT_V3_BN / 16, PASS>(dq, St, 16 * rg, Ks + col0, kc1);
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             float *a = acc_tile + (long)(16 * rg + g + 8 * r) * HS + col0 + 2 * t;
@@ -224,16 +151,7 @@ attn_v3_bwd_kernel(floatT *__restrict__ dqkv, float *__restrict__ dq_acc, const 
         cp_async_commit();
         cp_async_wait<0>();
         __syncthreads();
-        uint32_t ka[L::KV_SMEM ? 1 : HS / 16][4], va[L::KV_SMEM ? 1 : HS / 16][4];  // unused when KV_SMEM
-        if constexpr (!L::KV_SMEM) {
-            attn_tc_rows<floatT, HS>(ka, Ks, warp * 16);
-            attn_tc_rows<floatT, HS>(va, Vs, warp * 16);
-        }
-        float dk[HS / 8][4], dv[HS / 8][4];
-#pragma unroll
-        for (int c = 0; c < HS / 8; c++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) dk[c][e] = dv[c][e] = 0.0f;
+        AttnTcKvWarp<floatT, HS, ATT_V3_BN> kvw(Ks, Vs, warp * 16);
 
         for (int step = 0; step < nsteps; step++) {
             const int h = h0 + step / nper, qb = qb0 + step % nper, q0 = qb * ATT_BQ, buf = step & 1;
@@ -242,15 +160,18 @@ attn_v3_bwd_kernel(floatT *__restrict__ dqkv, float *__restrict__ dq_acc, const 
             if (step + 1 < nsteps) load_q(h0 + (step + 1) / nper, qb0 + (step + 1) % nper, buf ^ 1);
             cp_async_commit();
             const floatT *Qs = Qbuf + 2 * buf * L::QTILE, *dOs = Qs + L::QTILE;
-            attn_v3_kv_products<floatT, HS>(dk, dv, ka, va, Ks, Vs, Qs, dOs, St, lse_s + buf * 64, D_s + buf * 64, warp, kw,
-                                            q0, T, sl2);
+            // the warp's first 16-query chunk that any of its keys sees (4: none; kw - q0 is a multiple of 16), and
+            // whether some query is before some key
+            const int kc0 = kw <= q0 ? 0 : min(4, (kw - q0) / 16);
+            kvw.step(Ks, Vs, Qs, dOs, St, lse_s + buf * 64, 1.4426950408889634f, D_s + buf * 64, warp * 16, kw, q0, kc0,
+                     q0 < kw + 15, T, sl2);
             __syncthreads();  // dS^T is complete
             float *acc = dq_acc + (((long)split * bnh + (long)blk.b * NH + h) * tpad + q0) * HS;
             attn_v3_dq_step<floatT, HS>(acc, St, Ks, warp, k0, q0, i == 0);
         }
         const float one[2] = {1.0f, 1.0f}, sc[2] = {scale, scale};
-        attn_tc_write<floatT, HS>(dqkv + blk.k_at, C3, dk, key, sc, T, hs);
-        attn_tc_write<floatT, HS>(dqkv + blk.v_at, C3, dv, key, one, T, hs);
+        attn_tc_write<floatT, HS>(dqkv + blk.k_at, C3, kvw.dk, key, sc, T, hs);
+        attn_tc_write<floatT, HS>(dqkv + blk.v_at, C3, kvw.dv, key, one, T, hs);
     }
 }
 

@@ -61,6 +61,46 @@ __device__ void attn_load_tile(floatT *dst, const floatT *__restrict__ src, long
     }
 }
 
+// The next key tile of a kernel that walks key tiles (the forward, dQ): rows [k0, k0 + 64) of the block's K (rotated
+// with RoPE's tables) and V into shared tiles, between two barriers: every warp is done with the previous tiles (and
+// the kernel's set-up is complete) before, and every thread sees these after.
+template <typename floatT, int HS>
+__device__ void attn_next_kv_tile(floatT *Ks, floatT *Vs, const AttnBlock<floatT> &blk, int k0, int T,
+                                  const float *__restrict__ cos_t, const float *__restrict__ sin_t) {
+    using L = AttnSmem<floatT, HS>;
+    __syncthreads();
+    attn_load_tile<floatT, HS, L::LDH>(Ks, blk.k, blk.C3, k0, T, blk.hs, cos_t, sin_t);
+    attn_load_tile<floatT, HS, L::LDH>(Vs, blk.v, blk.C3, k0, T, blk.hs);
+    __syncthreads();
+}
+
+// The backward kernels' shared memory (AttnSmem's BWD_ layout), P and dS overwriting S and dP in place, and the
+// query tile both load: rows [q0, q0 + 64) of the block's current query head, Q (rotated with RoPE's tables) and
+// dout, and the rows' lse and D (zero past T).
+template <typename floatT, int HS>
+struct AttnBwdTiles {
+    using L = AttnSmem<floatT, HS>;
+    floatT *Qs, *dOs, *Ks, *Vs, *Ps, *dSs;
+    float *Ss, *dPs, *lse_s, *D_s;
+    __device__ explicit AttnBwdTiles(unsigned char *smem)
+        : Qs(reinterpret_cast<floatT *>(smem + L::BWD_Q)), dOs(reinterpret_cast<floatT *>(smem + L::BWD_DO)),
+          Ks(reinterpret_cast<floatT *>(smem + L::BWD_K)), Vs(reinterpret_cast<floatT *>(smem + L::BWD_V)),
+          Ps(reinterpret_cast<floatT *>(smem + L::BWD_S)), dSs(reinterpret_cast<floatT *>(smem + L::BWD_DP)),
+          Ss(reinterpret_cast<float *>(smem + L::BWD_S)), dPs(reinterpret_cast<float *>(smem + L::BWD_DP)),
+          lse_s(reinterpret_cast<float *>(smem + L::BWD_LSE)), D_s(reinterpret_cast<float *>(smem + L::BWD_D)) {}
+    __device__ void load_queries(const AttnBlock<floatT> &blk, int q0, int T, const float *__restrict__ lse,
+                                 const float *__restrict__ rowdot, const float *__restrict__ cos_t,
+                                 const float *__restrict__ sin_t) const {
+        attn_load_tile<floatT, HS, L::LDH>(Qs, blk.q, blk.C3, q0, T, blk.hs, cos_t, sin_t);
+        attn_load_tile<floatT, HS, L::LDH>(dOs, blk.dout, blk.C, q0, T, blk.hs);
+        for (int i = threadIdx.x; i < ATT_BQ; i += ATT_THREADS) {
+            const int tq = q0 + i;
+            lse_s[i] = tq < T ? lse[(long)blk.bh * T + tq] : 0.0f;
+            D_s[i] = tq < T ? rowdot[(long)blk.bh * T + tq] : 0.0f;
+        }
+    }
+};
+
 // One warp: Cm[16][16*nb0 .. 16*nb1) = A[16][HS] . Bm[16*nb0 .. 16*nb1)[HS]^T, i.e. C[r][j] = A_r . B_j
 // (both operands row-major [row][HS] tiles in shared memory; C fp32 in shared memory, row-major).
 template <typename floatT, int HS>
@@ -177,10 +217,9 @@ attn_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floatT 
     const AttnBlock<floatT> blk(qkv, nullptr, T, C, NH, KV, true);
     const int qb = blk.tile, bh = blk.bh, hs = blk.hs, warp = blk.warp, lane = blk.lane;
     const long C3 = blk.C3;
-    const floatT *q_g = blk.q, *k_g = blk.k, *v_g = blk.v;  // row t of the head's q at q_g + t * C3 (k, v: its group's)
     const int q0 = qb * ATT_BQ;
 
-    attn_load_tile<floatT, HS, L::LDH>(Qs, q_g, C3, q0, T, hs, rope_cos, rope_sin);
+    attn_load_tile<floatT, HS, L::LDH>(Qs, blk.q, C3, q0, T, hs, rope_cos, rope_sin);
     for (int i = threadIdx.x; i < ATT_BQ * L::LDO; i += ATT_THREADS) Os[i] = 0.0f;
 
     const floatT *Qw = Qs + warp * 16 * L::LDH;
@@ -194,10 +233,7 @@ attn_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floatT 
 
     for (int kb = 0; kb <= qb; kb++) {
         const int k0 = kb * ATT_BK;
-        __syncthreads();  // every warp is done with the previous K, V (and Q, O are initialised)
-        attn_load_tile<floatT, HS, L::LDH>(Ks, k_g, C3, k0, T, hs, rope_cos, rope_sin);
-        attn_load_tile<floatT, HS, L::LDH>(Vs, v_g, C3, k0, T, hs);
-        __syncthreads();
+        attn_next_kv_tile<floatT, HS>(Ks, Vs, blk, k0, T, rope_cos, rope_sin);  // (Q and O are initialised before)
         // On the diagonal tile (k0 == q0) warp w's rows see keys j <= 16 w + 15 only: 16-blocks 0..w.
         const int nblk = (kb == qb) ? warp + 1 : ATT_BK / 16;
         attn_warp_mm_nt<floatT, HS>(Sw, L::LDS, Qw, L::LDH, Ks, L::LDH, 0, nblk);
@@ -255,27 +291,19 @@ attn_bwd_dkdv_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout,
                      float scale, const float *__restrict__ rope_cos, const float *__restrict__ rope_sin) {
     using L = AttnSmem<floatT, HS>;
     DYNAMIC_SHARED(unsigned char, attn_smem);
-    floatT *Qs = reinterpret_cast<floatT *>(attn_smem + L::BWD_Q);
-    floatT *dOs = reinterpret_cast<floatT *>(attn_smem + L::BWD_DO);
-    floatT *Ks = reinterpret_cast<floatT *>(attn_smem + L::BWD_K);
-    floatT *Vs = reinterpret_cast<floatT *>(attn_smem + L::BWD_V);
-    float *Ss = reinterpret_cast<float *>(attn_smem + L::BWD_S);
-    float *dPs = reinterpret_cast<float *>(attn_smem + L::BWD_DP);
-    floatT *Ps = reinterpret_cast<floatT *>(Ss);  // P and dS overwrite S and dP in place
-    floatT *dSs = reinterpret_cast<floatT *>(dPs);
-    float *lse_s = reinterpret_cast<float *>(attn_smem + L::BWD_LSE);
-    float *D_s = reinterpret_cast<float *>(attn_smem + L::BWD_D);
+    const AttnBwdTiles<floatT, HS> sm(attn_smem);
+    floatT *Qs = sm.Qs, *dOs = sm.dOs;
+    const float *lse_s = sm.lse_s, *D_s = sm.D_s;
 
     AttnBlock<floatT> blk(qkv, dout, T, C, NH, KV, false, ATT_BQ, true);
     const int nqb = blk.nqb, kb = blk.tile, k0 = kb * ATT_BK, hs = blk.hs, warp = blk.warp, lane = blk.lane;
     const long C3 = blk.C3;
-    const floatT *k_g = blk.k, *v_g = blk.v;
 
-    attn_load_tile<floatT, HS, L::LDH>(Ks, k_g, C3, k0, T, hs, rope_cos, rope_sin);
-    attn_load_tile<floatT, HS, L::LDH>(Vs, v_g, C3, k0, T, hs);
-    floatT *Kw = Ks + warp * 16 * L::LDH, *Vw = Vs + warp * 16 * L::LDH;
-    float *Sw = Ss + warp * 16 * L::LDS, *dPw = dPs + warp * 16 * L::LDS;
-    floatT *Pw = Ps + warp * 16 * L::LDP, *dSw = dSs + warp * 16 * L::LDP;
+    attn_load_tile<floatT, HS, L::LDH>(sm.Ks, blk.k, C3, k0, T, hs, rope_cos, rope_sin);
+    attn_load_tile<floatT, HS, L::LDH>(sm.Vs, blk.v, C3, k0, T, hs);
+    floatT *Kw = sm.Ks + warp * 16 * L::LDH, *Vw = sm.Vs + warp * 16 * L::LDH;
+    float *Sw = sm.Ss + warp * 16 * L::LDS, *dPw = sm.dPs + warp * 16 * L::LDS;
+    floatT *Pw = sm.Ps + warp * 16 * L::LDP, *dSw = sm.dSs + warp * 16 * L::LDP;
     AttnWarpAcc<floatT, HS> dk, dv;
     dk.zero();
     dv.zero();
@@ -284,16 +312,9 @@ attn_bwd_dkdv_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout,
     for (int h = blk.kvh * blk.group; h < (blk.kvh + 1) * blk.group; h++)
     for (int qb = kb; qb < nqb; qb++) {
         blk.set_head(h);
-        const int q0 = qb * ATT_BQ, bh = blk.bh;
-        const floatT *q_g = blk.q, *do_g = blk.dout;
+        const int q0 = qb * ATT_BQ;
         __syncthreads();  // every warp is done with the previous Q, dout, lse, D (and K, V are loaded)
-        attn_load_tile<floatT, HS, L::LDH>(Qs, q_g, C3, q0, T, hs, rope_cos, rope_sin);
-        attn_load_tile<floatT, HS, L::LDH>(dOs, do_g, C, q0, T, hs);
-        for (int i = threadIdx.x; i < ATT_BQ; i += ATT_THREADS) {
-            const int tq = q0 + i;
-            lse_s[i] = tq < T ? lse[(long)bh * T + tq] : 0.0f;
-            D_s[i] = tq < T ? rowdot[(long)bh * T + tq] : 0.0f;
-        }
+        sm.load_queries(blk, q0, T, lse, rowdot, rope_cos, rope_sin);
         __syncthreads();
         const int nb0 = (qb == kb) ? warp : 0;
         attn_warp_mm_nt<floatT, HS>(Sw, L::LDS, Kw, L::LDH, Qs, L::LDH, nb0, ATT_BQ / 16);
@@ -337,41 +358,24 @@ attn_bwd_dq_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout, c
                    const float *__restrict__ rope_cos, const float *__restrict__ rope_sin) {
     using L = AttnSmem<floatT, HS>;
     DYNAMIC_SHARED(unsigned char, attn_smem);
-    floatT *Qs = reinterpret_cast<floatT *>(attn_smem + L::BWD_Q);
-    floatT *dOs = reinterpret_cast<floatT *>(attn_smem + L::BWD_DO);
-    floatT *Ks = reinterpret_cast<floatT *>(attn_smem + L::BWD_K);
-    floatT *Vs = reinterpret_cast<floatT *>(attn_smem + L::BWD_V);
-    float *Ss = reinterpret_cast<float *>(attn_smem + L::BWD_S);
-    float *dPs = reinterpret_cast<float *>(attn_smem + L::BWD_DP);
-    floatT *dSs = reinterpret_cast<floatT *>(dPs);  // dS overwrites dP in place
-    float *lse_s = reinterpret_cast<float *>(attn_smem + L::BWD_LSE);
-    float *D_s = reinterpret_cast<float *>(attn_smem + L::BWD_D);
+    const AttnBwdTiles<floatT, HS> sm(attn_smem);
+    floatT *Ks = sm.Ks, *Vs = sm.Vs;
 
     const AttnBlock<floatT> blk(qkv, dout, T, C, NH, KV, true);
-    const int qb = blk.tile, q0 = qb * ATT_BQ, bh = blk.bh, hs = blk.hs, warp = blk.warp, lane = blk.lane;
+    const int qb = blk.tile, q0 = qb * ATT_BQ, hs = blk.hs, warp = blk.warp, lane = blk.lane;
     const long C3 = blk.C3;
-    const floatT *q_g = blk.q, *k_g = blk.k, *v_g = blk.v, *do_g = blk.dout;
 
-    attn_load_tile<floatT, HS, L::LDH>(Qs, q_g, C3, q0, T, hs, rope_cos, rope_sin);
-    attn_load_tile<floatT, HS, L::LDH>(dOs, do_g, C, q0, T, hs);
-    for (int i = threadIdx.x; i < ATT_BQ; i += ATT_THREADS) {
-        const int tq = q0 + i;
-        lse_s[i] = tq < T ? lse[(long)bh * T + tq] : 0.0f;
-        D_s[i] = tq < T ? rowdot[(long)bh * T + tq] : 0.0f;
-    }
-    floatT *Qw = Qs + warp * 16 * L::LDH, *dOw = dOs + warp * 16 * L::LDH;
-    float *Sw = Ss + warp * 16 * L::LDS, *dPw = dPs + warp * 16 * L::LDS;
-    floatT *dSw = dSs + warp * 16 * L::LDP;
-    const float *lse_w = lse_s + warp * 16, *D_w = D_s + warp * 16;
+    sm.load_queries(blk, q0, T, lse, rowdot, rope_cos, rope_sin);
+    floatT *Qw = sm.Qs + warp * 16 * L::LDH, *dOw = sm.dOs + warp * 16 * L::LDH;
+    float *Sw = sm.Ss + warp * 16 * L::LDS, *dPw = sm.dPs + warp * 16 * L::LDS;
+    floatT *dSw = sm.dSs + warp * 16 * L::LDP;
+    const float *lse_w = sm.lse_s + warp * 16, *D_w = sm.D_s + warp * 16;
     AttnWarpAcc<floatT, HS> dq;
     dq.zero();
 
     for (int kb = 0; kb <= qb; kb++) {
         const int k0 = kb * ATT_BK;
-        __syncthreads();  // every warp is done with the previous K, V (and Q, dout, lse, D are loaded)
-        attn_load_tile<floatT, HS, L::LDH>(Ks, k_g, C3, k0, T, hs, rope_cos, rope_sin);
-        attn_load_tile<floatT, HS, L::LDH>(Vs, v_g, C3, k0, T, hs);
-        __syncthreads();
+        attn_next_kv_tile<floatT, HS>(Ks, Vs, blk, k0, T, rope_cos, rope_sin);  // (Q, dout, lse, D loaded before)
         const int nblk = (kb == qb) ? warp + 1 : ATT_BK / 16;
         attn_warp_mm_nt<floatT, HS>(Sw, L::LDS, Qw, L::LDH, Ks, L::LDH, 0, nblk);
         attn_warp_mm_nt<floatT, HS>(dPw, L::LDS, dOw, L::LDH, Vs, L::LDH, 0, nblk);

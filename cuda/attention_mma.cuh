@@ -193,6 +193,13 @@ __device__ __forceinline__ void attn_tc_rows(uint32_t a[][4], const floatT *tile
     for (int kc = 0; kc < HS / 16; kc++) attn_tc_row_chunk<floatT, HS>(a[kc], tile, row0, kc);
 }
 
+// A warp's accumulator of N 8-column tiles (16 rows each), zeroed.
+template <int N>
+__device__ __forceinline__ void attn_tc_zero(float acc[][4]) {
+#pragma unroll
+    for (int n = 0; n < N; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+}
+
 // B operands for the 8-column tiles n and n + 1, k-chunk kc (b[0], b[1] for tile n, b[2], b[3] for n + 1), from
 // a row-major tile M: attn_tc_b2 when M's rows are B's columns (B = M^T: K in Q K^T), attn_tc_b2t when M's rows
 // are B's k (B = M: V in P V), through ldmatrix.trans.
@@ -226,8 +233,7 @@ __device__ __forceinline__ void attn_tc_scores_chunk(float acc[8][4], const uint
 template <typename floatT, int HS>
 __device__ __forceinline__ void attn_tc_scores(float acc[8][4], const uint32_t a[][4], const floatT *Bm, int n_end) {
     using L = AttnTc<floatT, HS>;
-#pragma unroll
-    for (int n = 0; n < 8; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+    attn_tc_zero<8>(acc);
     if (n_end == 8) {  // k outermost
 #pragma unroll
         for (int kc = 0; kc < HS / 16; kc++) attn_tc_scores_chunk<floatT, HS>(acc, a[kc], Bm, kc);
@@ -250,8 +256,7 @@ __device__ __forceinline__ void attn_tc_scores(float acc[8][4], const uint32_t a
 // time (AttnTc::KV_SMEM).
 template <typename floatT, int HS>
 __device__ __forceinline__ void attn_tc_scores_tile(float acc[8][4], const floatT *As, int row0, const floatT *Bm) {
-#pragma unroll
-    for (int n = 0; n < 8; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+    attn_tc_zero<8>(acc);
 #pragma unroll
     for (int kc = 0; kc < HS / 16; kc++) {
         uint32_t a[4];
@@ -395,8 +400,7 @@ attn_tc_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floa
     uint32_t qa[HS / 16][4];
     attn_tc_rows<floatT, HS>(qa, sm + 2 * L::TILE, warp * 16);
     float o[HS / 8][4];
-#pragma unroll
-    for (int n = 0; n < HS / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    attn_tc_zero<HS / 8>(o);
     // m is the running max of the raw scores (scale > 0 keeps the order), so each probability is one
     // FFMA and one exp2: 2^(s scale log2 e - m scale log2 e).
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
@@ -469,21 +473,23 @@ attn_tc_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floa
     attn_tc_write<floatT, HS>(out + blk.row_at, C, o, row, inv, T, hs);
 }
 
-// A warp's dQ rows from the block's dS^T tile: out[HS / 8] += A . K, A (16 query rows x 64 keys) the transpose
-// of columns [col0, col0 + 16) of St (row-major [64 keys][ATT_TC_LDS], through ldmatrix.trans: lane 4g + t gets
-// A[g][2t, 2t + 1] = St[2t, 2t + 1][col0 + g]), key chunks [0, kc1) of 16, and K a row-major [64][HS] tile.
+// A warp's dQ rows from the block's dS^T tile: out[NCOL / 8] += A . K, A (16 query rows x 16 NKC keys) the
+// transpose of columns [col0, col0 + 16) of St (row-major [16 NKC keys][ATT_TC_LDS], through ldmatrix.trans: lane
+// 4g + t gets A[g][2t, 2t + 1] = St[2t, 2t + 1][col0 + g]), key chunks [0, kc1) of 16, and K a row-major
+// [16 NKC][LDR] tile from its first column wanted on (NCOL of them). The default backward: 64 keys, all HS columns;
+// v3 (attention_bwd_v3.cuh): 128 keys, HS / 2 columns a warp.
 constexpr int ATT_TC_LDS = 64 + 8;  // the dS^T tile's row: 16 bytes past a multiple of 128, as LDR
-template <typename floatT, int HS>
+template <typename floatT, int HS, int NKC = 4, int NCOL = HS>
 __device__ __forceinline__ void attn_tc_dsk(float out[][4], const floatT *St, int col0, const floatT *Ks, int kc1) {
     using L = AttnTc<floatT, HS>;
     const int lane = threadIdx.x & 31, j = lane >> 3, r = lane & 7;
 #pragma unroll
-    for (int kc = 0; kc < 4; kc++) {
+    for (int kc = 0; kc < NKC; kc++) {
         if (kc >= kc1) break;
         uint32_t a[4];
         ldmatrix_x4_trans(a, St + (kc * 16 + (j >> 1) * 8 + r) * ATT_TC_LDS + col0 + (j & 1) * 8);
 #pragma unroll
-        for (int n = 0; n < HS / 8; n += 2) {
+        for (int n = 0; n < NCOL / 8; n += 2) {
             uint32_t b[4];
             attn_tc_b2t<L::LDR>(b, Ks, n, kc);
             mma_16x8x16<floatT>(out[n], a, b);
@@ -491,6 +497,78 @@ __device__ __forceinline__ void attn_tc_dsk(float out[][4], const floatT *St, in
         }
     }
 }
+
+// A warp's part of a dK/dV-stationary backward with key blocks of BN rows (the default kernel's 64, v3's 128 in
+// attention_bwd_v3.cuh): its 16 keys kw .. kw + 15, rows row0 .. row0 + 15 of the block's K and V tiles, as A operands
+// (in registers, or read from shared memory per step where KV_SMEM: then ka and va stay unused), and its dK and dV
+// accumulators.
+template <typename floatT, int HS, int BN>
+struct AttnTcKvWarp {
+    static constexpr bool KV_SMEM = AttnTc<floatT, HS>::KV_SMEM;
+    uint32_t ka[KV_SMEM ? 1 : HS / 16][4], va[KV_SMEM ? 1 : HS / 16][4];
+    float dk[HS / 8][4], dv[HS / 8][4];
+
+    __device__ __forceinline__ AttnTcKvWarp(const floatT *Ks, const floatT *Vs, int row0) {
+        if constexpr (!KV_SMEM) {
+            attn_tc_rows<floatT, HS>(ka, Ks, row0);
+            attn_tc_rows<floatT, HS>(va, Vs, row0);
+        }
+        attn_tc_zero<HS / 8>(dk);
+        attn_tc_zero<HS / 8>(dv);
+    }
+
+    // One step, against the 64-row query tile at q0: S^T and dP^T, the probabilities and dS^T (to St, rows row0 ..
+    // row0 + 15), dV += P^T dout and dK += dS^T Q. lse_b times lse_log2 is the rows' lse in the log2 domain (the
+    // default kernel scales it as it loads it: 1; v3 loads it by cp.async, unscaled: log2 e; the same product).
+    // The kernel gives the causal geometry in its own terms (ptxas sm_90a: the default's qb == kb form spills less
+    // than one computed from kw and q0 here): kc0, the first 16-query chunk any of the warp's keys sees (4: none,
+    // which only a key block taller than the query tile has); diag, whether the causal mask cuts the tile (some
+    // query before some key).
+    __device__ __forceinline__ void step(const floatT *Ks, const floatT *Vs, const floatT *Qs, const floatT *dOs,
+                                         floatT *St, const float *lse_b, float lse_log2, const float *D_b, int row0,
+                                         int kw, int q0, int kc0, bool diag, int T, float sl2) {
+        const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+        const bool sees = BN <= ATT_BQ || kc0 < 4;
+        float s[8][4], dp[8][4];
+        if (sees) {
+            if constexpr (KV_SMEM) {
+                attn_tc_scores_tile<floatT, HS>(s, Ks, row0, Qs);
+                attn_tc_scores_tile<floatT, HS>(dp, Vs, row0, dOs);
+            } else {
+                attn_tc_scores<floatT, HS>(s, ka, Qs, 8);
+                attn_tc_scores<floatT, HS>(dp, va, dOs, 8);
+            }
+            const bool masked = diag || q0 + ATT_BQ > T;  // or query rows past T
+            const int key[2] = {kw + g, kw + g + 8};
+#pragma unroll
+            for (int n = 0; n < 8; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int i = n * 8 + 2 * t + (e & 1), q = q0 + i;
+                    float p = attn_exp2(fmaf(s[n][e], sl2, -(lse_b[i] * lse_log2)));
+                    if (masked && (q < key[e >> 1] || q >= T)) p = 0.0f;
+                    s[n][e] = p;
+                    dp[n][e] = p * (dp[n][e] - D_b[i]);
+                }
+        } else {
+            attn_tc_zero<8>(dp);
+        }
+        // dS^T to shared memory, rounded to floatT as the products round it (zeros where the warp sees no query);
+        // St null: no dQ from this kernel (the two-pass backward's dK/dV pass)
+        if (St) {
+#pragma unroll
+            for (int n = 0; n < 8; n++) {
+                floatT *row = St + (row0 + g) * ATT_TC_LDS + n * 8 + 2 * t;
+                *reinterpret_cast<uint32_t *>(row) = attn_pack<floatT>(dp[n][0], dp[n][1]);
+                *reinterpret_cast<uint32_t *>(row + 8 * ATT_TC_LDS) = attn_pack<floatT>(dp[n][2], dp[n][3]);
+            }
+        }
+        if (sees) {
+            attn_tc_pv<floatT, HS>(dv, s, dOs, kc0, 4);
+            attn_tc_pv<floatT, HS>(dk, dp, Qs, kc0, 4);
+        }
+    }
+};
 
 // Backward, one kernel for dK, dV and dQ: 5 products per tile pair (FlashAttention-2's), after attn_bwd_rowdot_kernel
 // has written D = rowsum(dout * out) and zeroed the turn counters. Block (x, b*KV + kvh) owns key rows [64 kb, 64 kb +
@@ -556,16 +634,7 @@ attn_tc_bwd_kernel(floatT *__restrict__ dqkv, float *__restrict__ dq_acc, int *_
         attn_tc_rope_tile<floatT, HS, ATT_BK, ATT_THREADS>(Ks, k0, T, hs, rope_cos, rope_sin);
         __syncthreads();
     }
-    uint32_t ka[L::KV_SMEM ? 1 : HS / 16][4], va[L::KV_SMEM ? 1 : HS / 16][4];  // unused when KV_SMEM
-    if constexpr (!L::KV_SMEM) {
-        attn_tc_rows<floatT, HS>(ka, Ks, warp * 16);
-        attn_tc_rows<floatT, HS>(va, Vs, warp * 16);
-    }
-    float dk[HS / 8][4], dv[HS / 8][4];
-#pragma unroll
-    for (int n = 0; n < HS / 8; n++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) dk[n][e] = dv[n][e] = 0.0f;
+    AttnTcKvWarp<floatT, HS, ATT_BK> kvw(Ks, Vs, warp * 16);
 
     for (int step = 0; step < nsteps; step++) {
         const int h = h0 + step / nper, qb = kb + step % nper, q0 = qb * ATT_BQ, buf = step & 1;
@@ -587,46 +656,15 @@ attn_tc_bwd_kernel(floatT *__restrict__ dqkv, float *__restrict__ dq_acc, int *_
             attn_tc_rope_tile<floatT, HS, ATT_BQ, ATT_THREADS>(Qs, q0, T, hs, rope_cos, rope_sin);
             __syncthreads();
         }
-        const float *lse_b = lse_s + buf * 64, *D_b = D_s + buf * 64;
-        float s[8][4], dp[8][4];
-        if constexpr (L::KV_SMEM) {
-            attn_tc_scores_tile<floatT, HS>(s, Ks, warp * 16, Qs);
-            attn_tc_scores_tile<floatT, HS>(dp, Vs, warp * 16, dOs);
-        } else {
-            attn_tc_scores<floatT, HS>(s, ka, Qs, 8);
-            attn_tc_scores<floatT, HS>(dp, va, dOs, 8);
-        }
-        const bool masked = qb == kb || q0 + ATT_BQ > T;  // the causal diagonal, or query rows past T
-#pragma unroll
-        for (int n = 0; n < 8; n++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int i = n * 8 + 2 * t + (e & 1), q = q0 + i;
-                float p = attn_exp2(fmaf(s[n][e], sl2, -lse_b[i]));
-                if (masked && (q < key[e >> 1] || q >= T)) p = 0.0f;
-                s[n][e] = p;
-                dp[n][e] = p * (dp[n][e] - D_b[i]);
-            }
-        // dS^T to shared memory, rounded to floatT as the products round it
-        if constexpr (DQ) {
-#pragma unroll
-            for (int n = 0; n < 8; n++) {
-                floatT *row = St + (warp * 16 + g) * ATT_TC_LDS + n * 8 + 2 * t;
-                *reinterpret_cast<uint32_t *>(row) = attn_pack<floatT>(dp[n][0], dp[n][1]);
-                *reinterpret_cast<uint32_t *>(row + 8 * ATT_TC_LDS) = attn_pack<floatT>(dp[n][2], dp[n][3]);
-            }
-        }
-        // On the diagonal tile warp w's keys see queries >= 16 w only: 16-query chunks w..3.
-        const int kc0 = qb == kb ? warp : 0;
-        attn_tc_pv<floatT, HS>(dv, s, dOs, kc0, 4);
-        attn_tc_pv<floatT, HS>(dk, dp, Qs, kc0, 4);
+        // on the diagonal tile warp w's keys see queries >= 16 w only: 16-query chunks w..3
+        kvw.step(Ks, Vs, Qs, dOs, DQ ? St : nullptr, lse_s + buf * 64, 1.0f, D_s + buf * 64, warp * 16, k0 + warp * 16, q0,
+                 qb == kb ? warp : 0, qb == kb, T, sl2);
         if constexpr (!DQ) continue;
         // this block's turn on head h's dQ tile qb: after key blocks qb .. kb + 1
         if (qb > kb && threadIdx.x == 0) block_order_wait(turn_of(h, qb), qb - kb);
         __syncthreads();  // dS^T is complete, and the turn is this block's
         float dq[HS / 8][4];
-#pragma unroll
-        for (int n = 0; n < HS / 8; n++) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
+        attn_tc_zero<HS / 8>(dq);
         // warp w's query rows 16 w .. 16 w + 15 see keys <= themselves: on the diagonal, key chunks 0..w
         attn_tc_dsk<floatT, HS>(dq, St, warp * 16, Ks, qb == kb ? warp + 1 : 4);
         const int qrow[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
@@ -661,12 +699,12 @@ attn_tc_bwd_kernel(floatT *__restrict__ dqkv, float *__restrict__ dq_acc, int *_
     if (rope_cos) {  // dK staged in the warp's 16 rows of tile 0 (free now), then un-rotated
         floatT *stage = sm + warp * 16 * L::LDR;
         const int lrow[2] = {g, g + 8};
-        attn_tc_write<floatT, HS>(stage, L::LDR, dk, lrow, sc, 16, HS);
+        attn_tc_write<floatT, HS>(stage, L::LDR, kvw.dk, lrow, sc, 16, HS);
         attn_tc_unrope_rows<floatT, HS>(dqkv + blk.k_at, C3, stage, k0 + warp * 16, T, hs, rope_cos, rope_sin);
     } else {
-        attn_tc_write<floatT, HS>(dqkv + blk.k_at, C3, dk, key, sc, T, hs);
+        attn_tc_write<floatT, HS>(dqkv + blk.k_at, C3, kvw.dk, key, sc, T, hs);
     }
-    attn_tc_write<floatT, HS>(dqkv + blk.v_at, C3, dv, key, one, T, hs);
+    attn_tc_write<floatT, HS>(dqkv + blk.v_at, C3, kvw.dv, key, one, T, hs);
 }
 
 // ---- end 16-bit attention ----

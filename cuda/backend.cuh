@@ -9,17 +9,13 @@
 #include "matmul.cuh"  // the cuBLASLt handle and workspace that backend_init makes
 #include "adamw.cuh"
 #include "../timing_marks.h"  // backend_mark's array
+#include "../backend_bytes.h"  // the state and scratch bytes handed out, counted below
 
 static int backend_ready = 0;
 
 // ----------------------------------------------------------------------------
 // Memory backend: device memory.
 
-static size_t backend_state_bytes = 0;  // model-state bytes handed out, so a run can report them beside its plan
-
-static size_t backend_scratch_bytes = 0;   // every byte backend_alloc_scratch handed out (activations, workspace)
-static size_t backend_state_allocated(void) { return backend_state_bytes; }
-static size_t backend_scratch_allocated(void) { return backend_scratch_bytes; }
 static void *backend_alloc_scratch(size_t bytes) {
     backend_scratch_bytes += bytes;
     void *p = NULL;
@@ -114,25 +110,35 @@ static const float *backend_logits_row(const floatX *row, int Vp) {
 // when the buffers change (zero.h passes the same ones every step).
 #define NORM_CHUNK 65536
 struct SumSqBuf { const float *x; size_t n; unsigned first; };
-__global__ void sum_squares_kernel(double *partial, const SumSqBuf *bufs, int count) {
-    int lo = 0, hi = count - 1;  // the last buffer whose first chunk is at or before this block
-    while (lo < hi) {
-        int mid = (lo + hi + 1) / 2;
-        if (bufs[mid].first <= blockIdx.x) lo = mid; else hi = mid - 1;
-    }
-    const float *x = bufs[lo].x;
-    size_t n = bufs[lo].n, c0 = (size_t)(blockIdx.x - bufs[lo].first) * NORM_CHUNK;
-    size_t hi_i = c0 + NORM_CHUNK < n ? c0 + NORM_CHUNK : n;
+
+// One block's sum of squares of x[lo, hi) in double, each value as T holds it (float: as it is), to *out: the
+// block's threads (256 at most) stride the range, then a fixed tree over the block. The gradient norm's chunks (below)
+// and Muon's Frobenius norm (cuda/muon.cuh) are summed by it.
+template <typename T>
+__device__ void block_sum_squares(double *out, const float *x, size_t lo, size_t hi) {
     __shared__ double shared[256];
     double s = 0.0;
-    for (size_t i = c0 + threadIdx.x; i < hi_i; i += blockDim.x) s += (double)x[i] * x[i];
+    for (size_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+        const double v = to_f(from_f<T>(x[i]));
+        s += v * v;
+    }
     shared[threadIdx.x] = s;
     __syncthreads();
     for (int stride = blockDim.x / 2; stride > 0; stride >>= 1) {
         if ((int)threadIdx.x < stride) shared[threadIdx.x] += shared[threadIdx.x + stride];
         __syncthreads();
     }
-    if (threadIdx.x == 0) partial[blockIdx.x] = shared[0];
+    if (threadIdx.x == 0) *out = shared[0];
+}
+
+__global__ void sum_squares_kernel(double *partial, const SumSqBuf *bufs, int count) {
+    int lo = 0, hi = count - 1;  // the last buffer whose first chunk is at or before this block
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (bufs[mid].first <= blockIdx.x) lo = mid; else hi = mid - 1;
+    }
+    size_t n = bufs[lo].n, c0 = (size_t)(blockIdx.x - bufs[lo].first) * NORM_CHUNK;
+    block_sum_squares<float>(partial + blockIdx.x, bufs[lo].x, c0, c0 + NORM_CHUNK < n ? c0 + NORM_CHUNK : n);
 }
 
 // The chunk partials land in one device buffer, copied to pinned memory asynchronously (_start); _finish

@@ -53,19 +53,7 @@ static void backend_muon_apply(float *p, const float *o, size_t n, float decay, 
 template <typename T>
 __global__ void muon_sum_squares_kernel(double *partial, const float *x, size_t n) {
     size_t c0 = (size_t)blockIdx.x * MUON_CHUNK, hi = c0 + MUON_CHUNK < n ? c0 + MUON_CHUNK : n;
-    __shared__ double shared[256];
-    double s = 0.0;
-    for (size_t i = c0 + threadIdx.x; i < hi; i += blockDim.x) {
-        double v = to_f(from_f<T>(x[i]));
-        s += v * v;
-    }
-    shared[threadIdx.x] = s;
-    __syncthreads();
-    for (int stride = blockDim.x / 2; stride > 0; stride >>= 1) {
-        if ((int)threadIdx.x < stride) shared[threadIdx.x] += shared[threadIdx.x + stride];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) partial[blockIdx.x] = shared[0];
+    block_sum_squares<T>(partial + blockIdx.x, x, c0, hi);  // cuda/backend.cuh's, the gradient norm's
 }
 
 // The chunks summed in order; the norm max(|X|_F, 1e-7), in T's precision.

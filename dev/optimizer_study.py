@@ -15,31 +15,25 @@ Needs matplotlib for the plot (pip install matplotlib).
 """
 import argparse
 import glob
-import json
 import os
 import struct
 import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+from plot_logs import json_lines  # noqa: E402  (the logs' one reader)
+
 
 def read_log(path):
     """(steps, vals): steps[step] = ms of the step, vals[step] = validation loss. A resumed log's last line of a
     step wins."""
     steps, vals = {}, {}
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                d = json.loads(line)
-            except json.JSONDecodeError as e:
-                sys.exit(f"error: {path}:{n}: not JSON ({e})")
-            if "val_loss" in d:
-                vals[d["step"]] = d["val_loss"]
-            elif "loss" in d and "step" in d:
-                steps[d["step"]] = d["ms"]
+    for d in json_lines(path):
+        if "val_loss" in d:
+            vals[d["step"]] = d["val_loss"]
+        elif "loss" in d and "step" in d:
+            steps[d["step"]] = d["ms"]
     return steps, vals
 
 
@@ -217,12 +211,8 @@ def banner_line(a, model, lr, prefix):
 
 def opt_ms(a, model, opt, lr):
     """The optimizer's mean ms per step (Newton-Schulz inside Muon's) from the log's time breakdown."""
-    ms = []
-    with open(os.path.join(a.out, f"{model}_{opt}_lr{lr_name(lr)}.jsonl")) as f:
-        for line in f:
-            d = json.loads(line)
-            if "time_ms" in d and "val_loss" not in d:
-                ms.append(d["time_ms"]["optimizer"])
+    ms = [d["time_ms"]["optimizer"] for d in json_lines(os.path.join(a.out, f"{model}_{opt}_lr{lr_name(lr)}.jsonl"))
+          if "time_ms" in d and "val_loss" not in d]
     return sum(ms) / len(ms) if ms else float("nan")
 
 

@@ -70,18 +70,27 @@ def f32_to_bf16(f):
 
 # ---------------------------------------------------------------- llm.c model files
 
-def read_llmc(path):
-    """Returns (dims, tensors, bf16): dims has V, Vp, maxT, L, NH, C; tensors maps llm.c names to arrays
-    (float32, or uint16 bf16 bits when bf16)."""
+def open_model_file(path, expected, header=1024):
+    """(f, size, raw): a model file of the llm.c kind (GPT-2's here, the Llama family's and llm.c's llama3 branch's in
+    llmc_llama.py) open for reading, its size, and its first `header` bytes (at least the 1,024 of the 256 int32s every
+    such header starts with). The errors name the file and what it was expected to be."""
     try:
         size = os.path.getsize(path)
         f = open(path, "rb")
+        raw = f.read(header)
     except OSError as e:
-        raise HFError("%s: cannot open: %s (expected an llm.c model file)" % (path, e.strerror))
+        raise HFError("%s: cannot open: %s (expected %s)" % (path, e.strerror, expected))
+    if len(raw) < 1024:
+        f.close()
+        raise HFError("%s: %d bytes, too short for the 1,024-byte header of %s" % (path, len(raw), expected))
+    return f, size, raw
+
+
+def read_llmc(path):
+    """Returns (dims, tensors, bf16): dims has V, Vp, maxT, L, NH, C; tensors maps llm.c names to arrays
+    (float32, or uint16 bf16 bits when bf16)."""
+    f, size, raw = open_model_file(path, "an llm.c model file")
     with f:
-        raw = f.read(1024)
-        if len(raw) < 1024:
-            raise HFError("%s: %d bytes, too short for the 1024-byte llm.c header" % (path, len(raw)))
         h = struct.unpack("<256i", raw)
         if h[0] != MODEL_MAGIC:
             raise HFError("%s: header[0] (magic) is %d, expected %d (not an llm.c model file?)" % (path, h[0], MODEL_MAGIC))

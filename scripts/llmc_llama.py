@@ -47,7 +47,7 @@ except ImportError:  # numpy is the scripts' one dependency: say so, not a trace
     sys.exit(f"error: {os.path.basename(sys.argv[0])} needs numpy: pip install numpy (or apt-get install python3-numpy)")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from llmc_hf import HFError, bf16_to_f32, padded_vocab  # noqa: E402
+from llmc_hf import HFError, bf16_to_f32, open_model_file, padded_vocab  # noqa: E402
 
 LLAMA_MAGIC = 20261126
 LLAMA_VERSION = 1
@@ -144,14 +144,8 @@ def is_llama_file(path):
 
 def read_llama(path):
     """Returns (dims, tensors): tensors maps names to read-only float32 arrays (memory-mapped)."""
-    try:
-        size = os.path.getsize(path)
-        with open(path, "rb") as f:
-            raw = f.read(HEADER_BYTES)
-    except OSError as e:
-        raise HFError("%s: cannot open: %s (expected a model file)" % (path, e.strerror))
-    if len(raw) < HEADER_BYTES:
-        raise HFError("%s: %d bytes, too short for the 1,024-byte header" % (path, len(raw)))
+    f, size, raw = open_model_file(path, "a Llama-family model file", HEADER_BYTES)
+    f.close()  # the tensors are mapped
     h = struct.unpack("<256i", raw)
     if h[0] != LLAMA_MAGIC:
         raise HFError("%s: header[0] (magic) is %d, expected %d (a Llama-family model file)" % (path, h[0], LLAMA_MAGIC))
@@ -230,15 +224,8 @@ def rotate_half_to_meta(w, heads, hd):
 def read_llmc_llama3(path, untie=False, rope=None, norm_eps=None, ffn_dim_multiplier=None):
     """Returns (dims, tensors) of our format from an llm.c llama3-branch file. norm_eps and ffn_dim_multiplier
     are for the older writer's files only, whose header lost them."""
-    try:
-        size = os.path.getsize(path)
-        f = open(path, "rb")
-    except OSError as e:
-        raise HFError("%s: cannot open: %s (expected an llm.c llama3 model file)" % (path, e.strerror))
+    f, size, raw = open_model_file(path, "an llm.c llama3 model file", 2048)
     with f:
-        raw = f.read(2048)
-        if len(raw) < 1024:
-            raise HFError("%s: %d bytes, too short for an llm.c header" % (path, len(raw)))
         hi = struct.unpack("<256i", raw[:1024])
         if hi[0] != LLMC3_MAGIC:
             raise HFError("%s: header[0] (magic) is %d, expected %d (llm.c's llama3 branch)%s" % (

@@ -15,8 +15,9 @@ import math
 import sys
 
 
-def read_log(path):
-    steps, vals, tps, floor, no_att = {}, {}, {}, None, None
+def json_lines(path):
+    """Each line of a train_gpt --log file as a dict, in file order (blank lines skipped); exits naming the file, and
+    the line, where it cannot be opened or a line is not JSON. dev/optimizer_study.py reads its logs with it too."""
     try:
         f = open(path)
     except OSError as e:
@@ -27,17 +28,22 @@ def read_log(path):
             if not line:
                 continue
             try:
-                d = json.loads(line)
+                yield json.loads(line)
             except json.JSONDecodeError as e:
                 sys.exit(f"error: {path}:{n}: not JSON ({e})")
-            if "loss" in d and "step" in d:
-                steps[d["step"]] = d["loss"]
-                if "tokens_per_s" in d:
-                    tps[d["step"]] = d["tokens_per_s"]
-            elif "val_loss" in d:
-                vals[d["step"]] = d["val_loss"]
-                floor = d.get("floor", floor)
-                no_att = d.get("no_attention", no_att)
+
+
+def read_log(path):
+    steps, vals, tps, floor, no_att = {}, {}, {}, None, None
+    for d in json_lines(path):
+        if "loss" in d and "step" in d:
+            steps[d["step"]] = d["loss"]
+            if "tokens_per_s" in d:
+                tps[d["step"]] = d["tokens_per_s"]
+        elif "val_loss" in d:
+            vals[d["step"]] = d["val_loss"]
+            floor = d.get("floor", floor)
+            no_att = d.get("no_attention", no_att)
     if not steps and not vals:
         sys.exit(f"error: {path}: no step or val_loss lines (is it a train_gpt --log file?)")
     return steps, vals, tps, floor, no_att

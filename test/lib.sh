@@ -1,4 +1,4 @@
-# lib.sh: the start every multi-rank shell test shares (sourced): the repo root, the CPU build, one
+# lib.sh: the start the shell suites share (sourced): the repo root, the CPU build, one
 # OpenMP thread per rank, mpirun as it must be called here, a scratch directory removed on exit, and
 # PASS/FAIL/SKIP counting that ends with the "N passed, N failed, N skipped" line run_tests.sh adds
 # up. A test that lacks an optional dependency is a SKIP that names it and how to install it. Below: helpers a few
@@ -43,6 +43,16 @@ ref_start() {
     finish; exit
   fi
   if ! $BIN --help >/dev/null; then bad "./train_gpt_cpu is needed"; finish; exit 1; fi
+}
+# hf_start WHAT: the Hugging Face suites' start (test_hf.sh, test_eval_mc.sh): a SKIP that ends the suite where
+# $TORCH_PY cannot import torch, transformers or safetensors
+hf_start() {
+  local m
+  for m in torch transformers safetensors; do
+    if ! "$TORCH_PY" -c "import $m" 2>/dev/null; then
+      skip "$1: $TORCH_PY cannot import $m (.ci/run shows the pip install line)"; finish; exit
+    fi
+  done
 }
 # ref_make SCRIPT NAME OPTIONS...: test/SCRIPT writes $W/NAME/{model.bin,train.bin,args,ref.npz}; PASS with its summary
 ref_make() {
