@@ -206,10 +206,10 @@ static void flash_attention_backward(floatT *dqkv, float *scratch, const floatT 
     const dim3 grid((T + ATT_BQ - 1) / ATT_BQ, B * NH), grid_kv((T + ATT_BQ - 1) / ATT_BQ, B * KV);
     if (two_pass) {  // its dQ pass computes D
         attn_dispatch_hs(hsp, [&](auto hs_tag) {
-            constexpr int HS = decltype(hs_tag)::value;
+            (void)hs_tag;  // (fp32 never gets here: no two-pass kernel of its own)
             if constexpr (sizeof(floatT) == 2)
-                attn_2pass_backward<floatT, HS>(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH, KV, scale,
-                                                attn_type_name<floatT>(), stream);
+                attn_2pass_backward<floatT, decltype(hs_tag)::value>(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH, KV,
+                                                                     scale, attn_type_name<floatT>(), stream);
         });
         return;
     }
