@@ -601,12 +601,19 @@ static void check_gqa_rope(int B, int T, int NH, int KV, int hd) {
     from_dev_x(g, d1, nq);
     snprintf(what, sizeof(what), "attention_gqa_backward + RoPE^T on write NH=%d KV=%d hd=%d T=%d", NH, KV, hd, T);
     expect(what, rel_err(g, dq, nq), tol());
-    // the separate passes on a copy: the same bits
+    // the separate passes on a copy: the same bits. With RoPE in its loads the 16-bit backward is always the fused
+    // kernel (cuda/attention.cuh), so the passes' backward runs that kernel too (the default two-pass one sums dQ
+    // in another order)
     floatX *dqkv2 = to_dev_x(qkv, nq), *o2 = to_dev_x(out, no), *d2 = to_dev_x(dq, nq);
     float *lse2 = zeros_dev_f((size_t)B * NH * T);
     rope_forward(dqkv2, dct, dst, B, T, NH, KV, hd);
     attention_gqa_forward(o2, lse2, dqkv2, B, T, NH, KV, hd, NULL, NULL);
-    attention_gqa_backward(d2, ddout, dqkv2, o2, lse2, B, T, NH, KV, hd, NULL, NULL);
+    WITH_X({
+        float *ws = zeros_dev_f(attn_bwd_scratch_floats(sizeof(xt), B, T, C, NH, ATT_BWD_FUSED));
+        flash_attention_backward((xt *)d2, ws, (const xt *)ddout, (const xt *)dqkv2, (const xt *)o2, lse2, B, T, C, NH,
+                                 main_stream, KV, nullptr, nullptr, ATT_BWD_FUSED);
+        cudaCheck(cudaFree(ws));
+    });
     rope_backward(d2, dct, dst, B, T, NH, KV, hd);
     snprintf(what, sizeof(what), "RoPE on load vs rope_forward/backward passes NH=%d KV=%d hd=%d (bits differ)", NH, KV, hd);
     expect(what, (double)(!same_bits(o1, o2, no) + !same_bits(d1, d2, nq)), 0.0);
