@@ -7,7 +7,7 @@ LDLIBS = -lm
 # liburing (Debian: liburing-dev) gives --offload-device nvme asynchronous I/O; without it the swap file is
 # read and written with plain pread/pwrite, one transfer at a time (the run's banner says which).
 URING := $(shell printf '\043include <liburing.h>\nint main(void){struct io_uring r; return io_uring_queue_init(1, &r, 0);}\n' | $(CC) -x c - -luring -o /dev/null 2>/dev/null && echo yes)
-# _GNU_SOURCE: <fcntl.h> names O_DIRECT only with it (swap.h); g++ and nvcc define it themselves
+# _GNU_SOURCE: <fcntl.h> names O_DIRECT only with it (zero/swap.h); g++ and nvcc define it themselves
 URING_FLAGS = -D_GNU_SOURCE $(if $(URING),-DHAVE_LIBURING)
 URING_LIBS = $(if $(URING),-luring)
 PYTHON ?= python3

@@ -16,7 +16,7 @@
 
 #include <glob.h>
 #include <math.h>
-#include "utils.h"
+#include "base/utils.h"
 
 #define SHARD_MAGIC 20240520
 #define SHARD_VERSION 1

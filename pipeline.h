@@ -12,9 +12,9 @@
 #ifndef PIPELINE_H
 #define PIPELINE_H
 
-#include "comm.h"
+#include "parallel/comm.h"
 #include "dataloader.h"
-#include "pipeline_schedule.h"  // the schedule and the split, pure
+#include "parallel/pipeline_schedule.h"  // the schedule and the split, pure
 #include "zero.h"
 
 // A stage: its layers [first, last), its pipeline group (rank = stage) and its data-parallel Zero.

@@ -30,7 +30,7 @@ Build: gcc -O2 -Wall -Wextra -std=gnu11 tokenize.c -o tokenize -lm -lpthread
 #include <sys/types.h>
 #include <unistd.h>
 #include <glob.h>
-#include "utils.h"
+#include "base/utils.h"
 #include "tokenizer/tokenizer_files.h"  // tokenizer_init_bpe and _bin, tokenizer_write_bin, and tokenizer.h
 #include "tokenizer/tokenizer_json.h"   // tokenizer_init_json, tokenizer_file_is_json: Hugging Face tokenizer.json
 #include "tokenizer/corpus.h"

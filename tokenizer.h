@@ -54,7 +54,7 @@ trainer includes it.
 #include <errno.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "utils.h"  // errors: fatal (bad input, in the user's words), internal_fault; mallocCheck, reallocCheck
+#include "base/utils.h"  // errors: fatal (bad input, in the user's words), internal_fault; mallocCheck, reallocCheck
 
 #define TOKENIZER_MAGIC 20240328
 #define TOKENIZER_VERSION 2

@@ -13,10 +13,10 @@
 #include "cpu/backend.h"     // defines: backend_* (host memory, copies, AdamW, the CPU's device facts)
 #include "cpu/muon.h"        // defines: backend_muon_* (Muon's momentum, Newton-Schulz through gemm, step)
 
-#include "backend.h"  // declares: the contract the headers above implement (a mismatch fails the build)
+#include "backend/backend.h"  // declares: the contract the headers above implement (a mismatch fails the build)
 
-#include "model.h"    // defines: Model, the layer pieces both builds run on the functions above
-#include "trainer.h"  // defines: train_main, the training loop both builds share
+#include "model/model.h"    // defines: Model, the layer pieces both builds run on the functions above
+#include "train/trainer.h"  // defines: train_main, the training loop both builds share
 
 #ifndef TESTING
 int main(int argc, char **argv) { return train_main(argc, argv); }

@@ -19,10 +19,10 @@
 #include "cuda/muon.cuh"        // defines: backend_muon_* (Muon's momentum and step kernels, Newton-Schulz on cuBLASLt)
 #include "cuda/comm_nccl.cuh"   // defines: backend_comm_* (NCCL, the device transport for comm.h's collectives)
 
-#include "backend.h"  // declares: the contract the headers above implement (a mismatch fails the build)
+#include "backend/backend.h"  // declares: the contract the headers above implement (a mismatch fails the build)
 
-#include "model.h"    // defines: Model, the layer pieces both builds run on the functions above
-#include "trainer.h"  // defines: train_main, the training loop both builds share
+#include "model/model.h"    // defines: Model, the layer pieces both builds run on the functions above
+#include "train/trainer.h"  // defines: train_main, the training loop both builds share
 
 #ifndef TESTING
 int main(int argc, char **argv) { return train_main(argc, argv); }

@@ -39,7 +39,7 @@
 #ifndef ZERO_H
 #define ZERO_H
 
-#include "zero_store.h"  // and through it zero_layout.h: the record, its slices and the optimizer's stores
+#include "zero/zero_store.h"  // and through it zero_layout.h: the record, its slices and the optimizer's stores
 
 
 // The device store's table for backend_adamw_run: every run of every unit's slice (the runs differ in

@@ -9,7 +9,7 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-#include "../utils.h"
+#include "../base/utils.h"
 
 
 // One attention for both families, on the packed qkv row of a token: NH query heads, then KV key heads, then KV

@@ -13,12 +13,12 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-#include "../utils.h"
-#include "../gpt2.h"
-#include "../adamw.h"  // adamw_host, the update backend_adamw_run applies
-#include "../backend.h"  // BackendComm, and the contract this file implements
-#include "../timing_marks.h"  // backend_mark's array
-#include "../backend_bytes.h"  // the state and scratch bytes handed out, counted below
+#include "../base/utils.h"
+#include "../arch/gpt2.h"
+#include "../optim/adamw.h"  // adamw_host, the update backend_adamw_run applies
+#include "../backend/backend.h"  // BackendComm, and the contract this file implements
+#include "../base/timing_marks.h"  // backend_mark's array
+#include "../backend/backend_bytes.h"  // the state and scratch bytes handed out, counted below
 
 // The build (backend.h). The reference computes in fp32 only (config_resolve_precision refuses the others).
 static const char *backend_build_name(void) { return "cpu"; }

@@ -6,7 +6,7 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-#include "../utils.h"
+#include "../base/utils.h"
 
 // ----------------------------------------------------------------------------
 // Matrix multiply: C[M,N] (+)= A[M,K] * B[K,N], with A and B read through strides so that the

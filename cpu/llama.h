@@ -15,8 +15,8 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../utils.h"
-#include "../rope.h"  // RopeParams and rope_table: the angle tables, shared with the CUDA build
+#include "../base/utils.h"
+#include "../arch/rope.h"  // RopeParams and rope_table: the angle tables, shared with the CUDA build
 #include "attention.h"  // gqa_attention_*: the attention GPT-2 runs at KV = NH
 
 // ----------------------------------------------------------------------------

@@ -9,7 +9,7 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-#include "../utils.h"
+#include "../base/utils.h"
 #include "gelu.h"  // the fused forms' second kernel
 #include "gemm.h"  // gemm, the products below
 

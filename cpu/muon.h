@@ -4,7 +4,7 @@
 #define CPU_MUON_H
 
 #include "muon_host.h"
-#include "../backend.h"
+#include "../backend/backend.h"
 
 static int backend_has_muon(void) { return 1; }
 

@@ -6,7 +6,7 @@
 
 #include <math.h>
 #include "gemm.h"
-#include "../backend.h"  // MUON_NS_A, _B, _C
+#include "../backend/backend.h"  // MUON_NS_A, _B, _C
 
 static void muon_momentum_host(float *b, float *u, const float *g, size_t n, float mu, float scale, int nesterov) {
 #pragma omp parallel for simd

@@ -4,7 +4,7 @@
 #define CUDA_ADAMW_CUH
 
 #include "common.cuh"
-#include "../adamw.h"  // AdamWArgs and AdamWSegment: the step's settings and the slices the device table is made from
+#include "../optim/adamw.h"  // AdamWArgs and AdamWSegment: the step's settings and the slices the device table is made from
 
 __device__ __forceinline__ void adamw_one(float &p, float g, float &mom, float &vel, float lr, float beta1, float beta2,
                                           float bc1, float bc2, float eps, float wd, float scale) {

@@ -8,8 +8,8 @@
 #include "common.cuh"
 #include "matmul.cuh"  // the cuBLASLt handle and workspace that backend_init makes
 #include "adamw.cuh"
-#include "../timing_marks.h"  // backend_mark's array
-#include "../backend_bytes.h"  // the state and scratch bytes handed out, counted below
+#include "../base/timing_marks.h"  // backend_mark's array
+#include "../backend/backend_bytes.h"  // the state and scratch bytes handed out, counted below
 
 static int backend_ready = 0;
 

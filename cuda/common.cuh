@@ -29,8 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <type_traits>
-#include "../utils.h"
-#include "../gpt2.h"
+#include "../base/utils.h"
+#include "../arch/gpt2.h"
 
 static void cuda_check(cudaError_t err, const char *file, int line) {
     if (err != cudaSuccess) fatal_at(file, line, "CUDA: %s", cudaGetErrorString(err));

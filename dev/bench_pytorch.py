@@ -4,7 +4,7 @@ bf16 autocast, torch.compile and scaled_dot_product_attention; prints tokens/s, 
 of the median step, one line of JSON at the end. --accum N makes a step N micro-batches of gradient
 accumulation before the one clip and update (llm.c's GPT-2 124M recipe: 32 x 16 x 1024 = 0.5M tokens).
 
---llama: transformers' LlamaForCausalLM instead, shaped as train_gpt's `-e llama-dN` (gpt2.h's
+--llama: transformers' LlamaForCausalLM instead, shaped as train_gpt's `-e llama-dN` (arch/gpt2.h's
 llama_config_from_descriptor): C = 64N, L = N, NH = N heads of 64, KV = NH/4 key/value heads where 4 divides NH
 (else NH/2, else NH), SwiGLU hidden int(8C/3) rounded up to a multiple of 64, tied head, no biases; vocabulary
 50,304 (GPT-2's 50,257 padded to a multiple of 128, as train_gpt's rows are and as the GPT-2 model here is), so
@@ -13,7 +13,7 @@ the parameter count is train_gpt's own (printed: d12 gives 112,970,496). Its att
 heads are read in place; older, it repeats them to full width first), its loss transformers' own (labels shifted
 inside: T - 1 positions scored, the same matmuls).
 
-Both print MFU by the arch table's formula (arch.h's arch_flops_per_token): 6 N + 6 L (NH hd) T FLOPs per token,
+Both print MFU by the arch table's formula (arch/arch.h's arch_flops_per_token): 6 N + 6 L (NH hd) T FLOPs per token,
 N the parameters; scripts/bench_gpu.sh recomputes every row's MFU by one formula anyway.
 
     python3 dev/bench_pytorch.py --depth 12 --batch 16 --seq 1024 --steps 30 [--accum 32]
@@ -72,7 +72,7 @@ class GPT(nn.Module):
 
 
 def llama_shape(depth):
-    """train_gpt's llama-dN (gpt2.h's llama_config_from_descriptor): (C, NH, KV, hd, H)."""
+    """train_gpt's llama-dN (arch/gpt2.h's llama_config_from_descriptor): (C, NH, KV, hd, H)."""
     C, NH = 64 * depth, depth
     KV = depth // 4 if depth % 4 == 0 else depth // 2 if depth % 2 == 0 else depth
     H = (8 * C // 3 + 63) // 64 * 64  # Meta's int(2 * 4C / 3), rounded up to a multiple of 64

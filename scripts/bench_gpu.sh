@@ -31,7 +31,7 @@
 #   BENCH_TRAIN_GPT=./train_gpt_cpu BENCH_DEVICE=cpu BENCH_B=2 BENCH_T=64 BENCH_LLAMA_DEPTH=2 STEPS=5
 #   BENCH_OUT=/tmp/bench.txt BENCH_NO_BUILD=1 TORCH_PYTHON=/usr/bin/python3 bash scripts/bench_gpu.sh llama
 #
-# Every row's MFU is computed here by one formula, the arch table's (arch.h's arch_flops_per_token): 6 N + 6 L W T
+# Every row's MFU is computed here by one formula, the arch table's (arch/arch.h's arch_flops_per_token): 6 N + 6 L W T
 # FLOPs per token, W attention's width (C for GPT-2, NH hd for Llama), N the parameters without the vocabulary's
 # padding rows (GPT-2 124M: 124,439,808; the Llama of d12 width: 112,934,400; both with the 50,257-token vocabulary),
 # over the peak that train_gpt reports for the device, so the programs are compared on ms/step alone; each
@@ -64,7 +64,7 @@ if [ "$TP" -gt 1 ]; then
     TG_LAUNCH+=(-np "$TP" -x OMP_NUM_THREADS) TG_TP=(--tp "$TP")
     if [ -n "${SP:-}" ]; then TG_TP+=(--sp "$SP"); fi
 fi
-# the Llama row: train_gpt's llama-dN (gpt2.h's llama_config_from_descriptor) and its unpadded parameter count
+# the Llama row: train_gpt's llama-dN (arch/gpt2.h's llama_config_from_descriptor) and its unpadded parameter count
 LLAMA_DEPTH=${BENCH_LLAMA_DEPTH:-12}
 read -r LLAMA_N LLAMA_W LLAMA_SHAPE < <(python3 - "$LLAMA_DEPTH" <<'PYEOF'
 import sys

@@ -7,6 +7,8 @@ set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BIN=./train_gpt_cpu
 PY=${PYTHON:-python3}
+# the shared headers' folders below the root (docs/layout.md: the layers), for suites that copy or scan the sources
+SHARED_DIRS="base arch backend parallel model optim zero train"
 export OMP_NUM_THREADS=1
 MPI=(mpirun --allow-run-as-root --oversubscribe -x OMP_NUM_THREADS)
 W=$(mktemp -d "/tmp/$(basename "$0" .sh).XXXXXX")

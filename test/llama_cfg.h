@@ -1,7 +1,7 @@
 // llama_cfg.h: the tests' Llama-family configs, written from their fields in the order of the family's file header.
 #ifndef TEST_LLAMA_CFG_H
 #define TEST_LLAMA_CFG_H
-#include "llama.h"
+#include "arch/llama.h"
 
 // A Llama-family config from its fields in the order of the family's file header (slots 2..20).
 static ModelConfig llama_cfg(int maxT, int V, int Vp, int L, int NH, int KV, int C, int hd, int H, int tied, int qkv_bias,

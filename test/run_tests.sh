@@ -50,10 +50,11 @@ run_suite() {
 run_suite "builds that follow the machine" bash test/test_build.sh
 run_suite "headers that stand alone" bash test/test_headers.sh
 run_suite "sizes of files and functions" "$PY" test/test_sizes.py
+run_suite "layers and docs/layout.md" "$PY" test/test_layout.py
 run_suite units ./test/test_units
 run_suite "pipeline schedule and split" ./test/test_pipeline
 run_suite "generation with the key/value cache" ./test/test_generate
-run_suite "architecture tables (arch.h, the families)" ./test/test_arch
+run_suite "architecture tables (arch/arch.h, the families)" ./test/test_arch
 
 if "$TORCH_PY" -c "import torch" 2>/dev/null; then
   "$TORCH_PY" test/ref_gpt2.py --out-dir "$W/ref" > "$W/ref.log" 2>&1 || { cat "$W/ref.log"; }

@@ -5,7 +5,7 @@
 // usage: test/test_arch
 #define TESTING  // the CPU build without its main
 #include "train_gpt.c"
-#include "arch.h"
+#include "arch/arch.h"
 #include "test/check.h"
 #include "test/llama_cfg.h"
 

@@ -10,7 +10,7 @@
 source "$(dirname "$0")/lib.sh"
 S=$W/src
 mkdir -p "$S/test"
-cp -p Makefile ./*.c ./*.h "$S/" && cp -rp cpu tokenizer "$S/" && cp -p test/*.c test/*.h "$S/test/"
+cp -p Makefile ./*.c ./*.h "$S/" && cp -rp $SHARED_DIRS cpu tokenizer "$S/" && cp -p test/*.c test/*.h "$S/test/"
 EMU=""
 if [ -e "${CUDA_HOME:-/usr/local/cuda}/include/cuda_bf16.h" ]; then
   EMU=1
@@ -103,9 +103,9 @@ if [ ! -s "$W/warnings" ]; then
   ok "no warning from any build: train_gpt_cpu with and without MPI and liburing, tokenize and the tests with and without liburing$([ -n "$EMU" ] && echo ", train_gpt_emu without both (at -O3, as nvcc's host compiler) and with both")"
 else bad "builds without warnings" "$(cat "$W/warnings")"; fi
 
-# the backend contract (backend.h): the shared headers ask the build for everything through backend_* functions,
+# the backend contract (backend/backend.h): the shared headers ask the build for everything through backend_* functions,
 # so none of them names the CUDA runtime, NCCL, cuBLAS, the CUDA build's stream or its macro
-leaks=$(grep -nE 'cuda[A-Z]|nccl[A-Z_]|cublas|main_stream|TRAIN_GPT_CUDA' "$(dirname "$0")"/../*.h "$(dirname "$0")"/../tokenizer/*.h)
-[ -z "$leaks" ] && ok "no shared header calls CUDA or NCCL or tests TRAIN_GPT_CUDA: the build is reached through backend.h" \
+leaks=$(cd "$(dirname "$0")/.." && grep -nE 'cuda[A-Z]|nccl[A-Z_]|cublas|main_stream|TRAIN_GPT_CUDA' $(cd "$(dirname "$0")/.." && ls ./*.h tokenizer/*.h $(printf "%s/*.h " $SHARED_DIRS)))
+[ -z "$leaks" ] && ok "no shared header calls CUDA or NCCL or tests TRAIN_GPT_CUDA: the build is reached through backend/backend.h" \
   || bad "the backend contract leaks" "$leaks"
 finish

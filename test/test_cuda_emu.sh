@@ -439,7 +439,7 @@ PYEOF
   ) && ok "Llama memory plan (GQA 4:1, CUDA build): $r" || bad "Llama memory plan" "$r $(tail -2 "$W/ll-44.out")"
 }
 
-# Tensor parallelism (--tp 2: tensor_parallel.h over comm.h, cuda/vocab.cuh's vocabulary-parallel kernels) on the
+# Tensor parallelism (--tp 2: parallel/tensor_parallel.h over parallel/comm.h, cuda/vocab.cuh's vocabulary-parallel kernels) on the
 # emulated GPU in fp32 over NCCL (the emulator's, over MPI): GPT-2 d2, the Llama family's GQA 4:2 untied with q/k/v
 # bias and QK-norm (test/llama_model.py) and llama-d2 (multi-query, tied: its one key/value head held by both ranks),
 # each with sequence parallelism (--sp 1) and without: 8 losses and gradient norms within 2e-5 relative of the CPU
@@ -509,7 +509,7 @@ tp_runs() {
     && ok "--tp 2 --sp 1 over NCCL, GQA 4:2 bf16 at 2 micro-batches, graphs on vs TRAIN_GPT_GRAPHS=0 with validation and samples between steps: losses, norms, validation and samples bit-identical; steps 2-4 replay 4 graphs on each rank" \
     || bad "--tp 2 graphs vs eager" "$(diff <(losses "$W/tp-gr1.jsonl") <(losses "$W/tp-gr0.jsonl")) rank-steps replaying 4 graphs: $used of 6; $(grep -m2 -E 'cuda-emu|error' "$W/tp-gr1.out")"
   # --tp with --offload: each TP rank's slice sharded over its data-parallel pair (--tp 2 x 2 ranks), AdamW on the host
-  # (zero_store.h) against the same layout on the device: --offload optimizer at ZeRO-1 in fp32, --offload params at
+  # (zero/zero_store.h) against the same layout on the device: --offload optimizer at ZeRO-1 in fp32, --offload params at
   # ZeRO-3 in bf16 (the working copies made from the host's masters), 2 micro-batches a step: 6 losses and norms and
   # the final checkpoint (model and optimizer state) bit-identical
   local z o p
@@ -526,7 +526,7 @@ tp_runs() {
       || bad "--tp 2 x 2 ranks, ZeRO-$z --offload $o vs on the device" "$(diff <(losses "$W/tp-off-$o.jsonl") <(losses "$W/tp-off-none.jsonl"))"
     rm -rf "$W/tp-off-none" "$W/tp-off-$o"
   done
-  # 16-bit --tp over MPI staged (--comm mpi: comm.h's own 16-bit sum, each pair added in fp32 and rounded once, as
+  # 16-bit --tp over MPI staged (--comm mpi: parallel/comm.h's own 16-bit sum, each pair added in fp32 and rounded once, as
   # NCCL adds two 16-bit values) against NCCL: for 2 ranks the same bits, bf16 with --sp (reduce-scatters and
   # all-gathers) on the bf16 runs above and fp16 with --sp 0 (all-reduces; its loss scaler)
   for m in d2 "$M"; do
@@ -669,7 +669,7 @@ trainer() {
     && grep -q "disk read" "$W/offnv.out" && [ -z "$(ls -A "$W/disk")" ] \
     && ok "--offload optimizer --offload-device nvme at ZeRO-1 on 2 ranks: losses, norms and checkpoint bit-identical to --offload-device cpu" \
     || bad "--offload-device nvme (emulated)" "$(tail -3 "$W/offnv.out")"
-  # NCCL runs on its own stream, ordered by events (comm.h); the emulated streams run in two orders, the default
+  # NCCL runs on its own stream, ordered by events (parallel/comm.h); the emulated streams run in two orders, the default
   # one first (a compute kernel that does not wait for its collective reads stale data) and the NCCL stream first
   # (a collective that does not wait for the compute before it reads stale data): ZeRO-3's prefetched gathers
   # must come out right both ways; every stage over NCCL, with its validation and samples

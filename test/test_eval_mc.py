@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""test_eval_mc.py: --eval-mc (eval_mc.h) and scripts/mc_tokenize.py, scripts/hellaswag.sh. The trainer's
+"""test_eval_mc.py: --eval-mc (train/eval_mc.h) and scripts/mc_tokenize.py, scripts/hellaswag.sh. The trainer's
 per-example log-likelihoods (TRAIN_GPT_EVAL_MC_DUMP) against a PyTorch computation on the same weights
 (transformers' GPT2LMHeadModel loaded from scripts/export_hf.py's export, which test_hf.py checks equals the
 trainer's forward), the same score on ZeRO-3 and --pp 2 layouts and in the emulated CUDA build, chance on a

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_eval_mc.sh: --eval-mc (eval_mc.h), scripts/mc_tokenize.py and scripts/hellaswag.sh; the checks are in
+# test_eval_mc.sh: --eval-mc (train/eval_mc.h), scripts/mc_tokenize.py and scripts/hellaswag.sh; the checks are in
 # test/test_eval_mc.py. Needs what test_hf.sh needs (torch, transformers, safetensors in TORCH_PYTHON; the
 # tokenizer files and Tiny Shakespeare in DATA), mpirun for the ZeRO-3 and --pp 2 layouts (with Open MPI
 # missing those two are skipped), ./train_gpt_emu where the CUDA headers are, and lm_eval for scripts/lm_eval.sh.

@@ -5,7 +5,7 @@
 # emulator's (HEADER_CXX, HEADER_CXXFLAGS; -include dev/cuda/emu/emu.h stands in for what nvcc includes
 # before every file, the CUDA runtime). A header that needs a type, a function or a macro it does not include,
 # or that only compiles after another header (an include-order contract), fails here.
-# One diagnostic is accepted, and only for functions backend.h declares: "used but never defined". backend.h is
+# One diagnostic is accepted, and only for functions backend/backend.h declares: "used but never defined". backend/backend.h is
 # the contract a build implements (train_gpt.c with cpu/, train_gpt.cu with cuda/), so in a header compiled
 # without a build its functions are declared, typed and called, and their definitions are the build's.
 # Any other warning fails the header, as an error does.
@@ -26,7 +26,7 @@ check() {
   else bad "$h does not compile alone" "$(grep -E '(error|warning):' <<<"$out" | head -4)"; fi
 }
 
-for h in ./*.h cpu/*.h tokenizer/*.h; do
+for h in ./*.h $(printf "%s/*.h " $SHARED_DIRS) cpu/*.h tokenizer/*.h; do
   h=${h#./}
   # shellcheck disable=SC2086
   check "$h" $CC_ $CFLAGS_ -x c

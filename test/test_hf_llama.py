@@ -470,7 +470,7 @@ def test_refusals(work, m, qwen2_hf):
 
 
 def trainer_loss(work, binf, x, y):
-    """The trainer's own mean loss on (x, y): test/hf_forward grads runs model.h's forward as train_gpt_cpu does."""
+    """The trainer's own mean loss on (x, y): test/hf_forward grads runs model/model.h's forward as train_gpt_cpu does."""
     hf = os.path.join(ROOT, "test", "hf_forward")
     tok, tgt, out = (os.path.join(work, "loss." + e) for e in ("tok", "tgt", "f32"))
     x.numpy().astype("<i4").tofile(tok)

@@ -4,7 +4,7 @@
 // usage: test/test_llama_cpu DIR   (DIR holds llama_ref.bin from test/ref_llama.py)
 #define TESTING  // the CPU build without its main, for model.h's activation layout
 #include "train_gpt.c"
-#include "arch.h"
+#include "arch/arch.h"
 #include "cpu/llama.h"
 #include "test/check.h"
 #include "test/llama_cfg.h"

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""test_llama_train.py: the trainer's own Llama-family forward and backward (model.h's block as train_gpt_cpu runs
+"""test_llama_train.py: the trainer's own Llama-family forward and backward (model/model.h's block as train_gpt_cpu runs
 it, through test/hf_forward) against transformers' autograd, on small random models saved by transformers and
 imported with scripts/import_hf.py: the logits, the loss and every parameter's gradient, relative error <= 1e-5
 (transformers in float64, so the bound is on the trainer's fp32 error alone). The models cover GQA 4:1 and 1:1

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_nvme.sh: --offload-device nvme (ZeRO-Infinity: AdamW's state and the master weights in a swap file,
-# swap.h). Against the same runs without offload: ZeRO 0-3, --offload params and --pp 2 on 2 ranks train
+# zero/swap.h). Against the same runs without offload: ZeRO 0-3, --offload params and --pp 2 on 2 ranks train
 # bit-identically and save byte-identical checkpoints, which resume with and without offload on other world
 # sizes; the swap files are private to a run and gone when it ends; a missing, read-only, full or too-small
 # --nvme-path, a short read and an I/O error each stop the run naming the path, the operation and the cause,

@@ -4,9 +4,9 @@
 // a simulation of all stages together pairs every send with its receive and never deadlocks, and with
 // equal forward/backward costs its idle time is exactly the 1F1B bubble (p-1)/(m+p-1).
 #include <math.h>
-#include "utils.h"
-#include "gpt2.h"
-#include "pipeline_schedule.h"
+#include "base/utils.h"
+#include "arch/gpt2.h"
+#include "parallel/pipeline_schedule.h"
 #include "check.h"
 
 #define MAXS 8

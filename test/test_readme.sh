@@ -258,7 +258,7 @@ def check_links():
 # 5. file formats: the magic numbers and versions docs/formats.md gives are those of the files a run writes
 #    and of the readers' constants, and every key of a real log is documented there
 def define(name):
-    for p in glob.glob("*.h"):
+    for p in glob.glob("**/*.h", recursive=True):
         m = re.search(rf"#define {name} (\d+)", open(p).read())
         if m: return int(m.group(1))
     raise KeyError(name)

@@ -24,7 +24,7 @@ grep -qE "[a-zA-Z]{2}" <<<"$sample" && ! grep -qE "^sample: ([0-9]+ )+$" <<<"$sa
 # flags alone pass through to the trainer (the data directory defaults to data/ of the checkout):
 # run in a copy of the checkout, so the test leaves no data/ behind
 mkdir -p "$W/repo" "$W/shared"
-cp -rp scripts cpu tokenizer Makefile ./*.h ./*.c .build-cpu train_gpt_cpu tokenize "$W/repo/" 2>/dev/null
+cp -rp scripts $SHARED_DIRS cpu tokenizer Makefile ./*.h ./*.c .build-cpu train_gpt_cpu tokenize "$W/repo/" 2>/dev/null
 ln -s "$(realpath "$DATA")" "$W/shared/data"
 out=$(bash "$W/repo/scripts/tinyshakespeare.sh" -e d2 -x 3 -v 0 -s 0 2>&1); rc=$?
 [ $rc -eq 0 ] && grep -q "step     3/3" <<<"$out" && [ -f "$W/repo/data/tinyshakespeare/train_000000.bin" ] \
@@ -32,7 +32,7 @@ out=$(bash "$W/repo/scripts/tinyshakespeare.sh" -e d2 -x 3 -v 0 -s 0 2>&1); rc=$
 # a checkout with no ../shared/data: the files come from $DATA_DIR (as make test reads it), and where they are
 # nowhere and the download fails (a curl that cannot reach the host), the error names the file and the ways out
 mkdir -p "$W/lone/repo" "$W/bin" "$W/empty"
-cp -rp scripts cpu tokenizer Makefile ./*.h ./*.c .build-cpu train_gpt_cpu tokenize "$W/lone/repo/" 2>/dev/null
+cp -rp scripts $SHARED_DIRS cpu tokenizer Makefile ./*.h ./*.c .build-cpu train_gpt_cpu tokenize "$W/lone/repo/" 2>/dev/null
 out=$(DATA_DIR="$DATA" bash "$W/lone/repo/scripts/tinyshakespeare.sh" -e d2 -x 2 -v 0 -s 0 2>&1); rc=$?
 printf '#!/bin/sh\necho "curl: (6) Could not resolve host" >&2; exit 6\n' > "$W/bin/curl"; chmod +x "$W/bin/curl"
 out2=$(PATH="$W/bin:$PATH" DATA_DIR="$W/empty" bash "$W/lone/repo/scripts/tinyshakespeare.sh" "$W/lone/d2" -x 2 2>&1); rc2=$?

@@ -167,7 +167,7 @@ def read_log(path):
         if "loss" in d: losses.append((d["step"], d["loss"], d["norm"]))
     return plan, losses
 
-def state_header(path):  # checkpoint.h: [2] completed steps, [6] data-parallel ranks
+def state_header(path):  # train/checkpoint.h: [2] completed steps, [6] data-parallel ranks
     h = struct.unpack("<256i", open(path, "rb").read(1024))
     return h[2], h[6]
 

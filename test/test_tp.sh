@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_tp.sh: tensor parallelism (--tp N, tensor_parallel.h) on the CPU build under mpirun. Every layout must train
+# test_tp.sh: tensor parallelism (--tp N, parallel/tensor_parallel.h) on the CPU build under mpirun. Every layout must train
 # like one process that reads the same tokens: the same 8 losses and gradient norms within 2e-5 relative (they
 # differ only in the order of floating-point sums: the row-parallel matmuls' parts are added by the all-reduce),
 # the same validation losses and the same samples (the head's logits gathered from the ranks' columns for

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# test_tp_plan.sh: a cluster's plan without the cluster (--dry-run --world N, report.h's report_stage_plans): one
+# test_tp_plan.sh: a cluster's plan without the cluster (--dry-run --world N, train/report.h's report_stage_plans): one
 # process prints the memory plan of every pipeline stage's ranks of an N-rank layout (--tp, --pp, ZeRO over the
 # data-parallel group of N / (tp pp)) without starting them. The parameters each rank holds are checked against a
-# count by hand from Llama 3.1 8B's published shape (the split of tp_layout.h written out here, not taken from the
+# count by hand from Llama 3.1 8B's published shape (the split of arch/tp_layout.h written out here, not taken from the
 # code), AdamW's state against ZeRO-1's shards over 2 data-parallel ranks, and every preset plans a cluster in a
 # fraction of a second of CPU and well under 100 MiB, and sequence parallelism (on by default with --tp) plans fewer
 # activation bytes than --sp 0 on every stage, by the count by hand. test_tp.sh checks the other half: the same plan,

@@ -2,9 +2,9 @@
 // schedules, the data loader's order and its rank-of-N view, the synthetic corpus's entropy floor,
 // the training-state file, and the CPU build's classifier on a trained model's kind of logits.
 #include <math.h>
-#include "config.h"
+#include "train/config.h"
 #include "dataloader.h"
-#include "checkpoint_format.h"  // the state file's format, without zero.h's sharded writer
+#include "train/checkpoint_format.h"  // the state file's format, without zero.h's sharded writer
 #include "cpu/classifier.h"
 
 #include "check.h"

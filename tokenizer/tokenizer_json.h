@@ -25,7 +25,7 @@ name one).
 #ifndef TOKENIZER_JSON_H
 #define TOKENIZER_JSON_H
 
-#include "../json.h"
+#include "../base/json.h"
 #include "tokenizer_files.h"  // tokenizer.h, and the byte alphabet (TOK_ALPHABET_END, tok_unicode_to_bytes)
 
 static void tj_fail(const char *path, const char *field, const char *fmt, ...) __attribute__((noreturn, format(printf, 3, 4), unused));

@@ -15,7 +15,7 @@ valid UTF-8 (the callers refuse anything else first).
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../utils.h"
+#include "../base/utils.h"
 #include "tokenizer_nfc_tables.h"
 #include "tokenizer_utf8.h"  // tok_char_at
 

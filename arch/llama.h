@@ -7,7 +7,7 @@
 #include <ctype.h>
 #include <math.h>
 #include <stdio.h>
-#include "utils.h"
+#include "../base/utils.h"
 #include "model_config.h"  // ModelConfig, the roles, ModelFamily
 
 #define LLAMA_MAGIC 20261126

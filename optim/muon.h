@@ -16,9 +16,9 @@
 #ifndef MUON_H
 #define MUON_H
 
-#include "backend.h"
-#include "comm.h"
-#include "config.h"
+#include "../backend/backend.h"
+#include "../parallel/comm.h"
+#include "../train/config.h"
 
 typedef struct {
     int unit;        // 1 + layer

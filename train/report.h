@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <sys/resource.h>
 #include "run.h"
-#include "timing.h"
+#include "../backend/timing.h"
 
 // What one optimizer step produced, for the step's line and the log.
 typedef struct {

@@ -6,7 +6,7 @@
 
 #include <ctype.h>
 #include <math.h>
-#include "utils.h"
+#include "../base/utils.h"
 #include "model_config.h"  // ModelConfig, the roles, ModelFamily
 
 #define MODEL_MAGIC 20240326

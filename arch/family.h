@@ -10,7 +10,7 @@
 
 #include <errno.h>
 #include <sys/stat.h>
-#include "utils.h"
+#include "../base/utils.h"
 #include "model_config.h"
 #include "tp_layout.h"  // model_shape: a config's shape, its TP rank's slice where tp_size > 1
 #include "gpt2.h"

@@ -6,8 +6,8 @@
 #define PIPELINE_SCHEDULE_H
 
 #include <math.h>
-#include "utils.h"
-#include "family.h"  // the model_* FLOP counts of any family
+#include "../base/utils.h"
+#include "../arch/family.h"  // the model_* FLOP counts of any family
 
 typedef enum { PP_RECV_ACT, PP_FWD, PP_SEND_ACT, PP_RECV_GRAD, PP_BWD, PP_SEND_GRAD } PPOpKind;
 static const char *const PP_OP_NAMES[] __attribute__((unused)) = {"recv-act", "fwd", "send-act", "recv-grad", "bwd", "send-grad"};

@@ -11,10 +11,10 @@
 #include <unistd.h>
 #include "config.h"
 #include "checkpoint.h"
-#include "dataloader.h"
-#include "zero.h"
-#include "pipeline.h"
-#include "fault.h"
+#include "../dataloader.h"
+#include "../zero.h"
+#include "../pipeline.h"
+#include "../base/fault.h"
 #include "plan.h"
 #include "sample.h"
 

@@ -15,9 +15,9 @@
 #define COMM_H
 
 #include <limits.h>
-#include "utils.h"
-#include "backend.h"  // the device transport (backend_comm_*) and the copies
-#include "timing.h"
+#include "../base/utils.h"
+#include "../backend/backend.h"  // the device transport (backend_comm_*) and the copies
+#include "../backend/timing.h"
 #include "watchdog.h"
 #ifdef USE_MPI
 #include <mpi.h>

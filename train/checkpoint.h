@@ -5,7 +5,7 @@
 #define CHECKPOINT_H
 
 #include "checkpoint_format.h"
-#include "zero.h"
+#include "../zero.h"
 
 // Writes this rank's share of a checkpoint straight into the two files every rank has open (on a
 // shared filesystem): its shard of each unit it holds, of the parameters into the model file and of

@@ -12,8 +12,8 @@
 #include <pthread.h>
 #include <time.h>
 #include <unistd.h>
-#include "utils.h"
-#include "timing.h"
+#include "../base/utils.h"
+#include "../backend/timing.h"
 
 typedef struct {
     double timeout;                 // seconds; 0 = off

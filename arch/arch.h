@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include "utils.h"
+#include "../base/utils.h"
 
 // ----------------------------------------------------------------------------
 // The table.

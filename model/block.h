@@ -6,7 +6,7 @@
 #ifndef BLOCK_H
 #define BLOCK_H
 
-#include "backend.h"  // the kernels, and through it ModelConfig
+#include "../backend/backend.h"  // the kernels, and through it ModelConfig
 
 // A layer's activations (model.h's layout of model_config.h's BLOCK_ACTS; NULL for a role the options leave out).
 typedef struct {

@@ -8,7 +8,7 @@
 #define ROPE_H
 
 #include <math.h>
-#include "utils.h"
+#include "../base/utils.h"
 
 typedef struct {
     int scaling;  // 0 none, 1 Llama 3.1's

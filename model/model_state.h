@@ -4,10 +4,10 @@
 // model.h runs the passes over it.
 #ifndef MODEL_STATE_H
 #define MODEL_STATE_H
-#include "backend.h"
-#include "timing.h"
+#include "../backend/backend.h"
+#include "../backend/timing.h"
 #include "block.h"  // the block's choice points and the tensors a layer reads
-#include "tensor_parallel.h"  // --tp: the collectives around the block's matmuls, the vocabulary-parallel head
+#include "../parallel/tensor_parallel.h"  // --tp: the collectives around the block's matmuls, the vocabulary-parallel head
 
 // --profile: each kernel call below is preceded by the module it belongs to and the FLOPs it does
 // (timing.h charges its time there). FLOPs are counted for the matmuls (2 per multiply-add; backward

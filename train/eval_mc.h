@@ -12,8 +12,8 @@
 #ifndef EVAL_MC_H
 #define EVAL_MC_H
 
-#include "utils.h"
-#include "pipeline.h"
+#include "../base/utils.h"
+#include "../pipeline.h"
 
 typedef struct {
     int nctx, nend, label;

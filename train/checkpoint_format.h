@@ -23,7 +23,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include "utils.h"
+#include "../base/utils.h"
 
 #define STATE_MAGIC 20241122
 #define STATE_VERSION 3

@@ -5,12 +5,12 @@
 #ifndef ZERO_LAYOUT_H
 #define ZERO_LAYOUT_H
 
-#include "backend.h"
-#include "adamw.h"  // adamw_host: the host and swap-file stores update their slices on the CPU
-#include "comm.h"
+#include "../backend/backend.h"
+#include "../optim/adamw.h"  // adamw_host: the host and swap-file stores update their slices on the CPU
+#include "../parallel/comm.h"
 #include "swap.h"
-#include "model.h"
-#include "muon.h"
+#include "../model/model.h"
+#include "../optim/muon.h"
 
 enum { ZS_MASTER, ZS_M, ZS_V, ZS_ARRAYS };  // the arrays of a swap record
 

@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 #include <string.h>
-#include "utils.h"
+#include "../base/utils.h"
 #include "arch.h"  // the table machinery: ArchShape, ArchParam, ArchAct
 #include "rope.h"  // RopeParams
 

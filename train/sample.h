@@ -7,10 +7,10 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include "utils.h"
-#include "dataloader.h"
-#include "tokenizer/tokenizer_files.h"  // tokenizer_init_bin, and tokenizer.h
-#include "tokenizer/tokenizer_json.h"   // tokenizer_init_json: a Hugging Face tokenizer.json
+#include "../base/utils.h"
+#include "../dataloader.h"
+#include "../tokenizer/tokenizer_files.h"  // tokenizer_init_bin, and tokenizer.h
+#include "../tokenizer/tokenizer_json.h"   // tokenizer_init_json: a Hugging Face tokenizer.json
 
 typedef enum {
     DECODE_IDS,        // no tokenizer known: the ids themselves

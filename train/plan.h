@@ -8,10 +8,10 @@
 
 #include <stdio.h>
 #include <unistd.h>
-#include "utils.h"
-#include "zero.h"
-#include "swap.h"
-#include "pipeline_schedule.h"
+#include "../base/utils.h"
+#include "../zero.h"
+#include "../zero/swap.h"
+#include "../parallel/pipeline_schedule.h"
 
 // Bytes of each kind of memory, for the memory plan printed at start.
 typedef struct {

@@ -24,8 +24,8 @@
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
-#include "utils.h"
-#include "fault.h"
+#include "../base/utils.h"
+#include "../base/fault.h"
 #ifdef HAVE_LIBURING
 #include <liburing.h>
 #endif

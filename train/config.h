@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "utils.h"
+#include "../base/utils.h"
 
 // Under mpirun every rank parses the same flags and reads the same model header, so every rank meets the
 // same usage error at the same point: run.h sets these once MPI is up, and then rank 0 alone prints it and

@@ -16,8 +16,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "family.h"  // ModelConfig, the families and their tables
-#include "adamw.h"  // AdamWArgs and AdamWSegment, which the optimizer's calls take
+#include "../arch/family.h"  // ModelConfig, the families and their tables
+#include "../optim/adamw.h"  // AdamWArgs and AdamWSegment, which the optimizer's calls take
 
 // ---- the element of activations and working weights ----
 // floatX, X_BYTES: a build whose element is chosen at run time (the CUDA build) declares floatX as an incomplete

@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "utils.h"
+#include "../base/utils.h"
 #include "backend.h"  // the step's clock: backend_mark, backend_step_sync, backend_mark_ms
 
 typedef enum { PH_DATA, PH_FORWARD, PH_BACKWARD, PH_COMM, PH_OPTIMIZER, PH_OTHER, NUM_PHASES } Phase;
