@@ -36,7 +36,7 @@ static const ChoiceName KV_HEADS_CHOICE = {"kv_heads", "KV"};
 // The MLP's activation. The values are what the Llama family's model file stores in header slot 21: 0 SwiGLU and
 // 1 ReLU² keep the meaning they had when the slot was a flag (0 in every file written before it), so a new
 // activation takes the next value and no file changes.
-enum { MLP_SWIGLU, MLP_RELU2, MLP_GELU, NUM_MLPS };
+enum { MLP_SWIGLU, MLP_RELU2, MLP_GELU, MLP_GEGLU, NUM_MLPS };
 typedef struct {
     const char *name;   // as --mlp, the run's lines and the files' errors spell it
     const char *words;  // the model line's
@@ -49,6 +49,7 @@ static const MlpChoice MLP_CHOICES[NUM_MLPS] = {  // in the enum's order
     {"swiglu", "SwiGLU", 1, "down(silu(gate x) * up x), Llama's"},
     {"relu2", "ReLU²", 0, "down(relu(up x)^2), no gate, hidden width 4C (modded-nanogpt)"},
     {"gelu", "GELU", 0, "down(gelu_tanh(up x)), GPT-2's"},
+    {"geglu", "GeGLU", 1, "down(gelu_tanh(gate x) * up x), Gemma's (up | gate packed as SwiGLU's)"},
 };
 #define MLP_EVERY ((1 << NUM_MLPS) - 1)  // a family whose file stores any activation (ModelFamily.mlps)
 // Value i's name (and, where help is not NULL, its definition), NULL past the end: what the flag parser and --help
