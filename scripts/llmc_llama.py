@@ -59,7 +59,9 @@ INT_SLOTS = [("maxT", 2), ("V", 3), ("Vp", 4), ("L", 5), ("NH", 6), ("KV", 7), (
              ("tied", 11), ("qkv_bias", 12), ("qk_norm", 13), ("rope_scaling", 14)]
 FLOAT_SLOTS = [("eps", 15), ("theta", 16), ("rope_factor", 17), ("rope_low", 18), ("rope_high", 19)]
 ORIG_SLOT = 20  # rope original_max_position_embeddings (int)
-RESERVED_FROM = 21
+MLP_SLOT = 21  # the MLP's activation (arch/llama.h's llama_header_write)
+MLP_CODES = {0: "swiglu", 1: "relu2"}  # slot 21's values: 0 SwiGLU (every file before the slot), 1 ReLU² (wfc: up alone)
+RESERVED_FROM = 22
 
 
 def f32(x):
@@ -89,7 +91,8 @@ def llama_shapes(d):
         s.append(("bqkv", (L, qkv)))
     if d["qk_norm"]:
         s += [("q_norm", (L, hd)), ("k_norm", (L, hd))]
-    s += [("wo", (L, C, d["NH"] * hd)), ("mlp_norm", (L, C)), ("wfc", (L, 2 * H, C)), ("wproj", (L, C, H)),
+    up = H if MLP_CODES[d.get("mlp", 0)] == "relu2" else 2 * H  # ReLU² has no gate: wfc is up_proj alone
+    s += [("wo", (L, C, d["NH"] * hd)), ("mlp_norm", (L, C)), ("wfc", (L, up, C)), ("wproj", (L, C, H)),
           ("final_norm", (C,))]
     if not d["tied"]:
         s.append(("lm_head", (d["Vp"], C)))
@@ -111,6 +114,9 @@ def check_dims(d, where):
     for k in ("tied", "qkv_bias", "qk_norm", "rope_scaling"):
         if d[k] not in (0, 1):
             raise HFError("%s: %s is %s, expected 0 or 1" % (where, k, d[k]))
+    if d.get("mlp", 0) not in MLP_CODES:
+        raise HFError("%s: MLP activation %s in header slot %d, expected %s" % (
+            where, d["mlp"], MLP_SLOT, " or ".join("%d (%s)" % kv for kv in sorted(MLP_CODES.items()))))
     if not d["eps"] > 0 or not d["theta"] > 0:
         raise HFError("%s: norm_eps %r and rope_theta %r must be positive" % (where, d["eps"], d["theta"]))
     if d["rope_scaling"]:
@@ -130,6 +136,7 @@ def header_bytes(d):
     for k, i in FLOAT_SLOTS:
         h[i] = f32_bits(d[k])
     h[ORIG_SLOT] = int(d["rope_orig"])
+    h[MLP_SLOT] = int(d.get("mlp", 0))
     return struct.pack("<256i", *h)
 
 
@@ -157,6 +164,7 @@ def read_llama(path):
     d = {k: h[i] for k, i in INT_SLOTS}
     d.update({k: bits_f32(h[i]) for k, i in FLOAT_SLOTS})
     d["rope_orig"] = h[ORIG_SLOT]
+    d["mlp"] = h[MLP_SLOT]
     check_dims(d, path)
     shapes = llama_shapes(d)
     want = HEADER_BYTES + 4 * sum(int(np.prod(s)) for _, s in shapes)
