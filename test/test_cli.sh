@@ -250,8 +250,8 @@ out=$($BIN "${rz[@]}" -x 3 -o "$W/rz" -y 1 2>&1)
 out2=$($BIN -e llama-d4 "${rz[@]}" -x 3 -o "$W/rz" -y 1 2>&1)
 out3=$($BIN -e llama-d4 "${rz[@]}" --grad-accum 4 -x 3 -o "$W/rz" -y 1 2>&1)
 grep -qF "this run's (-e d2, the default without -e) is L 2 | C 128" <<<"$out" && grep -qF "pass -e llama-d4 (or -e $W/rz/model_00000002.bin)" <<<"$out" \
-  && grep -qF "pass -b 4 -t 32 --grad-accum 4 to resume it" <<<"$out2" && grep -q "resume: step 2" <<<"$out3" \
-  && ok "resume refusals name both shapes and '-e llama-d4', then '--grad-accum 4'; with both the run resumes at step 2" \
+  && grep -qF "pass -b 4 -t 32 --grad-accum 4 to resume it" <<<"$out2" && grep -q "resume: step 2 from .* (saved by 1 data-parallel rank)" <<<"$out3" \
+  && ok "resume refusals name both shapes and '-e llama-d4', then '--grad-accum 4'; with both the run resumes at step 2 (saved by 1 data-parallel rank)" \
   || bad "resume refusals name the flags that resume" "$out
 $out2
 $out3"
