@@ -35,6 +35,11 @@ def test_relu2(work, trainer_loss):
         type(m).__name__ == "LlamaForCausalLM" and "ReLU" in e.stdout
     check("a --mlp relu2 model exports to LlamaForCausalLM (hidden_act relu, gate_proj = up_proj): transformers' loss "
           "%.7f, the trainer's %s" % (hf, "%.7f" % mine if mine is not None else "-"), ok, why + e.stdout)
+    back = os.path.join(work, "relu2_back.bin")
+    i = script("import_hf.py", out, back)
+    with open(os.path.join(run, "model_00000003.bin"), "rb") as f1:
+        same = i.returncode == 0 and os.path.exists(back) and f1.read() == open(back, "rb").read()
+    check("the ReLU² export imports back to the trained model file byte for byte (slot 21 = 1, wfc up alone)", same, i.stdout)
 
 
 def doc_slots(path, heading):
