@@ -23,7 +23,7 @@ strip_log() { python3 -c '
 import json, sys
 for line in open(sys.argv[1]):
     d = json.loads(line)
-    for k in ("ms", "tokens_per_s", "flops_per_s", "mfu", "peak_rss_mib", "peak_device_mib", "bubble", "eta_s", "time_ms"):
+    for k in ("ms", "tokens_per_s", "flops_per_s", "mfu", "peak_rss_mib", "peak_device_mib", "bubble", "eta_s", "time_ms", "comm_ms"):
         d.pop(k, None)
     for k in ("ram_per_rank_bytes", "disk_free_per_rank_bytes"):  # free memory and disk when it started
         d.get("memory_plan", {}).pop(k, None)

@@ -64,6 +64,8 @@ MLP_NAMES = ["swiglu", "relu2", "gelu", "geglu"]  # slot 21's values, as --mlp s
 MLP_GATED = {"swiglu", "geglu"}  # wfc is up | gate, 2H rows; the others' wfc is up alone, H rows
 # transformers' name of the gate's activation for each gated MLP (LlamaMLP: down(act(gate x) * up x))
 HF_ACTS = {"swiglu": "silu", "geglu": "gelu_pytorch_tanh"}
+# ReLU² exports as a gated MLP with gate_proj = up_proj and hidden_act "relu" (relu(u) u = relu(u)², export_hf.py)
+HF_RELU2_ACT = "relu"
 RESERVED_FROM = 22
 
 

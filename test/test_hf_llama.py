@@ -44,6 +44,7 @@ transformers.logging.set_verbosity_error()
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_hf  # noqa: E402  (the GPT-2 suite's set-up: check and its counts, script, expect_error)
 from test_hf import ROOT, check, expect_error, script  # noqa: E402
+import hf_header  # noqa: E402  (ReLU²'s export and the header's table, beside this file)
 
 HAVE_QWEN3 = hasattr(transformers, "Qwen3ForCausalLM")
 
@@ -789,6 +790,8 @@ def main():
         test_tokenizer(work, bins[0], g + ".bin")
         test_generate(ms[0][1], bins[0])
         test_presets()
+        hf_header.test_relu2(work, trainer_loss)
+        hf_header.test_header_table()
     finally:
         if not a.work:
             shutil.rmtree(work, ignore_errors=True)

@@ -89,6 +89,7 @@ typedef struct {
     int print_every;            // a step line on the console every N steps (the log has every step)
     const char *eval_mc;        // multiple-choice JSONL scored with each validation (eval_mc.h); NULL = none
     int checkpoint_every, keep_checkpoints, resume;
+    int replace_checkpoints;    // a fresh run into an -o holding checkpoints: 1 moves them aside (run.h), 0 refuses
     int dry_run;
     int world;                  // --dry-run --world N: plan a layout of N ranks in this one process; 0 = the ranks started
     int timing;                 // print the step's time breakdown on the console
@@ -233,6 +234,7 @@ static const OptSpec OPTIONS[] = {
     OPT("-n", "--checkpoint-every", OPT_INT, checkpoint_every, "with -o, also checkpoint every N steps; 0 = only the run's end (and on SIGTERM/SIGUSR1)"),
     OPT(NULL, "--keep-checkpoints", OPT_INT, keep_checkpoints, "keep the last K checkpoints"),
     OPT("-y", "--resume", OPT_INT, resume, "1 = continue from the latest complete checkpoint in --out-dir"),
+    OPT(NULL, "--replace-checkpoints", OPT_INT, replace_checkpoints, "1 = a fresh run (-y 0) into an -o that holds another run's checkpoints moves them aside into -o/replaced-K/ and starts; 0 refuses such a run"),
     OPT("-z", "--zero-stage", OPT_INT, zero_stage, "ZeRO: 0 replicate; 1 shard AdamW state; 2 also gradients; 3 also parameters"),
     OPT(NULL, "--reduce-bucket-mb", OPT_FLOAT, reduce_bucket_mb, "ZeRO-2/3: reduce-scatter gradients in buckets of whole layers up to this size"),
     OPTE(NULL, "--offload", offload, OFFLOAD_NAMES, "none | optimizer (AdamW state and master weights in host memory, or on disk with --offload-device nvme, updated on the CPU) | params (also the ZeRO-3 parameter shards)"),
@@ -251,7 +253,7 @@ static const OptSpec OPTIONS[] = {
     OPT(NULL, "--loss-scale-window", OPT_INT, loss_scale_window, "dynamic: double the scale after this many steps without overflow"),
     OPT(NULL, "--loss-scale-hysteresis", OPT_INT, loss_scale_hysteresis, "dynamic: overflows tolerated before the scale halves"),
     OPT(NULL, "--loss-scale-min", OPT_FLOAT, loss_scale_min, "dynamic: the lowest scale; an overflow there stops the run"),
-    OPT(NULL, "--timing", OPT_FLAG, timing, "print each step's time breakdown (data, forward, backward, comm, optimizer, other) under its line"),
+    OPT(NULL, "--timing", OPT_FLAG, timing, "print each step's time breakdown (data, forward, backward, comm, optimizer, other) under its line; with several ranks also comm by axis (tp, pipe_send, pipe_wait, dp_reduce, gather, other), time and bytes"),
     OPT(NULL, "--profile", OPT_FLAG, profile, "time each module (embedding, LayerNorm, matmuls, attention, head, optimizer, collectives) over the run; a table of calls, ms, share, GFLOP, GFLOP/s and fraction of peak at the end, and one JSON line in the log"),
     OPT(NULL, "--autotune", OPT_FLAG, autotune, "time every micro-batch size x recompute level x offload that fits the memory plan for this model, data and batch; print them by tokens/s and a 'best:' line of flags"),
     OPT(NULL, "--autotune-world", OPT_INT, autotune_world, "--autotune for a run of this many ranks: also enumerates ZeRO stages, TP degrees and pipeline stages, timing each through mpirun"),
@@ -465,6 +467,8 @@ static void config_validate(const TrainConfig *c) {
     if (c->checkpoint_every < 0) bad_value("-n/--checkpoint-every", "must be >= 0 (0: no periodic checkpoints; with -o the end is still saved)");
     if (c->keep_checkpoints < 1) bad_value("--keep-checkpoints", "must be >= 1");
     if (c->resume != 0 && c->resume != 1) bad_value("-y/--resume", "must be 0 or 1");
+    if (c->replace_checkpoints != 0 && c->replace_checkpoints != 1) bad_value("--replace-checkpoints", "must be 0 or 1");
+    if (c->replace_checkpoints && c->resume) bad_value("--replace-checkpoints", "moves the checkpoints -y 1 would resume from; give one of the two");
     if ((c->checkpoint_every > 0 || c->resume) && c->out_dir == NULL) {
         bad_value(c->resume ? "-y/--resume" : "-n/--checkpoint-every", "needs -o/--out-dir");
     }
@@ -526,10 +530,11 @@ static void config_check_world(const TrainConfig *c, int world) {
     if (c->tp < 1) usage_error("--tp: %d, expected a tensor-parallel degree >= 1", c->tp);
     if (c->sp < -1 || c->sp > 1) usage_error("--sp: %d, expected 0 or 1", c->sp);
     if (c->pp < 1) usage_error("--pp: %d, expected a number of pipeline stages >= 1", c->pp);
-    if (world % c->pp != 0) usage_error("--pp: %d stages do not divide the world of %d ranks%s", c->pp, world, one);
+    const char *ranks = world == 1 ? "rank" : "ranks";  // "a world of 1 rank"
+    if (world % c->pp != 0) usage_error("--pp: %d stages do not divide the world of %d %s%s", c->pp, world, ranks, one);
     if (world % ((long)c->tp * c->pp) != 0)
-        usage_error("--tp %d x --pp %d = %ld ranks does not divide the world of %d ranks (the world is tp x data-parallel x "
-                    "pp%s)", c->tp, c->pp, (long)c->tp * c->pp, world, one);
+        usage_error("--tp %d x --pp %d = %ld ranks does not divide the world of %d %s (the world is tp x data-parallel x "
+                    "pp%s)", c->tp, c->pp, (long)c->tp * c->pp, world, ranks, one);
     if (c->pp > 1 && c->zero_stage >= 2)
         usage_error("-z/--zero-stage %d with --pp %d: stages 2 and 3 reduce gradients and gather weights layer by layer within "
                     "one micro-batch's backward, which 1F1B interleaves across micro-batches; use -z 0 or 1", c->zero_stage, c->pp);

@@ -1,0 +1,89 @@
+"""hf_header.py: two checks of test/test_hf_llama.py's suite, kept beside it (its file would pass 800 lines): a
+--mlp relu2 model's export to transformers, and the Llama-family header's tables in the docs against the writers.
+"""
+import os
+import re
+import sys
+
+import torch
+from transformers import AutoModelForCausalLM
+
+import test_hf
+from test_hf import ROOT, check, script
+
+
+def test_relu2(work, trainer_loss):
+    """A --mlp relu2 model (trained 3 steps by the trainer) exports to LlamaForCausalLM with hidden_act relu and
+    gate_proj = up_proj (relu(u) * u = relu(u)², which no class with RMSNorm has ungated: export_hf.py says why), and
+    transformers' loss on a batch is the trainer's own (test/hf_forward) within 1e-5."""
+    run = os.path.join(work, "relu2_run")
+    r = test_hf.run([os.path.join(ROOT, "train_gpt_cpu"), "-e", "llama-d2", "--mlp", "relu2", "-b", "2", "-t", "16", "-x", "3",
+                     "-v", "0", "-s", "0", "-o", run])
+    out = os.path.join(work, "relu2_hf")
+    e = script("export_hf.py", run, out, "--no-tokenizer")
+    if r.returncode != 0 or e.returncode != 0:
+        check("a --mlp relu2 model exports and loads in transformers", False, r.stdout + e.stdout)
+        return
+    m = AutoModelForCausalLM.from_pretrained(out, torch_dtype=torch.float32).eval()
+    g = torch.Generator().manual_seed(5)
+    x = torch.randint(0, m.config.vocab_size, (2, 16), generator=g)
+    y = torch.randint(0, m.config.vocab_size, (2, 16), generator=g)
+    with torch.no_grad():
+        hf = float(torch.nn.functional.cross_entropy(m(x).logits.reshape(-1, m.config.vocab_size).double(), y.reshape(-1)))
+    mine, why = trainer_loss(work, os.path.join(run, "model_00000003.bin"), x, y)
+    ok = mine is not None and abs(hf - mine) <= 1e-5 * abs(mine) and m.config.hidden_act == "relu" and \
+        type(m).__name__ == "LlamaForCausalLM" and "ReLU" in e.stdout
+    check("a --mlp relu2 model exports to LlamaForCausalLM (hidden_act relu, gate_proj = up_proj): transformers' loss "
+          "%.7f, the trainer's %s" % (hf, "%.7f" % mine if mine is not None else "-"), ok, why + e.stdout)
+    back = os.path.join(work, "relu2_back.bin")
+    i = script("import_hf.py", out, back)
+    with open(os.path.join(run, "model_00000003.bin"), "rb") as f1:
+        same = i.returncode == 0 and os.path.exists(back) and f1.read() == open(back, "rb").read()
+    check("the ReLU² export imports back to the trained model file byte for byte (slot 21 = 1, wfc up alone)", same, i.stdout)
+
+
+def doc_slots(path, heading):
+    """{slot: field} of the table under `heading` in a doc ("| 2 | `maxT` | ..." rows; "a..b" ranges and "a, b" lists),
+    and the first reserved slot (its row says "reserved")."""
+    lines = open(os.path.join(ROOT, path)).read().split("\n")
+    at = next(i for i, l in enumerate(lines) if l.startswith("#") and heading in l)
+    slots, reserved = {}, None
+    for l in lines[at + 1:]:
+        if l.startswith("#"):
+            break
+        cells = [c.strip() for c in l.strip().strip("|").split("|")]
+        if len(cells) < 2 or not cells[0][:1].isdigit():
+            continue
+        if "reserved" in l:
+            reserved = int(cells[0].split(".")[0])
+            continue
+        keys = [k.strip() for k in cells[1].strip("`").split(",")] if "`" in cells[1] else None
+        idx = [int(v) for v in cells[0].replace(" ", "").split(",")]
+        for i, v in enumerate(idx):
+            slots[v] = keys[i].strip("` ") if keys and i < len(keys) else cells[1]
+    return slots, reserved
+
+
+def test_header_table():
+    """docs/huggingface.md's table of the Llama-family header names every slot the writers fill, with the scripts'
+    field names, and where the reserved slots begin; docs/llama.md's table has the same slots; the C writer
+    (arch/llama.h's llama_header_write) fills exactly those and its reader refuses from the same slot."""
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    import llmc_llama as ll
+    want = {i: k for k, i in ll.INT_SLOTS + ll.FLOAT_SLOTS}
+    want.update({ll.ORIG_SLOT: "rope_orig", ll.MLP_SLOT: "mlp"})
+    hf, hf_res = doc_slots("docs/huggingface.md", "The Llama-family header")
+    ld, ld_res = doc_slots("docs/llama.md", "The model file")
+    hf = {k: v for k, v in hf.items() if k > 1}  # magic and version: every file's
+    ld = {k: v for k, v in ld.items() if k > 1}
+    src = open(os.path.join(ROOT, "arch", "llama.h")).read()
+    body = src[src.index("static void llama_header_write"):]
+    body = body[:body.index("\n}\n")]
+    c_slots = {int(i) for i in re.findall(r"h\[(\d+)\] =", body)} - {0, 1}
+    c_res = int(re.search(r"for \(int k = (\d+); k < 256; k\+\+\)", src).group(1))
+    ok = hf == want and hf_res == ll.RESERVED_FROM and set(ld) == set(want) and ld_res == ll.RESERVED_FROM and \
+        c_slots == set(want) and c_res == ll.RESERVED_FROM
+    check("the header tables of docs/huggingface.md and docs/llama.md, scripts/llmc_llama.py's slots and arch/llama.h's "
+          "writer agree: slots 2..%d, reserved from %d" % (max(want), ll.RESERVED_FROM), ok,
+          "huggingface.md %s (reserved %s)\nllama.md %s (reserved %s)\nllmc_llama.py %s (reserved %d)\nC writer %s "
+          "(reader refuses from %d)" % (hf, hf_res, sorted(ld), ld_res, want, ll.RESERVED_FROM, sorted(c_slots), c_res))
