@@ -553,14 +553,14 @@ static void run_descriptor_for(const ModelConfig *c, char *out, size_t n) {
         for (int d = 1; d <= 64; d++) {
             char desc[64];
             snprintf(desc, sizeof(desc), "%.*s%d", (int)(N - pat), pat, d);
-            for (int mlp = -1; mlp < (int)(sizeof(MLP_NAMES) / sizeof(MLP_NAMES[0])); mlp++) {
+            for (int mlp = -1; mlp < NUM_MLPS; mlp++) {
                 ModelConfig t;
                 char why[512];
                 memset(&t, 0, sizeof(t));
                 if (!FAMILIES[f]->from_descriptor(desc, c->vocab_size, &t)) break;
                 if (mlp >= 0 && (mlp == t.mlp || model_choose_mlp(&t, mlp, why, sizeof(why)))) continue;
                 if (memcmp(&t, c, sizeof(t)) == 0) {
-                    snprintf(out, n, "%s%s%s", desc, mlp >= 0 ? " --mlp " : "", mlp >= 0 ? MLP_NAMES[mlp] : "");
+                    snprintf(out, n, "%s%s%s", desc, mlp >= 0 ? " --mlp " : "", mlp >= 0 ? MLP_CHOICES[mlp].name : "");
                     return;
                 }
             }
