@@ -1,9 +1,14 @@
-"""hf_header.py: two checks of test/test_hf_llama.py's suite, kept beside it (its file would pass 800 lines): a
---mlp relu2 model's export to transformers, and the Llama-family header's tables in the docs against the writers.
+"""hf_header.py: checks of test/test_hf_llama.py's suite, kept beside it (its file would pass 800 lines): a
+--mlp relu2 model's export to transformers, GeGLU's import and export, and the Llama-family header's tables in the docs against the writers.
 """
+import copy
+import json
 import os
 import re
+import struct
 import sys
+
+import numpy as np
 
 import torch
 from transformers import AutoModelForCausalLM
@@ -40,6 +45,34 @@ def test_relu2(work, trainer_loss):
     with open(os.path.join(run, "model_00000003.bin"), "rb") as f1:
         same = i.returncode == 0 and os.path.exists(back) and f1.read() == open(back, "rb").read()
     check("the ReLU² export imports back to the trained model file byte for byte (slot 21 = 1, wfc up alone)", same, i.stdout)
+
+
+def test_geglu(work, t):
+    """GeGLU (--mlp geglu, slot 21 = 3) is LlamaForCausalLM with hidden_act gelu_pytorch_tanh; ungated MLPs are refused.
+    t: test_hf_llama's module (its model helpers), passed in as test_relu2's trainer_loss is."""
+    m = t.randomize(t.LlamaForCausalLM(t.LlamaConfig(**dict(t.MINIMAL, hidden_act="gelu_pytorch_tanh", num_key_value_heads=2,
+                                                      tie_word_embeddings=False))), 7)
+    hf, binf, out = (os.path.join(work, "geglu" + e) for e in ("_hf", ".bin", "_out"))
+    m.save_pretrained(hf)
+    r = t.script("import_hf.py", hf, binf)
+    slot = struct.unpack("<256i", t.read(binf)[:1024])[21] if r.returncode == 0 else None
+    t.check("GeGLU (hidden_act gelu_pytorch_tanh) imports with header slot 21 = 3 (got %s)" % slot, slot == 3, r.stdout)
+    x, y = (torch.randint(0, 300, (2, 48), generator=torch.Generator().manual_seed(77 + i)) for i in range(2))
+    with torch.no_grad():
+        ref = torch.nn.functional.cross_entropy(copy.deepcopy(m).double()(x).logits.reshape(-1, 300), y.reshape(-1)).item()
+    loss, err = t.trainer_loss(work, binf, x, y) if slot == 3 else (None, "not imported")
+    t.check("GeGLU: the trainer's loss %s equals transformers' %.7f (float64) within 1e-5 relative" % (
+        "%.7f" % loss if loss is not None else "(none)", ref), loss is not None and abs(loss - ref) / ref <= 1e-5, err)
+    r = t.script("export_hf.py", binf, out, "--no-tokenizer")
+    oc = json.load(open(os.path.join(out, "config.json"))) if r.returncode == 0 else {}
+    same = r.returncode == 0 and np.array_equal(t.logits(t.load_hf(out)[0], x), t.logits(m, x))
+    t.check("GeGLU: exports as %s with hidden_act %s, logits equal the original's exactly" % (
+        oc.get("architectures"), oc.get("hidden_act")), same and oc.get("hidden_act") == "gelu_pytorch_tanh", r.stdout)
+    gelu = os.path.join(work, "gelu_run")  # ungated GELU in the Llama family: the trainer's own file
+    t.test_hf.run([os.path.join(t.ROOT, "train_gpt_cpu"), "-e", "llama-d1", "--mlp", "gelu", "-x", "1", "-b", "1", "-t", "8",
+                 "-v", "0", "-s", "0", "-o", gelu])
+    t.expect_error("export of an ungated MLP (--mlp gelu, slot 21 = 2)", ["export_hf.py", os.path.join(gelu, "model_00000001.bin"),
+                 os.path.join(work, "gelu_out")], ["slot 21 = 2", "without a gate"], os.path.join(work, "gelu_out"))
 
 
 def doc_slots(path, heading):
