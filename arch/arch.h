@@ -114,6 +114,8 @@ typedef struct {
     int num_heads, num_kv_heads;  // NH and KV: the q | k | v pieces' head counts
     int opt[NUM_ARCH_OPTS];  // opt[ARCH_ALWAYS] is 1
     size_t attn_flop_width;  // per layer and per token, attention's QK^T and AV cost 2 * 2 * width * T forward
+    int sliced;              // a TP rank's slice (tp_local_shape): a replicated tensor (tp TP_NONE) keeps whole's dims
+    size_t whole[NUM_DIMS];
 } ArchShape;
 
 static int arch_present(const ArchParam *p, const ArchShape *s) { return s->opt[p->present]; }
@@ -129,8 +131,9 @@ static int arch_param_ends(const ArchParam *p, const ArchShape *s) {
 // says (DIM_VP for the stored size; the published counts use DIM_V).
 static size_t arch_tensor_size_rows(const ArchParam *p, const ArchShape *s, int vocab_dim) {
     if (!arch_present(p, s)) return 0;
-    size_t rows = s->dim[p->rows == DIM_VP ? vocab_dim : p->rows];
-    return rows * s->dim[p->cols] * (p->per_layer ? (size_t)s->num_layers : 1);
+    const size_t *dim = s->sliced && p->tp == TP_NONE ? s->whole : s->dim;
+    size_t rows = dim[p->rows == DIM_VP ? vocab_dim : p->rows];
+    return rows * dim[p->cols] * (p->per_layer ? (size_t)s->num_layers : 1);
 }
 static size_t arch_tensor_size(const ArchParam *p, const ArchShape *s) { return arch_tensor_size_rows(p, s, DIM_VP); }
 

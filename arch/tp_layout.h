@@ -69,6 +69,8 @@ static void tp_local_shape(const Arch *a, ArchShape *s, const TpDims *t) {
         cut[tp_split_of(p) == TP_COLS ? p->cols : p->rows] = 1;
     }
     size_t n = (size_t)t->n, hd = s->dim[DIM_HD], NHl = (size_t)tp_local_heads(t), KVl = (size_t)tp_local_kv_heads(t);
+    s->sliced = 1;  // a replicated tensor keeps the whole dims, whichever a split one shares with it (arch_tensor_size)
+    memcpy(s->whole, s->dim, sizeof(s->whole));
     for (int d = 0; d < NUM_DIMS; d++) {
         if (!cut[d]) continue;
         if (d == DIM_VP || d == DIM_V) {
