@@ -71,8 +71,7 @@ static void pp_stage_backward(Pipeline *p) {
 // rest run eagerly. The graphs freeze the micro-batch's shape (B, T and its activation slot) and the loss
 // gradient's weight dloss (the loss scale): a new one records them again.
 static int pp_graphed(const Pipeline *p) {
-    const TpGroup *tp = p->z->model->tp;
-    return p->stages == 1 && p->z->stage <= 1 && (!tp || tp->comm->transport == COMM_DEVICE) && !p->z->offload &&
+    return p->stages == 1 && p->z->stage <= 1 && tp_on_device(p->z->tp) && !p->z->offload &&
            !timing.profile;
 }
 static uint64_t pp_graph_shape(const Model *m) {

@@ -73,7 +73,7 @@ static void zero_use_muon(Zero *z, const TrainConfig *cfg) {
     for (int u = 1; u < z->nu; u++) if (z->ushard[u] * z->comm->world > widest) widest = z->ushard[u] * z->comm->world;
     z->muon = (Muon *)callocCheck(1, sizeof(Muon));
     muon_init(z->muon, cfg, &z->config, z->usize, z->runs, z->nruns, z->comm->world, widest, z->offload,
-              z->model->tp ? z->model->tp->comm : NULL);  // --tp: a matrix's slices gathered over the TP group
+              tp_comm(z->tp));  // --tp: a matrix's slices gathered over the TP group
     int n = muon_matrices(&z->config, 1, NULL);
     MuonMatrix *mats = (MuonMatrix *)callocCheck(n > 0 ? n : 1, sizeof(MuonMatrix));
     muon_matrices(&z->config, 1, mats);
@@ -94,6 +94,7 @@ static void zero_init(Zero *z, Comm *comm, int stage, Model *model, const int *h
     z->stage = stage;
     z->comm = comm;
     z->model = model;
+    z->tp = model->tp;  // --tp: the rank's TP group (NULL without), whose API (tensor_parallel.h) ZeRO calls
     z->config = model->config;
     z->nu = model_num_units(&z->config);
     z->L = z->config.num_layers;
@@ -119,12 +120,12 @@ static void zero_init(Zero *z, Comm *comm, int stage, Model *model, const int *h
     // each of those less the replicas others count
     size_t outer_runs = 0;
     for (int i = 0; i < z->nruns; i++) outer_runs += z->runs[i].unit == 0;
-    size_t npieces = z->nu + outer_runs, nss = npieces + (model->tp ? npieces * (model->tp->nskip + 1) : 0);
+    size_t npieces = z->nu + outer_runs, nss = npieces + npieces * (size_t)tp_counted_max(z->tp);
     z->ss_x = (const float **)callocCheck(nss, sizeof(float *));
     z->ss_n = (size_t *)callocCheck(nss, sizeof(size_t));
     z->ss_sum = (double *)callocCheck(nss, sizeof(double));
     z->ss_piece = (size_t *)callocCheck(2 * ((size_t)z->nruns + 1), sizeof(size_t));
-    if (model->tp) z->ss_tp = (size_t *)callocCheck(2 * ((size_t)model->tp->nskip + 1), sizeof(size_t));
+    if (z->tp) z->ss_tp = (size_t *)callocCheck(2 * (size_t)tp_counted_max(z->tp), sizeof(size_t));
     size_t outer = z->ushard[0] * W, layer = 0;
     for (int u = 1; u < z->nu; u++) if (z->ushard[u] * W > layer) layer = z->ushard[u] * W;
     z->params = backend_alloc_state(stage <= 2 ? z->whole_floats : outer);
@@ -331,7 +332,7 @@ static void zero_drop_layer(Zero *z, int l) {
 // Stages 2-3: unit u's gradient of this micro-batch (in buf, whole) reduce-scattered, this rank's
 // shard added to its accumulated gradient shard, and buf cleared for the next use.
 static void zero_bucket_done(Zero *z, int u, float *buf) {
-    tp_sum_grads(z->model->tp, u, buf);  // --tp: the parts of replicated tensors completed first
+    tp_sum_grads(z->tp, u, buf);  // --tp: the parts of replicated tensors completed first
     comm_reduce_scatter_sum(z->comm, buf, z->ushard[u]);
     backend_add(z->gshard + z->soff[u], buf + (size_t)z->comm->rank * z->ushard[u], z->ushard[u]);
     backend_zero_state(buf, z->ushard[u] * z->comm->world);
@@ -356,7 +357,7 @@ static void zero_layer_forward(Zero *z, int l) {
 static void zero_flush_bucket(Zero *z, int lowest_layer, int n) {
     int W = z->comm->world, r = z->comm->rank;
     size_t sh = z->ushard[1], whole = sh * W;
-    for (int j = 0; j < n; j++) tp_sum_grads(z->model->tp, 1 + lowest_layer + (n - 1 - j), z->layer_grad + (size_t)j * whole);
+    for (int j = 0; j < n; j++) tp_sum_grads(z->tp, 1 + lowest_layer + (n - 1 - j), z->layer_grad + (size_t)j * whole);
     for (int q = 0; q < W; q++)
         for (int j = 0; j < n; j++)
             backend_copy(z->bucket_pack + ((size_t)q * n + j) * sh, z->layer_grad + (size_t)j * whole + (size_t)q * sh, sh);
@@ -403,7 +404,7 @@ static void zero_sum_tied(Zero *z) {
 // during backward).
 static void zero_reduce_gradients(Zero *z) {
     if (z->stage <= 1)  // --tp: the parts of replicated tensors completed (stages 2-3: per layer, zero_bucket_done)
-        for (int u = 0; u < z->nu; u++) if (z->usize[u]) tp_sum_grads(z->model->tp, u, z->grads + z->uoff[u]);
+        for (int u = 0; u < z->nu; u++) if (z->usize[u]) tp_sum_grads(z->tp, u, z->grads + z->uoff[u]);
     if (z->tied) zero_sum_tied(z);
     if (z->stage == 0) comm_allreduce_sum(z->comm, z->grads, z->whole_floats);
     else if (z->stage == 1)
@@ -416,7 +417,7 @@ static void zero_reduce_gradients(Zero *z) {
 // counts is left out: at a pipeline's end, the outer tensors the other end counts (zero_counted_pieces).
 static void zero_grad_sum_squares_start(Zero *z) {
     int k = 0;
-    TpGroup *tp = z->model->tp;
+    TpGroup *tp = z->tp;
     size_t *poff = z->ss_piece, *plen = z->ss_piece + z->nruns + 1;
     for (int u = 0; u < z->nu; u++) {
         if (z->usize[u] == 0) continue;
@@ -424,7 +425,7 @@ static void zero_grad_sum_squares_start(Zero *z) {
         for (int p = 0; p < np; p++) {
             if (!tp) { z->ss_x[k] = zero_grad_slice(z, u) + (poff[p] - z->slo[u]); z->ss_n[k++] = plen[p]; continue; }
             // --tp: a replica another TP rank counts is left out (ss arrays sized for the pieces: zero_init)
-            size_t *off = z->ss_tp, *len = z->ss_tp + tp->nskip + 1;
+            size_t *off = z->ss_tp, *len = z->ss_tp + tp_counted_max(tp);
             int nt = tp_counted(tp, u, poff[p], plen[p], off, len);
             for (int i = 0; i < nt; i++) { z->ss_x[k] = zero_grad_slice(z, u) + (off[i] - z->slo[u]); z->ss_n[k++] = len[i]; }
         }
@@ -436,7 +437,7 @@ static double zero_grad_sum_squares_finish(Zero *z) {
     backend_sum_squares_finish(z->ss_sum, z->ss_count);
     double local = 0.0;
     for (int i = 0; i < z->ss_count; i++) local += z->ss_sum[i];
-    if (z->model->tp) local = comm_allreduce_sum_f64(z->model->tp->comm, local);  // the TP ranks' slices
+    local = tp_norm_sum(z->tp, local);  // --tp: the TP ranks' slices
     if (z->stage == 0 || z->comm->world == 1) return local;  // at stage 0 every rank has it all
     // the ranks' sums added in rank order, as the device's verdict adds them (zero_update_verdict)
     double *all = (double *)mallocCheck(z->comm->world * sizeof(double)), sum = 0.0;
@@ -485,7 +486,7 @@ static void zero_update(Zero *z, const AdamWArgs *args) { zero_update_with(z, ar
 static int zero_update_on_device(const Zero *z) {
     int local = z->stage == 0 || z->comm->world == 1;
     int exchange = z->comm->transport != COMM_MPI_STAGED;
-    return z->store == &ZERO_STORE_DEVICE && (local || exchange) && !z->tied && !z->model->tp && !z->muon;
+    return z->store == &ZERO_STORE_DEVICE && (local || exchange) && !z->tied && !z->tp && !z->muon;
 }
 
 // The device's verdict on this step's update (backend.h): this rank's sum of squares, every rank's gathered

@@ -67,6 +67,22 @@ enum { INIT_NORMAL, INIT_RESIDUAL, INIT_ONES, INIT_ZEROS };
 // counts (NH hd, KV hd, KV hd rows), or up | gate (H rows each) where ARCH_OPT_GATED is on (else one piece).
 enum { PACK_ONE, PACK_QKV, PACK_UP_GATE };
 
+// Tensor parallelism (--tp N, Megatron's split): the dimension of a tensor TP divides (ArchParam's tp; tp_layout.h
+// cuts it, parallel/tensor_parallel.h runs the collectives that go with it):
+//   TP_ROWS   a column-parallel matmul's weight or bias (q/k/v, the MLP's first matmul): each rank its rows, a fused
+//             tensor piece by piece (pack: q | k | v by heads, up | gate evenly);
+//   TP_COLS   a row-parallel matmul's weight (attention's output, the MLP's second matmul): each rank its columns;
+//   TP_VOCAB  the embedding and the head: each rank Vp / N rows of the vocabulary;
+//   TP_NONE   replicated: every rank holds it whole (norms, row-parallel biases, positions).
+enum { TP_NONE, TP_ROWS, TP_COLS, TP_VOCAB };
+// How a tensor's gradient completes across the TP group (ArchParam's tp_grad):
+//   TP_GRAD_WHOLE     each rank computes its part whole (a split tensor's slice, or a replicated tensor from the
+//                     replicated stream, equal on every rank): nothing to sum (with --sp a replicated tensor's
+//                     gradient comes from the rank's rows: summed over the group);
+//   TP_GRAD_PART      replicated, but applied head by head to the rank's own heads (QK-norm): the parts summed;
+//   TP_GRAD_REPLICAS  split, with pieces several ranks hold (key/value heads when N exceeds KV): summed over them.
+enum { TP_GRAD_WHOLE, TP_GRAD_PART, TP_GRAD_REPLICAS };
+
 typedef struct {
     const char *name;  // as the file, --profile and errors call it
     int rows, cols;    // DIM_ symbols; per layer, the tensor is (L, rows, cols) in the file
@@ -80,6 +96,8 @@ typedef struct {
     int pack;          // PACK_: the pieces of a fused tensor
     int at_input, at_output;  // an outer tensor: the option under which the input end (the embedding) and the output
                               // end (the head) use it (ARCH_ALWAYS, ARCH_NEVER, an option); a layer's: ARCH_NEVER
+    int tp;            // TP_: the dimension tensor parallelism divides (the only place a tensor's split is stated)
+    int tp_grad;       // TP_GRAD_: how its gradient completes across the TP group
 } ArchParam;
 
 #define ARCH_MAX_PARAMS 24
@@ -96,6 +114,8 @@ typedef struct {
     int num_heads, num_kv_heads;  // NH and KV: the q | k | v pieces' head counts
     int opt[NUM_ARCH_OPTS];  // opt[ARCH_ALWAYS] is 1
     size_t attn_flop_width;  // per layer and per token, attention's QK^T and AV cost 2 * 2 * width * T forward
+    int sliced;              // a TP rank's slice (tp_local_shape): a replicated tensor (tp TP_NONE) keeps whole's dims
+    size_t whole[NUM_DIMS];
 } ArchShape;
 
 static int arch_present(const ArchParam *p, const ArchShape *s) { return s->opt[p->present]; }
@@ -111,8 +131,9 @@ static int arch_param_ends(const ArchParam *p, const ArchShape *s) {
 // says (DIM_VP for the stored size; the published counts use DIM_V).
 static size_t arch_tensor_size_rows(const ArchParam *p, const ArchShape *s, int vocab_dim) {
     if (!arch_present(p, s)) return 0;
-    size_t rows = s->dim[p->rows == DIM_VP ? vocab_dim : p->rows];
-    return rows * s->dim[p->cols] * (p->per_layer ? (size_t)s->num_layers : 1);
+    const size_t *dim = s->sliced && p->tp == TP_NONE ? s->whole : s->dim;
+    size_t rows = dim[p->rows == DIM_VP ? vocab_dim : p->rows];
+    return rows * dim[p->cols] * (p->per_layer ? (size_t)s->num_layers : 1);
 }
 static size_t arch_tensor_size(const ArchParam *p, const ArchShape *s) { return arch_tensor_size_rows(p, s, DIM_VP); }
 
@@ -308,6 +329,7 @@ typedef struct {
     int shared_from;  // recompute level from which one copy is shared (0: always one copy)
     int present;      // ARCH_ALWAYS or the option it needs
     int role;         // model_config.h's ACT_ role: the tensor model.h's block reads it as
+    int seq_sharded;  // --sp: kept as this rank's B T / N token rows (the residual stream, the norms), else all B T
 } ArchAct;
 
 typedef struct {

@@ -172,31 +172,32 @@ enum {
 // no bytes). Level 1 drops the MLP's activation output (it reruns from fch), level 2 the norm outputs too, level 3
 // everything but each layer's output (the whole layer reruns). LayerNorm keeps each row's mean and rstd, RMSNorm
 // the rstd alone. With QK-norm the block keeps q and k before the norm (qkv_pre) and the norm's per-head rstd; qkv
-// is then after QK-norm and RoPE, what attention reads.
+// is then after QK-norm and RoPE, what attention reads. The last column: with --sp (sequence parallelism) the entry
+// is kept as this TP rank's B T / N token rows (the residual stream and the norms), else whole.
 static const ArchAct BLOCK_ACTS[] = {
-    {"encoded", DIM_C, 0, 0, ARCH_ACT_ALWAYS_KEPT, ARCH_ALWAYS, ACT_ENCODED},
-    {"ln1", DIM_C, 0, 1, 2, ARCH_ALWAYS, ACT_LN1},
-    {"ln1_mean", DIM_ONE, 1, 1, 3, ARCH_OPT_LAYERNORM, ACT_LN1_MEAN},
-    {"ln1_rstd", DIM_ONE, 1, 1, 3, ARCH_ALWAYS, ACT_LN1_RSTD},
-    {"qkv_pre", DIM_QKV, 0, 1, 3, ARCH_OPT_QK_NORM, ACT_QKV_PRE},
-    {"qk_rstd", DIM_QKHEADS, 1, 1, 3, ARCH_OPT_QK_NORM, ACT_QK_RSTD},
-    {"qkv", DIM_QKV, 0, 1, 3, ARCH_ALWAYS, ACT_QKV},
-    {"atty", DIM_ATT, 0, 1, 3, ARCH_ALWAYS, ACT_ATTY},
-    {"att", ARCH_ACT_ATT, 1, 1, 3, ARCH_ALWAYS, ACT_ATT},
-    {"attproj", DIM_C, 0, 1, 0, ARCH_ALWAYS, ACT_ATTPROJ},
-    {"residual2", DIM_C, 0, 1, 3, ARCH_ALWAYS, ACT_RESIDUAL2},
-    {"ln2", DIM_C, 0, 1, 2, ARCH_ALWAYS, ACT_LN2},
-    {"ln2_mean", DIM_ONE, 1, 1, 3, ARCH_OPT_LAYERNORM, ACT_LN2_MEAN},
-    {"ln2_rstd", DIM_ONE, 1, 1, 3, ARCH_ALWAYS, ACT_LN2_RSTD},
-    {"fch", DIM_FC, 0, 1, 3, ARCH_ALWAYS, ACT_FCH},
-    {"fch_gelu", DIM_HID, 0, 1, 1, ARCH_ALWAYS, ACT_FCH_GELU},  // the MLP's activation output, whichever it is
-    {"fcproj", DIM_C, 0, 1, 0, ARCH_ALWAYS, ACT_FCPROJ},
-    {"residual3", DIM_C, 0, 1, ARCH_ACT_ALWAYS_KEPT, ARCH_ALWAYS, ACT_RESIDUAL3},
-    {"lnf", DIM_C, 0, 0, 0, ARCH_ALWAYS, ACT_LNF},
-    {"lnf_mean", DIM_ONE, 1, 0, 0, ARCH_OPT_LAYERNORM, ACT_LNF_MEAN},
-    {"lnf_rstd", DIM_ONE, 1, 0, 0, ARCH_ALWAYS, ACT_LNF_RSTD},
-    {"logits", DIM_VP, 0, 0, 0, ARCH_ALWAYS, ACT_LOGITS},
-    {"losses", DIM_ONE, 1, 0, 0, ARCH_ALWAYS, ACT_LOSSES},
+    {"encoded", DIM_C, 0, 0, ARCH_ACT_ALWAYS_KEPT, ARCH_ALWAYS, ACT_ENCODED, 1},
+    {"ln1", DIM_C, 0, 1, 2, ARCH_ALWAYS, ACT_LN1, 1},
+    {"ln1_mean", DIM_ONE, 1, 1, 3, ARCH_OPT_LAYERNORM, ACT_LN1_MEAN, 1},
+    {"ln1_rstd", DIM_ONE, 1, 1, 3, ARCH_ALWAYS, ACT_LN1_RSTD, 1},
+    {"qkv_pre", DIM_QKV, 0, 1, 3, ARCH_OPT_QK_NORM, ACT_QKV_PRE, 0},
+    {"qk_rstd", DIM_QKHEADS, 1, 1, 3, ARCH_OPT_QK_NORM, ACT_QK_RSTD, 0},
+    {"qkv", DIM_QKV, 0, 1, 3, ARCH_ALWAYS, ACT_QKV, 0},
+    {"atty", DIM_ATT, 0, 1, 3, ARCH_ALWAYS, ACT_ATTY, 0},
+    {"att", ARCH_ACT_ATT, 1, 1, 3, ARCH_ALWAYS, ACT_ATT, 0},
+    {"attproj", DIM_C, 0, 1, 0, ARCH_ALWAYS, ACT_ATTPROJ, 1},
+    {"residual2", DIM_C, 0, 1, 3, ARCH_ALWAYS, ACT_RESIDUAL2, 1},
+    {"ln2", DIM_C, 0, 1, 2, ARCH_ALWAYS, ACT_LN2, 1},
+    {"ln2_mean", DIM_ONE, 1, 1, 3, ARCH_OPT_LAYERNORM, ACT_LN2_MEAN, 1},
+    {"ln2_rstd", DIM_ONE, 1, 1, 3, ARCH_ALWAYS, ACT_LN2_RSTD, 1},
+    {"fch", DIM_FC, 0, 1, 3, ARCH_ALWAYS, ACT_FCH, 0},
+    {"fch_gelu", DIM_HID, 0, 1, 1, ARCH_ALWAYS, ACT_FCH_GELU, 0},  // the MLP's activation output, whichever it is
+    {"fcproj", DIM_C, 0, 1, 0, ARCH_ALWAYS, ACT_FCPROJ, 1},
+    {"residual3", DIM_C, 0, 1, ARCH_ACT_ALWAYS_KEPT, ARCH_ALWAYS, ACT_RESIDUAL3, 1},
+    {"lnf", DIM_C, 0, 0, 0, ARCH_ALWAYS, ACT_LNF, 1},
+    {"lnf_mean", DIM_ONE, 1, 0, 0, ARCH_OPT_LAYERNORM, ACT_LNF_MEAN, 1},
+    {"lnf_rstd", DIM_ONE, 1, 0, 0, ARCH_ALWAYS, ACT_LNF_RSTD, 1},
+    {"logits", DIM_VP, 0, 0, 0, ARCH_ALWAYS, ACT_LOGITS, 0},
+    {"losses", DIM_ONE, 1, 0, 0, ARCH_ALWAYS, ACT_LOSSES, 0},
 };
 static const ArchActs BLOCK_ACT_TABLE = {BLOCK_ACTS, (int)(sizeof(BLOCK_ACTS) / sizeof(BLOCK_ACTS[0]))};
 

@@ -1,7 +1,7 @@
 // tp_layout.h: how tensor parallelism (--tp N, Megatron's split) cuts the parameters, as pure functions of a
 // family's table (arch.h) and the config's numbers; tensor_parallel.h runs the split, the communication and the
-// gradient sums on top of it. Each tensor's row of the table says, by the role it plays (tp_split_of_role) and how
-// it packs its pieces (arch_param_pieces), which of its dimensions TP divides:
+// gradient sums on top of it. Each tensor's row of the table says, in its tp column (arch.h's TP_ values; with the
+// pack column's pieces, arch_param_pieces), which of its dimensions TP divides:
 //   rows        column-parallel matmuls (q/k/v, the MLP's first matmul) and their biases: each rank its rows;
 //   columns     row-parallel matmuls (attention's output, the MLP's second matmul): each rank its columns;
 //   vocabulary  the embedding and the head: each rank Vp / N rows;
@@ -18,25 +18,10 @@
 
 #include "model_config.h"  // the table's roles and pieces (arch.h), ModelConfig
 
-enum { TP_NONE, TP_ROWS, TP_COLS, TP_VOCAB };
-// How a replicated tensor's gradient is formed on a rank: whole (computed from the replicated stream, equal on
-// every rank: nothing to sum), or a part (applied per head to the rank's own heads, so the ranks' parts add up).
-enum { TP_GRAD_WHOLE, TP_GRAD_PARTIAL };
-
-// The dimension TP divides of a tensor playing `role` (model_config.h's W_ roles; the table's role column says which
-// a row plays): the column-parallel matmuls' weights and biases their rows (by the pieces arch_param_pieces gives:
-// q by query heads, k and v by key/value heads, up and gate alike), the row-parallel matmuls' weights their columns
-// (attention's by query heads, the MLP's evenly), the embedding and the head the vocabulary; the rest none.
-static int tp_split_of_role(int role) {
-    switch (role) {
-        case W_QKVW: case W_QKVB: case W_FCW: case W_FCB: return TP_ROWS;
-        case W_ATTPROJW: case W_FCPROJW: return TP_COLS;
-        case W_WTE: case W_LM_HEAD: return TP_VOCAB;
-        default: return TP_NONE;
-    }
-}
-// QK-norm's gains are replicated but applied head by head to the rank's own heads: their gradients are parts.
-static int tp_grad_kind(int role) { return role == W_QNORM || role == W_KNORM ? TP_GRAD_PARTIAL : TP_GRAD_WHOLE; }
+// Which dimension TP divides of each tensor, and how its gradient completes, are the table's columns (ArchParam's
+// tp and tp_grad, arch.h): everything below, the model's collectives (tensor_parallel.h) and Muon's matrices read
+// them there, so changing one tensor's split is one cell of its family's table.
+static int tp_split_of(const ArchParam *p) { return p->tp; }
 
 // The degree and this rank's place, with the heads: what every split is computed from.
 typedef struct {
@@ -71,22 +56,39 @@ static const char *tp_shape_error(const ArchShape *s, const TpDims *t, char *msg
     return NULL;
 }
 
-// The rank's slice as a model of the same table: the split dimensions divided (the vocabulary's valid rows those of
-// this rank's range), channels, head size and positions whole.
-static void tp_local_shape(ArchShape *s, const TpDims *t) {
+// The rank's slice as a model of the same table: every dimension a present row's tp column divides (its rows for
+// TP_ROWS and TP_VOCAB, its columns for TP_COLS) cut by that dimension's rule: the vocabulary evenly (the valid rows
+// those of this rank's range), q/k/v by heads (attention then runs the rank's own heads), attention's output by query
+// heads, any other evenly; the rest (channels, head size, positions) whole.
+static void tp_local_shape(const Arch *a, ArchShape *s, const TpDims *t) {
     if (t->n <= 1) return;
+    int cut[NUM_DIMS] = {0};
+    for (int k = 0; k < a->num_params; k++) {
+        const ArchParam *p = &a->params[k];
+        if (!arch_present(p, s) || tp_split_of(p) == TP_NONE) continue;
+        cut[tp_split_of(p) == TP_COLS ? p->cols : p->rows] = 1;
+    }
     size_t n = (size_t)t->n, hd = s->dim[DIM_HD], NHl = (size_t)tp_local_heads(t), KVl = (size_t)tp_local_kv_heads(t);
-    size_t Vpl = s->dim[DIM_VP] / n, v0 = (size_t)t->r * Vpl, V = s->dim[DIM_V];
-    s->dim[DIM_V] = V <= v0 ? 0 : V - v0 < Vpl ? V - v0 : Vpl;
-    s->dim[DIM_VP] = Vpl;
-    s->dim[DIM_QKV] = (NHl + 2 * KVl) * hd;
-    s->dim[DIM_ATT] = NHl * hd;
-    s->dim[DIM_FC] /= n;
-    s->dim[DIM_HID] /= n;
-    if (s->dim[DIM_QKHEADS]) s->dim[DIM_QKHEADS] = NHl + KVl;
-    s->num_heads = (int)NHl;
-    s->num_kv_heads = (int)KVl;
-    s->attn_flop_width /= n;
+    s->sliced = 1;  // a replicated tensor keeps the whole dims, whichever a split one shares with it (arch_tensor_size)
+    memcpy(s->whole, s->dim, sizeof(s->whole));
+    for (int d = 0; d < NUM_DIMS; d++) {
+        if (!cut[d]) continue;
+        if (d == DIM_VP || d == DIM_V) {
+            size_t Vpl = s->dim[DIM_VP] / n, v0 = (size_t)t->r * Vpl, V = s->dim[DIM_V];
+            s->dim[DIM_V] = V <= v0 ? 0 : V - v0 < Vpl ? V - v0 : Vpl;
+            s->dim[DIM_VP] = Vpl;
+        } else if (d == DIM_QKV) {
+            s->dim[DIM_QKV] = (NHl + 2 * KVl) * hd;
+            if (s->dim[DIM_QKHEADS]) s->dim[DIM_QKHEADS] = NHl + KVl;
+            s->num_heads = (int)NHl;
+            s->num_kv_heads = (int)KVl;
+            s->attn_flop_width /= n;
+        } else if (d == DIM_ATT) {
+            s->dim[DIM_ATT] = NHl * hd;
+        } else {
+            s->dim[d] /= n;
+        }
+    }
 }
 
 // The kinds of piece a split dimension is cut into: query heads, key/value heads, or an even split.
@@ -109,16 +111,16 @@ static void tp_piece(const TpDims *t, int kind, size_t size, size_t hd, size_t *
     }
 }
 
-// Tensor k's split dimension as pieces (sizes and kinds, in order), from the table: a row split takes the fused
-// tensor's pieces (arch_param_pieces: q | k | v by heads, up | gate), a column split the attention output's query
-// heads or the MLP's hidden columns, the vocabulary one even piece. Returns the count (0: not split).
+// Tensor k's split dimension as pieces (sizes and kinds, in order), from the table's tp and pack columns: a row split
+// takes the fused tensor's pieces (arch_param_pieces: q | k | v by heads, up | gate), a column split attention's
+// output width by query heads or any other width evenly, the vocabulary one even piece. Returns the count (0: not split).
 static int tp_split_pieces(const Arch *a, const ArchShape *whole, int k, size_t *size, int *kind) {
     const ArchParam *p = &a->params[k];
-    int split = tp_split_of_role(p->role);
+    int split = tp_split_of(p);
     if (split == TP_NONE) return 0;
     if (split == TP_COLS) {
         size[0] = whole->dim[p->cols];
-        kind[0] = p->role == W_ATTPROJW ? TP_PIECE_Q : TP_PIECE_EVEN;
+        kind[0] = p->cols == DIM_ATT ? TP_PIECE_Q : TP_PIECE_EVEN;
         return 1;
     }
     ArchPiece pc[ARCH_MAX_PIECES];
@@ -158,7 +160,7 @@ static int tp_param_runs(const Arch *a, const ArchShape *whole, const TpDims *t,
             size_t base = toff[k] + (p->per_layer ? (size_t)(u - 1) * per : 0);
             size_t rows = whole->dim[p->rows], cols = whole->dim[p->cols];
             size_t psize[ARCH_MAX_PIECES];
-            int pkind[ARCH_MAX_PIECES], split = t->n > 1 ? tp_split_of_role(p->role) : TP_NONE;
+            int pkind[ARCH_MAX_PIECES], split = t->n > 1 ? tp_split_of(p) : TP_NONE;
             int np = split == TP_NONE ? 1 : tp_split_pieces(a, whole, k, psize, pkind);
             if (split == TP_NONE) { psize[0] = per; pkind[0] = TP_PIECE_EVEN; }
             // each piece of the split dimension; a column split repeats them for every row
@@ -175,8 +177,9 @@ static int tp_param_runs(const Arch *a, const ArchShape *whole, const TpDims *t,
                     start += psize[q];
                     if (runs) runs[n] = (ParamRun){flat, cnt, u, uoff, p->decayed, arch_param_ends(p, whole)};
                     if (info) {
-                        int partial = split == TP_NONE && t->n > 1 && (seq_parallel || tp_grad_kind(p->role) == TP_GRAD_PARTIAL);
-                        info[n].sync = replicas > 1 ? TP_SYNC_KV : partial ? TP_SYNC_ALL : TP_SYNC_NONE;
+                        int partial = split == TP_NONE && t->n > 1 && (seq_parallel || p->tp_grad == TP_GRAD_PART);
+                        int shared = replicas > 1 && p->tp_grad == TP_GRAD_REPLICAS;
+                        info[n].sync = shared ? TP_SYNC_KV : partial ? TP_SYNC_ALL : TP_SYNC_NONE;
                         info[n].counted = split != TP_NONE ? t->r % replicas == 0 : t->r == 0;
                     }
                     uoff += cnt;
@@ -197,7 +200,8 @@ static TpDims model_tp_dims(const ModelConfig *c) {
 static ArchShape model_shape(const ModelConfig *c) {
     ArchShape s = model_whole_shape(c);
     TpDims t = model_tp_dims(c);
-    tp_local_shape(&s, &t);
+    if (t.n > 1 && !c->family) internal_fault("a TP config without a family (not filled by a family's descriptor or file)");
+    if (t.n > 1) tp_local_shape(c->family->arch, &s, &t);
     return s;
 }
 // Query and key/value heads this config's attention runs (a TP rank's own).

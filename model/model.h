@@ -58,6 +58,7 @@ static void model_decode_begin(Model *m, int max_tokens) {
     m->kv_cache = m->kv_memory ? m->kv_memory
                                : (floatX *)backend_alloc_scratch(model_kv_cache_bytes(&m->config, m->last - m->first, max_tokens));
     m->decoding = 1;
+    tp_decoding(m->tp, 1);
     m->kv_pos = 0;
     backend_decode_begin();  // the weights stay as they are until model_decode_end
 }
@@ -73,6 +74,7 @@ static void model_decode_end(Model *m) {
     if (m->kv_cache != m->kv_memory) backend_free(m->kv_cache);
     m->kv_cache = NULL;
     m->decoding = 0;
+    tp_decoding(m->tp, 0);
     m->kv_len = m->kv_pos = 0;
 }
 
@@ -88,28 +90,20 @@ static Block block_of(const Model *m) {
     return b;
 }
 
-// --sp in force: a TP group with sequence parallelism, outside decoding (one token, which every TP rank runs whole).
-static int block_sp(const Model *m) { return m->tp && m->tp->sp && !m->decoding; }
-// Token rows of the residual stream, the norms and their statistics this rank holds of BT.
-static int block_rows(const Model *m, int BT) { return block_sp(m) ? BT / m->tp->n : BT; }
-// A norm's output (this rank's rows) as a column-parallel matmul reads it: all BT rows, gathered with --sp.
+// Token rows of the residual stream, the norms and their statistics this rank holds of BT (with --sp its B T / tp).
+static int block_rows(const Model *m, int BT) { return tp_rows(m->tp, BT); }
+// A norm's output (this rank's rows) as a column-parallel matmul reads it, and that matmul's input gradient summed
+// (tensor_parallel.h's column-input pair).
 static const floatX *block_full_rows(const Model *m, const floatX *mine, int BT) {
-    if (!block_sp(m)) return mine;
-    return tp_gather_rows(m->tp, m->tp_full, mine, (size_t)block_rows(m, BT) * m->config.channels);
+    return tp_column_input_forward(m->tp, m->tp_full, mine, BT, (size_t)m->config.channels);
 }
-// (BT, C) values of which each TP rank holds a part (a row-parallel matmul's output, a column-parallel matmul's input
-// gradient) summed across the group: all-reduced in place, or with --sp reduce-scattered; returns where this rank's
-// rows of the sum are. Without --tp, buf itself.
 static floatX *block_sum_parts(const Model *m, floatX *buf, int BT) {
-    size_t C = m->config.channels;
-    if (!m->tp) return buf;
-    if (block_sp(m)) return tp_scatter_rows(m->tp, buf, (size_t)block_rows(m, BT) * C);
-    tp_allreduce_x(m->tp, buf, (size_t)BT * C);
-    return buf;
+    return tp_column_input_backward(m->tp, buf, BT, (size_t)m->config.channels);
 }
-// Where a replicated tensor's gradient goes that is computed from all BT rows: with --sp each rank's gradients of
-// replicated tensors are parts summed over the group, so this one is counted by TP rank 0 only (NULL elsewhere).
-static float *block_whole_grad(const Model *m, float *g) { return block_sp(m) && m->tp->r != 0 ? NULL : g; }
+// The residual stream's gradient as a row-parallel matmul's backward reads it (the row-output pair's backward).
+static const floatX *block_dout_rows(const Model *m, const floatX *dmine, int BT) {
+    return tp_row_output_backward(m->tp, m->tp_full, dmine, BT, (size_t)m->config.channels);
+}
 
 // The MLP's first matmul and its activation: fch = ln2 @ fcw^T + fcb, fch_gelu = act(fch). prof: mark --profile's
 // modules (a full forward; decoding is not profiled). ln2: the norm's output as the matmul reads it.
@@ -127,15 +121,13 @@ static void mlp_up_forward(const Block *d, const ActivationTensors *a, const Lay
 
 // A projection (IC -> C) and the residual stream: out = res + (inp @ weight^T + bias), proj holding the projection,
 // or one matmul adding onto res where the backend fuses the residual (rounded once; proj is then not written).
-// With --tp the matmul is row-parallel: each rank's part (the bias added by one rank) summed (block_sum_parts) before
-// the residual, which with --sp is this rank's rows (out, res) of the BT the matmul ran.
+// With --tp the matmul is row-parallel (tensor_parallel.h's tp_row_parallel_forward: the parts summed) before the
+// residual, which with --sp is this rank's rows (out, res) of the BT the matmul ran.
 static void proj_residual_forward(const Model *m, floatX *out, floatX *proj, const floatX *res, const floatX *inp,
                                   const floatX *weight, const floatX *bias, int BT, int IC, int C, int module, int prof) {
     if (prof) PROF(module, MATMUL_FLOPS(BT, IC, C));
     if (m->tp) {
-        floatX *part = block_sp(m) ? m->tp_full : proj;
-        matmul_forward(part, inp, weight, m->tp->r == 0 ? bias : NULL, BT, IC, C);
-        const floatX *sum = block_sum_parts(m, part, BT);
+        const floatX *sum = tp_row_parallel_forward(m->tp, tp_sp(m->tp) ? m->tp_full : proj, inp, weight, bias, BT, IC, C);
         if (prof) PROF(MOD_RESIDUAL, 0);
         residual_forward(out, res, sum, (long)block_rows(m, BT) * C);
         return;
@@ -239,11 +231,11 @@ static void layer_backward(Model *m, int l, int B, int T) {
     int rows = block_rows(m, BT);  // --sp: dresidual and the norms are this rank's rows, gathered for the matmuls
     // residual3 = residual2 + fcproj(act(fc(norm2(residual2))))
     PROF(MOD_MLP_DOWN, 2.0 * MATMUL_FLOPS(BT, d.HID, C));
-    const floatX *dres = block_full_rows(m, ga->dresidual, BT);
+    const floatX *dres = block_dout_rows(m, ga->dresidual, BT);
     if (block_gelu_fused(&d)) {  // GELU's backward in the matmul's epilogue: dfch directly
-        matmul_backward_dgelu(ga->dfch, g.fcprojw, block_whole_grad(m, g.fcprojb), dres, a.fch_gelu, w.fcprojw, a.fch, BT, d.HID, C);
+        matmul_backward_dgelu(ga->dfch, g.fcprojw, tp_whole_grad(m->tp, g.fcprojb), dres, a.fch_gelu, w.fcprojw, a.fch, BT, d.HID, C);
     } else {
-        matmul_backward(ga->dfch_gelu, g.fcprojw, block_whole_grad(m, g.fcprojb), dres, a.fch_gelu, w.fcprojw, BT, d.HID, C);
+        matmul_backward(ga->dfch_gelu, g.fcprojw, tp_whole_grad(m->tp, g.fcprojb), dres, a.fch_gelu, w.fcprojw, BT, d.HID, C);
         PROF(MOD_GELU, 0);
         block_mlp_act_backward(&d, ga->dfch, ga->dfch_gelu, a.fch, BT);
     }
@@ -254,8 +246,8 @@ static void layer_backward(Model *m, int l, int B, int T) {
     block_norm_backward(&d, ga->dresidual, g.ln2w, g.ln2b, dln, a.residual2, w.ln2w, a.ln2_mean, a.ln2_rstd, rows);
     // residual2 = x + attproj(attention(post(qkv(norm1(x)))))
     PROF(MOD_ATTPROJ, 2.0 * MATMUL_FLOPS(BT, d.ATT, C));
-    dres = block_full_rows(m, ga->dresidual, BT);
-    matmul_backward(ga->datty, g.attprojw, block_whole_grad(m, g.attprojb), dres, a.atty, w.attprojw, BT, d.ATT, C);
+    dres = block_dout_rows(m, ga->dresidual, BT);
+    matmul_backward(ga->datty, g.attprojw, tp_whole_grad(m->tp, g.attprojb), dres, a.atty, w.attprojw, BT, d.ATT, C);
     PROF(MOD_ATTENTION, 2.0 * ATTENTION_FLOPS(B, T, d.ATT));
     block_attention_backward(&d, ga, &a, B, T);
     const floatX *dqkv = block_qkv_backward(&d, ga, &a, &w, &g, B, T);
@@ -298,12 +290,9 @@ static void model_embed_run(Model *m) {
         if (wpe) wpe = x_at(o.wpe, (size_t)m->kv_pos * c->channels);
     }
     PROF(MOD_EMBED, 0);
-    if (m->tp) {  // vocabulary-parallel: this rank's rows (the positions added by one rank), then the sum
-        int Vpl = (int)m->shape.dim[DIM_VP];
-        floatX *out = (floatX *)m->act_ptr[ACT_ENCODED], *full = block_sp(m) ? m->tp_full : out;
-        encoder_forward_vocab(full, m->inputs, o.wte, m->tp->r == 0 ? wpe : NULL, B, T, c->channels, m->tp->r * Vpl, Vpl);
-        const floatX *mine = block_sum_parts(m, full, B * T);
-        if (mine != out) backend_copy((float *)out, (const float *)mine, (size_t)block_rows(m, B * T) * c->channels * X_BYTES / sizeof(float));
+    if (m->tp) {  // vocabulary-parallel (tensor_parallel.h)
+        tp_embedding_forward(m->tp, (floatX *)m->act_ptr[ACT_ENCODED], m->tp_full, m->inputs, o.wte, wpe, B, T, c->channels,
+                             (int)m->shape.dim[DIM_VP]);
     } else {
         encoder_forward((floatX *)m->act_ptr[ACT_ENCODED], m->inputs, o.wte, wpe, B, T, c->channels);
     }
@@ -404,7 +393,7 @@ static void model_head_run(Model *m, int targets, float dloss) {
     block_norm_forward(&d, a.lnf, a.lnf_mean, a.lnf_rstd, a.residual3, o.lnfw, o.lnfb, block_rows(m, BT));
     PROF(MOD_HEAD, MATMUL_FLOPS(BT, C, Vp));
     matmul_forward(a.logits, block_full_rows(m, a.lnf, BT), o.head, NULL, BT, C, Vp);
-    if (targets && m->tp) tp_classifier(m->tp, a.logits, a.losses, m->targets, BT, V, Vp, m->tp->r * Vp, dloss, m->tp_scratch);
+    if (targets && m->tp) tp_classifier(m->tp, a.logits, a.losses, m->targets, BT, V, Vp, dloss, m->tp_scratch);
     else if (targets) classifier_forward_backward(a.logits, a.losses, m->targets, BT, V, Vp, dloss);
     PROF(MOD_NONE, 0);
 }
@@ -424,8 +413,8 @@ static const float *model_logits(Model *m, int b, int t) {
     size_t Vp = m->shape.dim[DIM_VP];
     const float *row = backend_logits_row(x_at((const floatX *)m->act_ptr[ACT_LOGITS], ((size_t)b * m->cur_T + t) * Vp), Vp);
     if (!m->tp) return row;
-    if (!m->tp_logits) m->tp_logits = (float *)mallocCheck(Vp * m->tp->n * sizeof(float));
-    comm_allgather_bytes(m->tp->comm, row, m->tp_logits, Vp * sizeof(float));
+    if (!m->tp_logits) m->tp_logits = (float *)mallocCheck(Vp * m->config.tp_size * sizeof(float));
+    tp_gather_logits(m->tp, row, m->tp_logits, Vp);
     return m->tp_logits;
 }
 
@@ -453,10 +442,8 @@ static void model_embed_backward(Model *m) {
     OuterGrads g = outer_grads(m, m->ugrads[0]);
     PROF(MOD_EMBED, 0);
     if (m->tp) {
-        int Vpl = (int)m->shape.dim[DIM_VP];
-        const floatX *dout = block_full_rows(m, m->ga.dresidual, m->cur_B * m->cur_T);
-        encoder_backward_vocab(g.wte, block_whole_grad(m, g.wpe), dout, m->inputs, m->cur_B, m->cur_T, m->config.channels,
-                               m->tp->r * Vpl, Vpl);
+        tp_embedding_backward(m->tp, g.wte, g.wpe, m->tp_full, m->ga.dresidual, m->inputs, m->cur_B, m->cur_T, m->config.channels,
+                              (int)m->shape.dim[DIM_VP]);
     } else {
         encoder_backward(g.wte, g.wpe, m->ga.dresidual, m->inputs, m->cur_B, m->cur_T, m->config.channels);
     }

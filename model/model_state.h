@@ -38,16 +38,10 @@ static size_t act_entry_bytes(const ArchAct *a, const ArchShape *s, int NH, int 
     return (n * (a->is_float ? sizeof(float) : X_BYTES) + 255) / 256 * 256;
 }
 
-// --sp: the roles of the residual stream and the norms, which keep B T / tp token rows per rank.
-static int act_seq_sharded(int role) {
-    static const int roles[] = {ACT_ENCODED, ACT_LN1, ACT_LN1_MEAN, ACT_LN1_RSTD, ACT_ATTPROJ, ACT_RESIDUAL2, ACT_LN2, ACT_LN2_MEAN,
-                                ACT_LN2_RSTD, ACT_FCPROJ, ACT_RESIDUAL3, ACT_LNF, ACT_LNF_MEAN, ACT_LNF_RSTD};
-    for (size_t i = 0; i < sizeof(roles) / sizeof(roles[0]); i++) if (roles[i] == role) return 1;
-    return 0;
-}
-// An entry's bytes for a config: its TP rank's widths, and with --sp the sharded roles' rows.
+// An entry's bytes for a config: its TP rank's widths, and with --sp the rows of an entry the table's seq_sharded
+// column says each rank keeps B T / tp of (the residual stream and the norms).
 static size_t act_config_bytes(const ModelConfig *c, const ArchAct *a, const ArchShape *s, int B, int T) {
-    if (c->seq_parallel && c->tp_size > 1 && act_seq_sharded(a->role)) return act_entry_bytes(a, s, model_heads(c), 1, B * T / c->tp_size);
+    if (c->seq_parallel && c->tp_size > 1 && a->seq_sharded) return act_entry_bytes(a, s, model_heads(c), 1, B * T / c->tp_size);
     return act_entry_bytes(a, s, model_heads(c), B, T);
 }
 // --sp: the full (B T, C) buffer the gathered rows and the row-parallel matmuls' partial sums pass through.

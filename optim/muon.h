@@ -29,7 +29,7 @@ typedef struct {
     int owner;       // who orthogonalises it: data-parallel rank x TP degree + TP rank (--tp 1: the data-parallel rank)
     double flops;    // one Newton-Schulz run's (of the whole matrix)
     int wrows, wcols;  // the whole matrix's shape; with --tp this rank's rows x cols are a slice of it
-    int split, kind;   // which dimension TP cuts (tp_layout.h's TP_NONE, TP_ROWS, TP_COLS) and into what (TP_PIECE_*)
+    int split, kind;   // which dimension TP cuts (the table's tp column: TP_NONE, TP_ROWS, TP_COLS) and into what (TP_PIECE_*)
 } MuonMatrix;
 
 typedef struct {
@@ -78,7 +78,7 @@ static int muon_matrices(const ModelConfig *c, int steps, MuonMatrix *mats) {
             if (!p->per_layer || per == 0) continue;
             if (p->matmul != ARCH_NEVER && p->cols != DIM_ONE) {  // a matrix inside the block: each piece its own
                 ArchPiece pieces[ARCH_MAX_PIECES], wp[ARCH_MAX_PIECES];
-                int cols = (int)s.dim[p->cols], split = t.n > 1 ? tp_split_of_role(p->role) : TP_NONE, kinds[ARCH_MAX_PIECES];
+                int cols = (int)s.dim[p->cols], split = t.n > 1 ? tp_split_of(p) : TP_NONE, kinds[ARCH_MAX_PIECES];
                 size_t sizes[ARCH_MAX_PIECES];
                 arch_param_pieces(a, &ws, k, wp);
                 if (split != TP_NONE) tp_split_pieces(a, &ws, k, sizes, kinds);

@@ -40,6 +40,7 @@ static const char *const TP_KIND_NAMES[TP_NUM_KINDS] = {"all_reduce", "all_gathe
 // key/value heads (N > KV), whose gradients of those heads are summed.
 typedef struct {
     int n, r, sp;
+    int decoding;  // one token at a time (generation): every rank runs it whole, so no sequence sharding
     Comm *comm, *kv;
     // where this rank's gradients need completing (TP_SYNC_ALL / _KV), and the ranges it does not count in the
     // gradient norm: per local unit, merged runs (unit, offset, length)
@@ -89,18 +90,25 @@ static void tp_group_free(TpGroup *g) {
     free(g->skip_unit); free(g->skip_off); free(g->skip_len);
 }
 
-// The activations' all-reduce over the TP group (floatX, in the build's memory, summed in its type).
+// The collectives the model's passes call, as Megatron's mappings (mappings.py): each a forward and its backward,
+// named for what they do forward. model/model.h calls these and no comm_ function; g NULL (no --tp) makes each the
+// identity. Buffers are (rows, C) floatX in the build's memory, summed in its type; the bytes each moves are counted
+// (tp_bytes_take).
+//   copy_to      forward identity;          backward all-reduce     a column-parallel matmul's replicated input
+//   reduce_from  forward all-reduce;        backward identity       a row-parallel matmul's partial output
+//   gather_from  forward all-gather rows;   backward reduce-scatter --sp: a column-parallel matmul's sharded input
+//   scatter_to   forward reduce-scatter;    backward all-gather     --sp: a row-parallel matmul's output, sharded
+// Sequence parallelism (--sp): the residual stream, the norms and their saved activations (the table's seq_sharded
+// entries) hold B T / N token rows per rank (rank r rows r B T / N ..): the column-parallel input's pair is then
+// gather_from's, the row-parallel output's scatter_to's; without it, copy_to's and reduce_from's.
+
 static void tp_allreduce_x(TpGroup *g, floatX *buf, size_t n) {
     timing_push(PH_COMM);
     comm_allreduce_sum_x(g->comm, buf, n);
     timing_pop();
     g->bytes[TP_ALLREDUCE] += (double)n * X_BYTES;
 }
-
-// Sequence parallelism (--sp): the residual stream, the norms and their saved activations hold B T / N token rows
-// per rank (rank r rows r B T / N ..). Before a column-parallel matmul the rows are all-gathered into the full
-// buffer; after a row-parallel one, its partial sums are reduce-scattered: each rank keeps the sum of its rows.
-// tp_gather_rows: this rank's `n` values (its rows) into full, then every rank's; returns full.
+// this rank's `n` values (its rows) into full, then every rank's; returns full.
 static floatX *tp_gather_rows(TpGroup *g, floatX *full, const floatX *mine, size_t n) {
     floatX *at = (floatX *)((char *)full + (size_t)g->r * n * X_BYTES);
     if (at != mine) backend_copy((float *)at, (const float *)mine, n * X_BYTES / sizeof(float));
@@ -110,8 +118,7 @@ static floatX *tp_gather_rows(TpGroup *g, floatX *full, const floatX *mine, size
     g->bytes[TP_ALLGATHER] += (double)n * g->n * X_BYTES;
     return full;
 }
-// tp_scatter_rows: full holds this rank's partial sums of every row; returns where the sums of its own `n` values
-// (its rows) are, inside full.
+// full holds this rank's partial sums of every row; returns where the sums of its own `n` values are, inside full.
 static floatX *tp_scatter_rows(TpGroup *g, floatX *full, size_t n) {
     timing_push(PH_COMM);
     comm_reduce_scatter_sum_x(g->comm, full, n);
@@ -120,12 +127,88 @@ static floatX *tp_scatter_rows(TpGroup *g, floatX *full, size_t n) {
     return (floatX *)((char *)full + (size_t)g->r * n * X_BYTES);
 }
 
-// The vocabulary-parallel cross-entropy of this rank's logit columns [v0, v0 + Vpl), the first Vl valid: each
+static const floatX *tp_copy_to_forward(TpGroup *g, const floatX *x) { (void)g; return x; }
+static floatX *tp_copy_to_backward(TpGroup *g, floatX *dx, size_t BT, size_t C) {
+    if (g) tp_allreduce_x(g, dx, BT * C);
+    return dx;
+}
+static floatX *tp_reduce_from_forward(TpGroup *g, floatX *x, size_t BT, size_t C) { return tp_copy_to_backward(g, x, BT, C); }
+static const floatX *tp_reduce_from_backward(TpGroup *g, const floatX *dx) { (void)g; return dx; }
+static const floatX *tp_gather_from_forward(TpGroup *g, floatX *full, const floatX *mine, size_t rows, size_t C) {
+    return tp_gather_rows(g, full, mine, rows * C);
+}
+static floatX *tp_gather_from_backward(TpGroup *g, floatX *dfull, size_t rows, size_t C) { return tp_scatter_rows(g, dfull, rows * C); }
+static floatX *tp_scatter_to_forward(TpGroup *g, floatX *full, size_t rows, size_t C) { return tp_scatter_rows(g, full, rows * C); }
+static const floatX *tp_scatter_to_backward(TpGroup *g, floatX *dfull, const floatX *dmine, size_t rows, size_t C) {
+    return tp_gather_rows(g, dfull, dmine, rows * C);
+}
+
+// --sp in force for this pass: a TP group with sequence parallelism, outside decoding.
+static int tp_sp(const TpGroup *g) { return g && g->sp && !g->decoding; }
+// Generation starts (1) or ends (0): one token at a time, which every TP rank runs whole.
+static void tp_decoding(TpGroup *g, int on) { if (g) g->decoding = on; }
+// Token rows of the residual stream, the norms and their statistics this rank holds of BT.
+static int tp_rows(const TpGroup *g, int BT) { return tp_sp(g) ? BT / g->n : BT; }
+
+// A column-parallel matmul's input (the norms' outputs, the head's): forward all BT rows (full: --sp's gather
+// buffer), backward the input gradient's parts summed; returns this rank's rows of the sum.
+static const floatX *tp_column_input_forward(TpGroup *g, floatX *full, const floatX *mine, int BT, size_t C) {
+    if (tp_sp(g)) return tp_gather_from_forward(g, full, mine, (size_t)tp_rows(g, BT), C);
+    return tp_copy_to_forward(g, mine);
+}
+static floatX *tp_column_input_backward(TpGroup *g, floatX *dx, int BT, size_t C) {
+    if (tp_sp(g)) return tp_gather_from_backward(g, dx, (size_t)tp_rows(g, BT), C);
+    return tp_copy_to_backward(g, dx, (size_t)BT, C);
+}
+// A row-parallel matmul's output (attention's and the MLP's projections, the vocabulary-parallel embedding): forward
+// the ranks' parts summed, returning this rank's rows of the sum (inside part); backward the output gradient as the
+// matmul reads it, all BT rows (dfull: --sp's gather buffer).
+static floatX *tp_row_output_forward(TpGroup *g, floatX *part, int BT, size_t C) {
+    if (tp_sp(g)) return tp_scatter_to_forward(g, part, (size_t)tp_rows(g, BT), C);
+    return tp_reduce_from_forward(g, part, (size_t)BT, C);
+}
+static const floatX *tp_row_output_backward(TpGroup *g, floatX *dfull, const floatX *dmine, int BT, size_t C) {
+    if (tp_sp(g)) return tp_scatter_to_backward(g, dfull, dmine, (size_t)tp_rows(g, BT), C);
+    return tp_reduce_from_backward(g, dmine);
+}
+// Where a replicated tensor's gradient goes that is computed from all BT rows: with --sp each rank's gradients of
+// replicated tensors are parts summed over the group (tp_sum_grads), so this one is counted by TP rank 0 only (NULL
+// elsewhere).
+static float *tp_whole_grad(const TpGroup *g, float *grad) { return tp_sp(g) && g->r != 0 ? NULL : grad; }
+
+// A row-parallel projection (IC -> C: each rank its IC columns of weight): this rank's part (the bias added by TP
+// rank 0, so that the sum has it once) into part (BT rows), the parts summed; returns this rank's rows of the sum.
+static floatX *tp_row_parallel_forward(TpGroup *g, floatX *part, const floatX *inp, const floatX *weight, const floatX *bias,
+                                       int BT, int IC, int C) {
+    matmul_forward(part, inp, weight, g->r == 0 ? bias : NULL, BT, IC, C);
+    return tp_row_output_forward(g, part, BT, (size_t)C);
+}
+
+// The vocabulary-parallel embedding (each rank rows [r Vpl, (r + 1) Vpl) of wte; others' tokens zero): this rank's
+// lookups (the positions added by TP rank 0) into full (B T rows), summed as a row-parallel output; this rank's rows
+// of the sum end in out.
+static void tp_embedding_forward(TpGroup *g, floatX *out, floatX *full, const int *inputs, const floatX *wte, const floatX *wpe,
+                                 int B, int T, int C, int Vpl) {
+    floatX *part = tp_sp(g) ? full : out;
+    encoder_forward_vocab(part, inputs, wte, g->r == 0 ? wpe : NULL, B, T, C, g->r * Vpl, Vpl);
+    const floatX *mine = tp_row_output_forward(g, part, B * T, (size_t)C);
+    if (mine != out) backend_copy((float *)out, (const float *)mine, (size_t)tp_rows(g, B * T) * C * X_BYTES / sizeof(float));
+}
+// Its backward: the output gradient's rows gathered (--sp), this rank's rows of wte accumulated, the positions'
+// gradient where tp_whole_grad says.
+static void tp_embedding_backward(TpGroup *g, float *dwte, float *dwpe, floatX *dfull, const floatX *dmine, const int *inputs,
+                                  int B, int T, int C, int Vpl) {
+    const floatX *dout = tp_row_output_backward(g, dfull, dmine, B * T, (size_t)C);
+    encoder_backward_vocab(dwte, tp_whole_grad(g, dwpe), dout, inputs, B, T, C, g->r * Vpl, Vpl);
+}
+
+// The vocabulary-parallel cross-entropy of this rank's logit columns [v0, v0 + Vpl) (v0 = r Vpl), the first Vl valid: each
 // row's max gathered, its sum of exponentials and target logit all-reduced (2 N floats), so every rank has the
 // whole vocabulary's losses and its own columns of the gradient. scratch: (n + 2) N floats (tp_scratch_floats).
 static size_t tp_scratch_floats(int n, size_t N) { return n > 1 ? ((size_t)n + 2) * N : 0; }
-static void tp_classifier(TpGroup *g, floatX *logits, float *losses, const int *targets, int N, int Vl, int Vpl, int v0,
-                          float dloss, float *scratch) {
+static void tp_classifier(TpGroup *g, floatX *logits, float *losses, const int *targets, int N, int Vl, int Vpl, float dloss,
+                          float *scratch) {
+    int v0 = g->r * Vpl;
     float *maxes = scratch, *sums = scratch + (size_t)g->n * N;
     classifier_vocab_max(logits, maxes + (size_t)g->r * N, N, Vl, Vpl);
     timing_push(PH_COMM);
@@ -171,6 +254,28 @@ static int tp_counted(const TpGroup *g, int u, size_t lo, size_t n, size_t *off,
     if (at < end) { off[k] = at; len[k++] = end - at; }
     return k;
 }
+
+// A row of the vocabulary-parallel head's logits for sampling: this rank's Vpl floats (host memory) gathered from
+// every rank into all (N Vpl floats, the whole padded vocabulary in rank order).
+static void tp_gather_logits(TpGroup *g, const float *mine, float *all, size_t Vpl) {
+    comm_allgather_bytes(g->comm, mine, all, Vpl * sizeof(float));
+    g->bytes[TP_ALLGATHER] += (double)Vpl * g->n * sizeof(float);
+}
+
+// What ZeRO and the optimizers ask of the group (g NULL: no --tp).
+// The communicator a split matrix's slices are gathered over (Muon), or NULL.
+static Comm *tp_comm(const TpGroup *g) { return g ? g->comm : NULL; }
+// The most pieces tp_counted returns for one range (0 without --tp: no split).
+static int tp_counted_max(const TpGroup *g) { return g ? g->nskip + 1 : 0; }
+// The gradient norm's sum of squares: this rank's counted slices summed over the group (the slices are disjoint).
+static double tp_norm_sum(TpGroup *g, double local) {
+    if (!g) return local;
+    double sum = comm_allreduce_sum_f64(g->comm, local);
+    g->bytes[TP_ALLREDUCE] += sizeof(double);
+    return sum;
+}
+// Whether the group's collectives are the device's (a CUDA graph may record them), or there is no group.
+static int tp_on_device(const TpGroup *g) { return !g || g->comm->transport == COMM_DEVICE; }
 
 // The traffic since the last call, by kind, and the counters cleared.
 static void tp_bytes_take(TpGroup *g, double out[TP_NUM_KINDS]) {

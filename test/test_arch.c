@@ -417,6 +417,110 @@ static void test_ends(void) {
     }
 }
 
+// --tp's runs, from the table's tp column, for every model the CPU build names (-e dN at each named depth and two
+// by the default rule, llama-dN, every Llama preset: GPT-2 and Llama, tied and untied, multi-head, grouped-query and
+// multi-query; a Llama with every option on; ReLU² beside GELU and SwiGLU) at every degree of 1, 2, 4, 8 that divides
+// it: each rank's runs fill each of its local units contiguously, to the local unit's size, and the runs each rank
+// counts (replicated tensors and shared key/value heads counted by one holder) cover the whole model exactly once;
+// every run lies inside the model and a run no rank counts is another rank's counted run (a replica).
+static int cmp_flat_len(const void *x, const void *y) {
+    const ParamRun *a = (const ParamRun *)x, *b = (const ParamRun *)y;
+    return a->flat < b->flat ? -1 : a->flat > b->flat ? 1 : a->len < b->len ? -1 : a->len > b->len;
+}
+static int tp_runs_cover(ModelConfig c, int n, char *why, size_t wl) {
+    ArchShape whole = model_whole_shape(&c);
+    size_t total = arch_num_params(model_arch(&c), &whole), ncounted = 0, nrep = 0;
+    ParamRun *counted = NULL, *reps = NULL;
+    c.tp_size = n;
+    for (int r = 0; r < n; r++) {
+        c.tp_rank = r;
+        TpDims t = model_tp_dims(&c);
+        int nr = (int)model_max_runs(&c);
+        ParamRun *runs = (ParamRun *)callocCheck(nr, sizeof(ParamRun));
+        TpRunInfo *info = (TpRunInfo *)callocCheck(nr, sizeof(TpRunInfo));
+        int got = model_param_runs(&c, runs);
+        if (n > 1) tp_param_runs(model_arch(&c), &whole, &t, 0, NULL, info);
+        else for (int i = 0; i < got; i++) info[i].counted = 1;
+        size_t uoff = 0;
+        int unit = 0;
+        for (int i = 0; i <= got; i++) {
+            if (i == got || runs[i].unit != unit) {  // unit `unit` ends: its runs add up to the local unit
+                if (uoff != model_unit_size(&c, unit)) {
+                    snprintf(why, wl, "tp %d rank %d unit %d: runs add to %zu, the local unit is %zu", n, r, unit, uoff,
+                             model_unit_size(&c, unit));
+                    return 0;
+                }
+                if (i == got) break;
+                unit = runs[i].unit, uoff = 0;
+            }
+            if (runs[i].unit_off != uoff || runs[i].len == 0 || runs[i].flat + runs[i].len > total) {
+                snprintf(why, wl, "tp %d rank %d run %d: unit offset %zu (expected %zu), length %zu, flat %zu of %zu", n, r, i,
+                         runs[i].unit_off, uoff, runs[i].len, runs[i].flat, total);
+                return 0;
+            }
+            uoff += runs[i].len;
+            ParamRun **to = info[i].counted ? &counted : &reps;
+            size_t *cnt = info[i].counted ? &ncounted : &nrep;
+            *to = (ParamRun *)reallocCheck(*to, (*cnt + 1) * sizeof(ParamRun));
+            (*to)[(*cnt)++] = runs[i];
+        }
+        if (unit != model_num_units(&c) - 1) { snprintf(why, wl, "tp %d rank %d: runs end in unit %d", n, r, unit); return 0; }
+        free(runs), free(info);
+    }
+    qsort(counted, ncounted, sizeof(ParamRun), cmp_flat_len);
+    size_t at = 0;
+    for (size_t i = 0; i < ncounted; i++) {
+        if (counted[i].flat != at) {
+            snprintf(why, wl, "tp %d: counted runs %s at %zu (next run at %zu)", n, counted[i].flat > at ? "leave a gap" : "overlap",
+                     at, counted[i].flat);
+            return 0;
+        }
+        at += counted[i].len;
+    }
+    if (at != total) { snprintf(why, wl, "tp %d: counted runs end at %zu of %zu", n, at, total); return 0; }
+    for (size_t i = 0; i < nrep; i++)
+        if (!bsearch(&reps[i], counted, ncounted, sizeof(ParamRun), cmp_flat_len)) {
+            snprintf(why, wl, "tp %d: an uncounted run (flat %zu, %zu) is no counted run's replica", n, reps[i].flat, reps[i].len);
+            return 0;
+        }
+    free(counted), free(reps);
+    return 1;
+}
+
+static void test_tp_runs(void) {
+    const char *names[] = {"d2", "d4", "d6", "d12", "d24", "d36", "d48", "d60", "d72", "d84", "llama-d4", "llama-d8",
+                           "smollm-135m", "llama-3.2-1b", "tinyllama-1.1b", "qwen2.5-0.5b", "llama-3.1-8b"};
+    int nn = (int)(sizeof(names) / sizeof(names[0]));
+    for (int i = 0; i < nn + 3; i++) {
+        ModelConfig c;
+        char what[64];
+        if (i < nn) {
+            model_config_from_descriptor(names[i], 50257, &c);
+            snprintf(what, sizeof(what), "%s", names[i]);
+        } else if (i == nn) {  // every option on: grouped-query 4:2, untied, q/k/v bias, QK-norm (test/llama_model.py's)
+            c = llama_cfg(64, 256, 256, 2, 4, 2, 128, 32, 256, 0, 1, 1, 0, 1e-5f, 10000.0f, 0, 0, 0, 0);
+            snprintf(what, sizeof(what), "Llama GQA 4:2, untied, bias, QK-norm");
+        } else {  // ReLU²'s ungated MLP, in each family
+            model_config_from_descriptor(i == nn + 1 ? "d4" : "llama-d4", 64, &c);
+            char msg[256];
+            model_choose_mlp(&c, MLP_RELU2, msg, sizeof(msg));
+            snprintf(what, sizeof(what), "%s --mlp relu2", i == nn + 1 ? "d4" : "llama-d4");
+        }
+        char degrees[32] = "", why[256] = "", msg[256];
+        int ok = 1;
+        for (int n = 1; n <= 8 && ok; n *= 2) {
+            ArchShape s = model_whole_shape(&c);
+            TpDims t = {n, 0, c.num_heads, c.num_kv_heads};
+            if (tp_shape_error(&s, &t, msg, sizeof(msg))) continue;
+            ok = tp_runs_cover(c, n, why, sizeof(why));
+            snprintf(degrees + strlen(degrees), sizeof(degrees) - strlen(degrees), "%s%d", degrees[0] ? ", " : "", n);
+        }
+        check(ok, "--tp runs of %s (%s, NH %d, KV %d) at degrees %s: each rank's runs fill its local units, the counted "
+              "ones cover the model once%s%s", what, c.tied ? "tied" : "untied", c.num_heads, c.num_kv_heads, degrees,
+              ok ? "" : ": ", why);
+    }
+}
+
 int main(void) {
     test_tables();
     test_ends();
@@ -424,5 +528,6 @@ int main(void) {
     test_pieces();
     test_roles();
     test_config_and_header();
+    test_tp_runs();
     return check_summary();
 }

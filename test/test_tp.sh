@@ -132,30 +132,79 @@ print(f"activations {nosp['activations_bytes']} -> {sp['activations_bytes']} byt
 sys.exit(0 if saved == sharded * (N - 1) // N and extra == 4 * B * T * C else 1)
 PYEOF
 ) && ok "--sp 1's plan, GPT-2 d4 --tp 2: $r" || bad "--sp 1's plan vs the count by hand" "$r"
-# communication counted: rank 0's TP bytes per step in the log, by kind (each collective's whole buffer), against the
-# count by hand for GPT-2 d4 (L 4, C 256, B 4, T 32, maxT 1024) at --tp 2, every step alike. Without --sp: all-reduces
-# of B T C floats, 2 per layer forward and 2 backward, the embedding's and the head's input gradient, and the
-# cross-entropy's sums (2 B T); the row maxima's all-gather (N B T). With --sp: per layer forward 2 all-gathers (the
-# norms' rows) and 2 reduce-scatters (the projections), backward 4 all-gathers (the residual gradient twice, the
-# norms' rows again) and 2 reduce-scatters (the input gradients); the embedding 1 reduce-scatter and 1 all-gather,
-# the head 2 all-gathers (its input, forward and backward) and 1 reduce-scatter; and the replicated tensors'
-# gradients all-reduced (per layer 6 C: 2 LayerNorms' weights and biases and 2 row-parallel biases; wpe's maxT C, lnf's 2 C)
+# communication counted: rank 0's TP bytes in the log, by kind (each collective's whole buffer), against the count by
+# hand for GPT-2 d4 (L 4, C 256, B 4, T 32, maxT 1024) at --tp 2: every step alike, every evaluation (-v 4 -m 2: at
+# steps 0, 4 and 8) and every sample (-s 4 -g 12: at steps 4 and 8) too, so no collective goes uncounted. A step
+# without --sp: all-reduces of B T C floats, 2 per layer forward and 2 backward, the embedding's and the head's input
+# gradient, and the cross-entropy's sums (2 B T); the row maxima's all-gather (N B T). With --sp: per layer forward 2
+# all-gathers (the norms' rows) and 2 reduce-scatters (the projections), backward 4 all-gathers (the residual
+# gradient twice, the norms' rows again) and 2 reduce-scatters (the input gradients); the embedding 1 reduce-scatter
+# and 1 all-gather, the head 2 all-gathers (its input, forward and backward) and 1 reduce-scatter; and the replicated
+# tensors' gradients all-reduced (per layer 6 C: 2 LayerNorms' weights and biases and 2 row-parallel biases; wpe's
+# maxT C, lnf's 2 C). Both: the gradient norm's sum of squares (one double). An evaluation batch is the forward's
+# share and the cross-entropy's; a sample's 12 one-token forwards run whole rows (no --sp): per token the embedding's
+# and 2 per layer all-reduces of C, and the row of logits gathered (Vp floats).
 r=$($PY - "$W/d4.2sp0.jsonl" "$W/d4.2.jsonl" <<'PYEOF'
 import json, sys
-L, C, B, T, N, maxT, f = 4, 256, 4, 32, 2, 1024, 4
+L, C, B, T, N, maxT, f, batches, gen = 4, 256, 4, 32, 2, 1024, 4, 2, 12
 BTC = B * T * C * f
-want = [{"all_reduce": BTC * (4 * L + 2) + 2 * B * T * f, "all_gather": N * B * T * f, "reduce_scatter": 0},
-        {"all_reduce": 2 * B * T * f + (6 * C * L + maxT * C + 2 * C) * f, "all_gather": BTC * (6 * L + 3) + N * B * T * f,
+want = [{"all_reduce": BTC * (4 * L + 2) + 2 * B * T * f + 8, "all_gather": N * B * T * f, "reduce_scatter": 0},
+        {"all_reduce": 2 * B * T * f + (6 * C * L + maxT * C + 2 * C) * f + 8, "all_gather": BTC * (6 * L + 3) + N * B * T * f,
          "reduce_scatter": BTC * (4 * L + 2)}]
+evals = [{"all_reduce": batches * (BTC * (2 * L + 1) + 2 * B * T * f), "all_gather": batches * N * B * T * f, "reduce_scatter": 0},
+         {"all_reduce": batches * 2 * B * T * f, "all_gather": batches * (BTC * (2 * L + 1) + N * B * T * f),
+          "reduce_scatter": batches * BTC * (2 * L + 1)}]
 ok = True
-for p, w in zip(sys.argv[1:], want):
-    got = [d["tp_bytes"] for d in map(json.loads, open(p)) if "tp_bytes" in d]
-    ok &= len(got) == 8 and all(g == w for g in got)
-    if not ok: print(f"{p}: {got[:1]} per step, by hand {w}")
-print(f"8 steps each: --sp 0 {want[0]}, --sp 1 {want[1]}")
+for p, w, e in zip(sys.argv[1:], want, evals):
+    lines = list(map(json.loads, open(p)))
+    Vp = 128  # the built-in corpus's 64 ids, padded to a multiple of 128
+    s = {"all_reduce": gen * (2 * L + 1) * C * f, "all_gather": gen * Vp * 4, "reduce_scatter": 0}
+    got = [d["tp_bytes"] for d in lines if "loss" in d]
+    got_e = [d.get("tp_bytes") for d in lines if "val_loss" in d]
+    got_s = [d.get("tp_bytes") for d in lines if "sample_tokens" in d]
+    good = len(got) == 8 and all(g == w for g in got) and len(got_e) == 3 and all(g == e for g in got_e) \
+        and len(got_s) == 2 and all(g == s for g in got_s)
+    if not good: print(f"{p}: {got[:1]} per step, by hand {w}; evaluations {got_e} vs {e}; samples {got_s} vs {s}")
+    ok &= good
+print(f"8 steps, 3 evaluations and 2 samples each: --sp 0 {want[0]}, --sp 1 {want[1]} a step")
 sys.exit(0 if ok else 1)
 PYEOF
-) && ok "TP bytes per step as counted by hand: $r" || bad "TP bytes per step vs the count by hand" "$r"
+) && ok "TP bytes of steps, evaluations and samples as counted by hand: $r" || bad "TP bytes vs the count by hand" "$r"
+# the vocabulary shards' edges: the built-in corpus seldom or never has a shard's first or last id as a target (id 32,
+# the first of --tp 4's second shard, is none in its first thousand tokens), so a cross-entropy or an embedding that
+# takes a neighbour's edge id as its own would pass the runs above. Token shards written here hold, in every 8 tokens,
+# the first and last valid id of every shard at --tp 2 and 4 (V 64, Vp 128: ids 0, 31, 32, 63) as inputs and as
+# targets; the GQA 4:2 model (untied: the embedding and the head both vocabulary-parallel) and GPT-2 d4's file (tied)
+# train and validate on them at --tp 2 and 4 like one process.
+$PY - "$W/edges_train.bin" "$W/edges_val.bin" <<'PYEOF'
+import random, struct, sys
+V, Vp = 64, 128
+edges = sorted({e for n in (2, 4) for r in range(n) for e in (r * Vp // n, (r + 1) * Vp // n - 1) if e < V})
+rng = random.Random(52)
+for path, n in zip(sys.argv[1:], (4096, 1024)):
+    toks = []
+    while len(toks) < n:
+        block = edges + [rng.randrange(V) for _ in range(8 - len(edges))]
+        rng.shuffle(block)
+        toks += block
+    with open(path, "wb") as f:
+        f.write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)))
+        f.write(struct.pack(f"<{n}H", *toks[:n]))
+PYEOF
+$BIN -e d4 -b 4 -t 32 -x 1 -v 0 -s 0 -n 1 -o "$W/d4file" > /dev/null 2>&1
+edge=(-i "$W/edges_train.bin" -j "$W/edges_val.bin" -b 4 -t 32 -x 4 -v 2 -m 2 -s 2 -g 8 -l 1e-3 -u 3)
+for model in "$W/gqa42.bin" "$W/d4file/model_00000001.bin"; do
+  name=$(basename "$(dirname "$model")")_$(basename "$model" .bin)
+  $BIN -e "$model" "${edge[@]}" --log "$W/edge.$name.ref.jsonl" > "$W/edge.$name.ref.out" 2>&1 || { bad "$name on the edge ids: one process" "$(tail -3 "$W/edge.$name.ref.out")"; continue; }
+  for tp in 2 4; do
+    r2=""
+    out=$("${MPI[@]}" -np $tp $BIN -e "$model" "${edge[@]}" --tp $tp --log "$W/edge.$name.$tp.jsonl" 2>&1) || { bad "$name on the edge ids --tp $tp runs" "$out"; continue; }
+    r=$(compare_losses "$W/edge.$name.ref.jsonl" "$W/edge.$name.$tp.jsonl") \
+      && r2=$(compare_eval "$W/edge.$name.ref.jsonl" "$W/edge.$name.ref.out" "$W/edge.$name.$tp.jsonl" <(echo "$out") 2e-5) \
+      && ok "$(basename "$model") --tp $tp, every shard's first and last id as inputs and targets: $r, $r2 vs 1 process" \
+      || bad "$(basename "$model") --tp $tp on the vocabulary shards' edge ids vs 1 process" "$r ${r2:-}"
+  done
+done
 out=$("${MPI[@]}" -np 4 $BIN -e llama-d4 -b 4 -t 32 -x 1 -v 0 -s 0 --tp 2 2>&1)
 grep -qF "world 4 = tensor-parallel 2 (sequence parallel on) x data-parallel 2 x pipeline 1" <<<"$out" \
   && grep -qF "rank 0 (stage 0, dp 0, tp 0), rank 1 (stage 0, dp 0, tp 1), rank 2 (stage 0, dp 1, tp 0), rank 3 (stage 0, dp 1, tp 1)" <<<"$out" \

@@ -186,7 +186,17 @@ static void run_build(Run *r) {
 }
 
 // Evaluation: the validation loss (with the floor on the synthetic corpus), on the console and in the log.
+// --tp: the TP traffic of what ran outside a step (evaluation, sampling) as the log's "tp_bytes" object.
+static void run_log_tp_bytes(Run *r, const double bytes[TP_NUM_KINDS]) {
+    if (!r->logf || r->tp <= 1) return;
+    fprintf(r->logf, ", \"tp_bytes\": {");
+    for (int k = 0; k < TP_NUM_KINDS; k++) fprintf(r->logf, "%s\"%s\": %.0f", k ? ", " : "", TP_KIND_NAMES[k], bytes[k]);
+    fprintf(r->logf, "}");
+}
+
 static void run_evaluate(Run *r, int step) {
+    double tp_bytes[TP_NUM_KINDS];
+    tp_bytes_take(r->tp > 1 ? &r->tpg : NULL, tp_bytes);  // the last step's line took its own: nothing since
     float vl = evaluate(&r->pipe, &r->val_loader, r->val_batches, r->B, r->T);
     double floor = r->synth.floor;
     if (r->synthetic) printf0("step %5d | val loss %.4f | floor %.4f | gap %.4f\n", step, vl, floor, vl - floor);
@@ -199,6 +209,8 @@ static void run_evaluate(Run *r, int step) {
         else fprintf(r->logf, "{\"step\": %d, \"val_loss\": null", step);  // a diverged model's: JSON has no nan
         if (mc.n) fprintf(r->logf, ", \"eval_mc\": {\"acc_norm\": %.9g, \"acc\": %.9g, \"n\": %d}", mc.acc_norm, mc.acc, mc.n);
         if (r->synthetic) fprintf(r->logf, ", \"floor\": %.9g, \"no_attention\": %.9g", floor, r->synth.no_attention);
+        tp_bytes_take(r->tp > 1 ? &r->tpg : NULL, tp_bytes);  // the evaluation's (and --eval-mc's) TP traffic
+        run_log_tp_bytes(r, tp_bytes);
         fprintf(r->logf, "}\n");
         fflush(r->logf);
     }
@@ -208,8 +220,10 @@ static void run_evaluate(Run *r, int step) {
 // stage draws the token and passes it to the others; rank 0 prints.
 // Each new token runs the model on itself alone, against the key/value cache of the ones before it
 // (model_decode_*), so n tokens cost n one-token forwards rather than forwards of 1, 2, ..., n tokens.
-static void run_sample(Run *r) {
+static void run_sample(Run *r, int step) {
     int n = run_sample_tokens(&r->cfg, r->T);  // the length run_build reserved the cache for
+    double tp_bytes[TP_NUM_KINDS];
+    tp_bytes_take(r->tp > 1 ? &r->tpg : NULL, tp_bytes);
     int *gen = r->gen, last_stage = r->stage == r->pp_stages - 1;
     gen[0] = decoder_first_token(&r->dec);
     printf0("sample: ");
@@ -225,6 +239,13 @@ static void run_sample(Run *r) {
     model_decode_end(r->model);
     if (r->rank == 0) decode_end(&r->dec);
     printf0("\n");
+    if (r->logf && r->tp > 1) {  // --tp: the sample's TP traffic in the log (the steps' lines count only theirs)
+        tp_bytes_take(&r->tpg, tp_bytes);
+        fprintf(r->logf, "{\"step\": %d, \"sample_tokens\": %d", step, n);
+        run_log_tp_bytes(r, tp_bytes);
+        fprintf(r->logf, "}\n");
+        fflush(r->logf);
+    }
 }
 
 // One optimizer step: the micro-batches through the pipeline, the gradients reduced, the norm, the loss
@@ -250,7 +271,7 @@ static StepResult run_step(Run *r, int step) {
     fault_step_begin(r->rank, step + 1);
     zero_clear_grads(zero);
     double tp_before[TP_NUM_KINDS];
-    tp_bytes_take(r->tp > 1 ? &r->tpg : NULL, tp_before);  // what ran since the last step (evaluation, sampling) is not this step's
+    tp_bytes_take(r->tp > 1 ? &r->tpg : NULL, tp_before);  // nothing: evaluation and sampling logged theirs
     float dloss = 1.0f / ((float)B * T * A * dp), step_scale = scaler->scale;
     if (fault_overflow(step + 1)) dloss = INFINITY;
     dloss *= step_scale;  // a power of two: every gradient is scaled exactly
@@ -403,7 +424,7 @@ static int train_main(int argc, char **argv) {
     for (int step = r->start_step; step <= cfg->steps; step++) {
         int last = step == cfg->steps;
         if (r->have_val && cfg->val_every > 0 && (step % cfg->val_every == 0 || last)) run_evaluate(r, step);
-        if (cfg->sample_every > 0 && step > 0 && (step % cfg->sample_every == 0 || last)) run_sample(r);
+        if (cfg->sample_every > 0 && step > 0 && (step % cfg->sample_every == 0 || last)) run_sample(r, step);
         if (last) break;
         StepResult s = run_step(r, step);
         s.eta_s = report_eta(r, step, s.ms);

@@ -35,6 +35,7 @@ struct Zero {
     int stage;
     Comm *comm;
     Model *model;
+    TpGroup *tp;                   // --tp: the model's TP group (NULL without), used through tensor_parallel.h's API
     ModelConfig config;
     int nu, L;
     size_t *usize, *ushard;        // per unit: size, shard size

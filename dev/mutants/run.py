@@ -30,6 +30,8 @@ CPU_BINS = ["train_gpt_cpu", "tokenize", "test/test_gpt2", "test/test_units", "t
 SUITES = {
     "units": ([], "./test/test_units"),
     "schedule": ([], "./test/test_pipeline"),
+    "arch": (["test/test_arch"], "./test/test_arch"),
+    "tp": ([], "bash test/test_tp.sh"),
     "generate": ([], "./test/test_generate"),
     "gpt2": ([], f"{TORCH_PY} test/ref_gpt2.py --out-dir $MUT_TMP/ref >/dev/null && ./test/test_gpt2 $MUT_TMP/ref"),
     "reference": ([], "REF_EMU=0 bash test/test_reference.sh"),
