@@ -46,7 +46,7 @@ static float evaluate(Pipeline *pp, DataLoader *val, int batches, int B, int T) 
     double s = 0.0;
     for (int i = 0; i < batches; i++) {
         dataloader_next(val);
-        s += pp_forward_only(pp, val->inputs, val->targets, B, T);
+        s += pp_forward_only_docs(pp, val->inputs, val->targets, val->doc_start, B, T);
     }
     return (float)(comm_allreduce_sum_f64(pp->group, s) / batches);
 }
@@ -100,6 +100,7 @@ static void run_build(Run *r) {
     size_t act_before = backend_scratch_allocated();
     r->model = model_create(&r->mc_rank, r->B, r->T, cfg->recompute, r->first[stage], r->first[stage + 1], r->slots,
                             cfg->zero_stage == 3);
+    model_set_masks(r->model, r->any_window ? r->attn_window : NULL, cfg->doc_mask, cfg->doc_rope_restart);
     if (tp > 1) {
         tp_group_init(&r->tpg, &r->mc_rank, &r->tp_comm, &r->kv_comm);
         model_set_tp(r->model, &r->tpg);
@@ -334,7 +335,9 @@ static void run_checkpoint(Run *r, int done) {
         const LossScaler *sc = &r->scaler;
         TrainState st = {done, r->B, r->T, r->A, r->dp, cfg->shuffle, r->lr_span, r->mc.vocab_size, cfg->seed,
                          r->train_loader.pos * (uint64_t)r->dp, r->sample_rng, r->num_params, r->updates, sc->scale,
-                         sc->iter, sc->last_overflow, sc->hysteresis_left, sc->skipped, (int)cfg->optimizer};
+                         sc->iter, sc->last_overflow, sc->hysteresis_left, sc->skipped, (int)cfg->optimizer,
+                         (cfg->doc_mask ? 1 : 0) | (cfg->doc_rope_restart ? 2 : 0), r->doc_sep,
+                         attn_masks_window_hash(r->attn_window, r->mc.num_layers)};
         state_header(h, &st);
         ckpt_create(stmp, h, 2 * r->num_params * sizeof(float));
     }
