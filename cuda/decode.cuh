@@ -108,9 +108,11 @@ static void kv_cache_store(floatX *kcache, floatX *vcache, const floatX *qkv_row
 static void attention_gqa_decode(floatX *out, const floatX *q, const floatX *kcache, const floatX *vcache, int t, int NH,
                                  int KV, int hd, const AttnMask *mask) {
     const int f = attn_decode_first(mask, t, "attention_gqa_decode");
-    const size_t skip = (size_t)f * KV * hd * X_BYTES;  // f rows of the cache, in bytes (floatX is the run's)
-    attention_decode_launch(out, q, (const floatX *)((const char *)kcache + skip), (const floatX *)((const char *)vcache + skip),
-                            (long)KV * hd, t - f, NH, hd, NH / KV, "attention_gqa_decode");
+    WITH_X({
+        const size_t skip = (size_t)f * KV * hd;  // f rows of the cache
+        attention_decode_launch(out, q, (const floatX *)((const xt *)kcache + skip), (const floatX *)((const xt *)vcache + skip),
+                                (long)KV * hd, t - f, NH, hd, NH / KV, "attention_gqa_decode");
+    });
 }
 
 #endif  // CUDA_DECODE_CUH

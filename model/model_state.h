@@ -115,6 +115,8 @@ typedef struct {
     // choice item: one document, none). doc_host: the current slot's starts on the host (RoPE's restarts read them).
     int *attn_window, doc_mask, rope_restart;
     int *slot_doc, *slot_doc_on, *doc_start, *doc_host, *slot_doc_host;
+    double doc_pairs;                    // visible pairs of every layer summed over the micro-batches given documents since
+    long doc_tokens;                     // the caller zeroed these (the step's MFU), and their tokens
     // --tp: this rank's TP group (NULL without), the cross-entropy's scratch, a gathered row of logits (host), and
     // with --sp the full buffer (model_sp_full_bytes)
     TpGroup *tp;
@@ -203,6 +205,17 @@ static void model_set_masks(Model *m, const int *window, int doc_mask, int rope_
     model_use_slot(m, m->slot);
 }
 
+// The (query, key) pairs attention visits in B rows of T tokens over the model's L layers, layer l with window[l]
+// (NULL: none) and the rows' document starts doc (host, (B, T); NULL: none): the FLOPs' count of the visible area.
+static double model_mask_pairs(const int *window, int L, const int *doc, int B, int T) {
+    double n = 0.0;
+    for (int l = 0; l < L; l++) {
+        AttnMask k = {window ? window[l] : 0, doc};
+        for (int b = 0; b < B; b++) n += (double)attn_mask_visible_pairs(&k, b, T);
+    }
+    return n;
+}
+
 // The current slot's micro-batch's document starts ((B, T), dataloader.h's), or NULL: one document per row (a
 // sample, a multiple-choice item). Copied to the device each micro-batch, on every pipeline stage.
 static void model_doc_starts(Model *m, const int *doc_start, int B, int T) {
@@ -214,6 +227,8 @@ static void model_doc_starts(Model *m, const int *doc_start, int B, int T) {
         // the rows packed as (B, T) of the micro-batch, as the kernels index them
         memcpy(host, doc_start, (size_t)B * T * sizeof(int));
         backend_tokens_from_host(m->slot_doc + m->slot * BT, doc_start, (size_t)B * T);
+        m->doc_pairs += model_mask_pairs(m->attn_window, m->config.num_layers, doc_start, B, T);
+        m->doc_tokens += (long)B * T;
     }
     model_use_slot(m, m->slot);
 }

@@ -40,6 +40,23 @@ static void on_stop_signal(int sig) { (void)sig; stop_requested = 1; }
 // the story: set up, resume, plan, build, then for each step evaluate, sample, step, log, checkpoint.
 // Every rank runs every phase; only rank 0 prints and writes the log.
 
+// Model FLOPs per token (the step line's MFU): the formula's 6N + 6 L width T, where attention under masks counts the
+// pairs it visits (attn_mask_visible_pairs): 6 width (2 keys - 1) per layer, keys the mean visible keys of a query,
+// which is the formula's T where attention is causal. Documents make the count the data's: the step's micro-batches'.
+static double run_flops_per_token(Run *r, int T) {
+    double f = model_flops_per_token(&r->mc_rank, T);
+    Model *m = r->model;
+    if (!r->any_window && !r->cfg.doc_mask) return f;
+    int L = r->mc.num_layers;
+    double pairs = 0.0;
+    if (r->cfg.doc_mask && m->doc_tokens > 0) pairs = m->doc_pairs / (double)m->doc_tokens;
+    else pairs = model_mask_pairs(r->any_window ? r->attn_window : NULL, L, NULL, 1, T) / T;  // a row of one document
+    m->doc_pairs = 0.0;
+    m->doc_tokens = 0;
+    double width = (double)model_shape(&r->mc_rank).attn_flop_width;
+    return f + 6.0 * width * (2.0 * pairs - (double)L * (T + 1));
+}
+
 // Validation loss: every rank of every pipeline reads the same batches; the last stage computes it.
 static float evaluate(Pipeline *pp, DataLoader *val, int batches, int B, int T) {
     dataloader_reset(val);
@@ -302,7 +319,7 @@ static StepResult run_step(Run *r, int step) {
     // model FLOPs per token, as llm.c and PaLM count them: 6N for the matmuls' forward and
     // backward, plus 6*L*C*T for attention; per device: with --tp its slice's (its N, its heads) on the tokens
     // of its data-parallel group
-    s.flops = model_flops_per_token(&r->mc_rank, T) * tps * r->tp / r->world;
+    s.flops = run_flops_per_token(r, T) * tps * r->tp / r->world;
     s.peak = backend_peak_flops();
     if (step > r->start_step) { r->total_ms += ms; r->timed_steps++; }  // the first step warms caches
     // the pipeline's measured bubble: the share of each stage's step spent waiting for a neighbour
