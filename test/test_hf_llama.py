@@ -761,6 +761,8 @@ def main():
         test_tokenizer(work, bins[0], g + ".bin")
         test_generate(ms[0][1], bins[0])
         test_presets()
+        from hf_masks import test_masks  # attention's masks at export (issue 49)
+        test_masks(work)
     finally:
         if not a.work:
             shutil.rmtree(work, ignore_errors=True)

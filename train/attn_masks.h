@@ -9,6 +9,7 @@
 #include <ctype.h>
 #include "config.h"
 #include "../dataloader.h"
+#include "checkpoint_format.h"  // TrainState: what a checkpoint records of the masks
 
 // The longest --attn-window-pattern: one entry a layer at most, as many as a model has layers.
 #define ATTN_PATTERN_MAX 4096
@@ -62,6 +63,22 @@ static void attn_masks_validate(const TrainConfig *c) {
     }
 }
 
+// What a checkpoint records of the layers' windows (checkpoint_format.h's TrainState, words 27..): the shortest
+// period n dividing L with window[l] = window[l % n] (0: no layer has one), and the first n windows. A resume must
+// train with the same; scripts/export_hf.py reads them to say what transformers will do.
+static int attn_masks_period(const int *window, int L) {
+    int any = 0;
+    for (int l = 0; l < L; l++) any |= window[l] > 0;
+    if (!any) return 0;
+    for (int n = 1; n < L; n++) {
+        if (L % n) continue;
+        int ok = 1;
+        for (int l = n; l < L && ok; l++) ok = window[l] == window[l % n];
+        if (ok) return n;
+    }
+    return L;
+}
+
 // Each of the model's L layers' window into window[L] (0: global); returns whether any layer has one. The pattern
 // repeats over the layers, so its length must divide L (gpt-oss's LG over 24 layers; Gemma 3's LLLLLG over 6k).
 static int attn_masks_layers(const TrainConfig *c, int L, int *window) {
@@ -74,6 +91,9 @@ static int attn_masks_layers(const TrainConfig *c, int L, int *window) {
                         "them: give %d entries or a divisor of %d)", c->attn_window_pattern, n, L, L, L);
         for (int l = 0; l < L; l++) window[l] = w[l % n] == -1 ? c->attn_window : w[l % n];
     }
+    if (attn_masks_period(window, L) > STATE_WINDOWS)
+        usage_error("--attn-window-pattern: the layers' windows repeat every %d layers; a checkpoint records at most %d",
+                    attn_masks_period(window, L), STATE_WINDOWS);
     int any = 0;
     for (int l = 0; l < L; l++) any |= window[l] > 0;
     return any;
@@ -124,16 +144,18 @@ static void attn_masks_text(const TrainConfig *c, const int *window, int L, int 
     }
 }
 
-// What a checkpoint records of the masks (checkpoint_format.h's TrainState words 25..28): a resume must train
-// with the same. window_hash: the layers' windows folded into one word (0: none).
-static uint32_t attn_masks_window_hash(const int *window, int L) {
-    uint32_t h = 0;
-    int any = 0;
-    for (int l = 0; l < L; l++) {
-        h = h * 1000003u + (uint32_t)window[l] + 1u;
-        any |= window[l] > 0;
-    }
-    return any ? (h ? h : 1u) : 0u;
+// The layers' windows into a checkpoint's record (attn_masks_period's n of them).
+static void attn_masks_record(const int *window, int L, TrainState *s) {
+    s->window_period = attn_masks_period(window, L);
+    memset(s->windows, 0, sizeof(s->windows));
+    for (int i = 0; i < s->window_period; i++) s->windows[i] = window[i];
+}
+// Whether a checkpoint's record s holds these windows (and, as the caller checks, the same documents).
+static int attn_masks_same_windows(const TrainState *s, const int *window, int L) {
+    if (s->window_period != attn_masks_period(window, L)) return 0;
+    for (int l = 0; l < L && s->window_period; l++)
+        if (window[l] != s->windows[l % s->window_period]) return 0;
+    return 1;
 }
 
 #endif

@@ -12,8 +12,8 @@
 //     [19] loss scale (float32 bits), [20] loss-scaler steps seen, [21] its step of the last
 //     overflow (-1 none), [22] hysteresis left, [23] steps skipped for overflow; from version 3: [24] the
 //     optimizer (0 AdamW, 1 Muon: muon.h); from version 4: attention's masks (train/attn_masks.h): [25] bit 0
-//     --doc-mask, bit 1 --doc-rope-restart, [26] the document separator, [27] the layers' windows folded into a
-//     word (attn_masks_window_hash; 0 none); the rest 0. A run with AdamW and causal attention writes version 2,
+//     --doc-mask, bit 1 --doc-rope-restart, [26] the document separator, [27] the period n of the layers' windows
+//     (0: none; layer l's window is [28 + l % n], 0 for a global layer), [28 .. 28 + n) those windows; the rest 0. A run with AdamW and causal attention writes version 2,
 //     which holds all it has (older builds read it); one with Muon version 3, one with masks version 4, which older
 //     builds refuse rather than take its momentum for AdamW's or train on without its masks.
 //     Version 1 files (no loss scaler) still load: updates = step, and the scaler starts afresh
@@ -30,6 +30,7 @@
 
 #define STATE_MAGIC 20241122
 #define STATE_VERSION 4
+#define STATE_WINDOWS 200  // the longest period of the layers' windows a state file records (words 28..227)
 
 typedef struct {
     int step, B, T, grad_accum, world, shuffle, total_steps, vocab_size;
@@ -39,7 +40,8 @@ typedef struct {
     int scaler_iter, scaler_last_overflow, scaler_hysteresis_left, scaler_skipped;
     int optimizer;               // 0 AdamW (versions 1 and 2), 1 Muon (config.h's OptimizerKind)
     int mask_flags, doc_sep;     // version 4: bit 0 --doc-mask, bit 1 --doc-rope-restart; the separator (0 without)
-    uint32_t window_hash;        // version 4: attn_masks_window_hash of the layers' windows, 0 none
+    int window_period;           // version 4: layer l's window is windows[l % window_period]; 0: no window
+    int windows[STATE_WINDOWS];
 } TrainState;
 
 static void put_u64(int *h, int i, uint64_t x) { h[i] = (int)(uint32_t)x; h[i + 1] = (int)(uint32_t)(x >> 32); }
@@ -78,7 +80,8 @@ static void state_read(const char *path, TrainState *s, float *m, float *v) {
     s->optimizer = h[1] >= 3 ? h[24] : 0;
     s->mask_flags = h[1] >= 4 ? h[25] : 0;
     s->doc_sep = h[1] >= 4 ? h[26] : 0;
-    s->window_hash = h[1] >= 4 ? (uint32_t)h[27] : 0;
+    s->window_period = h[1] >= 4 && h[27] > 0 && h[27] <= STATE_WINDOWS ? h[27] : 0;
+    for (int i = 0; i < STATE_WINDOWS; i++) s->windows[i] = i < s->window_period ? h[28 + i] : 0;
     fseekCheck(fp, 0, SEEK_END, path);
     long size = ftell(fp);
     long want = 1024 + 8 * (long)s->num_params;
@@ -125,7 +128,7 @@ static void ckpt_commit(const char *tmp, const char *path) {
 
 static void state_header(int h[256], const TrainState *s) {
     memset(h, 0, 256 * sizeof(int));
-    int masks = s->mask_flags || s->window_hash;
+    int masks = s->mask_flags || s->window_period;
     h[0] = STATE_MAGIC; h[1] = masks ? 4 : s->optimizer ? 3 : 2; h[2] = s->step; h[3] = s->B; h[4] = s->T; h[5] = s->grad_accum;
     h[6] = s->world; h[7] = s->shuffle;
     put_u64(h, 8, s->seed); put_u64(h, 10, s->loader_pos); put_u64(h, 12, s->sample_rng); put_u64(h, 14, s->num_params);
@@ -134,7 +137,8 @@ static void state_header(int h[256], const TrainState *s) {
     memcpy(&h[19], &s->loss_scale, sizeof(float));
     h[20] = s->scaler_iter; h[21] = s->scaler_last_overflow; h[22] = s->scaler_hysteresis_left; h[23] = s->scaler_skipped;
     if (s->optimizer) h[24] = s->optimizer;
-    if (masks) { h[25] = s->mask_flags; h[26] = s->doc_sep; h[27] = (int)s->window_hash; }
+    if (masks) { h[25] = s->mask_flags; h[26] = s->doc_sep; h[27] = s->window_period; }
+    for (int i = 0; i < s->window_period && i < STATE_WINDOWS; i++) h[28 + i] = s->windows[i];
 }
 
 static void checkpoint_paths(const char *dir, int step, char *model_path, char *state_path, size_t n) {

@@ -560,14 +560,14 @@ static void run_resume(Run *r) {
               s->optimizer == OPTIMIZER_MUON ? "Muon" : "AdamW", s->optimizer == OPTIMIZER_MUON ? "muon" : "adamw");
     }
     int flags = (cfg->doc_mask ? 1 : 0) | (cfg->doc_rope_restart ? 2 : 0);
-    uint32_t wh = attn_masks_window_hash(r->attn_window, r->mc.num_layers);
-    if (s->mask_flags != flags || (flags & 1 && s->doc_sep != r->doc_sep) || s->window_hash != wh) {
+    int same_windows = attn_masks_same_windows(s, r->attn_window, r->mc.num_layers);
+    if (s->mask_flags != flags || (flags & 1 && s->doc_sep != r->doc_sep) || !same_windows) {
         char saved[64];
         snprintf(saved, sizeof(saved), (s->mask_flags & 1) ? "1 (separator %d)" : "0", s->doc_sep);
         fatal("%s: saved by a run with --doc-mask %s, --doc-rope-restart %d and %s; this run has --doc-mask %d, "
               "--doc-rope-restart %d and %s (--attn-window, --attn-window-pattern): resume with the masks it was trained "
-              "with", sp, saved, (s->mask_flags >> 1) & 1, s->window_hash ? "sliding windows" : "no sliding window",
-              cfg->doc_mask, cfg->doc_rope_restart, wh == 0 ? "no sliding window" : s->window_hash ? "other windows" : "sliding windows");
+              "with", sp, saved, (s->mask_flags >> 1) & 1, s->window_period ? "sliding windows" : "no sliding window",
+              cfg->doc_mask, cfg->doc_rope_restart, !r->any_window ? "no sliding window" : same_windows ? "the same windows" : s->window_period ? "other windows" : "sliding windows");
     }
     r->start_step = s->step;
     printf0("resume: step %d from %s (saved by %d rank%s)\n", r->start_step, sp, s->world, s->world == 1 ? "" : "s");

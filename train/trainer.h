@@ -353,8 +353,8 @@ static void run_checkpoint(Run *r, int done) {
         TrainState st = {done, r->B, r->T, r->A, r->dp, cfg->shuffle, r->lr_span, r->mc.vocab_size, cfg->seed,
                          r->train_loader.pos * (uint64_t)r->dp, r->sample_rng, r->num_params, r->updates, sc->scale,
                          sc->iter, sc->last_overflow, sc->hysteresis_left, sc->skipped, (int)cfg->optimizer,
-                         (cfg->doc_mask ? 1 : 0) | (cfg->doc_rope_restart ? 2 : 0), r->doc_sep,
-                         attn_masks_window_hash(r->attn_window, r->mc.num_layers)};
+                         (cfg->doc_mask ? 1 : 0) | (cfg->doc_rope_restart ? 2 : 0), r->doc_sep, 0, {0}};
+        attn_masks_record(r->attn_window, r->mc.num_layers, &st);
         state_header(h, &st);
         ckpt_create(stmp, h, 2 * r->num_params * sizeof(float));
     }
