@@ -208,6 +208,8 @@ def write_inputs(a, header, tensors, tokens):
         flags += ["--doc-mask"]
     if a.attn_window > 0:
         flags += ["--attn-window", a.attn_window]
+    if a.rope_restart:
+        flags += ["--doc-rope-restart"]
     if a.optimizer == "muon":
         flags += ["--optimizer", "muon", "--muon-momentum", a.muon_momentum, "--muon-nesterov", a.muon_nesterov,
                   "--muon-ns-steps", a.muon_ns_steps, "--muon-lr-adjust", a.muon_lr_adjust]
@@ -373,6 +375,8 @@ def add_args(ap, channels, accum, steps, warmup):
     ap.add_argument("--doc-sep", type=int, default=-1, help="documents: this id separates them (recorded in the shard's "
                     "header, planted in the tokens) and the run and the reference mask attention by them (--doc-mask)")
     ap.add_argument("--attn-window", type=int, default=0, help="a sliding window of this many keys (--attn-window)")
+    ap.add_argument("--rope-restart", type=int, default=0, help="1: RoPE's positions from 0 in each document "
+                    "(--doc-rope-restart; the Llama family)")
     ap.add_argument("--tol-loss", type=float, default=1e-5)
     ap.add_argument("--tol-norm", type=float, default=1e-4)
     ap.add_argument("--tol-param", type=float, default=1e-3)

@@ -55,6 +55,11 @@ fi
 if llama_reference qwen2 --qkv-bias 1 --grad-clip 1.2; then
   llama_against qwen2 "cpu, Qwen 2 (q/k/v bias, not decayed)" $BIN --
 fi
+# documents with RoPE's positions restarting in each (--doc-mask --doc-rope-restart): transformers' LlamaForCausalLM
+# given the block-diagonal mask as a 4D attention mask and each token's position from its document's start
+if llama_reference llama_doc --grad-clip 1.45 --doc-sep 100 --rope-restart 1; then
+  llama_against llama_doc "cpu, Llama --doc-mask --doc-rope-restart" $BIN --
+fi
 # ReLU² (--mlp relu2) in the same model, H = 4C = 256: the model file's slot 21 carries it to the trainer
 if llama_reference llama_relu2 --mlp relu2 --hidden 256 --grad-clip 1.45; then
   llama_against llama_relu2 "cpu, Llama ReLU² GQA 2:1 untied" $BIN --
