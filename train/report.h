@@ -411,6 +411,9 @@ static void report_profile(Run *r) {
         double exact = 6.0 * matmul_params * tokens + 6.0 * L * C * (r->T + 1.0) * tokens;
         char what[160];
         model_nonmatmul_text(mc, other_params, what, sizeof(what));
+        if (r->any_window || r->cfg.doc_mask)  // attention's masks: the visible pairs counted, not T (T + 1) / 2
+            printf("  attention under the masks (--attn-window, --doc-mask): its FLOPs count the pairs it visits; the causal "
+                   "figure below is the bound\n");
         printf("  FLOPs per step: counted %.4f GFLOP (6 x %.0f matmul weights x %.0f tokens + causal attention = %.4f%s) | "
                "formula %s: %.4f GFLOP | counted / formula %.4f: %.0f of N's %zu parameters are in no matmul "
                "(%s)\n", counted / 1e9, matmul_params,
