@@ -78,7 +78,14 @@ test/test_arch: test/test_arch.c .build-cpu
 
 # test/test_headers.sh compiles every header alone with the flags of the build that uses it: these.
 HEADER_CHECK_ENV = HEADER_CC="$(CPU_CC)" HEADER_CFLAGS="$(CFLAGS) $(URING_FLAGS)" HEADER_CXX="$(EMU_CXX)" HEADER_CXXFLAGS="$(EMU_FLAGS)"
-test: train_gpt_cpu tokenize test/test_gpt2 test/test_units test/test_pipeline test/test_generate test/hf_forward test/test_llama_cpu test/test_arch $(if $(EMU_OK),$(EMU_BINS))
+# Every binary the suites run is built once, here, before the first suite (the suites reuse them and build none
+# of their own but test_build.sh's copies); the builds are independent targets, so they go TEST_JOBS at a time
+# (2: CI's machine has 2 cores; the largest, train_gpt.cu under g++, takes under 1 GiB). A -j given to make wins.
+TEST_BINS = train_gpt_cpu tokenize test/test_gpt2 test/test_units test/test_pipeline test/test_generate test/hf_forward test/test_llama_cpu \
+  test/test_arch $(if $(EMU_OK),$(EMU_BINS))
+TEST_JOBS ?= 2
+test:
+	$(MAKE) --no-print-directory $(if $(filter -j%,$(MAKEFLAGS)),,-j$(TEST_JOBS)) $(TEST_BINS)
 	$(HEADER_CHECK_ENV) PYTHON=$(PYTHON) TORCH_PYTHON=$(TORCH_PYTHON) bash test/run_tests.sh
 
 # The Slurm suites (test/test_slurm.sh, test/test_multinode.sh), as root: installs slurm-wlm, munge and

@@ -12,7 +12,7 @@
 #include "cuda/decode.cuh"      // defines: attention_decode (one token against the key/value cache)
 #include "cuda/activations.cuh" // defines: gelu_*, relu2_*, swiglu_* (the MLP's activations), residual_forward
 #include "cuda/classifier.cuh"  // defines: classifier_forward_backward
-#include "cuda/vocab.cuh"       // defines: --tp's encoder_*_vocab, classifier_vocab_* (not built yet: backend_has_tp 0)
+#include "cuda/vocab.cuh"       // defines: --tp's encoder_*_vocab, classifier_vocab_*, backend_has_tp (1: the CUDA build runs --tp)
 #include "cuda/rope.cuh"        // defines: rope_* (rotary positions; in the attention kernels' loads: attention.cuh)
 #include "cuda/adamw.cuh"       // defines: adamw_kernel, weights_bf16_kernel, weights_fp16_kernel
 #include "cuda/backend.cuh"     // defines: backend_* (memory, copies, offload stream, AdamW launch, the step's clock, device facts)

@@ -14,8 +14,11 @@
 // the host was in, which is where the step lost it.
 //
 // comm.h charges every collective and point-to-point message to `comm` (waiting included: a
-// straggler, a slow link or a pipeline bubble shows there); pipeline.h and trainer.h set the
-// phases; model.h names the module of each kernel it calls (only with --profile).
+// straggler, a slow link or a pipeline bubble shows there), and within it to an axis (CommAxis): the
+// communicator's role (tensor-parallel, pipeline, data-parallel; comm_set_role) and the call's kind (a
+// pipeline send or receive, a data-parallel reduction or gather) say which, so that --timing can tell
+// TP's time from the pipeline's waiting. The axes' parts add up to comm as the phases add up to the step.
+// pipeline.h and trainer.h set the phases; model.h names the module of each kernel it calls (only with --profile).
 #ifndef TIMING_H
 #define TIMING_H
 
@@ -40,6 +43,14 @@ static const char *const ROW_NAMES[NUM_ROWS] __attribute__((unused)) = {
     "-", "embedding", "layernorm", "qkv matmul", "attention", "projection", "residual", "mlp up", "gelu",
     "mlp down", "head and loss", "optimizer", "collectives", "data", "other"};
 
+// Where comm's time and bytes went: tensor parallelism's collectives; the pipeline's sends (the copy out and the
+// hand-off, and waiting for sends to complete) and receives (a receive waits for its neighbour: the bubble); the
+// gradients' reductions (data-parallel, and the tied embedding's between the pipeline's ends); ZeRO's and Muon's
+// gathers over the data-parallel ranks; and the rest (the world's own collectives, a comm phase outside comm.h).
+typedef enum { AX_TP, AX_PIPE_SEND, AX_PIPE_WAIT, AX_DP_REDUCE, AX_GATHER, AX_OTHER, NUM_AXES } CommAxis;
+static const char *const AXIS_NAMES[NUM_AXES] __attribute__((unused)) = {"tp", "pipe_send", "pipe_wait", "dp_reduce",
+                                                                         "gather", "other"};
+
 #define TIMING_STACK 16
 #define TIMING_MAX_MARKS 65536  // marks in one step (backend_mark); more are merged
 
@@ -47,16 +58,19 @@ typedef struct {
     int on;                       // inside a step: switches are recorded
     int held;                     // inside a graph's work (timing_hold): switches are followed, not marked
     int profile;                  // --profile: model.h's module marks count
-    int phase, module;            // what the current interval is charged to
+    int phase, module, axis;      // what the current interval is charged to (axis: within comm)
     int stack[TIMING_STACK], depth;  // phases to return to (nested comm inside forward, ...)
     int mstack[TIMING_STACK];     // and their modules (--tp's collectives inside a module: its matmul after the gather)
+    int astack[TIMING_STACK];     // and their axes
     double step_ms[NUM_PHASES];   // the last step's parts
+    double comm_ms[NUM_AXES];     // the last step's comm by axis (they add up to step_ms[PH_COMM])
+    double comm_bytes[NUM_AXES];  // and the bytes its calls moved (each collective's whole buffer on the rank)
     // --profile, summed over the run's steps
     double row_ms[NUM_ROWS], row_flops[NUM_ROWS];
     long row_calls[NUM_ROWS];
     double profiled_ms;           // the steps' summed wall time, for the share column
     int profiled_steps;
-    unsigned char *tags;          // per mark: the phase * NUM_ROWS + row of the interval it ends
+    unsigned short *tags;         // per mark: (axis * NUM_PHASES + phase) * NUM_ROWS + row of the interval it ends
     int ntags, nmarks;            // tags' room, and the marks recorded this step
     const char *const *names;     // the rows' names as the model's family calls its modules (NULL: ROW_NAMES)
 } Timing;
@@ -76,9 +90,17 @@ static int timing_row(int phase, int module) {
     }
 }
 
-static void timing_charge(int phase, int module, double ms) {
+static void timing_charge_axis(int phase, int module, int axis, double ms) {
     timing.step_ms[phase] += ms;
+    if (phase == PH_COMM) timing.comm_ms[axis] += ms;
     if (timing.profile) timing.row_ms[timing_row(phase, module)] += ms;
+}
+// Time the host measured itself (trainer.h: the collectives after the step's end, an update it ran there).
+static void timing_charge(int phase, int module, double ms) { timing_charge_axis(phase, module, AX_OTHER, ms); }
+
+// comm.h: the bytes one call moved on an axis, counted while a step is on.
+static void timing_comm_bytes(int axis, double bytes) {
+    if (timing.on) timing.comm_bytes[axis] += bytes;
 }
 
 // Ends the current interval with a mark on the build's timeline, tagged with what the interval was.
@@ -89,23 +111,26 @@ static void timing_record(void) {
     }
     if (t->nmarks == t->ntags) {
         int n = t->ntags ? 2 * t->ntags : 256;
-        t->tags = (unsigned char *)realloc(t->tags, n);
+        t->tags = (unsigned short *)realloc(t->tags, n * sizeof(unsigned short));
         if (!t->tags) fatal("out of memory for %d timing marks", n);
         t->ntags = n;
     }
-    t->tags[t->nmarks] = (unsigned char)(t->phase * NUM_ROWS + t->module);
+    t->tags[t->nmarks] = (unsigned short)((t->axis * NUM_PHASES + t->phase) * NUM_ROWS + t->module);
     backend_mark(t->nmarks);
     t->nmarks++;
 }
 
-// The current interval ends here; the next is charged to (phase, module).
-static void timing_switch(int phase, int module) {
+// The current interval ends here; the next is charged to (phase, module, axis).
+static void timing_switch_axis(int phase, int module, int axis) {
     Timing *t = &timing;
-    if (phase == t->phase && module == t->module) return;
+    if (phase != PH_COMM) axis = AX_OTHER;
+    if (phase == t->phase && module == t->module && axis == t->axis) return;
     if (t->on && !t->held) timing_record();
     t->phase = phase;
     t->module = module;
+    t->axis = axis;
 }
+static void timing_switch(int phase, int module) { timing_switch_axis(phase, module, timing.axis); }
 
 // The phase from here on (trainer.h, pipeline.h). For the profile's calls column, entering the data
 // phase is one micro-batch read and entering the optimizer phase one update.
@@ -118,20 +143,23 @@ static void timing_phase(int phase) {
     timing_switch(phase, MOD_NONE);
 }
 
-// Enter a phase nested in the current one (a collective inside a layer's forward), and return.
-static void timing_push(int phase) {
+// Enter a phase nested in the current one (a collective inside a layer's forward), and return. Comm entered from
+// another phase is charged to AX_OTHER until comm.h names its axis (timing_push_comm); comm nested in comm keeps it.
+static void timing_push_axis(int phase, int axis) {
     Timing *t = &timing;
-    if (t->depth < TIMING_STACK) { t->stack[t->depth] = t->phase; t->mstack[t->depth] = t->module; }
+    if (t->depth < TIMING_STACK) { t->stack[t->depth] = t->phase; t->mstack[t->depth] = t->module; t->astack[t->depth] = t->axis; }
     t->depth++;
     if (phase == PH_COMM && t->on && t->profile && t->phase != PH_COMM) t->row_calls[ROW_COMM]++;
-    timing_switch(phase, MOD_NONE);
+    timing_switch_axis(phase, MOD_NONE, axis);
 }
+static void timing_push(int phase) { timing_push_axis(phase, timing.phase == PH_COMM ? timing.axis : AX_OTHER); }
+static void timing_push_comm(int axis) { timing_push_axis(PH_COMM, axis); }
 static void timing_pop(void) {
     Timing *t = &timing;
     if (t->depth == 0) return;
     t->depth--;
-    if (t->depth < TIMING_STACK) timing_switch(t->stack[t->depth], t->mstack[t->depth]);
-    else timing_switch(PH_OTHER, MOD_NONE);
+    if (t->depth < TIMING_STACK) timing_switch_axis(t->stack[t->depth], t->mstack[t->depth], t->astack[t->depth]);
+    else timing_switch_axis(PH_OTHER, MOD_NONE, AX_OTHER);
 }
 
 // A graph's work (pipeline.h: a micro-batch's forward or backward, --tp's collectives inside it) is charged whole
@@ -155,8 +183,11 @@ static void timing_module(int module, double flops) {
 static void timing_step_begin(void) {
     Timing *t = &timing;
     memset(t->step_ms, 0, sizeof(t->step_ms));
+    memset(t->comm_ms, 0, sizeof(t->comm_ms));
+    memset(t->comm_bytes, 0, sizeof(t->comm_bytes));
     t->phase = PH_OTHER;
     t->module = MOD_NONE;
+    t->axis = AX_OTHER;
     t->depth = 0;
     t->on = 1;
     t->nmarks = 0;
@@ -172,11 +203,12 @@ static void timing_step_end(void) {
     backend_step_sync(t->nmarks - 1);
     for (int i = 1; i < t->nmarks; i++) {
         int tag = t->tags[i];
-        timing_charge(tag / NUM_ROWS, tag % NUM_ROWS, backend_mark_ms(i));
+        timing_charge_axis(tag / NUM_ROWS % NUM_PHASES, tag % NUM_ROWS, tag / NUM_ROWS / NUM_PHASES, backend_mark_ms(i));
     }
     t->on = 0;
     t->phase = PH_OTHER;
     t->module = MOD_NONE;
+    t->axis = AX_OTHER;
     t->depth = 0;
 }
 

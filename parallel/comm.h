@@ -42,8 +42,15 @@ typedef struct {
 #endif
 } CommSend;
 
+// What a communicator's ranks are to each other (trainer.h sets it after comm_split; a split inherits it): --timing
+// charges its calls to an axis by it (timing.h's CommAxis, comm_axis below).
+typedef enum { COMM_ROLE_WORLD, COMM_ROLE_TP, COMM_ROLE_PIPE, COMM_ROLE_DP, COMM_ROLE_TIED } CommRole;
+// What a call does, for its axis: a reduction (all-reduce, reduce-scatter), a gather, a send, a receive, or neither.
+typedef enum { COMM_CALL_REDUCE, COMM_CALL_GATHER, COMM_CALL_SEND, COMM_CALL_RECV, COMM_CALL_OTHER } CommCall;
+
 typedef struct {
     int rank, world;
+    int role;          // CommRole
     int local_rank;    // rank within the node (picks the GPU in the CUDA build)
     int initialized;   // MPI_Init was called by us
     int split;         // a group comm_split made: its MPI (and device) communicator is its own, freed by comm_free_group
@@ -150,6 +157,33 @@ static Comm comm_solo(void) {
     c.mpi = MPI_COMM_NULL;
 #endif
     return c;
+}
+
+static void comm_set_role(Comm *c, CommRole role) { c->role = (int)role; }
+
+// The axis a call on c is charged to: TP's group is TP whatever it does; the pipeline's sends and receives (a receive
+// is mostly waiting for the neighbour); the data-parallel group's reductions and gathers apart (ZeRO's and Muon's
+// gathers); the tied embedding's sum between the pipeline's ends is a gradient reduction.
+static int comm_axis(const Comm *c, CommCall call) {
+    switch (c->role) {
+        case COMM_ROLE_TP: return AX_TP;
+        case COMM_ROLE_PIPE: return call == COMM_CALL_SEND ? AX_PIPE_SEND : call == COMM_CALL_RECV ? AX_PIPE_WAIT : AX_OTHER;
+        case COMM_ROLE_DP: return call == COMM_CALL_GATHER ? AX_GATHER : call == COMM_CALL_REDUCE ? AX_DP_REDUCE : AX_OTHER;
+        case COMM_ROLE_TIED: return call == COMM_CALL_REDUCE ? AX_DP_REDUCE : AX_OTHER;
+        default: return AX_OTHER;
+    }
+}
+
+// Every call that can wait on another rank: its bytes and time charged to its axis, and the watchdog told.
+static void comm_enter(const Comm *c, CommCall call, const char *op, size_t count, double bytes) {
+    int axis = comm_axis(c, call);
+    timing_comm_bytes(axis, bytes);
+    timing_push_comm(axis);
+    watch_enter(op, count);
+}
+static void comm_leave(void) {
+    watch_leave();
+    timing_pop();
 }
 
 // Starts the watchdog (only a job of several ranks can hang on another rank).
@@ -285,23 +319,23 @@ static void comm_allreduce_sum(Comm *c, float *buf, size_t n) {
     (void)buf; (void)n;
     if (c->world == 1) return;
 #ifdef USE_MPI
-    watch_enter("all-reduce", n);
+    comm_enter(c, COMM_CALL_REDUCE, "all-reduce", n, (double)n * sizeof(float));
     if (c->transport == COMM_DEVICE) {
         backend_comm_allreduce_sum(c->device, buf, n);
         backend_comm_join();
-        watch_leave();
+        comm_leave();
         return;
     }
     comm_mpi_allreduce(c, buf, n, sizeof(float), MPI_FLOAT, MPI_SUM);
-    watch_leave();
+    comm_leave();
 #endif
 }
 
 static double comm_allreduce_sum_f64(Comm *c, double x) {
 #ifdef USE_MPI
-    watch_enter("all-reduce", 1);
+    comm_enter(c, COMM_CALL_REDUCE, "all-reduce", 1, c->world > 1 ? sizeof(double) : 0.0);
     if (c->world > 1) mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_SUM, c->mpi));
-    watch_leave();
+    comm_leave();
 #else
     (void)c;
 #endif
@@ -310,9 +344,9 @@ static double comm_allreduce_sum_f64(Comm *c, double x) {
 
 static int comm_allreduce_max_int(Comm *c, int x) {
 #ifdef USE_MPI
-    watch_enter("all-reduce", 1);
+    comm_enter(c, COMM_CALL_REDUCE, "all-reduce", 1, c->world > 1 ? sizeof(int) : 0.0);
     if (c->world > 1) mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_INT, MPI_MAX, c->mpi));
-    watch_leave();
+    comm_leave();
 #else
     (void)c;
 #endif
@@ -325,15 +359,15 @@ static void comm_reduce_scatter_sum(Comm *c, float *buf, size_t shard) {
     (void)buf; (void)shard;
     if (c->world == 1) return;
 #ifdef USE_MPI
-    watch_enter("reduce-scatter", shard * c->world);
+    comm_enter(c, COMM_CALL_REDUCE, "reduce-scatter", shard * c->world, (double)shard * c->world * sizeof(float));
     if (c->transport == COMM_DEVICE) {  // in place: this rank's shard receives the sum
         backend_comm_reduce_scatter_sum(c->device, buf, shard, c->rank);
         backend_comm_join();
-        watch_leave();
+        comm_leave();
         return;
     }
     comm_mpi_reduce_scatter(c, buf, shard, sizeof(float), MPI_FLOAT, MPI_SUM);
-    watch_leave();
+    comm_leave();
 #endif
 }
 
@@ -342,15 +376,15 @@ static void comm_allgather(Comm *c, float *buf, size_t shard) {
     (void)buf; (void)shard;
     if (c->world == 1) return;
 #ifdef USE_MPI
-    watch_enter("all-gather", shard * c->world);
+    comm_enter(c, COMM_CALL_GATHER, "all-gather", shard * c->world, (double)shard * c->world * sizeof(float));
     if (c->transport == COMM_DEVICE) {  // in place: this rank's shard is already in position
         backend_comm_allgather(c->device, buf, shard, c->rank);
         backend_comm_join();
-        watch_leave();
+        comm_leave();
         return;
     }
     comm_mpi_allgather(c, buf, shard, sizeof(float), MPI_FLOAT);
-    watch_leave();
+    comm_leave();
 #endif
 }
 
@@ -361,40 +395,40 @@ static int comm_x_direct(Comm *c) { return X_BYTES != sizeof(float) && c->world 
 static void comm_allreduce_sum_x(Comm *c, floatX *buf, size_t n) {
     if (!comm_x_direct(c)) { comm_allreduce_sum(c, (float *)buf, n); return; }
 #ifdef USE_MPI
-    watch_enter("all-reduce", n);
+    comm_enter(c, COMM_CALL_REDUCE, "all-reduce", n, (double)n * X_BYTES);
     if (c->transport == COMM_DEVICE) {
         backend_comm_allreduce_sum_x(c->device, buf, n);
         backend_comm_join();
     } else {
         comm_mpi_allreduce(c, buf, n, X_BYTES, MPI_UINT16_T, comm_x_op());
     }
-    watch_leave();
+    comm_leave();
 #endif
 }
 static void comm_reduce_scatter_sum_x(Comm *c, floatX *buf, size_t shard) {
     if (!comm_x_direct(c)) { comm_reduce_scatter_sum(c, (float *)buf, shard); return; }
 #ifdef USE_MPI
-    watch_enter("reduce-scatter", shard * c->world);
+    comm_enter(c, COMM_CALL_REDUCE, "reduce-scatter", shard * c->world, (double)shard * c->world * X_BYTES);
     if (c->transport == COMM_DEVICE) {
         backend_comm_reduce_scatter_sum_x(c->device, buf, shard, c->rank);
         backend_comm_join();
     } else {
         comm_mpi_reduce_scatter(c, buf, shard, X_BYTES, MPI_UINT16_T, comm_x_op());
     }
-    watch_leave();
+    comm_leave();
 #endif
 }
 static void comm_allgather_x(Comm *c, floatX *buf, size_t shard) {
     if (!comm_x_direct(c)) { comm_allgather(c, (float *)buf, shard); return; }
 #ifdef USE_MPI
-    watch_enter("all-gather", shard * c->world);
+    comm_enter(c, COMM_CALL_GATHER, "all-gather", shard * c->world, (double)shard * c->world * X_BYTES);
     if (c->transport == COMM_DEVICE) {
         backend_comm_allgather_x(c->device, buf, shard, c->rank);
         backend_comm_join();
     } else {
         comm_mpi_allgather(c, buf, shard, X_BYTES, MPI_UINT16_T);
     }
-    watch_leave();
+    comm_leave();
 #endif
 }
 
@@ -402,9 +436,9 @@ static void comm_allgather_x(Comm *c, floatX *buf, size_t shard) {
 static void comm_allgather_bytes(Comm *c, const void *mine, void *all, size_t bytes) {
     if (c->world == 1) { memcpy(all, mine, bytes); return; }
 #ifdef USE_MPI
-    watch_enter("all-gather", bytes / 4);
+    comm_enter(c, COMM_CALL_GATHER, "all-gather", bytes / 4, (double)bytes * c->world);
     mpiCheck(MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, c->mpi));
-    watch_leave();
+    comm_leave();
 #else
     // a world of several without MPI cannot be; saying so tells the compiler that `all` is always written
     internal_fault("comm: a world of %d ranks in a build without MPI", c->world);
@@ -416,9 +450,9 @@ static void comm_broadcast(Comm *c, void *buf, size_t bytes, int root) {
     (void)buf; (void)bytes; (void)root;
     if (c->world == 1) return;
 #ifdef USE_MPI
-    watch_enter("broadcast", bytes / 4);
+    comm_enter(c, COMM_CALL_OTHER, "broadcast", bytes / 4, (double)bytes);
     COMM_FOR_CHUNKS(off, k, bytes) mpiCheck(MPI_Bcast((char *)buf + off, (int)k, MPI_BYTE, root, c->mpi));
-    watch_leave();
+    comm_leave();
 #endif
 }
 
@@ -462,7 +496,7 @@ static void comm_allgather_start(Comm *c, float *buf, size_t shard, CommRequest 
 static void comm_wait(Comm *c, CommRequest *r) {
     (void)c;
     if (!r->active) return;
-    watch_enter("all-gather (wait)", r->bytes / sizeof(float));
+    comm_enter(c, COMM_CALL_GATHER, "all-gather (wait)", r->bytes / sizeof(float), (double)r->bytes);
     if (r->device) backend_comm_join();  // the compute stream's next work waits for the gather; the host does not
 #ifdef USE_MPI
     if (!r->device) {
@@ -471,7 +505,7 @@ static void comm_wait(Comm *c, CommRequest *r) {
         c->async_busy = 0;
     }
 #endif
-    watch_leave();
+    comm_leave();
     r->active = 0;
 }
 
@@ -490,9 +524,12 @@ static void comm_isend(Comm *c, const void *buf, size_t count, CommType type, in
     }
     CommSend *s = &c->sends[c->nsends++];
     size_t bytes = count * comm_type_bytes(type);
+    timing_comm_bytes(comm_axis(c, COMM_CALL_SEND), (double)bytes);
+    timing_push_comm(comm_axis(c, COMM_CALL_SEND));  // the copy out and the hand-off to MPI
     comm_reserve(&s->buf, &s->bytes, bytes);
     backend_bytes_to_host(s->buf, buf, bytes);
     mpiCheck(MPI_Isend(s->buf, (int)count, comm_mpi_type(type), peer, tag, c->mpi, &s->req));
+    timing_pop();
 #else
     (void)c; (void)buf; (void)count; (void)type; (void)tag;
     internal_fault("a send to rank %d in a build without MPI (pipeline parallelism needs the MPI build)", peer);
@@ -501,7 +538,9 @@ static void comm_isend(Comm *c, const void *buf, size_t count, CommType type, in
 
 static void comm_wait_sends(Comm *c) {
 #ifdef USE_MPI
+    timing_push_comm(comm_axis(c, COMM_CALL_SEND));
     for (int i = 0; i < c->nsends; i++) mpiCheck(MPI_Wait(&c->sends[i].req, MPI_STATUS_IGNORE));
+    timing_pop();
 #endif
     c->nsends = 0;
 }
@@ -510,12 +549,12 @@ static void comm_wait_sends(Comm *c) {
 static void comm_recv(Comm *c, void *buf, size_t count, CommType type, int peer, int tag) {
 #ifdef USE_MPI
     size_t bytes = count * comm_type_bytes(type);
-    watch_enter("recv", bytes / 4);
+    comm_enter(c, COMM_CALL_RECV, "recv", bytes / 4, (double)bytes);
     if (count > (size_t)INT_MAX) internal_fault("comm: a message of %zu elements is too large for one receive", count);
     void *h = c->transport == COMM_MPI_HOST ? buf : comm_reserve(&c->staging, &c->staging_bytes, bytes);
     mpiCheck(MPI_Recv(h, (int)count, comm_mpi_type(type), peer, tag, c->mpi, MPI_STATUS_IGNORE));  // one message, as sent
     comm_unstage(buf, h, bytes);
-    watch_leave();
+    comm_leave();
 #else
     (void)c; (void)buf; (void)count; (void)type; (void)tag;
     internal_fault("a receive from rank %d in a build without MPI", peer);
@@ -524,9 +563,9 @@ static void comm_recv(Comm *c, void *buf, size_t count, CommType type, int peer,
 
 static void comm_barrier(Comm *c) {
 #ifdef USE_MPI
-    watch_enter("barrier", 0);
+    comm_enter(c, COMM_CALL_OTHER, "barrier", 0, 0.0);
     if (c->world > 1) mpiCheck(MPI_Barrier(c->mpi));
-    watch_leave();
+    comm_leave();
 #else
     (void)c;
 #endif

@@ -54,7 +54,7 @@ except ImportError:  # numpy is the scripts' one dependency: say so, not a trace
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from llmc_hf import HFError, LAYER_MAP, OUTER_MAP, STATE_NAME, latest_checkpoint, read_llmc, write_safetensors  # noqa: E402
-from llmc_llama import LLAMA_MAGIC, LLMC3_MAGIC, f32_json, read_llama  # noqa: E402
+from llmc_llama import HF_ACTS, HF_RELU2_ACT, LLAMA_MAGIC, LLMC3_MAGIC, MLP_NAMES, f32_json, read_llama  # noqa: E402
 
 GPT2_VOCAB = 50257
 EOT = "<|endoftext|>"
@@ -95,6 +95,11 @@ def hf_tensors(d, t, bf16):
 
 def llama_arch(d, path):
     """Which Hugging Face class holds the file's options exactly."""
+    mlp = MLP_NAMES[d["mlp"]]
+    if mlp not in HF_ACTS and mlp != "relu2":  # GeGLU is LlamaMLP with gelu_pytorch_tanh; GemmaForCausalLM would add (1 + w) norms and sqrt(C)
+        raise HFError("%s: the MLP's activation is %s (header slot 21 = %d), without a gate: transformers' Llama-family "
+                      "MLP is gated, down(act(gate x) * up x), and no class computes %s in its place"
+                      % (path, mlp, d["mlp"], mlp))
     if d["qkv_bias"] and d["qk_norm"]:
         raise HFError("%s: q/k/v bias and qk-norm together: no transformers class has exactly that (Qwen3ForCausalLM's "
                       "attention_bias also puts a bias on o_proj)" % path)
@@ -108,12 +113,26 @@ def llama_arch(d, path):
     return "llama", "LlamaForCausalLM"
 
 
+# ReLU² (--mlp relu2: down(relu(up x)²), no gate). transformers' ungated ReLU² MLPs (hidden_act "relu2") come with
+# other blocks: Nemotron's LayerNorm1P (mean-subtracting, (1 + w) gain, bias; RoPE on half the head by default),
+# Persimmon's and Fuyu's LayerNorm with biases, QK LayerNorm and partial RoPE; none has RMSNorm. The gated classes
+# (Llama, Qwen 2, Qwen 3: down(act(gate x) * up x)) compute it exactly with hidden_act "relu" and gate_proj = up_proj:
+# relu(u) * u is relu(u)² for every u (0 where u <= 0, u·u above), so the export writes up's rows twice.
+def llama_mlp(d):
+    """(hidden_act, gate rows, up rows) of layer fc's wfc for the file's MLP."""
+    H = d["H"]
+    mlp = MLP_NAMES[d.get("mlp", 0)]
+    if mlp == "relu2":
+        return HF_RELU2_ACT, (lambda fc: fc), (lambda fc: fc)
+    return HF_ACTS[mlp], (lambda fc: fc[H:]), (lambda fc: fc[:H])  # up_proj's H rows, then gate_proj's
+
+
 def llama_config(d, mt, arch, special):
     c = {
         "architectures": [arch], "model_type": mt,
         "vocab_size": d["V"], "hidden_size": d["C"], "intermediate_size": d["H"], "num_hidden_layers": d["L"],
         "num_attention_heads": d["NH"], "num_key_value_heads": d["KV"], "head_dim": d["hd"],
-        "hidden_act": "silu", "max_position_embeddings": d["maxT"], "rms_norm_eps": f32_json(d["eps"]),
+        "hidden_act": llama_mlp(d)[0], "max_position_embeddings": d["maxT"], "rms_norm_eps": f32_json(d["eps"]),
         "rope_theta": f32_json(d["theta"]), "rope_scaling": None, "tie_word_embeddings": bool(d["tied"]),
         "attention_dropout": 0.0, "initializer_range": 0.02, "use_cache": True,
         "bos_token_id": special.get("bos"), "eos_token_id": special.get("eos"), "torch_dtype": "float32",
@@ -146,6 +165,7 @@ def llama_tensors(d, t):
         print("note: the padded vocabulary rows %d..%d are not zero; dropped all the same" % (V, d["Vp"] - 1))
     out = [("model.embed_tokens.weight", t["wte"][:V])]
     q, k = NH * hd, KV * hd
+    _, gate, up = llama_mlp(d)
     for i in range(d["L"]):
         p = "model.layers.%d." % i
         w = t["wqkv"][i]
@@ -157,9 +177,9 @@ def llama_tensors(d, t):
                     (p + "self_attn.v_proj.bias", b[q + k:])]
         if d["qk_norm"]:
             out += [(p + "self_attn.q_norm.weight", t["q_norm"][i]), (p + "self_attn.k_norm.weight", t["k_norm"][i])]
-        fc = t["wfc"][i]  # up_proj's H rows, then gate_proj's
+        fc = t["wfc"][i]
         out += [(p + "self_attn.o_proj.weight", t["wo"][i]), (p + "post_attention_layernorm.weight", t["mlp_norm"][i]),
-                (p + "mlp.gate_proj.weight", fc[H:]), (p + "mlp.up_proj.weight", fc[:H]),
+                (p + "mlp.gate_proj.weight", gate(fc)), (p + "mlp.up_proj.weight", up(fc)),
                 (p + "mlp.down_proj.weight", t["wproj"][i])]
     out.append(("model.norm.weight", t["final_norm"]))
     if not d["tied"]:
@@ -303,8 +323,10 @@ def export_llama(a, path, out):
         print("note: " + n)
     if masked:
         arch = masked[1]
-    print("exported %s (%s: L=%d, C=%d, heads %d, kv heads %d, head_dim %d, MLP %d, vocab %d, %s) to %s%s" % (
-        path, arch, d["L"], d["C"], d["NH"], d["KV"], d["hd"], d["H"], d["V"], "tied" if d["tied"] else "untied",
+    relu2 = MLP_NAMES[d.get("mlp", 0)] == "relu2"
+    print("exported %s (%s: L=%d, C=%d, heads %d, kv heads %d, head_dim %d, MLP %d%s, vocab %d, %s) to %s%s" % (
+        path, arch, d["L"], d["C"], d["NH"], d["KV"], d["hd"], d["H"],
+        " ReLU² as hidden_act relu with gate_proj = up_proj" if relu2 else "", d["V"], "tied" if d["tied"] else "untied",
         a.out_dir, tok.what))
 
 

@@ -14,7 +14,7 @@ llm.c has no separate head). The vocabulary is padded to a multiple of 128 with 
 --dtype auto writes version 5 (bf16) when every tensor is bf16 and version 3 (fp32) otherwise.
 Llama family: every tensor is widened to fp32 exactly (bf16 and fp16 sources included); the vocabulary is
 padded to a multiple of 128 with zero rows; q and k rows are kept in Hugging Face's rotate-half order.
-Options the file cannot express are refused, naming the config.json field: hidden_act other than silu,
+Options the file cannot express are refused, naming the config.json field: hidden_act other than silu (or relu with gate_proj equal to up_proj: ReLU², as export_hf.py writes it),
 attention_bias (it also puts a bias on o_proj), mlp_bias, a rope_type other than default/llama3, a key
 inside rope_parameters or rope_scaling that is not understood, partial_rotary_factor, use_sliding_window,
 layer_types other than full_attention, an odd head_dim, num_attention_heads not divisible by num_key_value_heads.
@@ -39,7 +39,7 @@ except ImportError:  # numpy is the scripts' one dependency: say so, not a trace
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from llmc_hf import (HFError, LAYER_MAP, LLMC_TENSORS, OUTER_MAP, bf16_to_f32, f32_to_bf16, padded_vocab,  # noqa: E402
                      read_safetensors, write_llmc)
-from llmc_llama import check_dims, f32, write_llama  # noqa: E402
+from llmc_llama import HF_ACTS, HF_RELU2_ACT, MLP_NAMES, check_dims, f32, write_llama  # noqa: E402
 
 BUFFERS = ("attn.bias", "attn.masked_bias")  # causal-mask buffers, not weights
 
@@ -316,8 +316,12 @@ def read_llama_config(path, c):
                % (d["C"] / d["NH"]))
     d["hd"] = hd
     act = get("hidden_act")
-    if act != "silu":
-        refuse("hidden_act", act, "the MLP is SwiGLU, expected \"silu\"")
+    acts = {v: k for k, v in HF_ACTS.items()}  # the gated MLPs the file stores: SwiGLU, GeGLU
+    acts[HF_RELU2_ACT] = "relu2"  # ReLU² as export_hf.py writes it: relu(u)·u with gate_proj = up_proj is relu(u)²
+    if act not in acts:
+        refuse("hidden_act", act, "the MLP is gated, expected \"silu\" (SwiGLU) or \"gelu_pytorch_tanh\" (GeGLU), or ReLU² "
+               "as export_hf.py writes it (\"relu\" with gate_proj equal to up_proj)")
+    d["mlp"] = MLP_NAMES.index(acts[act])
     if mt in ("llama", "qwen3") and c.get("attention_bias", False):
         refuse("attention_bias", True, "%s then puts a bias on q, k, v and o_proj; only q/k/v biases (Qwen2ForCausalLM) are"
                % LLAMA_TYPES[mt])
@@ -410,6 +414,18 @@ def gather_llama(path, d, w):
     t["mlp_norm"] = layers(lambda p: get(p + "post_attention_layernorm.weight", (C,)))
     # up_proj's rows first, then gate_proj's: the second half feeds SiLU, as in llm.c's llama3 files
     t["wfc"] = layers(lambda p: cat(get(p + "mlp.up_proj.weight", (H, C)), get(p + "mlp.gate_proj.weight", (H, C))))
+    if MLP_NAMES[d["mlp"]] == "relu2":  # ReLU²: up alone, and only where gate_proj is up_proj (else relu(gate x)·up x is another function)
+        def up_only(p):
+            up, gate = get(p + "mlp.up_proj.weight", (H, C)), get(p + "mlp.gate_proj.weight", (H, C))
+
+            def load():
+                u = up()
+                if not np.array_equal(u, gate()):
+                    raise HFError("%s: hidden_act \"relu\" with %smlp.gate_proj.weight != up_proj: the file's MLP is SwiGLU or "
+                                  "ReLU² (relu(u)·u, gate equal to up), not relu(gate x)·up x" % (path, p))
+                return u
+            return load
+        t["wfc"] = layers(up_only)
     t["wproj"] = layers(lambda p: get(p + "mlp.down_proj.weight", (C, H)))
     t["final_norm"] = get("norm.weight", (C,))()
     if d["tied"]:

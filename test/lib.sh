@@ -17,6 +17,15 @@ pass=0; fail=0; skipped=0
 ok() { echo "PASS $1"; pass=$((pass+1)); }
 bad() { echo "FAIL $1"; [ -n "${2:-}" ] && echo "$2" | tail -8 | sed 's/^/    /'; fail=$((fail+1)); }
 skip() { echo "SKIP $1"; skipped=$((skipped+1)); }
+# mark NAME: prints the wall and CPU seconds (user + sys of the processes this shell has waited for: bash's `times`,
+# written to a file, since in a $(...) it would run in a subshell with no children) since the previous mark
+mark() {
+  local f="$W/times.$BASHPID" c  # (inside the $(...) below, $BASHPID is the subshell's)
+  times > "$f"
+  c=$(awk 'NR == 2 { for (i = 1; i <= 2; i++) { split($i, t, "m"); s += t[1] * 60 + t[2] } printf "%.1f", s }' "$f")
+  [ "$1" = start ] || echo "(cost of $1: $((SECONDS - MARK_T)) s, $(awk -v a="$MARK_C" -v b="$c" 'BEGIN { printf "%.0f", b - a }') s of CPU)"
+  MARK_T=$SECONDS; MARK_C=$c
+}
 finish() { echo "$pass passed, $fail failed, $skipped skipped"; [ "$fail" -eq 0 ]; }
 # have_mpi WHAT: whether WHAT can run under mpirun; if not, a SKIP that says what to install
 have_mpi() {

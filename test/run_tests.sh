@@ -16,17 +16,21 @@ DATA=${DATA_DIR:-../shared/data}
 W=$(mktemp -d /tmp/run_tests.XXXXXX)
 trap 'rm -rf "$W"' EXIT
 total_pass=0; total_fail=0; total_skip=0
+# cpu_now: sets CPU to the CPU seconds (user + sys) of the processes this shell has waited for, from bash's `times` (its
+# second line: the children's user and system time): a suite's cost on a busy machine, where its wall time is noise.
+# `times` goes to a file, since in a $(...) it would run in a subshell of its own, with no children
+cpu_now() {
+  local f="$W/times.$BASHPID"  # (inside the $(...) below, $BASHPID is the subshell's)
+  times > "$f"
+  CPU=$(awk 'NR == 2 { for (i = 1; i <= 2; i++) { split($i, t, "m"); s += t[1] * 60 + t[2] } printf "%.1f", s }' "$f")
+}
 skip() { echo "SKIP $1"; total_skip=$((total_skip + 1)); }
 
-# run_suite NAME CMD...: runs a suite, echoes its output, adds its counts (a suite that dies
-# without printing its count is one failure)
-run_suite() {
-  local name=$1; shift
-  echo "=== $name"
-  local t0=$SECONDS
-  "$@" 2>&1 | tee "$W/out"
-  local rc=${PIPESTATUS[0]}
-  local line; line=$(grep -E '^[0-9]+ passed, [0-9]+ failed(, [0-9]+ skipped)?$' "$W/out" | tail -1)
+# tally NAME OUT RC WALL CPU: adds up the counts of a suite that ran (its output in OUT, its exit status RC), says what
+# it cost (wall and CPU seconds); a suite that died without printing its count is one failure
+tally() {
+  local name=$1 out=$2 rc=$3 wall=$4 cpu=$5
+  local line; line=$(grep -E '^[0-9]+ passed, [0-9]+ failed(, [0-9]+ skipped)?$' "$out" | tail -1)
   if [ -n "$line" ]; then
     local p f s; p=$(cut -d' ' -f1 <<<"$line"); f=$(cut -d' ' -f3 <<<"$line"); s=$(cut -s -d' ' -f5 <<<"$line")
     total_pass=$((total_pass + p)); total_fail=$((total_fail + f)); total_skip=$((total_skip + ${s:-0}))
@@ -44,11 +48,46 @@ run_suite() {
   else
     echo "FAIL $name ended without a result (exit $rc)"; total_fail=$((total_fail + 1))
   fi
-  echo "--- $name took $((SECONDS - t0)) s"
+  echo "--- $name took $wall s ($cpu s of CPU)"
 }
 
-run_suite "builds that follow the machine" bash test/test_build.sh
-run_suite "headers that stand alone" bash test/test_headers.sh
+# run_suite NAME CMD...: runs a suite, echoes its output as it comes, adds its counts
+run_suite() {
+  local name=$1; shift
+  echo "=== $name"
+  local t0=$SECONDS c0; cpu_now; c0=$CPU
+  "$@" 2>&1 | tee "$W/out"
+  local rc=${PIPESTATUS[0]} c1; cpu_now; c1=$CPU
+  tally "$name" "$W/out" "$rc" $((SECONDS - t0)) "$(awk -v a="$c0" -v b="$c1" 'BEGIN { printf "%.0f", b - a }')"
+}
+
+# beside NAME CMD...: starts a suite in the background, to run on the second core beside the suites run_suite runs
+# after it; `gather` waits for it and reports it then (its output whole, its counts, its cost). CI's machine has 2
+# cores and most suites keep one busy (one process, OMP_NUM_THREADS=1), so this halves their wall time. Only for a
+# suite of one process (no mpirun, no threads of its own) whose checks do not time anything (no watchdog, no
+# timeout, no kill): sharing the machine may slow it, never change what it checks.
+bg_names=(); bg_pids=()
+beside() {
+  local name=$1 i=${#bg_names[@]}; shift
+  bg_names+=("$name")
+  ( t0=$SECONDS; "$@" > "$W/bg$i.out" 2>&1; rc=$?; cpu_now; echo "$rc $((SECONDS - t0)) $(printf %.0f "$CPU")" > "$W/bg$i.res" ) &
+  bg_pids+=($!)
+}
+gather() {
+  local i rc wall cpu
+  for i in "${!bg_names[@]}"; do
+    wait "${bg_pids[$i]}"
+    echo "=== ${bg_names[$i]}"
+    echo "(ran beside the suites above)"
+    cat "$W/bg$i.out"
+    read -r rc wall cpu < "$W/bg$i.res" || { rc=1; wall=0; cpu=0; }
+    tally "${bg_names[$i]}" "$W/bg$i.out" "$rc" "$wall" "$cpu"
+  done
+  bg_names=(); bg_pids=()
+}
+
+run_suite "builds that follow the machine" bash test/test_build.sh  # make -j2: both cores
+beside "headers that stand alone" bash test/test_headers.sh
 run_suite "sizes of files and functions" "$PY" test/test_sizes.py
 run_suite "layers and docs/layout.md" "$PY" test/test_layout.py
 run_suite units ./test/test_units
@@ -59,28 +98,26 @@ run_suite "architecture tables (arch/arch.h, the families)" ./test/test_arch
 if "$TORCH_PY" -c "import torch" 2>/dev/null; then
   "$TORCH_PY" test/ref_gpt2.py --out-dir "$W/ref" > "$W/ref.log" 2>&1 || { cat "$W/ref.log"; }
   run_suite "model vs PyTorch" ./test/test_gpt2 "$W/ref"
-  run_suite "training runs vs PyTorch" bash test/test_reference.sh
-  run_suite "Muon vs its numpy reference" bash test/test_muon.sh
   "$TORCH_PY" test/ref_llama.py --out-dir "$W/llama" > "$W/llama.log" 2>&1 || { cat "$W/llama.log"; }
   run_suite "Llama family: CPU kernels vs PyTorch" ./test/test_llama_cpu "$W/llama"
+  gather
+  run_suite "training runs vs PyTorch" bash test/test_reference.sh  # 3 ranks under mpirun: alone
+  run_suite "Muon vs its numpy reference" bash test/test_muon.sh
 else
+  gather
   skip "model vs PyTorch: $TORCH_PY cannot import torch (apt-get install python3-torch, or set TORCH_PYTHON to a Python that has it)"
 fi
 
 if [ -f "$DATA/gpt2_encoder.json" ] && [ -f "$DATA/gpt2_vocab.bpe" ]; then
   text_args=()
   [ -f "$DATA/tinyshakespeare.txt" ] && text_args=(--text "$DATA/tinyshakespeare.txt")
-  run_suite "tokenizer vs tiktoken" "$PY" test/test_tokenizer.py --tokenize ./tokenize --encoder "$DATA/gpt2_encoder.json" \
+  beside "tokenizer vs tiktoken" "$PY" test/test_tokenizer.py --tokenize ./tokenize --encoder "$DATA/gpt2_encoder.json" \
     --merges "$DATA/gpt2_vocab.bpe" "${text_args[@]}"
-  run_suite "corpora to shards (tokenize shards, scripts/fineweb.py)" "$PY" test/test_shards.py --tokenize ./tokenize \
-    --encoder "$DATA/gpt2_encoder.json" --merges "$DATA/gpt2_vocab.bpe" "${text_args[@]}"
   if [ -f "$DATA/tinyshakespeare.txt" ]; then
     run_suite "tinyshakespeare script" bash test/test_scripts.sh "$DATA"
   else
     skip "tinyshakespeare script: no $DATA/tinyshakespeare.txt (set DATA_DIR to a directory with it)"
   fi
-else
-  skip "tokenizer vs tiktoken and the tinyshakespeare script: no GPT-2 tokenizer files (gpt2_encoder.json, gpt2_vocab.bpe) in $DATA (scripts/tinyshakespeare.sh downloads them and the text into data/; then DATA_DIR=data make test)"
 fi
 
 # tokenizer.json (Hugging Face, byte-level BPE) against the tokenizers library; GPT-2's files and the text when present
@@ -89,24 +126,37 @@ json_args=()
 [ -f "$DATA/tinyshakespeare.txt" ] && json_args+=(--text "$DATA/tinyshakespeare.txt")
 [ -x ./train_gpt_emu ] && json_args+=(--train-gpt-emu ./train_gpt_emu)
 run_suite "tokenizer.json vs tokenizers" "$TORCH_PY" test/test_tokenizer_json.py --tokenize ./tokenize --train-gpt ./train_gpt_cpu "${json_args[@]}"
+gather
 
+if [ -f "$DATA/gpt2_encoder.json" ] && [ -f "$DATA/gpt2_vocab.bpe" ]; then
+  # its --resume checks kill a run part way: alone
+  run_suite "corpora to shards (tokenize shards, scripts/fineweb.py)" "$PY" test/test_shards.py --tokenize ./tokenize \
+    --encoder "$DATA/gpt2_encoder.json" --merges "$DATA/gpt2_vocab.bpe" "${text_args[@]}"
+else
+  skip "tokenizer vs tiktoken and the tinyshakespeare script: no GPT-2 tokenizer files (gpt2_encoder.json, gpt2_vocab.bpe) in $DATA (scripts/tinyshakespeare.sh downloads them and the text into data/; then DATA_DIR=data make test)"
+fi
+
+beside "Hugging Face Llama family (import, export, llm.c llama3 files)" "$TORCH_PY" test/test_hf_llama.py
 if [ -f "$DATA/gpt2_encoder.json" ] && [ -f "$DATA/tinyshakespeare.txt" ]; then
   run_suite "Hugging Face export and import" bash test/test_hf.sh "$DATA"
-  run_suite "multiple-choice evaluation (--eval-mc)" bash test/test_eval_mc.sh "$DATA"
+fi
+run_suite "the trainer's Llama family vs transformers (logits, loss, every gradient)" "$TORCH_PY" test/test_llama_train.py
+run_suite "the Llama family at the command line (presets' counts and plan, bad input)" bash test/test_llama_cli.sh
+gather
+if [ -f "$DATA/gpt2_encoder.json" ] && [ -f "$DATA/tinyshakespeare.txt" ]; then
+  run_suite "multiple-choice evaluation (--eval-mc)" bash test/test_eval_mc.sh "$DATA"  # 2 ranks under mpirun: alone
 else
   skip "Hugging Face export and import, --eval-mc: no gpt2_encoder.json or tinyshakespeare.txt in $DATA (scripts/tinyshakespeare.sh downloads them into data/; then DATA_DIR=data make test)"
 fi
-run_suite "Hugging Face Llama family (import, export, llm.c llama3 files)" "$TORCH_PY" test/test_hf_llama.py
-run_suite "the trainer's Llama family vs transformers (logits, loss, every gradient)" "$TORCH_PY" test/test_llama_train.py
-run_suite "the Llama family at the command line (presets' counts and plan, bad input)" bash test/test_llama_cli.sh
-run_suite "trainer CLI" bash test/test_cli.sh
-run_suite "README vs the code" bash test/test_readme.sh
-run_suite "precision and loss scaling" bash test/test_precision.sh
+run_suite "trainer CLI" bash test/test_cli.sh  # its watchdog and signal checks time things: alone
+run_suite "README vs the code" bash test/test_readme.sh  # reads ./train_gpt --help, which the next one rebuilds
 if command -v nvcc >/dev/null; then
-  run_suite "CUDA build without a GPU" bash test/test_cuda_build.sh
+  beside "CUDA build without a GPU" bash test/test_cuda_build.sh
 else
   skip "CUDA build: nvcc is not on the PATH (install NVIDIA's CUDA toolkit, 12 or newer, and put its bin/ on the PATH)"
 fi
+run_suite "precision and loss scaling" bash test/test_precision.sh
+gather
 if [ -f "${CUDA_HOME:-/usr/local/cuda}/include/cuda_bf16.h" ]; then
   run_suite "CUDA build on the CPU emulator (dev/cuda/emu)" bash test/test_cuda_emu.sh
 else

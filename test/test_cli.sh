@@ -68,7 +68,11 @@ expect_error "resume needs an out dir" "-y/--resume: needs -o/--out-dir" -y 1
 expect_error "an unquoted glob's extra files: quote the glob" "-i/--train-data: '$W/b_2.bin' after its value: an unquoted glob that the shell expanded into several files? quote the glob (-i 'data/train_*.bin')" -i "$W/b_1.bin" "$W/b_2.bin" -x 1
 # --pp or --tp in one process (a first try, or a build without MPI): how to get ranks, not just the arithmetic; and
 # --pp 0 is not a stage count (it once read "0 stages do not divide the world of 1 ranks")
-expect_error "--pp 2 in one process says how to start ranks or plan them" "--pp: 2 stages do not divide the world of 1 ranks; one process is a world of 1: start the ranks with mpirun -np N, or plan the layout in one process with --dry-run --world N" --pp 2 -x 1
+expect_error "--pp 2 in one process says how to start ranks or plan them" "--pp: 2 stages do not divide the world of 1 rank; one process is a world of 1: start the ranks with mpirun -np N, or plan the layout in one process with --dry-run --world N" --pp 2 -x 1
+expect_error "--sp 1 given with a sequence --tp does not divide names --sp 0" "--sp 1: -t/--seq-len 63 is not a multiple of --tp 2 (sequence parallelism keeps T / tp positions per rank); pass --sp 0 to replicate the sequence instead" --tp 2 --sp 1 -t 63 -e llama-d2 --dry-run --world 2
+out=$($BIN --optimizer muon -e llama-d2 --dry-run 2>&1)
+grep -q "| Muon + AdamW state [0-9.]* MiB |" <<<"$out" && ! grep -q "| AdamW state" <<<"$out" \
+  && ok "the memory plan names Muon's state (Muon + AdamW state), not AdamW's alone" || bad "the memory plan's optimizer label under Muon" "$out"
 expect_error "--pp 0 is refused as a stage count" "--pp: 0, expected a number of pipeline stages >= 1" --pp 0 -x 1
 expect_error "a stray word is an unexpected argument" "unexpected argument 'foo': every value follows its flag" -x 1 foo
 expect_error "-e d5000: a depth too large, not a file" "-e/--init: d5000: depth 5000 is too large: a fresh GPT-2 has depth 1 to 1000" -e d5000
@@ -248,6 +252,50 @@ $BIN "${common[@]}" -x 20 -o "$W/keep" --keep-checkpoints 2 >/dev/null 2>&1
 [ "$(ls "$W/keep" | tr '\n' ' ')" = "model_00000016.bin model_00000020.bin state_00000016.bin state_00000020.bin " ] \
   && ok "--keep-checkpoints 2 keeps the newest two" || bad "--keep-checkpoints" "$(ls "$W/keep")"
 expect_error "resume with another batch layout is refused" "saved with micro-batch 4, seq 32, 2 micro-batches per step" "${common[@]}" -b 2 -o "$W/resumed" -y 1
+
+# each resume refusal names the flags that resume it, and those flags then do (issue 50): a llama-d4 run with 4
+# micro-batches per step, resumed first with -e's default (d2), then without --grad-accum; switching the optimizer
+# names the weights-only start, -e with the checkpoint's model file, which then trains
+rz=(-b 4 -t 32 -v 0 -s 0)
+$BIN -e llama-d4 "${rz[@]}" --grad-accum 4 -x 2 -o "$W/rz" > /dev/null 2>&1
+out=$($BIN "${rz[@]}" -x 3 -o "$W/rz" -y 1 2>&1)
+out2=$($BIN -e llama-d4 "${rz[@]}" -x 3 -o "$W/rz" -y 1 2>&1)
+out3=$($BIN -e llama-d4 "${rz[@]}" --grad-accum 4 -x 3 -o "$W/rz" -y 1 2>&1)
+grep -qF "this run's (-e d2, the default without -e) is L 2 | C 128" <<<"$out" && grep -qF "pass -e llama-d4 (or -e $W/rz/model_00000002.bin)" <<<"$out" \
+  && grep -qF "pass -b 4 -t 32 --grad-accum 4 to resume it" <<<"$out2" && grep -q "resume: step 2 from .* (saved by 1 data-parallel rank)" <<<"$out3" \
+  && ok "resume refusals name both shapes and '-e llama-d4', then '--grad-accum 4'; with both the run resumes at step 2 (saved by 1 data-parallel rank)" \
+  || bad "resume refusals name the flags that resume" "$out
+$out2
+$out3"
+out=$($BIN -e llama-d4 "${rz[@]}" --grad-accum 4 -x 4 --optimizer muon -o "$W/rz" -y 1 2>&1)
+start=$(grep -oE -- "-e [^ ]+/model_00000003.bin --optimizer muon" <<<"$out")
+out2=$([ -n "$start" ] && $BIN $start "${rz[@]}" --grad-accum 4 -x 1 -o "$W/rz-muon" 2>&1)
+grep -q "step     1/1" <<<"$out2" && [ -f "$W/rz-muon/state_00000001.bin" ] \
+  && ok "switching the optimizer on resume names the weights-only start ($start), which trains" \
+  || bad "the optimizer refusal names the weights-only start" "$out
+$out2"
+
+# issue 50's two runs into one -o: the second, a fresh run, stops at start (before its memory plan) naming -y 1 and a
+# new folder, and the first run's checkpoints are untouched; --replace-checkpoints 1 moves them aside whole and
+# starts; -y 1 then resumes the run the folder now holds
+$BIN -x 20 -n 10 -o "$W/D" -v 0 -s 0 > "$W/first.out" 2>&1
+sums() { (cd "$1" && md5sum model_*.bin state_*.bin 2>/dev/null); }
+before=$(sums "$W/D")
+out=$($BIN -x 5 -o "$W/D" -v 0 -s 0 2>&1); rc=$?
+[ $rc -ne 0 ] && grep -qF "pass -y 1 to resume that run, or a new -o folder" <<<"$out" && grep -qF -- "--replace-checkpoints 1" <<<"$out" \
+  && ! grep -q "memory plan" <<<"$out" && [ -n "$before" ] && [ "$(sums "$W/D")" = "$before" ] && [ "$(ls "$W/D" | wc -l)" -eq 4 ] \
+  && ok "a fresh run into an -o holding another run's checkpoints stops at start naming -y 1 and a new folder; steps 10 and 20 untouched" \
+  || bad "a fresh run into an -o holding another run's checkpoints is refused, nothing lost (rc $rc)" "$out
+$(ls "$W/D")"
+out=$($BIN -x 5 -o "$W/D" -v 0 -s 0 --replace-checkpoints 1 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -qF "moved the 2 checkpoints in $W/D (steps 10 to 20) aside to $W/D/replaced-1/" <<<"$out" && [ "$(sums "$W/D/replaced-1")" = "$before" ] \
+  && [ "$(ls "$W/D"/*.bin | tr '\n' ' ')" = "$W/D/model_00000005.bin $W/D/state_00000005.bin " ] \
+  && ok "--replace-checkpoints 1 moves them, byte for byte, to D/replaced-1/ and the run's step 5 is kept" \
+  || bad "--replace-checkpoints 1 moves them aside (rc $rc)" "$out
+$(ls -R "$W/D")"
+out=$($BIN -x 7 -o "$W/D" -v 0 -s 0 -y 1 2>&1)
+grep -qF "resume: step 5 from $W/D/state_00000005.bin" <<<"$out" && [ -f "$W/D/state_00000007.bin" ] \
+  && ok "-y 1 then resumes the run the folder holds (step 5 to 7)" || bad "-y 1 resumes after the move" "$out"
 
 # resuming a finished run says so and does nothing; a longer -x keeps the saved schedule unless --lr-steps says otherwise
 out=$($BIN "${common[@]}" -o "$W/full" -y 1 --log "$W/again.jsonl" 2>&1); rc=$?

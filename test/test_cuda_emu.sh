@@ -3,8 +3,8 @@
 # on the emulated GPU of dev/cuda/emu (see the README), checked against independent references: the CPU build
 # (train_gpt.c) and PyTorch. Two groups run side by side (one per core):
 #   kernels: the emulator's own checks and the broken programs it must stop; every kernel against the CPU
-#            build's in three precisions (dev/cuda/kernels.cu) in three thread orders, with the race detector and
-#            with AddressSanitizer; the attention kernels against float64; generation with the key/value cache
+#            build's in three precisions (dev/cuda/kernels.cu), whole in the forward thread order and with the race
+#            detector, its edge shapes (check edges) in two other orders and with AddressSanitizer; the attention kernels against float64; generation with the key/value cache
 #            against the full-prefix forward (GPT-2 and the Llama family); the model against PyTorch;
 #   trainer: ./train_gpt_emu beside ./train_gpt_cpu: fp32, bf16, fp16 (and a real fp16 overflow), recompute levels,
 #            the matmul epilogues and the staged classifier on and off, thread orders, exact resume, checkpoints
@@ -58,7 +58,7 @@ generation() {
 }
 
 kernels() {
-  local out rc
+  local out rc; mark start
   # the emulator itself: its checks, then programs a GPU would hang on, fault on or get wrong
   out=$(./dev/cuda/emu/selftest ok 2>&1); rc=$?
   [ $rc -eq 0 ] && ok "emulator self-checks (shuffles, votes, barriers, NaN fill, limits, cp.async, ldmatrix, cuBLASLt): $(summary "$out")" \
@@ -79,7 +79,7 @@ kernels() {
     out=$($bin "$mode" 2>&1); rc=$?
     [ $rc -ne 0 ] && grep -qF -- "$want" <<<"$out" && ok "the emulator stops $mode: $(grep -m1 -o 'cuda-emu: .*' <<<"$out" | cut -c1-150)" \
       || bad "the emulator must stop $mode (exit $rc)" "$out"
-  done
+  done; mark "the emulator's own checks"
   # blocks that wait on each other (cuda/block_order.cuh): in every block order, and ordered for the race detector
   local bo="" brc=0
   for order in forward reverse random:5; do
@@ -90,21 +90,26 @@ kernels() {
   bo+="race build: $(summary "$out")"
   [ $brc -eq 0 ] && ok "blocks that take turns through a counter, in every block order and under the race detector: $bo" \
     || bad "blocks that take turns through a counter" "$bo"
-  # every kernel against the CPU build's, fp32/bf16/fp16, five shapes, and the Llama family's (cuda/norms.cuh, cuda/rope.cuh, cuda/activations.cuh,
-  # grouped-query attention and decode) against cpu/norms.h, cpu/rope.h, cpu/activations.h; in three thread orders (a result that changes with the
-  # order is a race)
+  # every kernel against the CPU build's, fp32/bf16/fp16, six shapes, and the Llama family's (cuda/norms.cuh, cuda/rope.cuh,
+  # cuda/activations.cuh, grouped-query attention and decode) against cpu/norms.h, cpu/rope.h, cpu/activations.h: the
+  # whole check in the forward order and under the race detector (every access of every thread); in two other thread
+  # orders (a result that changes with the order is a race) and under AddressSanitizer, `check edges`: the kernels whose
+  # threads share data, at the shapes of their edges (kernels.cu says which; the update's element-wise kernels and the
+  # aligned shapes add nothing there)
+  local set
   for order in forward reverse random:11; do
-    out=$(TRAIN_GPT_EMU_ORDER=$order ./dev/cuda/kernels_emu check 2>&1); rc=$?
-    [ $rc -eq 0 ] && ok "kernels vs the CPU build's, threads in $order order: $(summary "$out")" \
-      || bad "kernels vs the CPU build's ($order order)" "$(grep -E 'FAIL|cuda-emu|error' <<<"$out")"
+    set=edges; [ $order = forward ] && set=""
+    out=$(TRAIN_GPT_EMU_ORDER=$order ./dev/cuda/kernels_emu check $set 2>&1); rc=$?
+    [ $rc -eq 0 ] && ok "kernels vs the CPU build's, threads in $order order${set:+ (check $set)}: $(summary "$out")" \
+      || bad "kernels vs the CPU build's ($order order${set:+, check $set})" "$(grep -E 'FAIL|cuda-emu|error' <<<"$out")"
   done
-  [ -n "${VERBOSE:-}" ] && echo "$out" | sed 's/^/    /'
+  [ -n "${VERBOSE:-}" ] && echo "$out" | sed 's/^/    /'; mark "kernels in three thread orders (two of them check edges)"
   out=$(./dev/cuda/kernels_emu_race check 2>&1); rc=$?
   [ $rc -eq 0 ] && ok "kernels under the race detector (shared and device memory, every access): $(summary "$out")" \
-    || bad "kernels under the race detector" "$(grep -E 'FAIL|cuda-emu|error' <<<"$out")"
-  out=$(ASAN_OPTIONS=detect_leaks=0 ./dev/cuda/kernels_emu_asan check 2>&1); rc=$?
-  [ $rc -eq 0 ] && ok "kernels under AddressSanitizer: $(summary "$out")" \
-    || bad "kernels under AddressSanitizer" "$(grep -E 'FAIL|ERROR|cuda-emu|error' <<<"$out" | head -5)"
+    || bad "kernels under the race detector" "$(grep -E 'FAIL|cuda-emu|error' <<<"$out")"; mark "kernels under the race detector"
+  out=$(ASAN_OPTIONS=detect_leaks=0 ./dev/cuda/kernels_emu_asan check edges 2>&1); rc=$?
+  [ $rc -eq 0 ] && ok "kernels under AddressSanitizer (check edges): $(summary "$out")" \
+    || bad "kernels under AddressSanitizer" "$(grep -E 'FAIL|ERROR|cuda-emu|error' <<<"$out" | head -5)"; mark "kernels under AddressSanitizer (check edges)"
   # the attention kernels against float64 at every head size, T up to 256, multi-head and grouped-query (4:1, 2:1, MQA)
   out=$(./dev/cuda/attention_emu check small 2>&1); rc=$?
   [ $rc -eq 0 ] && ok "attention vs float64 (T <= 256, head sizes 16-128, GQA and MQA): $(counts "$out")" \
@@ -119,14 +124,14 @@ kernels() {
     [ "$(grep -oE '^(PASS|FAIL) .*bits [0-9a-f]+' <<<"$a1" | sed -E 's/\| rel err.*bits/bits/')" = "$a0" ] || { arc=1; am+="$env: other bits; "; }
   done
   [ $arc -eq 0 ] && [ -n "$a0" ] && ok "attention in reverse and random block order and one block resident: the same bits ($(wc -l <<<"$a0") checks)" \
-    || bad "attention in other block orders" "$am$(grep -E 'FAIL|cuda-emu' <<<"$a1" | head -3)"
-  generation
+    || bad "attention in other block orders" "$am$(grep -E 'FAIL|cuda-emu' <<<"$a1" | head -3)"; mark "attention in four block orders"
+  generation; mark generation
   # the model against PyTorch at every recompute level and accumulation (test_gpt2.c on the emulated GPU)
   if "$TORCH_PY" test/ref_gpt2.py --out-dir "$W/ref" > "$W/ref.log" 2>&1; then
     out=$(./test/test_gpt2_emu "$W/ref" 2>&1); rc=$?
     [ $rc -eq 0 ] && ok "CUDA model vs PyTorch (test_gpt2.c): $(summary "$out")" || bad "CUDA model vs PyTorch: $(summary "$out")" "$out"
-  else bad "PyTorch reference ($TORCH_PY)" "$(cat "$W/ref.log")"; fi
-  tp_runs
+  else bad "PyTorch reference ($TORCH_PY)" "$(cat "$W/ref.log")"; fi; mark "the model vs PyTorch"
+  tp_runs; mark "tensor parallelism"
 }
 
 # A real fp16 overflow: from a loss scale of 2^20 the backward of step 2 overflows fp16 and the gradients are
@@ -197,10 +202,10 @@ epilogues() {
     || bad "bf16 fused epilogues" "$r / $r2"
   local same=ok
   for rc in 1 2 3; do
-    env "${fz[@]}" $EMU --precision bf16 "${common[@]}" -r $rc --log "$W/fz$rc.jsonl" > "$W/fz$rc.out" 2>&1
-    [ -s "$W/fz$rc.jsonl" ] && [ "$(losses "$W/fz$rc.jsonl")" = "$(losses "$W/fz.jsonl")" ] || same="$rc"
+    env "${fz[@]}" $EMU --precision bf16 "${common[@]}" -x 4 -r $rc --log "$W/fz$rc.jsonl" > "$W/fz$rc.out" 2>&1
+    [ -s "$W/fz$rc.jsonl" ] && [ "$(losses "$W/fz$rc.jsonl")" = "$(losses "$W/fz.jsonl" | head -n 4)" ] || same="$rc"
   done
-  [ "$same" = ok ] && ok "bf16 fused epilogues, recompute 1, 2 and 3: losses and norms bit-identical to recompute 0" \
+  [ "$same" = ok ] && ok "bf16 fused epilogues, recompute 1, 2 and 3: 4 losses and norms bit-identical to recompute 0's" \
     || bad "bf16 fused epilogues at recompute $same" "$(tail -3 "$W/fz$same.out")"
   env "${fz[@]}" $EMU --precision fp32 "${common[@]}" --log "$W/fz32.jsonl" > "$W/fz32.out" 2>&1
   r=$(close "$W/cpu.jsonl" "$W/fz32.jsonl" 1e-5) && ok "fp32 with the fused epilogues, 10 steps beside the CPU build: $r" || bad "fp32 fused vs the CPU build" "$r"
@@ -340,6 +345,12 @@ llama_runs() {
     r=$(close "$W/r2-cpu.jsonl" "$W/r2-$pr.jsonl" $tl $tn) && ok "llama-d2 --mlp relu2, $pr, 6 steps beside the CPU build: $r" \
       || bad "ReLU² $pr vs the CPU build" "$r"
   done
+  # GeGLU (--mlp geglu: down(gelu_tanh(gate x) * up x), packed as SwiGLU): cuda/activations.cuh's geglu kernels
+  # beside cpu/activations.h's, 6 steps of a fresh llama-d2 in fp32 within 1e-5
+  ./train_gpt_cpu "${r2[@]/relu2/geglu}" --log "$W/gg-cpu.jsonl" > "$W/gg-cpu.out" 2>&1 || bad "GeGLU CPU run" "$(tail -3 "$W/gg-cpu.out")"
+  $EMU --precision fp32 "${r2[@]/relu2/geglu}" --log "$W/gg-fp32.jsonl" > "$W/gg-fp32.out" 2>&1 || bad "GeGLU fp32 run" "$(tail -3 "$W/gg-fp32.out")"
+  r=$(close "$W/gg-cpu.jsonl" "$W/gg-fp32.jsonl" 1e-5 1e-5) && grep -q "GeGLU H" "$W/gg-fp32.out" \
+    && ok "llama-d2 --mlp geglu, fp32, 6 steps beside the CPU build: $r" || bad "GeGLU fp32 vs the CPU build" "$r"
   # bf16 with graphs (the default), validation and a sample between steps, the emulator's counters on
   TRAIN_GPT_EMU_COUNTS=1 $EMU --precision bf16 "${lc[@]}" "${ck[@]}" "${ev[@]}" -o "$W/ll-bf16" --log "$W/ll-bf16.jsonl" > "$W/ll-bf16.out" 2>&1 \
     || bad "Llama bf16 run" "$(tail -3 "$W/ll-bf16.out")"
@@ -559,7 +570,7 @@ tp_runs() {
 }
 
 trainer() {
-  local r
+  local r; mark start
   # ten steps beside the CPU build, from the same initialisation and data: two micro-batches a step, T = 80
   # (two attention tiles, the second ragged)
   local common=(-e d2 -b 2 -t 80 -x 10 -v 0 -s 0 --grad-accum 2)
@@ -571,9 +582,9 @@ trainer() {
     $EMU --precision ${p%%:*} "${common[@]}" --log "$W/${p%%:*}.jsonl" > "$W/${p%%:*}.out" 2>&1 || bad "${p%%:*} run" "$(tail -3 "$W/${p%%:*}.out")"
     r=$(close "$W/cpu.jsonl" "$W/${p%%:*}.jsonl" ${p##*:}) && ok "${p%%:*}, 10 steps vs the CPU build's fp32: $r" || bad "${p%%:*} vs fp32" "$r"
   done
-  grep -q '"loss_scale": 65536' "$W/fp16.jsonl" && ok "fp16 runs with dynamic loss scaling from 2^16 (logged)" || bad "fp16 loss scale in the log"
-  fp16_overflow
-  attn_bwd_v3_runs
+  grep -q '"loss_scale": 65536' "$W/fp16.jsonl" && ok "fp16 runs with dynamic loss scaling from 2^16 (logged)" || bad "fp16 loss scale in the log"; mark "fp32, bf16, fp16 vs the CPU build"
+  fp16_overflow; mark "fp16 overflow"
+  attn_bwd_v3_runs; mark "attention backwards"
   # --tf32 1: the matmuls round their inputs to 10 mantissa bits (2^-11 relative), so the losses must move off
   # fp32's, but only by about that much
   $EMU --precision fp32 --tf32 1 "${common[@]}" --log "$W/tf32.jsonl" > "$W/tf32.out" 2>&1
@@ -582,20 +593,20 @@ trainer() {
   # every recompute level gives the same bits (one check: test_gpt2_emu already holds each level to PyTorch)
   local same=ok
   for rc in 1 2 3; do
-    $EMU --precision bf16 "${common[@]}" -r $rc --log "$W/r$rc.jsonl" > "$W/r$rc.out" 2>&1
-    [ -s "$W/r$rc.jsonl" ] && [ "$(losses "$W/r$rc.jsonl")" = "$(losses "$W/bf16.jsonl")" ] || same="$rc"
+    $EMU --precision bf16 "${common[@]}" -x 4 -r $rc --log "$W/r$rc.jsonl" > "$W/r$rc.out" 2>&1
+    [ -s "$W/r$rc.jsonl" ] && [ "$(losses "$W/r$rc.jsonl")" = "$(losses "$W/bf16.jsonl" | head -n 4)" ] || same="$rc"
   done
-  [ "$same" = ok ] && ok "bf16 recompute 1, 2 and 3: losses and norms bit-identical to recompute 0" || bad "bf16 recompute $same" "$(tail -3 "$W/r$same.out")"
-  epilogues
-  graphs
-  llama_runs
-  muon_runs
+  [ "$same" = ok ] && ok "bf16 recompute 1, 2 and 3: 4 losses and norms bit-identical to recompute 0's" || bad "bf16 recompute $same" "$(tail -3 "$W/r$same.out")"; mark "tf32, recompute"
+  epilogues; mark epilogues
+  graphs; mark graphs
+  llama_runs; mark "the Llama family"
+  muon_runs; mark Muon
   # the order the emulator runs threads and blocks in must not change a bit
   for order in reverse random:7; do
     TRAIN_GPT_EMU_ORDER=$order $EMU --precision bf16 "${common[@]}" -x 4 --log "$W/o.jsonl" > "$W/o.out" 2>&1
     [ -s "$W/o.jsonl" ] && [ "$(losses "$W/o.jsonl")" = "$(losses "$W/bf16.jsonl" | head -n 4)" ] \
       && ok "bf16 with threads and blocks in $order order: 4 losses bit-identical" || bad "bf16 in $order order" "$(tail -3 "$W/o.out")"
-  done
+  done; mark "thread orders"
   # bf16 and fp16 are deterministic and resume bit for bit
   for p in bf16 fp16; do
     local bk=(--precision $p -e d2 -b 2 -t 80 -x 6 -v 0 -s 0 -n 3 --keep-checkpoints 5)
@@ -607,7 +618,7 @@ trainer() {
       && [ "$(losses "$W/$p-a.jsonl" | tail -n 3)" = "$(losses "$W/$p-r.jsonl")" ] && cmp -s "$W/$p-a/model_00000006.bin" "$W/$p-r/model_00000006.bin" \
       && ok "$p: two runs bit-identical; resumed at step 3, bit-identical to the end" \
       || bad "$p determinism and exact resume" "$(diff <(losses "$W/$p-a.jsonl" | tail -n 3) <(losses "$W/$p-r.jsonl"))"
-  done
+  done; mark "bf16, fp16 determinism and resume"
   # fp32: exact resume, and checkpoints that cross between the builds
   local ck=(--precision fp32 -e d2 -b 2 -t 80 -x 8 -v 0 -s 0 -n 4 --keep-checkpoints 5)
   $EMU "${ck[@]}" -o "$W/full" --log "$W/full.jsonl" > /dev/null 2>&1
@@ -623,7 +634,7 @@ trainer() {
   ./train_gpt_cpu "${ck[@]}" -x 4 -o "$W/cpu4" > /dev/null 2>&1
   cp "$W/cpu4/model_00000004.bin" "$W/cpu4/state_00000004.bin" "$W/c2g/"
   $EMU "${ck[@]}" -o "$W/c2g" -y 1 --log "$W/c2g.jsonl" > /dev/null 2>&1
-  r=$(close "$W/res.jsonl" "$W/c2g.jsonl" 1e-5) && ok "a CPU checkpoint resumes in the CUDA build: $r" || bad "CPU -> CUDA checkpoint" "$r"
+  r=$(close "$W/res.jsonl" "$W/c2g.jsonl" 1e-5) && ok "a CPU checkpoint resumes in the CUDA build: $r" || bad "CPU -> CUDA checkpoint" "$r"; mark "fp32 resume across the builds"
   # several ranks: ZeRO 0-3, the pipeline, offload, NCCL, against one process with the same tokens per step
   local one=(--precision fp32 -e d2 -b 2 -t 80 -x 6 -v 0 -s 0)
   # (validation of 2 micro-batches at steps 0, 3 and 6, and an 8-token sample at steps 3 and 6, compared too)
@@ -638,7 +649,7 @@ trainer() {
   done
   "${MPI[@]}" -np 2 $EMU "${one[@]}" "${ev[@]}" --grad-accum 4 --pp 2 --log "$W/pp.jsonl" > "$W/pp.out" 2>&1
   r=$(close "$W/one.jsonl" "$W/pp.jsonl" 1e-5) && ok "--pp 2 vs 1 process: $r" || bad "--pp 2" "$r $(tail -3 "$W/pp.out")"
-  r=$(compare_eval "$W/one.jsonl" "$W/one.out" "$W/pp.jsonl" "$W/pp.out") && ok "--pp 2 vs 1 process: $r" || bad "--pp 2: validation and samples" "$r"
+  r=$(compare_eval "$W/one.jsonl" "$W/one.out" "$W/pp.jsonl" "$W/pp.out") && ok "--pp 2 vs 1 process: $r" || bad "--pp 2: validation and samples" "$r"; mark "ZeRO, --pp 2"
   # the time breakdown from CUDA events (the emulator records them as it reaches them, so only the plumbing is
   # checked): the parts add up to each step's ms, and with 2 ranks the collectives and pipeline waits are comm
   r=$($PY test/breakdown.py "$W/one.jsonl") && ok "time breakdown from events, 1 process: $r" || bad "time breakdown, 1 process" "$r"
@@ -656,7 +667,7 @@ trainer() {
     && ok "--autotune on the emulated GPU: 5 of 24 fit a 4.9 MiB device by offloading; $(grep '^best' <<<"$out")" || bad "--autotune (emulated)" "$out"
   for l in z1 z3 pp; do
     r=$($PY test/breakdown.py "$W/$l.jsonl" 0.001) && ok "time breakdown from events, 2 ranks ($l): comm nonzero, $r" || bad "time breakdown ($l)" "$r"
-  done
+  done; mark "breakdown, profile, autotune"
   # (the host's AdamW with its copies on a stream of their own: at ZeRO-0 only the step's end orders the copies
   # back before the next forward)
   for o in optimizer:0 optimizer:1 params:3; do
@@ -674,7 +685,7 @@ trainer() {
     && cmp -s "$W/offcpu/state_00000006.bin" "$W/offnv/state_00000006.bin" && cmp -s "$W/offcpu/model_00000006.bin" "$W/offnv/model_00000006.bin" \
     && grep -q "disk read" "$W/offnv.out" && [ -z "$(ls -A "$W/disk")" ] \
     && ok "--offload optimizer --offload-device nvme at ZeRO-1 on 2 ranks: losses, norms and checkpoint bit-identical to --offload-device cpu" \
-    || bad "--offload-device nvme (emulated)" "$(tail -3 "$W/offnv.out")"
+    || bad "--offload-device nvme (emulated)" "$(tail -3 "$W/offnv.out")"; mark "offload"
   # NCCL runs on its own stream, ordered by events (parallel/comm.h); the emulated streams run in two orders, the default
   # one first (a compute kernel that does not wait for its collective reads stale data) and the NCCL stream first
   # (a collective that does not wait for the compute before it reads stale data): ZeRO-3's prefetched gathers
@@ -686,11 +697,11 @@ trainer() {
       || bad "--comm nccl at ZeRO-$z, $pol" "$r $(tail -3 "$W/nccl.out")"
     r=$(compare_eval "$W/one.jsonl" "$W/one.out" "$W/nccl.jsonl" "$W/nccl.out") && ok "--comm nccl ($pol), 2 ranks at ZeRO-$z vs 1 process: $r" \
       || bad "--comm nccl at ZeRO-$z, $pol: validation and samples" "$r"
-  done
+  done; mark "NCCL streams"
   # the trainer itself under the race detector: odd shapes, recompute 3, accumulation, validation and sampling
   ./train_gpt_emu_race --precision bf16 -e d2 -b 3 -t 37 -x 2 -r 3 --grad-accum 2 -v 1 -m 1 -s 1 -g 4 > "$W/race.out" 2>&1 \
     && grep -q "^step     2/2" "$W/race.out" && ok "2 bf16 steps (T = 37, recompute 3, validation, sampling) under the race detector" \
-    || bad "the trainer under the race detector" "$(grep -m3 -E 'cuda-emu|error' "$W/race.out")"
+    || bad "the trainer under the race detector" "$(grep -m3 -E 'cuda-emu|error' "$W/race.out")"; mark "the trainer under the race detector"
   # per-step counters (issue 14): one line per step, every field
   # (eager: with graphs the first step's warm-up runs launch more than the next's replays)
   TRAIN_GPT_GRAPHS=0 TRAIN_GPT_EMU_COUNTS=1 $EMU "${one[@]}" -x 2 > "$W/counts.out" 2>&1
@@ -750,7 +761,7 @@ PYEOF
   vs() { grep -o '"val_loss": [^,}]*' "$1"; losses "$1"; }
   [ "$vok" = 1 ] && [ "$(vs "$W/va.jsonl")" = "$(vs "$W/va-sync.jsonl")" ] \
     && ok "the device behind the host: $r; losses, norms and validation bit-identical to TRAIN_GPT_EMU_ASYNC=0" \
-    || bad "validation with the device behind the host" "$r $(tail -3 "$W/va.out")"
+    || bad "validation with the device behind the host" "$r $(tail -3 "$W/va.out")"; mark "counters, the device behind the host"
 }
 
 # `test_cuda_emu.sh graphs`: the graph checks alone (make mutants' emu-graphs suite); `test_cuda_emu.sh llama`: the

@@ -44,6 +44,7 @@ transformers.logging.set_verbosity_error()
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_hf  # noqa: E402  (the GPT-2 suite's set-up: check and its counts, script, expect_error)
 from test_hf import ROOT, check, expect_error, script  # noqa: E402
+import hf_header  # noqa: E402  (ReLU²'s export and the header's table, beside this file)
 
 HAVE_QWEN3 = hasattr(transformers, "Qwen3ForCausalLM")
 
@@ -751,6 +752,7 @@ def main():
         test_v5_configs(work)
         test_missing_keys(work)
         test_export_errors(work, bins[0])
+        hf_header.test_geglu(work, sys.modules[__name__])
         test_checkpoint_dir(work, bins[0], bins[2])
         from transformers import GPT2Config, GPT2LMHeadModel
         g = os.path.join(work, "gpt2_hf")
@@ -761,6 +763,8 @@ def main():
         test_tokenizer(work, bins[0], g + ".bin")
         test_generate(ms[0][1], bins[0])
         test_presets()
+        hf_header.test_relu2(work, trainer_loss)
+        hf_header.test_header_table()
         from hf_masks import test_masks  # attention's masks at export (issue 49)
         test_masks(work)
     finally:

@@ -324,7 +324,7 @@ def check_outputs(flag_line):
     i = readme.index("<!-- suites of: make test -->")
     sketch = readme[i:].split("```")[1]
     counts = dict((name, int(c)) for c, name in (l.split("\t", 1) for l in open("test/checks.txt").read().splitlines() if l[:1].isdigit()))
-    for name in re.findall(r"^(?:===|---) (.*?)(?: took [0-9]+ s)?$", sketch, re.M):
+    for name in re.findall(r"^(?:===|---) (.*?)(?: took [0-9]+ s(?: \([0-9]+ s of CPU\))?)?$", sketch, re.M):
         if name not in counts: problems.append(f"the README's make test sketch names a suite test/checks.txt does not: {name}")
     total = re.findall(r"^([0-9]+) passed, 0 failed, 0 skipped$", sketch, re.M)
     if not total or int(total[-1]) != sum(counts.values()): problems.append(f"the README's make test total {total[-1:] } is not test/checks.txt's {sum(counts.values())}")

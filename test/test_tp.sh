@@ -92,6 +92,28 @@ compose "GQA 4:2 --tp 2 --sp 0 x 2 ranks, ZeRO-1" "$W/gqa42.bin" 2 --tp 2 --sp 0
 compose "GPT-2 d4 --tp 2 x 2 ranks, ZeRO-3, accumulation 2, recompute 3" d4 4 --tp 2 -z 3 --grad-accum 2 -r 3
 compose "GPT-2 d4 --tp 2 --sp 0 x 2 ranks, ZeRO-2, accumulation 2, recompute 1" d4 4 --tp 2 --sp 0 -z 2 --grad-accum 2 -r 1
 compose "MQA tied llama-d4 --tp 2 x --pp 2, accumulation 2, recompute 2" llama-d4 2 --tp 2 --pp 2 --grad-accum 2 -r 2
+# --timing splits comm by axis (issue 50): --tp 2 x --pp 2 on 4 ranks, rank 0 (stage 0) has TP time and the pipeline's
+# waiting apart, every axis's bytes beside its time; the axes add up to comm and the phases to the step; TP's bytes
+# are the TP collectives' own count (tp_bytes), and stage 0 receives what it sends (activations out, their
+# gradients back: B T C floats per micro-batch, halved by --sp)
+out=$("${MPI[@]}" -np 4 $BIN -e llama-d4 -b 4 -t 32 -x 2 -v 0 -s 0 --tp 2 --pp 2 --grad-accum 2 --timing --log "$W/axes.jsonl" 2>&1)
+r=$($PY - "$W/axes.jsonl" <<'PYEOF'
+import json, sys
+rows = [d for d in map(json.loads, open(sys.argv[1])) if "loss" in d]
+ok, msg = len(rows) == 2, []
+for d in rows:
+    a, b, t = d["comm_ms"], d["comm_bytes"], d["time_ms"]
+    ok &= a["tp"] > 0 and a["pipe_wait"] > 0 and a["pipe_send"] >= 0 and b["gather"] == 0
+    ok &= abs(sum(a.values()) - t["comm"]) <= 0.01 * t["comm"] + 0.05 and abs(sum(t.values()) - d["ms"]) <= 0.05 * d["ms"]
+    ok &= b["tp"] == sum(d["tp_bytes"].values()) and b["pipe_send"] == b["pipe_wait"] == 2 * 4 * 32 * 256 * 4 // 2
+    msg.append(f"step {d['step']}: tp {a['tp']:.1f} ms {b['tp']:.0f} B, pipe wait {a['pipe_wait']:.1f} ms, send {a['pipe_send']:.1f} ms "
+               f"{b['pipe_send']:.0f} B, of comm {t['comm']:.1f} ms")
+print("; ".join(msg)); sys.exit(0 if ok else 1)
+PYEOF
+) && grep -qE "^  comm ms: tp [0-9.]+ \([0-9]+ B\) \| pipe_send [0-9.]+ \([0-9]+ B\) \| pipe_wait [0-9.]+ \([0-9]+ B\) \| dp_reduce .* \(sum [0-9.]+ of comm [0-9.]+\)$" <<<"$out" \
+  && ok "--timing under --tp 2 x --pp 2: comm by axis, TP apart from the pipeline's waiting, adding up: $r" \
+  || bad "--timing's comm by axis under --tp 2 x --pp 2" "$r
+$(grep -A1 "time ms" <<<"$out" | head -4)"
 # untied: each end stage counts its own end's tensors (wte on the first, lm_head's row slices on the last), none summed
 compose "GQA 4:2 untied --tp 2 x --pp 2, accumulation 2" "$W/gqa42.bin" 2 --tp 2 --pp 2 --grad-accum 2
 # what sequence parallelism saves, from the plan of the d4 runs above against a count by hand: the residual stream
@@ -260,7 +282,7 @@ expect "a degree neither dividing the key/value heads nor a multiple of them" "-
 expect "a degree not dividing the MLP's hidden size" "--tp 3 does not divide the MLP's hidden size 512" "${MPI[@]}" -np 3 $BIN -e llama-d3 --tp 3 --sp 0 -x 1
 expect "a degree not dividing the padded vocabulary" "--tp 3 does not divide the padded vocabulary's 128 rows" "${MPI[@]}" -np 3 $BIN -e d3 --tp 3 --sp 0 -x 1
 expect "--tp 0" "--tp: 0, expected a tensor-parallel degree >= 1" $BIN --tp 0 -x 1
-expect "--sp 1 with a sequence the degree does not divide" "--sp 1: -t/--seq-len 30 is not a multiple of --tp 4" \
+expect "--sp on by default with a sequence the degree does not divide: says it was the default and that --sp 0 lifts it" "--sp is on by default with --tp > 1 (--sp 1): -t/--seq-len 30 is not a multiple of --tp 4 (sequence parallelism keeps T / tp positions per rank); pass --sp 0" \
   "${MPI[@]}" -np 4 $BIN -e d4 --tp 4 -t 30 -x 1
 expect "--sp 1 without --tp" "--sp 1: sequence parallelism shards the tensor-parallel ranks' sequence; it needs --tp > 1" $BIN --sp 1 -x 1
 finish

@@ -374,11 +374,39 @@ static void test_classifier_sharp(void) {
     free(logits); free(losses); free(targets); free(ref); free(ref_loss);
 }
 
+// Pruning after this run's checkpoint of step 5, in a folder that also holds another run's of steps 10 and 20
+// (issue 50: the new run's step 5 was pruned as the oldest): this run's newest is kept, the other run's are not
+// touched, and of this run's own only `keep` remain (step 3 of 1, 3, 5 goes at keep 2).
+static void test_prune(void) {
+    char dir[] = "/tmp/test_prune_XXXXXX";
+    if (!mkdtemp(dir)) { check(0, "mkdtemp for the pruning test"); return; }
+    int steps[] = {1, 3, 5, 10, 20};
+    for (int i = 0; i < 5; i++) {
+        char mp[4200], sp[4200];
+        checkpoint_paths(dir, steps[i], mp, sp, sizeof(mp));
+        fclose(fopenCheck(mp, "wb"));
+        fclose(fopenCheck(sp, "wb"));
+    }
+    checkpoint_prune(dir, 2, 5);
+    int left[8];
+    int n = checkpoint_list(dir, left, 8);
+    check(n == 4 && left[0] == 3 && left[1] == 5 && left[2] == 10 && left[3] == 20,
+          "pruning after step 5 at --keep-checkpoints 2 keeps steps 3 and 5 and another run's 10 and 20 (%d left, first %d)",
+          n, n ? left[0] : -1);
+    for (int i = 0; i < 5; i++) {
+        char mp[4200], sp[4200];
+        checkpoint_paths(dir, steps[i], mp, sp, sizeof(mp));
+        remove(mp); remove(sp);
+    }
+    rmdir(dir);
+}
+
 int main(void) {
     test_schedules();
     test_dataloader();
     test_synthetic();
     test_state_file();
+    test_prune();
     test_loss_scaler();
     test_classifier_sharp();
     return check_summary();

@@ -168,16 +168,42 @@ static int checkpoint_list(const char *dir, int *steps, int max) {
     return n;
 }
 
-// Deletes all but the newest `keep` complete checkpoints.
-static void checkpoint_prune(const char *dir, int keep) {
+// After this run wrote its checkpoint of step `done`: deletes the oldest of the complete checkpoints at or before
+// it, so that `keep` remain, `done` always among them. A checkpoint of a later step is not this run's (run.h refuses
+// a fresh run into a folder that holds one, but another process may write there): it is never counted or deleted,
+// so pruning cannot remove what this run just wrote in favour of another run's.
+static void checkpoint_prune(const char *dir, int keep, int done) {
     int steps[4096];
     int n = checkpoint_list(dir, steps, 4096);
+    while (n > 0 && steps[n - 1] > done) n--;
     for (int i = 0; i + keep < n; i++) {
         char mp[4200], sp[4200];
         checkpoint_paths(dir, steps[i], mp, sp, sizeof(mp));
         remove(sp);  // the marker goes first, so a crash here never leaves a state without its model
         remove(mp);
     }
+}
+
+// Moves every complete checkpoint in dir into a new folder beside them, dir/replaced-K (the first K free), and
+// writes its path to moved: --replace-checkpoints keeps another run's files rather than deleting them. Returns
+// how many it moved.
+static int checkpoint_move_aside(const char *dir, char *moved, size_t n) {
+    int steps[4096];
+    int count = checkpoint_list(dir, steps, 4096);
+    if (count == 0) return 0;
+    for (int k = 1;; k++) {
+        snprintf(moved, n, "%s/replaced-%d", dir, k);
+        if (mkdir(moved, 0755) == 0) break;
+        if (errno != EEXIST) fatal("--replace-checkpoints: cannot make %s: %s", moved, strerror(errno));
+    }
+    for (int i = 0; i < count; i++) {
+        char from[2][4200], to[2][4400];
+        checkpoint_paths(dir, steps[i], from[0], from[1], sizeof(from[0]));
+        checkpoint_paths(moved, steps[i], to[0], to[1], sizeof(to[0]));
+        for (int f = 1; f >= 0; f--)  // the state (the marker) first, as pruning does
+            if (rename(from[f], to[f]) != 0) fatal("--replace-checkpoints: cannot move %s to %s: %s", from[f], to[f], strerror(errno));
+    }
+    return count;
 }
 
 #endif

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "../base/utils.h"
+#include "../arch/model_config.h"  // the block's choices and their names (--mlp)
 
 // Under mpirun every rank parses the same flags and reads the same model header, so every rank meets the
 // same usage error at the same point: run.h sets these once MPI is up, and then rank 0 alone prints it and
@@ -54,15 +55,13 @@ typedef enum { OPTIMIZER_ADAMW, OPTIMIZER_MUON } OptimizerKind;  // --optimizer 
 static const char *const OPTIMIZER_NAMES[] = {"adamw", "muon", NULL};
 typedef enum { MUON_ADJUST_MATCH_RMS_ADAMW, MUON_ADJUST_ORIGINAL } MuonLrAdjust;  // --muon-lr-adjust
 static const char *const MUON_LR_ADJUST_NAMES[] = {"match_rms_adamw", "original", NULL};
-// --mlp: model (the model's own), or an activation in model_config.h's MLP_ order (MLP_ = the flag's value - 1)
-static const char *const MLP_FLAG_NAMES[] = {"model", "gelu", "swiglu", "relu2", NULL};
 
 typedef struct {
     // data and files
     const char *train_data;     // glob of train shards; NULL = the embedded synthetic corpus
     const char *val_data;       // glob of val shards
     const char *init;           // checkpoint file or "dN"
-    int mlp;                    // --mlp: 0 the model's own, else MLP_ + 1
+    int mlp;                    // --mlp: 0 the model's own ("model"), else MLP_ + 1 (OPT_CHOICE)
     const char *out_dir;        // checkpoints go here; NULL = none written
     const char *tokenizer;      // llm.c tokenizer .bin or tokenizer.json for decoding samples
     const char *log_path;       // JSON-lines log
@@ -96,6 +95,7 @@ typedef struct {
     int print_every;            // a step line on the console every N steps (the log has every step)
     const char *eval_mc;        // multiple-choice JSONL scored with each validation (eval_mc.h); NULL = none
     int checkpoint_every, keep_checkpoints, resume;
+    int replace_checkpoints;    // a fresh run into an -o holding checkpoints: 1 moves them aside (run.h), 0 refuses
     int dry_run;
     int world;                  // --dry-run --world N: plan a layout of N ranks in this one process; 0 = the ranks started
     int timing;                 // print the step's time breakdown on the console
@@ -181,7 +181,9 @@ static void config_defaults(TrainConfig *c) {
     c->autotune_world = 1;
 }
 
-typedef enum { OPT_STR, OPT_INT, OPT_LONG, OPT_U64, OPT_FLOAT, OPT_FLAG, OPT_ENUM, OPT_LOSS_SCALE } OptKind;
+// OPT_CHOICE: a block's choice (model_config.h), read through its one table of names: the field is 0 for "model"
+// (the model's own), else the choice's value + 1.
+typedef enum { OPT_STR, OPT_INT, OPT_LONG, OPT_U64, OPT_FLOAT, OPT_FLAG, OPT_ENUM, OPT_LOSS_SCALE, OPT_CHOICE } OptKind;
 
 typedef struct {
     const char *shortname;      // llm.c's letter, or NULL
@@ -191,16 +193,18 @@ typedef struct {
     const char *help;
     const char *dflt;           // how --help shows the default; NULL: the value config_defaults sets
     const char *const *names;   // OPT_ENUM: the values' names, in the enum's order
+    const char *(*choice)(int, const char **);  // OPT_CHOICE: value i's name and help, NULL past the last (model_config.h)
 } OptSpec;
 
-#define OPT(s, l, k, field, h) { s, l, k, offsetof(TrainConfig, field), h, NULL, NULL }
-#define OPTD(s, l, k, field, h, d) { s, l, k, offsetof(TrainConfig, field), h, d, NULL }
-#define OPTE(s, l, field, names, h) { s, l, OPT_ENUM, offsetof(TrainConfig, field), h, NULL, names }
+#define OPT(s, l, k, field, h) { s, l, k, offsetof(TrainConfig, field), h, NULL, NULL, NULL }
+#define OPTD(s, l, k, field, h, d) { s, l, k, offsetof(TrainConfig, field), h, d, NULL, NULL }
+#define OPTE(s, l, field, names, h) { s, l, OPT_ENUM, offsetof(TrainConfig, field), h, NULL, names, NULL }
+#define OPTC(l, field, choice, h) { NULL, l, OPT_CHOICE, offsetof(TrainConfig, field), h, NULL, NULL, choice }
 static const OptSpec OPTIONS[] = {
     OPTD("-i", "--train-data", OPT_STR, train_data, "glob of train token shards", "built-in synthetic corpus"),
     OPTD("-j", "--val-data", OPT_STR, val_data, "glob of validation token shards (the synthetic corpus has its own)", "none"),
     OPT("-e", "--init", OPT_STR, init, "model .bin (llm.c GPT-2 v3/v5, or a Llama-family file), dN for a fresh GPT-2 of depth N, llama-dN for a fresh Llama, or a Llama preset: smollm-135m, llama-3.2-1b, tinyllama-1.1b, qwen2.5-0.5b, llama-3.1-8b (docs/llama.md)"),
-    OPTE(NULL, "--mlp", mlp, MLP_FLAG_NAMES, "model | gelu | swiglu | relu2: the MLP's activation of a fresh model; relu2 is down(relu(up x)^2), no gate, hidden width 4C (modded-nanogpt), for the Llama family (-e llama-dN --mlp relu2: its file's header keeps it); model: the model's own (GPT-2 gelu, the Llama family swiglu, a file its header's)"),
+    OPTC("--mlp", mlp, mlp_choice_name, "the MLP's activation of a fresh model: GPT-2's file stores only gelu, the Llama family's any (-e llama-dN --mlp relu2: header slot 21 keeps it); model: the model's own (GPT-2 gelu, the Llama family swiglu, a file its header's)"),
     OPTD("-o", "--out-dir", OPT_STR, out_dir, "directory for checkpoints and training state, made with its parents if missing: the run's end is always saved there, -n adds periodic checkpoints (none: nothing is saved)", "none"),
     OPTD(NULL, "--tokenizer", OPT_STR, tokenizer, "llm.c tokenizer .bin or Hugging Face tokenizer.json used to decode samples", "tokenizer.bin (else tokenizer.json) beside the train shards"),
     OPTD(NULL, "--log", OPT_STR, log_path, "write a JSON-lines log here (one line per step, and val lines)", "none"),
@@ -243,6 +247,7 @@ static const OptSpec OPTIONS[] = {
     OPT("-n", "--checkpoint-every", OPT_INT, checkpoint_every, "with -o, also checkpoint every N steps; 0 = only the run's end (and on SIGTERM/SIGUSR1)"),
     OPT(NULL, "--keep-checkpoints", OPT_INT, keep_checkpoints, "keep the last K checkpoints"),
     OPT("-y", "--resume", OPT_INT, resume, "1 = continue from the latest complete checkpoint in --out-dir"),
+    OPT(NULL, "--replace-checkpoints", OPT_INT, replace_checkpoints, "1 = a fresh run (-y 0) into an -o that holds another run's checkpoints moves them aside into -o/replaced-K/ and starts; 0 refuses such a run"),
     OPT("-z", "--zero-stage", OPT_INT, zero_stage, "ZeRO: 0 replicate; 1 shard AdamW state; 2 also gradients; 3 also parameters"),
     OPT(NULL, "--reduce-bucket-mb", OPT_FLOAT, reduce_bucket_mb, "ZeRO-2/3: reduce-scatter gradients in buckets of whole layers up to this size"),
     OPTE(NULL, "--offload", offload, OFFLOAD_NAMES, "none | optimizer (AdamW state and master weights in host memory, or on disk with --offload-device nvme, updated on the CPU) | params (also the ZeRO-3 parameter shards)"),
@@ -261,7 +266,7 @@ static const OptSpec OPTIONS[] = {
     OPT(NULL, "--loss-scale-window", OPT_INT, loss_scale_window, "dynamic: double the scale after this many steps without overflow"),
     OPT(NULL, "--loss-scale-hysteresis", OPT_INT, loss_scale_hysteresis, "dynamic: overflows tolerated before the scale halves"),
     OPT(NULL, "--loss-scale-min", OPT_FLOAT, loss_scale_min, "dynamic: the lowest scale; an overflow there stops the run"),
-    OPT(NULL, "--timing", OPT_FLAG, timing, "print each step's time breakdown (data, forward, backward, comm, optimizer, other) under its line"),
+    OPT(NULL, "--timing", OPT_FLAG, timing, "print each step's time breakdown (data, forward, backward, comm, optimizer, other) under its line; with several ranks also comm by axis (tp, pipe_send, pipe_wait, dp_reduce, gather, other), time and bytes"),
     OPT(NULL, "--profile", OPT_FLAG, profile, "time each module (embedding, LayerNorm, matmuls, attention, head, optimizer, collectives) over the run; a table of calls, ms, share, GFLOP, GFLOP/s and fraction of peak at the end, and one JSON line in the log"),
     OPT(NULL, "--autotune", OPT_FLAG, autotune, "time every micro-batch size x recompute level x offload that fits the memory plan for this model, data and batch; print them by tokens/s and a 'best:' line of flags"),
     OPT(NULL, "--autotune-world", OPT_INT, autotune_world, "--autotune for a run of this many ranks: also enumerates ZeRO stages, TP degrees and pipeline stages, timing each through mpirun"),
@@ -274,6 +279,7 @@ static const OptSpec OPTIONS[] = {
 #undef OPT
 #undef OPTD
 #undef OPTE
+#undef OPTC
 #define NUM_OPTIONS ((int)(sizeof(OPTIONS) / sizeof(OPTIONS[0])))
 
 // What --help says about the binary itself, filled in by the build (trainer.h) before parse_args.
@@ -298,8 +304,18 @@ static void format_default(const OptSpec *o, const TrainConfig *d, char *buf, si
         case OPT_U64: snprintf(buf, n, "%llu", (unsigned long long)*(const uint64_t *)field); break;
         case OPT_FLOAT: snprintf(buf, n, "%g", *(const float *)field); break;
         case OPT_ENUM: snprintf(buf, n, "%s", o->names[*(const int *)field]); break;
+        case OPT_CHOICE: snprintf(buf, n, "%s", *(const int *)field ? o->choice(*(const int *)field - 1, NULL) : "model"); break;
         case OPT_LOSS_SCALE: break;  // its spec has the text (OPTD)
     }
+}
+
+// An OPT_CHOICE's line: "model | " and the choice's names from its table, then each one's definition.
+static void print_choice_help(const OptSpec *o, const char *names, const char *dflt) {
+    char list[512] = "model";
+    const char *help;
+    for (int i = 0; o->choice(i, &help); i++) snprintf(list + strlen(list), sizeof(list) - strlen(list), " | %s", o->choice(i, &help));
+    printf("  %-28s %s: %s (default: %s)\n", names, list, o->help, dflt);
+    for (int i = 0; o->choice(i, &help); i++) printf("  %-28s   %s: %s\n", "", o->choice(i, &help), help);
 }
 
 static void config_defaults(TrainConfig *c);
@@ -315,6 +331,7 @@ static void print_help(const char *prog) {
         snprintf(names, sizeof(names), "%s%s%s", o->shortname ? o->shortname : "", o->shortname ? ", " : "    ", o->longname);
         format_default(o, &d, dflt, sizeof(dflt));
         if (o->kind == OPT_FLAG && o->offset == offsetof(TrainConfig, dry_run)) printf("  %-28s %s\n", names, o->help);
+        else if (o->kind == OPT_CHOICE) print_choice_help(o, names, dflt);
         else printf("  %-28s %s (default: %s)\n", names, o->help, dflt);
     }
     printf("  %-28s %s\n", "-h, --help", "print this help and exit");
@@ -367,6 +384,15 @@ static void parse_value(const OptSpec *o, const char *flagname, const char *v, T
             for (int i = 0; o->names[i]; i++) {
                 if (strcmp(v, o->names[i]) == 0) { *(int *)field = i; return; }
                 snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", i ? ", " : "", o->names[i]);
+            }
+            usage_error("%s: '%s' is not one of %s", flagname, v, list);
+        }
+        case OPT_CHOICE: {
+            char list[256] = "model";
+            if (strcmp(v, "model") == 0) { *(int *)field = 0; return; }
+            for (int i = 0; o->choice(i, NULL); i++) {
+                if (strcmp(v, o->choice(i, NULL)) == 0) { *(int *)field = i + 1; return; }
+                snprintf(list + strlen(list), sizeof(list) - strlen(list), ", %s", o->choice(i, NULL));
             }
             usage_error("%s: '%s' is not one of %s", flagname, v, list);
         }
@@ -454,6 +480,8 @@ static void config_validate(const TrainConfig *c) {
     if (c->checkpoint_every < 0) bad_value("-n/--checkpoint-every", "must be >= 0 (0: no periodic checkpoints; with -o the end is still saved)");
     if (c->keep_checkpoints < 1) bad_value("--keep-checkpoints", "must be >= 1");
     if (c->resume != 0 && c->resume != 1) bad_value("-y/--resume", "must be 0 or 1");
+    if (c->replace_checkpoints != 0 && c->replace_checkpoints != 1) bad_value("--replace-checkpoints", "must be 0 or 1");
+    if (c->replace_checkpoints && c->resume) bad_value("--replace-checkpoints", "moves the checkpoints -y 1 would resume from; give one of the two");
     if ((c->checkpoint_every > 0 || c->resume) && c->out_dir == NULL) {
         bad_value(c->resume ? "-y/--resume" : "-n/--checkpoint-every", "needs -o/--out-dir");
     }
@@ -515,10 +543,11 @@ static void config_check_world(const TrainConfig *c, int world) {
     if (c->tp < 1) usage_error("--tp: %d, expected a tensor-parallel degree >= 1", c->tp);
     if (c->sp < -1 || c->sp > 1) usage_error("--sp: %d, expected 0 or 1", c->sp);
     if (c->pp < 1) usage_error("--pp: %d, expected a number of pipeline stages >= 1", c->pp);
-    if (world % c->pp != 0) usage_error("--pp: %d stages do not divide the world of %d ranks%s", c->pp, world, one);
+    const char *ranks = world == 1 ? "rank" : "ranks";  // "a world of 1 rank"
+    if (world % c->pp != 0) usage_error("--pp: %d stages do not divide the world of %d %s%s", c->pp, world, ranks, one);
     if (world % ((long)c->tp * c->pp) != 0)
-        usage_error("--tp %d x --pp %d = %ld ranks does not divide the world of %d ranks (the world is tp x data-parallel x "
-                    "pp%s)", c->tp, c->pp, (long)c->tp * c->pp, world, one);
+        usage_error("--tp %d x --pp %d = %ld ranks does not divide the world of %d %s (the world is tp x data-parallel x "
+                    "pp%s)", c->tp, c->pp, (long)c->tp * c->pp, world, ranks, one);
     if (c->pp > 1 && c->zero_stage >= 2)
         usage_error("-z/--zero-stage %d with --pp %d: stages 2 and 3 reduce gradients and gather weights layer by layer within "
                     "one micro-batch's backward, which 1F1B interleaves across micro-batches; use -z 0 or 1", c->zero_stage, c->pp);

@@ -20,6 +20,7 @@ typedef struct {
     double *idle;                            // per-stage idle fraction (pipelines only), else NULL
     double eta_s;                            // the run's time left at its pace so far
     double time_ms[NUM_PHASES];              // where the step's time went (timing.h): data, forward, ...
+    double comm_ms[NUM_AXES], comm_bytes[NUM_AXES];  // comm's part by axis (TP, the pipeline's sends and waits, ...), and its bytes
     double disk_read, disk_written, disk_wait_ms;  // --offload-device nvme: the step's swap traffic, and time blocked on it
     double tp_bytes[TP_NUM_KINDS];           // --tp: this rank's TP collectives' bytes this step, by kind (tensor_parallel.h)
 } StepResult;
@@ -39,10 +40,15 @@ static const char *model_peak_memory(void) {
     return buf;
 }
 
-static void report_memory_plan(const MemoryPlan *mp) {
+// The optimizer's state by its name: AdamW's moments, or Muon's momentum on the blocks' matrices beside AdamW's
+// moments on the rest (the plan counts the same two floats per parameter for both: muon.h keeps its momentum in m).
+static const char *report_optimizer_state(OptimizerKind k) { return k == OPTIMIZER_MUON ? "Muon + AdamW state" : "AdamW state"; }
+
+static void report_memory_plan(const MemoryPlan *mp, OptimizerKind opt) {
     double mib = 1048576.0;
-    printf0("memory plan per rank: params %.1f MiB | grads %.1f MiB | AdamW state %.1f MiB%s | ", mp->params / mib,
-            mp->grads / mib, mp->optimizer / mib, mp->optimizer_on_host ? " (host: moments, master copy, gradient staging)" : "");
+    printf0("memory plan per rank: params %.1f MiB | grads %.1f MiB | %s %.1f MiB%s | ", mp->params / mib,
+            mp->grads / mib, report_optimizer_state(opt), mp->optimizer / mib,
+            mp->optimizer_on_host ? " (host: moments, master copy, gradient staging)" : "");
     if (mp->working) printf0("working weights %.1f MiB | ", mp->working / mib);
     printf0("activations %.1f MiB | workspace %.1f MiB | ", mp->activations / mib, mp->workspace / mib);
     if (mp->kv_cache) printf0("kv cache %.1f MiB | ", mp->kv_cache / mib);  // the samples' (-s, -g); none without them
@@ -119,7 +125,7 @@ static void report_stage_plans(const Run *r) {
         printf0("stage %d of %d: ranks %d-%d (tp %d x dp %d) | layers %d-%d%s | %d micro-batch%s in flight | %zu parameters per "
                 "rank\n  ", s, pp, s * per_stage, (s + 1) * per_stage - 1, r->tp, r->dp, r->first[s], r->first[s + 1] - 1,
                 holds[0] ? " + the outer unit (embedding, final norm, head)" : "", l.slots, l.slots == 1 ? "" : "es", count);
-        report_memory_plan(&mp);
+        report_memory_plan(&mp, cfg->optimizer);
         int fits = cfg->mem_limit <= 0 || (double)need.device + (backend_memory_is_host() ? need.host : 0) <= cfg->mem_limit * gib;
         all_fit &= fits;
         if (cfg->mem_limit > 0) printf0("  %.2f GiB device state | host RAM %.2f GiB | disk %.2f GiB: %s --mem-limit %g GiB\n",
@@ -135,8 +141,8 @@ static void report_stage_plans(const Run *r) {
                 need.host, need.disk);
     }
     free(holds);
-    if (cfg->mem_limit <= 0) printf0("memory: planned for a layout of %d ranks, not started; this machine is not checked (give "
-                                     "--mem-limit GiB per rank to check each stage against a device)\n", r->world);
+    if (cfg->mem_limit <= 0) printf0("memory: planned for a layout of %d rank%s, not started; this machine is not checked (give "
+                                     "--mem-limit GiB per rank to check each stage against a device)\n", r->world, r->world == 1 ? "" : "s");
     else if (!all_fit) printf0("memory: a stage does not fit --mem-limit %g GiB per rank\n", cfg->mem_limit);
     if (r->logf) fflush(r->logf);
 }
@@ -323,6 +329,15 @@ static void report_step(Run *r, int step, const StepResult *s) {
         printf0("  time ms:");
         for (int k = 0; k < NUM_PHASES; k++) printf0(" %s %.1f%s", PHASE_NAMES[k], s->time_ms[k], k < NUM_PHASES - 1 ? " |" : "");
         printf0(" (sum %.1f of %.1f)\n", timing_sum(s->time_ms), s->ms);
+        if (r->world > 1) {  // comm by axis: its time and the bytes its calls moved on this rank
+            double sum = 0.0;
+            printf0("  comm ms:");
+            for (int k = 0; k < NUM_AXES; k++) {
+                printf0(" %s %.1f (%.0f B)%s", AXIS_NAMES[k], s->comm_ms[k], s->comm_bytes[k], k < NUM_AXES - 1 ? " |" : "");
+                sum += s->comm_ms[k];
+            }
+            printf0(" (sum %.1f of comm %.1f)\n", sum, s->time_ms[PH_COMM]);
+        }
         if (r->tp > 1) {
             printf0("  tp bytes:");
             for (int k = 0; k < TP_NUM_KINDS; k++) printf0(" %s %.0f%s", TP_KIND_NAMES[k], s->tp_bytes[k], k < TP_NUM_KINDS - 1 ? " |" : "\n");
@@ -342,6 +357,13 @@ static void report_step(Run *r, int step, const StepResult *s) {
     fprintf(logf, ", \"eta_s\": %.3f, \"time_ms\": {", s->eta_s);
     for (int k = 0; k < NUM_PHASES; k++) fprintf(logf, "%s\"%s\": %.3f", k ? ", " : "", PHASE_NAMES[k], s->time_ms[k]);
     fprintf(logf, "}");
+    if (r->world > 1) {  // comm by axis (they add up to time_ms's comm) and the bytes each axis moved on rank 0
+        fprintf(logf, ", \"comm_ms\": {");
+        for (int k = 0; k < NUM_AXES; k++) fprintf(logf, "%s\"%s\": %.3f", k ? ", " : "", AXIS_NAMES[k], s->comm_ms[k]);
+        fprintf(logf, "}, \"comm_bytes\": {");
+        for (int k = 0; k < NUM_AXES; k++) fprintf(logf, "%s\"%s\": %.0f", k ? ", " : "", AXIS_NAMES[k], s->comm_bytes[k]);
+        fprintf(logf, "}");
+    }
     // rank 0's swap traffic this step; the wait is part of the phases above (the optimizer's, mostly)
     if (r->nvme) fprintf(logf, ", \"nvme\": {\"read_bytes\": %.0f, \"write_bytes\": %.0f, \"wait_ms\": %.3f}", s->disk_read,
                          s->disk_written, s->disk_wait_ms);

@@ -32,6 +32,7 @@ typedef struct {
     int world, rank;
     int pp_stages, dp, stage, dp_rank;       // the world is tp x dp x pp_stages; rank = tp_rank + tp (dp_rank + dp stage)
     int tp, tp_rank;
+    int sp_default;                          // --sp was not given: on by default with --tp > 1 (its errors say so)
     TpGroup tpg;                             // --tp > 1: the group the model's collectives and gradient sums use
     char *hosts;                             // each rank's node (host name), RUN_HOST bytes per rank
     int B, T, A;
@@ -170,6 +171,7 @@ static void run_setup_world(Run *r, int argc, char **argv) {
     TpMesh mesh = tp_mesh(r->rank, r->tp, r->dp, r->pp_stages);
     r->tp_rank = mesh.tp_rank; r->stage = mesh.stage; r->dp_rank = mesh.dp_rank;
     if (cfg->sp == 1 && r->tp == 1) usage_error("--sp 1: sequence parallelism shards the tensor-parallel ranks' sequence; it needs --tp > 1");
+    r->sp_default = cfg->sp < 0;
     if (cfg->sp < 0) cfg->sp = r->tp > 1;  // on by default with --tp (Megatron's advice)
     config_resolve_batch(cfg, r->dp);
     // which node each rank runs on, for the placement line and the out dir's check
@@ -199,7 +201,9 @@ static void run_setup_tp(Run *r) {
     char msg[400];
     if (tp_shape_error(&s, &t, msg, sizeof(msg))) usage_error("%s (-e/--init %s)", msg, r->init);
     if (cfg->sp && r->T % r->tp != 0)
-        usage_error("--sp 1: -t/--seq-len %d is not a multiple of --tp %d (each rank keeps T / tp positions)", r->T, r->tp);
+        usage_error("%s: -t/--seq-len %d is not a multiple of --tp %d (sequence parallelism keeps T / tp positions per rank); "
+                    "pass --sp 0 to replicate the sequence instead, or a -t/--seq-len that is a multiple of %d", r->sp_default ?
+                    "--sp is on by default with --tp > 1 (--sp 1)" : "--sp 1", r->T, r->tp, r->tp);
     r->mc_rank.tp_size = r->tp;
     r->mc_rank.tp_rank = r->tp_rank;
     r->mc_rank.seq_parallel = cfg->sp;
@@ -260,7 +264,7 @@ static void run_setup_model(Run *r) {
         fclose(model_open_file_for("-e/--init", r->init, &r->mc, &bf16));
         if (cfg->mlp && cfg->mlp - 1 != r->mc.mlp)
             usage_error("--mlp %s: %s is a model file, whose header says %s; --mlp chooses the activation of a fresh model "
-                        "(-e llama-dN or a preset)", MLP_NAMES[cfg->mlp - 1], r->init, MLP_NAMES[r->mc.mlp]);
+                        "(-e llama-dN or a preset)", MLP_CHOICES[cfg->mlp - 1].name, r->init, MLP_CHOICES[r->mc.mlp].name);
     }
     config_check_model(cfg, r->mc.num_layers, r->mc.max_seq_len);
     r->num_params = model_num_params(&r->mc);
@@ -523,6 +527,81 @@ static void run_resume_schedule(Run *r) {
     }
 }
 
+// A fresh run (-y 0) into an out dir that holds checkpoints would write its own beside another run's, and a later
+// -y 1 would resume whichever is newer: it stops here, before anything is allocated or written, naming -y 1 (to
+// resume them) and a new folder; --replace-checkpoints 1 moves them aside instead (never deletes them). Every
+// rank sees the same out dir (run_check_out_dir), so every rank decides alike; rank 0 speaks.
+static void run_fresh_out_dir(Run *r) {
+    const char *dir = r->cfg.out_dir;
+    if (!dir) return;
+    int steps[4096];
+    int n = checkpoint_list(dir, steps, 4096);
+    if (n == 0) return;
+    if (r->cfg.dry_run) {  // it writes nothing and moves nothing; it says what the run would do
+        printf0("note: -o/--out-dir %s holds another run's checkpoints (newest: step %d): the run would %s\n", dir, steps[n - 1],
+                r->cfg.replace_checkpoints ? "move them aside (--replace-checkpoints 1)" : "stop (pass -y 1 to resume it, or a new -o)");
+        return;
+    }
+    if (r->cfg.replace_checkpoints) {
+        comm_barrier(&r->comm);  // every rank has listed them before rank 0 moves them
+        char moved[4300];
+        if (r->rank == 0) {
+            checkpoint_move_aside(dir, moved, sizeof(moved));
+            printf("--replace-checkpoints: moved the %d checkpoint%s in %s (steps %d to %d) aside to %s/\n", n, n == 1 ? "" : "s",
+                   dir, steps[0], steps[n - 1], moved);
+        }
+        comm_barrier(&r->comm);
+        return;
+    }
+    if (r->rank == 0)
+        fprintf(stderr, "error: -o/--out-dir %s holds another run's checkpoints (%d, the newest of step %d: %s/model_%08d.bin); "
+                "this run starts fresh (-y 0) and would write beside them, so it stops before writing anything: pass -y 1 to "
+                "resume that run, or a new -o folder for a new run (or --replace-checkpoints 1 to move them aside into "
+                "%s/replaced-K/)\n", dir, n, steps[n - 1], dir, steps[n - 1], dir);
+    comm_finalize(&r->comm);
+    exit(EXIT_FAILURE);
+}
+
+// The descriptor that makes a fresh model of c's shape ("llama-d4", "d6 --mlp relu2"), or "" if none does (a
+// preset's or an imported model's shape): for the resume refusal's advice.
+static void run_descriptor_for(const ModelConfig *c, char *out, size_t n) {
+    out[0] = '\0';
+    for (int f = 0; f < NUM_FAMILIES; f++) {
+        const char *pat = FAMILIES[f]->fresh;  // "dN", "llama-dN"
+        const char *N = strchr(pat, 'N');
+        if (!N) continue;
+        for (int d = 1; d <= 64; d++) {
+            char desc[64];
+            snprintf(desc, sizeof(desc), "%.*s%d", (int)(N - pat), pat, d);
+            for (int mlp = -1; mlp < NUM_MLPS; mlp++) {
+                ModelConfig t;
+                char why[512];
+                memset(&t, 0, sizeof(t));
+                if (!FAMILIES[f]->from_descriptor(desc, c->vocab_size, &t)) break;
+                if (mlp >= 0 && (mlp == t.mlp || model_choose_mlp(&t, mlp, why, sizeof(why)))) continue;
+                if (memcmp(&t, c, sizeof(t)) == 0) {
+                    snprintf(out, n, "%s%s%s", desc, mlp >= 0 ? " --mlp " : "", mlp >= 0 ? MLP_CHOICES[mlp].name : "");
+                    return;
+                }
+            }
+        }
+    }
+}
+
+// The checkpoint's model is not the one -e (or its default, d2) describes: both shapes named, and the -e that
+// resumes it (its descriptor, or the checkpoint's own model file, which always does).
+static void run_refuse_shape(const Run *r, const ModelConfig *saved, const char *mp) {
+    char have[256], want[256], desc[96];
+    saved->family->shape_text(saved, want, sizeof(want));
+    r->mc.family->shape_text(&r->mc, have, sizeof(have));
+    run_descriptor_for(saved, desc, sizeof(desc));
+    char fix[4400];
+    if (desc[0]) snprintf(fix, sizeof(fix), "-e %s (or -e %s)", desc, mp);
+    else snprintf(fix, sizeof(fix), "-e %s", mp);
+    fatal("%s: the checkpoint's model is %s; this run's (-e %s%s) is %s: pass %s to resume it", mp, want, r->init,
+          strcmp(r->init, "d2") == 0 ? ", the default without -e" : "", have, fix);
+}
+
 // Resume: the newest complete checkpoint in the out dir replaces the initial weights, and its state
 // (step, data position, sampler, AdamW moments, loss scaler) is kept for run_build.
 static void run_resume(Run *r) {
@@ -531,7 +610,7 @@ static void run_resume(Run *r) {
     r->lr_span = cfg->lr_steps > 0 ? cfg->lr_steps : cfg->steps;
     if (cfg->out_dir) run_make_out_dir(cfg->out_dir);
     if (cfg->out_dir) run_check_out_dir(r);
-    if (!cfg->resume) return;
+    if (!cfg->resume) { run_fresh_out_dir(r); return; }
     int steps[4096];
     int n = checkpoint_list(cfg->out_dir, steps, 4096);
     if (n == 0) {
@@ -543,21 +622,28 @@ static void run_resume(Run *r) {
     ModelConfig rc;
     int bf16;
     fclose(model_open_file_for(NULL, mp, &rc, &bf16));  // its weights are read by run_load_weights
-    if (memcmp(&rc, &r->mc, sizeof(rc)) != 0) fatal("%s: model shape differs from -e/--init's", mp);
+    if (memcmp(&rc, &r->mc, sizeof(rc)) != 0) run_refuse_shape(r, &rc, mp);
     TrainState *s = &r->resumed;
     state_read(sp, s, NULL, NULL);
     if (s->num_params != r->num_params) fatal("%s: parameter count differs from the model's", sp);
     if (s->B != r->B || s->T != r->T || (long)s->grad_accum * s->world != (long)r->A * r->dp) {
-        fatal("%s: saved with micro-batch %d, seq %d, %d micro-batches per step; this run has %d, %d, %d "
-              "(the data order would differ)", sp, s->B, s->T, s->grad_accum * s->world, r->B, r->T, r->A * r->dp);
+        long per_step = (long)s->grad_accum * s->world;  // micro-batches per step over all data-parallel ranks
+        char fix[320];
+        if (per_step % r->dp == 0) snprintf(fix, sizeof(fix), "pass -b %d -t %d --grad-accum %ld to resume it", s->B, s->T, per_step / r->dp);
+        else snprintf(fix, sizeof(fix), "its %ld micro-batches per step do not split over this run's %d data-parallel ranks: resume "
+                      "with -b %d -t %d and a number of data-parallel ranks that divides %ld", per_step, r->dp, s->B, s->T, per_step);
+        fatal("%s: saved with micro-batch %d, seq %d, %ld micro-batches per step; this run has %d, %d, %d "
+              "(the data order would differ): %s", sp, s->B, s->T, per_step, r->B, r->T, r->A * r->dp, fix);
     }
     if (s->seed != cfg->seed || s->shuffle != cfg->shuffle) {
         fatal("%s: saved with --seed %llu --shuffle %d; pass the same to resume", sp, (unsigned long long)s->seed, s->shuffle);
     }
     if (s->optimizer != (int)cfg->optimizer) {
-        fatal("%s: saved by a run with --optimizer %s; this run has --optimizer %s (the state's moments are %s's; resume "
-              "with --optimizer %s)", sp, s->optimizer == OPTIMIZER_MUON ? "muon" : "adamw", OPTIMIZER_NAMES[cfg->optimizer],
-              s->optimizer == OPTIMIZER_MUON ? "Muon" : "AdamW", s->optimizer == OPTIMIZER_MUON ? "muon" : "adamw");
+        const char *saved = s->optimizer == OPTIMIZER_MUON ? "muon" : "adamw";
+        fatal("%s: saved by a run with --optimizer %s; this run has --optimizer %s (the state's moments are %s's): resume "
+              "with --optimizer %s, or start a new run from its weights alone with -e %s --optimizer %s -o and a new folder "
+              "(-y 0: the step, data position and moments start afresh)", sp, saved, OPTIMIZER_NAMES[cfg->optimizer],
+              s->optimizer == OPTIMIZER_MUON ? "Muon" : "AdamW", saved, mp, OPTIMIZER_NAMES[cfg->optimizer]);
     }
     int flags = (cfg->doc_mask ? 1 : 0) | (cfg->doc_rope_restart ? 2 : 0);
     int same_windows = attn_masks_same_windows(s, r->attn_window, r->mc.num_layers);
@@ -570,7 +656,7 @@ static void run_resume(Run *r) {
               cfg->doc_mask, cfg->doc_rope_restart, !r->any_window ? "no sliding window" : same_windows ? "the same windows" : s->window_period ? "other windows" : "sliding windows");
     }
     r->start_step = s->step;
-    printf0("resume: step %d from %s (saved by %d rank%s)\n", r->start_step, sp, s->world, s->world == 1 ? "" : "s");
+    printf0("resume: step %d from %s (saved by %d data-parallel rank%s)\n", r->start_step, sp, s->world, s->world == 1 ? "" : "s");
     run_resume_schedule(r);
 }
 

@@ -96,7 +96,7 @@ static void run_plan(Run *r) {
     r->need = plan_need(&layout, run_plan_choice(r), &r->plan);
     report_run_header(r);
     if (cfg->world) { report_stage_plans(r); return; }  // --dry-run --world N: every stage's ranks, not this machine's
-    report_memory_plan(&r->plan);
+    report_memory_plan(&r->plan, cfg->optimizer);
     report_memory_fit(r);
 }
 
@@ -114,6 +114,12 @@ static void run_build(Run *r) {
     comm_split(&r->comm, r->rank / tp, tpr, &r->tp_comm);
     TpDims td = model_tp_dims(&r->mc_rank);
     comm_split(&r->comm, (r->rank / tp) * tp + tpr / tp_kv_replicas(&td), tpr, &r->kv_comm);
+    // each group's role: --timing charges its calls to an axis by it (comm.h's comm_axis)
+    comm_set_role(&r->dp_comm, COMM_ROLE_DP);
+    comm_set_role(&r->pp_comm, COMM_ROLE_PIPE);
+    comm_set_role(&r->tied_comm, COMM_ROLE_TIED);
+    comm_set_role(&r->tp_comm, COMM_ROLE_TP);
+    comm_set_role(&r->kv_comm, COMM_ROLE_TP);
     size_t act_before = backend_scratch_allocated();
     r->model = model_create(&r->mc_rank, r->B, r->T, cfg->recompute, r->first[stage], r->first[stage + 1], r->slots,
                             cfg->zero_stage == 3);
@@ -313,6 +319,8 @@ static StepResult run_step(Run *r, int step) {
     }
     STEP_END(step + 1);
     memcpy(s.time_ms, timing.step_ms, sizeof(s.time_ms));
+    memcpy(s.comm_ms, timing.comm_ms, sizeof(s.comm_ms));
+    memcpy(s.comm_bytes, timing.comm_bytes, sizeof(s.comm_bytes));
     double ms = (wall_seconds() - t0) * 1e3;
     if (timing.profile) { timing.profiled_ms += ms; timing.profiled_steps++; }
     double tps = cfg->total_batch_tokens / (ms / 1e3);
@@ -367,7 +375,7 @@ static void run_checkpoint(Run *r, int done) {
     if (r->rank == 0) {
         ckpt_commit(mtmp, mp);
         ckpt_commit(stmp, sp);  // last: its presence marks the checkpoint complete
-        checkpoint_prune(cfg->out_dir, cfg->keep_checkpoints);
+        checkpoint_prune(cfg->out_dir, cfg->keep_checkpoints, done);
         printf("checkpoint: %s and %s\n", mp, sp);
     }
     comm_barrier(&r->comm);

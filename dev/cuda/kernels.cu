@@ -5,6 +5,7 @@
 //   ./dev/cuda/kernels check llama                         # only the Llama family's (cuda/norms.cuh, cuda/rope.cuh, cuda/activations.cuh, GQA)
 //   ./dev/cuda/kernels check muon                          # only Muon's (cuda/muon.cuh: momentum, step, Newton-Schulz)
 //   ./dev/cuda/kernels check classifier                    # only the classifier on sharp 50k-wide rows
+//   ./dev/cuda/kernels check edges                         # the layers' kernels at the shapes of their edges (below)
 //                                                          # (--tp's vocabulary-parallel kernels: kernels_vocab.h)
 //   ./dev/cuda/kernels bench                               # ms and GB/s or TFLOP/s per kernel, bf16
 //                                                          # (fused epilogues and staged classifier beside the unfused)
@@ -508,6 +509,16 @@ static void check_llama_elementwise(int B, int T, int NH, int KV, int hd, int H)
     cpu::swiglu_backward(so, sd, fc, BT, H);
     from_dev_x(sg, dsi, n2);
     expect("swiglu_backward dinp (up | gate)", rel_err(sg, so, n2), tol());
+    // GeGLU (--mlp geglu) on the same packed input and output gradient
+    geglu_forward(dso, dfc, BT, H);
+    cpu::geglu_forward(so, fc, BT, H);
+    from_dev_x(sg, dso, n1);
+    expect("geglu_forward", rel_err(sg, so, n1), tol());
+    floatX *dgi = to_dev_x(fc, n2);
+    geglu_backward(dgi, dsd, dfc, BT, H);
+    cpu::geglu_backward(so, sd, fc, BT, H);
+    from_dev_x(sg, dgi, n2);
+    expect("geglu_backward dinp (up | gate)", rel_err(sg, so, n2), tol());
 }
 
 // Grouped-query attention (backend.h's attention_gqa_*: cuda/attention.cuh's flash kernels, cuda/decode.cuh's decoder)
@@ -730,6 +741,33 @@ int main(int argc, char **argv) {
             x_prec = precs[i]; x_bytes = x_prec == PREC_FP32 ? 4 : 2;
             check_llama();
         }
+        printf("%d passed, %d failed\n", passes, fails);
+        return fails ? 1 : 0;
+    }
+    // `check edges`: what the emulated suite runs again in other thread and block orders and under AddressSanitizer,
+    // after the whole check in the forward order and under the race detector. The layers' kernels (every kernel of
+    // check_all, the Llama family's, --tp's vocabulary kernels, the backend's reductions), each at the shapes that
+    // reach its edges: ragged T across tiles, head sizes 32, 48 (padded) and 128, C not a multiple of 64, B*T that no
+    // block size divides, LayerNorm's backward past 48 KiB of shared memory; and the update's ragged and misaligned
+    // segments (AdamW, the verdict). Left to the whole check: the aligned shapes (the test model's, GPT-2's head size
+    // 64 at T = 256, 2048 rows), the sharp 50k rows, Muon and the rounding statistics (256 updates of 4096 elements),
+    // whose threads share nothing that an order could change; the race detector checks every access of those in full
+    // (an access outside every allocation included).
+    if (argc > 2 && strcmp(argv[2], "edges") == 0) {
+        for (int i = 0; i < 3; i++) {
+            x_prec = precs[i]; x_bytes = x_prec == PREC_FP32 ? 4 : 2;
+            check_all(2, 100, 128, 4, 500, 512);   // ragged T, hs 32
+            check_all(2, 72, 256, 2, 300, 320);    // hs 128, T ragged across two tiles
+            check_all(1, 130, 192, 4, 200, 256);   // hs 48 (padded to 64), C not a multiple of 64, B*T odd-sized
+            check_all(3, 37, 48, 3, 77, 128);      // hs 16, C not a multiple of 64, B*T = 111 rows
+            check_rows(3, 200, 1024);              // LayerNorm's backward over 48 KiB of shared memory
+            check_llama();
+            check_vocab(2, 40, 64, 70, 32, 3);
+            check_vocab(1, 64, 36, 60, 64, 2);
+        }
+        check_backend();
+        for (int i = 0; i < 3; i++) check_multi_adamw(precs[i]);
+        check_verdict();
         printf("%d passed, %d failed\n", passes, fails);
         return fails ? 1 : 0;
     }

@@ -47,6 +47,8 @@ SUITES = {
     "shards": ([], f"{PY} test/test_shards.py --tokenize ./tokenize --encoder {DATA}/gpt2_encoder.json "
                    f"--merges {DATA}/gpt2_vocab.bpe --text {DATA}/tinyshakespeare.txt"),
     "hf": (["test/hf_forward"], "bash test/test_hf.sh"),
+    "hf-llama": (["test/hf_forward"], f"{TORCH_PY} test/test_hf_llama.py"),
+    "tp": ([], "bash test/test_tp.sh"),
     "eval-mc": ([], "bash test/test_eval_mc.sh"),
     "emu-kernels": (["dev/cuda/kernels_emu"], "./dev/cuda/kernels_emu check"),
     "emu-attention": (["dev/cuda/attention_emu"], "./dev/cuda/attention_emu check small"),
