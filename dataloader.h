@@ -11,6 +11,13 @@
 // (magic 20240520, version 1: GPT-2's) or uint32 (20240801, version 7: llm.c's Llama 3 form, for
 // vocabularies over 65,536); each shard says which. A token outside the model's vocabulary is an
 // error naming the shard and the token's position.
+//
+// Documents (--doc-mask): ./tokenize records the separator token it wrote between documents in two free slots of
+// the header ([3] SHARD_DOC_SEP_TAG, [4] the separator's id; llm.c's readers look at [0..2] only). With a separator
+// set (dataloader_set_doc_sep) each micro-batch also gives doc_start (B, T): for each input token, the position in
+// its row where its document starts. The token after a separator starts a new document, so a separator belongs to
+// the document it ends (torchtitan's block-causal mask for Llama 3 counts it so); a row's first token starts a
+// document wherever the row begins.
 #ifndef DATALOADER_H
 #define DATALOADER_H
 
@@ -23,6 +30,7 @@
 #define SHARD_MAGIC_U32 20240801
 #define SHARD_VERSION_U32 7
 #define SHARD_HEADER_BYTES 1024
+#define SHARD_DOC_SEP_TAG 20261206  // header[3]: header[4] is the document separator's id
 
 typedef struct {
     char *path;        // file, or a name for an in-memory shard
@@ -30,6 +38,7 @@ typedef struct {
     long ntok;
     int tok_bytes;     // 2 (uint16 tokens) or 4 (uint32)
     long nwin;         // micro-batch windows in this shard
+    int doc_sep;       // the document separator its header records, -1 none (and for in-memory shards)
 } Shard;
 
 typedef struct {
@@ -53,12 +62,15 @@ typedef struct {
     // the micro-batch just read
     unsigned char *buf; // B*T+1 tokens as the shard stores them
     int *inputs, *targets;
+    int doc_sep;        // the document separator (dataloader_set_doc_sep), -1: no document starts
+    int *doc_start;     // with a separator: (B, T), each input token's document start in its row; else NULL
     int cur_shard;
     long cur_offset;
 } DataLoader;
 
-// Reads and checks a shard's header and size; returns its token count, and *tok_bytes 2 or 4.
-static long shard_check_file(const char *path, int *tok_bytes) {
+// Reads and checks a shard's header and size; returns its token count, and *tok_bytes 2 or 4, *doc_sep the
+// separator its header records (-1: none; NULL: not asked).
+static long shard_check_file_sep(const char *path, int *tok_bytes, int *doc_sep) {
     FILE *fp = fopenCheck(path, "rb");
     int header[256];
     fseekCheck(fp, 0, SEEK_END, path);
@@ -75,6 +87,7 @@ static long shard_check_file(const char *path, int *tok_bytes) {
     int want = wide ? SHARD_VERSION_U32 : SHARD_VERSION;
     if (header[1] != want) fatal("%s: shard version %d, expected %d (for magic %d)", path, header[1], want, header[0]);
     *tok_bytes = wide ? 4 : 2;
+    if (doc_sep) *doc_sep = header[3] == SHARD_DOC_SEP_TAG ? header[4] : -1;
     long n = header[2];
     if (n < 0 || size != SHARD_HEADER_BYTES + (long)*tok_bytes * n) {
         fatal("%s: header says %ld tokens (%ld bytes) but the file has %ld bytes (truncated?)", path, n,
@@ -82,6 +95,7 @@ static long shard_check_file(const char *path, int *tok_bytes) {
     }
     return n;
 }
+static long shard_check_file(const char *path, int *tok_bytes) { return shard_check_file_sep(path, tok_bytes, NULL); }
 
 static void dataloader_setup(DataLoader *dl, int B, int T, int rank, int world, int shuffle, uint64_t seed, int vocab_size) {
     dl->B = B; dl->T = T; dl->rank = rank; dl->world = world;
@@ -109,6 +123,37 @@ static void dataloader_setup(DataLoader *dl, int B, int T, int rank, int world, 
     dl->buf = (unsigned char *)mallocCheck((bt + 1) * sizeof(uint32_t));
     dl->inputs = (int *)mallocCheck(bt * sizeof(int));
     dl->targets = (int *)mallocCheck(bt * sizeof(int));
+    dl->doc_sep = -1;
+    dl->doc_start = NULL;
+}
+
+// The separator every shard records (--doc-mask's), or -1 with *missing the first shard that records none
+// (or, where two disagree, -2 with *missing the second of them).
+static int dataloader_recorded_sep(const DataLoader *dl, const char **missing) {
+    int sep = dl->shards[0].doc_sep;
+    for (int i = 0; i < dl->nshards; i++) {
+        if (dl->shards[i].doc_sep < 0) { *missing = dl->shards[i].path; return -1; }
+        if (dl->shards[i].doc_sep != sep) { *missing = dl->shards[i].path; return -2; }
+    }
+    return sep;
+}
+
+// From now on each micro-batch gives doc_start by separator `sep` (>= 0).
+static void dataloader_set_doc_sep(DataLoader *dl, int sep) {
+    dl->doc_sep = sep;
+    if (!dl->doc_start) dl->doc_start = (int *)mallocCheck((size_t)dl->B * dl->T * sizeof(int));
+}
+
+// Each input token's document start in its row: 0 until the first separator, then one past the latest separator
+// before it (the separator itself ends its document).
+static void dataloader_doc_starts(int *doc_start, const int *inputs, int B, int T, int sep) {
+    for (int b = 0; b < B; b++) {
+        int start = 0;
+        for (int t = 0; t < T; t++) {
+            doc_start[(size_t)b * T + t] = start;
+            if (inputs[(size_t)b * T + t] == sep) start = t + 1;
+        }
+    }
 }
 
 // Opens every shard matching `pattern` and checks them all before any training starts.
@@ -124,7 +169,7 @@ static void dataloader_init(DataLoader *dl, const char *pattern, const char *fla
     dl->shards = (Shard *)callocCheck(dl->nshards, sizeof(Shard));
     for (int i = 0; i < dl->nshards; i++) {
         dl->shards[i].path = strdup(g.gl_pathv[i]);
-        dl->shards[i].ntok = shard_check_file(g.gl_pathv[i], &dl->shards[i].tok_bytes);
+        dl->shards[i].ntok = shard_check_file_sep(g.gl_pathv[i], &dl->shards[i].tok_bytes, &dl->shards[i].doc_sep);
     }
     globfree(&g);
     dataloader_setup(dl, B, T, rank, world, shuffle, seed, vocab_size);
@@ -140,6 +185,7 @@ static void dataloader_init_memory(DataLoader *dl, const char *name, uint16_t *t
     dl->shards[0].mem = tokens;
     dl->shards[0].ntok = ntok;
     dl->shards[0].tok_bytes = 2;
+    dl->shards[0].doc_sep = -1;
     dataloader_setup(dl, B, T, rank, world, shuffle, seed, vocab_size);
 }
 
@@ -218,6 +264,7 @@ static void dataloader_next(DataLoader *dl) {
         if (i < n - 1) dl->inputs[i] = (int)tok;
         if (i > 0) dl->targets[i - 1] = (int)tok;
     }
+    if (dl->doc_start) dataloader_doc_starts(dl->doc_start, dl->inputs, dl->B, dl->T, dl->doc_sep);
     dl->cur_shard = s;
     dl->cur_offset = off;
 }
@@ -236,6 +283,7 @@ static void dataloader_free(DataLoader *dl) {
     free(dl->buf);
     free(dl->inputs);
     free(dl->targets);
+    free(dl->doc_start);
 }
 
 // ----------------------------------------------------------------------------

@@ -133,6 +133,7 @@ static void pp_run_step(Pipeline *p, DataLoader *loader, int micro, int B, int T
                 timing_phase(PH_DATA);
                 dataloader_next(loader);
                 timing_phase(PH_FORWARD);
+                model_doc_starts(m, loader->doc_start, B, T);  // every stage: each layer's attention masks by them
                 if (graphed) {
                     pp_forward_graphed(p, loader->inputs, loader->targets, B, T, dloss);
                     break;
@@ -161,12 +162,14 @@ static void pp_run_step(Pipeline *p, DataLoader *loader, int micro, int B, int T
 }
 
 // A forward without backward (validation, sampling): the micro-batch goes through every stage in
-// turn. The last stage returns the loss (with targets); the others return 0.
-static float pp_forward_only(Pipeline *p, const int *inputs, const int *targets, int B, int T) {
+// turn. The last stage returns the loss (with targets); the others return 0. doc_start: the rows' document starts
+// (dataloader.h's, with --doc-mask), or NULL: each row one document (a sample, a multiple-choice item).
+static float pp_forward_only_docs(Pipeline *p, const int *inputs, const int *targets, const int *doc_start, int B, int T) {
     Model *m = p->z->model;
     size_t n = pp_message_count(m, B, T);
     int last = p->stages - 1;
     model_use_slot(m, 0);
+    model_doc_starts(m, doc_start, B, T);
     if (p->stage == 0) zero_embed_forward(p->z, inputs, B, T);
     else pp_recv(p, model_stage_input(m, B, T), n, p->stage - 1, pp_tag(0, 0));
     pp_stage_forward(p);
@@ -178,6 +181,9 @@ static float pp_forward_only(Pipeline *p, const int *inputs, const int *targets,
     }
     pp_wait_sends(p);
     return loss;
+}
+static float pp_forward_only(Pipeline *p, const int *inputs, const int *targets, int B, int T) {
+    return pp_forward_only_docs(p, inputs, targets, NULL, B, T);
 }
 
 #endif

@@ -617,6 +617,7 @@ static int cmd_shards(const Args *a) {
     load_tokenizer(a, &t);
     t.eot_token = doc_token(a, &t);    // set before the pool shares t with its threads
     w.wide = t.vocab_size > 65536;     // ids above 65535 need llm.c's uint32 shards
+    w.doc_sep = t.eot_token;           // recorded in every shard's header: the trainer's --doc-mask reads it
     make_dirs(a->out_dir);
     corpus_cleanup = remove_tmp;
     signal(SIGXFSZ, SIG_IGN);  // a file size limit is then a write error (EFBIG), cleaned up like a full disk

@@ -39,6 +39,9 @@ static inline int attn_mask_tile_empty(const AttnMask *m, int b, int T, int q0, 
     return k1 - 1 < attn_mask_first_key(m, b, T, q0);
 }
 
+// Whether the mask is plain causal (NULL, or no window and no document mask): every build's first kernels.
+static inline int attn_mask_is_causal(const AttnMask *m) { return m == NULL || (m->window == 0 && m->doc_start == NULL); }
+
 // The (query, key) pairs the mask leaves visible in row b: the attention's work, counted exactly.
 static inline long long attn_mask_visible_pairs(const AttnMask *m, int b, int T) {
     long long n = 0;

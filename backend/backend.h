@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include "../arch/family.h"  // ModelConfig, the families and their tables
 #include "../optim/adamw.h"  // AdamWArgs and AdamWSegment, which the optimizer's calls take
+#include "../arch/attn_mask.h"  // AttnMask: which keys a query sees, every attention call's last argument
 
 // ---- the element of activations and working weights ----
 // floatX, X_BYTES: a build whose element is chosen at run time (the CUDA build) declares floatX as an incomplete
@@ -75,10 +76,15 @@ static void matmul_forward_residual(floatX *out, const floatX *residual, const f
                                     const floatX *bias, int N, int C, int OC);  // out = residual + matmul_forward
 static void matmul_backward_dgelu(floatX *dinp, float *dweight, float *dbias, const floatX *dout, const floatX *inp,
                                   const floatX *weight, const floatX *pre, int N, int C, int OC);  // dinp *= gelu'(pre)
-static void attention_forward(floatX *out, float *att, const floatX *qkv, int B, int T, int C, int NH);
+// Attention's mask (arch/attn_mask.h; NULL or {0, NULL}: plain causal): the forward and backward read its doc_start
+// in device memory ((B, T) ints); the decode takes a window only (the generated token's document is the prompt's,
+// so doc_start must be NULL there): the keys it reads are the window's, rows max(0, t - window + 1)..t.
+static void attention_forward(floatX *out, float *att, const floatX *qkv, int B, int T, int C, int NH,
+                              const AttnMask *mask);
 static void attention_backward(floatX *dqkv, const floatX *dout, const floatX *qkv, const floatX *out, const float *att,
-                               int B, int T, int C, int NH);
-static void attention_decode(floatX *out, const floatX *qkv, int t, int C, int NH);  // one new token vs the cache
+                               int B, int T, int C, int NH, const AttnMask *mask);
+static void attention_decode(floatX *out, const floatX *qkv, int t, int C, int NH,
+                             const AttnMask *mask);  // one new token vs the cache
 // The backward's workspace (backend_att_workspace_bytes(B, NH, T, C), the memory plan's; a build without one
 // says 0): model_create allocates it and hands it over here.
 static void attention_workspace(void *p, size_t bytes);
@@ -154,14 +160,14 @@ static void geglu_backward(floatX *dinp, const floatX *dout, const floatX *inp, 
 // (the CUDA build: no pass of its own over q and k), which is when model.h passes the tables.
 static int backend_fuses_rope(void);
 static void attention_gqa_forward(floatX *out, float *att, const floatX *qkv, int B, int T, int NH, int KV, int hd,
-                                  const float *rope_cos, const float *rope_sin);
+                                  const float *rope_cos, const float *rope_sin, const AttnMask *mask);
 static void attention_gqa_backward(floatX *dqkv, const floatX *dout, const floatX *qkv, const floatX *out,
                                    const float *att, int B, int T, int NH, int KV, int hd, const float *rope_cos,
-                                   const float *rope_sin);
+                                   const float *rope_sin, const AttnMask *mask);
 // Decoding one token at position t: q (NH hd, after RoPE) against the key/value cache rows 0..t (its own key and
 // value already stored at row t). kcache, vcache: (rows, KV hd) each, of one layer. out (NH hd).
 static void attention_gqa_decode(floatX *out, const floatX *q, const floatX *kcache, const floatX *vcache, int t, int NH,
-                                 int KV, int hd);
+                                 int KV, int hd, const AttnMask *mask);
 // The encoder without a position table: encoder_forward/backward are called with wpe = NULL and dwpe = NULL
 // (out = wte[token] only); a build's encoder must accept that.
 static void backend_decode_begin(void);  // generation starts: the weights hold still until backend_decode_end

@@ -5,6 +5,7 @@
 #define CUDA_DECODE_CUH
 
 #include "common.cuh"
+#include "../arch/attn_mask.h"  // AttnMask: the window a decode reads
 
 // One new token's attention over cached rows 0..t. q: the token's NH query heads (hs each, after RoPE); k and v: row 0
 // of the cached keys and values, rows ld apart, key/value head j at columns j*hs; query head h reads key/value head
@@ -70,12 +71,22 @@ static void attention_decode_launch(floatX *out, const floatX *q, const floatX *
     launchCheck();
 }
 
-// GPT-2: qkv holds rows 0..t of (B = 1, T, 3C); row t's q against the k and v of rows 0..t.
-static void attention_decode(floatX *out, const floatX *qkv, int t, int C, int NH) {
+// The first cache row a decoded token at t reads (backend.h): the window's, max(0, t - window + 1), else 0. The
+// kernel then runs over rows f..t as if they were 0..t - f (its keys and values start f rows on): the same keys in
+// the same order as the CPU build's windowed row. The generated token's document is the prompt's: no doc_start.
+static int attn_decode_first(const AttnMask *mask, int t, const char *who) {
+    if (mask && mask->doc_start) internal_fault("%s given a document mask: generation is one document", who);
+    return mask && mask->window > 0 && t - mask->window + 1 > 0 ? t - mask->window + 1 : 0;
+}
+
+// GPT-2: qkv holds rows 0..t of (B = 1, T, 3C); row t's q against the k and v of rows 0..t (the window's rows).
+static void attention_decode(floatX *out, const floatX *qkv, int t, int C, int NH, const AttnMask *mask) {
+    const int f = attn_decode_first(mask, t, "attention_decode");
     WITH_X({
         const xt *x = (const xt *)qkv;
-        attention_decode_launch(out, (const floatX *)(x + (size_t)t * 3 * C), (const floatX *)(x + C),
-                                (const floatX *)(x + 2 * C), 3L * C, t, NH, C / NH, 1, "attention_decode");
+        attention_decode_launch(out, (const floatX *)(x + (size_t)t * 3 * C), (const floatX *)(x + (size_t)f * 3 * C + C),
+                                (const floatX *)(x + (size_t)f * 3 * C + 2 * C), 3L * C, t - f, NH, C / NH, 1,
+                                "attention_decode");
     });
 }
 
@@ -95,8 +106,13 @@ static void kv_cache_store(floatX *kcache, floatX *vcache, const floatX *qkv_row
 // One new token (q: NH hd, after RoPE; its key and value already stored at row t) over cache rows 0..t; query head h
 // reads the cache's key/value head h / (NH / KV) in place.
 static void attention_gqa_decode(floatX *out, const floatX *q, const floatX *kcache, const floatX *vcache, int t, int NH,
-                                 int KV, int hd) {
-    attention_decode_launch(out, q, kcache, vcache, (long)KV * hd, t, NH, hd, NH / KV, "attention_gqa_decode");
+                                 int KV, int hd, const AttnMask *mask) {
+    const int f = attn_decode_first(mask, t, "attention_gqa_decode");
+    WITH_X({
+        const size_t skip = (size_t)f * KV * hd;  // f rows of the cache
+        attention_decode_launch(out, q, (const floatX *)((const xt *)kcache + skip), (const floatX *)((const xt *)vcache + skip),
+                                (long)KV * hd, t - f, NH, hd, NH / KV, "attention_gqa_decode");
+    });
 }
 
 #endif  // CUDA_DECODE_CUH

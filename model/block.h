@@ -47,6 +47,8 @@ typedef struct {
     float eps;
     const float *rope_cos, *rope_sin;  // POS_ROPE: (maxT, hd/2) each, row p for position p
     int rope_in_attention;             // block_rope_in_attention
+    AttnMask mask;                     // this layer's (model_layer_mask): its window, the micro-batch's documents
+    const int *rope_doc;               // --doc-rope-restart: the micro-batch's document starts on the host (B, T), else NULL
 } Block;
 
 // Whether attention applies RoPE as it reads q and k (backend_fuses_rope: the CUDA build), so that qkv keeps them
@@ -79,6 +81,20 @@ static void block_norm_backward(const Block *d, floatX *dinp, float *dw, float *
 // a->qkv ends as attention reads it (q and k unrotated where rope_in_attention). Where QK-norm is on, the matmul
 // writes qkv_pre.
 // ln1: the norm's output as the matmul reads it (a->ln1, or with --sp its rows gathered).
+// RoPE over each document of each row with positions from 0 (--doc-rope-restart): the rows' documents one at a time,
+// as sequences of their own (rope_forward's tables from row 0). backward: rope_backward the same way.
+static void block_rope_docs(const Block *d, floatX *qkv, int B, int T, int backward) {
+    for (int b = 0; b < B; b++)
+        for (int s = 0; s < T;) {
+            int e = s + 1;
+            while (e < T && d->rope_doc[(size_t)b * T + e] == d->rope_doc[(size_t)b * T + s]) e++;
+            floatX *x = (floatX *)((char *)qkv + ((size_t)b * T + s) * d->QKV * X_BYTES);  // row (b, s)
+            if (backward) rope_backward(x, d->rope_cos, d->rope_sin, 1, e - s, d->NH, d->KV, d->hd);
+            else rope_forward(x, d->rope_cos, d->rope_sin, 1, e - s, d->NH, d->KV, d->hd);
+            s = e;
+        }
+}
+
 static void block_qkv_forward(const Block *d, const ActivationTensors *a, const LayerWeights *w, int B, int T, int pos0,
                               const floatX *ln1) {
     const ModelConfig *c = d->c;
@@ -88,7 +104,9 @@ static void block_qkv_forward(const Block *d, const ActivationTensors *a, const 
     switch (c->positions) {
         case POS_LEARNED: break;  // the embedding added them
         case POS_ROPE:
-            if (!d->rope_in_attention) {
+            if (d->rope_doc && pos0 == 0) {
+                block_rope_docs(d, a->qkv, B, T, 0);
+            } else if (!d->rope_in_attention) {
                 size_t row = (size_t)pos0 * (d->hd / 2);
                 rope_forward(a->qkv, d->rope_cos + row, d->rope_sin + row, B, T, d->NH, d->KV, d->hd);
             }
@@ -103,7 +121,8 @@ static const floatX *block_qkv_backward(const Block *d, const GradActTensors *ga
     switch (d->c->positions) {
         case POS_LEARNED: break;
         case POS_ROPE:  // where attention rotated q and k in its loads, dQ and dK came back un-rotated
-            if (!d->rope_in_attention) rope_backward(ga->dqkv, d->rope_cos, d->rope_sin, B, T, d->NH, d->KV, d->hd);
+            if (d->rope_doc) block_rope_docs(d, ga->dqkv, B, T, 1);
+            else if (!d->rope_in_attention) rope_backward(ga->dqkv, d->rope_cos, d->rope_sin, B, T, d->NH, d->KV, d->hd);
             break;
     }
     if (!d->c->qk_norm) return ga->dqkv;
@@ -113,14 +132,14 @@ static const floatX *block_qkv_backward(const Block *d, const GradActTensors *ga
 }
 
 // Causal attention of NH query heads over KV key/value heads (multi-head: KV = NH), RoPE in its loads where
-// rope_in_attention.
+// rope_in_attention, under the layer's mask (its window, the micro-batch's documents).
 static void block_attention_forward(const Block *d, const ActivationTensors *a, int B, int T) {
     attention_gqa_forward(a->atty, a->att, a->qkv, B, T, d->NH, d->KV, d->hd, d->rope_in_attention ? d->rope_cos : NULL,
-                          d->rope_in_attention ? d->rope_sin : NULL);
+                          d->rope_in_attention ? d->rope_sin : NULL, &d->mask);
 }
 static void block_attention_backward(const Block *d, const GradActTensors *ga, const ActivationTensors *a, int B, int T) {
     attention_gqa_backward(ga->dqkv, ga->datty, a->qkv, a->atty, a->att, B, T, d->NH, d->KV, d->hd,
-                           d->rope_in_attention ? d->rope_cos : NULL, d->rope_in_attention ? d->rope_sin : NULL);
+                           d->rope_in_attention ? d->rope_cos : NULL, d->rope_in_attention ? d->rope_sin : NULL, &d->mask);
 }
 
 // The MLP's activation: out = act(fch), fch the first matmul's output (FC wide: H, or up | gate for a gated one).

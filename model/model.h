@@ -81,12 +81,26 @@ static void model_decode_end(Model *m) {
 // ----------------------------------------------------------------------------
 // The layer: block.h's choice points composed, forward, backward and for one decoded token.
 
-static Block block_of(const Model *m) {
+// --profile's attention FLOPs of a layer under its mask: the visible (query, key) pairs (attn_mask_visible_pairs,
+// with the micro-batch's document starts from the host copy), 4 C each (the two products); causal: ATTENTION_FLOPS.
+static double model_attention_flops(const Model *m, const AttnMask *mask, int B, int T, int C) {
+    if (mask->window == 0 && !mask->doc_start) return ATTENTION_FLOPS(B, T, C);
+    AttnMask h = {mask->window, mask->doc_start ? m->doc_host : NULL};
+    double pairs = 0.0;
+    for (int b = 0; b < B; b++) pairs += (double)attn_mask_visible_pairs(&h, b, T);
+    return 4.0 * pairs * C;
+}
+
+// Layer l's block (l < 0: the head's, which has no attention). RoPE's positions restart per document
+// (--doc-rope-restart) where the micro-batch has documents: then never in attention's loads.
+static Block block_of(const Model *m, int l) {
     const size_t *d = m->shape.dim;
     const ModelConfig *c = &m->config;
+    const int *rope_doc = m->rope_restart && !m->decoding && c->positions == POS_ROPE ? m->doc_host : NULL;
     Block b = {c, c->channels, m->shape.num_heads, m->shape.num_kv_heads, (int)d[DIM_HD], (int)d[DIM_QKV], (int)d[DIM_ATT],
                (int)d[DIM_FC], (int)d[DIM_HID], c->norm_eps, m->rope_cos, m->rope_sin,
-               block_rope_in_attention(c, m->decoding)};
+               block_rope_in_attention(c, m->decoding) && !rope_doc, {0, NULL}, rope_doc};
+    if (l >= 0) b.mask = model_layer_mask(m, l);
     return b;
 }
 
@@ -144,7 +158,7 @@ static void proj_residual_forward(const Model *m, floatX *out, floatX *proj, con
 // One layer for the token at kv_pos: layer_forward's kernels on one row, its keys and values appended to the
 // cache, and attention over the cache.
 static void layer_decode(Model *m, int l) {
-    Block d = block_of(m);
+    Block d = block_of(m, l);
     int C = d.C;
     ActivationTensors a = layer_acts(m, l);
     LayerWeights w = layer_weights(m, model_weights(m, 1 + l));
@@ -154,7 +168,7 @@ static void layer_decode(Model *m, int l) {
     if (model_kv_whole_rows(&m->config)) {
         floatX *qkv = x_at(cache, (size_t)m->kv_pos * d.QKV);
         matmul_forward(qkv, a.ln1, w.qkvw, w.qkvb, 1, C, d.QKV);
-        attention_decode(a.atty, cache, m->kv_pos, d.ATT, d.NH);
+        attention_decode(a.atty, cache, m->kv_pos, d.ATT, d.NH, &d.mask);
     } else {
         block_qkv_forward(&d, &a, &w, 1, 1, m->kv_pos, a.ln1);
         size_t kvd = (size_t)d.KV * d.hd;  // this token's keys and values into the cache's two blocks
@@ -164,7 +178,7 @@ static void layer_decode(Model *m, int l) {
                      kvd * X_BYTES / sizeof(float));
         backend_copy((float *)x_at(vc, (size_t)m->kv_pos * kvd), (const float *)x_at(a.qkv, (size_t)(d.NH + d.KV) * d.hd),
                      kvd * X_BYTES / sizeof(float));
-        attention_gqa_decode(a.atty, a.qkv, kc, vc, m->kv_pos, d.NH, d.KV, d.hd);
+        attention_gqa_decode(a.atty, a.qkv, kc, vc, m->kv_pos, d.NH, d.KV, d.hd, &d.mask);
     }
     proj_residual_forward(m, a.residual2, a.attproj, x, a.atty, w.attprojw, w.attprojb, 1, d.ATT, C, MOD_ATTPROJ, 0);
     block_norm_forward(&d, a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, 1);
@@ -173,7 +187,7 @@ static void layer_decode(Model *m, int l) {
 }
 
 static void layer_forward(Model *m, int l, int B, int T) {
-    Block d = block_of(m);
+    Block d = block_of(m, l);
     int C = d.C, BT = B * T;
     ActivationTensors a = layer_acts(m, l);
     LayerWeights w = layer_weights(m, model_weights(m, 1 + l));
@@ -183,7 +197,7 @@ static void layer_forward(Model *m, int l, int B, int T) {
     block_norm_forward(&d, a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1w, w.ln1b, rows);
     PROF(MOD_QKV, MATMUL_FLOPS(BT, C, d.QKV));
     block_qkv_forward(&d, &a, &w, B, T, 0, block_full_rows(m, a.ln1, BT));
-    PROF(MOD_ATTENTION, ATTENTION_FLOPS(B, T, d.ATT));
+    PROF(MOD_ATTENTION, model_attention_flops(m, &d.mask, B, T, d.ATT));
     block_attention_forward(&d, &a, B, T);
     proj_residual_forward(m, a.residual2, a.attproj, x, a.atty, w.attprojw, w.attprojb, BT, d.ATT, C, MOD_ATTPROJ, 1);
     PROF(MOD_LAYERNORM, 0);
@@ -198,7 +212,7 @@ static void layer_forward(Model *m, int l, int B, int T) {
 // into the fc matmul, fch_gelu is not gelu(fch) to the bit, so the matmul runs again (its same call: the
 // same bits, fch rewritten unchanged): a matmul more per layer at levels 1 and 2.
 static void layer_recompute(Model *m, int l, int B, int T) {
-    Block d = block_of(m);
+    Block d = block_of(m, l);
     int BT = B * T;
     if (m->recompute >= 3) { layer_forward(m, l, B, T); return; }
     ActivationTensors a = layer_acts(m, l);
@@ -220,7 +234,7 @@ static void layer_recompute(Model *m, int l, int B, int T) {
 
 // dresidual holds dloss/d(layer output) on entry and dloss/d(layer input) on return.
 static void layer_backward(Model *m, int l, int B, int T) {
-    Block d = block_of(m);
+    Block d = block_of(m, l);
     int C = d.C, BT = B * T;
     layer_recompute(m, l, B, T);
     ActivationTensors a = layer_acts(m, l);
@@ -248,7 +262,7 @@ static void layer_backward(Model *m, int l, int B, int T) {
     PROF(MOD_ATTPROJ, 2.0 * MATMUL_FLOPS(BT, d.ATT, C));
     dres = block_dout_rows(m, ga->dresidual, BT);
     matmul_backward(ga->datty, g.attprojw, tp_whole_grad(m->tp, g.attprojb), dres, a.atty, w.attprojw, BT, d.ATT, C);
-    PROF(MOD_ATTENTION, 2.0 * ATTENTION_FLOPS(B, T, d.ATT));
+    PROF(MOD_ATTENTION, 2.0 * model_attention_flops(m, &d.mask, B, T, d.ATT));
     block_attention_backward(&d, ga, &a, B, T);
     const floatX *dqkv = block_qkv_backward(&d, ga, &a, &w, &g, B, T);
     PROF(MOD_QKV, 2.0 * MATMUL_FLOPS(BT, C, d.QKV));
@@ -386,7 +400,7 @@ static void model_head_run(Model *m, int targets, float dloss) {
     const ModelConfig *c = &m->config;
     // the head's rows (this rank's part of the vocabulary with --tp): Vp of them, the first V valid
     int C = c->channels, V = (int)m->shape.dim[DIM_V], Vp = (int)m->shape.dim[DIM_VP], BT = m->cur_B * m->cur_T;
-    Block d = block_of(m);
+    Block d = block_of(m, -1);
     OuterWeights o = outer_weights(m, model_weights(m, 0));
     ActivationTensors a = layer_acts(m, c->num_layers - 1);
     PROF(MOD_LAYERNORM, 0);
@@ -422,7 +436,7 @@ static const float *model_logits(Model *m, int b, int t) {
 static void model_head_backward(Model *m) {
     const ModelConfig *c = &m->config;
     int C = c->channels, Vp = (int)m->shape.dim[DIM_VP], BT = m->cur_B * m->cur_T;
-    Block d = block_of(m);
+    Block d = block_of(m, -1);
     OuterWeights o = outer_weights(m, model_weights(m, 0));
     OuterGrads g = outer_grads(m, m->ugrads[0]);
     ActivationTensors a = layer_acts(m, c->num_layers - 1);

@@ -102,6 +102,15 @@ typedef struct {
     floatX *kv_memory;
     int kv_reserved;
     float *rope_cos, *rope_sin;          // POS_ROPE: the angle tables (maxT, hd/2) each, scratch
+    // Attention's masks (arch/attn_mask.h, model_set_masks; none: causal). attn_window: each layer's window (the
+    // model's L, by global index; 0 global), NULL for none. With doc_mask, each slot's micro-batch has its rows'
+    // document starts (B, T) in device memory (slot_doc, filled by model_doc_starts each micro-batch; the memory
+    // plan's model_doc_start_bytes), and slot_doc_on says whether that micro-batch has them (a sample, a multiple-
+    // choice item: one document, none). doc_host: the current slot's starts on the host (RoPE's restarts read them).
+    int *attn_window, doc_mask, rope_restart;
+    int *slot_doc, *slot_doc_on, *doc_start, *doc_host, *slot_doc_host;
+    double doc_pairs;                    // visible pairs of every layer summed over the micro-batches given documents since
+    long doc_tokens;                     // the caller zeroed these (the step's MFU), and their tokens
     // --tp: this rank's TP group (NULL without), the cross-entropy's scratch, a gathered row of logits (host), and
     // with --sp the full buffer (model_sp_full_bytes)
     TpGroup *tp;
@@ -159,6 +168,69 @@ static void model_use_slot(Model *m, int k) {
     m->targets = m->slot_targets + k * BT;
     m->cur_B = m->slot_B[k];
     m->cur_T = m->slot_T[k];
+    if (m->slot_doc) {
+        m->doc_start = m->slot_doc_on[k] ? m->slot_doc + k * BT : NULL;
+        m->doc_host = m->slot_doc_on[k] ? m->slot_doc_host + k * BT : NULL;
+    }
+}
+
+// The bytes of the document starts a model with --doc-mask keeps (one (B, T) of ints per slot): the memory plan's.
+static size_t model_doc_start_bytes(int doc_mask, int B, int T, int slots) {
+    return doc_mask ? (size_t)slots * B * T * sizeof(int) : 0;
+}
+
+// The run's masks (train/attn_masks.h resolves the flags): window[l] for each of the model's layers (NULL: none),
+// and whether micro-batches bring document starts (doc_mask: their device buffer allocated here, per slot), and
+// whether RoPE's positions restart with each document (rope_restart).
+static void model_set_masks(Model *m, const int *window, int doc_mask, int rope_restart) {
+    int L = m->config.num_layers;
+    if (window) {
+        m->attn_window = (int *)mallocCheck((size_t)L * sizeof(int));
+        memcpy(m->attn_window, window, (size_t)L * sizeof(int));
+    }
+    m->doc_mask = doc_mask;
+    m->rope_restart = rope_restart;
+    if (doc_mask) {
+        size_t BT = (size_t)m->B * m->T;
+        m->slot_doc = (int *)backend_alloc_scratch(model_doc_start_bytes(1, m->B, m->T, m->nslots));
+        m->slot_doc_host = (int *)callocCheck((size_t)m->nslots * BT, sizeof(int));
+        m->slot_doc_on = (int *)callocCheck(m->nslots, sizeof(int));
+    }
+    model_use_slot(m, m->slot);
+}
+
+// The (query, key) pairs attention visits in B rows of T tokens over the model's L layers, layer l with window[l]
+// (NULL: none) and the rows' document starts doc (host, (B, T); NULL: none): the FLOPs' count of the visible area.
+static double model_mask_pairs(const int *window, int L, const int *doc, int B, int T) {
+    double n = 0.0;
+    for (int l = 0; l < L; l++) {
+        AttnMask k = {window ? window[l] : 0, doc};
+        for (int b = 0; b < B; b++) n += (double)attn_mask_visible_pairs(&k, b, T);
+    }
+    return n;
+}
+
+// The current slot's micro-batch's document starts ((B, T), dataloader.h's), or NULL: one document per row (a
+// sample, a multiple-choice item). Copied to the device each micro-batch, on every pipeline stage.
+static void model_doc_starts(Model *m, const int *doc_start, int B, int T) {
+    if (!m->slot_doc) return;  // no --doc-mask: causal
+    m->slot_doc_on[m->slot] = doc_start != NULL;
+    if (doc_start) {
+        size_t BT = (size_t)m->B * m->T;
+        int *host = m->slot_doc_host + m->slot * BT;
+        // the rows packed as (B, T) of the micro-batch, as the kernels index them
+        memcpy(host, doc_start, (size_t)B * T * sizeof(int));
+        backend_tokens_from_host(m->slot_doc + m->slot * BT, doc_start, (size_t)B * T);
+        m->doc_pairs += model_mask_pairs(m->attn_window, m->config.num_layers, doc_start, B, T);
+        m->doc_tokens += (long)B * T;
+    }
+    model_use_slot(m, m->slot);
+}
+
+// Layer l's mask (arch/attn_mask.h): its window, and the micro-batch's document starts (none while decoding).
+static AttnMask model_layer_mask(const Model *m, int l) {
+    AttnMask k = {m->attn_window ? m->attn_window[l] : 0, m->decoding ? NULL : m->doc_start};
+    return k;
 }
 
 // Activations and scratch for (B, T) micro-batches through layers [first, last), with `slots`
@@ -304,6 +376,10 @@ static void model_free(Model *m) {
     backend_free(m->slot_inputs);
     backend_free(m->slot_targets);
     if (m->rope_cos) backend_free(m->rope_cos);
+    if (m->slot_doc) backend_free(m->slot_doc);
+    free(m->slot_doc_host);
+    free(m->slot_doc_on);
+    free(m->attn_window);
     if (m->tp_scratch) backend_free(m->tp_scratch);
     if (m->tp_full) backend_free(m->tp_full);
     free(m->tp_logits);

@@ -28,6 +28,14 @@ Every export gets a tokenizer that AutoTokenizer loads and that encodes as the t
   without --tokenizer, a vocabulary of GPT-2's 50257 tokens gets vocab.json and merges.txt, OpenAI's
     encoder.json and vocab.bpe (--encoder/--merges, or data/ and ../shared/data where
     scripts/tinyshakespeare.sh leaves them), bos/eos 50256 in config.json.
+Attention's masks (the trainer's --attn-window, --attn-window-pattern, --doc-mask), which a checkpoint's state file
+records beside its model file: one sliding window W on every layer of a Llama-family model without q/k/v bias or
+qk-norm exports as MistralForCausalLM with sliding_window W, whose eager and sdpa attention (transformers 4.45) see
+exactly the trainer's W keys, the query's own included (flash_attention_2 passes window_size (W, W) to flash-attn,
+which sees W + 1); other windows (per-layer patterns, GPT-2, Qwen 2/3: Qwen2's sliding window is flash_attention_2
+only, from max_window_layers on) have no Llama-compatible config that computes them, and are refused. A document
+mask has no config field in transformers: the export says so, and the model attends across the documents of a
+packed input, as a one-document sequence (generation's, lm-eval's) needs nothing else.
 Everything is written to a temporary directory beside OUT_DIR and renamed into place at the end. Needs
 only numpy.
 """
@@ -45,7 +53,7 @@ except ImportError:  # numpy is the scripts' one dependency: say so, not a trace
     sys.exit("error: export_hf.py needs numpy: pip install numpy (or apt-get install python3-numpy)")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from llmc_hf import HFError, LAYER_MAP, OUTER_MAP, latest_checkpoint, read_llmc, write_safetensors  # noqa: E402
+from llmc_hf import HFError, LAYER_MAP, OUTER_MAP, STATE_NAME, latest_checkpoint, read_llmc, write_safetensors  # noqa: E402
 from llmc_llama import HF_ACTS, HF_RELU2_ACT, LLAMA_MAGIC, LLMC3_MAGIC, MLP_NAMES, f32_json, read_llama  # noqa: E402
 
 GPT2_VOCAB = 50257
@@ -239,18 +247,82 @@ def copy_tokenizer(out, src, maxT, tc_default):
             json.dump(tc, f, indent=2)
 
 
+STATE_MAGIC = 20241122  # train/checkpoint_format.h
+
+
+def trained_masks(model_path):
+    """What the state file beside a checkpoint's model file records of attention's masks (version 4, words 25..):
+    {"doc": separator or None, "rope_restart": bool, "windows": each layer's period of windows (0 global)}; the
+    empty record for a model file without one (no state file, or one from before version 4)."""
+    rec = {"doc": None, "rope_restart": False, "windows": []}
+    folder, name = os.path.split(model_path)
+    if not (name.startswith("model_") and name.endswith(".bin") and name[6:14].isdigit()):
+        return rec
+    sp = os.path.join(folder, STATE_NAME % int(name[6:14]))
+    if not os.path.exists(sp):
+        return rec
+    with open(sp, "rb") as f:
+        h = struct.unpack("<256i", f.read(1024))
+    if h[0] != STATE_MAGIC or h[1] < 4:
+        return rec
+    if h[25] & 1:
+        rec["doc"] = h[26]
+    rec["rope_restart"] = bool(h[25] & 2)
+    rec["windows"] = list(h[28:28 + h[27]])
+    return rec
+
+
+def mask_plan(masks, L, family, path):
+    """The Hugging Face class and config fields that compute the trained masks, and the words the export prints; an
+    HFError where transformers has no config that computes them. family: "gpt2", "llama", "qwen2", "qwen3"."""
+    notes = []
+    if masks["doc"] is not None:
+        notes.append("trained with --doc-mask (separator %d%s): transformers has no config field for a document mask, "
+                     "so this model attends across the documents of a packed input; give it one document per sequence "
+                     "(as generation and lm-eval do)" % (masks["doc"], ", RoPE positions restarting in each" if masks["rope_restart"] else ""))
+    w = masks["windows"]
+    if not w:
+        return None, {}, notes
+    per_layer = [w[l % len(w)] for l in range(L)]
+    if len(set(per_layer)) == 1 and family == "llama":
+        W = per_layer[0]
+        notes.append("trained with a sliding window of %d keys on every layer: MistralForCausalLM with sliding_window %d "
+                     "(eager and sdpa attention see the same %d keys, the query's own included; flash_attention_2 sees "
+                     "%d)" % (W, W, W, W + 1))
+        return ("mistral", "MistralForCausalLM"), {"sliding_window": W}, notes
+    what = "GPT-2 (GPT2LMHeadModel has no sliding window)" if family == "gpt2" else \
+        "per-layer windows %s (no Llama-compatible config computes a layer pattern; Gemma 2's alternation comes with " \
+        "another block)" % per_layer if len(set(per_layer)) > 1 else \
+        "%s (Qwen2's sliding window is flash_attention_2 only, W + 1 keys, and Qwen3's as well)" % family
+    raise HFError("%s: trained with sliding-window attention, which transformers would not compute for %s: the export "
+                  "would attend over the whole context" % (path, what))
+
+
 def export_llama(a, path, out):
     d, t = read_llama(path)
     mt, arch = llama_arch(d, path)
+    masked, fields, notes = mask_plan(trained_masks(path), d["L"], mt, path)
+    if masked and d["rope_scaling"]:
+        raise HFError("%s: a sliding window with llama3 RoPE scaling: MistralForCausalLM (transformers 4.45) has no "
+                      "rope_scaling" % path)
     tok = tokenizer_plan(a, d["V"], d["maxT"], {"tokenizer_class": "PreTrainedTokenizerFast"})
 
     def write(tmp):
         write_safetensors(os.path.join(tmp, "model.safetensors"), llama_tensors(d, t), {"format": "pt"})
         with open(os.path.join(tmp, "config.json"), "w") as f:
-            json.dump(llama_config(d, mt, arch, tok.special), f, indent=2)
+            c = llama_config(d, mt, arch, tok.special)
+            if masked:  # Llama's fields, which Mistral's config reads the same, less Llama's own
+                c.update(fields, model_type=masked[0], architectures=[masked[1]])
+                for k in ("attention_bias", "mlp_bias", "pretraining_tp", "rope_parameters"):
+                    c.pop(k, None)
+            json.dump(c, f, indent=2)
             f.write("\n")
         tok.write(tmp)
     write_dir(out, write)
+    for n in notes:
+        print("note: " + n)
+    if masked:
+        arch = masked[1]
     relu2 = MLP_NAMES[d.get("mlp", 0)] == "relu2"
     print("exported %s (%s: L=%d, C=%d, heads %d, kv heads %d, head_dim %d, MLP %d%s, vocab %d, %s) to %s%s" % (
         path, arch, d["L"], d["C"], d["NH"], d["KV"], d["hd"], d["H"],
@@ -479,6 +551,7 @@ def main():
             raise HFError("%s: an llm.c llama3-branch file (magic %d): convert it first with scripts/llmc_llama.py"
                           % (path, LLMC3_MAGIC))
         d, t, bf16 = read_llmc(path)
+        _, _, notes = mask_plan(trained_masks(path), d["L"], "gpt2", path)
         tok = tokenizer_plan(a, d["V"], d["maxT"], {"tokenizer_class": "GPT2Tokenizer", "add_prefix_space": False,
                                                     "bos_token": EOT, "eos_token": EOT, "unk_token": EOT})
 
@@ -492,6 +565,8 @@ def main():
     except HFError as e:
         print("error: %s" % e, file=sys.stderr)
         sys.exit(1)
+    for n in notes:
+        print("note: " + n)
     print("exported %s (L=%d, C=%d, heads %d, vocab %d, %s) to %s%s" %
           (path, d["L"], d["C"], d["NH"], d["V"], "bf16" if bf16 else "fp32", a.out_dir, tok.what))
 

@@ -96,8 +96,31 @@ def gelu_tanh(x):
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
 
 
-def forward(params, x, y, V, NH):
-    """Returns (logits over all Vp columns (B,T,Vp), loss scalar). Everything float64."""
+def attn_mask(x, sep=None, window=0):
+    """The trainer's attention mask (arch/attn_mask.h) as explicit booleans, (B, 1, T, T): key k visible to query q
+    iff k <= q, q - k < window (window > 0), and k is in q's document: at or after the token following the latest
+    separator before q (sep None: one document a row; a separator ends its own document)."""
+    B, T = x.shape
+    q = torch.arange(T).view(T, 1)
+    k = torch.arange(T).view(1, T)
+    m = (k <= q).expand(B, T, T).clone()
+    if window:
+        m &= (q - k < window)
+    if sep is not None:
+        start = torch.zeros(B, T, dtype=torch.long)
+        for b in range(B):
+            s = 0
+            for t in range(T):
+                start[b, t] = s
+                if int(x[b, t]) == sep:
+                    s = t + 1
+        m &= k.view(1, 1, T) >= start.view(B, T, 1)
+    return m.unsqueeze(1)
+
+
+def forward(params, x, y, V, NH, mask=None):
+    """Returns (logits over all Vp columns (B,T,Vp), loss scalar). Everything float64. mask: attn_mask's (B, 1, T, T)
+    booleans, or None: causal."""
     (wte, wpe, ln1w, ln1b, qkvw, qkvb, attprojw, attprojb,
      ln2w, ln2b, fcw, fcb, fcprojw, fcprojb, lnfw, lnfb) = params
     B, T = x.shape
@@ -106,7 +129,8 @@ def forward(params, x, y, V, NH):
     hs = C // NH
     pos = torch.arange(T)
     h = wte[x] + wpe[pos].unsqueeze(0)  # (B,T,C)
-    mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    if mask is None:
+        mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
     for l in range(L):
         a = layernorm(h, ln1w[l], ln1b[l])
         qkv = a @ qkvw[l].t() + qkvb[l]  # (B,T,3C)

@@ -133,6 +133,50 @@ def attention_case(tag, NH, KV):
     put(tag + ".dqkv", qkv.grad)
 
 
+# The masks of arch/attn_mask.h (issue 49), as explicit booleans: each row's document starts (a separator ends its
+# document: the token after it starts the next), a sliding window of W keys (the query's own included).
+MASK_B, MASK_T, MASK_DOCS = 2, 37, ([0, 1, 9, 10, 23, 36], [0, 17])
+
+
+def mask_doc_start():
+    ds = torch.zeros(MASK_B, MASK_T, dtype=torch.long)
+    for b, starts in enumerate(MASK_DOCS):
+        for s in starts:
+            ds[b, s:] = s
+    return ds
+
+
+def mask_bool(docs, window):
+    T = MASK_T
+    q, k = torch.arange(T).view(1, T, 1), torch.arange(T).view(1, 1, T)
+    m = (k <= q).expand(MASK_B, T, T).clone()
+    if window:
+        m &= q - k < window
+    if docs:
+        m &= k >= mask_doc_start().view(MASK_B, T, 1)
+    return m.unsqueeze(1)  # (B, 1, T, T)
+
+
+def masked_attention_case(tag, docs, window, NH=4, KV=2, hd=16):
+    """float64 attention with an explicit boolean mask (torch's masked softmax), forward and backward."""
+    B, T = MASK_B, MASK_T
+    qkv = torch.randn(B, T, (NH + 2 * KV) * hd, dtype=torch.float64).requires_grad_(True)
+    d = torch.randn(B, T, NH * hd, dtype=torch.float64)
+    q, k, v = qkv.split([NH * hd, KV * hd, KV * hd], dim=-1)
+    q = q.view(B, T, NH, hd).transpose(1, 2)
+    k = repeat_kv(k.view(B, T, KV, hd).transpose(1, 2), NH // KV)
+    v = repeat_kv(v.view(B, T, KV, hd).transpose(1, 2), NH // KV)
+    m = mask_bool(docs, window)
+    att = (q @ k.transpose(2, 3) / math.sqrt(hd)).masked_fill(~m, float("-inf")).softmax(-1)
+    out = (att @ v).transpose(1, 2).reshape(B, T, NH * hd)
+    out.backward(d)
+    put(tag + ".qkv", qkv); put(tag + ".dout", d); put(tag + ".out", out); put(tag + ".att", att)
+    put(tag + ".dqkv", qkv.grad)
+    put(tag + ".pairs", m.sum(dim=(1, 2, 3)).double())  # the visible pairs of each row
+    if docs:
+        put(tag + ".doc_start", mask_doc_start().double())
+
+
 def chain_case():
     # Qwen 3's attention core: QK-norm, then RoPE (llama3 scaling), then GQA 3:1, gradients through all three
     B, T, NH, KV, hd, eps = 2, 7, 6, 2, 8, 1e-6
@@ -219,6 +263,11 @@ def main():
     attention_case("gqa41", 8, 2)
     attention_case("gqa11", 4, 4)
     attention_case("mqa", 4, 1)
+    masked_attention_case("mask_causal", False, 0)
+    masked_attention_case("mask_doc", True, 0)
+    masked_attention_case("mask_win", False, 5)
+    masked_attention_case("mask_docwin", True, 5)
+    masked_attention_case("mask_docwin_mqa", True, 7, NH=4, KV=1, hd=8)
     chain_case()
     model_case("m_gqa_tied", 4, 2, True, False)
     model_case("m_mha_untied", 4, 4, False, False)

@@ -32,9 +32,10 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ref_gpt2 import DT, MODEL_MAGIC, MODEL_VERSION, PARAM_NAMES, DECAY, param_shapes, forward  # noqa: E402
+from ref_gpt2 import DT, MODEL_MAGIC, MODEL_VERSION, PARAM_NAMES, DECAY, param_shapes, forward, attn_mask  # noqa: E402
 
 SHARD_MAGIC, SHARD_VERSION = 20240520, 1
+SHARD_DOC_SEP_TAG = 20261206  # dataloader.h's: header word 3; word 4 the document separator (--doc-mask)
 
 
 def init_params(gen, V, Vp, maxT, L, C):
@@ -68,6 +69,16 @@ def make_tokens(gen, V, n):
         cur = int(rnd[i]) if jumps[i] else (cur + int(steps[i]) + 1) % V
         tok[i] = cur
     return tok
+
+
+def plant_separators(gen, tok, sep):
+    """With --doc-sep: about one token in 8 becomes the separator, so each row holds several documents (and some rows
+    a separator at their first or last position); the walk itself never reaches id sep (>= V - 1 is kept free)."""
+    if sep < 0:
+        return tok
+    tok = torch.where(tok == sep, torch.zeros_like(tok), tok)
+    at = torch.rand(tok.numel(), generator=gen, dtype=DT) < 0.125
+    return torch.where(at, torch.full_like(tok, sep), tok)
 
 
 def lr_at(step, lr, warmup, steps, final_frac, schedule):
@@ -184,6 +195,8 @@ def write_inputs(a, header, tensors, tokens):
             f.write(t.astype("<f4").tobytes())
     sh = np.zeros(256, dtype="<i4")
     sh[:3] = [SHARD_MAGIC, SHARD_VERSION, tokens.numel()]
+    if a.doc_sep >= 0:  # the separator's record, as ./tokenize writes it: the trainer's --doc-mask reads it from here
+        sh[3:5] = [SHARD_DOC_SEP_TAG, a.doc_sep]
     with open(os.path.join(a.out_dir, "train.bin"), "wb") as f:
         f.write(sh.tobytes())
         f.write(tokens.numpy().astype("<u2").tobytes())
@@ -191,6 +204,12 @@ def write_inputs(a, header, tensors, tokens):
              "-b", a.batch, "-t", a.seq, "--grad-accum", a.accum, "-x", a.steps, "-u", a.warmup, "-k", a.schedule,
              "-l", a.lr, "-q", a.lr_final_frac, "--grad-clip", a.grad_clip, "-c", a.weight_decay, "--beta1", 0.9,
              "--beta2", 0.95, "--eps", a.eps, "-v", 0, "-s", 0]
+    if a.doc_sep >= 0:
+        flags += ["--doc-mask"]
+    if a.attn_window > 0:
+        flags += ["--attn-window", a.attn_window]
+    if a.rope_restart:
+        flags += ["--doc-rope-restart"]
     if a.optimizer == "muon":
         flags += ["--optimizer", "muon", "--muon-momentum", a.muon_momentum, "--muon-nesterov", a.muon_nesterov,
                   "--muon-ns-steps", a.muon_ns_steps, "--muon-lr-adjust", a.muon_lr_adjust]
@@ -209,9 +228,12 @@ def cmd_make(a):
     nwin = S * A + 3  # a few windows more than the run reads, so the end of the shard is never reached
     ntok = nwin * B * T + 1
     tokens = make_tokens(gen, V, ntok)
+    tokens = plant_separators(gen, tokens, a.doc_sep)
 
     params = [p.clone().requires_grad_(True) for p in params0]
-    losses, norms, lrs, ms, clipped = train(params, PARAM_NAMES, lambda x, y: forward(params, x, y, V, NH)[1],
+    sep = a.doc_sep if a.doc_sep >= 0 else None
+    loss_of = lambda x, y: forward(params, x, y, V, NH, attn_mask(x, sep, a.attn_window))[1]
+    losses, norms, lrs, ms, clipped = train(params, PARAM_NAMES, loss_of,
                                             lambda name: name in DECAY, tokens, a, gpt2_muon_pieces)
     hdr = np.zeros(256, dtype="<i4")
     hdr[:8] = [MODEL_MAGIC, MODEL_VERSION, maxT, V, L, NH, C, Vp]
@@ -350,6 +372,11 @@ def add_args(ap, channels, accum, steps, warmup):
     ap.add_argument("--log")
     ap.add_argument("--ckpt-dir")
     ap.add_argument("--label", default="")
+    ap.add_argument("--doc-sep", type=int, default=-1, help="documents: this id separates them (recorded in the shard's "
+                    "header, planted in the tokens) and the run and the reference mask attention by them (--doc-mask)")
+    ap.add_argument("--attn-window", type=int, default=0, help="a sliding window of this many keys (--attn-window)")
+    ap.add_argument("--rope-restart", type=int, default=0, help="1: RoPE's positions from 0 in each document "
+                    "(--doc-rope-restart; the Llama family)")
     ap.add_argument("--tol-loss", type=float, default=1e-5)
     ap.add_argument("--tol-norm", type=float, default=1e-4)
     ap.add_argument("--tol-param", type=float, default=1e-3)

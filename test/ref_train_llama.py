@@ -23,8 +23,9 @@ import torch  # noqa: E402
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ref_train import (Checks, add_args, compare_log, make_tokens, read_checkpoint, run, train,  # noqa: E402
-                       write_inputs)
+from ref_train import (Checks, add_args, compare_log, make_tokens, plant_separators, read_checkpoint, run,  # noqa: E402
+                       train, write_inputs)
+from ref_gpt2 import attn_mask  # noqa: E402
 
 DT = torch.float64
 LLAMA_MAGIC = 20261126
@@ -124,10 +125,24 @@ def cmd_make(a):
     p0 = [(n, t.copy()) for n, t in file_tensors(m, Vp)]
     gen = torch.Generator().manual_seed(a.seed + 1)
     ntok = (S * A + 3) * B * T + 1
-    tokens = make_tokens(gen, V, ntok)
+    tokens = plant_separators(gen, make_tokens(gen, V, ntok), a.doc_sep)
     params = [p for _, p in m.named_parameters()]
     names = [n for n, _ in m.named_parameters()]
-    loss_of = lambda x, y: torch.nn.functional.cross_entropy(m(x).logits.reshape(-1, V), y.reshape(-1))  # noqa: E731
+
+    def loss_of(x, y):
+        if a.doc_sep < 0 and not a.attn_window:
+            return torch.nn.functional.cross_entropy(m(x).logits.reshape(-1, V), y.reshape(-1))
+        # the masks as transformers takes a custom one: 4D, 0 where visible and the dtype's minimum elsewhere; with
+        # --rope-restart each token's position counts from its document's start
+        vis = attn_mask(x, a.doc_sep if a.doc_sep >= 0 else None, a.attn_window)
+        mask = torch.zeros(vis.shape, dtype=torch.float64).masked_fill(~vis, torch.finfo(torch.float64).min)
+        pos = torch.arange(x.shape[1]).expand(x.shape).clone()
+        if a.rope_restart:
+            doc = attn_mask(x, a.doc_sep, 0).squeeze(1)  # documents alone: each query's first key is its document's start
+            first = doc.int().argmax(dim=-1)
+            pos = pos - first
+        return torch.nn.functional.cross_entropy(m(x, attention_mask=mask, position_ids=pos).logits.reshape(-1, V),
+                                                 y.reshape(-1))
     losses, norms, lrs, ms, clipped = train(params, names, loss_of, lambda n: any(k in n for k in DECAYED), tokens, a,
                                             muon_pieces)
     for p, mo in zip(params, ms):

@@ -112,6 +112,18 @@ expect_error "no shard matches the glob" "-i/--train-data: no file matches '$W/n
 expect_error "token outside the vocabulary" "$W/big_token.bin: token 60000 at position 100" -i "$W/big_token.bin" -e d2 -b 1 -t 4096 -x 1 -t 1024 -v 0 -s 0 -b 4
 expect_error "shard too small for a micro-batch, naming tokenize's --val-tokens" "$W/tiny.bin: too few tokens for one micro-batch of B*T+1 = 513 tokens (largest shard has 10); lower -b/-t, or give the split more tokens (./tokenize shards --val-tokens" -i "$W/tiny.bin" -x 1
 expect_error "model shorter than its header says" "$W/short_model.bin: 5024 bytes, but the header's shape needs" -e "$W/short_model.bin"
+# attention's masks (issue 49): each bad input names the flag and the numbers
+expect_error "--attn-window 0 is refused" "--attn-window 0: a window is at least 1 key" --attn-window 0 -x 1
+expect_error "a window beyond the context is refused" "--attn-window 100: beyond the context, -t/--seq-len 64" --attn-window 100 -x 1
+expect_error "a pattern that does not fit the layers" "--attn-window-pattern LLG: 3 entries do not fit the model's 2 layers" --attn-window 8 --attn-window-pattern LLG -x 1
+expect_error "a pattern's L without --attn-window" "--attn-window-pattern GL: entry 1 is L, the --attn-window, which is not given" --attn-window-pattern GL -x 1
+expect_error "--doc-mask on the synthetic corpus" "--doc-mask: the built-in synthetic corpus has no document separator" --doc-mask -x 1
+expect_error "--doc-mask on a shard without the separator's record names it and --doc-token" "--doc-mask: -i/--train-data $W/good.bin records no document separator in its header" --doc-mask -i "$W/good.bin" -x 1
+expect_error "--doc-token beyond the vocabulary" "--doc-token 99999: outside the model's vocabulary of" --doc-mask --doc-token 99999 -i "$W/good.bin" -x 1
+expect_error "--doc-rope-restart without --doc-mask" "--doc-rope-restart: only with --doc-mask" --doc-rope-restart -x 1
+expect_error "--doc-rope-restart on a model without RoPE" "--doc-rope-restart: the model (-e/--init d2) has learned positions, not RoPE" --doc-mask --doc-token 5 --doc-rope-restart -i "$W/good.bin" -x 1
+$BIN --doc-mask --doc-token 5 --attn-window 16 -i "$W/good.bin" -x 2 -v 0 -s 0 -o "$W/masked" > "$W/masked.out" 2>&1
+expect_error "a resume with other masks is refused, naming the flags" "saved by a run with --doc-mask 1 (separator 5), --doc-rope-restart 0 and sliding windows; this run has --doc-mask 0" --attn-window 16 -i "$W/good.bin" -x 3 -v 0 -s 0 -o "$W/masked" -y 1
 printf '{"context_tokens": [1, 2], "ending_tokens": [[3], [4]], "label": 0}\n{"context_tokens": [1, 70], "ending_tokens": [[3], [4]], "label": 1}\n' > "$W/oov_mc.jsonl"
 out=$($BIN -x 2 -v 1 -s 0 --eval-mc "$W/oov_mc.jsonl" 2>&1); rc=$?
 [ $rc -ne 0 ] && grep -q "oov_mc.jsonl line 2: \"context_tokens\" has token 70, outside the model's vocabulary of 64" <<<"$out" && ! grep -q "val loss" <<<"$out" \

@@ -448,6 +448,9 @@ print("; ".join(msg))
 sys.exit(0 if ok else 1)
 PYEOF
   ) && ok "Llama memory plan (GQA 4:1, CUDA build): $r" || bad "Llama memory plan" "$r $(tail -2 "$W/ll-44.out")"
+  # attention's masks (issue 49): refused at the first attention, naming the flags, until the masked kernels land
+  local mout; mout=$($EMU -e llama-d2 --attn-window 8 -x 1 -v 0 -s 0 --precision fp32 2>&1) && bad "--attn-window in the CUDA build ran" \
+    || { grep -qF "kernels run the causal mask only, not a sliding window (--attn-window" <<<"$mout" && ok "--attn-window in the CUDA build: refused at its first attention, naming the flags" || bad "--attn-window in the CUDA build is refused" "$(tail -3 <<<"$mout")"; }
 }
 
 # Tensor parallelism (--tp 2: parallel/tensor_parallel.h over parallel/comm.h, cuda/vocab.cuh's vocabulary-parallel kernels) on the

@@ -765,6 +765,8 @@ def main():
         test_presets()
         hf_header.test_relu2(work, trainer_loss)
         hf_header.test_header_table()
+        from hf_masks import test_masks  # attention's masks at export (issue 49)
+        test_masks(work)
     finally:
         if not a.work:
             shutil.rmtree(work, ignore_errors=True)

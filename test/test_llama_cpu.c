@@ -181,13 +181,85 @@ static void test_relu2(void) {
     free(out), free(dinp);
 }
 
+// Attention under the masks of arch/attn_mask.h (issue 49) against float64 PyTorch with explicit boolean masks
+// (test/ref_llama.py's masked_attention_case): the forward, the saved softmax (zero outside the mask), the backward,
+// each within 1e-6 of the reference's scale; the visible pairs the FLOPs count, and which 8x8 tiles a kernel may skip,
+// against the reference's own mask (its softmax's nonzeros); and with a window alone, the decode over the window's
+// cache rows bit for bit the forward's row.
+#define MASK_TOL 1e-6
+static void test_masked_attention(const char *tag, int docs, int window, int NH, int KV, int hd) {
+    int B = 2, T = 37, R = (NH + 2 * KV) * hd, O = NH * hd;
+    char name[64], what[200];
+    int *ds = NULL;
+    if (docs) {
+        snprintf(name, sizeof(name), "%s.doc_start", tag);
+        const float *f = ref(name, (size_t)B * T);
+        ds = (int *)mallocCheck((size_t)B * T * sizeof(int));
+        for (int i = 0; i < B * T; i++) ds[i] = (int)f[i];
+    }
+    AttnMask m = {window, ds};
+    snprintf(name, sizeof(name), "%s.qkv", tag);
+    const float *qkv = ref(name, (size_t)B * T * R);
+    size_t na = GQA_ATT_SAVED_FLOATS(B, NH, T);
+    float *out = fbuf(B * T * O), *att = fbuf(na), *dqkv = fbuf(B * T * R);
+    for (size_t i = 0; i < na; i++) att[i] = 7.0f;  // the masked entries must be written zero
+    gqa_attention_forward(out, att, qkv, B, T, NH, KV, hd, &m);
+    double e;
+    snprintf(name, sizeof(name), "%s.out", tag);
+    e = rel_err(out, ref(name, B * T * O), B * T * O);
+    check(e <= MASK_TOL, "%s (NH %d, KV %d, window %d%s) forward vs float64 masked attention: relative error %.2e (limit %.0e)",
+          tag, NH, KV, window, docs ? ", documents" : "", e, MASK_TOL);
+    snprintf(name, sizeof(name), "%s.att", tag);
+    const float *ratt = ref(name, na);
+    e = rel_err(att, ratt, na);
+    check(e <= MASK_TOL, "%s saved softmax (zero outside the mask): relative error %.2e", tag, e);
+    for (int i = 0; i < B * T * R; i++) dqkv[i] = 7.0f;  // overwritten, not added to
+    snprintf(name, sizeof(name), "%s.dout", tag);
+    gqa_attention_backward(dqkv, ref(name, B * T * O), qkv, att, B, T, NH, KV, hd, &m);
+    snprintf(name, sizeof(name), "%s.dqkv", tag);
+    e = rel_err(dqkv, ref(name, B * T * R), B * T * R);
+    check(e <= MASK_TOL, "%s backward dq, dk, dv: relative error %.2e (limit %.0e)", tag, e, MASK_TOL);
+    snprintf(name, sizeof(name), "%s.pairs", tag);
+    const float *pairs = ref(name, B);
+    int pairs_ok = 1, tiles_ok = 1, tiles = 0, empty = 0;
+    for (int b = 0; b < B; b++) {
+        if (attn_mask_visible_pairs(&m, b, T) != (long long)pairs[b]) pairs_ok = 0;
+        for (int q0 = 0; q0 < T; q0 += 8)
+            for (int k0 = 0; k0 < T; k0 += 8) {
+                int q1 = q0 + 8 < T ? q0 + 8 : T, k1 = k0 + 8 < T ? k0 + 8 : T, any = 0;
+                for (int q = q0; q < q1; q++)
+                    for (int k = k0; k < k1; k++) any |= ratt[(((size_t)b * NH) * T + q) * T + k] != 0.0f;
+                tiles++;
+                empty += !any;
+                if (attn_mask_tile_empty(&m, b, T, q0, q1, k0, k1) != !any) tiles_ok = 0;
+            }
+    }
+    check(pairs_ok, "%s visible pairs per row (attn_mask_visible_pairs) = the reference mask's (%.0f, %.0f)", tag, pairs[0], pairs[1]);
+    check(tiles_ok, "%s attn_mask_tile_empty = no visible pair in the tile, all %d 8x8 tiles (%d empty)", tag, tiles, empty);
+    if (!docs) {  // the decode: the window bounds the cache rows it reads, bit for bit the forward's row
+        float *kc = fbuf((size_t)T * KV * hd), *vc = fbuf((size_t)T * KV * hd), *o = fbuf(O);
+        int same = 1;
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T; t++) {
+                const float *row = qkv + ((long)b * T + t) * R;
+                kv_cache_store(kc, vc, row, t, NH, KV, hd);
+                gqa_attention_decode(o, row, kc, vc, t, NH, KV, hd, &m);
+                if (memcmp(o, out + ((long)b * T + t) * O, O * sizeof(float)) != 0) same = 0;
+            }
+        snprintf(what, sizeof(what), "%s decode over the cache (window %d): every step bit-identical to the forward's row", tag, window);
+        check(same, "%s", what);
+        free(kc), free(vc), free(o);
+    }
+    free(out), free(att), free(dqkv), free(ds);
+}
+
 static void test_attention(const char *tag, int NH, int KV) {
     int B = 2, T = 9, hd = 16, R = (NH + 2 * KV) * hd, O = NH * hd;
     char name[64], what[160];
     snprintf(name, sizeof(name), "%s.qkv", tag);
     const float *qkv = ref(name, (size_t)B * T * R);
     float *out = fbuf(B * T * O), *att = fbuf(GQA_ATT_SAVED_FLOATS(B, NH, T)), *dqkv = fbuf(B * T * R);
-    gqa_attention_forward(out, att, qkv, B, T, NH, KV, hd);
+    gqa_attention_forward(out, att, qkv, B, T, NH, KV, hd, NULL);
     snprintf(name, sizeof(name), "%s.out", tag);
     const float *rout = ref(name, B * T * O);
     snprintf(what, sizeof(what), "GQA %d:%d (NH %d, KV %d) forward", NH / KV, 1, NH, KV);
@@ -197,7 +269,7 @@ static void test_attention(const char *tag, int NH, int KV) {
     check_close(what, att, ref(name, GQA_ATT_SAVED_FLOATS(B, NH, T)), GQA_ATT_SAVED_FLOATS(B, NH, T));
     for (int i = 0; i < B * T * R; i++) dqkv[i] = 7.0f;  // overwritten, not added to
     snprintf(name, sizeof(name), "%s.dout", tag);
-    gqa_attention_backward(dqkv, ref(name, B * T * O), qkv, att, B, T, NH, KV, hd);
+    gqa_attention_backward(dqkv, ref(name, B * T * O), qkv, att, B, T, NH, KV, hd, NULL);
     snprintf(name, sizeof(name), "%s.dqkv", tag);
     snprintf(what, sizeof(what), "GQA NH %d KV %d backward dq, dk, dv (dk/dv summed over the group)", NH, KV);
     check_close(what, dqkv, ref(name, B * T * R), B * T * R);
@@ -208,7 +280,7 @@ static void test_attention(const char *tag, int NH, int KV) {
         for (int t = 0; t < T; t++) {
             const float *row = qkv + ((long)b * T + t) * R;
             kv_cache_store(kc, vc, row, t, NH, KV, hd);
-            gqa_attention_decode(o, row, kc, vc, t, NH, KV, hd);
+            gqa_attention_decode(o, row, kc, vc, t, NH, KV, hd, NULL);
             if (memcmp(o, out + ((long)b * T + t) * O, O * sizeof(float)) != 0) same = 0;
         }
     check(same, "GQA NH %d KV %d decode with a %d-head cache: every step bit-identical to the full forward's row", NH,
@@ -228,13 +300,13 @@ static void test_gqa_is_gpt2_attention(void) {
     for (int i = 0; i < B * T * C; i++) dout[i] = 2.0f * random_f32(&rng) - 1.0f;
     float *o1 = fbuf(B * T * C), *o2 = fbuf(B * T * C), *a1 = fbuf(B * NH * T * T), *a2 = fbuf(B * NH * T * T);
     float *d1 = fbuf(n), *d2 = fbuf(n), *dec1 = fbuf(C), *dec2 = fbuf(C), *kc = fbuf(T * C), *vc = fbuf(T * C);
-    attention_forward(o1, a1, qkv, B, T, C, NH);
-    gqa_attention_forward(o2, a2, qkv, B, T, NH, NH, hd);
-    attention_backward(d1, dout, qkv, o1, a1, B, T, C, NH);
-    gqa_attention_backward(d2, dout, qkv, a2, B, T, NH, NH, hd);
+    attention_forward(o1, a1, qkv, B, T, C, NH, NULL);
+    gqa_attention_forward(o2, a2, qkv, B, T, NH, NH, hd, NULL);
+    attention_backward(d1, dout, qkv, o1, a1, B, T, C, NH, NULL);
+    gqa_attention_backward(d2, dout, qkv, a2, B, T, NH, NH, hd, NULL);
     for (int t = 0; t < T; t++) kv_cache_store(kc, vc, qkv + (long)t * 3 * C, t, NH, NH, hd);
-    attention_decode(dec1, qkv, T - 1, C, NH);
-    gqa_attention_decode(dec2, qkv + (long)(T - 1) * 3 * C, kc, vc, T - 1, NH, NH, hd);
+    attention_decode(dec1, qkv, T - 1, C, NH, NULL);
+    gqa_attention_decode(dec2, qkv + (long)(T - 1) * 3 * C, kc, vc, T - 1, NH, NH, hd, NULL);
     int same = !memcmp(o1, o2, B * T * C * sizeof(float)) && !memcmp(a1, a2, B * NH * T * T * sizeof(float)) &&
                !memcmp(d1, d2, n * sizeof(float)) && !memcmp(dec1, dec2, C * sizeof(float));
     check(same, "GQA with KV = NH is GPT-2's attention_forward/backward/decode bit for bit (NH %d, hd %d, T %d)", NH, hd, T);
@@ -251,10 +323,10 @@ static void test_chain(void) {
     float *normed = fbuf(n), *rstd = fbuf(B * T * (NH + KV)), *out = fbuf(B * T * O), *att = fbuf(B * NH * T * T);
     qknorm_forward(normed, rstd, qkv, qw, kw, B * T, NH, KV, hd, 1e-6f);
     rope_forward(normed, c, s, B, T, NH, KV, hd);
-    gqa_attention_forward(out, att, normed, B, T, NH, KV, hd);
+    gqa_attention_forward(out, att, normed, B, T, NH, KV, hd, NULL);
     check_close("QK-norm + RoPE + GQA 3:1 forward", out, ref("chain.out", B * T * O), B * T * O);
     float *d = fbuf(n), *dinp = fbuf(n), *dqw = fbuf(hd), *dkw = fbuf(hd);
-    gqa_attention_backward(d, ref("chain.dout", B * T * O), normed, att, B, T, NH, KV, hd);
+    gqa_attention_backward(d, ref("chain.dout", B * T * O), normed, att, B, T, NH, KV, hd, NULL);
     rope_backward(d, c, s, B, T, NH, KV, hd);
     qknorm_backward(dinp, dqw, dkw, d, qkv, qw, kw, rstd, B * T, NH, KV, hd);
     check_close("QK-norm + RoPE + GQA backward dqkv", dinp, ref("chain.dqkv", n), n);
@@ -373,7 +445,7 @@ static void test_model(const char *tag, int NH, int KV, int tied, int qkv_bias) 
         rmsnorm_forward(ln1 + (long)l * BT * C, r1 + l * BT, x, tensor_at(params, &s, "attn_norm", l), BT, C, c.norm_eps);
         mm_fwd(q, ln1 + (long)l * BT * C, tensor_at(params, &s, "wqkv", l), tensor_at(params, &s, "bqkv", l), BT, C, R);
         rope_forward(q, cs, sn, B, T, NH, KV, hd);
-        gqa_attention_forward(ao + (long)l * BT * A, att + (long)l * B * NH * T * T, q, B, T, NH, KV, hd);
+        gqa_attention_forward(ao + (long)l * BT * A, att + (long)l * B * NH * T * T, q, B, T, NH, KV, hd, NULL);
         mm_fwd(tmp, ao + (long)l * BT * A, tensor_at(params, &s, "wo", l), NULL, BT, A, C);
         for (long i = 0; i < (long)BT * C; i++) m[i] = x[i] + tmp[i];
         rmsnorm_forward(ln2 + (long)l * BT * C, r2 + l * BT, m, tensor_at(params, &s, "mlp_norm", l), BT, C, c.norm_eps);
@@ -409,7 +481,7 @@ static void test_model(const char *tag, int NH, int KV, int tied, int qkv_bias) 
         memcpy(dm, dres, BT * C * sizeof(float));  // the residual's gradient, plus the MLP branch's
         rmsnorm_backward(dm, tensor_at(grads, &s, "mlp_norm", l), dln, m, tensor_at(params, &s, "mlp_norm", l), r2 + l * BT, BT, C);
         mm_bwd(dao, tensor_at(grads, &s, "wo", l), NULL, dm, ao + (long)l * BT * A, tensor_at(params, &s, "wo", l), BT, A, C);
-        gqa_attention_backward(dq, dao, qkv + (long)l * BT * R, att + (long)l * B * NH * T * T, B, T, NH, KV, hd);
+        gqa_attention_backward(dq, dao, qkv + (long)l * BT * R, att + (long)l * B * NH * T * T, B, T, NH, KV, hd, NULL);
         rope_backward(dq, cs, sn, B, T, NH, KV, hd);
         mm_bwd(dln, tensor_at(grads, &s, "wqkv", l), tensor_at(grads, &s, "bqkv", l), dq, ln1 + (long)l * BT * C,
                tensor_at(params, &s, "wqkv", l), BT, C, R);
@@ -443,6 +515,11 @@ int main(int argc, char **argv) {
     test_attention("gqa41", 8, 2);
     test_attention("gqa11", 4, 4);
     test_attention("mqa", 4, 1);
+    test_masked_attention("mask_causal", 0, 0, 4, 2, 16);
+    test_masked_attention("mask_doc", 1, 0, 4, 2, 16);
+    test_masked_attention("mask_win", 0, 5, 4, 2, 16);
+    test_masked_attention("mask_docwin", 1, 5, 4, 2, 16);
+    test_masked_attention("mask_docwin_mqa", 1, 7, 4, 1, 8);
     test_chain();
     test_gqa_is_gpt2_attention();
     test_model("m_gqa_tied", 4, 2, 1, 0);

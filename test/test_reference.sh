@@ -25,10 +25,18 @@ reference h32 --channels 128 --heads 4 --batch 3 --seq 33 --accum 3 --steps 8 --
 reference h64 --channels 128 --heads 2 --batch 2 --seq 41 --accum 2 --steps 7 --warmup 3 --schedule linear --grad-clip 1.2 --seed 7
 against h32 "cpu, head size 32" TOL_FP32 $BIN -- --grad-accum 3
 against h64 "cpu, head size 64" TOL_FP32 $BIN -- --grad-accum 2
+# Attention's masks (issue 49): documents cut at a separator the shard's header records (--doc-mask; about one token
+# in 8 is one), and documents within a sliding window of 6 keys, against the reference's explicit boolean masks
+reference h32doc --channels 128 --heads 4 --batch 3 --seq 33 --accum 3 --steps 8 --warmup 2 --schedule cosine --grad-clip 1.0 --doc-sep 100
+reference h64docwin --channels 128 --heads 2 --batch 2 --seq 41 --accum 2 --steps 7 --warmup 3 --schedule linear --grad-clip 1.2 --seed 7 --doc-sep 100 --attn-window 6
+against h32doc "cpu, --doc-mask" TOL_FP32 $BIN -- --grad-accum 3
+against h64docwin "cpu, --doc-mask --attn-window 6" TOL_FP32 $BIN -- --grad-accum 2
 if have_mpi "training runs vs PyTorch on several ranks"; then
   # 3 ranks with one micro-batch each read exactly the tokens of 1 process with 3
   against h32 "cpu, 3 ranks at ZeRO-2" TOL_FP32 "${MPI[@]}" -np 3 $BIN -- --grad-accum 1 -z 2
   against h64 "cpu, 2 pipeline stages" TOL_FP32 "${MPI[@]}" -np 2 $BIN -- --pp 2
+  # the second stage's layers mask by the documents its own loader found
+  against h64docwin "cpu, --doc-mask --attn-window 6 on 2 pipeline stages" TOL_FP32 "${MPI[@]}" -np 2 $BIN -- --pp 2
 fi
 # The Llama family (CPU build): transformers' LlamaForCausalLM in float64 under the same recipe, GQA 2:1, an untied
 # head, 20 steps with accumulation 2 and clipping on 11 of them (test/ref_train_llama.py); and Qwen2ForCausalLM, whose
@@ -46,6 +54,11 @@ fi
 # weight decay 0.5 with biases of std 0.3: decaying bqkv moves it by 0.47 of its movement (measured), the bound is 1e-4
 if llama_reference qwen2 --qkv-bias 1 --grad-clip 1.2; then
   llama_against qwen2 "cpu, Qwen 2 (q/k/v bias, not decayed)" $BIN --
+fi
+# documents with RoPE's positions restarting in each (--doc-mask --doc-rope-restart): transformers' LlamaForCausalLM
+# given the block-diagonal mask as a 4D attention mask and each token's position from its document's start
+if llama_reference llama_doc --grad-clip 1.45 --doc-sep 100 --rope-restart 1; then
+  llama_against llama_doc "cpu, Llama --doc-mask --doc-rope-restart" $BIN --
 fi
 # ReLU² (--mlp relu2) in the same model, H = 4C = 256: the model file's slot 21 carries it to the trainer
 if llama_reference llama_relu2 --mlp relu2 --hidden 256 --grad-clip 1.45; then

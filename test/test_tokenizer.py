@@ -32,6 +32,7 @@ GPT2_PAT = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\
 EOT = 50256
 VOCAB = 50257
 SHARD_MAGIC, SHARD_VERSION = 20240520, 1
+SHARD_DOC_SEP_TAG = 20261206  # dataloader.h's: header word 3, the separator's id in word 4
 TOKENIZER_MAGIC = 20240328
 
 
@@ -214,8 +215,12 @@ def read_shard(path):
         raise ValueError("%s: magic %d, expected %d" % (path, magic, SHARD_MAGIC))
     if version != SHARD_VERSION:
         raise ValueError("%s: version %d, expected %d" % (path, version, SHARD_VERSION))
-    if any(struct.unpack("<253i", data[12:1024])):
-        raise ValueError("%s: header words 3..255 are not zero" % path)
+    # words 3 and 4: the document separator's record (the trainer's --doc-mask), <|endoftext|> here
+    tag, sep = struct.unpack("<2i", data[12:20])
+    if tag != SHARD_DOC_SEP_TAG or sep != 50256:
+        raise ValueError("%s: header words 3, 4 are %d, %d, expected %d, 50256 (the separator's record)" % (path, tag, sep, SHARD_DOC_SEP_TAG))
+    if any(struct.unpack("<251i", data[20:1024])):
+        raise ValueError("%s: header words 5..255 are not zero" % path)
     if len(data) != 1024 + 2 * n:
         raise ValueError("%s: size %d, expected 1024 + 2*%d = %d" % (path, len(data), n, 1024 + 2 * n))
     return list(struct.unpack("<%dH" % n, data[1024:]))

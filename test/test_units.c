@@ -241,7 +241,7 @@ static void test_state_file(void) {
     int fd = mkstemp(path);
     close(fd);
     TrainState s = {12, 4, 64, 3, 2, 1, 100, 50257, 0x123456789abcull, 777, 0xfedcba9876543210ull, 1000,
-                    10, 32768.0f, 12, 7, 1, 2, 1};  // optimizer 1: Muon, a version 3 file
+                    10, 32768.0f, 12, 7, 1, 2, 1, 0, 0, 0, {0}};  // optimizer 1: Muon, a version 3 file
     float m[1000], v[1000], m2[1000], v2[1000];
     for (int i = 0; i < 1000; i++) { m[i] = i * 0.5f; v[i] = -i * 0.25f; }
     state_write(path, &s, m, v);
@@ -259,6 +259,19 @@ static void test_state_file(void) {
     vp = fopen(path, "rb");
     check(vp && fread(hv, sizeof(int), 25, vp) == 25 && hv[1] == 2 && hv[24] == 0, "an AdamW state file is version 2, as before");
     if (vp) fclose(vp);
+    // attention's masks (train/attn_masks.h): version 4, [25] the flags, [26] the separator, [27] the windows' period
+    // and [28..] the windows, read back as written
+    s.mask_flags = 3, s.doc_sep = 50256, s.window_period = 3, s.windows[0] = 128, s.windows[1] = 128, s.windows[2] = 0;
+    state_write(path, &s, m, v);
+    state_read(path, &r, m2, v2);
+    vp = fopen(path, "rb");
+    int h4[32];
+    check(vp && fread(h4, sizeof(int), 32, vp) == 32 && h4[1] == 4 && h4[25] == 3 && h4[26] == 50256 && h4[27] == 3 &&
+              h4[28] == 128 && h4[30] == 0 && h4[31] == 0 && memcmp(&s, &r, sizeof(s)) == 0,
+          "a state file with masks is version 4: flags, separator and the windows' period round-trip");
+    if (vp) fclose(vp);
+    s.mask_flags = s.doc_sep = s.window_period = 0;
+    memset(s.windows, 0, sizeof(s.windows));
     // a version 1 file (before loss scaling) still loads: updates = step, no scaler state
     FILE *fp = fopen(path, "r+b");
     int one = 1;

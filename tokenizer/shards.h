@@ -41,6 +41,7 @@ stream from that document on is the one an uninterrupted run makes.
 #define SHARD_MAGIC_U32 20240801 // uint32 tokens (llm.c's Llama 3 shards), for a vocabulary over 65,536
 #define SHARD_VERSION_U32 7
 #define SHARD_HEADER_BYTES 1024
+#define SHARD_DOC_SEP_TAG 20261206  // header[3] (dataloader.h's): header[4] is the separator between documents
 #define WRITE_BUF_TOKENS (1 << 20)
 
 // ----------------------------------------------------------------------------
@@ -69,6 +70,7 @@ typedef struct {
     FILE *cmp;              // --resume: the complete shard being compared instead
     char final[4000];
     int wide;               // uint32 tokens (SHARD_MAGIC_U32), else uint16
+    int doc_sep;            // the separator written before each document, recorded in every header
     unsigned char *buf;     // WRITE_BUF_TOKENS tokens of 2 or 4 bytes
     size_t nbuf;
     long long tokens, shards_written, shards_kept;
@@ -115,6 +117,8 @@ static void shard_header(const Writer *w, int32_t *h, long long n) {
     h[0] = w->wide ? SHARD_MAGIC_U32 : SHARD_MAGIC;
     h[1] = w->wide ? SHARD_VERSION_U32 : SHARD_VERSION;
     h[2] = (int32_t)n;
+    h[3] = SHARD_DOC_SEP_TAG;  // the separator between documents, for the trainer's --doc-mask (dataloader.h)
+    h[4] = w->doc_sep;
 }
 
 // a shard's token count, when its header is ours (of this run's token width) and its size agrees with it; else -1

@@ -11,8 +11,11 @@
 //     [17] vocab size V; from version 2: [18] AdamW updates applied (steps less skipped ones),
 //     [19] loss scale (float32 bits), [20] loss-scaler steps seen, [21] its step of the last
 //     overflow (-1 none), [22] hysteresis left, [23] steps skipped for overflow; from version 3: [24] the
-//     optimizer (0 AdamW, 1 Muon: muon.h); the rest 0. A run with AdamW writes version 2, which holds all it has
-//     (older builds read it); one with Muon version 3, which they refuse rather than take its momentum for AdamW's.
+//     optimizer (0 AdamW, 1 Muon: muon.h); from version 4: attention's masks (train/attn_masks.h): [25] bit 0
+//     --doc-mask, bit 1 --doc-rope-restart, [26] the document separator, [27] the period n of the layers' windows
+//     (0: none; layer l's window is [28 + l % n], 0 for a global layer), [28 .. 28 + n) those windows; the rest 0. A run with AdamW and causal attention writes version 2,
+//     which holds all it has (older builds read it); one with Muon version 3, one with masks version 4, which older
+//     builds refuse rather than take its momentum for AdamW's or train on without its masks.
 //     Version 1 files (no loss scaler) still load: updates = step, and the scaler starts afresh
 //   float32 m[P], v[P]: AdamW first and second moments in the model file's parameter order (with Muon, its
 //     momentum buffers in m where it owns the matrices, and 0 in v there)
@@ -26,7 +29,8 @@
 #include "../base/utils.h"
 
 #define STATE_MAGIC 20241122
-#define STATE_VERSION 3
+#define STATE_VERSION 4
+#define STATE_WINDOWS 200  // the longest period of the layers' windows a state file records (words 28..227)
 
 typedef struct {
     int step, B, T, grad_accum, world, shuffle, total_steps, vocab_size;
@@ -35,6 +39,9 @@ typedef struct {
     float loss_scale;            // 0 in a version 1 file: no scaler state saved
     int scaler_iter, scaler_last_overflow, scaler_hysteresis_left, scaler_skipped;
     int optimizer;               // 0 AdamW (versions 1 and 2), 1 Muon (config.h's OptimizerKind)
+    int mask_flags, doc_sep;     // version 4: bit 0 --doc-mask, bit 1 --doc-rope-restart; the separator (0 without)
+    int window_period;           // version 4: layer l's window is windows[l % window_period]; 0: no window
+    int windows[STATE_WINDOWS];
 } TrainState;
 
 static void put_u64(int *h, int i, uint64_t x) { h[i] = (int)(uint32_t)x; h[i + 1] = (int)(uint32_t)(x >> 32); }
@@ -71,6 +78,10 @@ static void state_read(const char *path, TrainState *s, float *m, float *v) {
         s->scaler_iter = h[20]; s->scaler_last_overflow = h[21]; s->scaler_hysteresis_left = h[22]; s->scaler_skipped = h[23];
     }
     s->optimizer = h[1] >= 3 ? h[24] : 0;
+    s->mask_flags = h[1] >= 4 ? h[25] : 0;
+    s->doc_sep = h[1] >= 4 ? h[26] : 0;
+    s->window_period = h[1] >= 4 && h[27] > 0 && h[27] <= STATE_WINDOWS ? h[27] : 0;
+    for (int i = 0; i < STATE_WINDOWS; i++) s->windows[i] = i < s->window_period ? h[28 + i] : 0;
     fseekCheck(fp, 0, SEEK_END, path);
     long size = ftell(fp);
     long want = 1024 + 8 * (long)s->num_params;
@@ -117,7 +128,8 @@ static void ckpt_commit(const char *tmp, const char *path) {
 
 static void state_header(int h[256], const TrainState *s) {
     memset(h, 0, 256 * sizeof(int));
-    h[0] = STATE_MAGIC; h[1] = s->optimizer ? 3 : 2; h[2] = s->step; h[3] = s->B; h[4] = s->T; h[5] = s->grad_accum;
+    int masks = s->mask_flags || s->window_period;
+    h[0] = STATE_MAGIC; h[1] = masks ? 4 : s->optimizer ? 3 : 2; h[2] = s->step; h[3] = s->B; h[4] = s->T; h[5] = s->grad_accum;
     h[6] = s->world; h[7] = s->shuffle;
     put_u64(h, 8, s->seed); put_u64(h, 10, s->loader_pos); put_u64(h, 12, s->sample_rng); put_u64(h, 14, s->num_params);
     h[16] = s->total_steps; h[17] = s->vocab_size;
@@ -125,6 +137,8 @@ static void state_header(int h[256], const TrainState *s) {
     memcpy(&h[19], &s->loss_scale, sizeof(float));
     h[20] = s->scaler_iter; h[21] = s->scaler_last_overflow; h[22] = s->scaler_hysteresis_left; h[23] = s->scaler_skipped;
     if (s->optimizer) h[24] = s->optimizer;
+    if (masks) { h[25] = s->mask_flags; h[26] = s->doc_sep; h[27] = s->window_period; }
+    for (int i = 0; i < s->window_period && i < STATE_WINDOWS; i++) h[28 + i] = s->windows[i];
 }
 
 static void checkpoint_paths(const char *dir, int step, char *model_path, char *state_path, size_t n) {

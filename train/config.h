@@ -82,6 +82,12 @@ typedef struct {
     int muon_nesterov, muon_ns_steps;
     MuonLrAdjust muon_lr_adjust;
     int recompute;              // 0..3
+    // attention's masks (train/attn_masks.h): documents of a packed row, sliding windows per layer
+    int doc_mask;               // --doc-mask: attention within each document
+    int doc_token;              // --doc-token: the separator's id; -1 = what the shards' headers record
+    int doc_rope_restart;       // --doc-rope-restart: RoPE's positions from 0 in each document
+    int attn_window;            // --attn-window W; -1 = none
+    const char *attn_window_pattern;  // --attn-window-pattern: which layers are windowed; NULL = all (with a window)
     uint64_t seed;
     int shuffle;
     // evaluation, sampling, checkpoints
@@ -145,6 +151,8 @@ static void config_defaults(TrainConfig *c) {
     c->muon_ns_steps = 5;
     c->muon_lr_adjust = MUON_ADJUST_MATCH_RMS_ADAMW;
     c->recompute = 0;
+    c->doc_token = -1;
+    c->attn_window = -1;
     c->seed = 1337;
     c->shuffle = 1;
     c->val_every = 50;
@@ -223,6 +231,11 @@ static const OptSpec OPTIONS[] = {
     OPTD(NULL, "--muon-lr", OPT_FLOAT, muon_lr, "Muon's peak learning rate (the same schedule, warmup and decay; 0: --lr)", "--lr"),
     OPTE(NULL, "--muon-lr-adjust", muon_lr_adjust, MUON_LR_ADJUST_NAMES, "match_rms_adamw: lr 0.2 sqrt(max(rows, cols)) (Moonshot's, so Muon shares AdamW's lr and decay) | original: lr sqrt(max(1, rows/cols)) (Keller Jordan's)"),
     OPT("-r", "--recompute", OPT_INT, recompute, "0 store all; 1 recompute GELU; 2 also LayerNorm; 3 keep only layer inputs"),
+    OPT(NULL, "--doc-mask", OPT_FLAG, doc_mask, "attention within each document of a packed row (block-diagonal causal, Llama 3's): the token after a separator starts a document, the separator ends its own; the separator is the one ./tokenize recorded in the shards' headers, or --doc-token"),
+    OPTD(NULL, "--doc-token", OPT_INT, doc_token, "with --doc-mask: the document separator's token id, for shards that record none (or to override theirs)", "the shards' record"),
+    OPT(NULL, "--doc-rope-restart", OPT_FLAG, doc_rope_restart, "with --doc-mask and RoPE: each document's positions start at 0"),
+    OPTD(NULL, "--attn-window", OPT_INT, attn_window, "sliding-window attention: a query sees itself and the W - 1 keys before it (Mistral's sliding_window), at most -t; on every layer, or those --attn-window-pattern names", "none"),
+    OPTD(NULL, "--attn-window-pattern", OPT_STR, attn_window_pattern, "which layers take which window, repeated over the layers: one letter a layer, L (--attn-window) or G (global), e.g. LG for gpt-oss (even layers windowed), LLLG for every 4th layer global; or comma-separated windows (0 global), e.g. 1024,512,512,0; its length must divide the layers", "every layer L"),
     OPT(NULL, "--seed", OPT_U64, seed, "seed for initialisation, data order and sampling"),
     OPT(NULL, "--shuffle", OPT_INT, shuffle, "1 shuffle the training order each epoch, 0 read in order"),
     OPT("-v", "--val-every", OPT_INT, val_every, "validation loss every N steps; 0 = off"),
@@ -540,7 +553,8 @@ static void config_check_world(const TrainConfig *c, int world) {
                     "one micro-batch's backward, which 1F1B interleaves across micro-batches; use -z 0 or 1", c->zero_stage, c->pp);
 }
 
-// The checks that need the model: a stage per layer at most, and a sequence the model can hold.
+// The checks that need the model: a stage per layer at most, and a sequence the model can hold (the masks' checks
+// are train/attn_masks.h's).
 static void config_check_model(const TrainConfig *c, int num_layers, int max_seq_len) {
     if (c->pp > num_layers)
         usage_error("--pp: %d stages for a model of %d layers; each stage needs at least one layer", c->pp, num_layers);

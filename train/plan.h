@@ -60,6 +60,7 @@ typedef struct {
     size_t nvme_buffer;           // --nvme-buffer-mb
     int kv_tokens;                // the positions of the run's samples' key/value cache (run_sample_tokens; 0: no sampling)
     int muon;                     // --optimizer muon: v leaves out Muon's matrices, and Muon's workspace
+    int doc_mask;                 // --doc-mask: each slot's document starts (model_doc_start_bytes) in the workspace
 } PlanLayout;
 
 // Stage s of a pipeline of pp stages split at first[] (pp_split's), with A micro-batches per step: its layers, the
@@ -82,6 +83,7 @@ static PlanNeed plan_need(const PlanLayout *l, PlanChoice c, MemoryPlan *out) {
                      &mp.grads, &mp.optimizer);
     mp.optimizer_on_host = c.offload && !c.nvme;
     mp.kv_cache = l->kv_tokens ? model_kv_cache_bytes(l->mc, l->layers, l->kv_tokens) : 0;  // reserved once, for the run
+    mp.workspace += model_doc_start_bytes(l->doc_mask, l->B, l->T, l->slots);
     PlanNeed n = {0, 0, 0};
     n.device = mp.params + mp.grads + mp.working + mp.activations + mp.workspace + mp.kv_cache + (c.offload ? 0 : mp.optimizer);
     if (c.offload && !c.nvme) n.host = mp.optimizer;

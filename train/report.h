@@ -252,6 +252,12 @@ static void report_run_header(const Run *r) {
     printf0("data: %s (%d shard%s, %ld micro-batches per epoch)%s%s\n", r->synthetic ? "synthetic corpus" : cfg->train_data,
            r->train_loader.nshards, r->train_loader.nshards == 1 ? "" : "s", r->train_loader.windows_per_epoch,
            r->have_val ? " | val: " : " | no validation data", r->have_val ? (r->synthetic ? "synthetic" : cfg->val_data) : "");
+    if (r->any_window || cfg->doc_mask) {  // attention's masks (attn_masks.h); none: causal, and no line
+        char masks[512];
+        attn_masks_text(cfg, r->attn_window, r->mc.num_layers, r->doc_sep, masks, sizeof(masks));
+        printf0("attention: causal + %s | FLOPs and MFU count the visible pairs%s\n", masks,
+                cfg->doc_mask ? " (the documents' own: each step's data)" : "");
+    }
     if (r->synthetic) printf0("synthetic corpus: a Markov chain over %d symbols; after a '.', the document's first token "
                               "again (%.1f%% of targets; only attention reaches back for it) | entropy floor %.4f nats/token, the "
                               "best possible loss; without attention %.4f at best\n", SYNTH_SYMBOLS, 100.0 * r->synth.copied,
@@ -427,6 +433,9 @@ static void report_profile(Run *r) {
         double exact = 6.0 * matmul_params * tokens + 6.0 * L * C * (r->T + 1.0) * tokens;
         char what[160];
         model_nonmatmul_text(mc, other_params, what, sizeof(what));
+        if (r->any_window || r->cfg.doc_mask)  // attention's masks: the visible pairs counted, not T (T + 1) / 2
+            printf("  attention under the masks (--attn-window, --doc-mask): its FLOPs count the pairs it visits; the causal "
+                   "figure below is the bound\n");
         printf("  FLOPs per step: counted %.4f GFLOP (6 x %.0f matmul weights x %.0f tokens + causal attention = %.4f%s) | "
                "formula %s: %.4f GFLOP | counted / formula %.4f: %.0f of N's %zu parameters are in no matmul "
                "(%s)\n", counted / 1e9, matmul_params,

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "config.h"
+#include "attn_masks.h"
 #include "checkpoint.h"
 #include "../dataloader.h"
 #include "../zero.h"
@@ -52,6 +53,8 @@ typedef struct {
     int start_step;
     int lr_span;                             // steps the learning-rate schedule spans (saved in checkpoints)
     TrainState resumed;
+    // attention's masks (train/attn_masks.h): each layer's window (0 global), whether any has one, the document separator
+    int *attn_window, any_window, doc_sep;
     char resume_model[4200], resume_state[4200];  // the checkpoint's files, read by run_load_weights
     float *resume_m, *resume_v;
     // the plan: this stage's layers and units, and the memory they need
@@ -115,7 +118,7 @@ static int run_sample_tokens(const TrainConfig *cfg, int T) {
 static PlanLayout run_plan_layout(const Run *r) {
     PlanLayout l = {&r->mc_rank, r->B, r->T, r->cfg.recompute, r->first[r->stage + 1] - r->first[r->stage], r->slots, r->holds_unit,
                     r->dp, r->bucket_bytes, run_nvme_buffer(r), run_sample_tokens(&r->cfg, r->T),
-                    r->cfg.optimizer == OPTIMIZER_MUON};
+                    r->cfg.optimizer == OPTIMIZER_MUON, r->cfg.doc_mask};
     return l;
 }
 
@@ -150,6 +153,7 @@ static void run_setup_world(Run *r, int argc, char **argv) {
     config_defaults(cfg);
     parse_args(cfg, argc, argv);
     config_validate(cfg);
+    attn_masks_validate(cfg);
     config_resolve_precision(cfg, backend_precision_default(), backend_precisions_built());
     if (cfg->optimizer == OPTIMIZER_MUON && !backend_has_muon())
         usage_error("--optimizer muon: the %s build has no Muon; use --optimizer adamw", backend_build_name());
@@ -409,11 +413,27 @@ static void run_check_tokenizers(Run *r) {
     decoder_free(&val);
 }
 
+// The masks (attn_masks.h): each layer's window from the flags, the separator the loaders cut documents at.
+static void run_setup_masks(Run *r) {
+    const TrainConfig *cfg = &r->cfg;
+    int L = r->mc.num_layers;
+    r->attn_window = (int *)callocCheck(L, sizeof(int));
+    r->any_window = attn_masks_layers(cfg, L, r->attn_window);
+    r->doc_sep = 0;
+    if (cfg->doc_rope_restart && r->mc.positions != POS_ROPE)
+        usage_error("--doc-rope-restart: the model (-e/--init %s) has learned positions, not RoPE", r->init);
+    if (!cfg->doc_mask) return;
+    r->doc_sep = attn_masks_doc_sep(cfg, &r->train_loader, "-i/--train-data", r->synthetic, r->mc.vocab_size);
+    dataloader_set_doc_sep(&r->train_loader, r->doc_sep);
+    if (r->have_val) dataloader_set_doc_sep(&r->val_loader, r->doc_sep);  // the same tokenizer's separator
+}
+
 // Set-up: the world, the flags, the model's shape, the data, the decoder, and the tokenizers checked against them.
 static void run_setup(Run *r, int argc, char **argv) {
     run_setup_world(r, argc, argv);
     run_setup_model(r);
     run_setup_data(r);
+    run_setup_masks(r);
     decoder_init(&r->dec, r->cfg.tokenizer, r->synthetic, r->synthetic ? NULL : r->train_loader.shards[0].path);
     run_check_tokenizers(r);
 }
@@ -625,6 +645,16 @@ static void run_resume(Run *r) {
               "(-y 0: the step, data position and moments start afresh)", sp, saved, OPTIMIZER_NAMES[cfg->optimizer],
               s->optimizer == OPTIMIZER_MUON ? "Muon" : "AdamW", saved, mp, OPTIMIZER_NAMES[cfg->optimizer]);
     }
+    int flags = (cfg->doc_mask ? 1 : 0) | (cfg->doc_rope_restart ? 2 : 0);
+    int same_windows = attn_masks_same_windows(s, r->attn_window, r->mc.num_layers);
+    if (s->mask_flags != flags || (flags & 1 && s->doc_sep != r->doc_sep) || !same_windows) {
+        char saved[64];
+        snprintf(saved, sizeof(saved), (s->mask_flags & 1) ? "1 (separator %d)" : "0", s->doc_sep);
+        fatal("%s: saved by a run with --doc-mask %s, --doc-rope-restart %d and %s; this run has --doc-mask %d, "
+              "--doc-rope-restart %d and %s (--attn-window, --attn-window-pattern): resume with the masks it was trained "
+              "with", sp, saved, (s->mask_flags >> 1) & 1, s->window_period ? "sliding windows" : "no sliding window",
+              cfg->doc_mask, cfg->doc_rope_restart, !r->any_window ? "no sliding window" : same_windows ? "the same windows" : s->window_period ? "other windows" : "sliding windows");
+    }
     r->start_step = s->step;
     printf0("resume: step %d from %s (saved by %d data-parallel rank%s)\n", r->start_step, sp, s->world, s->world == 1 ? "" : "s");
     run_resume_schedule(r);
@@ -655,6 +685,7 @@ static void run_free(Run *r) {
     model_free(r->model);
     free(r->first);
     free(r->holds_unit);
+    free(r->attn_window);
     free(r->hosts);
     dataloader_free(&r->train_loader);
     if (r->have_val) dataloader_free(&r->val_loader);

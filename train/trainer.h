@@ -40,13 +40,30 @@ static void on_stop_signal(int sig) { (void)sig; stop_requested = 1; }
 // the story: set up, resume, plan, build, then for each step evaluate, sample, step, log, checkpoint.
 // Every rank runs every phase; only rank 0 prints and writes the log.
 
+// Model FLOPs per token (the step line's MFU): the formula's 6N + 6 L width T, where attention under masks counts the
+// pairs it visits (attn_mask_visible_pairs): 6 width (2 keys - 1) per layer, keys the mean visible keys of a query,
+// which is the formula's T where attention is causal. Documents make the count the data's: the step's micro-batches'.
+static double run_flops_per_token(Run *r, int T) {
+    double f = model_flops_per_token(&r->mc_rank, T);
+    Model *m = r->model;
+    if (!r->any_window && !r->cfg.doc_mask) return f;
+    int L = r->mc.num_layers;
+    double pairs = 0.0;
+    if (r->cfg.doc_mask && m->doc_tokens > 0) pairs = m->doc_pairs / (double)m->doc_tokens;
+    else pairs = model_mask_pairs(r->any_window ? r->attn_window : NULL, L, NULL, 1, T) / T;  // a row of one document
+    m->doc_pairs = 0.0;
+    m->doc_tokens = 0;
+    double width = (double)model_shape(&r->mc_rank).attn_flop_width;
+    return f + 6.0 * width * (2.0 * pairs - (double)L * (T + 1));
+}
+
 // Validation loss: every rank of every pipeline reads the same batches; the last stage computes it.
 static float evaluate(Pipeline *pp, DataLoader *val, int batches, int B, int T) {
     dataloader_reset(val);
     double s = 0.0;
     for (int i = 0; i < batches; i++) {
         dataloader_next(val);
-        s += pp_forward_only(pp, val->inputs, val->targets, B, T);
+        s += pp_forward_only_docs(pp, val->inputs, val->targets, val->doc_start, B, T);
     }
     return (float)(comm_allreduce_sum_f64(pp->group, s) / batches);
 }
@@ -106,6 +123,7 @@ static void run_build(Run *r) {
     size_t act_before = backend_scratch_allocated();
     r->model = model_create(&r->mc_rank, r->B, r->T, cfg->recompute, r->first[stage], r->first[stage + 1], r->slots,
                             cfg->zero_stage == 3);
+    model_set_masks(r->model, r->any_window ? r->attn_window : NULL, cfg->doc_mask, cfg->doc_rope_restart);
     if (tp > 1) {
         tp_group_init(&r->tpg, &r->mc_rank, &r->tp_comm, &r->kv_comm);
         model_set_tp(r->model, &r->tpg);
@@ -330,7 +348,7 @@ static StepResult run_step(Run *r, int step) {
     // model FLOPs per token, as llm.c and PaLM count them: 6N for the matmuls' forward and
     // backward, plus 6*L*C*T for attention; per device: with --tp its slice's (its N, its heads) on the tokens
     // of its data-parallel group
-    s.flops = model_flops_per_token(&r->mc_rank, T) * tps * r->tp / r->world;
+    s.flops = run_flops_per_token(r, T) * tps * r->tp / r->world;
     s.peak = backend_peak_flops();
     if (step > r->start_step) { r->total_ms += ms; r->timed_steps++; }  // the first step warms caches
     // the pipeline's measured bubble: the share of each stage's step spent waiting for a neighbour
@@ -363,7 +381,9 @@ static void run_checkpoint(Run *r, int done) {
         const LossScaler *sc = &r->scaler;
         TrainState st = {done, r->B, r->T, r->A, r->dp, cfg->shuffle, r->lr_span, r->mc.vocab_size, cfg->seed,
                          r->train_loader.pos * (uint64_t)r->dp, r->sample_rng, r->num_params, r->updates, sc->scale,
-                         sc->iter, sc->last_overflow, sc->hysteresis_left, sc->skipped, (int)cfg->optimizer};
+                         sc->iter, sc->last_overflow, sc->hysteresis_left, sc->skipped, (int)cfg->optimizer,
+                         (cfg->doc_mask ? 1 : 0) | (cfg->doc_rope_restart ? 2 : 0), r->doc_sep, 0, {0}};
+        attn_masks_record(r->attn_window, r->mc.num_layers, &st);
         state_header(h, &st);
         ckpt_create(stmp, h, 2 * r->num_params * sizeof(float));
     }

@@ -291,14 +291,14 @@ static void check_attention(KernelCase *k) {
     floatX *dqkv_in = to_dev_x(qkv, BT * OC), *datty = to_dev_x(h1, n);
     float *lse;
     cudaCheck(cudaMalloc(&lse, (size_t)B * NH * T * 4));
-    attention_forward(datty, lse, dqkv_in, B, T, C, NH);
-    cpu::attention_forward(r1, att, qkv, B, T, C, NH);
+    attention_forward(datty, lse, dqkv_in, B, T, C, NH, NULL);
+    cpu::attention_forward(r1, att, qkv, B, T, C, NH, NULL);
     from_dev_x(g1, datty, n);
     expect("attention_forward (flash)", rel_err(g1, r1, n), tol());
     float *dq = (float *)mallocCheck(BT * OC * 4), *gq = (float *)mallocCheck(BT * OC * 4);
     floatX *ddq = to_dev_x(dq, BT * OC);
-    attention_backward(ddq, ddout, dqkv_in, datty, lse, B, T, C, NH);
-    cpu::attention_backward(dq, dout, qkv, r1, att, B, T, C, NH);
+    attention_backward(ddq, ddout, dqkv_in, datty, lse, B, T, C, NH, NULL);
+    cpu::attention_backward(dq, dout, qkv, r1, att, B, T, C, NH, NULL);
     from_dev_x(gq, ddq, BT * OC);
     expect("attention_backward dqkv (flash)", rel_err(gq, dq, BT * OC), tol());
 }
@@ -543,21 +543,21 @@ static void check_gqa(int B, int T, int NH, int KV, int hd) {
     float *g = (float *)mallocCheck(nq * 4), *dq = (float *)mallocCheck(nq * 4);
     floatX *dqkv_in = to_dev_x(qkv, nq), *ddout = to_dev_x(dout, no), *dout_x = to_dev_x(out, no), *ddq = to_dev_x(dq, nq);
     float *lse = zeros_dev_f((size_t)B * NH * T);
-    attention_gqa_forward(dout_x, lse, dqkv_in, B, T, NH, KV, hd, NULL, NULL);
-    cpu::gqa_attention_forward(out, att, qkv, B, T, NH, KV, hd);
+    attention_gqa_forward(dout_x, lse, dqkv_in, B, T, NH, KV, hd, NULL, NULL, NULL);
+    cpu::gqa_attention_forward(out, att, qkv, B, T, NH, KV, hd, NULL);
     from_dev_x(g, dout_x, no);
     snprintf(what, sizeof(what), "attention_gqa_forward NH=%d KV=%d hd=%d", NH, KV, hd);
     expect(what, rel_err(g, out, no), tol());
-    attention_gqa_backward(ddq, ddout, dqkv_in, dout_x, lse, B, T, NH, KV, hd, NULL, NULL);
-    cpu::gqa_attention_backward(dq, dout, qkv, att, B, T, NH, KV, hd);
+    attention_gqa_backward(ddq, ddout, dqkv_in, dout_x, lse, B, T, NH, KV, hd, NULL, NULL, NULL);
+    cpu::gqa_attention_backward(dq, dout, qkv, att, B, T, NH, KV, hd, NULL);
     from_dev_x(g, ddq, nq);
     snprintf(what, sizeof(what), "attention_gqa_backward dqkv NH=%d KV=%d hd=%d", NH, KV, hd);
     expect(what, rel_err(g, dq, nq), tol());
     if (KV == NH) {  // GPT-2's launchers on the same inputs: the same bits
         floatX *o2 = to_dev_x(out, no), *d2 = to_dev_x(dq, nq);
         float *lse2 = zeros_dev_f((size_t)B * NH * T);
-        attention_forward(o2, lse2, dqkv_in, B, T, C, NH);
-        attention_backward(d2, ddout, dqkv_in, o2, lse2, B, T, C, NH);
+        attention_forward(o2, lse2, dqkv_in, B, T, C, NH, NULL);
+        attention_backward(d2, ddout, dqkv_in, o2, lse2, B, T, C, NH, NULL);
         expect("attention_gqa_* with KV = NH vs attention_* (bits differ)", (double)(!same_bits(o2, dout_x, no) + !same_bits(d2, ddq, nq)), 0.0);
     }
     // the decoder: batch row 0's rows 0..t stored in the key/value cache, then the new token's attention
@@ -569,14 +569,14 @@ static void check_gqa(int B, int T, int NH, int KV, int hd) {
         kv_cache_store(kc, vc, (const floatX *)((const char *)dqkv_in + (size_t)r * R * x_bytes), r, NH, KV, hd);
         cpu::kv_cache_store(hk, hv, qkv + (size_t)r * R, r, NH, KV, hd);
     }
-    attention_gqa_decode(dec, (const floatX *)((const char *)dqkv_in + (size_t)t * R * x_bytes), kc, vc, t, NH, KV, hd);
-    cpu::gqa_attention_decode(out, qkv + (size_t)t * R, hk, hv, t, NH, KV, hd);
+    attention_gqa_decode(dec, (const floatX *)((const char *)dqkv_in + (size_t)t * R * x_bytes), kc, vc, t, NH, KV, hd, NULL);
+    cpu::gqa_attention_decode(out, qkv + (size_t)t * R, hk, hv, t, NH, KV, hd, NULL);
     from_dev_x(g, dec, C);
     snprintf(what, sizeof(what), "attention_gqa_decode (kv_cache_store) at t=%d KV=%d", t, KV);
     expect(what, rel_err(g, out, C), tol());
     if (KV == NH && B == 1) {  // GPT-2's decoder reads the qkv rows themselves: the same bits
         floatX *dec2 = to_dev_x(out, C);
-        attention_decode(dec2, dqkv_in, t, C, NH);
+        attention_decode(dec2, dqkv_in, t, C, NH, NULL);
         expect("attention_gqa_decode with KV = NH vs attention_decode (bits differ)", (double)!same_bits(dec, dec2, C), 0.0);
     }
 }
@@ -598,17 +598,17 @@ static void check_gqa_rope(int B, int T, int NH, int KV, int hd) {
     float *att = (float *)mallocCheck((size_t)B * NH * T * T * 4), *dq = (float *)mallocCheck(nq * 4);
     memcpy(rot, qkv, nq * 4);  // the CPU build: RoPE's pass, then attention
     cpu::rope_forward(rot, ct, st, B, T, NH, KV, hd);
-    cpu::gqa_attention_forward(out, att, rot, B, T, NH, KV, hd);
-    cpu::gqa_attention_backward(dq, dout, rot, att, B, T, NH, KV, hd);
+    cpu::gqa_attention_forward(out, att, rot, B, T, NH, KV, hd, NULL);
+    cpu::gqa_attention_backward(dq, dout, rot, att, B, T, NH, KV, hd, NULL);
     cpu::rope_backward(dq, ct, st, B, T, NH, KV, hd);
     // fused: the tables go to attention, qkv stays unrotated
     floatX *dqkv = to_dev_x(qkv, nq), *ddout = to_dev_x(dout, no), *o1 = to_dev_x(out, no), *d1 = to_dev_x(dq, nq);
     float *lse1 = zeros_dev_f((size_t)B * NH * T);
-    attention_gqa_forward(o1, lse1, dqkv, B, T, NH, KV, hd, dct, dst);
+    attention_gqa_forward(o1, lse1, dqkv, B, T, NH, KV, hd, dct, dst, NULL);
     from_dev_x(g, o1, no);
     snprintf(what, sizeof(what), "attention_gqa_forward + RoPE on load NH=%d KV=%d hd=%d T=%d", NH, KV, hd, T);
     expect(what, rel_err(g, out, no), tol());
-    attention_gqa_backward(d1, ddout, dqkv, o1, lse1, B, T, NH, KV, hd, dct, dst);
+    attention_gqa_backward(d1, ddout, dqkv, o1, lse1, B, T, NH, KV, hd, dct, dst, NULL);
     from_dev_x(g, d1, nq);
     snprintf(what, sizeof(what), "attention_gqa_backward + RoPE^T on write NH=%d KV=%d hd=%d T=%d", NH, KV, hd, T);
     expect(what, rel_err(g, dq, nq), tol());
@@ -618,7 +618,7 @@ static void check_gqa_rope(int B, int T, int NH, int KV, int hd) {
     floatX *dqkv2 = to_dev_x(qkv, nq), *o2 = to_dev_x(out, no), *d2 = to_dev_x(dq, nq);
     float *lse2 = zeros_dev_f((size_t)B * NH * T);
     rope_forward(dqkv2, dct, dst, B, T, NH, KV, hd);
-    attention_gqa_forward(o2, lse2, dqkv2, B, T, NH, KV, hd, NULL, NULL);
+    attention_gqa_forward(o2, lse2, dqkv2, B, T, NH, KV, hd, NULL, NULL, NULL);
     WITH_X({
         float *ws = zeros_dev_f(attn_bwd_scratch_floats(sizeof(xt), B, T, C, NH, ATT_BWD_FUSED));
         flash_attention_backward((xt *)d2, ws, (const xt *)ddout, (const xt *)dqkv2, (const xt *)o2, lse2, B, T, C, NH,

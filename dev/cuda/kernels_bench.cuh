@@ -73,9 +73,9 @@ static void bench(int B, int T, int C, int NH, int Vp) {
     fuse_bgrad = 1;
     bench_fusions(B, T, C, a, b2, c2, w, bias, wf, bf);
     fl = 4.0 * B * NH * (double)T * T * (C / NH) / 2;
-    ms = time_ms([&] { attention_forward(a, lse, b2, B, T, C, NH); });
+    ms = time_ms([&] { attention_forward(a, lse, b2, B, T, C, NH, NULL); });
     printf("  %-34s %8.3f ms  %7.1f TFLOP/s\n", "attention_forward (flash)", ms, fl / (ms * 1e9));
-    ms = time_ms([&] { attention_backward(c2, a, b2, a, lse, B, T, C, NH); });
+    ms = time_ms([&] { attention_backward(c2, a, b2, a, lse, B, T, C, NH, NULL); });
     printf("  %-34s %8.3f ms  %7.1f TFLOP/s\n", "attention_backward (flash)", ms, 2.5 * fl / (ms * 1e9));
     ms = time_ms([&] { gelu_forward(a, b2, (long)BT * 4 * C); });
     printf("  %-34s %8.3f ms  %7.0f GB/s\n", "gelu_forward", ms, GBS(2 * BT * 4 * C * xb));
@@ -149,14 +149,14 @@ static void bench_llama(int B, int T, int NH, int KV, int hd, int H) {
         printf("  %-34s %8.3f ms  %7.1f TFLOP/s\n", what, ms, 2 * mfl / (ms * 1e9));
     }
     const double fl = 4.0 * B * NH * (double)T * T * hd / 2;
-    ms = time_ms([&] { attention_gqa_forward(a, lse, b, B, T, NH, KV, hd, NULL, NULL); });
+    ms = time_ms([&] { attention_gqa_forward(a, lse, b, B, T, NH, KV, hd, NULL, NULL, NULL); });
     printf("  %-34s %8.3f ms  %7.1f TFLOP/s\n", "attention_gqa_forward (flash)", ms, fl / (ms * 1e9));
-    ms = time_ms([&] { attention_gqa_backward(c, a, b, a, lse, B, T, NH, KV, hd, NULL, NULL); });
+    ms = time_ms([&] { attention_gqa_backward(c, a, b, a, lse, B, T, NH, KV, hd, NULL, NULL, NULL); });
     printf("  %-34s %8.3f ms  %7.1f TFLOP/s\n", "attention_gqa_backward (flash)", ms, 2.5 * fl / (ms * 1e9));
     // RoPE in the kernels' loads (model.h without QK-norm) against the lines above plus the two rope passes
-    ms = time_ms([&] { attention_gqa_forward(a, lse, b, B, T, NH, KV, hd, dct, dst); });
+    ms = time_ms([&] { attention_gqa_forward(a, lse, b, B, T, NH, KV, hd, dct, dst, NULL); });
     printf("  %-34s %8.3f ms  %7.1f TFLOP/s\n", "attention_gqa_fwd + RoPE in loads", ms, fl / (ms * 1e9));
-    ms = time_ms([&] { attention_gqa_backward(c, a, b, a, lse, B, T, NH, KV, hd, dct, dst); });
+    ms = time_ms([&] { attention_gqa_backward(c, a, b, a, lse, B, T, NH, KV, hd, dct, dst, NULL); });
     printf("  %-34s %8.3f ms  %7.1f TFLOP/s\n", "attention_gqa_bwd + RoPE in loads", ms, 2.5 * fl / (ms * 1e9));
     ms = time_ms([&] { rope_backward(a, dct, dst, B, T, NH, KV, hd); });
     printf("  %-34s %8.3f ms  %7.0f GB/s\n", "rope_backward (in place, dq and dk)", ms, GBS(2 * BT * (NH + KV) * hd * xb));

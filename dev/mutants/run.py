@@ -37,6 +37,8 @@ SUITES = {
     "reference": ([], "REF_EMU=0 bash test/test_reference.sh"),
     "reference-emu": (["train_gpt_emu"], "bash test/test_reference.sh"),
     "muon": ([], "bash test/test_muon.sh"),
+    "llama-cpu": (["test/test_llama_cpu"],
+                  f"{TORCH_PY} test/ref_llama.py --out-dir $MUT_TMP/llama >/dev/null && ./test/test_llama_cpu $MUT_TMP/llama"),
     "cli": ([], "bash test/test_cli.sh"),
     "precision": ([], "bash test/test_precision.sh"),
     "zero": ([], "bash test/test_zero.sh"),
