@@ -105,9 +105,10 @@ kernels() {
   out=$(ASAN_OPTIONS=detect_leaks=0 ./dev/cuda/kernels_emu_asan check 2>&1); rc=$?
   [ $rc -eq 0 ] && ok "kernels under AddressSanitizer: $(summary "$out")" \
     || bad "kernels under AddressSanitizer" "$(grep -E 'FAIL|ERROR|cuda-emu|error' <<<"$out" | head -5)"
-  # the attention kernels against float64 at every head size, T up to 256, multi-head and grouped-query (4:1, 2:1, MQA)
+  # the attention kernels against float64 at every head size, T up to 256, multi-head and grouped-query (4:1, 2:1, MQA);
+  # every mask (causal, document, window, both) with each KV-stationary backward instantiation, the tiles each visits
   out=$(./dev/cuda/attention_emu check small 2>&1); rc=$?
-  [ $rc -eq 0 ] && ok "attention vs float64 (T <= 256, head sizes 16-128, GQA and MQA): $(counts "$out")" \
+  [ $rc -eq 0 ] && ok "attention vs float64 (T <= 256, head sizes 16-128, GQA and MQA; every mask, the tiles visited = the visible ones): $(counts "$out")" \
     || bad "attention vs float64: $(counts "$out"), exit $rc" "$(grep -vE '^PASS|^device' <<<"$out")"
   # the 16-bit backward's key blocks take turns on dQ (cuda/block_order.cuh): other block orders (reverse: every
   # block waits on blocks started after it) and one block resident at a time (forward: every wait is on an earlier
