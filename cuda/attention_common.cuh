@@ -77,7 +77,7 @@ static inline AttnMask attn_mask_of(const AttnMask *m) {
     if (m) r = *m;
     return r;
 }
-static inline bool attn_mask_causal(const AttnMask &m) { return m.window == 0 && m.doc_start == NULL; }
+static inline __host__ __device__ bool attn_mask_causal(const AttnMask &m) { return m.window == 0 && m.doc_start == NULL; }
 __device__ __forceinline__ int attn_first_key(const AttnMask &m, int b, int T, int q) {
     int first = 0;
     if (m.window > 0 && q - m.window + 1 > first) first = q - m.window + 1;
