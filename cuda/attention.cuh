@@ -248,11 +248,13 @@ static void attn_kv_backward(floatT *dqkv, float *scratch, const floatT *dout, c
 // scratch: attn_bwd_scratch_floats(sizeof(floatT), B, T, C, NH) floats, 16-byte aligned.
 // RoPE as in the forward (the same tables, qkv unrotated): Q and K rotated as loaded, and dQ, dK rotated back (the
 // transpose) before they are written, so dqkv is the gradient with respect to the unrotated q and k.
+// kernel: an ATT_BWD_* (-1: TRAIN_GPT_ATTN_BWD's); kv_config: the kv kernel's instantiation (-1: attn_kv_config's);
+// mask as the forward's: in 16 bits a mask other than causal runs the kv kernel (RoPE in the loads with one is refused).
 template <typename floatT>
 static void flash_attention_backward(floatT *dqkv, float *scratch, const floatT *dout, const floatT *qkv, const floatT *out,
                                const float *lse, int B, int T, int C, int NH, cudaStream_t stream, int KV = 0,
                                const float *rope_cos = nullptr, const float *rope_sin = nullptr, int kernel = -1,
-                               const AttnMask *mask = nullptr, int kv_config = -1) {
+                               int kv_config = -1, const AttnMask *mask = nullptr) {
     if (KV <= 0) KV = NH;
     const AttnMask am = attn_mask_of(mask);
     if (kernel < 0) kernel = attn_bwd_kernel_choice();
@@ -269,6 +271,7 @@ static void flash_attention_backward(floatT *dqkv, float *scratch, const floatT 
     if (rope_cos) kernel = ATT_BWD_FUSED;  // the only 16-bit backward with RoPE in its loads
     const bool v3 = sizeof(floatT) == 2 && kernel == ATT_BWD_V3, two_pass = sizeof(floatT) == 2 && kernel == ATT_BWD_2PASS;
     const bool kv = sizeof(floatT) == 2 && kernel == ATT_BWD_KV;
+    (void)kv;  // read only in the 16-bit instantiation's branch (nvcc's #177 in the fp32 one otherwise)
     const int hsp = attn_check_shape<floatT>("attention_backward", B, T, C, NH, KV);
     if (sizeof(floatT) == 2) {
         attn_check_aligned("attention_backward", "qkv", qkv);

@@ -141,10 +141,10 @@ static int run_mask_check(const AttnShape &sh, int W, bool docs, uint64_t seed) 
         cudaCheck(cudaMemset(dev.dqkv, 0xff, nqkv * sizeof(floatT)));
         cudaCheck(cudaMemset(dev.dqkv2, 0x00, nqkv * sizeof(floatT)));
         flash_attention_backward(dev.dqkv, dev.scratch, dev.dout, dev.qkv, dev.out, dev.lse, B, T, C, NH, 0, KV, nullptr,
-                                 nullptr, TC ? ATT_BWD_KV : -1, &dm, cfg);
+                                 nullptr, TC ? ATT_BWD_KV : -1, cfg, &dm);
         const unsigned long long bwd_tiles = attn_tiles_take();
         flash_attention_backward(dev.dqkv2, dev.scratch, dev.dout, dev.qkv, dev.out, dev.lse, B, T, C, NH, 0, KV, nullptr,
-                                 nullptr, TC ? ATT_BWD_KV : -1, &dm, cfg);
+                                 nullptr, TC ? ATT_BWD_KV : -1, cfg, &dm);
         attn_tiles_take();
         cudaCheck(cudaMemcpy(a.data(), dev.dqkv, nqkv * sizeof(floatT), cudaMemcpyDeviceToHost));
         cudaCheck(cudaMemcpy(b2.data(), dev.dqkv2, nqkv * sizeof(floatT), cudaMemcpyDeviceToHost));

@@ -52,7 +52,7 @@ static int attn_sweep_shape(const char *gpu, int B, int T, int hs, int NH, const
     float best_ms = 0.0f;
     for (int cfg = 0; cfg < ATT_KV_NCONFIGS; cfg++) {
         const float b = time_ms([&] { flash_attention_backward(dev.dqkv, dev.scratch, dev.dout, dev.qkv, dev.out, dev.lse, B,
-                                                               T, C, NH, 0, KV, nullptr, nullptr, ATT_BWD_KV, &dm, cfg); },
+                                                               T, C, NH, 0, KV, nullptr, nullptr, ATT_BWD_KV, cfg, &dm); },
                                 warmup, iters);
         printf(" kv%d %6.1f", cfg, tf(bwd_flops, b));
         if (best < 0 || b < best_ms) { best = cfg; best_ms = b; }
