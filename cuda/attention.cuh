@@ -11,6 +11,8 @@
 #include "attention_mma.cuh"
 #include "attention_bwd_2pass.cuh"
 #include "attention_bwd_v3.cuh"
+#include "attention_bwd_kv.cuh"
+#include "attention_tuned.h"
 
 template <typename floatT> static const char *attn_type_name() {
     return std::is_same<floatT, float>::value ? "float" : std::is_same<floatT, __half>::value ? "half" : "bf16";
@@ -81,12 +83,14 @@ static void attn_dispatch_hs(int hs_padded, F &&f) {
 // RoPE (the Llama family): with the angle tables rope_cos, rope_sin ((>= T, hs/2) fp32 each, row t for position t)
 // qkv holds q and k unrotated, and the kernels rotate each Q and K tile as they load it (attention_common.cuh's
 // rope_pair: the bits of cuda/rope.cuh's rope_forward pass first); NULL: q and k are used as stored.
+// mask (arch/attn_mask.h; NULL, or window 0 and no doc_start: causal): a window and a document mask, doc_start (B, T)
+// in device memory; every kernel skips the tiles wholly outside it and masks the others per element.
 template <typename floatT>
 static void flash_attention_forward(floatT *out, float *lse, const floatT *qkv, int B, int T, int C, int NH,
                               cudaStream_t stream, int KV = 0, const float *rope_cos = nullptr,
                               const float *rope_sin = nullptr, const AttnMask *mask = nullptr) {
-    (void)mask;  // the entry points refuse all but causal until the masked kernels land (attn_mask_check)
     if (KV <= 0) KV = NH;
+    const AttnMask am = attn_mask_of(mask);
     const int hsp = attn_check_shape<floatT>("attention_forward", B, T, C, NH, KV);
     if (sizeof(floatT) == 2) attn_check_aligned("attention_forward", "qkv", qkv);
     const float scale = 1.0f / sqrtf((float)(C / NH));
@@ -98,12 +102,12 @@ static void flash_attention_forward(floatT *out, float *lse, const floatT *qkv, 
             const dim3 grid_tc((T + ATT_TC_BQ - 1) / ATT_TC_BQ, B * NH);
             attn_allow_smem(attn_tc_fwd_kernel<floatT, HS>, smem, "attention_forward", attn_type_name<floatT>(), B, T, C, NH);
             LAUNCH(grid_tc, ATT_TC_THREADS, smem, stream, attn_tc_fwd_kernel<floatT, HS>)(out, lse, qkv, T, C, NH, KV, scale,
-                                                                                         rope_cos, rope_sin);
+                                                                                         rope_cos, rope_sin, am);
         } else {
             const size_t smem = AttnSmem<floatT, HS>::FWD_BYTES;
             attn_allow_smem(attn_fwd_kernel<floatT, HS>, smem, "attention_forward", attn_type_name<floatT>(), B, T, C, NH);
             LAUNCH(grid, ATT_THREADS, smem, stream, attn_fwd_kernel<floatT, HS>)(out, lse, qkv, T, C, NH, KV, scale, rope_cos,
-                                                                                rope_sin);
+                                                                                rope_sin, am);
         }
         cudaCheck(cudaGetLastError());
     });
@@ -113,8 +117,9 @@ static void flash_attention_forward(floatT *out, float *lse, const floatT *qkv, 
 // dV), fused (attention_mma.cuh's one kernel of 5 products whose blocks take turns on dQ: the default until the H200
 // window of 2026-11-28 timed it at 0.73x the two-pass one) or v3 (attention_bwd_v3.cuh, not yet timed on a GPU). With
 // RoPE in the loads the fused kernel runs whatever is chosen. Deterministic, each; dK and dV the same bits in all
-// three, dQ summed in another order.
-enum { ATT_BWD_2PASS = 0, ATT_BWD_FUSED = 1, ATT_BWD_V3 = 2 };
+// three, dQ summed in another order. kv (attention_bwd_kv.cuh, issue 49): KV-stationary, dQ in turns in descending key
+// block order; the only one that takes a mask other than causal, so it runs whenever one is given.
+enum { ATT_BWD_2PASS = 0, ATT_BWD_FUSED = 1, ATT_BWD_V3 = 2, ATT_BWD_KV = 3 };
 static int attn_bwd_kernel_choice(void) {
     static int k = -1;
     if (k >= 0) return k;
@@ -123,8 +128,36 @@ static int attn_bwd_kernel_choice(void) {
     if (!v || !*v || !strcmp(v, "2pass")) k = ATT_BWD_2PASS;
     else if (!strcmp(v, "fused")) k = ATT_BWD_FUSED;
     else if (!strcmp(v, "v3")) k = ATT_BWD_V3;
-    else fatal("TRAIN_GPT_ATTN_BWD=%s: expected 2pass (the default), fused or v3", v);
+    else if (!strcmp(v, "kv")) k = ATT_BWD_KV;
+    else fatal("TRAIN_GPT_ATTN_BWD=%s: expected 2pass (the default), fused, v3 or kv", v);
     return k;
+}
+
+// The KV-stationary backward's instantiation (attn_kv_configs) for this device, padded head size and 16-bit type:
+// TRAIN_GPT_ATTN_KV_CONFIG, else cuda/attention_tuned.h's row for the device, else its default.
+static int attn_kv_config(int HS, bool bf16) {
+    const char *v = getenv("TRAIN_GPT_ATTN_KV_CONFIG");
+    if (v && *v) {
+        char *end = NULL;
+        const long c = strtol(v, &end, 10);
+        if (*end || c < 0 || c >= ATT_KV_NCONFIGS)
+            fatal("TRAIN_GPT_ATTN_KV_CONFIG=%s: expected an instantiation of cuda/attention_bwd_kv.cuh, 0 to %d", v,
+                  ATT_KV_NCONFIGS - 1);
+        return (int)c;
+    }
+    static char name[256] = "";
+    if (!name[0]) {
+        int dev = 0;
+        cudaDeviceProp prop;
+        cudaCheck(cudaGetDevice(&dev));
+        cudaCheck(cudaGetDeviceProperties(&prop, dev));
+        snprintf(name, sizeof(name), "%s", prop.name[0] ? prop.name : "?");
+    }
+    for (const AttnTunedRow *r = attn_tuned_rows; r->gpu; r++)
+        if (strstr(name, r->gpu) && r->hs == HS && !strcmp(r->precision, bf16 ? "bf16" : "fp16") && r->config >= 0 &&
+            r->config < ATT_KV_NCONFIGS)
+            return r->config;
+    return ATT_KV_DEFAULT_CONFIG;
 }
 
 // The padded head size the kernels run (attn_dispatch_hs's).
@@ -141,13 +174,16 @@ static inline size_t attn_v3_scratch_floats(int B, int T, int C, int NH) {
     return (rows + 3) / 4 * 4 + (size_t)attn_v3_splits(B, T, NH) * B * NH * attn_v3_tpad(T) * attn_hs_built(C, NH);
 }
 static int backend_fuses_rope(void);
-static inline size_t attn_bwd_scratch_floats(size_t elem_bytes, int B, int T, int C, int NH, int kernel = -1) {
+// The kv kernel's is the fused one's (D, the counters, dQ in fp32), and it runs where mask is not causal.
+static inline size_t attn_bwd_scratch_floats(size_t elem_bytes, int B, int T, int C, int NH, int kernel = -1,
+                                             const AttnMask *mask = nullptr) {
     const size_t rows = (size_t)B * NH * T;
     if (elem_bytes == 4) return rows;
     const size_t tiles = (size_t)B * NH * ((T + ATT_BQ - 1) / ATT_BQ), HS = attn_hs_built(C, NH);
     const size_t fused = (rows + 3) / 4 * 4 + (tiles + 3) / 4 * 4 + tiles * ATT_BQ * HS;
-    const int k = kernel >= 0 ? kernel : attn_bwd_kernel_choice();
-    const size_t n = k == ATT_BWD_FUSED ? fused : k == ATT_BWD_V3 ? attn_v3_scratch_floats(B, T, C, NH) : rows;
+    const int k = mask && !attn_mask_causal(*mask) ? ATT_BWD_KV : kernel >= 0 ? kernel : attn_bwd_kernel_choice();
+    const size_t n = k == ATT_BWD_FUSED || k == ATT_BWD_KV ? fused
+                     : k == ATT_BWD_V3 ? attn_v3_scratch_floats(B, T, C, NH) : rows;
     return kernel < 0 && backend_fuses_rope() && fused > n ? fused : n;
 }
 
@@ -186,21 +222,57 @@ static void attn_v3_backward(floatT *dqkv, float *scratch, const floatT *dout, c
                                                                                   scale);
 }
 
+// The kv backward (attention_bwd_kv.cuh) after the row dots and the zeroed counters: dK, dV and dQ's fp32 sum in turns,
+// then dQ in floatT. cfg: an index into attn_kv_configs.
+template <typename floatT, int HS>
+static void attn_kv_backward(floatT *dqkv, float *scratch, const floatT *dout, const floatT *qkv, const float *lse, int B,
+                             int T, int C, int NH, int KV, float scale, const AttnMask &am, int cfg, cudaStream_t stream) {
+    const long rows = (long)B * NH * T, tiles = (long)B * NH * ((T + ATT_BQ - 1) / ATT_BQ);
+    int *turns = reinterpret_cast<int *>(scratch + (rows + 3) / 4 * 4);
+    float *dq_acc = scratch + (rows + 3) / 4 * 4 + (tiles + 3) / 4 * 4;
+    attn_kv_dispatch(cfg, [&](auto bn_tag, auto st_tag) {
+        constexpr int BN = decltype(bn_tag)::value, ST = decltype(st_tag)::value;
+        using L = AttnKv<floatT, HS, BN, ST>;
+        attn_allow_smem(attn_kv_bwd_kernel<floatT, HS, BN, ST>, L::BYTES, "attention_backward", attn_type_name<floatT>(),
+                        B, T, C, NH);
+        LAUNCH(dim3((T + BN - 1) / BN, B * KV), L::THREADS, L::BYTES, stream, attn_kv_bwd_kernel<floatT, HS, BN, ST>)(
+            dqkv, dq_acc, turns, dout, qkv, lse, scratch, T, C, NH, KV, scale, am);
+        cudaCheck(cudaGetLastError());
+    });
+    const long n = rows * (C / NH / 2);
+    LAUNCH((unsigned)((n + 255) / 256), 256, 0, stream, attn_v3_dq_kernel<floatT>)(dqkv, dq_acc, B, T, C, NH, KV, HS, 1,
+                                                                                  scale);
+}
+
 // dqkv (B, T, C + 2 KV hs), every element overwritten, from dout (B, T, C), qkv, out and lse of the forward; dK and dV
 // of a key/value head summed over its group's query heads in order (KV <= 0: NH).
 // scratch: attn_bwd_scratch_floats(sizeof(floatT), B, T, C, NH) floats, 16-byte aligned.
 // RoPE as in the forward (the same tables, qkv unrotated): Q and K rotated as loaded, and dQ, dK rotated back (the
 // transpose) before they are written, so dqkv is the gradient with respect to the unrotated q and k.
+// kernel: an ATT_BWD_* (-1: TRAIN_GPT_ATTN_BWD's); kv_config: the kv kernel's instantiation (-1: attn_kv_config's);
+// mask as the forward's: in 16 bits a mask other than causal runs the kv kernel (RoPE in the loads with one is refused).
 template <typename floatT>
 static void flash_attention_backward(floatT *dqkv, float *scratch, const floatT *dout, const floatT *qkv, const floatT *out,
                                const float *lse, int B, int T, int C, int NH, cudaStream_t stream, int KV = 0,
                                const float *rope_cos = nullptr, const float *rope_sin = nullptr, int kernel = -1,
-                               const AttnMask *mask = nullptr) {
-    (void)mask;  // as the forward's
+                               int kv_config = -1, const AttnMask *mask = nullptr) {
     if (KV <= 0) KV = NH;
+    const AttnMask am = attn_mask_of(mask);
     if (kernel < 0) kernel = attn_bwd_kernel_choice();
+    if (!attn_mask_causal(am) && sizeof(floatT) == 2) {  // the only 16-bit backward that takes a mask
+        if (rope_cos) {
+            fprintf(stderr, "attention_backward<%s>: RoPE in the kernels' loads (TRAIN_GPT_ROPE_IN_ATTENTION=1) with a "
+                    "mask (window %d%s) is not offered: the masked backward (cuda/attention_bwd_kv.cuh) reads q and k "
+                    "rotated; leave TRAIN_GPT_ROPE_IN_ATTENTION unset\n", attn_type_name<floatT>(), am.window,
+                    am.doc_start ? ", documents" : "");
+            exit(EXIT_FAILURE);
+        }
+        kernel = ATT_BWD_KV;
+    }
     if (rope_cos) kernel = ATT_BWD_FUSED;  // the only 16-bit backward with RoPE in its loads
     const bool v3 = sizeof(floatT) == 2 && kernel == ATT_BWD_V3, two_pass = sizeof(floatT) == 2 && kernel == ATT_BWD_2PASS;
+    const bool kv = sizeof(floatT) == 2 && kernel == ATT_BWD_KV;
+    (void)kv;  // read only in the 16-bit instantiation's branch (nvcc's #177 in the fp32 one otherwise)
     const int hsp = attn_check_shape<floatT>("attention_backward", B, T, C, NH, KV);
     if (sizeof(floatT) == 2) {
         attn_check_aligned("attention_backward", "qkv", qkv);
@@ -233,6 +305,12 @@ static void flash_attention_backward(floatT *dqkv, float *scratch, const floatT 
             cudaCheck(cudaGetLastError());
             return;
         }
+        if constexpr (sizeof(floatT) == 2) if (kv) {
+            const int cfg = kv_config >= 0 ? kv_config : attn_kv_config(HS, std::is_same<floatT, __nv_bfloat16>::value);
+            attn_kv_backward<floatT, HS>(dqkv, scratch, dout, qkv, lse, B, T, C, NH, KV, scale, am, cfg, stream);
+            cudaCheck(cudaGetLastError());
+            return;
+        }
         if constexpr (sizeof(floatT) == 2) {
             // dK, dV and dQ in one kernel, a block per key/value head's key tile; dQ summed over key blocks in dq_acc,
             // in a fixed order
@@ -245,30 +323,18 @@ static void flash_attention_backward(floatT *dqkv, float *scratch, const floatT 
             const size_t smem = AttnSmem<floatT, HS>::BWD_BYTES;
             attn_allow_smem(attn_bwd_dkdv_kernel<floatT, HS>, smem, "attention_backward", ty, B, T, C, NH);
             LAUNCH(grid_kv, ATT_THREADS, smem, stream, attn_bwd_dkdv_kernel<floatT, HS>)(dqkv, dout, qkv, lse, scratch, T, C, NH,
-                                                                                        KV, scale, rope_cos, rope_sin);
+                                                                                        KV, scale, rope_cos, rope_sin, am);
             cudaCheck(cudaGetLastError());
             attn_allow_smem(attn_bwd_dq_kernel<floatT, HS>, smem, "attention_backward", ty, B, T, C, NH);
             LAUNCH(grid, ATT_THREADS, smem, stream, attn_bwd_dq_kernel<floatT, HS>)(dqkv, dout, qkv, lse, scratch, T, C, NH, KV,
-                                                                                   scale, rope_cos, rope_sin);
+                                                                                   scale, rope_cos, rope_sin, am);
         }
         cudaCheck(cudaGetLastError());
     });
 }
 
-// The masks (arch/attn_mask.h) the launchers run: plain causal only, until the kernels that read a window and a
-// document's start land (issue 49's CUDA half); a run asking for more stops here, naming the flags, rather than
-// train on causal attention unnoticed. The entry points below pass the mask on to the launchers as their last argument.
-static void attn_mask_check(const char *who, const AttnMask *mask) {
-    if (attn_mask_is_causal(mask)) return;
-    fatal("%s: this CUDA build's attention kernels run the causal mask only, not %s%s%s (--attn-window, "
-          "--attn-window-pattern, --doc-mask): run them in the CPU build (train_gpt_cpu), or without those flags",
-          who, mask->window ? "a sliding window" : "", mask->window && mask->doc_start ? " and " : "",
-          mask->doc_start ? "a document mask" : "");
-}
-
 // The model's attention: flash-style kernels above; `att` holds each row's logsumexp.
 static void attention_forward(floatX *out, float *att, const floatX *qkv, int B, int T, int C, int NH, const AttnMask *mask) {
-    attn_mask_check("attention_forward", mask);
     WITH_X(flash_attention_forward((xt *)out, att, (const xt *)qkv, B, T, C, NH, main_stream, 0, nullptr, nullptr, mask));
 }
 
@@ -282,7 +348,6 @@ static void attention_workspace(void *p, size_t bytes) {
 }
 static void attention_backward(floatX *dqkv, const floatX *dout, const floatX *qkv, const floatX *out, const float *att,
                                int B, int T, int C, int NH, const AttnMask *mask) {
-    attn_mask_check("attention_backward", mask);
     WITH_X({
         const size_t n = attn_bwd_scratch_floats(sizeof(xt), B, T, C, NH);
         float *ws = n <= attn_ws_floats ? attn_ws : scratch_get(n);
@@ -310,14 +375,12 @@ static int backend_fuses_rope(void) {
 }
 static void attention_gqa_forward(floatX *out, float *att, const floatX *qkv, int B, int T, int NH, int KV, int hd,
                                   const float *rope_cos, const float *rope_sin, const AttnMask *mask) {
-    attn_mask_check("attention_gqa_forward", mask);
     WITH_X(flash_attention_forward((xt *)out, att, (const xt *)qkv, B, T, NH * hd, NH, main_stream, KV, rope_cos, rope_sin,
                                    mask));
 }
 static void attention_gqa_backward(floatX *dqkv, const floatX *dout, const floatX *qkv, const floatX *out, const float *att,
                                    int B, int T, int NH, int KV, int hd, const float *rope_cos, const float *rope_sin,
                                    const AttnMask *mask) {
-    attn_mask_check("attention_gqa_backward", mask);
     WITH_X({
         const size_t n = attn_bwd_scratch_floats(sizeof(xt), B, T, NH * hd, NH);
         float *ws = n <= attn_ws_floats ? attn_ws : scratch_get(n);

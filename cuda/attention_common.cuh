@@ -6,6 +6,7 @@
 #define CUDA_ATTENTION_COMMON_CUH
 
 #include "common.cuh"
+#include "../arch/attn_mask.h"
 
 constexpr int ATT_BQ = 64;                // query rows per block (forward, dQ) / per query tile (dK/dV)
 constexpr int ATT_BK = 64;                // key rows per key tile (forward, dQ) / per block (dK/dV)
@@ -66,6 +67,34 @@ struct AttnBlock {
         dout = dout_g ? dout_g + row_at : nullptr;
     }
 };
+
+// ---- the mask (arch/attn_mask.h) on the device ----
+// The launchers take `const AttnMask *` (NULL: causal) and pass the kernels a copy by value (doc_start then points at
+// device memory). arch/attn_mask.h's helpers are host C, so the device has its own copy of attn_mask_first_key with
+// the same semantics; a row past T (a ragged last tile's, never written) reads its document start at row T - 1.
+static inline AttnMask attn_mask_of(const AttnMask *m) {
+    AttnMask r = {0, NULL};
+    if (m) r = *m;
+    return r;
+}
+static inline __host__ __device__ bool attn_mask_causal(const AttnMask &m) { return m.window == 0 && m.doc_start == NULL; }
+__device__ __forceinline__ int attn_first_key(const AttnMask &m, int b, int T, int q) {
+    int first = 0;
+    if (m.window > 0 && q - m.window + 1 > first) first = q - m.window + 1;
+    if (m.doc_start != NULL) {
+        const int d = m.doc_start[(long)b * T + (q < T ? q : T - 1)];
+        if (d > first) first = d;
+    }
+    return first;
+}
+// Tiles the kernels visit, counted under ATTN_COUNT_TILES (dev/cuda/attention.cu's check build only): one per block
+// per tile pair it computes on, which the check compares with the tiles attn_mask_tile_empty leaves.
+#ifdef ATTN_COUNT_TILES
+__device__ unsigned long long attn_tiles_visited;
+#define ATTN_COUNT_TILE() do { if (threadIdx.x == 0) atomicAdd(&attn_tiles_visited, 1ull); } while (0)
+#else
+#define ATTN_COUNT_TILE() do { } while (0)
+#endif
 
 static inline __host__ __device__ float attn_to_float(float x) { return x; }
 static inline __host__ __device__ float attn_to_float(__nv_bfloat16 x) { return __bfloat162float(x); }

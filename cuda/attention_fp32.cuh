@@ -204,7 +204,8 @@ struct AttnWarpAcc {
 template <typename floatT, int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
 attn_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floatT *__restrict__ qkv, int T, int C, int NH,
-                int KV, float scale, const float *__restrict__ rope_cos, const float *__restrict__ rope_sin) {
+                int KV, float scale, const float *__restrict__ rope_cos, const float *__restrict__ rope_sin,
+                AttnMask mask) {
     using L = AttnSmem<floatT, HS>;
     DYNAMIC_SHARED(unsigned char, attn_smem);
     floatT *Qs = reinterpret_cast<floatT *>(attn_smem + L::FWD_Q);
@@ -230,10 +231,14 @@ attn_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floatT 
     const int t = q0 + warp * 16 + r;          // its query position
     float m_run = -INFINITY, l_run = 0.0f;     // identical in lanes 2r and 2r+1
     AttnWarpAcc<floatT, HS> acc;
+    // The mask (arch/attn_mask.h): key tiles from the block's first row's first key on (those before are wholly
+    // masked); this lane's row sees keys from fk (causal: 0)
+    const int kb0 = attn_first_key(mask, blk.b, T, q0) / ATT_BK, fk = attn_first_key(mask, blk.b, T, t);
 
-    for (int kb = 0; kb <= qb; kb++) {
+    for (int kb = kb0; kb <= qb; kb++) {
         const int k0 = kb * ATT_BK;
         attn_next_kv_tile<floatT, HS>(Ks, Vs, blk, k0, T, rope_cos, rope_sin);  // (Q and O are initialised before)
+        ATTN_COUNT_TILE();
         // On the diagonal tile (k0 == q0) warp w's rows see keys j <= 16 w + 15 only: 16-blocks 0..w.
         const int nblk = (kb == qb) ? warp + 1 : ATT_BK / 16;
         attn_warp_mm_nt<floatT, HS>(Sw, L::LDS, Qw, L::LDH, Ks, L::LDH, 0, nblk);
@@ -242,18 +247,18 @@ attn_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floatT 
         float mx = -INFINITY;
         for (int i = 0; i < ATT_BK / 2; i++) {
             const int j = half + 2 * i, t2 = k0 + j;
-            if (t2 <= t && t2 < T) mx = fmaxf(mx, Sw[r * L::LDS + j] * scale);
+            if (t2 <= t && t2 < T && t2 >= fk) mx = fmaxf(mx, Sw[r * L::LDS + j] * scale);
         }
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         const float m_new = fmaxf(m_run, mx);
-        // Every row sees key 0 in tile 0, so m_new is finite from the first tile on; the guard only keeps a
-        // fully masked row (none exists here) from producing exp(-inf + inf) = NaN.
+        // Causal, every row sees key 0 in tile 0, so m_new is finite from the first tile on; the guard keeps a row
+        // that has seen no key yet (a mask's tile before its first key) from producing exp(-inf + inf) = NaN.
         const float alpha = (m_new == -INFINITY) ? 1.0f : expf(m_run - m_new);
         float psum = 0.0f;
         for (int i = 0; i < ATT_BK / 2; i++) {
             const int j = half + 2 * i, t2 = k0 + j;
             float p = 0.0f;
-            if (t2 <= t && t2 < T) p = expf(Sw[r * L::LDS + j] * scale - m_new);
+            if (t2 <= t && t2 < T && t2 >= fk) p = expf(Sw[r * L::LDS + j] * scale - m_new);
             psum += p;
             Pw[r * L::LDP + j] = attn_from_float<floatT>(p);  // overwrites S[r][j] just read, same lane
         }
@@ -288,7 +293,7 @@ template <typename floatT, int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
 attn_bwd_dkdv_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout, const floatT *__restrict__ qkv,
                      const float *__restrict__ lse, const float *__restrict__ rowdot, int T, int C, int NH, int KV,
-                     float scale, const float *__restrict__ rope_cos, const float *__restrict__ rope_sin) {
+                     float scale, const float *__restrict__ rope_cos, const float *__restrict__ rope_sin, AttnMask mask) {
     using L = AttnSmem<floatT, HS>;
     DYNAMIC_SHARED(unsigned char, attn_smem);
     const AttnBwdTiles<floatT, HS> sm(attn_smem);
@@ -309,9 +314,14 @@ attn_bwd_dkdv_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout,
     dv.zero();
 
     // the group's query heads in order, each over its query tiles: dK and dV summed over the group in a fixed order
+    // the mask: query tiles up to the last whose first row's first key is in this key tile (those after see none)
+    int qb_end = kb;
+    while (qb_end < nqb && attn_first_key(mask, blk.b, T, qb_end * ATT_BQ) < k0 + ATT_BK) qb_end++;
+    const bool causal = attn_mask_causal(mask);
     for (int h = blk.kvh * blk.group; h < (blk.kvh + 1) * blk.group; h++)
-    for (int qb = kb; qb < nqb; qb++) {
+    for (int qb = kb; qb < qb_end; qb++) {
         blk.set_head(h);
+        ATTN_COUNT_TILE();
         const int q0 = qb * ATT_BQ;
         __syncthreads();  // every warp is done with the previous Q, dout, lse, D (and K, V are loaded)
         sm.load_queries(blk, q0, T, lse, rowdot, rope_cos, rope_sin);
@@ -324,7 +334,7 @@ attn_bwd_dkdv_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout,
             const int jr = e / ATT_BQ, i = e % ATT_BQ;  // key row within the warp, query column
             const int key = k0 + warp * 16 + jr, tq = q0 + i;
             float p = 0.0f, ds = 0.0f;
-            if (key <= tq && tq < T) {
+            if (key <= tq && tq < T && (causal || key >= attn_first_key(mask, blk.b, T, tq))) {
                 p = expf(Sw[jr * L::LDS + i] * scale - lse_s[i]);
                 ds = p * (dPw[jr * L::LDS + i] - D_s[i]);
             }
@@ -355,7 +365,7 @@ template <typename floatT, int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
 attn_bwd_dq_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout, const floatT *__restrict__ qkv,
                    const float *__restrict__ lse, const float *__restrict__ rowdot, int T, int C, int NH, int KV, float scale,
-                   const float *__restrict__ rope_cos, const float *__restrict__ rope_sin) {
+                   const float *__restrict__ rope_cos, const float *__restrict__ rope_sin, AttnMask mask) {
     using L = AttnSmem<floatT, HS>;
     DYNAMIC_SHARED(unsigned char, attn_smem);
     const AttnBwdTiles<floatT, HS> sm(attn_smem);
@@ -372,10 +382,13 @@ attn_bwd_dq_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout, c
     const float *lse_w = sm.lse_s + warp * 16, *D_w = sm.D_s + warp * 16;
     AttnWarpAcc<floatT, HS> dq;
     dq.zero();
+    const int kb0 = attn_first_key(mask, blk.b, T, q0) / ATT_BK;  // the mask: the key tiles before are wholly masked
+    const bool causal = attn_mask_causal(mask);
 
-    for (int kb = 0; kb <= qb; kb++) {
+    for (int kb = kb0; kb <= qb; kb++) {
         const int k0 = kb * ATT_BK;
         attn_next_kv_tile<floatT, HS>(Ks, Vs, blk, k0, T, rope_cos, rope_sin);  // (Q, dout, lse, D loaded before)
+        ATTN_COUNT_TILE();
         const int nblk = (kb == qb) ? warp + 1 : ATT_BK / 16;
         attn_warp_mm_nt<floatT, HS>(Sw, L::LDS, Qw, L::LDH, Ks, L::LDH, 0, nblk);
         attn_warp_mm_nt<floatT, HS>(dPw, L::LDS, dOw, L::LDH, Vs, L::LDH, 0, nblk);
@@ -384,7 +397,7 @@ attn_bwd_dq_kernel(floatT *__restrict__ dqkv, const floatT *__restrict__ dout, c
             const int ir = e / ATT_BK, j = e % ATT_BK;  // query row within the warp, key column
             const int tq = q0 + warp * 16 + ir, key = k0 + j;
             float ds = 0.0f;
-            if (key <= tq && tq < T) {
+            if (key <= tq && tq < T && (causal || key >= attn_first_key(mask, blk.b, T, tq))) {
                 const float p = expf(Sw[ir * L::LDS + j] * scale - lse_w[ir]);
                 ds = p * (dPw[ir * L::LDS + j] - D_w[ir]);
             }

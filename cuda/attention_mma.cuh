@@ -377,7 +377,8 @@ __device__ __forceinline__ int attn_tc_key_tiles(int q0, int T) {
 template <typename floatT, int HS>
 __global__ void __launch_bounds__(ATT_TC_THREADS)
 attn_tc_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floatT *__restrict__ qkv, int T, int C, int NH,
-                   int KV, float scale, const float *__restrict__ rope_cos, const float *__restrict__ rope_sin) {
+                   int KV, float scale, const float *__restrict__ rope_cos, const float *__restrict__ rope_sin,
+                   AttnMask mask) {
     using L = AttnTc<floatT, HS>;
     DYNAMIC_SHARED(unsigned char, attn_smem);
     floatT *sm = reinterpret_cast<floatT *>(attn_smem);  // buffer b: K at tile 2b, V at 2b + 1; Q first in buffer 1
@@ -386,10 +387,16 @@ attn_tc_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floa
     const long C3 = blk.C3;
     const int q0 = qb * ATT_TC_BQ, r_lo = q0 + warp * 16, row[2] = {r_lo + g, r_lo + g + 8}, nkb = attn_tc_key_tiles(q0, T);
     const float sl2 = scale * 1.4426950408889634f;
+    // The mask (arch/attn_mask.h): the block's key tiles start at its first row's first key (the tiles before are
+    // wholly masked); this lane's rows see keys from fk[r], the warp's last row from fk_last (the latest: first keys
+    // never decrease along a row). Causal: all 0, and the arithmetic below is the causal kernel's.
+    const int kb0 = attn_first_key(mask, blk.b, T, q0) / ATT_TC_BK, fk[2] = {attn_first_key(mask, blk.b, T, row[0]),
+                    attn_first_key(mask, blk.b, T, row[1])}, fk_last = attn_first_key(mask, blk.b, T, r_lo + 15),
+              fk_first = attn_first_key(mask, blk.b, T, r_lo);
 
     attn_tc_tile<floatT, HS, ATT_TC_BQ, ATT_TC_THREADS>(sm + 2 * L::TILE, blk.q, C3, q0, T, hs);
-    attn_tc_tile<floatT, HS, 64, ATT_TC_THREADS>(sm, blk.k, C3, 0, T, hs);
-    attn_tc_tile<floatT, HS, 64, ATT_TC_THREADS>(sm + L::TILE, blk.v, C3, 0, T, hs);
+    attn_tc_tile<floatT, HS, 64, ATT_TC_THREADS>(sm, blk.k, C3, kb0 * ATT_TC_BK, T, hs);
+    attn_tc_tile<floatT, HS, 64, ATT_TC_THREADS>(sm + L::TILE, blk.v, C3, kb0 * ATT_TC_BK, T, hs);
     cp_async_commit();
     cp_async_wait<0>();
     __syncthreads();
@@ -405,31 +412,35 @@ attn_tc_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floa
     // FFMA and one exp2: 2^(s scale log2 e - m scale log2 e).
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 
-    for (int kb = 0; kb < nkb; kb++) {
+    for (int kb = kb0; kb < nkb; kb++) {
         const int k0 = kb * ATT_TC_BK;
         cp_async_wait<0>();
         __syncthreads();  // tile kb is in for every thread, and every warp is done with tile kb - 1 (and Q)
+        ATTN_COUNT_TILE();
         if (kb + 1 < nkb) {
-            floatT *nx = sm + ((kb + 1) & 1) * 2 * L::TILE;
+            floatT *nx = sm + ((kb + 1 - kb0) & 1) * 2 * L::TILE;  // the first tile (kb0) in buffer 0
             attn_tc_tile<floatT, HS, 64, ATT_TC_THREADS>(nx, blk.k, C3, k0 + ATT_TC_BK, T, hs);
             attn_tc_tile<floatT, HS, 64, ATT_TC_THREADS>(nx + L::TILE, blk.v, C3, k0 + ATT_TC_BK, T, hs);
         }
         cp_async_commit();
-        floatT *Ks = sm + (kb & 1) * 2 * L::TILE, *Vs = Ks + L::TILE;
+        floatT *Ks = sm + ((kb - kb0) & 1) * 2 * L::TILE, *Vs = Ks + L::TILE;
         if (rope_cos) {  // RoPE on this K tile, in place, while the next one loads
             attn_tc_rope_tile<floatT, HS, ATT_TC_BK, ATT_TC_THREADS>(Ks, k0, T, hs, rope_cos, rope_sin);
             __syncthreads();
         }
         const AttnDiag dg(r_lo, k0);
         if (dg.n_end <= 0) continue;  // every key of the tile is after this warp's rows
+        if (k0 + ATT_TC_BK <= fk_first) continue;  // every key of the tile is before this warp's rows' first keys
         float s[8][4];
         attn_tc_scores<floatT, HS>(s, qa, Ks, dg.n_end);
-        if (dg.masked) {
+        if (dg.masked || k0 < fk_last) {  // the causal edge, or the window's or a document's start, cuts the tile
 #pragma unroll
             for (int n = 0; n < 8; n++)
 #pragma unroll
-                for (int e = 0; e < 4; e++)
-                    if (n >= dg.n_end || k0 + n * 8 + 2 * t + (e & 1) > row[e >> 1]) s[n][e] = -INFINITY;
+                for (int e = 0; e < 4; e++) {
+                    const int key = k0 + n * 8 + 2 * t + (e & 1);
+                    if (n >= dg.n_end || key > row[e >> 1] || key < fk[e >> 1]) s[n][e] = -INFINITY;
+                }
         }
         float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
@@ -443,9 +454,11 @@ attn_tc_fwd_kernel(floatT *__restrict__ out, float *__restrict__ lse, const floa
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
             const float m_new = fmaxf(m[r], mx[r]);
-            alpha[r] = attn_exp2((m[r] - m_new) * sl2);  // 0 on the first tile, where m = -inf
+            // 0 on the row's first visible tile, where m = -inf; a row that has seen no key yet (a mask's tile before
+            // its first key) keeps m = -inf, alpha 1 and probabilities 2^-inf = 0
+            alpha[r] = m_new == -INFINITY ? 1.0f : attn_exp2((m[r] - m_new) * sl2);
             m[r] = m_new;
-            ms[r] = m_new * sl2;
+            ms[r] = m_new == -INFINITY ? 0.0f : m_new * sl2;
             l[r] *= alpha[r];
         }
 #pragma unroll
@@ -523,10 +536,12 @@ struct AttnTcKvWarp {
     // The kernel gives the causal geometry in its own terms (ptxas sm_90a: the default's qb == kb form spills less
     // than one computed from kw and q0 here): kc0, the first 16-query chunk any of the warp's keys sees (4: none,
     // which only a key block taller than the query tile has); diag, whether the causal mask cuts the tile (some
-    // query before some key).
+    // query before some key). fk_b (the KV-stationary backward's, attention_bwd_kv.cuh): the tile's rows' first keys
+    // (arch/attn_mask.h), a key before its query's masked too where diag says the mask cuts the tile; NULL: causal.
     __device__ __forceinline__ void step(const floatT *Ks, const floatT *Vs, const floatT *Qs, const floatT *dOs,
                                          floatT *St, const float *lse_b, float lse_log2, const float *D_b, int row0,
-                                         int kw, int q0, int kc0, bool diag, int T, float sl2) {
+                                         int kw, int q0, int kc0, bool diag, int T, float sl2,
+                                         const int *fk_b = nullptr) {
         const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
         const bool sees = BN <= ATT_BQ || kc0 < 4;
         float s[8][4], dp[8][4];
@@ -546,7 +561,7 @@ struct AttnTcKvWarp {
                 for (int e = 0; e < 4; e++) {
                     const int i = n * 8 + 2 * t + (e & 1), q = q0 + i;
                     float p = attn_exp2(fmaf(s[n][e], sl2, -(lse_b[i] * lse_log2)));
-                    if (masked && (q < key[e >> 1] || q >= T)) p = 0.0f;
+                    if (masked && (q < key[e >> 1] || q >= T || (fk_b && key[e >> 1] < fk_b[i]))) p = 0.0f;
                     s[n][e] = p;
                     dp[n][e] = p * (dp[n][e] - D_b[i]);
                 }

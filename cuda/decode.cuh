@@ -6,6 +6,7 @@
 
 #include "common.cuh"
 #include "../arch/attn_mask.h"  // AttnMask: the window a decode reads
+#include "attention_common.cuh"  // the mask on the device (attn_first_key, attn_mask_of)
 
 // One new token's attention over cached rows 0..t. q: the token's NH query heads (hs each, after RoPE); k and v: row 0
 // of the cached keys and values, rows ld apart, key/value head j at columns j*hs; query head h reads key/value head
@@ -19,14 +20,17 @@
 #define ATT_DECODE_MAX_T 8192
 template <typename T>
 __global__ void attention_decode_kernel(T *out, const T *q_row, const T *k_g, const T *v_g, long ld, int t, int hs,
-                                        int group) {
+                                        int group, AttnMask mask) {
     DYNAMIC_SHARED(float, att_s);  // t + 1 scores, then ATT_DECODE_THREADS floats of reduction scratch
     float *red = att_s + t + 1;
     int h = blockIdx.x, tid = threadIdx.x;
     const T *q = q_row + h * hs, *kh = k_g + (h / group) * hs, *vh = v_g + (h / group) * hs;
     float scale = 1.0f / sqrtf((float)hs);
     float maxv = -INFINITY;
-    for (int t2 = tid; t2 <= t; t2 += blockDim.x) {
+    // the mask (arch/attn_mask.h): keys from the token's first visible one (a window bounds the cache; doc_start, the
+    // generated row's, in device memory); causal: 0, the arithmetic unchanged
+    const int t0 = attn_first_key(mask, 0, t + 1, t);
+    for (int t2 = t0 + tid; t2 <= t; t2 += blockDim.x) {
         const T *k = kh + (size_t)t2 * ld;
         float dot = 0.0f;
         for (int i = 0; i < hs; i++) dot += to_f(q[i]) * to_f(k[i]);
@@ -43,7 +47,7 @@ __global__ void attention_decode_kernel(T *out, const T *q_row, const T *k_g, co
     maxv = red[0];
     __syncthreads();
     float sum = 0.0f;
-    for (int t2 = tid; t2 <= t; t2 += blockDim.x) {
+    for (int t2 = t0 + tid; t2 <= t; t2 += blockDim.x) {
         float e = expf(att_s[t2] - maxv);
         att_s[t2] = e;
         sum += e;
@@ -57,17 +61,17 @@ __global__ void attention_decode_kernel(T *out, const T *q_row, const T *k_g, co
     float inv = 1.0f / red[0];
     for (int i = tid; i < hs; i += blockDim.x) {
         float o = 0.0f;
-        for (int t2 = 0; t2 <= t; t2++) o += att_s[t2] * to_f(vh[(size_t)t2 * ld + i]);
+        for (int t2 = t0; t2 <= t; t2++) o += att_s[t2] * to_f(vh[(size_t)t2 * ld + i]);
         out[h * hs + i] = from_f<T>(o * inv);
     }
 }
 
 static void attention_decode_launch(floatX *out, const floatX *q, const floatX *k, const floatX *v, long ld, int t, int NH,
-                                    int hs, int group, const char *who) {
+                                    int hs, int group, const char *who, const AttnMask *mask = nullptr) {
     if (t >= ATT_DECODE_MAX_T) internal_fault("%s: position %d beyond the %d it is built for", who, t, ATT_DECODE_MAX_T);
     size_t smem = ((size_t)t + 1 + ATT_DECODE_THREADS) * sizeof(float);
     WITH_X(LAUNCH(NH, ATT_DECODE_THREADS, smem, main_stream, attention_decode_kernel<xt>)(
-        (xt *)out, (const xt *)q, (const xt *)k, (const xt *)v, ld, t, hs, group));
+        (xt *)out, (const xt *)q, (const xt *)k, (const xt *)v, ld, t, hs, group, attn_mask_of(mask)));
     launchCheck();
 }
 

@@ -8,6 +8,7 @@
 #   bash dev/gpu_session.sh all --dry-run      # HERE: every step, its limit, the total, what travels
 #   bash dev/gpu_session.sh all                # THERE: the one call, carry [".bench"], timeout_s 600
 #   bash dev/gpu_session.sh check|bench|levers # the old three phases (one 10-minute call each), still callable
+#   bash dev/gpu_session.sh tune SWEEP_LOG     # HERE or there: cuda/attention_tuned.h's rows from an attention sweep
 #
 # `all` runs, in the order that loses least when the time runs out (each step under its own `timeout`, and all
 # of them under one deadline, SESSION_BUDGET=540 s from the start): the machine's facts; the prebuilt binaries put
@@ -16,7 +17,9 @@
 # one CPU core busy, and beside it too PyTorch's two models compiled once (pt_warm: the timed runs then find
 # torch.compile's work in its cache); the step benchmark (this trainer, compiled PyTorch and llm.c at B=16, then at
 # llm.c's 0.5M-token recipe); the Llama step (this trainer's llama-d12 beside transformers' LlamaForCausalLM of the
-# same shape, compiled); attention TFLOP/s beside PyTorch's SDPA (GQA rows included); the kernels one by one (the
+# same shape, compiled); attention TFLOP/s beside PyTorch's SDPA (GQA rows included); the attention sweep (issue 49:
+# the KV-stationary backward's instantiations under causal, document and window masks; its `best` lines rewrite
+# cuda/attention_tuned.h there, and the diff is in the step's log: commit it with `tune` on the log); the kernels one by one (the
 # Llama family's after GPT-2's); the levers. Each step's log goes to a work folder as it runs; after each step a line is
 # added to $OUT/summary.txt, the headline files are copied to $OUT and all logs are packed again into
 # $OUT/logs.tar.gz, so a call cut short still brings back what was done, and $OUT never holds more than 8 files
@@ -27,9 +30,30 @@ ROOT=$PWD
 mode=${1:-}
 [ $# -gt 0 ] && shift
 DRY=${DRY_RUN:-0}
+[ "$mode" = tune ] && { TUNE_LOG=${1:-}; set --; }  # (tune's argument is the log, read below)
 for a in "$@"; do
     case "$a" in --dry-run) DRY=1 ;; *) echo "gpu_session.sh: unknown argument '$a' (expected --dry-run)" >&2; exit 2 ;; esac
 done
+# tune LOG (here or there): cuda/attention_tuned.h's rows for the sweep's device from LOG (`./dev/cuda/attention sweep`'s
+# output: its `best "GPU" HS PRECISION CONFIG` lines), replacing that GPU's rows between the markers, the others kept
+if [ "$mode" = tune ]; then
+    log=$TUNE_LOG
+    [ -f "$log" ] || { echo "gpu_session.sh tune: no sweep log '$log' (expected the output of ./dev/cuda/attention sweep)" >&2; exit 2; }
+    grep -qE '^best "[^"]+" [0-9]+ (bf16|fp16) [0-9]+' "$log" || { echo "gpu_session.sh tune: $log has no 'best' line (did the sweep finish?)" >&2; exit 1; }
+    python3 - "$log" cuda/attention_tuned.h <<'PY'
+import re, sys
+log, hdr = sys.argv[1], sys.argv[2]
+best = [m.groups() for m in re.finditer(r'^best "([^"]+)" (\d+) (bf16|fp16) (\d+)(.*)$', open(log).read(), re.M)]
+src = open(hdr).read()
+a, b = src.index('    // sweep rows begin\n') + len('    // sweep rows begin\n'), src.index('    // sweep rows end')
+gpus = {g for g, *_ in best}
+keep = [l for l in src[a:b].splitlines(True) if not any('{"%s",' % g in l for g in gpus)]
+new = ['    {"%s", %s, "%s", %s},  //%s\n' % (g, hs, pr, cfg, note) for g, hs, pr, cfg, note in best]
+open(hdr, 'w').write(src[:a] + ''.join(keep + new) + src[b:])
+print("cuda/attention_tuned.h: %d row(s) for %s" % (len(new), ", ".join(sorted(gpus))))
+PY
+    exit $?
+fi
 case "$mode" in
     prepare|all|check|bench|levers) ;;
     *) echo "usage: bash dev/gpu_session.sh prepare | all [--dry-run] | check | bench | levers (see the top of this file)" >&2; exit 2 ;;
@@ -277,8 +301,9 @@ plan() {
       "bench|150|$bench_env LLMC_BIN=\$(cat \$W/llmc_bin 2>/dev/null) LLMC_DIR=$PREP/llmc/src CUDNN_FRONTEND_PATH=$PREP/llmc/cudnn-frontend/include ACCUM_STEPS=6 BENCH_LIMIT_TRAIN_GPT=25 BENCH_LIMIT_LLMC=35 BENCH_LIMIT_PYTORCH=60 BENCH_LIMIT_LLMC_BUILD=90 bash scripts/bench_gpu.sh rows1 rows32"
       "llama|60|$bench_env BENCH_LIMIT_TRAIN_GPT=20 BENCH_LIMIT_PYTORCH=40 bash scripts/bench_gpu.sh --append llama"
       "attention_sdpa|40|BENCH_NO_BUILD=1 TORCH_PYTHON=\$TORCH_PY bash scripts/bench_gpu.sh --append attention"
-      "kernels|15|BENCH_NO_BUILD=1 bash scripts/bench_gpu.sh --append kernels"
-      "levers|50|BENCH_NO_BUILD=1 BENCH_SHARD=\$W/rand.bin STEPS=12 BENCH_LIMIT_TRAIN_GPT=15 BASE_BIN=\$(ls $PREP/base/train_gpt 2>/dev/null) bash scripts/bench_levers.sh"
+      "attention_sweep|40|./dev/cuda/attention sweep > \$W/sweep.txt; rc=\$?; cat \$W/sweep.txt; bash dev/gpu_session.sh tune \$W/sweep.txt && git diff cuda/attention_tuned.h; exit \$rc"
+      "kernels|10|BENCH_NO_BUILD=1 bash scripts/bench_gpu.sh --append kernels"
+      "levers|15|BENCH_NO_BUILD=1 BENCH_SHARD=\$W/rand.bin STEPS=12 BENCH_LIMIT_TRAIN_GPT=15 BASE_BIN=\$(ls $PREP/base/train_gpt 2>/dev/null) bash scripts/bench_levers.sh"
     )
 }
 # the headline files copied to $OUT after each step (with summary.txt and logs.tar.gz: 8 files at most)
@@ -341,6 +366,7 @@ step_finish() {  # name
         pt_warm) grep -E '^pytorch |rror' "$log" | head -4 | sed 's/^/    /' >> "$DST/summary.txt" ;;
         # attention: the header and the rows at T=1024, hs 64 (GPT-2's, and the grouped-query rows; the goals are set at B=8)
         attention_sdpa) grep -E '^(bench|sdpa) .*(TFLOP|  1024  12( \(KV [0-9]+\))?   64 \|)|n/a|failed|rror' "$log" | head -20 | sed 's/^/    /' >> "$DST/summary.txt" ;;
+        attention_sweep) grep -E '^(sweep .*hs= 64 causal|best |FAIL)|rror' "$log" | head -12 | sed 's/^/    /' >> "$DST/summary.txt" ;;
         kernels) grep -E 'TFLOP|rror|^Llama kernels|rmsnorm|rope_forward|swiglu' "$log" | head -32 | sed 's/^/    /' >> "$DST/summary.txt" ;;
     esac
     local h; h=$(headline "$name")
@@ -437,8 +463,8 @@ export TORCH_PY
 
 plan
 case "$mode" in
-    all) run_steps=(probe prep attention_check pt_warm test_gpu bench llama attention_sdpa kernels levers) ;;
-    check) run_steps=(probe prep attention_check test_gpu attention_sdpa); BUDGET=580 ;;
+    all) run_steps=(probe prep attention_check pt_warm test_gpu bench llama attention_sdpa attention_sweep kernels levers) ;;
+    check) run_steps=(probe prep attention_check test_gpu attention_sdpa attention_sweep); BUDGET=580 ;;
     bench) run_steps=(probe prep bench llama kernels); BUDGET=580 ;;
     levers) run_steps=(probe prep levers); BUDGET=580 ;;
 esac

@@ -1,7 +1,7 @@
 # test/cuda_emu_attention.sh: test_cuda_emu.sh's section for the 16-bit attention backwards (`bash test/test_cuda_emu.sh
 # attnbwd` runs it alone), sourced by it.
-# TRAIN_GPT_ATTN_BWD=fused (attention_mma.cuh's one kernel, blocks taking turns on dQ) and =v3
-# (cuda/attention_bwd_v3.cuh) against the default two-pass backward (cuda/attention_bwd_2pass.cuh), whole runs: GPT-2
+# TRAIN_GPT_ATTN_BWD=fused (attention_mma.cuh's one kernel, blocks taking turns on dQ), =v3
+# (cuda/attention_bwd_v3.cuh) and =kv (cuda/attention_bwd_kv.cuh, KV-stationary, dQ in descending turns) against the default two-pass backward (cuda/attention_bwd_2pass.cuh), whole runs: GPT-2
 # d2 (multi-head, hs 32) and llama-d2 (grouped-query) in bf16 and fp16 at T = 160 (two key blocks of 128, the second
 # ragged; three query blocks of 64). The forward is the same; the gradients differ only in dQ's fp32 summation order
 # before it is rounded, so step 1's loss is the same bits and the later steps move apart by rounding alone. Bounds 4-9x
@@ -12,7 +12,7 @@ attn_bwd_v3_runs() {
   for m in "d2 bf16 1e-4 2e-4" "d2 fp16 5e-6 5e-5" "llama-d2 bf16 1e-4 2e-4"; do
     read -r m pr tl tn <<<"$m"
     $EMU -e $m --precision $pr "${a[@]}" --log "$W/v3-$m-$pr-off.jsonl" > "$W/v3-off.out" 2>&1 || { bad "attention backward: $m $pr default run" "$(tail -3 "$W/v3-off.out")"; continue; }
-    for k in fused v3; do
+    for k in fused v3 kv; do
       TRAIN_GPT_ATTN_BWD=$k $EMU -e $m --precision $pr "${a[@]}" --log "$W/v3-$m-$pr-$k.jsonl" > "$W/v3-on.out" 2>&1 \
         || { bad "attention backward: $m $pr run with TRAIN_GPT_ATTN_BWD=$k" "$(tail -3 "$W/v3-on.out")"; continue; }
       r=$(close "$W/v3-$m-$pr-off.jsonl" "$W/v3-$m-$pr-$k.jsonl" $tl $tn) \

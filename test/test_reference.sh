@@ -75,6 +75,10 @@ elif [ -x ./train_gpt_emu ]; then
   against h32 "cuda emu fp32, head size 32" TOL_FP32 ./train_gpt_emu -- --precision fp32
   against h64 "cuda emu fp32, head size 64" TOL_FP32 ./train_gpt_emu -- --precision fp32
   against h32 "cuda emu bf16" TOL_BF16 ./train_gpt_emu -- --precision bf16
+  # attention's masks in the CUDA kernels (issue 49): the fp32 kernels, and in bf16 the KV-stationary backward (the
+  # only 16-bit one that takes a mask), against the same explicit-mask reference as the CPU build
+  against h64docwin "cuda emu fp32, --doc-mask --attn-window 6" TOL_FP32 ./train_gpt_emu -- --precision fp32 --grad-accum 2
+  against h64docwin "cuda emu bf16, --doc-mask --attn-window 6" TOL_BF16 ./train_gpt_emu -- --precision bf16 --grad-accum 2
   # a fixed power-of-two scale: dynamic scaling would skip its first steps, which the reference does not
   against h32 "cuda emu fp16" TOL_FP16 ./train_gpt_emu -- --precision fp16 --loss-scale 1024
 else

@@ -69,6 +69,11 @@
 //    12 / 0 bytes spilled -> 95 / 128, none. The tables are read from L2 in every block that loads a tile (at the d12
 //    GQA shape about 0.28 GB forward and 0.44 GB backward a layer, against the 0.126 GB of DRAM traffic the two
 //    passes cost): not yet timed on a GPU.
+//  * Masks (issue 49, arch/attn_mask.h; attention_masks.cuh's checks): every kernel takes an AttnMask (window, document
+//    starts), skips the tiles wholly outside it (counted under ATTN_COUNT_TILES and compared with attn_mask_tile_empty)
+//    and masks the cut ones per element. The 16-bit backward with a mask is cuda/attention_bwd_kv.cuh (KV-stationary,
+//    dQ in an fp32 buffer in descending key-block turns; TRAIN_GPT_ATTN_BWD=kv for causal), each of its instantiations
+//    checked; `sweep` (attention_sweep.cuh) times them for cuda/attention_tuned.h.
 //  * Measured on an H100 (B=8, T=1024, NH=12, hs=64, bf16) before issue #22 (the kernels now in
 //    attention_v1.cuh): forward 0.138 ms (93 TFLOP/s), backward 0.426 ms (76 TFLOP/s); Nsight Compute showed the
 //    forward latency-bound at 3 warps per scheduler (registers). The current kernels are not yet timed on a GPU:
@@ -86,7 +91,8 @@
 #include "attention_ref.h"
 
 // The kernels are the trainer's own (cuda/attention.cuh's flash_attention_forward/backward): this file only
-// checks and times them.
+// checks and times them. ATTN_COUNT_TILES: each kernel counts the tiles it visits (the mask checks compare them).
+#define ATTN_COUNT_TILES
 #include "../../cuda/attention.cuh"
 // The 16-bit kernels before issue #22, for the bit comparison below and the old-vs-new benchmark.
 #include "attention_v1.cuh"
@@ -356,6 +362,8 @@ static bool run_check(const AttnShape &sh, uint64_t seed) {
     return ok && ok_v3;
 }
 
+#include "attention_masks.cuh"
+
 // Milliseconds per call of f (after warm-up), by CUDA events.
 template <typename F> static float time_ms(F &&f, int warmup, int iters) {
     cudaEvent_t e0, e1;
@@ -443,18 +451,23 @@ static void bench_table(void) {
     run_bench<__nv_bfloat16>(8, 1024, 768, 12, 1);
 }
 
+#include "attention_sweep.cuh"
+
 int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "sweep") == 0) return attn_sweep();
     const bool do_check = argc < 2 || strcmp(argv[1], "check") == 0;
     const bool do_bench = argc < 2 || strcmp(argv[1], "bench") == 0;
-    // "check small": only the shapes with T <= 256 (the CPU emulator, dev/cuda/emu, runs these in CI)
-    const bool small = argc > 2 && strcmp(argv[2], "small") == 0;
+    // "check small": only the shapes with T <= 256 (the CPU emulator, dev/cuda/emu, runs these in CI); "check masks":
+    // only the masks' checks (attention_masks.cuh; both run them)
+    const bool small = argc > 2 && strcmp(argv[2], "small") == 0, masks_only = argc > 2 && strcmp(argv[2], "masks") == 0;
     int dev = 0;
     cudaDeviceProp prop;
     cudaCheck(cudaGetDevice(&dev));
     cudaCheck(cudaGetDeviceProperties(&prop, dev));
     printf("device: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
     int failures = 0;
-    if (do_check) {
+    if (do_check) failures += run_mask_checks(101);
+    if (do_check && !masks_only) {
         // The brief's three shapes, then edge cases: T = 1, three tiles with a ragged end, hs = 128, and the head
         // sizes that pad to 48, 80, 96 and 112 (the shape check accepts them).
         // {1, 250, 128, 2}: two 128-row blocks of the 16-bit forward and dQ, the second ragged, 4 key tiles.

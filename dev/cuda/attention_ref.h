@@ -16,10 +16,21 @@
 #include <string.h>
 #include <vector>
 
+// Masks (issue 49), written out here rather than taken from arch/attn_mask.h, so the reference shares no code with
+// the kernels' masks: query t of row b sees keys t2 with attn_ref_first(..) <= t2 <= t: the window's last `window` keys
+// (0: all) and, with doc_start ((B, T): each token's document start), none before its document's start.
+static inline int attn_ref_first(int b, int T, int t, int window, const int *doc_start) {
+    int f = 0;
+    if (window > 0) f = t - window + 1 > 0 ? t - window + 1 : 0;
+    if (doc_start && doc_start[(long)b * T + t] > f) f = doc_start[(long)b * T + t];
+    return f;
+}
+
 // out (B, T, C) and lse (B, NH, T) from qkv. Grouped-query attention: KV key/value heads (KV <= 0: NH), qkv rows
 // of C + 2 KV hs (NH query heads, KV key heads, KV value heads: cpu/attention.h's packing), query head h reading key/value
 // head h / (NH / KV); KV = NH is the (B, T, 3C) layout above.
-static inline void attn_ref_forward(float *out, float *lse, const float *qkv, int B, int T, int C, int NH, int KV = 0) {
+static inline void attn_ref_forward(float *out, float *lse, const float *qkv, int B, int T, int C, int NH, int KV = 0,
+                                    int window = 0, const int *doc_start = nullptr) {
     if (KV <= 0) KV = NH;
     const int hs = C / NH, group = NH / KV;
     const long C3 = C + 2L * KV * hs;
@@ -29,9 +40,10 @@ static inline void attn_ref_forward(float *out, float *lse, const float *qkv, in
         for (int h = 0; h < NH; h++) {
             const long koff = C + (long)(h / group) * hs, voff = koff + (long)KV * hs;
             for (int t = 0; t < T; t++) {
+                const int f0 = attn_ref_first(b, T, t, window, doc_start);
                 const float *q = qkv + ((long)b * T + t) * C3 + h * hs;
                 double m = -INFINITY;
-                for (int t2 = 0; t2 <= t; t2++) {
+                for (int t2 = f0; t2 <= t; t2++) {
                     const float *k = qkv + ((long)b * T + t2) * C3 + koff;
                     double d = 0.0;
                     for (int i = 0; i < hs; i++) d += (double)q[i] * (double)k[i];
@@ -39,12 +51,12 @@ static inline void attn_ref_forward(float *out, float *lse, const float *qkv, in
                     if (s[t2] > m) m = s[t2];
                 }
                 double z = 0.0;
-                for (int t2 = 0; t2 <= t; t2++) { s[t2] = exp(s[t2] - m); z += s[t2]; }
+                for (int t2 = f0; t2 <= t; t2++) { s[t2] = exp(s[t2] - m); z += s[t2]; }
                 lse[((long)b * NH + h) * T + t] = (float)(m + log(z));
                 float *o = out + ((long)b * T + t) * C + h * hs;
                 for (int i = 0; i < hs; i++) {
                     double acc = 0.0;
-                    for (int t2 = 0; t2 <= t; t2++) acc += s[t2] * (double)qkv[((long)b * T + t2) * C3 + voff + i];
+                    for (int t2 = f0; t2 <= t; t2++) acc += s[t2] * (double)qkv[((long)b * T + t2) * C3 + voff + i];
                     o[i] = (float)(acc / z);
                 }
             }
@@ -54,7 +66,7 @@ static inline void attn_ref_forward(float *out, float *lse, const float *qkv, in
 // dqkv (B, T, C + 2 KV hs), overwritten, from dout (B, T, C) and qkv. Recomputes the softmax itself. A key/value
 // head's dK and dV sum over its group's query heads in double.
 static inline void attn_ref_backward(float *dqkv, const float *dout, const float *qkv, int B, int T, int C, int NH,
-                                     int KV = 0) {
+                                     int KV = 0, int window = 0, const int *doc_start = nullptr) {
     if (KV <= 0) KV = NH;
     const int hs = C / NH, group = NH / KV;
     const long C3 = C + 2L * KV * hs;
@@ -68,10 +80,11 @@ static inline void attn_ref_backward(float *dqkv, const float *dout, const float
                 for (int t = 0; t < T; t++)
                     for (int i = 0; i < hs; i++) acc[(size_t)t * 3 * hs + i] = 0.0;
                 for (int t = 0; t < T; t++) {
+                    const int f0 = attn_ref_first(b, T, t, window, doc_start);
                     const float *q = qkv + ((long)b * T + t) * C3 + h * hs;
                     const float *go = dout + ((long)b * T + t) * C + h * hs;
                     double m = -INFINITY;
-                    for (int t2 = 0; t2 <= t; t2++) {
+                    for (int t2 = f0; t2 <= t; t2++) {
                         const float *k = qkv + ((long)b * T + t2) * C3 + koff;
                         double d = 0.0;
                         for (int i = 0; i < hs; i++) d += (double)q[i] * (double)k[i];
@@ -79,9 +92,9 @@ static inline void attn_ref_backward(float *dqkv, const float *dout, const float
                         if (p[t2] > m) m = p[t2];
                     }
                     double z = 0.0;
-                    for (int t2 = 0; t2 <= t; t2++) { p[t2] = exp(p[t2] - m); z += p[t2]; }
+                    for (int t2 = f0; t2 <= t; t2++) { p[t2] = exp(p[t2] - m); z += p[t2]; }
                     double rowdot = 0.0;  // sum_t2 p * dp
-                    for (int t2 = 0; t2 <= t; t2++) {
+                    for (int t2 = f0; t2 <= t; t2++) {
                         p[t2] /= z;
                         const float *v = qkv + ((long)b * T + t2) * C3 + voff;
                         double d = 0.0;
@@ -90,7 +103,7 @@ static inline void attn_ref_backward(float *dqkv, const float *dout, const float
                         rowdot += p[t2] * d;
                     }
                     double *dq = &acc[(size_t)t * 3 * hs];
-                    for (int t2 = 0; t2 <= t; t2++) {
+                    for (int t2 = f0; t2 <= t; t2++) {
                         const float *k = qkv + ((long)b * T + t2) * C3 + koff;
                         double *dk = &acc[(size_t)t2 * 3 * hs + hs], *dv = dk + hs;
                         const double ds = p[t2] * (dp[t2] - rowdot) * scale;  // d(loss)/d(raw score q.k)

@@ -54,6 +54,7 @@ SUITES = {
     "eval-mc": ([], "bash test/test_eval_mc.sh"),
     "emu-kernels": (["dev/cuda/kernels_emu"], "./dev/cuda/kernels_emu check"),
     "emu-attention": (["dev/cuda/attention_emu"], "./dev/cuda/attention_emu check small"),
+    "emu-attn-masks": (["dev/cuda/attention_emu"], "./dev/cuda/attention_emu check masks"),
     "emu-gpt2": (["test/test_gpt2_emu"],
                  f"{TORCH_PY} test/ref_gpt2.py --out-dir $MUT_TMP/ref >/dev/null && ./test/test_gpt2_emu $MUT_TMP/ref"),
     "emu-graphs": (["train_gpt_emu"], "bash test/test_cuda_emu.sh graphs"),
