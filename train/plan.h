@@ -17,6 +17,8 @@
 typedef struct {
     size_t params, grads, optimizer, activations, workspace;
     size_t working;         // the weights' copies in the compute precision (0 where that is fp32)
+    size_t gathered;        // ZeRO's working set at stages 2-3: the whole units gathered and the whole gradients
+                            // reduced (zero_memory_plan), beside this rank's own params and grads
     size_t kv_cache;        // generation's key/value cache (model_kv_cache_bytes; 0 where the run does not sample)
     int optimizer_on_host;  // --offload: the optimizer figure is host memory
 } MemoryPlan;
@@ -79,11 +81,11 @@ typedef struct { int zero, offload, offload_params, nvme; } PlanChoice;
 static PlanNeed plan_need(const PlanLayout *l, PlanChoice c, MemoryPlan *out) {
     MemoryPlan mp = model_memory_plan(l->mc, l->B, l->T, l->recompute, l->layers, l->slots, l->holds_unit[0], c.zero == 3);
     zero_memory_plan(l->mc, c.zero, l->dp, l->holds_unit, l->bucket_bytes, c.offload, c.offload_params, c.nvme, l->muon, &mp.params,
-                     &mp.grads, &mp.optimizer);
+                     &mp.grads, &mp.optimizer, &mp.gathered);
     mp.optimizer_on_host = c.offload && !c.nvme;
     mp.kv_cache = l->kv_tokens ? model_kv_cache_bytes(l->mc, l->layers, l->kv_tokens) : 0;  // reserved once, for the run
     PlanNeed n = {0, 0, 0};
-    n.device = mp.params + mp.grads + mp.working + mp.activations + mp.workspace + mp.kv_cache + (c.offload ? 0 : mp.optimizer);
+    n.device = mp.params + mp.grads + mp.gathered + mp.working + mp.activations + mp.workspace + mp.kv_cache + (c.offload ? 0 : mp.optimizer);
     if (c.offload && !c.nvme) n.host = mp.optimizer;
     if (c.nvme) zero_swap_plan(l->mc, c.zero, l->dp, l->holds_unit, l->nvme_buffer, &n.host, &n.disk);
     if (c.nvme) n.host += mp.optimizer;  // Muon's workspace (0 with AdamW): the host runs Newton-Schulz

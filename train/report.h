@@ -43,10 +43,11 @@ static void report_memory_plan(const MemoryPlan *mp) {
     double mib = 1048576.0;
     printf0("memory plan per rank: params %.1f MiB | grads %.1f MiB | AdamW state %.1f MiB%s | ", mp->params / mib,
             mp->grads / mib, mp->optimizer / mib, mp->optimizer_on_host ? " (host: moments, master copy, gradient staging)" : "");
+    if (mp->gathered) printf0("ZeRO working set %.1f MiB (whole units gathered and gradients reduced) | ", mp->gathered / mib);
     if (mp->working) printf0("working weights %.1f MiB | ", mp->working / mib);
     printf0("activations %.1f MiB | workspace %.1f MiB | ", mp->activations / mib, mp->workspace / mib);
     if (mp->kv_cache) printf0("kv cache %.1f MiB | ", mp->kv_cache / mib);  // the samples' (-s, -g); none without them
-    printf0("total %.1f MiB\n", (mp->params + mp->grads + mp->optimizer + mp->working + mp->activations + mp->workspace +
+    printf0("total %.1f MiB\n", (mp->params + mp->grads + mp->gathered + mp->optimizer + mp->working + mp->activations + mp->workspace +
                                   mp->kv_cache) / mib);
 }
 
@@ -82,10 +83,10 @@ static void report_memory_fit(const Run *r) {
     if (!r->logf || r->start_step != 0) return;
     const MemoryPlan *plan = &r->plan;
     fprintf(r->logf, "{\"memory_plan\": {\"world\": %d, \"zero_stage\": %d, \"params_bytes\": %zu, \"grads_bytes\": %zu, "
-            "\"optimizer_bytes\": %zu, \"working_weights_bytes\": %zu, \"activations_bytes\": %zu, \"workspace_bytes\": %zu, "
+            "\"optimizer_bytes\": %zu, \"gathered_bytes\": %zu, \"working_weights_bytes\": %zu, \"activations_bytes\": %zu, \"workspace_bytes\": %zu, "
             "\"kv_cache_bytes\": %zu, \"device_bytes\": %zu, \"host_bytes\": %zu, \"disk_bytes\": %zu, \"ram_per_rank_bytes\": %.0f, "
             "\"disk_free_per_rank_bytes\": %.0f, \"device_capacity_bytes\": %.0f, \"fits\": %s, \"advice\": ",
-            r->world, cfg->zero_stage, plan->params, plan->grads, plan->optimizer, plan->working, plan->activations,
+            r->world, cfg->zero_stage, plan->params, plan->grads, plan->optimizer, plan->gathered, plan->working, plan->activations,
             plan->workspace, plan->kv_cache, r->need.device, r->need.host, r->need.disk, m.ram, m.disk, m.device, fits ? "true" : "false");
     if (advice[0]) fprintf(r->logf, "\"%s\"}}\n", advice); else fprintf(r->logf, "null}}\n");
     fflush(r->logf);
@@ -127,11 +128,11 @@ static void report_stage_plans(const Run *r) {
         if (!r->logf) continue;
         fprintf(r->logf, "{\"stage_plan\": {\"world\": %d, \"stage\": %d, \"first_rank\": %d, \"last_rank\": %d, \"first_layer\": %d, "
                 "\"last_layer\": %d, \"slots\": %d, \"params\": %zu, \"params_bytes\": %zu, \"grads_bytes\": %zu, "
-                "\"optimizer_bytes\": %zu, \"working_weights_bytes\": %zu, \"activations_bytes\": %zu, \"workspace_bytes\": %zu, "
+                "\"optimizer_bytes\": %zu, \"gathered_bytes\": %zu, \"working_weights_bytes\": %zu, \"activations_bytes\": %zu, \"workspace_bytes\": %zu, "
                 "\"kv_cache_bytes\": %zu, \"model_state_bytes\": %zu, \"activation_bytes\": %zu, \"device_bytes\": %zu, "
                 "\"host_bytes\": %zu, \"disk_bytes\": %zu}}\n", r->world, s, s * per_stage, (s + 1) * per_stage - 1, r->first[s],
-                r->first[s + 1] - 1, l.slots, count, mp.params, mp.grads, mp.optimizer, mp.working, mp.activations, mp.workspace,
-                mp.kv_cache, mp.params + mp.grads + mp.optimizer, mp.activations + mp.workspace + mp.working, need.device,
+                r->first[s + 1] - 1, l.slots, count, mp.params, mp.grads, mp.optimizer, mp.gathered, mp.working, mp.activations, mp.workspace,
+                mp.kv_cache, mp.params + mp.grads + mp.gathered + mp.optimizer, mp.activations + mp.workspace + mp.working, need.device,
                 need.host, need.disk);
     }
     free(holds);
