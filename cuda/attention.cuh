@@ -6,6 +6,7 @@
 #ifndef CUDA_ATTENTION_CUH
 #define CUDA_ATTENTION_CUH
 
+#include "../backend/target.h"  // the kernels' saved state and default workspace, as the CPU build plans them
 #include "attention_fp32.cuh"
 #include "attention_mma.cuh"
 #include "attention_bwd_2pass.cuh"
@@ -140,7 +141,7 @@ static inline size_t attn_v3_scratch_floats(int B, int T, int C, int NH) {
 }
 static int backend_fuses_rope(void);
 static inline size_t attn_bwd_scratch_floats(size_t elem_bytes, int B, int T, int C, int NH, int kernel = -1) {
-    const size_t rows = (size_t)B * NH * T;
+    const size_t rows = gpu_att_rows_floats(B, NH, T);  // the default's, which the CPU build's plan of a card counts
     if (elem_bytes == 4) return rows;
     const size_t tiles = (size_t)B * NH * ((T + ATT_BQ - 1) / ATT_BQ), HS = attn_hs_built(C, NH);
     const size_t fused = (rows + 3) / 4 * 4 + (tiles + 3) / 4 * 4 + tiles * ATT_BQ * HS;
@@ -306,7 +307,7 @@ static void attention_gqa_backward(floatX *dqkv, const floatX *dout, const float
 }
 
 // Attention keeps only each row's logsumexp (B, NH, T) for backward, which recomputes the softmax (backend.h).
-static size_t backend_att_saved_floats(size_t B, size_t NH, size_t T) { return B * NH * T; }
+static size_t backend_att_saved_floats(size_t B, size_t NH, size_t T) { return gpu_att_saved_floats(B, NH, T); }
 // The backward's workspace (the memory plan's): D, and in 16-bit the dQ accumulator and the turn counters.
 static size_t backend_att_workspace_bytes(int B, int NH, int T, int C) {
     size_t n = 0;

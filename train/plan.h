@@ -40,8 +40,8 @@ static MemoryPlan model_memory_plan(const ModelConfig *c, int B, int T, int reco
     mp.grads = n * sizeof(float);
     mp.optimizer = 2 * n * sizeof(float);
     mp.activations = acts;
-    mp.workspace = gradact_elems(&s, BT) * X_BYTES + 2 * slots * BT * sizeof(int) +
-                   backend_att_workspace_bytes(B, model_heads(c), T, (int)s.dim[DIM_ATT]) + model_rope_bytes(c) +
+    mp.workspace = gradact_elems(&s, BT) * target_x_bytes() + 2 * slots * BT * sizeof(int) +
+                   target_att_workspace_bytes(B, model_heads(c), T, (int)s.dim[DIM_ATT]) + model_rope_bytes(c) +
                    tp_scratch_floats(c->tp_size, BT) * sizeof(float) + model_sp_full_bytes(c, BT);
     mp.working = model_working_bytes(c, layers, outer, stream_layers);
     return mp;
@@ -125,7 +125,7 @@ static size_t physical_memory_bytes(void) {
 
 // A running job's share of this node: RAM available now (MemAvailable) plus this process's own, the
 // device's memory, and the disk's free space under nvme_path (NULL: unknown); --mem-limit (GiB, 0 =
-// none) stands in for the device's memory (for RAM in the CPU build).
+// none) stands in for the device's memory (for RAM in the CPU build). --gpu: the card's memory is the device's.
 static MachineCapacity machine_capacity(float mem_limit, const char *nvme_path, int local_ranks) {
     const double gib = 1073741824.0;
     MachineCapacity m;
@@ -139,12 +139,17 @@ static MachineCapacity machine_capacity(float mem_limit, const char *nvme_path, 
         m.ram = mem_limit > 0 ? mem_limit * gib : (double)mem_available_bytes() / local_ranks + (double)self_rss_bytes();
     }
     m.disk = nvme_path ? (double)swap_free_bytes(nvme_path) / local_ranks : 0.0;
+    if (plan_target.gpu) {  // --gpu: that card (its datasheet's memory, or --mem-limit's)
+        m.device_is_host = 0;
+        m.device = mem_limit > 0 ? mem_limit * gib : plan_target.gpu->gib * gib;
+        if (plan_target.cuda_facts) m.ram = 0;  // the CPU build planning a GPU node: that node's RAM is not this one's
+    }
     return m;
 }
 
 static int plan_fits(const PlanNeed *n, const MachineCapacity *m) {
     double ram = m->device_is_host ? (double)n->device + n->host : (double)n->host;
-    if (ram > m->ram || (!m->device_is_host && m->device > 0 && n->device > m->device)) return 0;
+    if ((m->ram > 0 && ram > m->ram) || (!m->device_is_host && m->device > 0 && n->device > m->device)) return 0;
     return !(n->disk > 0 && m->disk > 0 && n->disk > m->disk);
 }
 
