@@ -138,6 +138,10 @@ grep -qF "placement: planned, not started: rank = tp index + 8 * (dp index + 1 *
 out=$($BIN -e d2 --dry-run -z 3 2>&1)
 grep -qF "warning: -z 3 with one data-parallel rank: nothing to shard" <<<"$out" && ok "-z 3 with one data-parallel rank warns" || bad "-z 3 on one rank warns" "$out"
 
+out=$($BIN -e llama-3.1-8b --dry-run 2>&1)
+grep -qF "note: this plans the built-in corpus's tiny batch (512 tokens per step at -t 64), not a training run of this model; a real batch: -b 1 -t 8192 -d 524288" <<<"$out" \
+  && ok "a preset's dry run at the built-in corpus's batch says so and shows a real batch's flags" || bad "the tiny batch's note" "$out"
+
 # what --world refuses, naming the flag and the numbers
 expect() {  # expect LABEL WANT ARGS...: exit 2 with WANT in the output
   local label=$1 want=$2; shift 2

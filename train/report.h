@@ -270,6 +270,12 @@ static void report_run_header(const Run *r) {
             mc->padded_vocab_size, mc->max_seq_len, r->num_params, note);
     printf0("batch: micro-batch %d x seq %d x accumulation %d x data-parallel %d = %ld tokens per step | recompute %d\n",
            r->B, r->T, A, r->dp, cfg->total_batch_tokens, cfg->recompute);
+    if (cfg->dry_run && r->synthetic && r->num_params >= 100000000 && cfg->total_batch_tokens < 65536 && r->T < mc->max_seq_len) {
+        int T = mc->max_seq_len < 8192 ? mc->max_seq_len : 8192;  // a pretraining length, within the model's
+        printf0("note: this plans the built-in corpus's tiny batch (%ld tokens per step at -t %d), not a training run of this "
+                "model; a real batch: -b 1 -t %d -d %d (%d sequences per step; the accumulation follows from the ranks) with "
+                "-i/--train-data your shards\n", cfg->total_batch_tokens, r->T, T, 524288 / T * T, 524288 / T);
+    }
     if (cfg->zero_stage > 0 && r->dp == 1 && !r->offload_params)  // --offload params at -z 3 moves the master off the device
         printf0("warning: -z %d with one data-parallel rank: nothing to shard, the one rank's shard is the whole state (ZeRO "
                 "divides params, grads and optimizer state over the data-parallel ranks: world / (tp x pp))\n", cfg->zero_stage);
