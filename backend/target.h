@@ -15,10 +15,10 @@
 // card's GiB: an "80GB" H100 has 80 GiB of HBM, of which the driver reports about 79.1 as total).
 typedef struct { const char *key, *name; double gib; } GpuSpec;
 static const GpuSpec GPU_SPECS[] = {
-    {"h100", "NVIDIA H100 80GB (SXM5 or PCIe)", 80.0},
+    {"h100", "NVIDIA H100 80GB SXM5/PCIe", 80.0},
     {"h100-nvl", "NVIDIA H100 NVL", 94.0},
     {"h200", "NVIDIA H200 141GB", 141.0},
-    {"b200", "NVIDIA B200 (HGX B200, 180GB per GPU)", 180.0},
+    {"b200", "NVIDIA B200 180GB (HGX B200)", 180.0},
     {"a100-80", "NVIDIA A100 80GB", 80.0},
     {"a100-40", "NVIDIA A100 40GB", 40.0},
     {"l40s", "NVIDIA L40S 48GB", 48.0},
