@@ -142,6 +142,15 @@ out=$($BIN -e llama-3.1-8b --dry-run 2>&1)
 grep -qF "note: this plans the built-in corpus's tiny batch (512 tokens per step at -t 64), not a training run of this model; a real batch: -b 1 -t 8192 -d 524288" <<<"$out" \
   && ok "a preset's dry run at the built-in corpus's batch says so and shows a real batch's flags" || bad "the tiny batch's note" "$out"
 
+# a stage that does not fit gets advice, checked here by planning it: Llama 3.1 8B on 8 L40S (48 GiB) at ZeRO-1 does not
+# fit; the advice is ZeRO-3 with recompute 3, and planned so it fits, while either alone does not
+a=(-e llama-3.1-8b --dry-run --world 8 -b 1 -t 8192 -s 0 --gpu l40s)
+out=$($BIN "${a[@]}" -z 1 2>&1)
+adv=$(grep -o "advice: it fits with [^:]*" <<<"$out" | sed 's/advice: it fits with //')
+fit() { $BIN "${a[@]}" "$@" 2>&1 | grep -c "fits an l40s's 48 GiB$"; }
+[ "$adv" = "-z 3 -r 3" ] && [ "$(fit -z 3 -r 3)" = 1 ] && [ "$(fit -z 3)" = 0 ] && [ "$(fit -z 1 -r 3)" = 0 ] \
+  && ok "a stage that does not fit an L40S is advised '$adv', which planned fits, and neither lever alone does" || bad "the stage's advice" "$adv: $out"
+
 # what --world refuses, naming the flag and the numbers
 expect() {  # expect LABEL WANT ARGS...: exit 2 with WANT in the output
   local label=$1 want=$2; shift 2

@@ -178,4 +178,41 @@ static int plan_advise(const PlanLayout *l, int pp_stages, PlanChoice own, const
     return 0;
 }
 
+// --dry-run --world: the cheapest change that makes a stage fit `limit` bytes per rank (its device memory; with on_host,
+// the CPU build's, device and host together), each candidate checked by planning it. The levers are taken in this
+// order, each added to the ones before at their furthest when they did not suffice: a higher ZeRO stage
+// (communication only), a higher recompute level (compute only), the micro-batch halved (the accumulation making up
+// the tokens), then plan_advise's offloads (host memory, then NVMe). Writes the flags into text; returns whether one
+// fits. A TP or PP degree changes the layout itself: the caller names those when nothing here fits.
+static int plan_advise_stage(const PlanLayout *l, int pp, PlanChoice own, double limit, int on_host, char *text, size_t n,
+                             PlanNeed *need) {
+    MachineCapacity m = {0, 0, 0, on_host, 1};
+    if (on_host) m.ram = limit; else m.device = limit;
+    PlanLayout k = *l;
+    PlanChoice c = own;
+    char flags[3][48] = {"", "", ""};  // the ZeRO stage, the recompute level, the micro-batch so far
+    for (int lever = 0; lever < 3; lever++) {
+        int from = lever == 0 ? own.zero + 1 : lever == 1 ? l->recompute + 1 : l->B / 2;
+        int to = lever == 0 ? (l->dp > 1 && pp == 1 ? 3 : own.zero) : lever == 1 ? 3 : 1;
+        for (int v = from; lever == 2 ? v >= to : v <= to; v = lever == 2 ? v / 2 : v + 1) {
+            if (lever == 0) c.zero = v; else if (lever == 1) k.recompute = v; else k.B = v;
+            if (lever == 0) snprintf(flags[0], sizeof(flags[0]), "-z %d ", v);
+            else if (lever == 1) snprintf(flags[1], sizeof(flags[1]), "-r %d ", v);
+            else snprintf(flags[2], sizeof(flags[2]), "-b %d (--grad-accum x %d) ", v, l->B / v);
+            *need = plan_need(&k, c, NULL);
+            if (plan_fits(need, &m)) {
+                snprintf(text, n, "%s%s%s", flags[0], flags[1], flags[2]);
+                text[strlen(text) - 1] = '\0';
+                return 1;
+            }
+            if (lever == 2 && v == 1) break;
+        }
+    }
+    PlanChoice o;
+    if (!plan_advise(&k, pp, c, &m, 0, &o, need)) return 0;
+    snprintf(text, n, "%s%s-z %d --offload %s%s", flags[1], flags[2], o.zero, o.offload_params ? "params" : o.offload ? "optimizer" : "none",
+             o.nvme ? " --offload-device nvme --nvme-path DIR" : "");
+    return 1;
+}
+
 #endif

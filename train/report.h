@@ -95,6 +95,20 @@ static void report_memory_fit(const Run *r) {
     fflush(r->logf);
 }
 
+// --dry-run --world N, a stage that does not fit: the cheapest change that does (plan_advise_stage), planned for the TP
+// rank that needs the most (mc), or the layout's own levers when none does.
+static void report_stage_advice(const Run *r, PlanLayout *l, ModelConfig mc, double limit, int on_host) {
+    const double gib = 1073741824.0;
+    char text[160];
+    PlanNeed n;
+    l->mc = &mc;
+    if (plan_advise_stage(l, r->pp_stages, run_plan_choice(r), limit, on_host, text, sizeof(text), &n))
+        printf0("  advice: it fits with %s: %.2f GiB device state | host RAM %.2f GiB | disk %.2f GiB\n", text, n.device / gib,
+                n.host / gib, n.disk / gib);
+    else printf0("  advice: no ZeRO stage, recompute level, micro-batch or offload makes this stage fit; use more ranks, a "
+                 "higher --tp (within a node) or --pp\n");
+}
+
 // --dry-run --world N: the plan of every pipeline stage's ranks, computed here as those ranks compute their own
 // (run_plan): the stage's layers and micro-batches in flight, the TP rank's slice of the model (each TP rank's,
 // the largest kept: the slices are the same sizes), its state sharded by ZeRO over the data-parallel group. The
@@ -135,6 +149,7 @@ static void report_stage_plans(const Run *r) {
         all_fit &= fits;
         if (limit > 0) printf0("  %.2f GiB device state | host RAM %.2f GiB | disk %.2f GiB: %s %s\n", need.device / gib,
                                need.host / gib, need.disk / gib, fits ? "fits" : "does not fit", against);
+        if (!fits) report_stage_advice(r, &l, mc, limit, on_host);
         if (!r->logf) continue;
         fprintf(r->logf, "{\"stage_plan\": {\"world\": %d, \"stage\": %d, \"first_rank\": %d, \"last_rank\": %d, \"first_layer\": %d, "
                 "\"last_layer\": %d, \"slots\": %d, \"params\": %zu, \"params_bytes\": %zu, \"grads_bytes\": %zu, "
