@@ -53,6 +53,7 @@ typedef struct {
     size_t x_bytes;
     int weights_copy;
 } PlanTarget;
-static PlanTarget plan_target;  // set once, at start-up (run_setup), before anything is planned
+// set once, at start-up (run_setup), before anything is planned; unused where only the cards are read (train/config.h)
+static PlanTarget plan_target __attribute__((unused));
 
 #endif
