@@ -74,24 +74,26 @@ static int model_config_from_descriptor(const char *desc, int vocab_size, ModelC
     return 0;
 }
 
-// --mlp: the MLP's activation of a fresh model, one the family's file can store; ReLU² takes modded-nanogpt's
-// hidden width 4C. Returns NULL, or why not in msg.
+// --mlp: the MLP's activation of a fresh model, one the family's file can store. The width follows the choice's
+// entry (model_config.h's MLP_CHOICES): from a gated activation to an ungated one H becomes 4C (modded-nanogpt's
+// for ReLU²), between two of a kind it stays. Returns NULL, or why not in msg.
 static const char *model_choose_mlp(ModelConfig *c, int mlp, char *msg, size_t len) {
+    const char *name = MLP_CHOICES[mlp].name;
     if (!(c->family->mlps >> mlp & 1)) {
         char can[64] = "";
-        for (int k = 0; k < (int)(sizeof(MLP_NAMES) / sizeof(MLP_NAMES[0])); k++)
-            if (c->family->mlps >> k & 1) snprintf(can + strlen(can), sizeof(can) - strlen(can), "%s%s", can[0] ? " or " : "", MLP_NAMES[k]);
-        int n = snprintf(msg, len, "%s: %s stores only %s (its header has no slot for another)", MLP_NAMES[mlp],
+        for (int k = 0; k < NUM_MLPS; k++)
+            if (c->family->mlps >> k & 1)
+                snprintf(can + strlen(can), sizeof(can) - strlen(can), "%s%s", can[0] ? " or " : "", MLP_CHOICES[k].name);
+        int n = snprintf(msg, len, "%s: %s stores only %s (its header has no slot for another)", name,
                          c->family->file_kind, can);
         for (int f = 0; f < NUM_FAMILIES; f++)
             if (FAMILIES[f]->mlps >> mlp & 1 && n >= 0 && (size_t)n < len) {
-                snprintf(msg + n, len - n, "; %s does: -e %s --mlp %s", FAMILIES[f]->file_kind, FAMILIES[f]->fresh,
-                         MLP_NAMES[mlp]);
+                snprintf(msg + n, len - n, "; %s does: -e %s --mlp %s", FAMILIES[f]->file_kind, FAMILIES[f]->fresh, name);
                 break;
             }
         return msg;
     }
-    if (mlp == MLP_RELU2 && c->mlp != MLP_RELU2) c->ffn_hidden = 4 * c->channels;
+    if (!MLP_CHOICES[mlp].gated && MLP_CHOICES[c->mlp].gated) c->ffn_hidden = 4 * c->channels;
     c->mlp = mlp;
     return NULL;
 }
@@ -123,7 +125,7 @@ static void model_shape_text(const ModelConfig *c, char *buf, size_t n) { c->fam
 // --profile's words for the FLOP formula and for the parameters no matmul reads (`other` of them).
 static const char *model_flops_formula(const ModelConfig *c) { return c->family->flops_formula; }
 static void model_nonmatmul_text(const ModelConfig *c, double other, char *buf, size_t n) {
-    const char *norm = c->norm == NORM_LAYERNORM ? "LayerNorm" : "RMSNorm";
+    const char *norm = NORM_CHOICES[c->norm].words;
     if (c->positions != POS_LEARNED) { snprintf(buf, n, "%s weights and biases", norm); return; }
     double wpe = (double)c->max_seq_len * c->channels;
     snprintf(buf, n, "the position embedding %.0f, a lookup; biases and %s weights %.0f", wpe, norm, other - wpe);

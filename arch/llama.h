@@ -73,8 +73,10 @@ static const char *llama_config_error(const ModelConfig *c, char *msg, size_t le
         snprintf(msg, len, "head_dim %d is odd: RoPE rotates the two halves of each head, so it must be even", c->head_dim);
         return msg;
     }
-    if (c->mlp != MLP_SWIGLU && c->mlp != MLP_RELU2) {
-        snprintf(msg, len, "MLP activation %d, expected swiglu or relu2 (the family's file stores no other)", c->mlp);
+    if (c->mlp < 0 || c->mlp >= NUM_MLPS || !(llama_family()->mlps >> c->mlp & 1)) {
+        int n = snprintf(msg, len, "MLP activation %d, expected", c->mlp);
+        for (int k = 0; k < NUM_MLPS && n >= 0 && (size_t)n < len; k++)
+            n += snprintf(msg + n, len - n, "%s %d (%s)", k ? "," : "", k, MLP_CHOICES[k].name);
         return msg;
     }
     if (c->tied != 0 && c->tied != 1) { snprintf(msg, len, "tied is %d, expected 0 or 1", c->tied); return msg; }
@@ -174,7 +176,7 @@ static void llama_header_write(const ModelConfig *c, int32_t h[256]) {
     h[18] = llama_f32_bits(c->rope.low_freq_factor);
     h[19] = llama_f32_bits(c->rope.high_freq_factor);
     h[20] = c->rope.original_max_pos;
-    h[21] = c->mlp == MLP_RELU2;  // the MLP's activation: 0 SwiGLU (every file before the slot), 1 ReLU²
+    h[21] = c->mlp;  // the MLP's activation, model_config.h's MLP_ value: 0 SwiGLU (every file before the slot), 1 ReLU², ...
 }
 
 // Fills c from a header; returns NULL, or the error ("FILE: ...", naming the slot and field) in msg. The
@@ -219,11 +221,13 @@ static const char *llama_header_read(const int32_t h[256], const char *file, Mod
     c->rope.low_freq_factor = llama_bits_f32(h[18]);
     c->rope.high_freq_factor = llama_bits_f32(h[19]);
     c->rope.original_max_pos = h[20];
-    if (h[21] != 0 && h[21] != 1) {
-        snprintf(msg, len, "%s: MLP activation %d in slot 21, expected 0 (SwiGLU) or 1 (ReLU²)", file, h[21]);
+    c->mlp = h[21];  // checked with the rest below (llama_config_error), named in slot 21's words here
+    if (c->mlp < 0 || c->mlp >= NUM_MLPS) {
+        int n = snprintf(msg, len, "%s: MLP activation %d in slot 21, expected", file, h[21]);
+        for (int k = 0; k < NUM_MLPS && n >= 0 && (size_t)n < len; k++)
+            n += snprintf(msg + n, len - n, "%s %d (%s)", k ? "," : "", k, MLP_CHOICES[k].words);
         return msg;
     }
-    c->mlp = h[21] ? MLP_RELU2 : MLP_SWIGLU;
     if (c->padded_vocab_size != model_padded_vocab(c->vocab_size) && c->vocab_size > 0) {
         snprintf(msg, len, "%s: padded_vocab_size %d in slot 4, expected %d (vocab_size %d rounded up to a multiple of "
                  "128)", file, c->padded_vocab_size, model_padded_vocab(c->vocab_size), c->vocab_size);
@@ -268,16 +272,17 @@ static int llama_from_descriptor(const char *desc, int vocab_size, ModelConfig *
 }
 
 static void llama_shape_text(const ModelConfig *c, char *buf, size_t n) {
-    snprintf(buf, n, "Llama family: L %d | C %d | NH %d | KV %d | hd %d | %s H %d | %s head%s%s | RMSNorm eps %g | "
-             "RoPE theta %g%s", c->num_layers, c->channels, c->num_heads, c->num_kv_heads, c->head_dim,
-             c->mlp == MLP_RELU2 ? "ReLU²" : "SwiGLU", c->ffn_hidden,
-             c->tied ? "tied" : "untied", c->qkv_bias ? " | qkv bias" : "", c->qk_norm ? " | QK-norm" : "", c->norm_eps,
-             c->rope.theta, c->rope.scaling ? " (llama3 scaling)" : "");
+    snprintf(buf, n, "Llama family: L %d | C %d | NH %d | %s %d | hd %d | %s H %d | %s head%s%s%s%s | %s eps %g | "
+             "%s theta %g%s", c->num_layers, c->channels, c->num_heads, KV_HEADS_CHOICE.words, c->num_kv_heads,
+             c->head_dim, MLP_CHOICES[c->mlp].words, c->ffn_hidden, c->tied ? "tied" : "untied",
+             c->qkv_bias ? " | " : "", c->qkv_bias ? QKV_BIAS_CHOICE.words : "", c->qk_norm ? " | " : "",
+             c->qk_norm ? QK_NORM_CHOICE.words : "", NORM_CHOICES[c->norm].words, c->norm_eps,
+             POS_CHOICES[c->positions].words, c->rope.theta, c->rope.scaling ? " (llama3 scaling)" : "");
 }
 
 static const ModelFamily LLAMA_FAMILY = {
     "llama", &ARCH_LLAMA, LLAMA_MAGIC, "a Llama-family model file", "llama-dN", "6N + 6L(NH hd)T", 1,
-    1 << MLP_SWIGLU | 1 << MLP_RELU2, llama_from_descriptor,
+    MLP_EVERY, llama_from_descriptor,  // header slot 21 holds the activation's enum
     llama_header_read, llama_header_write, llama_shape_text};
 static const ModelFamily *llama_family(void) { return &LLAMA_FAMILY; }
 

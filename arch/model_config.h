@@ -3,7 +3,8 @@
 // block (the tables' role column: model.h reads tensors by role, never by name), and the block's activation table.
 // A family (gpt2.h, llama.h) is a parameter table, a model file format and presets; it fills a ModelConfig, and
 // from then on the block (model.h) and everything else read the choices, never the family. A new norm, activation
-// or position scheme is a value here, its kernels, and one case in model.h's function for that choice point.
+// or position scheme is a value and a row of its table here, its kernels, and one case in block.h's function for
+// that choice point.
 #ifndef MODEL_CONFIG_H
 #define MODEL_CONFIG_H
 
@@ -13,10 +14,51 @@
 #include "arch.h"  // the table machinery: ArchShape, ArchParam, ArchAct
 #include "rope.h"  // RopeParams
 
-// The block's choice points.
-enum { NORM_LAYERNORM, NORM_RMSNORM };       // LayerNorm (weight and bias, keeps the mean) or RMSNorm (weight only)
-enum { POS_LEARNED, POS_ROPE };              // a learned position table added to the embedding, or RoPE on q and k
-enum { MLP_GELU, MLP_SWIGLU, MLP_RELU2 };    // down(gelu(up x)), down(silu(gate x) * up x), down(relu(up x)^2)
+// The block's choice points, each an enum and its one table of names (in the enum's order): the flag parser, --help,
+// the run's lines, the model files' errors and --profile read a choice's words there, and its rules (the MLP's
+// width) are properties of its entry, so a new value is a row here, its kernels and its case in block.h.
+typedef struct {
+    const char *name;   // as a flag and the run's logs spell it ("rmsnorm")
+    const char *words;  // as the run's model line writes it ("RMSNorm")
+} ChoiceName;
+// The norm: LayerNorm (weight and bias, keeps the mean) or RMSNorm (weight only).
+enum { NORM_LAYERNORM, NORM_RMSNORM, NUM_NORMS };
+static const ChoiceName NORM_CHOICES[NUM_NORMS] = {{"layernorm", "LayerNorm"}, {"rmsnorm", "RMSNorm"}};
+// The positions: a learned table added to the embedding, or RoPE on q and k.
+enum { POS_LEARNED, POS_ROPE, NUM_POSITIONS };
+static const ChoiceName POS_CHOICES[NUM_POSITIONS] = {{"learned", "learned positions"}, {"rope", "RoPE"}};
+// The on/off choices (QK-norm, the q/k/v bias) and the key/value heads (a number: KV = NH is multi-head, 1
+// multi-query) as the model line names them.
+static const ChoiceName QK_NORM_CHOICE = {"qk_norm", "QK-norm"};
+static const ChoiceName QKV_BIAS_CHOICE = {"qkv_bias", "qkv bias"};
+static const ChoiceName KV_HEADS_CHOICE = {"kv_heads", "KV"};
+
+// The MLP's activation. The values are what the Llama family's model file stores in header slot 21: 0 SwiGLU and
+// 1 ReLU² keep the meaning they had when the slot was a flag (0 in every file written before it), so a new
+// activation takes the next value and no file changes.
+enum { MLP_SWIGLU, MLP_RELU2, MLP_GELU, MLP_GEGLU, NUM_MLPS };
+typedef struct {
+    const char *name;   // as --mlp, the run's lines and the files' errors spell it
+    const char *words;  // the model line's
+    int gated;          // fc makes 2H, up | gate packed (the table's ARCH_OPT_GATED: DIM_FC = 2H), the MLP's two
+                        // matrices of the family's width; else fc makes H, and a fresh model's H is 4C (GPT-2's,
+                        // modded-nanogpt's)
+    const char *help;   // --help's definition
+} MlpChoice;
+static const MlpChoice MLP_CHOICES[NUM_MLPS] = {  // in the enum's order
+    {"swiglu", "SwiGLU", 1, "down(silu(gate x) * up x), Llama's"},
+    {"relu2", "ReLU²", 0, "down(relu(up x)^2), no gate, hidden width 4C (modded-nanogpt)"},
+    {"gelu", "GELU", 0, "down(gelu_tanh(up x)), GPT-2's"},
+    {"geglu", "GeGLU", 1, "down(gelu_tanh(gate x) * up x), Gemma's (up | gate packed as SwiGLU's)"},
+};
+#define MLP_EVERY ((1 << NUM_MLPS) - 1)  // a family whose file stores any activation (ModelFamily.mlps)
+// Value i's name (and, where help is not NULL, its definition), NULL past the end: what the flag parser and --help
+// read the choice's list through (config.h's OPT_CHOICE).
+static const char *mlp_choice_name(int i, const char **help) {
+    if (i < 0 || i >= NUM_MLPS) return NULL;
+    if (help) *help = MLP_CHOICES[i].help;
+    return MLP_CHOICES[i].name;
+}
 
 struct ModelFamily;  // below: a family's table, model file and descriptors
 
@@ -59,7 +101,7 @@ typedef struct ModelFamily {
     const char *fresh;          // the descriptor of its fresh models, for errors ("dN")
     const char *flops_formula;  // --profile's words for the training FLOPs per token
     int count_unpadded;         // the run's parameter count adds the count without the vocabulary's padding rows
-    int mlps;                   // the MLP activations its file can store (bits 1 << MLP_)
+    int mlps;                   // the MLP activations its file can store (bits 1 << MLP_; MLP_EVERY: its header has a slot)
     // a fresh model or a preset named `desc` (vocab_size: the data's, for the fresh ones); 0 if desc is not one
     int (*from_descriptor)(const char *desc, int vocab_size, ModelConfig *c);
     // a header with this family's magic into c (after a memset); *bf16: the payload is bf16, else fp32. NULL, or the
@@ -69,12 +111,10 @@ typedef struct ModelFamily {
     void (*shape_text)(const ModelConfig *c, char *buf, size_t n);  // the run's model line
 } ModelFamily;
 
-static const char *const MLP_NAMES[] = {"gelu", "swiglu", "relu2"};  // as --mlp spells them
-
 static int model_padded_vocab(int V) { return (V + 127) / 128 * 128; }
 
 // Whether the MLP's first matmul packs a gate beside up (the table's ARCH_OPT_GATED).
-static int model_mlp_gated(const ModelConfig *c) { return c->mlp == MLP_SWIGLU; }
+static int model_mlp_gated(const ModelConfig *c) { return MLP_CHOICES[c->mlp].gated; }
 
 // The shape symbols' values for a whole model: the same formulas for every family (GPT-2: KV = NH, hd = C / NH,
 // H = 4C give its 3C q/k/v rows, C attention width and 4C MLP rows). tp_layout.h's model_shape: a config's, its TP

@@ -140,6 +140,10 @@ static void rope_backward(floatX *dqkv, const float *cos, const float *sin, int 
 // backward OVERWRITES dinp (N, 2H).
 static void swiglu_forward(floatX *out, const floatX *inp, int N, int H);
 static void swiglu_backward(floatX *dinp, const floatX *dout, const floatX *inp, int N, int H);
+// GeGLU (Gemma's, --mlp geglu): SwiGLU's packing and contract with GELU (tanh approximation) for SiLU:
+// out = gelu_tanh(gate) * up; the backward OVERWRITES dinp (N, 2H).
+static void geglu_forward(floatX *out, const floatX *inp, int N, int H);
+static void geglu_backward(floatX *dinp, const floatX *dout, const floatX *inp, int N, int H);
 // Grouped-query causal attention on the packed qkv: query head h reads key/value head h / (NH / KV),
 // scale 1 / sqrt(hd). out (B, T, NH hd); att: backend_att_saved_floats(B, NH, T) floats kept for the backward;
 // the workspace is attention_workspace's (backend_att_workspace_bytes(B, NH, T, NH * hd)). The backward OVERWRITES

@@ -1,29 +1,31 @@
-// cpu/activations.h: the MLP's activations, forward and backward: GELU (tanh approximation), ReLU² (modded-nanogpt's)
-// and SwiGLU (Llama's gated SiLU on the packed fc output), and the residual sum.
+// cpu/activations.h: the MLP's activations, forward and backward: GELU (tanh approximation), ReLU² (modded-nanogpt's),
+// SwiGLU (Llama's gated SiLU on the packed fc output) and GeGLU (Gemma's gated GELU, packed alike), and the residual
+// sum.
 #ifndef CPU_ACTIVATIONS_H
 #define CPU_ACTIVATIONS_H
 
 #include <math.h>
 
 #define GELU_SCALING_FACTOR 0.7978845608028654f  // sqrt(2 / pi)
+// GELU's tanh approximation and its derivative, one value: GELU's kernels and GeGLU's gate.
+static inline float gelu_tanh(float x) {
+    return 0.5f * x * (1.0f + tanhf(GELU_SCALING_FACTOR * (x + 0.044715f * x * x * x)));
+}
+static inline float gelu_tanh_grad(float x) {
+    float u = GELU_SCALING_FACTOR * (x + 0.044715f * x * x * x);
+    float th = tanhf(u);
+    float sech2 = 1.0f - th * th;
+    return 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_SCALING_FACTOR * (1.0f + 3.0f * 0.044715f * x * x);
+}
+
 static void gelu_forward(float *out, const float *inp, long N) {
 #pragma omp parallel for simd
-    for (long i = 0; i < N; i++) {
-        float x = inp[i];
-        out[i] = 0.5f * x * (1.0f + tanhf(GELU_SCALING_FACTOR * (x + 0.044715f * x * x * x)));
-    }
+    for (long i = 0; i < N; i++) out[i] = gelu_tanh(inp[i]);
 }
 
 static void gelu_backward(float *dinp, const float *inp, const float *dout, long N) {
 #pragma omp parallel for simd
-    for (long i = 0; i < N; i++) {
-        float x = inp[i];
-        float u = GELU_SCALING_FACTOR * (x + 0.044715f * x * x * x);
-        float th = tanhf(u);
-        float sech2 = 1.0f - th * th;
-        float local = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_SCALING_FACTOR * (1.0f + 3.0f * 0.044715f * x * x);
-        dinp[i] = local * dout[i];
-    }
+    for (long i = 0; i < N; i++) dinp[i] = gelu_tanh_grad(inp[i]) * dout[i];
 }
 
 // ReLU²: out = relu(x)^2; dinp = 2 relu(x) dout.
@@ -74,6 +76,31 @@ static void swiglu_backward(float *dinp, const float *dout, const float *inp, in
             float g = gate[j], s = 1.0f / (1.0f + expf(-g));
             dup[j] = d[j] * (g * s);
             dgate[j] = d[j] * up[j] * (s * (1.0f + g * (1.0f - s)));
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// GeGLU (Gemma's MLP): SwiGLU's packing, up's H columns then gate's H; out (N, H) = gelu_tanh(gate) * up.
+
+static void geglu_forward(float *out, const float *inp, int N, int H) {
+#pragma omp parallel for
+    for (long i = 0; i < N; i++) {
+        const float *up = inp + i * 2 * H, *gate = up + H;
+        float *o = out + i * H;
+        for (int j = 0; j < H; j++) o[j] = gelu_tanh(gate[j]) * up[j];
+    }
+}
+
+// dinp (N, 2H) overwritten: d up = dout * gelu(g); d gate = gelu'(g) * (dout * up).
+static void geglu_backward(float *dinp, const float *dout, const float *inp, int N, int H) {
+#pragma omp parallel for
+    for (long i = 0; i < N; i++) {
+        const float *up = inp + i * 2 * H, *gate = up + H, *d = dout + i * H;
+        float *dup = dinp + i * 2 * H, *dgate = dup + H;
+        for (int j = 0; j < H; j++) {
+            dup[j] = d[j] * gelu_tanh(gate[j]);
+            dgate[j] = gelu_tanh_grad(gate[j]) * (d[j] * up[j]);
         }
     }
 }

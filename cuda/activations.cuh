@@ -1,5 +1,5 @@
 // cuda/activations.cuh: the element-wise kernels of the CUDA build (train_gpt.cu, called by model.h): the MLP's
-// activations forward and backward, GELU (tanh approximation), ReLU² and SwiGLU, and the residual add.
+// activations forward and backward, GELU (tanh approximation), ReLU², SwiGLU and GeGLU, and the residual add.
 #ifndef CUDA_ACTIVATIONS_CUH
 #define CUDA_ACTIVATIONS_CUH
 
@@ -125,6 +125,44 @@ __global__ void swiglu_backward_kernel(T *dinp, const T *dout, const T *inp, int
 static void swiglu_backward(floatX *dinp, const floatX *dout, const floatX *inp, int N, int H) {
     WITH_X(LAUNCH(ceil_div((long)N * H, 256), 256, 0, main_stream, swiglu_backward_kernel<xt>)((xt *)dinp, (const xt *)dout,
                                                                                               (const xt *)inp, N, H));
+    launchCheck();
+}
+
+// ----------------------------------------------------------------------------
+// GeGLU (Gemma's): SwiGLU's packing (up | gate), out (N, H) = gelu_tanh(gate) * up; GELU's functors give the gate's
+// value and derivative (cpu/activations.h's gelu_tanh and gelu_tanh_grad, the same arithmetic).
+template <typename T>
+__global__ void geglu_forward_kernel(T *out, const T *inp, int N, int H) {
+    const long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (long)N * H) return;
+    const long i = idx / H;
+    const int j = (int)(idx % H);
+    const T *up = inp + i * 2 * H;
+    out[idx] = from_f<T>(GeluForward()(to_f(up[H + j])) * to_f(up[j]));
+}
+
+static void geglu_forward(floatX *out, const floatX *inp, int N, int H) {
+    WITH_X(LAUNCH(ceil_div((long)N * H, 256), 256, 0, main_stream, geglu_forward_kernel<xt>)((xt *)out, (const xt *)inp, N, H));
+    launchCheck();
+}
+
+// dinp (N, 2H) overwritten: d up = dout gelu(g), d gate = gelu'(g) (dout up).
+template <typename T>
+__global__ void geglu_backward_kernel(T *dinp, const T *dout, const T *inp, int N, int H) {
+    const long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (long)N * H) return;
+    const long i = idx / H;
+    const int j = (int)(idx % H);
+    const T *up = inp + i * 2 * H;
+    T *dup = dinp + i * 2 * H;
+    const float g = to_f(up[H + j]), u = to_f(up[j]), d = to_f(dout[idx]);
+    dup[j] = from_f<T>(d * GeluForward()(g));
+    dup[H + j] = from_f<T>(GeluBackward()(g, d * u));
+}
+
+static void geglu_backward(floatX *dinp, const floatX *dout, const floatX *inp, int N, int H) {
+    WITH_X(LAUNCH(ceil_div((long)N * H, 256), 256, 0, main_stream, geglu_backward_kernel<xt>)((xt *)dinp, (const xt *)dout,
+                                                                                             (const xt *)inp, N, H));
     launchCheck();
 }
 

@@ -123,12 +123,13 @@ static void block_attention_backward(const Block *d, const GradActTensors *ga, c
                            d->rope_in_attention ? d->rope_cos : NULL, d->rope_in_attention ? d->rope_sin : NULL);
 }
 
-// The MLP's activation: out = act(fch), fch the first matmul's output (FC wide: H, or up | gate for SwiGLU).
+// The MLP's activation: out = act(fch), fch the first matmul's output (FC wide: H, or up | gate for a gated one).
 static void block_mlp_act_forward(const Block *d, floatX *out, const floatX *fch, int BT) {
     switch (d->c->mlp) {
         case MLP_GELU: gelu_forward(out, fch, (long)BT * d->FC); break;
         case MLP_SWIGLU: swiglu_forward(out, fch, BT, d->HID); break;
         case MLP_RELU2: relu2_forward(out, fch, (long)BT * d->HID); break;
+        case MLP_GEGLU: geglu_forward(out, fch, BT, d->HID); break;
     }
 }
 // dfch = act'(fch) dout (overwritten).
@@ -137,6 +138,7 @@ static void block_mlp_act_backward(const Block *d, floatX *dfch, const floatX *d
         case MLP_GELU: gelu_backward(dfch, fch, dout, (long)BT * d->FC); break;
         case MLP_SWIGLU: swiglu_backward(dfch, dout, fch, BT, d->HID); break;
         case MLP_RELU2: relu2_backward(dfch, fch, dout, (long)BT * d->HID); break;
+        case MLP_GEGLU: geglu_backward(dfch, dout, fch, BT, d->HID); break;
     }
 }
 // GELU in the matmuls' epilogues where the backend fuses it (rounded once, so not the bits of the two kernels:

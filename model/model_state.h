@@ -147,10 +147,10 @@ static size_t model_rope_bytes(const ModelConfig *c) {
 static const char *const *model_row_names(const ModelConfig *c) {
     static const char *names[NUM_ROWS];
     memset(names, 0, sizeof(names));
-    if (c->norm == NORM_RMSNORM) names[MOD_LAYERNORM] = "rmsnorm";
+    if (c->norm != NORM_LAYERNORM) names[MOD_LAYERNORM] = NORM_CHOICES[c->norm].name;
     if (c->positions == POS_ROPE) names[MOD_QKV] = "qkv+rope";
     if (c->num_kv_heads != c->num_heads) names[MOD_ATTENTION] = "gqa attention";
-    if (c->mlp != MLP_GELU) names[MOD_GELU] = MLP_NAMES[c->mlp];
+    if (c->mlp != MLP_GELU) names[MOD_GELU] = MLP_CHOICES[c->mlp].name;
     return names;
 }
 

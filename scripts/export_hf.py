@@ -46,7 +46,7 @@ except ImportError:  # numpy is the scripts' one dependency: say so, not a trace
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from llmc_hf import HFError, LAYER_MAP, OUTER_MAP, latest_checkpoint, read_llmc, write_safetensors  # noqa: E402
-from llmc_llama import LLAMA_MAGIC, LLMC3_MAGIC, f32_json, read_llama  # noqa: E402
+from llmc_llama import HF_ACTS, LLAMA_MAGIC, LLMC3_MAGIC, MLP_NAMES, f32_json, read_llama  # noqa: E402
 
 GPT2_VOCAB = 50257
 EOT = "<|endoftext|>"
@@ -87,6 +87,11 @@ def hf_tensors(d, t, bf16):
 
 def llama_arch(d, path):
     """Which Hugging Face class holds the file's options exactly."""
+    mlp = MLP_NAMES[d["mlp"]]
+    if mlp not in HF_ACTS:  # GeGLU is LlamaMLP with gelu_pytorch_tanh; GemmaForCausalLM would add (1 + w) norms and sqrt(C)
+        raise HFError("%s: the MLP's activation is %s (header slot 21 = %d), without a gate: transformers' Llama-family "
+                      "MLP is gated, down(act(gate x) * up x), and no class computes %s in its place"
+                      % (path, mlp, d["mlp"], mlp))
     if d["qkv_bias"] and d["qk_norm"]:
         raise HFError("%s: q/k/v bias and qk-norm together: no transformers class has exactly that (Qwen3ForCausalLM's "
                       "attention_bias also puts a bias on o_proj)" % path)
@@ -105,7 +110,7 @@ def llama_config(d, mt, arch, special):
         "architectures": [arch], "model_type": mt,
         "vocab_size": d["V"], "hidden_size": d["C"], "intermediate_size": d["H"], "num_hidden_layers": d["L"],
         "num_attention_heads": d["NH"], "num_key_value_heads": d["KV"], "head_dim": d["hd"],
-        "hidden_act": "silu", "max_position_embeddings": d["maxT"], "rms_norm_eps": f32_json(d["eps"]),
+        "hidden_act": HF_ACTS[MLP_NAMES[d["mlp"]]], "max_position_embeddings": d["maxT"], "rms_norm_eps": f32_json(d["eps"]),
         "rope_theta": f32_json(d["theta"]), "rope_scaling": None, "tie_word_embeddings": bool(d["tied"]),
         "attention_dropout": 0.0, "initializer_range": 0.02, "use_cache": True,
         "bos_token_id": special.get("bos"), "eos_token_id": special.get("eos"), "torch_dtype": "float32",

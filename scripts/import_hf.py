@@ -39,7 +39,7 @@ except ImportError:  # numpy is the scripts' one dependency: say so, not a trace
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from llmc_hf import (HFError, LAYER_MAP, LLMC_TENSORS, OUTER_MAP, bf16_to_f32, f32_to_bf16, padded_vocab,  # noqa: E402
                      read_safetensors, write_llmc)
-from llmc_llama import check_dims, f32, write_llama  # noqa: E402
+from llmc_llama import HF_ACTS, MLP_NAMES, check_dims, f32, write_llama  # noqa: E402
 
 BUFFERS = ("attn.bias", "attn.masked_bias")  # causal-mask buffers, not weights
 
@@ -316,8 +316,10 @@ def read_llama_config(path, c):
                % (d["C"] / d["NH"]))
     d["hd"] = hd
     act = get("hidden_act")
-    if act != "silu":
-        refuse("hidden_act", act, "the MLP is SwiGLU, expected \"silu\"")
+    acts = {v: k for k, v in HF_ACTS.items()}  # the gated MLPs the file stores: SwiGLU, GeGLU
+    if act not in acts:
+        refuse("hidden_act", act, "the MLP is gated, expected \"silu\" (SwiGLU) or \"gelu_pytorch_tanh\" (GeGLU)")
+    d["mlp"] = MLP_NAMES.index(acts[act])
     if mt in ("llama", "qwen3") and c.get("attention_bias", False):
         refuse("attention_bias", True, "%s then puts a bias on q, k, v and o_proj; only q/k/v biases (Qwen2ForCausalLM) are"
                % LLAMA_TYPES[mt])

@@ -59,7 +59,12 @@ INT_SLOTS = [("maxT", 2), ("V", 3), ("Vp", 4), ("L", 5), ("NH", 6), ("KV", 7), (
              ("tied", 11), ("qkv_bias", 12), ("qk_norm", 13), ("rope_scaling", 14)]
 FLOAT_SLOTS = [("eps", 15), ("theta", 16), ("rope_factor", 17), ("rope_low", 18), ("rope_high", 19)]
 ORIG_SLOT = 20  # rope original_max_position_embeddings (int)
-RESERVED_FROM = 21
+MLP_SLOT = 21  # the MLP's activation: its value in arch/model_config.h's MLP_CHOICES order (0 in every older file)
+MLP_NAMES = ["swiglu", "relu2", "gelu", "geglu"]  # slot 21's values, as --mlp spells them
+MLP_GATED = {"swiglu", "geglu"}  # wfc is up | gate, 2H rows; the others' wfc is up alone, H rows
+# transformers' name of the gate's activation for each gated MLP (LlamaMLP: down(act(gate x) * up x))
+HF_ACTS = {"swiglu": "silu", "geglu": "gelu_pytorch_tanh"}
+RESERVED_FROM = 22
 
 
 def f32(x):
@@ -89,7 +94,8 @@ def llama_shapes(d):
         s.append(("bqkv", (L, qkv)))
     if d["qk_norm"]:
         s += [("q_norm", (L, hd)), ("k_norm", (L, hd))]
-    s += [("wo", (L, C, d["NH"] * hd)), ("mlp_norm", (L, C)), ("wfc", (L, 2 * H, C)), ("wproj", (L, C, H)),
+    fc = 2 * H if MLP_NAMES[d.get("mlp", 0)] in MLP_GATED else H
+    s += [("wo", (L, C, d["NH"] * hd)), ("mlp_norm", (L, C)), ("wfc", (L, fc, C)), ("wproj", (L, C, H)),
           ("final_norm", (C,))]
     if not d["tied"]:
         s.append(("lm_head", (d["Vp"], C)))
@@ -111,6 +117,9 @@ def check_dims(d, where):
     for k in ("tied", "qkv_bias", "qk_norm", "rope_scaling"):
         if d[k] not in (0, 1):
             raise HFError("%s: %s is %s, expected 0 or 1" % (where, k, d[k]))
+    if d.get("mlp", 0) not in range(len(MLP_NAMES)):
+        raise HFError("%s: the MLP's activation (header slot 21) is %s, expected %s" % (
+            where, d.get("mlp"), ", ".join("%d (%s)" % (i, n) for i, n in enumerate(MLP_NAMES))))
     if not d["eps"] > 0 or not d["theta"] > 0:
         raise HFError("%s: norm_eps %r and rope_theta %r must be positive" % (where, d["eps"], d["theta"]))
     if d["rope_scaling"]:
@@ -130,6 +139,7 @@ def header_bytes(d):
     for k, i in FLOAT_SLOTS:
         h[i] = f32_bits(d[k])
     h[ORIG_SLOT] = int(d["rope_orig"])
+    h[MLP_SLOT] = int(d.get("mlp", 0))
     return struct.pack("<256i", *h)
 
 
@@ -157,6 +167,7 @@ def read_llama(path):
     d = {k: h[i] for k, i in INT_SLOTS}
     d.update({k: bits_f32(h[i]) for k, i in FLOAT_SLOTS})
     d["rope_orig"] = h[ORIG_SLOT]
+    d["mlp"] = h[MLP_SLOT]
     check_dims(d, path)
     shapes = llama_shapes(d)
     want = HEADER_BYTES + 4 * sum(int(np.prod(s)) for _, s in shapes)

@@ -97,6 +97,15 @@ def swiglu_case():
     put("swi.inp", inp); put("swi.dout", d); put("swi.out", out); put("swi.dinp", inp.grad)
 
 
+def geglu_case():
+    N, H = 7, 24  # GeGLU (Gemma's MLP, transformers' GemmaMLP with gelu_pytorch_tanh), packed as SwiGLU: up | gate
+    inp, d = rand(N, 2 * H, scale=2.0), torch.randn(N, H)
+    up, gate = inp.split([H, H], dim=-1)
+    out = torch.nn.functional.gelu(gate, approximate="tanh") * up
+    out.backward(d)
+    put("geg.inp", inp); put("geg.dout", d); put("geg.out", out); put("geg.dinp", inp.grad)
+
+
 def relu2_case():
     N = 7 * 24  # ReLU² (modded-nanogpt's MLP activation): relu(x)^2, elementwise
     inp, d = rand(N, scale=2.0), torch.randn(N)
@@ -205,6 +214,7 @@ def main():
     rope_apply_case("ropea", 16, 10000.0, None)
     rope_apply_case("ropes", 16, 500000.0, (8.0, 1.0, 4.0, 4))  # a small original context so T = 9 spans it
     swiglu_case()
+    geglu_case()
     relu2_case()
     attention_case("gqa41", 8, 2)
     attention_case("gqa11", 4, 4)

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Independent float64 reference for whole training runs of a Llama-family model (test/test_reference.sh): the
-model is transformers' LlamaForCausalLM in float64 (with --mlp relu2 its MLPs replaced by down(relu(up x)^2)), the recipe ref_train.py's (data order, accumulation, the
+model is transformers' LlamaForCausalLM in float64 (with --mlp relu2 its MLPs replaced by down(relu(up x)^2); with
+--mlp geglu its hidden_act gelu_pytorch_tanh, Gemma's GeGLU down(gelu_tanh(gate x) * up x)), the recipe ref_train.py's (data order, accumulation, the
 pre-clip norm, clipping, warmup and decay, AdamW with bias correction and decoupled weight decay on the matmul
 weights and embeddings only). It shares with the trainer only the input files it writes itself (the model file
 from the format's specification, docs/llama.md, and a token shard) and reads the trainer's results through its
@@ -56,7 +57,8 @@ def build(a):
     Config, Model = (Qwen2Config, Qwen2ForCausalLM) if a.qkv_bias else (LlamaConfig, LlamaForCausalLM)
     cfg = Config(vocab_size=a.vocab, hidden_size=a.channels, num_hidden_layers=a.layers, intermediate_size=a.hidden,
                  num_attention_heads=a.heads, num_key_value_heads=a.kv_heads, max_position_embeddings=a.max_seq,
-                 rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=bool(a.tied), hidden_act="silu")
+                 rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=bool(a.tied),
+                 hidden_act="gelu_pytorch_tanh" if a.mlp == "geglu" else "silu")
     cfg._attn_implementation = "eager"
     torch.manual_seed(a.seed)
     m = Model(cfg)
@@ -102,13 +104,16 @@ def file_tensors(m, Vp, use_grad=False):
     return out
 
 
+MLP_SLOT = {"swiglu": 0, "relu2": 1, "gelu": 2, "geglu": 3}
+
+
 def header(a, Vp):
     h = [0] * 256
     h[:15] = [LLAMA_MAGIC, 1, a.max_seq, a.vocab, Vp, a.layers, a.heads, a.kv_heads, a.channels,
               a.channels // a.heads, a.hidden, a.tied, a.qkv_bias, 0, 0]
     h[15] = struct.unpack("<i", struct.pack("<f", 1e-5))[0]
     h[16] = struct.unpack("<i", struct.pack("<f", 10000.0))[0]
-    h[21] = int(a.mlp == "relu2")  # the MLP's activation: 0 SwiGLU, 1 ReLU²
+    h[21] = MLP_SLOT[a.mlp]  # the MLP's activation (docs/llama.md, slot 21)
     return np.array(h, dtype="<i4")
 
 
@@ -188,7 +193,7 @@ def main():
     ap.add_argument("--hidden", type=int, default=96)
     ap.add_argument("--tied", type=int, default=0)
     ap.add_argument("--qkv-bias", type=int, default=0, help="1: Qwen2ForCausalLM, q/k/v biases (not decayed)")
-    ap.add_argument("--mlp", choices=("swiglu", "relu2"), default="swiglu")
+    ap.add_argument("--mlp", choices=("swiglu", "relu2", "geglu"), default="swiglu")
     return run(ap.parse_args(), cmd_make, cmd_compare)
 
 

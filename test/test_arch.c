@@ -350,6 +350,14 @@ static void test_config_and_header(void) {
     h[21] = 0;
     e = llama_header_read(h, "m.bin", &r, &bf16, msg, sizeof(msg));
     check(!e && r.mlp == MLP_SWIGLU, "slot 21 = 0 (every file written before the slot) reads as SwiGLU");
+    int every = 1;  // slot 21 holds the activation's enum, whichever it is (model_config.h's MLP_CHOICES)
+    for (int k = 0; k < NUM_MLPS; k++) {
+        w.mlp = k, w.ffn_hidden = MLP_CHOICES[k].gated ? 8192 : 4 * w.channels;
+        llama_header_write(&w, h);
+        e = llama_header_read(h, "m.bin", &r, &bf16, msg, sizeof(msg));
+        every &= !e && h[21] == k && memcmp(&w, &r, sizeof(w)) == 0;
+    }
+    check(every, "Llama header round trip of every MLP activation (%d): slot 21 holds its enum", NUM_MLPS);
     w.mlp = MLP_SWIGLU, w.ffn_hidden = 8192;
     struct { int slot, value; const char *want; } bad[] = {
         {0, 20240326, "m.bin: bad magic 20240326 in slot 0"},
@@ -358,7 +366,8 @@ static void test_config_and_header(void) {
         {37, 5, "m.bin: reserved header slot 37 is 5"},
         {4, 128257, "m.bin: padded_vocab_size 128257 in slot 4"},
         {7, 5, "m.bin: n_head 32 is not a multiple of n_kv_head 5"},
-        {21, 2, "m.bin: MLP activation 2 in slot 21, expected 0 (SwiGLU) or 1 (ReLU²)"},
+        {21, 9, "m.bin: MLP activation 9 in slot 21, expected 0 (SwiGLU), 1 (ReLU²), 2 (GELU)"},
+        {21, -1, "m.bin: MLP activation -1 in slot 21, expected 0 (SwiGLU)"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         llama_header_write(&w, h);

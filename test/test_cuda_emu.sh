@@ -341,6 +341,12 @@ llama_runs() {
     r=$(close "$W/r2-cpu.jsonl" "$W/r2-$pr.jsonl" $tl $tn) && ok "llama-d2 --mlp relu2, $pr, 6 steps beside the CPU build: $r" \
       || bad "ReLU² $pr vs the CPU build" "$r"
   done
+  # GeGLU (--mlp geglu: down(gelu_tanh(gate x) * up x), packed as SwiGLU): cuda/activations.cuh's geglu kernels
+  # beside cpu/activations.h's, 6 steps of a fresh llama-d2 in fp32 within 1e-5
+  ./train_gpt_cpu "${r2[@]/relu2/geglu}" --log "$W/gg-cpu.jsonl" > "$W/gg-cpu.out" 2>&1 || bad "GeGLU CPU run" "$(tail -3 "$W/gg-cpu.out")"
+  $EMU --precision fp32 "${r2[@]/relu2/geglu}" --log "$W/gg-fp32.jsonl" > "$W/gg-fp32.out" 2>&1 || bad "GeGLU fp32 run" "$(tail -3 "$W/gg-fp32.out")"
+  r=$(close "$W/gg-cpu.jsonl" "$W/gg-fp32.jsonl" 1e-5 1e-5) && grep -q "GeGLU H" "$W/gg-fp32.out" \
+    && ok "llama-d2 --mlp geglu, fp32, 6 steps beside the CPU build: $r" || bad "GeGLU fp32 vs the CPU build" "$r"
   # bf16 with graphs (the default), validation and a sample between steps, the emulator's counters on
   TRAIN_GPT_EMU_COUNTS=1 $EMU --precision bf16 "${lc[@]}" "${ck[@]}" "${ev[@]}" -o "$W/ll-bf16" --log "$W/ll-bf16.jsonl" > "$W/ll-bf16.out" 2>&1 \
     || bad "Llama bf16 run" "$(tail -3 "$W/ll-bf16.out")"

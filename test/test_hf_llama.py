@@ -594,6 +594,33 @@ def test_missing_keys(work):
               "logits equal transformers' (%.1e)" % (arch, got, dl), got == want and dl <= 1e-5, "want %s" % want)
 
 
+def test_geglu(work):
+    """GeGLU (--mlp geglu, slot 21 = 3) is LlamaForCausalLM with hidden_act gelu_pytorch_tanh; ungated MLPs are refused."""
+    m = randomize(LlamaForCausalLM(LlamaConfig(**dict(MINIMAL, hidden_act="gelu_pytorch_tanh", num_key_value_heads=2,
+                                                      tie_word_embeddings=False))), 7)
+    hf, binf, out = (os.path.join(work, "geglu" + e) for e in ("_hf", ".bin", "_out"))
+    m.save_pretrained(hf)
+    r = script("import_hf.py", hf, binf)
+    slot = struct.unpack("<256i", read(binf)[:1024])[21] if r.returncode == 0 else None
+    check("GeGLU (hidden_act gelu_pytorch_tanh) imports with header slot 21 = 3 (got %s)" % slot, slot == 3, r.stdout)
+    x, y = (torch.randint(0, 300, (2, 48), generator=torch.Generator().manual_seed(77 + i)) for i in range(2))
+    with torch.no_grad():
+        ref = torch.nn.functional.cross_entropy(copy.deepcopy(m).double()(x).logits.reshape(-1, 300), y.reshape(-1)).item()
+    loss, err = trainer_loss(work, binf, x, y) if slot == 3 else (None, "not imported")
+    check("GeGLU: the trainer's loss %s equals transformers' %.7f (float64) within 1e-5 relative" % (
+        "%.7f" % loss if loss is not None else "(none)", ref), loss is not None and abs(loss - ref) / ref <= 1e-5, err)
+    r = script("export_hf.py", binf, out, "--no-tokenizer")
+    oc = json.load(open(os.path.join(out, "config.json"))) if r.returncode == 0 else {}
+    same = r.returncode == 0 and np.array_equal(logits(load_hf(out)[0], x), logits(m, x))
+    check("GeGLU: exports as %s with hidden_act %s, logits equal the original's exactly" % (
+        oc.get("architectures"), oc.get("hidden_act")), same and oc.get("hidden_act") == "gelu_pytorch_tanh", r.stdout)
+    gelu = os.path.join(work, "gelu_run")  # ungated GELU in the Llama family: the trainer's own file
+    test_hf.run([os.path.join(ROOT, "train_gpt_cpu"), "-e", "llama-d1", "--mlp", "gelu", "-x", "1", "-b", "1", "-t", "8",
+                 "-v", "0", "-s", "0", "-o", gelu])
+    expect_error("export of an ungated MLP (--mlp gelu, slot 21 = 2)", ["export_hf.py", os.path.join(gelu, "model_00000001.bin"),
+                 os.path.join(work, "gelu_out")], ["slot 21 = 2", "without a gate"], os.path.join(work, "gelu_out"))
+
+
 def test_export_errors(work, binf):
     raw = bytearray(read(binf))
     bad = os.path.join(work, "bad_reserved.bin")
@@ -751,6 +778,7 @@ def main():
         test_v5_configs(work)
         test_missing_keys(work)
         test_export_errors(work, bins[0])
+        test_geglu(work)
         test_checkpoint_dir(work, bins[0], bins[2])
         from transformers import GPT2Config, GPT2LMHeadModel
         g = os.path.join(work, "gpt2_hf")

@@ -125,6 +125,14 @@ grep -q "ReLU² H 512" "$W/r2.out" && grep -q "ReLU² H 512" "$W/r2f.out" && [ "
   && [ -n "$(grep -o '"loss": [0-9.e-]*' "$W/r2y.jsonl")" ] \
   && ok "--mlp relu2: llama-d2 trains with ReLU² H 4C = 512, its model file's slot 21 is 1, the file reads back as ReLU², and a resume from step 2 repeats steps 3-4" \
   || bad "--mlp relu2 round trip" "slot 21 $h21; $(grep -h 'model:' "$W/r2.out" "$W/r2f.out"; tail -2 "$W/r2y.out")"
+# --mlp geglu (Gemma's gated GELU, packed as SwiGLU): a gated activation keeps the family's width (H 384 for C 128);
+# slot 21 holds its enum, 3, and the file reads back as GeGLU
+$BIN -e llama-d2 --mlp geglu "${r2[@]}" -x 2 -o "$W/gg" --log "$W/gg.jsonl" > "$W/gg.out" 2>&1
+$BIN -e "$W/gg/model_00000002.bin" "${r2[@]}" -x 1 --dry-run > "$W/ggf.out" 2>&1
+h21=$($PY -c 'import struct,sys; print(struct.unpack("<256i", open(sys.argv[1], "rb").read(1024))[21])' "$W/gg/model_00000002.bin" 2>&1)
+grep -q "GeGLU H 384" "$W/gg.out" && grep -q "GeGLU H 384" "$W/ggf.out" && [ "$h21" = 3 ] && [ -n "$(grep -o '"loss": [0-9.e-]*' "$W/gg.jsonl")" ] \
+  && ok "--mlp geglu: llama-d2 trains with GeGLU H 384 (the family's gated width), its model file's slot 21 is 3, the file reads back as GeGLU" \
+  || bad "--mlp geglu round trip" "slot 21 $h21; $(grep -h 'model:' "$W/gg.out" "$W/ggf.out"; tail -2 "$W/gg.out")"
 expect "--mlp relu2 with GPT-2 is refused: llm.c's file has no slot for it" \
   "--mlp relu2: an llm.c GPT-2 model file stores only gelu (its header has no slot for another); a Llama-family model file does: -e llama-dN --mlp relu2" \
   $BIN -e d2 --mlp relu2 -x 1

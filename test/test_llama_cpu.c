@@ -159,6 +159,17 @@ static void test_swiglu(void) {
     free(out), free(dinp);
 }
 
+static void test_geglu(void) {
+    int N = 7, H = 24;
+    float *out = fbuf(N * H), *dinp = fbuf(N * 2 * H);
+    const float *inp = ref("geg.inp", N * 2 * H);
+    geglu_forward(out, inp, N, H);
+    check_close("GeGLU forward gelu_tanh(gate) * up, up's columns first", out, ref("geg.out", N * H), N * H);
+    geglu_backward(dinp, ref("geg.dout", N * H), inp, N, H);
+    check_close("GeGLU backward (up | gate)", dinp, ref("geg.dinp", N * 2 * H), N * 2 * H);
+    free(out), free(dinp);
+}
+
 static void test_relu2(void) {
     long N = 7 * 24;
     float *out = fbuf(N), *dinp = fbuf(N);
@@ -427,6 +438,7 @@ int main(int argc, char **argv) {
     test_rope_apply("ropea", 16, rope_params(10000.0f, 0, 0, 0, 0));
     test_rope_apply("ropes", 16, rope_params(500000.0f, 8.0f, 1.0f, 4.0f, 4));
     test_swiglu();
+    test_geglu();
     test_relu2();
     test_attention("gqa41", 8, 2);
     test_attention("gqa11", 4, 4);

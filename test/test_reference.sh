@@ -51,6 +51,10 @@ fi
 if llama_reference llama_relu2 --mlp relu2 --hidden 256 --grad-clip 1.45; then
   llama_against llama_relu2 "cpu, Llama ReLU² GQA 2:1 untied" $BIN --
 fi
+# GeGLU (--mlp geglu, Gemma's gated GELU): LlamaForCausalLM with hidden_act gelu_pytorch_tanh; slot 21 = 3 carries it
+if llama_reference llama_geglu --mlp geglu --grad-clip 1.45; then
+  llama_against llama_geglu "cpu, Llama GeGLU GQA 2:1 untied" $BIN --
+fi
 
 if [ "${REF_EMU:-1}" = 0 ]; then
   skip "the CUDA build vs PyTorch: REF_EMU=0 (the CPU build only)"

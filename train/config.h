@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "../base/utils.h"
+#include "../arch/model_config.h"  // the block's choices and their names (--mlp)
 #include "../backend/target.h"  // --gpu: the cards the plan knows
 
 // Under mpirun every rank parses the same flags and reads the same model header, so every rank meets the
@@ -55,15 +56,13 @@ typedef enum { OPTIMIZER_ADAMW, OPTIMIZER_MUON } OptimizerKind;  // --optimizer 
 static const char *const OPTIMIZER_NAMES[] = {"adamw", "muon", NULL};
 typedef enum { MUON_ADJUST_MATCH_RMS_ADAMW, MUON_ADJUST_ORIGINAL } MuonLrAdjust;  // --muon-lr-adjust
 static const char *const MUON_LR_ADJUST_NAMES[] = {"match_rms_adamw", "original", NULL};
-// --mlp: model (the model's own), or an activation in model_config.h's MLP_ order (MLP_ = the flag's value - 1)
-static const char *const MLP_FLAG_NAMES[] = {"model", "gelu", "swiglu", "relu2", NULL};
 
 typedef struct {
     // data and files
     const char *train_data;     // glob of train shards; NULL = the embedded synthetic corpus
     const char *val_data;       // glob of val shards
     const char *init;           // checkpoint file or "dN"
-    int mlp;                    // --mlp: 0 the model's own, else MLP_ + 1
+    int mlp;                    // --mlp: 0 the model's own ("model"), else MLP_ + 1 (OPT_CHOICE)
     const char *out_dir;        // checkpoints go here; NULL = none written
     const char *tokenizer;      // llm.c tokenizer .bin or tokenizer.json for decoding samples
     const char *log_path;       // JSON-lines log
@@ -175,7 +174,9 @@ static void config_defaults(TrainConfig *c) {
     c->autotune_world = 1;
 }
 
-typedef enum { OPT_STR, OPT_INT, OPT_LONG, OPT_U64, OPT_FLOAT, OPT_FLAG, OPT_ENUM, OPT_LOSS_SCALE } OptKind;
+// OPT_CHOICE: a block's choice (model_config.h), read through its one table of names: the field is 0 for "model"
+// (the model's own), else the choice's value + 1.
+typedef enum { OPT_STR, OPT_INT, OPT_LONG, OPT_U64, OPT_FLOAT, OPT_FLAG, OPT_ENUM, OPT_LOSS_SCALE, OPT_CHOICE } OptKind;
 
 typedef struct {
     const char *shortname;      // llm.c's letter, or NULL
@@ -185,16 +186,18 @@ typedef struct {
     const char *help;
     const char *dflt;           // how --help shows the default; NULL: the value config_defaults sets
     const char *const *names;   // OPT_ENUM: the values' names, in the enum's order
+    const char *(*choice)(int, const char **);  // OPT_CHOICE: value i's name and help, NULL past the last (model_config.h)
 } OptSpec;
 
-#define OPT(s, l, k, field, h) { s, l, k, offsetof(TrainConfig, field), h, NULL, NULL }
-#define OPTD(s, l, k, field, h, d) { s, l, k, offsetof(TrainConfig, field), h, d, NULL }
-#define OPTE(s, l, field, names, h) { s, l, OPT_ENUM, offsetof(TrainConfig, field), h, NULL, names }
+#define OPT(s, l, k, field, h) { s, l, k, offsetof(TrainConfig, field), h, NULL, NULL, NULL }
+#define OPTD(s, l, k, field, h, d) { s, l, k, offsetof(TrainConfig, field), h, d, NULL, NULL }
+#define OPTE(s, l, field, names, h) { s, l, OPT_ENUM, offsetof(TrainConfig, field), h, NULL, names, NULL }
+#define OPTC(l, field, choice, h) { NULL, l, OPT_CHOICE, offsetof(TrainConfig, field), h, NULL, NULL, choice }
 static const OptSpec OPTIONS[] = {
     OPTD("-i", "--train-data", OPT_STR, train_data, "glob of train token shards", "built-in synthetic corpus"),
     OPTD("-j", "--val-data", OPT_STR, val_data, "glob of validation token shards (the synthetic corpus has its own)", "none"),
     OPT("-e", "--init", OPT_STR, init, "model .bin (llm.c GPT-2 v3/v5, or a Llama-family file), dN for a fresh GPT-2 of depth N, llama-dN for a fresh Llama, or a Llama preset: smollm-135m, llama-3.2-1b, tinyllama-1.1b, qwen2.5-0.5b, llama-3.1-8b (docs/llama.md)"),
-    OPTE(NULL, "--mlp", mlp, MLP_FLAG_NAMES, "model | gelu | swiglu | relu2: the MLP's activation of a fresh model; relu2 is down(relu(up x)^2), no gate, hidden width 4C (modded-nanogpt), for the Llama family (-e llama-dN --mlp relu2: its file's header keeps it); model: the model's own (GPT-2 gelu, the Llama family swiglu, a file its header's)"),
+    OPTC("--mlp", mlp, mlp_choice_name, "the MLP's activation of a fresh model: GPT-2's file stores only gelu, the Llama family's any (-e llama-dN --mlp relu2: header slot 21 keeps it); model: the model's own (GPT-2 gelu, the Llama family swiglu, a file its header's)"),
     OPTD("-o", "--out-dir", OPT_STR, out_dir, "directory for checkpoints and training state, made with its parents if missing: the run's end is always saved there, -n adds periodic checkpoints (none: nothing is saved)", "none"),
     OPTD(NULL, "--tokenizer", OPT_STR, tokenizer, "llm.c tokenizer .bin or Hugging Face tokenizer.json used to decode samples", "tokenizer.bin (else tokenizer.json) beside the train shards"),
     OPTD(NULL, "--log", OPT_STR, log_path, "write a JSON-lines log here (one line per step, and val lines)", "none"),
@@ -264,6 +267,7 @@ static const OptSpec OPTIONS[] = {
 #undef OPT
 #undef OPTD
 #undef OPTE
+#undef OPTC
 #define NUM_OPTIONS ((int)(sizeof(OPTIONS) / sizeof(OPTIONS[0])))
 
 // What --help says about the binary itself, filled in by the build (trainer.h) before parse_args.
@@ -288,8 +292,18 @@ static void format_default(const OptSpec *o, const TrainConfig *d, char *buf, si
         case OPT_U64: snprintf(buf, n, "%llu", (unsigned long long)*(const uint64_t *)field); break;
         case OPT_FLOAT: snprintf(buf, n, "%g", *(const float *)field); break;
         case OPT_ENUM: snprintf(buf, n, "%s", o->names[*(const int *)field]); break;
+        case OPT_CHOICE: snprintf(buf, n, "%s", *(const int *)field ? o->choice(*(const int *)field - 1, NULL) : "model"); break;
         case OPT_LOSS_SCALE: break;  // its spec has the text (OPTD)
     }
+}
+
+// An OPT_CHOICE's line: "model | " and the choice's names from its table, then each one's definition.
+static void print_choice_help(const OptSpec *o, const char *names, const char *dflt) {
+    char list[512] = "model";
+    const char *help;
+    for (int i = 0; o->choice(i, &help); i++) snprintf(list + strlen(list), sizeof(list) - strlen(list), " | %s", o->choice(i, &help));
+    printf("  %-28s %s: %s (default: %s)\n", names, list, o->help, dflt);
+    for (int i = 0; o->choice(i, &help); i++) printf("  %-28s   %s: %s\n", "", o->choice(i, &help), help);
 }
 
 static void config_defaults(TrainConfig *c);
@@ -305,6 +319,7 @@ static void print_help(const char *prog) {
         snprintf(names, sizeof(names), "%s%s%s", o->shortname ? o->shortname : "", o->shortname ? ", " : "    ", o->longname);
         format_default(o, &d, dflt, sizeof(dflt));
         if (o->kind == OPT_FLAG && o->offset == offsetof(TrainConfig, dry_run)) printf("  %-28s %s\n", names, o->help);
+        else if (o->kind == OPT_CHOICE) print_choice_help(o, names, dflt);
         else printf("  %-28s %s (default: %s)\n", names, o->help, dflt);
     }
     printf("  %-28s %s\n", "-h, --help", "print this help and exit");
@@ -357,6 +372,15 @@ static void parse_value(const OptSpec *o, const char *flagname, const char *v, T
             for (int i = 0; o->names[i]; i++) {
                 if (strcmp(v, o->names[i]) == 0) { *(int *)field = i; return; }
                 snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", i ? ", " : "", o->names[i]);
+            }
+            usage_error("%s: '%s' is not one of %s", flagname, v, list);
+        }
+        case OPT_CHOICE: {
+            char list[256] = "model";
+            if (strcmp(v, "model") == 0) { *(int *)field = 0; return; }
+            for (int i = 0; o->choice(i, NULL); i++) {
+                if (strcmp(v, o->choice(i, NULL)) == 0) { *(int *)field = i + 1; return; }
+                snprintf(list + strlen(list), sizeof(list) - strlen(list), ", %s", o->choice(i, NULL));
             }
             usage_error("%s: '%s' is not one of %s", flagname, v, list);
         }

@@ -267,7 +267,7 @@ static void run_setup_model(Run *r) {
         fclose(model_open_file_for("-e/--init", r->init, &r->mc, &bf16));
         if (cfg->mlp && cfg->mlp - 1 != r->mc.mlp)
             usage_error("--mlp %s: %s is a model file, whose header says %s; --mlp chooses the activation of a fresh model "
-                        "(-e llama-dN or a preset)", MLP_NAMES[cfg->mlp - 1], r->init, MLP_NAMES[r->mc.mlp]);
+                        "(-e llama-dN or a preset)", MLP_CHOICES[cfg->mlp - 1].name, r->init, MLP_CHOICES[r->mc.mlp].name);
     }
     config_check_model(cfg, r->mc.num_layers, r->mc.max_seq_len);
     r->num_params = model_num_params(&r->mc);

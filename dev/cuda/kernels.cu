@@ -508,6 +508,16 @@ static void check_llama_elementwise(int B, int T, int NH, int KV, int hd, int H)
     cpu::swiglu_backward(so, sd, fc, BT, H);
     from_dev_x(sg, dsi, n2);
     expect("swiglu_backward dinp (up | gate)", rel_err(sg, so, n2), tol());
+    // GeGLU (--mlp geglu) on the same packed input and output gradient
+    geglu_forward(dso, dfc, BT, H);
+    cpu::geglu_forward(so, fc, BT, H);
+    from_dev_x(sg, dso, n1);
+    expect("geglu_forward", rel_err(sg, so, n1), tol());
+    floatX *dgi = to_dev_x(fc, n2);
+    geglu_backward(dgi, dsd, dfc, BT, H);
+    cpu::geglu_backward(so, sd, fc, BT, H);
+    from_dev_x(sg, dgi, n2);
+    expect("geglu_backward dinp (up | gate)", rel_err(sg, so, n2), tol());
 }
 
 // Grouped-query attention (backend.h's attention_gqa_*: cuda/attention.cuh's flash kernels, cuda/decode.cuh's decoder)
