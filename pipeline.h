@@ -140,7 +140,7 @@ static void pp_run_step(Pipeline *p, DataLoader *loader, int micro, int B, int T
                 }
                 if (p->stage == 0) zero_embed_forward(p->z, loader->inputs, B, T);
                 pp_stage_forward(p);
-                if (p->stage == last) model_head_forward(m, loader->targets, dloss);
+                if (p->stage == last) zero_head_forward(p->z, loader->targets, dloss);
                 break;
             case PP_SEND_ACT: pp_send(p, model_stage_output(m), n, p->stage + 1, pp_tag(0, i)); break;
             case PP_RECV_GRAD: pp_recv(p, model_stage_grad(m), n, p->stage + 1, pp_tag(1, i)); break;
@@ -176,7 +176,7 @@ static float pp_forward_only_docs(Pipeline *p, const int *inputs, const int *tar
     float loss = 0.0f;
     if (p->stage < last) pp_send(p, model_stage_output(m), n, p->stage + 1, pp_tag(0, 0));
     else {
-        model_head_forward(m, targets, 0.0f);
+        zero_head_forward(p->z, targets, 0.0f);
         loss = (float)model_take_loss(m);
     }
     pp_wait_sends(p);

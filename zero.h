@@ -18,8 +18,12 @@
 //            the outer unit's gradient and one layer's gradient, never the whole.
 //   stage 3: parameters are sharded too: each layer's weights are all-gathered just before its
 //            forward and again before its backward, into one of two buffers, and dropped after. The
-//            outer unit (embeddings, final LayerNorm) stays whole on every rank, since the tied
-//            embedding is used at both ends of the model.
+//            outer unit (embeddings, final norm, head) is sharded like a layer's: its master, gradient
+//            and optimizer shards are 1/N, and it is all-gathered whole at its first use after an
+//            update (the embedding's forward, or the head's at the last pipeline stage), into the one
+//            buffer both ends read (a tied embedding's one tensor), where it stays until the next update.
+//            The whole units gathered (the outer unit, two layers) and the whole gradients being
+//            reduced (the outer unit's, a bucket of layers') are the stage's working set (the plan's row).
 // Gradients are sums over ranks of per-rank sums already scaled by 1 / (tokens in the whole step),
 // so the result is the exact token mean of the step whatever the layout.
 //
@@ -140,13 +144,14 @@ static void zero_init(Zero *z, Comm *comm, int stage, Model *model, const int *h
         z->layer_param[1] = backend_alloc_state(layer);
         z->slot_layer[0] = z->slot_layer[1] = -1;
         z->prefetch_layer = -1;
-        if (!offload_params) z->pshard = backend_alloc_state(z->slice_floats - z->ushard[0]);
+        if (!offload_params) z->pshard = backend_alloc_state(z->slice_floats);
     }
     z->offload = offload || offload_params;
     z->offload_params = offload_params;
     if (muon) zero_use_muon(z, muon);  // before the store: its v leaves out Muon's matrices
     zero_store_open(z, z->offload ? nvme_path : NULL, nvme_buffer_bytes, note, note_len);
-    for (int u = 0; u < z->nu; u++) zero_point_unit(z, u, zero_resident(z, u) && z->usize[u] > 0 ? z->params + z->uoff[u] : NULL);
+    for (int u = 0; u < z->nu; u++)  // at stage 3 the outer unit's gathered buffer, filled at its first use
+        zero_point_unit(z, u, (zero_resident(z, u) || u == 0) && z->usize[u] > 0 ? z->params + z->uoff[u] : NULL);
     if (z->store == &ZERO_STORE_DEVICE) zero_adamw_plan(z);  // now: its copy to the device waits for it
     z->norm_slots = (float *)backend_alloc_scratch(2 * (size_t)W * sizeof(float));
 }
@@ -222,16 +227,25 @@ static size_t zero_max_whole(const Zero *z) {
     return maxw;
 }
 
-// Stage 3: layer unit u whole in buf: this rank's master shard put in place, then the all-gather.
+// Stage 3: unit u whole in buf: this rank's master shard put in place, then the all-gather.
 static void zero_gather_layer(Zero *z, int u, float *buf) {
     zero_master_into(z, u, buf + (size_t)z->comm->rank * z->ushard[u]);
     comm_allgather(z->comm, buf, z->ushard[u]);
+}
+
+// Stage 3: the outer unit whole in params (where the model points for it) unless it is there since the last
+// update: the embedding's forward and the head's call it, so each end gathers it once per step.
+static void zero_fetch_outer(Zero *z) {
+    if (z->stage < 3 || z->outer_gathered || z->usize[0] == 0) return;
+    zero_gather_layer(z, 0, z->params);
+    z->outer_gathered = 1;
 }
 
 // Loads the whole model (llm.c flat order, host) into this rank's share of it; `updates` is how many
 // AdamW updates those parameters have had (0 for a fresh model, the state file's count on resume).
 static void zero_load_params(Zero *z, const float *flat, int updates) {
     if (z->stage == 3) z->slot_layer[0] = z->slot_layer[1] = -1;
+    z->outer_gathered = 0;
     size_t maxw = zero_max_whole(z);
     float *whole = (float *)callocCheck(maxw, sizeof(float));
     for (int u = 0; u < z->nu; u++) {
@@ -253,7 +267,8 @@ static void zero_get_params(Zero *z, float *flat) {
     for (int u = 0; u < z->nu; u++) {
         if (z->usize[u] == 0) continue;
         const float *src = z->params + (zero_resident(z, u) ? z->uoff[u] : 0);
-        if (!zero_resident(z, u)) {
+        if (!zero_resident(z, u) && u == 0) zero_fetch_outer(z);  // into params, as its next use would
+        else if (!zero_resident(z, u)) {
             zero_gather_layer(z, u, z->layer_param[0]);
             z->slot_layer[0] = u - 1;
             src = z->layer_param[0];
@@ -340,7 +355,14 @@ static void zero_bucket_done(Zero *z, int u, float *buf) {
 
 // The embedding's forward (the first pipeline stage's).
 static void zero_embed_forward(Zero *z, const int *inputs, int B, int T) {
+    zero_fetch_outer(z);
     model_embed_forward(z->model, inputs, B, T);
+}
+
+// The head's forward (the last pipeline stage's): the final norm, the logits and the loss.
+static void zero_head_forward(Zero *z, const int *targets, float dloss) {
+    zero_fetch_outer(z);
+    model_head_forward(z->model, targets, dloss);
 }
 
 // A layer's forward and backward with what the stage needs around them: at stage 3 its weights are
@@ -460,6 +482,7 @@ static void zero_update_with(Zero *z, const AdamWArgs *args, int verdict) {
     if (z->stage == 3) {  // gathered copies of the old weights are stale from here on
         if (z->prefetch_layer >= 0) { comm_wait(z->comm, &z->prefetch); z->prefetch_layer = -1; }
         z->slot_layer[0] = z->slot_layer[1] = -1;
+        z->outer_gathered = 0;
     }
     int device = z->store == &ZERO_STORE_DEVICE;
     z->store->begin(z, args, verdict);  // the device store: every unit's slice, one launch

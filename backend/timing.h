@@ -98,10 +98,9 @@ static void timing_charge_axis(int phase, int module, int axis, double ms) {
 // Time the host measured itself (trainer.h: the collectives after the step's end, an update it ran there).
 static void timing_charge(int phase, int module, double ms) { timing_charge_axis(phase, module, AX_OTHER, ms); }
 
-// comm.h: the bytes one call moved on an axis, counted while a step is on.
-static void timing_comm_bytes(int axis, double bytes) {
-    if (timing.on) timing.comm_bytes[axis] += bytes;
-}
+// comm.h: the bytes one call moved on an axis, counted from the step's start (timing_step_begin clears them) until
+// the trainer reads them: the host's collectives after the step's end (the loss, the norm's sums) are the step's too.
+static void timing_comm_bytes(int axis, double bytes) { timing.comm_bytes[axis] += bytes; }
 
 // Ends the current interval with a mark on the build's timeline, tagged with what the interval was.
 static void timing_record(void) {

@@ -7,6 +7,7 @@
 #define CUDA_ATTENTION_CUH
 
 #include "../arch/attn_mask.h"  // AttnMask, the entry points' last argument
+#include "../backend/target.h"  // the kernels' saved state and default workspace, as the CPU build plans them
 #include "attention_fp32.cuh"
 #include "attention_mma.cuh"
 #include "attention_bwd_2pass.cuh"
@@ -177,7 +178,7 @@ static int backend_fuses_rope(void);
 // The kv kernel's is the fused one's (D, the counters, dQ in fp32), and it runs where mask is not causal.
 static inline size_t attn_bwd_scratch_floats(size_t elem_bytes, int B, int T, int C, int NH, int kernel = -1,
                                              const AttnMask *mask = nullptr) {
-    const size_t rows = (size_t)B * NH * T;
+    const size_t rows = gpu_att_rows_floats(B, NH, T);  // the default's, which the CPU build's plan of a card counts
     if (elem_bytes == 4) return rows;
     const size_t tiles = (size_t)B * NH * ((T + ATT_BQ - 1) / ATT_BQ), HS = attn_hs_built(C, NH);
     const size_t fused = (rows + 3) / 4 * 4 + (tiles + 3) / 4 * 4 + tiles * ATT_BQ * HS;
@@ -349,10 +350,10 @@ static void attention_workspace(void *p, size_t bytes) {
 static void attention_backward(floatX *dqkv, const floatX *dout, const floatX *qkv, const floatX *out, const float *att,
                                int B, int T, int C, int NH, const AttnMask *mask) {
     WITH_X({
-        const size_t n = attn_bwd_scratch_floats(sizeof(xt), B, T, C, NH);
+        const size_t n = attn_bwd_scratch_floats(sizeof(xt), B, T, C, NH, -1, mask);
         float *ws = n <= attn_ws_floats ? attn_ws : scratch_get(n);
         flash_attention_backward((xt *)dqkv, ws, (const xt *)dout, (const xt *)qkv, (const xt *)out, att, B, T, C, NH,
-                                 main_stream, 0, nullptr, nullptr, -1, mask);
+                                 main_stream, 0, nullptr, nullptr, -1, -1, mask);
     });
 }
 
@@ -382,15 +383,15 @@ static void attention_gqa_backward(floatX *dqkv, const floatX *dout, const float
                                    int B, int T, int NH, int KV, int hd, const float *rope_cos, const float *rope_sin,
                                    const AttnMask *mask) {
     WITH_X({
-        const size_t n = attn_bwd_scratch_floats(sizeof(xt), B, T, NH * hd, NH);
+        const size_t n = attn_bwd_scratch_floats(sizeof(xt), B, T, NH * hd, NH, -1, mask);
         float *ws = n <= attn_ws_floats ? attn_ws : scratch_get(n);
         flash_attention_backward((xt *)dqkv, ws, (const xt *)dout, (const xt *)qkv, (const xt *)out, att, B, T, NH * hd, NH,
-                                 main_stream, KV, rope_cos, rope_sin, -1, mask);
+                                 main_stream, KV, rope_cos, rope_sin, -1, -1, mask);
     });
 }
 
 // Attention keeps only each row's logsumexp (B, NH, T) for backward, which recomputes the softmax (backend.h).
-static size_t backend_att_saved_floats(size_t B, size_t NH, size_t T) { return B * NH * T; }
+static size_t backend_att_saved_floats(size_t B, size_t NH, size_t T) { return gpu_att_saved_floats(B, NH, T); }
 // The backward's workspace (the memory plan's): D, and in 16-bit the dQ accumulator and the turn counters.
 static size_t backend_att_workspace_bytes(int B, int NH, int T, int C) {
     size_t n = 0;

@@ -10,6 +10,7 @@
 #include "adamw.cuh"
 #include "../base/timing_marks.h"  // backend_mark's array
 #include "../backend/backend_bytes.h"  // the state and scratch bytes handed out, counted below
+#include "../backend/target.h"  // the precisions, which the CPU build's plan of a card takes too
 
 static int backend_ready = 0;
 
@@ -532,8 +533,8 @@ static size_t x_bytes = 4;
 #define X_BYTES x_bytes
 // The build (backend.h). For --help: the attention kernels are compiled for these (padded) head sizes only.
 static const char *backend_build_name(void) { return "cuda"; }
-static const char *backend_precision_default(void) { return "bf16"; }
-static const char *backend_precisions_built(void) { return "bf16, fp16, fp32"; }
+static const char *backend_precision_default(void) { return GPU_PRECISION_DEFAULT; }  // backend/target.h's
+static const char *backend_precisions_built(void) { return GPU_PRECISIONS; }
 static const char *backend_build_extra(void) { return "attention head sizes 16, 32, 64, 128 (GPT-2: 64)"; }
 static void backend_set_precision(const char *precision, int tf32) {
     x_prec = strcmp(precision, "bf16") == 0 ? PREC_BF16 : strcmp(precision, "fp16") == 0 ? PREC_FP16 : PREC_FP32;

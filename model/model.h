@@ -34,7 +34,7 @@ static size_t model_kv_width(const Model *m) { return model_kv_width_of(&m->conf
 // The cache of `tokens` positions in each of `layers` layers (a pipeline stage's own): the memory plan's figure
 // (plan.h) and what model_kv_reserve allocates, so that the two agree by construction.
 static size_t model_kv_cache_bytes(const ModelConfig *c, int layers, int tokens) {
-    return (size_t)layers * tokens * model_kv_width_of(c) * X_BYTES;
+    return (size_t)layers * tokens * model_kv_width_of(c) * target_x_bytes();
 }
 
 // The run's cache, allocated once at the start for its sample length (trainer.h's run_build, sized as the plan

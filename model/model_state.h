@@ -5,6 +5,7 @@
 #ifndef MODEL_STATE_H
 #define MODEL_STATE_H
 #include "../backend/backend.h"
+#include "../backend/target.h"  // --gpu: the CUDA build's facts, where the CPU build plans a card
 #include "../backend/timing.h"
 #include "block.h"  // the block's choice points and the tensors a layer reads
 #include "../parallel/tensor_parallel.h"  // --tp: the collectives around the block's matmuls, the vocabulary-parallel head
@@ -26,6 +27,17 @@
 // master copy and their gradients are always float.
 static inline floatX *x_at(const floatX *p, size_t n) { return (floatX *)((char *)p + n * X_BYTES); }
 
+// What the memory's sizes are computed from (backend/target.h): this build's own facts, or the CUDA build's where the
+// CPU build plans a card (--gpu, which is --dry-run there: nothing this process allocates is sized by them).
+static size_t target_x_bytes(void) { return plan_target.cuda_facts ? plan_target.x_bytes : X_BYTES; }
+static int target_weights_copy(void) { return plan_target.cuda_facts ? plan_target.weights_copy : backend_weights_need_copy(); }
+static size_t target_att_saved_floats(size_t B, size_t NH, size_t T) {
+    return plan_target.cuda_facts ? gpu_att_saved_floats(B, NH, T) : backend_att_saved_floats(B, NH, T);
+}
+static size_t target_att_workspace_bytes(int B, int NH, int T, int C) {
+    return plan_target.cuda_facts ? gpu_att_rows_floats(B, NH, T) * sizeof(float) : backend_att_workspace_bytes(B, NH, T, C);
+}
+
 // Activations. A tensor is kept for every layer only if the recompute level needs it in backward;
 // otherwise one layer's copy is shared and backward recomputes it. The level-3 model keeps just
 // each layer's output (the next layer's input) and reruns the whole layer. What the block keeps, its
@@ -34,8 +46,8 @@ static inline floatX *x_at(const floatX *p, size_t n) { return (floatX *)((char 
 
 // Bytes of one copy of each table entry (each tensor starts 256-byte aligned, as cuBLASLt's fastest kernels want).
 static size_t act_entry_bytes(const ArchAct *a, const ArchShape *s, int NH, int B, int T) {
-    size_t n = arch_act_elems(a, s, B, T, backend_att_saved_floats(B, NH, T));
-    return (n * (a->is_float ? sizeof(float) : X_BYTES) + 255) / 256 * 256;
+    size_t n = arch_act_elems(a, s, B, T, target_att_saved_floats(B, NH, T));
+    return (n * (a->is_float ? sizeof(float) : target_x_bytes()) + 255) / 256 * 256;
 }
 
 // An entry's bytes for a config: its TP rank's widths, and with --sp the rows of an entry the table's seq_sharded
@@ -46,7 +58,7 @@ static size_t act_config_bytes(const ModelConfig *c, const ArchAct *a, const Arc
 }
 // --sp: the full (B T, C) buffer the gathered rows and the row-parallel matmuls' partial sums pass through.
 static size_t model_sp_full_bytes(const ModelConfig *c, size_t BT) {
-    return c->seq_parallel && c->tp_size > 1 ? BT * c->channels * X_BYTES : 0;
+    return c->seq_parallel && c->tp_size > 1 ? BT * c->channels * target_x_bytes() : 0;
 }
 
 // The backward's scratch (block.h's GradActTensors), elements.
@@ -121,10 +133,10 @@ typedef struct {
 // Bytes of the weights' working copies of a model running `layers` layers (whether it holds the
 // outer unit too in `outer`), one layer copy only when the layers stream through (ZeRO-3).
 static size_t model_working_bytes(const ModelConfig *c, int layers, int outer, int stream_layers) {
-    if (!backend_weights_need_copy()) return 0;
+    if (!target_weights_copy()) return 0;
     size_t n = outer ? model_unit_size(c, 0) : 0;
     n += (size_t)(stream_layers && layers > 0 ? 1 : layers) * model_unit_size(c, 1);
-    return n * X_BYTES;
+    return n * target_x_bytes();
 }
 
 // RoPE's two angle tables (a learned position table is among the parameters instead).

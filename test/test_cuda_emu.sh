@@ -19,6 +19,7 @@
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/cuda_emu_muon.sh"  # muon_runs
 source "$(dirname "$0")/cuda_emu_attention.sh"  # attn_bwd_v3_runs
+source "$(dirname "$0")/cuda_emu_zero3.sh"  # zero3_runs
 EMU=./train_gpt_emu
 TORCH_PY=${TORCH_PYTHON:-/usr/bin/python3}
 # step, loss and gradient norm of every step: a wrongly scaled gradient shows in the norm, not the loss
@@ -581,6 +582,7 @@ trainer() {
   grep -q '"loss_scale": 65536' "$W/fp16.jsonl" && ok "fp16 runs with dynamic loss scaling from 2^16 (logged)" || bad "fp16 loss scale in the log"; mark "fp32, bf16, fp16 vs the CPU build"
   fp16_overflow; mark "fp16 overflow"
   attn_bwd_v3_runs; mark "attention backwards"
+  zero3_runs; mark "ZeRO-2/3 over the outer unit"
   # --tf32 1: the matmuls round their inputs to 10 mantissa bits (2^-11 relative), so the losses must move off
   # fp32's, but only by about that much
   $EMU --precision fp32 --tf32 1 "${common[@]}" --log "$W/tf32.jsonl" > "$W/tf32.out" 2>&1
@@ -775,6 +777,10 @@ fi
 if [ "${1:-}" = muon ]; then
   if [ -x $EMU ] && [ -x ./train_gpt_cpu ] && [ -x ./dev/cuda/kernels_emu ]; then muon_runs
   else bad "$EMU, ./train_gpt_cpu or ./dev/cuda/kernels_emu is missing: make train_gpt_emu train_gpt_cpu dev/cuda/kernels_emu"; fi
+  finish; exit
+fi
+if [ "${1:-}" = zero3 ]; then
+  if [ -x $EMU ] && [ -x ./train_gpt_cpu ]; then zero3_runs; else bad "$EMU or ./train_gpt_cpu is missing: make train_gpt_emu train_gpt_cpu"; fi
   finish; exit
 fi
 if [ "${1:-}" = attnbwd ]; then

@@ -53,7 +53,7 @@ static void read_reference(const char *path, Reference *r) {
 static float zero_forward(Zero *z, const int *x, const int *y, int B, int T, float dloss) {
     zero_embed_forward(z, x, B, T);
     for (int l = 0; l < z->L; l++) zero_layer_forward(z, l);
-    model_head_forward(z->model, y, dloss);
+    zero_head_forward(z, y, dloss);
     return (float)model_take_loss(z->model);
 }
 

@@ -67,7 +67,7 @@ for n, p in (("GQA", p41), ("GPT-2", pg)):
     a, m = p["allocated"], p["memory_plan"]
     ok &= a["kv_cache_bytes"] == a["planned_kv_cache_bytes"] == m["kv_cache_bytes"] and a["activation_bytes"] == a["planned_activation_bytes"]
     # the device figure that --mem-limit and the advice test holds the cache
-    ok &= m["device_bytes"] == sum(m[k] for k in ("params_bytes", "grads_bytes", "optimizer_bytes", "working_weights_bytes",
+    ok &= m["device_bytes"] == sum(m[k] for k in ("params_bytes", "grads_bytes", "gathered_bytes", "optimizer_bytes", "working_weights_bytes",
                                                   "activations_bytes", "workspace_bytes", "kv_cache_bytes"))
     ok &= f"| kv cache {m['kv_cache_bytes'] / 1048576:.1f} MiB | total" in line("kv41" if n == "GQA" else "kvg", "memory plan per rank")
 ok &= smol["memory_plan"]["kv_cache_bytes"] == 0 == smol["allocated"]["kv_cache_bytes"] and "kv cache" not in line("smol", "memory plan") + line("smol", "allocated")

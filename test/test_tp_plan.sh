@@ -101,6 +101,56 @@ PYEOF
   [ $? -eq 0 ] && ok "--dry-run --world -e $p: $r" || bad "--dry-run --world -e $p: under a second of CPU and 100 MiB" "$r"
 done
 
+# ZeRO-3 shards every tensor (issue 48): Llama 3.1 8B on 64 data-parallel ranks planned for an H100 from this CPU build
+# (--gpu h100: the CUDA build's figures) holds params + grads + AdamW state within 5% of DeepSpeed's 16 P / N bytes
+# (exactly its shards: P / 64 rounded up per unit), beside the working set the plan names, counted by hand: the outer
+# unit (embedding, final norm, untied head) and two layers gathered whole, and the outer unit's and one layer's gradient
+# whole while they are reduced; against the card's 80 GiB it fits. Without --gpu the plan says it is the CPU build's own.
+$BIN -e llama-3.1-8b --dry-run --world 64 -z 3 -b 1 -t 8192 --gpu h100 --log "$W/z3.jsonl" > "$W/z3.out" 2>&1 \
+  || bad "--dry-run --world 64 -z 3 --gpu h100 -e llama-3.1-8b" "$(tail -3 "$W/z3.out")"
+r=$($PY - "$W/z3.jsonl" "$W/z3.out" <<'PYEOF'
+import json, sys
+L, C, NH, KV, hd, H, V, N = 32, 4096, 32, 8, 128, 14336, 128256, 64
+P = 8030261248
+layer = (NH + 2 * KV) * hd * C + C * NH * hd + 3 * H * C + 2 * C
+outer = 2 * V * C + C
+pad = lambda n: -(-n // N) * N
+s = [d["stage_plan"] for d in map(json.loads, open(sys.argv[1])) if "stage_plan" in d]
+out = open(sys.argv[2]).read()
+ok = len(s) == 1 and L * layer + outer == P
+s = s[0]
+state = s["params_bytes"] + s["grads_bytes"] + s["optimizer_bytes"]
+paper = 16 * P / N
+shards = 16 * (pad(outer) + L * pad(layer)) // N
+work = 4 * (2 * pad(outer) + 3 * pad(layer))
+ok &= abs(state - paper) / paper < 0.05 and state == shards and s["gathered_bytes"] == work
+ok &= "ZeRO working set" in out and "fits an h100's 80 GiB" in out and "plan: what the CUDA build (./train_gpt) would allocate on an NVIDIA H100" in out
+print(f"params + grads + AdamW {state / 2**30:.3f} GiB (16 P / 64 = {paper / 2**30:.3f}, the shards by hand {shards / 2**30:.3f}), "
+      f"working set {s['gathered_bytes'] / 2**30:.2f} GiB (by hand {work / 2**30:.2f}), device {s['device_bytes'] / 2**30:.2f} GiB")
+sys.exit(0 if ok else 1)
+PYEOF
+) && ok "llama-3.1-8b, 64 ranks, ZeRO-3, --gpu h100: $r" || bad "llama-3.1-8b ZeRO-3 on 64 ranks vs 16 P / N" "$r"
+out=$($BIN -e llama-3.1-8b --dry-run --world 64 -z 3 -b 1 -t 8192 2>&1)
+grep -q "^plan: this cpu build's own memory (fp32; attention keeps T x T scores), not a GPU's: --gpu NAME" <<<"$out" \
+  && ok "without --gpu the CPU build's plan says whose it is: \"$(grep "^plan:" <<<"$out" | cut -c1-100)...\"" || bad "the CPU build's plan names itself" "$out"
+grep -qF "placement: planned, not started: rank = tp index + 8 * (dp index + 1 * stage): TP groups of 8 consecutive ranks; stage s holds ranks 8 * s to 8 * s + 7" "$W/w16.out" \
+  && ok "the placement formula of --world 16 --tp 8 --pp 2 reads as the mesh: $(grep -o "rank = tp index[^:]*" "$W/w16.out")" || bad "placement formula" "$(grep placement "$W/w16.out")"
+out=$($BIN -e d2 --dry-run -z 3 2>&1)
+grep -qF "warning: -z 3 with one data-parallel rank: nothing to shard" <<<"$out" && ok "-z 3 with one data-parallel rank warns" || bad "-z 3 on one rank warns" "$out"
+
+out=$($BIN -e llama-3.1-8b --dry-run 2>&1)
+grep -qF "note: this plans the built-in corpus's tiny batch (512 tokens per step at -t 64), not a training run of this model; a real batch: -b 1 -t 8192 -d 524288" <<<"$out" \
+  && ok "a preset's dry run at the built-in corpus's batch says so and shows a real batch's flags" || bad "the tiny batch's note" "$out"
+
+# a stage that does not fit gets advice, checked here by planning it: Llama 3.1 8B on 8 L40S (48 GiB) at ZeRO-1 does not
+# fit; the advice is ZeRO-3 with recompute 3, and planned so it fits, while either alone does not
+a=(-e llama-3.1-8b --dry-run --world 8 -b 1 -t 8192 -s 0 --gpu l40s)
+out=$($BIN "${a[@]}" -z 1 2>&1)
+adv=$(grep -o "advice: it fits with [^:]*" <<<"$out" | sed 's/advice: it fits with //')
+fit() { $BIN "${a[@]}" "$@" 2>&1 | grep -c "fits an l40s's 48 GiB$"; }
+[ "$adv" = "-z 3 -r 3" ] && [ "$(fit -z 3 -r 3)" = 1 ] && [ "$(fit -z 3)" = 0 ] && [ "$(fit -z 1 -r 3)" = 0 ] \
+  && ok "a stage that does not fit an L40S is advised '$adv', which planned fits, and neither lever alone does" || bad "the stage's advice" "$adv: $out"
+
 # what --world refuses, naming the flag and the numbers
 expect() {  # expect LABEL WANT ARGS...: exit 2 with WANT in the output
   local label=$1 want=$2; shift 2
@@ -111,5 +161,7 @@ expect "--world without --dry-run" "--world 16 plans a layout without starting i
 expect "--world with --autotune" "not --autotune (which takes --autotune-world)" $BIN --world 4 --dry-run --autotune
 expect "a layout that does not divide the world" "--tp 8 x --pp 2 = 16 ranks does not divide the world of 24 ranks" \
   $BIN -e llama-3.1-8b --dry-run --world 24 --tp 8 --pp 2
+expect "an unknown card" "--gpu: 'h900' is not a card the plan knows; expected one of h100" $BIN --dry-run --gpu h900
+expect "--gpu in the CPU build without --dry-run" "--gpu h100: the cpu build plans that card's memory but does not run on it; add --dry-run" $BIN --gpu h100 -x 1
 expect "a degree that does not split the model" "--tp 12 does not divide the model's 32 query heads" $BIN -e llama-3.1-8b --dry-run --world 12 --tp 12
 finish

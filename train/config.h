@@ -14,6 +14,7 @@
 #include <string.h>
 #include "../base/utils.h"
 #include "../arch/model_config.h"  // the block's choices and their names (--mlp)
+#include "../backend/target.h"  // --gpu: the cards the plan knows
 
 // Under mpirun every rank parses the same flags and reads the same model header, so every rank meets the
 // same usage error at the same point: run.h sets these once MPI is up, and then rank 0 alone prints it and
@@ -97,6 +98,7 @@ typedef struct {
     int checkpoint_every, keep_checkpoints, resume;
     int replace_checkpoints;    // a fresh run into an -o holding checkpoints: 1 moves them aside (run.h), 0 refuses
     int dry_run;
+    const char *gpu;            // --gpu: the card the plan is for (backend/target.h's GPU_SPECS); NULL: this build's device
     int world;                  // --dry-run --world N: plan a layout of N ranks in this one process; 0 = the ranks started
     int timing;                 // print the step's time breakdown on the console
     int profile;                // time and count FLOPs per model module; a table at the end
@@ -274,6 +276,7 @@ static const OptSpec OPTIONS[] = {
     OPT(NULL, "--target-tokens", OPT_LONG, target_tokens, "the training length (tokens) that --autotune and --dry-run give days for"),
     OPTD(NULL, "--tokens-per-s", OPT_FLOAT, tokens_per_s, "a measured speed (the step line's tok/s): --dry-run then says how many days --target-tokens take", "none"),
     OPT(NULL, "--dry-run", OPT_FLAG, dry_run, "print the configuration and memory plan, then exit (no model memory is allocated, no weight read or made)"),
+    OPTD(NULL, "--gpu", OPT_STR, gpu, "plan for this card: h100, h100-nvl, h200, b200, a100-80, a100-40, l40s, a10, l4, rtx4090 (its memory from NVIDIA's datasheet, checked without --mem-limit); in the CPU build (--dry-run only) the plan is what the CUDA build would allocate on it, at --precision (bf16 by default)", "this build's own device"),
     OPTD(NULL, "--world", OPT_INT, world, "with --dry-run: plan a layout of N ranks (with --tp, --pp, -z) in this one process, without starting them: the memory plan of each pipeline stage's ranks", "the ranks started"),
 };
 #undef OPT
@@ -501,6 +504,12 @@ static void config_validate(const TrainConfig *c) {
     if (c->reduce_bucket_mb < 0) bad_value("--reduce-bucket-mb", "must be >= 0");
     if (c->autotune_world < 1) bad_value("--autotune-world", "must be >= 1");
     if (c->world < 0) bad_value("--world", "must be >= 1 (the ranks of the layout to plan)");
+    if (c->gpu && !gpu_spec(c->gpu)) {
+        char msg[256];
+        int n = snprintf(msg, sizeof(msg), "'%s' is not a card the plan knows; expected one of", c->gpu);
+        for (size_t i = 0; i < NUM_GPU_SPECS && n < (int)sizeof(msg); i++) n += snprintf(msg + n, sizeof(msg) - n, " %s", GPU_SPECS[i].key);
+        bad_value("--gpu", msg);
+    }
     if (c->world > 0 && (!c->dry_run || c->autotune))
         usage_error("--world %d plans a layout without starting it: it needs --dry-run%s (to train on %d ranks, start them: "
                     "mpirun -np %d ...)", c->world, c->autotune ? ", not --autotune (which takes --autotune-world)" : "",

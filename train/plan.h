@@ -17,6 +17,8 @@
 typedef struct {
     size_t params, grads, optimizer, activations, workspace;
     size_t working;         // the weights' copies in the compute precision (0 where that is fp32)
+    size_t gathered;        // ZeRO's working set at stages 2-3: the whole units gathered and the whole gradients
+                            // reduced (zero_memory_plan), beside this rank's own params and grads
     size_t kv_cache;        // generation's key/value cache (model_kv_cache_bytes; 0 where the run does not sample)
     int optimizer_on_host;  // --offload: the optimizer figure is host memory
 } MemoryPlan;
@@ -38,8 +40,8 @@ static MemoryPlan model_memory_plan(const ModelConfig *c, int B, int T, int reco
     mp.grads = n * sizeof(float);
     mp.optimizer = 2 * n * sizeof(float);
     mp.activations = acts;
-    mp.workspace = gradact_elems(&s, BT) * X_BYTES + 2 * slots * BT * sizeof(int) +
-                   backend_att_workspace_bytes(B, model_heads(c), T, (int)s.dim[DIM_ATT]) + model_rope_bytes(c) +
+    mp.workspace = gradact_elems(&s, BT) * target_x_bytes() + 2 * slots * BT * sizeof(int) +
+                   target_att_workspace_bytes(B, model_heads(c), T, (int)s.dim[DIM_ATT]) + model_rope_bytes(c) +
                    tp_scratch_floats(c->tp_size, BT) * sizeof(float) + model_sp_full_bytes(c, BT);
     mp.working = model_working_bytes(c, layers, outer, stream_layers);
     return mp;
@@ -80,12 +82,12 @@ typedef struct { int zero, offload, offload_params, nvme; } PlanChoice;
 static PlanNeed plan_need(const PlanLayout *l, PlanChoice c, MemoryPlan *out) {
     MemoryPlan mp = model_memory_plan(l->mc, l->B, l->T, l->recompute, l->layers, l->slots, l->holds_unit[0], c.zero == 3);
     zero_memory_plan(l->mc, c.zero, l->dp, l->holds_unit, l->bucket_bytes, c.offload, c.offload_params, c.nvme, l->muon, &mp.params,
-                     &mp.grads, &mp.optimizer);
+                     &mp.grads, &mp.optimizer, &mp.gathered);
     mp.optimizer_on_host = c.offload && !c.nvme;
     mp.kv_cache = l->kv_tokens ? model_kv_cache_bytes(l->mc, l->layers, l->kv_tokens) : 0;  // reserved once, for the run
     mp.workspace += model_doc_start_bytes(l->doc_mask, l->B, l->T, l->slots);
     PlanNeed n = {0, 0, 0};
-    n.device = mp.params + mp.grads + mp.working + mp.activations + mp.workspace + mp.kv_cache + (c.offload ? 0 : mp.optimizer);
+    n.device = mp.params + mp.grads + mp.gathered + mp.working + mp.activations + mp.workspace + mp.kv_cache + (c.offload ? 0 : mp.optimizer);
     if (c.offload && !c.nvme) n.host = mp.optimizer;
     if (c.nvme) zero_swap_plan(l->mc, c.zero, l->dp, l->holds_unit, l->nvme_buffer, &n.host, &n.disk);
     if (c.nvme) n.host += mp.optimizer;  // Muon's workspace (0 with AdamW): the host runs Newton-Schulz
@@ -125,7 +127,7 @@ static size_t physical_memory_bytes(void) {
 
 // A running job's share of this node: RAM available now (MemAvailable) plus this process's own, the
 // device's memory, and the disk's free space under nvme_path (NULL: unknown); --mem-limit (GiB, 0 =
-// none) stands in for the device's memory (for RAM in the CPU build).
+// none) stands in for the device's memory (for RAM in the CPU build). --gpu: the card's memory is the device's.
 static MachineCapacity machine_capacity(float mem_limit, const char *nvme_path, int local_ranks) {
     const double gib = 1073741824.0;
     MachineCapacity m;
@@ -139,12 +141,17 @@ static MachineCapacity machine_capacity(float mem_limit, const char *nvme_path, 
         m.ram = mem_limit > 0 ? mem_limit * gib : (double)mem_available_bytes() / local_ranks + (double)self_rss_bytes();
     }
     m.disk = nvme_path ? (double)swap_free_bytes(nvme_path) / local_ranks : 0.0;
+    if (plan_target.gpu) {  // --gpu: that card (its datasheet's memory, or --mem-limit's)
+        m.device_is_host = 0;
+        m.device = mem_limit > 0 ? mem_limit * gib : plan_target.gpu->gib * gib;
+        if (plan_target.cuda_facts) m.ram = 0;  // the CPU build planning a GPU node: that node's RAM is not this one's
+    }
     return m;
 }
 
 static int plan_fits(const PlanNeed *n, const MachineCapacity *m) {
     double ram = m->device_is_host ? (double)n->device + n->host : (double)n->host;
-    if (ram > m->ram || (!m->device_is_host && m->device > 0 && n->device > m->device)) return 0;
+    if ((m->ram > 0 && ram > m->ram) || (!m->device_is_host && m->device > 0 && n->device > m->device)) return 0;
     return !(n->disk > 0 && m->disk > 0 && n->disk > m->disk);
 }
 
@@ -171,6 +178,43 @@ static int plan_advise(const PlanLayout *l, int pp_stages, PlanChoice own, const
         }
     }
     return 0;
+}
+
+// --dry-run --world: the cheapest change that makes a stage fit `limit` bytes per rank (its device memory; with on_host,
+// the CPU build's, device and host together), each candidate checked by planning it. The levers are taken in this
+// order, each added to the ones before at their furthest when they did not suffice: a higher ZeRO stage
+// (communication only), a higher recompute level (compute only), the micro-batch halved (the accumulation making up
+// the tokens), then plan_advise's offloads (host memory, then NVMe). Writes the flags into text; returns whether one
+// fits. A TP or PP degree changes the layout itself: the caller names those when nothing here fits.
+static int plan_advise_stage(const PlanLayout *l, int pp, PlanChoice own, double limit, int on_host, char *text, size_t n,
+                             PlanNeed *need) {
+    MachineCapacity m = {0, 0, 0, on_host, 1};
+    if (on_host) m.ram = limit; else m.device = limit;
+    PlanLayout k = *l;
+    PlanChoice c = own;
+    char flags[3][48] = {"", "", ""};  // the ZeRO stage, the recompute level, the micro-batch so far
+    for (int lever = 0; lever < 3; lever++) {
+        int from = lever == 0 ? own.zero + 1 : lever == 1 ? l->recompute + 1 : l->B / 2;
+        int to = lever == 0 ? (l->dp > 1 && pp == 1 ? 3 : own.zero) : lever == 1 ? 3 : 1;
+        for (int v = from; lever == 2 ? v >= to : v <= to; v = lever == 2 ? v / 2 : v + 1) {
+            if (lever == 0) c.zero = v; else if (lever == 1) k.recompute = v; else k.B = v;
+            if (lever == 0) snprintf(flags[0], sizeof(flags[0]), "-z %d ", v);
+            else if (lever == 1) snprintf(flags[1], sizeof(flags[1]), "-r %d ", v);
+            else snprintf(flags[2], sizeof(flags[2]), "-b %d (--grad-accum x %d) ", v, l->B / v);
+            *need = plan_need(&k, c, NULL);
+            if (plan_fits(need, &m)) {
+                snprintf(text, n, "%s%s%s", flags[0], flags[1], flags[2]);
+                text[strlen(text) - 1] = '\0';
+                return 1;
+            }
+            if (lever == 2 && v == 1) break;
+        }
+    }
+    PlanChoice o;
+    if (!plan_advise(&k, pp, c, &m, 0, &o, need)) return 0;
+    snprintf(text, n, "%s%s-z %d --offload %s%s", flags[1], flags[2], o.zero, o.offload_params ? "params" : o.offload ? "optimizer" : "none",
+             o.nvme ? " --offload-device nvme --nvme-path DIR" : "");
+    return 1;
 }
 
 #endif

@@ -49,10 +49,11 @@ static void report_memory_plan(const MemoryPlan *mp, OptimizerKind opt) {
     printf0("memory plan per rank: params %.1f MiB | grads %.1f MiB | %s %.1f MiB%s | ", mp->params / mib,
             mp->grads / mib, report_optimizer_state(opt), mp->optimizer / mib,
             mp->optimizer_on_host ? " (host: moments, master copy, gradient staging)" : "");
+    if (mp->gathered) printf0("ZeRO working set %.1f MiB (whole units gathered and gradients reduced) | ", mp->gathered / mib);
     if (mp->working) printf0("working weights %.1f MiB | ", mp->working / mib);
     printf0("activations %.1f MiB | workspace %.1f MiB | ", mp->activations / mib, mp->workspace / mib);
     if (mp->kv_cache) printf0("kv cache %.1f MiB | ", mp->kv_cache / mib);  // the samples' (-s, -g); none without them
-    printf0("total %.1f MiB\n", (mp->params + mp->grads + mp->optimizer + mp->working + mp->activations + mp->workspace +
+    printf0("total %.1f MiB\n", (mp->params + mp->grads + mp->gathered + mp->optimizer + mp->working + mp->activations + mp->workspace +
                                   mp->kv_cache) / mib);
 }
 
@@ -69,9 +70,12 @@ static void report_memory_fit(const Run *r) {
     char disk[160] = "no disk";
     if (r->nvme) snprintf(disk, sizeof(disk), "%.2f GiB disk under %s (free %.2f per rank)", n->disk / gib, cfg->nvme_path, m.disk / gib);
     int fits = plan_fits(n, &m);
-    printf0("memory per rank: %shost RAM %.2f GiB (available %.2f per rank%s, %d rank%s on this node) | %s: %s\n", dev, n->host / gib,
-            m.ram / gib, cfg->mem_limit > 0 && m.device_is_host ? ": --mem-limit" : ": MemAvailable + this process's own", m.local_ranks,
-            m.local_ranks == 1 ? "" : "s", disk, fits ? "fits" : "does not fit");
+    if (m.ram > 0)
+        printf0("memory per rank: %shost RAM %.2f GiB (available %.2f per rank%s, %d rank%s on this node) | %s: %s\n", dev, n->host / gib,
+                m.ram / gib, cfg->mem_limit > 0 && m.device_is_host ? ": --mem-limit" : ": MemAvailable + this process's own", m.local_ranks,
+                m.local_ranks == 1 ? "" : "s", disk, fits ? "fits" : "does not fit");
+    else printf0("memory per rank: %shost RAM %.2f GiB (the GPU node's, not checked) | %s: %s\n", dev, n->host / gib, disk,
+                 fits ? "fits" : "does not fit");
     char advice[512] = "";
     PlanChoice c;
     PlanNeed cn;
@@ -88,13 +92,27 @@ static void report_memory_fit(const Run *r) {
     if (!r->logf || r->start_step != 0) return;
     const MemoryPlan *plan = &r->plan;
     fprintf(r->logf, "{\"memory_plan\": {\"world\": %d, \"zero_stage\": %d, \"params_bytes\": %zu, \"grads_bytes\": %zu, "
-            "\"optimizer_bytes\": %zu, \"working_weights_bytes\": %zu, \"activations_bytes\": %zu, \"workspace_bytes\": %zu, "
+            "\"optimizer_bytes\": %zu, \"gathered_bytes\": %zu, \"working_weights_bytes\": %zu, \"activations_bytes\": %zu, \"workspace_bytes\": %zu, "
             "\"kv_cache_bytes\": %zu, \"device_bytes\": %zu, \"host_bytes\": %zu, \"disk_bytes\": %zu, \"ram_per_rank_bytes\": %.0f, "
             "\"disk_free_per_rank_bytes\": %.0f, \"device_capacity_bytes\": %.0f, \"fits\": %s, \"advice\": ",
-            r->world, cfg->zero_stage, plan->params, plan->grads, plan->optimizer, plan->working, plan->activations,
+            r->world, cfg->zero_stage, plan->params, plan->grads, plan->optimizer, plan->gathered, plan->working, plan->activations,
             plan->workspace, plan->kv_cache, r->need.device, r->need.host, r->need.disk, m.ram, m.disk, m.device, fits ? "true" : "false");
     if (advice[0]) fprintf(r->logf, "\"%s\"}}\n", advice); else fprintf(r->logf, "null}}\n");
     fflush(r->logf);
+}
+
+// --dry-run --world N, a stage that does not fit: the cheapest change that does (plan_advise_stage), planned for the TP
+// rank that needs the most (mc), or the layout's own levers when none does.
+static void report_stage_advice(const Run *r, PlanLayout *l, ModelConfig mc, double limit, int on_host) {
+    const double gib = 1073741824.0;
+    char text[160];
+    PlanNeed n;
+    l->mc = &mc;
+    if (plan_advise_stage(l, r->pp_stages, run_plan_choice(r), limit, on_host, text, sizeof(text), &n))
+        printf0("  advice: it fits with %s: %.2f GiB device state | host RAM %.2f GiB | disk %.2f GiB\n", text, n.device / gib,
+                n.host / gib, n.disk / gib);
+    else printf0("  advice: no ZeRO stage, recompute level, micro-batch or offload makes this stage fit; use more ranks, a "
+                 "higher --tp (within a node) or --pp\n");
 }
 
 // --dry-run --world N: the plan of every pipeline stage's ranks, computed here as those ranks compute their own
@@ -106,6 +124,13 @@ static void report_stage_plans(const Run *r) {
     const double gib = 1073741824.0;
     int pp = r->pp_stages, per_stage = r->tp * r->dp, nu = model_num_units(&r->mc), all_fit = 1;
     int *holds = (int *)mallocCheck(nu * sizeof(int));
+    // each stage against --mem-limit, else --gpu's card (its device memory only: the node's RAM is not known here)
+    const GpuSpec *g = plan_target.gpu;
+    double limit = cfg->mem_limit > 0 ? cfg->mem_limit * gib : g ? g->gib * gib : 0;
+    int on_host = backend_memory_is_host() && !g;
+    char against[96];
+    if (cfg->mem_limit > 0) snprintf(against, sizeof(against), "--mem-limit %g GiB", cfg->mem_limit);
+    else if (g) snprintf(against, sizeof(against), "an %s's %.0f GiB", g->key, g->gib);
     for (int s = 0; s < pp; s++) {
         PlanLayout l = run_plan_layout(r);
         MemoryPlan mp = {0};
@@ -126,25 +151,42 @@ static void report_stage_plans(const Run *r) {
                 "rank\n  ", s, pp, s * per_stage, (s + 1) * per_stage - 1, r->tp, r->dp, r->first[s], r->first[s + 1] - 1,
                 holds[0] ? " + the outer unit (embedding, final norm, head)" : "", l.slots, l.slots == 1 ? "" : "es", count);
         report_memory_plan(&mp, cfg->optimizer);
-        int fits = cfg->mem_limit <= 0 || (double)need.device + (backend_memory_is_host() ? need.host : 0) <= cfg->mem_limit * gib;
+        int fits = limit <= 0 || (double)need.device + (on_host ? need.host : 0) <= limit;
         all_fit &= fits;
-        if (cfg->mem_limit > 0) printf0("  %.2f GiB device state | host RAM %.2f GiB | disk %.2f GiB: %s --mem-limit %g GiB\n",
-                                        need.device / gib, need.host / gib, need.disk / gib, fits ? "fits" : "does not fit", cfg->mem_limit);
+        if (limit > 0) printf0("  %.2f GiB device state | host RAM %.2f GiB | disk %.2f GiB: %s %s\n", need.device / gib,
+                               need.host / gib, need.disk / gib, fits ? "fits" : "does not fit", against);
+        if (!fits) report_stage_advice(r, &l, mc, limit, on_host);
         if (!r->logf) continue;
         fprintf(r->logf, "{\"stage_plan\": {\"world\": %d, \"stage\": %d, \"first_rank\": %d, \"last_rank\": %d, \"first_layer\": %d, "
                 "\"last_layer\": %d, \"slots\": %d, \"params\": %zu, \"params_bytes\": %zu, \"grads_bytes\": %zu, "
-                "\"optimizer_bytes\": %zu, \"working_weights_bytes\": %zu, \"activations_bytes\": %zu, \"workspace_bytes\": %zu, "
+                "\"optimizer_bytes\": %zu, \"gathered_bytes\": %zu, \"working_weights_bytes\": %zu, \"activations_bytes\": %zu, \"workspace_bytes\": %zu, "
                 "\"kv_cache_bytes\": %zu, \"model_state_bytes\": %zu, \"activation_bytes\": %zu, \"device_bytes\": %zu, "
                 "\"host_bytes\": %zu, \"disk_bytes\": %zu}}\n", r->world, s, s * per_stage, (s + 1) * per_stage - 1, r->first[s],
-                r->first[s + 1] - 1, l.slots, count, mp.params, mp.grads, mp.optimizer, mp.working, mp.activations, mp.workspace,
-                mp.kv_cache, mp.params + mp.grads + mp.optimizer, mp.activations + mp.workspace + mp.working, need.device,
+                r->first[s + 1] - 1, l.slots, count, mp.params, mp.grads, mp.optimizer, mp.gathered, mp.working, mp.activations, mp.workspace,
+                mp.kv_cache, mp.params + mp.grads + mp.gathered + mp.optimizer, mp.activations + mp.workspace + mp.working, need.device,
                 need.host, need.disk);
     }
     free(holds);
-    if (cfg->mem_limit <= 0) printf0("memory: planned for a layout of %d rank%s, not started; this machine is not checked (give "
-                                     "--mem-limit GiB per rank to check each stage against a device)\n", r->world, r->world == 1 ? "" : "s");
-    else if (!all_fit) printf0("memory: a stage does not fit --mem-limit %g GiB per rank\n", cfg->mem_limit);
+    if (limit <= 0) printf0("memory: planned for a layout of %d rank%s, not started; this machine is not checked (give --gpu "
+                            "NAME or --mem-limit GiB per rank to check each stage against a device)\n", r->world,
+                            r->world == 1 ? "" : "s");
+    else if (!all_fit) printf0("memory: a stage does not fit %s per rank\n", against);
     if (r->logf) fflush(r->logf);
+}
+
+// Whose memory the plan counts (backend/target.h): a card named by --gpu, or this build's own, said plainly where a
+// reader could take a CPU plan for a GPU's.
+static void report_plan_target(const TrainConfig *cfg) {
+    const GpuSpec *g = plan_target.gpu;
+    if (g && plan_target.cuda_facts)
+        printf0("plan: what the CUDA build (./train_gpt) would allocate on an %s (%.0f GiB, --gpu %s) at --precision %s: "
+                "%s, attention keeping a row's logsumexp (flash), not T x T scores; this %s build runs nothing\n", g->name, g->gib,
+                g->key, PRECISION_NAMES[cfg->precision], plan_target.weights_copy ? "fp32 master weights and their working copies"
+                : "fp32 weights", backend_build_name());
+    else if (g) printf0("plan: this build's, checked against an %s (%.0f GiB, --gpu %s), not the device it runs on\n", g->name, g->gib, g->key);
+    else if (cfg->dry_run && backend_memory_is_host())
+        printf0("plan: this %s build's own memory (fp32; attention keeps T x T scores), not a GPU's: --gpu NAME (h100, h200, "
+                "a100-80, ...) plans what the CUDA build would allocate on that card\n", backend_build_name());
 }
 
 // The placement line: which node each rank runs on, with its stage and data-parallel index, and how the
@@ -153,8 +195,8 @@ static void report_stage_plans(const Run *r) {
 static void report_placement(const Run *r) {
     if (r->world == 1 || r->rank != 0) return;
     if (r->cfg.world) {  // --world N: planned, not started; the mesh alone
-        printf("placement: planned, not started: rank = tp index + %d (dp index + %d stage): TP groups of %d consecutive ranks; "
-               "stage s holds ranks %d s to %d s + %d\n", r->tp, r->dp, r->tp, r->tp * r->dp, r->tp * r->dp, r->tp * r->dp - 1);
+        printf("placement: planned, not started: rank = tp index + %d * (dp index + %d * stage): TP groups of %d consecutive ranks; "
+               "stage s holds ranks %d * s to %d * s + %d\n", r->tp, r->dp, r->tp, r->tp * r->dp, r->tp * r->dp, r->tp * r->dp - 1);
         return;
     }
     int nodes = 0;
@@ -177,7 +219,7 @@ static void report_placement(const Run *r) {
         }
         fputs(n + 1 < nodes ? " |" : "\n", stdout);
     }
-    // rank = tp index + tp (dp index + dp stage) (tensor_parallel.h's mesh)
+    // rank = tp index + tp * (dp index + dp * stage) (tensor_parallel.h's mesh)
     TpMesh mesh = tp_mesh(0, r->tp, r->dp, r->pp_stages);
     int dp_across = 0, hops = 0, hops_across = 0, tp_across = 0, groups = r->pp_stages * r->tp;
     for (int s = 0; s < r->pp_stages; s++)
@@ -217,6 +259,7 @@ static void report_run_header(const Run *r) {
             "precision %s%s | loss scale %s\n", backend_build_name(), backend_device_name(), r->world, tp, r->dp, pp_stages, cfg->zero_stage,
             OFFLOAD_NAMES[cfg->offload], where, PRECISION_NAMES[cfg->precision], cfg->tf32 ? " (TF32 matmuls)" : "", scale);
     report_placement(r);
+    report_plan_target(cfg);
     if (cfg->optimizer == OPTIMIZER_MUON) {
         char muon[1024], adamw[1024];
         muon_owner_text(mc, muon, adamw, sizeof(muon));
@@ -249,6 +292,15 @@ static void report_run_header(const Run *r) {
             mc->padded_vocab_size, mc->max_seq_len, r->num_params, note);
     printf0("batch: micro-batch %d x seq %d x accumulation %d x data-parallel %d = %ld tokens per step | recompute %d\n",
            r->B, r->T, A, r->dp, cfg->total_batch_tokens, cfg->recompute);
+    if (cfg->dry_run && r->synthetic && r->num_params >= 100000000 && cfg->total_batch_tokens < 65536 && r->T < mc->max_seq_len) {
+        int T = mc->max_seq_len < 8192 ? mc->max_seq_len : 8192;  // a pretraining length, within the model's
+        printf0("note: this plans the built-in corpus's tiny batch (%ld tokens per step at -t %d), not a training run of this "
+                "model; a real batch: -b 1 -t %d -d %d (%d sequences per step; the accumulation follows from the ranks) with "
+                "-i/--train-data your shards\n", cfg->total_batch_tokens, r->T, T, 524288 / T * T, 524288 / T);
+    }
+    if (cfg->zero_stage > 0 && r->dp == 1 && !r->offload_params)  // --offload params at -z 3 moves the master off the device
+        printf0("warning: -z %d with one data-parallel rank: nothing to shard, the one rank's shard is the whole state (ZeRO "
+                "divides params, grads and optimizer state over the data-parallel ranks: world / (tp x pp))\n", cfg->zero_stage);
     printf0("data: %s (%d shard%s, %ld micro-batches per epoch)%s%s\n", r->synthetic ? "synthetic corpus" : cfg->train_data,
            r->train_loader.nshards, r->train_loader.nshards == 1 ? "" : "s", r->train_loader.windows_per_epoch,
            r->have_val ? " | val: " : " | no validation data", r->have_val ? (r->synthetic ? "synthetic" : cfg->val_data) : "");

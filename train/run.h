@@ -154,7 +154,18 @@ static void run_setup_world(Run *r, int argc, char **argv) {
     parse_args(cfg, argc, argv);
     config_validate(cfg);
     attn_masks_validate(cfg);
-    config_resolve_precision(cfg, backend_precision_default(), backend_precisions_built());
+    // --gpu: the plan is checked against the card; in the CPU build (device memory is host memory) it plans what the CUDA
+    // build would allocate there, at its precisions (model_state.h's target_* read plan_target), and runs nothing
+    int plans_card = cfg->gpu && backend_memory_is_host();
+    if (plans_card && !cfg->dry_run)
+        usage_error("--gpu %s: the %s build plans that card's memory but does not run on it; add --dry-run (./train_gpt, the "
+                    "CUDA build, trains on it)", cfg->gpu, backend_build_name());
+    config_resolve_precision(cfg, plans_card ? GPU_PRECISION_DEFAULT : backend_precision_default(),
+                             plans_card ? GPU_PRECISIONS : backend_precisions_built());
+    plan_target.gpu = gpu_spec(cfg->gpu);
+    plan_target.cuda_facts = plans_card;
+    plan_target.x_bytes = cfg->precision == PRECISION_FP32 ? 4 : 2;
+    plan_target.weights_copy = cfg->precision != PRECISION_FP32;
     if (cfg->optimizer == OPTIMIZER_MUON && !backend_has_muon())
         usage_error("--optimizer muon: the %s build has no Muon; use --optimizer adamw", backend_build_name());
     if (cfg->tf32 && !backend_has_tf32())

@@ -154,7 +154,7 @@ static void run_build(Run *r) {
                                       cfg->reduce_bucket_mb);
     r->pipe = (Pipeline){r->pp_stages, stage, r->first[stage], r->first[stage + 1], r->slots, &r->pp_comm, &r->zero, 0.0};
     size_t model_state = backend_state_allocated() - allocated_before;
-    size_t planned_state = plan->params + plan->grads + plan->optimizer;  // with nvme, AdamW's state is in the swap file
+    size_t planned_state = plan->params + plan->grads + plan->gathered + plan->optimizer;  // with nvme, AdamW's state is in the swap file
     printf0("allocated per rank: model state %.1f MiB (planned %.1f MiB) | activations and workspace %.1f MiB (planned %.1f MiB)",
             model_state / 1048576.0, planned_state / 1048576.0, act_bytes / 1048576.0, planned_act / 1048576.0);
     if (kv_bytes || plan->kv_cache) printf0(" | kv cache %.1f MiB (planned %.1f MiB)", kv_bytes / 1048576.0, plan->kv_cache / 1048576.0);

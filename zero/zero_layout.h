@@ -46,7 +46,9 @@ struct Zero {
     ParamRun *runs;
     int nruns;
     // memory (backend)
-    float *params;                 // stages 0-2: every unit whole; stage 3: the outer unit whole
+    float *params;                 // stages 0-2: every unit whole; stage 3: the outer unit gathered whole (the
+                                   // working set: valid from its first use after an update, outer_gathered)
+    int outer_gathered;            // stage 3: params holds the outer unit as the last update left it
     float *grads;                  // stages 0-1: every unit whole; stages 2-3: the outer unit whole
     float *layer_grad;             // stages 2-3: the gradients of one bucket of layers
     float *bucket_pack;            // stages 2-3 with buckets of several layers: their shards, rank by rank
@@ -55,8 +57,7 @@ struct Zero {
     int slot_layer[2];             // stage 3: which layer each buffer holds whole (-1: none or stale)
     CommRequest prefetch;          // stage 3: the gather of the next layer, running while this one computes
     int prefetch_layer;
-    float *pshard;                 // stage 3: this rank's shards of the layers' parameters (the master copy;
-                                   // the outer unit's master is its whole copy in params)
+    float *pshard;                 // stage 3: this rank's shards of every unit's parameters (the master copy)
     float *gshard;                 // stages 2-3: this rank's gradient shards, accumulated over micro-batches
     // --pp: the outer unit is held by the first and the last pipeline stage (zero_tie_outer_unit): the gradients
     // of the tensors both ends use are summed over `tied`, and each outer tensor is counted (norm, checkpoint)
@@ -188,11 +189,15 @@ static size_t zero_muon_plan_floats(const ModelConfig *c, int stage, int world, 
     return work > 0 ? widest + tp + work : 0;
 }
 
-// Per-rank bytes of parameters, gradients and AdamW state for a stage, without allocating. With
-// nvme the optimizer's state is on disk (zero_swap_plan), so none of it is counted here but Muon's workspace
-// (host memory, where the host runs Newton-Schulz).
+// Per-rank bytes of parameters, gradients and AdamW state for a stage, without allocating, and ZeRO's working set
+// apart (`gathered`): params and grads are this rank's own (every unit whole where the stage keeps it so, its
+// shards where it shards it), gathered the whole units a step reads or reduces besides: at stages 2-3 the outer
+// unit's gradient and one bucket of layers' (with its packing buffer for buckets of several), at stage 3 also the
+// outer unit's weights and two layers'. With nvme the optimizer's state is on disk (zero_swap_plan), so none of it
+// is counted here but Muon's workspace (host memory, where the host runs Newton-Schulz).
 static void zero_memory_plan(const ModelConfig *c, int stage, int world, const int *held, size_t bucket_bytes,
-                             int offload, int offload_params, int nvme, int muon, size_t *params, size_t *grads, size_t *opt) {
+                             int offload, int offload_params, int nvme, int muon, size_t *params, size_t *grads, size_t *opt,
+                             size_t *gathered) {
     int K = zero_bucket_layers(c, world, bucket_bytes);
     int nu = model_num_units(c);
     size_t whole = 0, shard = 0, slices = 0, outer = 0, layer = 0;
@@ -203,9 +208,9 @@ static void zero_memory_plan(const ModelConfig *c, int stage, int world, const i
         slices += zero_slice_span(stage, sh, world);
         if (u == 0) outer = sh * world; else if (sh > 0) layer = sh * world;
     }
-    size_t outer_shard = outer / world;
-    *params = (stage <= 2 ? whole : outer + 2 * layer + (offload_params ? 0 : shard - outer_shard)) * sizeof(float);
-    *grads = (stage <= 1 ? whole : outer + (K > 1 ? 2 * K : 1) * layer + shard) * sizeof(float);
+    *params = (stage <= 2 ? whole : offload_params ? 0 : shard) * sizeof(float);
+    *grads = (stage <= 1 ? whole : shard) * sizeof(float);
+    *gathered = (stage <= 1 ? 0 : outer + (K > 1 ? 2 * K : 1) * layer + (stage == 3 ? outer + 2 * layer : 0)) * sizeof(float);
     *opt = nvme ? 0 : (offload ? 4 : 2) * slices * sizeof(float);  // offloaded: m, v, master, grads
     if (muon) {  // v without Muon's matrices (not in the swap file's records: one size each), and Muon's workspace
         size_t v, ws = zero_muon_plan_floats(c, stage, world, held, &v);
@@ -214,15 +219,15 @@ static void zero_memory_plan(const ModelConfig *c, int stage, int world, const i
     }
 }
 
-// Whether unit u stays whole in params on every rank: every unit at stages 0-2; at stage 3 only the
-// outer unit (the tied embedding is used at both ends of the model).
-static int zero_resident(const Zero *z, int u) { return z->stage <= 2 || u == 0; }
+// Whether unit u stays whole in params on every rank: every unit at stages 0-2; at stage 3 none, the outer
+// unit included: its master is this rank's shard like a layer's, gathered into params when used (zero_fetch_outer).
+static int zero_resident(const Zero *z, int u) { (void)u; return z->stage <= 2; }
 
 // This rank's master copy of its slice of unit u in device memory: inside the resident whole unit,
 // or among the layer shards at stage 3; NULL where --offload params keeps it only in the store.
 static float *zero_master(Zero *z, int u) {
     if (zero_resident(z, u)) return z->params + z->uoff[u] + z->slo[u];
-    return z->pshard ? z->pshard + z->soff[u] - z->ushard[0] : NULL;  // the layers' shards follow the outer unit's
+    return z->pshard ? z->pshard + z->soff[u] : NULL;
 }
 
 // This rank's master slice of unit u into device memory at dst, from wherever it lives.
