@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "../base/utils.h"
+#include "../optim/optim_args.h"  // --optimizer's kinds and each one's args, which optimizer_args fills
 
 // Under mpirun every rank parses the same flags and reads the same model header, so every rank meets the
 // same usage error at the same point: run.h sets these once MPI is up, and then rank 0 alone prints it and
@@ -50,10 +51,6 @@ typedef enum { PRECISION_BUILD_DEFAULT = -1, PRECISION_BF16, PRECISION_FP16, PRE
 static const char *const PRECISION_NAMES[] = {"bf16", "fp16", "fp32", NULL};
 typedef enum { LOSS_SCALE_BY_PRECISION = -1, LOSS_SCALE_DYNAMIC, LOSS_SCALE_NONE, LOSS_SCALE_FIXED } LossScaleMode;
 static const char *const LOSS_SCALE_NAMES[] = {"dynamic", "none", NULL};  // or a number: LOSS_SCALE_FIXED
-typedef enum { OPTIMIZER_ADAMW, OPTIMIZER_MUON } OptimizerKind;  // --optimizer (muon.h)
-static const char *const OPTIMIZER_NAMES[] = {"adamw", "muon", NULL};
-typedef enum { MUON_ADJUST_MATCH_RMS_ADAMW, MUON_ADJUST_ORIGINAL } MuonLrAdjust;  // --muon-lr-adjust
-static const char *const MUON_LR_ADJUST_NAMES[] = {"match_rms_adamw", "original", NULL};
 // --mlp: model (the model's own), or an activation in model_config.h's MLP_ order (MLP_ = the flag's value - 1)
 static const char *const MLP_FLAG_NAMES[] = {"model", "gelu", "swiglu", "relu2", NULL};
 
@@ -612,6 +609,14 @@ static float lr_at(const TrainConfig *c, int step, int total) {
     if (progress > 1.0f) progress = 1.0f;
     if (k == LR_COSINE) return lr_min + 0.5f * (1.0f + cosf((float)M_PI * progress)) * (lr - lr_min);
     return lr - progress * (lr - lr_min);  // linear, and the decay phase of wsd
+}
+
+// The run's optimizer as the flags say it (optim/optimizers.h makes it): each optimizer's args, built here once, so
+// that no optimizer reads the TrainConfig.
+static OptimizerArgs optimizer_args(const TrainConfig *c) {
+    OptimizerArgs a = {c->optimizer, c->lr, c->muon_lr > 0 ? c->muon_lr : c->lr, {c->beta1, c->beta2, c->eps, c->weight_decay},
+                       {c->muon_momentum, c->muon_nesterov, c->muon_ns_steps, c->muon_lr_adjust}};
+    return a;
 }
 
 #endif

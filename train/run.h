@@ -13,6 +13,7 @@
 #include "checkpoint.h"
 #include "../dataloader.h"
 #include "../zero.h"
+#include "../optim/optimizers.h"  // --optimizer's optimizer, made from config.h's optimizer_args
 #include "../pipeline.h"
 #include "../base/fault.h"
 #include "plan.h"
@@ -65,6 +66,7 @@ typedef struct {
     // what runs
     Model *model;
     Zero zero;
+    Optimizer opt;                 // --optimizer's, its args from the flags (optimizer_from_config); zero.h steps it
     Pipeline pipe;
     LossScaler scaler;
     uint64_t sample_rng;
@@ -114,7 +116,7 @@ static int run_sample_tokens(const TrainConfig *cfg, int T) {
 static PlanLayout run_plan_layout(const Run *r) {
     PlanLayout l = {&r->mc_rank, r->B, r->T, r->cfg.recompute, r->first[r->stage + 1] - r->first[r->stage], r->slots, r->holds_unit,
                     r->dp, r->bucket_bytes, run_nvme_buffer(r), run_sample_tokens(&r->cfg, r->T),
-                    r->cfg.optimizer == OPTIMIZER_MUON};
+                    optimizer_ops(r->cfg.optimizer)};
     return l;
 }
 
@@ -535,9 +537,10 @@ static void run_resume(Run *r) {
         fatal("%s: saved with --seed %llu --shuffle %d; pass the same to resume", sp, (unsigned long long)s->seed, s->shuffle);
     }
     if (s->optimizer != (int)cfg->optimizer) {
-        fatal("%s: saved by a run with --optimizer %s; this run has --optimizer %s (the state's moments are %s's; resume "
-              "with --optimizer %s)", sp, s->optimizer == OPTIMIZER_MUON ? "muon" : "adamw", OPTIMIZER_NAMES[cfg->optimizer],
-              s->optimizer == OPTIMIZER_MUON ? "Muon" : "AdamW", s->optimizer == OPTIMIZER_MUON ? "muon" : "adamw");
+        int known = s->optimizer >= 0 && s->optimizer < (int)(sizeof(OPTIMIZER_NAMES) / sizeof(OPTIMIZER_NAMES[0])) - 1;
+        const char *saved = known ? OPTIMIZER_NAMES[s->optimizer] : "(unknown to this build)";
+        fatal("%s: saved by a run with --optimizer %s; this run has --optimizer %s (the state is %s's; resume "
+              "with --optimizer %s)", sp, saved, OPTIMIZER_NAMES[cfg->optimizer], saved, saved);
     }
     r->start_step = s->step;
     printf0("resume: step %d from %s (saved by %d rank%s)\n", r->start_step, sp, s->world, s->world == 1 ? "" : "s");
