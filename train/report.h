@@ -41,7 +41,7 @@ static const char *model_peak_memory(void) {
 
 static void report_memory_plan(const MemoryPlan *mp) {
     double mib = 1048576.0;
-    printf0("memory plan per rank: params %.1f MiB | grads %.1f MiB | AdamW state %.1f MiB%s | ", mp->params / mib,
+    printf0("memory plan per rank: params %.1f MiB | grads %.1f MiB | optimizer state %.1f MiB%s | ", mp->params / mib,
             mp->grads / mib, mp->optimizer / mib, mp->optimizer_on_host ? " (host: moments, master copy, gradient staging)" : "");
     if (mp->working) printf0("working weights %.1f MiB | ", mp->working / mib);
     printf0("activations %.1f MiB | workspace %.1f MiB | ", mp->activations / mib, mp->workspace / mib);

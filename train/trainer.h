@@ -269,8 +269,8 @@ static StepResult run_step(Run *r, int step) {
     timing_phase(PH_OPTIMIZER);  // the norm, clipping and the update, as DeepSpeed's "step" counts them
     // each stage sums its own units (each outer tensor at one end), then the pipeline adds the stages up
     zero_grad_sum_squares_start(zero);
-    float lr = lr_at(cfg, step, r->lr_span);  // the log's (group 0's)
     OptStep upd = optimizer_step(cfg, &r->opt, step, r->lr_span, r->updates + 1);
+    float lr = upd.lr[0];  // the log's: group 0's (every tensor no other group takes)
     // where this rank's sums are the whole norm, the device decides clipping and skipping itself and the
     // update follows the backward at once; elsewhere it waits for the host's verdict (below)
     int now = pp_stages == 1 && zero_update_on_device(zero);
