@@ -13,7 +13,7 @@
 
 // the arrays of a swap record: the master copy, then the optimizer's state arrays (ZS_M + a, a < OPT_ARRAYS)
 enum { ZS_MASTER, ZS_M, ZS_V, ZS_ARRAYS };
-_Static_assert(ZS_ARRAYS == 1 + OPT_ARRAYS, "a swap record holds the master and every state array");
+typedef char zero_record_holds_every_state_array[ZS_ARRAYS == 1 + OPT_ARRAYS ? 1 : -1];  // (C and C++ alike)
 
 typedef struct Zero Zero;
 
