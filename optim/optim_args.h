@@ -6,8 +6,8 @@
 
 #include <stddef.h>
 
-typedef enum { OPTIMIZER_ADAMW, OPTIMIZER_MUON } OptimizerKind;  // --optimizer
-static const char *const OPTIMIZER_NAMES[] = {"adamw", "muon", NULL};
+typedef enum { OPTIMIZER_ADAMW, OPTIMIZER_MUON, OPTIMIZER_ADAFACTOR } OptimizerKind;  // --optimizer
+static const char *const OPTIMIZER_NAMES[] = {"adamw", "muon", "adafactor", NULL};
 
 // AdamW's own settings (--beta1, --beta2, --eps, --weight-decay); its learning rate is the step's group's.
 typedef struct { float beta1, beta2, eps, weight_decay; } AdamWOpts;
@@ -18,6 +18,10 @@ static const char *const MUON_LR_ADJUST_NAMES[] = {"match_rms_adamw", "original"
 // its AdamW's (--weight-decay).
 typedef struct { float momentum; int nesterov, ns_steps; MuonLrAdjust lr_adjust; } MuonOpts;
 
+// Adafactor's settings (--adafactor-*), torch.optim.Adafactor's with its defaults: lr 1e-2, beta2_decay -0.8,
+// eps (None, 1e-3) (eps1 0: None, float32's machine epsilon), d 1.0, weight_decay 0.0, maximize false.
+typedef struct { float lr, beta2_decay, eps1, eps2, d, weight_decay; int maximize; } AdafactorOpts;
+
 // The run's optimizer as the flags say it: which, each group's peak learning rate, and the args of each kind.
 typedef struct {
     OptimizerKind kind;
@@ -25,6 +29,7 @@ typedef struct {
     float matrix_lr;   // group 1's peak, where the optimizer has one (Muon's matrices)
     AdamWOpts adamw;
     MuonOpts muon;
+    AdafactorOpts adafactor;
 } OptimizerArgs;
 
 #endif // OPTIM_ARGS_H

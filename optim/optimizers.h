@@ -7,11 +7,13 @@
 #include "optim_args.h"
 #include "adamw.h"
 #include "muon.h"
+#include "adafactor.h"
 
 static void optimizer_create(Optimizer *o, const OptimizerArgs *a) {
     switch (a->kind) {
     case OPTIMIZER_ADAMW: adamw_create(o, a->adamw, a->lr); return;
     case OPTIMIZER_MUON: muon_create(o, a->muon, a->matrix_lr, a->adamw, a->lr); return;
+    case OPTIMIZER_ADAFACTOR: adafactor_create(o, a->adafactor); return;
     }
     internal_fault("optimizer kind %d has no optimizer", (int)a->kind);
 }
@@ -20,6 +22,7 @@ static const OptimizerOps *optimizer_ops(OptimizerKind kind) {
     switch (kind) {
     case OPTIMIZER_ADAMW: return &ADAMW_OPS;
     case OPTIMIZER_MUON: return &MUON_OPS;
+    case OPTIMIZER_ADAFACTOR: return &ADAFACTOR_OPS;
     }
     internal_fault("optimizer kind %d has no optimizer", (int)kind);
     return NULL;

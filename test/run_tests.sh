@@ -61,6 +61,7 @@ if "$TORCH_PY" -c "import torch" 2>/dev/null; then
   run_suite "model vs PyTorch" ./test/test_gpt2 "$W/ref"
   run_suite "training runs vs PyTorch" bash test/test_reference.sh
   run_suite "Muon vs its numpy reference" bash test/test_muon.sh
+  run_suite "Adafactor vs its numpy reference" bash test/test_adafactor.sh
   "$TORCH_PY" test/ref_llama.py --out-dir "$W/llama" > "$W/llama.log" 2>&1 || { cat "$W/llama.log"; }
   run_suite "Llama family: CPU kernels vs PyTorch" ./test/test_llama_cpu "$W/llama"
 else

@@ -35,6 +35,7 @@ SUITES = {
     "reference": ([], "REF_EMU=0 bash test/test_reference.sh"),
     "reference-emu": (["train_gpt_emu"], "bash test/test_reference.sh"),
     "muon": ([], "bash test/test_muon.sh"),
+    "adafactor": ([], "bash test/test_adafactor.sh"),
     "cli": ([], "bash test/test_cli.sh"),
     "precision": ([], "bash test/test_precision.sh"),
     "zero": ([], "bash test/test_zero.sh"),
