@@ -3,13 +3,13 @@
 // build's in cuda/); the model code (model.h), ZeRO (zero.h), the pipeline (pipeline.h) and the training loop
 // (trainer.h) are shared with train_gpt.cu, so the two builds run the same loop and differ only in these.
 #include "cpu/encoder.h"     // defines: encoder_forward, encoder_backward
-#include "cpu/layernorm.h"   // defines: layernorm_forward, layernorm_backward
+#include "cpu/norms.h"       // defines: layernorm_*, rmsnorm_*, qknorm_* (the block's norms)
 #include "cpu/matmul.h"      // defines: matmul_forward, matmul_backward and their fused forms (gemm, gemv)
 #include "cpu/attention.h"   // defines: attention_forward, attention_backward, attention_decode
-#include "cpu/gelu.h"        // defines: gelu_*, relu2_* (the MLP's activations), residual_forward
+#include "cpu/activations.h" // defines: gelu_*, relu2_*, swiglu_* (the MLP's activations), residual_forward
 #include "cpu/classifier.h"  // defines: classifier_forward_backward
 #include "cpu/vocab.h"       // defines: --tp's vocabulary-parallel encoder_*_vocab, classifier_vocab_*, backend_has_tp
-#include "cpu/llama.h"       // defines: the Llama family's rmsnorm_*, qknorm_*, rope_*, swiglu_*, attention_gqa_*
+#include "cpu/rope.h"        // defines: rope_* (rotary positions)
 #include "cpu/backend.h"     // defines: backend_* (host memory, copies, AdamW, the CPU's device facts)
 #include "cpu/muon.h"        // defines: backend_muon_* (Muon's momentum, Newton-Schulz through gemm, step)
 

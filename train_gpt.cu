@@ -6,14 +6,14 @@
 // precision is chosen and how the emulator (dev/cuda/emu) builds the same device code with g++.
 #include "cuda/common.cuh"      // defines: cudaCheck, LAUNCH, floatX and WITH_X, XVec and with_vec_width, scratch_get
 #include "cuda/encoder.cuh"     // defines: encoder_forward, encoder_backward
-#include "cuda/layernorm.cuh"   // defines: layernorm_forward, layernorm_backward, column_sums
+#include "cuda/norms.cuh"       // defines: layernorm_*, rmsnorm_*, qknorm_* (the block's norms), column_sums
 #include "cuda/matmul.cuh"      // defines: matmul_forward, matmul_backward and their fused forms (cuBLASLt epilogues, plan cache)
 #include "cuda/attention.cuh"   // defines: attention_forward, attention_backward (flash, fp32 and mma.sync)
 #include "cuda/decode.cuh"      // defines: attention_decode (one token against the key/value cache)
-#include "cuda/gelu.cuh"        // defines: gelu_*, relu2_* (the MLP's activations), residual_forward
+#include "cuda/activations.cuh" // defines: gelu_*, relu2_*, swiglu_* (the MLP's activations), residual_forward
 #include "cuda/classifier.cuh"  // defines: classifier_forward_backward
 #include "cuda/vocab.cuh"       // defines: --tp's encoder_*_vocab, classifier_vocab_* (not built yet: backend_has_tp 0)
-#include "cuda/llama.cuh"       // defines: the Llama family's rmsnorm_*, qknorm_*, rope_*, swiglu_* (GQA: attention.cuh, decode.cuh)
+#include "cuda/rope.cuh"        // defines: rope_* (rotary positions; in the attention kernels' loads: attention.cuh)
 #include "cuda/adamw.cuh"       // defines: adamw_kernel, weights_bf16_kernel, weights_fp16_kernel
 #include "cuda/backend.cuh"     // defines: backend_* (memory, copies, offload stream, AdamW launch, the step's clock, device facts)
 #include "cuda/muon.cuh"        // defines: backend_muon_* (Muon's momentum and step kernels, Newton-Schulz on cuBLASLt)

@@ -212,7 +212,7 @@ typedef struct {
 #define ARCH_MAX_PIECES 3
 
 // The pieces of tensor k (at most ARCH_MAX_PIECES), in row order; returns their count (1 for an unfused tensor, 0
-// for an absent one). q | k | v: NH hd, KV hd, KV hd rows; up | gate: H rows each (SwiGLU; cpu/llama.h's order).
+// for an absent one). q | k | v: NH hd, KV hd, KV hd rows; up | gate: H rows each (SwiGLU; cpu/activations.h's order).
 static int arch_param_pieces(const Arch *a, const ArchShape *s, int k, ArchPiece *out) {
     const ArchParam *p = &a->params[k];
     if (!arch_present(p, s)) return 0;

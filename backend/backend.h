@@ -113,7 +113,7 @@ static void classifier_vocab_exp(floatX *logits, float *sums, const float *maxes
 static void classifier_vocab_finish(floatX *logits, float *losses, const float *sums, const float *maxes, int nshards,
                                     const int *targets, int N, int Vl, int Vpl, int v0, float dloss);
 // ---- kernels of the Llama family (issue 31; arch.h's LLAMA tables, docs/llama.md) ----
-// The CPU build implements them from cpu/llama.h; the CUDA build's are cuda/llama.cuh's. Conventions as above: floatX
+// The CPU build implements them from cpu/norms.h, cpu/rope.h, cpu/activations.h; the CUDA build's are cuda/norms.cuh, cuda/rope.cuh, cuda/activations.cuh's. Conventions as above: floatX
 // activations and weights, float statistics and parameter gradients, a backward accumulates (+=) into parameter
 // gradients. Shapes: N rows (B*T tokens), C channels, NH query heads, KV key/value heads (NH % KV == 0), hd the head
 // size (even), H SwiGLU's hidden width. A token's packed qkv row is NH query heads, then KV key heads, then KV value

@@ -1,6 +1,6 @@
 // cpu/attention.h: causal self-attention keeping the full softmax for the backward, and the decode of one new
 // token against the key/value cache by the forward's own row; multi-head (GPT-2) and grouped-query (the Llama
-// family, cpu/llama.h) are one code.
+// family) are one code; the key/value cache of the grouped-query heads and its decode step.
 #ifndef CPU_ATTENTION_H
 #define CPU_ATTENTION_H
 
@@ -10,6 +10,7 @@
 #include <omp.h>
 #endif
 #include "../base/utils.h"
+#include "rope.h"  // rope_forward: a rotated copy of qkv when asked for RoPE in the kernel
 
 
 // One attention for both families, on the packed qkv row of a token: NH query heads, then KV key heads, then KV
@@ -153,6 +154,63 @@ static void attention_backward(float *dqkv, const float *dout, const float *qkv,
 static void attention_decode(float *out, const float *qkv, int t, int C, int NH) {
     long C3 = 3L * C;
     gqa_attention_decode_rows(out, qkv + t * C3, qkv + C, qkv + 2 * C, C3, t, NH, NH, C / NH);
+}
+
+// ----------------------------------------------------------------------------
+// Grouped-query attention on the packed qkv: cpu/attention.h's gqa_attention_forward/backward (one code with
+// GPT-2's, which is KV = NH); the decode below reads the key/value cache.
+
+// The floats gqa_attention_forward keeps for the backward: the softmax, (B, NH, T, T).
+#define GQA_ATT_SAVED_FLOATS(B, NH, T) ((size_t)(B) * (NH) * (T) * (T))
+
+// The key/value cache of one layer holds only the key/value heads: kcache and vcache (maxT, KV hd) each,
+// NH / KV times smaller than a cache of every query head's keys. kv_cache_store copies row t's k and v
+// (after RoPE) out of a packed qkv row.
+static void kv_cache_store(float *kcache, float *vcache, const float *qkv_row, int t, int NH, int KV, int hd) {
+    long kvd = (long)KV * hd;
+    for (long i = 0; i < kvd; i++) {
+        kcache[t * kvd + i] = qkv_row[(long)NH * hd + i];
+        vcache[t * kvd + i] = qkv_row[(long)NH * hd + kvd + i];
+    }
+}
+
+// Attention of one new token (q: NH hd, after RoPE; its key and value already stored at row t) over cache rows
+// 0..t: gqa_attention_forward's row, so the result is bit-identical to that row of the full forward.
+static void gqa_attention_decode(float *out, const float *q, const float *kcache, const float *vcache, int t, int NH,
+                                 int KV, int hd) {
+    gqa_attention_decode_rows(out, q, kcache, vcache, (long)KV * hd, t, NH, KV, hd);
+}
+
+// backend.h's grouped-query attention, on the kernels above. With RoPE's tables (q and k unrotated) the CPU build
+// rotates a copy of qkv first, the two kernels in turn; model.h does not ask for it (backend_fuses_rope: 0, it runs
+// rope_forward/backward as passes of their own), so this path costs the model nothing and keeps its numbers.
+static int backend_fuses_rope(void) { return 0; }
+static float *gqa_rope_copy(const float *qkv, const float *rope_cos, const float *rope_sin, int B, int T, int NH, int KV,
+                            int hd) {
+    size_t n = (size_t)B * T * (NH + 2 * KV) * hd;
+    float *r = (float *)mallocCheck(n * sizeof(float));
+    memcpy(r, qkv, n * sizeof(float));
+    rope_forward(r, rope_cos, rope_sin, B, T, NH, KV, hd);
+    return r;
+}
+static void attention_gqa_forward(float *out, float *att, const float *qkv, int B, int T, int NH, int KV, int hd,
+                                  const float *rope_cos, const float *rope_sin) {
+    float *r = rope_cos ? gqa_rope_copy(qkv, rope_cos, rope_sin, B, T, NH, KV, hd) : NULL;
+    gqa_attention_forward(out, att, r ? r : qkv, B, T, NH, KV, hd);
+    free(r);
+}
+static void attention_gqa_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
+                                   const float *att, int B, int T, int NH, int KV, int hd, const float *rope_cos,
+                                   const float *rope_sin) {
+    (void)out;  // the saved softmax is all the CPU backward needs
+    float *r = rope_cos ? gqa_rope_copy(qkv, rope_cos, rope_sin, B, T, NH, KV, hd) : NULL;
+    gqa_attention_backward(dqkv, dout, r ? r : qkv, att, B, T, NH, KV, hd);
+    if (r) rope_backward(dqkv, rope_cos, rope_sin, B, T, NH, KV, hd);
+    free(r);
+}
+static void attention_gqa_decode(float *out, const float *q, const float *kcache, const float *vcache, int t, int NH,
+                                 int KV, int hd) {
+    gqa_attention_decode(out, q, kcache, vcache, t, NH, KV, hd);
 }
 
 #endif

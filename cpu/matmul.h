@@ -10,7 +10,7 @@
 #include <omp.h>
 #endif
 #include "../base/utils.h"
-#include "gelu.h"  // the fused forms' second kernel
+#include "activations.h"  // the fused forms' second kernel
 #include "gemm.h"  // gemm, the products below
 
 // One row (generation with the key/value cache): out[o] = inp . weight[o] with gemm's arithmetic per

@@ -79,7 +79,7 @@ static void attn_dispatch_hs(int hs_padded, F &&f) {
 // GPT-2's (B, T, 3C)); query head h reads key/value head h / (NH / KV) in place.
 // RoPE (the Llama family): with the angle tables rope_cos, rope_sin ((>= T, hs/2) fp32 each, row t for position t)
 // qkv holds q and k unrotated, and the kernels rotate each Q and K tile as they load it (attention_common.cuh's
-// rope_pair: the bits of cuda/llama.cuh's rope_forward pass first); NULL: q and k are used as stored.
+// rope_pair: the bits of cuda/rope.cuh's rope_forward pass first); NULL: q and k are used as stored.
 template <typename floatT>
 static void flash_attention_forward(floatT *out, float *lse, const floatT *qkv, int B, int T, int C, int NH,
                               cudaStream_t stream, int KV = 0, const float *rope_cos = nullptr,
@@ -274,7 +274,7 @@ static void attention_backward(floatX *dqkv, const floatX *dout, const floatX *q
     });
 }
 
-// Grouped-query attention (the Llama family), backend.h's attention_gqa_* (cpu/llama.h's gqa_attention_* in the CPU
+// Grouped-query attention (the Llama family), backend.h's attention_gqa_* (cpu/attention.h's gqa_attention_* in the CPU
 // build): qkv (B, T, (NH + 2 KV) hd),
 // out (B, T, NH hd); att keeps each query row's logsumexp (B, NH, T) as attention_forward's does, not the CPU
 // build's softmax. The backward takes the forward's output as GPT-2's attention_backward does (its row dots D).

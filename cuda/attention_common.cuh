@@ -22,7 +22,7 @@ static_assert(ATT_BQ == 16 * ATT_WARPS && ATT_BK == ATT_BQ, "the diagonal-tile l
 // lower x): query tiles (forward, dQ: they walk
 // the key tiles up to the diagonal) from the last, key tiles (dK/dV: they walk the query tiles from the diagonal
 // to the end) from the first.
-// Grouped-query attention: qkv rows hold NH query heads, then KV key heads, then KV value heads (cpu/llama.h's
+// Grouped-query attention: qkv rows hold NH query heads, then KV key heads, then KV value heads (cpu/attention.h's
 // packing), C = NH hs is the query width (out, dout), C3 = C + 2 KV hs the qkv row; query head h reads key/value
 // head h / (NH / KV) in place. KV = NH is GPT-2's (B, T, 3C) layout, the addresses of multi-head attention.
 // q, k, v and dout point at row 0 of the head's columns (q, k, v rows C3 apart, dout rows C apart); qkv_at, k_at,
@@ -76,12 +76,12 @@ template <> inline __host__ __device__ __nv_bfloat16 attn_from_float<__nv_bfloat
 template <> inline __host__ __device__ __half attn_from_float<__half>(float x) { return __float2half(x); }
 
 // ---- RoPE where attention reads q and k (the Llama family without QK-norm: cuda/attention.cuh's rope tables) ----
-// Rotate-half (cpu/llama.h's rope_heads): the pair (x1, x2) = (x[i], x[i + hs/2]) of a q or k row at position t
+// Rotate-half (cpu/rope.h's rope_heads): the pair (x1, x2) = (x[i], x[i + hs/2]) of a q or k row at position t
 // becomes (x1 c - x2 s, x2 c + x1 s), c and s row t, column i of the fp32 (maxT, hs/2) tables; `inverse` applies
 // the transpose (d1 c + d2 s, d2 c - d1 s), which takes a gradient with respect to the rotated row back to the
 // unrotated one. The rounding is spelled out, one product rounded (__fmul_rn, never contracted) and one fused
 // into the add (fmaf), so that no compiler can contract the two call sites differently (nvcc contracts a * b - c * d
-// as it sees fit, and so does g++ in C++ mode, the emulator's): cuda/llama.cuh's rope_kernel calls this too, so
+// as it sees fit, and so does g++ in C++ mode, the emulator's): cuda/rope.cuh's rope_kernel calls this too, so
 // the separate pass and the rotation on load compute the same fp32 value from the same stored one, and round it
 // once to the same bits.
 __device__ __forceinline__ void rope_pair(float x1, float x2, float c, float s, bool inverse, float &y1, float &y2) {

@@ -13,7 +13,7 @@
 // cached values. Fp32 throughout. One row per call, so simple beats fast; the scores of up to ATT_DECODE_MAX_T
 // positions fit in shared memory.
 // GPT-2's cache is the qkv activation itself (model.h's layer_decode: row t of qkv, (t + 1) rows of 3C, is the new
-// token's q, k, v); the Llama family's is kcache and vcache of its KV heads only (cpu/llama.h's kv_cache_store).
+// token's q, k, v); the Llama family's is kcache and vcache of its KV heads only (cpu/attention.h's kv_cache_store).
 #define ATT_DECODE_THREADS 128
 #define ATT_DECODE_MAX_T 8192
 template <typename T>
@@ -79,7 +79,7 @@ static void attention_decode(floatX *out, const floatX *qkv, int t, int C, int N
     });
 }
 
-// The Llama family's cache (cpu/llama.h's): kcache and vcache (maxT, KV hd) each, only the key/value heads.
+// The Llama family's cache (cpu/attention.h's): kcache and vcache (maxT, KV hd) each, only the key/value heads.
 // kv_cache_store copies row t's k and v (after RoPE) out of a packed qkv row ((NH + 2 KV) hd).
 static void kv_cache_store(floatX *kcache, floatX *vcache, const floatX *qkv_row, int t, int NH, int KV, int hd) {
     WITH_X({

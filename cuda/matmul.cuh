@@ -6,8 +6,8 @@
 
 #include <cublasLt.h>
 #include "common.cuh"
-#include "layernorm.cuh"  // column_sums, for the bias gradient when the epilogue does not make it
-#include "gelu.cuh"       // the separate kernels, where cuBLASLt has no algorithm for a fused epilogue
+#include "norms.cuh"  // column_sums, for the bias gradient when the epilogue does not make it
+#include "activations.cuh"  // the separate kernels, where cuBLASLt has no algorithm for a fused epilogue
 
 static void cublas_check(cublasStatus_t status, const char *file, int line) {
     if (status != CUBLAS_STATUS_SUCCESS) fatal_at(file, line, "cuBLASLt: status %d", (int)status);

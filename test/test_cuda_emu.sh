@@ -90,8 +90,8 @@ kernels() {
   bo+="race build: $(summary "$out")"
   [ $brc -eq 0 ] && ok "blocks that take turns through a counter, in every block order and under the race detector: $bo" \
     || bad "blocks that take turns through a counter" "$bo"
-  # every kernel against the CPU build's, fp32/bf16/fp16, five shapes, and the Llama family's (cuda/llama.cuh,
-  # grouped-query attention and decode) against cpu/llama.h; in three thread orders (a result that changes with the
+  # every kernel against the CPU build's, fp32/bf16/fp16, five shapes, and the Llama family's (cuda/norms.cuh, cuda/rope.cuh, cuda/activations.cuh,
+  # grouped-query attention and decode) against cpu/norms.h, cpu/rope.h, cpu/activations.h; in three thread orders (a result that changes with the
   # order is a race)
   for order in forward reverse random:11; do
     out=$(TRAIN_GPT_EMU_ORDER=$order ./dev/cuda/kernels_emu check 2>&1); rc=$?
@@ -303,7 +303,7 @@ PYEOF
 }
 
 # The Llama family (issue 35) as GPT-2's runs above check the CUDA build: a model with grouped-query attention 4:1
-# (NH 4 over KV 1) and QK-norm, untied, with q/k/v bias, through cuda/llama.cuh and the grouped-query attention
+# (NH 4 over KV 1) and QK-norm, untied, with q/k/v bias, through cuda/norms.cuh, cuda/rope.cuh, cuda/activations.cuh and the grouped-query attention
 # kernels: fp32 the CPU build's numbers, bf16/fp16 within GPT-2's bounds, exact resume, graphs = eager, the recompute
 # levels, ZeRO-3 over NCCL and --pp 2 = one process, and the memory plan at the grouped sizes, allocated exactly.
 llama_runs() {
@@ -329,7 +329,7 @@ llama_runs() {
   [ -s "$W/ll-ropein.jsonl" ] && [ "$(losses "$W/ll-ropein.jsonl")" = "$(losses "$W/ll-ropepass.jsonl")" ] && [ -n "$la" ] && [ "$la" -lt "$lb" ] \
     && ok "llama-d2 bf16: RoPE in attention's loads (TRAIN_GPT_ROPE_IN_ATTENTION=1) = the default's passes, 3 losses and norms bit-identical; step 1 launches $la vs $lb" \
     || bad "RoPE in attention vs its passes" "$la vs $lb launches; $(diff <(losses "$W/ll-ropein.jsonl") <(losses "$W/ll-ropepass.jsonl"))"
-  # ReLU² (--mlp relu2: down(relu(up x)^2), no gate, H = 4C): cuda/gelu.cuh's relu2 kernels beside cpu/gelu.h's, 6
+  # ReLU² (--mlp relu2: down(relu(up x)^2), no gate, H = 4C): cuda/activations.cuh's relu2 kernels beside cpu/activations.h's, 6
   # steps of a fresh llama-d2; bounds ~4x what they measure (fp32 1.2e-7 / 7e-7, bf16 1.2e-4 / 1.3e-3, fp16 8.8e-6 /
   # 2.0e-4). The derivative without its factor 2 moves the fp32 norms by far more.
   local r2=(-e llama-d2 --mlp relu2 -b 2 -t 32 -x 6 -v 0 -s 0) p2 pr tl tn

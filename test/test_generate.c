@@ -196,7 +196,7 @@ int main(int argc, char **argv) {
         run_case(1, 64, 1, 2, 64);    // one head of 64, the full context
         run_case(2, 16, 1, 1, 48);    // a vocabulary of 8C or more: the classifier's transposed one-row product
     }
-    // the Llama family (the CUDA build: cuda/llama.cuh and the grouped-query decode of cuda/decode.cuh); head sizes
+    // the Llama family (the CUDA build: cuda/norms.cuh, cuda/rope.cuh, cuda/activations.cuh and the grouped-query decode of cuda/decode.cuh); head sizes
     // 12 and 24 where the attention pads them (the CPU build, fp32), 16 and 32 where it wants a multiple of 16 (bf16, fp16)
     int hd_a = 12, hd_b = 24;
 #ifdef TRAIN_GPT_CUDA

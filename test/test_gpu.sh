@@ -152,7 +152,7 @@ if [ $has_mpi = 1 ] && command -v mpirun >/dev/null && [ "$(nvidia-smi -L | wc -
 fi
 
 # 5c. the Llama family (issue 35): a model with grouped-query attention 4:1 and QK-norm (test/llama_model.py: NH 4 over
-# KV 1 of head_dim 16, untied, q/k/v bias) through cuda/llama.cuh and the grouped-query attention kernels, as
+# KV 1 of head_dim 16, untied, q/k/v bias) through cuda/norms.cuh, cuda/rope.cuh, cuda/activations.cuh and the grouped-query attention kernels, as
 # test_cuda_emu.sh's llama_runs checks it on the emulator: fp32, bf16, fp16 beside the CPU build's fp32, exact
 # resume, graphs = eager, 2 ranks at ZeRO-3 and --pp 2 = one process
 LM="$W/gqa41.bin"

@@ -139,7 +139,7 @@ PYEOF
 expect "a shard token outside the model's vocabulary is an error naming the shard and position" \
   "tok.bin: token 60000 at position 20 is outside the model's vocabulary of 50257" $BIN -e llama-d2 -i "$W/tok.bin" --shuffle 0 -b 2 -t 16 -x 2 -v 0 -s 0
 if [ -x ./train_gpt_emu ]; then
-  # the CUDA build (cuda/llama.cuh, emulated) in fp32: the CPU build's losses and gradient norms step by step
+  # the CUDA build (cuda/norms.cuh, cuda/rope.cuh, cuda/activations.cuh, emulated) in fp32: the CPU build's losses and gradient norms step by step
   lflags=(-e llama-d2 -x 4 -b 2 -t 32 -v 0 -s 0)
   $BIN "${lflags[@]}" --log "$W/lcpu.jsonl" > "$W/lcpu.out" 2>&1
   ./train_gpt_emu --precision fp32 "${lflags[@]}" --log "$W/lemu.jsonl" > "$W/lemu.out" 2>&1

@@ -1,11 +1,11 @@
-// test_llama_cpu.c: the Llama family's CPU kernels (cpu/llama.h) against PyTorch autograd through
+// test_llama_cpu.c: the Llama family's CPU kernels (cpu/norms.h, cpu/rope.h, cpu/activations.h) against PyTorch autograd through
 // transformers' own Llama pieces (test/ref_llama.py, fp32), forward and backward; the key/value-cache decode
 // against the full forward, bit for bit. The architecture tables have their own test (test/test_arch.c).
 // usage: test/test_llama_cpu DIR   (DIR holds llama_ref.bin from test/ref_llama.py)
 #define TESTING  // the CPU build without its main, for model.h's activation layout
 #include "train_gpt.c"
 #include "arch/arch.h"
-#include "cpu/llama.h"
+#include "cpu/rope.h"
 #include "test/check.h"
 #include "test/llama_cfg.h"
 
@@ -164,7 +164,7 @@ static void test_relu2(void) {
     float *out = fbuf(N), *dinp = fbuf(N);
     const float *inp = ref("r2.inp", N);
     relu2_forward(out, inp, N);
-    check_close("ReLU² forward relu(x)^2 (cpu/gelu.h)", out, ref("r2.out", N), N);
+    check_close("ReLU² forward relu(x)^2 (cpu/activations.h)", out, ref("r2.out", N), N);
     relu2_backward(dinp, inp, ref("r2.dout", N), N);
     check_close("ReLU² backward 2 relu(x) dout", dinp, ref("r2.dinp", N), N);
     free(out), free(dinp);

@@ -7,7 +7,7 @@
 //
 // Layouts (as train_gpt.c): qkv (B, T, 3C) with head h's q at column h*hs, k at C + h*hs, v at 2C + h*hs,
 // hs = C / NH; out and dout (B, T, C); lse (B, NH, T) = natural-log logsumexp of each row's scaled scores.
-// Grouped-query attention (cpu/llama.h's packing): qkv (B, T, C + 2 KV hs), key head j at C + j*hs, value head j at
+// Grouped-query attention (cpu/attention.h's packing): qkv (B, T, C + 2 KV hs), key head j at C + j*hs, value head j at
 // C + KV*hs + j*hs, query head h reading head h / (NH / KV).
 #pragma once
 #include <math.h>
@@ -17,7 +17,7 @@
 #include <vector>
 
 // out (B, T, C) and lse (B, NH, T) from qkv. Grouped-query attention: KV key/value heads (KV <= 0: NH), qkv rows
-// of C + 2 KV hs (NH query heads, KV key heads, KV value heads: cpu/llama.h's packing), query head h reading key/value
+// of C + 2 KV hs (NH query heads, KV key heads, KV value heads: cpu/attention.h's packing), query head h reading key/value
 // head h / (NH / KV); KV = NH is the (B, T, 3C) layout above.
 static inline void attn_ref_forward(float *out, float *lse, const float *qkv, int B, int T, int C, int NH, int KV = 0) {
     if (KV <= 0) KV = NH;

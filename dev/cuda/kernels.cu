@@ -2,7 +2,7 @@
 // reference), in each precision, and a benchmark of each at GPT-2 124M's shapes. Built and run by
 // `make test-gpu` (check) and `make bench` (bench):
 //   make dev/cuda/kernels && ./dev/cuda/kernels check     # PASS/FAIL per kernel and precision
-//   ./dev/cuda/kernels check llama                         # only the Llama family's (cuda/llama.cuh, GQA)
+//   ./dev/cuda/kernels check llama                         # only the Llama family's (cuda/norms.cuh, cuda/rope.cuh, cuda/activations.cuh, GQA)
 //   ./dev/cuda/kernels check muon                          # only Muon's (cuda/muon.cuh: momentum, step, Newton-Schulz)
 //   ./dev/cuda/kernels check classifier                    # only the classifier on sharp 50k-wide rows
 //                                                          # (--tp's vocabulary-parallel kernels: kernels_vocab.h)
@@ -12,13 +12,13 @@
 // the same numbers and the difference is the GPU's rounding of outputs and intermediates.
 #include "cuda/common.cuh"
 #include "cuda/encoder.cuh"
-#include "cuda/layernorm.cuh"
+#include "cuda/norms.cuh"
 #include "cuda/matmul.cuh"
 #include "cuda/attention.cuh"
-#include "cuda/gelu.cuh"
+#include "cuda/activations.cuh"
 #include "cuda/classifier.cuh"
 #include "cuda/backend.cuh"
-#include "cuda/llama.cuh"
+#include "cuda/rope.cuh"
 #include "cuda/decode.cuh"
 #include <omp.h>
 #include "cpu/gemm.h"
@@ -29,17 +29,17 @@
 // define (GELU_SCALING_FACTOR, NORM_CHUNK) are the same constants, which C++ allows.
 namespace cpu {
 #include "cpu/encoder.h"
-#include "cpu/layernorm.h"
+#include "cpu/norms.h"
 #include "cpu/matmul.h"
 #include "cpu/attention.h"
-#include "cpu/gelu.h"
+#include "cpu/activations.h"
 #include "cpu/classifier.h"
 #include "cpu/backend.h"
 }
 // The Llama family's CPU reference kernels (check_llama below), in the same namespace (a no-op where train_gpt.c
 // already brought them in).
 namespace cpu {
-#include "cpu/llama.h"
+#include "cpu/rope.h"
 }
 // Muon's device arithmetic after them: its host tier is cpu/muon_host.h's, global beside cuda/muon.cuh's and on the
 // global gemm (cpu/gemm.h, included before the namespace, so that cpu/matmul.h finds it there too); backend.h, which
@@ -411,7 +411,7 @@ static void check_classifier_sharp(void) {
     free(h); free(g); free(gl); free(ref); free(ref_loss);
 }
 
-// ---- the Llama family: cuda/llama.cuh and grouped-query attention against cpu/llama.h ----
+// ---- the Llama family: cuda/norms.cuh, cuda/rope.cuh, cuda/activations.cuh and grouped-query attention against cpu/norms.h, cpu/rope.h, cpu/activations.h ----
 // Kept apart from the GPT-2 checks above. Inputs rounded to the precision first, as above; tolerances tol().
 
 static float *zeros_dev_f(size_t n) { float *d; cudaCheck(cudaMalloc(&d, n * 4 + 16)); cudaCheck(cudaMemset(d, 0, n * 4)); return d; }
@@ -442,7 +442,7 @@ static void check_rmsnorm(int N, int C) {
     expect("rmsnorm_backward dweight (added)", rel_err(hw, dW, C), tol());
 }
 
-// RoPE's angle tables on the host by the CPU build's rope_table (cpu/llama.h's here; where arch.h holds it, outside
+// RoPE's angle tables on the host by the CPU build's rope_table (arch/rope.h's; where arch.h holds it, outside
 // namespace cpu: the using-directive finds either), with Llama 3.1's scaling and an original_max_pos small enough
 // that the checks' positions cross all three bands.
 static void host_rope_table(float *cos_t, float *sin_t, int maxT, int hd) {
@@ -511,7 +511,7 @@ static void check_llama_elementwise(int B, int T, int NH, int KV, int hd, int H)
 }
 
 // Grouped-query attention (backend.h's attention_gqa_*: cuda/attention.cuh's flash kernels, cuda/decode.cuh's decoder)
-// against cpu/llama.h's gqa_attention_*, on a
+// against cpu/attention.h's gqa_attention_*, on a
 // packed qkv of NH query, KV key and KV value heads of hd. With KV = NH the same calls must give GPT-2's attention's
 // bits (attention_forward, attention_backward: one block runs both families).
 static bool same_bits(const floatX *a, const floatX *b, size_t n) {

@@ -6,13 +6,13 @@
 # thread order. Prints one line per barrier saying which of them caught it, and a summary; exits non-zero if any
 # deletion went unnoticed. Takes a few minutes per barrier on 2 cores (nice'd); not part of CI.
 #   bash dev/cuda/emu/barrier_mutants.sh            # every barrier
-#   bash dev/cuda/emu/barrier_mutants.sh cuda/attention_fp32.cuh:160 cuda/layernorm.cuh:95   # only these (file:line)
+#   bash dev/cuda/emu/barrier_mutants.sh cuda/attention_fp32.cuh:160 cuda/norms.cuh:95   # only these (file:line)
 #   CHECKS=attention bash dev/cuda/emu/barrier_mutants.sh cuda/attention_mma.cuh:332   # the attention check instead
 # CHECKS=attention runs dev/cuda/attention_emu (and _race) `check small` (float64 reference, every head size, T up
 # to 256) in place of the kernel checks, and stops each run at its first failure: about 3 minutes a barrier, not 10.
-# CHECKS=llama runs only the Llama family's kernel checks (`kernels_emu check llama`: cuda/llama.cuh, grouped-query
-# attention and its decoder against cpu/llama.h), for the barriers of cuda/llama.cuh and the GQA paths.
-#   CHECKS=llama bash dev/cuda/emu/barrier_mutants.sh $(grep -n -E '__syncthreads\(\);' cuda/llama.cuh | cut -d: -f1 | sed 's|^|cuda/llama.cuh:|')
+# CHECKS=llama runs only the Llama family's kernel checks (`kernels_emu check llama`: cuda/norms.cuh, cuda/rope.cuh, cuda/activations.cuh, grouped-query
+# attention and its decoder against cpu/norms.h, cpu/rope.h, cpu/activations.h), for the barriers of cuda/norms.cuh, cuda/rope.cuh, cuda/activations.cuh and the GQA paths.
+#   CHECKS=llama bash dev/cuda/emu/barrier_mutants.sh $(grep -n -E '__syncthreads\(\);' cuda/norms.cuh | cut -d: -f1 | sed 's|^|cuda/norms.cuh, cuda/rope.cuh, cuda/activations.cuh:|')
 set -u
 cd "$(dirname "$0")/../../.."
 W=$(mktemp -d /tmp/barrier_mutants.XXXXXX)

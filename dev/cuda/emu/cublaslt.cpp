@@ -378,7 +378,7 @@ static void write_elem(void *base, int type, size_t i, float v) {
     else ((__nv_bfloat16 *)base)[i] = __float2bfloat16_rn(v);
 }
 
-// GELU, tanh approximation, and its derivative: the formulas of cuda/gelu.cuh (cuBLASLt does not document which
+// GELU, tanh approximation, and its derivative: the formulas of cuda/activations.cuh (cuBLASLt does not document which
 // GELU its epilogue computes; a GPU check compares the two, see the README).
 static float gelu(float x) { return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x))); }
 static float gelu_grad(float x) {

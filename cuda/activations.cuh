@@ -1,7 +1,7 @@
-// cuda/gelu.cuh: the element-wise kernels of the CUDA build (train_gpt.cu, called by model.h): the MLP's
-// activations forward and backward, GELU (tanh approximation) and ReLU², and the residual add.
-#ifndef CUDA_GELU_CUH
-#define CUDA_GELU_CUH
+// cuda/activations.cuh: the element-wise kernels of the CUDA build (train_gpt.cu, called by model.h): the MLP's
+// activations forward and backward, GELU (tanh approximation), ReLU² and SwiGLU, and the residual add.
+#ifndef CUDA_ACTIVATIONS_CUH
+#define CUDA_ACTIVATIONS_CUH
 
 #include "common.cuh"
 
@@ -21,7 +21,7 @@ struct GeluBackward {
         return local * d;
     }
 };
-// ReLU²: out = relu(x)^2, dinp = 2 relu(x) dout (cpu/gelu.h's, in fp32 per element).
+// ReLU²: out = relu(x)^2, dinp = 2 relu(x) dout (cpu/activations.h's, in fp32 per element).
 struct Relu2Forward {
     __device__ float operator()(float x) const {
         const float r = fmaxf(x, 0.0f);
@@ -90,4 +90,42 @@ static void residual_forward(floatX *out, const floatX *a, const floatX *b, long
     elementwise2<ResidualAdd>(out, a, b, N);
 }
 
-#endif  // CUDA_GELU_CUH
+// ----------------------------------------------------------------------------
+// SwiGLU over the packed fc output inp (N, 2H) = (up | gate): out (N, H) = silu(gate) * up, in one pass.
+template <typename T>
+__global__ void swiglu_forward_kernel(T *out, const T *inp, int N, int H) {
+    const long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (long)N * H) return;
+    const long i = idx / H;
+    const int j = (int)(idx % H);
+    const T *up = inp + i * 2 * H;
+    const float g = to_f(up[H + j]);
+    out[idx] = from_f<T>((g / (1.0f + expf(-g))) * to_f(up[j]));
+}
+
+static void swiglu_forward(floatX *out, const floatX *inp, int N, int H) {
+    WITH_X(LAUNCH(ceil_div((long)N * H, 256), 256, 0, main_stream, swiglu_forward_kernel<xt>)((xt *)out, (const xt *)inp, N, H));
+    launchCheck();
+}
+
+// dinp (N, 2H) overwritten: d up = dout silu(g), d gate = dout up silu'(g), silu' = s (1 + g (1 - s)).
+template <typename T>
+__global__ void swiglu_backward_kernel(T *dinp, const T *dout, const T *inp, int N, int H) {
+    const long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (long)N * H) return;
+    const long i = idx / H;
+    const int j = (int)(idx % H);
+    const T *up = inp + i * 2 * H;
+    T *dup = dinp + i * 2 * H;
+    const float g = to_f(up[H + j]), u = to_f(up[j]), d = to_f(dout[idx]), s = 1.0f / (1.0f + expf(-g));
+    dup[j] = from_f<T>(d * (g * s));
+    dup[H + j] = from_f<T>(d * u * (s * (1.0f + g * (1.0f - s))));
+}
+
+static void swiglu_backward(floatX *dinp, const floatX *dout, const floatX *inp, int N, int H) {
+    WITH_X(LAUNCH(ceil_div((long)N * H, 256), 256, 0, main_stream, swiglu_backward_kernel<xt>)((xt *)dinp, (const xt *)dout,
+                                                                                              (const xt *)inp, N, H));
+    launchCheck();
+}
+
+#endif  // CUDA_ACTIVATIONS_CUH
