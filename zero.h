@@ -2,16 +2,17 @@
 // parameter, gradient and optimizer memory, and drives the model's forward and backward unit by
 // unit (gpt2.h's units: the outer unit with the embeddings, then one unit per layer). It never
 // touches memory itself: it moves buffers with comm.h and works on them with the build's backend
-// (backend_alloc_state/free/copy/zero/add/to_host/from_host, backend_sum_squares_start/finish, backend_adamw_plan/run) and the
+// (backend_alloc_state/free/copy/zero/add/to_host/from_host, backend_sum_squares_start/finish), the run's
+// optimizer (optim/optimizer.h: the state of a slice, the step of a slice, never naming which) and the
 // model's pieces (model_set_unit, model_embed_forward, model_layer_forward, model_head_forward,
 // model_head_backward, model_layer_backward, model_embed_backward). So the same logic runs on host
 // memory with MPI and on GPU memory with NCCL.
 //
 // Every unit is cut into `world` equal shards (the last one padded). Rank r's slice of a unit is what
 // it updates: shard r at stages 1-3; the whole unit at stage 0, where every rank owns everything.
-//   stage 0: every rank holds all parameters, gradients and AdamW moments; gradients are all-reduced
+//   stage 0: every rank holds all parameters, gradients and optimizer state; gradients are all-reduced
 //            after the step's micro-batches and every rank updates everything (identically).
-//   stage 1: AdamW's moments are sharded: gradients are reduce-scattered after the micro-batches,
+//   stage 1: the optimizer's state is sharded: gradients are reduce-scattered after the micro-batches,
 //            each rank updates its shards, and the parameters are all-gathered.
 //   stage 2: gradients are sharded too: each layer's gradient is reduce-scattered as soon as that
 //            layer's backward is done (the bucket is the layer), so a rank holds its gradient shards,
@@ -27,14 +28,14 @@
 // Gradients are sums over ranks of per-rank sums already scaled by 1 / (tokens in the whole step),
 // so the result is the exact token mean of the step whatever the layout.
 //
-// Where this rank's sums of squares are the whole gradient norm (zero_update_on_device), a step's AdamW
+// Where this rank's sums of squares are the whole gradient norm (zero_update_on_device), a step's
 // update is issued right after its backward, the device deciding clipping and skipping itself
 // (backend_update_verdict, zero_update_now). Elsewhere the host decides it after the step's one
 // synchronisation and the update runs there, where the step ends (zero_update). Either way a step leaves
 // nothing pending: whatever reads the parameters after it (evaluation, sampling, a checkpoint, the next
 // step) reads them updated, and reading them changes nothing.
 //
-// --offload optimizer|params keeps AdamW's moments and the master copy of this rank's parameters off
+// --offload optimizer|params keeps the optimizer's state and the master copy of this rank's parameters off
 // the device, in a host tier: host memory, or with --offload-device nvme records of a swap file
 // (swap.h). Each unit's slice of that state is cut into pieces of at most a ring buffer's size; the
 // update streams the pieces through swap.h's ring, so the next piece is read and the previous
@@ -46,54 +47,38 @@
 #include "zero/zero_store.h"  // and through it zero_layout.h: the record, its slices and the optimizer's stores
 
 
-// The device store's table for backend_adamw_run: every run of every unit's slice (the runs differ in
-// weight decay), made once, at zero_init, when every buffer it points into exists (the model's working copies too). At stage 0 a rank updates whole
-// units, so each run's working copy is made in the same pass, seeded as model.h would seed the unit.
-static void zero_adamw_plan(Zero *z) {
-    if (z->adamw_plan) return;
-    AdamWSegment *segs = (AdamWSegment *)callocCheck(z->nruns > 0 ? z->nruns : 1, sizeof(AdamWSegment));
-    z->fused_copy = z->stage == 0 && !z->muon;  // Muon updates its matrices after this table: model.h converts them
-    int n = 0;
-    for (int u = 0; u < z->nu; u++) {
-        if (z->slen[u] == 0) continue;
-        floatX *w = z->fused_copy ? model_working_copy(z->model, u) : NULL;
-        if (z->fused_copy && backend_weights_need_copy() && !w) z->fused_copy = 0;
-        for (int i = 0; i < z->nruns; i++) {
-            size_t a, b, lo = z->slo[u], off = z->soff[u];
-            if (!run_overlap(&z->runs[i], u, lo, z->slen[u], &a, &b) || (z->muon && z->muon->run_is_muon[i])) continue;
-            segs[n++] = (AdamWSegment){zero_master(z, u) + (a - lo), zero_grad_slice(z, u) + (a - lo), z->m + off + (a - lo),
-                                       zero_v_at(z, u, a - lo), b - a, z->runs[i].decayed, w ? (void *)x_at(w, a) : NULL, a, u};
+// The run's optimizer on this layout (optimizer.h): its view of the units and slices, opened, and the rooms it asks
+// for each state array, unit by unit. Before the store opens, which allocates them.
+static void zero_open_optimizer(Zero *z, Optimizer *opt, int streamed) {
+    z->opt = opt;
+    OptLayout *l = &opt->lay;
+    *l = (OptLayout){&z->config, z->model, z->stage, z->nu, z->comm, tp_comm(z->tp), z->usize,
+                     z->ushard, z->slo, z->slen, z->sspan, z->runs, z->nruns, z->offload, streamed};
+    opt->ops->open(opt);
+    for (int a = 0; a < OPT_ARRAYS; a++) {
+        z->aoff[a] = (size_t *)callocCheck(z->nu, sizeof(size_t));
+        for (int u = 0; u < z->nu; u++) {
+            z->aoff[a][u] = z->state_floats[a];
+            z->state_floats[a] += opt->ops->room(opt, a, u);
         }
     }
-    if (!z->fused_copy) for (int i = 0; i < n; i++) segs[i].w = NULL;
-    z->adamw_plan = backend_adamw_plan(segs, n);
-    free(segs);
 }
 
-// --optimizer muon: Muon takes the matrices inside the blocks (muon.h), its momentum in m, and v leaves them out
-// (zero_v_span); the host tier holds Muon's buffers where it holds the state (--offload). Before the store opens.
-static void zero_use_muon(Zero *z, const TrainConfig *cfg) {
-    size_t widest = 0;
-    for (int u = 1; u < z->nu; u++) if (z->ushard[u] * z->comm->world > widest) widest = z->ushard[u] * z->comm->world;
-    z->muon = (Muon *)callocCheck(1, sizeof(Muon));
-    muon_init(z->muon, cfg, &z->config, z->usize, z->runs, z->nruns, z->comm->world, widest, z->offload,
-              tp_comm(z->tp));  // --tp: a matrix's slices gathered over the TP group
-    int n = muon_matrices(&z->config, 1, NULL);
-    MuonMatrix *mats = (MuonMatrix *)callocCheck(n > 0 ? n : 1, sizeof(MuonMatrix));
-    muon_matrices(&z->config, 1, mats);
-    z->voff = (size_t *)callocCheck(z->nu, sizeof(size_t));
-    for (int u = 0; u < z->nu; u++) {
-        z->voff[u] = z->v_floats;
-        z->v_floats += zero_v_span(mats, n, u, z->stage, z->ushard[u], z->comm->world);
-    }
-    free(mats);
+// The device store's table: every unit's slice, made once, at zero_init, when every buffer it points into exists
+// (the model's working copies too, which the optimizer may write in the same pass at stage 0).
+static void zero_device_plan(Zero *z) {
+    OptPiece *units = (OptPiece *)callocCheck(z->nu, sizeof(OptPiece));
+    for (int u = 0; u < z->nu; u++)
+        units[u] = z->slen[u] ? zero_slice_piece(z, u, zero_master(z, u), zero_grad_slice(z, u)) : (OptPiece){u, 0, 0, NULL, NULL, {NULL}};
+    z->opt->ops->device_plan(z->opt, units);
+    free(units);
 }
 
 // nvme_path: with --offload-device nvme, the directory of the swap file (NULL: host memory), whose
 // ring buffers are nvme_buffer_bytes each; `note` receives what swap_open says the user should know.
 static void zero_init(Zero *z, Comm *comm, int stage, Model *model, const int *held, size_t bucket_bytes, int offload,
                       int offload_params, const char *nvme_path, size_t nvme_buffer_bytes, char *note, size_t note_len,
-                      const TrainConfig *muon) {
+                      Optimizer *opt) {
     memset(z, 0, sizeof(*z));
     z->stage = stage;
     z->comm = comm;
@@ -148,11 +133,11 @@ static void zero_init(Zero *z, Comm *comm, int stage, Model *model, const int *h
     }
     z->offload = offload || offload_params;
     z->offload_params = offload_params;
-    if (muon) zero_use_muon(z, muon);  // before the store: its v leaves out Muon's matrices
+    zero_open_optimizer(z, opt, z->offload && nvme_path);  // before the store: the rooms of its arrays are the optimizer's
     zero_store_open(z, z->offload ? nvme_path : NULL, nvme_buffer_bytes, note, note_len);
     for (int u = 0; u < z->nu; u++)  // at stage 3 the outer unit's gathered buffer, filled at its first use
         zero_point_unit(z, u, (zero_resident(z, u) || u == 0) && z->usize[u] > 0 ? z->params + z->uoff[u] : NULL);
-    if (z->store == &ZERO_STORE_DEVICE) zero_adamw_plan(z);  // now: its copy to the device waits for it
+    if (z->store == &ZERO_STORE_DEVICE) zero_device_plan(z);  // now: its copy to the device waits for it
     z->norm_slots = (float *)backend_alloc_scratch(2 * (size_t)W * sizeof(float));
 }
 
@@ -161,7 +146,7 @@ static void zero_init(Zero *z, Comm *comm, int stage, Model *model, const int *h
 // the whole outer unit, but the table says which end uses each outer tensor (ArchParam's at_input, at_output):
 // only a tensor both use (a tied embedding) has gradients at both, summed over the pair before the
 // data-parallel reduction (zero_reduce_gradients). A tensor one end never uses gets no gradient there, and that
-// end's copy is dead: its AdamW update sees zero gradients (weight decay still shrinks it), and nothing reads
+// end's copy is dead: its update sees zero gradients (weight decay still shrinks it), and nothing reads
 // it, since the end's compute never touches it and the norm and the checkpoint take each tensor from the end
 // that uses it (zero_counts_run). Skipping its update instead would need every optimizer store to know.
 static void zero_tie_outer_unit(Zero *z, Comm *tied, int ends) {
@@ -191,9 +176,8 @@ static int zero_counted_pieces(const Zero *z, int u, size_t *off, size_t *len) {
 }
 
 static void zero_free(Zero *z) {
-    if (z->muon) { muon_free(z->muon); free(z->muon); z->muon = NULL; }
-    free(z->voff);
-    backend_adamw_plan_free(z->adamw_plan);
+    z->opt->ops->close(z->opt);
+    for (int a = 0; a < OPT_ARRAYS; a++) free(z->aoff[a]);
     backend_free(z->norm_slots);
     float *bufs[] = {z->params, z->grads, z->layer_grad, z->bucket_pack, z->layer_param[0], z->layer_param[1], z->pshard, z->gshard};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) if (bufs[i]) backend_free(bufs[i]);
@@ -242,7 +226,7 @@ static void zero_fetch_outer(Zero *z) {
 }
 
 // Loads the whole model (llm.c flat order, host) into this rank's share of it; `updates` is how many
-// AdamW updates those parameters have had (0 for a fresh model, the state file's count on resume).
+// updates those parameters have had (0 for a fresh model, the state file's count on resume).
 static void zero_load_params(Zero *z, const float *flat, int updates) {
     if (z->stage == 3) z->slot_layer[0] = z->slot_layer[1] = -1;
     z->outer_gathered = 0;
@@ -280,7 +264,7 @@ static void zero_get_params(Zero *z, float *flat) {
 }
 
 // For a checkpoint that every rank writes a part of: floats [lo, lo + cnt) of unit u, inside this
-// rank's slice, of the parameters (ZS_MASTER), or of AdamW's moments (ZS_M, ZS_V), to the host.
+// rank's slice, of the parameters (ZS_MASTER), or of the optimizer's state arrays (ZS_M, ZS_V, in the slice's shape), to the host.
 static void zero_read_owned(Zero *z, int a, int u, size_t lo, size_t cnt, float *dst) {
     const float *master = zero_master(z, u);
     if (a == ZS_MASTER && master) backend_to_host(dst, master + (lo - z->slo[u]), cnt);
@@ -478,38 +462,35 @@ static float zero_grad_norm(Zero *z) {
 // The update now, every unit's slice in the store, then the parameters all-gathered where shards of
 // a resident unit were updated (stages 1-3; at stage 3 the layers are gathered at their next use).
 // verdict: the gradients' scale and the skip come from the device (backend_update_verdict; device store only).
-static void zero_update_with(Zero *z, const AdamWArgs *args, int verdict) {
+static void zero_update_with(Zero *z, const OptStep *s, int verdict) {
     if (z->stage == 3) {  // gathered copies of the old weights are stale from here on
         if (z->prefetch_layer >= 0) { comm_wait(z->comm, &z->prefetch); z->prefetch_layer = -1; }
         z->slot_layer[0] = z->slot_layer[1] = -1;
         z->outer_gathered = 0;
     }
     int device = z->store == &ZERO_STORE_DEVICE;
-    z->store->begin(z, args, verdict);  // the device store: every unit's slice, one launch
+    z->store->begin(z, s, verdict);  // the device store: every unit's slice, one launch
     for (int u = 0; u < z->nu; u++) {
-        if (z->muon && device)  // the host store runs it in its update, on the host tier
-            muon_update_unit(z->muon, z->comm, z->stage, u, z->slo[u], z->slen[u], z->ushard[u], zero_master(z, u),
-                             zero_grad_slice(z, u), z->m + z->soff[u], args->grad_scale, args->weight_decay);
-        z->store->update(z, u, args);
+        z->store->update(z, u, s);
         if (z->stage >= 1 && zero_resident(z, u)) {
             z->store->join(z);  // the all-gather reads what was just copied back
             comm_allgather(z->comm, z->params + z->uoff[u], z->ushard[u]);
         }
     }
     z->store->end(z);
-    if (device && z->fused_copy) model_weights_converted(z->model, (uint64_t)args->t);
-    else model_weights_changed(z->model, (uint64_t)args->t);
+    if (device && z->opt->fused) model_weights_converted(z->model, (uint64_t)s->t);
+    else model_weights_changed(z->model, (uint64_t)s->t);
 }
-static void zero_update(Zero *z, const AdamWArgs *args) { zero_update_with(z, args, 0); }
+static void zero_update(Zero *z, const OptStep *s) { zero_update_with(z, s, 0); }
 
-// Whether the step's update can be issued before the host has seen the norm: AdamW runs on the device, and
+// Whether the step's update can be issued before the host has seen the norm: the optimizer runs on the device and takes its verdict, and
 // the device can add the ranks' sums of squares up itself: the whole norm is this rank's (stage 0, one rank),
 // or the ranks exchange their sums without the host waiting (the device transport, or host memory). Not
 // across pipeline stages: the caller knows whether there are several, and each outer tensor is counted by one end.
 static int zero_update_on_device(const Zero *z) {
     int local = z->stage == 0 || z->comm->world == 1;
     int exchange = z->comm->transport != COMM_MPI_STAGED;
-    return z->store == &ZERO_STORE_DEVICE && (local || exchange) && !z->tied && !z->tp && !z->muon;
+    return z->store == &ZERO_STORE_DEVICE && (local || exchange) && !z->tied && !z->tp && z->opt->ops->device_verdict;
 }
 
 // The device's verdict on this step's update (backend.h): this rank's sum of squares, every rank's gathered
@@ -525,8 +506,8 @@ static void zero_update_verdict(Zero *z, float loss_scale, float clip) {
 // The step's update, issued right after its backward with the device's verdict (zero_update_on_device);
 // args->t is the update count if the device does not skip it. If the host later learns that it did
 // (zero_update_skipped), the weights and the rounding's version stay as they were.
-static void zero_update_now(Zero *z, const AdamWArgs *args) {
-    zero_update_with(z, args, 1);
+static void zero_update_now(Zero *z, const OptStep *s) {
+    zero_update_with(z, s, 1);
 }
 static void zero_update_skipped(Zero *z, int updates) { model_weights_kept(z->model, (uint64_t)updates); }
 

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "../arch/family.h"  // ModelConfig, the families and their tables
-#include "../optim/adamw.h"  // AdamWArgs and AdamWSegment, which the optimizer's calls take
+#include "adamw_args.h"     // AdamWArgs and AdamWSegment, which the AdamW calls take
 #include "../arch/attn_mask.h"  // AttnMask: which keys a query sees, every attention call's last argument
 
 // ---- the element of activations and working weights ----
@@ -280,6 +280,8 @@ static void backend_sum_squares_finish(double *out, int count);
 static void *backend_adamw_plan(const AdamWSegment *segs, int count);
 static void backend_adamw_run(void *plan, const AdamWArgs *a, int verdict);
 static void backend_adamw_plan_free(void *plan);
+// AdamW on n floats of the host tier (--offload: the host runs it), as backend_muon_*(host = 1) run Muon there.
+static void backend_adamw_host(float *p, const float *g, float *m, float *v, size_t n, int decayed, const AdamWArgs *a);
 // The update's verdict on the device, in two calls so that ranks can exchange their sums in between:
 // backend_norm_local writes this rank's sum of squares (the buffers last started, in order, as _finish adds
 // them) as a double into slot (scratch memory, 2 floats); backend_update_verdict adds `count` such slots up in

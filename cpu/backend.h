@@ -1,5 +1,5 @@
 // cpu/backend.h: the CPU build's side of backend.h beside its kernels: every buffer is host memory, copies are
-// memcpy, there are no graphs and no streams, AdamW runs on the host (adamw.h's adamw_host), and the device
+// memcpy, there are no graphs and no streams, AdamW runs on the host (adamw_host.h), and the device
 // facts (name, peak FLOP/s) are the CPU's.
 #ifndef CPU_BACKEND_H
 #define CPU_BACKEND_H
@@ -15,7 +15,7 @@
 #endif
 #include "../base/utils.h"
 #include "../arch/gpt2.h"
-#include "../optim/adamw.h"  // adamw_host, the update backend_adamw_run applies
+#include "adamw_host.h"  // adamw_host, the update backend_adamw_run applies
 #include "../backend/backend.h"  // BackendComm, and the contract this file implements
 #include "../base/timing_marks.h"  // backend_mark's array
 #include "../backend/backend_bytes.h"  // the state and scratch bytes handed out, counted below
@@ -191,6 +191,9 @@ static void backend_adamw_run(void *p, const AdamWArgs *a, int use_verdict) {
         const AdamWSegment *s = &plan->segs[i];
         adamw_host(s->p, s->g, s->m, s->v, s->n, s->decayed, &args);
     }
+}
+static void backend_adamw_host(float *p, const float *g, float *m, float *v, size_t n, int decayed, const AdamWArgs *a) {
+    adamw_host(p, g, m, v, n, decayed, a);
 }
 static int backend_weights_need_copy(void) { return 0; }
 static void backend_weights_from_master(float *dst, const float *src, size_t n, uint64_t seed) {

@@ -4,7 +4,8 @@
 #define CUDA_ADAMW_CUH
 
 #include "common.cuh"
-#include "../optim/adamw.h"  // AdamWArgs and AdamWSegment: the step's settings and the slices the device table is made from
+#include "../backend/adamw_args.h"  // AdamWArgs and AdamWSegment: the step's settings and the slices the device table is made from
+#include "../cpu/adamw_host.h"       // the host tier's AdamW (backend_adamw_host, cuda/backend.cuh)
 
 __device__ __forceinline__ void adamw_one(float &p, float g, float &mom, float &vel, float lr, float beta1, float beta2,
                                           float bc1, float bc2, float eps, float wd, float scale) {

@@ -401,6 +401,9 @@ static void backend_adamw_plan_free(void *p) {
     cudaCheck(cudaFree(plan->segs));
     free(plan);
 }
+static void backend_adamw_host(float *p, const float *g, float *m, float *v, size_t n, int decayed, const AdamWArgs *a) {
+    adamw_host(p, g, m, v, n, decayed, a);
+}
 
 // Pinned host memory for --offload optimizer, so transfers run at full speed.
 static float *backend_alloc_host_state(size_t n) {

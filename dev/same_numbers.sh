@@ -31,8 +31,9 @@ for line in open(sys.argv[1]):
     d.get("allocated", {}).pop("ranks", None)  # every rank allocation, logged since issue 41 (rank 0 figures stay compared)
     print(json.dumps(d, sort_keys=True))
 ' "$1"; }
-# (the checkpoint line, which named only the state file before issue 44, is compared by that file)
-strip_out() { sed -E -e 's/[0-9.]+ ms(\/step)?|[0-9]+ tok\/s|[0-9.]+ GFLOP\/s|MFU [0-9.]+%|RSS [0-9]+ MiB|ETA [0-9.]+[smhd]([0-9]+[smh])?|(available|free) [0-9.]+ per rank|train_gpt\.swap\.[0-9a-f.]+|bubble [0-9.\/]+|\/tmp\/same_numbers[^ ]*\/(old|new)//g' \
+# (the checkpoint line, which named only the state file before issue 44, is compared by that file; the plan's
+# "AdamW state", named "optimizer state" since issue 52's optimizer boundary, by its number)
+strip_out() { sed -E -e 's/\| (Muon \+ |Adafactor )?(AdamW )?(optimizer )?state /| optimizer state /' -e 's/[0-9.]+ ms(\/step)?|[0-9]+ tok\/s|[0-9.]+ GFLOP\/s|MFU [0-9.]+%|RSS [0-9]+ MiB|ETA ([0-9.]+[smhd])+|(available|free) [0-9.]+ per rank|train_gpt\.swap\.[0-9a-f.]+|bubble [0-9.\/]+|\/tmp\/same_numbers[^ ]*\/(old|new)//g' \
                     -e 's/^checkpoint: .* and (.*state_[0-9]+\.bin)$/checkpoint: \1/' "$1"; }
 # same NAME LAUNCH... -- FLAGS...: run both binaries with FLAGS (plus -o and --log), compare
 same() {

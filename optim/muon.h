@@ -6,7 +6,9 @@
 //   O = Newton-Schulz(U): transpose when rows > cols, X = U / max(|U|_F, 1e-7), steps x { A = X X^T;
 //       X = a X + (b A + c A A) X } with (a, b, c) = (3.4445, -4.7750, 2.0315), transposed back
 //   p = p (1 - lr wd); p = p - lr' O, lr' = lr 0.2 sqrt(max(rows, cols)) (match_rms_adamw) or lr sqrt(max(1, rows/cols))
-// The momentum B lives where AdamW's first moment would (zero.h's m, sharded as it is); the element-wise parts run
+// Its state, two arrays (optimizer.h): array 0 a float per parameter, B at Muon's matrices and its AdamW's first moment
+// elsewhere; array 1 its AdamW's second moment, compact in memory (no place at Muon's matrices: muon_index), slice-
+// shaped in the swap file's records. The element-wise parts run
 // on this rank's slice, the orthogonalisation needs a whole matrix: each unit's U is gathered whole, every rank
 // orthogonalises the matrices it is assigned (balanced by Newton-Schulz FLOPs over the ranks), the others' places are
 // zeroed, and one reduce-scatter (all-reduce at ZeRO-0) of that sum hands every rank exactly the owners' O for its
@@ -16,9 +18,8 @@
 #ifndef MUON_H
 #define MUON_H
 
-#include "../backend/backend.h"
-#include "../parallel/comm.h"
-#include "../train/config.h"
+#include "adamw.h"  // the AdamW that steps every tensor Muon does not take, and optimizer.h's boundary
+#include "optim_args.h"  // MuonOpts: its args (its learning rate is the step's group 1, --muon-lr's schedule)
 
 typedef struct {
     int unit;        // 1 + layer
@@ -143,13 +144,13 @@ static size_t muon_tp_floats(const MuonMatrix *m, int n, const ModelConfig *c, c
 // The optimizer for a data-parallel group of `world` ranks holding the units where usize[u] > 0 (a pipeline stage's);
 // runs: zero.h's. host: the buffers in the host tier (--offload). unit_floats: the widest held unit, padded. tp: with
 // --tp (c a TP rank's slice), the TP group whose ranks hold the other slices of each matrix; NULL without.
-static void muon_init(Muon *mu, const TrainConfig *cfg, const ModelConfig *c, const size_t *usize, const ParamRun *runs,
+static void muon_init(Muon *mu, const MuonOpts *args, const ModelConfig *c, const size_t *usize, const ParamRun *runs,
                       int nruns, int world, size_t unit_floats, int host, Comm *tp) {
     memset(mu, 0, sizeof(*mu));
-    mu->momentum = cfg->muon_momentum;
-    mu->nesterov = cfg->muon_nesterov;
-    mu->ns_steps = cfg->muon_ns_steps;
-    mu->lr_adjust = cfg->muon_lr_adjust;
+    mu->momentum = args->momentum;
+    mu->nesterov = args->nesterov;
+    mu->ns_steps = args->ns_steps;
+    mu->lr_adjust = args->lr_adjust;
     mu->host = host;
     int all = muon_matrices(c, mu->ns_steps, NULL);
     MuonMatrix *every = (MuonMatrix *)callocCheck(all > 0 ? all : 1, sizeof(MuonMatrix));
@@ -340,15 +341,8 @@ static void muon_update_unit(Muon *mu, Comm *comm, int stage, int u, size_t slo,
                              const float *g, float *mom, float grad_scale, float weight_decay) {
     int first, last;
     if (!muon_unit_mats(mu, u, &first, &last) || slen == 0) return;
-    // the host tier's buffers (--offload) are host memory: MPI takes them as they are, whatever way the groups move
-    // device memory (the CUDA build's staging and device transport read device memory)
-    CommTransport device = comm->transport, tp_device = mu->tp ? mu->tp->transport : device;
-    if (mu->host && comm->world > 1) comm->transport = COMM_MPI_HOST;
-    if (mu->host && mu->tp) mu->tp->transport = COMM_MPI_HOST;
     muon_momentum(mu, u, slo, slen, g, mom, grad_scale);
     muon_orthogonalize(mu, comm, stage, u, shard);
-    comm->transport = device;
-    if (mu->tp) mu->tp->transport = tp_device;
     muon_apply(mu, u, slo, slen, p, weight_decay);
 }
 
@@ -376,11 +370,142 @@ static void muon_owner_text(const ModelConfig *c, char *muon, char *adamw, size_
     }
 }
 
-// This step's Muon learning rate: --muon-lr (or --lr) through the same schedule as AdamW's.
-static float muon_lr_at(const TrainConfig *cfg, int step, int span) {
-    TrainConfig c = *cfg;
-    if (c.muon_lr > 0) c.lr = c.muon_lr;
-    return lr_at(&c, step, span);
+// ---- Muon behind optimizer.h: its matrices, and an AdamW (group 0) for every other tensor
+typedef struct {
+    Muon mu;
+    AdamW adamw;                 // skip: the runs Muon owns
+    MuonOpts args;
+    size_t *vroom;               // per unit: array 1's room
+} MuonOpt;
+
+// The room of unit u's second moments: its slice less Muon's matrices in it, the most over the ranks (so that every
+// rank's array, and the plan, have one size). mats: every Muon matrix of the model (muon_matrices).
+static size_t muon_v_span(const MuonMatrix *mats, int n, int u, int stage, size_t shard, int world) {
+    size_t span = stage == 0 ? shard * world : shard, most = 0;
+    for (int r = 0; r < (stage == 0 ? 1 : world); r++) {
+        size_t adamw = span - muon_floats_in(mats, n, u, (size_t)r * shard, span);
+        if (adamw > most) most = adamw;
+    }
+    return most;
+}
+
+static void muon_open(Optimizer *o) {
+    MuonOpt *m = (MuonOpt *)o->self;
+    const OptLayout *l = &o->lay;
+    muon_init(&m->mu, &m->args, l->config, l->usize, l->runs, l->nruns, l->comm->world, opt_widest_unit(l), l->host, l->tp);
+    m->adamw.skip = m->mu.run_is_muon;
+    m->vroom = (size_t *)callocCheck(l->nu, sizeof(size_t));
+    int n = muon_matrices(l->config, 1, NULL);
+    MuonMatrix *mats = (MuonMatrix *)callocCheck(n > 0 ? n : 1, sizeof(MuonMatrix));
+    muon_matrices(l->config, 1, mats);
+    for (int u = 0; u < l->nu; u++)
+        m->vroom[u] = l->streamed ? l->sspan[u] : muon_v_span(mats, n, u, l->stage, l->ushard[u], l->comm->world);
+    free(mats);
+}
+static size_t muon_room(const Optimizer *o, int a, int u) { return a == 0 ? o->lay.sspan[u] : ((const MuonOpt *)o->self)->vroom[u]; }
+static size_t muon_index(const Optimizer *o, int a, int u, size_t pos) {
+    const Muon *mu = &((const MuonOpt *)o->self)->mu;
+    if (a == 0 || o->lay.streamed) return pos;
+    return pos - muon_floats_in(mu->mats, mu->nmats, u, o->lay.slo[u], pos);
+}
+// Array 1 has no place at Muon's matrices (in memory); `until`: where the answer changes, in slice positions.
+static int muon_kept(const Optimizer *o, int a, int u, size_t pos, size_t *until) {
+    const Muon *mu = &((const MuonOpt *)o->self)->mu;
+    size_t slo = o->lay.slo[u], at = slo + pos, next = (size_t)-1;
+    *until = o->lay.sspan[u];
+    if (a == 0 || o->lay.streamed) return 1;
+    for (int j = 0; j < mu->nmats; j++) {
+        const MuonMatrix *m = &mu->mats[j];
+        size_t end = m->off + (size_t)m->rows * m->cols;
+        if (m->unit != u || end <= at) continue;
+        if (m->off <= at) { *until = end - slo; return 0; }
+        if (m->off < next) next = m->off;
+    }
+    if (next != (size_t)-1 && next - slo < *until) *until = next - slo;
+    return 1;
+}
+// A unit with Muon's matrices in this rank's slice takes two passes: the momentum of every piece, the matrices made
+// whole and orthogonalised (between), then each piece's step, Muon's and AdamW's.
+static int muon_passes(const Optimizer *o, int u) {
+    int first, last;
+    return muon_unit_mats(&((const MuonOpt *)o->self)->mu, u, &first, &last) && o->lay.slen[u] > 0 ? 2 : 1;
+}
+static void muon_piece(Optimizer *o, int pass, const OptPiece *pc, const OptStep *s) {
+    MuonOpt *m = (MuonOpt *)o->self;
+    int passes = muon_passes(o, pc->u);
+    muon_set_lr(&m->mu, s->lr[1]);
+    if (passes == 2 && pass == 0) {
+        muon_momentum(&m->mu, pc->u, pc->lo, pc->n, pc->g, opt_state_at(o, pc, 0, pc->lo), s->grad_scale);
+        return;
+    }
+    if (passes == 2) muon_apply(&m->mu, pc->u, pc->lo, pc->n, pc->p, m->adamw.args.weight_decay);
+    adamw_piece_runs(&m->adamw, o, pc, s);
+}
+static void muon_between(Optimizer *o, int pass, int u, const OptStep *s) {
+    (void)pass, (void)s;
+    muon_orthogonalize(&((MuonOpt *)o->self)->mu, o->lay.comm, o->lay.stage, u, o->lay.ushard[u]);
+}
+// Muon updates its matrices after AdamW's table, so model.h converts the working copies: none made in the pass.
+static void muon_device_plan(Optimizer *o, const OptPiece *units) {
+    o->fused = adamw_make_plan(&((MuonOpt *)o->self)->adamw, o, units, 0);
+}
+static void muon_device_begin(Optimizer *o, const OptStep *s, int verdict) {
+    MuonOpt *m = (MuonOpt *)o->self;
+    AdamWArgs args = adamw_kernel_args(&m->adamw, s);
+    backend_adamw_run(m->adamw.plan, &args, verdict);
+}
+static void muon_device_unit(Optimizer *o, const OptPiece *pc, const OptStep *s) {
+    MuonOpt *m = (MuonOpt *)o->self;
+    const OptLayout *l = &o->lay;
+    muon_set_lr(&m->mu, s->lr[1]);
+    muon_update_unit(&m->mu, l->comm, l->stage, pc->u, pc->lo, pc->n, l->ushard[pc->u], pc->p, pc->g, pc->state[0],
+                     s->grad_scale, m->adamw.args.weight_decay);
+}
+// The plan: array 0 slice-shaped, array 1 without Muon's matrices (in memory), and the workspace: one layer unit
+// whole and the largest matrix's Newton-Schulz (with --tp the other TP ranks' units and one whole matrix too).
+static size_t muon_plan(const ModelConfig *c, int stage, int world, const size_t *usize, int streamed) {
+    int n = muon_matrices(c, 1, NULL), nu = model_num_units(c);
+    MuonMatrix *mats = (MuonMatrix *)callocCheck(n > 0 ? n : 1, sizeof(MuonMatrix));
+    muon_matrices(c, 1, mats);
+    size_t work = 0, widest = 0, v = 0;
+    for (int u = 0; u < nu; u++) {
+        size_t sh = comm_shard_size(usize[u], world);
+        v += muon_v_span(mats, n, u, stage, sh, world);
+        if (u > 0 && sh * world > widest) widest = sh * world;
+    }
+    for (int j = 0; j < n; j++)
+        if (usize[mats[j].unit] > 0 && muon_ns_workspace(mats[j].wrows, mats[j].wcols) > work)
+            work = muon_ns_workspace(mats[j].wrows, mats[j].wcols);
+    size_t tp = muon_tp_floats(mats, n, c, usize, widest);
+    free(mats);
+    size_t state = streamed ? 0 : opt_plan_slices(stage, world, usize, nu) + v;
+    return state + (work > 0 ? widest + tp + work : 0);
+}
+static void muon_close(Optimizer *o) {
+    MuonOpt *m = (MuonOpt *)o->self;
+    muon_free(&m->mu);
+    backend_adamw_plan_free(m->adamw.plan);
+    free(m->vroom);
+    free(m);
+    o->self = NULL;
+}
+
+static const OptimizerOps MUON_OPS = {"muon", muon_open, muon_room, muon_index, muon_kept, muon_passes, muon_piece,
+                                      muon_between, muon_device_plan, muon_device_begin, muon_device_unit, muon_plan,
+                                      muon_close, 0};
+
+// Muon on the matrices inside the blocks (peak lr muon_lr), AdamW (adamw, peak lr) on the rest.
+static void muon_create(Optimizer *o, MuonOpts args, float muon_lr, AdamWOpts adamw, float lr) {
+    memset(o, 0, sizeof(*o));
+    MuonOpt *m = (MuonOpt *)callocCheck(1, sizeof(MuonOpt));
+    m->args = args;
+    m->adamw.args = adamw;
+    m->adamw.group = 0;
+    o->ops = &MUON_OPS;
+    o->self = m;
+    o->groups = 2;
+    o->peak[0] = lr;
+    o->peak[1] = muon_lr;
 }
 
 #endif

@@ -17,6 +17,7 @@ typedef struct {
     ModelConfig c;
     Model *m;
     Zero z;
+    Optimizer opt;  // never steps: zero.h holds an optimizer's state for every model it owns
     Comm solo;
     Pipeline p;
     float *params;
@@ -27,7 +28,8 @@ static void load(Loaded *l, const char *path, int B, int T) {
     if (T > l->c.max_seq_len) fatal("T=%d exceeds the model's max_seq_len %d", T, l->c.max_seq_len);
     l->m = model_create(&l->c, B, T, 0, 0, l->c.num_layers, 1, 0);
     l->solo = comm_solo();
-    zero_init(&l->z, &l->solo, 0, l->m, NULL, 0, 0, 0, NULL, 0, NULL, 0, NULL);
+    adamw_create(&l->opt, (AdamWOpts){0.9f, 0.95f, 1e-8f, 0.0f}, 0.0f);
+    zero_init(&l->z, &l->solo, 0, l->m, NULL, 0, 0, 0, NULL, 0, NULL, 0, &l->opt);
     zero_load_params(&l->z, l->params, 0);
     l->p = (Pipeline){1, 0, 0, l->c.num_layers, 1, &l->solo, &l->z, 0.0};
 }

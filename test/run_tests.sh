@@ -103,6 +103,7 @@ if "$TORCH_PY" -c "import torch" 2>/dev/null; then
   gather
   run_suite "training runs vs PyTorch" bash test/test_reference.sh  # 3 ranks under mpirun: alone
   run_suite "Muon vs its numpy reference" bash test/test_muon.sh
+  run_suite "Adafactor vs its numpy reference" bash test/test_adafactor.sh
 else
   gather
   skip "model vs PyTorch: $TORCH_PY cannot import torch (apt-get install python3-torch, or set TORCH_PYTHON to a Python that has it)"

@@ -63,7 +63,9 @@ static void run_config(const ModelConfig *cp, int recompute, int n) {
     Model *m = model_create(&c, 1, n, recompute, 0, L, 1, 0);
     Comm solo = comm_solo();
     Zero z;
-    zero_init(&z, &solo, 0, m, NULL, 0, 0, 0, NULL, 0, NULL, 0, NULL);
+    Optimizer opt;  // never steps: zero.h holds an optimizer's state for every model it owns
+    adamw_create(&opt, (AdamWOpts){0.9f, 0.95f, 1e-8f, 0.0f}, 0.0f);
+    zero_init(&z, &solo, 0, m, NULL, 0, 0, 0, NULL, 0, NULL, 0, &opt);
     zero_load_params(&z, params, 0);
     Pipeline p = {1, 0, 0, L, 1, &solo, &z, 0.0};
     int V = c.vocab_size;

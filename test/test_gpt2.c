@@ -139,7 +139,7 @@ static void check_adamw(Zero *z, const Reference *r, float loss, int level, int 
         float l = s == 0 ? loss : forward_backward(z, r, accum);
         float norm = zero_grad_norm(z);
         float scale = r->clip > 0 && norm > r->clip ? r->clip / (norm + 1e-6f) : 1.0f;
-        AdamWArgs args = {r->lr, r->beta1, r->beta2, r->eps, r->wd, scale, s + 1};
+        OptStep args = {{r->lr}, scale, s + 1};
         zero_update(z, &args);
         double e1 = fabs(l - r->losses[s]) / fabs(r->losses[s]), e2 = fabs(norm - r->norms[s]) / r->norms[s];
         if (e1 > loss_err) loss_err = e1;
@@ -192,7 +192,9 @@ int main(int argc, char **argv) {
             Model *m = model_create(&c, r.B / accum, r.T, level, 0, c.num_layers, 1, 0);
             Comm solo = comm_solo();
             Zero z;
-            zero_init(&z, &solo, 0, m, NULL, 0, 0, 0, NULL, 0, NULL, 0, NULL);
+            Optimizer opt;
+            adamw_create(&opt, (AdamWOpts){r.beta1, r.beta2, r.eps, r.wd}, r.lr);
+            zero_init(&z, &solo, 0, m, NULL, 0, 0, 0, NULL, 0, NULL, 0, &opt);
             zero_load_params(&z, params, 0);
             if (accum == 1) check_logits(&z, &r, level);
             float loss = check_gradients(&z, &r, &c, sizes, level, accum, level0_grads, ai);

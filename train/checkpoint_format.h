@@ -11,14 +11,16 @@
 //     [17] vocab size V; from version 2: [18] AdamW updates applied (steps less skipped ones),
 //     [19] loss scale (float32 bits), [20] loss-scaler steps seen, [21] its step of the last
 //     overflow (-1 none), [22] hysteresis left, [23] steps skipped for overflow; from version 3: [24] the
-//     optimizer (0 AdamW, 1 Muon: muon.h); from version 4: attention's masks (train/attn_masks.h): [25] bit 0
-//     --doc-mask, bit 1 --doc-rope-restart, [26] the document separator, [27] the period n of the layers' windows
-//     (0: none; layer l's window is [28 + l % n], 0 for a global layer), [28 .. 28 + n) those windows; the rest 0. A run with AdamW and causal attention writes version 2,
-//     which holds all it has (older builds read it); one with Muon version 3, one with masks version 4, which older
-//     builds refuse rather than take its momentum for AdamW's or train on without its masks.
-//     Version 1 files (no loss scaler) still load: updates = step, and the scaler starts afresh
-//   float32 m[P], v[P]: AdamW first and second moments in the model file's parameter order (with Muon, its
-//     momentum buffers in m where it owns the matrices, and 0 in v there)
+//     optimizer (optim/optim_args.h's OptimizerKind: 0 AdamW, 1 Muon, 2 Adafactor); from version 4: attention's masks
+//     (train/attn_masks.h): [25] bit 0 --doc-mask, bit 1 --doc-rope-restart, [26] the document separator, [27] the
+//     period n of the layers' windows (0: none; layer l's window is [28 + l % n], 0 for a global layer), [28 .. 28 + n)
+//     those windows; the rest 0. A run with AdamW and causal attention writes version 2, which holds all it has (older
+//     builds read it); one with another optimizer version 3, one with masks version 4, which older builds refuse rather
+//     than take its state for AdamW's or train on without its masks. Version 1 files (no loss scaler) still load:
+//     updates = step, and the scaler starts afresh
+//   float32 m[P], v[P]: the optimizer's two state arrays (optim/optimizer.h) in the slice's shape, in the model
+//     file's parameter order, 0 where it keeps nothing: AdamW's first and second moments; Muon's momentum buffers
+//     in m where it owns the matrices, and 0 in v there; each optimizer's header says what its arrays hold
 // Here: the format, its atomic single-writer form, and the files' names; checkpoint.h writes a ZeRO rank's share
 // of both files. Needs no model (test/test_units.c checks it alone).
 #ifndef CHECKPOINT_FORMAT_H

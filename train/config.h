@@ -15,6 +15,7 @@
 #include "../base/utils.h"
 #include "../arch/model_config.h"  // the block's choices and their names (--mlp)
 #include "../backend/target.h"  // --gpu: the cards the plan knows
+#include "../optim/optim_args.h"  // --optimizer's kinds and each one's args, which optimizer_args fills
 
 // Under mpirun every rank parses the same flags and reads the same model header, so every rank meets the
 // same usage error at the same point: run.h sets these once MPI is up, and then rank 0 alone prints it and
@@ -52,10 +53,6 @@ typedef enum { PRECISION_BUILD_DEFAULT = -1, PRECISION_BF16, PRECISION_FP16, PRE
 static const char *const PRECISION_NAMES[] = {"bf16", "fp16", "fp32", NULL};
 typedef enum { LOSS_SCALE_BY_PRECISION = -1, LOSS_SCALE_DYNAMIC, LOSS_SCALE_NONE, LOSS_SCALE_FIXED } LossScaleMode;
 static const char *const LOSS_SCALE_NAMES[] = {"dynamic", "none", NULL};  // or a number: LOSS_SCALE_FIXED
-typedef enum { OPTIMIZER_ADAMW, OPTIMIZER_MUON } OptimizerKind;  // --optimizer (muon.h)
-static const char *const OPTIMIZER_NAMES[] = {"adamw", "muon", NULL};
-typedef enum { MUON_ADJUST_MATCH_RMS_ADAMW, MUON_ADJUST_ORIGINAL } MuonLrAdjust;  // --muon-lr-adjust
-static const char *const MUON_LR_ADJUST_NAMES[] = {"match_rms_adamw", "original", NULL};
 
 typedef struct {
     // data and files
@@ -82,6 +79,7 @@ typedef struct {
     float muon_momentum, muon_lr;  // muon_lr 0: --lr
     int muon_nesterov, muon_ns_steps;
     MuonLrAdjust muon_lr_adjust;
+    AdafactorOpts adafactor;    // --adafactor-* (adafactor.h)
     int recompute;              // 0..3
     // attention's masks (train/attn_masks.h): documents of a packed row, sliding windows per layer
     int doc_mask;               // --doc-mask: attention within each document
@@ -152,6 +150,7 @@ static void config_defaults(TrainConfig *c) {
     c->muon_nesterov = 1;
     c->muon_ns_steps = 5;
     c->muon_lr_adjust = MUON_ADJUST_MATCH_RMS_ADAMW;
+    c->adafactor = (AdafactorOpts){1e-2f, -0.8f, 0.0f, 1e-3f, 1.0f, 0.0f, 0};  // torch.optim.Adafactor's defaults
     c->recompute = 0;
     c->doc_token = -1;
     c->attn_window = -1;
@@ -226,12 +225,19 @@ static const OptSpec OPTIONS[] = {
     OPT(NULL, "--beta2", OPT_FLOAT, beta2, "AdamW beta2"),
     OPT(NULL, "--eps", OPT_FLOAT, eps, "AdamW epsilon"),
     OPT(NULL, "--grad-clip", OPT_FLOAT, grad_clip, "clip the global gradient norm to this; 0 = off"),
-    OPTE(NULL, "--optimizer", optimizer, OPTIMIZER_NAMES, "adamw | muon: Muon (torch.optim.Muon's update) on each matrix inside the blocks (q, k, v apart, attention's output, the MLP's matrices: GPT-2's fc and proj, the Llama family's up, gate and down apart); AdamW keeps the embeddings, the head, the norms and the biases"),
+    OPTE(NULL, "--optimizer", optimizer, OPTIMIZER_NAMES, "adamw | muon: Muon (torch.optim.Muon's update) on each matrix inside the blocks (q, k, v apart, attention's output, the MLP's matrices: GPT-2's fc and proj, the Llama family's up, gate and down apart); AdamW keeps the embeddings, the head, the norms and the biases | adafactor: Adafactor (torch.optim.Adafactor's update) on every tensor, factored second moments for matrices (--adafactor-*)"),
     OPT(NULL, "--muon-momentum", OPT_FLOAT, muon_momentum, "Muon's momentum mu: B = mu B + (1 - mu) g"),
     OPT(NULL, "--muon-nesterov", OPT_INT, muon_nesterov, "1: Muon orthogonalises (1 - mu) g + mu B (Nesterov); 0: B"),
     OPT(NULL, "--muon-ns-steps", OPT_INT, muon_ns_steps, "Newton-Schulz iterations of Muon's orthogonalisation"),
     OPTD(NULL, "--muon-lr", OPT_FLOAT, muon_lr, "Muon's peak learning rate (the same schedule, warmup and decay; 0: --lr)", "--lr"),
     OPTE(NULL, "--muon-lr-adjust", muon_lr_adjust, MUON_LR_ADJUST_NAMES, "match_rms_adamw: lr 0.2 sqrt(max(rows, cols)) (Moonshot's, so Muon shares AdamW's lr and decay) | original: lr sqrt(max(1, rows/cols)) (Keller Jordan's)"),
+    OPT(NULL, "--adafactor-lr", OPT_FLOAT, adafactor.lr, "Adafactor's peak learning rate (the schedule's; rho = min(lr, 1/sqrt(t)))"),
+    OPT(NULL, "--adafactor-beta2-decay", OPT_FLOAT, adafactor.beta2_decay, "Adafactor's beta2 decay (<= 0): the second moments' new weight is t^beta2_decay"),
+    OPTD(NULL, "--adafactor-eps1", OPT_FLOAT, adafactor.eps1, "Adafactor's eps1, the second moment's floor (0: torch's None, float32's epsilon)", "0 (None)"),
+    OPT(NULL, "--adafactor-eps2", OPT_FLOAT, adafactor.eps2, "Adafactor's eps2, the floor of the parameters' RMS in the step size"),
+    OPT(NULL, "--adafactor-d", OPT_FLOAT, adafactor.d, "Adafactor's clipping threshold d: the update is divided by max(1, RMS(U)/d)"),
+    OPT(NULL, "--adafactor-weight-decay", OPT_FLOAT, adafactor.weight_decay, "Adafactor's decoupled weight decay, p (1 - lr wd), on matmul and embedding weights"),
+    OPT(NULL, "--adafactor-maximize", OPT_INT, adafactor.maximize, "1: Adafactor maximizes (steps along +g)"),
     OPT("-r", "--recompute", OPT_INT, recompute, "0 store all; 1 recompute GELU; 2 also LayerNorm; 3 keep only layer inputs"),
     OPT(NULL, "--doc-mask", OPT_FLAG, doc_mask, "attention within each document of a packed row (block-diagonal causal, Llama 3's): the token after a separator starts a document, the separator ends its own; the separator is the one ./tokenize recorded in the shards' headers, or --doc-token"),
     OPTD(NULL, "--doc-token", OPT_INT, doc_token, "with --doc-mask: the document separator's token id, for shards that record none (or to override theirs)", "the shards' record"),
@@ -471,6 +477,14 @@ static void config_validate(const TrainConfig *c) {
     if (c->muon_nesterov != 0 && c->muon_nesterov != 1) bad_value("--muon-nesterov", "must be 0 or 1");
     if (c->muon_ns_steps < 1 || c->muon_ns_steps > 100) bad_value("--muon-ns-steps", "must be in [1, 100]");
     if (c->muon_lr < 0) bad_value("--muon-lr", "must be >= 0");
+    const AdafactorOpts *af = &c->adafactor;
+    if (!(af->lr >= 0)) bad_value("--adafactor-lr", "must be >= 0");
+    if (!(af->beta2_decay <= 0)) bad_value("--adafactor-beta2-decay", "must be <= 0");
+    if (!(af->eps1 >= 0)) bad_value("--adafactor-eps1", "must be >= 0 (0: None)");
+    if (!(af->eps2 >= 0)) bad_value("--adafactor-eps2", "must be >= 0");
+    if (!(af->d > 0)) bad_value("--adafactor-d", "must be > 0");
+    if (!(af->weight_decay >= 0)) bad_value("--adafactor-weight-decay", "must be >= 0");
+    if (af->maximize != 0 && af->maximize != 1) bad_value("--adafactor-maximize", "must be 0 or 1");
     if (c->recompute < 0 || c->recompute > 3) bad_value("-r/--recompute", "must be 0, 1, 2 or 3");
     if (c->shuffle != 0 && c->shuffle != 1) bad_value("--shuffle", "must be 0 or 1");
     if (c->val_every < 0) bad_value("-v/--val-every", "must be >= 0 (0 turns it off)");
@@ -550,6 +564,9 @@ static void config_check_world(const TrainConfig *c, int world) {
     const char *one = world == 1 ? "; one process is a world of 1: start the ranks with mpirun -np N, or plan the layout "
                                    "in one process with --dry-run --world N" : "";
     if (c->tp < 1) usage_error("--tp: %d, expected a tensor-parallel degree >= 1", c->tp);
+    if (c->tp > 1 && c->optimizer == OPTIMIZER_ADAFACTOR)
+        usage_error("--tp %d with --optimizer adafactor: not yet (a TP rank holds a slice of each matrix, and Adafactor's "
+                    "row and column means need the whole; use --tp 1, or --optimizer adamw or muon)", c->tp);
     if (c->sp < -1 || c->sp > 1) usage_error("--sp: %d, expected 0 or 1", c->sp);
     if (c->pp < 1) usage_error("--pp: %d, expected a number of pipeline stages >= 1", c->pp);
     const char *ranks = world == 1 ? "rank" : "ranks";  // "a world of 1 rank"
@@ -664,6 +681,14 @@ static float lr_at(const TrainConfig *c, int step, int total) {
     if (progress > 1.0f) progress = 1.0f;
     if (k == LR_COSINE) return lr_min + 0.5f * (1.0f + cosf((float)M_PI * progress)) * (lr - lr_min);
     return lr - progress * (lr - lr_min);  // linear, and the decay phase of wsd
+}
+
+// The run's optimizer as the flags say it (optim/optimizers.h makes it): each optimizer's args, built here once, so
+// that no optimizer reads the TrainConfig.
+static OptimizerArgs optimizer_args(const TrainConfig *c) {
+    OptimizerArgs a = {c->optimizer, c->lr, c->muon_lr > 0 ? c->muon_lr : c->lr, {c->beta1, c->beta2, c->eps, c->weight_decay},
+                       {c->muon_momentum, c->muon_nesterov, c->muon_ns_steps, c->muon_lr_adjust}, c->adafactor};
+    return a;
 }
 
 #endif

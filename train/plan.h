@@ -61,7 +61,7 @@ typedef struct {
     size_t bucket_bytes;          // --reduce-bucket-mb
     size_t nvme_buffer;           // --nvme-buffer-mb
     int kv_tokens;                // the positions of the run's samples' key/value cache (run_sample_tokens; 0: no sampling)
-    int muon;                     // --optimizer muon: v leaves out Muon's matrices, and Muon's workspace
+    const OptimizerOps *optimizer;  // --optimizer's table: its state's rooms and workspace (opt->plan)
     int doc_mask;                 // --doc-mask: each slot's document starts (model_doc_start_bytes) in the workspace
 } PlanLayout;
 
@@ -81,7 +81,7 @@ typedef struct { int zero, offload, offload_params, nvme; } PlanChoice;
 
 static PlanNeed plan_need(const PlanLayout *l, PlanChoice c, MemoryPlan *out) {
     MemoryPlan mp = model_memory_plan(l->mc, l->B, l->T, l->recompute, l->layers, l->slots, l->holds_unit[0], c.zero == 3);
-    zero_memory_plan(l->mc, c.zero, l->dp, l->holds_unit, l->bucket_bytes, c.offload, c.offload_params, c.nvme, l->muon, &mp.params,
+    zero_memory_plan(l->mc, c.zero, l->dp, l->holds_unit, l->bucket_bytes, c.offload, c.offload_params, c.nvme, l->optimizer, &mp.params,
                      &mp.grads, &mp.optimizer, &mp.gathered);
     mp.optimizer_on_host = c.offload && !c.nvme;
     mp.kv_cache = l->kv_tokens ? model_kv_cache_bytes(l->mc, l->layers, l->kv_tokens) : 0;  // reserved once, for the run
@@ -90,7 +90,7 @@ static PlanNeed plan_need(const PlanLayout *l, PlanChoice c, MemoryPlan *out) {
     n.device = mp.params + mp.grads + mp.gathered + mp.working + mp.activations + mp.workspace + mp.kv_cache + (c.offload ? 0 : mp.optimizer);
     if (c.offload && !c.nvme) n.host = mp.optimizer;
     if (c.nvme) zero_swap_plan(l->mc, c.zero, l->dp, l->holds_unit, l->nvme_buffer, &n.host, &n.disk);
-    if (c.nvme) n.host += mp.optimizer;  // Muon's workspace (0 with AdamW): the host runs Newton-Schulz
+    if (c.nvme) n.host += mp.optimizer;  // the optimizer's workspace beside the swap file (the host steps the state)
     if (out) *out = mp;
     return n;
 }

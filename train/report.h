@@ -40,9 +40,11 @@ static const char *model_peak_memory(void) {
     return buf;
 }
 
-// The optimizer's state by its name: AdamW's moments, or Muon's momentum on the blocks' matrices beside AdamW's
-// moments on the rest (the plan counts the same two floats per parameter for both: muon.h keeps its momentum in m).
-static const char *report_optimizer_state(OptimizerKind k) { return k == OPTIMIZER_MUON ? "Muon + AdamW state" : "AdamW state"; }
+// The optimizer's state by its name: AdamW's moments, Muon's momentum on the blocks' matrices beside AdamW's moments on
+// the rest, or Adafactor's factored second moments (the plan counts what each optimizer's plan says, optim/).
+static const char *report_optimizer_state(OptimizerKind k) {
+    return k == OPTIMIZER_MUON ? "Muon + AdamW state" : k == OPTIMIZER_ADAFACTOR ? "Adafactor state" : "AdamW state";
+}
 
 static void report_memory_plan(const MemoryPlan *mp, OptimizerKind opt) {
     double mib = 1048576.0;

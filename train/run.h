@@ -14,6 +14,7 @@
 #include "checkpoint.h"
 #include "../dataloader.h"
 #include "../zero.h"
+#include "../optim/optimizers.h"  // --optimizer's optimizer, made from config.h's optimizer_args
 #include "../pipeline.h"
 #include "../base/fault.h"
 #include "plan.h"
@@ -69,6 +70,7 @@ typedef struct {
     // what runs
     Model *model;
     Zero zero;
+    Optimizer opt;                 // --optimizer's, its args from the flags (optimizer_from_config); zero.h steps it
     Pipeline pipe;
     LossScaler scaler;
     uint64_t sample_rng;
@@ -118,7 +120,7 @@ static int run_sample_tokens(const TrainConfig *cfg, int T) {
 static PlanLayout run_plan_layout(const Run *r) {
     PlanLayout l = {&r->mc_rank, r->B, r->T, r->cfg.recompute, r->first[r->stage + 1] - r->first[r->stage], r->slots, r->holds_unit,
                     r->dp, r->bucket_bytes, run_nvme_buffer(r), run_sample_tokens(&r->cfg, r->T),
-                    r->cfg.optimizer == OPTIMIZER_MUON, r->cfg.doc_mask};
+                    optimizer_ops(r->cfg.optimizer), r->cfg.doc_mask};
     return l;
 }
 
@@ -650,11 +652,12 @@ static void run_resume(Run *r) {
         fatal("%s: saved with --seed %llu --shuffle %d; pass the same to resume", sp, (unsigned long long)s->seed, s->shuffle);
     }
     if (s->optimizer != (int)cfg->optimizer) {
-        const char *saved = s->optimizer == OPTIMIZER_MUON ? "muon" : "adamw";
-        fatal("%s: saved by a run with --optimizer %s; this run has --optimizer %s (the state's moments are %s's): resume "
+        int known = s->optimizer >= 0 && s->optimizer < (int)(sizeof(OPTIMIZER_NAMES) / sizeof(OPTIMIZER_NAMES[0])) - 1;
+        const char *saved = known ? OPTIMIZER_NAMES[s->optimizer] : "(unknown to this build)";
+        fatal("%s: saved by a run with --optimizer %s; this run has --optimizer %s (the state is %s's): resume "
               "with --optimizer %s, or start a new run from its weights alone with -e %s --optimizer %s -o and a new folder "
-              "(-y 0: the step, data position and moments start afresh)", sp, saved, OPTIMIZER_NAMES[cfg->optimizer],
-              s->optimizer == OPTIMIZER_MUON ? "Muon" : "AdamW", saved, mp, OPTIMIZER_NAMES[cfg->optimizer]);
+              "(-y 0: the step, data position and optimizer state start afresh)", sp, saved, OPTIMIZER_NAMES[cfg->optimizer],
+              saved, saved, mp, OPTIMIZER_NAMES[cfg->optimizer]);
     }
     int flags = (cfg->doc_mask ? 1 : 0) | (cfg->doc_rope_restart ? 2 : 0);
     int same_windows = attn_masks_same_windows(s, r->attn_window, r->mc.num_layers);

@@ -1,8 +1,8 @@
 // trainer.h: the training loop both builds share (train_gpt.c, train_gpt.cu): train_main and the phases of a run
 // over one Run struct (run.h): plan, build, then per step evaluate, sample, step, log, checkpoint; and finish.
 // It stands on shared headers only: the model through model.h (model_create, model_logits, its memory plan), the
-// step's data parallelism and optimizer through zero.h (AdamW's settings, adamw.h, are made here each step), the
-// pipeline through pipeline.h, and the device through backend.h's contract, which the build implements (cpu/ or
+// step's data parallelism and optimizer through zero.h (the optimizer made once from the flags, config.h's
+// optimizer_args; each step's learning rates here), the pipeline through pipeline.h, and the device through backend.h's contract, which the build implements (cpu/ or
 // cuda/, included before this file). Everything the user sees of a run (flags, files, logs) is decided here once:
 // the flags in config.h, the run record and its set-up in run.h, the memory plan in plan.h, what is printed and
 // logged in report.h, samples in sample.h, injected faults in fault.h, --autotune in autotune.h, --eval-mc in
@@ -24,6 +24,18 @@
 #include "report.h"
 #include "eval_mc.h"
 #include "autotune.h"
+
+
+// One step's settings: each group's learning rate through the schedule, from its own peak, and the update count.
+static OptStep optimizer_step(const TrainConfig *c, const Optimizer *o, int step, int total, int t) {
+    OptStep s = {{0}, 1.0f, t};
+    for (int g = 0; g < o->groups; g++) {
+        TrainConfig k = *c;
+        k.lr = o->peak[g];
+        s.lr[g] = lr_at(&k, step, total);
+    }
+    return s;
+}
 
 // dev/cuda/emu counts each training step's device calls (TRAIN_GPT_EMU_COUNTS=1); elsewhere these are nothing.
 #ifndef STEP_BEGIN
@@ -102,12 +114,10 @@ static void run_plan(Run *r) {
 
 // Build: the groups, the model's memory, zero.h's shards with the weights and (on resume) AdamW's
 // moments in them, and the loop's own state: data position, sampler, loss scaler.
-static void run_build(Run *r) {
-    TrainConfig *cfg = &r->cfg;
-    int stage = r->stage, dp = r->dp, start_step = r->start_step;
-    // the groups of the mesh (tensor_parallel.h): data-parallel ranks share a stage and TP index, a pipeline its
-    // data-parallel and TP index, a TP group its data-parallel index and stage
-    int tp = r->tp, tpr = r->tp_rank;
+// The groups of the mesh (tensor_parallel.h): data-parallel ranks share a stage and TP index, a pipeline its
+// data-parallel and TP index, a TP group its data-parallel index and stage.
+static void run_split_mesh(Run *r) {
+    int stage = r->stage, tp = r->tp, tpr = r->tp_rank;
     comm_split(&r->comm, stage * tp + tpr, r->dp_rank, &r->dp_comm);
     comm_split(&r->comm, r->dp_rank * tp + tpr, stage, &r->pp_comm);
     comm_split(&r->comm, r->holds_unit[0] ? r->dp_rank * tp + tpr : r->world + r->rank, stage, &r->tied_comm);
@@ -120,6 +130,12 @@ static void run_build(Run *r) {
     comm_set_role(&r->tied_comm, COMM_ROLE_TIED);
     comm_set_role(&r->tp_comm, COMM_ROLE_TP);
     comm_set_role(&r->kv_comm, COMM_ROLE_TP);
+}
+
+static void run_build(Run *r) {
+    TrainConfig *cfg = &r->cfg;
+    int stage = r->stage, dp = r->dp, start_step = r->start_step, tp = r->tp;
+    run_split_mesh(r);
     size_t act_before = backend_scratch_allocated();
     r->model = model_create(&r->mc_rank, r->B, r->T, cfg->recompute, r->first[stage], r->first[stage + 1], r->slots,
                             cfg->zero_stage == 3);
@@ -137,9 +153,10 @@ static void run_build(Run *r) {
     size_t kv_bytes = backend_scratch_allocated() - kv_before;
     size_t allocated_before = backend_state_allocated();
     char note[512];
+    OptimizerArgs opt_args = optimizer_args(cfg);
+    optimizer_create(&r->opt, &opt_args);
     zero_init(&r->zero, &r->dp_comm, cfg->zero_stage, r->model, r->holds_unit, r->bucket_bytes, r->offload, r->offload_params,
-              r->nvme ? cfg->nvme_path : NULL, run_nvme_buffer(r), note, sizeof(note),
-              cfg->optimizer == OPTIMIZER_MUON ? cfg : NULL);
+              r->nvme ? cfg->nvme_path : NULL, run_nvme_buffer(r), note, sizeof(note), &r->opt);
     if (r->pp_stages > 1 && r->holds_unit[0])  // the ends of the model this stage runs (one of them: holds_unit)
         zero_tie_outer_unit(&r->zero, &r->tied_comm, stage == 0 ? ARCH_END_INPUT : ARCH_END_OUTPUT);
     if (r->nvme) {
@@ -301,15 +318,14 @@ static StepResult run_step(Run *r, int step) {
     timing_phase(PH_OPTIMIZER);  // the norm, clipping and the update, as DeepSpeed's "step" counts them
     // each stage sums its own units (each outer tensor at one end), then the pipeline adds the stages up
     zero_grad_sum_squares_start(zero);
-    float lr = lr_at(cfg, step, r->lr_span);
-    AdamWArgs adam = {lr, cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay, 1.0f, r->updates + 1};
-    if (zero->muon) muon_set_lr(zero->muon, muon_lr_at(cfg, step, r->lr_span));
+    OptStep upd = optimizer_step(cfg, &r->opt, step, r->lr_span, r->updates + 1);
+    float lr = upd.lr[0];  // the log's: group 0's (every tensor no other group takes)
     // where this rank's sums are the whole norm, the device decides clipping and skipping itself and the
     // update follows the backward at once; elsewhere it waits for the host's verdict (below)
     int now = pp_stages == 1 && zero_update_on_device(zero);
     if (now) {
         zero_update_verdict(zero, step_scale, cfg->grad_clip);
-        zero_update_now(zero, &adam);
+        zero_update_now(zero, &upd);
     }
     timing_phase(PH_OTHER);
     timing_step_end();  // the CUDA build's one synchronisation: everything the step queued has run
@@ -329,10 +345,10 @@ static StepResult run_step(Run *r, int step) {
     float grad_scale = cfg->grad_clip > 0.0f && norm > cfg->grad_clip ? cfg->grad_clip / (norm + 1e-6f) : 1.0f;
     if (!skip) {
         r->updates++;
-        adam.grad_scale = grad_scale / step_scale;
+        upd.grad_scale = grad_scale / step_scale;
         if (!now) {  // the host's verdict: the update runs here, where the step ends, charged by the host's clock
             double u0 = wall_seconds();
-            zero_update(zero, &adam);
+            zero_update(zero, &upd);
             timing_charge(PH_OPTIMIZER, MOD_NONE, (wall_seconds() - u0) * 1e3);
         }
     } else if (now) {

@@ -4,7 +4,7 @@
 // previous written back. It knows nothing of models or ZeRO: zero.h says how many records there are,
 // how many floats each holds per array, and in what order it streams them.
 //
-// A record is `arrays` arrays of the same length (zero.h: master weights, AdamW m, AdamW v), each
+// A record is `arrays` arrays of the same length (zero.h: master weights and the optimizer's state arrays), each
 // padded to SWAP_ALIGN bytes, so one array or the whole record is one aligned I/O, as O_DIRECT wants.
 //
 // The file is made with a unique name (pid, rank, a random number) and O_EXCL, sized up front with

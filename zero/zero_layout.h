@@ -6,26 +6,27 @@
 #define ZERO_LAYOUT_H
 
 #include "../backend/backend.h"
-#include "../optim/adamw.h"  // adamw_host: the host and swap-file stores update their slices on the CPU
 #include "../parallel/comm.h"
 #include "swap.h"
 #include "../model/model.h"
-#include "../optim/muon.h"
+#include "../optim/optimizer.h"  // the boundary: ZeRO asks the run's optimizer for its state and its steps
 
-enum { ZS_MASTER, ZS_M, ZS_V, ZS_ARRAYS };  // the arrays of a swap record
+// the arrays of a swap record: the master copy, then the optimizer's state arrays (ZS_M + a, a < OPT_ARRAYS)
+enum { ZS_MASTER, ZS_M, ZS_V, ZS_ARRAYS };
+typedef char zero_record_holds_every_state_array[ZS_ARRAYS == 1 + OPT_ARRAYS ? 1 : -1];  // (C and C++ alike)
 
 typedef struct Zero Zero;
 
-// Where the optimizer's state lives, chosen at start-up: device memory (AdamW on the device), host
-// memory (--offload: AdamW on the host) or a swap file (--offload-device nvme). Arrays are ZS_MASTER
-// (offload only), ZS_M and ZS_V of this rank's slice of a unit.
+// Where the optimizer's state lives, chosen at start-up: device memory (the optimizer steps it on the device),
+// host memory (--offload: on the host) or a swap file (--offload-device nvme). Arrays are ZS_MASTER (offload
+// only) and the optimizer's state arrays ZS_M, ZS_V of this rank's slice of a unit, in the slice's shape.
 typedef struct {
     void (*get)(Zero *z, int a, int u, size_t lo, size_t n, float *dst);  // floats [lo, lo + n) of the slice to the host
     void (*put)(Zero *z, int a, int u, const float *src, size_t n);       // the slice's first n floats from the host
     void (*master_to_device)(Zero *z, int u, float *dst);                  // this rank's master slice of unit u
-    void (*begin)(Zero *z, const AdamWArgs *args, int verdict);            // the step's update starts (the device
-                                                                           // store's: all of it, in one launch)
-    void (*update)(Zero *z, int u, const AdamWArgs *args);                 // unit u's slice, its device master refreshed
+    void (*begin)(Zero *z, const OptStep *s, int verdict);                 // the step's update starts (the device
+                                                                           // store's: the optimizer's one launch)
+    void (*update)(Zero *z, int u, const OptStep *s);                      // unit u's slice, its device master refreshed
     void (*join)(Zero *z);                                                 // the refreshed masters readable by the compute
     void (*end)(Zero *z);                                                  // after the last unit
     void (*close)(Zero *z);
@@ -64,21 +65,19 @@ struct Zero {
     // by one end, the one that uses it (the input end where both do)
     Comm *tied;
     int ends;                      // ARCH_END_ bits: the ends of the model this stage runs (both without --pp)
-    // the device store's update: every tensor's slice in one backend_adamw_run (made at the first update);
-    // at stage 0 the working copies are written in the same pass (fused_copy)
-    void *adamw_plan;
-    int fused_copy;
     float *norm_slots;             // every rank's sum of squares, a double (2 floats) each, for the device's verdict
-    // the optimizer's state (ZeroStore): m and v in device or host memory, whole at stage 0 and
-    // this rank's shards at stages 1-3; with --offload beside a host master copy of this rank's
-    // parameters and a host copy of its gradients, and AdamW runs on the CPU
+    // the optimizer (optimizer.h) and its state (ZeroStore): each state array in device or host memory, unit by
+    // unit the room the optimizer asks for this rank's slice (whole units at stage 0, shards at stages 1-3); with
+    // --offload beside a host master copy of this rank's parameters and a host copy of its gradients, and the
+    // optimizer steps it on the CPU
+    Optimizer *opt;
     const ZeroStore *store;
-    float *m, *v;
+    float *state[OPT_ARRAYS];
+    size_t *aoff[OPT_ARRAYS];      // per array, per unit: where the unit's room starts
+    size_t state_floats[OPT_ARRAYS];
     int offload;
     int offload_params;            // --offload params (stage 3): the host master copy is the only copy of the layer shards
     float *hmaster, *hgrad;
-    Muon *muon;                    // --optimizer muon (zero_use_muon): the runs it owns, AdamW skips; its momentum is m
-    size_t *voff, v_floats;        // with Muon: per unit, where its AdamW floats start in v, which skips Muon's matrices
     // the gradient norm's per-unit slices and sums, between zero_grad_sum_squares_start and _finish
     const float **ss_x;
     size_t *ss_n;
@@ -86,8 +85,9 @@ struct Zero {
     int ss_count;
     size_t *ss_piece;              // zero_counted_pieces' pieces of one unit (offsets, then lengths)
     size_t *ss_tp;                 // --tp: tp_counted's pieces of one of those (offsets, then lengths)
-    // --offload-device nvme: m, v and hmaster are records of a swap file (NULL here); hgrad stages one piece
-    int nvme;
+    // --offload-device nvme: the state arrays and hmaster are records of a swap file (NULL here); hgrad stages
+    // one piece; one_stream: every unit's update is one pass, so one stream runs through every record
+    int nvme, one_stream;
     Swap swap;
     int *piece_first;              // per unit (and one past the last): its first record
     size_t *piece_lo, *piece_n;    // per record: where it starts in its unit's slice, and its floats
@@ -155,54 +155,22 @@ static void zero_swap_plan(const ModelConfig *c, int stage, int world, const int
     free(floats); free(span);
 }
 
-// With Muon, the room of unit u's second moments: its slice less Muon's matrices in it, the most over the ranks (so
-// that every rank's v, and the plan, have one size). mats: every Muon matrix of the model (muon_matrices).
-static size_t zero_v_span(const MuonMatrix *mats, int n, int u, int stage, size_t shard, int world) {
-    size_t span = zero_slice_span(stage, shard, world), most = 0;
-    for (int r = 0; r < (stage == 0 ? 1 : world); r++) {
-        size_t adamw = span - muon_floats_in(mats, n, u, (size_t)r * shard, span);
-        if (adamw > most) most = adamw;
-    }
-    return most;
-}
-
-// With Muon: its share of the optimizer's memory per rank (the plan's): the compact second moments' room (v_floats)
-// and the workspace, one layer unit whole and the largest matrix's Newton-Schulz.
-static size_t zero_muon_plan_floats(const ModelConfig *c, int stage, int world, const int *held, size_t *v_floats) {
-    int n = muon_matrices(c, 1, NULL), nu = model_num_units(c);
-    MuonMatrix *mats = (MuonMatrix *)callocCheck(n > 0 ? n : 1, sizeof(MuonMatrix));
-    muon_matrices(c, 1, mats);
-    size_t work = 0, widest = 0;
-    *v_floats = 0;
-    for (int u = 0; u < nu; u++) {
-        size_t sh = comm_shard_size(zero_unit_size(c, u, held), world);
-        *v_floats += zero_v_span(mats, n, u, stage, sh, world);
-        if (u > 0 && sh * world > widest) widest = sh * world;
-    }
-    for (int j = 0; j < n; j++)
-        if (zero_unit_size(c, mats[j].unit, held) > 0 && muon_ns_workspace(mats[j].wrows, mats[j].wcols) > work)
-            work = muon_ns_workspace(mats[j].wrows, mats[j].wcols);
-    size_t *usize = (size_t *)mallocCheck(nu * sizeof(size_t));
-    for (int u = 0; u < nu; u++) usize[u] = zero_unit_size(c, u, held);
-    size_t tp = muon_tp_floats(mats, n, c, usize, widest);  // --tp: the other TP ranks' units, one whole matrix
-    free(mats); free(usize);
-    return work > 0 ? widest + tp + work : 0;
-}
-
-// Per-rank bytes of parameters, gradients and AdamW state for a stage, without allocating, and ZeRO's working set
-// apart (`gathered`): params and grads are this rank's own (every unit whole where the stage keeps it so, its
-// shards where it shards it), gathered the whole units a step reads or reduces besides: at stages 2-3 the outer
-// unit's gradient and one bucket of layers' (with its packing buffer for buckets of several), at stage 3 also the
-// outer unit's weights and two layers'. With nvme the optimizer's state is on disk (zero_swap_plan), so none of it
-// is counted here but Muon's workspace (host memory, where the host runs Newton-Schulz).
+// Per-rank bytes of parameters, gradients and optimizer state for a stage, without allocating: the optimizer's
+// (opt->plan: its state arrays' rooms and workspace; with nvme only what is not on disk, zero_swap_plan), and with
+// offload the host master copy and gradients beside it. ZeRO's working set apart (`gathered`): params and grads are
+// this rank's own (every unit whole where the stage keeps it so, its shards where it shards it), gathered the whole
+// units a step reads or reduces besides: at stages 2-3 the outer unit's gradient and one bucket of layers' (with its
+// packing buffer for buckets of several), at stage 3 also the outer unit's weights and two layers'.
 static void zero_memory_plan(const ModelConfig *c, int stage, int world, const int *held, size_t bucket_bytes,
-                             int offload, int offload_params, int nvme, int muon, size_t *params, size_t *grads, size_t *opt,
-                             size_t *gathered) {
+                             int offload, int offload_params, int nvme, const OptimizerOps *opt, size_t *params, size_t *grads,
+                             size_t *optimizer, size_t *gathered) {
     int K = zero_bucket_layers(c, world, bucket_bytes);
     int nu = model_num_units(c);
     size_t whole = 0, shard = 0, slices = 0, outer = 0, layer = 0;
+    size_t *usize = (size_t *)mallocCheck(nu * sizeof(size_t));
     for (int u = 0; u < nu; u++) {
-        size_t sh = comm_shard_size(zero_unit_size(c, u, held), world);
+        usize[u] = zero_unit_size(c, u, held);
+        size_t sh = comm_shard_size(usize[u], world);
         whole += sh * world;
         shard += sh;
         slices += zero_slice_span(stage, sh, world);
@@ -211,12 +179,8 @@ static void zero_memory_plan(const ModelConfig *c, int stage, int world, const i
     *params = (stage <= 2 ? whole : offload_params ? 0 : shard) * sizeof(float);
     *grads = (stage <= 1 ? whole : shard) * sizeof(float);
     *gathered = (stage <= 1 ? 0 : outer + (K > 1 ? 2 * K : 1) * layer + (stage == 3 ? outer + 2 * layer : 0)) * sizeof(float);
-    *opt = nvme ? 0 : (offload ? 4 : 2) * slices * sizeof(float);  // offloaded: m, v, master, grads
-    if (muon) {  // v without Muon's matrices (not in the swap file's records: one size each), and Muon's workspace
-        size_t v, ws = zero_muon_plan_floats(c, stage, world, held, &v);
-        if (!nvme) *opt -= (slices - v) * sizeof(float);
-        *opt += ws * sizeof(float);
-    }
+    *optimizer = ((nvme ? 0 : offload ? 2 * slices : 0) + opt->plan(c, stage, world, usize, nvme)) * sizeof(float);
+    free(usize);
 }
 
 // Whether unit u stays whole in params on every rank: every unit at stages 0-2; at stage 3 none, the outer
@@ -251,63 +215,6 @@ static void zero_point_unit(Zero *z, int u, float *params) {
     float *g = z->stage <= 1 || u == 0 ? z->grads + z->uoff[u]
                                        : z->layer_grad + (size_t)zero_bucket_slot(z, u - 1) * z->ushard[u] * z->comm->world;
     model_set_unit(z->model, u, params, g);
-}
-
-// The part [a, b) of a unit-u run that falls in [lo, lo + cnt) of the unit; 0 when none does.
-static int run_overlap(const ParamRun *run, int u, size_t lo, size_t cnt, size_t *a, size_t *b) {
-    if (run->unit != u) return 0;
-    *a = run->unit_off > lo ? run->unit_off : lo;
-    *b = run->unit_off + run->len < lo + cnt ? run->unit_off + run->len : lo + cnt;
-    return *a < *b;
-}
-
-// This rank's second moments of unit u's slice position pos (an AdamW float): the slice's own place, or with Muon
-// the compact place that skips Muon's matrices, which keep none.
-static float *zero_v_at(Zero *z, int u, size_t pos) {
-    if (!z->muon) return z->v + z->soff[u] + pos;
-    return z->v + z->voff[u] + pos - muon_floats_in(z->muon->mats, z->muon->nmats, u, z->slo[u], pos);
-}
-
-// With Muon, floats [lo, lo + n) of unit u's slice of v to the host (0 at Muon's matrices) or from it (Muon's parts
-// left out); host_tier: v is the host tier's (--offload).
-static void zero_v_transfer(Zero *z, int u, size_t lo, size_t n, float *host, int to_host, int host_tier) {
-    size_t cur = lo, end = lo + n, slo = z->slo[u];
-    for (int j = 0; j <= z->muon->nmats && cur < end; j++) {
-        size_t ms = end, me = end;  // the next Muon range in slice coordinates (none: the rest is AdamW's)
-        if (j < z->muon->nmats) {
-            const MuonMatrix *m = &z->muon->mats[j];
-            size_t mend = m->off + (size_t)m->rows * m->cols;
-            if (m->unit != u || mend <= slo + cur) continue;
-            ms = m->off > slo ? m->off - slo : 0, me = mend - slo;
-            if (ms >= end) ms = me = end;
-        }
-        if (ms > cur) {
-            float *v = zero_v_at(z, u, cur);
-            size_t k = ms - cur;
-            if (host_tier) memcpy(to_host ? host + (cur - lo) : v, to_host ? v : host + (cur - lo), k * sizeof(float));
-            else if (to_host) backend_to_host(host + (cur - lo), v, k);
-            else backend_from_host(v, host + (cur - lo), k);
-            cur = ms;
-        }
-        size_t stop = me < end ? me : end;
-        if (to_host && stop > cur) memset(host + (cur - lo), 0, (stop - cur) * sizeof(float));
-        if (stop > cur) cur = stop;
-    }
-}
-
-// AdamW on the host (the offloaded stores) on floats [lo, lo + cnt) of unit u: weight decay differs between
-// the unit's tensors, so it walks the runs that overlap the range. Pointers are at the range's start. (The
-// device store's update is one backend_adamw_run over every unit, store_device_begin.)
-static void zero_adamw_range(Zero *z, int u, size_t lo, size_t cnt, float *p, const float *g, float *m, float *v,
-                             const AdamWArgs *args) {
-    for (int i = 0; i < z->nruns; i++) {
-        const ParamRun *run = &z->runs[i];
-        size_t a, b;
-        if (!run_overlap(run, u, lo, cnt, &a, &b) || (z->muon && z->muon->run_is_muon[i])) continue;
-        // Muon's v skips its matrices (the swap file's records keep their room: every array of a record is one size)
-        float *va = z->muon && !z->nvme ? zero_v_at(z, u, a - z->slo[u]) : v + (a - lo);
-        adamw_host(p + (a - lo), g + (a - lo), m + (a - lo), va, b - a, run->decayed, args);
-    }
 }
 
 #endif

@@ -39,6 +39,7 @@ SUITES = {
     "muon": ([], "bash test/test_muon.sh"),
     "llama-cpu": (["test/test_llama_cpu"],
                   f"{TORCH_PY} test/ref_llama.py --out-dir $MUT_TMP/llama >/dev/null && ./test/test_llama_cpu $MUT_TMP/llama"),
+    "adafactor": ([], "bash test/test_adafactor.sh"),
     "cli": ([], "bash test/test_cli.sh"),
     "precision": ([], "bash test/test_precision.sh"),
     "zero": ([], "bash test/test_zero.sh"),
