@@ -78,7 +78,10 @@ elif [ -x ./train_gpt_emu ]; then
   # attention's masks in the CUDA kernels (issue 49): the fp32 kernels, and in bf16 the KV-stationary backward (the
   # only 16-bit one that takes a mask), against the same explicit-mask reference as the CPU build
   against h64docwin "cuda emu fp32, --doc-mask --attn-window 6" TOL_FP32 ./train_gpt_emu -- --precision fp32 --grad-accum 2
-  against h64docwin "cuda emu bf16, --doc-mask --attn-window 6" TOL_BF16 ./train_gpt_emu -- --precision bf16 --grad-accum 2
+  # (bf16's norms: step 1 within 9e-4 of the reference, as the causal runs', then the trajectories part further where
+  # clipping acts on 5 of 7 steps: 7.6e-3 at step 4, hence 1e-2 here)
+  TOL_BF16_MASKS=(--tol-loss 1e-3 --tol-norm 1e-2 --tol-param 0.15 --tol-moment 0.05)
+  against h64docwin "cuda emu bf16, --doc-mask --attn-window 6" TOL_BF16_MASKS ./train_gpt_emu -- --precision bf16 --grad-accum 2
   # a fixed power-of-two scale: dynamic scaling would skip its first steps, which the reference does not
   against h32 "cuda emu fp16" TOL_FP16 ./train_gpt_emu -- --precision fp16 --loss-scale 1024
 else
