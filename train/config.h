@@ -225,7 +225,7 @@ static const OptSpec OPTIONS[] = {
     OPT(NULL, "--beta2", OPT_FLOAT, beta2, "AdamW beta2"),
     OPT(NULL, "--eps", OPT_FLOAT, eps, "AdamW epsilon"),
     OPT(NULL, "--grad-clip", OPT_FLOAT, grad_clip, "clip the global gradient norm to this; 0 = off"),
-    OPTE(NULL, "--optimizer", optimizer, OPTIMIZER_NAMES, "adamw | muon: Muon (torch.optim.Muon's update) on each matrix inside the blocks (q, k, v apart, attention's output, the MLP's matrices: GPT-2's fc and proj, the Llama family's up, gate and down apart); AdamW keeps the embeddings, the head, the norms and the biases | adafactor: Adafactor (torch.optim.Adafactor's update) on every tensor, factored second moments for matrices (--adafactor-*)"),
+    OPTE(NULL, "--optimizer", optimizer, OPTIMIZER_NAMES, "adamw | muon: Muon (torch.optim.Muon's update) on each matrix inside the blocks (q, k, v apart, attention's output, the MLP's matrices: GPT-2's fc and proj, the Llama family's up, gate and down apart); AdamW keeps the embeddings, the head, the norms and the biases | adafactor: Adafactor (torch.optim.Adafactor's update) on every tensor, factored second moments for matrices (its settings: --adafactor-lr and the flags after it)"),
     OPT(NULL, "--muon-momentum", OPT_FLOAT, muon_momentum, "Muon's momentum mu: B = mu B + (1 - mu) g"),
     OPT(NULL, "--muon-nesterov", OPT_INT, muon_nesterov, "1: Muon orthogonalises (1 - mu) g + mu B (Nesterov); 0: B"),
     OPT(NULL, "--muon-ns-steps", OPT_INT, muon_ns_steps, "Newton-Schulz iterations of Muon's orthogonalisation"),
