@@ -4,6 +4,7 @@
 set -u
 cd "$(dirname "$0")/.."
 DATA=$1
+SHARED_DIRS=$(sed -n 's/^SHARED_DIRS="\(.*\)"$/\1/p' test/lib.sh)  # the headers' folders, as lib.sh names them
 W=$(mktemp -d /tmp/test_scripts.XXXXXX)
 trap 'rm -rf "$W"' EXIT
 pass=0; fail=0
