@@ -122,12 +122,13 @@ kernels() {
   # block, as a GPU dispatches them) must pass and print the same bits
   local a0 a1 arc=0 am=""
   a0=$(grep -oE '^(PASS|FAIL) .*bits [0-9a-f]+' <<<"$out" | sed -E 's/\| rel err.*bits/bits/')
-  for env in TRAIN_GPT_EMU_ORDER=reverse TRAIN_GPT_EMU_ORDER=random:3 TRAIN_GPT_EMU_RESIDENT=1; do
+  # (a random order, one more whole run of the check since the masks doubled it, adds no wait pattern these two lack)
+  for env in TRAIN_GPT_EMU_ORDER=reverse TRAIN_GPT_EMU_RESIDENT=1; do
     a1=$(env $env ./dev/cuda/attention_emu check small 2>&1) || arc=1
     [ "$(grep -oE '^(PASS|FAIL) .*bits [0-9a-f]+' <<<"$a1" | sed -E 's/\| rel err.*bits/bits/')" = "$a0" ] || { arc=1; am+="$env: other bits; "; }
   done
-  [ $arc -eq 0 ] && [ -n "$a0" ] && ok "attention in reverse and random block order and one block resident: the same bits ($(wc -l <<<"$a0") checks)" \
-    || bad "attention in other block orders" "$am$(grep -E 'FAIL|cuda-emu' <<<"$a1" | head -3)"; mark "attention in four block orders"
+  [ $arc -eq 0 ] && [ -n "$a0" ] && ok "attention in reverse block order and one block resident: the same bits ($(wc -l <<<"$a0") checks)" \
+    || bad "attention in other block orders" "$am$(grep -E 'FAIL|cuda-emu' <<<"$a1" | head -3)"; mark "attention in three block orders"
   generation; mark generation
   # the model against PyTorch at every recompute level and accumulation (test_gpt2.c on the emulated GPU)
   if "$TORCH_PY" test/ref_gpt2.py --out-dir "$W/ref" > "$W/ref.log" 2>&1; then
