@@ -528,6 +528,9 @@ static void config_validate(const TrainConfig *c) {
         usage_error("--world %d plans a layout without starting it: it needs --dry-run%s (to train on %d ranks, start them: "
                     "mpirun -np %d ...)", c->world, c->autotune ? ", not --autotune (which takes --autotune-world)" : "",
                     c->world, c->world);
+    if (c->world > 0 && c->autotune_world > 1)
+        usage_error("--autotune-world %d with --world %d: give one (with --dry-run, --autotune-world lists every layout of "
+                    "its ranks that fits; --world plans the one --tp, --pp and -z name)", c->autotune_world, c->world);
     if (c->mem_limit < 0) bad_value("--mem-limit", "must be > 0 GiB (or 0: the device's memory)");
     if (c->target_tokens < 1) bad_value("--target-tokens", "must be >= 1");
     if (c->tokens_per_s < 0) bad_value("--tokens-per-s", "must be > 0");

@@ -10,6 +10,7 @@
 
 #include "autotune.h"
 #include "comm_count.h"
+#include "report.h"
 
 #define TUNE_LIST_SHOWN 30  // rows printed; --log has every row
 
@@ -208,8 +209,6 @@ static int tune_list_main(Run *r, int argc, char **argv) {
     const TrainConfig *cfg = &r->cfg;
     const double gib = 1073741824.0;
     int W = cfg->autotune_world;
-    if (cfg->world) fatal("--autotune-world %d with --world %d: give one (--autotune-world lists every layout, --world plans "
-                          "the one --tp, --pp and -z name)", W, cfg->world);
     FILE *logf = NULL;
     if (cfg->log_path && !(logf = fopen(cfg->log_path, "w"))) fatal("--log: %s: cannot open for writing: %s", cfg->log_path, strerror(errno));
     const GpuSpec *g = plan_target.gpu;
