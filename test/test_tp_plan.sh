@@ -270,5 +270,21 @@ print(f"{len(rows)} layouts in {cpu:.2f} s of CPU; " + "; ".join(msg))
 sys.exit(0 if ok and cpu < 2.0 else 1)
 PYEOF
 ) && ok "llama-3.1-8b on 64 H100s, the fitting layouts: $r" || bad "llama-3.1-8b's list on 64 ranks" "$r"
+# the CUDA build (emulated, where make test builds it): its list for a card is the CPU build's --gpu list, row for row
+# (the same plan and count from the same code, with the CUDA build's facts); and --autotune without --dry-run plans
+# against the card --gpu names, not the device it runs on (the tuner is stopped once its header has said so)
+if [ -x ./train_gpt_emu ]; then
+  a=(-e llama-3.1-8b -b 1 -t 8192 -d 524288 -s 0 --gpu h100 --dry-run --autotune-world 64)
+  ./train_gpt_emu "${a[@]}" --log "$W/emu8b.jsonl" > "$W/emu8b.out" 2>&1; $BIN "${a[@]}" --log "$W/cpu8b.jsonl" > /dev/null 2>&1
+  before=$(ls -d /tmp/train_gpt_autotune.* 2>/dev/null)
+  head=$(timeout 300 ./train_gpt_emu --precision fp32 -b 2 -t 16 -d 32 --autotune --gpu a10 2>&1 | head -4)
+  for d in $(ls -d /tmp/train_gpt_autotune.* 2>/dev/null); do grep -qxF "$d" <<<"$before" || rm -rf "$d"; done  # the stopped tuner's
+  n=$(grep -c tune_layout "$W/emu8b.jsonl")
+  cmp -s "$W/emu8b.jsonl" "$W/cpu8b.jsonl" && [ "$n" -gt 30 ] && grep -qF "memory limit per rank 24.00 GiB (--gpu a10: an NVIDIA A10 24GB)" <<<"$head" \
+    && ok "the emulated CUDA build lists the CPU build's --gpu h100 layouts ($n rows, the same bytes), and --autotune --gpu a10 plans 24 GiB: $(grep "^autotune:" <<<"$head" | head -1 | cut -c1-120)" \
+    || bad "the CUDA build's list and --autotune --gpu" "$n rows; $head; $(tail -2 "$W/emu8b.out")"
+else
+  skip "the emulated CUDA build's list and --autotune --gpu: no ./train_gpt_emu (make test builds it where the CUDA toolkit's headers are)"
+fi
 expect "--autotune-world with --world" "--autotune-world 64 with --world 64: give one" $BIN --dry-run --world 64 --autotune-world 64
 finish
