@@ -100,6 +100,12 @@ emu_build() {
   env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-directory "$@" > "$log" 2>&1 && return 0
   echo "FAIL make $* (its output: $log)"; tail -20 "$log" | sed 's/^/    /'; return 1
 }
+# after_emu_trainer CMD...: CMD once the first lane has built the emulated trainer's programs (or failed to), for the
+# suites of the second lane that run ./train_gpt_emu beside the CPU build (they skip its checks where it is missing)
+after_emu_trainer() {
+  while [ ! -e "$W/emu-trainer.done" ]; do sleep 1; done
+  "$@"
+}
 # the kernel checks of the emulated CUDA build (test_cuda_emu.sh kernels), after their programs are built
 emu_kernels() {
   emu_build build/test-bins-emu-kernels.log ${TEST_EMU_KERNELS:-} || { echo "0 passed, 1 failed"; return 1; }
@@ -135,6 +141,23 @@ if [ -n "$HAVE_GPT2" ]; then
   fi
 fi
 beside "a cluster's plan without the cluster (--dry-run --world)" bash test/test_tp_plan.sh
+# and, once the first lane has built ./train_gpt_emu, the suites that run it beside the CPU build
+if [ -n "$HAVE_TORCH" ]; then
+  beside "training runs vs PyTorch" after_emu_trainer bash test/test_reference.sh  # 3 ranks under mpirun
+fi
+# tokenizer.json (Hugging Face, byte-level BPE) against the tokenizers library; GPT-2's files and the text when present
+json_args=()
+[ -n "$HAVE_GPT2" ] && json_args=(--encoder "$DATA/gpt2_encoder.json" --merges "$DATA/gpt2_vocab.bpe")
+[ -n "$HAVE_TEXT" ] && json_args+=(--text "$DATA/tinyshakespeare.txt")
+[ -f "${CUDA_HOME:-/usr/local/cuda}/include/cuda_bf16.h" ] && json_args+=(--train-gpt-emu ./train_gpt_emu)
+beside "tokenizer.json vs tokenizers" after_emu_trainer "$TORCH_PY" test/test_tokenizer_json.py --tokenize ./tokenize --train-gpt ./train_gpt_cpu "${json_args[@]}"
+if [ -n "$HAVE_GPT2" ] && [ -n "$HAVE_TEXT" ]; then
+  beside "Hugging Face export and import" after_emu_trainer bash test/test_hf.sh "$DATA"
+  beside "multiple-choice evaluation (--eval-mc)" after_emu_trainer bash test/test_eval_mc.sh "$DATA"  # 2 ranks under mpirun
+else
+  skip "Hugging Face export and import, --eval-mc: no gpt2_encoder.json or tinyshakespeare.txt in $DATA (scripts/tinyshakespeare.sh downloads them into data/; then DATA_DIR=data make test)"
+fi
+beside "the Llama family at the command line (presets' counts and plan, bad input)" after_emu_trainer bash test/test_llama_cli.sh
 
 # The first lane: the suites that need only the CPU build
 run_suite "sizes of files and functions" "$PY" test/test_sizes.py
@@ -158,29 +181,16 @@ run_suite "1F1B pipeline under mpirun" bash test/test_pipeline.sh
 run_suite "tensor parallelism under mpirun" bash test/test_tp.sh
 run_suite "precision and loss scaling" bash test/test_precision.sh
 
-# Then the emulated CUDA build's trainer, and the suites that run it beside the CPU build
+# Then the emulated CUDA build's trainer (the second lane's last suites wait for it), and the suites that run it
 if ! emu_build build/test-bins-emu.log ${TEST_EMU_TRAINER:-}; then total_fail=$((total_fail + 1)); fi
+touch "$W/emu-trainer.done"
 run_suite "builds that follow the machine" bash test/test_build.sh  # make -j2: both cores
 if [ -n "$HAVE_TORCH" ]; then
-  run_suite "training runs vs PyTorch" bash test/test_reference.sh  # 3 ranks under mpirun
   run_suite "Adafactor vs its numpy reference" bash test/test_adafactor.sh
 fi
 if [ -f "${CUDA_HOME:-/usr/local/cuda}/include/cuda_bf16.h" ]; then
   run_suite "CUDA build on the CPU emulator (dev/cuda/emu)" bash test/test_cuda_emu.sh trainer
 fi
-# tokenizer.json (Hugging Face, byte-level BPE) against the tokenizers library; GPT-2's files and the text when present
-json_args=()
-[ -n "$HAVE_GPT2" ] && json_args=(--encoder "$DATA/gpt2_encoder.json" --merges "$DATA/gpt2_vocab.bpe")
-[ -n "$HAVE_TEXT" ] && json_args+=(--text "$DATA/tinyshakespeare.txt")
-[ -x ./train_gpt_emu ] && json_args+=(--train-gpt-emu ./train_gpt_emu)
-run_suite "tokenizer.json vs tokenizers" "$TORCH_PY" test/test_tokenizer_json.py --tokenize ./tokenize --train-gpt ./train_gpt_cpu "${json_args[@]}"
-if [ -n "$HAVE_GPT2" ] && [ -n "$HAVE_TEXT" ]; then
-  run_suite "Hugging Face export and import" bash test/test_hf.sh "$DATA"
-  run_suite "multiple-choice evaluation (--eval-mc)" bash test/test_eval_mc.sh "$DATA"  # 2 ranks under mpirun
-else
-  skip "Hugging Face export and import, --eval-mc: no gpt2_encoder.json or tinyshakespeare.txt in $DATA (scripts/tinyshakespeare.sh downloads them into data/; then DATA_DIR=data make test)"
-fi
-run_suite "the Llama family at the command line (presets' counts and plan, bad input)" bash test/test_llama_cli.sh
 gather
 
 # Alone, once the second lane is done: the suites that time things (watchdogs, signals, kills, daemons)
