@@ -263,8 +263,18 @@ static void tp_gather_logits(TpGroup *g, const float *mine, float *all, size_t V
 }
 
 // What ZeRO and the optimizers ask of the group (g NULL: no --tp).
-// The communicator a split matrix's slices are gathered over (Muon), or NULL.
+// The communicator a split matrix's slices are gathered over, or NULL (ZeRO switches its transport on the host tiers).
 static Comm *tp_comm(const TpGroup *g) { return g ? g->comm : NULL; }
+// An optimizer's whole-matrix collectives over the group (Muon's and Adafactor's units, float32 in the store's
+// memory: N shards of `shard` floats), counted like the model's: the bytes of the whole buffer.
+static void tp_optim_allgather(TpGroup *g, float *buf, size_t shard) {
+    comm_allgather(g->comm, buf, shard);
+    g->bytes[TP_ALLGATHER] += (double)shard * g->n * sizeof(float);
+}
+static void tp_optim_reduce_scatter(TpGroup *g, float *buf, size_t shard) {
+    comm_reduce_scatter_sum(g->comm, buf, shard);
+    g->bytes[TP_REDUCE_SCATTER] += (double)shard * g->n * sizeof(float);
+}
 // The most pieces tp_counted returns for one range (0 without --tp: no split).
 static int tp_counted_max(const TpGroup *g) { return g ? g->nskip + 1 : 0; }
 // The gradient norm's sum of squares: this rank's counted slices summed over the group (the slices are disjoint).
