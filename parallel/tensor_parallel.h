@@ -176,12 +176,19 @@ static const floatX *tp_row_output_backward(TpGroup *g, floatX *dfull, const flo
 // elsewhere).
 static float *tp_whole_grad(const TpGroup *g, float *grad) { return tp_sp(g) && g->r != 0 ? NULL : grad; }
 
-// A row-parallel projection (IC -> C: each rank its IC columns of weight): this rank's part (the bias added by TP
-// rank 0, so that the sum has it once) into part (BT rows), the parts summed; returns this rank's rows of the sum.
-static floatX *tp_row_parallel_forward(TpGroup *g, floatX *part, const floatX *inp, const floatX *weight, const floatX *bias,
-                                       int BT, int IC, int C) {
-    matmul_forward(part, inp, weight, g->r == 0 ? bias : NULL, BT, IC, C);
+// A row-parallel projection (IC -> C: each rank its IC columns of weight): this rank's part, without the bias, into
+// part (BT rows), the parts summed; returns this rank's rows of the sum (tp_row_bias_residual adds the bias).
+static const floatX *tp_row_parallel_forward(TpGroup *g, floatX *part, const floatX *inp, const floatX *weight, int BT,
+                                             int IC, int C) {
+    matmul_forward(part, inp, weight, NULL, BT, IC, C);
     return tp_row_output_forward(g, part, BT, (size_t)C);
+}
+// Then onto the residual stream, this rank's rows (with --sp its BT / N): out = res + (sum + bias), the bias added
+// once, after the sum (Megatron's RowParallelLinear), by every rank alike; NULL bias: out = res + sum.
+static void tp_row_bias_residual(const TpGroup *g, floatX *out, const floatX *res, const floatX *sum, const floatX *bias,
+                                 int BT, int C) {
+    if (bias) residual_bias_forward(out, res, sum, bias, tp_rows(g, BT), C);
+    else residual_forward(out, res, sum, (long)tp_rows(g, BT) * C);
 }
 
 // The vocabulary-parallel embedding (each rank rows [r Vpl, (r + 1) Vpl) of wte; others' tokens zero): this rank's
