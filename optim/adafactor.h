@@ -7,14 +7,16 @@
 //   a vector:               V = V + w (g^2 - V)
 //   U = g / sqrt(max(V, eps1^2)), p = p - alpha / max(1, RMS(U) / d) U
 // eps1 0 is torch's None: float32's machine epsilon. Its state is R and C (rows + cols floats) for a matrix, V (n)
-// for a vector: packed at the start of each tensor's place in the unit (R then C), which rows + cols <= rows cols
-// leaves room for, so a slice keeps the packed floats that fall in it (state array 0, compact: adafactor_index) and a
-// checkpoint's m holds them in the parameters' order (v is 0).
+// for a vector: packed at the start of each tensor's place in the whole model (R then C), which rows + cols <=
+// rows cols leaves room for, so a slice keeps the packed floats that fall in it (state array 0, compact:
+// adafactor_index) and a checkpoint's m holds them in the parameters' order (v is 0), whatever the layout.
 // The sums (row and column means, the RMS of p and of U) need a whole tensor, and a rank holds a slice of each
 // unit: each unit's gradient, parameters and state are gathered whole over the data-parallel group (ZeRO 1-3; at
 // ZeRO-0 every rank has them already), every rank computes the whole unit in one order, the one process's, and keeps
-// its slice. So every layout steps exactly as one process does on the same gradients. --tp is refused (config.h): a
-// TP rank holds a slice of each matrix, which would need the TP group's slices assembled too.
+// its slice. With --tp a rank's unit is itself a slice of the whole model's (its rows or columns of each matrix,
+// whole copies of the replicated tensors): the TP group's units are gathered too, every rank assembles the whole
+// model's unit from them (af_assemble: each position from the rank that counts it), steps it, and keeps its own
+// runs (af_disperse). So every layout steps exactly as one process does on the same gradients.
 // The arithmetic is plain C on host memory in fp32 with double sums; the device store copies a unit to the host and
 // back, so the CUDA build needs nothing of its own.
 #ifndef ADAFACTOR_H

@@ -8,8 +8,9 @@
 # every tensor against its own size and against how far it moved, and Adafactor's packed state (the state file's m).
 # The layouts (ZeRO-1 and ZeRO-3 on 2 ranks, --pp 2, --offload, the swap file; 3 ranks, as the GPT-2 reference's 3
 # micro-batches; --tp 2 on GPT-2, --tp 2, --tp 2 x 2 ranks at ZeRO-1 and --tp 4 on the Llama model) against the same
-# reference and one process; the plan equals the allocation (on every rank with --tp); resume is bit for bit; another
-# optimizer's state is refused naming it; the emulated CUDA build equals this one, in one process and at --tp 2.
+# reference and one process; the plan equals the allocation (on every rank with --tp); resume is bit for bit, and a
+# ZeRO-3 or --tp 2 checkpoint resumes in one process; another optimizer's state is refused naming it; the emulated
+# CUDA build equals this one, in one process and at --tp 2.
 source "$(dirname "$0")/lib.sh"
 ref_start "Adafactor vs its reference" transformers
 
@@ -97,7 +98,22 @@ PYEOF
 
 # resume: 3 steps, then 3 more, is the uninterrupted 6 bit for bit (the state is in the state file), in memory and
 # streamed through the swap file; an AdamW run resumed from Adafactor's state, or the reverse, stops naming both
-optimizer_resume "llama-d2 Adafactor" adafactor -x 6 -u 2 -v 0 -s 0 --optimizer adafactor -e llama-d2 --grad-accum 2
+R=(-x 6 -u 2 -v 0 -s 0 --optimizer adafactor -e llama-d2 --grad-accum 2)
+optimizer_resume "llama-d2 Adafactor" adafactor "${R[@]}"
+# with --tp the packed state is kept where one process keeps it: a --tp 2 checkpoint of 3 steps resumed in one
+# process ends as the uninterrupted one-process run ($W/full, optimizer_resume's)
+if have_mpi "an Adafactor checkpoint of --tp 2 resumed in 1 process"; then
+  "${MPI[@]}" -np 2 $BIN "${R[@]}" --tp 2 --lr-steps 6 -x 3 -o "$W/tp2" > /dev/null 2>&1 && $BIN "${R[@]}" -o "$W/tp2" -y 1 > "$W/tp2.out" 2>&1
+  out=$($PY - "$W/full" "$W/tp2" <<'PYEOF'
+import sys, numpy as np
+p = [np.fromfile(d + "/model_00000006.bin", dtype="<f4", offset=1024) for d in sys.argv[1:]]
+s = [np.fromfile(d + "/state_00000006.bin", dtype="<f4", offset=1024) for d in sys.argv[1:]]
+ep = float(np.abs(p[0] - p[1]).max()) if p[0].size == p[1].size else 1.0
+es = float(np.linalg.norm(s[0] - s[1]) / np.linalg.norm(s[0])) if s[0].size == s[1].size else 1.0
+print(f"max parameter difference {ep:.1e} (< 2e-5), state {es:.1e} of its size (< 1e-5)"); sys.exit(0 if ep < 2e-5 and es < 1e-5 else 1)
+PYEOF
+  ) && ok "Adafactor checkpoint of --tp 2 resumed in 1 process: $out" || bad "Adafactor --tp 2 checkpoint resumed in 1 process: $out" "$(tail -3 "$W/tp2.out")"
+fi
 out=$($BIN -e d2 --optimizer adafactor --adafactor-d 0 -x 1 2>&1); rc=$?
 [ $rc -ne 0 ] && grep -q "\-\-adafactor-d" <<<"$out" && ok "--adafactor-d 0: an error naming the flag" || bad "--adafactor-d 0 is refused" "$out"
 
