@@ -52,7 +52,7 @@
 static void zero_open_optimizer(Zero *z, Optimizer *opt, int streamed) {
     z->opt = opt;
     OptLayout *l = &opt->lay;
-    *l = (OptLayout){&z->config, z->model, z->stage, z->nu, z->comm, tp_comm(z->tp), z->usize,
+    *l = (OptLayout){&z->config, z->model, z->stage, z->nu, z->comm, z->tp, z->usize,
                      z->ushard, z->slo, z->slen, z->sspan, z->runs, z->nruns, z->offload, streamed};
     opt->ops->open(opt);
     for (int a = 0; a < OPT_ARRAYS; a++) {

@@ -94,6 +94,9 @@ static void gelu_backward(floatX *dinp, const floatX *inp, const floatX *dout, l
 static void relu2_forward(floatX *out, const floatX *inp, long N);
 static void relu2_backward(floatX *dinp, const floatX *inp, const floatX *dout, long N);
 static void residual_forward(floatX *out, const floatX *a, const floatX *b, long N);
+// out (N, C) = res + (x + bias) on each row: a row-parallel projection's parts summed (x), its bias added once after the
+// sum (Megatron's RowParallelLinear), onto the residual stream (--tp; tensor_parallel.h)
+static void residual_bias_forward(floatX *out, const floatX *res, const floatX *x, const floatX *bias, int N, int C);
 static void classifier_forward_backward(floatX *logits, float *losses, const int *targets, int N, int V, int Vp,
                                         float dloss);  // targets NULL: logits only; dloss 0: no gradient
 // ---- tensor parallelism's kernels (--tp; tensor_parallel.h) ----

@@ -50,6 +50,12 @@ static void residual_forward(float *out, const float *a, const float *b, long N)
     for (long i = 0; i < N; i++) out[i] = a[i] + b[i];
 }
 
+static void residual_bias_forward(float *out, const float *res, const float *x, const float *bias, int N, int C) {
+#pragma omp parallel for
+    for (long i = 0; i < N; i++)
+        for (int j = 0; j < C; j++) out[i * C + j] = res[i * C + j] + (x[i * C + j] + bias[j]);
+}
+
 // ----------------------------------------------------------------------------
 // SwiGLU: inp (N, 2H) is the packed fc output, up_proj's H columns then gate_proj's H (llm.c's llama3
 // order: the second half feeds SiLU); out (N, H) = silu(gate) * up, silu(g) = g * sigmoid(g).

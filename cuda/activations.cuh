@@ -1,5 +1,6 @@
 // cuda/activations.cuh: the element-wise kernels of the CUDA build (train_gpt.cu, called by model.h): the MLP's
-// activations forward and backward, GELU (tanh approximation), ReLU², SwiGLU and GeGLU, and the residual add.
+// activations forward and backward, GELU (tanh approximation), ReLU², SwiGLU and GeGLU, and the residual add (with
+// --tp's row-parallel bias).
 #ifndef CUDA_ACTIVATIONS_CUH
 #define CUDA_ACTIVATIONS_CUH
 
@@ -88,6 +89,19 @@ static void relu2_backward(floatX *dinp, const floatX *inp, const floatX *dout, 
 }
 static void residual_forward(floatX *out, const floatX *a, const floatX *b, long N) {
     elementwise2<ResidualAdd>(out, a, b, N);
+}
+
+// out = res + (x + bias[column]) (cpu/activations.h's), rounded once.
+template <typename T>
+__global__ void residual_bias_kernel(T *out, const T *res, const T *x, const T *bias, int N, int C) {
+    const long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (long)N * C) return;
+    out[idx] = from_f<T>(to_f(res[idx]) + (to_f(x[idx]) + to_f(bias[idx % C])));
+}
+static void residual_bias_forward(floatX *out, const floatX *res, const floatX *x, const floatX *bias, int N, int C) {
+    WITH_X(LAUNCH(ceil_div((long)N * C, 256), 256, 0, main_stream, residual_bias_kernel<xt>)((xt *)out, (const xt *)res,
+                                                                                           (const xt *)x, (const xt *)bias, N, C));
+    launchCheck();
 }
 
 // ----------------------------------------------------------------------------

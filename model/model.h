@@ -135,15 +135,15 @@ static void mlp_up_forward(const Block *d, const ActivationTensors *a, const Lay
 
 // A projection (IC -> C) and the residual stream: out = res + (inp @ weight^T + bias), proj holding the projection,
 // or one matmul adding onto res where the backend fuses the residual (rounded once; proj is then not written).
-// With --tp the matmul is row-parallel (tensor_parallel.h's tp_row_parallel_forward: the parts summed) before the
-// residual, which with --sp is this rank's rows (out, res) of the BT the matmul ran.
+// With --tp the matmul is row-parallel (tensor_parallel.h's tp_row_parallel_forward: the parts summed, the bias added
+// once after the sum) before the residual, which with --sp is this rank's rows (out, res) of the BT the matmul ran.
 static void proj_residual_forward(const Model *m, floatX *out, floatX *proj, const floatX *res, const floatX *inp,
                                   const floatX *weight, const floatX *bias, int BT, int IC, int C, int module, int prof) {
     if (prof) PROF(module, MATMUL_FLOPS(BT, IC, C));
     if (m->tp) {
-        const floatX *sum = tp_row_parallel_forward(m->tp, tp_sp(m->tp) ? m->tp_full : proj, inp, weight, bias, BT, IC, C);
+        const floatX *sum = tp_row_parallel_forward(m->tp, tp_sp(m->tp) ? m->tp_full : proj, inp, weight, BT, IC, C);
         if (prof) PROF(MOD_RESIDUAL, 0);
-        residual_forward(out, res, sum, (long)block_rows(m, BT) * C);
+        tp_row_bias_residual(m->tp, out, res, sum, bias, BT, C);
         return;
     }
     if (backend_fuses_residual()) {

@@ -7,14 +7,16 @@
 //   a vector:               V = V + w (g^2 - V)
 //   U = g / sqrt(max(V, eps1^2)), p = p - alpha / max(1, RMS(U) / d) U
 // eps1 0 is torch's None: float32's machine epsilon. Its state is R and C (rows + cols floats) for a matrix, V (n)
-// for a vector: packed at the start of each tensor's place in the unit (R then C), which rows + cols <= rows cols
-// leaves room for, so a slice keeps the packed floats that fall in it (state array 0, compact: adafactor_index) and a
-// checkpoint's m holds them in the parameters' order (v is 0).
+// for a vector: packed at the start of each tensor's place in the whole model (R then C), which rows + cols <=
+// rows cols leaves room for, so a slice keeps the packed floats that fall in it (state array 0, compact:
+// adafactor_index) and a checkpoint's m holds them in the parameters' order (v is 0), whatever the layout.
 // The sums (row and column means, the RMS of p and of U) need a whole tensor, and a rank holds a slice of each
 // unit: each unit's gradient, parameters and state are gathered whole over the data-parallel group (ZeRO 1-3; at
 // ZeRO-0 every rank has them already), every rank computes the whole unit in one order, the one process's, and keeps
-// its slice. So every layout steps exactly as one process does on the same gradients. --tp is refused (config.h): a
-// TP rank holds a slice of each matrix, which would need the TP group's slices assembled too.
+// its slice. With --tp a rank's unit is itself a slice of the whole model's (its rows or columns of each matrix,
+// whole copies of the replicated tensors): the TP group's units are gathered too, every rank assembles the whole
+// model's unit from them (af_assemble: each position from the rank that counts it), steps it, and keeps its own
+// runs (af_disperse). So every layout steps exactly as one process does on the same gradients.
 // The arithmetic is plain C on host memory in fp32 with double sums; the device store copies a unit to the host and
 // back, so the CUDA build needs nothing of its own.
 #ifndef ADAFACTOR_H
@@ -25,34 +27,51 @@
 
 typedef struct { size_t off; int rows, cols; int decayed; } AfTensor;  // cols 1: a vector of rows floats
 
+// Where the packed floats lie in this rank's units, and with --tp where every TP rank's runs lie in the whole model's
+// units (af_geometry: the same for open and the plan).
+typedef struct {
+    int nt, nu;
+    AfTensor *t;                 // the WHOLE model's tensors, unit by unit (with --tp a rank holds slices of them)
+    int *first;                  // per unit (and one past the last): its first tensor
+    int n, nr, me;               // the TP degree (1 without), each rank's runs, this rank's place
+    int nk;                      // the packed floats' places in each TP rank's units: local unit coordinates
+    size_t *klo, *klen;
+    int *kfirst;                 // per TP rank and unit (and one past): its first place, at [q (nu + 1) + u]
+    ParamRun *runs;              // n x nr: every TP rank's runs of its local units
+    TpRunInfo *info;             //         which of them is the counted copy
+    size_t *woff;                //         where each run starts in its whole unit
+    size_t whole_wide;           // --tp: the widest whole unit
+} AfGeom;
+
 typedef struct {
     AdafactorOpts args;
-    AfTensor *t;
-    int *first;                  // per unit (and one past the last): its first tensor
+    AfGeom g;
     size_t *room;                // per unit: array 0's room (the packed floats of the slice, the most over the ranks)
-    size_t wide;                 // the widest unit, padded: the whole-unit buffers' floats
-    float *G, *P, *S;            // one unit whole: gradient, parameters, packed state (the store's memory)
+    size_t wide;                 // the widest local unit, padded: the whole-unit buffers' floats (each TP rank's)
+    float *TG, *TP, *TS;         // one unit whole (N units with --tp: every TP rank's, in rank order): gradient,
+                                 // parameters, packed state (the store's memory)
     float *hG, *hP, *hS;         // the device store's host copies (NULL on the host tiers)
+    float *WG, *WP, *WS;         // --tp: one unit of the whole model (host memory)
+    TpGroup *tp;
+    int r;                       // this rank's place in the TP group (0 without)
 } Adafactor;
 
 // Floats a tensor's state packs at its start: R and C for a matrix, V for a vector.
 static size_t af_packed(const AfTensor *t) { return t->cols > 1 ? (size_t)t->rows + t->cols : (size_t)t->rows; }
 
-// Every tensor of the model, unit by unit in the unit's order (the outer unit's tensors, then each layer's); t NULL:
+// Every tensor of shape s, unit by unit in the unit's order (the outer unit's tensors, then each layer's); t NULL:
 // the count. A (1 x n) or (n x 1) tensor is a vector (none in the families' tables).
-static int adafactor_tensors(const ModelConfig *c, AfTensor *t, int *first) {
-    const Arch *a = model_arch(c);
-    ArchShape s = model_shape(c);
-    int n = 0, nu = model_num_units(c);
+static int af_tensors(const Arch *a, const ArchShape *s, int nu, AfTensor *t, int *first) {
+    int n = 0;
     for (int u = 0; u < nu; u++) {
         if (first) first[u] = n;
         size_t off = 0;
         for (int k = 0; k < a->num_params; k++) {
             const ArchParam *p = &a->params[k];
             if (p->per_layer != (u > 0)) continue;
-            size_t sz = arch_tensor_size(p, &s) / (p->per_layer ? (size_t)s.num_layers : 1);
+            size_t sz = arch_tensor_size(p, s) / (p->per_layer ? (size_t)s->num_layers : 1);
             if (sz == 0) continue;
-            size_t cols = p->cols == DIM_ONE ? 1 : s.dim[p->cols];
+            size_t cols = p->cols == DIM_ONE ? 1 : s->dim[p->cols];
             if (cols < 2 || sz / cols < 2) cols = 1;
             if (t) t[n] = (AfTensor){off, (int)(sz / cols), (int)cols, p->decayed};
             n++;
@@ -63,47 +82,129 @@ static int adafactor_tensors(const ModelConfig *c, AfTensor *t, int *first) {
     return n;
 }
 
-// Packed floats of unit u's tensors [t0, t1) in unit floats [lo, lo + cnt).
-static size_t af_packed_in(const AfTensor *t, int t0, int t1, size_t lo, size_t cnt) {
+// Whole-unit position of a run (flat file offset f in unit u), from the whole model's runs wr (one per tensor and unit).
+static size_t af_whole_pos(const ParamRun *wr, int nw, int u, size_t f) {
+    for (int i = 0; i < nw; i++)
+        if (wr[i].unit == u && wr[i].flat <= f && f < wr[i].flat + wr[i].len) return wr[i].unit_off + (f - wr[i].flat);
+    internal_fault("Adafactor: file offset %zu is in no tensor of unit %d", f, u);
+    return 0;
+}
+
+// TP rank q's places: each of its runs' part of its tensor's packed floats, in unit order, adjacent ones merged.
+static void af_places(AfGeom *g, int q) {
+    const ParamRun *runs = g->runs + (size_t)q * g->nr;
+    const size_t *woff = g->woff + (size_t)q * g->nr;
+    int *kfirst = g->kfirst + (size_t)q * (g->nu + 1);
+    for (int u = 0, i = 0; u < g->nu; u++) {
+        kfirst[u] = g->nk;
+        for (; i < g->nr && runs[i].unit == u; i++) {
+            size_t w = woff[i], len = runs[i].len;
+            for (int k = g->first[u]; k < g->first[u + 1]; k++) {
+                const AfTensor *t = &g->t[k];
+                size_t lo = t->off > w ? t->off : w, hi = t->off + af_packed(t) < w + len ? t->off + af_packed(t) : w + len;
+                if (lo >= hi) continue;
+                size_t at = runs[i].unit_off + (lo - w);
+                if (g->nk > kfirst[u] && g->klo[g->nk - 1] + g->klen[g->nk - 1] == at) { g->klen[g->nk - 1] += hi - lo; continue; }
+                g->klo[g->nk] = at, g->klen[g->nk] = hi - lo, g->nk++;
+            }
+        }
+    }
+    kfirst[g->nu] = g->nk;
+}
+
+// The geometry of config c (with --tp a TP rank's slice): the whole model's tensors, where their packed floats fall
+// in this rank's units (a run of the local model is a piece of a whole tensor; its part of the tensor's first
+// rows + cols floats, in the tensor's row-major order, is kept here: so the checkpoint's state is one process's),
+// and with --tp every TP rank's runs.
+static void af_geometry(const ModelConfig *c, AfGeom *g) {
+    memset(g, 0, sizeof(*g));
+    const Arch *a = model_arch(c);
+    ArchShape ws = model_whole_shape(c);
+    TpDims td = model_tp_dims(c), one = td;
+    one.n = 1, one.r = 0;
+    g->nu = model_num_units(c);
+    g->nt = af_tensors(a, &ws, g->nu, NULL, NULL);
+    g->t = (AfTensor *)callocCheck(g->nt > 0 ? g->nt : 1, sizeof(AfTensor));
+    g->first = (int *)callocCheck(g->nu + 1, sizeof(int));
+    af_tensors(a, &ws, g->nu, g->t, g->first);
+    int nw = tp_param_runs(a, &ws, &one, 0, NULL, NULL);
+    ParamRun *wr = (ParamRun *)callocCheck(nw > 0 ? nw : 1, sizeof(ParamRun));
+    tp_param_runs(a, &ws, &one, 0, wr, NULL);
+    g->n = td.n;
+    g->nr = tp_param_runs(a, &ws, &td, c->seq_parallel, NULL, NULL);
+    g->runs = (ParamRun *)callocCheck((size_t)g->n * g->nr, sizeof(ParamRun));
+    g->info = (TpRunInfo *)callocCheck((size_t)g->n * g->nr, sizeof(TpRunInfo));
+    g->woff = (size_t *)callocCheck((size_t)g->n * g->nr, sizeof(size_t));
+    for (int q = 0; q < g->n; q++) {
+        TpDims tq = td;
+        tq.r = q;
+        tp_param_runs(a, &ws, &tq, c->seq_parallel, g->runs + (size_t)q * g->nr, g->info + (size_t)q * g->nr);
+    }
+    for (size_t i = 0; i < (size_t)g->n * g->nr; i++) g->woff[i] = af_whole_pos(wr, nw, g->runs[i].unit, g->runs[i].flat);
+    for (int u = 0; u < g->nu; u++) {
+        size_t end = g->first[u + 1] > g->first[u] ? g->t[g->first[u + 1] - 1].off + (size_t)g->t[g->first[u + 1] - 1].rows * g->t[g->first[u + 1] - 1].cols : 0;
+        if (end > g->whole_wide) g->whole_wide = end;
+    }
+    // each TP rank's runs, in unit order: each one's part of its tensor's packed floats (adjacent places merged)
+    g->me = td.n > 1 ? td.r : 0;
+    g->klo = (size_t *)callocCheck((size_t)g->n * g->nr + 1, sizeof(size_t));
+    g->klen = (size_t *)callocCheck((size_t)g->n * g->nr + 1, sizeof(size_t));
+    g->kfirst = (int *)callocCheck((size_t)g->n * (g->nu + 1), sizeof(int));
+    for (int q = 0; q < g->n; q++) af_places(g, q);
+    free(wr);
+}
+
+static void af_geometry_free(AfGeom *g) {
+    free(g->t); free(g->first); free(g->runs); free(g->info); free(g->woff); free(g->klo); free(g->klen); free(g->kfirst);
+    memset(g, 0, sizeof(*g));
+}
+
+// Packed floats of TP rank q's places in unit floats [lo, lo + cnt) of its unit u.
+static size_t af_packed_in(const AfGeom *g, int q, int u, size_t lo, size_t cnt) {
+    const int *kfirst = g->kfirst + (size_t)q * (g->nu + 1);
     size_t sum = 0;
-    for (int i = t0; i < t1; i++) {
-        size_t a = t[i].off > lo ? t[i].off : lo, end = t[i].off + af_packed(&t[i]), b = end < lo + cnt ? end : lo + cnt;
+    for (int i = kfirst[u]; i < kfirst[u + 1]; i++) {
+        size_t a = g->klo[i] > lo ? g->klo[i] : lo, end = g->klo[i] + g->klen[i], b = end < lo + cnt ? end : lo + cnt;
         if (a < b) sum += b - a;
     }
     return sum;
 }
 
-// Array 0's room for a unit of `usize` floats on one rank: the most packed floats any rank's slice holds.
-static size_t af_room(const AfTensor *t, int t0, int t1, int stage, size_t shard, int world) {
+// Array 0's room for unit u on one rank: the most packed floats any rank's slice holds (over the data-parallel
+// ranks and the TP ranks, so that every rank's array, and the plan, have one size).
+static size_t af_room(const AfGeom *g, int u, int stage, size_t shard, int world) {
     size_t span = stage == 0 ? shard * world : shard, most = 0;
-    for (int r = 0; r < (stage == 0 ? 1 : world); r++) {
-        size_t k = af_packed_in(t, t0, t1, stage == 0 ? 0 : (size_t)r * shard, span);
-        if (k > most) most = k;
-    }
+    for (int q = 0; q < g->n; q++)
+        for (int r = 0; r < (stage == 0 ? 1 : world); r++) {
+            size_t k = af_packed_in(g, q, u, stage == 0 ? 0 : (size_t)r * shard, span);
+            if (k > most) most = k;
+        }
     return most;
 }
 
 static void adafactor_open(Optimizer *o) {
     Adafactor *f = (Adafactor *)o->self;
     const OptLayout *l = &o->lay;
-    int n = adafactor_tensors(l->config, NULL, NULL);
-    f->t = (AfTensor *)callocCheck(n > 0 ? n : 1, sizeof(AfTensor));
-    f->first = (int *)callocCheck(l->nu + 1, sizeof(int));
-    adafactor_tensors(l->config, f->t, f->first);
+    af_geometry(l->config, &f->g);
+    f->tp = l->tp && f->g.n > 1 ? l->tp : NULL;
+    f->r = f->tp ? l->config->tp_rank : 0;
     f->room = (size_t *)callocCheck(l->nu, sizeof(size_t));
     for (int u = 0; u < l->nu; u++) {
         if (l->usize[u] == 0) continue;
-        f->room[u] = l->streamed ? l->sspan[u] : af_room(f->t, f->first[u], f->first[u + 1], l->stage, l->ushard[u], l->comm->world);
+        f->room[u] = l->streamed ? l->sspan[u] : af_room(&f->g, u, l->stage, l->ushard[u], l->comm->world);
         if (l->ushard[u] * l->comm->world > f->wide) f->wide = l->ushard[u] * l->comm->world;
     }
-    float **bufs[] = {&f->G, &f->P, &f->S};
-    for (int i = 0; i < 3; i++) *bufs[i] = l->host ? backend_alloc_host_state(f->wide) : backend_alloc_state(f->wide);
-    if (!l->host) {
-        f->hG = (float *)callocCheck(f->wide, sizeof(float));
-        f->hP = (float *)callocCheck(f->wide, sizeof(float));
-        f->hS = (float *)callocCheck(f->wide, sizeof(float));
+    size_t n = f->wide * (f->tp ? (size_t)f->g.n : 1);
+    float **bufs[] = {&f->TG, &f->TP, &f->TS}, **hbufs[] = {&f->hG, &f->hP, &f->hS}, **wbufs[] = {&f->WG, &f->WP, &f->WS};
+    for (int i = 0; i < 3; i++) {
+        *bufs[i] = l->host ? backend_alloc_host_state(n) : backend_alloc_state(n);
+        if (!l->host) *hbufs[i] = (float *)callocCheck(n, sizeof(float));
+        if (f->tp) *wbufs[i] = backend_alloc_host_state(f->g.whole_wide);
     }
 }
+
+// This rank's unit in the buffers: with --tp its place among the TP group's.
+static float *af_mine(const Adafactor *f, float *buf) { return buf + (size_t)f->r * f->wide; }
 
 static size_t adafactor_room(const Optimizer *o, int a, int u) {
     if (o->lay.streamed) return o->lay.sspan[u];  // the swap file's records: every array slice-shaped
@@ -112,24 +213,23 @@ static size_t adafactor_room(const Optimizer *o, int a, int u) {
 static size_t adafactor_index(const Optimizer *o, int a, int u, size_t pos) {
     const Adafactor *f = (const Adafactor *)o->self;
     if (a != 0 || o->lay.streamed) return pos;
-    return af_packed_in(f->t, f->first[u], f->first[u + 1], o->lay.slo[u], pos);
+    return af_packed_in(&f->g, f->g.me, u, o->lay.slo[u], pos);
 }
 // In memory array 0 keeps the packed floats and array 1 nothing; `until`: where the answer changes.
 static int adafactor_kept(const Optimizer *o, int a, int u, size_t pos, size_t *until) {
-    const Adafactor *f = (const Adafactor *)o->self;
+    const AfGeom *g = &((const Adafactor *)o->self)->g;
     size_t slo = o->lay.slo[u], at = slo + pos;
     *until = o->lay.sspan[u];
     if (o->lay.streamed) return 1;
     if (a != 0) return 0;
-    for (int i = f->first[u]; i < f->first[u + 1]; i++) {
-        size_t end = f->t[i].off + f->t[i].rows * (size_t)f->t[i].cols, packed = f->t[i].off + af_packed(&f->t[i]);
-        if (at >= end) continue;
-        if (at < f->t[i].off) { *until = f->t[i].off - slo; return 0; }  // (tensors are adjacent: not reached)
-        if (at < packed) { *until = packed - slo; return 1; }
-        *until = end - slo;
-        return 0;
+    const int *kfirst = g->kfirst + (size_t)g->me * (g->nu + 1);
+    for (int i = kfirst[u]; i < kfirst[u + 1]; i++) {
+        if (at >= g->klo[i] + g->klen[i]) continue;
+        if (at < g->klo[i]) { *until = g->klo[i] - slo; return 0; }
+        *until = g->klo[i] + g->klen[i] - slo;
+        return 1;
     }
-    return 0;  // the padding past the unit's last tensor
+    return 0;  // past the unit's last place
 }
 static int adafactor_passes(const Optimizer *o, int u) { (void)o, (void)u; return 2; }
 
@@ -137,14 +237,15 @@ static int adafactor_passes(const Optimizer *o, int u) { (void)o, (void)u; retur
 // pc's memory are host memory (else the device's).
 static void af_move(Optimizer *o, const OptPiece *pc, int in, int host) {
     Adafactor *f = (Adafactor *)o->self;
+    float *G = af_mine(f, f->TG), *S = af_mine(f, f->TS);
     size_t lo = pc->lo, n = pc->n;
-    float *P = f->P + lo;
+    float *P = af_mine(f, f->TP) + lo;
 #define AF_COPY(dst, src, k) (host ? (void)memcpy((dst), (src), (k) * sizeof(float)) : backend_copy((dst), (src), (k)))
-    if (in) { AF_COPY(f->G + lo, pc->g, n); AF_COPY(P, pc->p, n); }
+    if (in) { AF_COPY(G + lo, pc->g, n); AF_COPY(P, pc->p, n); }
     else AF_COPY(pc->p, P, n);
     if (o->lay.streamed) {
-        if (in) AF_COPY(f->S + lo, pc->state[0], n);
-        else AF_COPY(pc->state[0], f->S + lo, n);
+        if (in) AF_COPY(S + lo, pc->state[0], n);
+        else AF_COPY(pc->state[0], S + lo, n);
     } else {
         size_t slo = o->lay.slo[pc->u];
         for (size_t cur = lo - slo, end = lo - slo + n, until; cur < end; cur = until) {
@@ -152,8 +253,8 @@ static void af_move(Optimizer *o, const OptPiece *pc, int in, int host) {
             if (until > end) until = end;
             if (!kept) continue;
             float *s = pc->state[0] + adafactor_index(o, 0, pc->u, cur);
-            if (in) AF_COPY(f->S + slo + cur, s, until - cur);
-            else AF_COPY(s, f->S + slo + cur, until - cur);
+            if (in) AF_COPY(S + slo + cur, s, until - cur);
+            else AF_COPY(s, S + slo + cur, until - cur);
         }
     }
 #undef AF_COPY
@@ -205,26 +306,52 @@ static void af_tensor_step(const AdafactorOpts *a, const AfTensor *t, float *p, 
     }
 }
 
-// Unit u whole (gathered over the group unless every rank has it), every tensor stepped in order, on the host.
+// --tp: unit u of the whole model from every TP rank's unit (T: N units of f->wide floats, host memory): each
+// whole position from the rank that counts it (a replica's copy is the same), into W.
+static void af_assemble(const Adafactor *f, int u, const float *T, float *W) {
+    const AfGeom *g = &f->g;
+    for (int q = 0; q < g->n; q++)
+        for (int i = 0; i < g->nr; i++) {
+            size_t k = (size_t)q * g->nr + i;
+            const ParamRun *r = &g->runs[k];
+            if (r->unit == u && g->info[k].counted) memcpy(W + g->woff[k], T + (size_t)q * f->wide + r->unit_off, r->len * sizeof(float));
+        }
+}
+// And back: this rank's runs of the whole unit W (its replicas too) into its unit (mine, host memory).
+static void af_disperse(const Adafactor *f, int u, const float *W, float *mine) {
+    const AfGeom *g = &f->g;
+    for (int i = 0; i < g->nr; i++) {
+        size_t k = (size_t)f->r * g->nr + i;
+        const ParamRun *r = &g->runs[k];
+        if (r->unit == u) memcpy(mine + r->unit_off, W + g->woff[k], r->len * sizeof(float));
+    }
+}
+
+// Unit u whole (gathered over the group unless every rank has it), every tensor stepped in order, on the host. With
+// --tp each rank's unit is gathered over the TP group too (counted in its traffic), every rank assembles the whole
+// model's unit and steps it as one process does, and keeps its own runs of the result.
 static void af_unit_step(Optimizer *o, int u, const OptStep *s, int host) {
     Adafactor *f = (Adafactor *)o->self;
     const OptLayout *l = &o->lay;
-    if (l->stage >= 1 && l->comm->world > 1) {
-        comm_allgather(l->comm, f->G, l->ushard[u]);
-        comm_allgather(l->comm, f->P, l->ushard[u]);
-        comm_allgather(l->comm, f->S, l->ushard[u]);
+    float *mine[3] = {af_mine(f, f->TG), af_mine(f, f->TP), af_mine(f, f->TS)}, *all[3] = {f->TG, f->TP, f->TS};
+    float *hall[3] = {f->hG, f->hP, f->hS}, *W[3] = {f->WG, f->WP, f->WS};
+    if (l->stage >= 1 && l->comm->world > 1)
+        for (int i = 0; i < 3; i++) comm_allgather(l->comm, mine[i], l->ushard[u]);
+    size_t n = l->usize[u], N = f->tp ? (size_t)f->g.n : 1;
+    if (f->tp) for (int i = 0; i < 3; i++) tp_optim_allgather(f->tp, all[i], f->wide);
+    if (!host) for (int i = 0; i < 3; i++) backend_to_host(hall[i], all[i], f->tp ? N * f->wide : n), all[i] = hall[i];
+    const AfGeom *g = &f->g;
+    float *G = all[0], *P = all[1], *S = all[2];
+    if (f->tp) {
+        for (int i = 0; i < 3; i++) af_assemble(f, u, all[i], W[i]);
+        G = W[0], P = W[1], S = W[2];
     }
-    float *G = f->G, *P = f->P, *S = f->S;
-    size_t n = l->usize[u];
-    if (!host) {
-        backend_to_host(f->hG, f->G, n); backend_to_host(f->hP, f->P, n); backend_to_host(f->hS, f->S, n);
-        G = f->hG, P = f->hP, S = f->hS;
-    }
-    for (int i = f->first[u]; i < f->first[u + 1]; i++) {
-        const AfTensor *t = &f->t[i];
+    for (int i = g->first[u]; i < g->first[u + 1]; i++) {
+        const AfTensor *t = &g->t[i];
         af_tensor_step(&f->args, t, P + t->off, G + t->off, S + t->off, s);
     }
-    if (!host) { backend_from_host(f->P, P, n); backend_from_host(f->S, S, n); }
+    for (int i = 1; f->tp && i < 3; i++) af_disperse(f, u, W[i], all[i] + (size_t)f->r * f->wide);
+    if (!host) for (int i = 1; i < 3; i++) backend_from_host(mine[i], all[i] + (f->tp ? (size_t)f->r * f->wide : 0), n);
 }
 
 static void adafactor_piece(Optimizer *o, int pass, const OptPiece *pc, const OptStep *s) {
@@ -243,29 +370,31 @@ static void adafactor_device_unit(Optimizer *o, const OptPiece *pc, const OptSte
     if (pc->n > 0) af_move(o, pc, 0, 0);
 }
 // The plan: array 0's rooms (rows + cols per matrix, n per vector, as the slices cut them; none streamed) and the
-// three whole-unit buffers.
+// three whole-unit buffers (with --tp: every TP rank's unit, and three units of the whole model).
 static size_t adafactor_plan(const ModelConfig *c, int stage, int world, const size_t *usize, int streamed) {
-    int nu = model_num_units(c), n = adafactor_tensors(c, NULL, NULL);
-    AfTensor *t = (AfTensor *)callocCheck(n > 0 ? n : 1, sizeof(AfTensor));
-    int *first = (int *)callocCheck(nu + 1, sizeof(int));
-    adafactor_tensors(c, t, first);
+    AfGeom g;
+    af_geometry(c, &g);
     size_t state = 0, wide = 0;
-    for (int u = 0; u < nu; u++) {
+    for (int u = 0; u < g.nu; u++) {
         if (usize[u] == 0) continue;
         size_t sh = comm_shard_size(usize[u], world);
-        if (!streamed) state += af_room(t, first[u], first[u + 1], stage, sh, world);
+        if (!streamed) state += af_room(&g, u, stage, sh, world);
         if (sh * world > wide) wide = sh * world;
     }
-    free(t); free(first);
-    return state + 3 * wide;
+    size_t bufs = g.n > 1 ? 3 * (g.n * wide + g.whole_wide) : 3 * wide;
+    af_geometry_free(&g);
+    return state + bufs;
 }
 static void adafactor_close(Optimizer *o) {
     Adafactor *f = (Adafactor *)o->self;
-    float *bufs[] = {f->G, f->P, f->S};
-    for (int i = 0; i < 3; i++)
+    float *bufs[] = {f->TG, f->TP, f->TS}, *wbufs[] = {f->WG, f->WP, f->WS};
+    for (int i = 0; i < 3; i++) {
         if (bufs[i]) { if (o->lay.host) backend_free_host_state(bufs[i]); else backend_free(bufs[i]); }
+        if (wbufs[i]) backend_free_host_state(wbufs[i]);
+    }
     free(f->hG); free(f->hP); free(f->hS);
-    free(f->t); free(f->first); free(f->room);
+    af_geometry_free(&f->g);
+    free(f->room);
     free(f);
     o->self = NULL;
 }

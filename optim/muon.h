@@ -45,7 +45,7 @@ typedef struct {
     size_t ubuf_floats, work_floats;
     int host;                  // the buffers are the host tier's (--offload: the host runs Newton-Schulz)
     // --tp: every TP rank's unit (tbuf, N x ubuf_floats, ubuf the rank's own place in it) and one whole matrix (whole)
-    Comm *tp;
+    TpGroup *tp;
     TpDims td;
     size_t hd;
     float *tbuf, *whole;
@@ -145,7 +145,7 @@ static size_t muon_tp_floats(const MuonMatrix *m, int n, const ModelConfig *c, c
 // runs: zero.h's. host: the buffers in the host tier (--offload). unit_floats: the widest held unit, padded. tp: with
 // --tp (c a TP rank's slice), the TP group whose ranks hold the other slices of each matrix; NULL without.
 static void muon_init(Muon *mu, const MuonOpts *args, const ModelConfig *c, const size_t *usize, const ParamRun *runs,
-                      int nruns, int world, size_t unit_floats, int host, Comm *tp) {
+                      int nruns, int world, size_t unit_floats, int host, TpGroup *tp) {
     memset(mu, 0, sizeof(*mu));
     mu->momentum = args->momentum;
     mu->nesterov = args->nesterov;
@@ -283,7 +283,7 @@ static void muon_tp_slice(Muon *mu, const MuonMatrix *m, int q, int to_whole) {
 // rank does not own are zeroed, so the reduce-scatter hands every TP rank its slices of the owners' O.
 static void muon_orthogonalize_tp(Muon *mu, int me, int first, int last) {
     size_t uf = mu->ubuf_floats;
-    comm_allgather(mu->tp, mu->tbuf, uf);
+    tp_optim_allgather(mu->tp, mu->tbuf, uf);  // counted with the model's TP traffic
     for (int j = first; j <= last; j++) {
         MuonMatrix *m = &mu->mats[j];
         if (m->owner == me) {
@@ -297,7 +297,7 @@ static void muon_orthogonalize_tp(Muon *mu, int me, int first, int last) {
             else backend_zero_state(at, (size_t)m->rows * m->cols);
         }
     }
-    comm_reduce_scatter_sum(mu->tp, mu->tbuf, uf);
+    tp_optim_reduce_scatter(mu->tp, mu->tbuf, uf);
 }
 
 // Unit u's U (every rank's slice of it in place: muon_momentum) into the owners' O: gathered whole over the

@@ -36,7 +36,7 @@ typedef struct {
     Model *model;                // its working copies (the device step may write them in its pass)
     int stage, nu;
     Comm *comm;                  // the data-parallel group
-    Comm *tp;                    // --tp: the TP group whose ranks hold the other slices of each matrix; NULL without
+    TpGroup *tp;                 // --tp: the TP group whose ranks hold the other slices of each matrix; NULL without
     const size_t *usize, *ushard;                 // per unit: its floats on this rank (0: not held), its shard
     const size_t *slo, *slen, *sspan;             // per unit: this rank's slice: where it starts, floats, padded room
     const ParamRun *runs;        // the units' runs (each tensor's part of a unit), with their weight decay

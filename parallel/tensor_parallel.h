@@ -176,12 +176,19 @@ static const floatX *tp_row_output_backward(TpGroup *g, floatX *dfull, const flo
 // elsewhere).
 static float *tp_whole_grad(const TpGroup *g, float *grad) { return tp_sp(g) && g->r != 0 ? NULL : grad; }
 
-// A row-parallel projection (IC -> C: each rank its IC columns of weight): this rank's part (the bias added by TP
-// rank 0, so that the sum has it once) into part (BT rows), the parts summed; returns this rank's rows of the sum.
-static floatX *tp_row_parallel_forward(TpGroup *g, floatX *part, const floatX *inp, const floatX *weight, const floatX *bias,
-                                       int BT, int IC, int C) {
-    matmul_forward(part, inp, weight, g->r == 0 ? bias : NULL, BT, IC, C);
+// A row-parallel projection (IC -> C: each rank its IC columns of weight): this rank's part, without the bias, into
+// part (BT rows), the parts summed; returns this rank's rows of the sum (tp_row_bias_residual adds the bias).
+static const floatX *tp_row_parallel_forward(TpGroup *g, floatX *part, const floatX *inp, const floatX *weight, int BT,
+                                             int IC, int C) {
+    matmul_forward(part, inp, weight, NULL, BT, IC, C);
     return tp_row_output_forward(g, part, BT, (size_t)C);
+}
+// Then onto the residual stream, this rank's rows (with --sp its BT / N): out = res + (sum + bias), the bias added
+// once, after the sum (Megatron's RowParallelLinear), by every rank alike; NULL bias: out = res + sum.
+static void tp_row_bias_residual(const TpGroup *g, floatX *out, const floatX *res, const floatX *sum, const floatX *bias,
+                                 int BT, int C) {
+    if (bias) residual_bias_forward(out, res, sum, bias, tp_rows(g, BT), C);
+    else residual_forward(out, res, sum, (long)tp_rows(g, BT) * C);
 }
 
 // The vocabulary-parallel embedding (each rank rows [r Vpl, (r + 1) Vpl) of wte; others' tokens zero): this rank's
@@ -263,8 +270,18 @@ static void tp_gather_logits(TpGroup *g, const float *mine, float *all, size_t V
 }
 
 // What ZeRO and the optimizers ask of the group (g NULL: no --tp).
-// The communicator a split matrix's slices are gathered over (Muon), or NULL.
+// The communicator a split matrix's slices are gathered over, or NULL (ZeRO switches its transport on the host tiers).
 static Comm *tp_comm(const TpGroup *g) { return g ? g->comm : NULL; }
+// An optimizer's whole-matrix collectives over the group (Muon's and Adafactor's units, float32 in the store's
+// memory: N shards of `shard` floats), counted like the model's: the bytes of the whole buffer.
+static void tp_optim_allgather(TpGroup *g, float *buf, size_t shard) {
+    comm_allgather(g->comm, buf, shard);
+    g->bytes[TP_ALLGATHER] += (double)shard * g->n * sizeof(float);
+}
+static void tp_optim_reduce_scatter(TpGroup *g, float *buf, size_t shard) {
+    comm_reduce_scatter_sum(g->comm, buf, shard);
+    g->bytes[TP_REDUCE_SCATTER] += (double)shard * g->n * sizeof(float);
+}
 // The most pieces tp_counted returns for one range (0 without --tp: no split).
 static int tp_counted_max(const TpGroup *g) { return g ? g->nskip + 1 : 0; }
 // The gradient norm's sum of squares: this rank's counted slices summed over the group (the slices are disjoint).

@@ -110,3 +110,83 @@ print(msg)
 sys.exit(0 if err < tol and same else 1)
 PYEOF
 }
+
+# ---- what the optimizer suites (test_muon.sh, test_adafactor.sh) share
+# vs_one LABEL A B: two runs' logs ($W/A.jsonl one process's, $W/B.jsonl a layout's), every step's loss and norm within
+# 2e-5 relative
+vs_one() {
+  local out
+  out=$($PY - "$W/$2.jsonl" "$W/$3.jsonl" <<'PYEOF'
+import json, sys
+def steps(p): return {d["step"]: d for d in map(json.loads, open(p)) if "loss" in d and "norm" in d}
+a, b = steps(sys.argv[1]), steps(sys.argv[2])
+if not a or sorted(a) != sorted(b): print(f"steps differ: {sorted(a)} vs {sorted(b)}"); sys.exit(1)
+err = max(abs(a[s][k] - b[s][k]) / abs(a[s][k]) for s in a for k in ("loss", "norm"))
+print(f"{len(a)} steps' losses and norms within {err:.1e} of one process's (< 2e-5)"); sys.exit(0 if err < 2e-5 else 1)
+PYEOF
+) && ok "$1: $out" || bad "$1: $out"
+}
+# run_tag TEXT: a label as ref_against names its run's files
+run_tag() { tr -c 'a-z0-9\n' _ <<<"$1"; }
+# state_as_planned NAME LABEL RUN: the run's ($W/RUN.jsonl) model state and swap file allocated as its plan says
+state_as_planned() {
+  local out
+  out=$($PY -c '
+import json, sys
+a = next(d["allocated"] for d in map(json.loads, open(sys.argv[1])) if "allocated" in d)
+print(a["model_state_bytes"], a["planned_model_state_bytes"], a["swap_file_bytes"], a["planned_disk_bytes"])
+sys.exit(a["model_state_bytes"] != a["planned_model_state_bytes"] or a["swap_file_bytes"] != a["planned_disk_bytes"])' "$W/$3.jsonl") \
+    && ok "$2: $1's model state allocated as planned ($out bytes)" || bad "$2: $1's model state as planned" "$out"
+}
+# ranks_alloc LABEL RUN NP FLAGS...: what one process plans for the layout (--dry-run --world NP, with the recipe's args
+# of ref_make's $W/NAME, RUN's NAME before its first dot) is what each rank of $W/RUN.jsonl allocated
+ranks_alloc() {
+  local label=$1 run=$2 np=$3; shift 3
+  mapfile -t args < "$W/${run%%.*}/args"
+  $BIN "${args[@]}" "$@" --dry-run --world "$np" --log "$W/$run.dry.jsonl" > "$W/$run.dry.out" 2>&1 || { bad "$label: --dry-run --world $np" "$(tail -3 "$W/$run.dry.out")"; return; }
+  local out; out=$($PY - "$W/$run.dry.jsonl" "$W/$run.jsonl" <<'PYEOF'
+import json, sys
+plans = [d["stage_plan"] for d in map(json.loads, open(sys.argv[1])) if "stage_plan" in d]
+ranks = [d["allocated"]["ranks"] for d in map(json.loads, open(sys.argv[2])) if "allocated" in d][0]
+bad = [f"rank {i}: {got[0]} vs {p['model_state_bytes']}" for i, got in enumerate(ranks)
+       for p in plans if p["first_rank"] <= i <= p["last_rank"] and got[0] != p["model_state_bytes"]]
+print("; ".join(bad) or f"{len(ranks)} ranks' model state as --dry-run --world {len(ranks)} plans it: " + ", ".join(str(r[0]) for r in ranks))
+sys.exit(1 if bad or len(ranks) != plans[-1]["last_rank"] + 1 else 0)
+PYEOF
+) && ok "$label: $out" || bad "$label: allocated vs --dry-run --world $np" "$out"
+}
+# optimizer_resume NAME OPT FLAGS...: an optimizer's state in checkpoints (FLAGS: a 6-step run of --optimizer OPT,
+# -v 0 -s 0). 3 steps then 3 more equal the uninterrupted 6 byte for byte (model and state files), in memory and
+# offloaded to nvme; 2 ranks at ZeRO-3 resumed in 1 process within 2e-5; an AdamW run resumed from OPT's state, or
+# the reverse, stops naming both, writing nothing. 5 checks (4 without mpirun).
+optimizer_resume() {
+  local name=$1 opt=$2; shift 2
+  local R=("$@") nv=(--offload optimizer --offload-device nvme --nvme-path "$W" --nvme-buffer-mb 0.05) out rc
+  $BIN "${R[@]}" -o "$W/full" > "$W/full.out" 2>&1
+  $BIN "${R[@]}" --lr-steps 6 -x 3 -o "$W/part" > /dev/null 2>&1 && $BIN "${R[@]}" -o "$W/part" -y 1 > "$W/part.out" 2>&1
+  cmp -s "$W/full/model_00000006.bin" "$W/part/model_00000006.bin" && cmp -s "$W/full/state_00000006.bin" "$W/part/state_00000006.bin" \
+    && ok "$name resumed after 3 of 6 steps: the model and state files of the uninterrupted run, byte for byte" \
+    || bad "$name resumed after 3 of 6 steps equals the uninterrupted run" "$(tail -3 "$W/part.out")"
+  $BIN "${R[@]}" "${nv[@]}" --lr-steps 6 -x 3 -o "$W/nvp" > /dev/null 2>&1 && $BIN "${R[@]}" "${nv[@]}" -o "$W/nvp" -y 1 > "$W/nvp.out" 2>&1
+  cmp -s "$W/full/model_00000006.bin" "$W/nvp/model_00000006.bin" && cmp -s "$W/full/state_00000006.bin" "$W/nvp/state_00000006.bin" \
+    && ok "$name offloaded to nvme, resumed after 3 of 6 steps: the uninterrupted run's model and state files, byte for byte" \
+    || bad "$name offloaded to nvme and resumed equals the uninterrupted run" "$(tail -3 "$W/nvp.out")"
+  if have_mpi "a $name checkpoint of 2 ranks at ZeRO-3 resumed in 1 process"; then
+    "${MPI[@]}" -np 2 $BIN "${R[@]}" --grad-accum 1 --lr-steps 6 -x 3 -z 3 -o "$W/z3" > /dev/null 2>&1 && $BIN "${R[@]}" -o "$W/z3" -y 1 > "$W/z3.out" 2>&1
+    out=$($PY - "$W/full/model_00000006.bin" "$W/z3/model_00000006.bin" <<'PYEOF'
+import sys, numpy as np
+a, b = (np.fromfile(p, dtype="<f4", offset=1024) for p in sys.argv[1:])
+err = float(np.abs(a - b).max()); print(f"max parameter difference {err:.1e} (< 2e-5)"); sys.exit(0 if err < 2e-5 else 1)
+PYEOF
+    ) && ok "$name checkpoint of 2 ranks at ZeRO-3 resumed in 1 process: $out" || bad "$name ZeRO-3 checkpoint resumed in 1 process: $out" "$(tail -3 "$W/z3.out")"
+  fi
+  local before; before=$(ls "$W/full" | tr '\n' ' ')
+  out=$($BIN "${R[@]}" -x 8 --optimizer adamw -o "$W/full" -y 1 2>&1); rc=$?
+  [ $rc -ne 0 ] && grep -q "saved by a run with --optimizer $opt; this run has --optimizer adamw" <<<"$out" && [ "$(ls "$W/full" | tr '\n' ' ')" = "$before" ] \
+    && ok "$name's state resumed with --optimizer adamw: an error naming both, nothing written" \
+    || bad "$name's state resumed with --optimizer adamw is an error naming both" "$out"
+  $BIN -x 2 -v 0 -s 0 -e llama-d2 -o "$W/adam" > /dev/null 2>&1
+  out=$($BIN -x 4 -v 0 -s 0 -e llama-d2 --optimizer "$opt" -o "$W/adam" -y 1 2>&1); rc=$?
+  [ $rc -ne 0 ] && grep -q "saved by a run with --optimizer adamw; this run has --optimizer $opt" <<<"$out" \
+    && ok "AdamW's state resumed with --optimizer $opt: an error naming both" || bad "AdamW's state resumed with --optimizer $opt is an error naming both" "$out"
+}

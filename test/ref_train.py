@@ -152,13 +152,15 @@ def adafactor_tensors(name, p, layered):
     return [p[l] for l in range(p.shape[0])] if layered(name) else [p]
 
 
-def train(params, names, loss_of, decayed, tokens, a, muon_pieces=None, layered=None):
+def train(params, names, loss_of, decayed, tokens, a, muon_pieces=None, layered=None, adafactor_all=None):
     """The trainer's recipe on `params` (named `names`) from float64 PyTorch, shared with ref_train_llama.py:
     micro-batch g = s*A + acc of the stream, the mean loss's gradient summed over the accumulation, the pre-clip
     norm and clipping, lr_at's schedule, AdamW with bias correction and decoupled weight decay where
     decayed(name). loss_of(x, y) is the model's mean loss. Returns the per-step losses, norms and lrs, and the
     first moments (Muon's momentum buffers for its matrices). With --optimizer muon, muon_pieces(name, shape) lists
-    the Muon matrices of a tensor as index tuples into it (none: AdamW's)."""
+    the Muon matrices of a tensor as index tuples into it (none: AdamW's). With --optimizer adafactor,
+    adafactor_all(grads, lr, t), where given, steps every parameter (the clipped gradients, in params' order): a
+    model whose trainer tensors pack several of params (ref_train_llama.py's)."""
     B, T, A, S = a.batch, a.seq, a.accum, a.steps
     ntok = tokens.numel()
     ms = [torch.zeros_like(p) for p in params]
@@ -183,7 +185,11 @@ def train(params, names, loss_of, decayed, tokens, a, muon_pieces=None, layered=
         t = s + 1
         muon_lr = lr_at(s, a.muon_lr or a.lr, a.warmup, S, a.lr_final_frac, a.schedule)
         with torch.no_grad():
+            if a.optimizer == "adafactor" and adafactor_all:
+                adafactor_all([gr * scale for gr in grads], lr, t)
             for name, p, gr, m, v in zip(names, params, grads, ms, vs):
+                if a.optimizer == "adafactor" and adafactor_all:
+                    break
                 gr = gr * scale
                 if a.optimizer == "adafactor":  # m holds the packed state, at the start of each tensor's place
                     for pt, gt, mt in zip(*(adafactor_tensors(name, x, layered) for x in (p.detach().numpy(), gr.numpy(), m.numpy()))):

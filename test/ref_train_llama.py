@@ -23,8 +23,8 @@ import torch  # noqa: E402
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ref_train import (Checks, add_args, compare_log, make_tokens, plant_separators, read_checkpoint, run,  # noqa: E402
-                       train, write_inputs)
+from ref_train import (Checks, adafactor_step, add_args, compare_log, make_tokens, plant_separators,  # noqa: E402
+                       read_checkpoint, run, train, write_inputs)
 from ref_gpt2 import attn_mask  # noqa: E402
 
 DT = torch.float64
@@ -105,6 +105,62 @@ def file_tensors(m, Vp, use_grad=False):
     return out
 
 
+def file_groups(m):
+    """The file's tensors (file_tensors' order) as (name, layer or None, the model's parameters it packs by rows):
+    the trainer's tensors, which Adafactor steps whole (its row and column means, RMS and clipping per tensor)."""
+    sd = dict(m.named_parameters())
+    lay = lambda name, parts: [(name, l, ["model.layers.%d.%s" % (l, x) for x in parts])  # noqa: E731
+                               for l in range(m.config.num_hidden_layers)]
+    out = [("wte", None, ["model.embed_tokens.weight"])] + lay("attn_norm", ["input_layernorm.weight"])
+    out += lay("wqkv", ["self_attn.%s_proj.weight" % x for x in "qkv"])
+    if "model.layers.0.self_attn.q_proj.bias" in sd:
+        out += lay("bqkv", ["self_attn.%s_proj.bias" % x for x in "qkv"])
+    gate = ["mlp.gate_proj.weight"] if "model.layers.0.mlp.gate_proj.weight" in sd else []
+    out += lay("wo", ["self_attn.o_proj.weight"]) + lay("mlp_norm", ["post_attention_layernorm.weight"])
+    out += lay("wfc", ["mlp.up_proj.weight"] + gate) + lay("wproj", ["mlp.down_proj.weight"])
+    out.append(("final_norm", None, ["model.norm.weight"]))
+    if not m.config.tie_word_embeddings:
+        out.append(("lm_head", None, ["lm_head.weight"]))
+    return out
+
+
+def adafactor_stepper(m, names, a, Vp):
+    """adafactor_all for train(): each file tensor (the embedding and head padded to Vp rows, as the trainer holds
+    them) assembled from the model's parameters, stepped by ref_train's adafactor_step, and split back; its packed
+    state kept per tensor and layer (state)."""
+    sd = dict(m.named_parameters())
+    state = {}
+
+    def step(grads, lr, t):
+        g_of = dict(zip(names, grads))
+        for name, l, parts in file_groups(m):
+            P = np.concatenate([sd[x].detach().numpy() for x in parts])
+            G = np.concatenate([g_of[x].numpy() for x in parts])
+            rows = P.shape[0]
+            if name in ("wte", "lm_head"):
+                P, G = (np.concatenate([X, np.zeros((Vp - rows,) + X.shape[1:])]) for X in (P, G))
+            st = state.setdefault((name, l), np.zeros(P.shape[0] + P.shape[1] if P.ndim == 2 else P.size))
+            adafactor_step(P, G, st, lr, t, any(k in parts[0] for k in DECAYED), a)
+            at = 0
+            for x in parts:
+                v = sd[x].detach().numpy()
+                v[...] = P[at:at + v.shape[0]]
+                at += v.shape[0]
+    return step, state
+
+
+def adafactor_moments(m, Vp, state):
+    """The packed state in the file's layout (the state file's m): each tensor's at the start of its place."""
+    out = []
+    for n, t in file_tensors(m, Vp):
+        z = np.zeros(t.shape)
+        for (name, l), st in state.items():
+            if name == n:
+                (z[l] if l is not None else z).reshape(-1)[:st.size] = st
+        out.append((n, z))
+    return out
+
+
 MLP_SLOT = {"swiglu": 0, "relu2": 1, "gelu": 2, "geglu": 3}
 
 
@@ -143,14 +199,16 @@ def cmd_make(a):
             pos = pos - first
         return torch.nn.functional.cross_entropy(m(x, attention_mask=mask, position_ids=pos).logits.reshape(-1, V),
                                                  y.reshape(-1))
+    stepper, af_state = adafactor_stepper(m, names, a, Vp)
     losses, norms, lrs, ms, clipped = train(params, names, loss_of, lambda n: any(k in n for k in DECAYED), tokens, a,
-                                            muon_pieces)
+                                            muon_pieces, adafactor_all=stepper)
     for p, mo in zip(params, ms):
         p.grad = mo  # file_tensors(use_grad) then lays the first moments out in the file's order
+    moments = adafactor_moments(m, Vp, af_state) if a.optimizer == "adafactor" else file_tensors(m, Vp, True)
     write_inputs(a, header(a, Vp), [t for _, t in p0], tokens)
     np.savez(os.path.join(a.out_dir, "ref.npz"), losses=np.array(losses), norms=np.array(norms), lrs=np.array(lrs),
              V=V, names=np.array([n for n, _ in p0]), **{"p0_" + n: t for n, t in p0},
-             **{"p_" + n: t for n, t in file_tensors(m, Vp)}, **{"m_" + n: t for n, t in file_tensors(m, Vp, True)})
+             **{"p_" + n: t for n, t in file_tensors(m, Vp)}, **{"m_" + n: t for n, t in moments})
     clip = a.grad_clip
     print(f"{'Qwen 2 (q/k/v bias)' if a.qkv_bias else 'Llama'} reference ({a.mlp}): C={a.channels} NH={a.heads} KV={a.kv_heads} H={a.hidden} L={a.layers} "
           f"{'tied' if a.tied else 'untied'} B={B} T={T} A={A} steps={S}: losses {losses[0]:.5f} .. {losses[-1]:.5f}, "
@@ -166,7 +224,7 @@ def cmd_compare(a):
     hdr, params, mv = read_checkpoint(a.ckpt_dir, S)
     P = params.size
     check(hdr[0] == LLAMA_MAGIC and mv.size == 2 * P, f"checkpoint at step {S}: a Llama model file and a state of {P} parameters")
-    bad_p, bad_m, worst_p, worst_m, off = [], [], (0, ""), (0, ""), 0
+    bad_p, bad_m, worst_p, worst_m, worst_rel, off = [], [], (0, ""), (0, ""), (0, ""), 0
     V = int(ref["V"])
     pads_zero = True
     for n in names:
@@ -178,6 +236,7 @@ def cmd_compare(a):
             pads_zero = pads_zero and bool(np.all(gp[V:] == 0))
         ep = np.linalg.norm(gp - rp) / np.linalg.norm(rp - r0)
         em = np.linalg.norm(gm - rm) / np.linalg.norm(rm)
+        worst_rel = max(worst_rel, (float(np.linalg.norm(gp - rp) / np.linalg.norm(rp)), n))
         if a.verbose: print(f"    {n:10s} params {ep:.2e} of their movement, first moments {em:.2e}")
         if ep > a.tol_param: bad_p.append(f"{n} {ep:.2e}")
         if em > a.tol_moment: bad_m.append(f"{n} {em:.2e}")
@@ -192,10 +251,13 @@ def cmd_compare(a):
                 worst = max(worst, (float(np.abs(gp - rp).max()), n))
         check(worst[0] <= a.tol_param_abs, f"every parameter of Muon's tensors ({', '.join(MUON_TENSORS)}) within "
               f"{a.tol_param_abs:g} (worst {worst[1]} {worst[0]:.2e})")
+    if a.tol_param_rel > 0:
+        check(worst_rel[0] <= a.tol_param_rel, f"all {len(names)} parameter tensors within {a.tol_param_rel:g} of their own "
+              f"size (worst {worst_rel[1]} {worst_rel[0]:.2e})")
     check(off == P, f"the checkpoint holds the reference's {off} parameters in the file's order ({P})")
     check(not bad_p, f"all {len(names)} parameter tensors within {a.tol_param:g} of their movement (worst {worst_p[1]} "
           f"{worst_p[0]:.2e})" + ("; off: " + ", ".join(bad_p) if bad_p else ""))
-    check(not bad_m, f"all {len(names)} AdamW first-moment tensors within {a.tol_moment:g} relative (worst {worst_m[1]} "
+    check(not bad_m, f"all {len(names)} {'Adafactor state' if a.optimizer == 'adafactor' else 'AdamW first-moment'} tensors within {a.tol_moment:g} relative (worst {worst_m[1]} "
           f"{worst_m[0]:.2e})" + ("; off: " + ", ".join(bad_m) if bad_m else ""))
     check(pads_zero, "the padded vocabulary rows stay exactly zero")
     return 1 if check.fails else 0

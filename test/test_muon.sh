@@ -34,67 +34,37 @@ against $G g8o "gpt2 muon, Nesterov off, lr adjust original" TOL8 $BIN -- --grad
 against $L l8 "llama muon" TOL8 $BIN --
 against $L l1 "llama muon, one step" TOL1 $BIN --
 
-# vs_one LABEL A B: two runs' logs (one process and a layout), every step's loss and norm within 2e-5 relative
-vs_one() {
-  local out
-  out=$($PY - "$W/$2.jsonl" "$W/$3.jsonl" <<'PYEOF'
-import json, sys
-def steps(p): return {d["step"]: d for d in map(json.loads, open(p)) if "loss" in d and "norm" in d}
-a, b = steps(sys.argv[1]), steps(sys.argv[2])
-if not a or sorted(a) != sorted(b): print(f"steps differ: {sorted(a)} vs {sorted(b)}"); sys.exit(1)
-err = max(abs(a[s][k] - b[s][k]) / abs(a[s][k]) for s in a for k in ("loss", "norm"))
-print(f"{len(a)} steps' losses and norms within {err:.1e} of one process's (< 2e-5)"); sys.exit(0 if err < 2e-5 else 1)
-PYEOF
-) && ok "$1: $out" || bad "$1: $out"
-}
-g8one="g8.$(tr -c 'a-z0-9\n' _ <<<"gpt2 muon")"; l8one="l8.$(tr -c 'a-z0-9\n' _ <<<"llama muon")"
+g8one="g8.$(run_tag "gpt2 muon")"; l8one="l8.$(run_tag "llama muon")"
 if have_mpi "Muon on several ranks"; then
   # every matrix orthogonalised by one owner of 3 (or 2), the others' places zeroed, the sum handed back
   for z in 0 1 2 3; do
     against $G g8 "gpt2 muon, 3 ranks at ZeRO-$z" TOL8 "${MPI[@]}" -np 3 $BIN -- --grad-accum 1 -z $z
-    vs_one "gpt2 muon, 3 ranks at ZeRO-$z" "$g8one" "g8.$(tr -c 'a-z0-9\n' _ <<<"gpt2 muon, 3 ranks at ZeRO-$z")"
+    vs_one "gpt2 muon, 3 ranks at ZeRO-$z" "$g8one" "g8.$(run_tag "gpt2 muon, 3 ranks at ZeRO-$z")"
   done
   against $G g8 "gpt2 muon, offload optimizer at ZeRO-2" TOL8 "${MPI[@]}" -np 3 $BIN -- --grad-accum 1 -z 2 --offload optimizer
   against $L l8 "llama muon, 2 ranks at ZeRO-3, offload params" TOL8 "${MPI[@]}" -np 2 $BIN -- --grad-accum 1 -z 3 --offload params
   against $L l8 "llama muon, 2 pipeline stages" TOL8 "${MPI[@]}" -np 2 $BIN -- --pp 2
-  vs_one "llama muon, 2 pipeline stages" "$l8one" "l8.$(tr -c 'a-z0-9\n' _ <<<"llama muon, 2 pipeline stages")"
+  vs_one "llama muon, 2 pipeline stages" "$l8one" "l8.$(run_tag "llama muon, 2 pipeline stages")"
 fi
 against $L l8 "llama muon, offload optimizer" TOL8 $BIN -- --offload optimizer
 
 # --tp: a TP rank holds a slice of each matrix (q, k, v and up, gate by rows, wo and wproj by columns); each matrix is
 # gathered whole over the TP group, orthogonalised by one owner of the TP x data-parallel ranks and its slices handed
 # back (orthogonalising each slice by itself moves the losses by ~1e-2). T = 33 is no multiple of the degree: --sp 0
-# ranks_alloc LABEL RUN ARGS...: what one process plans for the layout (--dry-run --world) is what each rank allocated
-ranks_alloc() {
-  local label=$1 run=$2 np=$3; shift 3
-  mapfile -t args < "$W/${run%%.*}/args"
-  $BIN "${args[@]}" "$@" --dry-run --world "$np" --log "$W/$run.dry.jsonl" > "$W/$run.dry.out" 2>&1 || { bad "$label: --dry-run --world $np" "$(tail -3 "$W/$run.dry.out")"; return; }
-  local out; out=$($PY - "$W/$run.dry.jsonl" "$W/$run.jsonl" <<'PYEOF'
-import json, sys
-plans = [d["stage_plan"] for d in map(json.loads, open(sys.argv[1])) if "stage_plan" in d]
-ranks = [d["allocated"]["ranks"] for d in map(json.loads, open(sys.argv[2])) if "allocated" in d][0]
-bad = [f"rank {i}: {got[0]} vs {p['model_state_bytes']}" for i, got in enumerate(ranks)
-       for p in plans if p["first_rank"] <= i <= p["last_rank"] and got[0] != p["model_state_bytes"]]
-print("; ".join(bad) or f"{len(ranks)} ranks' model state as --dry-run --world {len(ranks)} plans it: " + ", ".join(str(r[0]) for r in ranks))
-sys.exit(1 if bad or len(ranks) != plans[-1]["last_rank"] + 1 else 0)
-PYEOF
-) && ok "$label: $out" || bad "$label: allocated vs --dry-run --world $np" "$out"
-}
-tag() { tr -c 'a-z0-9\n' _ <<<"$1"; }
 if have_mpi "Muon with tensor parallelism"; then
   against $G g8 "gpt2 muon, --tp 2" TOL8 "${MPI[@]}" -np 2 $BIN -- --grad-accum 3 --tp 2 --sp 0
-  vs_one "gpt2 muon, --tp 2" "$g8one" "g8.$(tag "gpt2 muon, --tp 2")"
+  vs_one "gpt2 muon, --tp 2" "$g8one" "g8.$(run_tag "gpt2 muon, --tp 2")"
   for z in 1 3; do
     label="llama muon, --tp 2 x 2 ranks at ZeRO-$z"
     against $L l8 "$label" TOL8 "${MPI[@]}" -np 4 $BIN -- --grad-accum 1 --tp 2 --sp 0 -z $z
-    vs_one "$label" "$l8one" "l8.$(tag "$label")"
+    vs_one "$label" "$l8one" "l8.$(run_tag "$label")"
   done
   against $L l8 "llama muon, --tp 4 (2 ranks per key/value head)" TOL8 "${MPI[@]}" -np 4 $BIN -- --tp 4 --sp 0
-  vs_one "llama muon, --tp 4 beyond the 2 key/value heads" "$l8one" "l8.$(tag "llama muon, --tp 4 (2 ranks per key/value head)")"
+  vs_one "llama muon, --tp 4 beyond the 2 key/value heads" "$l8one" "l8.$(run_tag "llama muon, --tp 4 (2 ranks per key/value head)")"
   against $L l8 "llama muon, --tp 2 x --pp 2" TOL8 "${MPI[@]}" -np 4 $BIN -- --tp 2 --sp 0 --pp 2
-  vs_one "llama muon, --tp 2 x --pp 2" "$l8one" "l8.$(tag "llama muon, --tp 2 x --pp 2")"
-  ranks_alloc "llama muon, --tp 2 x 2 ranks at ZeRO-3" "l8.$(tag "llama muon, --tp 2 x 2 ranks at ZeRO-3")" 4 --grad-accum 1 --tp 2 --sp 0 -z 3
-  ranks_alloc "llama muon, --tp 4" "l8.$(tag "llama muon, --tp 4 (2 ranks per key/value head)")" 4 --tp 4 --sp 0
+  vs_one "llama muon, --tp 2 x --pp 2" "$l8one" "l8.$(run_tag "llama muon, --tp 2 x --pp 2")"
+  ranks_alloc "llama muon, --tp 2 x 2 ranks at ZeRO-3" "l8.$(run_tag "llama muon, --tp 2 x 2 ranks at ZeRO-3")" 4 --grad-accum 1 --tp 2 --sp 0 -z 3
+  ranks_alloc "llama muon, --tp 4" "l8.$(run_tag "llama muon, --tp 4 (2 ranks per key/value head)")" 4 --tp 4 --sp 0
 fi
 
 # --offload-device nvme: Muon's momentum is streamed through the swap file's records as AdamW's state is (records of
@@ -110,16 +80,16 @@ bitwise() {
 }
 NV=(--offload optimizer --offload-device nvme --nvme-path "$W" --nvme-buffer-mb 0.05)
 against $L l8 "llama muon, offload optimizer to nvme" TOL8 $BIN -- "${NV[@]}"
-bitwise "llama muon, nvme vs host memory" "l8.$(tag "llama muon, offload optimizer")" "l8.$(tag "llama muon, offload optimizer to nvme")"
+bitwise "llama muon, nvme vs host memory" "l8.$(run_tag "llama muon, offload optimizer")" "l8.$(run_tag "llama muon, offload optimizer to nvme")"
 if have_mpi "Muon offloaded to nvme on 3 ranks"; then
   against $G g8 "gpt2 muon, offload optimizer to nvme at ZeRO-2" TOL8 "${MPI[@]}" -np 3 $BIN -- --grad-accum 1 -z 2 "${NV[@]}"
-  bitwise "gpt2 muon, 3 ranks at ZeRO-2, nvme vs host memory" "g8.$(tag "gpt2 muon, offload optimizer at ZeRO-2")" \
-    "g8.$(tag "gpt2 muon, offload optimizer to nvme at ZeRO-2")"
+  bitwise "gpt2 muon, 3 ranks at ZeRO-2, nvme vs host memory" "g8.$(run_tag "gpt2 muon, offload optimizer at ZeRO-2")" \
+    "g8.$(run_tag "gpt2 muon, offload optimizer to nvme at ZeRO-2")"
   # all of it at once: --tp 2 x 2 ranks at ZeRO-3, the parameters' shards and the momentum in the swap file
   label="llama muon, --tp 2 x 2 ranks at ZeRO-3, offload params to nvme"
   against $L l8 "$label" TOL8 "${MPI[@]}" -np 4 $BIN -- --grad-accum 1 --tp 2 --sp 0 -z 3 --offload params \
     --offload-device nvme --nvme-path "$W" --nvme-buffer-mb 0.05
-  vs_one "$label" "$l8one" "l8.$(tag "$label")"
+  vs_one "$label" "$l8one" "l8.$(run_tag "$label")"
 fi
 
 # the memory plan counts Muon's state (one buffer per matrix: v leaves them out) and workspace: allocated = planned
@@ -127,14 +97,8 @@ for label in "l8:llama muon" "l8:llama muon, 2 ranks at ZeRO-3, offload params" 
              "l8:llama muon, --tp 2 x 2 ranks at ZeRO-3" "l8:llama muon, --tp 4 (2 ranks per key/value head)" \
              "l8:llama muon, offload optimizer to nvme" "g8:gpt2 muon, offload optimizer to nvme at ZeRO-2" \
              "l8:llama muon, --tp 2 x 2 ranks at ZeRO-3, offload params to nvme"; do
-  run="${label%%:*}.$(tr -c 'a-z0-9\n' _ <<<"${label#*:}")"
-  [ -f "$W/$run.jsonl" ] || continue
-  out=$($PY -c '
-import json, sys
-a = next(d["allocated"] for d in map(json.loads, open(sys.argv[1])) if "allocated" in d)
-print(a["model_state_bytes"], a["planned_model_state_bytes"], a["swap_file_bytes"], a["planned_disk_bytes"])
-sys.exit(a["model_state_bytes"] != a["planned_model_state_bytes"] or a["swap_file_bytes"] != a["planned_disk_bytes"])' "$W/$run.jsonl") \
-    && ok "${label#*:}: Muon's model state allocated as planned ($out bytes)" || bad "${label#*:}: Muon's model state as planned" "$out"
+  run="${label%%:*}.$(run_tag "${label#*:}")"
+  [ -f "$W/$run.jsonl" ] && state_as_planned Muon "${label#*:}" "$run"
 done
 
 # the banner and the log's first line say which tensors each optimizer owns
@@ -143,37 +107,8 @@ grep -q "^optimizer: muon on each layer's q of wqkv, k of wqkv, v of wqkv, wo, u
   && ok "the banner and the log's first line name Muon's matrices (q, k, v of wqkv; up, gate of wfc; wo, wproj) and AdamW's tensors" \
   || bad "the banner and the log's first line name what each optimizer owns" "$(grep optimizer "$W/$l8one.out"; head -1 "$W/$l8one.jsonl")"
 
-# resume: 3 steps, then 3 more, is the uninterrupted 6 bit for bit (the momentum is in the state file); an AdamW run
-# resumed from Muon's state, or the reverse, stops naming both, with nothing written
-R=(-x 6 -u 2 -v 0 -s 0 --optimizer muon -e llama-d2 --grad-accum 2)
-$BIN "${R[@]}" -o "$W/full" > "$W/full.out" 2>&1
-$BIN "${R[@]}" --lr-steps 6 -x 3 -o "$W/part" > /dev/null 2>&1 && $BIN "${R[@]}" -o "$W/part" -y 1 > "$W/part.out" 2>&1
-cmp -s "$W/full/model_00000006.bin" "$W/part/model_00000006.bin" && cmp -s "$W/full/state_00000006.bin" "$W/part/state_00000006.bin" \
-  && ok "Muon resumed after 3 of 6 steps: the model and state files of the uninterrupted run, byte for byte" \
-  || bad "Muon resumed after 3 of 6 steps equals the uninterrupted run" "$(tail -3 "$W/part.out")"
-if have_mpi "a Muon checkpoint of 2 ranks at ZeRO-3 resumed in 1 process"; then
-  "${MPI[@]}" -np 2 $BIN "${R[@]}" --grad-accum 1 --lr-steps 6 -x 3 -z 3 -o "$W/z3" > /dev/null 2>&1 && $BIN "${R[@]}" -o "$W/z3" -y 1 > "$W/z3.out" 2>&1
-  out=$($PY - "$W/full/model_00000006.bin" "$W/z3/model_00000006.bin" <<'PYEOF'
-import sys, numpy as np
-a, b = (np.fromfile(p, dtype="<f4", offset=1024) for p in sys.argv[1:])
-err = float(np.abs(a - b).max()); print(f"max parameter difference {err:.1e} (< 2e-5)"); sys.exit(0 if err < 2e-5 else 1)
-PYEOF
-  ) && ok "Muon checkpoint of 2 ranks at ZeRO-3 resumed in 1 process: $out" || bad "Muon ZeRO-3 checkpoint resumed in 1 process: $out" "$(tail -3 "$W/z3.out")"
-fi
-before=$(ls "$W/full" | tr '\n' ' ')
-out=$($BIN "${R[@]}" -x 8 --optimizer adamw -o "$W/full" -y 1 2>&1); rc=$?
-[ $rc -ne 0 ] && grep -q "saved by a run with --optimizer muon; this run has --optimizer adamw" <<<"$out" && [ "$(ls "$W/full" | tr '\n' ' ')" = "$before" ] \
-  && ok "Muon's state resumed with --optimizer adamw: an error naming both ($(tail -1 <<<"$out" | cut -c1-80)...), nothing written" \
-  || bad "Muon's state resumed with --optimizer adamw is an error naming both" "$out"
-$BIN -x 2 -v 0 -s 0 -e llama-d2 -o "$W/adam" > /dev/null 2>&1
-out=$($BIN -x 4 -v 0 -s 0 -e llama-d2 --optimizer muon -o "$W/adam" -y 1 2>&1); rc=$?
-[ $rc -ne 0 ] && grep -q "saved by a run with --optimizer adamw; this run has --optimizer muon" <<<"$out" \
-  && ok "AdamW's state resumed with --optimizer muon: an error naming both" || bad "AdamW's state resumed with --optimizer muon is an error naming both" "$out"
-# the momentum streamed through the swap file is the state file's: 3 steps offloaded to nvme, resumed there for 3 more,
-# are the uninterrupted run (in device memory) byte for byte
-$BIN "${R[@]}" "${NV[@]}" --lr-steps 6 -x 3 -o "$W/nvp" > /dev/null 2>&1 && $BIN "${R[@]}" "${NV[@]}" -o "$W/nvp" -y 1 > "$W/nvp.out" 2>&1
-cmp -s "$W/full/model_00000006.bin" "$W/nvp/model_00000006.bin" && cmp -s "$W/full/state_00000006.bin" "$W/nvp/state_00000006.bin" \
-  && ok "Muon offloaded to nvme, resumed after 3 of 6 steps: the uninterrupted run's model and state files, byte for byte" \
-  || bad "Muon offloaded to nvme and resumed equals the uninterrupted run" "$(tail -3 "$W/nvp.out")"
+# resume: 3 steps, then 3 more, is the uninterrupted 6 bit for bit (the momentum is in the state file), in memory
+# and streamed through the swap file; an AdamW run resumed from Muon's state, or the reverse, stops naming both
+optimizer_resume Muon muon -x 6 -u 2 -v 0 -s 0 --optimizer muon -e llama-d2 --grad-accum 2
 
 finish

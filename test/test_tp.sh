@@ -10,7 +10,7 @@
 # process and a one-process checkpoint at --tp 4, each continuing like the uninterrupted run. And the refusals: a
 # degree that does not divide the heads, the key/value heads, the MLP, the vocabulary or the world. Sequence
 # parallelism (--sp, on by default) runs in every layout but the --sp 0 ones; its plan is checked against a count by
-# hand, and the TP traffic each step logs against the collectives counted by hand. A --tp 2 run's export
+# hand, and the TP traffic each step logs against the collectives counted by hand (with Muon's and Adafactor's own). A --tp 2 run's export
 # (scripts/export_hf.py) loads in transformers, whose logits are the trainer's (needs test/hf_forward and
 # TORCH_PYTHON, default /usr/bin/python3, with torch, transformers and safetensors).
 source "$(dirname "$0")/lib.sh"
@@ -170,6 +170,31 @@ print(f"8 steps, 3 evaluations and 2 samples each: --sp 0 {want[0]}, --sp 1 {wan
 sys.exit(0 if ok else 1)
 PYEOF
 ) && ok "TP bytes of steps, evaluations and samples as counted by hand: $r" || bad "TP bytes vs the count by hand" "$r"
+# the optimizers' own TP traffic, counted by hand the same way (GPT-2 d4, --tp 2 --sp 0, 2 steps each): a step is
+# AdamW's above plus the optimizer's whole-matrix collectives over every TP rank's unit, the widest held (padded; a
+# layer's at --tp 2: ln1 and ln2's 4 C, q/k/v's 3 C / 2 rows and biases, attention's output C x C / 2 and its bias C,
+# fc's 2 C rows and biases, fcproj's C x 2 C and its bias C: 6 C^2 + 9.5 C floats, wider than the outer unit).
+# Muon: per layer one all-gather of the N units and one reduce-scatter of the owners' results; Adafactor: per unit,
+# outer and layers, 3 all-gathers (the gradient, the parameters, the packed state)
+r=$(for opt in muon adafactor; do
+  "${MPI[@]}" -np 2 $BIN -e d4 -b 4 -t 32 -x 2 -v 0 -s 0 -l 1e-3 -u 3 --tp 2 --sp 0 --optimizer $opt --log "$W/bytes.$opt.jsonl" > "$W/bytes.$opt.out" 2>&1 \
+    || { echo "--optimizer $opt --tp 2 failed: $(tail -3 "$W/bytes.$opt.out")"; exit 1; }
+done
+$PY - "$W/bytes.muon.jsonl" "$W/bytes.adafactor.jsonl" <<'PYEOF'
+import json, sys
+L, C, B, T, N, f = 4, 256, 4, 32, 2, 4
+adamw = {"all_reduce": B * T * C * f * (4 * L + 2) + 2 * B * T * f + 8, "all_gather": N * B * T * f, "reduce_scatter": 0}
+unit = 6 * C * C + 19 * C // 2
+extra = [{"all_gather": L * N * unit * f, "reduce_scatter": L * N * unit * f}, {"all_gather": (L + 1) * 3 * N * unit * f}]
+ok, msg = True, []
+for p, name, e in zip(sys.argv[1:], ("Muon", "Adafactor"), extra):
+    want = {k: v + e.get(k, 0) for k, v in adamw.items()}
+    got = [d["tp_bytes"] for d in map(json.loads, open(p)) if "loss" in d]
+    ok &= len(got) == 2 and all(g == want for g in got)
+    msg.append(f"{name} {got[0] if got else None}" + ("" if got and got[0] == want else f" (by hand {want})"))
+print("; ".join(msg) + " a step"); sys.exit(0 if ok else 1)
+PYEOF
+) && ok "Muon's and Adafactor's TP collectives in the TP bytes, as counted by hand: $r" || bad "the optimizers' TP bytes vs the count by hand" "$r"
 # the vocabulary shards' edges: the built-in corpus seldom or never has a shard's first or last id as a target (id 32,
 # the first of --tp 4's second shard, is none in its first thousand tokens), so a cross-entropy or an embedding that
 # takes a neighbour's edge id as its own would pass the runs above. Token shards written here hold, in every 8 tokens,

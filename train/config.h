@@ -567,9 +567,6 @@ static void config_check_world(const TrainConfig *c, int world) {
     const char *one = world == 1 ? "; one process is a world of 1: start the ranks with mpirun -np N, or plan the layout "
                                    "in one process with --dry-run --world N" : "";
     if (c->tp < 1) usage_error("--tp: %d, expected a tensor-parallel degree >= 1", c->tp);
-    if (c->tp > 1 && c->optimizer == OPTIMIZER_ADAFACTOR)
-        usage_error("--tp %d with --optimizer adafactor: not yet (a TP rank holds a slice of each matrix, and Adafactor's "
-                    "row and column means need the whole; use --tp 1, or --optimizer adamw or muon)", c->tp);
     if (c->sp < -1 || c->sp > 1) usage_error("--sp: %d, expected 0 or 1", c->sp);
     if (c->pp < 1) usage_error("--pp: %d, expected a number of pipeline stages >= 1", c->pp);
     const char *ranks = world == 1 ? "rank" : "ranks";  // "a world of 1 rank"

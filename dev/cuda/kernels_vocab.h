@@ -1,5 +1,5 @@
 // dev/cuda/kernels_vocab.h: tensor parallelism's vocabulary-parallel kernels (cuda/vocab.cuh) against the CPU
-// build's (cpu/vocab.h), included by kernels.cu after its helpers. The TP ranks are simulated on one device: shard
+// build's (cpu/vocab.h), and the row-parallel bias's (check_row_bias), included by kernels.cu after its helpers. The TP ranks are simulated on one device: shard
 // s holds the vocabulary rows [s Vpl, (s + 1) Vpl), the last shards partly or wholly padding, and every token id of
 // the whole vocabulary appears, so each shard sees ids below, inside and above its rows (the out-of-range ids must
 // contribute zero). The collectives between the steps are done here on the host (a max gathered, sums added). Each
@@ -124,6 +124,22 @@ static void check_vocab_classifier(int N, int V, int Vpl, int S, const int *tok,
     expect("classifier_vocab: dlogits vs whole rows in f64", wgrad, x_prec == PREC_FP32 ? 1e-6 : tol());  // fp32: 1.6e-7
 }
 
+// The row-parallel projection's bias, added once after the TP sum onto the residual stream (cuda/activations.cuh's
+// residual_bias_forward against cpu/activations.h's): N rows of C, C not always a multiple of a vector's width.
+static void check_row_bias(int N, int C) {
+    size_t n = (size_t)N * C;
+    float *res = rand_host(n, 1.0f), *x = rand_host(n, 1.0f), *b = rand_host((size_t)C, 1.0f);
+    float *got = (float *)mallocCheck(n * sizeof(float)), *want = (float *)mallocCheck(n * sizeof(float));
+    floatX *dres = to_dev_x(res, n), *dx = to_dev_x(x, n), *db = to_dev_x(b, (size_t)C), *dout = to_dev_x(x, n);
+    residual_bias_forward(dout, dres, dx, db, N, C);
+    cpu::residual_bias_forward(want, res, x, b, N, C);
+    from_dev_x(got, dout, n);
+    expect("residual_bias_forward (--tp's row-parallel bias)", rel_err(got, want, n), tol());
+    floatX *dev[] = {dres, dx, db, dout};
+    for (int i = 0; i < 4; i++) cudaCheck(cudaFree(dev[i]));
+    free(res); free(x); free(b); free(got); free(want);
+}
+
 // S shards of Vpl rows; V valid (V < S Vpl: padding in the last shard, or whole shards of it).
 static void check_vocab(int B, int T, int C, int V, int Vpl, int S) {
     int BT = B * T, *tok = (int *)mallocCheck((size_t)BT * sizeof(int)), *dtok;
@@ -132,6 +148,7 @@ static void check_vocab(int B, int T, int C, int V, int Vpl, int S) {
     cudaCheck(cudaMemcpy(dtok, tok, (size_t)BT * sizeof(int), cudaMemcpyHostToDevice));
     check_vocab_encoder(B, T, C, V, Vpl, S, tok, dtok);
     check_vocab_classifier(BT, V, Vpl, S, tok, dtok);
+    check_row_bias(BT, C);
     cudaCheck(cudaDeviceSynchronize());
 }
 
