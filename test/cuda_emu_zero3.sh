@@ -2,12 +2,13 @@
 # alone), sourced by it (lib.sh's ok/bad, $EMU, $MPI, $W, close).
 # The emulated CUDA build in fp32 over NCCL (issue 48): GPT-2 d2 (tied, learned positions) and an untied Llama
 # (test/llama_model.py: GQA 4:1, QK-norm, q/k/v bias) at ZeRO-2 and -3 on 2 and 3 ranks, the outer unit sharded like a
-# layer, train 8 steps like one CPU process reading the same tokens (2e-5 relative), each rank allocating its plan.
+# layer, train 4 steps like one CPU process reading the same tokens (2e-5 relative), each rank allocating its plan (step
+# 1's norm: the gradients reduced to each shard; steps 2-4: the sharded updates gathered back).
 # And the plan of a card is one plan: the CPU build's --gpu h100 --dry-run gives, figure by figure, the emulated CUDA
 # build's own --dry-run (its plan of what it allocates), for one rank of d12 (bf16 and fp32, ZeRO-3 with recompute) and
 # for Llama 3.1 8B's 64-rank ZeRO-3 layout and its 16-rank TP 8 x PP 2 one.
 zero3_runs() {
-  local M="$W/z3-untied.bin" m tag np z r base=(-b 2 -t 32 -x 8 -v 0 -s 0 -l 1e-3 -u 2 --precision fp32)
+  local M="$W/z3-untied.bin" m tag np z r base=(-b 2 -t 32 -x 4 -v 0 -s 0 -l 1e-3 -u 2 --precision fp32)
   $PY test/llama_model.py "$M" 4 1 || { bad "writing the untied Llama model file (test/llama_model.py)"; return; }
   for m in d2 "$M"; do
     tag=$(basename "$m" .bin)
