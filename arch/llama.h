@@ -74,10 +74,7 @@ static const char *llama_config_error(const ModelConfig *c, char *msg, size_t le
         return msg;
     }
     if (c->mlp < 0 || c->mlp >= NUM_MLPS || !(llama_family()->mlps >> c->mlp & 1)) {
-        int n = snprintf(msg, len, "MLP activation %d, expected", c->mlp);
-        for (int k = 0; k < NUM_MLPS && n >= 0 && (size_t)n < len; k++)
-            n += snprintf(msg + n, len - n, "%s %d (%s)", k ? "," : "", k, MLP_CHOICES[k].name);
-        return msg;
+        return mlp_values_text(msg, len, snprintf(msg, len, "MLP activation %d, expected", c->mlp), 0);
     }
     if (c->tied != 0 && c->tied != 1) { snprintf(msg, len, "tied is %d, expected 0 or 1", c->tied); return msg; }
     if (c->qkv_bias != 0 && c->qkv_bias != 1) { snprintf(msg, len, "qkv_bias is %d, expected 0 or 1", c->qkv_bias); return msg; }
@@ -223,10 +220,7 @@ static const char *llama_header_read(const int32_t h[256], const char *file, Mod
     c->rope.original_max_pos = h[20];
     c->mlp = h[21];  // checked with the rest below (llama_config_error), named in slot 21's words here
     if (c->mlp < 0 || c->mlp >= NUM_MLPS) {
-        int n = snprintf(msg, len, "%s: MLP activation %d in slot 21, expected", file, h[21]);
-        for (int k = 0; k < NUM_MLPS && n >= 0 && (size_t)n < len; k++)
-            n += snprintf(msg + n, len - n, "%s %d (%s)", k ? "," : "", k, MLP_CHOICES[k].words);
-        return msg;
+        return mlp_values_text(msg, len, snprintf(msg, len, "%s: MLP activation %d in slot 21, expected", file, h[21]), 1);
     }
     if (c->padded_vocab_size != model_padded_vocab(c->vocab_size) && c->vocab_size > 0) {
         snprintf(msg, len, "%s: padded_vocab_size %d in slot 4, expected %d (vocab_size %d rounded up to a multiple of "

@@ -60,6 +60,14 @@ static const char *mlp_choice_name(int i, const char **help) {
     return MLP_CHOICES[i].name;
 }
 
+// " 0 (swiglu), 1 (relu2), ..." appended at msg + n (n: what msg already holds, snprintf's count): the values a model
+// file's MLP slot may hold, each named (words: by the model line's words). Returns msg, for an error's return.
+static const char *mlp_values_text(char *msg, size_t len, int n, int words) {
+    for (int k = 0; k < NUM_MLPS && n >= 0 && (size_t)n < len; k++)
+        n += snprintf(msg + n, len - n, "%s %d (%s)", k ? "," : "", k, words ? MLP_CHOICES[k].words : MLP_CHOICES[k].name);
+    return msg;
+}
+
 struct ModelFamily;  // below: a family's table, model file and descriptors
 
 // A model's config. The six shape fields first; then the family (its parameter table and file format); then the

@@ -37,9 +37,10 @@ static const char *backend_precision_default(void);  // the --precision a run ge
 static const char *backend_precisions_built(void);   // every --precision the build has, for --help
 static const char *backend_build_extra(void);        // one more line of --help about the build, or NULL
 // Floats attention's forward saves for its backward (the full softmax on the CPU, one log-sum-exp per row on the
-// GPU), and the bytes of the backward's workspace (0: none), for the memory plan and model_create.
+// GPU), and the bytes of the backward's workspace (0: none), for the memory plan and model_create; masked: some layer
+// runs under a mask other than causal (--doc-mask, --attn-window), whose backward may take another kernel's room.
 static size_t backend_att_saved_floats(size_t B, size_t NH, size_t T);
-static size_t backend_att_workspace_bytes(int B, int NH, int T, int C);
+static size_t backend_att_workspace_bytes(int B, int NH, int T, int C, int masked);
 
 // ---- the device ----
 static void backend_init(int local_rank);                        // picks this rank's device and prepares it
@@ -85,7 +86,7 @@ static void attention_backward(floatX *dqkv, const floatX *dout, const floatX *q
                                int B, int T, int C, int NH, const AttnMask *mask);
 static void attention_decode(floatX *out, const floatX *qkv, int t, int C, int NH,
                              const AttnMask *mask);  // one new token vs the cache
-// The backward's workspace (backend_att_workspace_bytes(B, NH, T, C), the memory plan's; a build without one
+// The backward's workspace (backend_att_workspace_bytes(B, NH, T, C, masked), the memory plan's; a build without one
 // says 0): model_create allocates it and hands it over here.
 static void attention_workspace(void *p, size_t bytes);
 static void gelu_forward(floatX *out, const floatX *inp, long N);

@@ -39,6 +39,21 @@ static const GpuSpec *gpu_spec(const char *key) {
 // floats, as workspace (cuda/attention.cuh: other kernels, chosen by environment variables, take more).
 static size_t gpu_att_saved_floats(size_t B, size_t NH, size_t T) { return B * NH * T; }
 static size_t gpu_att_rows_floats(size_t B, size_t NH, size_t T) { return B * NH * T; }
+// Under a mask other than causal (--doc-mask, --attn-window) the 16-bit backward is the KV-stationary one
+// (cuda/attention_bwd_kv.cuh), whose workspace is the fused kernel's: D, one turn counter per 64-row query tile of
+// each (b, h), and those tiles' fp32 dQ sums at the padded head size's columns (each part rounded up to 16 bytes). In
+// fp32 (x_bytes 4) the masked kernels take D alone. cuda/attention.cuh's attn_bwd_scratch_floats reads it here.
+#define GPU_ATT_BQ 64  // cuda/attention_common.cuh's ATT_BQ: query rows per tile
+static size_t gpu_att_hs_built(size_t C, size_t NH) {  // the padded head size the kernels run (16, 32, 64 or 128)
+    const size_t hsp = (C / NH + 15) / 16 * 16;
+    return hsp <= 16 ? 16 : hsp <= 32 ? 32 : hsp <= 64 ? 64 : 128;
+}
+static size_t gpu_att_masked_floats(size_t x_bytes, size_t B, size_t NH, size_t T, size_t C) {
+    const size_t rows = gpu_att_rows_floats(B, NH, T);
+    if (x_bytes == 4) return rows;
+    const size_t tiles = B * NH * ((T + GPU_ATT_BQ - 1) / GPU_ATT_BQ);
+    return (rows + 3) / 4 * 4 + (tiles + 3) / 4 * 4 + tiles * GPU_ATT_BQ * gpu_att_hs_built(C, NH);
+}
 
 // The CUDA build's precisions and its default (cuda/backend.cuh returns these), which the CPU build's plan of a card takes.
 #define GPU_PRECISION_DEFAULT "bf16"

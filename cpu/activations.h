@@ -57,58 +57,58 @@ static void residual_bias_forward(float *out, const float *res, const float *x, 
 }
 
 // ----------------------------------------------------------------------------
-// SwiGLU: inp (N, 2H) is the packed fc output, up_proj's H columns then gate_proj's H (llm.c's llama3
-// order: the second half feeds SiLU); out (N, H) = silu(gate) * up, silu(g) = g * sigmoid(g).
+// The gated MLPs: inp (N, 2H) is the packed fc output, up_proj's H columns then gate_proj's H (llm.c's llama3
+// order: the second half feeds the gate); out (N, H) = act(gate) * up. SwiGLU (Llama's) gates with SiLU,
+// silu(g) = g * sigmoid(g); GeGLU (Gemma's) with gelu_tanh. One kernel each way, the gate a parameter.
+typedef enum { GLU_SILU, GLU_GELU_TANH } GluGate;
 
-static void swiglu_forward(float *out, const float *inp, int N, int H) {
+// The gate's value, forward.
+static inline float glu_gate(GluGate a, float g) {
+    return a == GLU_SILU ? g / (1.0f + expf(-g)) : gelu_tanh(g);
+}
+// The gate's value and derivative, backward (SiLU's from one sigmoid s: g s and s (1 + g (1 - s))).
+static inline void glu_gate_grad(GluGate a, float g, float *val, float *grad) {
+    if (a == GLU_SILU) {
+        const float s = 1.0f / (1.0f + expf(-g));
+        *val = g * s;
+        *grad = s * (1.0f + g * (1.0f - s));
+    } else {
+        *val = gelu_tanh(g);
+        *grad = gelu_tanh_grad(g);
+    }
+}
+
+static inline void glu_forward(float *out, const float *inp, int N, int H, GluGate a) {
 #pragma omp parallel for
     for (long i = 0; i < N; i++) {
         const float *up = inp + i * 2 * H, *gate = up + H;
         float *o = out + i * H;
+        for (int j = 0; j < H; j++) o[j] = glu_gate(a, gate[j]) * up[j];
+    }
+}
+
+// dinp (N, 2H) overwritten: d up = dout * act(g); d gate = (dout * up) * act'(g).
+static inline void glu_backward(float *dinp, const float *dout, const float *inp, int N, int H, GluGate a) {
+#pragma omp parallel for
+    for (long i = 0; i < N; i++) {
+        const float *up = inp + i * 2 * H, *gate = up + H, *d = dout + i * H;
+        float *dup = dinp + i * 2 * H, *dgate = dup + H;
         for (int j = 0; j < H; j++) {
-            float g = gate[j];
-            o[j] = (g / (1.0f + expf(-g))) * up[j];
+            float val, grad;
+            glu_gate_grad(a, gate[j], &val, &grad);
+            dup[j] = d[j] * val;
+            dgate[j] = (d[j] * up[j]) * grad;
         }
     }
 }
 
-// dinp (N, 2H) overwritten: d up = dout * silu(g); d gate = dout * up * silu'(g), silu' = s (1 + g (1 - s)).
+static void swiglu_forward(float *out, const float *inp, int N, int H) { glu_forward(out, inp, N, H, GLU_SILU); }
 static void swiglu_backward(float *dinp, const float *dout, const float *inp, int N, int H) {
-#pragma omp parallel for
-    for (long i = 0; i < N; i++) {
-        const float *up = inp + i * 2 * H, *gate = up + H, *d = dout + i * H;
-        float *dup = dinp + i * 2 * H, *dgate = dup + H;
-        for (int j = 0; j < H; j++) {
-            float g = gate[j], s = 1.0f / (1.0f + expf(-g));
-            dup[j] = d[j] * (g * s);
-            dgate[j] = d[j] * up[j] * (s * (1.0f + g * (1.0f - s)));
-        }
-    }
+    glu_backward(dinp, dout, inp, N, H, GLU_SILU);
 }
-
-// ----------------------------------------------------------------------------
-// GeGLU (Gemma's MLP): SwiGLU's packing, up's H columns then gate's H; out (N, H) = gelu_tanh(gate) * up.
-
-static void geglu_forward(float *out, const float *inp, int N, int H) {
-#pragma omp parallel for
-    for (long i = 0; i < N; i++) {
-        const float *up = inp + i * 2 * H, *gate = up + H;
-        float *o = out + i * H;
-        for (int j = 0; j < H; j++) o[j] = gelu_tanh(gate[j]) * up[j];
-    }
-}
-
-// dinp (N, 2H) overwritten: d up = dout * gelu(g); d gate = gelu'(g) * (dout * up).
+static void geglu_forward(float *out, const float *inp, int N, int H) { glu_forward(out, inp, N, H, GLU_GELU_TANH); }
 static void geglu_backward(float *dinp, const float *dout, const float *inp, int N, int H) {
-#pragma omp parallel for
-    for (long i = 0; i < N; i++) {
-        const float *up = inp + i * 2 * H, *gate = up + H, *d = dout + i * H;
-        float *dup = dinp + i * 2 * H, *dgate = dup + H;
-        for (int j = 0; j < H; j++) {
-            dup[j] = d[j] * gelu_tanh(gate[j]);
-            dgate[j] = gelu_tanh_grad(gate[j]) * (d[j] * up[j]);
-        }
-    }
+    glu_backward(dinp, dout, inp, N, H, GLU_GELU_TANH);
 }
 
 #endif

@@ -157,7 +157,10 @@ static void attention_forward(float *out, float *att, const float *qkv, int B, i
 // att makes it unneeded here. The model keeps each row's full softmax (B, NH, T, T) for the backward, which needs
 // no workspace.
 static size_t backend_att_saved_floats(size_t B, size_t NH, size_t T) { return B * NH * T * T; }
-static size_t backend_att_workspace_bytes(int B, int NH, int T, int C) { (void)B, (void)NH, (void)T, (void)C; return 0; }
+static size_t backend_att_workspace_bytes(int B, int NH, int T, int C, int masked) {
+    (void)B, (void)NH, (void)T, (void)C, (void)masked;
+    return 0;
+}
 static void attention_workspace(void *p, size_t bytes) { (void)p, (void)bytes; }  // none: its bytes are 0
 static void attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out, const float *att,
                                int B, int T, int C, int NH, const AttnMask *mask) {

@@ -14,13 +14,14 @@ struct GeluForward {
         return 0.5f * v * (1.0f + tanhf(GELU_SCALING_FACTOR * (v + 0.044715f * v * v * v)));
     }
 };
+// GELU's derivative at v (cpu/activations.h's gelu_tanh_grad): GELU's backward and GeGLU's gate.
+__device__ inline float gelu_tanh_grad(float v) {
+    float th = tanhf(GELU_SCALING_FACTOR * (v + 0.044715f * v * v * v));
+    float sech2 = 1.0f - th * th;
+    return 0.5f * (1.0f + th) + 0.5f * v * sech2 * GELU_SCALING_FACTOR * (1.0f + 3.0f * 0.044715f * v * v);
+}
 struct GeluBackward {
-    __device__ float operator()(float v, float d) const {
-        float th = tanhf(GELU_SCALING_FACTOR * (v + 0.044715f * v * v * v));
-        float sech2 = 1.0f - th * th;
-        float local = 0.5f * (1.0f + th) + 0.5f * v * sech2 * GELU_SCALING_FACTOR * (1.0f + 3.0f * 0.044715f * v * v);
-        return local * d;
-    }
+    __device__ float operator()(float v, float d) const { return gelu_tanh_grad(v) * d; }
 };
 // ReLU²: out = relu(x)^2, dinp = 2 relu(x) dout (cpu/activations.h's, in fp32 per element).
 struct Relu2Forward {
@@ -105,64 +106,38 @@ static void residual_bias_forward(floatX *out, const floatX *res, const floatX *
 }
 
 // ----------------------------------------------------------------------------
-// SwiGLU over the packed fc output inp (N, 2H) = (up | gate): out (N, H) = silu(gate) * up, in one pass.
-template <typename T>
-__global__ void swiglu_forward_kernel(T *out, const T *inp, int N, int H) {
+// The gated MLPs over the packed fc output inp (N, 2H) = (up | gate): out (N, H) = act(gate) * up, in one pass;
+// the gate a functor (cpu/activations.h's glu_gate and glu_gate_grad, the same arithmetic): value(g) forward,
+// grad(g, val, d) the value and the derivative backward.
+struct SiluGate {  // SwiGLU (Llama's): silu(g) = g sigmoid(g), silu' = s (1 + g (1 - s)) from one sigmoid s
+    __device__ float value(float g) const { return g / (1.0f + expf(-g)); }
+    __device__ void grad(float g, float &val, float &d) const {
+        const float s = 1.0f / (1.0f + expf(-g));
+        val = g * s;
+        d = s * (1.0f + g * (1.0f - s));
+    }
+};
+struct GeluTanhGate {  // GeGLU (Gemma's): GELU's tanh approximation
+    __device__ float value(float g) const { return GeluForward()(g); }
+    __device__ void grad(float g, float &val, float &d) const {
+        val = GeluForward()(g);
+        d = gelu_tanh_grad(g);
+    }
+};
+
+template <typename Gate, typename T>
+__global__ void glu_forward_kernel(T *out, const T *inp, int N, int H) {
     const long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (long)N * H) return;
     const long i = idx / H;
     const int j = (int)(idx % H);
     const T *up = inp + i * 2 * H;
-    const float g = to_f(up[H + j]);
-    out[idx] = from_f<T>((g / (1.0f + expf(-g))) * to_f(up[j]));
+    out[idx] = from_f<T>(Gate().value(to_f(up[H + j])) * to_f(up[j]));
 }
 
-static void swiglu_forward(floatX *out, const floatX *inp, int N, int H) {
-    WITH_X(LAUNCH(ceil_div((long)N * H, 256), 256, 0, main_stream, swiglu_forward_kernel<xt>)((xt *)out, (const xt *)inp, N, H));
-    launchCheck();
-}
-
-// dinp (N, 2H) overwritten: d up = dout silu(g), d gate = dout up silu'(g), silu' = s (1 + g (1 - s)).
-template <typename T>
-__global__ void swiglu_backward_kernel(T *dinp, const T *dout, const T *inp, int N, int H) {
-    const long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= (long)N * H) return;
-    const long i = idx / H;
-    const int j = (int)(idx % H);
-    const T *up = inp + i * 2 * H;
-    T *dup = dinp + i * 2 * H;
-    const float g = to_f(up[H + j]), u = to_f(up[j]), d = to_f(dout[idx]), s = 1.0f / (1.0f + expf(-g));
-    dup[j] = from_f<T>(d * (g * s));
-    dup[H + j] = from_f<T>(d * u * (s * (1.0f + g * (1.0f - s))));
-}
-
-static void swiglu_backward(floatX *dinp, const floatX *dout, const floatX *inp, int N, int H) {
-    WITH_X(LAUNCH(ceil_div((long)N * H, 256), 256, 0, main_stream, swiglu_backward_kernel<xt>)((xt *)dinp, (const xt *)dout,
-                                                                                              (const xt *)inp, N, H));
-    launchCheck();
-}
-
-// ----------------------------------------------------------------------------
-// GeGLU (Gemma's): SwiGLU's packing (up | gate), out (N, H) = gelu_tanh(gate) * up; GELU's functors give the gate's
-// value and derivative (cpu/activations.h's gelu_tanh and gelu_tanh_grad, the same arithmetic).
-template <typename T>
-__global__ void geglu_forward_kernel(T *out, const T *inp, int N, int H) {
-    const long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= (long)N * H) return;
-    const long i = idx / H;
-    const int j = (int)(idx % H);
-    const T *up = inp + i * 2 * H;
-    out[idx] = from_f<T>(GeluForward()(to_f(up[H + j])) * to_f(up[j]));
-}
-
-static void geglu_forward(floatX *out, const floatX *inp, int N, int H) {
-    WITH_X(LAUNCH(ceil_div((long)N * H, 256), 256, 0, main_stream, geglu_forward_kernel<xt>)((xt *)out, (const xt *)inp, N, H));
-    launchCheck();
-}
-
-// dinp (N, 2H) overwritten: d up = dout gelu(g), d gate = gelu'(g) (dout up).
-template <typename T>
-__global__ void geglu_backward_kernel(T *dinp, const T *dout, const T *inp, int N, int H) {
+// dinp (N, 2H) overwritten: d up = dout act(g), d gate = (dout up) act'(g).
+template <typename Gate, typename T>
+__global__ void glu_backward_kernel(T *dinp, const T *dout, const T *inp, int N, int H) {
     const long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (long)N * H) return;
     const long i = idx / H;
@@ -170,14 +145,32 @@ __global__ void geglu_backward_kernel(T *dinp, const T *dout, const T *inp, int 
     const T *up = inp + i * 2 * H;
     T *dup = dinp + i * 2 * H;
     const float g = to_f(up[H + j]), u = to_f(up[j]), d = to_f(dout[idx]);
-    dup[j] = from_f<T>(d * GeluForward()(g));
-    dup[H + j] = from_f<T>(GeluBackward()(g, d * u));
+    float val, dg;
+    Gate().grad(g, val, dg);
+    dup[j] = from_f<T>(d * val);
+    dup[H + j] = from_f<T>((d * u) * dg);
 }
 
-static void geglu_backward(floatX *dinp, const floatX *dout, const floatX *inp, int N, int H) {
-    WITH_X(LAUNCH(ceil_div((long)N * H, 256), 256, 0, main_stream, geglu_backward_kernel<xt>)((xt *)dinp, (const xt *)dout,
-                                                                                             (const xt *)inp, N, H));
+template <typename Gate>
+static void glu_forward(floatX *out, const floatX *inp, int N, int H) {
+    WITH_X(LAUNCH(ceil_div((long)N * H, 256), 256, 0, main_stream, glu_forward_kernel<Gate, xt>)((xt *)out, (const xt *)inp, N, H));
     launchCheck();
+}
+
+template <typename Gate>
+static void glu_backward(floatX *dinp, const floatX *dout, const floatX *inp, int N, int H) {
+    WITH_X(LAUNCH(ceil_div((long)N * H, 256), 256, 0, main_stream, glu_backward_kernel<Gate, xt>)((xt *)dinp, (const xt *)dout,
+                                                                                                (const xt *)inp, N, H));
+    launchCheck();
+}
+
+static void swiglu_forward(floatX *out, const floatX *inp, int N, int H) { glu_forward<SiluGate>(out, inp, N, H); }
+static void swiglu_backward(floatX *dinp, const floatX *dout, const floatX *inp, int N, int H) {
+    glu_backward<SiluGate>(dinp, dout, inp, N, H);
+}
+static void geglu_forward(floatX *out, const floatX *inp, int N, int H) { glu_forward<GeluTanhGate>(out, inp, N, H); }
+static void geglu_backward(floatX *dinp, const floatX *dout, const floatX *inp, int N, int H) {
+    glu_backward<GeluTanhGate>(dinp, dout, inp, N, H);
 }
 
 #endif  // CUDA_ACTIVATIONS_CUH

@@ -162,10 +162,8 @@ static int attn_kv_config(int HS, bool bf16) {
 }
 
 // The padded head size the kernels run (attn_dispatch_hs's).
-static inline size_t attn_hs_built(int C, int NH) {
-    const size_t hsp = (size_t)(C / NH + 15) / 16 * 16;
-    return hsp <= 16 ? 16 : hsp <= 32 ? 32 : hsp <= 64 ? 64 : 128;
-}
+static inline size_t attn_hs_built(int C, int NH) { return gpu_att_hs_built(C, NH); }
+static_assert(ATT_BQ == GPU_ATT_BQ, "backend/target.h's tile rows are the kernels'");
 // The backward's scratch, in floats: the row dots D (B*NH*T); the fused kernel's also the turn counters (one int
 // per 64-row query tile of each (b, h), rounded up to 16 bytes) and the fp32 dQ accumulator (B*NH 64-row query tiles
 // of the padded head size's columns); v3's (attn_v3_scratch_floats) D and its splits' dQ accumulators. kernel: an
@@ -180,8 +178,7 @@ static inline size_t attn_bwd_scratch_floats(size_t elem_bytes, int B, int T, in
                                              const AttnMask *mask = nullptr) {
     const size_t rows = gpu_att_rows_floats(B, NH, T);  // the default's, which the CPU build's plan of a card counts
     if (elem_bytes == 4) return rows;
-    const size_t tiles = (size_t)B * NH * ((T + ATT_BQ - 1) / ATT_BQ), HS = attn_hs_built(C, NH);
-    const size_t fused = (rows + 3) / 4 * 4 + (tiles + 3) / 4 * 4 + tiles * ATT_BQ * HS;
+    const size_t fused = gpu_att_masked_floats(elem_bytes, B, NH, T, C);  // the plan's figure under a mask
     const int k = mask && !attn_mask_causal(*mask) ? ATT_BWD_KV : kernel >= 0 ? kernel : attn_bwd_kernel_choice();
     const size_t n = k == ATT_BWD_FUSED || k == ATT_BWD_KV ? fused
                      : k == ATT_BWD_V3 ? attn_v3_scratch_floats(B, T, C, NH) : rows;
@@ -340,18 +337,26 @@ static void attention_forward(floatX *out, float *att, const floatX *qkv, int B,
 }
 
 // The backward's workspace: model_create's (the memory plan's backend_att_workspace_bytes), or scratch_get's where a
-// caller has none or a smaller one.
+// caller has none (the kernel checks). A model's that is too small is the plan's fault, stopped here: it would
+// allocate past the plan.
 static float *attn_ws = NULL;
 static size_t attn_ws_floats = 0;
 static void attention_workspace(void *p, size_t bytes) {
     attn_ws = (float *)p;
     attn_ws_floats = bytes / sizeof(float);
 }
+static float *attn_bwd_workspace(size_t n, const AttnMask *mask) {
+    if (!attn_ws) return scratch_get(n);
+    if (n > attn_ws_floats)
+        internal_fault("attention backward: %zu floats of workspace asked (%s), the memory plan's has %zu "
+                       "(backend_att_workspace_bytes)", n, mask && !attn_mask_causal(*mask) ? "under a mask" : "causal",
+                       attn_ws_floats);
+    return attn_ws;
+}
 static void attention_backward(floatX *dqkv, const floatX *dout, const floatX *qkv, const floatX *out, const float *att,
                                int B, int T, int C, int NH, const AttnMask *mask) {
     WITH_X({
-        const size_t n = attn_bwd_scratch_floats(sizeof(xt), B, T, C, NH, -1, mask);
-        float *ws = n <= attn_ws_floats ? attn_ws : scratch_get(n);
+        float *ws = attn_bwd_workspace(attn_bwd_scratch_floats(sizeof(xt), B, T, C, NH, -1, mask), mask);
         flash_attention_backward((xt *)dqkv, ws, (const xt *)dout, (const xt *)qkv, (const xt *)out, att, B, T, C, NH,
                                  main_stream, 0, nullptr, nullptr, -1, -1, mask);
     });
@@ -383,8 +388,7 @@ static void attention_gqa_backward(floatX *dqkv, const floatX *dout, const float
                                    int B, int T, int NH, int KV, int hd, const float *rope_cos, const float *rope_sin,
                                    const AttnMask *mask) {
     WITH_X({
-        const size_t n = attn_bwd_scratch_floats(sizeof(xt), B, T, NH * hd, NH, -1, mask);
-        float *ws = n <= attn_ws_floats ? attn_ws : scratch_get(n);
+        float *ws = attn_bwd_workspace(attn_bwd_scratch_floats(sizeof(xt), B, T, NH * hd, NH, -1, mask), mask);
         flash_attention_backward((xt *)dqkv, ws, (const xt *)dout, (const xt *)qkv, (const xt *)out, att, B, T, NH * hd, NH,
                                  main_stream, KV, rope_cos, rope_sin, -1, -1, mask);
     });
@@ -392,11 +396,15 @@ static void attention_gqa_backward(floatX *dqkv, const floatX *dout, const float
 
 // Attention keeps only each row's logsumexp (B, NH, T) for backward, which recomputes the softmax (backend.h).
 static size_t backend_att_saved_floats(size_t B, size_t NH, size_t T) { return gpu_att_saved_floats(B, NH, T); }
-// The backward's workspace (the memory plan's): D, and in 16-bit the dQ accumulator and the turn counters.
-static size_t backend_att_workspace_bytes(int B, int NH, int T, int C) {
-    size_t n = 0;
-    WITH_X(n = attn_bwd_scratch_floats(sizeof(xt), B, T, C, NH));  // what attention_backward asks for
-    return n * sizeof(float);
+// The backward's workspace (the memory plan's): D, and in 16-bit the dQ accumulator and the turn counters; masked
+// (some layer's mask is not causal): room for the KV-stationary backward's too, which those layers run.
+static size_t backend_att_workspace_bytes(int B, int NH, int T, int C, int masked) {
+    size_t n = 0, m = 0;
+    WITH_X({
+        n = attn_bwd_scratch_floats(sizeof(xt), B, T, C, NH);  // what attention_backward asks for, causal
+        if (masked) m = attn_bwd_scratch_floats(sizeof(xt), B, T, C, NH, ATT_BWD_KV);  // and under a mask
+    });
+    return (m > n ? m : n) * sizeof(float);
 }
 
 #endif  // CUDA_ATTENTION_CUH

@@ -34,8 +34,12 @@ static int target_weights_copy(void) { return plan_target.cuda_facts ? plan_targ
 static size_t target_att_saved_floats(size_t B, size_t NH, size_t T) {
     return plan_target.cuda_facts ? gpu_att_saved_floats(B, NH, T) : backend_att_saved_floats(B, NH, T);
 }
-static size_t target_att_workspace_bytes(int B, int NH, int T, int C) {
-    return plan_target.cuda_facts ? gpu_att_rows_floats(B, NH, T) * sizeof(float) : backend_att_workspace_bytes(B, NH, T, C);
+// masked: some layer's attention runs under a mask other than causal (the CUDA build's 16-bit backward then takes the
+// KV-stationary kernel's room).
+static size_t target_att_workspace_bytes(int B, int NH, int T, int C, int masked) {
+    if (!plan_target.cuda_facts) return backend_att_workspace_bytes(B, NH, T, C, masked);
+    const size_t rows = gpu_att_rows_floats(B, NH, T), m = masked ? gpu_att_masked_floats(plan_target.x_bytes, B, NH, T, C) : 0;
+    return (m > rows ? m : rows) * sizeof(float);
 }
 
 // Activations. A tensor is kept for every layer only if the recompute level needs it in backward;
@@ -247,9 +251,10 @@ static AttnMask model_layer_mask(const Model *m, int l) {
 
 // Activations and scratch for (B, T) micro-batches through layers [first, last), with `slots`
 // micro-batches in flight; the parameters come from zero.h (model_set_unit). stream_layers: the
-// layers' parameters are resident one at a time (ZeRO-3), so one working copy serves them all.
+// layers' parameters are resident one at a time (ZeRO-3), so one working copy serves them all. attn_masked: some
+// layer will run under a mask other than causal (model_set_masks'), whose backward's workspace may be larger.
 static Model *model_create(const ModelConfig *config, int B, int T, int recompute, int first, int last, int slots,
-                           int stream_layers) {
+                           int stream_layers, int attn_masked) {
     Model *m = (Model *)callocCheck(1, sizeof(Model));
     m->config = *config;
     m->arch = model_arch(config);
@@ -295,7 +300,7 @@ static Model *model_create(const ModelConfig *config, int B, int T, int recomput
     const size_t *d = m->shape.dim;
     m->gradact_elems = gradact_elems(&m->shape, BT);
     m->gradact_memory = (floatX *)backend_alloc_scratch(m->gradact_elems * X_BYTES);
-    const size_t att_ws = backend_att_workspace_bytes(B, model_heads(config), T, (int)d[DIM_ATT]);
+    const size_t att_ws = backend_att_workspace_bytes(B, model_heads(config), T, (int)d[DIM_ATT], attn_masked);
     if (model_sp_full_bytes(config, BT)) m->tp_full = (floatX *)backend_alloc_scratch(model_sp_full_bytes(config, BT));
     if (tp_scratch_floats(config->tp_size, BT)) m->tp_scratch = (float *)backend_alloc_scratch(tp_scratch_floats(config->tp_size, BT) * sizeof(float));
     if (att_ws) attention_workspace(backend_alloc_scratch(att_ws), att_ws);

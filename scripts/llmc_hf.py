@@ -6,6 +6,7 @@ Only numpy is needed. bf16 has no numpy type, so bf16 tensors travel as uint16 a
 and are never converted unless asked: a v5 file exported and imported back is the same bytes.
 Every error is a HFError whose text names the file and the field; the scripts print it and exit 1.
 """
+import contextlib
 import json
 import os
 import struct
@@ -117,19 +118,14 @@ def read_llmc(path):
     return d, tensors, bf16
 
 
-def write_llmc(path, d, tensors, bf16):
-    """Writes to a temporary name beside path, then renames: a failure leaves nothing half-written."""
-    h = [0] * 256
-    h[0], h[1] = MODEL_MAGIC, 5 if bf16 else 3
-    h[2], h[3], h[4], h[5], h[6], h[7] = d["maxT"], d["V"], d["L"], d["NH"], d["C"], d["Vp"]
+@contextlib.contextmanager
+def atomic_file(path):
+    """A file written under a temporary name beside path, fsynced and renamed over path when the block ends: a
+    failure (the block's, or the disk's) removes the temporary and leaves nothing half-written."""
     tmp = "%s.tmp%d" % (path, os.getpid())
     try:
         with open(tmp, "wb") as f:
-            f.write(struct.pack("<256i", *h))
-            for name, fn in LLMC_TENSORS:
-                a = tensors[name]
-                assert a.shape == fn(d), (name, a.shape, fn(d))
-                f.write(np.ascontiguousarray(a, dtype="<u2" if bf16 else "<f4").tobytes())
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -137,6 +133,19 @@ def write_llmc(path, d, tensors, bf16):
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+
+
+def write_llmc(path, d, tensors, bf16):
+    """Writes to a temporary name beside path, then renames: a failure leaves nothing half-written."""
+    h = [0] * 256
+    h[0], h[1] = MODEL_MAGIC, 5 if bf16 else 3
+    h[2], h[3], h[4], h[5], h[6], h[7] = d["maxT"], d["V"], d["L"], d["NH"], d["C"], d["Vp"]
+    with atomic_file(path) as f:
+        f.write(struct.pack("<256i", *h))
+        for name, fn in LLMC_TENSORS:
+            a = tensors[name]
+            assert a.shape == fn(d), (name, a.shape, fn(d))
+            f.write(np.ascontiguousarray(a, dtype="<u2" if bf16 else "<f4").tobytes())
 
 
 def latest_checkpoint(out_dir):

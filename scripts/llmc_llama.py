@@ -47,7 +47,7 @@ except ImportError:  # numpy is the scripts' one dependency: say so, not a trace
     sys.exit(f"error: {os.path.basename(sys.argv[0])} needs numpy: pip install numpy (or apt-get install python3-numpy)")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from llmc_hf import HFError, bf16_to_f32, open_model_file, padded_vocab  # noqa: E402
+from llmc_hf import HFError, atomic_file, bf16_to_f32, open_model_file, padded_vocab  # noqa: E402
 
 LLAMA_MAGIC = 20261126
 LLAMA_VERSION = 1
@@ -188,27 +188,18 @@ def write_llama(path, d, tensors):
     """tensors: name -> an array of the full shape, or a sequence of per-layer arrays (written one after another,
     which is the same bytes as the stacked tensor, without holding it). Temporary name, fsync, rename."""
     check_dims(d, path)
-    tmp = "%s.tmp%d" % (path, os.getpid())
-    try:
-        with open(tmp, "wb") as f:
-            f.write(header_bytes(d))
-            for name, shape in llama_shapes(d):
-                parts = tensors[name]
-                if not isinstance(parts, np.ndarray):
-                    assert len(parts) == shape[0], (name, len(parts), shape)
-                    for p in parts:
-                        assert tuple(p.shape) == shape[1:], (name, p.shape, shape)
-                        f.write(np.ascontiguousarray(p, dtype="<f4").tobytes())
-                else:
-                    assert tuple(parts.shape) == shape, (name, parts.shape, shape)
-                    f.write(np.ascontiguousarray(parts, dtype="<f4").tobytes())
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    with atomic_file(path) as f:
+        f.write(header_bytes(d))
+        for name, shape in llama_shapes(d):
+            parts = tensors[name]
+            if not isinstance(parts, np.ndarray):
+                assert len(parts) == shape[0], (name, len(parts), shape)
+                for p in parts:
+                    assert tuple(p.shape) == shape[1:], (name, p.shape, shape)
+                    f.write(np.ascontiguousarray(p, dtype="<f4").tobytes())
+            else:
+                assert tuple(parts.shape) == shape, (name, parts.shape, shape)
+                f.write(np.ascontiguousarray(parts, dtype="<f4").tobytes())
 
 
 # ---------------------------------------------------------------- llm.c's llama3 branch files

@@ -26,7 +26,7 @@ typedef struct {
 static void load(Loaded *l, const char *path, int B, int T) {
     l->params = model_read_file_for("MODEL", path, &l->c);
     if (T > l->c.max_seq_len) fatal("T=%d exceeds the model's max_seq_len %d", T, l->c.max_seq_len);
-    l->m = model_create(&l->c, B, T, 0, 0, l->c.num_layers, 1, 0);
+    l->m = model_create(&l->c, B, T, 0, 0, l->c.num_layers, 1, 0, 0);
     l->solo = comm_solo();
     adamw_create(&l->opt, (AdamWOpts){0.9f, 0.95f, 1e-8f, 0.0f}, 0.0f);
     zero_init(&l->z, &l->solo, 0, l->m, NULL, 0, 0, 0, NULL, 0, NULL, 0, &l->opt);

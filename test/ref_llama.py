@@ -88,22 +88,15 @@ def rope_apply_case(tag, hd, theta, scaling):
     put(tag + ".qkv", qkv); put(tag + ".dout", d); put(tag + ".out", out); put(tag + ".dqkv", qkv.grad)
 
 
-def swiglu_case():
+def glu_case(tag, act):
+    """A gated MLP, packed up | gate (up_proj's rows first, gate_proj's second: docs/llama.md, "The model file"):
+    SwiGLU's act silu, GeGLU's (Gemma's MLP, transformers' GemmaMLP with gelu_pytorch_tanh) gelu tanh."""
     N, H = 7, 24
     inp, d = rand(N, 2 * H, scale=2.0), torch.randn(N, H)
-    up, gate = inp.split([H, H], dim=-1)  # up_proj's rows first, gate_proj's second (docs/llama.md, "The model file")
-    out = torch.nn.functional.silu(gate) * up
-    out.backward(d)
-    put("swi.inp", inp); put("swi.dout", d); put("swi.out", out); put("swi.dinp", inp.grad)
-
-
-def geglu_case():
-    N, H = 7, 24  # GeGLU (Gemma's MLP, transformers' GemmaMLP with gelu_pytorch_tanh), packed as SwiGLU: up | gate
-    inp, d = rand(N, 2 * H, scale=2.0), torch.randn(N, H)
     up, gate = inp.split([H, H], dim=-1)
-    out = torch.nn.functional.gelu(gate, approximate="tanh") * up
+    out = act(gate) * up
     out.backward(d)
-    put("geg.inp", inp); put("geg.dout", d); put("geg.out", out); put("geg.dinp", inp.grad)
+    put(tag + ".inp", inp); put(tag + ".dout", d); put(tag + ".out", out); put(tag + ".dinp", inp.grad)
 
 
 def relu2_case():
@@ -257,8 +250,8 @@ def main():
     rope_tables("rope_llama3", 64, 500000.0, 16384, (32.0, 1.0, 4.0, 8192))
     rope_apply_case("ropea", 16, 10000.0, None)
     rope_apply_case("ropes", 16, 500000.0, (8.0, 1.0, 4.0, 4))  # a small original context so T = 9 spans it
-    swiglu_case()
-    geglu_case()
+    glu_case("swi", torch.nn.functional.silu)
+    glu_case("geg", lambda g: torch.nn.functional.gelu(g, approximate="tanh"))
     relu2_case()
     attention_case("gqa41", 8, 2)
     attention_case("gqa11", 4, 4)

@@ -224,7 +224,7 @@ static void test_roles(void) {
                          llama_cfg(64, 300, 384, 2, 4, 2, 32, 8, 40, 0, 1, 1, 0, 1e-5f, 10000.0f, 0, 0, 0, 0)};
     int ok = 1, bad_role = -1;
     for (int f = 0; f < 2; f++) {
-        Model *m = model_create(&cs[f], 1, 4, 0, 0, cs[f].num_layers, 1, 0);
+        Model *m = model_create(&cs[f], 1, 4, 0, 0, cs[f].num_layers, 1, 0, 0);
         for (int r = 0; r < NUM_WEIGHT_ROLES; r++) {
             int k = names[r][f] ? arch_find(m->arch, names[r][f]) : -1;
             size_t want = k < 0 ? SIZE_MAX : arch_unit_offset(m->arch, &m->shape, k);
@@ -286,7 +286,7 @@ static void test_act_tables(void) {
         for (int i = 0; i < NA; i++) want += per[i] * (!per_layer[i] ? 1 : r < shared[i] ? c.num_layers : 1);
         if (arch_act_bytes(&BLOCK_ACT_TABLE, &s, B, T, r, c.num_layers, X_BYTES, att) != want) ok = 0;
         // and the memory plan model.h now derives from the table
-        if (model_memory_plan(&c, B, T, r, c.num_layers, 1, 1, 0).activations != want) ok = 0;
+        if (model_memory_plan(&c, B, T, r, c.num_layers, 1, 1, 0, 0).activations != want) ok = 0;
     }
     check(ok, "GPT-2 activation table = model.h's layout (21 tensors; bytes at recompute 0-3, d2, B 3, T 64)");
 

@@ -547,7 +547,7 @@ trainer() {
   done
   grep -q '"loss_scale": 65536' "$W/fp16.jsonl" && ok "fp16 runs with dynamic loss scaling from 2^16 (logged)" || bad "fp16 loss scale in the log"; mark "fp32, bf16, fp16 vs the CPU build"
   fp16_overflow; mark "fp16 overflow"
-  attn_bwd_v3_runs; mark "attention backwards"
+  attn_bwd_v3_runs; attn_mask_plan_runs; mark "attention backwards"
   zero3_runs; mark "ZeRO-2/3 over the outer unit"
   # --tf32 1: the matmuls round their inputs to 10 mantissa bits (2^-11 relative), so the losses must move off
   # fp32's, but only by about that much
@@ -730,8 +730,8 @@ PYEOF
 }
 
 # `test_cuda_emu.sh graphs`: the graph checks alone (make mutants' emu-graphs suite); `test_cuda_emu.sh llama`: the
-# Llama family's runs and the emulated generation checks alone; `test_cuda_emu.sh attnbwd`: the attention backward
-# v3's whole runs alone
+# Llama family's runs and the emulated generation checks alone; `test_cuda_emu.sh attnbwd`: the attention backwards'
+# whole runs alone, with the memory plan under masks (`test_cuda_emu.sh maskplan`: that alone)
 if [ "${1:-}" = graphs ]; then
   if [ -x $EMU ]; then graphs; else bad "$EMU is missing: make train_gpt_emu"; fi
   finish; exit
@@ -750,8 +750,12 @@ if [ "${1:-}" = zero3 ]; then
   if [ -x $EMU ] && [ -x ./train_gpt_cpu ]; then zero3_runs; else bad "$EMU or ./train_gpt_cpu is missing: make train_gpt_emu train_gpt_cpu"; fi
   finish; exit
 fi
+if [ "${1:-}" = maskplan ]; then
+  if [ -x $EMU ]; then attn_mask_plan_runs; else bad "$EMU is missing: make train_gpt_emu"; fi
+  finish; exit
+fi
 if [ "${1:-}" = attnbwd ]; then
-  if [ -x $EMU ]; then attn_bwd_v3_runs; else bad "$EMU is missing: make train_gpt_emu"; fi
+  if [ -x $EMU ]; then attn_bwd_v3_runs; attn_mask_plan_runs; else bad "$EMU is missing: make train_gpt_emu"; fi
   finish; exit
 fi
 if [ "${1:-}" = llama ]; then

@@ -60,7 +60,7 @@ static void run_config(const ModelConfig *cp, int recompute, int n) {
     ModelConfig c = *cp;
     int L = c.num_layers, C = c.channels, NH = c.num_heads;
     float *params = sharp_params(&c, 7 + L + NH);
-    Model *m = model_create(&c, 1, n, recompute, 0, L, 1, 0);
+    Model *m = model_create(&c, 1, n, recompute, 0, L, 1, 0, 0);
     Comm solo = comm_solo();
     Zero z;
     Optimizer opt;  // never steps: zero.h holds an optimizer's state for every model it owns

@@ -189,7 +189,7 @@ int main(int argc, char **argv) {
         for (int ai = 0; ai < 3; ai++) {
             int accum = accums[ai];
             if (r.B % accum != 0) continue;
-            Model *m = model_create(&c, r.B / accum, r.T, level, 0, c.num_layers, 1, 0);
+            Model *m = model_create(&c, r.B / accum, r.T, level, 0, c.num_layers, 1, 0, 0);
             Comm solo = comm_solo();
             Zero z;
             Optimizer opt;

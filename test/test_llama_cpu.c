@@ -148,25 +148,25 @@ static void test_rope_apply(const char *tag, int hd, RopeParams p) {
     free(c), free(s), free(x), free(d);
 }
 
-static void test_swiglu(void) {
+// A gated MLP (cpu/activations.h's glu_forward/glu_backward under one gate) against test/ref_llama.py's glu_case TAG:
+// out = act(gate) * up over the packed (up | gate) input, and the backward's (up | gate) gradient.
+typedef void (*GluFwd)(float *out, const float *inp, int N, int H);
+typedef void (*GluBwd)(float *dinp, const float *dout, const float *inp, int N, int H);
+static void test_glu(const char *name, const char *act, const char *tag, GluFwd fwd, GluBwd bwd) {
     int N = 7, H = 24;
+    char key[64], what[128];
     float *out = fbuf(N * H), *dinp = fbuf(N * 2 * H);
-    const float *inp = ref("swi.inp", N * 2 * H);
-    swiglu_forward(out, inp, N, H);
-    check_close("SwiGLU forward silu(gate) * up, up's columns first", out, ref("swi.out", N * H), N * H);
-    swiglu_backward(dinp, ref("swi.dout", N * H), inp, N, H);
-    check_close("SwiGLU backward", dinp, ref("swi.dinp", N * 2 * H), N * 2 * H);
-    free(out), free(dinp);
-}
-
-static void test_geglu(void) {
-    int N = 7, H = 24;
-    float *out = fbuf(N * H), *dinp = fbuf(N * 2 * H);
-    const float *inp = ref("geg.inp", N * 2 * H);
-    geglu_forward(out, inp, N, H);
-    check_close("GeGLU forward gelu_tanh(gate) * up, up's columns first", out, ref("geg.out", N * H), N * H);
-    geglu_backward(dinp, ref("geg.dout", N * H), inp, N, H);
-    check_close("GeGLU backward (up | gate)", dinp, ref("geg.dinp", N * 2 * H), N * 2 * H);
+    snprintf(key, sizeof(key), "%s.inp", tag);
+    const float *inp = ref(key, N * 2 * H);
+    fwd(out, inp, N, H);
+    snprintf(key, sizeof(key), "%s.out", tag);
+    snprintf(what, sizeof(what), "%s forward %s(gate) * up, up's columns first", name, act);
+    check_close(what, out, ref(key, N * H), N * H);
+    snprintf(key, sizeof(key), "%s.dout", tag);
+    bwd(dinp, ref(key, N * H), inp, N, H);
+    snprintf(key, sizeof(key), "%s.dinp", tag);
+    snprintf(what, sizeof(what), "%s backward (up | gate)", name);
+    check_close(what, dinp, ref(key, N * 2 * H), N * 2 * H);
     free(out), free(dinp);
 }
 
@@ -509,8 +509,8 @@ int main(int argc, char **argv) {
     test_rope_table("rope_llama3", 64, 16384, rope_params(500000.0f, 32.0f, 1.0f, 4.0f, 8192));
     test_rope_apply("ropea", 16, rope_params(10000.0f, 0, 0, 0, 0));
     test_rope_apply("ropes", 16, rope_params(500000.0f, 8.0f, 1.0f, 4.0f, 4));
-    test_swiglu();
-    test_geglu();
+    test_glu("SwiGLU", "silu", "swi", swiglu_forward, swiglu_backward);
+    test_glu("GeGLU", "gelu_tanh", "geg", geglu_forward, geglu_backward);
     test_relu2();
     test_attention("gqa41", 8, 2);
     test_attention("gqa11", 4, 4);

@@ -212,7 +212,7 @@ static PlanNeed tune_need(const Run *r, const TuneCandidate *c, const int *first
     PlanNeed worst = {0, 0, 0};
     for (int st = 0; st < c->pp; st++) {
         PlanLayout l = {mc, c->B, r->T, c->recompute, 0, 0, NULL, dp, 0, 0, run_sample_tokens(&r->cfg, r->T),
-                        optimizer_ops(r->cfg.optimizer), r->cfg.doc_mask};  // the run's samples, whichever candidate it takes
+                        optimizer_ops(r->cfg.optimizer), r->cfg.doc_mask, r->any_window || r->cfg.doc_mask};  // the run's samples, whichever candidate it takes
         plan_stage(&l, first, c->pp, st, c->A, holds_unit);
         PlanNeed n = plan_need(&l, choice, NULL);
         if (device_is_host) { n.device += n.host; n.host = 0; }

@@ -118,7 +118,7 @@ static void comm_count_step(const CommLayout *c, int s, double bytes[NUM_AXES]) 
     int nu = model_num_units(&slice);
     int *holds = (int *)mallocCheck(nu * sizeof(int));
     size_t *usize = (size_t *)mallocCheck(nu * sizeof(size_t));
-    PlanLayout l = {&slice, c->B, c->T, c->recompute, 0, 0, NULL, c->dp, 0, 0, 0, NULL, 0};
+    PlanLayout l = {&slice, c->B, c->T, c->recompute, 0, 0, NULL, c->dp, 0, 0, 0, NULL, 0, 0};
     plan_stage(&l, c->first, c->pp, s, c->A, holds);  // the units the stage holds, as the run's plan and zero.h have them
     for (int u = 0; u < nu; u++) usize[u] = zero_unit_size(&slice, u, holds);
     if (c->tp > 1) bytes[AX_TP] = c->A * comm_count_tp_micro(c, s) + comm_count_tp_sums(c, &slice, usize);

@@ -27,7 +27,7 @@ typedef struct {
 // stage; the whole model is layers = L, slots = 1). Parameter-sized figures are for one unsharded
 // copy; zero.h replaces them with the stage's own.
 static MemoryPlan model_memory_plan(const ModelConfig *c, int B, int T, int recompute, int layers, int slots, int outer,
-                                    int stream_layers) {
+                                    int stream_layers, int attn_masked) {
     MemoryPlan mp = {0};
     ArchShape s = model_shape(c);
     const ArchActs *t = model_act_table(c);
@@ -41,7 +41,7 @@ static MemoryPlan model_memory_plan(const ModelConfig *c, int B, int T, int reco
     mp.optimizer = 2 * n * sizeof(float);
     mp.activations = acts;
     mp.workspace = gradact_elems(&s, BT) * target_x_bytes() + 2 * slots * BT * sizeof(int) +
-                   target_att_workspace_bytes(B, model_heads(c), T, (int)s.dim[DIM_ATT]) + model_rope_bytes(c) +
+                   target_att_workspace_bytes(B, model_heads(c), T, (int)s.dim[DIM_ATT], attn_masked) + model_rope_bytes(c) +
                    tp_scratch_floats(c->tp_size, BT) * sizeof(float) + model_sp_full_bytes(c, BT);
     mp.working = model_working_bytes(c, layers, outer, stream_layers);
     return mp;
@@ -63,6 +63,7 @@ typedef struct {
     int kv_tokens;                // the positions of the run's samples' key/value cache (run_sample_tokens; 0: no sampling)
     const OptimizerOps *optimizer;  // --optimizer's table: its state's rooms and workspace (opt->plan)
     int doc_mask;                 // --doc-mask: each slot's document starts (model_doc_start_bytes) in the workspace
+    int attn_masked;              // some layer's mask is not causal (--doc-mask, --attn-window): attention's workspace
 } PlanLayout;
 
 // Stage s of a pipeline of pp stages split at first[] (pp_split's), with A micro-batches per step: its layers, the
@@ -80,7 +81,8 @@ static void plan_stage(PlanLayout *l, const int *first, int pp, int s, int A, in
 typedef struct { int zero, offload, offload_params, nvme; } PlanChoice;
 
 static PlanNeed plan_need(const PlanLayout *l, PlanChoice c, MemoryPlan *out) {
-    MemoryPlan mp = model_memory_plan(l->mc, l->B, l->T, l->recompute, l->layers, l->slots, l->holds_unit[0], c.zero == 3);
+    MemoryPlan mp = model_memory_plan(l->mc, l->B, l->T, l->recompute, l->layers, l->slots, l->holds_unit[0], c.zero == 3,
+                                      l->attn_masked);
     zero_memory_plan(l->mc, c.zero, l->dp, l->holds_unit, l->bucket_bytes, c.offload, c.offload_params, c.nvme, l->optimizer, &mp.params,
                      &mp.grads, &mp.optimizer, &mp.gathered);
     mp.optimizer_on_host = c.offload && !c.nvme;

@@ -120,7 +120,7 @@ static int run_sample_tokens(const TrainConfig *cfg, int T) {
 static PlanLayout run_plan_layout(const Run *r) {
     PlanLayout l = {&r->mc_rank, r->B, r->T, r->cfg.recompute, r->first[r->stage + 1] - r->first[r->stage], r->slots, r->holds_unit,
                     r->dp, r->bucket_bytes, run_nvme_buffer(r), run_sample_tokens(&r->cfg, r->T),
-                    optimizer_ops(r->cfg.optimizer), r->cfg.doc_mask};
+                    optimizer_ops(r->cfg.optimizer), r->cfg.doc_mask, r->any_window || r->cfg.doc_mask};
     return l;
 }
 

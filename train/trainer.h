@@ -139,7 +139,7 @@ static void run_build(Run *r) {
     run_split_mesh(r);
     size_t act_before = backend_scratch_allocated();
     r->model = model_create(&r->mc_rank, r->B, r->T, cfg->recompute, r->first[stage], r->first[stage + 1], r->slots,
-                            cfg->zero_stage == 3);
+                            cfg->zero_stage == 3, r->any_window || cfg->doc_mask);
     model_set_masks(r->model, r->any_window ? r->attn_window : NULL, cfg->doc_mask, cfg->doc_rope_restart);
     if (tp > 1) {
         tp_group_init(&r->tpg, &r->mc_rank, &r->tp_comm, &r->kv_comm);

@@ -40,7 +40,8 @@ static void tune_list_need(const Run *r, TuneRow *w, const int *first, int *hold
             mt.tp_size = w->tp; mt.tp_rank = t; mt.seq_parallel = w->sp;
             // run_plan_layout's fields, with the row's (plan_stage sets the stage's layers, slots and units)
             PlanLayout l = {&mt, w->B, r->T, w->recompute, 0, 0, NULL, w->dp, (size_t)(r->cfg.reduce_bucket_mb * 1048576.0),
-                            run_nvme_buffer(r), run_sample_tokens(&r->cfg, r->T), optimizer_ops(r->cfg.optimizer), r->cfg.doc_mask};
+                            run_nvme_buffer(r), run_sample_tokens(&r->cfg, r->T), optimizer_ops(r->cfg.optimizer), r->cfg.doc_mask,
+                            r->any_window || r->cfg.doc_mask};
             plan_stage(&l, first, w->pp, s, w->A, holds);
             PlanChoice c = {w->zero, 0, 0, 0};
             PlanNeed n = plan_need(&l, c, NULL);

@@ -60,6 +60,7 @@ SUITES = {
     "emu-gpt2": (["test/test_gpt2_emu"],
                  f"{TORCH_PY} test/ref_gpt2.py --out-dir $MUT_TMP/ref >/dev/null && ./test/test_gpt2_emu $MUT_TMP/ref"),
     "emu-graphs": (["train_gpt_emu"], "bash test/test_cuda_emu.sh graphs"),
+    "emu-maskplan": (["train_gpt_emu"], "bash test/test_cuda_emu.sh maskplan"),
     "emu-llama": (["train_gpt_emu", "test/test_generate_emu"], "bash test/test_cuda_emu.sh llama"),
     "emu-muon": (["train_gpt_emu", "dev/cuda/kernels_emu", "train_gpt_cpu"], "bash test/test_cuda_emu.sh muon"),
     "emu": (["train_gpt_emu", "train_gpt_emu_race", "test/test_gpt2_emu", "dev/cuda/kernels_emu", "dev/cuda/attention_emu",
