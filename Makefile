@@ -78,15 +78,24 @@ test/test_arch: test/test_arch.c .build-cpu
 
 # test/test_headers.sh compiles every header alone with the flags of the build that uses it: these.
 HEADER_CHECK_ENV = HEADER_CC="$(CPU_CC)" HEADER_CFLAGS="$(CFLAGS) $(URING_FLAGS)" HEADER_CXX="$(EMU_CXX)" HEADER_CXXFLAGS="$(EMU_FLAGS)"
-# Every binary the suites run is built once, here, before the first suite (the suites reuse them and build none
-# of their own but test_build.sh's copies); the builds are independent targets, so they go TEST_JOBS at a time
-# (2: CI's machine has 2 cores; the largest, train_gpt.cu under g++, takes under 1 GiB). A -j given to make wins.
+# The CPU build's binaries and the emulator's objects are built here, TEST_JOBS at a time (2: CI's machine has 2
+# cores; a -j given to make wins), before the first suite. The emulated CUDA build's binaries, most of the compiling,
+# are built by test/run_tests.sh in its two lanes, one compile at a time in each, while the other lane runs suites:
+# the kernel checks' programs (TEST_EMU_KERNELS) first in the second lane, the trainer's (TEST_EMU_TRAINER) in the
+# first after the suites that need only the CPU build. Each build's output is kept in build/test-bins*.log:
+# test/test_build.sh reads the warnings of the machine's own configuration there instead of compiling again.
 TEST_BINS = train_gpt_cpu tokenize test/test_gpt2 test/test_units test/test_pipeline test/test_generate test/hf_forward test/test_llama_cpu \
-  test/test_arch $(if $(EMU_OK),$(EMU_BINS))
+  test/test_arch $(if $(EMU_OK),$(EMU_OBJS) $(EMU_OBJS:build/emu/%=build/emu/asan/%))
 TEST_JOBS ?= 2
+TEST_EMU_KERNELS = $(if $(EMU_OK),dev/cuda/emu/selftest dev/cuda/emu/selftest_race dev/cuda/kernels_emu dev/cuda/attention_emu \
+  dev/cuda/kernels_emu_race dev/cuda/kernels_emu_asan)
+TEST_EMU_TRAINER = $(if $(EMU_OK),train_gpt_emu train_gpt_emu_race test/test_gpt2_emu test/test_generate_emu)
 test:
-	$(MAKE) --no-print-directory $(if $(filter -j%,$(MAKEFLAGS)),,-j$(TEST_JOBS)) $(TEST_BINS)
-	$(HEADER_CHECK_ENV) PYTHON=$(PYTHON) TORCH_PYTHON=$(TORCH_PYTHON) bash test/run_tests.sh
+	@mkdir -p build
+	{ $(MAKE) --no-print-directory $(if $(filter -j%,$(MAKEFLAGS)),,-j$(TEST_JOBS)) $(TEST_BINS) 2>&1; echo $$? > build/test-bins.rc; } \
+	  | tee build/test-bins.log; [ "$$(cat build/test-bins.rc)" = 0 ]
+	$(HEADER_CHECK_ENV) TEST_EMU_KERNELS="$(TEST_EMU_KERNELS)" TEST_EMU_TRAINER="$(TEST_EMU_TRAINER)" PYTHON=$(PYTHON) \
+	  TORCH_PYTHON=$(TORCH_PYTHON) bash test/run_tests.sh
 
 # The Slurm suites (test/test_slurm.sh, test/test_multinode.sh), as root: installs slurm-wlm, munge and
 # libpmix-dev when missing (the only target that installs anything; .ci/run calls it), then runs both.
@@ -149,8 +158,10 @@ EMU_FLAGS = $(EMU_OPT) -fno-strict-aliasing -std=c++17 -fopenmp -Wall -Wextra -W
 EMU_DEV = -I. -x c++ -include dev/cuda/emu/emu.h
 EMU_OBJS = build/emu/emu.o build/emu/emu_threads.o build/emu/emu_blocks.o build/emu/emu_queue.o build/emu/emu_race.o \
   build/emu/cublaslt.o build/emu/nccl.o
-EMU_ASAN = -fsanitize=address -fno-omit-frame-pointer -g
-EMU_RACE = -fsanitize=thread -g -O1
+# -O1 -g1 (after EMU_OPT's -O2): AddressSanitizer's usual level, and line tables for its reports; at -O2 -g the
+# ASan build of dev/cuda/kernels.cu was the longest compile of `make test` (over 11 CPU minutes)
+EMU_ASAN = -fsanitize=address -fno-omit-frame-pointer -O1 -g1
+EMU_RACE = -fsanitize=thread -g1 -O1
 EMU_LINK = $(MPI_LDFLAGS) -lgomp $(URING_LIBS)
 # the emulated build's configuration stamp (see .build-cpu above): Open MPI appearing after a first build
 # changes EMU_FLAGS and EMU_LINK, and every emulator object and binary is rebuilt with it

@@ -117,25 +117,32 @@ kernels() {
   out=$(./dev/cuda/attention_emu check small 2>&1); rc=$?
   [ $rc -eq 0 ] && ok "attention vs float64 (T <= 256, head sizes 16-128, GQA and MQA; every mask, the tiles visited = the visible ones): $(counts "$out")" \
     || bad "attention vs float64: $(counts "$out"), exit $rc" "$(grep -vE '^PASS|^device' <<<"$out")"
-  # the 16-bit backward's key blocks take turns on dQ (cuda/block_order.cuh): other block orders (reverse: every
-  # block waits on blocks started after it) and one block resident at a time (forward: every wait is on an earlier
-  # block, as a GPU dispatches them) must pass and print the same bits
-  local a0 a1 arc=0 am=""
-  a0=$(grep -oE '^(PASS|FAIL) .*bits [0-9a-f]+' <<<"$out" | sed -E 's/\| rel err.*bits/bits/')
-  # (a random order, one more whole run of the check since the masks doubled it, adds no wait pattern these two lack)
+  # the 16-bit backwards' blocks wait on each other (cuda/block_order.cuh: the fused kernel's and the KV-stationary
+  # kernel's dQ turns, v3's splits): in reverse block order (every block waits on blocks started after it) and one block
+  # resident at a time (every wait is on an earlier block, as a GPU dispatches them) `check orders` reruns those
+  # kernels' checks (bf16, the shapes with the most blocks to wait on), which must pass and print the lines, bits
+  # included, of the same checks above
+  local a0 a1 n1 arc=0 am=""
+  bits() { grep -oE '^(PASS|FAIL) .*bits [0-9a-f]+' | sed -E 's/\| rel err.*bits/bits/'; }
+  a0=$(bits <<<"$out")
   for env in TRAIN_GPT_EMU_ORDER=reverse TRAIN_GPT_EMU_RESIDENT=1; do
-    a1=$(env $env ./dev/cuda/attention_emu check small 2>&1) || arc=1
-    [ "$(grep -oE '^(PASS|FAIL) .*bits [0-9a-f]+' <<<"$a1" | sed -E 's/\| rel err.*bits/bits/')" = "$a0" ] || { arc=1; am+="$env: other bits; "; }
+    a1=$(env $env ./dev/cuda/attention_emu check orders 2>&1) || { arc=1; am+="$env: exit status; "; }
+    n1=$(bits <<<"$a1" | grep -c .)
+    [ "$n1" -ge 15 ] && [ -z "$(bits <<<"$a1" | grep -vxF -f <(echo "$a0"))" ] || { arc=1; am+="$env: $n1 lines, other bits: $(bits <<<"$a1" | grep -vxF -f <(echo "$a0") | head -2); "; }
   done
-  [ $arc -eq 0 ] && [ -n "$a0" ] && ok "attention in reverse block order and one block resident: the same bits ($(wc -l <<<"$a0") checks)" \
+  [ $arc -eq 0 ] && [ -n "$a0" ] && ok "attention's waiting backwards in reverse block order and one block resident: the same bits ($n1 checks each)" \
     || bad "attention in other block orders" "$am$(grep -E 'FAIL|cuda-emu' <<<"$a1" | head -3)"; mark "attention in three block orders"
+}
+
+# The programs built with the trainer (test_gpt2.c, test_generate.c on the emulated GPU): generation with the key/value
+# cache, and the model against PyTorch at every recompute level and accumulation
+models() {
+  local out rc; mark start
   generation; mark generation
-  # the model against PyTorch at every recompute level and accumulation (test_gpt2.c on the emulated GPU)
   if "$TORCH_PY" test/ref_gpt2.py --out-dir "$W/ref" > "$W/ref.log" 2>&1; then
     out=$(./test/test_gpt2_emu "$W/ref" 2>&1); rc=$?
     [ $rc -eq 0 ] && ok "CUDA model vs PyTorch (test_gpt2.c): $(summary "$out")" || bad "CUDA model vs PyTorch: $(summary "$out")" "$out"
   else bad "PyTorch reference ($TORCH_PY)" "$(cat "$W/ref.log")"; fi; mark "the model vs PyTorch"
-  tp_runs; mark "tensor parallelism"
 }
 
 # The fusions of issue 23 (cuda/matmul.cuh, cuda/classifier.cuh), each against the run without it. GELU and the
@@ -760,12 +767,25 @@ if [ "${1:-}" = llama ]; then
   else bad "$EMU, ./train_gpt_cpu or ./test/test_generate_emu is missing: make train_gpt_emu train_gpt_cpu test/test_generate_emu"; fi
   finish; exit
 fi
+# `test_cuda_emu.sh kernels` and `test_cuda_emu.sh trainer`: the two groups apart (make test runs them in its two lanes)
+if [ "${1:-}" = kernels ]; then
+  if [ -x ./dev/cuda/kernels_emu ] && [ -x ./dev/cuda/kernels_emu_race ] && [ -x ./dev/cuda/kernels_emu_asan ] && [ -x ./dev/cuda/attention_emu ] \
+    && [ -x ./dev/cuda/emu/selftest ] && [ -x ./dev/cuda/emu/selftest_race ]; then kernels
+  else bad "the emulated kernel checks' programs are missing: make dev/cuda/emu/selftest dev/cuda/emu/selftest_race dev/cuda/kernels_emu dev/cuda/kernels_emu_race dev/cuda/kernels_emu_asan dev/cuda/attention_emu"; fi
+  finish; exit
+fi
+trainer_group() { models; trainer; tp_runs; mark "tensor parallelism"; }
+if [ "${1:-}" = trainer ]; then
+  if [ -x $EMU ] && [ -x ./train_gpt_emu_race ] && [ -x ./test/test_generate_emu ] && [ -x ./test/test_gpt2_emu ] && [ -x ./train_gpt_cpu ]; then trainer_group
+  else bad "the emulated trainer's programs are missing: make train_gpt_emu train_gpt_emu_race test/test_gpt2_emu test/test_generate_emu train_gpt_cpu"; fi
+  finish; exit
+fi
 if [ ! -x $EMU ] || [ ! -x ./train_gpt_emu_race ] || [ ! -x ./dev/cuda/kernels_emu ] || [ ! -x ./test/test_generate_emu ] || [ ! -x ./train_gpt_cpu ]; then
   bad "the emulated binaries are missing: run make test-cuda-emu"; finish; exit
 fi
 t0=$SECONDS
 kernels > "$W/kernels.log" 2>&1 &
-trainer > "$W/trainer.log" 2>&1
+trainer_group > "$W/trainer.log" 2>&1
 wait
 for g in kernels trainer; do echo "--- $g"; cat "$W/$g.log"; done
 pass=$(cat "$W"/kernels.log "$W"/trainer.log | grep -c '^PASS'); fail=$(cat "$W"/kernels.log "$W"/trainer.log | grep -c '^FAIL')

@@ -209,4 +209,127 @@ expect "a layout that does not divide the world" "--tp 8 x --pp 2 = 16 ranks doe
 expect "an unknown card" "--gpu: 'h900' is not a card the plan knows; expected one of h100" $BIN --dry-run --gpu h900
 expect "--gpu in the CPU build without --dry-run" "--gpu h100: the cpu build plans that card's memory but does not run on it; add --dry-run" $BIN --gpu h100 -x 1
 expect "a degree that does not split the model" "--tp 12 does not divide the model's 32 query heads" $BIN -e llama-3.1-8b --dry-run --world 12 --tp 12
+# --autotune-world N --dry-run (issue 48): the layouts of N ranks that fit, in one process, nothing started or timed.
+# Communication is counted, not estimated: each listed row's bytes per step by axis (train/comm_count.h, the log's
+# tune_layout rows, stage 0's) are what rank 0 of a real run of its flags counts in each step (--timing's comm_bytes),
+# for GPT-2 d2 (tied) at --tp 2 x dp 2 ZeRO-1, --pp 2 x dp 2 ZeRO-1 (the tied embedding's sum between the ends), dp 4
+# ZeRO-3 (the layers' gathers and prefetches walked), --tp 2 x --pp 2, Llama d2 (multi-query: the key/value head's
+# gradient summed over the TP pair) at --tp 2 x dp 2 ZeRO-2 (TP's sums every micro-batch), and at a --mem-limit that only
+# recompute 3 fits, d2 --tp 2 x dp 2 ZeRO-1 -r 3 (the forward's TP collectives again in the backward)
+list() { local tag=$1; shift; $BIN --dry-run --autotune-world 4 "$@" --log "$W/list.$tag.jsonl" > "$W/list.$tag.out" 2>&1 || bad "--autotune-world 4 --dry-run $*" "$(tail -3 "$W/list.$tag.out")"; }
+list d2 -e d2 -b 4 -t 64 -d 2048
+list ll -e llama-d2 -b 4 -t 64 -d 2048
+list r3 -e d2 -b 8 -t 256 -d 8192 --mem-limit 0.0335
+counted() {  # counted LABEL LIST MODEL TP PP Z ARGS...: the list's row of that layout against a real run's counters
+  local label=$1 lst=$2 model=$3 tp=$4 pp=$5 z=$6; shift 6
+  local row; row=$($PY -c "
+import json, sys
+rows = [d['tune_layout'] for d in map(json.loads, open('$W/list.$lst.jsonl')) if 'tune_layout' in d]
+r = [r for r in rows if (r['tp'], r['pp'], r['dp'], r['zero_stage']) == ($tp, $pp, 4 // ($tp * $pp), $z)]
+print(f\"-r {r[0]['recompute']} -b {r[0]['micro_batch']} --grad-accum {r[0]['grad_accum']}\" if r else '')")
+  [ -n "$row" ] || { bad "$label: no row --tp $tp --pp $pp -z $z in the list" "$(tail -3 "$W/list.$lst.out")"; return; }
+  local out; out=$("${MPI[@]}" -np 4 $BIN -e $model --tp $tp --pp $pp -z $z $row "$@" -x 2 -v 0 -s 0 --timing --log "$W/run.$label.jsonl" 2>&1) \
+    || { bad "$label: the real run" "$(tail -3 <<<"$out")"; return; }
+  local r; r=$($PY - "$W/list.$lst.jsonl" "$W/run.$label.jsonl" $tp $pp $z <<'PYEOF'
+import json, sys
+tp, pp, z = map(int, sys.argv[3:])
+row = [d["tune_layout"] for d in map(json.loads, open(sys.argv[1])) if "tune_layout" in d]
+row = [r for r in row if (r["tp"], r["pp"], r["zero_stage"]) == (tp, pp, z)][0]
+steps = [d["comm_bytes"] for d in map(json.loads, open(sys.argv[2])) if "loss" in d]
+want = row["comm_bytes"][0]
+print(f"-r {row['recompute']} -b {row['micro_batch']} --grad-accum {row['grad_accum']}: listed " +
+      ", ".join(f"{k} {v:.0f}" for k, v in want.items() if v) + f"; the run's {len(steps)} steps the same")
+sys.exit(0 if len(steps) == 2 and all(s == want for s in steps) and sum(want.values()) > 0 else 1)
+PYEOF
+)
+  [ $? -eq 0 ] && ok "listed comm = a real run's counters, $label: $r" || bad "listed comm vs the real run's, $label" "$r"
+}
+if have_mpi "the listed layouts' comm against real runs"; then
+  counted "d2 --tp 2 x dp 2 -z 1" d2 d2 2 1 1 -t 64
+  counted "d2 --pp 2 x dp 2 -z 1" d2 d2 1 2 1 -t 64
+  counted "d2 dp 4 -z 3" d2 d2 1 1 3 -t 64
+  counted "d2 --tp 2 x --pp 2" d2 d2 2 2 0 -t 64
+  counted "llama-d2 --tp 2 x dp 2 -z 2" ll llama-d2 2 1 2 -t 64
+  counted "d2 --tp 2 x dp 2 -z 1 at recompute 3" r3 d2 2 1 1 -t 256
+fi
+# which layouts are listed, and their memory: every layout of 4 ranks d2 can take (by hand: TP 1 or 2, its 2 heads;
+# 1 or 2 stages, its 2 layers; ZeRO 1-3 with data-parallel ranks, 2-3 without --pp) planned by --dry-run --world 4 at
+# each recompute level against --mem-limit 0.037 GiB: a layout is listed at the lowest level that fits, with that
+# plan's largest stage as its memory, and a layout that fits at none is left out and counted
+list lim -e d2 -b 8 -t 256 -d 8192 --mem-limit 0.037
+r=$($PY - "$BIN" "$W" <<'PYEOF'
+import json, subprocess, sys
+bin, w = sys.argv[1:]
+rows = {(r["tp"], r["pp"], r["zero_stage"]): r for r in (d["tune_layout"] for d in map(json.loads, open(f"{w}/list.lim.jsonl")) if "tune_layout" in d)}
+out = open(f"{w}/list.lim.out").read()
+ok, want, left, msg = True, 0, 0, []
+for tp in (1, 2):
+    for pp in (1, 2):
+        dp = 4 // (tp * pp)
+        for z in range(4):
+            if (dp == 1 and z) or (pp > 1 and z >= 2): continue
+            got = None
+            for r in range(4):
+                A = 8192 // (8 * 256 * dp)
+                q = subprocess.run([bin, "-e", "d2", "-b", "8", "-t", "256", "--grad-accum", str(A), "--dry-run", "--world", "4",
+                                    "--tp", str(tp), "--pp", str(pp), "-z", str(z), "-r", str(r), "--mem-limit", "0.037",
+                                    "--log", f"{w}/lim.jsonl"], capture_output=True, text=True)
+                if q.returncode: print(q.stdout[-300:], q.stderr[-300:]); sys.exit(1)
+                if "does not fit" not in q.stdout:
+                    dev = max(d["stage_plan"]["device_bytes"] for d in map(json.loads, open(f"{w}/lim.jsonl")) if "stage_plan" in d)
+                    got = (r, dev)
+                    break
+            row = rows.get((tp, pp, z))
+            if got is None: left += 1; ok &= row is None
+            else:
+                want += 1
+                ok &= row is not None and (row["recompute"], row["device_bytes"]) == got and row["dp"] == dp
+            msg.append(f"tp{tp} pp{pp} z{z}: " + (f"-r {got[0]} {got[1]} B" if got else "none fits"))
+ok &= len(rows) == want and f"{want} layouts fit" in out and f"left out: {left} that do not fit" in out
+print(f"{want} listed, {left} left out: " + "; ".join(msg))
+sys.exit(0 if ok else 1)
+PYEOF
+) && ok "the listed layouts and their memory are --dry-run --world's, at the lowest recompute that fits: $r" || bad "the list vs --dry-run --world" "$r"
+# Llama 3.1 8B on 64 H100s (docs/clusters.md's table), with --autotune too: in well under two seconds of CPU; the first
+# rows' memory is the --world plan of their flags; ordered by communication; what is left out is counted
+r=$($PY - "$BIN" "$W" <<'PYEOF'
+import json, resource, subprocess, sys
+bin, w = sys.argv[1:]
+base = [bin, "-e", "llama-3.1-8b", "-b", "1", "-t", "8192", "-d", "524288", "--gpu", "h100", "--dry-run"]
+q = subprocess.run(base + ["--autotune", "--autotune-world", "64", "--log", f"{w}/list8b.jsonl"], capture_output=True, text=True)
+cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
+cpu = cpu.ru_utime + cpu.ru_stime
+rows = [d["tune_layout"] for d in map(json.loads, open(f"{w}/list8b.jsonl")) if "tune_layout" in d]
+ok = q.returncode == 0 and len(rows) > 30 and f"{len(rows)} layouts fit (the first 30 shown" in q.stdout and "round 1" not in q.stdout
+ok &= "memory limit per rank 80.00 GiB (--gpu h100" in q.stdout and "left out: " in q.stdout
+tot = [sum(r["comm_bytes"][r["comm_stage"]].values()) for r in rows]
+ok &= tot == sorted(tot)
+msg = []
+for r in rows[:3] + [r for r in rows if r["tp"] == 8][:1]:
+    subprocess.run(base + ["--world", "64", "--tp", str(r["tp"]), "--pp", str(r["pp"]), "-z", str(r["zero_stage"]), "-r", str(r["recompute"]),
+                   "--log", f"{w}/w8b.jsonl"], capture_output=True)
+    dev = max(d["stage_plan"]["device_bytes"] for d in map(json.loads, open(f"{w}/w8b.jsonl")) if "stage_plan" in d)
+    ok &= dev == r["device_bytes"] and dev <= 80 * 2**30
+    msg.append(f"--tp {r['tp']} --pp {r['pp']} -z {r['zero_stage']} -r {r['recompute']}: {dev / 2**30:.2f} GiB")
+print(f"{len(rows)} layouts in {cpu:.2f} s of CPU; " + "; ".join(msg))
+sys.exit(0 if ok and cpu < 2.0 else 1)
+PYEOF
+) && ok "llama-3.1-8b on 64 H100s, the fitting layouts: $r" || bad "llama-3.1-8b's list on 64 ranks" "$r"
+# the CUDA build (emulated, where make test builds it): its list for a card is the CPU build's --gpu list, row for row
+# (the same plan and count from the same code, with the CUDA build's facts); and --autotune without --dry-run plans
+# against the card --gpu names, not the device it runs on (the tuner is stopped once its header has said so)
+if [ -x ./train_gpt_emu ]; then
+  a=(-e llama-3.1-8b -b 1 -t 8192 -d 524288 -s 0 --gpu h100 --dry-run --autotune-world 64)
+  ./train_gpt_emu "${a[@]}" --log "$W/emu8b.jsonl" > "$W/emu8b.out" 2>&1; $BIN "${a[@]}" --log "$W/cpu8b.jsonl" > /dev/null 2>&1
+  before=$(ls -d /tmp/train_gpt_autotune.* 2>/dev/null)
+  head=$(timeout 300 ./train_gpt_emu --precision fp32 -b 2 -t 16 -d 32 --autotune --gpu a10 2>&1 | head -4)
+  for d in $(ls -d /tmp/train_gpt_autotune.* 2>/dev/null); do grep -qxF "$d" <<<"$before" || rm -rf "$d"; done  # the stopped tuner's
+  n=$(grep -c tune_layout "$W/emu8b.jsonl")
+  cmp -s "$W/emu8b.jsonl" "$W/cpu8b.jsonl" && [ "$n" -gt 30 ] && grep -qF "memory limit per rank 24.00 GiB (--gpu a10: an NVIDIA A10 24GB)" <<<"$head" \
+    && ok "the emulated CUDA build lists the CPU build's --gpu h100 layouts ($n rows, the same bytes), and --autotune --gpu a10 plans 24 GiB: $(grep "^autotune:" <<<"$head" | head -1 | cut -c1-120)" \
+    || bad "the CUDA build's list and --autotune --gpu" "$n rows; $head; $(tail -2 "$W/emu8b.out")"
+else
+  skip "the emulated CUDA build's list and --autotune --gpu: no ./train_gpt_emu (make test builds it where the CUDA toolkit's headers are)"
+fi
+expect "--autotune-world with --world" "--autotune-world 64 with --world 64: give one" $BIN --dry-run --world 64 --autotune-world 64
 finish

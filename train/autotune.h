@@ -464,16 +464,21 @@ static int autotune_main(Run *r, int argc, char **argv) {
     if (W > 1 && !build_info.mpi) fatal("--autotune-world %d: this binary was built without MPI", W);
     // what a candidate may use per rank: --mem-limit, else the device's memory (in the CPU build, where
     // device memory is host memory, the machine's), and the machine's RAM for the host's share
+    // --gpu: that card's memory (the CUDA build; the CPU build takes --gpu with --dry-run only, which lists: tune_list.h)
     int cpu = strcmp(backend_build_name(), "cpu") == 0;
-    double limit = cfg->mem_limit > 0 ? cfg->mem_limit * 1073741824.0 : (double)backend_device_capacity();
+    const GpuSpec *g = plan_target.gpu;
+    double limit = cfg->mem_limit > 0 ? cfg->mem_limit * 1073741824.0 : g ? g->gib * 1073741824.0 : (double)backend_device_capacity();
     MachineCapacity cap = {cpu ? limit : (double)physical_memory_bytes(), 0.0, cpu ? 0.0 : limit, cpu, 1};
     int nc;
     TuneCandidate *cs = tune_enumerate(r, total, bs, nb, &cap, &nc);
     int fit = 0, levers = 0, runs = W > 1 ? TUNE_RUNS_MPI : TUNE_RUNS;
     for (int i = 0; i < nc; i++) { fit += cs[i].ok; levers += cs[i].ok && cs[i].lever_only; }
     char lim[32];
+    char whose[160];
+    if (g && cfg->mem_limit <= 0) snprintf(whose, sizeof(whose), " (--gpu %s: an %s)", g->key, g->name);
+    else snprintf(whose, sizeof(whose), "%s", cfg->mem_limit > 0 ? " (--mem-limit)" : cpu ? " (physical memory)" : " (the device's)");
     printf("autotune: %s | T %d | %ld tokens per step | world %d | memory limit per rank %s%s\n", r->init, r->T, total, W,
-           tune_bytes(limit, lim, sizeof(lim)), cfg->mem_limit > 0 ? " (--mem-limit)" : cpu ? " (physical memory)" : " (the device's)");
+           tune_bytes(limit, lim, sizeof(lim)), whose);
     printf("autotune: %d configurations (micro-batch", nc);
     for (int i = 0; i < nb; i++) printf("%s%d", i ? ", " : " ", bs[i]);
     printf(" x recompute 0-3 x offload none, optimizer, params at ZeRO-3%s); %d fit the memory plan; %d of them offload where "

@@ -277,8 +277,8 @@ static const OptSpec OPTIONS[] = {
     OPT(NULL, "--timing", OPT_FLAG, timing, "print each step's time breakdown (data, forward, backward, comm, optimizer, other) under its line; with several ranks also comm by axis (tp, pipe_send, pipe_wait, dp_reduce, gather, other), time and bytes"),
     OPT(NULL, "--profile", OPT_FLAG, profile, "time each module (embedding, LayerNorm, matmuls, attention, head, optimizer, collectives) over the run; a table of calls, ms, share, GFLOP, GFLOP/s and fraction of peak at the end, and one JSON line in the log"),
     OPT(NULL, "--autotune", OPT_FLAG, autotune, "time every micro-batch size x recompute level x offload that fits the memory plan for this model, data and batch; print them by tokens/s and a 'best:' line of flags"),
-    OPT(NULL, "--autotune-world", OPT_INT, autotune_world, "--autotune for a run of this many ranks: also enumerates ZeRO stages, TP degrees and pipeline stages, timing each through mpirun"),
-    OPTD(NULL, "--mem-limit", OPT_FLOAT, mem_limit, "GiB per rank the autotuner and the memory plan's check may plan for (pretend a smaller device; in the CPU build, less RAM)", "the device's memory; on CPUs the machine's"),
+    OPT(NULL, "--autotune-world", OPT_INT, autotune_world, "--autotune for a run of this many ranks: also enumerates ZeRO stages, TP degrees and pipeline stages, timing each through mpirun; with --dry-run, lists every layout of N ranks that fits (--gpu's card or --mem-limit) with its memory, communication per step by kind and bubble, in one process"),
+    OPTD(NULL, "--mem-limit", OPT_FLOAT, mem_limit, "GiB per rank the autotuner and the memory plan's check may plan for (pretend a smaller device; in the CPU build, less RAM)", "the device's memory (--gpu's card when named); on CPUs the machine's"),
     OPT(NULL, "--target-tokens", OPT_LONG, target_tokens, "the training length (tokens) that --autotune and --dry-run give days for"),
     OPTD(NULL, "--tokens-per-s", OPT_FLOAT, tokens_per_s, "a measured speed (the step line's tok/s): --dry-run then says how many days --target-tokens take", "none"),
     OPT(NULL, "--dry-run", OPT_FLAG, dry_run, "print the configuration and memory plan, then exit (no model memory is allocated, no weight read or made)"),
@@ -528,6 +528,9 @@ static void config_validate(const TrainConfig *c) {
         usage_error("--world %d plans a layout without starting it: it needs --dry-run%s (to train on %d ranks, start them: "
                     "mpirun -np %d ...)", c->world, c->autotune ? ", not --autotune (which takes --autotune-world)" : "",
                     c->world, c->world);
+    if (c->world > 0 && c->autotune_world > 1)
+        usage_error("--autotune-world %d with --world %d: give one (with --dry-run, --autotune-world lists every layout of "
+                    "its ranks that fits; --world plans the one --tp, --pp and -z name)", c->autotune_world, c->world);
     if (c->mem_limit < 0) bad_value("--mem-limit", "must be > 0 GiB (or 0: the device's memory)");
     if (c->target_tokens < 1) bad_value("--target-tokens", "must be >= 1");
     if (c->tokens_per_s < 0) bad_value("--tokens-per-s", "must be > 0");

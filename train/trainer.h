@@ -24,6 +24,7 @@
 #include "report.h"
 #include "eval_mc.h"
 #include "autotune.h"
+#include "tune_list.h"
 
 
 // One step's settings: each group's learning rate through the schedule, from its own peak, and the update count.
@@ -436,7 +437,11 @@ static int train_main(int argc, char **argv) {
     static Run run;  // static: zeroed, and too large to want on the stack
     Run *r = &run;
     run_setup(r, argc, argv);
-    if (r->cfg.autotune) { int rc = autotune_main(r, argc, argv); comm_finalize(&r->comm); return rc; }
+    if (tune_list_wanted(&r->cfg, argc, argv) || r->cfg.autotune) {  // the layouts that fit (--dry-run), or timed
+        int rc = r->cfg.dry_run ? tune_list_main(r, argc, argv) : autotune_main(r, argc, argv);
+        comm_finalize(&r->comm);
+        return rc;
+    }
     run_resume(r);
     if (r->cfg.resume && r->start_step >= r->cfg.steps) {
         printf0("resume: the checkpoint is at step %d and -x/--steps is %d: this run is complete, nothing to train (raise "

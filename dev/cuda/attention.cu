@@ -5,6 +5,7 @@
 //   make dev/cuda/attention && ./dev/cuda/attention
 //   ./dev/cuda/attention check   # only the correctness checks; "bench": only the benchmark
 //   ./dev/cuda/attention check small   # without the T = 1024 shape (make test-cuda-emu runs this on the CPU)
+//   ./dev/cuda/attention check orders  # the backwards whose blocks wait on each other (run in other block orders)
 // It prints one PASS/FAIL line per check and exits nonzero if any check fails.
 // Under the emulated GPU (make dev/cuda/attention_emu) the same device code runs on the CPU.
 //
@@ -458,15 +459,20 @@ int main(int argc, char **argv) {
     const bool do_check = argc < 2 || strcmp(argv[1], "check") == 0;
     const bool do_bench = argc < 2 || strcmp(argv[1], "bench") == 0;
     // "check small": only the shapes with T <= 256 (the CPU emulator, dev/cuda/emu, runs these in CI); "check masks":
-    // only the masks' checks (attention_masks.cuh; both run them)
-    const bool small = argc > 2 && strcmp(argv[2], "small") == 0, masks_only = argc > 2 && strcmp(argv[2], "masks") == 0;
+    // only the masks' checks (attention_masks.cuh; both run them); "check orders": the 16-bit backwards whose blocks
+    // wait on each other (cuda/block_order.cuh: the fused kernel's dQ turns, v3's splits, the KV-stationary kernel's
+    // descending dQ turns), in bf16 at shapes that give each several blocks to wait on: the runs test_cuda_emu.sh repeats
+    // in other block orders, whose lines must equal the same lines of `check small` (their bits too)
+    const bool orders = argc > 2 && strcmp(argv[2], "orders") == 0;
+    const bool small = orders || (argc > 2 && strcmp(argv[2], "small") == 0),
+               masks_only = argc > 2 && strcmp(argv[2], "masks") == 0;
     int dev = 0;
     cudaDeviceProp prop;
     cudaCheck(cudaGetDevice(&dev));
     cudaCheck(cudaGetDeviceProperties(&prop, dev));
     printf("device: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
     int failures = 0;
-    if (do_check) failures += run_mask_checks(101);
+    if (do_check) failures += run_mask_checks(101, orders);
     if (do_check && !masks_only) {
         // The brief's three shapes, then edge cases: T = 1, three tiles with a ragged end, hs = 128, and the head
         // sizes that pad to 48, 80, 96 and 112 (the shape check accepts them).
@@ -477,22 +483,26 @@ int main(int argc, char **argv) {
         // fp32 only: head sizes that are not multiples of 16 (zero-padded to 48 and 16).
         const AttnShape fp32_shapes[] = {{1, 50, 40, 1}, {2, 70, 24, 3}};
         uint64_t seed = 1;
+        // `check orders` keeps {1, 250, 128, 2} (two 128-row blocks of dQ turns), GQA 2:1 with a ragged third tile, and
+        // v3's 4 splits over 5 key blocks; the seeds stay those of `check small`, so the lines are the same
+        auto keep = [&](const AttnShape &sh) { return !orders || (sh.T == 250 || sh.T == 150 || sh.T == 520); };
         for (const AttnShape &sh : shapes) {
-            if (small && sh.T > 256) { seed++; continue; }
-            failures += !run_check<float>(sh, seed);
+            if ((small && sh.T > 256) || !keep(sh)) { seed++; continue; }
+            if (!orders) failures += !run_check<float>(sh, seed);
             failures += !run_check<__nv_bfloat16>(sh, seed);
-            failures += !run_check<__half>(sh, seed);
+            if (!orders) failures += !run_check<__half>(sh, seed);
             seed++;
         }
-        for (const AttnShape &sh : fp32_shapes) failures += !run_check<float>(sh, seed++);
+        for (const AttnShape &sh : fp32_shapes) { if (!orders) failures += !run_check<float>(sh, seed); seed++; }
         // Grouped-query attention (the Llama family): 4:1 (hs 16), multi-query at hs 64 (the d12 head, K and V in
         // registers), 2:1 with a ragged third tile (hs 32), multi-query at hs 128 (K and V in shared memory). dK and dV
         // sum over the group's query heads; the 16-bit backward's blocks walk the group's heads in turn.
         const AttnShape gqa_shapes[] = {{2, 64, 128, 8, 2}, {1, 100, 256, 4, 1}, {1, 150, 128, 4, 2}, {1, 70, 384, 3, 1}};
         for (const AttnShape &sh : gqa_shapes) {
-            failures += !run_check<float>(sh, seed);
+            if (!keep(sh)) { seed++; continue; }
+            if (!orders) failures += !run_check<float>(sh, seed);
             failures += !run_check<__nv_bfloat16>(sh, seed);
-            failures += !run_check<__half>(sh, seed);
+            if (!orders) failures += !run_check<__half>(sh, seed);
             seed++;
         }
         // RoPE inside the loads (the Llama family without QK-norm): 4:1 at hs 32 with a ragged tile, 1:1 at hs 16,
@@ -500,7 +510,7 @@ int main(int argc, char **argv) {
         const AttnShape rope_shapes[] = {{1, 100, 256, 8, 2, true}, {2, 70, 64, 4, 4, true}, {1, 150, 256, 4, 1, true},
                                          {4, 1024, 768, 12, 3, true}};
         for (const AttnShape &sh : rope_shapes) {
-            if (small && sh.T > 256) { seed++; continue; }
+            if ((small && sh.T > 256) || orders) { seed++; continue; }
             failures += !run_check<float>(sh, seed);
             failures += !run_check<__nv_bfloat16>(sh, seed);
             failures += !run_check<__half>(sh, seed);
@@ -509,10 +519,13 @@ int main(int argc, char **argv) {
         // The v3 backward's splits (TRAIN_GPT_ATTN_BWD=v3; every 16-bit shape above checks it too, at 1 or 2 splits):
         // 4 splits over 5 key blocks of 128 (snake order 0 1 2 3 | 3: split 3 takes two), ragged, 1:1 at hs 16 and 4:1
         // at hs 64 over 4 key blocks; 3 splits at hs 128, 4:1, ragged.
+        // Each in one 16-bit type (the kernel is one template over the type, and both types run it at every shape above):
+        // bf16, fp16, bf16.
         const AttnShape v3_shapes[] = {{1, 520, 32, 2}, {1, 390, 256, 4, 1}, {1, 300, 512, 4, 1}};
-        for (const AttnShape &sh : v3_shapes) {
-            failures += !run_check<__nv_bfloat16>(sh, seed);
-            failures += !run_check<__half>(sh, seed);
+        for (int i = 0; i < 3; i++) {
+            const AttnShape &sh = v3_shapes[i];
+            if (keep(sh) && i % 2 == 0) failures += !run_check<__nv_bfloat16>(sh, seed);
+            if (!orders && i % 2 == 1) failures += !run_check<__half>(sh, seed);
             seed++;
         }
     }

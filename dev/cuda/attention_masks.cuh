@@ -97,8 +97,9 @@ static int mask_check_forward(const AttnDev<floatT> &dev, const AttnShape &sh, c
 
 // One shape under one mask (window W, documents or not) in floatT: PASS/FAIL lines for the forward, the backward
 // (fp32: its kernels; 16-bit: each kv instantiation). Returns the failures.
+// cfgs: the KV-stationary backward's instantiations to run (bit c: attn_kv_configs[c]; 16-bit only)
 template <typename floatT>
-static int run_mask_check(const AttnShape &sh, int W, bool docs, uint64_t seed) {
+static int run_mask_check(const AttnShape &sh, int W, bool docs, uint64_t seed, unsigned cfgs) {
     const int B = sh.B, T = sh.T, C = sh.C, NH = sh.NH, hs = C / NH, KV = sh.KV > 0 ? sh.KV : NH;
     constexpr bool TC = sizeof(floatT) == 2;
     const long kvw = (long)KV * hs, C3 = C + 2 * kvw, nqkv = (long)B * T * C3, nout = (long)B * T * C, nlse = (long)B * NH * T;
@@ -136,6 +137,7 @@ static int run_mask_check(const AttnShape &sh, int W, bool docs, uint64_t seed) 
         cudaCheck(cudaMemcpy(dflt_t.data(), dev.dqkv, nqkv * sizeof(floatT), cudaMemcpyDeviceToHost));
     }
     for (int cfg = 0; cfg < (TC ? ATT_KV_NCONFIGS : 1); cfg++) {
+        if (TC && !(cfgs >> cfg & 1)) continue;
         attn_tiles_take();
         cudaCheck(cudaMemset(dev.scratch, 0xff, nscratch * sizeof(float)));
         cudaCheck(cudaMemset(dev.dqkv, 0xff, nqkv * sizeof(floatT)));
@@ -186,16 +188,27 @@ static int run_mask_check(const AttnShape &sh, int W, bool docs, uint64_t seed) 
 // The mask checks: every mask at head sizes 64 (multi-head) and 128 (multi-query), causal and document + window at
 // GQA 4:1 (hs 64), in fp32, bf16 and fp16. T spans 2 key blocks of 128 with a ragged end (3 query tiles of 64);
 // windows of 40 (inside a tile) and 70 (across one).
-static int run_mask_checks(uint64_t seed) {
+static int run_mask_checks(uint64_t seed, bool orders) {
     const AttnShape shapes[] = {{2, 150, 128, 2}, {1, 130, 256, 2, 1}, {1, 150, 512, 8, 2}};
     const struct { int W; bool docs; } masks[] = {{0, false}, {0, true}, {40, false}, {70, true}};
     int failures = 0;
-    for (const AttnShape &sh : shapes) {
-        for (const auto &m : masks) {
-            if (sh.KV > 1 && (m.W > 0) != m.docs) continue;  // GQA 4:1: causal and document + window
-            failures += run_mask_check<float>(sh, m.W, m.docs, seed);
-            failures += run_mask_check<__nv_bfloat16>(sh, m.W, m.docs, seed);
-            failures += run_mask_check<__half>(sh, m.W, m.docs, seed);
+    for (int s = 0; s < 3; s++) {
+        const AttnShape &sh = shapes[s];
+        for (int mi = 0; mi < 4; mi++) {
+            const int W = masks[mi].W;
+            const bool docs = masks[mi].docs;
+            if (sh.KV > 1 && (W > 0) != docs) continue;  // GQA 4:1: causal and document + window
+            // the KV backward's four instantiations split between the 16-bit types, rotating with the shape and the
+            // mask: bf16 runs c and c + 2, fp16 the other two, so at each shape each type meets every instantiation
+            // (one template over the type) and each (shape, mask) sees all four, in half the runs
+            const int c = (s + mi) % ATT_KV_NCONFIGS;
+            const unsigned bf16_cfgs = 1u << c | 1u << (c + 2) % ATT_KV_NCONFIGS, half_cfgs = 0xfu & ~bf16_cfgs;
+            // `check orders`: the runs other block orders repeat (test_cuda_emu.sh): the GQA shape's, bf16, whose two
+            // masks cover the four instantiations; fp32's kernels and the forward have no blocks that wait on others
+            if (orders && s != 2) continue;
+            if (!orders) failures += run_mask_check<float>(sh, W, docs, seed, 0);
+            failures += run_mask_check<__nv_bfloat16>(sh, W, docs, seed, bf16_cfgs);
+            if (!orders) failures += run_mask_check<__half>(sh, W, docs, seed, half_cfgs);
         }
         seed++;
     }

@@ -41,6 +41,7 @@ SUITES = {
                   f"{TORCH_PY} test/ref_llama.py --out-dir $MUT_TMP/llama >/dev/null && ./test/test_llama_cpu $MUT_TMP/llama"),
     "adafactor": ([], "bash test/test_adafactor.sh"),
     "cli": ([], "bash test/test_cli.sh"),
+    "tp-plan": ([], "bash test/test_tp_plan.sh"),
     "precision": ([], "bash test/test_precision.sh"),
     "zero": ([], "bash test/test_zero.sh"),
     "pipeline": ([], "bash test/test_pipeline.sh"),
