@@ -104,7 +104,7 @@ static void zero_init(Zero *z, Comm *comm, int stage, Model *model, const int *h
     }
     z->runs = (ParamRun *)mallocCheck(model_max_runs(&z->config) * sizeof(ParamRun));
     z->nruns = model_param_runs(&z->config, z->runs);
-    z->ends = ARCH_END_BOTH;  // until zero_tie_outer_unit says this is one end of a pipeline
+    z->ends = ARCH_END_BOTH;  // until zero_tie_outer_unit says this is one end of a pipeline (the config's ends)
     // the norm's pieces: a slice per unit (the outer unit's: up to one per run, zero_counted_pieces), or with --tp
     // each of those less the replicas others count
     size_t outer_runs = 0;
@@ -141,17 +141,17 @@ static void zero_init(Zero *z, Comm *comm, int stage, Model *model, const int *h
     z->norm_slots = (float *)backend_alloc_scratch(2 * (size_t)W * sizeof(float));
 }
 
-// --pp: the outer unit is also held by another pipeline stage, over `tied` (the first and the last stage of
-// this data-parallel rank); `ends` (ARCH_END_ bits) says which end of the model this one runs. Each end holds
-// the whole outer unit, but the table says which end uses each outer tensor (ArchParam's at_input, at_output):
-// only a tensor both use (a tied embedding) has gradients at both, summed over the pair before the
-// data-parallel reduction (zero_reduce_gradients). A tensor one end never uses gets no gradient there, and that
-// end's copy is dead: its update sees zero gradients (weight decay still shrinks it), and nothing reads
-// it, since the end's compute never touches it and the norm and the checkpoint take each tensor from the end
-// that uses it (zero_counts_run). Skipping its update instead would need every optimizer store to know.
-static void zero_tie_outer_unit(Zero *z, Comm *tied, int ends) {
+// --pp: this stage is one end of a pipeline (its config's ends, ARCH_END_ bits), whose outer unit holds only the outer
+// tensors that end uses (arch_param_held: the first stage the embedding and GPT-2's positions, the last the final norm
+// and the head), so its params, gradients, optimizer state and shards are those alone. A tensor both ends use (a tied
+// embedding) is held at both, over `tied` (the first and the last stage of this data-parallel rank): its gradients
+// are summed over the pair before the data-parallel reduction (zero_reduce_gradients), and the norm and the
+// checkpoint take it from the input end (zero_counts_run).
+static void zero_tie_outer_unit(Zero *z, Comm *tied) {
+    if (z->config.ends != ARCH_END_INPUT && z->config.ends != ARCH_END_OUTPUT)
+        internal_fault("zero_tie_outer_unit on a stage whose config holds no one end (ends %d)", z->config.ends);
     z->tied = tied;
-    z->ends = ends;
+    z->ends = z->config.ends;
 }
 
 // Whether this stage counts run r in the norm and the checkpoint: a layer's, yes (one stage holds it); an outer
@@ -392,14 +392,15 @@ static void zero_embed_backward(Zero *z) {
 }
 
 // --pp: the gradients of the outer tensors both ends use (a tied embedding: the first stage's lookup plus the
-// last's classifier) summed over the two end stages, adjacent runs in one call.
+// last's classifier) summed over the two end stages, runs adjacent where every outer tensor is held in one call (so
+// both ends, whose units pack different tensors around them, make the same calls).
 static void zero_sum_tied(Zero *z) {
     for (int i = 0; i < z->nruns; i++) {
         const ParamRun *r = &z->runs[i];
         if (r->unit != 0 || r->ends != ARCH_END_BOTH) continue;
         size_t n = r->len;
         while (i + 1 < z->nruns && z->runs[i + 1].unit == 0 && z->runs[i + 1].ends == ARCH_END_BOTH &&
-               z->runs[i + 1].unit_off == r->unit_off + n)
+               z->runs[i + 1].unit_off == r->unit_off + n && z->runs[i + 1].full_off == r->full_off + n)
             n += z->runs[++i].len;
         comm_allreduce_sum(z->tied, z->grads + z->uoff[0] + r->unit_off, n);
     }

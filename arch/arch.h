@@ -44,11 +44,15 @@ typedef struct {
     size_t unit_off;  // offset inside the unit
     int decayed;      // AdamW weight decay applies
     int ends;         // an outer tensor's: which ends of the model use it (ARCH_END_ bits; 0 for a layer's run)
+    size_t full_off;  // offset inside the unit as a holder of every outer tensor lays it out (unit_off but at a
+                      // pipeline's end stage, ArchShape's ends): the key of the working copy's stochastic rounding,
+                      // so an end stage rounds each element as one process does
 } ParamRun;
 
 // The ends of the model an outer tensor is used at (ParamRun's ends): the input end (the embedding, the first
-// pipeline stage) and the output end (the head, the last stage). With --pp each end stage holds the outer unit,
-// and only a tensor both use (a tied embedding) has gradients at both, to be summed between them (zero.h).
+// pipeline stage) and the output end (the head, the last stage). With --pp each end stage holds only the outer
+// tensors it uses (ArchShape's ends): the first the embedding (and GPT-2's positions), the last the final norm and
+// the head; a tensor both use (a tied embedding) is held at both, its gradients summed between them (zero.h).
 enum { ARCH_END_INPUT = 1, ARCH_END_OUTPUT = 2, ARCH_END_BOTH = 3 };
 
 // Options a tensor may depend on (ARCH_ALWAYS for none).
@@ -116,6 +120,8 @@ typedef struct {
     size_t attn_flop_width;  // per layer and per token, attention's QK^T and AV cost 2 * 2 * width * T forward
     int sliced;              // a TP rank's slice (tp_local_shape): a replicated tensor (tp TP_NONE) keeps whole's dims
     size_t whole[NUM_DIMS];
+    int ends;                // --pp: an end stage's ARCH_END_ bits: unit 0 holds only the outer tensors those ends use
+                             // (arch_param_held); 0: every outer tensor (one process, a file's model)
 } ArchShape;
 
 static int arch_present(const ArchParam *p, const ArchShape *s) { return s->opt[p->present]; }
@@ -125,6 +131,14 @@ static int arch_opt_on(const ArchShape *s, int opt) { return opt != ARCH_NEVER &
 static int arch_param_ends(const ArchParam *p, const ArchShape *s) {
     if (!arch_present(p, s)) return 0;
     return (arch_opt_on(s, p->at_input) ? ARCH_END_INPUT : 0) | (arch_opt_on(s, p->at_output) ? ARCH_END_OUTPUT : 0);
+}
+
+// Whether the units of shape s hold tensor p: a present layer tensor always; a present outer one where s holds every
+// outer tensor (ends 0) or one of the ends that use it. Every walker of the units (sizes, offsets, runs, roles, the
+// optimizers' tensors) asks this, so an end stage's outer unit is its own tensors packed in file order.
+static int arch_param_held(const ArchParam *p, const ArchShape *s) {
+    if (!arch_present(p, s)) return 0;
+    return p->per_layer || s->ends == 0 || (arch_param_ends(p, s) & s->ends) != 0;
 }
 
 // Elements of tensor k (all layers for a per-layer tensor; 0 when absent), its rows counted as `rows_dim`
@@ -157,12 +171,12 @@ static size_t arch_num_params_unpadded(const Arch *a, const ArchShape *s) {
 
 static int arch_num_units(const ArchShape *s) { return s->num_layers + 1; }
 
-// Unit 0 packs the outer tensors, unit 1 + l layer l's, each in file order.
+// Unit 0 packs the outer tensors (an end stage's: those it holds), unit 1 + l layer l's, each in file order.
 static size_t arch_unit_size(const Arch *a, const ArchShape *s, int u) {
     size_t n = 0;
     for (int k = 0; k < a->num_params; k++) {
         const ArchParam *p = &a->params[k];
-        if (p->per_layer != (u > 0)) continue;
+        if (p->per_layer != (u > 0) || !arch_param_held(p, s)) continue;
         size_t sz = arch_tensor_size(p, s);
         n += p->per_layer ? sz / s->num_layers : sz;
     }
@@ -171,18 +185,21 @@ static size_t arch_unit_size(const Arch *a, const ArchShape *s, int u) {
 
 // The runs in unit order (unit 0's tensors, then each layer's), each a piece of one tensor with its offset in
 // the file's flat order and in its unit: model_param_runs for any table. Returns the count (at most
-// num_params * (L + 1)); absent tensors make no run.
+// num_params * (L + 1)); absent tensors, and the outer tensors an end stage does not hold, make no run.
 static int arch_param_runs(const Arch *a, const ArchShape *s, ParamRun *runs) {
     size_t toff[ARCH_MAX_PARAMS], off = 0;
     for (int k = 0; k < a->num_params; k++) { toff[k] = off; off += arch_tensor_size(&a->params[k], s); }
     int n = 0;
-    size_t uoff = 0;
+    size_t uoff = 0, full = 0;
     for (int k = 0; k < a->num_params; k++) {
         const ArchParam *p = &a->params[k];
         size_t sz = arch_tensor_size(p, s);
         if (p->per_layer || sz == 0) continue;
-        runs[n++] = (ParamRun){toff[k], sz, 0, uoff, p->decayed, arch_param_ends(p, s)};
-        uoff += sz;
+        if (arch_param_held(p, s)) {
+            runs[n++] = (ParamRun){toff[k], sz, 0, uoff, p->decayed, arch_param_ends(p, s), full};
+            uoff += sz;
+        }
+        full += sz;
     }
     int L = s->num_layers;
     for (int l = 0; l < L; l++) {
@@ -191,7 +208,7 @@ static int arch_param_runs(const Arch *a, const ArchShape *s, ParamRun *runs) {
             const ArchParam *p = &a->params[k];
             size_t per = arch_tensor_size(p, s) / L;
             if (!p->per_layer || per == 0) continue;
-            runs[n++] = (ParamRun){toff[k] + (size_t)l * per, per, 1 + l, uoff, p->decayed, 0};
+            runs[n++] = (ParamRun){toff[k] + (size_t)l * per, per, 1 + l, uoff, p->decayed, 0, uoff};
             uoff += per;
         }
     }
@@ -207,12 +224,12 @@ static size_t arch_tensor_offset(const Arch *a, const ArchShape *s, int k) {
 }
 
 // Offset of tensor k inside its unit (a per-layer tensor's offset inside each layer's unit): the sizes of the
-// tensors before it in file order that live in the same kind of unit.
+// tensors before it in file order that live in the same kind of unit (an end stage's: those it holds).
 static size_t arch_unit_offset(const Arch *a, const ArchShape *s, int k) {
     size_t off = 0;
     for (int j = 0; j < k; j++) {
         const ArchParam *p = &a->params[j];
-        if (p->per_layer != a->params[k].per_layer) continue;
+        if (p->per_layer != a->params[k].per_layer || !arch_param_held(p, s)) continue;
         size_t sz = arch_tensor_size(p, s);
         off += p->per_layer ? sz / s->num_layers : sz;
     }

@@ -97,6 +97,10 @@ typedef struct {
     // checkpoints hold whole models, whose configs have tp_size 0. seq_parallel: --sp (replicated tensors'
     // gradients are then parts).
     int tp_size, tp_rank, seq_parallel;
+    // --pp: a config with ends set (ARCH_END_INPUT or ARCH_END_OUTPUT) describes a pipeline end stage's share of the
+    // outer unit: only the outer tensors that end uses (arch.h's arch_param_held), so its units, runs, roles and plan
+    // are that share's. 0: every outer tensor (one process, model files and checkpoints, a middle stage's config).
+    int ends;
 } ModelConfig;
 
 // A family: its parameter table, its model file format, the descriptors that name its fresh models and presets, and
@@ -153,6 +157,7 @@ static ArchShape model_whole_shape(const ModelConfig *c) {
     s.opt[ARCH_OPT_LAYERNORM] = c->norm == NORM_LAYERNORM;
     s.opt[ARCH_OPT_GATED] = model_mlp_gated(c);
     s.attn_flop_width = NH * hd;
+    s.ends = c->ends;
     return s;
 }
 

@@ -143,7 +143,8 @@ typedef struct {
 } TpRunInfo;
 
 // The local model's runs in unit order (as arch_param_runs), each contiguous both in the local unit and in the
-// whole model's file order (flat); a column split makes one run per row. seq_parallel: replicated tensors'
+// whole model's file order (flat); a column split makes one run per row; an end stage's outer unit (whole->ends)
+// only the tensors it holds, each with its offset where all are held (full_off). seq_parallel: replicated tensors'
 // gradients are parts (sequence shards) and are summed over the group. Returns the count; runs and info may be
 // NULL (to count).
 static int tp_param_runs(const Arch *a, const ArchShape *whole, const TpDims *t, int seq_parallel, ParamRun *runs,
@@ -152,10 +153,11 @@ static int tp_param_runs(const Arch *a, const ArchShape *whole, const TpDims *t,
     for (int k = 0; k < a->num_params; k++) { toff[k] = off; off += arch_tensor_size(&a->params[k], whole); }
     int n = 0, L = whole->num_layers;
     for (int u = 0; u <= L; u++) {
-        size_t uoff = 0;
+        size_t uoff = 0, full = 0;  // full: the offset where every outer tensor is held (ParamRun's full_off)
         for (int k = 0; k < a->num_params; k++) {
             const ArchParam *p = &a->params[k];
             if (p->per_layer != (u > 0) || arch_tensor_size(p, whole) == 0) continue;
+            int held = arch_param_held(p, whole);  // an end stage's outer unit: the tensors its end uses
             size_t per = arch_tensor_size(p, whole) / (p->per_layer ? L : 1);
             size_t base = toff[k] + (p->per_layer ? (size_t)(u - 1) * per : 0);
             size_t rows = whole->dim[p->rows], cols = whole->dim[p->cols];
@@ -175,7 +177,8 @@ static int tp_param_runs(const Arch *a, const ArchShape *whole, const TpDims *t,
                     else if (split == TP_COLS) { flat = base + (size_t)i * cols + start + at; cnt = len; }
                     else { flat = base + (start + at) * cols; cnt = len * cols; }
                     start += psize[q];
-                    if (runs) runs[n] = (ParamRun){flat, cnt, u, uoff, p->decayed, arch_param_ends(p, whole)};
+                    if (!held) { full += cnt; continue; }
+                    if (runs) runs[n] = (ParamRun){flat, cnt, u, uoff, p->decayed, arch_param_ends(p, whole), full};
                     if (info) {
                         int partial = split == TP_NONE && t->n > 1 && (seq_parallel || p->tp_grad == TP_GRAD_PART);
                         int shared = replicas > 1 && p->tp_grad == TP_GRAD_REPLICAS;
@@ -183,6 +186,7 @@ static int tp_param_runs(const Arch *a, const ArchShape *whole, const TpDims *t,
                         info[n].counted = split != TP_NONE ? t->r % replicas == 0 : t->r == 0;
                     }
                     uoff += cnt;
+                    full += cnt;
                     n++;
                 }
             }

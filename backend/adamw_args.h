@@ -10,7 +10,8 @@
 typedef struct { float lr, beta1, beta2, eps, weight_decay, grad_scale; int t; } AdamWArgs;
 
 // One tensor's slice for backend_adamw_run (backend.h): its parameters, gradient and moments, whether it is
-// decayed, and where its working copy goes (the build's floatX, NULL for none) with p[0]'s index in unit `unit`.
+// decayed, and where its working copy goes (the build's floatX, NULL for none) with p[0]'s index in unit `unit` as a
+// holder of every outer tensor lays it out (ParamRun's full_off: the rounding's key, the same on every layout).
 typedef struct {
     float *p;
     const float *g;

@@ -278,7 +278,7 @@ static void backend_sum_squares_finish(double *out, int count);
 // The whole step's AdamW in one call over a table of tensors' slices, made once (backend_adamw_plan; on a GPU
 // the table lives in device memory, so a step copies nothing for it). A segment whose w is not NULL gets its
 // working copy (backend_weights_from_master's rounding, seeded as model.h seeds unit `unit` at version a->t,
-// w_index the index of p[0] in its unit) in the same pass. verdict 1: the gradients' scale and whether to skip
+// w_index the key of p[0], its index in its unit where every outer tensor is held) in the same pass. verdict 1: the gradients' scale and whether to skip
 // come from the last backend_update_verdict, not from a->grad_scale, so the update can be issued before the
 // host has seen the norm.
 static void *backend_adamw_plan(const AdamWSegment *segs, int count);
@@ -308,6 +308,8 @@ static void backend_muon_momentum(float *b, float *u, const float *g, size_t n, 
 static void backend_muon_orthogonalize(float *x, int rows, int cols, int steps, float *work, int host);
 static void backend_muon_apply(float *p, const float *o, size_t n, float decay, float step, int host);
 static int backend_weights_need_copy(void);  // 1: kernels read a floatX working copy of the float master
-static void backend_weights_from_master(floatX *dst, const float *src, size_t n, uint64_t seed);  // stochastic rounding
+// n floats of a master to the working copy (bf16: stochastic rounding, each element's draw keyed by seed and its index
+// in its unit, index + i for src[i]: model.h passes the offset where every outer tensor is held, so every layout rounds alike)
+static void backend_weights_from_master(floatX *dst, const float *src, size_t n, size_t index, uint64_t seed);
 
 #endif

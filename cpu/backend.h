@@ -196,8 +196,8 @@ static void backend_adamw_host(float *p, const float *g, float *m, float *v, siz
     adamw_host(p, g, m, v, n, decayed, a);
 }
 static int backend_weights_need_copy(void) { return 0; }
-static void backend_weights_from_master(float *dst, const float *src, size_t n, uint64_t seed) {
-    (void)seed;
+static void backend_weights_from_master(float *dst, const float *src, size_t n, size_t index, uint64_t seed) {
+    (void)index, (void)seed;
     memcpy(dst, src, n * sizeof(float));
 }
 

@@ -35,19 +35,20 @@ __device__ __forceinline__ bf16 weight_bf16(float x, size_t i, uint64_t seed) {
 }
 
 // 4 values a thread where the pointers allow (one 16-byte load, one 8-byte store); the last thread takes
-// what is left of n one by one. The value at i depends on i alone, so the width changes no bit.
+// what is left of n one by one. The value at i depends on i alone (keyed index + i: src[0]'s index in its unit),
+// so the width changes no bit.
 template <int V>
-__global__ void weights_bf16_kernel(bf16 *dst, const float *src, size_t n, uint64_t seed) {
+__global__ void weights_bf16_kernel(bf16 *dst, const float *src, size_t n, size_t index, uint64_t seed) {
     size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * V;
     if (i >= n) return;
     if (V > 1 && i + V <= n) {
         const XVec<float, V> x = *reinterpret_cast<const XVec<float, V> *>(src + i);
         XVec<bf16, V> o;
 #pragma unroll
-        for (int k = 0; k < V; k++) o.v[k] = weight_bf16(x.v[k], i + k, seed);
+        for (int k = 0; k < V; k++) o.v[k] = weight_bf16(x.v[k], index + i + k, seed);
         *reinterpret_cast<XVec<bf16, V> *>(dst + i) = o;
     } else {
-        for (size_t k = i; k < n && k < i + V; k++) dst[k] = weight_bf16(src[k], k, seed);
+        for (size_t k = i; k < n && k < i + V; k++) dst[k] = weight_bf16(src[k], index + k, seed);
     }
 }
 

@@ -417,13 +417,13 @@ static void backend_free_host_state(float *p) { cudaCheck(cudaFreeHost(p)); }
 
 static int backend_weights_need_copy(void) { return x_prec != PREC_FP32; }
 
-static void backend_weights_from_master(floatX *dst, const float *src, size_t n, uint64_t seed) {
+static void backend_weights_from_master(floatX *dst, const float *src, size_t n, size_t index, uint64_t seed) {
     if (n == 0) return;
     if (x_prec == PREC_FP32) cudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, main_stream));
     // 4 floats read (16 bytes), 4 16-bit values written (8 bytes)
     else with_vec_width<float>(aligned16(src) && ((uintptr_t)dst & 7) == 0, [&](auto width) {
         constexpr int V = decltype(width)::value;
-        if (x_prec == PREC_BF16) LAUNCH(ceil_div((long)(n + V - 1) / V, 256), 256, 0, main_stream, weights_bf16_kernel<V>)((bf16 *)dst, src, n, seed);
+        if (x_prec == PREC_BF16) LAUNCH(ceil_div((long)(n + V - 1) / V, 256), 256, 0, main_stream, weights_bf16_kernel<V>)((bf16 *)dst, src, n, index, seed);
         else LAUNCH(ceil_div((long)(n + V - 1) / V, 256), 256, 0, main_stream, weights_fp16_kernel<V>)((__half *)dst, src, n);
     });
     launchCheck();

@@ -162,14 +162,15 @@ static const char *const *model_row_names(const ModelConfig *c) {
 }
 
 // Where each weight role starts inside its unit, by walking the family's table once: outer tensors in unit 0, a
-// layer's in its unit, each in file order; a role the table or the options leave out stays SIZE_MAX.
+// layer's in its unit, each in file order; a role the table or the options leave out, or an end stage does not
+// hold (the other end's tensors), stays SIZE_MAX.
 static void model_find_roles(Model *m) {
     for (int r = 0; r < NUM_WEIGHT_ROLES; r++) m->w_off[r] = SIZE_MAX;
     size_t off[2] = {0, 0};  // outer, per layer
     for (int k = 0; k < m->arch->num_params; k++) {
         const ArchParam *p = &m->arch->params[k];
         size_t sz = arch_tensor_size(p, &m->shape);
-        if (sz == 0) continue;
+        if (sz == 0 || !arch_param_held(p, &m->shape)) continue;
         if (p->role != W_NONE) m->w_off[p->role] = off[p->per_layer];
         off[p->per_layer] += p->per_layer ? sz / m->shape.num_layers : sz;
     }
@@ -366,6 +367,27 @@ static void model_weights_converted(Model *m, uint64_t version) {
 // are those of the version before.
 static void model_weights_kept(Model *m, uint64_t version) { m->wversion = version; }
 
+// Unit u's working copy from its master at the rounding's seed: each element keyed by its offset in the unit as a
+// holder of every outer tensor lays it out (ParamRun's full_off), so a pipeline's end stage, whose outer unit packs
+// only its own tensors, rounds every element as one process does.
+static void model_convert_unit(Model *m, int u, uint64_t seed) {
+    if (u > 0 || m->shape.ends == 0) {
+        backend_weights_from_master(m->wparams[u], m->uparams[u], model_unit_size(&m->config, u), 0, seed);
+        return;
+    }
+    size_t local = 0, full = 0;
+    for (int k = 0; k < m->arch->num_params; k++) {
+        const ArchParam *p = &m->arch->params[k];
+        size_t sz = arch_tensor_size(p, &m->shape);
+        if (p->per_layer || sz == 0) continue;
+        if (arch_param_held(p, &m->shape)) {
+            backend_weights_from_master(x_at(m->wparams[0], local), m->uparams[0] + local, sz, full, seed);
+            local += sz;
+        }
+        full += sz;
+    }
+}
+
 // Unit u's weights as the kernels read them, converted from the master copy if they changed.
 static floatX *model_weights(Model *m, int u) {
     if (!m->wcopy) return (floatX *)m->uparams[u];
@@ -373,8 +395,7 @@ static floatX *model_weights(Model *m, int u) {
     if (shared ? m->wlayer != u || !m->wvalid[u] : !m->wvalid[u]) {
         // the seed depends on the update count and the unit only, so a unit converted again (ZeRO-3
         // gathers it for backward too) gets the same bits
-        backend_weights_from_master(m->wparams[u], m->uparams[u], model_unit_size(&m->config, u),
-                                    mix_seed(m->wversion * 1000003u + (uint64_t)u));
+        model_convert_unit(m, u, mix_seed(m->wversion * 1000003u + (uint64_t)u));
         m->wvalid[u] = 1;
         if (shared) m->wlayer = u;
     }

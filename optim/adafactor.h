@@ -59,8 +59,8 @@ typedef struct {
 // Floats a tensor's state packs at its start: R and C for a matrix, V for a vector.
 static size_t af_packed(const AfTensor *t) { return t->cols > 1 ? (size_t)t->rows + t->cols : (size_t)t->rows; }
 
-// Every tensor of shape s, unit by unit in the unit's order (the outer unit's tensors, then each layer's); t NULL:
-// the count. A (1 x n) or (n x 1) tensor is a vector (none in the families' tables).
+// Every tensor of shape s, unit by unit in the unit's order (the outer unit's tensors, an end stage's own only, then
+// each layer's); t NULL: the count. A (1 x n) or (n x 1) tensor is a vector (none in the families' tables).
 static int af_tensors(const Arch *a, const ArchShape *s, int nu, AfTensor *t, int *first) {
     int n = 0;
     for (int u = 0; u < nu; u++) {
@@ -68,7 +68,7 @@ static int af_tensors(const Arch *a, const ArchShape *s, int nu, AfTensor *t, in
         size_t off = 0;
         for (int k = 0; k < a->num_params; k++) {
             const ArchParam *p = &a->params[k];
-            if (p->per_layer != (u > 0)) continue;
+            if (p->per_layer != (u > 0) || !arch_param_held(p, s)) continue;
             size_t sz = arch_tensor_size(p, s) / (p->per_layer ? (size_t)s->num_layers : 1);
             if (sz == 0) continue;
             size_t cols = p->cols == DIM_ONE ? 1 : s->dim[p->cols];

@@ -35,9 +35,11 @@ static int adamw_make_plan(AdamW *a, const Optimizer *o, const OptPiece *units, 
         for (int i = 0; i < l->nruns; i++) {
             size_t x, y;
             if (!run_overlap(&l->runs[i], u, pc->lo, pc->n, &x, &y) || (a->skip && a->skip[i])) continue;
+            // the working copy at x, its rounding keyed where every outer tensor is held (full_off): one process's key
+            const ParamRun *run = &l->runs[i];
             segs[n++] = (AdamWSegment){pc->p + (x - pc->lo), pc->g + (x - pc->lo), opt_state_at(o, pc, 0, x),
-                                       opt_state_at(o, pc, 1, x), y - x, l->runs[i].decayed,
-                                       w ? (void *)x_at(w, x) : NULL, x, u};
+                                       opt_state_at(o, pc, 1, x), y - x, run->decayed,
+                                       w ? (void *)x_at(w, x) : NULL, x - run->unit_off + run->full_off, u};
         }
     }
     if (!convert) for (int i = 0; i < n; i++) segs[i].w = NULL;

@@ -40,6 +40,14 @@ static int pp_schedule(int stage, int stages, int micro, PPOp *ops) {
     return n;
 }
 
+// The end of the model stage s of `stages` runs, as its config's ends (arch.h's ARCH_END_ bits: the outer tensors it
+// holds): the first stage the input end, the last the output end; 0 (every outer tensor, as one process) for a
+// single stage, and for a middle stage, which holds no outer unit at all (plan_stage's holds_unit).
+static int pp_stage_ends(int s, int stages) {
+    if (stages <= 1 || (s > 0 && s < stages - 1)) return 0;
+    return s == 0 ? ARCH_END_INPUT : ARCH_END_OUTPUT;
+}
+
 // Micro-batches whose activations a stage holds at once under its schedule.
 static int pp_max_in_flight(int stage, int stages, int micro) {
     return stages - stage < micro ? stages - stage : micro;

@@ -92,6 +92,28 @@ ref_against() {
 # one process: every validation loss (same steps, within TOL relative, 1e-5 unless given) and every sample
 # on the console (the same text: a layout that breaks the forward, the key/value cache or the sampler's
 # random stream draws other tokens). Prints the measured difference; exits 1 on a mismatch.
+# dry_matches LABEL NP LOG ARGS... (test_tp.sh, test_pipeline.sh): allocation = plan across the cluster: what one process plans for the layout without
+# starting it (--dry-run --world NP, each pipeline stage's ranks) is what every rank of the real run (its log LOG, ARGS
+# its flags) allocated: model state, activations and workspace, and the samples' key/value cache, rank by rank
+dry_matches() {
+  local label=$1 np=$2 log=$3; shift 3
+  local out; out=$($BIN "$@" --dry-run --world "$np" --log "$W/dry.jsonl" 2>&1) || { bad "$label: --dry-run --world $np" "$out"; return; }
+  local r; r=$($PY - "$W/dry.jsonl" "$log" <<'PYEOF'
+import json, sys
+plans = [d["stage_plan"] for d in map(json.loads, open(sys.argv[1])) if "stage_plan" in d]
+ranks = [d["allocated"]["ranks"] for d in map(json.loads, open(sys.argv[2])) if "allocated" in d][0]
+wrong = []
+for i, got in enumerate(ranks):
+    s = [p for p in plans if p["first_rank"] <= i <= p["last_rank"]][0]
+    want = [s["model_state_bytes"], s["activation_bytes"], s["kv_cache_bytes"]]
+    if got != want: wrong.append(f"rank {i}: allocated {got}, planned {want}")
+print("; ".join(wrong) or f"{len(ranks)} ranks allocate their stage's plan ({'; '.join(str(p['model_state_bytes']) + ' + ' + str(p['activation_bytes']) + ' bytes' for p in plans)})")
+sys.exit(1 if wrong or len(ranks) != plans[-1]["last_rank"] + 1 else 0)
+PYEOF
+)
+  [ $? -eq 0 ] && ok "$label: --dry-run --world $np in one process: $r" || bad "$label: --dry-run --world $np vs what each rank allocated" "$r"
+}
+
 compare_eval() { $PY - "$@" <<'PYEOF'
 import json, sys
 def V(p): return {d["step"]: d["val_loss"] for d in map(json.loads, open(p)) if "val_loss" in d}

@@ -350,6 +350,22 @@ llama_runs() {
     && [ -n "$(grep '^sample' "$W/ll-bf16.out")" ] && [ "$(grep '^sample' "$W/ll-bf16.out")" = "$(grep '^sample' "$W/ll-eager.out")" ] \
     && ok "Llama bf16, graphs on vs TRAIN_GPT_GRAPHS=0 with validation and samples between steps: losses, norms, validation, samples and final checkpoint bit-identical; steps 2-4 replay 4 graphs each" \
     || bad "Llama graphs vs eager" "$(diff <(losses "$W/ll-bf16.jsonl") <(losses "$W/ll-eager.jsonl")) graphs replayed in $used steps; $(grep -m2 -E 'cuda-emu|error' "$W/ll-bf16.out")"
+  # --pp 2 in bf16 (issue 48): each end stage holds only the outer tensors it uses, so the last stage's outer unit packs
+  # the final norm and lm_head at other offsets than one process's; the working copies' stochastic rounding is keyed by
+  # each element's offset where every outer tensor is held (ParamRun's full_off), so the 4 losses and norms, the
+  # validation losses, the samples and the final checkpoint are one process's bits (a rounding keyed by the stage's own
+  # offsets moves step 1's loss); and each rank allocates what --dry-run --world 2 plans for its stage
+  "${MPI[@]}" -np 2 $EMU --precision bf16 "${lc[@]}" "${ck[@]}" "${ev[@]}" --pp 2 -o "$W/ll-bf16pp" --log "$W/ll-bf16pp.jsonl" \
+    > "$W/ll-bf16pp.out" 2>&1
+  [ -s "$W/ll-bf16pp.jsonl" ] && [ "$(losses "$W/ll-bf16.jsonl")" = "$(losses "$W/ll-bf16pp.jsonl")" ] \
+    && cmp -s "$W/ll-bf16/model_00000004.bin" "$W/ll-bf16pp/model_00000004.bin" \
+    && [ "$(grep -o '"val_loss": [^,}]*' "$W/ll-bf16.jsonl")" = "$(grep -o '"val_loss": [^,}]*' "$W/ll-bf16pp.jsonl")" ] \
+    && [ -n "$(grep '^sample' "$W/ll-bf16pp.out")" ] && [ "$(grep '^sample' "$W/ll-bf16.out")" = "$(grep '^sample' "$W/ll-bf16pp.out")" ] \
+    && ok "Llama bf16 --pp 2 (untied: the last stage holds the final norm and lm_head alone) bit-identical to one process: 4 losses and norms, validation losses, samples, the final checkpoint" \
+    || bad "Llama bf16 --pp 2 vs one process, bit for bit" "$(diff <(losses "$W/ll-bf16.jsonl") <(losses "$W/ll-bf16pp.jsonl") | head -4) $(tail -2 "$W/ll-bf16pp.out")"
+  local cpu_bin=$BIN; BIN=$EMU
+  dry_matches "Llama bf16 --pp 2 on the emulated GPU" 2 "$W/ll-bf16pp.jsonl" --precision bf16 "${lc[@]}" "${ev[@]}" --pp 2
+  BIN=$cpu_bin
   # the recompute levels: the first 2 steps of each (the recomputed backward's norm, then its update) bit-identical to
   # recompute 0's
   local differ="" rc

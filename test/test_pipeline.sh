@@ -2,7 +2,8 @@
 # test_pipeline.sh: 1F1B pipeline parallelism on the CPU build under mpirun. --pp 2 and --pp 4 with 8
 # micro-batches, and --pp 2 x 2 data-parallel ranks at ZeRO-1, each give the same 10 losses (1e-5
 # relative, and gradient norms), validation losses, samples and final parameters as one process; recompute works per stage; a checkpoint taken
-# with stages resumes with other stages or none; the measured bubble is logged beside the formula.
+# with stages resumes with other stages or none; every rank allocates its stage's plan (the end stages holding only the
+# outer tensors they use); the measured bubble is logged beside the formula.
 source "$(dirname "$0")/lib.sh"
 have_mpi "1F1B pipelines" || { finish; exit; }
 
@@ -47,6 +48,8 @@ for layout in "2 1 0 8 0" "4 1 0 8 3" "2 2 1 4 0"; do
   alloc=$(grep -o "allocated per rank: .*" <<<"$out")
   a=$($PY -c 'import json,sys; d=[json.loads(l) for l in open(sys.argv[1])][1]["allocated"]; print(int(d["model_state_bytes"] == d["planned_model_state_bytes"] and d["activation_bytes"] == d["planned_activation_bytes"]))' "$W/pp$pp$dp.jsonl")
   [ "$a" = 1 ] && ok "$name: stage 0 allocates what its plan says ($alloc)" || bad "$name: allocation vs plan" "$alloc"
+  # every rank, the end stages' own outer tensors included (the last stage's: the final norm, the tied embedding)
+  dry_matches "$name" $((pp * dp)) "$W/pp$pp$dp.jsonl" "${common[@]}" --pp $pp -z $z --grad-accum $A -r $rc
 done
 # the Llama family (llama-d4): 2 stages, and 2 stages x 2 data-parallel ranks at ZeRO-1, train like one process and
 # stage 0 allocates its plan
@@ -62,15 +65,17 @@ for layout in "2 1 0 4" "2 2 1 2"; do
     && ok "$name vs one process: $r" || bad "$name vs one process" "$r"
   a=$($PY -c 'import json,sys; d=[json.loads(l) for l in open(sys.argv[1])][1]["allocated"]; print(int(d["model_state_bytes"] == d["planned_model_state_bytes"] and d["activation_bytes"] == d["planned_activation_bytes"]))' "$W/lpp$pp$dp.jsonl")
   [ "$a" = 1 ] && ok "$name: stage 0 allocates what its plan says" || bad "$name: allocation vs plan"
+  dry_matches "$name" $((pp * dp)) "$W/lpp$pp$dp.jsonl" "${lcommon[@]}" --pp $pp -z $z --grad-accum $A
 done
-# an untied head (test/llama_model.py: GQA 4:1, QK-norm, q/k/v bias): each end stage holds wte and lm_head, but
-# only the first uses wte and only the last lm_head, so nothing is summed between them and each tensor's norm and
-# checkpoint come from the end that uses it. 2 stages, and x 2 ranks at ZeRO-0 and -1, train like one process (the
-# final model file's lm_head too, which the first stage's unused copy would not be); a checkpoint taken at --pp 2
-# x 2 ranks resumes in one process and at --pp 2 like the uninterrupted run.
+# an untied head (test/llama_model.py: GQA 4:1, QK-norm, q/k/v bias): each end stage holds only the outer tensors it
+# uses (issue 48), the first wte, the last the final norm and lm_head, so nothing is summed between them. 2 stages, and
+# x 2 ranks at ZeRO-0 and -1, train like one process (the final model file's lm_head too, which only the last stage
+# holds), 2 stages bit for bit (losses, norms and the final model file: the same sums in the same order), and every
+# rank allocates its stage's plan; a checkpoint taken at --pp 2 x 2 ranks resumes in one process and at --pp 2, and one
+# taken by one process resumes at --pp 2, like the uninterrupted run.
 if $PY test/llama_model.py "$W/untied.bin" 4 1; then
   ucommon=(-e "$W/untied.bin" -b 2 -t 32 -x 6 -v 3 -s 3 -g 8 -m 2 -l 1e-3 -u 2)
-  $BIN "${ucommon[@]}" --grad-accum 4 -n 6 -o "$W/uref" --log "$W/uref.jsonl" > "$W/uref.out" 2>&1 || bad "untied one-process reference" "$(tail -3 "$W/uref.out")"
+  $BIN "${ucommon[@]}" --grad-accum 4 -n 3 --keep-checkpoints 2 -o "$W/uref" --log "$W/uref.jsonl" > "$W/uref.out" 2>&1 || bad "untied one-process reference" "$(tail -3 "$W/uref.out")"
   for layout in "2 1 0 4" "2 2 0 2" "2 2 1 2"; do
     set -- $layout
     pp=$1 dp=$2 z=$3 A=$4
@@ -81,14 +86,21 @@ if $PY test/llama_model.py "$W/untied.bin" 4 1; then
       && ok "$name vs one process: $r" || bad "$name vs one process" "$r"
     r=$(compare_eval "$W/uref.jsonl" "$W/uref.out" "$W/upp$dp$z.jsonl" <(echo "$out")) && ok "$name: $r vs one process" \
       || bad "$name: validation and samples vs one process" "$r"
+    dry_matches "$name" $((pp * dp)) "$W/upp$dp$z.jsonl" "${ucommon[@]}" --pp $pp -z $z --grad-accum $A
   done
-  for l in "1 4" "2 4"; do
+  sums() { grep -o '"loss": [^,]*, [^,]*, "norm": [^,]*' "$1"; }
+  [ -n "$(sums "$W/uref.jsonl")" ] && [ "$(sums "$W/uref.jsonl")" = "$(sums "$W/upp10.jsonl")" ] \
+    && cmp -s "$W/uref/model_00000006.bin" "$W/upp10/model_00000006.bin" \
+    && ok "untied Llama --pp 2 bit-identical to one process: 6 losses and norms as logged, the final model file byte for byte" \
+    || bad "untied Llama --pp 2 bit for bit" "$(diff <(sums "$W/uref.jsonl") <(sums "$W/upp10.jsonl")) $(cmp "$W/uref/model_00000006.bin" "$W/upp10/model_00000006.bin")"
+  for l in "1 4 upp21" "2 4 upp21" "2 4 uref"; do
     set -- $l
-    d="$W/uresume$1"; mkdir -p "$d"; cp "$W/upp21/model_00000003.bin" "$W/upp21/state_00000003.bin" "$d/"
+    d="$W/uresume$1$3"; mkdir -p "$d"; cp "$W/$3/model_00000003.bin" "$W/$3/state_00000003.bin" "$d/"
     if [ "$1" -eq 1 ]; then run=($BIN); else run=("${MPI[@]}" -np $1 $BIN --pp $1); fi
     out=$("${run[@]}" "${ucommon[@]}" --grad-accum $2 -n 3 -o "$d" -y 1 --log "$d/log.jsonl" 2>&1)
+    from=$([ "$3" = uref ] && echo "one process" || echo "--pp 2 x 2 ranks (ZeRO-1)")
     r=$(compare "$W/uref.jsonl" "$d/log.jsonl" "$W/uref/model_00000006.bin" "$d/model_00000006.bin" 4) && grep -q "resume: step 3" <<<"$out" \
-      && ok "untied Llama saved at --pp 2 x 2 ranks (ZeRO-1), resumed with $1 stage(s): steps 4-6 $r" || bad "untied resume with $1 stage(s)" "$r $out"
+      && ok "untied Llama saved by $from, resumed with $1 stage(s): steps 4-6 $r" || bad "untied resume with $1 stage(s) from $from" "$r $out"
   done
 else bad "writing the untied Llama model file (test/llama_model.py)"; fi
 grep -q "pipeline split (1F1B, 8 micro-batches; bubble (p-1)/(m+p-1) = 0.273): stage 0: layers 0-0 + embedding" <<<"$("${MPI[@]}" -np 4 $BIN "${common[@]}" --pp 4 --grad-accum 8 --dry-run 2>&1)" \

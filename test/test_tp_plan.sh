@@ -30,7 +30,10 @@ whole = L * layer + outer - 2 * (Vp - V) * C
 # one TP rank's slice: q/k/v by heads (32/8 query heads, 8/8 key/value heads), o by the same columns, up and gate
 # each by H/8 rows, down by H/8 columns, the norms replicated; the embedding and the head by Vp/8 rows each
 layer_slice = (NH // N + 2 * (KV // N)) * hd * C + C * (NH // N) * hd + 2 * (H // N) * C + C * (H // N) + 2 * C
-outer_slice = 2 * (Vp // N) * C + C
+# each end stage holds the outer tensors it uses (issue 48): the first the embedding's Vp/8 rows, the last the final
+# norm (replicated) and the untied head's Vp/8 rows; neither the other end's
+outer_slice = [(Vp // N) * C, C + (Vp // N) * C]
+words = [" + embedding |", " + final norm, head |"]
 def stages(p): return [d["stage_plan"] for d in map(json.loads, open(p)) if "stage_plan" in d]
 s16, s32 = stages(sys.argv[1]), stages(sys.argv[2])
 out = open(sys.argv[3]).read()
@@ -39,19 +42,19 @@ msgs.append(f"whole model by hand {whole} (published 8030261248)")
 ok &= len(s16) == 2 and s16[0]["first_layer"] == 0 and s16[0]["last_layer"] + 1 == s16[1]["first_layer"] and s16[1]["last_layer"] == L - 1
 for s in s16:
     layers = s["last_layer"] - s["first_layer"] + 1
-    want = layers * layer_slice + outer_slice  # the first and the last stage hold the outer unit (both, here)
+    want = layers * layer_slice + outer_slice[s["stage"]]  # its layers' slices + the outer tensors its end uses
     good = s["params"] == want and s["params_bytes"] == 4 * want and s["grads_bytes"] == 4 * want and s["optimizer_bytes"] == 8 * want
-    good &= f"{s['first_rank']}-{s['last_rank']} (tp 8 x dp 1) | layers {s['first_layer']}-{s['last_layer']}" in out
+    good &= f"{s['first_rank']}-{s['last_rank']} (tp 8 x dp 1) | layers {s['first_layer']}-{s['last_layer']}{words[s['stage']]}" in out
     good &= f"| {want} parameters per rank" in out
     ok &= good
-    msgs.append(f"stage {s['stage']} (ranks {s['first_rank']}-{s['last_rank']}, {layers} layers): {s['params']} per rank, by hand "
-                f"{layers} x {layer_slice} + {outer_slice} = {want}")
+    msgs.append(f"stage {s['stage']} (ranks {s['first_rank']}-{s['last_rank']}, {layers} layers{words[s['stage']][:-2]}): {s['params']} "
+                f"per rank, by hand {layers} x {layer_slice} + {outer_slice[s['stage']]} = {want}")
 # ZeRO-1 over the 2 data-parallel ranks: the whole slice's parameters and gradients, AdamW's m and v of half of
 # each unit (layers even, the outer unit even: no padding)
 ok &= len(s32) == 2
 for s, t in zip(s32, s16):
     layers = s["last_layer"] - s["first_layer"] + 1
-    want_opt = 2 * 4 * (layers * (layer_slice // 2) + outer_slice // 2)
+    want_opt = 2 * 4 * (layers * (layer_slice // 2) + outer_slice[s["stage"]] // 2)
     ok &= s["params"] == t["params"] and s["params_bytes"] == t["params_bytes"] and s["optimizer_bytes"] == want_opt
     ok &= (s["first_rank"], s["last_rank"]) == (16 * s["stage"], 16 * s["stage"] + 15)
     msgs.append(f"ZeRO-1 x 2: stage {s['stage']} AdamW {s['optimizer_bytes']} bytes (by hand {want_opt})")
@@ -59,6 +62,48 @@ print("; ".join(msgs))
 sys.exit(0 if ok else 1)
 PYEOF
 ) && ok "llama-3.1-8b --world 16 --tp 8 --pp 2 as counted by hand: $r" || bad "llama-3.1-8b's stages vs the count by hand" "$r"
+
+# a tied embedding at both ends (Llama 3.2 1B at --tp 8 --pp 2) and GPT-2's positions at the input end (d12 at --tp 4
+# --pp 2, the built-in corpus's 64 tokens padded to 128): each end stage holds its layers' slices + the outer tensors
+# it uses, by hand: the tied embedding's Vp/N rows at both ends (its gradient summed between them), the positions
+# (replicated) at the first, the final norm (replicated: RMSNorm's gain, LayerNorm's gain and bias) at the last
+$BIN -e llama-3.2-1b --dry-run --world 16 --tp 8 --pp 2 -b 1 -t 8192 --grad-accum 8 --log "$W/t16.jsonl" > "$W/t16.out" 2>&1 \
+  || bad "--dry-run --world 16 --tp 8 --pp 2 -e llama-3.2-1b" "$(cat "$W/t16.out")"
+$BIN -e d12 --dry-run --world 8 --tp 4 --pp 2 -b 1 -t 1024 --grad-accum 8 --log "$W/g8.jsonl" > "$W/g8.out" 2>&1 \
+  || bad "--dry-run --world 8 --tp 4 --pp 2 -e d12" "$(cat "$W/g8.out")"
+for m in "llama-3.2-1b:t16" "d12:g8"; do
+  r=$($PY - "${m%%:*}" "$W/${m#*:}.jsonl" "$W/${m#*:}.out" <<'PYEOF'
+import json, sys
+name = sys.argv[1]
+if name == "llama-3.2-1b":  # meta-llama/Llama-3.2-1B's config.json: tied, grouped-query attention 32:8
+    L, C, NH, KV, hd, H, V, N = 16, 2048, 32, 8, 64, 8192, 128256, 8
+    layer = (NH // N + 2 * (KV // N)) * hd * C + C * (NH // N) * hd + 2 * (H // N) * C + C * (H // N) + 2 * C
+    Vp = (V + 127) // 128 * 128
+    ends = [(Vp // N) * C, (Vp // N) * C + C]  # wte's rows; wte's rows (the tied head) + the final RMSNorm's gain
+    words = [" + embedding |", " + final norm, head (the tied embedding) |"]
+else:  # GPT-2 d12: C 768, 12 heads, 4C MLP, learned positions (maxT 1024), LayerNorms with biases, tied
+    L, C, T, V, N = 12, 768, 1024, 64, 4
+    Vp = (V + 127) // 128 * 128
+    # per layer: q/k/v (3C rows) and fc (4C rows) by rows with their biases, attention's and the MLP's output
+    # projections by columns, their biases and the two LayerNorms (gain, bias) replicated
+    layer = (3 * C * C + 3 * C) // N + C * C // N + C + (4 * C * C + 4 * C) // N + 4 * C * C // N + C + 4 * C
+    ends = [(Vp // N) * C + T * C, (Vp // N) * C + 2 * C]  # wte's rows + wpe (replicated); wte's rows + lnf's gain, bias
+    words = [" + embedding, positions |", " + final norm, head (the tied embedding) |"]
+s = [d["stage_plan"] for d in map(json.loads, open(sys.argv[2])) if "stage_plan" in d]
+out = open(sys.argv[3]).read()
+ok, msgs = len(s) == 2 and s[0]["first_layer"] == 0 and s[1]["last_layer"] == L - 1, []
+for st in s:
+    layers = st["last_layer"] - st["first_layer"] + 1
+    want = layers * layer + ends[st["stage"]]
+    ok &= st["params"] == want and st["params_bytes"] == 4 * want and st["optimizer_bytes"] == 8 * want
+    ok &= f"layers {st['first_layer']}-{st['last_layer']}{words[st['stage']]}" in out and f"| {want} parameters per rank" in out
+    msgs.append(f"stage {st['stage']}{words[st['stage']][:-2]}: {st['params']} per rank, by hand {layers} x {layer} + {ends[st['stage']]} = {want}")
+print("; ".join(msgs))
+sys.exit(0 if ok else 1)
+PYEOF
+)
+  [ $? -eq 0 ] && ok "${m%%:*} --pp 2 end stages as counted by hand: $r" || bad "${m%%:*}'s end stages vs the count by hand" "$r"
+done
 
 # sequence parallelism against --sp 0, stage by stage: the residual stream and the norms' rows kept on B T / 8 rows
 # (per layer ln1, residual2, ln2, residual3 of B T C floats and the two RMSNorms' rstd of B T; once per stage encoded,

@@ -200,7 +200,7 @@ static const char *tune_bytes(double b, char *buf, size_t n) {
 }
 
 // A candidate's memory per rank: the largest of its stages' plans (each stage holds its layers, and the
-// first and last the tied embedding; micro-batches in flight per 1F1B), of its TP rank's slice of the model
+// first and last the outer tensors each uses; micro-batches in flight per 1F1B), of its TP rank's slice of the model
 // (--tp, with sequence parallelism where T divides by the degree). Where the device is the host (the CPU
 // build) the host's share is device memory too.
 static PlanNeed tune_need(const Run *r, const TuneCandidate *c, const int *first, int *holds_unit, int device_is_host) {
@@ -211,6 +211,7 @@ static PlanNeed tune_need(const Run *r, const TuneCandidate *c, const int *first
     PlanChoice choice = {c->zero, c->offload != OFFLOAD_NONE, c->offload == OFFLOAD_PARAMS, 0};
     PlanNeed worst = {0, 0, 0};
     for (int st = 0; st < c->pp; st++) {
+        slice.ends = pp_stage_ends(st, c->pp);  // the outer tensors the stage holds
         PlanLayout l = {mc, c->B, r->T, c->recompute, 0, 0, NULL, dp, 0, 0, run_sample_tokens(&r->cfg, r->T),
                         optimizer_ops(r->cfg.optimizer), r->cfg.doc_mask, r->any_window || r->cfg.doc_mask};  // the run's samples, whichever candidate it takes
         plan_stage(&l, first, c->pp, st, c->A, holds_unit);

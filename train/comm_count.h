@@ -115,6 +115,7 @@ static void comm_count_zero(const CommLayout *c, int s, const ModelConfig *slice
 static void comm_count_step(const CommLayout *c, int s, double bytes[NUM_AXES]) {
     for (int k = 0; k < NUM_AXES; k++) bytes[k] = 0.0;
     ModelConfig slice = comm_count_slice(c);
+    slice.ends = pp_stage_ends(s, c->pp);  // the outer tensors stage s holds (its reductions and gathers move those alone)
     int nu = model_num_units(&slice);
     int *holds = (int *)mallocCheck(nu * sizeof(int));
     size_t *usize = (size_t *)mallocCheck(nu * sizeof(size_t));

@@ -56,7 +56,7 @@ typedef struct {
     const ModelConfig *mc;
     int B, T, recompute;
     int layers, slots;            // this stage's layers, and the micro-batches it keeps in flight (1F1B)
-    const int *holds_unit;        // per unit (0: the tied embedding, 1 + l: layer l): does this stage hold it
+    const int *holds_unit;        // per unit (0: the outer tensors, as mc's ends has them; 1 + l: layer l): does this stage hold it
     int dp;                       // the data-parallel ranks the state is sharded over
     size_t bucket_bytes;          // --reduce-bucket-mb
     size_t nvme_buffer;           // --nvme-buffer-mb
@@ -68,9 +68,13 @@ typedef struct {
 
 // Stage s of a pipeline of pp stages split at first[] (pp_split's), with A micro-batches per step: its layers, the
 // micro-batches it keeps in flight (1F1B) and the units it holds, into l (holds_unit: model_num_units entries, filled
-// here; unit 0, the outer one, lives on the first and the last stage).
+// here; unit 0, the outer one, lives on the first and the last stage, each holding the outer tensors it uses: l->mc
+// is the stage's config, whose ends say which, pp_stage_ends).
 static void plan_stage(PlanLayout *l, const int *first, int pp, int s, int A, int *holds_unit) {
     int nu = model_num_units(l->mc);
+    if (l->mc->ends != pp_stage_ends(s, pp))
+        internal_fault("plan_stage: stage %d of %d planned with a config of ends %d (pp_stage_ends: %d)", s, pp, l->mc->ends,
+                       pp_stage_ends(s, pp));
     for (int u = 0; u < nu; u++) holds_unit[u] = u == 0 ? (s == 0 || s == pp - 1) : (u - 1 >= first[s] && u - 1 < first[s + 1]);
     l->layers = first[s + 1] - first[s];
     l->slots = pp_max_in_flight(s, pp, A);

@@ -117,6 +117,15 @@ static void report_stage_advice(const Run *r, PlanLayout *l, ModelConfig mc, dou
                  "higher --tp (within a node) or --pp\n");
 }
 
+// The outer tensors a stage holds, as its plan line names them (mc: the stage's config; its ends say which end).
+static void report_stage_outer(const ModelConfig *mc, int holds, char *buf, size_t n) {
+    buf[0] = '\0';
+    if (!holds) return;
+    int in = mc->ends != ARCH_END_OUTPUT, out = mc->ends != ARCH_END_INPUT;
+    snprintf(buf, n, " +%s%s%s%s%s", in ? " embedding" : "", in && mc->positions == POS_LEARNED ? ", positions" : "",
+             in && out ? "," : "", out ? " final norm, head" : "", out && !in && mc->tied ? " (the tied embedding)" : "");
+}
+
 // --dry-run --world N: the plan of every pipeline stage's ranks, computed here as those ranks compute their own
 // (run_plan): the stage's layers and micro-batches in flight, the TP rank's slice of the model (each TP rank's,
 // the largest kept: the slices are the same sizes), its state sharded by ZeRO over the data-parallel group. The
@@ -138,8 +147,9 @@ static void report_stage_plans(const Run *r) {
         MemoryPlan mp = {0};
         PlanNeed need = {0, 0, 0};
         ModelConfig mc = r->mc_rank;
+        mc.ends = pp_stage_ends(s, pp);  // the outer tensors stage s holds
         for (int t = 0; t < r->tp; t++) {  // each TP rank's slice as that rank would plan it
-            ModelConfig mt = r->mc_rank;
+            ModelConfig mt = mc;
             mt.tp_rank = t;
             l.mc = &mt;
             plan_stage(&l, r->first, pp, s, r->A, holds);
@@ -149,9 +159,11 @@ static void report_stage_plans(const Run *r) {
         }
         size_t count = 0;  // the parameters of the stage's slice a rank holds, before ZeRO shards their state
         for (int u = 0; u < nu; u++) count += zero_unit_size(&mc, u, holds);
+        char outer[96];
+        report_stage_outer(&mc, holds[0], outer, sizeof(outer));
         printf0("stage %d of %d: ranks %d-%d (tp %d x dp %d) | layers %d-%d%s | %d micro-batch%s in flight | %zu parameters per "
                 "rank\n  ", s, pp, s * per_stage, (s + 1) * per_stage - 1, r->tp, r->dp, r->first[s], r->first[s + 1] - 1,
-                holds[0] ? " + the outer unit (embedding, final norm, head)" : "", l.slots, l.slots == 1 ? "" : "es", count);
+                outer, l.slots, l.slots == 1 ? "" : "es", count);
         report_memory_plan(&mp, cfg->optimizer);
         int fits = limit <= 0 || (double)need.device + (on_host ? need.host : 0) <= limit;
         all_fit &= fits;

@@ -41,7 +41,8 @@ typedef struct {
     // the model
     const char *init;
     ModelConfig mc;                          // the whole model
-    ModelConfig mc_rank;                     // what this rank holds of it: mc, or with --tp its TP rank's slice
+    ModelConfig mc_rank;                     // what this rank holds of it: mc, or with --tp its TP rank's slice, with
+                                             // --pp of its stage's outer tensors (ends)
     int init_is_file;                        // -e names a model file (else a descriptor: fresh weights)
     size_t num_params;
     float *params;                           // the initial weights (run_load_weights), until they are handed to zero.h
@@ -202,10 +203,12 @@ static void run_setup_world(Run *r, int argc, char **argv) {
     r->synthetic = cfg->train_data == NULL;
 }
 
-// --tp: whether the model splits N ways (errors name the flag and the numbers), and this rank's slice's config.
+// --tp: whether the model splits N ways (errors name the flag and the numbers), and this rank's slice's config (with
+// --pp, of its stage's outer tensors: the end it runs, pp_stage_ends).
 static void run_setup_tp(Run *r) {
     const TrainConfig *cfg = &r->cfg;
     r->mc_rank = r->mc;
+    r->mc_rank.ends = pp_stage_ends(r->stage, r->pp_stages);
     if (r->tp == 1) return;
     if (!backend_has_tp())
         usage_error("--tp %d: the %s build does not split layers yet; the CPU build (./train_gpt_cpu) does", r->tp, backend_build_name());

@@ -158,8 +158,8 @@ static void run_build(Run *r) {
     optimizer_create(&r->opt, &opt_args);
     zero_init(&r->zero, &r->dp_comm, cfg->zero_stage, r->model, r->holds_unit, r->bucket_bytes, r->offload, r->offload_params,
               r->nvme ? cfg->nvme_path : NULL, run_nvme_buffer(r), note, sizeof(note), &r->opt);
-    if (r->pp_stages > 1 && r->holds_unit[0])  // the ends of the model this stage runs (one of them: holds_unit)
-        zero_tie_outer_unit(&r->zero, &r->tied_comm, stage == 0 ? ARCH_END_INPUT : ARCH_END_OUTPUT);
+    if (r->pp_stages > 1 && r->holds_unit[0])  // one end of the model (mc_rank's ends: the outer tensors it holds)
+        zero_tie_outer_unit(&r->zero, &r->tied_comm);
     if (r->nvme) {
         const Swap *sw = &r->zero.swap;
         printf0("offload to nvme: rank 0's swap file %s, %.2f GiB in %d records (unlinked at once: removed when the process ends, "

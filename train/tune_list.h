@@ -38,6 +38,7 @@ static void tune_list_need(const Run *r, TuneRow *w, const int *first, int *hold
         for (int t = 0; t < w->tp; t++) {
             ModelConfig mt = r->mc;
             mt.tp_size = w->tp; mt.tp_rank = t; mt.seq_parallel = w->sp;
+            mt.ends = pp_stage_ends(s, w->pp);  // the outer tensors stage s holds
             // run_plan_layout's fields, with the row's (plan_stage sets the stage's layers, slots and units)
             PlanLayout l = {&mt, w->B, r->T, w->recompute, 0, 0, NULL, w->dp, (size_t)(r->cfg.reduce_bucket_mb * 1048576.0),
                             run_nvme_buffer(r), run_sample_tokens(&r->cfg, r->T), optimizer_ops(r->cfg.optimizer), r->cfg.doc_mask,

@@ -60,9 +60,9 @@ struct Zero {
     int prefetch_layer;
     float *pshard;                 // stage 3: this rank's shards of every unit's parameters (the master copy)
     float *gshard;                 // stages 2-3: this rank's gradient shards, accumulated over micro-batches
-    // --pp: the outer unit is held by the first and the last pipeline stage (zero_tie_outer_unit): the gradients
-    // of the tensors both ends use are summed over `tied`, and each outer tensor is counted (norm, checkpoint)
-    // by one end, the one that uses it (the input end where both do)
+    // --pp: an end stage's outer unit holds only the outer tensors that end uses (the config's ends); the gradients
+    // of those both ends use (a tied embedding) are summed over `tied` (zero_tie_outer_unit), and such a tensor is
+    // counted (norm, checkpoint) by the input end
     Comm *tied;
     int ends;                      // ARCH_END_ bits: the ends of the model this stage runs (both without --pp)
     float *norm_slots;             // every rank's sum of squares, a double (2 floats) each, for the device's verdict

@@ -18,7 +18,7 @@ static void check_stochastic_rounding(void) {
     double mean = 0.0;
     int distinct_ok = 1;
     for (int seed = 0; seed < 16; seed++) {
-        backend_weights_from_master(x, d, n, mix_seed(seed));
+        backend_weights_from_master(x, d, n, 0, mix_seed(seed));
         from_dev_x(back, x, n);
         for (size_t i = 0; i < n; i++) {
             mean += back[i];
@@ -60,7 +60,7 @@ static void check_backend(void) {
     x_prec = PREC_FP16; x_bytes = 2;
     floatX *w;
     cudaCheck(cudaMalloc(&w, n * 2));
-    backend_weights_from_master(w, dg, n, 0);
+    backend_weights_from_master(w, dg, n, 0, 0);
     from_dev_x(back, w, n);
     double worst = 0.0;
     for (size_t i = 0; i < n; i++) worst = fmax(worst, fabs(back[i] - __half2float(__float2half_rn(g[i]))));
@@ -109,7 +109,7 @@ static void check_multi_adamw(int prec) {
     from_dev_f(back, dv, n);
     expect("backend_adamw_run second moments", rel_err(back, v, n), 1e-6);
     if (w) {
-        backend_weights_from_master(ref, dp, n, mix_seed(7ull * 1000003u + 5));  // model.h's seed of unit 5 at version 7
+        backend_weights_from_master(ref, dp, n, 0, mix_seed(7ull * 1000003u + 5));  // model.h's seed of unit 5 at version 7
         from_dev_x(back, w, n);
         from_dev_x(back2, ref, n);
         double worst = 0.0;
@@ -263,7 +263,7 @@ static void check_rounding_per_element(void) {
     for (int t = 1; t <= K; t++) {
         AdamWArgs args = {4e-6f, 0.9f, 0.95f, 1e-8f, 0.0f, 1.0f, t};
         backend_adamw_run(plan, &args, 0);
-        backend_weights_from_master(w[1], dp, n, mix_seed((uint64_t)t * 1000003u + unit));  // model.h's seed
+        backend_weights_from_master(w[1], dp, n, 0, mix_seed((uint64_t)t * 1000003u + unit));  // model.h's seed
         from_dev_f(p, dp, n);
         for (int k = 0; k < 2; k++) {
             from_dev_x(back, w[k], n);

@@ -45,6 +45,7 @@ SUITES = {
     "precision": ([], "bash test/test_precision.sh"),
     "zero": ([], "bash test/test_zero.sh"),
     "pipeline": ([], "bash test/test_pipeline.sh"),
+    "tp-plan": ([], "bash test/test_tp_plan.sh"),
     "cluster": ([], "bash test/test_cluster.sh"),
     "tokenizer": ([], f"{PY} test/test_tokenizer.py --tokenize ./tokenize --encoder {DATA}/gpt2_encoder.json "
                       f"--merges {DATA}/gpt2_vocab.bpe --text {DATA}/tinyshakespeare.txt"),
