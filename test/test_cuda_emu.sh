@@ -117,11 +117,8 @@ kernels() {
   out=$(./dev/cuda/attention_emu check small 2>&1); rc=$?
   [ $rc -eq 0 ] && ok "attention vs float64 (T <= 256, head sizes 16-128, GQA and MQA; every mask, the tiles visited = the visible ones): $(counts "$out")" \
     || bad "attention vs float64: $(counts "$out"), exit $rc" "$(grep -vE '^PASS|^device' <<<"$out")"
-  # the 16-bit backwards' blocks wait on each other (cuda/block_order.cuh: the fused kernel's and the KV-stationary
-  # kernel's dQ turns, v3's splits): in reverse block order (every block waits on blocks started after it) and one block
-  # resident at a time (every wait is on an earlier block, as a GPU dispatches them) `check orders` reruns those
-  # kernels' checks (bf16, the shapes with the most blocks to wait on), which must pass and print the lines, bits
-  # included, of the same checks above
+  # the 16-bit backwards whose blocks wait on each other (cuda/block_order.cuh), rerun (`check orders`: bf16, the shapes
+  # with most blocks) in reverse block order and one block resident: each line, bits included, one of the run above
   local a0 a1 n1 arc=0 am=""
   bits() { grep -oE '^(PASS|FAIL) .*bits [0-9a-f]+' | sed -E 's/\| rel err.*bits/bits/'; }
   a0=$(bits <<<"$out")
@@ -350,11 +347,9 @@ llama_runs() {
     && [ -n "$(grep '^sample' "$W/ll-bf16.out")" ] && [ "$(grep '^sample' "$W/ll-bf16.out")" = "$(grep '^sample' "$W/ll-eager.out")" ] \
     && ok "Llama bf16, graphs on vs TRAIN_GPT_GRAPHS=0 with validation and samples between steps: losses, norms, validation, samples and final checkpoint bit-identical; steps 2-4 replay 4 graphs each" \
     || bad "Llama graphs vs eager" "$(diff <(losses "$W/ll-bf16.jsonl") <(losses "$W/ll-eager.jsonl")) graphs replayed in $used steps; $(grep -m2 -E 'cuda-emu|error' "$W/ll-bf16.out")"
-  # --pp 2 in bf16 (issue 48): each end stage holds only the outer tensors it uses, so the last stage's outer unit packs
-  # the final norm and lm_head at other offsets than one process's; the working copies' stochastic rounding is keyed by
-  # each element's offset where every outer tensor is held (ParamRun's full_off), so the 4 losses and norms, the
-  # validation losses, the samples and the final checkpoint are one process's bits (a rounding keyed by the stage's own
-  # offsets moves step 1's loss); and each rank allocates what --dry-run --world 2 plans for its stage
+  # --pp 2 in bf16 (issue 48): the last stage's outer unit packs only the final norm and lm_head, its rounding keyed by
+  # the offsets where every outer tensor is held (ParamRun's full_off): one process's bits (a rounding keyed by the
+  # stage's own offsets moves step 1's loss); each rank allocates what --dry-run --world 2 plans for its stage
   "${MPI[@]}" -np 2 $EMU --precision bf16 "${lc[@]}" "${ck[@]}" "${ev[@]}" --pp 2 -o "$W/ll-bf16pp" --log "$W/ll-bf16pp.jsonl" \
     > "$W/ll-bf16pp.out" 2>&1
   [ -s "$W/ll-bf16pp.jsonl" ] && [ "$(losses "$W/ll-bf16.jsonl")" = "$(losses "$W/ll-bf16pp.jsonl")" ] \
