@@ -24,7 +24,7 @@
 #       and prints every thread's stack with the trainer's function names, as it does for any job or reference
 #       run that dies (a core in the rank's working directory, the repo root; else Open MPI's frames named by
 #       addr2line);
-#   (i) MPI_Init is a barrier across the nodes: with rank 1 held 2 s in each of MPI_Init's waits (an LD_PRELOAD
+#   (i) MPI_Init is a barrier across the nodes: with rank 1 held 1 s in each of MPI_Init's waits (an LD_PRELOAD
 #       stretches Open MPI's usleep(100)), rank 0 leaves MPI_Init no sooner (test/cluster.sh's PMIxCollFence=ring;
 #       by Slurm's tree the end-of-MPI_Init fence returned at once on each node, and a rank's first message could
 #       reach a peer still in the modex fence: a NULL call in its TCP BTL, the jobs' rare segfault in PMPI_Init);
@@ -33,7 +33,7 @@
 #       watchdog's time (--comm-timeout 5) rank 0 on node1 says it waits in a collective and exits, Slurm
 #       reports the node failure of node2 (the banner put rank 1 there) and requeues the job (--requeue);
 #       once node2 is back (a replacement under the same name) the requeued job resumes from the last
-#       checkpoint and ends with all 300 losses, norms and final files of an uninterrupted run.
+#       checkpoint and ends with all 120 losses, norms and final files of an uninterrupted run.
 # Skips, with the reason, where the machine cannot make namespaces (not root, no CAP_NET_ADMIN, no bridge).
 source "$(dirname "$0")/lib.sh"
 source test/cluster.sh
@@ -117,6 +117,10 @@ PYEOF
 
 # references on this machine: one process with accumulation 2 reads what 2 ranks read; the same 2 ranks
 # under mpirun, with the job's flags
+# (c) and (f): a job stopped at step 10 or 30 (a signal, a lost node) and resumed, against an uninterrupted run of
+# LONG steps. It only has to outlast the stop, which lands within a few steps of it (the test polls the log every
+# 0.1 s), so 120 steps leave 90 of margin; 300 cost 3 runs of 2 ranks 180 steps more each.
+LONG=120
 ref() {  # ref NAME STEPS NP [FLAGS...]
   local name=$1 steps=$2 np=$3; shift 3
   local run=($BIN); [ "$np" -gt 1 ] && run=("${MPI[@]}" --bind-to none -np "$np" $BIN)
@@ -140,7 +144,7 @@ JOB[place3d]=$(submit place3d "$W/place3d" 20 1 "--tp 2 --pp 2 --dry-run" --node
 # the references for the same layouts, and for (c), while the jobs run
 for z in 1 2 3; do ref "mpi_z$z" 20 2 -z "$z"; done
 ref mpi_pp 20 2 -z 1 --pp 2 --grad-accum 2
-ref mpi300 300 2 -z 1
+ref mpi_long $LONG 2 -z 1
 if [ -x ./train_gpt_emu ]; then
   # shellcheck disable=SC2086
   "${MPI[@]}" --bind-to none -np 2 ./train_gpt_emu $EMU_FLAGS --comm nccl --log "$W/mpi_gpu.jsonl" > "$W/mpi_gpu.out" 2>&1 || bad "mpirun reference of the emulated build" "$(tail -n 5 "$W/mpi_gpu.out")"
@@ -209,10 +213,12 @@ if id=${JOB[segv]:-}; [ -n "$id" ] && wait_job "$id" 120 && [ "$JOB_STATE" = FAI
   else badj "(h) a crashed rank's core and stack are reported" "$rep"; fi
 else badj "(h) the job with a rank crashing at step 2 fails" "$(job_info segv)"; fi
 
-# (i) MPI_Init is a barrier across the nodes: rank 1 is held 2 s in each of Open MPI's waits in MPI_Init (its
+# (i) MPI_Init is a barrier across the nodes: rank 1 is held NAP s in each of Open MPI's waits in MPI_Init (its
 # loops of opal_progress and usleep(100)); rank 0 may leave MPI_Init only after rank 1 has reached the last fence,
 # so not before rank 1's first nap (in the modex fence) has ended. Times are the machine's one clock, so a rank
-# started late by a loaded machine changes nothing.
+# started late by a loaded machine changes nothing. A fence that does not wait lets rank 0 leave within the nap
+# (-NAP to 0 s after its end), so the nap's length only sets that window: 1 s (2 s made the three runs 7 s longer).
+NAP=1
 cat > "$W/init.c" <<'CEOF'
 #include <mpi.h>
 #include <stdio.h>
@@ -234,7 +240,7 @@ cat > "$W/slow.c" <<'CEOF'
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
-int usleep(useconds_t us) {  /* in the rank SLOW_RANK, Open MPI's 100 us naps in MPI_Init's waits last 2 s */
+int usleep(useconds_t us) {  /* in the rank SLOW_RANK, Open MPI's 100 us naps in MPI_Init's waits last NAP_US */
     static int (*real)(useconds_t);
     static int slow = -1;
     if (!real) real = (int (*)(useconds_t))dlsym(RTLD_NEXT, "usleep");
@@ -242,30 +248,30 @@ int usleep(useconds_t us) {  /* in the rank SLOW_RANK, Open MPI's 100 us naps in
     if (!slow || us != 100) return real(us);
     struct timespec t; clock_gettime(CLOCK_REALTIME, &t);
     printf("nap at %.3f\n", t.tv_sec + 1e-9 * t.tv_nsec); fflush(stdout);
-    return real(2000000);
+    return real(NAP_US);
 }
 CEOF
-if mpicc -O2 "$W/init.c" -o "$W/init" 2> "$W/init.err" && ${CC:-cc} -O2 -shared -fPIC "$W/slow.c" -o "$W/slow.so" -ldl 2>> "$W/init.err"; then
+if mpicc -O2 "$W/init.c" -o "$W/init" 2> "$W/init.err" && ${CC:-cc} -O2 -shared -fPIC -DNAP_US=$((NAP * 1000000)) "$W/slow.c" -o "$W/slow.so" -ldl 2>> "$W/init.err"; then
   ts=""; early=0
   for _ in 1 2 3; do
     # rank 0's exit minus the end of rank 1's first nap: negative when rank 0 left before rank 1 could reach the last fence
     t=$(login SLOW_RANK=1 LD_PRELOAD="$W/slow.so" timeout 60 srun --mpi=pmix --nodes=2 --ntasks=2 --ntasks-per-node=1 "$W/init" 2>&1 |
-        awk '/^nap at / && !n { n = $3 } /^rank 0 left MPI_Init at / { e = $6 } END { if (n && e) printf "%+.2f", e - (n + 2) }')
+        awk '/^nap at / && !n { n = $3 } /^rank 0 left MPI_Init at / { e = $6 } END { if (n && e) printf "%+.2f", e - (n + nap) }' nap="$NAP")
     ts="$ts ${t:-?}"
     awk -v t="${t:--9}" 'BEGIN { exit !(t < 0) }' && early=$((early + 1))
   done
-  [ "$early" -eq 0 ] && ok "(i) MPI_Init is a barrier across nodes: rank 1 held 2 s in each of its waits, rank 0 left MPI_Init$ts s after rank 1's first nap ended" \
-    || bad "(i) MPI_Init is a barrier across nodes: rank 0 left it$ts s after rank 1's first nap (of 2 s, in the modex fence) ended: before rank 1 reached its last fence (Slurm's tree fence: test/cluster.sh's mpi.conf)"
+  [ "$early" -eq 0 ] && ok "(i) MPI_Init is a barrier across nodes: rank 1 held $NAP s in each of its waits, rank 0 left MPI_Init$ts s after rank 1's first nap ended" \
+    || bad "(i) MPI_Init is a barrier across nodes: rank 0 left it$ts s after rank 1's first nap (of $NAP s, in the modex fence) ended: before rank 1 reached its last fence (Slurm's tree fence: test/cluster.sh's mpi.conf)"
 else bad "(i) MPI_Init barrier: cannot build its probe" "$(cat "$W/init.err")"; fi
 
 # (c) preemption of a 2-node job, resubmission, bit-exact continuation
-id=$(submit pre "$W/pre" 300 1 "" --nodes=2 --ntasks-per-node=1)
+id=$(submit pre "$W/pre" $LONG 1 "" --nodes=2 --ntasks-per-node=1)
 stopped=""
 n=$(wait_steps "$id" "$W/pre/log.jsonl" 10)
 if [ "${n:-0}" -ge 10 ] && sl scancel --signal=USR1 "$id"; then
   wait_job "$id" 60
   N=$(grep -o 'stop signal: checkpointed after step [0-9]*' "$W/pre-$id.out" 2>/dev/null | grep -o '[0-9]*$' | tail -1)
-  if [ "$JOB_STATE" = COMPLETED ] && [ "$JOB_EXIT" = 0:0 ] && [ -n "$N" ] && [ "$N" -lt 300 ] && [ -f "$W/pre/state_$(printf %08d "$N").bin" ]; then
+  if [ "$JOB_STATE" = COMPLETED ] && [ "$JOB_EXIT" = 0:0 ] && [ -n "$N" ] && [ "$N" -lt $LONG ] && [ -f "$W/pre/state_$(printf %08d "$N").bin" ]; then
     ok "(c) 2-node job $id got SIGUSR1 at step $n: 'stop signal: checkpointed after step $N', COMPLETED, exit 0:0, checkpoint of step $N"
     stopped=1
   else badj "(c) job $id checkpoints and exits 0 on SIGUSR1 (sent at step $n, stopped after ${N:-?})" "$(job_info pre)"; fi
@@ -274,20 +280,21 @@ else
   badj "(c) job ${id:-?} reaches step 10 and takes scancel --signal=USR1 (at step ${n:-0})" "$(job_info pre)"
 fi
 if [ -n "$stopped" ]; then
-  id2=$(submit pre "$W/pre" 300 1 "" --nodes=2 --ntasks-per-node=1)
+  id2=$(submit pre "$W/pre" $LONG 1 "" --nodes=2 --ntasks-per-node=1)
   if [ -n "$id2" ] && wait_job "$id2" 120 && [ "$JOB_STATE" = COMPLETED ] && [ "$JOB_EXIT" = 0:0 ] && grep -q "resume: step $N from" "$W/pre-$id2.out"; then
     ok "(c) resubmitted 2-node job $id2 resumed from step $N and completed"
-    r=$($PY "$W/check.py" exact "$W/mpi300.jsonl" "$W/pre/log.jsonl" 2>&1) \
-      && ok "(c) preempted + resumed on 2 nodes vs 2 ranks uninterrupted: $r (steps 1-$N from job $id, $((N + 1))-300 from job $id2)" \
+    r=$($PY "$W/check.py" exact "$W/mpi_long.jsonl" "$W/pre/log.jsonl" 2>&1) \
+      && ok "(c) preempted + resumed on 2 nodes vs 2 ranks uninterrupted: $r (steps 1-$N from job $id, $((N + 1))-$LONG from job $id2)" \
       || bad "(c) preempted + resumed vs uninterrupted" "$r"
-    cmp -s "$W/mpi300/model_00000300.bin" "$W/pre/model_00000300.bin" && cmp -s "$W/mpi300/state_00000300.bin" "$W/pre/state_00000300.bin" \
-      && ok "(c) final model_00000300.bin and state_00000300.bin byte-identical to the uninterrupted run's" \
-      || bad "(c) final checkpoint vs the uninterrupted run's" "$(ls -l "$W/pre" "$W/mpi300" 2>&1)"
+    last=$(printf %08d $LONG)
+    cmp -s "$W/mpi_long/model_$last.bin" "$W/pre/model_$last.bin" && cmp -s "$W/mpi_long/state_$last.bin" "$W/pre/state_$last.bin" \
+      && ok "(c) final model_$last.bin and state_$last.bin byte-identical to the uninterrupted run's" \
+      || bad "(c) final checkpoint vs the uninterrupted run's" "$(ls -l "$W/pre" "$W/mpi_long" 2>&1)"
   else badj "(c) resubmitted job resumes from step $N and completes" "$(job_info pre)"; fi
 fi
 
 # (f) a node lost mid-run; the requeued job resumes on the replaced node
-id=$(CKPT=25 submit lost "$W/lost" 300 1 "--comm-timeout 5" --nodes=2 --ntasks-per-node=1 --requeue)
+id=$(CKPT=25 submit lost "$W/lost" $LONG 1 "--comm-timeout 5" --nodes=2 --ntasks-per-node=1 --requeue)
 end=$((SECONDS + 60)); n=0
 while [ -n "$id" ] && [ $SECONDS -lt $end ]; do
   n=$(steps_in "$W/lost/log.jsonl"); [ "${n:-0}" -ge 30 ] && break   # past the checkpoint of step 25
@@ -319,7 +326,7 @@ if [ "${n:-0}" -ge 30 ]; then
     sleep 3
     sl scontrol update JobId="$id" StartTime=now > /dev/null 2>&1
     if wait_job "$id" 120 && [ "$JOB_STATE" = COMPLETED ] && grep -q "resume: step 25 from" "$W"/lost-"$id".out; then
-      r=$($PY "$W/check.py" exact "$W/mpi300.jsonl" "$W/lost/log.jsonl" 2>&1) && cmp -s "$W/mpi300/model_00000300.bin" "$W/lost/model_00000300.bin" \
+      r=$($PY "$W/check.py" exact "$W/mpi_long.jsonl" "$W/lost/log.jsonl" 2>&1) && cmp -s "$W/mpi_long/model_$(printf %08d $LONG).bin" "$W/lost/model_$(printf %08d $LONG).bin" \
         && ok "(f) the requeued job $id resumed from step 25 on node1 + node2 and completed: $r vs an uninterrupted run, final model byte-identical" \
         || badj "(f) the requeued job's losses and final model vs an uninterrupted run" "$r; $(job_info lost)"
     else badj "(f) the requeued job resumes from step 25 and completes" "$(job_info lost)"; fi

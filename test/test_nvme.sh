@@ -86,7 +86,8 @@ $BIN -e d2 -b 2 -t 32 -x 6 -v 0 -s 0 --grad-accum 4 -z 3 -n 3 --offload params "
 TRAIN_GPT_FAULT=stall:0:3:2 $BIN -e d2 -b 2 -t 32 -x 6 -v 0 -s 0 --grad-accum 4 -n 3 --offload optimizer "${NV[@]}" -o "$W/c1" \
   --log "$W/c1.jsonl" > "$W/c1.out" 2>&1 &
 pid=$!
-for _ in $(seq 100); do grep -q "stalls at step 3" "$W/c1.out" && break; sleep 0.05; done
+# until the stall (up to 60 s: a busy machine may take more than the 5 s this once allowed to reach step 3)
+for _ in $(seq 1200); do grep -q "stalls at step 3" "$W/c1.out" && break; kill -0 $pid 2>/dev/null || break; sleep 0.05; done
 open_swap=$(ls -l /proc/$pid/fd 2>/dev/null | grep -c "$W/disk/train_gpt.swap.$pid.0.[0-9a-f]* (deleted)")
 listed=$(ls -A "$W/disk" | wc -l)
 run2 -z 1 --offload optimizer "${NV[@]}" -o "$W/c2" --log "$W/c2.jsonl" > "$W/c2.out" 2>&1

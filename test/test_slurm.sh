@@ -17,7 +17,10 @@
 set -u
 cd "$(dirname "$0")/.." || exit 1
 PY=${PYTHON:-python3}
-REF_STEPS=${REF_STEPS:-150}     # length of the reference / preempted run
+# length of the reference / preempted run: the stop signal is sent at step 20 and lands within a few steps, so 60
+# leave 40 of margin (150 took most of the suite's time); the jobs sample at step 40 (-s 40, after the stop), so the
+# resumed job's samples draw on the restored random state, as they did at the default -s 100 of 150 steps
+REF_STEPS=${REF_STEPS:-60}
 T_START=$SECONDS
 pass=0; fail=0
 ok() { echo "PASS $1"; pass=$((pass+1)); }
@@ -146,7 +149,7 @@ ok "munged, slurmctld and slurmd are up (ports $port/$((port + 1))); node $H is 
 # submit NAME OUT_DIR STEPS [SBATCH_ARGS...]: prints the job id (with --wait: once the job has ended)
 submit() {
   local name=$1 out=$2 steps=$3; shift 3
-  OUT_DIR=$out STEPS=$steps MODEL=d2 MICRO_BATCH=4 SEQ_LEN=32 ZERO_STAGE=1 CHECKPOINT_EVERY=100 EXTRA_ARGS="" SLURM_CONF=$CONF \
+  OUT_DIR=$out STEPS=$steps MODEL=d2 MICRO_BATCH=4 SEQ_LEN=32 ZERO_STAGE=1 CHECKPOINT_EVERY=100 EXTRA_ARGS="-s 40" SLURM_CONF=$CONF \
     timeout 120 sbatch --parsable --time=5 --output="$W/$name-%j.out" "$@" scripts/sbatch_cpu.sh 2>"$W/$name.sbatch.err" | cut -d';' -f1
   return "${PIPESTATUS[0]}"
 }
@@ -195,8 +198,15 @@ elif cmd == "union":  # union REF LOG: the first occurrence of each step in LOG 
 PYEOF
 
 # ---------------------------------------------------------------------------------------------------
-# (a) a 2-rank ZeRO-1 job of 20 steps runs to completion
-id=$(submit a "$W/a" 20 --wait); rc=$?
+# (a) a 2-rank ZeRO-1 job of 20 steps runs to completion. sbatch --wait looks at its job 2 s, then 10 s after
+# submitting it (MinJobAge 600: slurm_lib.sh), long after a job of a few seconds ended; so it waits in the background
+# while (b)'s reference job, submitted once (a)'s is in the queue, runs after it on the node's 2 CPUs
+( id=$(submit a "$W/a" 20 --wait); echo "$? $id" > "$W/a.done" ) &
+a_pid=$!
+for _ in $(seq 120); do [ -e "$W/a.done" ] || [ -n "$(sl squeue -h -o %i 2>/dev/null)" ] && break; sleep 0.25; done
+ref_id=$(submit ref "$W/ref" "$REF_STEPS")
+wait "$a_pid"
+rc=1; id=""; read -r rc id < "$W/a.done"
 if [ -z "$id" ]; then
   bad "(a) sbatch --wait scripts/sbatch_cpu.sh (exit $rc)" "$(cat "$W/a.sbatch.err")"
 else
@@ -216,8 +226,8 @@ else
 fi
 
 # ---------------------------------------------------------------------------------------------------
-# (b) preemption: reference run; the same run stopped by SIGUSR1 after >= 20 steps, then resubmitted
-id=$(submit ref "$W/ref" "$REF_STEPS")
+# (b) preemption: reference run (submitted above); the same run stopped by SIGUSR1 after >= 20 steps, then resubmitted
+id=$ref_id
 ref_ok=""
 if [ -n "$id" ] && wait_job "$id" 120 && [ "$JOB_STATE" = COMPLETED ] && [ "$JOB_EXIT" = 0:0 ] && r=$($PY "$W/check.py" log "$W/ref/log.jsonl" "$REF_STEPS" 2>&1); then
   ok "(b) uninterrupted reference job $id: $r"; ref_ok=1
