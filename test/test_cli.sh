@@ -466,7 +466,11 @@ if tps != sorted(tps, reverse=True): bad.append("not sorted by tok/s")
 for r in rows:
     lo, hi = map(float, r[11].split("-"))
     if r[14] != "3" or not (lo <= float(r[10]) * 1.0001 and float(r[10]) <= hi * 1.0001): bad.append(f"runs or range {r}")
-    if abs(float(r[12].rstrip("%")) - 50 * (hi - lo) / float(r[10])) > 0.11: bad.append(f"spread {r}")
+    # the +- is half the range over the mean, from unrounded speeds: the printed ones are whole tok/s and the +- has one
+    # decimal, so the recomputed figure may differ by up to 0.05 + (50 + pct / 2) / tok/s (on a busy machine, at 498
+    # tok/s and a range of 129%, they differed by 0.12, and the flat 0.11 this once was failed the suite)
+    pct = float(r[12].rstrip("%")); tps_r = float(r[10])
+    if abs(pct - 50 * (hi - lo) / tps_r) > max(0.11, 0.051 + (50 + pct / 2) / tps_r): bad.append(f"spread {r}")
     days = float(r[17])
     if abs(days - 1e11 / float(r[10]) / 86400) > 0.06 * days: bad.append(f"days {r}")
     if r[1] == "2" and "same" not in " ".join(r[18:]): bad.append(f"same weights {r}")
