@@ -173,7 +173,8 @@ static void attention_gqa_backward(floatX *dqkv, const floatX *dout, const float
 static void attention_gqa_decode(floatX *out, const floatX *q, const floatX *kcache, const floatX *vcache, int t, int NH,
                                  int KV, int hd, const AttnMask *mask);
 // The encoder without a position table: encoder_forward/backward are called with wpe = NULL and dwpe = NULL
-// (out = wte[token] only); a build's encoder must accept that.
+// (out = wte[token] only); a build's encoder must accept that. encoder_backward(_vocab) with dwte = NULL adds the
+// position table's part alone (a pipeline's input end, whose tied token table the output end updates: pipeline.h).
 static void backend_decode_begin(void);  // generation starts: the weights hold still until backend_decode_end
 static void backend_decode_end(void);
 

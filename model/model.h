@@ -452,16 +452,31 @@ static void model_head_backward(Model *m) {
 
 static void model_layer_backward(Model *m, int l) { layer_backward(m, l, m->cur_B, m->cur_T); }
 
-static void model_embed_backward(Model *m) {
+// The embedding's backward: dloss/d(embedding output) in ga.dresidual added into the tables, the token table's rows by
+// the micro-batch's ids in m->inputs. tokens 0: the position table's part alone (GPT-2's; nothing for a family without
+// one), where a pipeline's output end adds the token table's, a tied one (model_embed_backward_tokens, pipeline.h).
+static void model_embed_backward_tables(Model *m, int tokens, int B, int T) {
     OuterGrads g = outer_grads(m, m->ugrads[0]);
+    float *dwte = tokens ? g.wte : NULL;
     PROF(MOD_EMBED, 0);
-    if (m->tp) {
-        tp_embedding_backward(m->tp, g.wte, g.wpe, m->tp_full, m->ga.dresidual, m->inputs, m->cur_B, m->cur_T, m->config.channels,
+    if (m->tp) {  // its rows' gather (--sp) runs either way: train/comm_count.h counts it at the input end
+        tp_embedding_backward(m->tp, dwte, g.wpe, m->tp_full, m->ga.dresidual, m->inputs, B, T, m->config.channels,
                               (int)m->shape.dim[DIM_VP]);
-    } else {
-        encoder_backward(g.wte, g.wpe, m->ga.dresidual, m->inputs, m->cur_B, m->cur_T, m->config.channels);
+    } else if (dwte || g.wpe) {
+        encoder_backward(dwte, g.wpe, m->ga.dresidual, m->inputs, B, T, m->config.channels);
     }
     PROF(MOD_NONE, 0);
+}
+static void model_embed_backward(Model *m) { model_embed_backward_tables(m, 1, m->cur_B, m->cur_T); }
+
+// --pp with a tied embedding, at the output end, which embeds nothing: the token table's part of micro-batch `inputs`'
+// embedding backward, its dloss/d(embedding output) received into ga.dresidual from the input end. The ids go into the
+// current slot's m->inputs, which this stage never reads otherwise.
+static void model_embed_backward_tokens(Model *m, const int *inputs, int B, int T) {
+    backend_tokens_from_host(m->inputs, inputs, B * T);
+    OuterGrads g = outer_grads(m, m->ugrads[0]);
+    if (g.wpe) internal_fault("the token table's backward alone at a stage that holds the position table");
+    model_embed_backward_tables(m, 1, B, T);
 }
 
 #endif
