@@ -397,12 +397,7 @@ static void zero_embed_backward(Zero *z) { zero_embed_backward_tables(z, 1); }
 // --pp: whether this end stage holds an outer tensor both ends use (the table's ends: a tied embedding, the input end's
 // lookup and the output end's classifier). Then the output end adds both parts, in one process's order (pipeline.h):
 // the input end adds only its own tables (model_embed_backward_tables) and sends the embedding output's gradient.
-static int zero_ties_ends(const Zero *z) {
-    if (!z->tied) return 0;
-    for (int i = 0; i < z->nruns; i++)
-        if (z->runs[i].unit == 0 && z->runs[i].ends == ARCH_END_BOTH) return 1;
-    return 0;
-}
+static int zero_ties_ends(const Zero *z) { return z->tied && model_ties_ends(&z->config); }
 
 // --pp: the gradients of the outer tensors both ends use (a tied embedding) made whole at both end stages, runs
 // adjacent where every outer tensor is held in one call (so both ends, whose units pack different tensors around
