@@ -120,9 +120,11 @@ static void pp_backward_graphed(Pipeline *p) {
 // head 0, lookup 0, head 1, lookup 1, ... (each micro-batch's backward runs head to embedding), and float sums depend
 // on their order; so the output end adds both, in that order: the input end adds only its own tables (GPT-2's
 // positions) and sends the embedding output's gradient of micro-batch i (a stage message, PP_MSG_TIED); the output end
-// keeps the micro-batch's ids (it reads every micro-batch) and adds lookup i at the start of backward i + 1, before
-// that head's part, and the last one after the schedule. Waiting there costs no deadlock: lookup i needs only
-// backwards of i, which the output end has done. zero_sum_tied then hands the sum to the input end.
+// keeps the micro-batch's ids (it reads every micro-batch), runs backward i + 1 without the head's weight part, sends
+// its gradient on, and only then receives lookup i, adds it and the deferred head part (model_head_backward_parts),
+// so that its wait overlaps the other stages' backward of i; the last lookup after the schedule. Waiting there
+// deadlocks nothing: lookup i needs only backwards of i, which the output end has done. zero_sum_tied then hands the
+// sum to the input end.
 static int pp_tied(const Pipeline *p) { return p->stages > 1 && zero_ties_ends(p->z); }
 
 static void pp_tied_lookup(Pipeline *p, const int *ids, int i, size_t n, int B, int T) {
@@ -171,13 +173,17 @@ static void pp_run_step(Pipeline *p, DataLoader *loader, int micro, int B, int T
                     pp_backward_graphed(p);
                     break;
                 }
-                if (ids && i > 0) pp_tied_lookup(p, ids + (size_t)((i - 1) % 2) * BT, i - 1, n, B, T);
-                if (p->stage == last) model_head_backward(m);
+                if (p->stage == last) model_head_backward_parts(m, ids ? HEAD_INPUT : HEAD_INPUT | HEAD_WEIGHTS);
                 pp_stage_backward(p);
                 if (p->stage == 0) zero_embed_backward_tables(p->z, !tied);
                 if (p->stage == 0 && tied) pp_send(p, model_stage_grad(m), n, last, pp_tag(PP_MSG_TIED, i));
                 break;
-            case PP_SEND_GRAD: pp_send(p, model_stage_grad(m), n, p->stage - 1, pp_tag(PP_MSG_GRAD, i)); break;
+            case PP_SEND_GRAD:
+                pp_send(p, model_stage_grad(m), n, p->stage - 1, pp_tag(PP_MSG_GRAD, i));
+                if (!ids) break;
+                if (i > 0) pp_tied_lookup(p, ids + (size_t)((i - 1) % 2) * BT, i - 1, n, B, T);
+                model_head_backward_parts(m, HEAD_WEIGHTS);  // after lookup i - 1, in this micro-batch's slot
+                break;
         }
     }
     if (ids) pp_tied_lookup(p, ids + (size_t)((micro - 1) % 2) * BT, micro - 1, n, B, T);

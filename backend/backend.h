@@ -58,6 +58,7 @@ static size_t backend_device_capacity(void);                     // what the aut
 // the shared code calls carries the backend_ prefix.)
 // Weights and activations are floatX; LayerNorm statistics, losses, attention's saved state and every
 // parameter gradient are float. A backward accumulates (+=) into parameter gradients and overwrites dinp.
+// matmul_backward with dinp NULL makes the weight's (and bias's) gradient alone, with dweight NULL the input's alone.
 static void encoder_forward(floatX *out, const int *inp, const floatX *wte, const floatX *wpe, int B, int T, int C);
 static void encoder_backward(float *dwte, float *dwpe, const floatX *dout, const int *inp, int B, int T, int C);
 static void layernorm_forward(floatX *out, float *mean, float *rstd, const floatX *inp, const floatX *weight,
