@@ -611,11 +611,10 @@ trainer() {
   cp "$W/cpu4/model_00000004.bin" "$W/cpu4/state_00000004.bin" "$W/c2g/"
   $EMU "${ck[@]}" -o "$W/c2g" -y 1 --log "$W/c2g.jsonl" > /dev/null 2>&1
   r=$(close "$W/res.jsonl" "$W/c2g.jsonl" 1e-5) && ok "a CPU checkpoint resumes in the CUDA build: $r" || bad "CPU -> CUDA checkpoint" "$r"; mark "fp32 resume across the builds"
-  # several ranks: ZeRO 0-3, the pipeline, offload, NCCL, against one process with the same tokens per step
+  # several ranks: ZeRO 0-3, the pipeline (bit for bit), offload, NCCL, against one process with the same tokens per step (validation of 2 micro-batches at steps 0, 3 and 6, 8-token samples at 3 and 6 too)
   local one=(--precision fp32 -e d2 -b 2 -t 80 -x 6 -v 0 -s 0)
-  # (validation of 2 micro-batches at steps 0, 3 and 6, and an 8-token sample at steps 3 and 6, compared too)
   local ev=(-v 3 -m 2 -s 3 -g 8)
-  $EMU "${one[@]}" "${ev[@]}" --grad-accum 4 --log "$W/one.jsonl" > "$W/one.out" 2>&1
+  $EMU "${one[@]}" "${ev[@]}" --grad-accum 4 -o "$W/one-o" --log "$W/one.jsonl" > "$W/one.out" 2>&1
   if ! command -v mpirun > /dev/null; then bad "mpirun is not on the PATH: no multi-rank checks (install openmpi-bin)"; fi
   for z in 0 1 2 3; do
     "${MPI[@]}" -np 2 $EMU "${one[@]}" "${ev[@]}" --grad-accum 2 -z $z --log "$W/z$z.jsonl" > "$W/z$z.out" 2>&1
@@ -623,8 +622,9 @@ trainer() {
     r=$(compare_eval "$W/one.jsonl" "$W/one.out" "$W/z$z.jsonl" "$W/z$z.out") && ok "2 ranks at ZeRO-$z vs 1 process: $r" \
       || bad "2 ranks at ZeRO-$z: validation and samples" "$r"
   done
-  "${MPI[@]}" -np 2 $EMU "${one[@]}" "${ev[@]}" --grad-accum 4 --pp 2 --log "$W/pp.jsonl" > "$W/pp.out" 2>&1
-  r=$(close "$W/one.jsonl" "$W/pp.jsonl" 1e-5) && ok "--pp 2 vs 1 process: $r" || bad "--pp 2" "$r $(tail -3 "$W/pp.out")"
+  "${MPI[@]}" -np 2 $EMU "${one[@]}" "${ev[@]}" --grad-accum 4 --pp 2 -o "$W/pp-o" --log "$W/pp.jsonl" > "$W/pp.out" 2>&1
+  [ -s "$W/pp.jsonl" ] && [ "$(losses "$W/one.jsonl")" = "$(losses "$W/pp.jsonl")" ] && cmp -s "$W/one-o/model_00000006.bin" "$W/pp-o/model_00000006.bin" && ok "--pp 2 (d2: a tied embedding) bit-identical to 1 process: 6 losses and norms, the final model file byte for byte" \
+    || bad "--pp 2 vs 1 process, bit for bit" "$(diff <(losses "$W/one.jsonl") <(losses "$W/pp.jsonl") | head -4) $(tail -3 "$W/pp.out")"
   r=$(compare_eval "$W/one.jsonl" "$W/one.out" "$W/pp.jsonl" "$W/pp.out") && ok "--pp 2 vs 1 process: $r" || bad "--pp 2: validation and samples" "$r"; mark "ZeRO, --pp 2"
   # the time breakdown from CUDA events (the emulator records them as it reaches them, so only the plumbing is
   # checked): the parts add up to each step's ms, and with 2 ranks the collectives and pipeline waits are comm
