@@ -222,9 +222,15 @@ NAP=1
 cat > "$W/init.c" <<'CEOF'
 #include <mpi.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 static double now(void) { struct timespec t; clock_gettime(CLOCK_REALTIME, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }
 int main(int argc, char **argv) {
+    /* rank 0 comes 0.5 s late, so that rank 1 waits (naps) in the modex fence: reaching it after rank 0's data,
+       rank 1 could find it complete and nap first in the last fence, which rank 0 then rightly leaves as that nap
+       starts (-NAP: a busy machine's false failure) */
+    const char *r = getenv("SLURM_PROCID");
+    if (r && atoi(r) == 0) { struct timespec d = {0, 500000000}; nanosleep(&d, NULL); }
     MPI_Init(&argc, &argv);
     int rank; MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     printf("rank %d left MPI_Init at %.3f\n", rank, now());
