@@ -215,6 +215,7 @@ if [ -n "$HAVE_GPT2" ]; then
   job "tokenizer vs tiktoken" "$PY" test/test_tokenizer.py --tokenize ./tokenize --encoder "$DATA/gpt2_encoder.json" \
     --merges "$DATA/gpt2_vocab.bpe" "${text_args[@]}"
 fi
+job "${after_emu[@]}" "README vs the code" bash test/test_readme.sh  # runs what the README shows; times nothing
 run_queue
 
 # Alone, once the queue is done: the suites that time things (watchdogs, signals, kills, daemons)
@@ -226,7 +227,6 @@ else
   skip "tokenizer vs tiktoken and the tinyshakespeare script: no GPT-2 tokenizer files (gpt2_encoder.json, gpt2_vocab.bpe) in $DATA (scripts/tinyshakespeare.sh downloads them and the text into data/; then DATA_DIR=data make test)"
 fi
 run_suite "trainer CLI" bash test/test_cli.sh  # its watchdog and signal checks time things
-run_suite "README vs the code" bash test/test_readme.sh
 run_suite "ZeRO-Infinity: offload to NVMe" bash test/test_nvme.sh
 run_suite "hangs, dead ranks, plots" bash test/test_cluster.sh
 # The Slurm suites start daemons (munged, slurmctld, slurmd) and, for two nodes, network namespaces; they
