@@ -80,9 +80,9 @@ test/test_arch: test/test_arch.c .build-cpu
 HEADER_CHECK_ENV = HEADER_CC="$(CPU_CC)" HEADER_CFLAGS="$(CFLAGS) $(URING_FLAGS)" HEADER_CXX="$(EMU_CXX)" HEADER_CXXFLAGS="$(EMU_FLAGS)"
 # The CPU build's binaries and the emulator's objects are built here, TEST_JOBS at a time (2: CI's machine has 2
 # cores; a -j given to make wins), before the first suite. The emulated CUDA build's binaries, most of the compiling,
-# are built by test/run_tests.sh in its two lanes, one compile at a time in each, while the other lane runs suites:
-# the kernel checks' programs (TEST_EMU_KERNELS) first in the second lane, the trainer's (TEST_EMU_TRAINER) in the
-# first after the suites that need only the CPU build. Each build's output is kept in build/test-bins*.log:
+# are built by test/run_tests.sh as the first two jobs of its queue, one compile at a time in each of its two slots
+# (the trainer's, TEST_EMU_TRAINER, and the kernel checks', TEST_EMU_KERNELS), while the suites that need only the
+# CPU build wait for a slot. Each build's output is kept in build/test-bins*.log:
 # test/test_build.sh reads the warnings of the machine's own configuration there instead of compiling again.
 TEST_BINS = train_gpt_cpu tokenize test/test_gpt2 test/test_units test/test_pipeline test/test_generate test/hf_forward test/test_llama_cpu \
   test/test_arch $(if $(EMU_OK),$(EMU_OBJS) $(EMU_OBJS:build/emu/%=build/emu/asan/%))

@@ -67,3 +67,7 @@ fi
 # 2026-11-28) or inside attention's loads
 MODEL=llama-d12 time_one "llama-d12 defaults (RoPE as its own passes)" ./train_gpt
 MODEL=llama-d12 time_one "llama-d12 TRAIN_GPT_ROPE_IN_ATTENTION=1 (RoPE in attention's loads)" ./train_gpt TRAIN_GPT_ROPE_IN_ATTENTION=1
+# Adafactor (--optimizer adafactor): factored second moments, each unit stepped on the host in one order (so every
+# layout is one process); what that costs a GPU's step, beside AdamW's and Muon's (last: a
+# host step may be slow, and the row's limit must not cost the others)
+FLAGS="--optimizer adafactor" time_one "--optimizer adafactor (factored second moments, stepped on the host)" ./train_gpt

@@ -61,34 +61,69 @@ run_suite() {
   tally "$name" "$W/out" "$rc" $((SECONDS - t0)) "$(awk -v a="$c0" -v b="$c1" 'BEGIN { printf "%.0f", b - a }')"
 }
 
-# beside NAME CMD...: queues a suite on the second lane, to run on the second core beside the suites run_suite runs;
-# the second lane runs its suites one after another, in the order given (each waits for the one before it), and
-# `gather` waits for all of them and reports them then (each one's output whole, its counts, its cost). CI's machine
-# has 2 cores and most suites keep one busy (one process, OMP_NUM_THREADS=1), so this halves their wall time. Only for
-# a suite whose checks do not time anything (no watchdog, no timeout, no kill): sharing the machine may slow it,
-# never change what it checks.
-bg_names=(); bg_pids=(); bg_seq=0
-beside() {
-  local name=$1 i=${#bg_names[@]} prev=$((bg_seq - 1)); shift
-  bg_names+=("$name")
-  ( while [ $prev -ge 0 ] && [ ! -e "$W/bg$prev.res" ]; do sleep 1; done
-    t0=$SECONDS; "$@" > "$W/bg$bg_seq.out" 2>&1; rc=$?; cpu_now; echo "$rc $((SECONDS - t0)) $(printf %.0f "$CPU")" > "$W/bg$bg_seq.res" ) &
-  bg_pids+=($!); bg_ids+=($bg_seq); bg_seq=$((bg_seq + 1))
+# The queue: every suite that times nothing (no watchdog, timeout or kill), and the emulated CUDA build's programs, as
+# jobs for two slots (CI's machine has 2 cores and most suites keep one busy: one process, OMP_NUM_THREADS=1). Each
+# slot takes the next job not yet taken, in the order the jobs were queued (the longest first, so that the last ones
+# to end are short and the slots end together); a job queued with --after MARK waits for the job that makes MARK (a
+# build, queued before it). Each job's output goes to a file, shown whole, with its counts and cost, when it ends.
+# Sharing the machine may slow a suite, never change what it checks.
+q_names=(); q_cmds=(); q_after=(); q_build=()
+# job [--after MARK] NAME CMD...: queues a suite
+job() {
+  local after=""
+  if [ "$1" = --after ]; then after=$2; shift 2; fi
+  q_names+=("$1"); shift
+  q_after+=("$after"); q_build+=(""); q_cmds+=("$(printf '%q ' "$@")")
 }
-gather() {
-  local i id rc wall cpu
-  for i in "${!bg_names[@]}"; do
-    id=${bg_ids[$i]}
-    wait "${bg_pids[$i]}"
-    echo "=== ${bg_names[$i]}"
-    echo "(ran beside the suites above)"
-    cat "$W/bg$id.out"
-    read -r rc wall cpu < "$W/bg$id.res" || { rc=1; wall=0; cpu=0; }
-    tally "${bg_names[$i]}" "$W/bg$id.out" "$rc" "$wall" "$cpu"
+# build_job MARK NAME LOG TARGET...: queues a build of the emulated CUDA build's programs (emu_build), which makes
+# MARK when it ends, built or not (the jobs after it skip or fail on what is missing); a failed build is one failure
+build_job() {
+  local mark=$1 name=$2; shift 2
+  q_names+=("$name"); q_after+=(""); q_build+=("$mark"); q_cmds+=("$(printf '%q ' emu_build "$@")")
+}
+# run_job I: job I in this slot: its output to job$I.out, then "rc wall cpu" to job$I.res (CPU: user + system seconds
+# of the processes it ran, from cpu_now in this slot's own shell)
+run_job() {
+  local i=$1 t0 c0 rc
+  if [ -n "${q_after[$i]}" ]; then while [ ! -e "$W/${q_after[$i]}.done" ]; do sleep 1; done; fi
+  t0=$SECONDS; cpu_now; c0=$CPU
+  eval "${q_cmds[$i]}" > "$W/job$i.out" 2>&1; rc=$?
+  cpu_now
+  [ -z "${q_build[$i]}" ] || touch "$W/${q_build[$i]}.done"
+  echo "$rc $((SECONDS - t0)) $(awk -v a="$c0" -v b="$CPU" 'BEGIN { printf "%.0f", b - a }')" > "$W/job$i.tmp"
+  mv "$W/job$i.tmp" "$W/job$i.res"
+}
+# slot: takes jobs until none is left (mkdir is atomic: each job is taken by one slot)
+slot() { local i; for i in "${!q_names[@]}"; do mkdir "$W/taken$i" 2>/dev/null && run_job "$i"; done; }
+# run_queue: the two slots, and each job's report as it ends; a job whose slot died without a result is a failure
+run_queue() {
+  local pids=() shown=() left=${#q_names[@]} i rc wall cpu
+  slot & pids+=($!)
+  slot & pids+=($!)
+  while [ "$left" -gt 0 ]; do
+    local alive=0; kill -0 "${pids[@]}" 2>/dev/null && alive=1
+    for i in "${!q_names[@]}"; do
+      [ -z "${shown[$i]:-}" ] || continue
+      if [ -e "$W/job$i.res" ]; then
+        read -r rc wall cpu < "$W/job$i.res"
+      elif [ "$alive" = 0 ] && ! kill -0 "${pids[0]}" 2>/dev/null && ! kill -0 "${pids[1]}" 2>/dev/null; then
+        rc=1; wall=0; cpu=0; echo "(its slot ended without a result)" >> "$W/job$i.out"
+      else continue; fi
+      shown[$i]=1; left=$((left - 1))
+      echo "=== ${q_names[$i]}"
+      cat "$W/job$i.out" 2>/dev/null
+      if [ -n "${q_build[$i]}" ]; then
+        [ "$rc" -eq 0 ] || total_fail=$((total_fail + 1))
+        echo "--- ${q_names[$i]} took $wall s ($cpu s of CPU)"
+      else
+        tally "${q_names[$i]}" "$W/job$i.out" "$rc" "$wall" "$cpu"
+      fi
+    done
+    [ "$left" -eq 0 ] || sleep 1
   done
-  bg_names=(); bg_pids=(); bg_ids=()
+  wait "${pids[@]}"
+  q_names=(); q_cmds=(); q_after=(); q_build=()
 }
-bg_ids=()
 
 # emu_build LOG TARGET...: the emulated CUDA build's binaries (the Makefile's `test` passes TEST_EMU_KERNELS and
 # TEST_EMU_TRAINER; empty without the CUDA headers, or when this runs alone), one compile at a time, the output kept
@@ -100,66 +135,14 @@ emu_build() {
   env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-directory "$@" > "$log" 2>&1 && return 0
   echo "FAIL make $* (its output: $log)"; tail -20 "$log" | sed 's/^/    /'; return 1
 }
-# after_emu_trainer CMD...: CMD once the first lane has built the emulated trainer's programs (or failed to), for the
-# suites of the second lane that run ./train_gpt_emu beside the CPU build (they skip its checks where it is missing)
-after_emu_trainer() {
-  while [ ! -e "$W/emu-trainer.done" ]; do sleep 1; done
-  "$@"
-}
-# the kernel checks of the emulated CUDA build (test_cuda_emu.sh kernels), after their programs are built
-emu_kernels() {
-  emu_build build/test-bins-emu-kernels.log ${TEST_EMU_KERNELS:-} || { echo "0 passed, 1 failed"; return 1; }
-  bash test/test_cuda_emu.sh kernels
-}
 
 HAVE_TORCH=""; "$TORCH_PY" -c "import torch" 2>/dev/null && HAVE_TORCH=1
 HAVE_GPT2=""; [ -f "$DATA/gpt2_encoder.json" ] && [ -f "$DATA/gpt2_vocab.bpe" ] && HAVE_GPT2=1
 HAVE_TEXT=""; [ -f "$DATA/tinyshakespeare.txt" ] && HAVE_TEXT=1
+HAVE_CUDA_H=""; [ -f "${CUDA_HOME:-/usr/local/cuda}/include/cuda_bf16.h" ] && HAVE_CUDA_H=1
 text_args=(); [ -n "$HAVE_TEXT" ] && text_args=(--text "$DATA/tinyshakespeare.txt")
 
-# The second lane: first the emulated CUDA build's kernel checks (their programs built first), then suites that need
-# only the CPU build and run one process, none of which times anything
-if [ -f "${CUDA_HOME:-/usr/local/cuda}/include/cuda_bf16.h" ]; then
-  beside "CUDA kernels on the CPU emulator (dev/cuda/emu)" emu_kernels
-else
-  skip "CUDA build on the CPU emulator: no CUDA toolkit headers in ${CUDA_HOME:-/usr/local/cuda}/include (install NVIDIA's CUDA toolkit, or set CUDA_HOME to where it is; no GPU or nvcc needed)"
-fi
-beside "headers that stand alone" bash test/test_headers.sh
-if command -v nvcc >/dev/null; then
-  beside "CUDA build without a GPU" bash test/test_cuda_build.sh
-else
-  skip "CUDA build: nvcc is not on the PATH (install NVIDIA's CUDA toolkit, 12 or newer, and put its bin/ on the PATH)"
-fi
-beside "Hugging Face Llama family (import, export, llm.c llama3 files)" "$TORCH_PY" test/test_hf_llama.py
-if [ -n "$HAVE_GPT2" ]; then
-  beside "tokenizer vs tiktoken" "$PY" test/test_tokenizer.py --tokenize ./tokenize --encoder "$DATA/gpt2_encoder.json" \
-    --merges "$DATA/gpt2_vocab.bpe" "${text_args[@]}"
-  if [ -n "$HAVE_TEXT" ]; then
-    beside "tinyshakespeare script" bash test/test_scripts.sh "$DATA"
-  else
-    skip "tinyshakespeare script: no $DATA/tinyshakespeare.txt (set DATA_DIR to a directory with it)"
-  fi
-fi
-beside "a cluster's plan without the cluster (--dry-run --world)" bash test/test_tp_plan.sh
-# and, once the first lane has built ./train_gpt_emu, the suites that run it beside the CPU build
-if [ -n "$HAVE_TORCH" ]; then
-  beside "training runs vs PyTorch" after_emu_trainer bash test/test_reference.sh  # 3 ranks under mpirun
-fi
-# tokenizer.json (Hugging Face, byte-level BPE) against the tokenizers library; GPT-2's files and the text when present
-json_args=()
-[ -n "$HAVE_GPT2" ] && json_args=(--encoder "$DATA/gpt2_encoder.json" --merges "$DATA/gpt2_vocab.bpe")
-[ -n "$HAVE_TEXT" ] && json_args+=(--text "$DATA/tinyshakespeare.txt")
-[ -f "${CUDA_HOME:-/usr/local/cuda}/include/cuda_bf16.h" ] && json_args+=(--train-gpt-emu ./train_gpt_emu)
-beside "tokenizer.json vs tokenizers" after_emu_trainer "$TORCH_PY" test/test_tokenizer_json.py --tokenize ./tokenize --train-gpt ./train_gpt_cpu "${json_args[@]}"
-if [ -n "$HAVE_GPT2" ] && [ -n "$HAVE_TEXT" ]; then
-  beside "Hugging Face export and import" after_emu_trainer bash test/test_hf.sh "$DATA"
-  beside "multiple-choice evaluation (--eval-mc)" after_emu_trainer bash test/test_eval_mc.sh "$DATA"  # 2 ranks under mpirun
-else
-  skip "Hugging Face export and import, --eval-mc: no gpt2_encoder.json or tinyshakespeare.txt in $DATA (scripts/tinyshakespeare.sh downloads them into data/; then DATA_DIR=data make test)"
-fi
-beside "the Llama family at the command line (presets' counts and plan, bad input)" after_emu_trainer bash test/test_llama_cli.sh
-
-# The first lane: the suites that need only the CPU build
+# The quick suites first, one at a time (a few seconds each, and a broken build shows here at once)
 run_suite "sizes of files and functions" "$PY" test/test_sizes.py
 run_suite "layers and docs/layout.md" "$PY" test/test_layout.py
 run_suite units ./test/test_units
@@ -172,28 +155,69 @@ if [ -n "$HAVE_TORCH" ]; then
   "$TORCH_PY" test/ref_llama.py --out-dir "$W/llama" > "$W/llama.log" 2>&1 || { cat "$W/llama.log"; }
   run_suite "Llama family: CPU kernels vs PyTorch" ./test/test_llama_cpu "$W/llama"
   run_suite "the trainer's Llama family vs transformers (logits, loss, every gradient)" "$TORCH_PY" test/test_llama_train.py
-  run_suite "Muon vs its numpy reference" bash test/test_muon.sh
 else
   skip "model vs PyTorch: $TORCH_PY cannot import torch (apt-get install python3-torch, or set TORCH_PYTHON to a Python that has it)"
 fi
-run_suite "data parallel / ZeRO under mpirun" bash test/test_zero.sh
-run_suite "1F1B pipeline under mpirun" bash test/test_pipeline.sh
-run_suite "tensor parallelism under mpirun" bash test/test_tp.sh
 run_suite "precision and loss scaling" bash test/test_precision.sh
 
-# Then the emulated CUDA build's trainer (the second lane's last suites wait for it), and the suites that run it
-if ! emu_build build/test-bins-emu.log ${TEST_EMU_TRAINER:-}; then total_fail=$((total_fail + 1)); fi
-touch "$W/emu-trainer.done"
-run_suite "builds that follow the machine" bash test/test_build.sh  # make -j2: both cores
-if [ -n "$HAVE_TORCH" ]; then
-  run_suite "Adafactor vs its numpy reference" bash test/test_adafactor.sh
+# Then the queue, the longest jobs first: the emulated CUDA build's two groups of programs (the trainer's, which the
+# most suites wait for, first), each group's checks after it, then the rest by their cost (docs/testing.md has each)
+if [ -n "$HAVE_CUDA_H" ]; then
+  build_job emu-trainer "the emulated trainer's programs (TEST_EMU_TRAINER)" build/test-bins-emu.log ${TEST_EMU_TRAINER:-}
+  build_job emu-kernels "the kernel checks' programs (TEST_EMU_KERNELS)" build/test-bins-emu-kernels.log ${TEST_EMU_KERNELS:-}
+  job --after emu-trainer "CUDA build on the CPU emulator (dev/cuda/emu)" bash test/test_cuda_emu.sh trainer
+  job --after emu-kernels "CUDA kernels on the CPU emulator (dev/cuda/emu)" bash test/test_cuda_emu.sh kernels
+  emu=emu-trainer
+else
+  skip "CUDA build on the CPU emulator: no CUDA toolkit headers in ${CUDA_HOME:-/usr/local/cuda}/include (install NVIDIA's CUDA toolkit, or set CUDA_HOME to where it is; no GPU or nvcc needed)"
+  emu=""
 fi
-if [ -f "${CUDA_HOME:-/usr/local/cuda}/include/cuda_bf16.h" ]; then
-  run_suite "CUDA build on the CPU emulator (dev/cuda/emu)" bash test/test_cuda_emu.sh trainer
+after_emu=(); [ -n "$emu" ] && after_emu=(--after "$emu")
+# builds in scratch copies (make -j2), and reads the emulated trainer's build log
+job "${after_emu[@]}" "builds that follow the machine" bash test/test_build.sh
+if command -v nvcc >/dev/null; then
+  job "CUDA build without a GPU" bash test/test_cuda_build.sh
+else
+  skip "CUDA build: nvcc is not on the PATH (install NVIDIA's CUDA toolkit, 12 or newer, and put its bin/ on the PATH)"
 fi
-gather
+job "data parallel / ZeRO under mpirun" bash test/test_zero.sh
+[ -n "$HAVE_TORCH" ] && job "${after_emu[@]}" "training runs vs PyTorch" bash test/test_reference.sh  # 3 ranks under mpirun
+job "tensor parallelism under mpirun" bash test/test_tp.sh
+[ -n "$HAVE_TORCH" ] && job "Muon vs its numpy reference" bash test/test_muon.sh
+job "1F1B pipeline under mpirun" bash test/test_pipeline.sh
+if [ -n "$HAVE_GPT2" ] && [ -n "$HAVE_TEXT" ]; then
+  job "${after_emu[@]}" "multiple-choice evaluation (--eval-mc)" bash test/test_eval_mc.sh "$DATA"  # 2 ranks under mpirun
+fi
+[ -n "$HAVE_TORCH" ] && job "${after_emu[@]}" "Adafactor vs its numpy reference" bash test/test_adafactor.sh
+if [ -n "$HAVE_GPT2" ]; then
+  if [ -n "$HAVE_TEXT" ]; then
+    job "tinyshakespeare script" bash test/test_scripts.sh "$DATA"
+  else
+    skip "tinyshakespeare script: no $DATA/tinyshakespeare.txt (set DATA_DIR to a directory with it)"
+  fi
+fi
+# tokenizer.json (Hugging Face, byte-level BPE) against the tokenizers library; GPT-2's files and the text when present
+json_args=()
+[ -n "$HAVE_GPT2" ] && json_args=(--encoder "$DATA/gpt2_encoder.json" --merges "$DATA/gpt2_vocab.bpe")
+[ -n "$HAVE_TEXT" ] && json_args+=(--text "$DATA/tinyshakespeare.txt")
+[ -n "$HAVE_CUDA_H" ] && json_args+=(--train-gpt-emu ./train_gpt_emu)
+job "${after_emu[@]}" "tokenizer.json vs tokenizers" "$TORCH_PY" test/test_tokenizer_json.py --tokenize ./tokenize --train-gpt ./train_gpt_cpu "${json_args[@]}"
+job "headers that stand alone" bash test/test_headers.sh
+job "${after_emu[@]}" "a cluster's plan without the cluster (--dry-run --world)" bash test/test_tp_plan.sh
+job "Hugging Face Llama family (import, export, llm.c llama3 files)" "$TORCH_PY" test/test_hf_llama.py
+if [ -n "$HAVE_GPT2" ] && [ -n "$HAVE_TEXT" ]; then
+  job "${after_emu[@]}" "Hugging Face export and import" bash test/test_hf.sh "$DATA"
+else
+  skip "Hugging Face export and import, --eval-mc: no gpt2_encoder.json or tinyshakespeare.txt in $DATA (scripts/tinyshakespeare.sh downloads them into data/; then DATA_DIR=data make test)"
+fi
+job "${after_emu[@]}" "the Llama family at the command line (presets' counts and plan, bad input)" bash test/test_llama_cli.sh
+if [ -n "$HAVE_GPT2" ]; then
+  job "tokenizer vs tiktoken" "$PY" test/test_tokenizer.py --tokenize ./tokenize --encoder "$DATA/gpt2_encoder.json" \
+    --merges "$DATA/gpt2_vocab.bpe" "${text_args[@]}"
+fi
+run_queue
 
-# Alone, once the second lane is done: the suites that time things (watchdogs, signals, kills, daemons)
+# Alone, once the queue is done: the suites that time things (watchdogs, signals, kills, daemons)
 if [ -n "$HAVE_GPT2" ]; then
   # its --resume checks kill a run part way
   run_suite "corpora to shards (tokenize shards, scripts/fineweb.py)" "$PY" test/test_shards.py --tokenize ./tokenize \
