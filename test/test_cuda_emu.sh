@@ -3,8 +3,9 @@
 # on the emulated GPU of dev/cuda/emu (see the README), checked against independent references: the CPU build
 # (train_gpt.c) and PyTorch. Two groups run side by side (one per core):
 #   kernels: the emulator's own checks and the broken programs it must stop; every kernel against the CPU
-#            build's in three precisions (dev/cuda/kernels.cu), whole in the forward thread order and with the race
-#            detector, its edge shapes (check edges) in two other orders and with AddressSanitizer; the attention kernels against float64; generation with the key/value cache
+#            build's in three precisions (dev/cuda/kernels.cu), whole in the forward thread order, its edge shapes
+#            (check edges) in two other orders, with AddressSanitizer and with the race detector (with Muon's and the
+#            50k-row classifier's checks: test/cuda_emu_kernels.sh); the attention kernels against float64; generation with the key/value cache
 #            against the full-prefix forward (GPT-2 and the Llama family); the model against PyTorch;
 #   trainer: ./train_gpt_emu beside ./train_gpt_cpu: fp32, bf16, fp16 (and a real fp16 overflow), recompute levels,
 #            the matmul epilogues and the staged classifier on and off, thread orders, exact resume, checkpoints
