@@ -52,8 +52,10 @@ static void pp_recv(Pipeline *p, void *dst, size_t n, int peer, int tag) {
     timing_pop();
 }
 
-// Message tags: kind and micro-batch, so a mismatch is caught by MPI rather than read as data.
-static int pp_tag(int kind, int micro) { return micro * 2 + kind; }
+// Message tags: kind (0 activations, 1 their gradients, 2 a tied embedding's output gradient) and micro-batch, so a
+// mismatch is caught by MPI rather than read as data.
+enum { PP_MSG_ACT, PP_MSG_GRAD, PP_MSG_TIED, PP_MSG_KINDS };
+static int pp_tag(int kind, int micro) { return micro * PP_MSG_KINDS + kind; }
 
 // The forward of this stage's layers for the current slot.
 static void pp_stage_forward(Pipeline *p) {
@@ -113,6 +115,25 @@ static void pp_backward_graphed(Pipeline *p) {
     timing_hold(0);
 }
 
+// A tied embedding (zero_ties_ends: the token table is also the head) gets two parts of its gradient per micro-batch:
+// the head's at the output end and the lookup's at the input end. One process adds them into one buffer in the order
+// head 0, lookup 0, head 1, lookup 1, ... (each micro-batch's backward runs head to embedding), and float sums depend
+// on their order; so the output end adds both, in that order: the input end adds only its own tables (GPT-2's
+// positions) and sends the embedding output's gradient of micro-batch i (a stage message, PP_MSG_TIED); the output end
+// keeps the micro-batch's ids (it reads every micro-batch), runs backward i + 1 without the head's weight part, sends
+// its gradient on, and only then receives lookup i, adds it and the deferred head part (model_head_backward_parts),
+// so that its wait overlaps the other stages' backward of i; the last lookup after the schedule. Waiting there
+// deadlocks nothing: lookup i needs only backwards of i, which the output end has done. zero_sum_tied then hands the
+// sum to the input end.
+static int pp_tied(const Pipeline *p) { return p->stages > 1 && zero_ties_ends(p->z); }
+
+static void pp_tied_lookup(Pipeline *p, const int *ids, int i, size_t n, int B, int T) {
+    Model *m = p->z->model;
+    pp_recv(p, model_stage_grad(m), n, 0, pp_tag(PP_MSG_TIED, i));
+    timing_phase(PH_BACKWARD);
+    model_embed_backward_tokens(m, ids, B, T);
+}
+
 // One optimizer step's micro-batches through the pipeline, accumulating gradients. Each forward
 // reads the next micro-batch from `loader` on every stage (the first needs its inputs, the last its
 // targets, the others keep their position in step). The last stage's heads queue their losses for
@@ -122,13 +143,14 @@ static void pp_run_step(Pipeline *p, DataLoader *loader, int micro, int B, int T
     size_t n = pp_message_count(m, B, T);
     PPOp *ops = (PPOp *)mallocCheck((size_t)6 * micro * sizeof(PPOp));
     int nops = pp_schedule(p->stage, p->stages, micro, ops);
-    int last = p->stages - 1, graphed = pp_graphed(p);
+    int last = p->stages - 1, graphed = pp_graphed(p), tied = pp_tied(p), BT = B * T;
+    int *ids = tied && p->stage == last ? (int *)mallocCheck(2 * (size_t)BT * sizeof(int)) : NULL;  // micro-batches i, i - 1
     p->wait_s = 0.0;
     for (int k = 0; k < nops; k++) {
         int i = ops[k].micro;
         model_use_slot(m, i % p->slots);
         switch (ops[k].kind) {
-            case PP_RECV_ACT: pp_recv(p, model_stage_input(m, B, T), n, p->stage - 1, pp_tag(0, i)); break;
+            case PP_RECV_ACT: pp_recv(p, model_stage_input(m, B, T), n, p->stage - 1, pp_tag(PP_MSG_ACT, i)); break;
             case PP_FWD:
                 timing_phase(PH_DATA);
                 dataloader_next(loader);
@@ -139,26 +161,35 @@ static void pp_run_step(Pipeline *p, DataLoader *loader, int micro, int B, int T
                     break;
                 }
                 if (p->stage == 0) zero_embed_forward(p->z, loader->inputs, B, T);
+                if (ids) memcpy(ids + (size_t)(i % 2) * BT, loader->inputs, (size_t)BT * sizeof(int));
                 pp_stage_forward(p);
                 if (p->stage == last) zero_head_forward(p->z, loader->targets, dloss);
                 break;
-            case PP_SEND_ACT: pp_send(p, model_stage_output(m), n, p->stage + 1, pp_tag(0, i)); break;
-            case PP_RECV_GRAD: pp_recv(p, model_stage_grad(m), n, p->stage + 1, pp_tag(1, i)); break;
+            case PP_SEND_ACT: pp_send(p, model_stage_output(m), n, p->stage + 1, pp_tag(PP_MSG_ACT, i)); break;
+            case PP_RECV_GRAD: pp_recv(p, model_stage_grad(m), n, p->stage + 1, pp_tag(PP_MSG_GRAD, i)); break;
             case PP_BWD:
                 timing_phase(PH_BACKWARD);
                 if (graphed) {
                     pp_backward_graphed(p);
                     break;
                 }
-                if (p->stage == last) model_head_backward(m);
+                if (p->stage == last) model_head_backward_parts(m, ids ? HEAD_INPUT : HEAD_INPUT | HEAD_WEIGHTS);
                 pp_stage_backward(p);
-                if (p->stage == 0) zero_embed_backward(p->z);
+                if (p->stage == 0) zero_embed_backward_tables(p->z, !tied);
+                if (p->stage == 0 && tied) pp_send(p, model_stage_grad(m), n, last, pp_tag(PP_MSG_TIED, i));
                 break;
-            case PP_SEND_GRAD: pp_send(p, model_stage_grad(m), n, p->stage - 1, pp_tag(1, i)); break;
+            case PP_SEND_GRAD:
+                pp_send(p, model_stage_grad(m), n, p->stage - 1, pp_tag(PP_MSG_GRAD, i));
+                if (!ids) break;
+                if (i > 0) pp_tied_lookup(p, ids + (size_t)((i - 1) % 2) * BT, i - 1, n, B, T);
+                model_head_backward_parts(m, HEAD_WEIGHTS);  // after lookup i - 1, in this micro-batch's slot
+                break;
         }
     }
+    if (ids) pp_tied_lookup(p, ids + (size_t)((micro - 1) % 2) * BT, micro - 1, n, B, T);
     pp_wait_sends(p);
     free(ops);
+    free(ids);
 }
 
 // A forward without backward (validation, sampling): the micro-batch goes through every stage in
@@ -171,10 +202,10 @@ static float pp_forward_only_docs(Pipeline *p, const int *inputs, const int *tar
     model_use_slot(m, 0);
     model_doc_starts(m, doc_start, B, T);
     if (p->stage == 0) zero_embed_forward(p->z, inputs, B, T);
-    else pp_recv(p, model_stage_input(m, B, T), n, p->stage - 1, pp_tag(0, 0));
+    else pp_recv(p, model_stage_input(m, B, T), n, p->stage - 1, pp_tag(PP_MSG_ACT, 0));
     pp_stage_forward(p);
     float loss = 0.0f;
-    if (p->stage < last) pp_send(p, model_stage_output(m), n, p->stage + 1, pp_tag(0, 0));
+    if (p->stage < last) pp_send(p, model_stage_output(m), n, p->stage + 1, pp_tag(PP_MSG_ACT, 0));
     else {
         zero_head_forward(p->z, targets, 0.0f);
         loss = (float)model_take_loss(m);

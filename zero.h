@@ -386,14 +386,24 @@ static void zero_layer_backward(Zero *z, int l) {
     zero_drop_layer(z, l);
 }
 
-static void zero_embed_backward(Zero *z) {
-    model_embed_backward(z->model);
+// tokens 0: the position table's part alone, at a pipeline's input end whose token table the output end updates
+// (zero_ties_ends).
+static void zero_embed_backward_tables(Zero *z, int tokens) {
+    model_embed_backward_tables(z->model, tokens, z->model->cur_B, z->model->cur_T);
     if (z->stage >= 2) zero_bucket_done(z, 0, z->grads);
 }
+static void zero_embed_backward(Zero *z) { zero_embed_backward_tables(z, 1); }
 
-// --pp: the gradients of the outer tensors both ends use (a tied embedding: the first stage's lookup plus the
-// last's classifier) summed over the two end stages, runs adjacent where every outer tensor is held in one call (so
-// both ends, whose units pack different tensors around them, make the same calls).
+// --pp: whether this end stage holds an outer tensor both ends use (the table's ends: a tied embedding, the input end's
+// lookup and the output end's classifier). Then the output end adds both parts, in one process's order (pipeline.h):
+// the input end adds only its own tables (model_embed_backward_tables) and sends the embedding output's gradient.
+static int zero_ties_ends(const Zero *z) { return z->tied && model_ties_ends(&z->config); }
+
+// --pp: the gradients of the outer tensors both ends use (a tied embedding) made whole at both end stages, runs
+// adjacent where every outer tensor is held in one call (so both ends, whose units pack different tensors around
+// them, make the same calls). The output end holds the whole sum (pipeline.h adds the input end's lookup part there, in
+// one process's order), the input end zeros, so the sum is a copy bit for bit: x + 0 = x, and a gradient accumulated
+// from +0 is never -0.
 static void zero_sum_tied(Zero *z) {
     for (int i = 0; i < z->nruns; i++) {
         const ParamRun *r = &z->runs[i];

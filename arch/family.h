@@ -62,6 +62,16 @@ static int model_param_runs(const ModelConfig *c, ParamRun *runs) {
     return arch_param_runs(model_arch(c), &s, runs);
 }
 
+// Whether an outer tensor is used at both ends of the model (the table's ends: a tied embedding, the lookup's and the
+// head's), which a pipeline's end stages both hold (zero.h's zero_sum_tied, pipeline.h's order of its two parts).
+static int model_ties_ends(const ModelConfig *c) {
+    ParamRun *runs = (ParamRun *)mallocCheck(model_max_runs(c) * sizeof(ParamRun));
+    int n = model_param_runs(c, runs), tied = 0;
+    for (int i = 0; i < n; i++) tied |= runs[i].unit == 0 && runs[i].ends == ARCH_END_BOTH;
+    free(runs);
+    return tied;
+}
+
 // A model named by a descriptor: "dN" (GPT-2), "llama-dN" (a fresh Llama), or a Llama preset's name
 // (smollm-135m, llama-3.2-1b, tinyllama-1.1b, qwen2.5-0.5b: their published shapes and vocabularies). vocab_size is
 // the data's for the fresh ones. Returns 0 if `desc` is none of these (a model file, then).

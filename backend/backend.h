@@ -58,6 +58,7 @@ static size_t backend_device_capacity(void);                     // what the aut
 // the shared code calls carries the backend_ prefix.)
 // Weights and activations are floatX; LayerNorm statistics, losses, attention's saved state and every
 // parameter gradient are float. A backward accumulates (+=) into parameter gradients and overwrites dinp.
+// matmul_backward with dinp NULL makes the weight's (and bias's) gradient alone, with dweight NULL the input's alone.
 static void encoder_forward(floatX *out, const int *inp, const floatX *wte, const floatX *wpe, int B, int T, int C);
 static void encoder_backward(float *dwte, float *dwpe, const floatX *dout, const int *inp, int B, int T, int C);
 static void layernorm_forward(floatX *out, float *mean, float *rstd, const floatX *inp, const floatX *weight,
@@ -173,7 +174,8 @@ static void attention_gqa_backward(floatX *dqkv, const floatX *dout, const float
 static void attention_gqa_decode(floatX *out, const floatX *q, const floatX *kcache, const floatX *vcache, int t, int NH,
                                  int KV, int hd, const AttnMask *mask);
 // The encoder without a position table: encoder_forward/backward are called with wpe = NULL and dwpe = NULL
-// (out = wte[token] only); a build's encoder must accept that.
+// (out = wte[token] only); a build's encoder must accept that. encoder_backward(_vocab) with dwte = NULL adds the
+// position table's part alone (a pipeline's input end, whose tied token table the output end updates: pipeline.h).
 static void backend_decode_begin(void);  // generation starts: the weights hold still until backend_decode_end
 static void backend_decode_end(void);
 

@@ -22,11 +22,17 @@ static void encoder_forward(float *out, const int *inp, const float *wte, const 
         }
 }
 
-// Serial over tokens: two tokens may share an embedding row, and a fixed order keeps it deterministic.
+// Serial over tokens: two tokens may share an embedding row, and a fixed order keeps it deterministic. dwte NULL:
+// the position table's part alone (a pipeline's input end, where the output end adds a tied token table's: pipeline.h).
 static void encoder_backward(float *dwte, float *dwpe, const float *dout, const int *inp, int B, int T, int C) {
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             const float *d = dout + ((long)b * T + t) * C;
+            if (!dwte) {
+                float *dwp = dwpe + (long)t * C;
+                for (int i = 0; i < C; i++) dwp[i] += d[i];
+                continue;
+            }
             float *dwt = dwte + (long)inp[b * T + t] * C;
             if (!dwpe) {
                 for (int i = 0; i < C; i++) dwt[i] += d[i];

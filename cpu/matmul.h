@@ -100,13 +100,14 @@ static void matmul_forward(float *out, const float *inp, const float *weight, co
     }
 }
 
-// dinp = dout @ weight (overwritten: every caller's dinp is scratch); dweight, dbias += their sums.
+// dinp = dout @ weight (overwritten: every caller's dinp is scratch); dweight, dbias += their sums. dinp NULL: the
+// weight's gradient alone; dweight NULL: the input's alone (a tied head at a pipeline's output end: pipeline.h).
 static void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                             const float *weight, int N, int C, int OC) {
-    gemm(N, C, OC, dout, OC, 1, weight, C, 1, dinp, C, 1, 0);
+    if (dinp) gemm(N, C, OC, dout, OC, 1, weight, C, 1, dinp, C, 1, 0);
     // dweight^T (C, OC) += inp^T (C, N) @ dout (N, OC): walking dout by rows, not columns, keeps the
     // large operand streaming and the small one (inp) in cache
-    gemm(C, OC, N, inp, 1, C, dout, OC, 1, dweight, 1, C, 1);
+    if (dweight) gemm(C, OC, N, inp, 1, C, dout, OC, 1, dweight, 1, C, 1);
     if (dbias) {
 #pragma omp parallel for
         for (int o = 0; o < OC; o++) {

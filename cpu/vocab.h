@@ -35,7 +35,7 @@ static void encoder_backward_vocab(float *dwte, float *dwpe, const float *dout, 
         for (int t = 0; t < T; t++) {
             const float *d = dout + ((long)b * T + t) * C;
             int id = inp[b * T + t] - v0;
-            if (id >= 0 && id < vn) {
+            if (dwte && id >= 0 && id < vn) {  // dwte NULL: positions alone (encoder_backward)
                 float *dwt = dwte + (long)id * C;
                 for (int i = 0; i < C; i++) dwt[i] += d[i];
             }

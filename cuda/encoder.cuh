@@ -83,10 +83,8 @@ __global__ void encoder_backward_wpe_kernel(float *dwpe, const T *dout, int B, i
     dwpe[idx] += s;
 }
 
-// encoder_backward of the rows v0 .. v0 + vn - 1 of wte (encoder_backward_vocab's shard; encoder_backward's all).
-static void encoder_backward_rows(float *dwte, float *dwpe, const floatX *dout, const int *inp, int B, int T, int C,
-                                  int v0, int vn) {
-    const int BT = B * T;
+// The token table's part: the links, then one block per distinct token.
+static void encoder_backward_wte(float *dwte, const floatX *dout, const int *inp, int BT, int C, int v0, int vn) {
     static int *links = NULL, cap = 0;  // next and first, BT each; grows once, at the first step
     if (BT > cap) {
         if (links) cudaCheck(cudaFree(links));
@@ -98,6 +96,13 @@ static void encoder_backward_rows(float *dwte, float *dwpe, const floatX *dout, 
     WITH_X(LAUNCH(BT, 256, 0, main_stream, encoder_backward_wte_kernel<xt>)(dwte, (const xt *)dout, inp, links, links + BT,
                                                                            C, v0, vn));
     launchCheck();
+}
+
+// encoder_backward of the rows v0 .. v0 + vn - 1 of wte (encoder_backward_vocab's shard; encoder_backward's all). dwte
+// NULL: the position table's part alone (a pipeline's input end, where the output end adds a tied token table's).
+static void encoder_backward_rows(float *dwte, float *dwpe, const floatX *dout, const int *inp, int B, int T, int C,
+                                  int v0, int vn) {
+    if (dwte) encoder_backward_wte(dwte, dout, inp, B * T, C, v0, vn);
     if (!dwpe) return;  // no position table
     WITH_X(LAUNCH(ceil_div((long)T * C, 256), 256, 0, main_stream, encoder_backward_wpe_kernel<xt>)(dwpe, (const xt *)dout,
                                                                                           B, T, C));

@@ -230,11 +230,12 @@ static void matmul_backward_weight(float *dweight, float *dbias, const floatX *d
     if (dbias) column_sums(NULL, dbias, dout, NULL, NULL, NULL, N, OC);
 }
 
-// dinp = dout @ weight (overwritten), dweight += dout^T @ inp (fp32), dbias += column sums of dout.
+// dinp = dout @ weight (overwritten), dweight += dout^T @ inp (fp32), dbias += column sums of dout. dinp NULL: the
+// weight's gradient alone; dweight NULL: the input's alone (no bias gradient either: cpu/matmul.h).
 static void matmul_backward(floatX *dinp, float *dweight, float *dbias, const floatX *dout, const floatX *inp,
                             const floatX *weight, int N, int C, int OC) {
-    cublaslt_matmul(dinp, 0, weight, dout, NULL, C, N, OC, C, OC, C, 0, 0, 0.0f, NO_EPILOGUE);
-    matmul_backward_weight(dweight, dbias, dout, inp, N, C, OC);
+    if (dinp) cublaslt_matmul(dinp, 0, weight, dout, NULL, C, N, OC, C, OC, C, 0, 0, 0.0f, NO_EPILOGUE);
+    if (dweight) matmul_backward_weight(dweight, dbias, dout, inp, N, C, OC);
 }
 
 // matmul_backward of a layer whose input was gelu(pre): dinp = (dout @ weight) * gelu'(pre), the GELU backward in the

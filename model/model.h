@@ -432,36 +432,59 @@ static const float *model_logits(Model *m, int b, int t) {
     return m->tp_logits;
 }
 
-// Accumulates the head's gradients into the outer unit's and leaves dloss/d(last layer output).
-static void model_head_backward(Model *m) {
+// Accumulates the head's gradients into the outer unit's and leaves dloss/d(last layer output). Its two parts apart:
+// HEAD_INPUT, dloss/d(last layer output) and the final norm's gradients; HEAD_WEIGHTS, the classifier's gradient (a
+// tied embedding's head part, which a pipeline's output end adds later, after the lookup part before it: pipeline.h),
+// from the micro-batch's dloss/dlogits and final norm output, which stay in its slot until its next forward.
+enum { HEAD_INPUT = 1, HEAD_WEIGHTS = 2 };
+static void model_head_backward_parts(Model *m, int parts) {
     const ModelConfig *c = &m->config;
     int C = c->channels, Vp = (int)m->shape.dim[DIM_VP], BT = m->cur_B * m->cur_T;
+    int input = (parts & HEAD_INPUT) != 0, weights = (parts & HEAD_WEIGHTS) != 0;
     Block d = block_of(m, -1);
     OuterWeights o = outer_weights(m, model_weights(m, 0));
     OuterGrads g = outer_grads(m, m->ugrads[0]);
     ActivationTensors a = layer_acts(m, c->num_layers - 1);
     GradActTensors *ga = &m->ga;
-    PROF(MOD_HEAD, 2.0 * MATMUL_FLOPS(BT, C, Vp));
-    matmul_backward(ga->dlnf, g.head, NULL, a.logits, block_full_rows(m, a.lnf, BT), o.head, BT, C, Vp);
+    PROF(MOD_HEAD, (input + weights) * MATMUL_FLOPS(BT, C, Vp));
+    matmul_backward(input ? ga->dlnf : NULL, weights ? g.head : NULL, NULL, a.logits,
+                    weights ? block_full_rows(m, a.lnf, BT) : NULL, o.head, BT, C, Vp);
+    if (!input) { PROF(MOD_NONE, 0); return; }
     floatX *dlnf = block_sum_parts(m, ga->dlnf, BT);  // the vocabulary's parts of dlnf
     backend_zero_scratch(ga->dresidual, (size_t)BT * C * X_BYTES);
     PROF(MOD_LAYERNORM, 0);
     block_norm_backward(&d, ga->dresidual, g.lnfw, g.lnfb, dlnf, a.residual3, o.lnfw, a.lnf_mean, a.lnf_rstd, block_rows(m, BT));
     PROF(MOD_NONE, 0);
 }
+static void model_head_backward(Model *m) { model_head_backward_parts(m, HEAD_INPUT | HEAD_WEIGHTS); }
 
 static void model_layer_backward(Model *m, int l) { layer_backward(m, l, m->cur_B, m->cur_T); }
 
-static void model_embed_backward(Model *m) {
+// The embedding's backward: dloss/d(embedding output) in ga.dresidual added into the tables, the token table's rows by
+// the micro-batch's ids in m->inputs. tokens 0: the position table's part alone (GPT-2's; nothing for a family without
+// one), where a pipeline's output end adds the token table's, a tied one (model_embed_backward_tokens, pipeline.h).
+static void model_embed_backward_tables(Model *m, int tokens, int B, int T) {
     OuterGrads g = outer_grads(m, m->ugrads[0]);
+    float *dwte = tokens ? g.wte : NULL;
     PROF(MOD_EMBED, 0);
-    if (m->tp) {
-        tp_embedding_backward(m->tp, g.wte, g.wpe, m->tp_full, m->ga.dresidual, m->inputs, m->cur_B, m->cur_T, m->config.channels,
+    if (m->tp) {  // its rows' gather (--sp) runs either way: train/comm_count.h counts it at the input end
+        tp_embedding_backward(m->tp, dwte, g.wpe, m->tp_full, m->ga.dresidual, m->inputs, B, T, m->config.channels,
                               (int)m->shape.dim[DIM_VP]);
-    } else {
-        encoder_backward(g.wte, g.wpe, m->ga.dresidual, m->inputs, m->cur_B, m->cur_T, m->config.channels);
+    } else if (dwte || g.wpe) {
+        encoder_backward(dwte, g.wpe, m->ga.dresidual, m->inputs, B, T, m->config.channels);
     }
     PROF(MOD_NONE, 0);
+}
+static void model_embed_backward(Model *m) { model_embed_backward_tables(m, 1, m->cur_B, m->cur_T); }
+
+// --pp with a tied embedding, at the output end, which embeds nothing: the token table's part of micro-batch `inputs`'
+// embedding backward, its dloss/d(embedding output) received into ga.dresidual from the input end. The ids go into the
+// current slot's m->inputs, which this stage never reads otherwise.
+static void model_embed_backward_tokens(Model *m, const int *inputs, int B, int T) {
+    backend_tokens_from_host(m->inputs, inputs, B * T);
+    OuterGrads g = outer_grads(m, m->ugrads[0]);
+    if (g.wpe) internal_fault("the token table's backward alone at a stage that holds the position table");
+    model_embed_backward_tables(m, 1, B, T);
 }
 
 #endif

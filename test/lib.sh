@@ -72,7 +72,8 @@ ref_make() {
     && ok "$(tail -1 "$W/$name.ref.out")" || { bad "reference $name" "$(cat "$W/$name.ref.out")"; return 1; }
 }
 # ref_against SCRIPT NAME LABEL TOL-ARRAY-NAME LAUNCH... -- FLAGS...: runs LAUNCH with the recipe's flags and FLAGS,
-# then test/SCRIPT compares its log and checkpoint with the reference within the tolerances of the array named
+# then test/ref_compare.py compares its log and checkpoint with SCRIPT's reference within the tolerances of the array
+# named (numpy alone: the reference's torch import, ~2 CPU s, is paid once per reference, not once per run)
 ref_against() {
   local script=$1 name=$2 label=$3 tol=$4; shift 4
   local launch=() run="$W/$name.$(tr -c 'a-z0-9\n' _ <<<"$label")"
@@ -83,7 +84,7 @@ ref_against() {
   "${launch[@]}" "${args[@]}" "$@" --log "$run.jsonl" -o "$run" -n 1000 > "$run.out" 2>&1 \
     || { bad "$label: the run failed" "$(tail -5 "$run.out")"; return; }
   local out
-  out=$("$TORCH_PY" "test/$script" compare --out-dir "$W/$name" --log "$run.jsonl" --ckpt-dir "$run" --label "$label: " "${!tolv}" 2>&1)
+  out=$("$TORCH_PY" test/ref_compare.py --out-dir "$W/$name" --log "$run.jsonl" --ckpt-dir "$run" --label "$label: " "${!tolv}" 2>&1)
   while IFS= read -r line; do
     case "$line" in PASS\ *) ok "${line#PASS }" ;; FAIL\ *) bad "${line#FAIL }" ;; *) echo "$line" ;; esac
   done <<<"$out"

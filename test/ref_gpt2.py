@@ -32,13 +32,13 @@ import torch
 
 DT = torch.float64
 
-MODEL_MAGIC = 20240326
 MODEL_VERSION = 3
 REF_MAGIC = 20240327
 REF_VERSION = 100
 
-PARAM_NAMES = ["wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
-               "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# the model file's magic and its tensors in the file's order, as test/ref_compare.py reads them back
+from ref_compare import MODEL_MAGIC, PARAM_NAMES  # noqa: E402
 # tensors that get weight decay (matmul weights and embeddings)
 DECAY = {"wte", "wpe", "qkvw", "attprojw", "fcw", "fcprojw"}
 

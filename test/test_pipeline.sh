@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_pipeline.sh: 1F1B pipeline parallelism on the CPU build under mpirun. --pp 2 and --pp 4 with 8
 # micro-batches, and --pp 2 x 2 data-parallel ranks at ZeRO-1, each give the same 10 losses (1e-5
-# relative, and gradient norms), validation losses, samples and final parameters as one process; recompute works per stage; a checkpoint taken
+# relative, and gradient norms), validation losses, samples and final parameters as one process, --pp 2 x 1 rank bit
+# for bit (tied GPT-2 and llama-d4, an untied Llama); recompute works per stage; a checkpoint taken
 # with stages resumes with other stages or none; every rank allocates its stage's plan (the end stages holding only the
 # outer tensors they use); the measured bubble is logged beside the formula.
 source "$(dirname "$0")/lib.sh"
@@ -51,6 +52,15 @@ for layout in "2 1 0 8 0" "4 1 0 8 3" "2 2 1 4 0"; do
   # every rank, the end stages' own outer tensors included (the last stage's: the final norm, the tied embedding)
   dry_matches "$name" $((pp * dp)) "$W/pp$pp$dp.jsonl" "${common[@]}" --pp $pp -z $z --grad-accum $A -r $rc
 done
+# a tied embedding at 2 stages x 1 rank: bit for bit (the output end adds the lookup's part of its gradient after each
+# head's, in one process's order: pipeline.h), the logged losses and norms and the final model file
+sums() { grep -o '"loss": [^,]*, [^,]*, "norm": [^,]*' "$1"; }
+bits() {  # bits LABEL REF RUN MODEL_FILE: the logged losses and norms the same text, the final model files the same bytes
+  [ -n "$(sums "$2.jsonl")" ] && [ "$(sums "$2.jsonl")" = "$(sums "$3.jsonl")" ] && cmp -s "$2/$4" "$3/$4" \
+    && ok "$1 --pp 2 bit-identical to one process: $(sums "$2.jsonl" | wc -l) losses and norms as logged, the final model file byte for byte" \
+    || bad "$1 --pp 2 bit for bit" "$(diff <(sums "$2.jsonl") <(sums "$3.jsonl") | head -4) $(cmp "$2/$4" "$3/$4" 2>&1)"
+}
+bits "GPT-2 d4 (tied)" "$W/ref" "$W/pp21" model_00000010.bin
 # the Llama family (llama-d4): 2 stages, and 2 stages x 2 data-parallel ranks at ZeRO-1, train like one process and
 # stage 0 allocates its plan
 lcommon=(-e llama-d4 -b 2 -t 32 -x 6 -v 0 -s 0 -l 1e-3 -u 2)
@@ -67,6 +77,7 @@ for layout in "2 1 0 4" "2 2 1 2"; do
   [ "$a" = 1 ] && ok "$name: stage 0 allocates what its plan says" || bad "$name: allocation vs plan"
   dry_matches "$name" $((pp * dp)) "$W/lpp$pp$dp.jsonl" "${lcommon[@]}" --pp $pp -z $z --grad-accum $A
 done
+bits "llama-d4 (tied)" "$W/lref" "$W/lpp21" model_00000006.bin
 # an untied head (test/llama_model.py: GQA 4:1, QK-norm, q/k/v bias): each end stage holds only the outer tensors it
 # uses (issue 48), the first wte, the last the final norm and lm_head, so nothing is summed between them. 2 stages, and
 # x 2 ranks at ZeRO-0 and -1, train like one process (the final model file's lm_head too, which only the last stage
@@ -88,11 +99,7 @@ if $PY test/llama_model.py "$W/untied.bin" 4 1; then
       || bad "$name: validation and samples vs one process" "$r"
     dry_matches "$name" $((pp * dp)) "$W/upp$dp$z.jsonl" "${ucommon[@]}" --pp $pp -z $z --grad-accum $A
   done
-  sums() { grep -o '"loss": [^,]*, [^,]*, "norm": [^,]*' "$1"; }
-  [ -n "$(sums "$W/uref.jsonl")" ] && [ "$(sums "$W/uref.jsonl")" = "$(sums "$W/upp10.jsonl")" ] \
-    && cmp -s "$W/uref/model_00000006.bin" "$W/upp10/model_00000006.bin" \
-    && ok "untied Llama --pp 2 bit-identical to one process: 6 losses and norms as logged, the final model file byte for byte" \
-    || bad "untied Llama --pp 2 bit for bit" "$(diff <(sums "$W/uref.jsonl") <(sums "$W/upp10.jsonl")) $(cmp "$W/uref/model_00000006.bin" "$W/upp10/model_00000006.bin")"
+  bits "untied Llama" "$W/uref" "$W/upp10" model_00000006.bin
   for l in "1 4 upp21" "2 4 upp21" "2 4 uref"; do
     set -- $l
     d="$W/uresume$1$3"; mkdir -p "$d"; cp "$W/$3/model_00000003.bin" "$W/$3/state_00000003.bin" "$d/"

@@ -72,8 +72,8 @@ compose "GPT-2 d4 --tp 2 --sp 0 x 2 ranks, ZeRO-2, accumulation 2, recompute 1" 
 compose "MQA tied llama-d4 --tp 2 x --pp 2, accumulation 2, recompute 2" llama-d4 2 --tp 2 --pp 2 --grad-accum 2 -r 2
 # --timing splits comm by axis (issue 50): --tp 2 x --pp 2 on 4 ranks, rank 0 (stage 0) has TP time and the pipeline's
 # waiting apart, every axis's bytes beside its time; the axes add up to comm and the phases to the step; TP's bytes
-# are the TP collectives' own count (tp_bytes), and stage 0 receives what it sends (activations out, their
-# gradients back: B T C floats per micro-batch, halved by --sp)
+# are the TP collectives' own count (tp_bytes), and stage 0 sends twice what it receives (activations out, their
+# gradients back: B T C floats per micro-batch, halved by --sp; and the tied embedding's output gradient out: pipeline.h)
 out=$("${MPI[@]}" -np 4 $BIN -e llama-d4 -b 4 -t 32 -x 2 -v 0 -s 0 --tp 2 --pp 2 --grad-accum 2 --timing --log "$W/axes.jsonl" 2>&1)
 r=$($PY - "$W/axes.jsonl" <<'PYEOF'
 import json, sys
@@ -83,7 +83,7 @@ for d in rows:
     a, b, t = d["comm_ms"], d["comm_bytes"], d["time_ms"]
     ok &= a["tp"] > 0 and a["pipe_wait"] > 0 and a["pipe_send"] >= 0 and b["gather"] == 0
     ok &= abs(sum(a.values()) - t["comm"]) <= 0.01 * t["comm"] + 0.05 and abs(sum(t.values()) - d["ms"]) <= 0.05 * d["ms"]
-    ok &= b["tp"] == sum(d["tp_bytes"].values()) and b["pipe_send"] == b["pipe_wait"] == 2 * 4 * 32 * 256 * 4 // 2
+    ok &= b["tp"] == sum(d["tp_bytes"].values()) and b["pipe_send"] == 2 * b["pipe_wait"] == 2 * 2 * 4 * 32 * 256 * 4 // 2
     msg.append(f"step {d['step']}: tp {a['tp']:.1f} ms {b['tp']:.0f} B, pipe wait {a['pipe_wait']:.1f} ms, send {a['pipe_send']:.1f} ms "
                f"{b['pipe_send']:.0f} B, of comm {t['comm']:.1f} ms")
 print("; ".join(msg)); sys.exit(0 if ok else 1)

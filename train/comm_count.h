@@ -46,6 +46,8 @@ static double comm_count_tp_micro(const CommLayout *c, int s) {
     double bytes = layers * (fwd + bwd + again);
     if (s == 0) bytes += btc + (sp ? btc : 0.0);
     if (s == c->pp - 1) bytes += (sp ? 2 * btc : 0.0) + btc + (double)c->tp * BT * sizeof(float) + 2 * BT * sizeof(float);
+    // a tied embedding's lookup part, added at the output end (pipeline.h): the embedding's gradient rows gathered there too
+    if (s == c->pp - 1 && c->pp > 1 && sp && model_ties_ends(c->mc)) bytes += btc;
     return bytes;
 }
 
@@ -123,10 +125,14 @@ static void comm_count_step(const CommLayout *c, int s, double bytes[NUM_AXES]) 
     plan_stage(&l, c->first, c->pp, s, c->A, holds);  // the units the stage holds, as the run's plan and zero.h have them
     for (int u = 0; u < nu; u++) usize[u] = zero_unit_size(&slice, u, holds);
     if (c->tp > 1) bytes[AX_TP] = c->A * comm_count_tp_micro(c, s) + comm_count_tp_sums(c, &slice, usize);
-    if (c->pp > 1) {  // 1F1B: every micro-batch's activations to the next stage and their gradients back
+    if (c->pp > 1) {  // 1F1B: every micro-batch's activations to the next stage and their gradients back (pipeline.h)
         double msg = (double)(c->tp > 1 && c->sp ? c->B * c->T / c->tp : c->B * c->T) * c->mc->channels * c->x_bytes;
         int links = (s > 0) + (s < c->pp - 1);
         bytes[AX_PIPE_SEND] = bytes[AX_PIPE_WAIT] = (double)c->A * links * msg;
+        if (model_ties_ends(c->mc)) {  // a tied embedding: each micro-batch's lookup gradient from the input end to the output end
+            if (s == 0) bytes[AX_PIPE_SEND] += c->A * msg;
+            if (s == c->pp - 1) bytes[AX_PIPE_WAIT] += c->A * msg;
+        }
     }
     comm_count_zero(c, s, &slice, holds, usize, bytes);
     // the step's loss over the world and the norm's sum over the stages, a double each
