@@ -162,10 +162,15 @@ EMU_OBJS = build/emu/emu.o build/emu/emu_threads.o build/emu/emu_blocks.o build/
 # ASan build of dev/cuda/kernels.cu was the longest compile of `make test` (over 11 CPU minutes)
 EMU_ASAN = -fsanitize=address -fno-omit-frame-pointer -O1 -g1
 EMU_RACE = -fsanitize=thread -g1 -O1
+# -O1 (after EMU_OPT's -O2) for the kernel checks' plain programs (kernels.cu, attention.cu): their run time is the
+# emulator's runtime (built at -O2) and the host references, so -O1 ran `kernels_emu check edges` in 25.8 CPU s
+# against -O2's 24.8 and `attention_emu check orders` in 26.9 against 26.9, and compiled each in 46 and 44 CPU s
+# against 123 and 128 (issue 52, a 2-core machine)
+EMU_CHECK_OPT = -O1
 EMU_LINK = $(MPI_LDFLAGS) -lgomp $(URING_LIBS)
 # the emulated build's configuration stamp (see .build-cpu above): Open MPI appearing after a first build
 # changes EMU_FLAGS and EMU_LINK, and every emulator object and binary is rebuilt with it
-EMU_CONFIG := cxx $(EMU_CXX) $(shell $(EMU_CXX) -dumpfullversion 2>/dev/null) | flags $(EMU_FLAGS) | asan $(EMU_ASAN) | race $(EMU_RACE) | link $(EMU_LINK) | deps $(DEPDIR)
+EMU_CONFIG := cxx $(EMU_CXX) $(shell $(EMU_CXX) -dumpfullversion 2>/dev/null) | flags $(EMU_FLAGS) | checks $(EMU_CHECK_OPT) | asan $(EMU_ASAN) | race $(EMU_RACE) | link $(EMU_LINK) | deps $(DEPDIR)
 ifneq ($(file <.build-emu),$(EMU_CONFIG))
 $(file >.build-emu,$(EMU_CONFIG))
 endif
@@ -183,9 +188,9 @@ test/test_gpt2_emu: test/test_gpt2.c $(EMU_OBJS) .build-emu
 test/test_generate_emu: test/test_generate.c $(EMU_OBJS) .build-emu
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $(DEPFLAGS) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
 dev/cuda/kernels_emu: dev/cuda/kernels.cu $(EMU_OBJS) .build-emu
-	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $(DEPFLAGS) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
+	$(EMU_CXX) $(EMU_FLAGS) $(EMU_CHECK_OPT) $(EMU_DEV) $(DEPFLAGS) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
 dev/cuda/attention_emu: dev/cuda/attention.cu $(EMU_OBJS) .build-emu
-	$(EMU_CXX) $(EMU_FLAGS) $(EMU_DEV) $(DEPFLAGS) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
+	$(EMU_CXX) $(EMU_FLAGS) $(EMU_CHECK_OPT) $(EMU_DEV) $(DEPFLAGS) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)
 # instrumented for the race detector only (no ThreadSanitizer runtime: the hooks are the emulator's)
 train_gpt_emu_race: train_gpt.cu $(EMU_OBJS) .build-emu
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_RACE) $(EMU_DEV) $(DEPFLAGS) $< -x none $(EMU_OBJS) -o $@ $(EMU_LINK)

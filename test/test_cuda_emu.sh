@@ -3,8 +3,9 @@
 # on the emulated GPU of dev/cuda/emu (see the README), checked against independent references: the CPU build
 # (train_gpt.c) and PyTorch. Two groups run side by side (one per core):
 #   kernels: the emulator's own checks and the broken programs it must stop; every kernel against the CPU
-#            build's in three precisions (dev/cuda/kernels.cu), whole in the forward thread order and with the race
-#            detector, its edge shapes (check edges) in two other orders and with AddressSanitizer; the attention kernels against float64; generation with the key/value cache
+#            build's in three precisions (dev/cuda/kernels.cu), whole in the forward thread order, its edge shapes
+#            (check edges) in two other orders, with AddressSanitizer and with the race detector (with Muon's and the
+#            50k-row classifier's checks: test/cuda_emu_kernels.sh); the attention kernels against float64; generation with the key/value cache
 #            against the full-prefix forward (GPT-2 and the Llama family); the model against PyTorch;
 #   trainer: ./train_gpt_emu beside ./train_gpt_cpu: fp32, bf16, fp16 (and a real fp16 overflow), recompute levels,
 #            the matmul epilogues and the staged classifier on and off, thread orders, exact resume, checkpoints
@@ -21,6 +22,7 @@ source "$(dirname "$0")/cuda_emu_muon.sh"  # muon_runs
 source "$(dirname "$0")/cuda_emu_attention.sh"  # attn_bwd_v3_runs
 source "$(dirname "$0")/cuda_emu_fp16.sh"  # fp16_overflow
 source "$(dirname "$0")/cuda_emu_zero3.sh"  # zero3_runs
+source "$(dirname "$0")/cuda_emu_kernels.sh"  # kernels
 source "$(dirname "$0")/cuda_emu_epilogues.sh"  # epilogues
 EMU=./train_gpt_emu
 TORCH_PY=${TORCH_PYTHON:-/usr/bin/python3}
@@ -58,78 +60,6 @@ generation() {
     [ $rc -eq 0 ] && ok "generation with the key/value cache ($p${gl:+, the Llama family}) vs the full-prefix forward: $(summary "$out")" \
       || bad "generation with the key/value cache ($p)" "$(grep -E 'FAIL|cuda-emu|error' <<<"$out")"
   done
-}
-
-kernels() {
-  local out rc; mark start
-  # the emulator itself: its checks, then programs a GPU would hang on, fault on or get wrong
-  out=$(./dev/cuda/emu/selftest ok 2>&1); rc=$?
-  [ $rc -eq 0 ] && ok "emulator self-checks (shuffles, votes, barriers, NaN fill, limits, cp.async, ldmatrix, cuBLASLt): $(summary "$out")" \
-    || bad "emulator self-checks" "$(grep -E 'FAIL|cuda-emu' <<<"$out")"
-  local cases=("exited-lane:has exited while lanes" "different-collectives:are at different collectives"
-    "barrier-skipped:is not reached by every thread" "deadlock:deadlock: no thread can go on"
-    "shfl-unnamed:which the mask 0x0000ffff does not name"
-    "host-pointer:neither device memory nor pinned" "copy-past-end:past the end of its allocation"
-    "race@race:data race on a static __shared__ variable" "out-of-bounds@race:not allocated device memory"
-    "cp-async-no-wait:exits with 1 cp.async copy in flight (committed, never waited for)"
-    "cp-async-uncommitted:(some never committed)" "cp-async-no-barrier@race:data race on dynamic shared memory"
-    "block-cycle:deadlock between blocks: 2 live blocks" "block-successor:TRAIN_GPT_EMU_RESIDENT=1 are live"
-    "block-no-release@race:no kernel boundary or release/acquire pair" "block-no-acquire@race:no kernel boundary or release/acquire pair"
-    "graph-freed:replays node 0 (write_through) on device memory" "graph-freed-copy:freed since the graph was captured: by cudaFree")
-  for c in "${cases[@]}"; do
-    local mode=${c%%:*} want=${c#*:} bin=./dev/cuda/emu/selftest
-    [ "${mode#*@}" != "$mode" ] && bin=./dev/cuda/emu/selftest_race && mode=${mode%@*}
-    out=$($bin "$mode" 2>&1); rc=$?
-    [ $rc -ne 0 ] && grep -qF -- "$want" <<<"$out" && ok "the emulator stops $mode: $(grep -m1 -o 'cuda-emu: .*' <<<"$out" | cut -c1-150)" \
-      || bad "the emulator must stop $mode (exit $rc)" "$out"
-  done; mark "the emulator's own checks"
-  # blocks that wait on each other (cuda/block_order.cuh): in every block order, and ordered for the race detector
-  local bo="" brc=0
-  for order in forward reverse random:5; do
-    out=$(TRAIN_GPT_EMU_ORDER=$order ./dev/cuda/emu/selftest blocks 2>&1) || brc=1
-    bo+="$order: $(summary "$out"); "
-  done
-  out=$(./dev/cuda/emu/selftest_race blocks 2>&1) || brc=1
-  bo+="race build: $(summary "$out")"
-  [ $brc -eq 0 ] && ok "blocks that take turns through a counter, in every block order and under the race detector: $bo" \
-    || bad "blocks that take turns through a counter" "$bo"
-  # every kernel against the CPU build's, fp32/bf16/fp16, six shapes, and the Llama family's (cuda/norms.cuh, cuda/rope.cuh,
-  # cuda/activations.cuh, grouped-query attention and decode) against cpu/norms.h, cpu/rope.h, cpu/activations.h: the
-  # whole check in the forward order and under the race detector (every access of every thread); in two other thread
-  # orders (a result that changes with the order is a race) and under AddressSanitizer, `check edges`: the kernels whose
-  # threads share data, at the shapes of their edges (kernels.cu says which; the update's element-wise kernels and the
-  # aligned shapes add nothing there)
-  local set
-  for order in forward reverse random:11; do
-    set=edges; [ $order = forward ] && set=""
-    out=$(TRAIN_GPT_EMU_ORDER=$order ./dev/cuda/kernels_emu check $set 2>&1); rc=$?
-    [ $rc -eq 0 ] && ok "kernels vs the CPU build's, threads in $order order${set:+ (check $set)}: $(summary "$out")" \
-      || bad "kernels vs the CPU build's ($order order${set:+, check $set})" "$(grep -E 'FAIL|cuda-emu|error' <<<"$out")"
-  done
-  [ -n "${VERBOSE:-}" ] && echo "$out" | sed 's/^/    /'; mark "kernels in three thread orders (two of them check edges)"
-  out=$(./dev/cuda/kernels_emu_race check 2>&1); rc=$?
-  [ $rc -eq 0 ] && ok "kernels under the race detector (shared and device memory, every access): $(summary "$out")" \
-    || bad "kernels under the race detector" "$(grep -E 'FAIL|cuda-emu|error' <<<"$out")"; mark "kernels under the race detector"
-  out=$(ASAN_OPTIONS=detect_leaks=0 ./dev/cuda/kernels_emu_asan check edges 2>&1); rc=$?
-  [ $rc -eq 0 ] && ok "kernels under AddressSanitizer (check edges): $(summary "$out")" \
-    || bad "kernels under AddressSanitizer" "$(grep -E 'FAIL|ERROR|cuda-emu|error' <<<"$out" | head -5)"; mark "kernels under AddressSanitizer (check edges)"
-  # the attention kernels against float64 at every head size, T up to 256, multi-head and grouped-query (4:1, 2:1, MQA);
-  # every mask (causal, document, window, both) with each KV-stationary backward instantiation, the tiles each visits
-  out=$(./dev/cuda/attention_emu check small 2>&1); rc=$?
-  [ $rc -eq 0 ] && ok "attention vs float64 (T <= 256, head sizes 16-128, GQA and MQA; every mask, the tiles visited = the visible ones): $(counts "$out")" \
-    || bad "attention vs float64: $(counts "$out"), exit $rc" "$(grep -vE '^PASS|^device' <<<"$out")"
-  # the 16-bit backwards whose blocks wait on each other (cuda/block_order.cuh), rerun (`check orders`: bf16, the shapes
-  # with most blocks) in reverse block order and one block resident: each line, bits included, one of the run above
-  local a0 a1 n1 arc=0 am=""
-  bits() { grep -oE '^(PASS|FAIL) .*bits [0-9a-f]+' | sed -E 's/\| rel err.*bits/bits/'; }
-  a0=$(bits <<<"$out")
-  for env in TRAIN_GPT_EMU_ORDER=reverse TRAIN_GPT_EMU_RESIDENT=1; do
-    a1=$(env $env ./dev/cuda/attention_emu check orders 2>&1) || { arc=1; am+="$env: exit status; "; }
-    n1=$(bits <<<"$a1" | grep -c .)
-    [ "$n1" -ge 15 ] && [ -z "$(bits <<<"$a1" | grep -vxF -f <(echo "$a0"))" ] || { arc=1; am+="$env: $n1 lines, other bits: $(bits <<<"$a1" | grep -vxF -f <(echo "$a0") | head -2); "; }
-  done
-  [ $arc -eq 0 ] && [ -n "$a0" ] && ok "attention's waiting backwards in reverse block order and one block resident: the same bits ($n1 checks each)" \
-    || bad "attention in other block orders" "$am$(grep -E 'FAIL|cuda-emu' <<<"$a1" | head -3)"; mark "attention in three block orders"
 }
 
 # The programs built with the trainer (test_gpt2.c, test_generate.c on the emulated GPU): generation with the key/value

@@ -744,15 +744,15 @@ int main(int argc, char **argv) {
         printf("%d passed, %d failed\n", passes, fails);
         return fails ? 1 : 0;
     }
-    // `check edges`: what the emulated suite runs again in other thread and block orders and under AddressSanitizer,
-    // after the whole check in the forward order and under the race detector. The layers' kernels (every kernel of
-    // check_all, the Llama family's, --tp's vocabulary kernels, the backend's reductions), each at the shapes that
-    // reach its edges: ragged T across tiles, head sizes 32, 48 (padded) and 128, C not a multiple of 64, B*T that no
-    // block size divides, LayerNorm's backward past 48 KiB of shared memory; and the update's ragged and misaligned
-    // segments (AdamW, the verdict). Left to the whole check: the aligned shapes (the test model's, GPT-2's head size
-    // 64 at T = 256, 2048 rows), the sharp 50k rows, Muon and the rounding statistics (256 updates of 4096 elements),
-    // whose threads share nothing that an order could change; the race detector checks every access of those in full
-    // (an access outside every allocation included).
+    // `check edges`: what the emulated suite runs again in other thread and block orders, under AddressSanitizer and
+    // (with `check muon` and `check classifier`) under the race detector, after the whole check in the forward order.
+    // The layers' kernels (check_all's, the Llama family's, --tp's vocabulary kernels, the backend's reductions), each
+    // at the shapes that reach its edges: ragged T across tiles, head sizes 32, 48 (padded) and 128, C not a multiple
+    // of 64, B*T that no block size divides, LayerNorm's backward past 48 KiB of shared memory; and the update's ragged
+    // and misaligned segments (AdamW, the verdict). Left to the whole check: the aligned shapes (the test model's,
+    // GPT-2's head size 64 at T = 256, 2048 rows), the sharp 50k rows, Muon and the rounding statistics (256 updates of
+    // 4096 elements), whose threads share nothing that an order could change; under the race detector, edges + muon +
+    // classifier launch the same 171 kernel instantiations as the whole check (counted 2026-12-07, issue 52).
     if (argc > 2 && strcmp(argv[2], "edges") == 0) {
         for (int i = 0; i < 3; i++) {
             x_prec = precs[i]; x_bytes = x_prec == PREC_FP32 ? 4 : 2;
