@@ -2,8 +2,8 @@
 # dev/cuda/emu/barrier_mutants.sh: does the emulated test matrix notice a missing barrier? Deletes each
 # __syncthreads(), __syncwarp() and __threadfence() of the CUDA build's kernels (cuda/*.cuh), and each call of
 # cuda/block_order.cuh's block_order_wait and block_order_release (a block's wait for its turn, the passing on), in turn and runs, on the mutant, what
-# make test-cuda-emu runs of the kernels: the race-detector build of the kernel checks, then the plain build in forward and in reverse
-# thread order. Prints one line per barrier saying which of them caught it, and a summary; exits non-zero if any
+# make test-cuda-emu runs of the kernels: the race-detector build of the kernel checks (check edges, muon, classifier),
+# then the plain build whole in forward thread order and check edges in another. Prints one line per barrier saying which of them caught it, and a summary; exits non-zero if any
 # deletion went unnoticed. Takes a few minutes per barrier on 2 cores (nice'd); not part of CI.
 #   bash dev/cuda/emu/barrier_mutants.sh            # every barrier
 #   bash dev/cuda/emu/barrier_mutants.sh cuda/attention_fp32.cuh:160 cuda/norms.cuh:95   # only these (file:line)
@@ -26,7 +26,8 @@ caught=0; missed=0
 for FL in "${lines[@]}"; do
   F=${FL%%:*} L=${FL#*:}
   rm -rf "$W/m" && mkdir -p "$W/m/build" "$W/m/dev"
-  cp -r ./*.h ./*.c ./*.cu Makefile test cuda $(ls -d cpu tokenizer 2>/dev/null) "$W/m/" && cp -r dev/cuda "$W/m/dev/" && cp -r build/emu "$W/m/build/"
+  # every tracked file as it is here (the layers' folders and what they include), and the emulator's objects
+  git ls-files -z | xargs -0 cp --parents -t "$W/m/" && cp -r build/emu "$W/m/build/"
   what=$(sed -n "${L}p" "$F" | sed -E 's/^ +//')
   sed -i -E "${L}s/$BARRIER/; \/* barrier deleted *\//" "$W/m/$F"
   if [ "${CHECKS:-kernels}" = attention ]; then bins="dev/cuda/attention_emu dev/cuda/attention_emu_race"; run="check small"
@@ -45,11 +46,18 @@ for FL in "${lines[@]}"; do
       [ -n "$out" ] && by+=("attention checks in $order order: $out")
     done
   else
-    out=$(cd "$W/m" && nice ./$race $run 2>&1)
-    [ $? -ne 0 ] && by+=("race detector: $(grep -m1 -oE 'cuda-emu: .{0,160}' <<<"$out" || grep -m1 FAIL <<<"$out")")
-    for order in forward reverse; do
-      out=$(cd "$W/m" && TRAIN_GPT_EMU_ORDER=$order nice ./$plain $run 2>&1)
-      [ $? -ne 0 ] && by+=("kernel checks in $order order: $(grep -m1 -E 'cuda-emu|FAIL' <<<"$out" | cut -c1-120)")
+    # as make test runs them (test/cuda_emu_kernels.sh): the race detector on check edges, muon and classifier (the
+    # kernel checks' own list: CHECKS=llama runs check llama), the plain build whole in the forward order and on
+    # check edges in another
+    rsets=("edges" "muon" "classifier"); [ "$run" = check ] || rsets=("${run#check }")
+    for set in "${rsets[@]}"; do
+      out=$(cd "$W/m" && nice ./$race check $set 2>&1)
+      [ $? -ne 0 ] && { by+=("race detector (check $set): $(grep -m1 -oE 'cuda-emu: .{0,160}' <<<"$out" || grep -m1 FAIL <<<"$out")"); break; }
+    done
+    for order in forward random:11; do
+      oset=$run; [ "$order" = forward ] || { [ "$run" = check ] && oset="check edges"; }
+      out=$(cd "$W/m" && TRAIN_GPT_EMU_ORDER=$order nice ./$plain $oset 2>&1)
+      [ $? -ne 0 ] && by+=("kernel checks in $order order ($oset): $(grep -m1 -E 'cuda-emu|FAIL' <<<"$out" | cut -c1-120)")
     done
   fi
   if [ ${#by[@]} -gt 0 ]; then
