@@ -111,13 +111,7 @@ def compare_gpt2(a, ref):
             C = rp.shape[-1] // 3
             keep[C:2 * C] = False
             rp, r0, rm, gp, gm = rp[..., keep], r0[..., keep], rm[..., keep], gp[..., keep], gm[..., keep]
-        ep = np.linalg.norm(gp - rp) / np.linalg.norm(rp - r0)
-        em = np.linalg.norm(gm - rm) / np.linalg.norm(rm)
-        worst_rel = max(worst_rel, (float(np.linalg.norm(gp - rp) / np.linalg.norm(rp)), n))
-        if a.verbose: print(f"    {n:9s} params {ep:.2e} of their movement, first moments {em:.2e}")
-        if ep > a.tol_param: bad_p.append(f"{n} {ep:.2e}")
-        if em > a.tol_moment: bad_m.append(f"{n} {em:.2e}")
-        worst_p, worst_m = max(worst_p, (ep, n)), max(worst_m, (em, n))
+        bad_p, bad_m, worst_p, worst_m, worst_rel = score_tensor(a, n, rp, r0, rm, gp, gm, bad_p, bad_m, worst_p, worst_m, worst_rel, 9)
     if a.tol_param_abs > 0:
         worst = max((float(np.abs(p[n] - ref["p_" + n]).max()), n) for n in GPT2_MUON)
         check(worst[0] <= a.tol_param_abs, f"every parameter of Muon's tensors ({', '.join(GPT2_MUON)}) within "
@@ -133,6 +127,18 @@ def compare_gpt2(a, ref):
           f"{worst_m[0]:.2e})" + ("; off: " + ", ".join(bad_m) if bad_m else ""))
     check(bool(np.all(p["wte"][V:] == 0)), "the padded vocabulary rows of wte stay exactly zero")
     return 1 if check.fails else 0
+
+
+def score_tensor(a, n, rp, r0, rm, gp, gm, bad_p, bad_m, worst_p, worst_m, worst_rel, width):
+    """One tensor against the reference: its parameters' error over their movement, its first moments' relative
+    error, its parameters' error over their size; the lists of tensors off and the worst of each, updated."""
+    ep = np.linalg.norm(gp - rp) / np.linalg.norm(rp - r0)
+    em = np.linalg.norm(gm - rm) / np.linalg.norm(rm)
+    worst_rel = max(worst_rel, (float(np.linalg.norm(gp - rp) / np.linalg.norm(rp)), n))
+    if a.verbose: print(f"    {n:{width}s} params {ep:.2e} of their movement, first moments {em:.2e}")
+    if ep > a.tol_param: bad_p.append(f"{n} {ep:.2e}")
+    if em > a.tol_moment: bad_m.append(f"{n} {em:.2e}")
+    return bad_p, bad_m, max(worst_p, (ep, n)), max(worst_m, (em, n)), worst_rel
 
 
 def compare_llama(a, ref):
@@ -153,13 +159,7 @@ def compare_llama(a, ref):
         off += k
         if n in ("wte", "lm_head"):
             pads_zero = pads_zero and bool(np.all(gp[V:] == 0))
-        ep = np.linalg.norm(gp - rp) / np.linalg.norm(rp - r0)
-        em = np.linalg.norm(gm - rm) / np.linalg.norm(rm)
-        worst_rel = max(worst_rel, (float(np.linalg.norm(gp - rp) / np.linalg.norm(rp)), n))
-        if a.verbose: print(f"    {n:10s} params {ep:.2e} of their movement, first moments {em:.2e}")
-        if ep > a.tol_param: bad_p.append(f"{n} {ep:.2e}")
-        if em > a.tol_moment: bad_m.append(f"{n} {em:.2e}")
-        worst_p, worst_m = max(worst_p, (ep, n)), max(worst_m, (em, n))
+        bad_p, bad_m, worst_p, worst_m, worst_rel = score_tensor(a, n, rp, r0, rm, gp, gm, bad_p, bad_m, worst_p, worst_m, worst_rel, 10)
     if a.tol_param_abs > 0:
         worst, off2 = (0.0, ""), 0
         for n in names:
