@@ -456,7 +456,7 @@ trainer() {
   local same=ok
   for rc in 1 2 3; do
     $EMU --precision bf16 "${common[@]}" -x 2 -r $rc --log "$W/r$rc.jsonl" > "$W/r$rc.out" 2>&1
-    [ -s "$W/r$rc.jsonl" ] && [ "$(losses "$W/r$rc.jsonl")" = "$(losses "$W/bf16.jsonl" | head -n 2)" ] || same="$rc"
+    [ -s "$W/r$rc.jsonl" ] && [ "$(losses "$W/r$rc.jsonl")" = "$(losses "$W/bf16.jsonl" | sed -n 1,2p)" ] || same="$rc"
   done
   [ "$same" = ok ] && ok "bf16 recompute 1, 2 and 3: 2 losses and norms bit-identical to recompute 0's" || bad "bf16 recompute $same" "$(tail -3 "$W/r$same.out")"; mark "tf32, recompute"
   epilogues; mark epilogues
@@ -466,7 +466,7 @@ trainer() {
   # the order the emulator runs threads and blocks in must not change a bit
   for order in reverse random:7; do
     TRAIN_GPT_EMU_ORDER=$order $EMU --precision bf16 "${common[@]}" -x 2 --log "$W/o.jsonl" > "$W/o.out" 2>&1
-    [ -s "$W/o.jsonl" ] && [ "$(losses "$W/o.jsonl")" = "$(losses "$W/bf16.jsonl" | head -n 2)" ] \
+    [ -s "$W/o.jsonl" ] && [ "$(losses "$W/o.jsonl")" = "$(losses "$W/bf16.jsonl" | sed -n 1,2p)" ] \
       && ok "bf16 with threads and blocks in $order order: 2 losses bit-identical" || bad "bf16 in $order order" "$(tail -3 "$W/o.out")"
   done; mark "thread orders"
   # bf16 and fp16 are deterministic and resume bit for bit (4 steps, resumed from step 2's checkpoint)

@@ -321,12 +321,14 @@ PYEOF
 if [ -x ./train_gpt_emu ]; then
   a=(-e llama-3.1-8b -b 1 -t 8192 -d 524288 -s 0 --gpu h100 --dry-run --autotune-world 64)
   ./train_gpt_emu "${a[@]}" --log "$W/emu8b.jsonl" > "$W/emu8b.out" 2>&1; $BIN "${a[@]}" --log "$W/cpu8b.jsonl" > /dev/null 2>&1
-  before=$(ls -d /tmp/train_gpt_autotune.* 2>/dev/null)
-  head=$(timeout 300 ./train_gpt_emu --precision fp32 -b 2 -t 16 -d 32 --autotune --gpu a10 2>&1 | head -4)
-  for d in $(ls -d /tmp/train_gpt_autotune.* 2>/dev/null); do grep -qxF "$d" <<<"$before" || rm -rf "$d"; done  # the stopped tuner's
+  # (the stopped tuner's scratch directory under its own TMPDIR, gone with $W: a glob over /tmp would take another
+  # suite's tuner directory from under it while the queue runs the two side by side)
+  mkdir -p "$W/tune"
+  head=$(TMPDIR=$W/tune timeout 300 ./train_gpt_emu --precision fp32 -b 2 -t 16 -d 32 --autotune --gpu a10 2>&1 | head -4)
   n=$(grep -c tune_layout "$W/emu8b.jsonl")
   cmp -s "$W/emu8b.jsonl" "$W/cpu8b.jsonl" && [ "$n" -gt 30 ] && grep -qF "memory limit per rank 24.00 GiB (--gpu a10: an NVIDIA A10 24GB)" <<<"$head" \
-    && ok "the emulated CUDA build lists the CPU build's --gpu h100 layouts ($n rows, the same bytes), and --autotune --gpu a10 plans 24 GiB: $(grep "^autotune:" <<<"$head" | head -1 | cut -c1-120)" \
+    && compgen -G "$W/tune/train_gpt_autotune.*" > /dev/null \
+    && ok "the emulated CUDA build lists the CPU build's --gpu h100 layouts ($n rows, the same bytes), and --autotune --gpu a10 plans 24 GiB (its scratch under \$TMPDIR): $(grep "^autotune:" <<<"$head" | head -1 | cut -c1-120)" \
     || bad "the CUDA build's list and --autotune --gpu" "$n rows; $head; $(tail -2 "$W/emu8b.out")"
 else
   skip "the emulated CUDA build's list and --autotune --gpu: no ./train_gpt_emu (make test builds it where the CUDA toolkit's headers are)"

@@ -486,8 +486,11 @@ static int autotune_main(Run *r, int argc, char **argv) {
            "interleaved rounds, each run %d steps after a warm-up step (their median counts)\n",
            W > 1 ? " x ZeRO stage x pipeline stages x tensor-parallel degrees" : "",
            fit, levers, fit - levers, runs, TUNE_TIMED_STEPS);
-    char dir[] = "/tmp/train_gpt_autotune.XXXXXX";
-    if (!mkdtemp(dir)) fatal("--autotune: cannot make a scratch directory: %s", strerror(errno));
+    // the children's logs go to a scratch directory under $TMPDIR (/tmp when unset), as mkdtemp's users expect
+    const char *tmp = getenv("TMPDIR");
+    char dir[4096];
+    snprintf(dir, sizeof(dir), "%s/train_gpt_autotune.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir)) fatal("--autotune: cannot make a scratch directory %s: %s (set TMPDIR to a writable directory)", dir, strerror(errno));
     TuneCandidate *own = NULL;
     for (int i = 0; i < nc; i++)
         if (cs[i].ok && cs[i].same_b && cs[i].recompute == cfg->recompute && cs[i].zero == cfg->zero_stage && cs[i].pp == 1 &&
