@@ -260,7 +260,8 @@ for st, want in enumerate(row["comm_bytes"]):
     got = [{k: v / 2 for k, v in c.items()} for c in end[0]["comm_bytes_ranks"][st * per:(st + 1) * per]] if ok else []
     ok &= len(got) == per and all(g == want for g in got) and sum(want.values()) > 0
     ok &= f"  stage {st} (ranks {st * per}-{st * per + per - 1}): " + " | ".join(f"{k} {v:.0f}" for k, v in want.items()) in out
-    msgs.append(f"stage {st}'s {per} ranks " + ", ".join(f"{k} {v:.0f}" for k, v in want.items() if v))
+    msgs.append(f"stage {st}'s {per} ranks " + ", ".join(f"{k} {v:.0f}" for k, v in want.items() if v) +
+                "".join(f" (rank {st * per + i} counts {g})" for i, g in enumerate(got) if g != want))
 print("; ".join(msgs))
 sys.exit(0 if ok else 1)
 PYEOF
