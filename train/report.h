@@ -474,7 +474,8 @@ static void report_comm_ranks(Run *r) {
     printf0("comm bytes per step by stage (every rank's counters over %d step%s; %s):\n", n, n == 1 ? "" : "s",
             unlike ? "some ranks' steps differ, their mean shown" : "every step the same on every rank");
     for (int st = 0; st < r->pp_stages; st++) {
-        printf0("  stage %d (ranks %d-%d):", st, st * per_stage, (st + 1) * per_stage - 1);
+        if (per_stage == 1) printf0("  stage %d (rank %d):", st, st);
+        else printf0("  stage %d (ranks %d-%d):", st, st * per_stage, (st + 1) * per_stage - 1);
         for (int k = 0; k < NUM_AXES; k++) {
             double lo = INFINITY, hi = -INFINITY;
             for (int i = st * per_stage; i < (st + 1) * per_stage; i++) {
