@@ -226,10 +226,10 @@ counted() {  # counted LABEL LIST MODEL TP PP Z ARGS...: the list's row of that 
 import json, sys
 rows = [d['tune_layout'] for d in map(json.loads, open('$W/list.$lst.jsonl')) if 'tune_layout' in d]
 r = [r for r in rows if (r['tp'], r['pp'], r['dp'], r['zero_stage']) == ($tp, $pp, 4 // ($tp * $pp), $z)]
-print(f\"-r {r[0]['recompute']} -b {r[0]['micro_batch']} --grad-accum {r[0]['grad_accum']}\" if r else '')")
+print(f\"-r {r[0]['recompute']} -b {r[0]['micro_batch']} --grad-accum {r[0]['grad_accum']}\" + (f\" --sp {r[0]['sp']}\" if $tp > 1 else '') if r else '')")
   [ -n "$row" ] || { bad "$label: no row --tp $tp --pp $pp -z $z in the list" "$(tail -3 "$W/list.$lst.out")"; return; }
-  local out; out=$("${MPI[@]}" -np 4 $BIN -e $model --tp $tp --pp $pp -z $z $row "$@" -x 2 -v 0 -s 0 --timing --log "$W/run.$label.jsonl" 2>&1) \
-    || { bad "$label: the real run" "$(tail -3 <<<"$out")"; return; }
+  "${MPI[@]}" -np 4 $BIN -e $model --tp $tp --pp $pp -z $z $row "$@" -x 2 -v 0 -s 0 --timing --log "$W/run.$label.jsonl" > "$W/run.$label.out" 2>&1 \
+    || { bad "$label: the real run" "$(tail -3 "$W/run.$label.out")"; return; }
   local r; r=$($PY - "$W/list.$lst.jsonl" "$W/run.$label.jsonl" $tp $pp $z <<'PYEOF'
 import json, sys
 tp, pp, z = map(int, sys.argv[3:])
@@ -243,6 +243,30 @@ sys.exit(0 if len(steps) == 2 and all(s == want for s in steps) and sum(want.val
 PYEOF
 )
   [ $? -eq 0 ] && ok "listed comm = a real run's counters, $label: $r" || bad "listed comm vs the real run's, $label" "$r"
+  # every stage, every rank: the run's end gathers each rank's counters (--timing's comm_bytes_ranks, totals over its
+  # steps); each rank's per step, every step alike, is its stage's listed row (the output end's tied-embedding receive
+  # and its --sp gathers included), and the console's line for the stage says the same
+  r=$($PY - "$W/list.$lst.jsonl" "$W/run.$label.jsonl" "$W/run.$label.out" $tp $pp $z <<'PYEOF'
+import json, sys
+tp, pp, z = map(int, sys.argv[4:])
+row = [d["tune_layout"] for d in map(json.loads, open(sys.argv[1])) if "tune_layout" in d]
+row = [r for r in row if (r["tp"], r["pp"], r["zero_stage"]) == (tp, pp, z)][0]
+end = [d for d in map(json.loads, open(sys.argv[2])) if "comm_bytes_ranks" in d]
+out = open(sys.argv[3]).read()
+ok = len(end) == 1 and len(end[0]["comm_bytes_ranks"]) == 4 and end[0]["steps"] == 2 and end[0]["steps_unlike_first"] == [0] * 4
+ok &= "every step the same on every rank" in out
+per, msgs = 4 // pp, []
+for st, want in enumerate(row["comm_bytes"]):
+    got = [{k: v / 2 for k, v in c.items()} for c in end[0]["comm_bytes_ranks"][st * per:(st + 1) * per]] if ok else []
+    ok &= len(got) == per and all(g == want for g in got) and sum(want.values()) > 0
+    ok &= f"  stage {st} (ranks {st * per}-{st * per + per - 1}): " + " | ".join(f"{k} {v:.0f}" for k, v in want.items()) in out
+    msgs.append(f"stage {st}'s {per} ranks " + ", ".join(f"{k} {v:.0f}" for k, v in want.items() if v) +
+                "".join(f" (rank {st * per + i} counts {g})" for i, g in enumerate(got) if g != want))
+print("; ".join(msgs))
+sys.exit(0 if ok else 1)
+PYEOF
+)
+  [ $? -eq 0 ] && ok "listed comm = every rank's counters per step, $label: $r" || bad "listed comm vs every rank's counters, $label" "$r"
 }
 if have_mpi "the listed layouts' comm against real runs"; then
   counted "d2 --tp 2 x dp 2 -z 1" d2 d2 2 1 1 -t 64

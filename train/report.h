@@ -447,6 +447,59 @@ static void report_step(Run *r, int step, const StepResult *s) {
     fflush(logf);
 }
 
+// --timing: a step's bytes by axis added to this rank's totals, and whether they are the first step's.
+static void report_comm_add(Run *r, const double bytes[NUM_AXES]) {
+    int unlike = 0;
+    for (int k = 0; k < NUM_AXES; k++) {
+        if (r->comm_steps == 0) r->comm_first[k] = bytes[k];
+        unlike |= bytes[k] != r->comm_first[k];
+        r->comm_total[k] += bytes[k];
+    }
+    r->comm_steps++;
+    r->comm_unlike += unlike;
+}
+
+// --timing with several ranks, at the run's end: every rank's bytes by axis (rank 0's steps log only its own), gathered
+// once, so that each stage's traffic (the output end's tied-embedding receive, its --sp gathers) can be held to the
+// count train/comm_count.h lists; logged as every rank's totals over the steps (and its steps unlike its first), on
+// the console one line per stage: each axis's bytes per step, or the stage's ranks' range where they differ.
+static void report_comm_ranks(Run *r) {
+    if (!r->cfg.timing || r->world <= 1 || r->comm_steps == 0) return;
+    double mine[NUM_AXES + 1], *all = (double *)mallocCheck((size_t)r->world * sizeof(mine));
+    memcpy(mine, r->comm_total, sizeof(r->comm_total));
+    mine[NUM_AXES] = r->comm_unlike;
+    comm_allgather_bytes(&r->comm, mine, all, sizeof(mine));  // every rank ran the same steps: the loop agrees on a stop
+    int per_stage = r->tp * r->dp, n = r->comm_steps, unlike = 0;
+    for (int i = 0; i < r->world; i++) unlike += all[i * (NUM_AXES + 1) + NUM_AXES] > 0;
+    printf0("comm bytes per step by stage (every rank's counters over %d step%s; %s):\n", n, n == 1 ? "" : "s",
+            unlike ? "some ranks' steps differ, their mean shown" : "every step the same on every rank");
+    for (int st = 0; st < r->pp_stages; st++) {
+        if (per_stage == 1) printf0("  stage %d (rank %d):", st, st);
+        else printf0("  stage %d (ranks %d-%d):", st, st * per_stage, (st + 1) * per_stage - 1);
+        for (int k = 0; k < NUM_AXES; k++) {
+            double lo = INFINITY, hi = -INFINITY;
+            for (int i = st * per_stage; i < (st + 1) * per_stage; i++) {
+                lo = fmin(lo, all[i * (NUM_AXES + 1) + k] / n);
+                hi = fmax(hi, all[i * (NUM_AXES + 1) + k] / n);
+            }
+            if (lo == hi) printf0(" %s %.0f%s", AXIS_NAMES[k], lo, k < NUM_AXES - 1 ? " |" : "\n");
+            else printf0(" %s %.0f-%.0f (its ranks differ)%s", AXIS_NAMES[k], lo, hi, k < NUM_AXES - 1 ? " |" : "\n");
+        }
+    }
+    if (r->logf) {
+        fprintf(r->logf, "{\"comm_bytes_ranks\": [");
+        for (int i = 0; i < r->world; i++)
+            for (int k = 0; k < NUM_AXES; k++)
+                fprintf(r->logf, "%s\"%s\": %.0f%s", k ? ", " : i ? ", {" : "{", AXIS_NAMES[k], all[i * (NUM_AXES + 1) + k],
+                        k == NUM_AXES - 1 ? "}" : "");
+        fprintf(r->logf, "], \"steps\": %d, \"steps_unlike_first\": [", n);
+        for (int i = 0; i < r->world; i++) fprintf(r->logf, "%s%.0f", i ? ", " : "", all[i * (NUM_AXES + 1) + NUM_AXES]);
+        fprintf(r->logf, "]}\n");
+        fflush(r->logf);
+    }
+    free(all);
+}
+
 // --profile: rank 0's modules over the profiled steps, on the console and as one JSON line. The
 // counted FLOPs are checked against the model's formula, 6 per parameter per token plus attention:
 // they differ by the parameters no matmul multiplies (the position embedding, a lookup; biases and

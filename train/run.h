@@ -17,6 +17,7 @@
 #include "../optim/optimizers.h"  // --optimizer's optimizer, made from config.h's optimizer_args
 #include "../pipeline.h"
 #include "../base/fault.h"
+#include "../backend/timing.h"  // CommAxis: the axes --timing counts each rank's bytes by
 #include "plan.h"
 #include "sample.h"
 
@@ -81,6 +82,10 @@ typedef struct {
     int timed_steps;
     double eta_t0;                           // for the time left: when the run's first step ended, and which step that was
     int eta_step0;
+    // --timing: this rank's communication by axis (timing.h's CommAxis) summed over the steps it ran, the first step's,
+    // the steps counted and how many differed from the first (report_comm_ranks logs every rank's at the end)
+    double comm_total[NUM_AXES], comm_first[NUM_AXES];
+    int comm_steps, comm_unlike;
 } Run;
 
 // OpenMP threads waiting for work spin before they sleep (libgomp: 300,000 iterations). Beside one

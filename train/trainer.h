@@ -422,6 +422,7 @@ static void run_checkpoint(Run *r, int done) {
 
 // The end: the run's averages and --profile's table, and everything freed (run.h).
 static void run_finish(Run *r) {
+    report_comm_ranks(r);  // --timing: every rank's communication, one collective
     if (r->cfg.profile) report_profile(r);
     if (r->timed_steps > 0) {
         double ms = r->total_ms / r->timed_steps;
@@ -470,6 +471,7 @@ static int train_main(int argc, char **argv) {
         StepResult s = run_step(r, step);
         s.eta_s = report_eta(r, step, s.ms);
         report_step(r, step, &s);
+        if (cfg->timing) report_comm_add(r, s.comm_bytes);
         free(s.idle);
         int done = step + 1;
         // a signal may reach the ranks at different steps: agree, so all stop after the same one
